@@ -1,0 +1,184 @@
+//===- Artifact.h - the parsed and validated artifact body ------*- C++ -*-===//
+//
+// parseArtifact() turns the JSON body of a `.dtc` file into these structs and
+// performs every check of docs/artifact.md "Validation on load" except the
+// rank count (checkRankCount). Failures throw dtc::rt::Error whose message
+// starts with the file label: "model.dtc: program 'spmd' instruction 7
+// (softmax): attribute 'axis' = 3 is out of range for a rank-2 operand".
+//
+// Internal to the runtime (throws). The compiler-facing, non-throwing entry
+// point is dtc::rt::checkArtifact() at the end of this file.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_ARTIFACT_H
+#define DTC_RUNTIME_ARTIFACT_H
+
+#include "dtc/runtime/Types.h"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace dtc::rt {
+
+enum class Role { Param, OptimizerState, Input, Step, Loss };
+const char *roleName(Role r);
+
+/// Memory categories of slots (docs/artifact.md "Programs").
+enum class MemCategory { Param, Grad, Optimizer, Activation, Input, Constant, Scalar };
+constexpr int kNumMemCategories = 7;
+const char *memCategoryName(MemCategory c);
+
+/// Per dimension: the mesh axes that split it, major first.
+using Sharding = std::vector<std::vector<int>>;
+
+/// `init` of a param / optimizer_state: normal(STD), uniform(LO,HI), zeros, ones.
+struct InitSpec {
+  enum Kind { Zeros, Ones, Normal, Uniform } kind = Zeros;
+  double a = 0, b = 0; ///< normal: a = STD; uniform: [a, b)
+};
+/// Parses an init string; returns false if malformed.
+bool parseInitSpec(const std::string &text, InitSpec &out);
+
+/// The device mesh: axis sizes, outermost first; rank <-> coordinates in
+/// row-major order.
+class Mesh {
+public:
+  Mesh() = default;
+  explicit Mesh(std::vector<int64_t> axes);
+  const std::vector<int64_t> &axes() const { return axes_; }
+  int numAxes() const { return int(axes_.size()); }
+  int64_t devices() const;
+  std::vector<int64_t> coords(int64_t rank) const;
+  /// Product of the sizes of `axes`.
+  int64_t groupSize(const std::vector<int> &axes) const;
+  /// Row-major index of `c` over `axes` in the listed order.
+  int64_t groupIndex(const std::vector<int64_t> &c, const std::vector<int> &axes) const;
+  /// Row-major index of `c` over the axes NOT in `axes` (identifies the group).
+  int64_t groupColor(const std::vector<int64_t> &c, const std::vector<int> &axes) const;
+  /// "2x2"
+  std::string str() const;
+
+private:
+  std::vector<int64_t> axes_;
+};
+
+/// The local piece of a global tensor on one rank.
+struct Piece {
+  Shape local;  ///< local shape
+  Shape offset; ///< global index of the piece's first element, per dim
+};
+Piece pieceOf(const Mesh &mesh, const Sharding &sharding, const Shape &global,
+              const std::vector<int64_t> &coords);
+/// Calls f(localStart, globalStart, length) for each contiguous row of the
+/// piece (row-major element indices into the local and the global tensor).
+void forEachPieceRun(const Shape &global, const Piece &piece,
+                     const std::function<void(int64_t, int64_t, int64_t)> &f);
+
+struct TensorDecl {
+  std::string name;
+  Role role = Role::Param;
+  DType dtype = DType::F32;
+  Shape shape; ///< global
+  Sharding sharding;
+  InitSpec init;        ///< param, optimizer_state
+  std::string initText; ///< as written
+  std::string of;       ///< optimizer_state: the parameter
+  int64_t max = 0;      ///< integer input: exclusive bound (0 = none)
+};
+
+struct CommDecl {
+  std::string name;
+  std::vector<int> meshAxes;
+};
+
+struct SlotDecl {
+  uint64_t bytes = 0;
+  MemCategory category = MemCategory::Activation;
+};
+
+struct BufferDecl {
+  int slot = 0;
+  DType dtype = DType::F32;
+  Shape shape; ///< local
+  int tensor = -1; ///< index into Artifact::tensors, -1 if none
+  uint64_t bytes() const { return uint64_t(numel(shape)) * dtypeSize(dtype); }
+};
+
+struct ConstantDecl {
+  int buffer = 0;
+  bool isSplat = true;
+  double splat = 0;
+  std::string data; ///< decoded bytes (exactly the buffer's bytes)
+};
+
+/// Collective ops (docs/artifact.md "Collectives").
+enum class CollKind { AllReduce, AllGather, ReduceScatter, AllSlice, AllToAll };
+constexpr int kNumCollKinds = 5;
+const char *collKindName(CollKind k);
+bool parseCollKind(const std::string &op, CollKind &out);
+enum class ReduceOp { Sum, Max, Min, Average };
+
+struct InstrDecl {
+  std::string op;
+  std::vector<int> in, out;
+  nlohmann::json attrs = nlohmann::json::object();
+  bool isCollective = false;
+  // Collectives only (filled by validation):
+  CollKind coll = CollKind::AllReduce;
+  int comm = -1; ///< index into Artifact::comms
+  ReduceOp reduce = ReduceOp::Sum;
+  int axis = 0, splitAxis = 0, concatAxis = 0;
+};
+
+struct ProgramDecl {
+  std::string name;
+  std::vector<int> ranks;
+  std::vector<SlotDecl> slots;
+  std::vector<BufferDecl> buffers;
+  std::vector<ConstantDecl> constants;
+  std::vector<InstrDecl> instructions;
+};
+
+struct Artifact {
+  std::string label; ///< file name used in messages
+  int version = 1;
+  std::string producer, source;
+  Mesh mesh;
+  int64_t devices = 0;
+  nlohmann::json plan = nlohmann::json::object();
+  nlohmann::json optimizer = nlohmann::json::object();
+  std::vector<CommDecl> comms;
+  std::vector<TensorDecl> tensors;
+  std::vector<ProgramDecl> programs;
+
+  int findTensor(const std::string &name) const; ///< -1 if none
+  int findComm(const std::string &name) const;   ///< -1 if none
+  /// Index of the program that runs `rank`.
+  int programOf(int64_t rank) const;
+  /// Indices of tensors with this role, in artifact order.
+  std::vector<int> tensorsWithRole(Role r) const;
+  /// Buffer id bound to tensor `t` in program `p`, or -1.
+  int bufferOf(int p, int t) const;
+};
+
+/// Parses and validates a JSON body; `label` prefixes every message.
+Artifact parseArtifact(const nlohmann::json &body, const std::string &label);
+/// Checks the container, parses and validates.
+Artifact loadArtifactBytes(std::string_view fileBytes, const std::string &label);
+/// Reads the file, then loadArtifactBytes with the path as label.
+Artifact loadArtifactFile(const std::string &path);
+/// Throws unless the artifact's device count equals `ranks`.
+void checkRankCount(const Artifact &a, int64_t ranks);
+
+/// Non-throwing validation for the compiler: container-free JSON body,
+/// expected rank count (0 = do not check). Returns false and sets `error`
+/// (prefixed by `label`) on the first problem.
+bool checkArtifact(const nlohmann::json &body, const std::string &label,
+                   int64_t ranks, std::string &error) noexcept;
+
+} // namespace dtc::rt
+
+#endif // DTC_RUNTIME_ARTIFACT_H

@@ -1,0 +1,78 @@
+//===- ArtifactFormat.h - the .dtc container (docs/artifact.md) --*- C++ -*-===//
+//
+// The container of a `.dtc` artifact:
+//
+//   dtc-artifact 1 <body-bytes> <fnv1a64-hex>\n<body>
+//
+// Library `dtc_artifact_format`: depends on nlohmann_json only (no MPI, no
+// BLAS). Every function here is `noexcept`: none lets an exception escape, so
+// code built with -fno-exceptions (the compiler) may call all of them. Errors
+// come back as a message string (no trailing newline, no "error:" prefix).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_ARTIFACTFORMAT_H
+#define DTC_RUNTIME_ARTIFACTFORMAT_H
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace dtc::rt {
+
+/// The container version this library reads and writes.
+constexpr int kArtifactContainerVersion = 1;
+
+/// 64-bit FNV-1a (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
+uint64_t fnv1a64(std::string_view bytes) noexcept;
+
+/// 16 lowercase hex digits.
+std::string hex64(uint64_t v) noexcept;
+
+/// The whole file text for a body given as JSON: the header line followed by
+/// `body.dump()` (compact, UTF-8; invalid UTF-8 in strings is replaced by
+/// U+FFFD rather than failing). Returns "" only if memory runs out.
+std::string encodeArtifact(const nlohmann::json &body) noexcept;
+
+/// The whole file text for an already serialized body.
+std::string encodeArtifactBody(std::string_view body) noexcept;
+
+/// Checks the container of `fileBytes` (magic, version, length, hash, nothing
+/// after the body) and returns the body bytes in `body`. On failure returns
+/// false and sets `error`, e.g. "body hash mismatch (file edited or
+/// corrupted?)". `body` is left empty on failure.
+bool decodeArtifact(std::string_view fileBytes, std::string &body,
+                    std::string &error) noexcept;
+
+/// Like decodeArtifact, then parses the body as JSON (which must be an
+/// object). On a JSON syntax error, `error` names the byte offset.
+bool decodeArtifactJson(std::string_view fileBytes, nlohmann::json &body,
+                        std::string &error) noexcept;
+
+/// Writes `encodeArtifact(body)` to `path` atomically: a temporary file in the
+/// same directory, fsync, rename over `path`, fsync of the directory. On
+/// failure the old file (if any) is untouched, no temporary file is left,
+/// and `error` names the path and the reason.
+bool writeArtifactFile(const std::string &path, const nlohmann::json &body,
+                       std::string &error) noexcept;
+
+/// Reads a whole file into `out`. On failure sets `error` ("cannot open: No
+/// such file or directory") without the path.
+bool readFileBytes(const std::string &path, std::string &out,
+                   std::string &error) noexcept;
+
+/// Atomically replaces `path` with `bytes` (temp file in the same directory +
+/// fsync + rename + fsync of the directory). On failure the old file is left
+/// as it was, the temporary is removed, and `error` says why (without path).
+bool writeFileAtomic(const std::string &path, std::string_view bytes,
+                     std::string &error) noexcept;
+
+/// Parses JSON text without throwing. On failure `error` is nlohmann's
+/// message (it names the byte offset). `out` must be a json value.
+bool parseJsonText(std::string_view text, nlohmann::json &out,
+                   std::string &error) noexcept;
+
+} // namespace dtc::rt
+
+#endif // DTC_RUNTIME_ARTIFACTFORMAT_H

@@ -1,0 +1,66 @@
+//===- Checkpoint.h - --save / --load (spec/cli.md) --------------*- C++ -*-===//
+//
+// A checkpoint CKPT is a safetensors file holding every `param` tensor,
+// gathered to its global shape, under its name, with metadata
+// {"dtc.format": "dtc-checkpoint-v1", "dtc.step": "K"} (K = global steps
+// done). The optimizer state goes to the sidecar CKPT.optim (safetensors:
+// every `optimizer_state` tensor under its artifact name; metadata dtc.format
+// "dtc-optimizer-v1", dtc.step, dtc.optimizer_step), written BEFORE the main
+// file. Loading restores the optimizer state and the step tensor only when
+// the sidecar exists and its dtc.step equals the main file's.
+//
+// Collective over the World; failures throw AgreedError on every rank.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_CHECKPOINT_H
+#define DTC_RUNTIME_CHECKPOINT_H
+
+#include "dtc/runtime/Executor.h"
+#include "dtc/runtime/Safetensors.h"
+
+#include <string>
+#include <vector>
+
+namespace dtc::rt {
+
+inline std::string optimizerSidecarPath(const std::string &ckpt) { return ckpt + ".optim"; }
+
+/// For tensor `t`: the ranks that contribute its pieces when gathering (the
+/// lowest rank holding each distinct piece), in rank order.
+std::vector<int> contributorRanks(const Artifact &a, int t);
+
+/// Collective: every tensor in `tensors` assembled to its global shape on
+/// world rank 0 (one byte string per tensor); other ranks get empty strings.
+/// Packing errors are agreed (AgreedError everywhere); an error while
+/// assembling on rank 0 is thrown on rank 0 only, so the caller must agree.
+std::vector<std::string> gatherToRoot(RankExecutor &exec, World &world,
+                                      const std::vector<int> &tensors);
+
+/// Checks that `file` holds exactly the tensors of `role` of the artifact with
+/// the right dtypes and global shapes. Throws Error naming the file.
+void checkCheckpointTensors(const Artifact &a, const SafetensorsReader &file, Role role);
+/// Value of an integer metadata key (`fallback` if absent). Throws if malformed.
+int64_t metadataInt(const SafetensorsReader &file, const std::string &key, int64_t fallback);
+
+struct LoadedCheckpoint {
+  int64_t step = 0;          ///< global steps done (main file's dtc.step, 0 if absent)
+  bool optimizerRestored = false;
+  int64_t optimizerStep = 0; ///< value for the step tensor
+  std::string note;          ///< why the optimizer state was not restored ("" if it was)
+};
+
+/// Validates CKPT (and CKPT.optim when it applies) against the artifact
+/// without an executor (for `dtc-run --launch`). Throws Error.
+LoadedCheckpoint inspectCheckpoint(const Artifact &a, const std::string &path);
+
+/// Collective: loads the local pieces of every param (and of the optimizer
+/// state + step when the sidecar matches).
+LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::string &path);
+
+/// Collective: gathers and writes CKPT.optim then CKPT atomically (rank 0).
+void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path, int64_t step,
+                    int64_t optimizerStep);
+
+} // namespace dtc::rt
+
+#endif // DTC_RUNTIME_CHECKPOINT_H

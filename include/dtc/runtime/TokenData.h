@@ -1,0 +1,70 @@
+//===- TokenData.h - token files for --data (spec/cli.md) --------*- C++ -*-===//
+//
+// A token file is raw little-endian uint16 or uint32 tokens. With B, S the
+// shape of the ids input, step k fills global row r from the window starting
+// at ((k*B + r)*S) mod (n - S - 1): ids = tokens[start, start+S), labels =
+// tokens[start+1, start+S+1]. Each rank fills only the elements of its local
+// pieces of ids and labels.
+//
+// Internal to the runtime: throws dtc::rt::Error("FILE: ...").
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_TOKENDATA_H
+#define DTC_RUNTIME_TOKENDATA_H
+
+#include "dtc/runtime/Artifact.h"
+
+#include <string>
+
+namespace dtc::rt {
+
+enum class TokenDType { U16, U32 };
+bool parseTokenDType(const std::string &s, TokenDType &out);
+
+/// Which inputs receive ids and labels: the first and second integer inputs
+/// of rank 2 (they must have the same shape [B, S]).
+struct TokenBinding {
+  int ids = -1, labels = -1; ///< tensor indices
+  int64_t B = 0, S = 0;
+  int64_t bound = 0;         ///< min of the two inputs' max
+  std::string boundInput;    ///< name of the input whose max is `bound`
+};
+TokenBinding bindTokenInputs(const Artifact &a);
+
+/// A read-only mapping of a token file.
+class TokenFile {
+public:
+  TokenFile(const std::string &path, TokenDType dtype);
+  ~TokenFile();
+  TokenFile(const TokenFile &) = delete;
+  TokenFile &operator=(const TokenFile &) = delete;
+
+  const std::string &path() const { return path_; }
+  int64_t size() const { return n_; } ///< tokens
+  uint64_t at(int64_t i) const {
+    return dtype_ == TokenDType::U16 ? uint64_t(reinterpret_cast<const uint16_t *>(base_)[i])
+                                     : uint64_t(reinterpret_cast<const uint32_t *>(base_)[i]);
+  }
+  /// Throws unless the file holds at least one window (n >= S + 2) and every
+  /// token is below `b.bound`.
+  void validate(const TokenBinding &b) const;
+
+private:
+  std::string path_;
+  TokenDType dtype_;
+  const char *base_ = nullptr;
+  size_t bytes_ = 0;
+  int64_t n_ = 0;
+};
+
+/// Start of the window of global row r at step k.
+int64_t windowStart(int64_t step, int64_t row, int64_t B, int64_t S, int64_t nTokens);
+
+/// Fills the local piece (at `piece`) of the ids (`labels` = false) or labels
+/// input of global shape [B, S] for step `step`.
+void fillTokens(const TokenFile &f, const TokenBinding &b, int64_t step, bool labels,
+                void *out, DType dtype, const Piece &piece);
+
+} // namespace dtc::rt
+
+#endif // DTC_RUNTIME_TOKENDATA_H

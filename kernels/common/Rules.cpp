@@ -1,0 +1,495 @@
+//===- Rules.cpp - check rules of every kernel (docs/kernels.md) ----------===//
+//
+// Backend independent. Each rule throws dtc::rt::Error with a message that
+// says what is wrong (the caller adds the file, program and instruction).
+//
+//===----------------------------------------------------------------------===//
+#include "dtc/kernels/Kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace dtc::kernels {
+
+using json = nlohmann::json;
+using rt::Error;
+using rt::shapeStr;
+using Descs = std::vector<TensorDesc>;
+
+namespace {
+
+[[noreturn]] void fail(const std::string &msg) { throw Error(msg); }
+
+std::string desc(const TensorDesc &t) {
+  return std::string(rt::dtypeName(t.dtype)) + shapeStr(t.shape);
+}
+
+void needFloat(const TensorDesc &t, const char *what) {
+  if (t.dtype != DType::F32)
+    fail(std::string(what) + " must be f32, got " + desc(t));
+}
+void needInt(const TensorDesc &t, const char *what) {
+  if (!rt::isInt(t.dtype))
+    fail(std::string(what) + " must be i32 or i64, got " + desc(t));
+}
+void needDtype(const TensorDesc &t, DType d, const char *what) {
+  if (t.dtype != d)
+    fail(std::string(what) + " must be " + rt::dtypeName(d) + ", got " + desc(t));
+}
+void needShape(const TensorDesc &t, const Shape &s, const char *what) {
+  if (t.shape != s)
+    fail(std::string(what) + " must have shape " + shapeStr(s) + ", got " + desc(t));
+}
+void needLike(const TensorDesc &t, const TensorDesc &ref, const char *what,
+              const char *refName) {
+  if (t.dtype != ref.dtype || t.shape != ref.shape)
+    fail(std::string(what) + " must match " + refName + " (" + desc(ref) +
+         "), got " + desc(t));
+}
+void needRankAtLeast(const TensorDesc &t, size_t r, const char *what) {
+  if (t.shape.size() < r)
+    fail(std::string(what) + " must have rank >= " + std::to_string(r) +
+         ", got " + desc(t));
+}
+
+const json *attr(const json &attrs, const char *key) {
+  if (!attrs.is_object())
+    fail("attributes must be a JSON object");
+  auto it = attrs.find(key);
+  if (it == attrs.end())
+    fail(std::string("missing attribute '") + key + "'");
+  return &*it;
+}
+int64_t reqInt(const json &attrs, const char *key) {
+  const json *v = attr(attrs, key);
+  if (!v->is_number_integer() ||
+      (v->is_number_unsigned() &&
+       v->get<uint64_t>() > uint64_t(INT64_MAX)))
+    fail(std::string("attribute '") + key + "' must be an integer");
+  return v->get<int64_t>();
+}
+double reqNum(const json &attrs, const char *key) {
+  const json *v = attr(attrs, key);
+  if (!v->is_number())
+    fail(std::string("attribute '") + key + "' must be a number");
+  double d = v->get<double>();
+  if (!std::isfinite(d))
+    fail(std::string("attribute '") + key + "' must be finite");
+  return d;
+}
+bool reqBool(const json &attrs, const char *key) {
+  const json *v = attr(attrs, key);
+  if (!v->is_boolean())
+    fail(std::string("attribute '") + key + "' must be a boolean");
+  return v->get<bool>();
+}
+std::vector<int64_t> reqInts(const json &attrs, const char *key) {
+  const json *v = attr(attrs, key);
+  if (!v->is_array())
+    fail(std::string("attribute '") + key + "' must be an array of integers");
+  std::vector<int64_t> r;
+  for (const json &e : *v) {
+    if (!e.is_number_integer() ||
+        (e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(INT64_MAX)))
+      fail(std::string("attribute '") + key + "' must be an array of integers");
+    r.push_back(e.get<int64_t>());
+  }
+  return r;
+}
+int64_t reqAxis(const json &attrs, const char *key, size_t rank) {
+  int64_t a = reqInt(attrs, key);
+  if (a < 0 || a >= int64_t(rank))
+    fail(std::string("attribute '") + key + "' = " + std::to_string(a) +
+         " is out of range for a rank-" + std::to_string(rank) + " operand");
+  return a;
+}
+
+// ---- rules ---------------------------------------------------------------
+
+void checkMatmul(const Descs &in, const Descs &out, const json &) {
+  const TensorDesc &a = in[0], &b = in[1];
+  needFloat(a, "a");
+  needFloat(b, "b");
+  needFloat(out[0], "the result");
+  needRankAtLeast(a, 2, "a");
+  needRankAtLeast(b, 2, "b");
+  int64_t M = a.shape[a.shape.size() - 2], K = a.shape.back();
+  int64_t K2 = b.shape[b.shape.size() - 2], N = b.shape.back();
+  if (K != K2)
+    fail("contraction sizes differ: a is " + desc(a) + ", b is " + desc(b));
+  Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+  Shape batch;
+  if (!broadcastShapes(ba, bb, batch))
+    fail("batch dimensions of a " + desc(a) + " and b " + desc(b) +
+         " do not broadcast");
+  batch.push_back(M);
+  batch.push_back(N);
+  needShape(out[0], batch, "the result");
+}
+
+enum class DT { Float, Any, IntOrFloat };
+
+template <DT kinds> void checkBinary(const Descs &in, const Descs &out, const json &) {
+  const TensorDesc &l = in[0], &r = in[1];
+  if (kinds == DT::Float) {
+    needFloat(l, "lhs");
+  }
+  if (l.dtype != r.dtype)
+    fail("lhs " + desc(l) + " and rhs " + desc(r) + " have different dtypes");
+  needDtype(out[0], l.dtype, "the result");
+  Shape s;
+  if (!broadcastShapes(l.shape, r.shape, s))
+    fail("shapes " + shapeStr(l.shape) + " and " + shapeStr(r.shape) +
+         " do not broadcast");
+  needShape(out[0], s, "the result");
+}
+
+template <DT kinds> void checkUnary(const Descs &in, const Descs &out, const json &) {
+  if (kinds == DT::Float)
+    needFloat(in[0], "x");
+  needLike(out[0], in[0], "the result", "x");
+}
+
+void checkSoftmax(const Descs &in, const Descs &out, const json &attrs) {
+  needFloat(in[0], "x");
+  needRankAtLeast(in[0], 1, "x");
+  reqAxis(attrs, "axis", in[0].shape.size());
+  needLike(out[0], in[0], "the result", "x");
+}
+
+void checkEps(const json &attrs) {
+  if (reqNum(attrs, "epsilon") < 0)
+    fail("attribute 'epsilon' must be >= 0");
+}
+
+void checkNormParams(const TensorDesc &x, const TensorDesc &p, const char *what) {
+  needFloat(p, what);
+  needShape(p, Shape{x.shape.back()}, what);
+}
+
+void checkLayerNorm(const Descs &in, const Descs &out, const json &attrs) {
+  needFloat(in[0], "x");
+  needRankAtLeast(in[0], 1, "x");
+  checkNormParams(in[0], in[1], "gamma");
+  checkNormParams(in[0], in[2], "beta");
+  checkEps(attrs);
+  needLike(out[0], in[0], "the result", "x");
+}
+
+void checkRmsNorm(const Descs &in, const Descs &out, const json &attrs) {
+  needFloat(in[0], "x");
+  needRankAtLeast(in[0], 1, "x");
+  checkNormParams(in[0], in[1], "gamma");
+  checkEps(attrs);
+  needLike(out[0], in[0], "the result", "x");
+}
+
+void checkEmbedding(const Descs &in, const Descs &out, const json &) {
+  const TensorDesc &table = in[0], &ids = in[1];
+  needFloat(table, "table");
+  if (table.shape.size() != 2)
+    fail("table must have rank 2 [V, D], got " + desc(table));
+  needInt(ids, "ids");
+  Shape s = ids.shape;
+  s.push_back(table.shape[1]);
+  needFloat(out[0], "the result");
+  needShape(out[0], s, "the result");
+}
+
+void checkAttentionOperands(const Descs &in, size_t n) {
+  static const char *names[] = {"q", "k", "v", "dy"};
+  needFloat(in[0], "q");
+  if (in[0].shape.size() != 4)
+    fail("q must have rank 4 [B, H, S, Dh], got " + desc(in[0]));
+  for (size_t i = 1; i < n; ++i)
+    needLike(in[i], in[0], names[i], "q");
+}
+
+void checkAttention(const Descs &in, const Descs &out, const json &attrs) {
+  checkAttentionOperands(in, 3);
+  reqBool(attrs, "causal");
+  needLike(out[0], in[0], "the result", "q");
+}
+
+void checkCrossEntropy(const Descs &in, const Descs &out, const json &) {
+  const TensorDesc &logits = in[0], &labels = in[1];
+  needFloat(logits, "logits");
+  needRankAtLeast(logits, 1, "logits");
+  needInt(labels, "labels");
+  needShape(labels, Shape(logits.shape.begin(), logits.shape.end() - 1), "labels");
+  needFloat(out[0], "the result");
+  needShape(out[0], Shape{}, "the result");
+}
+
+Shape reducedShape(const TensorDesc &x, const json &attrs) {
+  std::vector<int64_t> axes = reqInts(attrs, "axes");
+  bool keep = reqBool(attrs, "keep_dims");
+  std::vector<bool> reduced(x.shape.size(), false);
+  for (int64_t a : axes) {
+    if (a < 0 || a >= int64_t(x.shape.size()))
+      fail("axis " + std::to_string(a) + " in 'axes' is out of range for " + desc(x));
+    if (reduced[size_t(a)])
+      fail("axis " + std::to_string(a) + " appears twice in 'axes'");
+    reduced[size_t(a)] = true;
+  }
+  Shape s;
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    if (!reduced[i])
+      s.push_back(x.shape[i]);
+    else if (keep)
+      s.push_back(1);
+  }
+  return s;
+}
+
+template <DT kinds> void checkReduce(const Descs &in, const Descs &out, const json &attrs) {
+  if (kinds == DT::Float)
+    needFloat(in[0], "x");
+  needDtype(out[0], in[0].dtype, "the result");
+  needShape(out[0], reducedShape(in[0], attrs), "the result");
+}
+
+void checkReshape(const Descs &in, const Descs &out, const json &) {
+  needDtype(out[0], in[0].dtype, "the result");
+  if (rt::numel(out[0].shape) != rt::numel(in[0].shape))
+    fail("the result " + desc(out[0]) + " has a different element count than x " +
+         desc(in[0]));
+}
+
+void checkTranspose(const Descs &in, const Descs &out, const json &attrs) {
+  std::vector<int64_t> perm = reqInts(attrs, "permutation");
+  const Shape &xs = in[0].shape;
+  if (perm.size() != xs.size())
+    fail("'permutation' has " + std::to_string(perm.size()) +
+         " entries for a rank-" + std::to_string(xs.size()) + " operand");
+  std::vector<bool> seen(xs.size(), false);
+  Shape s;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= int64_t(xs.size()) || seen[size_t(p)])
+      fail("'permutation' is not a permutation of 0.." +
+           std::to_string(int64_t(xs.size()) - 1));
+    seen[size_t(p)] = true;
+    s.push_back(xs[size_t(p)]);
+  }
+  needDtype(out[0], in[0].dtype, "the result");
+  needShape(out[0], s, "the result");
+}
+
+void checkCast(const Descs &in, const Descs &out, const json &) {
+  needShape(out[0], in[0].shape, "the result");
+}
+
+void checkBroadcast(const Descs &in, const Descs &out, const json &) {
+  needDtype(out[0], in[0].dtype, "the result");
+  if (!broadcastsTo(in[0].shape, out[0].shape))
+    fail("x " + desc(in[0]) + " does not broadcast to the result shape " +
+         shapeStr(out[0].shape));
+}
+
+void checkActGrad(const Descs &in, const Descs &out, const json &) {
+  needFloat(in[0], "x");
+  needLike(in[1], in[0], "dy", "x");
+  needLike(out[0], in[0], "dx", "x");
+}
+
+void checkMaxGrad(const Descs &in, const Descs &out, const json &) {
+  const TensorDesc &l = in[0], &r = in[1], &dy = in[2];
+  needFloat(dy, "dy");
+  needFloat(l, "lhs");
+  needFloat(r, "rhs");
+  if (!broadcastsTo(l.shape, dy.shape))
+    fail("lhs " + desc(l) + " does not broadcast to dy's shape " + shapeStr(dy.shape));
+  if (!broadcastsTo(r.shape, dy.shape))
+    fail("rhs " + desc(r) + " does not broadcast to dy's shape " + shapeStr(dy.shape));
+  needLike(out[0], dy, "dlhs", "dy");
+  needLike(out[1], dy, "drhs", "dy");
+}
+
+void checkSoftmaxGrad(const Descs &in, const Descs &out, const json &attrs) {
+  needFloat(in[0], "y");
+  needRankAtLeast(in[0], 1, "y");
+  needLike(in[1], in[0], "dy", "y");
+  reqAxis(attrs, "axis", in[0].shape.size());
+  needLike(out[0], in[0], "dx", "y");
+}
+
+void checkLayerNormGrad(const Descs &in, const Descs &out, const json &attrs) {
+  needFloat(in[0], "x");
+  needRankAtLeast(in[0], 1, "x");
+  checkNormParams(in[0], in[1], "gamma");
+  needLike(in[2], in[0], "dy", "x");
+  checkEps(attrs);
+  needLike(out[0], in[0], "dx", "x");
+  needLike(out[1], in[1], "dgamma", "gamma");
+  needLike(out[2], in[1], "dbeta", "gamma");
+}
+
+void checkRmsNormGrad(const Descs &in, const Descs &out, const json &attrs) {
+  needFloat(in[0], "x");
+  needRankAtLeast(in[0], 1, "x");
+  checkNormParams(in[0], in[1], "gamma");
+  needLike(in[2], in[0], "dy", "x");
+  checkEps(attrs);
+  needLike(out[0], in[0], "dx", "x");
+  needLike(out[1], in[1], "dgamma", "gamma");
+}
+
+void checkEmbeddingGrad(const Descs &in, const Descs &out, const json &) {
+  const TensorDesc &ids = in[0], &dy = in[1], &dt = out[0];
+  needInt(ids, "ids");
+  needFloat(dy, "dy");
+  needFloat(dt, "dtable");
+  if (dt.shape.size() != 2)
+    fail("dtable must have rank 2 [V, D], got " + desc(dt));
+  Shape s = ids.shape;
+  s.push_back(dt.shape[1]);
+  needShape(dy, s, "dy");
+}
+
+void checkAttentionGrad(const Descs &in, const Descs &out, const json &attrs) {
+  checkAttentionOperands(in, 4);
+  reqBool(attrs, "causal");
+  needLike(out[0], in[0], "dq", "q");
+  needLike(out[1], in[0], "dk", "q");
+  needLike(out[2], in[0], "dv", "q");
+}
+
+void checkCrossEntropyGrad(const Descs &in, const Descs &out, const json &attrs) {
+  const TensorDesc &logits = in[0], &labels = in[1], &dloss = in[2];
+  needFloat(logits, "logits");
+  needRankAtLeast(logits, 1, "logits");
+  needInt(labels, "labels");
+  needShape(labels, Shape(logits.shape.begin(), logits.shape.end() - 1), "labels");
+  needFloat(dloss, "dloss");
+  needShape(dloss, Shape{}, "dloss");
+  reqNum(attrs, "scale");
+  needLike(out[0], logits, "dlogits", "logits");
+}
+
+void checkSgd(const Descs &in, const Descs &out, const json &attrs) {
+  needFloat(in[0], "p");
+  needLike(in[1], in[0], "g", "p");
+  reqNum(attrs, "lr");
+  reqNum(attrs, "weight_decay");
+  needLike(out[0], in[0], "p'", "p");
+}
+
+void checkAdam(const Descs &in, const Descs &out, const json &attrs) {
+  needFloat(in[0], "p");
+  needLike(in[1], in[0], "g", "p");
+  needLike(in[2], in[0], "m", "p");
+  needLike(in[3], in[0], "v", "p");
+  needDtype(in[4], DType::I64, "step");
+  needShape(in[4], Shape{}, "step");
+  reqNum(attrs, "lr");
+  for (const char *b : {"beta1", "beta2"}) {
+    double v = reqNum(attrs, b);
+    if (v < 0 || v >= 1)
+      fail(std::string("attribute '") + b + "' must be in [0, 1)");
+  }
+  if (reqNum(attrs, "eps") < 0)
+    fail("attribute 'eps' must be >= 0");
+  reqNum(attrs, "weight_decay");
+  reqBool(attrs, "decoupled");
+  needLike(out[0], in[0], "p'", "p");
+  needLike(out[1], in[0], "m'", "p");
+  needLike(out[2], in[0], "v'", "p");
+}
+
+std::vector<KernelInfo> makeKernels() {
+  using P = std::vector<std::pair<int, int>>;
+  std::vector<KernelInfo> k = {
+      {"matmul", 2, 1, {}, checkMatmul},
+      {"add", 2, 1, {}, checkBinary<DT::Any>},
+      {"sub", 2, 1, {}, checkBinary<DT::Any>},
+      {"mul", 2, 1, {}, checkBinary<DT::Any>},
+      {"div", 2, 1, {}, checkBinary<DT::Any>},
+      {"max", 2, 1, {}, checkBinary<DT::Any>},
+      {"neg", 1, 1, {}, checkUnary<DT::Any>},
+      {"exp", 1, 1, {}, checkUnary<DT::Float>},
+      {"log", 1, 1, {}, checkUnary<DT::Float>},
+      {"tanh", 1, 1, {}, checkUnary<DT::Float>},
+      {"sqrt", 1, 1, {}, checkUnary<DT::Float>},
+      {"rsqrt", 1, 1, {}, checkUnary<DT::Float>},
+      {"relu", 1, 1, {}, checkUnary<DT::Float>},
+      {"gelu", 1, 1, {}, checkUnary<DT::Float>},
+      {"silu", 1, 1, {}, checkUnary<DT::Float>},
+      {"softmax", 1, 1, {}, checkSoftmax},
+      {"layer_norm", 3, 1, {}, checkLayerNorm},
+      {"rms_norm", 2, 1, {}, checkRmsNorm},
+      {"embedding", 2, 1, {}, checkEmbedding},
+      {"attention", 3, 1, {}, checkAttention},
+      {"cross_entropy", 2, 1, {}, checkCrossEntropy},
+      {"reduce_sum", 1, 1, {}, checkReduce<DT::Any>},
+      {"reduce_mean", 1, 1, {}, checkReduce<DT::Float>},
+      {"reshape", 1, 1, P{{0, 0}}, checkReshape},
+      {"transpose", 1, 1, {}, checkTranspose},
+      {"cast", 1, 1, {}, checkCast},
+      {"copy", 1, 1, {}, checkUnary<DT::Any>},
+      {"broadcast", 1, 1, {}, checkBroadcast},
+      {"relu_grad", 2, 1, {}, checkActGrad},
+      {"gelu_grad", 2, 1, {}, checkActGrad},
+      {"silu_grad", 2, 1, {}, checkActGrad},
+      {"max_grad", 3, 2, {}, checkMaxGrad},
+      {"softmax_grad", 2, 1, {}, checkSoftmaxGrad},
+      {"layer_norm_grad", 3, 3, {}, checkLayerNormGrad},
+      {"rms_norm_grad", 3, 2, {}, checkRmsNormGrad},
+      {"embedding_grad", 2, 1, {}, checkEmbeddingGrad},
+      {"attention_grad", 4, 3, {}, checkAttentionGrad},
+      {"cross_entropy_grad", 3, 1, {}, checkCrossEntropyGrad},
+      {"sgd_update", 2, 1, P{{0, 0}}, checkSgd},
+      {"adam_update", 5, 3, P{{0, 0}, {1, 2}, {2, 3}}, checkAdam},
+  };
+  return k;
+}
+
+} // namespace
+
+const std::vector<KernelInfo> &allKernels() {
+  static const std::vector<KernelInfo> kernels = makeKernels();
+  return kernels;
+}
+
+const KernelInfo *findKernel(std::string_view name) {
+  for (const KernelInfo &k : allKernels())
+    if (name == k.name)
+      return &k;
+  return nullptr;
+}
+
+bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
+  size_t r = std::max(a.size(), b.size());
+  out.assign(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1)
+      return false;
+    out[r - 1 - i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+bool broadcastsTo(const Shape &from, const Shape &to) {
+  if (from.size() > to.size())
+    return false;
+  for (size_t i = 0; i < from.size(); ++i) {
+    int64_t f = from[from.size() - 1 - i], t = to[to.size() - 1 - i];
+    if (f != t && f != 1)
+      return false;
+  }
+  return true;
+}
+
+int64_t attrInt(const json &attrs, const char *key) { return attrs.find(key)->get<int64_t>(); }
+double attrNum(const json &attrs, const char *key) { return attrs.find(key)->get<double>(); }
+bool attrBool(const json &attrs, const char *key) { return attrs.find(key)->get<bool>(); }
+std::vector<int64_t> attrInts(const json &attrs, const char *key) {
+  std::vector<int64_t> r;
+  for (const json &e : *attrs.find(key))
+    r.push_back(e.get<int64_t>());
+  return r;
+}
+
+} // namespace dtc::kernels

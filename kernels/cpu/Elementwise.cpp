@@ -1,0 +1,273 @@
+//===- Elementwise.cpp - elementwise, broadcast, cast and copy kernels ----===//
+#include "Common.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace dtc::kernels::cpu {
+namespace {
+
+// ---- binary ops with numpy broadcasting -----------------------------------
+
+template <class T, class Op> void binaryLoop(const KernelArgs &a, Op op) {
+  const TensorArg &l = a.in[0], &r = a.in[1], &o = a.out[0];
+  const T *x = l.as<T>(), *y = r.as<T>();
+  T *z = o.as<T>();
+  auto plan = planBroadcast<2>(o.shape, {&l.shape, &r.shape});
+  forEachBroadcast<2>(plan, [&](int64_t oo, const std::array<int64_t, 2> &io,
+                                int64_t len, const std::array<int64_t, 2> &st) {
+    T *dst = z + oo;
+    const T *xs = x + io[0], *ys = y + io[1];
+    if (st[0] == 1 && st[1] == 1) {
+      for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], ys[i]);
+    } else if (st[0] == 1 && st[1] == 0) {
+      const T yv = *ys;
+      for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], yv);
+    } else if (st[0] == 0 && st[1] == 1) {
+      const T xv = *xs;
+      for (int64_t i = 0; i < len; ++i) dst[i] = op(xv, ys[i]);
+    } else {
+      for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i * st[0]], ys[i * st[1]]);
+    }
+  });
+}
+
+// Integer arithmetic wraps (two's complement) instead of being undefined.
+template <class T> T wrapAdd(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return T(U(a) + U(b));
+}
+template <class T> T wrapSub(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return T(U(a) - U(b));
+}
+template <class T> T wrapMul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return T(U(a) * U(b));
+}
+template <class T> T intDiv(T a, T b) {
+  if (b == 0)
+    throw Error("div: integer division by zero");
+  if (b == T(-1))
+    return wrapSub(T(0), a); // avoids the INT_MIN / -1 trap
+  return a / b;
+}
+template <class T> T maxOf(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    return (a > b || std::isnan(a)) ? a : b;
+  else
+    return a > b ? a : b;
+}
+
+enum class BinOp { Add, Sub, Mul, Div, Max };
+
+template <BinOp op> void binary(const KernelArgs &a) {
+  switch (a.in[0].dtype) {
+  case DType::F32:
+    binaryLoop<float>(a, [](float x, float y) {
+      if constexpr (op == BinOp::Add) return x + y;
+      else if constexpr (op == BinOp::Sub) return x - y;
+      else if constexpr (op == BinOp::Mul) return x * y;
+      else if constexpr (op == BinOp::Div) return x / y;
+      else return maxOf(x, y);
+    });
+    break;
+  case DType::I32:
+  case DType::I64: {
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      binaryLoop<T>(a, [](T x, T y) {
+        if constexpr (op == BinOp::Add) return wrapAdd(x, y);
+        else if constexpr (op == BinOp::Sub) return wrapSub(x, y);
+        else if constexpr (op == BinOp::Mul) return wrapMul(x, y);
+        else if constexpr (op == BinOp::Div) return intDiv(x, y);
+        else return maxOf(x, y);
+      });
+    };
+    if (a.in[0].dtype == DType::I32) run(int32_t());
+    else run(int64_t());
+    break;
+  }
+  }
+}
+
+// ---- unary ops --------------------------------------------------------------
+
+template <class F> void unaryF32(const KernelArgs &a, F f) {
+  const float *x = a.in[0].as<float>();
+  float *y = a.out[0].as<float>();
+  const int64_t n = a.in[0].numel;
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+constexpr float kGeluC = 0.7978845608028654f; // sqrt(2/pi)
+constexpr float kGeluA = 0.044715f;
+
+inline float geluF(float x) {
+  return 0.5f * x * (1.0f + std::tanh(kGeluC * (x + kGeluA * x * x * x)));
+}
+inline float geluDeriv(float x) {
+  float t = std::tanh(kGeluC * (x + kGeluA * x * x * x));
+  return 0.5f * (1.0f + t) +
+         0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+}
+inline float sigmoidF(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+void kNeg(const KernelArgs &a) {
+  const int64_t n = a.in[0].numel;
+  switch (a.in[0].dtype) {
+  case DType::F32: unaryF32(a, [](float x) { return -x; }); break;
+  case DType::I32: {
+    const int32_t *x = a.in[0].as<int32_t>();
+    int32_t *y = a.out[0].as<int32_t>();
+    for (int64_t i = 0; i < n; ++i) y[i] = wrapSub(int32_t(0), x[i]);
+    break;
+  }
+  case DType::I64: {
+    const int64_t *x = a.in[0].as<int64_t>();
+    int64_t *y = a.out[0].as<int64_t>();
+    for (int64_t i = 0; i < n; ++i) y[i] = wrapSub(int64_t(0), x[i]);
+    break;
+  }
+  }
+}
+void kExp(const KernelArgs &a) { unaryF32(a, [](float x) { return std::exp(x); }); }
+void kLog(const KernelArgs &a) { unaryF32(a, [](float x) { return std::log(x); }); }
+void kTanh(const KernelArgs &a) { unaryF32(a, [](float x) { return std::tanh(x); }); }
+void kSqrt(const KernelArgs &a) { unaryF32(a, [](float x) { return std::sqrt(x); }); }
+void kRsqrt(const KernelArgs &a) { unaryF32(a, [](float x) { return 1.0f / std::sqrt(x); }); }
+void kRelu(const KernelArgs &a) { unaryF32(a, [](float x) { return x > 0.0f ? x : 0.0f; }); }
+void kGelu(const KernelArgs &a) { unaryF32(a, geluF); }
+void kSilu(const KernelArgs &a) { unaryF32(a, [](float x) { return x * sigmoidF(x); }); }
+
+// ---- activation gradients ------------------------------------------------------
+
+template <class F> void gradF32(const KernelArgs &a, F f) {
+  const float *x = a.in[0].as<float>(), *dy = a.in[1].as<float>();
+  float *dx = a.out[0].as<float>();
+  const int64_t n = a.in[0].numel;
+  for (int64_t i = 0; i < n; ++i) dx[i] = f(x[i], dy[i]);
+}
+void kReluGrad(const KernelArgs &a) {
+  gradF32(a, [](float x, float dy) { return x > 0.0f ? dy : 0.0f; });
+}
+void kGeluGrad(const KernelArgs &a) {
+  gradF32(a, [](float x, float dy) { return dy * geluDeriv(x); });
+}
+void kSiluGrad(const KernelArgs &a) {
+  gradF32(a, [](float x, float dy) {
+    float s = sigmoidF(x);
+    return dy * s * (1.0f + x * (1.0f - s));
+  });
+}
+
+void kMaxGrad(const KernelArgs &a) {
+  const TensorArg &l = a.in[0], &r = a.in[1], &dy = a.in[2];
+  const float *x = l.as<float>(), *y = r.as<float>(), *g = dy.as<float>();
+  float *dl = a.out[0].as<float>(), *dr = a.out[1].as<float>();
+  auto plan = planBroadcast<2>(dy.shape, {&l.shape, &r.shape});
+  forEachBroadcast<2>(plan, [&](int64_t oo, const std::array<int64_t, 2> &io,
+                                int64_t len, const std::array<int64_t, 2> &st) {
+    for (int64_t i = 0; i < len; ++i) {
+      float lv = x[io[0] + i * st[0]], rv = y[io[1] + i * st[1]], gv = g[oo + i];
+      dl[oo + i] = lv >= rv ? gv : 0.0f;
+      dr[oo + i] = rv > lv ? gv : 0.0f;
+    }
+  });
+}
+
+// ---- data movement -------------------------------------------------------------
+
+template <class T> void broadcastCopy(const TensorArg &in, const TensorArg &out) {
+  const T *x = in.as<T>();
+  T *y = out.as<T>();
+  auto plan = planBroadcast<1>(out.shape, {&in.shape});
+  forEachBroadcast<1>(plan, [&](int64_t oo, const std::array<int64_t, 1> &io,
+                                int64_t len, const std::array<int64_t, 1> &st) {
+    if (st[0] == 1) {
+      std::memcpy(y + oo, x + io[0], size_t(len) * sizeof(T));
+    } else {
+      const T v = x[io[0]];
+      for (int64_t i = 0; i < len; ++i) y[oo + i] = v;
+    }
+  });
+}
+
+void kBroadcast(const KernelArgs &a) {
+  if (rt::dtypeSize(a.in[0].dtype) == 8)
+    broadcastCopy<uint64_t>(a.in[0], a.out[0]);
+  else
+    broadcastCopy<uint32_t>(a.in[0], a.out[0]);
+}
+
+void kCopy(const KernelArgs &a) {
+  if (a.out[0].data != a.in[0].data)
+    std::memcpy(a.out[0].data, a.in[0].data,
+                size_t(a.in[0].numel) * rt::dtypeSize(a.in[0].dtype));
+}
+
+// Float to integer: truncate toward zero; NaN gives 0; values outside the
+// target's range saturate. Integer to integer: saturate as well.
+template <class To, class From> To convert(From v) {
+  if constexpr (std::is_floating_point_v<To>) {
+    return To(v);
+  } else if constexpr (std::is_floating_point_v<From>) {
+    if (std::isnan(v)) return 0;
+    double t = std::trunc(double(v));
+    if (t <= double(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+    if (t >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return To(t);
+  } else {
+    if (v < From(0) && int64_t(v) < int64_t(std::numeric_limits<To>::min()))
+      return std::numeric_limits<To>::min();
+    if (int64_t(v) > int64_t(std::numeric_limits<To>::max()))
+      return std::numeric_limits<To>::max();
+    return To(v);
+  }
+}
+
+template <class To, class From> void castLoop(const KernelArgs &a) {
+  const From *x = a.in[0].as<From>();
+  To *y = a.out[0].as<To>();
+  const int64_t n = a.in[0].numel;
+  for (int64_t i = 0; i < n; ++i) y[i] = convert<To>(x[i]);
+}
+
+template <class To> void castTo(const KernelArgs &a) {
+  switch (a.in[0].dtype) {
+  case DType::F32: castLoop<To, float>(a); break;
+  case DType::I32: castLoop<To, int32_t>(a); break;
+  case DType::I64: castLoop<To, int64_t>(a); break;
+  }
+}
+
+void kCast(const KernelArgs &a) {
+  switch (a.out[0].dtype) {
+  case DType::F32: castTo<float>(a); break;
+  case DType::I32: castTo<int32_t>(a); break;
+  case DType::I64: castTo<int64_t>(a); break;
+  }
+}
+
+} // namespace
+
+const std::vector<Entry> &elementwiseKernels() {
+  static const std::vector<Entry> e = {
+      {"add", binary<BinOp::Add>}, {"sub", binary<BinOp::Sub>},
+      {"mul", binary<BinOp::Mul>}, {"div", binary<BinOp::Div>},
+      {"max", binary<BinOp::Max>}, {"neg", kNeg},
+      {"exp", kExp},               {"log", kLog},
+      {"tanh", kTanh},             {"sqrt", kSqrt},
+      {"rsqrt", kRsqrt},           {"relu", kRelu},
+      {"gelu", kGelu},             {"silu", kSilu},
+      {"relu_grad", kReluGrad},    {"gelu_grad", kGeluGrad},
+      {"silu_grad", kSiluGrad},    {"max_grad", kMaxGrad},
+      {"broadcast", kBroadcast},   {"copy", kCopy},
+      {"reshape", kCopy},          {"cast", kCast},
+  };
+  return e;
+}
+
+} // namespace dtc::kernels::cpu

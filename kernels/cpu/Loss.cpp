@@ -1,0 +1,157 @@
+//===- Loss.cpp - embedding, cross_entropy, reductions ---------------------===//
+#include "Common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace dtc::kernels::cpu {
+namespace {
+
+std::string positionStr(const Shape &shape, int64_t linear) {
+  Shape idx(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    idx[i] = linear % shape[i];
+    linear /= shape[i];
+  }
+  return rt::shapeStr(idx);
+}
+
+void kEmbedding(const KernelArgs &a) {
+  const TensorArg &table = a.in[0], &ids = a.in[1];
+  const int64_t V = table.shape[0], D = table.shape[1];
+  const float *t = table.as<float>();
+  float *y = a.out[0].as<float>();
+  for (int64_t p = 0; p < ids.numel; ++p) {
+    const int64_t id = intAt(ids, p);
+    if (id < 0 || id >= V)
+      throw Error("embedding: id " + std::to_string(id) + " at position " +
+                  positionStr(ids.shape, p) + " is outside [0, " +
+                  std::to_string(V) + ")");
+    std::memcpy(y + p * D, t + id * D, size_t(D) * sizeof(float));
+  }
+}
+
+void kEmbeddingGrad(const KernelArgs &a) {
+  const TensorArg &ids = a.in[0], &dy = a.in[1], &dt = a.out[0];
+  const int64_t V = dt.shape[0], D = dt.shape[1];
+  float *out = dt.as<float>();
+  const float *g = dy.as<float>();
+  std::fill(out, out + V * D, 0.0f);
+  for (int64_t p = 0; p < ids.numel; ++p) {
+    const int64_t id = intAt(ids, p);
+    if (id < 0 || id >= V)
+      throw Error("embedding_grad: id " + std::to_string(id) + " at position " +
+                  positionStr(ids.shape, p) + " is outside [0, " +
+                  std::to_string(V) + ")");
+    float *row = out + id * D;
+    const float *gr = g + p * D;
+    for (int64_t j = 0; j < D; ++j) row[j] += gr[j];
+  }
+}
+
+int64_t checkedLabel(const TensorArg &labels, int64_t p, int64_t V, const char *op) {
+  const int64_t l = intAt(labels, p);
+  if (l < 0 || l >= V)
+    throw Error(std::string(op) + ": label " + std::to_string(l) + " at position " +
+                positionStr(labels.shape, p) + " is outside [0, " +
+                std::to_string(V) + ")");
+  return l;
+}
+
+void kCrossEntropy(const KernelArgs &a) {
+  const TensorArg &logits = a.in[0], &labels = a.in[1];
+  const int64_t V = logits.shape.back(), R = labels.numel;
+  const float *z = logits.as<float>();
+  double total = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t l = checkedLabel(labels, r, V, "cross_entropy");
+    const float *row = z + r * V;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < V; ++j) mx = std::max(mx, row[j]);
+    double s = 0;
+    for (int64_t j = 0; j < V; ++j) s += std::exp(double(row[j]) - mx);
+    total += std::log(s) + mx - row[l];
+  }
+  a.out[0].as<float>()[0] = float(total / double(R));
+}
+
+void kCrossEntropyGrad(const KernelArgs &a) {
+  const TensorArg &logits = a.in[0], &labels = a.in[1];
+  const int64_t V = logits.shape.back(), R = labels.numel;
+  const float *z = logits.as<float>();
+  const double coef = double(a.in[2].as<float>()[0]) * attrNum(*a.attrs, "scale");
+  float *dz = a.out[0].as<float>();
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t l = checkedLabel(labels, r, V, "cross_entropy_grad");
+    const float *row = z + r * V;
+    float *drow = dz + r * V;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < V; ++j) mx = std::max(mx, row[j]);
+    double s = 0;
+    for (int64_t j = 0; j < V; ++j) s += std::exp(double(row[j]) - mx);
+    const double inv = 1.0 / s;
+    for (int64_t j = 0; j < V; ++j) {
+      double p = std::exp(double(row[j]) - mx) * inv;
+      if (j == l) p -= 1.0;
+      drow[j] = float(p * coef);
+    }
+  }
+}
+
+template <class T, class Acc>
+void reduceLoop(const KernelArgs &a, const Shape &keep, bool mean) {
+  const TensorArg &X = a.in[0];
+  const int64_t outN = rt::numel(keep);
+  std::vector<Acc> acc(static_cast<size_t>(outN), Acc(0));
+  const T *x = X.as<T>();
+  auto plan = planBroadcast<1>(X.shape, {&keep});
+  forEachBroadcast<1>(plan, [&](int64_t xo, const std::array<int64_t, 1> &ko,
+                                int64_t len, const std::array<int64_t, 1> &st) {
+    if (st[0] == 0) {
+      Acc s = 0;
+      for (int64_t i = 0; i < len; ++i) s += Acc(x[xo + i]);
+      acc[size_t(ko[0])] += s;
+    } else {
+      for (int64_t i = 0; i < len; ++i) acc[size_t(ko[0] + i)] += Acc(x[xo + i]);
+    }
+  });
+  T *y = a.out[0].as<T>();
+  const Acc count = Acc(X.numel / outN);
+  for (int64_t i = 0; i < outN; ++i)
+    y[i] = mean ? T(acc[size_t(i)] / count) : T(acc[size_t(i)]);
+}
+
+Shape keepShape(const KernelArgs &a) {
+  Shape keep = a.in[0].shape;
+  for (int64_t ax : attrInts(*a.attrs, "axes")) keep[size_t(ax)] = 1;
+  return keep;
+}
+
+void kReduceSum(const KernelArgs &a) {
+  const Shape keep = keepShape(a);
+  switch (a.in[0].dtype) {
+  case DType::F32: reduceLoop<float, double>(a, keep, false); break;
+  case DType::I32: reduceLoop<int32_t, int64_t>(a, keep, false); break;
+  case DType::I64: reduceLoop<int64_t, int64_t>(a, keep, false); break;
+  }
+}
+
+void kReduceMean(const KernelArgs &a) { reduceLoop<float, double>(a, keepShape(a), true); }
+
+} // namespace
+
+const std::vector<Entry> &lossKernels() {
+  static const std::vector<Entry> e = {
+      {"embedding", kEmbedding},
+      {"embedding_grad", kEmbeddingGrad},
+      {"cross_entropy", kCrossEntropy},
+      {"cross_entropy_grad", kCrossEntropyGrad},
+      {"reduce_sum", kReduceSum},
+      {"reduce_mean", kReduceMean},
+  };
+  return e;
+}
+
+} // namespace dtc::kernels::cpu

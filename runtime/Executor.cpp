@@ -1,0 +1,289 @@
+//===- Executor.cpp - run one rank's program -------------------------------===//
+#include "dtc/runtime/Executor.h"
+#include "dtc/runtime/Random.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace dtc::rt {
+
+struct RankExecutor::Prepared {
+  const InstrDecl *decl = nullptr;
+  kernels::RunFn fn = nullptr;
+  kernels::KernelArgs args;
+  // collectives
+  Communicator *comm = nullptr;
+  uint64_t dataBytes = 0, wireBytes = 0;
+};
+
+RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &backend)
+    : a_(a), world_(world) {
+  rank_ = world.rank();
+  checkRankCount(a, world.size());
+  prog_ = a.programOf(rank_);
+  coords_ = a.mesh.coords(rank_);
+  // Collective: every rank creates every communicator, in artifact order.
+  for (const CommDecl &c : a.comms)
+    comms_.push_back(world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
+                                 int(a.mesh.groupIndex(coords_, c.meshAxes))));
+
+  if (backend == "cuda")
+    throw Error("this build of dtc has no CUDA backend yet; use --backend cpu");
+  if (backend != "cpu")
+    throw Error("unknown backend '" + backend + "' (expected cpu or cuda)");
+
+  const ProgramDecl &p = program();
+  for (const SlotDecl &s : p.slots) {
+    const size_t bytes = size_t((s.bytes + 63) / 64 * 64) + 64;
+    void *mem = std::aligned_alloc(64, bytes);
+    if (!mem)
+      throw Error(a.label + ": cannot allocate " + std::to_string(s.bytes) +
+                  " bytes for a " + memCategoryName(s.category) + " slot");
+    std::memset(mem, 0, bytes);
+    slotMem_.push_back(static_cast<char *>(mem));
+    stats_.memoryBytes[int(s.category)] += s.bytes;
+    stats_.totalMemoryBytes += s.bytes;
+  }
+  for (const BufferDecl &b : p.buffers) bufPtr_.push_back(slotMem_[size_t(b.slot)]);
+
+  auto arg = [&](int id) {
+    kernels::TensorArg t;
+    const BufferDecl &b = p.buffers[size_t(id)];
+    t.dtype = b.dtype;
+    t.shape = b.shape;
+    t.data = bufPtr_[size_t(id)];
+    t.numel = numel(b.shape);
+    return t;
+  };
+  for (const InstrDecl &ins : p.instructions) {
+    Prepared pr;
+    pr.decl = &ins;
+    for (int id : ins.in) pr.args.in.push_back(arg(id));
+    for (int id : ins.out) pr.args.out.push_back(arg(id));
+    pr.args.attrs = &ins.attrs;
+    if (ins.isCollective) {
+      pr.comm = comms_[size_t(ins.comm)].get();
+      const uint64_t n = uint64_t(pr.comm->size());
+      const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
+                     outB = p.buffers[size_t(ins.out[0])].bytes();
+      pr.dataBytes = inB > outB ? inB : outB;
+      switch (ins.coll) {
+      case CollKind::AllReduce: pr.wireBytes = 2 * (n - 1) * pr.dataBytes / n; break;
+      case CollKind::AllSlice: pr.wireBytes = 0; break;
+      default: pr.wireBytes = (n - 1) * pr.dataBytes / n; break;
+      }
+      stats_.perStep[int(ins.coll)].calls += 1;
+      stats_.perStep[int(ins.coll)].bytes += pr.dataBytes;
+      stats_.perStep[int(ins.coll)].wireBytes += pr.wireBytes;
+    } else {
+      pr.fn = kernels::cpu::findKernel(ins.op);
+      if (!pr.fn)
+        throw Error(a.label + ": kernel '" + ins.op + "' has no " + backend + " implementation");
+    }
+    instrs_.push_back(std::move(pr));
+  }
+
+  for (const ConstantDecl &c : p.constants) {
+    const BufferDecl &b = p.buffers[size_t(c.buffer)];
+    void *dst = bufPtr_[size_t(c.buffer)];
+    if (!c.isSplat) {
+      std::memcpy(dst, c.data.data(), c.data.size());
+      continue;
+    }
+    const int64_t n = numel(b.shape);
+    for (int64_t i = 0; i < n; ++i) {
+      switch (b.dtype) {
+      case DType::F32: static_cast<float *>(dst)[i] = float(c.splat); break;
+      case DType::I32: static_cast<int32_t *>(dst)[i] = int32_t(c.splat); break;
+      case DType::I64: static_cast<int64_t *>(dst)[i] = int64_t(c.splat); break;
+      }
+    }
+  }
+}
+
+RankExecutor::~RankExecutor() {
+  for (char *m : slotMem_) std::free(m);
+}
+
+bool RankExecutor::holds(int t) const { return a_.bufferOf(prog_, t) >= 0; }
+
+Piece RankExecutor::pieceFor(int t, int64_t r) const {
+  const TensorDecl &d = a_.tensors[size_t(t)];
+  return pieceOf(a_.mesh, d.sharding, d.shape, a_.mesh.coords(r));
+}
+
+LocalTensor RankExecutor::tensor(int t) {
+  const int b = a_.bufferOf(prog_, t);
+  if (b < 0)
+    throw Error("tensor '" + a_.tensors[size_t(t)].name + "' is not held by rank " +
+                std::to_string(rank_));
+  LocalTensor lt;
+  lt.tensor = t;
+  lt.decl = &a_.tensors[size_t(t)];
+  lt.data = bufPtr_[size_t(b)];
+  lt.piece = pieceFor(t, rank_);
+  return lt;
+}
+
+LocalTensor RankExecutor::tensor(const std::string &name) {
+  const int t = a_.findTensor(name);
+  if (t < 0) throw Error("the artifact has no tensor named '" + name + "'");
+  return tensor(t);
+}
+
+void RankExecutor::initPersistent(uint64_t seed) {
+  for (size_t t = 0; t < a_.tensors.size(); ++t) {
+    const TensorDecl &d = a_.tensors[t];
+    if (!holds(int(t))) continue;
+    LocalTensor lt = tensor(int(t));
+    if (d.role == Role::Param || d.role == Role::OptimizerState)
+      fillInit(static_cast<float *>(lt.data), d.init, seed, d.name, d.shape, lt.piece);
+    else if (d.role == Role::Step)
+      *static_cast<int64_t *>(lt.data) = 0;
+  }
+}
+
+void RankExecutor::fillSyntheticInputs(uint64_t seed, int64_t step) {
+  for (size_t t = 0; t < a_.tensors.size(); ++t) {
+    const TensorDecl &d = a_.tensors[t];
+    if (d.role != Role::Input || !holds(int(t))) continue;
+    LocalTensor lt = tensor(int(t));
+    fillSynthetic(lt.data, d.dtype, d.max, seed, d.name, d.shape, lt.piece, step);
+  }
+}
+
+void RankExecutor::setOptimizerStep(int64_t value) {
+  for (int t : a_.tensorsWithRole(Role::Step))
+    if (holds(t)) *static_cast<int64_t *>(tensor(t).data) = value;
+}
+
+float RankExecutor::loss() {
+  return *static_cast<float *>(tensor(a_.tensorsWithRole(Role::Loss).at(0)).data);
+}
+
+// ---- collectives ------------------------------------------------------------------
+
+namespace {
+struct AxisBlocks {
+  int64_t outer = 1, mid = 1; ///< mid = size along the axis
+  size_t innerBytes = 1;      ///< bytes of one step along the axis
+};
+AxisBlocks blocks(const Shape &s, int axis, size_t elem) {
+  AxisBlocks b;
+  b.innerBytes = elem;
+  for (int i = 0; i < int(s.size()); ++i) {
+    if (i < axis) b.outer *= s[size_t(i)];
+    else if (i == axis) b.mid = s[size_t(i)];
+    else b.innerBytes *= size_t(s[size_t(i)]);
+  }
+  return b;
+}
+// dst (contiguous, shape s with axis size len) = src[..., start:start+len, ...]
+void extractAxis(const char *src, const AxisBlocks &b, int64_t start, int64_t len, char *dst) {
+  const size_t row = size_t(len) * b.innerBytes;
+  for (int64_t o = 0; o < b.outer; ++o)
+    std::memcpy(dst + size_t(o) * row,
+                src + (size_t(o) * size_t(b.mid) + size_t(start)) * b.innerBytes, row);
+}
+// dst[..., start:start+len, ...] = src (contiguous piece)
+void insertAxis(const char *src, const AxisBlocks &b, int64_t start, int64_t len, char *dst) {
+  const size_t row = size_t(len) * b.innerBytes;
+  for (int64_t o = 0; o < b.outer; ++o)
+    std::memcpy(dst + (size_t(o) * size_t(b.mid) + size_t(start)) * b.innerBytes,
+                src + size_t(o) * row, row);
+}
+} // namespace
+
+void RankExecutor::runCollective(Prepared &p) {
+  const InstrDecl &ins = *p.decl;
+  Communicator &c = *p.comm;
+  const kernels::TensorArg &in = p.args.in[0], &out = p.args.out[0];
+  const size_t elem = dtypeSize(in.dtype);
+  const int64_t n = c.size();
+  const size_t inBytes = size_t(in.numel) * elem, outBytes = size_t(out.numel) * elem;
+  const char *src = static_cast<const char *>(in.data);
+  char *dst = static_cast<char *>(out.data);
+  switch (ins.coll) {
+  case CollKind::AllReduce:
+    c.allReduce(in.data, out.data, size_t(in.numel), in.dtype, ins.reduce);
+    break;
+  case CollKind::AllGather: {
+    const AxisBlocks ob = blocks(out.shape, ins.axis, elem);
+    if (ob.outer == 1) {
+      c.allGather(in.data, out.data, inBytes);
+      break;
+    }
+    std::vector<char> tmp(outBytes);
+    c.allGather(in.data, tmp.data(), inBytes);
+    const int64_t q = in.shape[size_t(ins.axis)];
+    for (int64_t j = 0; j < n; ++j)
+      insertAxis(tmp.data() + size_t(j) * inBytes, ob, j * q, q, dst);
+    break;
+  }
+  case CollKind::ReduceScatter: {
+    const AxisBlocks ib = blocks(in.shape, ins.axis, elem);
+    if (ib.outer == 1) {
+      c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype, ins.reduce);
+      break;
+    }
+    std::vector<char> tmp(inBytes);
+    const int64_t q = out.shape[size_t(ins.axis)];
+    for (int64_t j = 0; j < n; ++j)
+      extractAxis(src, ib, j * q, q, tmp.data() + size_t(j) * outBytes);
+    c.reduceScatter(tmp.data(), out.data, size_t(out.numel), in.dtype, ins.reduce);
+    break;
+  }
+  case CollKind::AllSlice: {
+    const AxisBlocks ib = blocks(in.shape, ins.axis, elem);
+    const int64_t q = out.shape[size_t(ins.axis)];
+    extractAxis(src, ib, c.rank() * q, q, dst);
+    break;
+  }
+  case CollKind::AllToAll: {
+    const AxisBlocks sb = blocks(in.shape, ins.splitAxis, elem);
+    const int64_t q = in.shape[size_t(ins.splitAxis)] / n;
+    const size_t pieceBytes = inBytes / size_t(n);
+    std::vector<char> send(inBytes), recv(inBytes);
+    for (int64_t j = 0; j < n; ++j)
+      extractAxis(src, sb, j * q, q, send.data() + size_t(j) * pieceBytes);
+    c.allToAll(send.data(), recv.data(), pieceBytes);
+    // Each received piece has in's shape with split_axis / n; place it at
+    // slot j along concat_axis of the output.
+    Shape pieceShape = in.shape;
+    pieceShape[size_t(ins.splitAxis)] = q;
+    const int64_t pc = pieceShape[size_t(ins.concatAxis)];
+    const AxisBlocks ob = blocks(out.shape, ins.concatAxis, elem);
+    for (int64_t j = 0; j < n; ++j)
+      insertAxis(recv.data() + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
+    break;
+  }
+  }
+}
+
+std::string RankExecutor::run() {
+  std::string first;
+  const ProgramDecl &p = program();
+  for (size_t i = 0; i < instrs_.size(); ++i) {
+    Prepared &pr = instrs_[i];
+    try {
+      if (pr.fn)
+        pr.fn(pr.args);
+      else
+        runCollective(pr);
+    } catch (const std::exception &e) {
+      if (first.empty())
+        first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
+                pr.decl->op + "): " + e.what();
+    }
+  }
+  for (int k = 0; k < kNumCollKinds; ++k) {
+    stats_.collectives[k].calls += stats_.perStep[k].calls;
+    stats_.collectives[k].bytes += stats_.perStep[k].bytes;
+    stats_.collectives[k].wireBytes += stats_.perStep[k].wireBytes;
+  }
+  ++stats_.runs;
+  return first;
+}
+
+} // namespace dtc::rt
