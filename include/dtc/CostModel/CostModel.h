@@ -1,0 +1,71 @@
+//===- CostModel.h - hardware profiles and alpha-beta costs -----*- C++ -*-===//
+//
+// One library for every consumer of costs (the plan report today; the
+// intra-op ILP, the stage balancer and the explain output later). Plain C++:
+// it knows devices, links and formulas, not IR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_COSTMODEL_COSTMODEL_H
+#define DTC_COSTMODEL_COSTMODEL_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtc::cost {
+
+struct Link {
+  double bandwidth = 0; // bytes/s per direction, per device
+  double latency = 0;   // seconds per message step
+};
+
+struct HardwareProfile {
+  std::string name;
+  double peakFlopsF32 = 0;
+  double peakFlopsBf16 = 0;
+  double memoryBytes = 0;
+  double memoryBandwidth = 0;
+  /// Link of each mesh axis, outermost first (filled by forMesh()).
+  std::vector<Link> axes;
+  /// Builtin profiles describe a node link and a cluster link; the last mesh
+  /// axis gets the node link when it fits in a node.
+  Link nodeLink, clusterLink;
+  int devicesPerNode = 8;
+
+  /// Per-axis links for `mesh`; explicit axes (from a JSON file) must cover
+  /// every mesh axis. Returns an error message or "".
+  std::string forMesh(const std::vector<int64_t> &mesh);
+};
+
+/// `cpu`, `a100`, `h100`, or a JSON file with the same fields. Returns
+/// nullopt and sets `error` when the name is unknown or the file is bad.
+std::optional<HardwareProfile> loadHardware(const std::string &nameOrFile,
+                                            std::string &error);
+
+enum class Collective { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv };
+
+/// Bytes each device sends for a collective on a group of `n` devices over
+/// a tensor of `bytes` (the full tensor for all-reduce and all-to-all, the
+/// gathered result for all-gather, the input for reduce-scatter), with the
+/// bandwidth-optimal ring algorithms: all-reduce 2(n-1)/n D, all-gather and
+/// reduce-scatter (n-1)/n D, all-to-all (n-1)/n D.
+double bytesPerDevice(Collective kind, int64_t n, double bytes);
+
+/// alpha-beta time of that collective on `link`.
+double collectiveTime(Collective kind, int64_t n, double bytes, const Link &link);
+
+/// Idle share of a pipeline of `stages` stages and `microbatches`
+/// micro-batches under GPipe/1F1B: (p-1)/(m+p-1).
+double bubbleFraction(int64_t stages, int64_t microbatches);
+
+/// Bytes per parameter before sharding for (precision, optimizer):
+/// f32 + Adam: 4 params, 4 grads, 8 optimizer; bf16-mixed + Adam: 2, 2, 12.
+struct BytesPerParam {
+  double params, grads, optimizer;
+};
+BytesPerParam bytesPerParam(const std::string &precision, const std::string &optimizer);
+
+} // namespace dtc::cost
+
+#endif // DTC_COSTMODEL_COSTMODEL_H

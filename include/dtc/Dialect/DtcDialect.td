@@ -1,0 +1,48 @@
+//===- DtcDialect.td - the dtc dialect ---------------------*- tablegen -*-===//
+#ifndef DTC_DIALECT_DTCDIALECT_TD
+#define DTC_DIALECT_DTCDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Dtc_Dialect : Dialect {
+  let name = "dtc";
+  let cppNamespace = "::mlir::dtc";
+  let summary = "Tensor ops of training models, their gradients and optimizer updates";
+  let description = [{
+    The `dtc` dialect holds the model format of shared/spec/model-format.md
+    (forward + loss over global, static shapes) and the internal ops the
+    training-step pass adds (gradient kernels and optimizer updates). Every op
+    states its own shape rule (verifier / type inference), gradient rule
+    (`DtcGradientOpInterface`), sharding rule (`DtcShardingRuleOpInterface`)
+    and cost (`DtcCostOpInterface`); passes read them from there.
+  }];
+  let dependentDialects = [
+    "::mlir::func::FuncDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::shard::ShardDialect"
+  ];
+  let useDefaultAttributePrinterParser = 1;
+  // dtc.param / dtc.name / dtc.init / dtc.max on @main's arguments.
+  let hasRegionArgAttrVerify = 1;
+  let extraClassDeclaration = [{
+    static constexpr ::llvm::StringLiteral kParamAttr = "dtc.param";
+    static constexpr ::llvm::StringLiteral kNameAttr = "dtc.name";
+    static constexpr ::llvm::StringLiteral kInitAttr = "dtc.init";
+    static constexpr ::llvm::StringLiteral kMaxAttr = "dtc.max";
+    // Added by the training-step pass and the planner.
+    static constexpr ::llvm::StringLiteral kRoleAttr = "dtc.role";
+    static constexpr ::llvm::StringLiteral kOfAttr = "dtc.of";
+    static constexpr ::llvm::StringLiteral kUpdatesAttr = "dtc.updates";
+    static constexpr ::llvm::StringLiteral kPhaseAttr = "dtc.phase";
+    static constexpr ::llvm::StringLiteral kShardingAttr = "dtc.sharding";
+    static constexpr ::llvm::StringLiteral kFactorAxesAttr = "dtc.factor_axes";
+    static constexpr ::llvm::StringLiteral kGlobalTypeAttr = "dtc.global_type";
+    static constexpr ::llvm::StringLiteral kPlanAttr = "dtc.plan";
+  }];
+}
+
+class Dtc_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dtc_Dialect, mnemonic, traits>;
+
+#endif // DTC_DIALECT_DTCDIALECT_TD

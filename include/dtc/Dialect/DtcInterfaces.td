@@ -1,0 +1,78 @@
+//===- DtcInterfaces.td - gradient, sharding and cost rules -*- tablegen -*-===//
+#ifndef DTC_DIALECT_DTCINTERFACES_TD
+#define DTC_DIALECT_DTCINTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Dtc_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    The op's reverse-mode rule (vector-Jacobian product). Autodiff walks the
+    forward ops backwards and asks each op for the gradients of its operands
+    given the gradients of its results. An op without this interface cannot
+    be differentiated through.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds, at the builder's insertion point, the gradient of every
+        operand given `resultGrads` (one per result; a null Value means that
+        result does not reach the loss). Fills `operandGrads` with one Value
+        per operand, null where no gradient flows (integer operands). Shapes
+        are the op's own (global) shapes.
+      }],
+      "::llvm::LogicalResult", "buildGradient",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
+  ];
+}
+
+def Dtc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    The op's sharding rule as factors (Shardy/Alpa style): every tensor
+    dimension of every operand and result maps to an ordered list of factors
+    (major first). A factor shards the same way wherever it appears. A factor
+    missing from a result is reduced into it: `sum` and `mean` factors leave
+    that result as a pending partial sum when sharded; `blocked` factors may
+    not be sharded at all. See include/dtc/Sharding/ShardingRule.h.
+  }];
+  let methods = [
+    InterfaceMethod<"Returns the op's sharding rule for its current types.",
+      "::mlir::dtc::ShardingRule", "getShardingRule", (ins)>
+  ];
+}
+
+def Dtc_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    The op's compute cost on its current (global or local) types, for the
+    cost model, the planner and reports.
+  }];
+  let methods = [
+    InterfaceMethod<"Floating-point operations the op performs.",
+      "int64_t", "getFlopCount", (ins), [{}], [{
+        // Elementwise default: one operation per result element.
+        int64_t flops = 0;
+        for (::mlir::Type type : $_op->getResultTypes())
+          if (auto tensor = ::llvm::dyn_cast<::mlir::RankedTensorType>(type))
+            flops += tensor.getNumElements();
+        return flops;
+      }]>
+  ];
+}
+
+def Dtc_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    Results the op's kernel may write into the buffer of one of its operands
+    (docs/kernels.md "in place ok"). The emitter uses it to update
+    parameters and optimizer state without a copy.
+  }];
+  let methods = [
+    InterfaceMethod<"Operand whose buffer result `resultIdx` may reuse, or -1.",
+      "int64_t", "getInPlaceOperand", (ins "unsigned":$resultIdx)>
+  ];
+}
+
+#endif // DTC_DIALECT_DTCINTERFACES_TD

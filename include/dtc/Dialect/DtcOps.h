@@ -1,0 +1,37 @@
+//===- DtcOps.h - dtc ops, attributes and interfaces ------------*- C++ -*-===//
+#ifndef DTC_DIALECT_DTCOPS_H
+#define DTC_DIALECT_DTCOPS_H
+
+#include "dtc/Dialect/DtcDialect.h"
+#include "dtc/Sharding/ShardingRule.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_ATTRDEF_CLASSES
+#include "dtc/Dialect/DtcAttrs.h.inc"
+
+#include "dtc/Dialect/DtcInterfaces.h.inc"
+
+namespace mlir::dtc {
+/// Shape rules shared by several ops (also used by the gradient builders).
+LogicalResult inferBroadcastElementwiseType(std::optional<Location> loc,
+                                            Type lhs, Type rhs,
+                                            SmallVectorImpl<Type> &inferred);
+LogicalResult inferReduceType(std::optional<Location> loc, Type x,
+                              ArrayRef<int64_t> axes, bool keepDims,
+                              SmallVectorImpl<Type> &inferred);
+/// numpy broadcast of two shapes; failure if incompatible.
+FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
+                                                ArrayRef<int64_t> rhs);
+} // namespace mlir::dtc
+
+#define GET_OP_CLASSES
+#include "dtc/Dialect/DtcOps.h.inc"
+
+#endif // DTC_DIALECT_DTCOPS_H

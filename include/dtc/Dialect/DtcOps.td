@@ -1,0 +1,362 @@
+//===- DtcOps.td - dtc ops ---------------------------------*- tablegen -*-===//
+//
+// Model ops (shared/spec/model-format.md: names, operand order and attribute
+// names are a public contract), then the internal ops the training-step pass
+// adds: gradient kernels and optimizer updates. docs/kernels.md says what the
+// runtime computes for each.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_DIALECT_DTCOPS_TD
+#define DTC_DIALECT_DTCOPS_TD
+
+include "dtc/Dialect/DtcDialect.td"
+include "dtc/Dialect/DtcAttrs.td"
+include "dtc/Dialect/DtcInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Dtc_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
+def Dtc_IdTensor : RankedTensorOf<[I32, I64]>;
+def Dtc_AnyTensor : RankedTensorOf<[F32, BF16, F16, I32, I64]>;
+def Dtc_LossTensor : 0DTensorOf<[F32]>;
+def Dtc_FloatScalar : 0DTensorOf<[F32, BF16, F16]>;
+def Dtc_StepTensor : 0DTensorOf<[I64]>;
+
+def Dtc_ShardingRule : DeclareOpInterfaceMethods<Dtc_ShardingRuleOpInterface>;
+def Dtc_Gradient : DeclareOpInterfaceMethods<Dtc_GradientOpInterface>;
+def Dtc_Cost : DeclareOpInterfaceMethods<Dtc_CostOpInterface, ["getFlopCount"]>;
+
+//===----------------------------------------------------------------------===//
+// Elementwise model ops
+//===----------------------------------------------------------------------===//
+
+class Dtc_BinaryOp<string mnemonic, string doc>
+    : Dtc_Op<mnemonic, [Pure, InferTypeOpAdaptor, Dtc_Gradient,
+                        Dtc_ShardingRule, Dtc_CostOpInterface]> {
+  let summary = doc;
+  let description = [{
+    Elementwise with numpy broadcasting (shapes aligned on the right; a
+    dimension of size 1 stretches). Both operands have the same element type.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$lhs, Dtc_FloatTensor:$rhs);
+  let results = (outs Dtc_FloatTensor:$result);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> location,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      return inferBroadcastElementwiseType(location, adaptor.getLhs().getType(),
+                                           adaptor.getRhs().getType(), inferred);
+    }
+    ::mlir::dtc::ShardingRule $cppClass::getShardingRule() {
+      return buildBroadcastElementwiseRule(getOperation(), linearOperandGroups());
+    }
+  }];
+}
+
+def Dtc_AddOp : Dtc_BinaryOp<"add", "elementwise addition"> {
+  let extraClassDeclaration = [{
+    static ::mlir::dtc::LinearGroups linearOperandGroups() { return {{0, 1}}; }
+  }];
+}
+def Dtc_SubOp : Dtc_BinaryOp<"sub", "elementwise subtraction"> {
+  let extraClassDeclaration = [{
+    static ::mlir::dtc::LinearGroups linearOperandGroups() { return {{0, 1}}; }
+  }];
+}
+def Dtc_MulOp : Dtc_BinaryOp<"mul", "elementwise multiplication"> {
+  let extraClassDeclaration = [{
+    static ::mlir::dtc::LinearGroups linearOperandGroups() { return {{0}, {1}}; }
+  }];
+}
+def Dtc_DivOp : Dtc_BinaryOp<"div", "elementwise division"> {
+  let extraClassDeclaration = [{
+    static ::mlir::dtc::LinearGroups linearOperandGroups() { return {{0}}; }
+  }];
+}
+def Dtc_MaxOp : Dtc_BinaryOp<"max", "elementwise maximum"> {
+  let extraClassDeclaration = [{
+    static ::mlir::dtc::LinearGroups linearOperandGroups() { return {}; }
+  }];
+}
+
+class Dtc_UnaryOp<string mnemonic, string doc, bit linear = 0>
+    : Dtc_Op<mnemonic, [Pure, SameOperandsAndResultType, Dtc_Gradient,
+                        Dtc_ShardingRule, Dtc_CostOpInterface]> {
+  let summary = doc;
+  let arguments = (ins Dtc_FloatTensor:$x);
+  let results = (outs Dtc_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let extraClassDefinition = [{
+    ::mlir::dtc::ShardingRule $cppClass::getShardingRule() {
+      return buildElementwiseRule(getOperation(), }] #
+      !if(linear, "{{0}}", "{}") # [{);
+    }
+  }];
+}
+
+def Dtc_NegOp : Dtc_UnaryOp<"neg", "elementwise negation", 1>;
+def Dtc_ExpOp : Dtc_UnaryOp<"exp", "elementwise e^x">;
+def Dtc_LogOp : Dtc_UnaryOp<"log", "elementwise natural logarithm">;
+def Dtc_TanhOp : Dtc_UnaryOp<"tanh", "elementwise hyperbolic tangent">;
+def Dtc_SqrtOp : Dtc_UnaryOp<"sqrt", "elementwise square root">;
+def Dtc_RsqrtOp : Dtc_UnaryOp<"rsqrt", "elementwise 1/sqrt(x)">;
+def Dtc_ReluOp : Dtc_UnaryOp<"relu", "elementwise max(x, 0)">;
+def Dtc_GeluOp : Dtc_UnaryOp<"gelu", "GELU, tanh approximation">;
+def Dtc_SiluOp : Dtc_UnaryOp<"silu", "x * sigmoid(x)">;
+
+//===----------------------------------------------------------------------===//
+// Structured model ops
+//===----------------------------------------------------------------------===//
+
+def Dtc_MatmulOp : Dtc_Op<"matmul", [Pure, InferTypeOpAdaptor, Dtc_Gradient,
+                                     Dtc_ShardingRule, Dtc_Cost]> {
+  let summary = "batched matrix product";
+  let description = [{
+    `a [..., M, K] x b [..., K, N] -> [..., M, N]`. The leading (batch)
+    dimensions broadcast numpy-style; commonly `b` is a rank-2 weight.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$a, Dtc_FloatTensor:$b);
+  let results = (outs Dtc_FloatTensor:$result);
+}
+
+def Dtc_SoftmaxOp : Dtc_Op<"softmax", [Pure, SameOperandsAndResultType,
+                                       Dtc_Gradient, Dtc_ShardingRule,
+                                       Dtc_CostOpInterface]> {
+  let summary = "softmax along one axis";
+  let arguments = (ins Dtc_FloatTensor:$x, I64Attr:$axis);
+  let results = (outs Dtc_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Dtc_LayerNormOp : Dtc_Op<"layer_norm", [Pure, Dtc_Gradient,
+                                            Dtc_ShardingRule, Dtc_CostOpInterface]> {
+  let summary = "layer normalization over the last dimension";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
+                       Dtc_FloatTensor:$beta, F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Dtc_RmsNormOp : Dtc_Op<"rms_norm", [Pure, Dtc_Gradient, Dtc_ShardingRule,
+                                        Dtc_CostOpInterface]> {
+  let summary = "RMS normalization over the last dimension";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
+                       F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Dtc_EmbeddingOp : Dtc_Op<"embedding", [Pure, InferTypeOpAdaptor,
+                                           Dtc_Gradient, Dtc_ShardingRule,
+                                           Dtc_CostOpInterface]> {
+  let summary = "row lookup: table [V, D], ids [...] -> [..., D]";
+  let arguments = (ins Dtc_FloatTensor:$table, Dtc_IdTensor:$ids);
+  let results = (outs Dtc_FloatTensor:$result);
+}
+
+def Dtc_AttentionOp : Dtc_Op<"attention", [Pure, Dtc_Gradient, Dtc_ShardingRule,
+                                           Dtc_Cost]> {
+  let summary = "scaled dot-product attention, softmax(q k^T / sqrt(Dh)) v";
+  let description = [{
+    q, k, v and the result are `[B, H, S, Dh]`. With `causal`, query i attends
+    to keys j <= i only.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$q, Dtc_FloatTensor:$k,
+                       Dtc_FloatTensor:$v,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Dtc_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Dtc_CrossEntropyOp : Dtc_Op<"cross_entropy", [Pure, Dtc_Gradient,
+                                                  Dtc_ShardingRule, Dtc_CostOpInterface]> {
+  let summary = "mean softmax cross entropy over all label positions";
+  let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels);
+  let results = (outs Dtc_LossTensor:$result);
+  let hasVerifier = 1;
+}
+
+class Dtc_ReduceOp<string mnemonic, string doc, string reduction>
+    : Dtc_Op<mnemonic, [Pure, InferTypeOpAdaptor, Dtc_Gradient,
+                        Dtc_ShardingRule, Dtc_CostOpInterface]> {
+  let summary = doc;
+  let arguments = (ins Dtc_FloatTensor:$x, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<BoolAttr, "false">:$keep_dims);
+  let results = (outs Dtc_FloatTensor:$result);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> location,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      return inferReduceType(location, adaptor.getX().getType(),
+                             adaptor.getAxes(), adaptor.getKeepDims(), inferred);
+    }
+    ::mlir::dtc::ShardingRule $cppClass::getShardingRule() {
+      return buildReduceRule(getOperation(), getAxes(), getKeepDims(),
+                             ::mlir::dtc::FactorKind::}] # reduction # [{);
+    }
+  }];
+}
+
+def Dtc_ReduceSumOp : Dtc_ReduceOp<"reduce_sum", "sum over axes", "Sum">;
+def Dtc_ReduceMeanOp : Dtc_ReduceOp<"reduce_mean", "mean over axes", "Mean">;
+
+def Dtc_ReshapeOp : Dtc_Op<"reshape", [Pure, Dtc_Gradient, Dtc_ShardingRule,
+                                       Dtc_Cost]> {
+  let summary = "same elements, row-major, new static shape";
+  let arguments = (ins Dtc_AnyTensor:$x);
+  let results = (outs Dtc_AnyTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Dtc_TransposeOp : Dtc_Op<"transpose", [Pure, InferTypeOpAdaptor,
+                                           Dtc_Gradient, Dtc_ShardingRule,
+                                           Dtc_CostOpInterface]> {
+  let summary = "permutes dimensions: result.shape[i] = x.shape[permutation[i]]";
+  let arguments = (ins Dtc_AnyTensor:$x, DenseI64ArrayAttr:$permutation);
+  let results = (outs Dtc_AnyTensor:$result);
+}
+
+def Dtc_CastOp : Dtc_Op<"cast", [Pure, SameOperandsAndResultShape,
+                                 Dtc_Gradient, Dtc_ShardingRule,
+                                 Dtc_CostOpInterface]> {
+  let summary = "element type conversion; the result type gives the new type";
+  let arguments = (ins Dtc_AnyTensor:$x);
+  let results = (outs Dtc_AnyTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops (added by the training-step pass)
+//===----------------------------------------------------------------------===//
+
+def Dtc_BroadcastOp : Dtc_Op<"broadcast", [Pure, Dtc_Gradient, Dtc_ShardingRule,
+                                           Dtc_CostOpInterface]> {
+  let summary = "numpy broadcast to the result shape";
+  let arguments = (ins Dtc_FloatTensor:$x);
+  let results = (outs Dtc_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+class Dtc_ActivationGradOp<string mnemonic, string doc>
+    : Dtc_Op<mnemonic, [Pure, SameOperandsAndResultType, Dtc_ShardingRule,
+                        Dtc_CostOpInterface]> {
+  let summary = doc;
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$dy);
+  let results = (outs Dtc_FloatTensor:$dx);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($x)";
+  let extraClassDefinition = [{
+    ::mlir::dtc::ShardingRule $cppClass::getShardingRule() {
+      return buildElementwiseRule(getOperation(), {{1}});
+    }
+  }];
+}
+
+def Dtc_ReluGradOp : Dtc_ActivationGradOp<"relu_grad", "dy * (x > 0)">;
+def Dtc_GeluGradOp : Dtc_ActivationGradOp<"gelu_grad", "dy * gelu'(x)">;
+def Dtc_SiluGradOp : Dtc_ActivationGradOp<"silu_grad", "dy * silu'(x)">;
+
+def Dtc_MaxGradOp : Dtc_Op<"max_grad", [Pure, Dtc_ShardingRule, Dtc_CostOpInterface]> {
+  let summary = "routes dy to the larger of lhs and rhs (ties to lhs)";
+  let arguments = (ins Dtc_FloatTensor:$lhs, Dtc_FloatTensor:$rhs,
+                       Dtc_FloatTensor:$dy);
+  let results = (outs Dtc_FloatTensor:$dlhs, Dtc_FloatTensor:$drhs);
+  let hasVerifier = 1;
+}
+
+def Dtc_SoftmaxGradOp : Dtc_Op<"softmax_grad", [Pure, SameOperandsAndResultType,
+                                                Dtc_ShardingRule, Dtc_CostOpInterface]> {
+  let summary = "y * (dy - sum(dy * y, axis)) for y = softmax(x)";
+  let arguments = (ins Dtc_FloatTensor:$y, Dtc_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs Dtc_FloatTensor:$dx);
+  let hasVerifier = 1;
+}
+
+def Dtc_LayerNormGradOp : Dtc_Op<"layer_norm_grad", [Pure, Dtc_ShardingRule,
+                                                     Dtc_CostOpInterface]> {
+  let summary = "gradient of layer_norm: dx, dgamma, dbeta";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
+                       Dtc_FloatTensor:$dy, F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$dx, Dtc_FloatTensor:$dgamma,
+                      Dtc_FloatTensor:$dbeta);
+  let hasVerifier = 1;
+}
+
+def Dtc_RmsNormGradOp : Dtc_Op<"rms_norm_grad", [Pure, Dtc_ShardingRule,
+                                                 Dtc_CostOpInterface]> {
+  let summary = "gradient of rms_norm: dx, dgamma";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
+                       Dtc_FloatTensor:$dy, F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$dx, Dtc_FloatTensor:$dgamma);
+  let hasVerifier = 1;
+}
+
+def Dtc_EmbeddingGradOp : Dtc_Op<"embedding_grad", [Pure, Dtc_ShardingRule,
+                                                    Dtc_CostOpInterface]> {
+  let summary = "scatter-add of dy rows into a zero [V, D] table gradient";
+  let arguments = (ins Dtc_IdTensor:$ids, Dtc_FloatTensor:$dy);
+  let results = (outs Dtc_FloatTensor:$dtable);
+  let hasVerifier = 1;
+}
+
+def Dtc_AttentionGradOp : Dtc_Op<"attention_grad", [Pure, Dtc_ShardingRule,
+                                                    Dtc_Cost]> {
+  let summary = "gradient of attention: dq, dk, dv";
+  let arguments = (ins Dtc_FloatTensor:$q, Dtc_FloatTensor:$k,
+                       Dtc_FloatTensor:$v, Dtc_FloatTensor:$dy,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Dtc_FloatTensor:$dq, Dtc_FloatTensor:$dk,
+                      Dtc_FloatTensor:$dv);
+  let hasVerifier = 1;
+}
+
+def Dtc_CrossEntropyGradOp : Dtc_Op<"cross_entropy_grad", [Pure, Dtc_ShardingRule,
+                                                           Dtc_CostOpInterface]> {
+  let summary = "(softmax(logits) - onehot(labels)) * dloss * scale";
+  let description = [{
+    `scale` is 1 / (label positions of the GLOBAL batch), fixed when the
+    gradient is built, so that a batch shard computes its share of the
+    gradient of the global mean.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels,
+                       Dtc_LossTensor:$dloss, F32Attr:$scale);
+  let results = (outs Dtc_FloatTensor:$dlogits);
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer ops
+//===----------------------------------------------------------------------===//
+
+def Dtc_InPlace : DeclareOpInterfaceMethods<Dtc_InPlaceOpInterface>;
+
+def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "grad", "new_param"]>,
+                                            Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlace]> {
+  let summary = "p - lr * (g + weight_decay * p)";
+  let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
+                       F32Attr:$lr, F32Attr:$weight_decay);
+  let results = (outs Dtc_FloatTensor:$new_param);
+}
+
+def Dtc_AdamUpdateOp : Dtc_Op<"adam_update", [Pure,
+    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>,
+    Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlace]> {
+  let summary = "one Adam (or AdamW, with decoupled) step, PyTorch semantics";
+  let description = [{
+    `step` is the number of updates already applied (t = step + 1 in the bias
+    corrections). Without `decoupled`, weight decay is added to the gradient
+    (Adam's L2); with it, the parameter decays directly (AdamW).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
+                       Dtc_FloatTensor:$m, Dtc_FloatTensor:$v,
+                       Dtc_StepTensor:$step,
+                       F32Attr:$lr, F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
+                       F32Attr:$weight_decay, BoolAttr:$decoupled);
+  let results = (outs Dtc_FloatTensor:$new_param, Dtc_FloatTensor:$new_m,
+                      Dtc_FloatTensor:$new_v);
+  let hasVerifier = 1;
+}
+
+#endif // DTC_DIALECT_DTCOPS_TD

@@ -1,0 +1,42 @@
+//===- Compile.h - dtc compile: model.mlir -> artifact ---------*- C++ -*-===//
+#ifndef DTC_DRIVER_COMPILE_H
+#define DTC_DRIVER_COMPILE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtc {
+
+/// Everything `dtc compile` can be asked (shared/spec/cli.md).
+struct CompileOptions {
+  std::string input;
+  std::string output;
+  std::vector<int64_t> mesh = {1};
+  std::string hw = "cpu";
+  bool autoPlan = true;
+  // Pinned degrees (--strategy); 0 = not pinned.
+  int64_t dp = 0, tp = 1, pp = 1, sp = 1, ep = 1, zero = 0;
+  int64_t microbatches = 1;
+  std::string schedule = "1f1b";
+  std::string remat = "none";
+  std::string precision = "f32";
+  int64_t gradAccum = 1;
+  std::string optimizer = "adam";
+  double lr = 1e-3;
+  double weightDecay = -1; // -1: the optimizer's default (0, or 0.01 for adamw)
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gradClip = 0.0;
+  std::string report;
+  std::string emitMlirAfter; // parsed | training-step | planned | partitioned
+};
+
+/// Runs the whole compilation; prints one error line on failure. Returns the
+/// process exit code.
+int runCompile(const CompileOptions &options);
+
+/// The stages --emit-mlir accepts.
+const std::vector<std::string> &emitStages();
+
+} // namespace dtc
+
+#endif // DTC_DRIVER_COMPILE_H

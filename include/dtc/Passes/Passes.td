@@ -1,0 +1,84 @@
+//===- Passes.td - dtc passes ------------------------------*- tablegen -*-===//
+#ifndef DTC_PASSES_PASSES_TD
+#define DTC_PASSES_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def CheckModel : Pass<"dtc-check-model", "::mlir::ModuleOp"> {
+  let summary = "Checks the model contract of shared/spec/model-format.md";
+  let description = [{
+    One `func.func @main` with a single block, returning exactly one
+    `tensor<f32>` loss; parameters are float tensors with valid `dtc.init`;
+    every integer data input carries `dtc.max`; every op is a dtc op,
+    `arith.constant` or the return; parameter names are unique.
+  }];
+}
+
+def BuildTrainingStep : Pass<"dtc-build-training-step", "::mlir::ModuleOp"> {
+  let summary = "Turns @main (forward + loss) into @train_step (forward, backward, optimizer)";
+  let description = [{
+    Reverse-mode autodiff over the forward ops (each op's
+    GradientOpInterface), optional global-norm gradient clipping, then the
+    optimizer update, all as dtc ops. `@train_step` takes
+    `(params..., optimizer state..., step, inputs...)` and returns
+    `(loss, new params..., new optimizer state...)`; argument and result
+    attributes `dtc.role`, `dtc.name`, `dtc.of`, `dtc.updates` describe each.
+    Every op carries `dtc.phase`: `forward`, `backward_input` (on the path of
+    activation gradients), `backward_weight` (only feeds parameter
+    gradients) or `optimizer`. With `optimizer=none` the step returns
+    `(loss, gradients...)` instead of updating.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adam\"",
+           "sgd, adam, adamw or none (return the gradients)">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "learning rate">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "weight decay (L2 for sgd/adam, decoupled for adamw)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon">,
+    Option<"gradClip", "grad-clip", "double", /*default=*/"0.0",
+           "clip gradients to this global L2 norm (0: off)">,
+    Option<"keepForward", "keep-forward", "bool", /*default=*/"false",
+           "keep @main beside @train_step">
+  ];
+  let dependentDialects = ["::mlir::dtc::DtcDialect", "::mlir::arith::ArithDialect"];
+}
+
+def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
+  let summary = "Annotates @train_step with a pinned parallel plan";
+  let description = [{
+    Creates the device grid (`shard.grid @mesh`), maps each parallel degree
+    to grid axes (data parallelism takes the outermost axes whose sizes
+    multiply to `dp`), shards every data input's batch dimension over the dp
+    axes, keeps parameters and optimizer state replicated, and propagates a
+    factor sharding (`dtc.factor_axes`) to every op from its sharding rule.
+    The partitioner reads only these annotations, so a searched plan and a
+    pinned one look the same to it.
+  }];
+  let options = [
+    ListOption<"mesh", "mesh", "int64_t", "device grid shape, outermost axis first">,
+    Option<"dp", "dp", "int64_t", /*default=*/"0",
+           "data-parallel degree (0: all devices)">
+  ];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
+def Partition : Pass<"dtc-partition", "::mlir::ModuleOp"> {
+  let summary = "SPMD-partitions @train_step to per-device shapes";
+  let description = [{
+    Rewrites every op to its local shapes under the plan's factor shardings
+    and inserts the collectives that reshard values between producers and
+    consumers: `shard.all_reduce` for pending partial sums (data-parallel
+    gradients, the loss), `shard.reduce_scatter`, `shard.all_gather`,
+    `shard.all_slice`. Ops reduced over a sharded `mean` factor are rescaled
+    so their partial sums add up to the global mean.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect", "::mlir::dtc::DtcDialect"];
+}
+
+def TestPrintShardingRules : Pass<"dtc-test-print-sharding-rules", "::mlir::ModuleOp"> {
+  let summary = "Emits each op's sharding rule as a remark (for lit tests)";
+}
+
+#endif // DTC_PASSES_PASSES_TD

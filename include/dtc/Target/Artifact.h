@@ -1,0 +1,33 @@
+//===- Artifact.h - emit the .dtc artifact from a partitioned module --*- C++ -*-===//
+//
+// Lowers a partitioned @train_step (local shapes, shard collectives) to the
+// artifact body of docs/artifact.md: global tensors, communicators, and a
+// program of kernel calls and collectives over a liveness-planned set of
+// memory slots.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_TARGET_ARTIFACT_H
+#define DTC_TARGET_ARTIFACT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace mlir::dtc {
+
+struct ArtifactOptions {
+  /// Recorded as "source".
+  std::string sourceName;
+  /// Merged into "plan" (strategy choices beyond the module's dtc.plan).
+  nlohmann::json planExtras = nlohmann::json::object();
+  /// Recorded as "optimizer".
+  nlohmann::json optimizer = nlohmann::json::object();
+};
+
+/// Builds the artifact body. Errors are emitted as diagnostics on the module.
+FailureOr<nlohmann::json> buildArtifact(ModuleOp module,
+                                        const ArtifactOptions &options);
+
+} // namespace mlir::dtc
+
+#endif // DTC_TARGET_ARTIFACT_H

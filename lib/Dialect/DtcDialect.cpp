@@ -1,0 +1,172 @@
+//===- DtcDialect.cpp - dtc dialect registration and attributes ----------===//
+#include "dtc/Dialect/DtcOps.h"
+#include "dtc/Dialect/InitSpec.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::dtc;
+
+#include "dtc/Dialect/DtcDialect.cpp.inc"
+#include "dtc/Dialect/DtcInterfaces.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dtc/Dialect/DtcAttrs.cpp.inc"
+
+void DtcDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dtc/Dialect/DtcOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dtc/Dialect/DtcAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Argument attributes of the model format
+//===----------------------------------------------------------------------===//
+
+LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
+                                                   unsigned regionIndex,
+                                                   unsigned argIndex,
+                                                   NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  auto fail = [&]() {
+    return op->emitOpError() << "argument " << argIndex << ": ";
+  };
+  if (name == kParamAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return fail() << "'dtc.param' must be a unit attribute";
+    return success();
+  }
+  if (name == kNameAttr) {
+    auto str = dyn_cast<StringAttr>(attr.getValue());
+    if (!str || str.getValue().empty())
+      return fail() << "'dtc.name' must be a non-empty string";
+    return success();
+  }
+  if (name == kInitAttr) {
+    auto str = dyn_cast<StringAttr>(attr.getValue());
+    if (!str)
+      return fail() << "'dtc.init' must be a string";
+    std::string error;
+    if (!parseInitSpec(str.getValue(), error))
+      return fail() << "invalid 'dtc.init' \"" << str.getValue()
+                    << "\": " << error;
+    return success();
+  }
+  if (name == kMaxAttr) {
+    auto value = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!value || !value.getType().isInteger(64))
+      return fail() << "'dtc.max' must be an i64 integer (e.g. dtc.max = 50257 : i64)";
+    if (value.getInt() <= 0)
+      return fail() << "'dtc.max' must be positive, got " << value.getInt();
+    return success();
+  }
+  if (name == kShardingAttr) {
+    if (!isa<ShardingAttr>(attr.getValue()))
+      return fail() << "'dtc.sharding' must be a #dtc.sharding attribute";
+    return success();
+  }
+  if (name == kRoleAttr || name == kOfAttr || name == kGlobalTypeAttr)
+    return success();
+  return fail() << "unknown argument attribute '" << name
+                << "' (the model format knows dtc.param, dtc.name, dtc.init, "
+                   "dtc.max)";
+}
+
+//===----------------------------------------------------------------------===//
+// #dtc.sharding
+//===----------------------------------------------------------------------===//
+
+bool ShardingAttr::isReplicated() const {
+  return !isPartial() && llvm::all_of(getDims(), [](DenseI64ArrayAttr axes) {
+           return axes.empty();
+         });
+}
+
+LogicalResult
+ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     FlatSymbolRefAttr grid, ArrayRef<DenseI64ArrayAttr> dims,
+                     ArrayRef<int64_t> partial) {
+  if (!grid)
+    return emitError() << "sharding needs a grid";
+  llvm::SmallSet<int64_t, 8> seen;
+  auto use = [&](int64_t axis) -> LogicalResult {
+    if (axis < 0)
+      return emitError() << "grid axis must be non-negative, got " << axis;
+    if (!seen.insert(axis).second)
+      return emitError() << "grid axis " << axis << " used twice in one sharding";
+    return success();
+  };
+  for (DenseI64ArrayAttr axes : dims) {
+    if (!axes)
+      return emitError() << "null dimension entry in sharding";
+    for (int64_t axis : axes.asArrayRef())
+      if (failed(use(axis)))
+        return failure();
+  }
+  for (int64_t axis : partial)
+    if (failed(use(axis)))
+      return failure();
+  return success();
+}
+
+static ParseResult parseIntList(AsmParser &parser,
+                                SmallVectorImpl<int64_t> &values) {
+  return parser.parseCommaSeparatedList(
+      AsmParser::Delimiter::Square, [&]() -> ParseResult {
+        int64_t value;
+        if (parser.parseInteger(value))
+          return failure();
+        values.push_back(value);
+        return success();
+      });
+}
+
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  FlatSymbolRefAttr grid;
+  SmallVector<DenseI64ArrayAttr> dims;
+  SmallVector<int64_t> partial;
+  if (parser.parseLess() || parser.parseAttribute(grid) || parser.parseComma())
+    return {};
+  if (parser.parseCommaSeparatedList(
+          AsmParser::Delimiter::Square, [&]() -> ParseResult {
+            SmallVector<int64_t> axes;
+            if (parseIntList(parser, axes))
+              return failure();
+            dims.push_back(DenseI64ArrayAttr::get(parser.getContext(), axes));
+            return success();
+          }))
+    return {};
+  if (succeeded(parser.parseOptionalComma())) {
+    if (parser.parseKeyword("partial") || parser.parseEqual() ||
+        parseIntList(parser, partial))
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ShardingAttr>(parser.getContext(), grid, dims,
+                                         partial);
+}
+
+void ShardingAttr::print(AsmPrinter &printer) const {
+  printer << "<" << getGrid() << ", [";
+  llvm::interleaveComma(getDims(), printer, [&](DenseI64ArrayAttr axes) {
+    printer << "[";
+    llvm::interleaveComma(axes.asArrayRef(), printer);
+    printer << "]";
+  });
+  printer << "]";
+  if (isPartial()) {
+    printer << ", partial = [";
+    llvm::interleaveComma(getPartial(), printer);
+    printer << "]";
+  }
+  printer << ">";
+}

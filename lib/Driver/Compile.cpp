@@ -1,0 +1,338 @@
+//===- Compile.cpp - dtc compile: model.mlir -> artifact -----------------===//
+#include "dtc/Driver/Compile.h"
+#include "dtc/CostModel/CostModel.h"
+#include "dtc/Dialect/DtcOps.h"
+#include "dtc/Passes/Passes.h"
+#include "dtc/Target/Artifact.h"
+#include "dtc/runtime/ArtifactFormat.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+#include <chrono>
+#include <cmath>
+
+using namespace mlir;
+using json = nlohmann::json;
+
+namespace {
+
+void flagError(const std::string &message) {
+  llvm::errs() << "dtc: error: " << message << "\n";
+}
+
+/// file:line:col of the innermost file location in `loc`.
+std::string locationString(Location loc, const std::string &fallback) {
+  if (auto file = loc->findInstanceOf<FileLineColLoc>())
+    return (file.getFilename().str() + ":" + std::to_string(file.getLine()) +
+            ":" + std::to_string(file.getColumn()));
+  return fallback;
+}
+
+/// Prints the first error as one line (spec/cli.md); later errors are
+/// usually consequences of the first.
+class OneLineDiagnostics {
+public:
+  OneLineDiagnostics(MLIRContext &ctx, std::string fallback)
+      : handler(&ctx, [this, fallback](Diagnostic &diag) {
+          if (diag.getSeverity() == DiagnosticSeverity::Error) {
+            if (!reported) {
+              std::string message = diag.str();
+              for (const Diagnostic &note : diag.getNotes())
+                message += " (" + note.str() + ")";
+              llvm::errs() << locationString(diag.getLocation(), fallback)
+                           << ": error: " << message << "\n";
+            }
+            reported = true;
+          } else if (diag.getSeverity() == DiagnosticSeverity::Warning) {
+            llvm::errs() << locationString(diag.getLocation(), fallback)
+                         << ": warning: " << diag.str() << "\n";
+          }
+          return success();
+        }) {}
+  bool reported = false;
+
+private:
+  ScopedDiagnosticHandler handler;
+};
+
+/// Checks flag combinations this build can honour; one message per problem.
+bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices) {
+  auto notYet = [&](const std::string &what) {
+    flagError(what + " is not implemented yet; this build plans data "
+                     "parallelism only (--strategy dp=N or --auto)");
+    return false;
+  };
+  if (!o.autoPlan) {
+    int64_t product = o.dp * o.tp * o.pp;
+    if (product != devices) {
+      flagError("--strategy dp=" + std::to_string(o.dp) + ",tp=" +
+                std::to_string(o.tp) + ",pp=" + std::to_string(o.pp) + " uses " +
+                std::to_string(product) + " devices but the mesh has " +
+                std::to_string(devices));
+      return false;
+    }
+    if (o.tp != 1)
+      return notYet("--strategy tp=" + std::to_string(o.tp) + ": tensor parallelism");
+    if (o.pp != 1)
+      return notYet("--strategy pp=" + std::to_string(o.pp) + ": pipeline parallelism");
+    if (o.sp != 1)
+      return notYet("--strategy sp=" + std::to_string(o.sp) + ": sequence parallelism");
+    if (o.ep != 1)
+      return notYet("--strategy ep=" + std::to_string(o.ep) + ": expert parallelism");
+    if (o.zero != 0)
+      return notYet("--strategy zero=" + std::to_string(o.zero) + ": ZeRO sharding");
+  }
+  if (o.precision != "f32")
+    return notYet("--precision " + o.precision + ": mixed precision");
+  if (o.remat == "full")
+    return notYet("--remat full: activation checkpointing");
+  if (o.gradAccum != 1)
+    return notYet("--grad-accum " + std::to_string(o.gradAccum) + ": gradient accumulation");
+  if (o.microbatches != 1)
+    return notYet("--microbatches " + std::to_string(o.microbatches) +
+                  ": micro-batching (it comes with pipeline parallelism)");
+  return true;
+}
+
+json optimizerJson(const ::dtc::CompileOptions &o, double weightDecay) {
+  json j = {{"kind", o.optimizer}, {"lr", o.lr}, {"weight_decay", weightDecay},
+            {"grad_clip", o.gradClip}};
+  if (o.optimizer != "sgd") {
+    j["beta1"] = o.beta1;
+    j["beta2"] = o.beta2;
+    j["eps"] = o.eps;
+  }
+  return j;
+}
+
+::dtc::cost::Collective collectiveKind(const std::string &op) {
+  using ::dtc::cost::Collective;
+  if (op == "all_reduce")
+    return Collective::AllReduce;
+  if (op == "all_gather")
+    return Collective::AllGather;
+  if (op == "reduce_scatter")
+    return Collective::ReduceScatter;
+  return Collective::AllToAll;
+}
+
+/// The plan report of spec/cli.md, from the emitted program (what the
+/// runtime will really allocate and send) and the cost model.
+json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOptions &o,
+                 ::dtc::cost::HardwareProfile &hw, double compileSeconds) {
+  const json &program = artifact["programs"][0];
+  std::vector<int64_t> mesh = artifact["mesh"].get<std::vector<int64_t>>();
+  hw.forMesh(mesh);
+
+  int64_t params = 0;
+  for (const json &t : artifact["tensors"])
+    if (t["role"] == "param") {
+      int64_t n = 1;
+      for (int64_t d : t["shape"])
+        n *= d;
+      params += n;
+    }
+
+  json memory = {{"params", 0}, {"grads", 0}, {"optimizer", 0},
+                 {"activations", 0}, {"total", 0}};
+  for (const json &slot : program["slots"]) {
+    int64_t bytes = slot["bytes"];
+    std::string category = slot["category"];
+    std::string key = category == "param"       ? "params"
+                      : category == "grad"      ? "grads"
+                      : category == "optimizer" ? "optimizer"
+                      : category == "activation" ? "activations"
+                                                 : "";
+    if (!key.empty())
+      memory[key] = memory[key].get<int64_t>() + bytes;
+    memory["total"] = memory["total"].get<int64_t>() + bytes;
+  }
+
+  std::map<std::string, std::vector<int64_t>> commAxes;
+  for (const json &c : artifact["communicators"])
+    commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
+  json comm = {{"all_reduce", 0.0}, {"all_gather", 0.0}, {"reduce_scatter", 0.0},
+               {"all_to_all", 0.0}, {"send_recv", 0.0}};
+  double commSeconds = 0;
+  const json &buffers = program["buffers"];
+  auto bufferBytes = [&](int id) {
+    int64_t n = 1;
+    for (int64_t d : buffers[id]["shape"])
+      n *= d;
+    return double(n) * (buffers[id]["dtype"] == "i64" ? 8 : 4);
+  };
+  for (const json &inst : program["instructions"]) {
+    std::string op = inst["op"];
+    if (!comm.contains(op) || op == "send_recv")
+      continue;
+    const std::vector<int64_t> &axes = commAxes[inst["attrs"]["comm"]];
+    int64_t n = 1;
+    ::dtc::cost::Link slowest{1e300, 0};
+    for (int64_t a : axes) {
+      n *= mesh[a];
+      if (hw.axes[a].bandwidth < slowest.bandwidth)
+        slowest = hw.axes[a];
+    }
+    // Ring formulas count the full tensor: the input of all-reduce and
+    // reduce-scatter, the gathered output of all-gather.
+    double bytes = op == "all_gather" ? bufferBytes(inst["out"][0]) : bufferBytes(inst["in"][0]);
+    auto kind = collectiveKind(op);
+    comm[op] = comm[op].get<double>() + ::dtc::cost::bytesPerDevice(kind, n, bytes);
+    commSeconds += ::dtc::cost::collectiveTime(kind, n, bytes, slowest);
+  }
+
+  int64_t flops = 0;
+  if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
+    step.walk([&](mlir::dtc::CostOpInterface op) { flops += op.getFlopCount(); });
+  double peak = o.precision == "f32" ? hw.peakFlopsF32 : hw.peakFlopsBf16;
+  double computeSeconds = flops / peak;
+  double stepSeconds = computeSeconds + commSeconds;
+  const json &plan = artifact["plan"];
+  return json{
+      {"mesh", mesh},
+      {"devices", artifact["devices"]},
+      {"hw", hw.name},
+      {"params", params},
+      {"strategy",
+       {{"dp", plan.value("dp", 1)}, {"tp", plan.value("tp", 1)},
+        {"pp", plan.value("pp", 1)}, {"sp", o.sp}, {"ep", o.ep},
+        {"zero", plan.value("zero", 0)}, {"microbatches", o.microbatches},
+        {"schedule", plan.value("pp", 1) > 1 ? o.schedule : std::string("none")},
+        {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum}}},
+      {"axes", plan.value("axes", json::object())},
+      {"memory_bytes", memory},
+      {"bubble_fraction", ::dtc::cost::bubbleFraction(plan.value("pp", 1), o.microbatches)},
+      {"comm_bytes", comm},
+      {"predicted",
+       {{"step_time_s", stepSeconds},
+        {"compute_time_s", computeSeconds},
+        {"comm_time_s", commSeconds},
+        {"flops_per_device", flops},
+        {"tflops_per_device", stepSeconds > 0 ? flops / stepSeconds / 1e12 : 0.0},
+        {"mfu", stepSeconds > 0 ? flops / stepSeconds / peak : 0.0}}},
+      {"compile_time_s", compileSeconds}};
+}
+
+} // namespace
+
+const std::vector<std::string> &::dtc::emitStages() {
+  static const std::vector<std::string> stages = {"parsed", "training-step",
+                                                  "planned", "partitioned"};
+  return stages;
+}
+
+int ::dtc::runCompile(const CompileOptions &o) {
+  auto start = std::chrono::steady_clock::now();
+  int64_t devices = 1;
+  for (int64_t size : o.mesh)
+    devices *= size;
+  if (!checkSupported(o, devices))
+    return 1;
+  std::string hwError;
+  std::optional<cost::HardwareProfile> hw = cost::loadHardware(o.hw, hwError);
+  if (!hw) {
+    flagError("--hw: " + hwError);
+    return 1;
+  }
+  if (std::string problem = hw->forMesh(o.mesh); !problem.empty()) {
+    flagError("--hw: " + problem);
+    return 1;
+  }
+
+  DialectRegistry registry;
+  registry.insert<mlir::dtc::DtcDialect, func::FuncDialect, arith::ArithDialect,
+                  shard::ShardDialect>();
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  ctx.disableMultithreading();
+  OneLineDiagnostics diagnostics(ctx, o.input);
+
+  std::string readError;
+  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(o.input, /*IsText=*/true);
+  if (!buffer) {
+    flagError("cannot read model " + o.input + ": " + buffer.getError().message());
+    return 1;
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&ctx));
+  if (!module) {
+    if (!diagnostics.reported)
+      flagError(o.input + ": not a valid MLIR module");
+    return 1;
+  }
+
+  auto runStage = [&](const std::string &stage,
+                      llvm::function_ref<void(PassManager &)> fill) -> bool {
+    PassManager pm(&ctx);
+    fill(pm);
+    if (failed(pm.run(*module))) {
+      if (!diagnostics.reported)
+        flagError("compilation failed during " + stage);
+      return false;
+    }
+    if (o.emitMlirAfter == stage)
+      module->print(llvm::outs());
+    return true;
+  };
+
+  double weightDecay = o.weightDecay >= 0 ? o.weightDecay : (o.optimizer == "adamw" ? 0.01 : 0.0);
+  mlir::dtc::BuildTrainingStepOptions stepOptions;
+  stepOptions.optimizer = o.optimizer;
+  stepOptions.lr = o.lr;
+  stepOptions.weightDecay = weightDecay;
+  stepOptions.beta1 = o.beta1;
+  stepOptions.beta2 = o.beta2;
+  stepOptions.eps = o.eps;
+  stepOptions.gradClip = o.gradClip;
+  mlir::dtc::ApplyStrategyOptions planOptions;
+  planOptions.mesh.assign(o.mesh.begin(), o.mesh.end());
+  planOptions.dp = o.autoPlan ? 0 : o.dp;
+
+  if (!runStage("parsed", [](PassManager &pm) { pm.addPass(mlir::dtc::createCheckModel()); }) ||
+      !runStage("training-step", [&](PassManager &pm) {
+        pm.addPass(mlir::dtc::createBuildTrainingStep(stepOptions));
+      }) ||
+      !runStage("planned", [&](PassManager &pm) {
+        pm.addPass(mlir::dtc::createApplyStrategy(planOptions));
+      }) ||
+      !runStage("partitioned", [](PassManager &pm) { pm.addPass(mlir::dtc::createPartition()); }))
+    return 1;
+
+  mlir::dtc::ArtifactOptions artifactOptions;
+  artifactOptions.sourceName = o.input;
+  artifactOptions.optimizer = optimizerJson(o, weightDecay);
+  artifactOptions.planExtras = {
+      {"auto", o.autoPlan}, {"sp", o.sp}, {"ep", o.ep},
+      {"microbatches", o.microbatches}, {"schedule", "none"},
+      {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum},
+      {"hw", hw->name}};
+  FailureOr<json> artifact = mlir::dtc::buildArtifact(*module, artifactOptions);
+  if (failed(artifact)) {
+    if (!diagnostics.reported)
+      flagError("cannot emit the artifact");
+    return 1;
+  }
+  std::string writeError;
+  if (!rt::writeArtifactFile(o.output, *artifact, writeError)) {
+    flagError(writeError);
+    return 1;
+  }
+  if (!o.report.empty()) {
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    json report = buildReport(*module, *artifact, o, *hw, seconds);
+    std::string reportError;
+    if (!rt::writeFileAtomic(o.report, report.dump(2) + "\n", reportError)) {
+      flagError("cannot write report " + o.report + ": " + reportError);
+      return 1;
+    }
+  }
+  return 0;
+}

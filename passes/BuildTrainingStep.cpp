@@ -1,0 +1,425 @@
+//===- BuildTrainingStep.cpp - forward + loss -> training step -----------===//
+//
+// Builds @train_step from @main: the forward ops, reverse-mode autodiff over
+// them (each op's GradientOpInterface), optional global-norm clipping and the
+// optimizer update, all as dtc ops on global shapes. Later passes shard the
+// whole step at once, so gradient all-reduces, ZeRO reduce-scatters and
+// Megatron's collectives all come out of one partitioner.
+//
+//===----------------------------------------------------------------------===//
+#include "dtc/Dialect/InitSpec.h"
+#include "dtc/Passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include <cmath>
+
+namespace mlir::dtc {
+#define GEN_PASS_DEF_BUILDTRAININGSTEP
+#include "dtc/Passes/Passes.h.inc"
+
+namespace {
+
+constexpr StringLiteral kForward = "forward";
+constexpr StringLiteral kBackwardInput = "backward_input";
+constexpr StringLiteral kBackwardWeight = "backward_weight";
+constexpr StringLiteral kOptimizerPhase = "optimizer";
+
+enum class Optimizer { None, Sgd, Adam, AdamW };
+
+struct ParamInfo {
+  unsigned mainIndex;
+  std::string name;
+  std::string init;
+};
+
+struct InputInfo {
+  unsigned mainIndex;
+  std::string name;
+  IntegerAttr max;
+};
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+Value splatConstant(OpBuilder &b, Location loc, RankedTensorType type,
+                    double value) {
+  return arith::ConstantOp::create(
+      b, loc, type,
+      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
+}
+
+struct BuildTrainingStepPass
+    : impl::BuildTrainingStepBase<BuildTrainingStepPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      module.emitError() << "the model has no func.func @main";
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol("train_step")) {
+      module.emitError() << "the module already has a @train_step";
+      return signalPassFailure();
+    }
+    FailureOr<Optimizer> kind = checkOptions(main.getLoc());
+    if (failed(kind) || failed(build(main, *kind)))
+      return signalPassFailure();
+    if (!keepForward)
+      main.erase();
+  }
+
+  FailureOr<Optimizer> checkOptions(Location loc) {
+    Optimizer kind;
+    if (optimizer == "sgd")
+      kind = Optimizer::Sgd;
+    else if (optimizer == "adam")
+      kind = Optimizer::Adam;
+    else if (optimizer == "adamw")
+      kind = Optimizer::AdamW;
+    else if (optimizer == "none")
+      kind = Optimizer::None;
+    else
+      return emitError(loc) << "unknown optimizer '" << optimizer
+                            << "' (expected sgd, adam, adamw or none)";
+    auto finite = [](double v) { return std::isfinite(v); };
+    if (!finite(lr) || lr <= 0)
+      return emitError(loc) << "learning rate must be positive, got " << lr;
+    if (!finite(weightDecay) || weightDecay < 0)
+      return emitError(loc) << "weight decay must be >= 0, got " << weightDecay;
+    if (!finite(beta1) || beta1 < 0 || beta1 >= 1 || !finite(beta2) ||
+        beta2 < 0 || beta2 >= 1)
+      return emitError(loc) << "Adam betas must be in [0, 1), got " << beta1
+                            << " and " << beta2;
+    if (!finite(eps) || eps <= 0)
+      return emitError(loc) << "Adam eps must be positive, got " << eps;
+    if (!finite(gradClip) || gradClip < 0)
+      return emitError(loc) << "gradient clipping norm must be >= 0, got "
+                            << gradClip;
+    return kind;
+  }
+
+  LogicalResult build(func::FuncOp main, Optimizer kind) {
+    MLIRContext *ctx = &getContext();
+    Location loc = main.getLoc();
+    SmallVector<ParamInfo> params;
+    SmallVector<InputInfo> inputs;
+    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+      auto name = main.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
+      std::string argName = name ? name.getValue().str() : "arg" + std::to_string(i);
+      if (main.getArgAttr(i, DtcDialect::kParamAttr)) {
+        InitSpec init = defaultInitSpec();
+        if (auto text = main.getArgAttrOfType<StringAttr>(i, DtcDialect::kInitAttr)) {
+          std::string error;
+          auto parsed = parseInitSpec(text.getValue(), error);
+          if (!parsed)
+            return main.emitError() << "argument " << i << ": " << error;
+          init = *parsed;
+        }
+        params.push_back({i, argName, init.str()});
+      } else {
+        inputs.push_back(
+            {i, argName, main.getArgAttrOfType<IntegerAttr>(i, DtcDialect::kMaxAttr)});
+      }
+    }
+    if (params.empty())
+      return main.emitError() << "@main has no trainable parameter (dtc.param)";
+    if (main.getFunctionType().getNumResults() != 1)
+      return main.emitError() << "@main must return exactly the loss";
+
+    bool adam = kind == Optimizer::Adam || kind == Optimizer::AdamW;
+
+    // Signature: params, optimizer state, step, inputs.
+    SmallVector<Type> argTypes;
+    SmallVector<DictionaryAttr> argAttrs;
+    Builder attrs(ctx);
+    auto dict = [&](ArrayRef<NamedAttribute> entries) {
+      return DictionaryAttr::get(ctx, entries);
+    };
+    auto role = [&](StringRef r) {
+      return attrs.getNamedAttr(DtcDialect::kRoleAttr, attrs.getStringAttr(r));
+    };
+    auto named = [&](StringRef key, StringRef value) {
+      return attrs.getNamedAttr(key, attrs.getStringAttr(value));
+    };
+    for (const ParamInfo &p : params) {
+      argTypes.push_back(main.getArgument(p.mainIndex).getType());
+      argAttrs.push_back(dict({role("param"), named(DtcDialect::kNameAttr, p.name),
+                               named(DtcDialect::kInitAttr, p.init)}));
+    }
+    unsigned stateBase = argTypes.size();
+    SmallVector<StringRef, 2> stateKinds;
+    if (adam)
+      stateKinds = {"adam_m", "adam_v"};
+    for (StringRef state : stateKinds)
+      for (const ParamInfo &p : params) {
+        argTypes.push_back(main.getArgument(p.mainIndex).getType());
+        argAttrs.push_back(dict({role("optimizer_state"),
+                                 named(DtcDialect::kNameAttr, p.name + ":" + state.str()),
+                                 named(DtcDialect::kOfAttr, p.name),
+                                 named(DtcDialect::kInitAttr, "zeros")}));
+      }
+    int stepIndex = -1;
+    if (adam) {
+      stepIndex = argTypes.size();
+      argTypes.push_back(RankedTensorType::get({}, IntegerType::get(ctx, 64)));
+      argAttrs.push_back(
+          dict({role("step"), named(DtcDialect::kNameAttr, "optimizer_step")}));
+    }
+    unsigned inputBase = argTypes.size();
+    for (const InputInfo &in : inputs) {
+      argTypes.push_back(main.getArgument(in.mainIndex).getType());
+      SmallVector<NamedAttribute> entries = {role("input"),
+                                             named(DtcDialect::kNameAttr, in.name)};
+      if (in.max)
+        entries.push_back(attrs.getNamedAttr(DtcDialect::kMaxAttr, in.max));
+      argAttrs.push_back(dict(entries));
+    }
+
+    OpBuilder b(ctx);
+    b.setInsertionPointAfter(main);
+    auto step = func::FuncOp::create(b, loc, "train_step",
+                                     FunctionType::get(ctx, argTypes, {}));
+    step.setAllArgAttrs(argAttrs);
+    Block *body = step.addEntryBlock();
+    b.setInsertionPointToStart(body);
+
+    // Forward: clone @main.
+    IRMapping mapping;
+    for (auto [idx, p] : llvm::enumerate(params))
+      mapping.map(main.getArgument(p.mainIndex), body->getArgument(idx));
+    for (auto [idx, in] : llvm::enumerate(inputs))
+      mapping.map(main.getArgument(in.mainIndex), body->getArgument(inputBase + idx));
+    Value loss;
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : main.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        loss = mapping.lookup(ret.getOperand(0));
+        continue;
+      }
+      Operation *clone = b.clone(op, mapping);
+      clone->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(kForward));
+      forwardOps.push_back(clone);
+    }
+
+    // Backward.
+    SmallVector<Value> paramArgs;
+    for (unsigned i = 0; i < params.size(); ++i)
+      paramArgs.push_back(body->getArgument(i));
+    FailureOr<SmallVector<Value>> grads = differentiate(b, loss, paramArgs, forwardOps);
+    if (failed(grads))
+      return failure();
+
+    // Optimizer.
+    Location optLoc = NameLoc::get(b.getStringAttr("optimizer"), loc);
+    Operation *optimizerStart = nullptr;
+    auto markFrom = [&](Operation *first) {
+      for (Operation *op = first; op; op = op->getNextNode())
+        op->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(kOptimizerPhase));
+    };
+    Operation *lastBefore = body->empty() ? nullptr : &body->back();
+    if (gradClip > 0)
+      clipByGlobalNorm(b, optLoc, *grads);
+
+    SmallVector<Value> results = {loss};
+    SmallVector<DictionaryAttr> resultAttrs = {
+        dict({role("loss"), named(DtcDialect::kNameAttr, "loss")})};
+    auto updates = [&](unsigned argIndex) {
+      return attrs.getNamedAttr(DtcDialect::kUpdatesAttr,
+                                attrs.getI64IntegerAttr(argIndex));
+    };
+    if (kind == Optimizer::None) {
+      for (auto [idx, p] : llvm::enumerate(params)) {
+        results.push_back((*grads)[idx]);
+        resultAttrs.push_back(dict({role("grad"),
+                                    named(DtcDialect::kNameAttr, p.name + ":grad"),
+                                    named(DtcDialect::kOfAttr, p.name)}));
+      }
+    } else if (kind == Optimizer::Sgd) {
+      for (auto [idx, p] : llvm::enumerate(params)) {
+        Value updated = SgdUpdateOp::create(b, optLoc, paramArgs[idx], (*grads)[idx],
+                                            b.getF32FloatAttr(lr),
+                                            b.getF32FloatAttr(weightDecay));
+        results.push_back(updated);
+        resultAttrs.push_back(dict({role("update"), updates(idx)}));
+      }
+    } else {
+      SmallVector<Value> newM, newV;
+      for (unsigned idx = 0; idx < params.size(); ++idx) {
+        auto update = AdamUpdateOp::create(
+            b, optLoc, paramArgs[idx], (*grads)[idx],
+            body->getArgument(stateBase + idx),
+            body->getArgument(stateBase + params.size() + idx),
+            body->getArgument(stepIndex), b.getF32FloatAttr(lr),
+            b.getF32FloatAttr(beta1), b.getF32FloatAttr(beta2),
+            b.getF32FloatAttr(eps), b.getF32FloatAttr(weightDecay),
+            b.getBoolAttr(kind == Optimizer::AdamW));
+        results.push_back(update.getNewParam());
+        resultAttrs.push_back(dict({role("update"), updates(idx)}));
+        newM.push_back(update.getNewM());
+        newV.push_back(update.getNewV());
+      }
+      for (auto [k, values] : llvm::enumerate(std::array{&newM, &newV}))
+        for (auto [idx, v] : llvm::enumerate(*values)) {
+          results.push_back(v);
+          resultAttrs.push_back(
+              dict({role("update"), updates(stateBase + k * params.size() + idx)}));
+        }
+    }
+    optimizerStart = lastBefore ? lastBefore->getNextNode() : &body->front();
+    if (optimizerStart)
+      markFrom(optimizerStart);
+
+    func::ReturnOp::create(b, loc, results);
+    // Rules build every operand's gradient; drop the ones nothing uses (data
+    // inputs' gradients) and forward values that do not reach the loss.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
+      if (isOpTriviallyDead(&op))
+        op.erase();
+    SmallVector<Type> resultTypes;
+    for (Value v : results)
+      resultTypes.push_back(v.getType());
+    step.setFunctionType(FunctionType::get(ctx, argTypes, resultTypes));
+    step.setAllResultAttrs(resultAttrs);
+    return success();
+  }
+
+  /// Reverse-mode autodiff of `loss` with respect to `params` over
+  /// `forwardOps` (in program order). Appends the backward ops at `b` and
+  /// returns one gradient per parameter (zeros when it does not reach the
+  /// loss). Tags each backward op backward_input or backward_weight.
+  FailureOr<SmallVector<Value>> differentiate(OpBuilder &b, Value loss,
+                                              ArrayRef<Value> params,
+                                              ArrayRef<Operation *> forwardOps) {
+    // Only values that depend on a parameter need a gradient.
+    llvm::DenseSet<Value> needsGrad(params.begin(), params.end());
+    for (Operation *op : forwardOps)
+      if (llvm::any_of(op->getOperands(), [&](Value v) { return needsGrad.contains(v); }))
+        for (Value r : op->getResults())
+          if (isa<FloatType>(typeOf(r).getElementType()))
+            needsGrad.insert(r);
+
+    llvm::DenseMap<Value, Value> grads;
+    Operation *firstBackward = nullptr;
+    auto remember = [&](Operation *op) {
+      if (!firstBackward)
+        firstBackward = op;
+    };
+    Value seed = splatConstant(b, loss.getLoc(), typeOf(loss), 1.0);
+    remember(seed.getDefiningOp());
+    grads[loss] = seed;
+    // Gradients flowing into forward ops: the activation-gradient frontier.
+    llvm::SetVector<Value> activationGrads;
+
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      SmallVector<Value> resultGrads;
+      bool anyResultGrad = false;
+      for (Value r : op->getResults()) {
+        resultGrads.push_back(grads.lookup(r));
+        anyResultGrad |= static_cast<bool>(resultGrads.back());
+      }
+      if (!anyResultGrad ||
+          llvm::none_of(op->getOperands(), [&](Value v) { return needsGrad.contains(v); }))
+        continue;
+      auto rule = dyn_cast<GradientOpInterface>(op);
+      if (!rule)
+        return op->emitError() << "cannot differentiate through '"
+                               << op->getName() << "': it has no gradient rule";
+      // Materialize missing result gradients as zeros so rules see every one.
+      for (auto [r, g] : llvm::zip(op->getResults(), resultGrads))
+        if (!g && isa<FloatType>(typeOf(r).getElementType())) {
+          g = splatConstant(b, op->getLoc(), typeOf(r), 0.0);
+          remember(g.getDefiningOp());
+        }
+      for (Value g : resultGrads)
+        if (g)
+          activationGrads.insert(g);
+      Operation *before = b.getInsertionBlock()->empty()
+                              ? nullptr
+                              : &b.getInsertionBlock()->back();
+      SmallVector<Value> operandGrads;
+      if (failed(rule.buildGradient(b, resultGrads, operandGrads)))
+        return op->emitError() << "gradient rule of '" << op->getName() << "' failed";
+      if (operandGrads.size() != op->getNumOperands())
+        return op->emitError() << "gradient rule of '" << op->getName()
+                               << "' returned " << operandGrads.size()
+                               << " gradients for " << op->getNumOperands()
+                               << " operands";
+      remember(before ? before->getNextNode() : &b.getInsertionBlock()->front());
+      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
+        if (!g || !needsGrad.contains(operand))
+          continue;
+        if (g.getType() != operand.getType())
+          return op->emitError() << "gradient rule of '" << op->getName()
+                                 << "' produced " << g.getType() << " for an operand of type "
+                                 << operand.getType();
+        Value &slot = grads[operand];
+        slot = slot ? AddOp::create(b, op->getLoc(), slot, g).getResult() : g;
+      }
+    }
+
+    SmallVector<Value> paramGrads;
+    for (Value p : params) {
+      Value g = grads.lookup(p);
+      if (!g) {
+        // The parameter does not reach the loss.
+        g = splatConstant(b, p.getLoc(), typeOf(p), 0.0);
+        remember(g.getDefiningOp());
+      }
+      paramGrads.push_back(g);
+    }
+
+    // Phases: what activation gradients need is backward_input (B in
+    // zero-bubble schedules); the rest only feeds parameter gradients (W).
+    if (firstBackward) {
+      llvm::DenseSet<Operation *> inputPath;
+      SmallVector<Value> worklist(activationGrads.begin(), activationGrads.end());
+      while (!worklist.empty()) {
+        Value v = worklist.pop_back_val();
+        Operation *def = v.getDefiningOp();
+        if (!def || def->hasAttr(DtcDialect::kPhaseAttr) || !inputPath.insert(def).second)
+          continue;
+        worklist.append(def->operand_begin(), def->operand_end());
+      }
+      for (Operation *op = firstBackward; op; op = op->getNextNode())
+        op->setAttr(DtcDialect::kPhaseAttr,
+                    b.getStringAttr(inputPath.contains(op) ? kBackwardInput
+                                                           : kBackwardWeight));
+    }
+    return paramGrads;
+  }
+
+  /// g *= clip / max(||g||_2 + 1e-6, clip) over all gradients together
+  /// (PyTorch's clip_grad_norm_).
+  void clipByGlobalNorm(OpBuilder &b, Location loc, SmallVectorImpl<Value> &grads) {
+    Value total;
+    for (Value g : grads) {
+      SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, typeOf(g).getRank()));
+      Value squares = MulOp::create(b, loc, g, g);
+      Value sum = axes.empty() ? squares
+                               : ReduceSumOp::create(b, loc, squares, axes, false).getResult();
+      if (typeOf(sum).getElementType() != b.getF32Type())
+        sum = CastOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()), sum);
+      total = total ? AddOp::create(b, loc, total, sum).getResult() : sum;
+    }
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    Value norm = SqrtOp::create(b, loc, total);
+    Value limit = splatConstant(b, loc, scalar, gradClip);
+    Value denom = MaxOp::create(b, loc, AddOp::create(b, loc, norm, splatConstant(b, loc, scalar, 1e-6)), limit);
+    Value coef = DivOp::create(b, loc, limit, denom);
+    for (Value &g : grads) {
+      Value c = coef;
+      if (typeOf(g).getElementType() != b.getF32Type())
+        c = CastOp::create(b, loc, RankedTensorType::get({}, typeOf(g).getElementType()), coef);
+      g = MulOp::create(b, loc, g, c);
+    }
+  }
+};
+
+} // namespace
+} // namespace mlir::dtc

@@ -1,0 +1,105 @@
+//===- CheckModel.cpp - the model-format contract ------------------------===//
+//
+// Everything model-format.md asks of @main that single-op verifiers cannot
+// see. Each violation is one error at the offending location.
+//
+//===----------------------------------------------------------------------===//
+#include "dtc/Passes/Passes.h"
+
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::dtc {
+#define GEN_PASS_DEF_CHECKMODEL
+#include "dtc/Passes/Passes.h.inc"
+
+namespace {
+
+bool isFloatTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && isa<FloatType>(tensor.getElementType());
+}
+
+struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      module.emitError() << "the model has no func.func @main (the forward "
+                            "pass returning the loss)";
+      return signalPassFailure();
+    }
+    if (failed(checkMain(main)))
+      signalPassFailure();
+  }
+
+  LogicalResult checkMain(func::FuncOp main) {
+    if (main.isExternal())
+      return main.emitError() << "@main has no body";
+    if (!main.getBody().hasOneBlock())
+      return main.emitError() << "@main must be a single block (no control flow)";
+    FunctionType type = main.getFunctionType();
+    if (type.getNumResults() != 1 ||
+        type.getResult(0) != RankedTensorType::get({}, Float32Type::get(&getContext())))
+      return main.emitError() << "@main must return exactly one value, the "
+                                 "scalar loss tensor<f32>; it returns "
+                              << type.getResults();
+
+    llvm::StringSet<> names;
+    bool anyParam = false;
+    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+      BlockArgument arg = main.getArgument(i);
+      Location loc = arg.getLoc();
+      auto tensor = dyn_cast<RankedTensorType>(arg.getType());
+      if (!tensor || !tensor.hasStaticShape())
+        return emitError(loc) << "argument " << i
+                              << " must be a statically shaped tensor, got "
+                              << arg.getType();
+      for (int64_t size : tensor.getShape())
+        if (size == 0)
+          return emitError(loc) << "argument " << i << " has a zero-size dimension";
+      bool isParam = main.getArgAttr(i, DtcDialect::kParamAttr) != nullptr;
+      auto name = main.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
+      std::string argName =
+          name ? name.getValue().str() : "arg" + std::to_string(i);
+      if (!names.insert(argName).second)
+        return emitError(loc) << "argument " << i << ": name \"" << argName
+                              << "\" is used by another argument";
+      if (isParam) {
+        anyParam = true;
+        if (!isFloatTensor(tensor))
+          return emitError(loc) << "parameter \"" << argName
+                                << "\" must be a float tensor, got " << tensor;
+        if (main.getArgAttr(i, DtcDialect::kMaxAttr))
+          return emitError(loc) << "parameter \"" << argName
+                                << "\" cannot carry dtc.max";
+        continue;
+      }
+      if (main.getArgAttr(i, DtcDialect::kInitAttr))
+        return emitError(loc) << "data input \"" << argName
+                              << "\" has dtc.init; only dtc.param arguments are initialized";
+      if (tensor.getRank() == 0)
+        return emitError(loc) << "data input \"" << argName
+                              << "\" must have a batch dimension (dim 0)";
+      if (isa<IntegerType>(tensor.getElementType()) &&
+          !main.getArgAttr(i, DtcDialect::kMaxAttr))
+        return emitError(loc) << "integer input \"" << argName
+                              << "\" needs dtc.max = N : i64 (the exclusive "
+                                 "bound of its values)";
+    }
+    if (!anyParam)
+      return main.emitError() << "@main has no trainable parameter (mark "
+                                 "arguments with dtc.param)";
+
+    for (Operation &op : main.getBody().front()) {
+      if (isa<func::ReturnOp, arith::ConstantOp>(op))
+        continue;
+      if (op.getDialect() && isa<DtcDialect>(op.getDialect()))
+        continue;
+      return op.emitError() << "unsupported op in a model: only dtc ops, "
+                               "arith.constant and func.return may appear";
+    }
+    return success();
+  }
+};
+} // namespace
+} // namespace mlir::dtc

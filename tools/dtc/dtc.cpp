@@ -1,0 +1,416 @@
+//===- dtc.cpp - the dtc command line (shared/spec/cli.md) ---------------===//
+//
+//   dtc compile MODEL.mlir --mesh 2x2 -o OUT.dtc [options]
+//   dtc run OUT.dtc --steps N [options]      (starts the ranks via dtc-run)
+//   dtc inspect OUT.dtc                      (prints the artifact's JSON)
+//
+// Every error is one line on stderr naming the flag or file, exit status 1.
+//
+//===----------------------------------------------------------------------===//
+#include "dtc/Driver/Compile.h"
+#include "dtc/Version.h"
+#include "dtc/runtime/ArtifactFormat.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+int fail(const std::string &message) {
+  llvm::errs() << "dtc: error: " << message << "\n";
+  return 1;
+}
+
+constexpr const char *kTopHelp = R"(dtc: a distributed-training compiler
+
+usage:
+  dtc compile MODEL.mlir --mesh AxBxC -o OUT.dtc [options]   plan and emit
+  dtc run OUT.dtc --steps N [options]                        train on the artifact's ranks
+  dtc inspect OUT.dtc                                        print the artifact as JSON
+  dtc --help | dtc COMMAND --help | dtc --version
+
+Models: shared/spec/model-format.md. Command line: shared/spec/cli.md.
+)";
+
+constexpr const char *kCompileHelp = R"(usage: dtc compile MODEL.mlir [options]
+
+Turns a model (forward + loss) into a training step, plans its parallel
+layout for the mesh, partitions it and writes a runnable artifact.
+
+Mesh and hardware:
+  --mesh AxBxC            device mesh, outermost axis first; the last axis is
+                          the fastest link                    (default: 1)
+  --hw NAME|FILE.json     cpu, a100, h100 or a JSON profile    (default: cpu)
+Plan:
+  --auto                  search the plan (today: data parallelism over the
+                          whole mesh)                          (default)
+  --strategy SPEC         pin degrees, e.g. dp=4 or dp=2,tp=2,pp=1,zero=0,
+                          sp=1,ep=1; product dp*tp*pp = devices
+                          (default: none; dp defaults to devices/(tp*pp),
+                          tp=pp=sp=ep=1, zero=0)
+  --microbatches M        pipeline micro-batches               (default: 1)
+  --schedule S            gpipe|1f1b|interleaved|zb            (default: 1f1b)
+  --remat R               none|full|auto                       (default: none)
+  --precision P           f32|bf16-mixed|fp16-mixed            (default: f32)
+  --grad-accum K          gradient accumulation steps          (default: 1)
+Optimizer:
+  --optimizer O           sgd|adam|adamw                       (default: adam)
+  --lr X                  learning rate                        (default: 0.001)
+  --weight-decay X        L2 (sgd, adam) or decoupled (adamw)  (default: 0, 0.01 for adamw)
+  --beta1 X               Adam beta1                           (default: 0.9)
+  --beta2 X               Adam beta2                           (default: 0.999)
+  --eps X                 Adam epsilon                         (default: 1e-08)
+  --grad-clip X           clip to this global L2 norm, 0 = off (default: 0)
+Output:
+  -o, --output OUT.dtc    the artifact          (default: MODEL with .dtc)
+  --report REPORT.json    write the plan report (default: none)
+  --emit-mlir STAGE       print the IR after parsed|training-step|planned|
+                          partitioned to stdout (default: none)
+  -h, --help              this help
+)";
+
+/// Minimal strict flag parser: --name VALUE, --name=VALUE, boolean --name.
+class Flags {
+public:
+  using Handler = std::function<bool(const std::string &)>;
+  void value(const std::string &name, Handler handler) { values[name] = handler; }
+  void boolean(const std::string &name, std::function<void()> handler) {
+    booleans[name] = handler;
+  }
+  void alias(const std::string &from, const std::string &to) { aliases[from] = to; }
+
+  /// Returns false after printing an error.
+  bool parse(const std::vector<std::string> &args, std::vector<std::string> &positional,
+             const std::string &command) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      std::string arg = args[i];
+      if (arg.size() < 2 || arg[0] != '-') {
+        positional.push_back(arg);
+        continue;
+      }
+      std::string name = arg, inlineValue;
+      bool hasInline = false;
+      if (auto eq = arg.find('='); eq != std::string::npos && arg.rfind("--", 0) == 0) {
+        name = arg.substr(0, eq);
+        inlineValue = arg.substr(eq + 1);
+        hasInline = true;
+      }
+      if (aliases.count(name))
+        name = aliases[name];
+      if (auto b = booleans.find(name); b != booleans.end()) {
+        if (hasInline) {
+          fail(name + " takes no value");
+          return false;
+        }
+        b->second();
+        continue;
+      }
+      auto v = values.find(name);
+      if (v == values.end()) {
+        fail("unknown flag " + arg + " for 'dtc " + command + "' (see dtc " +
+             command + " --help)");
+        return false;
+      }
+      std::string value;
+      if (hasInline) {
+        value = inlineValue;
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      } else {
+        fail(name + " needs a value");
+        return false;
+      }
+      if (!v->second(value))
+        return false;
+    }
+    return true;
+  }
+
+private:
+  std::map<std::string, Handler> values;
+  std::map<std::string, std::function<void()>> booleans;
+  std::map<std::string, std::string> aliases;
+};
+
+bool parseInt(const std::string &flag, const std::string &text, int64_t &out,
+              int64_t min) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < min) {
+    fail(flag + ": expected an integer >= " + std::to_string(min) + ", got '" + text + "'");
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+bool parseDouble(const std::string &flag, const std::string &text, double &out) {
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+    fail(flag + ": expected a number, got '" + text + "'");
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+bool parseChoice(const std::string &flag, const std::string &text, std::string &out,
+                 std::initializer_list<const char *> choices) {
+  std::string list;
+  for (const char *c : choices) {
+    if (text == c) {
+      out = text;
+      return true;
+    }
+    list += (list.empty() ? "" : "|") + std::string(c);
+  }
+  fail(flag + ": expected " + list + ", got '" + text + "'");
+  return false;
+}
+
+bool parseMesh(const std::string &text, std::vector<int64_t> &mesh) {
+  mesh.clear();
+  size_t start = 0;
+  while (true) {
+    size_t x = text.find('x', start);
+    std::string part = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    int64_t size;
+    char *end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || errno == ERANGE || v < 1) {
+      fail("--mesh: expected sizes like 8 or 2x4 (positive integers joined by "
+           "'x'), got '" + text + "'");
+      return false;
+    }
+    size = v;
+    mesh.push_back(size);
+    if (x == std::string::npos)
+      break;
+    start = x + 1;
+  }
+  int64_t devices = 1;
+  for (int64_t size : mesh) {
+    devices *= size;
+    if (devices > (1 << 20)) {
+      fail("--mesh " + text + ": more than 1048576 devices");
+      return false;
+    }
+  }
+  return true;
+}
+
+bool parseStrategy(const std::string &text, dtc::CompileOptions &o) {
+  std::map<std::string, int64_t *> keys = {{"dp", &o.dp}, {"tp", &o.tp}, {"pp", &o.pp},
+                                           {"sp", &o.sp}, {"ep", &o.ep}, {"zero", &o.zero}};
+  o.dp = 0;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t eq = item.find('=');
+    std::string key = eq == std::string::npos ? item : item.substr(0, eq);
+    if (eq == std::string::npos || !keys.count(key)) {
+      fail("--strategy: expected KEY=N items with KEY in dp, tp, pp, zero, sp, "
+           "ep, got '" + item + "'");
+      return false;
+    }
+    if (!parseInt("--strategy " + key, item.substr(eq + 1), *keys[key], key == "zero" ? 0 : 1))
+      return false;
+    if (key == "zero" && o.zero > 3) {
+      fail("--strategy zero: expected 0, 1, 2 or 3");
+      return false;
+    }
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  o.autoPlan = false;
+  return true;
+}
+
+int compileCommand(const std::vector<std::string> &args) {
+  dtc::CompileOptions o;
+  bool help = false, meshGiven = false, strategyGiven = false, autoGiven = false;
+  std::string strategy;
+  Flags flags;
+  flags.boolean("--help", [&] { help = true; });
+  flags.alias("-h", "--help");
+  flags.alias("-o", "--output");
+  flags.value("--output", [&](const std::string &v) { o.output = v; return true; });
+  flags.value("--mesh", [&](const std::string &v) { meshGiven = true; return parseMesh(v, o.mesh); });
+  flags.value("--hw", [&](const std::string &v) { o.hw = v; return true; });
+  flags.boolean("--auto", [&] { autoGiven = true; });
+  flags.value("--strategy", [&](const std::string &v) { strategyGiven = true; strategy = v; return true; });
+  flags.value("--microbatches", [&](const std::string &v) { return parseInt("--microbatches", v, o.microbatches, 1); });
+  flags.value("--schedule", [&](const std::string &v) {
+    return parseChoice("--schedule", v, o.schedule, {"gpipe", "1f1b", "interleaved", "zb"});
+  });
+  flags.value("--remat", [&](const std::string &v) {
+    return parseChoice("--remat", v, o.remat, {"none", "full", "auto"});
+  });
+  flags.value("--precision", [&](const std::string &v) {
+    return parseChoice("--precision", v, o.precision, {"f32", "bf16-mixed", "fp16-mixed"});
+  });
+  flags.value("--grad-accum", [&](const std::string &v) { return parseInt("--grad-accum", v, o.gradAccum, 1); });
+  flags.value("--optimizer", [&](const std::string &v) {
+    return parseChoice("--optimizer", v, o.optimizer, {"sgd", "adam", "adamw"});
+  });
+  auto positive = [&](const char *flag, double &out, bool allowZero) {
+    return [&, flag, allowZero](const std::string &v) {
+      if (!parseDouble(flag, v, out))
+        return false;
+      if (out < 0 || (!allowZero && out == 0)) {
+        fail(std::string(flag) + ": must be " + (allowZero ? ">= 0" : "> 0") + ", got " + v);
+        return false;
+      }
+      return true;
+    };
+  };
+  flags.value("--lr", positive("--lr", o.lr, false));
+  flags.value("--weight-decay", positive("--weight-decay", o.weightDecay, true));
+  flags.value("--eps", positive("--eps", o.eps, false));
+  flags.value("--grad-clip", positive("--grad-clip", o.gradClip, true));
+  auto beta = [&](const char *flag, double &out) {
+    return [&, flag](const std::string &v) {
+      if (!parseDouble(flag, v, out))
+        return false;
+      if (out < 0 || out >= 1) {
+        fail(std::string(flag) + ": must be in [0, 1), got " + v);
+        return false;
+      }
+      return true;
+    };
+  };
+  flags.value("--beta1", beta("--beta1", o.beta1));
+  flags.value("--beta2", beta("--beta2", o.beta2));
+  flags.value("--report", [&](const std::string &v) { o.report = v; return true; });
+  flags.value("--emit-mlir", [&](const std::string &v) {
+    for (const std::string &stage : dtc::emitStages())
+      if (v == stage) {
+        o.emitMlirAfter = v;
+        return true;
+      }
+    fail("--emit-mlir: expected parsed|training-step|planned|partitioned, got '" + v + "'");
+    return false;
+  });
+
+  std::vector<std::string> positional;
+  if (!flags.parse(args, positional, "compile"))
+    return 1;
+  if (help) {
+    llvm::outs() << kCompileHelp;
+    return 0;
+  }
+  if (positional.size() != 1)
+    return fail(positional.empty() ? "dtc compile needs a MODEL.mlir (see dtc compile --help)"
+                                   : "dtc compile takes one model, got '" + positional[1] + "' too");
+  o.input = positional[0];
+  (void)meshGiven;
+  if (strategyGiven && autoGiven)
+    return fail("--auto and --strategy are exclusive");
+  if (strategyGiven) {
+    if (!parseStrategy(strategy, o))
+      return 1;
+    if (o.dp == 0) {
+      int64_t devices = 1;
+      for (int64_t s : o.mesh)
+        devices *= s;
+      o.dp = devices % (o.tp * o.pp) == 0 ? devices / (o.tp * o.pp) : 0;
+      if (o.dp == 0)
+        return fail("--strategy: tp*pp=" + std::to_string(o.tp * o.pp) +
+                    " does not divide the " + std::to_string(devices) + " devices");
+    }
+  }
+  if (o.output.empty()) {
+    llvm::SmallString<128> out(o.input == "-" ? "model" : o.input);
+    llvm::sys::path::replace_extension(out, "dtc");
+    o.output = std::string(out);
+  }
+  return dtc::runCompile(o);
+}
+
+/// dtc-run lives next to dtc.
+std::string siblingTool(const char *argv0, const std::string &name) {
+  std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&siblingTool);
+  llvm::SmallString<256> path(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(path, name);
+  return std::string(path);
+}
+
+int runCommand(const char *argv0, const std::vector<std::string> &args) {
+  std::string tool = siblingTool(argv0, "dtc-run");
+  if (!llvm::sys::fs::can_execute(tool))
+    return fail("cannot find dtc-run next to dtc (looked for " + tool + ")");
+  bool help = false;
+  for (const std::string &a : args)
+    help |= a == "--help" || a == "-h";
+  std::vector<std::string> argvStrings = {"dtc-run"};
+  if (!help)
+    argvStrings.push_back("--launch");
+  argvStrings.insert(argvStrings.end(), args.begin(), args.end());
+  std::vector<char *> argv;
+  for (std::string &s : argvStrings)
+    argv.push_back(s.data());
+  argv.push_back(nullptr);
+  llvm::outs().flush();
+  execv(tool.c_str(), argv.data());
+  return fail("cannot start " + tool + ": " + std::strerror(errno));
+}
+
+int inspectCommand(const std::vector<std::string> &args) {
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    llvm::outs() << "usage: dtc inspect OUT.dtc\n\nChecks the artifact's container "
+                    "(magic, version, length, hash) and prints its JSON body.\n"
+                    "  -h, --help   this help\n";
+    return 0;
+  }
+  if (args.size() != 1)
+    return fail("dtc inspect takes one artifact (see dtc inspect --help)");
+  std::string bytes, error;
+  if (!dtc::rt::readFileBytes(args[0], bytes, error))
+    return fail(args[0] + ": " + error);
+  nlohmann::json body;
+  if (!dtc::rt::decodeArtifactJson(bytes, body, error))
+    return fail(args[0] + ": " + error);
+  llvm::outs() << body.dump(2) << "\n";
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    llvm::outs() << kTopHelp;
+    return args.empty() ? 1 : 0;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    llvm::outs() << "dtc " << DTC_VERSION_STRING << "\n";
+    return 0;
+  }
+  std::string command = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (command == "compile")
+    return compileCommand(rest);
+  if (command == "run")
+    return runCommand(argv[0], rest);
+  if (command == "inspect")
+    return inspectCommand(rest);
+  return fail("unknown command '" + command + "' (expected compile, run or inspect; see dtc --help)");
+}
