@@ -1,0 +1,317 @@
+//===- ArtifactTest.cpp - the container and the validator -----------------===//
+#include "TestArtifacts.h"
+
+#include "dtc/runtime/Artifact.h"
+#include "dtc/runtime/ArtifactFormat.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <fstream>
+#include <unistd.h>
+
+using namespace dtc::rt;
+using dtc::test::json;
+
+namespace {
+
+std::string tempDir() {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/dtc-rt-test-XXXXXX";
+    return std::string(mkdtemp(tmpl));
+  }();
+  return dir;
+}
+
+json validBody() {
+  dtc::test::MlpConfig c;
+  c.mesh = {2, 2};
+  c.dpAxes = {0};
+  c.tpAxis = 1;
+  return dtc::test::mlpArtifact(c);
+}
+
+// ---- container -------------------------------------------------------------------
+
+TEST(Container, RoundTrip) {
+  json body = validBody();
+  std::string file = encodeArtifact(body);
+  ASSERT_EQ(file.rfind("dtc-artifact 1 ", 0), 0u);
+  const std::string text = body.dump();
+  EXPECT_EQ(file, "dtc-artifact 1 " + std::to_string(text.size()) + " " +
+                      hex64(fnv1a64(text)) + "\n" + text);
+  std::string out, err;
+  ASSERT_TRUE(decodeArtifact(file, out, err)) << err;
+  EXPECT_EQ(out, text);
+  json parsed;
+  ASSERT_TRUE(decodeArtifactJson(file, parsed, err)) << err;
+  EXPECT_EQ(parsed, body);
+}
+
+std::string decodeError(const std::string &file) {
+  std::string out, err;
+  EXPECT_FALSE(decodeArtifact(file, out, err));
+  EXPECT_TRUE(out.empty());
+  return err;
+}
+
+TEST(Container, CorruptFilesAreRejected) {
+  const std::string good = encodeArtifact(validBody());
+  EXPECT_NE(decodeError(good.substr(0, good.size() - 1)).find("truncated"), std::string::npos);
+  EXPECT_NE(decodeError(good.substr(0, 20)).find("bad artifact header"), std::string::npos);
+  EXPECT_NE(decodeError(good + "\n").find("unexpected data after"), std::string::npos);
+  std::string edited = good;
+  edited[edited.size() - 5] ^= 1;
+  EXPECT_NE(decodeError(edited).find("hash mismatch"), std::string::npos);
+  std::string v2 = good;
+  v2[13] = '2';
+  EXPECT_NE(decodeError(v2).find("unsupported artifact version 2"), std::string::npos);
+  EXPECT_NE(decodeError("PK\x03\x04 zip").find("not a dtc artifact"), std::string::npos);
+  EXPECT_NE(decodeError("").find("not a dtc artifact"), std::string::npos);
+  EXPECT_NE(decodeError("dtc-artifact 1 3 xyz\n{}x").find("hash"), std::string::npos);
+  EXPECT_NE(decodeError("dtc-artifact 1 -3 0000000000000000\n").find("length"), std::string::npos);
+  EXPECT_NE(decodeError("dtc-artifact 1 2 0000000000000000 extra\n{}").find("bad artifact header"),
+            std::string::npos);
+  // Valid container, invalid JSON body.
+  std::string bad = encodeArtifactBody("{\"format\": ");
+  json j;
+  std::string err;
+  EXPECT_FALSE(decodeArtifactJson(bad, j, err));
+  EXPECT_NE(err.find("not valid JSON"), std::string::npos) << err;
+  EXPECT_FALSE(decodeArtifactJson(encodeArtifactBody("[1]"), j, err));
+  EXPECT_NE(err.find("not a JSON object"), std::string::npos);
+}
+
+TEST(Container, AtomicWriteAndRead) {
+  const std::string path = tempDir() + "/a.dtc";
+  std::string err;
+  ASSERT_TRUE(writeArtifactFile(path, validBody(), err)) << err;
+  std::string bytes;
+  ASSERT_TRUE(readFileBytes(path, bytes, err));
+  Artifact a = loadArtifactBytes(bytes, path);
+  EXPECT_EQ(a.devices, 4);
+  Artifact b = loadArtifactFile(path);
+  EXPECT_EQ(b.label, path);
+  EXPECT_FALSE(writeArtifactFile(tempDir() + "/no/such/dir/a.dtc", validBody(), err));
+  EXPECT_NE(err.find("no/such/dir/a.dtc"), std::string::npos) << err;
+  EXPECT_FALSE(readFileBytes(tempDir(), bytes, err));
+  EXPECT_NE(err.find("directory"), std::string::npos);
+  try {
+    loadArtifactFile(tempDir() + "/missing.dtc");
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("missing.dtc: cannot open"), std::string::npos);
+  }
+}
+
+// ---- validator ----------------------------------------------------------------------
+
+std::string validationError(const json &body, int64_t ranks = 4) {
+  std::string err;
+  if (checkArtifact(body, "m.dtc", ranks, err)) return "";
+  EXPECT_EQ(err.rfind("m.dtc: ", 0), 0u) << err;
+  return err;
+}
+
+json &instr(json &b, const std::string &op, int nth = 0) {
+  for (json &i : b["programs"][0]["instructions"])
+    if (i["op"] == op && nth-- == 0) return i;
+  throw Error("no such instruction " + op);
+}
+int bufferOf(const json &b, const std::string &tensor) {
+  const json &bufs = b["programs"][0]["buffers"];
+  for (size_t i = 0; i < bufs.size(); ++i)
+    if (bufs[i].contains("tensor") && bufs[i]["tensor"] == tensor) return int(i);
+  throw Error("no buffer for " + tensor);
+}
+
+TEST(Validator, AcceptsValidArtifacts) {
+  EXPECT_EQ(validationError(validBody()), "");
+  EXPECT_EQ(validationError(dtc::test::collectivesArtifact()), "");
+  EXPECT_EQ(validationError(dtc::test::lmArtifact({}), 1), "");
+  dtc::test::LmConfig lm;
+  lm.mesh = {2, 2};
+  EXPECT_EQ(validationError(dtc::test::lmArtifact(lm)), "");
+  for (const char *opt : {"sgd", "adamw"}) {
+    dtc::test::MlpConfig c;
+    c.optimizer = opt;
+    EXPECT_EQ(validationError(dtc::test::mlpArtifact(c), 1), "");
+  }
+  Artifact a = parseArtifact(validBody(), "m.dtc");
+  EXPECT_EQ(a.mesh.str(), "2x2");
+  EXPECT_EQ(a.programOf(3), 0);
+  EXPECT_EQ(a.tensors[size_t(a.findTensor("w1"))].sharding, (Sharding{{}, {1}}));
+}
+
+struct Case {
+  const char *name;
+  std::function<void(json &)> edit;
+  const char *expect; // substring of the message
+};
+
+TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
+  const std::vector<Case> cases = {
+      {"not an object", [](json &b) { b = json::array(); }, "must be an object"},
+      {"format", [](json &b) { b["format"] = "onnx"; }, "format: expected \"dtc-artifact\""},
+      {"version", [](json &b) { b["version"] = 2; }, "unsupported body version 2"},
+      {"missing mesh", [](json &b) { b.erase("mesh"); }, "missing required key \"mesh\""},
+      {"mesh type", [](json &b) { b["mesh"] = "2x2"; }, "mesh: must be an array"},
+      {"devices", [](json &b) { b["devices"] = 8; }, "devices: 8 does not match the mesh 2x2"},
+      {"plan type", [](json &b) { b["plan"] = 3; }, "plan: must be an object"},
+      {"comm axis", [](json &b) { b["communicators"][0]["mesh_axes"] = {2}; },
+       "mesh axis 2 does not exist"},
+      {"comm dup", [](json &b) { b["communicators"][1]["name"] = "dp"; }, "declared twice"},
+      {"tensor role", [](json &b) { b["tensors"][0]["role"] = "weight"; }, "unknown role \"weight\""},
+      {"tensor dtype", [](json &b) { b["tensors"][0]["dtype"] = "f16"; }, "unknown dtype \"f16\""},
+      {"tensor shape", [](json &b) { b["tensors"][0]["shape"] = {8, 0}; }, "dimension sizes must be >= 1"},
+      {"sharding rank", [](json &b) { b["tensors"][0]["sharding"] = json::array({json::array()}); },
+       "sharding has 1 entries for a rank-2 tensor"},
+      {"sharding divides", [](json &b) { b["tensors"][0]["shape"] = {7, 16}; },
+       "does not divide it"},
+      {"sharding axis twice",
+       [](json &b) { b["tensors"][0]["sharding"] = json::array({json::array({0}), json::array({0})}); },
+       "uses mesh axis 0 twice"},
+      {"int input max", [](json &b) { b["tensors"][1].erase("max"); }, "needs \"max\""},
+      {"param init", [](json &b) { b["tensors"][2]["init"] = "xavier"; }, "bad init \"xavier\""},
+      {"param dtype", [](json &b) { b["tensors"][2]["dtype"] = "i32"; }, "a param tensor must be f32"},
+      {"no loss",
+       [](json &b) {
+         for (json &t : b["tensors"])
+           if (t["role"] == "loss") t["role"] = "input";
+       },
+       "exactly one tensor with role \"loss\""},
+      {"optimizer_state of", [](json &b) {
+         for (json &t : b["tensors"])
+           if (t["role"] == "optimizer_state") { t["of"] = "nope"; break; }
+       }, "\"of\" names 'nope'"},
+      {"rank out of range", [](json &b) { b["programs"][0]["ranks"] = {0, 1, 2, 4}; },
+       "rank 4 is out of range"},
+      {"rank not covered", [](json &b) { b["programs"][0]["ranks"] = {0, 1, 2}; },
+       "rank 3 is not run by any program"},
+      {"rank twice",
+       [](json &b) {
+         json p = b["programs"][0];
+         p["name"] = "other";
+         p["ranks"] = {3};
+         b["programs"].push_back(p);
+       },
+       "rank 3 is already run by program 'spmd'"},
+      {"slot id", [](json &b) { b["programs"][0]["buffers"][0]["slot"] = 999; }, "slot 999 does not exist"},
+      {"slot too small", [](json &b) { b["programs"][0]["slots"][0]["bytes"] = 4; }, "needs 256 bytes but slot 0 has 4"},
+      {"category", [](json &b) { b["programs"][0]["slots"][0]["category"] = "heap"; },
+       "unknown memory category \"heap\""},
+      {"unknown tensor", [](json &b) { b["programs"][0]["buffers"][0]["tensor"] = "zz"; },
+       "tensor 'zz' is not declared"},
+      {"local shape",
+       [](json &b) {
+         int i = bufferOf(b, "w1");
+         b["programs"][0]["buffers"][size_t(i)]["shape"] = {16, 32};
+         b["programs"][0]["slots"][size_t(b["programs"][0]["buffers"][size_t(i)]["slot"].get<int>())]["bytes"] = 4096;
+       },
+       "local shape [16, 32] of tensor 'w1' does not match its global shape [16, 32] divided by its sharding, [16, 16]"},
+      {"buffer dtype vs tensor",
+       [](json &b) { b["programs"][0]["buffers"][size_t(bufferOf(b, "y"))]["dtype"] = "f32"; },
+       "differs from tensor 'y'"},
+      {"unknown kernel", [](json &b) { instr(b, "gelu")["op"] = "swish"; }, "unknown kernel \"swish\""},
+      {"kernel arity", [](json &b) { instr(b, "gelu")["in"].push_back(0); }, "expects 1 input(s) and 1 output(s)"},
+      {"buffer id", [](json &b) { instr(b, "gelu")["in"] = {12345}; }, "names buffer 12345, which does not exist"},
+      {"kernel shapes", [](json &b) { instr(b, "matmul")["in"] = json::array({instr(b, "matmul")["in"][1], instr(b, "matmul")["in"][0]}); },
+       "instruction 0 (matmul): contraction sizes differ"},
+      {"kernel attrs", [](json &b) { instr(b, "transpose")["attrs"]["permutation"] = {0, 0}; },
+       "(transpose): 'permutation' is not a permutation"},
+      {"missing attr", [](json &b) { instr(b, "adam_update")["attrs"].erase("beta2"); },
+       "missing attribute 'beta2'"},
+      {"attrs type", [](json &b) { instr(b, "gelu")["attrs"] = json::array(); }, "attrs: must be an object"},
+      {"unknown comm", [](json &b) { instr(b, "all_reduce")["attrs"]["comm"] = "pp"; },
+       "communicator 'pp' is not declared"},
+      {"bad reduction", [](json &b) { instr(b, "all_reduce")["attrs"]["reduction"] = "prod"; },
+       "unknown reduction \"prod\""},
+      {"in place not allowed", [](json &b) { instr(b, "gelu")["out"] = instr(b, "gelu")["in"]; },
+       "cannot run in place"},
+      {"splat int", [](json &b) {
+         int y = bufferOf(b, "y");
+         (void)y;
+         b["programs"][0]["buffers"].push_back({{"slot", 0}, {"dtype", "i32"}, {"shape", {1}}});
+         b["programs"][0]["constants"].push_back({{"buffer", b["programs"][0]["buffers"].size() - 1}, {"splat", 1.5}});
+       }, "shares slot 0"},
+      {"constant on tensor", [](json &b) {
+         b["programs"][0]["constants"].push_back({{"buffer", bufferOf(b, "w1")}, {"splat", 1.0}});
+       }, "holds tensor 'w1' and cannot be a constant"},
+      {"constant data size", [](json &b) { b["programs"][0]["constants"][0] = {{"buffer", b["programs"][0]["constants"][0]["buffer"]}, {"data", "AAAA"}}; },
+       "\"data\" has 3 bytes but buffer"},
+      {"constant base64", [](json &b) { b["programs"][0]["constants"][0] = {{"buffer", b["programs"][0]["constants"][0]["buffer"]}, {"data", "A*=="}}; },
+       "not valid base64"},
+      {"unbound param", [](json &b) { b["programs"][0]["buffers"][size_t(bufferOf(b, "b1"))].erase("tensor"); },
+       "no program binds this param tensor"},
+  };
+  for (const Case &c : cases) {
+    json b = validBody();
+    c.edit(b);
+    const std::string err = validationError(b);
+    EXPECT_NE(err.find(c.expect), std::string::npos) << c.name << ": got \"" << err << "\"";
+  }
+}
+
+TEST(Validator, RankCount) {
+  std::string err = validationError(validBody(), 3);
+  EXPECT_NE(err.find("compiled for 4 devices (mesh 2x2) but 3 ranks are running"), std::string::npos) << err;
+}
+
+TEST(Validator, SplatsAndDataConstants) {
+  json b = dtc::test::mlpArtifact({});
+  json &p = b["programs"][0];
+  // A data constant for an f32[2] buffer: 1.0f, -2.0f little-endian.
+  p["slots"].push_back({{"bytes", 8}, {"category", "constant"}});
+  p["buffers"].push_back({{"slot", p["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {2}}});
+  p["constants"].push_back({{"buffer", p["buffers"].size() - 1}, {"data", "AACAPwAAAMA="}});
+  p["slots"].push_back({{"bytes", 8}, {"category", "constant"}});
+  p["buffers"].push_back({{"slot", p["slots"].size() - 1}, {"dtype", "i64"}, {"shape", json::array()}});
+  p["constants"].push_back({{"buffer", p["buffers"].size() - 1}, {"splat", 1.5}});
+  std::string err = validationError(b, 1);
+  EXPECT_NE(err.find("splat value is not a valid i64"), std::string::npos) << err;
+  p["constants"].back()["splat"] = -7;
+  EXPECT_EQ(validationError(b, 1), "");
+  Artifact a = parseArtifact(b, "m.dtc");
+  const ConstantDecl &c = a.programs[0].constants[1];
+  ASSERT_EQ(c.data.size(), 8u);
+  float f[2];
+  std::memcpy(f, c.data.data(), 8);
+  EXPECT_EQ(f[0], 1.0f);
+  EXPECT_EQ(f[1], -2.0f);
+}
+
+TEST(Validator, ViewsOfPersistentSlotsAndInPlaceRules) {
+  // A reshape view of a param's slot is fine; a foreign buffer there is not.
+  json b = dtc::test::mlpArtifact({});
+  json &p = b["programs"][0];
+  const int w1 = bufferOf(b, "w1");
+  p["buffers"].push_back({{"slot", p["buffers"][size_t(w1)]["slot"]}, {"dtype", "f32"}, {"shape", {512}}});
+  EXPECT_EQ(validationError(b, 1), "");
+  p["buffers"].back()["shape"] = {256};
+  EXPECT_NE(validationError(b, 1).find("a param slot holds nothing else"), std::string::npos);
+  // reshape may run in place; adam_update on (p, m, v) too (the builder does).
+  json c = dtc::test::mlpArtifact({});
+  json &q = c["programs"][0];
+  const int y = bufferOf(c, "y");
+  (void)y;
+  q["slots"].push_back({{"bytes", 64}, {"category", "activation"}});
+  q["buffers"].push_back({{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {4, 4}}});
+  q["buffers"].push_back({{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {16}}});
+  const int v1 = int(q["buffers"].size()) - 2, v2 = v1 + 1;
+  q["instructions"].push_back({{"op", "reshape"}, {"in", {v1}}, {"out", {v2}}});
+  EXPECT_EQ(validationError(c, 1), "");
+  q["instructions"].push_back({{"op", "neg"}, {"in", {v1}}, {"out", {v1}}});
+  EXPECT_NE(validationError(c, 1).find("cannot run in place"), std::string::npos);
+  q["buffers"].push_back({{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {4, 4}}});
+  const int v3 = int(q["buffers"].size()) - 1;
+  q["slots"].push_back({{"bytes", 64}, {"category", "activation"}});
+  q["buffers"].push_back({{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {4, 4}}});
+  const int u = int(q["buffers"].size()) - 1;
+  q["instructions"].back() = {{"op", "max_grad"}, {"in", {u, u, u}}, {"out", {v1, v3}}};
+  EXPECT_NE(validationError(c, 1).find("outputs 0 and 1 share memory"), std::string::npos)
+      << validationError(c, 1);
+}
+
+} // namespace

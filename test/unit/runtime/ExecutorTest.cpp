@@ -1,0 +1,250 @@
+//===- ExecutorTest.cpp - collectives, multi-rank numerics, LocalRunner ---===//
+//
+// Multi-rank artifacts run in process: LocalRunner plays each rank on a
+// thread with a ThreadWorld communicator.
+//
+//===----------------------------------------------------------------------===//
+#include "TestArtifacts.h"
+
+#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/LocalRunner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace dtc::rt;
+using dtc::test::json;
+
+namespace {
+
+std::unique_ptr<LocalRunner> load(const json &body, const std::string &label = "t.dtc") {
+  std::string err;
+  auto r = LocalRunner::loadBytes(encodeArtifact(body), label, err);
+  EXPECT_TRUE(r) << err;
+  return r;
+}
+
+std::vector<float> losses(LocalRunner &r, int steps, uint64_t seed = 0) {
+  std::string err;
+  EXPECT_TRUE(r.initialize(seed, err)) << err;
+  std::vector<float> l;
+  EXPECT_TRUE(r.train(steps, l, err)) << err;
+  return l;
+}
+
+std::vector<float> tensor(LocalRunner &r, const std::string &name) {
+  std::vector<float> v;
+  std::string err;
+  EXPECT_TRUE(r.getTensor(name, v, err)) << err;
+  return v;
+}
+
+void expectClose(const std::vector<float> &a, const std::vector<float> &b, double tol,
+                 const std::string &what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i]))) << what << " [" << i << "]";
+}
+
+TEST(Collectives, EveryKindOnSeveralCommunicators) {
+  auto r = load(dtc::test::collectivesArtifact());
+  ASSERT_EQ(r->ranks(), 4);
+  std::string err;
+  ASSERT_TRUE(r->initialize(5, err)) << err;
+  ASSERT_TRUE(r->fillSyntheticInputs(0, err)) << err;
+  ASSERT_TRUE(r->runStep(err)) << err;
+  const std::vector<float> X = tensor(*r, "x");
+  ASSERT_EQ(X.size(), 24u);
+  double sum = 0;
+  for (float x : X) sum += x;
+  float loss;
+  ASSERT_TRUE(r->loss(loss, err));
+  EXPECT_NEAR(loss, sum, 1e-5);
+  for (const auto &[name, want] : dtc::test::collectivesExpected(X))
+    expectClose(tensor(*r, name), want, 1e-6, name);
+  // Counters: calls and bytes of one step.
+  LocalRunStats s = r->stats();
+  EXPECT_EQ(s.collectiveCallsPerStep["all_reduce"], 5u);
+  EXPECT_EQ(s.collectiveCallsPerStep["all_gather"], 2u);
+  EXPECT_EQ(s.collectiveCallsPerStep["reduce_scatter"], 2u);
+  EXPECT_EQ(s.collectiveCallsPerStep["all_to_all"], 2u);
+  EXPECT_EQ(s.collectiveCallsPerStep["all_slice"], 1u);
+  // all_gather D: out [4,3] + [2,6] floats = 96 bytes.
+  EXPECT_EQ(s.collectiveBytesPerStep["all_gather"], 96u);
+}
+
+json mlp(std::vector<int64_t> mesh, std::vector<int> dp, int tp = -1, std::string opt = "adam") {
+  dtc::test::MlpConfig c;
+  c.mesh = mesh;
+  c.dpAxes = dp;
+  c.tpAxis = tp;
+  c.optimizer = opt;
+  return dtc::test::mlpArtifact(c);
+}
+
+// Every mesh and sharding trains the same numbers as one device.
+TEST(MultiRank, MlpLossesAndParamsMatchOneDevice) {
+  for (const std::string opt : {"adam", "adamw", "sgd"}) {
+    auto one = load(mlp({1}, {}, -1, opt));
+    const std::vector<float> ref = losses(*one, 6, 11);
+    struct Variant {
+      const char *name;
+      json body;
+    };
+    const std::vector<Variant> variants = {
+        {"dp2", mlp({2}, {0}, -1, opt)},
+        {"dp4 over a 2x2 mesh", mlp({2, 2}, {0, 1}, -1, opt)},
+        {"dp2 x tp2", mlp({2, 2}, {0}, 1, opt)},
+        {"tp2 x dp2 (tp outer)", mlp({2, 2}, {1}, 0, opt)},
+        {"tp4", mlp({4}, {}, 0, opt)},
+    };
+    for (const Variant &v : variants) {
+      auto r = load(v.body);
+      expectClose(losses(*r, 6, 11), ref, 2e-5, opt + " " + v.name + " losses");
+      for (const char *p : {"w1", "b1", "w2"})
+        expectClose(tensor(*r, p), tensor(*one, p), 2e-5, opt + " " + v.name + " " + p);
+    }
+  }
+}
+
+TEST(MultiRank, LmMatchesOneDevice) {
+  dtc::test::LmConfig c;
+  auto one = load(dtc::test::lmArtifact(c));
+  const std::vector<float> ref = losses(*one, 4, 3);
+  for (std::vector<int64_t> mesh : {std::vector<int64_t>{2}, std::vector<int64_t>{2, 2}}) {
+    c.mesh = mesh;
+    auto r = load(dtc::test::lmArtifact(c));
+    expectClose(losses(*r, 4, 3), ref, 2e-5, "lm losses");
+    expectClose(tensor(*r, "emb"), tensor(*one, "emb"), 2e-5, "emb");
+  }
+}
+
+// With a fixed batch the hand-written training programs must learn: a check
+// that their backward passes are wired right.
+TEST(MultiRank, FixedBatchLossDecreases) {
+  for (const json &body : {mlp({2, 2}, {0}, 1), dtc::test::lmArtifact({})}) {
+    auto r = load(body);
+    std::string err;
+    ASSERT_TRUE(r->initialize(1, err));
+    ASSERT_TRUE(r->fillSyntheticInputs(0, err));
+    std::vector<float> l;
+    for (int k = 0; k < 30; ++k) {
+      ASSERT_TRUE(r->setOptimizerStep(k, err));
+      ASSERT_TRUE(r->runStep(err)) << err;
+      float v;
+      ASSERT_TRUE(r->loss(v, err));
+      l.push_back(v);
+    }
+    EXPECT_LT(l.back(), 0.5 * l.front()) << l.front() << " -> " << l.back();
+  }
+}
+
+TEST(MultiRank, ShardedInitIsTheSameGlobalTensor) {
+  auto one = load(mlp({1}, {}));
+  auto tp = load(mlp({2, 2}, {0}, 1));
+  std::string err;
+  ASSERT_TRUE(one->initialize(7, err));
+  ASSERT_TRUE(tp->initialize(7, err));
+  for (const char *p : {"w1", "b1", "w2"}) EXPECT_EQ(tensor(*one, p), tensor(*tp, p)) << p;
+  // Rank 1 (c = (0, 1)) holds columns 16..31 of w1.
+  std::vector<float> local, w1 = tensor(*one, "w1");
+  ASSERT_TRUE(tp->getLocalTensor(1, "w1", local, err)) << err;
+  ASSERT_EQ(local.size(), 16u * 16u);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(local[size_t(i * 16 + j)], w1[size_t(i * 32 + 16 + j)]);
+  // Synthetic inputs too.
+  ASSERT_TRUE(one->fillSyntheticInputs(4, err));
+  ASSERT_TRUE(tp->fillSyntheticInputs(4, err));
+  EXPECT_EQ(tensor(*one, "x"), tensor(*tp, "x"));
+  std::vector<int64_t> y1, y2;
+  ASSERT_TRUE(one->getTensor("y", y1, err));
+  ASSERT_TRUE(tp->getTensor("y", y2, err));
+  EXPECT_EQ(y1, y2);
+}
+
+TEST(LocalRunner, SetGetAndStepByStep) {
+  auto r = load(mlp({2, 2}, {0}, 1));
+  std::string err;
+  ASSERT_TRUE(r->initialize(0, err));
+  std::vector<float> w(16 * 32);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i) * 0.001f;
+  ASSERT_TRUE(r->setTensor("w1", w, err)) << err;
+  EXPECT_EQ(tensor(*r, "w1"), w);
+  std::vector<float> x(8 * 16, 0.5f);
+  std::vector<int32_t> y = {0, 1, 2, 3, 4, 5, 6, 7};
+  ASSERT_TRUE(r->setTensor("x", x, err)) << err;
+  ASSERT_TRUE(r->setTensor("y", y, err)) << err;
+  ASSERT_TRUE(r->setOptimizerStep(0, err));
+  ASSERT_TRUE(r->runStep(err)) << err;
+  float l1, l2;
+  ASSERT_TRUE(r->loss(l1, err));
+  EXPECT_TRUE(std::isfinite(l1));
+  // The same data on one device gives the same loss.
+  auto one = load(mlp({1}, {}));
+  ASSERT_TRUE(one->initialize(0, err));
+  ASSERT_TRUE(one->setTensor("w1", w, err));
+  ASSERT_TRUE(one->setTensor("x", x, err));
+  ASSERT_TRUE(one->setTensor("y", y, err));
+  ASSERT_TRUE(one->setOptimizerStep(0, err));
+  ASSERT_TRUE(one->runStep(err));
+  ASSERT_TRUE(one->loss(l2, err));
+  EXPECT_NEAR(l1, l2, 1e-5);
+  EXPECT_EQ(r->tensorNames("param"), (std::vector<std::string>{"w1", "b1", "w2"}));
+  EXPECT_EQ(r->tensorNames("input"), (std::vector<std::string>{"x", "y"}));
+  // Errors come back as messages.
+  EXPECT_FALSE(r->setTensor("w1", std::vector<float>(3), err));
+  EXPECT_NE(err.find("got 12 bytes"), std::string::npos) << err;
+  EXPECT_FALSE(r->setTensor("y", x, err));
+  EXPECT_NE(err.find("the tensor is i32"), std::string::npos) << err;
+  EXPECT_FALSE(r->setTensor("nope", x, err));
+  EXPECT_NE(err.find("no tensor named 'nope'"), std::string::npos) << err;
+  std::vector<float> out;
+  EXPECT_FALSE(r->getTensor("y", out, err));
+  EXPECT_FALSE(r->getLocalTensor(9, "w1", out, err));
+}
+
+TEST(LocalRunner, LoadErrorsAndStats) {
+  std::string err;
+  EXPECT_EQ(LocalRunner::loadBytes("garbage", "g.dtc", err), nullptr);
+  EXPECT_NE(err.find("g.dtc: not a dtc artifact"), std::string::npos) << err;
+  EXPECT_EQ(LocalRunner::loadFile("/nonexistent/x.dtc", err), nullptr);
+  EXPECT_NE(err.find("/nonexistent/x.dtc: cannot open"), std::string::npos) << err;
+  json bad = mlp({1}, {});
+  bad["programs"][0]["instructions"][0]["op"] = "conv2d";
+  EXPECT_EQ(LocalRunner::loadJson(bad, "b.dtc", err), nullptr);
+  EXPECT_NE(err.find("b.dtc: program 'spmd': instruction 0 (conv2d): unknown kernel"), std::string::npos) << err;
+  LocalRunnerOptions cuda;
+  cuda.backend = "cuda";
+  EXPECT_EQ(LocalRunner::loadJson(mlp({1}, {}), "c.dtc", err, cuda), nullptr);
+  EXPECT_NE(err.find("no CUDA backend"), std::string::npos) << err;
+
+  auto r = LocalRunner::loadJson(mlp({2}, {0}), "s.dtc", err);
+  ASSERT_TRUE(r) << err;
+  LocalRunStats s = r->stats();
+  // Per rank: params 16*32 + 32 + 32*10 floats; adam m and v twice that.
+  const uint64_t params = (16 * 32 + 32 + 32 * 10) * 4;
+  EXPECT_EQ(s.memoryBytes["param"], params);
+  EXPECT_EQ(s.memoryBytes["grad"], params);
+  EXPECT_EQ(s.memoryBytes["optimizer"], 2 * params);
+  EXPECT_EQ(s.memoryBytes["input"], 4u * 16 * 4 + 4 * 4);
+  EXPECT_EQ(s.collectiveCallsPerStep["all_reduce"], 4u); // loss + 3 grads
+  EXPECT_EQ(s.collectiveBytesPerStep["all_reduce"], 4 + params);
+}
+
+TEST(LocalRunner, RunTimeKernelErrorOnSomeRanksDoesNotHang) {
+  dtc::test::LmConfig c;
+  c.mesh = {2, 2};
+  c.idsMax = 500; // synthetic ids up to 499 with a vocabulary of 50
+  std::string err;
+  auto r = LocalRunner::loadJson(dtc::test::lmArtifact(c), "lm.dtc", err);
+  ASSERT_TRUE(r) << err;
+  std::vector<float> l;
+  ASSERT_TRUE(r->initialize(0, err));
+  EXPECT_FALSE(r->train(2, l, err));
+  EXPECT_NE(err.find("lm.dtc: program 'spmd' instruction 0 (embedding): embedding: id "), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("is outside [0, 50)"), std::string::npos) << err;
+}
+
+} // namespace

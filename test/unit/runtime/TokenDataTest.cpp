@@ -1,0 +1,141 @@
+//===- TokenDataTest.cpp - --data windows, validation, sharded fill -------===//
+#include "TestArtifacts.h"
+
+#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/TokenData.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+using namespace dtc::rt;
+
+namespace {
+
+std::string tempDir() {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/dtc-tok-test-XXXXXX";
+    return std::string(mkdtemp(tmpl));
+  }();
+  return dir;
+}
+
+template <class T> std::string writeTokens(const std::string &name, const std::vector<T> &t) {
+  const std::string p = tempDir() + "/" + name;
+  std::string err;
+  EXPECT_TRUE(writeFileAtomic(p, std::string(reinterpret_cast<const char *>(t.data()), t.size() * sizeof(T)), err));
+  return p;
+}
+
+Artifact lm(std::vector<int64_t> mesh) {
+  dtc::test::LmConfig c;
+  c.mesh = mesh;
+  return parseArtifact(dtc::test::lmArtifact(c), "lm.dtc");
+}
+
+TEST(TokenData, Binding) {
+  Artifact a = lm({1});
+  TokenBinding b = bindTokenInputs(a);
+  EXPECT_EQ(a.tensors[size_t(b.ids)].name, "ids");
+  EXPECT_EQ(a.tensors[size_t(b.labels)].name, "labels");
+  EXPECT_EQ(b.B, 4);
+  EXPECT_EQ(b.S, 8);
+  EXPECT_EQ(b.bound, 50);
+  Artifact mlp = parseArtifact(dtc::test::mlpArtifact({}), "mlp.dtc");
+  try {
+    bindTokenInputs(mlp);
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("mlp.dtc: --data needs two integer inputs of shape [B, S]"),
+              std::string::npos) << e.what();
+  }
+}
+
+TEST(TokenData, WindowsFollowTheSpec) {
+  std::vector<uint16_t> toks(100);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint16_t((i * 7) % 50);
+  const std::string p = writeTokens("w.bin", toks);
+  Artifact a = lm({1});
+  TokenBinding b = bindTokenInputs(a);
+  TokenFile f(p, TokenDType::U16);
+  ASSERT_EQ(f.size(), 100);
+  f.validate(b);
+  for (int64_t k : {0, 1, 5, 1000003}) {
+    std::vector<int32_t> ids(32), labels(32);
+    Piece whole{{4, 8}, {0, 0}};
+    fillTokens(f, b, k, false, ids.data(), DType::I32, whole);
+    fillTokens(f, b, k, true, labels.data(), DType::I32, whole);
+    for (int64_t r = 0; r < 4; ++r) {
+      const int64_t start = ((k * 4 + r) * 8) % (100 - 8 - 1);
+      EXPECT_EQ(windowStart(k, r, 4, 8, 100), start);
+      for (int64_t s = 0; s < 8; ++s) {
+        EXPECT_EQ(ids[size_t(r * 8 + s)], toks[size_t(start + s)]);
+        EXPECT_EQ(labels[size_t(r * 8 + s)], toks[size_t(start + s + 1)]);
+      }
+    }
+  }
+}
+
+TEST(TokenData, ShardedPiecesAreSlicesOfTheGlobalBatch) {
+  std::vector<uint32_t> toks(300);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint32_t((i * 13) % 50);
+  const std::string p = writeTokens("s.bin", toks);
+  Artifact a = lm({2, 2});
+  TokenBinding b = bindTokenInputs(a);
+  TokenFile f(p, TokenDType::U32);
+  std::vector<int32_t> whole(32);
+  fillTokens(f, b, 3, false, whole.data(), DType::I32, Piece{{4, 8}, {0, 0}});
+  const Sharding shardings[] = {{{0, 1}, {}}, {{0}, {1}}, {{}, {1, 0}}};
+  for (const Sharding &s : shardings)
+    for (int64_t r = 0; r < 4; ++r) {
+      Piece piece = pieceOf(a.mesh, s, {4, 8}, a.mesh.coords(r));
+      std::vector<int64_t> local(static_cast<size_t>(numel(piece.local)));
+      fillTokens(f, b, 3, false, local.data(), DType::I64, piece);
+      for (int64_t i = 0; i < piece.local[0]; ++i)
+        for (int64_t j = 0; j < piece.local[1]; ++j)
+          EXPECT_EQ(local[size_t(i * piece.local[1] + j)],
+                    whole[size_t((piece.offset[0] + i) * 8 + piece.offset[1] + j)]);
+    }
+}
+
+TEST(TokenData, ValidationErrors) {
+  Artifact a = lm({1});
+  TokenBinding b = bindTokenInputs(a);
+  std::vector<uint16_t> toks(40, 3);
+  toks[17] = 50; // == max: not below it
+  {
+    TokenFile f(writeTokens("bad.bin", toks), TokenDType::U16);
+    try {
+      f.validate(b);
+      FAIL();
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find("bad.bin: token 50 at byte offset 34 (token 17) is not below 50"),
+                std::string::npos) << e.what();
+    }
+  }
+  {
+    TokenFile f(writeTokens("small.bin", std::vector<uint16_t>(9, 1)), TokenDType::U16);
+    try {
+      f.validate(b);
+      FAIL();
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find("small.bin: 9 tokens is too few for one window"),
+                std::string::npos) << e.what();
+    }
+    TokenFile ok(writeTokens("ten.bin", std::vector<uint16_t>(10, 1)), TokenDType::U16);
+    ok.validate(b); // exactly S + 2
+  }
+  try {
+    TokenFile f(writeTokens("odd.bin", std::vector<uint16_t>(11, 1)), TokenDType::U32);
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("odd.bin: size 22 bytes is not a multiple of 4"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_THROW(TokenFile(tempDir() + "/none.bin", TokenDType::U16), Error);
+  TokenDType t;
+  EXPECT_TRUE(parseTokenDType("uint32", t));
+  EXPECT_FALSE(parseTokenDType("int16", t));
+}
+
+} // namespace

@@ -1,0 +1,335 @@
+//===- TrainerTest.cpp - the training loop, checkpoints, data, logs -------===//
+//
+// Runs Trainer (what dtc-run runs per rank) on N threads with a ThreadWorld.
+//
+//===----------------------------------------------------------------------===//
+#include "TestArtifacts.h"
+
+#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/Trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+using namespace dtc::rt;
+using dtc::test::json;
+
+namespace {
+
+std::string tempDir() {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/dtc-train-test-XXXXXX";
+    return std::string(mkdtemp(tmpl));
+  }();
+  return dir;
+}
+
+std::string writeArtifact(const std::string &name, const json &body) {
+  const std::string p = tempDir() + "/" + name;
+  std::string err;
+  EXPECT_TRUE(writeArtifactFile(p, body, err)) << err;
+  return p;
+}
+
+struct Result {
+  std::vector<StepReport> steps;
+  std::vector<std::string> notes;
+  std::string error; ///< "" on success
+  int reporter = -1;
+  std::map<std::string, std::vector<float>> params; ///< rank 0's local pieces
+};
+
+Result train(int ranks, TrainOptions opts) {
+  opts.configureBlasThreads = false;
+  ThreadWorld tw(ranks);
+  Result res;
+  std::mutex mu;
+  auto body = [&](int r) {
+    World &w = tw.rankView(r);
+    try {
+      Trainer t(w, opts, [&](const std::string &n) { res.notes.push_back(n); });
+      t.run([&](const StepReport &s) { res.steps.push_back(s); });
+      if (r == 0)
+        for (int i : t.artifact().tensorsWithRole(Role::Param)) {
+          LocalTensor lt = t.executor().tensor(i);
+          const float *f = static_cast<const float *>(lt.data);
+          res.params[lt.decl->name].assign(f, f + numel(lt.piece.local));
+        }
+    } catch (const AgreedError &e) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (r == e.reporter()) {
+        res.error = e.what();
+        res.reporter = r;
+      }
+    } catch (const std::exception &e) {
+      tw.abort(e.what());
+      std::lock_guard<std::mutex> lock(mu);
+      ADD_FAILURE() << "rank " << r << " threw a non-agreed error: " << e.what();
+    }
+  };
+  std::vector<std::thread> ts;
+  for (int r = 0; r < ranks; ++r) ts.emplace_back(body, r);
+  for (auto &t : ts) t.join();
+  return res;
+}
+
+std::vector<float> lossesOf(const Result &r) {
+  std::vector<float> l;
+  for (const auto &s : r.steps) l.push_back(s.loss);
+  return l;
+}
+
+json tpMlp() {
+  dtc::test::MlpConfig c;
+  c.mesh = {2, 2};
+  c.dpAxes = {0};
+  c.tpAxis = 1;
+  return dtc::test::mlpArtifact(c);
+}
+
+TEST(Trainer, StepsLossesAndLog) {
+  TrainOptions o;
+  o.artifactPath = writeArtifact("mlp1.dtc", dtc::test::mlpArtifact({}));
+  o.steps = 4;
+  o.seed = 3;
+  o.logPath = tempDir() + "/log.jsonl";
+  Result r = train(1, o);
+  ASSERT_EQ(r.error, "");
+  ASSERT_EQ(r.steps.size(), 4u);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(r.steps[size_t(k)].step, k);
+  std::ifstream in(o.logPath);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    json j = json::parse(line);
+    EXPECT_EQ(j["step"], n);
+    EXPECT_FLOAT_EQ(j["loss"].get<float>(), r.steps[size_t(n)].loss);
+    EXPECT_GE(j["step_time_s"].get<double>(), 0.0);
+    EXPECT_TRUE(j.contains("tokens_per_s"));
+    ++n;
+  }
+  EXPECT_EQ(n, 4);
+}
+
+// --steps 10 --save a, then --load a --steps 10 reproduces a 20-step run.
+TEST(Trainer, SaveThenLoadReproducesTheLongRunExactly) {
+  TrainOptions o;
+  o.artifactPath = writeArtifact("tp.dtc", tpMlp());
+  o.seed = 5;
+  o.steps = 8;
+  Result full = train(4, o);
+  ASSERT_EQ(full.error, "");
+  o.steps = 4;
+  o.savePath = tempDir() + "/half.safetensors";
+  Result first = train(4, o);
+  ASSERT_EQ(first.error, "");
+  o.savePath.clear();
+  o.loadPath = tempDir() + "/half.safetensors";
+  Result second = train(4, o);
+  ASSERT_EQ(second.error, "");
+  EXPECT_TRUE(second.notes.empty());
+  ASSERT_EQ(second.steps.size(), 4u);
+  EXPECT_EQ(second.steps[0].step, 4);
+  const std::vector<float> all = lossesOf(full);
+  const std::vector<float> want(all.begin() + 4, all.end());
+  EXPECT_EQ(lossesOf(second), want) << "bitwise equal losses";
+  EXPECT_EQ(second.params, full.params);
+
+  SafetensorsReader main(o.loadPath), side(optimizerSidecarPath(o.loadPath));
+  EXPECT_EQ(main.metadata().at("dtc.format"), "dtc-checkpoint-v1");
+  EXPECT_EQ(main.metadata().at("dtc.step"), "4");
+  EXPECT_EQ(main.entries().size(), 3u);
+  EXPECT_EQ(main.find("w1")->shape, (Shape{16, 32}));
+  EXPECT_EQ(side.metadata().at("dtc.step"), "4");
+  EXPECT_EQ(side.metadata().at("dtc.optimizer_step"), "4");
+  EXPECT_EQ(side.entries().size(), 6u);
+  EXPECT_NE(side.find("w2:adam_v"), nullptr);
+}
+
+// A checkpoint written by one mesh loads into another.
+TEST(Trainer, CheckpointsMoveAcrossMeshes) {
+  TrainOptions o;
+  o.artifactPath = writeArtifact("tp2.dtc", tpMlp());
+  o.seed = 9;
+  o.steps = 6;
+  Result ref = train(4, o);
+  o.steps = 3;
+  o.savePath = tempDir() + "/tp.safetensors";
+  ASSERT_EQ(train(4, o).error, "");
+  // Load into one device and into dp2: continue.
+  for (auto [ranks, body] : std::vector<std::pair<int, json>>{
+           {1, dtc::test::mlpArtifact({})},
+           {2, [] { dtc::test::MlpConfig c; c.mesh = {2}; c.dpAxes = {0}; return dtc::test::mlpArtifact(c); }()}}) {
+    TrainOptions l;
+    l.artifactPath = writeArtifact("other" + std::to_string(ranks) + ".dtc", body);
+    l.seed = 9;
+    l.steps = 3;
+    l.loadPath = o.savePath;
+    Result r = train(ranks, l);
+    ASSERT_EQ(r.error, "");
+    ASSERT_EQ(r.steps.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(r.steps[size_t(i)].step, 3 + i);
+      EXPECT_NEAR(r.steps[size_t(i)].loss, ref.steps[size_t(3 + i)].loss, 1e-5);
+    }
+  }
+}
+
+TEST(Trainer, StepsZeroSaveWritesTheInitialParameters) {
+  TrainOptions o;
+  o.artifactPath = writeArtifact("tp0.dtc", tpMlp());
+  o.seed = 2;
+  o.steps = 0;
+  o.savePath = tempDir() + "/init.safetensors";
+  Result r = train(4, o);
+  ASSERT_EQ(r.error, "");
+  EXPECT_TRUE(r.steps.empty());
+  SafetensorsReader f(o.savePath);
+  EXPECT_EQ(f.metadata().at("dtc.step"), "0");
+  // Rank 0 holds columns 0..15 of w1: equal to the file's.
+  const float *w1 = reinterpret_cast<const float *>(f.data(*f.find("w1")));
+  const std::vector<float> &local = r.params.at("w1");
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) ASSERT_EQ(local[size_t(i * 16 + j)], w1[i * 32 + j]);
+}
+
+TEST(Trainer, MissingOrStaleSidecarStartsTheOptimizerFromZeros) {
+  TrainOptions o;
+  o.artifactPath = writeArtifact("m1.dtc", dtc::test::mlpArtifact({}));
+  o.steps = 2;
+  o.savePath = tempDir() + "/s.safetensors";
+  ASSERT_EQ(train(1, o).error, "");
+  // Stale sidecar: overwrite the main file with a later step.
+  TrainOptions later = o;
+  later.loadPath = o.savePath;
+  later.savePath = tempDir() + "/later.safetensors";
+  ASSERT_EQ(train(1, later).error, "");
+  std::rename((tempDir() + "/later.safetensors").c_str(), o.savePath.c_str());
+  TrainOptions l = o;
+  l.savePath.clear();
+  l.loadPath = o.savePath;
+  l.steps = 1;
+  Result r = train(1, l);
+  ASSERT_EQ(r.error, "");
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("s.safetensors.optim is from step 2 but"), std::string::npos) << r.notes[0];
+  EXPECT_EQ(r.steps[0].step, 4);
+  std::remove(optimizerSidecarPath(o.savePath).c_str());
+  r = train(1, l);
+  ASSERT_EQ(r.error, "");
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("s.safetensors.optim not found; the optimizer state starts from zeros"),
+            std::string::npos) << r.notes[0];
+}
+
+TEST(Trainer, StrictCheckpointValidation) {
+  const std::string art = writeArtifact("v1.dtc", dtc::test::mlpArtifact({}));
+  std::vector<float> w1(16 * 32), b1(32), w2(32 * 10), bad(5);
+  auto tryLoad = [&](std::vector<SafetensorsTensor> ts) {
+    const std::string p = tempDir() + "/strict.safetensors";
+    writeSafetensors(p, ts, {});
+    TrainOptions o;
+    o.artifactPath = art;
+    o.steps = 1;
+    o.loadPath = p;
+    return train(1, o).error;
+  };
+  EXPECT_EQ(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()}, {"b1", DType::F32, {32}, b1.data()},
+                     {"w2", DType::F32, {32, 10}, w2.data()}}),
+            "");
+  EXPECT_NE(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()}, {"w2", DType::F32, {32, 10}, w2.data()}})
+                .find("missing parameter 'b1' (f32[32])"), std::string::npos);
+  EXPECT_NE(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()}, {"b1", DType::F32, {32}, b1.data()},
+                     {"w2", DType::F32, {32, 10}, w2.data()}, {"extra", DType::F32, {5}, bad.data()}})
+                .find("tensor 'extra' is not a parameter"), std::string::npos);
+  EXPECT_NE(tryLoad({{"w1", DType::F32, {32, 16}, w1.data()}, {"b1", DType::F32, {32}, b1.data()},
+                     {"w2", DType::F32, {32, 10}, w2.data()}})
+                .find("tensor 'w1' has shape [32, 16] but the model's parameter has shape [16, 32]"),
+            std::string::npos);
+  EXPECT_NE(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()}, {"b1", DType::I32, {32}, b1.data()},
+                     {"w2", DType::F32, {32, 10}, w2.data()}})
+                .find("tensor 'b1' has dtype I32"), std::string::npos);
+}
+
+TEST(Trainer, ErrorsAreAgreedAndReportedOnce) {
+  TrainOptions o;
+  o.artifactPath = writeArtifact("tp3.dtc", tpMlp());
+  o.steps = 1;
+  Result r = train(3, o);
+  EXPECT_NE(r.error.find("compiled for 4 devices (mesh 2x2) but 3 ranks are running"), std::string::npos)
+      << r.error;
+  EXPECT_EQ(r.reporter, 0);
+  o.backend = "cuda";
+  r = train(4, o);
+  EXPECT_NE(r.error.find("no CUDA backend yet"), std::string::npos) << r.error;
+  o.backend = "cpu";
+  o.logPath = tempDir() + "/no/such/dir/log.jsonl";
+  r = train(4, o);
+  EXPECT_NE(r.error.find("cannot open the log file"), std::string::npos) << r.error;
+  // A kernel failing at run time on some ranks only.
+  dtc::test::LmConfig c;
+  c.mesh = {2, 2};
+  c.idsMax = 500;
+  TrainOptions e;
+  e.artifactPath = writeArtifact("badids.dtc", dtc::test::lmArtifact(c));
+  e.steps = 3;
+  r = train(4, e);
+  EXPECT_NE(r.error.find("badids.dtc: step 0: program 'spmd' instruction 0 (embedding): embedding: id"),
+            std::string::npos) << r.error;
+}
+
+TEST(Trainer, TokenDataAcrossMeshes) {
+  std::vector<uint16_t> toks(500);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint16_t((i * i + 3 * i) % 50);
+  const std::string data = tempDir() + "/tokens.bin";
+  std::string err;
+  ASSERT_TRUE(writeFileAtomic(data, std::string(reinterpret_cast<const char *>(toks.data()), 1000), err));
+  dtc::test::LmConfig c;
+  TrainOptions o;
+  o.artifactPath = writeArtifact("lm1.dtc", dtc::test::lmArtifact(c));
+  o.steps = 3;
+  o.dataPath = data;
+  Result one = train(1, o);
+  ASSERT_EQ(one.error, "");
+  c.mesh = {2, 2};
+  o.artifactPath = writeArtifact("lm4.dtc", dtc::test::lmArtifact(c));
+  Result four = train(4, o);
+  ASSERT_EQ(four.error, "");
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(four.steps[size_t(i)].loss, one.steps[size_t(i)].loss, 1e-5);
+  // tokens per step = B * S of the ids input.
+  EXPECT_GT(one.steps[0].tokensPerSecond, 0);
+  // Synthetic inputs give different losses than the data.
+  o.dataPath.clear();
+  Result synth = train(4, o);
+  EXPECT_NE(synth.steps[0].loss, four.steps[0].loss);
+  // A bad token is reported with the file and offset.
+  toks[321] = 77;
+  ASSERT_TRUE(writeFileAtomic(data, std::string(reinterpret_cast<const char *>(toks.data()), 1000), err));
+  o.dataPath = data;
+  Result bad = train(4, o);
+  EXPECT_NE(bad.error.find("tokens.bin: token 77 at byte offset 642 (token 321) is not below 50"),
+            std::string::npos) << bad.error;
+}
+
+TEST(Trainer, StatsFile) {
+  TrainOptions o;
+  dtc::test::MlpConfig c;
+  c.mesh = {2};
+  c.dpAxes = {0};
+  o.artifactPath = writeArtifact("st.dtc", dtc::test::mlpArtifact(c));
+  o.steps = 1;
+  o.statsPath = tempDir() + "/stats.json";
+  ASSERT_EQ(train(2, o).error, "");
+  std::ifstream in(o.statsPath);
+  json j = json::parse(in);
+  EXPECT_EQ(j["devices"], 2);
+  EXPECT_EQ(j["memory_bytes"]["param"], (16 * 32 + 32 + 320) * 4);
+  EXPECT_EQ(j["collectives_per_step"]["all_reduce"]["calls"], 4);
+  EXPECT_EQ(j["collectives_per_step"]["all_reduce"]["wire_bytes"], (4 + (16 * 32 + 32 + 320) * 4));
+}
+
+} // namespace
