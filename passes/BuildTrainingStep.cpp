@@ -304,6 +304,18 @@ struct BuildTrainingStepPass
           if (isa<FloatType>(typeOf(r).getElementType()))
             needsGrad.insert(r);
 
+    // Values computed from data inputs: their gradients are the activation
+    // gradients; values computed from parameters alone only feed weight
+    // gradients.
+    llvm::DenseSet<Value> fromData;
+    if (!forwardOps.empty())
+      for (BlockArgument arg : forwardOps.front()->getBlock()->getArguments())
+        if (!llvm::is_contained(params, Value(arg)))
+          fromData.insert(arg);
+    for (Operation *op : forwardOps)
+      if (llvm::any_of(op->getOperands(), [&](Value v) { return fromData.contains(v); }))
+        fromData.insert(op->result_begin(), op->result_end());
+
     llvm::DenseMap<Value, Value> grads;
     Operation *firstBackward = nullptr;
     auto remember = [&](Operation *op) {
@@ -336,8 +348,8 @@ struct BuildTrainingStepPass
           g = splatConstant(b, op->getLoc(), typeOf(r), 0.0);
           remember(g.getDefiningOp());
         }
-      for (Value g : resultGrads)
-        if (g)
+      for (auto [r, g] : llvm::zip(op->getResults(), resultGrads))
+        if (g && fromData.contains(r))
           activationGrads.insert(g);
       Operation *before = b.getInsertionBlock()->empty()
                               ? nullptr

@@ -91,8 +91,15 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
                                  "arguments with dtc.param)";
 
     for (Operation &op : main.getBody().front()) {
-      if (isa<func::ReturnOp, arith::ConstantOp>(op))
+      if (isa<func::ReturnOp>(op))
         continue;
+      if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+        auto type = dyn_cast<RankedTensorType>(constant.getType());
+        if (!type || !isa<DenseElementsAttr>(constant.getValue()))
+          return op.emitError() << "constants must be dense tensors (e.g. "
+                                   "arith.constant dense<1.0> : tensor<f32>)";
+        continue;
+      }
       if (op.getDialect() && isa<DtcDialect>(op.getDialect()))
         continue;
       return op.emitError() << "unsupported op in a model: only dtc ops, "

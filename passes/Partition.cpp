@@ -46,13 +46,6 @@ private:
     TensorSharding sharding;
   };
 
-  /// Type of `v` before partitioning (arguments are retyped first).
-  RankedTensorType globalType(Value v) {
-    if (auto arg = dyn_cast<BlockArgument>(v))
-      if (arg.getOwner()->getParentOp() == step)
-        return cast<RankedTensorType>(originalArgTypes[arg.getArgNumber()]);
-    return typeOf(v);
-  }
   LogicalResult checkDivides(Location loc, RankedTensorType global,
                              const TensorSharding &sharding);
   LogicalResult partitionOp(Operation *op, OpBuilder &b);
@@ -70,7 +63,8 @@ private:
   /// consumer that needs the same layout, e.g. one gradient all-reduce for
   /// both clipping and the update).
   llvm::DenseMap<Value, SmallVector<Local, 1>> reshards;
-  SmallVector<Type> originalArgTypes;
+  /// The partitioned function, built beside the global one.
+  func::FuncOp local;
 };
 
 LogicalResult Partitioner::checkDivides(Location loc, RankedTensorType global,
@@ -93,11 +87,13 @@ LogicalResult Partitioner::checkDivides(Location loc, RankedTensorType global,
 }
 
 LogicalResult Partitioner::run() {
-  // Arguments: local types, global facts kept as attributes for the emitter.
+  // The local function is built beside the global one, whose ops keep their
+  // global types (and so their sharding rules) until it is replaced.
+  SmallVector<Type> localArgTypes;
+  SmallVector<TensorSharding> argShardings;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     BlockArgument arg = step.getArgument(i);
     auto global = typeOf(arg);
-    originalArgTypes.push_back(global);
     TensorSharding sharding = TensorSharding::replicated(global.getRank());
     if (auto attr = step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr))
       sharding = TensorSharding::fromAttr(attr);
@@ -105,37 +101,39 @@ LogicalResult Partitioner::run() {
       return emitError(arg.getLoc()) << "an argument cannot be a partial sum";
     if (failed(checkDivides(arg.getLoc(), global, sharding)))
       return failure();
-    step.setArgAttr(i, DtcDialect::kGlobalTypeAttr, TypeAttr::get(global));
-    step.setArgAttr(i, DtcDialect::kShardingAttr, sharding.toAttr(ctx, grid));
-    arg.setType(localType(global, sharding, gridShape));
-    locals[arg] = {arg, sharding};
+    localArgTypes.push_back(localType(global, sharding, gridShape));
+    argShardings.push_back(sharding);
+  }
+  OpBuilder b(ctx);
+  b.setInsertionPointAfter(step);
+  local = func::FuncOp::create(b, step.getLoc(), step.getName(),
+                               FunctionType::get(ctx, localArgTypes, {}));
+  Block *body = local.addEntryBlock();
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    if (DictionaryAttr attrs = step.getArgAttrDict(i))
+      local.setArgAttrs(i, attrs);
+    local.setArgAttr(i, DtcDialect::kGlobalTypeAttr, TypeAttr::get(step.getArgument(i).getType()));
+    local.setArgAttr(i, DtcDialect::kShardingAttr, argShardings[i].toAttr(ctx, grid));
+    locals[step.getArgument(i)] = {body->getArgument(i), argShardings[i]};
   }
 
-  SmallVector<Operation *> ops;
-  for (Operation &op : step.getBody().front())
-    ops.push_back(&op);
-  SmallVector<Operation *> replaced;
-  OpBuilder b(ctx);
-  for (Operation *op : ops) {
-    b.setInsertionPoint(op);
+  b.setInsertionPointToEnd(body);
+  for (Operation &op : step.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       if (failed(partitionReturn(ret, b)))
         return failure();
-      replaced.push_back(op);
       continue;
     }
     if (isa<arith::ConstantOp>(op)) {
       // Constants stay whole; consumers slice what they need.
-      Value v = op->getResult(0);
-      locals[v] = {v, TensorSharding::replicated(typeOf(v).getRank())};
+      Value v = b.clone(op)->getResult(0);
+      locals[op.getResult(0)] = {v, TensorSharding::replicated(typeOf(v).getRank())};
       continue;
     }
-    if (failed(partitionOp(op, b)))
+    if (failed(partitionOp(&op, b)))
       return failure();
-    replaced.push_back(op);
   }
-  for (Operation *op : llvm::reverse(replaced))
-    op->erase();
+  step.erase();
   return success();
 }
 
@@ -191,7 +189,7 @@ LogicalResult Partitioner::partitionOp(Operation *op, OpBuilder &b) {
     TensorSharding target = requiredOperandSharding(rule, *factors, idx);
     if (!keptPartial.empty() && llvm::is_contained(partialOperands, idx))
       target.partial = keptPartial;
-    if (failed(checkDivides(op->getLoc(), globalType(operand), target)))
+    if (failed(checkDivides(op->getLoc(), typeOf(operand), target)))
       return failure();
     FailureOr<Value> local = reshard(operand, target, b, op->getLoc(), phase);
     if (failed(local))
@@ -245,7 +243,7 @@ FailureOr<Value> Partitioner::reshard(Value global, const TensorSharding &target
     if (done.sharding == target)
       return done.value;
 
-  RankedTensorType global_ = globalType(global);
+  RankedTensorType global_ = typeOf(global);
   Value v = current.value;
   TensorSharding s = current.sharding;
   auto tag = [&](Operation *op) {
@@ -334,29 +332,31 @@ FailureOr<Value> Partitioner::reshard(Value global, const TensorSharding &target
 LogicalResult Partitioner::partitionReturn(func::ReturnOp ret, OpBuilder &b) {
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
+  SmallVector<DictionaryAttr> resultAttrs;
   for (auto [idx, operand] : llvm::enumerate(ret.getOperands())) {
-    auto global = globalType(operand);
+    auto global = typeOf(operand);
     // A state update keeps its argument's layout; everything else is
     // returned whole.
     TensorSharding target = TensorSharding::replicated(global.getRank());
     if (auto updates = step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kUpdatesAttr))
-      if (auto attr = step.getArgAttrOfType<ShardingAttr>(updates.getInt(),
-                                                          DtcDialect::kShardingAttr))
+      if (auto attr = local.getArgAttrOfType<ShardingAttr>(updates.getInt(),
+                                                           DtcDialect::kShardingAttr))
         target = TensorSharding::fromAttr(attr);
     auto phase = StringAttr::get(ctx, "optimizer");
-    FailureOr<Value> local = reshard(operand, target, b, ret.getLoc(), phase);
-    if (failed(local))
+    FailureOr<Value> value = reshard(operand, target, b, ret.getLoc(), phase);
+    if (failed(value))
       return failure();
-    results.push_back(*local);
-    resultTypes.push_back(local->getType());
-    step.setResultAttr(idx, DtcDialect::kGlobalTypeAttr, TypeAttr::get(global));
-    step.setResultAttr(idx, DtcDialect::kShardingAttr, target.toAttr(ctx, grid));
+    results.push_back(*value);
+    resultTypes.push_back(value->getType());
+    NamedAttrList attrs(step.getResultAttrDict(idx));
+    attrs.set(DtcDialect::kGlobalTypeAttr, TypeAttr::get(global));
+    attrs.set(DtcDialect::kShardingAttr, target.toAttr(ctx, grid));
+    resultAttrs.push_back(attrs.getDictionary(ctx));
   }
   func::ReturnOp::create(b, ret.getLoc(), results);
-  SmallVector<Type> argTypes;
-  for (BlockArgument arg : step.getArguments())
-    argTypes.push_back(arg.getType());
-  step.setFunctionType(FunctionType::get(ctx, argTypes, resultTypes));
+  SmallVector<Type> argTypes(local.getArgumentTypes());
+  local.setFunctionType(FunctionType::get(ctx, argTypes, resultTypes));
+  local.setAllResultAttrs(resultAttrs);
   return success();
 }
 

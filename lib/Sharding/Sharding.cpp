@@ -67,8 +67,8 @@ FactorAxes mlir::dtc::assignFactorsFromOperands(const ShardingRule &rule,
   auto dropMinor = [&](ArrayRef<TensorFactors> tensors) {
     for (const TensorFactors &tensor : tensors)
       for (const DimFactors &dim : tensor)
-        for (int64_t factor : llvm::drop_begin(dim))
-          factors[factor].clear();
+        for (size_t i = 1; i < dim.size(); ++i)
+          factors[dim[i]].clear();
   };
   dropMinor(rule.operands);
   dropMinor(rule.results);

@@ -218,11 +218,15 @@ ShardingRule mlir::dtc::buildReshapeRule(RankedTensorType from,
     size_t i2 = i + 1, j2 = j + 1;
     int64_t pa = a[i], pb = b[j];
     while (pa != pb) {
-      if (pa < pb)
+      if (pa < pb && i2 < a.size())
         pa *= a[i2++];
-      else
+      else if (pb < pa && j2 < b.size())
         pb *= b[j2++];
+      else
+        break; // element counts differ: the verifier rejects such a reshape
     }
+    if (pa != pb)
+      break;
     if (i2 - i == 1) {
       // One input dim splits into output dims [j, j2): one factor each.
       for (size_t k = j; k < j2; ++k) {
