@@ -32,6 +32,11 @@
 // GLOBAL (unsharded, row-major) in the tensor's dtype: each rank gets or
 // gives its piece under the tensor's sharding.
 //
+// A failed runStep()/train() (e.g. an id out of range) leaves the step half
+// done: initialize() again or load a fresh runner before trusting values.
+// The calls of one LocalRunner must not overlap (it is not thread-safe);
+// separate runners are independent. Link: dtc_runtime (no MPI needed).
+//
 //===----------------------------------------------------------------------===//
 #ifndef DTC_RUNTIME_LOCALRUNNER_H
 #define DTC_RUNTIME_LOCALRUNNER_H
