@@ -334,36 +334,6 @@ private:
   std::string label_;
 };
 
-bool decodeBase64(const std::string &in, std::string &out) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  size_t n = in.size();
-  while (n > 0 && in[n - 1] == '=') --n;
-  if (in.size() - n > 2 || (in.size() % 4 != 0 && in.size() != n)) return false;
-  if (n % 4 == 1) return false;
-  out.clear();
-  out.reserve(n * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < n; ++i) {
-    int v = val(in[i]);
-    if (v < 0) return false;
-    acc = (acc << 6) | uint32_t(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(char((acc >> bits) & 0xff));
-    }
-  }
-  return true;
-}
-
 void Parser::parseTensors(const json &arr, Artifact &a) {
   std::set<std::string> names;
   for (size_t i = 0; i < arr.size(); ++i) {
@@ -594,7 +564,7 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
       } else {
         cd.isSplat = false;
         std::string text = str(*data, w + ".data");
-        if (!decodeBase64(text, cd.data)) fail(w, "\"data\" is not valid base64");
+        if (!base64Decode(text, cd.data)) fail(w, "\"data\" is not valid base64");
         if (cd.data.size() != b.bytes())
           fail(w, "\"data\" has " + std::to_string(cd.data.size()) + " bytes but buffer " +
                       std::to_string(bid) + " (" + dtypeName(b.dtype) + shapeStr(b.shape) +

@@ -164,6 +164,69 @@ bool decodeArtifact(std::string_view file, std::string &body,
   }
 }
 
+std::string base64Encode(std::string_view in) noexcept {
+  static const char tbl[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  try {
+    std::string out;
+    out.reserve((in.size() + 2) / 3 * 4);
+    size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+      const uint32_t v = uint32_t(uint8_t(in[i])) << 16 | uint32_t(uint8_t(in[i + 1])) << 8 |
+                         uint32_t(uint8_t(in[i + 2]));
+      out += tbl[v >> 18];
+      out += tbl[(v >> 12) & 63];
+      out += tbl[(v >> 6) & 63];
+      out += tbl[v & 63];
+    }
+    if (i < in.size()) {
+      uint32_t v = uint32_t(uint8_t(in[i])) << 16;
+      if (i + 1 < in.size()) v |= uint32_t(uint8_t(in[i + 1])) << 8;
+      out += tbl[v >> 18];
+      out += tbl[(v >> 12) & 63];
+      out += i + 1 < in.size() ? tbl[(v >> 6) & 63] : '=';
+      out += '=';
+    }
+    return out;
+  } catch (...) {
+    return std::string();
+  }
+}
+
+bool base64Decode(std::string_view in, std::string &out) noexcept {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  try {
+    size_t n = in.size();
+    while (n > 0 && in[n - 1] == '=') --n;
+    if (in.size() - n > 2 || (in.size() != n && in.size() % 4 != 0) || n % 4 == 1)
+      return false;
+    out.clear();
+    out.reserve(n * 3 / 4);
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const int v = val(in[i]);
+      if (v < 0) return false;
+      acc = (acc << 6) | uint32_t(v);
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        out.push_back(char((acc >> bits) & 0xff));
+      }
+    }
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 namespace {
 // A SAX handler that accepts everything and records the first parse error's
 // message; used only to explain why a non-throwing parse failed.

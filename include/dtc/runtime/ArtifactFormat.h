@@ -68,6 +68,13 @@ bool readFileBytes(const std::string &path, std::string &out,
 bool writeFileAtomic(const std::string &path, std::string_view bytes,
                      std::string &error) noexcept;
 
+/// Standard base64 (RFC 4648, with '=' padding): the encoding of a constant's
+/// `data` in the artifact (little-endian element bytes).
+std::string base64Encode(std::string_view bytes) noexcept;
+/// Decodes standard base64; padding may be omitted. False on a bad character
+/// or length.
+bool base64Decode(std::string_view text, std::string &out) noexcept;
+
 /// Parses JSON text without throwing. On failure `error` is nlohmann's
 /// message (it names the byte offset). `out` must be a json value.
 bool parseJsonText(std::string_view text, nlohmann::json &out,

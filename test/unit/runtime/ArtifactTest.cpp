@@ -106,6 +106,24 @@ TEST(Container, AtomicWriteAndRead) {
   }
 }
 
+TEST(Container, Base64) {
+  const std::pair<std::string, std::string> vectors[] = {
+      {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="},
+      {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}, {std::string("\0\xff\x10", 3), "AP8Q"}};
+  for (const auto &[raw, enc] : vectors) {
+    EXPECT_EQ(base64Encode(raw), enc);
+    std::string back;
+    ASSERT_TRUE(base64Decode(enc, back)) << enc;
+    EXPECT_EQ(back, raw);
+  }
+  std::string out;
+  EXPECT_TRUE(base64Decode("Zm8", out)); // padding may be omitted
+  EXPECT_EQ(out, "fo");
+  EXPECT_FALSE(base64Decode("Zm9v!", out));
+  EXPECT_FALSE(base64Decode("Z", out));
+  EXPECT_FALSE(base64Decode("Zm8===", out));
+}
+
 // ---- validator ----------------------------------------------------------------------
 
 std::string validationError(const json &body, int64_t ranks = 4) {
