@@ -24,14 +24,13 @@ inline void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
 
 void kMatmul(const KernelArgs &a) {
   const TensorArg &A = a.in[0], &B = a.in[1], &C = a.out[0];
-  const size_t ra = A.shape.size(), rb = B.shape.size(), rc = C.shape.size();
+  const size_t ra = A.shape.size(), rb = B.shape.size();
   const int64_t M = A.shape[ra - 2], K = A.shape[ra - 1], N = B.shape[rb - 1];
   const Shape batchA(A.shape.begin(), A.shape.end() - 2);
   const Shape batchB(B.shape.begin(), B.shape.end() - 2);
   const Shape batchC(C.shape.begin(), C.shape.end() - 2);
   const float *pa = A.as<float>(), *pb = B.as<float>();
   float *pc = C.as<float>();
-  (void)rc;
   const int64_t nb = rt::numel(batchC);
   // One big GEMM when b is a single matrix and a is not broadcast: fold a's
   // batch dims into M.

@@ -116,7 +116,7 @@ TEST(Random, ShardedPieceEqualsSliceOfGlobal) {
       std::vector<int64_t> localInts(static_cast<size_t>(numel(p.local)));
       fillSynthetic(localInts.data(), DType::I64, 1000, 9, "x", g, p, 3);
       for (int64_t i = 0; i < numel(p.local); ++i) {
-        int64_t rem = i, gi = 0, stride = 1;
+        int64_t rem = i, gi = 0;
         Shape li(3);
         for (int d = 2; d >= 0; --d) {
           li[size_t(d)] = rem % p.local[size_t(d)];
@@ -124,7 +124,6 @@ TEST(Random, ShardedPieceEqualsSliceOfGlobal) {
         }
         gi = 0;
         for (int d = 0; d < 3; ++d) gi = gi * g[size_t(d)] + p.offset[size_t(d)] + li[size_t(d)];
-        (void)stride;
         ASSERT_EQ(local[size_t(i)], whole[size_t(gi)]);
         ASSERT_EQ(localInts[size_t(i)], wholeInts[size_t(gi)]);
         covered[size_t(gi)] = 1;
