@@ -27,6 +27,7 @@ const char *roleName(Role r) {
   case Role::Input: return "input";
   case Role::Step: return "step";
   case Role::Loss: return "loss";
+  case Role::Output: return "output";
   }
   return "?";
 }
@@ -351,8 +352,9 @@ void Parser::parseTensors(const json &arr, Artifact &a) {
     else if (role == "input") t.role = Role::Input;
     else if (role == "step") t.role = Role::Step;
     else if (role == "loss") t.role = Role::Loss;
+    else if (role == "output") t.role = Role::Output;
     else fail(where, "unknown role \"" + role +
-                     "\" (expected param, optimizer_state, input, step or loss)");
+                     "\" (expected param, optimizer_state, input, step, loss or output)");
     t.dtype = dtype(req(v, "dtype", where), where + ": dtype");
     t.shape = shape(req(v, "shape", where), where + ": shape");
     const json &sh = array(req(v, "sharding", where), where + ": sharding");
@@ -417,6 +419,10 @@ void Parser::parseTensors(const json &arr, Artifact &a) {
     case Role::Loss:
       needDtype(DType::F32);
       if (!t.shape.empty()) fail(where, "the loss tensor must be a scalar (shape [])");
+      break;
+    case Role::Output:
+      // A value the program hands back after each step (e.g. gradients for
+      // dtc's finite-difference checks); nothing persists or initializes it.
       break;
     }
     a.tensors.push_back(std::move(t));
@@ -516,7 +522,9 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
     int owner = -1;
     for (int b : slotBuffers[s]) {
       int t = p.buffers[size_t(b)].tensor;
-      if (t >= 0 && a.tensors[size_t(t)].role != Role::Loss) owner = b;
+      if (t >= 0 && a.tensors[size_t(t)].role != Role::Loss &&
+          a.tensors[size_t(t)].role != Role::Output)
+        owner = b;
     }
     if (owner < 0) continue;
     const BufferDecl &ob = p.buffers[size_t(owner)];

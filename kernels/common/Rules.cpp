@@ -197,18 +197,26 @@ void checkEmbedding(const Descs &in, const Descs &out, const json &) {
   needShape(out[0], s, "the result");
 }
 
-void checkAttentionOperands(const Descs &in, size_t n) {
-  static const char *names[] = {"q", "k", "v", "dy"};
+// q [B, H, Sq, Dh]; k, v [B, H, Sk, Dh]; dy like q. Causal needs Sq == Sk.
+void checkAttentionOperands(const Descs &in, size_t n, const json &attrs) {
   needFloat(in[0], "q");
   if (in[0].shape.size() != 4)
     fail("q must have rank 4 [B, H, S, Dh], got " + desc(in[0]));
-  for (size_t i = 1; i < n; ++i)
-    needLike(in[i], in[0], names[i], "q");
+  const TensorDesc &q = in[0], &k = in[1];
+  if (k.dtype != q.dtype || k.shape.size() != 4 || k.shape[0] != q.shape[0] ||
+      k.shape[1] != q.shape[1] || k.shape[3] != q.shape[3])
+    fail("k must be [B, H, Sk, Dh] with q's B, H and Dh (q is " + desc(q) + "), got " +
+         desc(k));
+  needLike(in[2], k, "v", "k");
+  if (n > 3)
+    needLike(in[3], q, "dy", "q");
+  if (reqBool(attrs, "causal") && k.shape[2] != q.shape[2])
+    fail("causal attention needs as many keys as queries, got " + desc(q) + " and " +
+         desc(k));
 }
 
 void checkAttention(const Descs &in, const Descs &out, const json &attrs) {
-  checkAttentionOperands(in, 3);
-  reqBool(attrs, "causal");
+  checkAttentionOperands(in, 3, attrs);
   needLike(out[0], in[0], "the result", "q");
 }
 
@@ -348,11 +356,10 @@ void checkEmbeddingGrad(const Descs &in, const Descs &out, const json &) {
 }
 
 void checkAttentionGrad(const Descs &in, const Descs &out, const json &attrs) {
-  checkAttentionOperands(in, 4);
-  reqBool(attrs, "causal");
+  checkAttentionOperands(in, 4, attrs);
   needLike(out[0], in[0], "dq", "q");
-  needLike(out[1], in[0], "dk", "q");
-  needLike(out[2], in[0], "dv", "q");
+  needLike(out[1], in[1], "dk", "k");
+  needLike(out[2], in[2], "dv", "v");
 }
 
 void checkCrossEntropyGrad(const Descs &in, const Descs &out, const json &attrs) {

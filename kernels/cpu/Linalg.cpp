@@ -50,12 +50,12 @@ void kMatmul(const KernelArgs &a) {
   });
 }
 
-// Row-wise softmax of an [S, S] score matrix, in place; with `causal` the
-// entries j > i are masked out (become 0).
-void softmaxRows(float *P, int64_t S, bool causal) {
-  for (int64_t i = 0; i < S; ++i) {
-    float *row = P + i * S;
-    const int64_t lim = causal ? i + 1 : S;
+// Row-wise softmax of a [Sq, Sk] score matrix, in place; with `causal`
+// (Sq == Sk) the entries j > i are masked out (become 0).
+void softmaxRows(float *P, int64_t Sq, int64_t Sk, bool causal) {
+  for (int64_t i = 0; i < Sq; ++i) {
+    float *row = P + i * Sk;
+    const int64_t lim = causal ? i + 1 : Sk;
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < lim; ++j) mx = std::max(mx, row[j]);
     double sum = 0;
@@ -65,55 +65,58 @@ void softmaxRows(float *P, int64_t S, bool causal) {
     }
     const float inv = float(1.0 / sum);
     for (int64_t j = 0; j < lim; ++j) row[j] *= inv;
-    for (int64_t j = lim; j < S; ++j) row[j] = 0.0f;
+    for (int64_t j = lim; j < Sk; ++j) row[j] = 0.0f;
   }
 }
 
+// q [B, H, Sq, D], k and v [B, H, Sk, D].
 void kAttention(const KernelArgs &a) {
   const TensorArg &q = a.in[0], &k = a.in[1], &v = a.in[2];
-  const int64_t B = q.shape[0], H = q.shape[1], S = q.shape[2], D = q.shape[3];
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const int64_t Sk = k.shape[2];
   const bool causal = attrBool(*a.attrs, "causal");
   const float scale = float(1.0 / std::sqrt(double(D)));
-  std::vector<float> P(static_cast<size_t>(S * S));
+  std::vector<float> P(static_cast<size_t>(Sq * Sk));
   for (int64_t bh = 0; bh < B * H; ++bh) {
-    const int64_t off = bh * S * D;
-    gemm(false, true, S, S, D, scale, q.as<float>() + off, D, k.as<float>() + off,
-         D, 0.0f, P.data(), S);
-    softmaxRows(P.data(), S, causal);
-    gemm(false, false, S, D, S, 1.0f, P.data(), S, v.as<float>() + off, D, 0.0f,
-         a.out[0].as<float>() + off, D);
+    const int64_t qoff = bh * Sq * D, koff = bh * Sk * D;
+    gemm(false, true, Sq, Sk, D, scale, q.as<float>() + qoff, D, k.as<float>() + koff,
+         D, 0.0f, P.data(), Sk);
+    softmaxRows(P.data(), Sq, Sk, causal);
+    gemm(false, false, Sq, D, Sk, 1.0f, P.data(), Sk, v.as<float>() + koff, D, 0.0f,
+         a.out[0].as<float>() + qoff, D);
   }
 }
 
 void kAttentionGrad(const KernelArgs &a) {
   const TensorArg &q = a.in[0], &k = a.in[1], &v = a.in[2], &dy = a.in[3];
-  const int64_t B = q.shape[0], H = q.shape[1], S = q.shape[2], D = q.shape[3];
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const int64_t Sk = k.shape[2];
   const bool causal = attrBool(*a.attrs, "causal");
   const float scale = float(1.0 / std::sqrt(double(D)));
-  std::vector<float> P(static_cast<size_t>(S * S)), dP(static_cast<size_t>(S * S));
+  std::vector<float> P(static_cast<size_t>(Sq * Sk)), dP(static_cast<size_t>(Sq * Sk));
   for (int64_t bh = 0; bh < B * H; ++bh) {
-    const int64_t off = bh * S * D;
-    const float *pq = q.as<float>() + off, *pk = k.as<float>() + off,
-                *pv = v.as<float>() + off, *pdy = dy.as<float>() + off;
-    float *dq = a.out[0].as<float>() + off, *dk = a.out[1].as<float>() + off,
-          *dv = a.out[2].as<float>() + off;
-    gemm(false, true, S, S, D, scale, pq, D, pk, D, 0.0f, P.data(), S);
-    softmaxRows(P.data(), S, causal);
+    const int64_t qoff = bh * Sq * D, koff = bh * Sk * D;
+    const float *pq = q.as<float>() + qoff, *pk = k.as<float>() + koff,
+                *pv = v.as<float>() + koff, *pdy = dy.as<float>() + qoff;
+    float *dq = a.out[0].as<float>() + qoff, *dk = a.out[1].as<float>() + koff,
+          *dv = a.out[2].as<float>() + koff;
+    gemm(false, true, Sq, Sk, D, scale, pq, D, pk, D, 0.0f, P.data(), Sk);
+    softmaxRows(P.data(), Sq, Sk, causal);
     // dV = P^T dY
-    gemm(true, false, S, D, S, 1.0f, P.data(), S, pdy, D, 0.0f, dv, D);
+    gemm(true, false, Sk, D, Sq, 1.0f, P.data(), Sk, pdy, D, 0.0f, dv, D);
     // dP = dY V^T
-    gemm(false, true, S, S, D, 1.0f, pdy, D, pv, D, 0.0f, dP.data(), S);
+    gemm(false, true, Sq, Sk, D, 1.0f, pdy, D, pv, D, 0.0f, dP.data(), Sk);
     // dS = P * (dP - rowsum(dP * P)); masked entries have P = 0.
-    for (int64_t i = 0; i < S; ++i) {
-      float *pr = P.data() + i * S, *dr = dP.data() + i * S;
+    for (int64_t i = 0; i < Sq; ++i) {
+      float *pr = P.data() + i * Sk, *dr = dP.data() + i * Sk;
       double dot = 0;
-      for (int64_t j = 0; j < S; ++j) dot += double(pr[j]) * dr[j];
+      for (int64_t j = 0; j < Sk; ++j) dot += double(pr[j]) * dr[j];
       const float fd = float(dot);
-      for (int64_t j = 0; j < S; ++j) dr[j] = pr[j] * (dr[j] - fd);
+      for (int64_t j = 0; j < Sk; ++j) dr[j] = pr[j] * (dr[j] - fd);
     }
     // dQ = scale * dS K ; dK = scale * dS^T Q
-    gemm(false, false, S, D, S, scale, dP.data(), S, pk, D, 0.0f, dq, D);
-    gemm(true, false, S, D, S, scale, dP.data(), S, pq, D, 0.0f, dk, D);
+    gemm(false, false, Sq, D, Sk, scale, dP.data(), Sk, pk, D, 0.0f, dq, D);
+    gemm(true, false, Sk, D, Sq, scale, dP.data(), Sk, pq, D, 0.0f, dk, D);
   }
 }
 

@@ -22,7 +22,15 @@ using json = nlohmann::json;
 
 namespace {
 
+/// Where flag and file errors go: stderr, or a string for in-memory use.
+std::string *errorCapture = nullptr;
+
 void flagError(const std::string &message) {
+  if (errorCapture) {
+    if (errorCapture->empty())
+      *errorCapture = "dtc: error: " + message;
+    return;
+  }
   llvm::errs() << "dtc: error: " << message << "\n";
 }
 
@@ -38,18 +46,24 @@ std::string locationString(Location loc, const std::string &fallback) {
 /// usually consequences of the first.
 class OneLineDiagnostics {
 public:
-  OneLineDiagnostics(MLIRContext &ctx, std::string fallback)
-      : handler(&ctx, [this, fallback](Diagnostic &diag) {
+  /// Prints to stderr, or with `capture` keeps the first error there.
+  OneLineDiagnostics(MLIRContext &ctx, std::string fallback,
+                     std::string *capture = nullptr)
+      : handler(&ctx, [this, fallback, capture](Diagnostic &diag) {
           if (diag.getSeverity() == DiagnosticSeverity::Error) {
             if (!reported) {
               std::string message = diag.str();
               for (const Diagnostic &note : diag.getNotes())
                 message += " (" + note.str() + ")";
-              llvm::errs() << locationString(diag.getLocation(), fallback)
-                           << ": error: " << message << "\n";
+              std::string line = locationString(diag.getLocation(), fallback) +
+                                 ": error: " + message;
+              if (capture)
+                *capture = line;
+              else
+                llvm::errs() << line << "\n";
             }
             reported = true;
-          } else if (diag.getSeverity() == DiagnosticSeverity::Warning) {
+          } else if (diag.getSeverity() == DiagnosticSeverity::Warning && !capture) {
             llvm::errs() << locationString(diag.getLocation(), fallback)
                          << ": warning: " << diag.str() << "\n";
           }
@@ -227,45 +241,37 @@ const std::vector<std::string> &::dtc::emitStages() {
   return stages;
 }
 
-int ::dtc::runCompile(const CompileOptions &o) {
-  auto start = std::chrono::steady_clock::now();
+namespace {
+
+/// Everything from model text to artifact body; errors go to `diagnostics`
+/// (IR) or flagError (flags). `module` keeps the partitioned IR for reports.
+bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                   const ::dtc::CompileOptions &o, MLIRContext &ctx,
+                   OneLineDiagnostics &diagnostics, OwningOpRef<ModuleOp> &module,
+                   json &artifact, std::optional<::dtc::cost::HardwareProfile> &hw) {
   int64_t devices = 1;
   for (int64_t size : o.mesh)
     devices *= size;
   if (!checkSupported(o, devices))
-    return 1;
+    return false;
   std::string hwError;
-  std::optional<cost::HardwareProfile> hw = cost::loadHardware(o.hw, hwError);
+  hw = ::dtc::cost::loadHardware(o.hw, hwError);
   if (!hw) {
     flagError("--hw: " + hwError);
-    return 1;
+    return false;
   }
   if (std::string problem = hw->forMesh(o.mesh); !problem.empty()) {
     flagError("--hw: " + problem);
-    return 1;
+    return false;
   }
 
-  DialectRegistry registry;
-  registry.insert<mlir::dtc::DtcDialect, func::FuncDialect, arith::ArithDialect,
-                  shard::ShardDialect>();
-  MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
-  ctx.disableMultithreading();
-  OneLineDiagnostics diagnostics(ctx, o.input);
-
-  std::string readError;
-  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(o.input, /*IsText=*/true);
-  if (!buffer) {
-    flagError("cannot read model " + o.input + ": " + buffer.getError().message());
-    return 1;
-  }
   llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&ctx));
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&ctx));
   if (!module) {
     if (!diagnostics.reported)
       flagError(o.input + ": not a valid MLIR module");
-    return 1;
+    return false;
   }
 
   auto runStage = [&](const std::string &stage,
@@ -303,7 +309,7 @@ int ::dtc::runCompile(const CompileOptions &o) {
         pm.addPass(mlir::dtc::createApplyStrategy(planOptions));
       }) ||
       !runStage("partitioned", [](PassManager &pm) { pm.addPass(mlir::dtc::createPartition()); }))
-    return 1;
+    return false;
 
   mlir::dtc::ArtifactOptions artifactOptions;
   artifactOptions.sourceName = o.input;
@@ -313,21 +319,51 @@ int ::dtc::runCompile(const CompileOptions &o) {
       {"microbatches", o.microbatches}, {"schedule", "none"},
       {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum},
       {"hw", hw->name}};
-  FailureOr<json> artifact = mlir::dtc::buildArtifact(*module, artifactOptions);
-  if (failed(artifact)) {
+  FailureOr<json> body = mlir::dtc::buildArtifact(*module, artifactOptions);
+  if (failed(body)) {
     if (!diagnostics.reported)
       flagError("cannot emit the artifact");
+    return false;
+  }
+  artifact = std::move(*body);
+  return true;
+}
+
+DialectRegistry dtcRegistry() {
+  DialectRegistry registry;
+  registry.insert<mlir::dtc::DtcDialect, func::FuncDialect, arith::ArithDialect,
+                  shard::ShardDialect>();
+  return registry;
+}
+
+} // namespace
+
+int ::dtc::runCompile(const CompileOptions &o) {
+  auto start = std::chrono::steady_clock::now();
+  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(o.input, /*IsText=*/true);
+  if (!buffer) {
+    flagError("cannot read model " + o.input + ": " + buffer.getError().message());
     return 1;
   }
+  MLIRContext ctx(dtcRegistry());
+  ctx.loadAllAvailableDialects();
+  ctx.disableMultithreading();
+  OneLineDiagnostics diagnostics(ctx, o.input);
+  OwningOpRef<ModuleOp> module;
+  json artifact;
+  std::optional<cost::HardwareProfile> hw;
+  if (!compileBuffer(std::move(*buffer), o, ctx, diagnostics, module, artifact, hw))
+    return 1;
+
   std::string writeError;
-  if (!rt::writeArtifactFile(o.output, *artifact, writeError)) {
+  if (!rt::writeArtifactFile(o.output, artifact, writeError)) {
     flagError(writeError);
     return 1;
   }
   if (!o.report.empty()) {
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    json report = buildReport(*module, *artifact, o, *hw, seconds);
+    json report = buildReport(*module, artifact, o, *hw, seconds);
     std::string reportError;
     if (!rt::writeFileAtomic(o.report, report.dump(2) + "\n", reportError)) {
       flagError("cannot write report " + o.report + ": " + reportError);
@@ -335,4 +371,29 @@ int ::dtc::runCompile(const CompileOptions &o) {
     }
   }
   return 0;
+}
+
+bool ::dtc::compileToArtifact(const std::string &source, const std::string &label,
+                              const CompileOptions &options, nlohmann::json &artifact,
+                              std::string &error) {
+  error.clear();
+  errorCapture = &error;
+  CompileOptions o = options;
+  o.input = label;
+  o.emitMlirAfter.clear();
+  MLIRContext ctx(dtcRegistry());
+  ctx.loadAllAvailableDialects();
+  ctx.disableMultithreading();
+  bool ok;
+  {
+    OneLineDiagnostics diagnostics(ctx, label, &error);
+    OwningOpRef<ModuleOp> module;
+    std::optional<cost::HardwareProfile> hw;
+    ok = compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, label), o, ctx,
+                       diagnostics, module, artifact, hw);
+  }
+  errorCapture = nullptr;
+  if (!ok && error.empty())
+    error = label + ": compilation failed";
+  return ok;
 }

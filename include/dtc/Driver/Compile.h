@@ -2,6 +2,8 @@
 #ifndef DTC_DRIVER_COMPILE_H
 #define DTC_DRIVER_COMPILE_H
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,7 +24,7 @@ struct CompileOptions {
   std::string remat = "none";
   std::string precision = "f32";
   int64_t gradAccum = 1;
-  std::string optimizer = "adam";
+  std::string optimizer = "adam"; // sgd | adam | adamw | none (return gradients)
   double lr = 1e-3;
   double weightDecay = -1; // -1: the optimizer's default (0, or 0.01 for adamw)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gradClip = 0.0;
@@ -33,6 +35,14 @@ struct CompileOptions {
 /// Runs the whole compilation; prints one error line on failure. Returns the
 /// process exit code.
 int runCompile(const CompileOptions &options);
+
+/// Compiles MLIR text in memory: on success fills `artifact` with the body
+/// the runtime loads (e.g. LocalRunner::loadJson); on failure returns false
+/// with the first error as one line in `error`. `options.output` and
+/// `options.report` are ignored.
+bool compileToArtifact(const std::string &source, const std::string &label,
+                       const CompileOptions &options, nlohmann::json &artifact,
+                       std::string &error);
 
 /// The stages --emit-mlir accepts.
 const std::vector<std::string> &emitStages();

@@ -23,7 +23,7 @@
 
 namespace dtc::rt {
 
-enum class Role { Param, OptimizerState, Input, Step, Loss };
+enum class Role { Param, OptimizerState, Input, Step, Loss, Output };
 const char *roleName(Role r);
 
 /// Memory categories of slots (docs/artifact.md "Programs").
