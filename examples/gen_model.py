@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Generates dtc models (shared/spec/model-format.md, generic op form).
+
+  gen_model.py gpt   --layers 2 --hidden 64 --heads 4 --seq 64 --vocab 256 --batch 8 -o gpt.mlir
+  gen_model.py llama --layers 2 --hidden 64 --heads 4 --ffn 172 --seq 64 --vocab 256 --batch 8 -o llama.mlir
+  gen_model.py mlp   --hidden 64 --layers 2 --features 32 --classes 10 --batch 16 -o mlp.mlir
+
+GPT: nanoGPT (learned positions, pre-LayerNorm, GELU MLP, tied output
+embedding; biases with --bias). LLaMA: RMSNorm, rotary position embedding,
+SwiGLU MLP, untied output head, no biases. Rotary embedding is exact and uses
+only model-format ops: rot(x) = x*cos + (x @ R)*sin, where R maps each pair
+(x1, x2) to (-x2, x1) and cos/sin are constant tables.
+
+Standard library only.
+"""
+import argparse
+import math
+import sys
+
+
+def ttype(shape, dtype="f32"):
+    dims = "x".join(str(d) for d in shape)
+    return f"tensor<{dims}x{dtype}>" if shape else f"tensor<{dtype}>"
+
+
+def fmt(x):
+    return repr(float(x)) if not math.isnan(x) else "0.0"
+
+
+class Builder:
+    """Emits generic-form dtc ops with SSA names and full types."""
+
+    def __init__(self):
+        self.args = []
+        self.lines = []
+        self.count = 0
+
+    def param(self, name, shape, init=None):
+        attrs = [f'dtc.param', f'dtc.name = "{name}"']
+        if init:
+            attrs.append(f'dtc.init = "{init}"')
+        return self._arg(shape, "f32", attrs)
+
+    def input(self, name, shape, dtype="f32", max_value=None):
+        attrs = [f'dtc.name = "{name}"']
+        if max_value is not None:
+            attrs.append(f"dtc.max = {max_value} : i64")
+        return self._arg(shape, dtype, attrs)
+
+    def _arg(self, shape, dtype, attrs):
+        name = f"%a{len(self.args)}"
+        self.args.append(f"{name}: {ttype(shape, dtype)} {{{', '.join(attrs)}}}")
+        return (name, list(shape), dtype)
+
+    def op(self, opname, operands, shape, attrs="", dtype="f32"):
+        self.count += 1
+        name = f"%v{self.count}"
+        ins = ", ".join(o[0] for o in operands)
+        in_types = ", ".join(ttype(o[1], o[2]) for o in operands)
+        attr_text = f" {{{attrs}}}" if attrs else ""
+        self.lines.append(
+            f'  {name} = "dtc.{opname}"({ins}){attr_text} : ({in_types}) -> {ttype(shape, dtype)}')
+        return (name, list(shape), dtype)
+
+    def const(self, values, shape):
+        self.count += 1
+        name = f"%c{self.count}"
+        body = nest(values, shape)
+        self.lines.append(f"  {name} = arith.constant dense<{body}> : {ttype(shape)}")
+        return (name, list(shape), "f32")
+
+    # Convenience wrappers -------------------------------------------------
+    def matmul(self, a, b):
+        shape = broadcast(a[1][:-2], b[1][:-2]) + [a[1][-2], b[1][-1]]
+        return self.op("matmul", [a, b], shape)
+
+    def binary(self, kind, a, b):
+        return self.op(kind, [a, b], broadcast(a[1], b[1]))
+
+    def unary(self, kind, a):
+        return self.op(kind, [a], a[1])
+
+    def reshape(self, a, shape):
+        return self.op("reshape", [a], shape, dtype=a[2])
+
+    def transpose(self, a, perm):
+        shape = [a[1][p] for p in perm]
+        return self.op("transpose", [a], shape,
+                       f"permutation = array<i64: {', '.join(map(str, perm))}>")
+
+    def layer_norm(self, x, g, b, eps=1e-5):
+        return self.op("layer_norm", [x, g, b], x[1], f"epsilon = {eps:e} : f32")
+
+    def rms_norm(self, x, g, eps=1e-5):
+        return self.op("rms_norm", [x, g], x[1], f"epsilon = {eps:e} : f32")
+
+    def text(self, comment):
+        args = ",\n                ".join(self.args)
+        body = "\n".join(self.lines)
+        return (f"// {comment}\n"
+                f"func.func @main({args}) -> tensor<f32> {{\n{body}\n"
+                f"  return {self.loss[0]} : tensor<f32>\n}}\n")
+
+
+def nest(values, shape):
+    if len(shape) == 1:
+        return "[" + ", ".join(fmt(v) for v in values) + "]"
+    step = len(values) // shape[0]
+    return "[" + ", ".join(nest(values[i * step:(i + 1) * step], shape[1:])
+                           for i in range(shape[0])) + "]"
+
+
+def broadcast(a, b):
+    n = max(len(a), len(b))
+    a = [1] * (n - len(a)) + list(a)
+    b = [1] * (n - len(b)) + list(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and x != 1 and y != 1:
+            raise ValueError(f"shapes {a} and {b} do not broadcast")
+        out.append(max(x, y))
+    return out
+
+
+def attention_block(m, x, prefix, a, rope=None, bias=False):
+    """Multi-head causal self-attention on x [B, S, D]."""
+    B, S, D = x[1]
+    H = a.heads
+    Dh = D // H
+    std_out = 0.02 / math.sqrt(2 * a.layers)
+
+    def project(name):
+        w = m.param(f"{prefix}.{name}", [D, D])
+        y = m.matmul(x, w)
+        if bias:
+            y = m.binary("add", y, m.param(f"{prefix}.{name}_bias", [D], "zeros"))
+        y = m.reshape(y, [B, S, H, Dh])
+        return m.transpose(y, [0, 2, 1, 3])  # [B, H, S, Dh]
+
+    q, k, v = project("wq"), project("wk"), project("wv")
+    if rope is not None:
+        q, k = apply_rope(m, q, rope), apply_rope(m, k, rope)
+    y = m.op("attention", [q, k, v], q[1], "causal = true")
+    y = m.transpose(y, [0, 2, 1, 3])
+    y = m.reshape(y, [B, S, D])
+    wo = m.param(f"{prefix}.wo", [D, D], f"normal({std_out:.6g})")
+    y = m.matmul(y, wo)
+    if bias:
+        y = m.binary("add", y, m.param(f"{prefix}.wo_bias", [D], "zeros"))
+    return y
+
+
+def rope_tables(m, seq, dh, base=10000.0):
+    cos, sin = [], []
+    for pos in range(seq):
+        for i in range(dh):
+            freq = base ** (-(2 * (i // 2)) / dh)
+            cos.append(math.cos(pos * freq))
+            sin.append(math.sin(pos * freq))
+    rotate = [0.0] * (dh * dh)
+    for j in range(0, dh, 2):
+        # (x @ R)[j] = -x[j+1], (x @ R)[j+1] = x[j]
+        rotate[(j + 1) * dh + j] = -1.0
+        rotate[j * dh + (j + 1)] = 1.0
+    return (m.const(cos, [seq, dh]), m.const(sin, [seq, dh]), m.const(rotate, [dh, dh]))
+
+
+def apply_rope(m, x, rope):
+    cos, sin, rotate = rope
+    rotated = m.matmul(x, rotate)
+    return m.binary("add", m.binary("mul", x, cos), m.binary("mul", rotated, sin))
+
+
+def gpt(a):
+    m = Builder()
+    B, S, D, V = a.batch, a.seq, a.hidden, a.vocab
+    F = a.ffn or 4 * D
+    ids = m.input("ids", [B, S], "i32", V)
+    labels = m.input("labels", [B, S], "i32", V)
+    wte = m.param("wte", [V, D], "normal(0.02)")
+    wpe = m.param("wpe", [S, D], "normal(0.01)")
+    x = m.binary("add", m.op("embedding", [wte, ids], [B, S, D]), wpe)
+    std_out = 0.02 / math.sqrt(2 * a.layers)
+    for l in range(a.layers):
+        p = f"h.{l}"
+        h = m.layer_norm(x, m.param(f"{p}.ln_1.weight", [D], "ones"),
+                         m.param(f"{p}.ln_1.bias", [D], "zeros"))
+        x = m.binary("add", x, attention_block(m, h, f"{p}.attn", a, bias=a.bias))
+        h = m.layer_norm(x, m.param(f"{p}.ln_2.weight", [D], "ones"),
+                         m.param(f"{p}.ln_2.bias", [D], "zeros"))
+        f = m.matmul(h, m.param(f"{p}.mlp.c_fc", [D, F]))
+        if a.bias:
+            f = m.binary("add", f, m.param(f"{p}.mlp.c_fc_bias", [F], "zeros"))
+        f = m.unary("gelu", f)
+        f = m.matmul(f, m.param(f"{p}.mlp.c_proj", [F, D], f"normal({std_out:.6g})"))
+        x = m.binary("add", x, f)
+    x = m.layer_norm(x, m.param("ln_f.weight", [D], "ones"), m.param("ln_f.bias", [D], "zeros"))
+    logits = m.matmul(x, m.transpose(wte, [1, 0]))  # tied output embedding
+    m.loss = m.op("cross_entropy", [logits, labels], [])
+    return m.text(f"GPT: layers={a.layers} hidden={D} heads={a.heads} ffn={F} "
+                  f"seq={S} vocab={V} batch={B} bias={a.bias} (examples/gen_model.py)")
+
+
+def llama(a):
+    m = Builder()
+    B, S, D, V = a.batch, a.seq, a.hidden, a.vocab
+    F = a.ffn or int(2 * (4 * D) / 3)
+    ids = m.input("ids", [B, S], "i32", V)
+    labels = m.input("labels", [B, S], "i32", V)
+    tok = m.param("tok_embeddings", [V, D], "normal(0.02)")
+    x = m.op("embedding", [tok, ids], [B, S, D])
+    rope = rope_tables(m, S, D // a.heads)
+    std_out = 0.02 / math.sqrt(2 * a.layers)
+    for l in range(a.layers):
+        p = f"layers.{l}"
+        h = m.rms_norm(x, m.param(f"{p}.attention_norm", [D], "ones"))
+        x = m.binary("add", x, attention_block(m, h, f"{p}.attention", a, rope=rope))
+        h = m.rms_norm(x, m.param(f"{p}.ffn_norm", [D], "ones"))
+        gate = m.unary("silu", m.matmul(h, m.param(f"{p}.feed_forward.w1", [D, F])))
+        up = m.matmul(h, m.param(f"{p}.feed_forward.w3", [D, F]))
+        f = m.matmul(m.binary("mul", gate, up),
+                     m.param(f"{p}.feed_forward.w2", [F, D], f"normal({std_out:.6g})"))
+        x = m.binary("add", x, f)
+    x = m.rms_norm(x, m.param("norm", [D], "ones"))
+    logits = m.matmul(x, m.param("output", [D, V]))
+    m.loss = m.op("cross_entropy", [logits, labels], [])
+    return m.text(f"LLaMA: layers={a.layers} hidden={D} heads={a.heads} ffn={F} "
+                  f"seq={S} vocab={V} batch={B} (examples/gen_model.py)")
+
+
+def mlp(a):
+    m = Builder()
+    x = m.input("x", [a.batch, a.features])
+    y = m.input("y", [a.batch], "i32", a.classes)
+    width = a.features
+    for l in range(a.layers):
+        w = m.param(f"fc{l}.weight", [width, a.hidden], f"normal({1 / math.sqrt(width):.6g})")
+        b = m.param(f"fc{l}.bias", [a.hidden], "zeros")
+        x = m.unary("relu", m.binary("add", m.matmul(x, w), b))
+        width = a.hidden
+    w = m.param("head.weight", [width, a.classes], f"normal({1 / math.sqrt(width):.6g})")
+    logits = m.binary("add", m.matmul(x, w), m.param("head.bias", [a.classes], "zeros"))
+    m.loss = m.op("cross_entropy", [logits, y], [])
+    return m.text(f"MLP: layers={a.layers} hidden={a.hidden} features={a.features} "
+                  f"classes={a.classes} batch={a.batch} (examples/gen_model.py)")
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("kind", choices=["gpt", "llama", "mlp"])
+    p.add_argument("--layers", type=int, default=2, help="transformer blocks / hidden layers (default: 2)")
+    p.add_argument("--hidden", type=int, default=64, help="model width (default: 64)")
+    p.add_argument("--heads", type=int, default=4, help="attention heads (default: 4)")
+    p.add_argument("--ffn", type=int, default=0, help="MLP width (default: 4*hidden for gpt, 8/3*hidden for llama)")
+    p.add_argument("--seq", type=int, default=64, help="sequence length (default: 64)")
+    p.add_argument("--vocab", type=int, default=256, help="vocabulary size (default: 256, bytes)")
+    p.add_argument("--batch", type=int, default=8, help="global batch size (default: 8)")
+    p.add_argument("--bias", action="store_true", help="gpt: add biases to projections (default: off)")
+    p.add_argument("--features", type=int, default=32, help="mlp: input features (default: 32)")
+    p.add_argument("--classes", type=int, default=10, help="mlp: classes (default: 10)")
+    p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
+    a = p.parse_args(argv)
+    for name in ["layers", "hidden", "heads", "seq", "vocab", "batch", "features", "classes"]:
+        if getattr(a, name) <= 0:
+            p.error(f"--{name} must be positive")
+    if a.kind != "mlp" and a.hidden % a.heads:
+        p.error(f"--hidden {a.hidden} must be a multiple of --heads {a.heads}")
+    if a.kind == "llama" and (a.hidden // a.heads) % 2:
+        p.error("llama: the head size (hidden/heads) must be even for rotary embeddings")
+    text = {"gpt": gpt, "llama": llama, "mlp": mlp}[a.kind](a)
+    if a.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(a.output, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

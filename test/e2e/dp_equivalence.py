@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Trains one model on several meshes and checks they match one device.
+
+  dp_equivalence.py MODEL.mlir --work DIR [--steps N] [--meshes 1,2,4,2x2]
+                    [--data FILE] [--rtol 1e-5] [-- extra dtc compile flags]
+
+For each mesh: `dtc compile MODEL --mesh M --strategy dp=<devices>`, then
+`dtc run --steps N --seed S --save` (ranks through mpirun). The per-step
+losses of every mesh must equal the single-device run's within --rtol
+(relative), and so must every saved parameter (relative, with a small
+absolute floor for values near zero). Prints one line per mesh; exits 1 on
+any mismatch. Standard library only.
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] != "F32":
+            raise SystemExit(f"{path}: {name} has dtype {info['dtype']}, expected F32")
+        begin, end = info["data_offsets"]
+        count = (end - begin) // 4
+        tensors[name] = (info["shape"], struct.unpack_from(f"<{count}f", data, base + begin))
+    return tensors, header.get("__metadata__", {})
+
+
+def devices(mesh):
+    n = 1
+    for part in mesh.split("x"):
+        n *= int(part)
+    return n
+
+
+def run(cmd, log):
+    with open(log, "w") as out:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out.write(" ".join(cmd) + "\n" + proc.stdout)
+    if proc.returncode != 0:
+        raise SystemExit(f"FAILED ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout}")
+    return proc.stdout
+
+
+def losses_of(output):
+    losses = []
+    for line in output.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "step" and parts[2] == "loss":
+            losses.append(float(parts[3]))
+    return losses
+
+
+def main(argv):
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
+    else:
+        extra = []
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model")
+    p.add_argument("--work", required=True, help="scratch directory")
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--meshes", default="1,2,4", help="comma-separated meshes; the first is the reference")
+    p.add_argument("--data", help="token file for dtc run --data")
+    p.add_argument("--rtol", type=float, default=1e-5)
+    p.add_argument("--atol", type=float, default=1e-6, help="absolute floor for parameters near zero")
+    p.add_argument("--dtc", default="dtc")
+    a = p.parse_args(argv)
+    os.makedirs(a.work, exist_ok=True)
+
+    results = {}
+    for mesh in a.meshes.split(","):
+        tag = mesh.replace("x", "_")
+        artifact = os.path.join(a.work, f"mesh{tag}.dtc")
+        ckpt = os.path.join(a.work, f"mesh{tag}.safetensors")
+        run([a.dtc, "compile", a.model, "--mesh", mesh, "--strategy", f"dp={devices(mesh)}",
+             "-o", artifact] + extra, os.path.join(a.work, f"compile{tag}.log"))
+        cmd = [a.dtc, "run", artifact, "--steps", str(a.steps), "--seed", str(a.seed), "--save", ckpt]
+        if a.data:
+            cmd += ["--data", a.data]
+        out = run(cmd, os.path.join(a.work, f"run{tag}.log"))
+        losses = losses_of(out)
+        if len(losses) != a.steps:
+            raise SystemExit(f"mesh {mesh}: expected {a.steps} loss lines, got {len(losses)}:\n{out}")
+        if not all(math.isfinite(l) for l in losses):
+            raise SystemExit(f"mesh {mesh}: non-finite loss {losses}")
+        params, meta = read_safetensors(ckpt)
+        if meta.get("dtc.step") != str(a.steps):
+            raise SystemExit(f"mesh {mesh}: checkpoint step {meta.get('dtc.step')} != {a.steps}")
+        results[mesh] = (losses, params)
+
+    ref_mesh = a.meshes.split(",")[0]
+    ref_losses, ref_params = results[ref_mesh]
+    failed = False
+    for mesh, (losses, params) in results.items():
+        if mesh == ref_mesh:
+            print(f"mesh {mesh}: reference, losses {', '.join(f'{l:.7g}' for l in losses)}")
+            continue
+        worst_loss = max(abs(l - r) / max(abs(r), 1e-30) for l, r in zip(losses, ref_losses))
+        problems = []
+        if worst_loss > a.rtol:
+            problems.append(f"losses differ (worst relative {worst_loss:.2e}): {losses} vs {ref_losses}")
+        if set(params) != set(ref_params):
+            problems.append(f"parameter names differ: {sorted(set(params) ^ set(ref_params))}")
+        worst_param, worst_name = 0.0, ""
+        for name, (shape, values) in ref_params.items():
+            if name not in params:
+                continue
+            other_shape, other = params[name]
+            if other_shape != shape:
+                problems.append(f"{name}: shape {other_shape} vs {shape}")
+                continue
+            for x, y in zip(values, other):
+                err = abs(x - y) / (a.rtol * max(abs(x), abs(y)) + a.atol)
+                if err > worst_param:
+                    worst_param, worst_name = err, name
+        if worst_param > 1:
+            problems.append(f"parameter {worst_name} differs beyond rtol {a.rtol} / atol {a.atol}")
+        status = "FAIL" if problems else "ok"
+        print(f"mesh {mesh}: {status}: {len(params)} parameters, worst loss rel diff "
+              f"{worst_loss:.1e}, worst parameter diff {worst_param:.2f} of tolerance")
+        for problem in problems:
+            print(f"  {problem}")
+        failed |= bool(problems)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
