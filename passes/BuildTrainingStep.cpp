@@ -186,7 +186,14 @@ struct BuildTrainingStepPass
     auto step = func::FuncOp::create(b, loc, "train_step",
                                      FunctionType::get(ctx, argTypes, {}));
     step.setAllArgAttrs(argAttrs);
-    Block *body = step.addEntryBlock();
+    // Arguments keep their source locations, so later errors (e.g. a batch
+    // that does not divide over the mesh) point at the declaration.
+    SmallVector<Location> argLocs(argTypes.size(), loc);
+    for (auto [idx, p] : llvm::enumerate(params))
+      argLocs[idx] = main.getArgument(p.mainIndex).getLoc();
+    for (auto [idx, in] : llvm::enumerate(inputs))
+      argLocs[inputBase + idx] = main.getArgument(in.mainIndex).getLoc();
+    Block *body = b.createBlock(&step.getBody(), {}, argTypes, argLocs);
     b.setInsertionPointToStart(body);
 
     // Forward: clone @main.

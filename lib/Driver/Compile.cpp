@@ -54,7 +54,9 @@ public:
             if (!reported) {
               std::string message = diag.str();
               for (const Diagnostic &note : diag.getNotes())
-                message += " (" + note.str() + ")";
+                // The IR dump MLIR attaches adds nothing for a model author.
+                if (!StringRef(note.str()).starts_with("see current operation"))
+                  message += " (" + note.str() + ")";
               std::string line = locationString(diag.getLocation(), fallback) +
                                  ": error: " + message;
               if (capture)

@@ -50,35 +50,34 @@ Turns a model (forward + loss) into a training step, plans its parallel
 layout for the mesh, partitions it and writes a runnable artifact.
 
 Mesh and hardware:
-  --mesh AxBxC            device mesh, outermost axis first; the last axis is
-                          the fastest link                    (default: 1)
-  --hw NAME|FILE.json     cpu, a100, h100 or a JSON profile    (default: cpu)
+  --mesh AxBxC          device mesh, outermost axis first    (default: 1)
+                        (the last axis is the fastest link)
+  --hw NAME|FILE.json   cpu, a100, h100 or a JSON profile    (default: cpu)
 Plan:
-  --auto                  search the plan (today: data parallelism over the
-                          whole mesh)                          (default)
-  --strategy SPEC         pin degrees, e.g. dp=4 or dp=2,tp=2,pp=1,zero=0,
-                          sp=1,ep=1; product dp*tp*pp = devices
-                          (default: none; dp defaults to devices/(tp*pp),
-                          tp=pp=sp=ep=1, zero=0)
-  --microbatches M        pipeline micro-batches               (default: 1)
-  --schedule S            gpipe|1f1b|interleaved|zb            (default: 1f1b)
-  --remat R               none|full|auto                       (default: none)
-  --precision P           f32|bf16-mixed|fp16-mixed            (default: f32)
-  --grad-accum K          gradient accumulation steps          (default: 1)
+  --auto                search the plan; today it chooses data parallelism
+                        over the whole mesh                  (default)
+  --strategy SPEC       pin degrees, e.g. dp=4,tp=1,pp=1     (default: none)
+                        keys dp, tp, pp, zero, sp, ep; dp*tp*pp = devices;
+                        omitted: dp = devices/(tp*pp), tp=pp=sp=ep=1, zero=0
+  --microbatches M      pipeline micro-batches               (default: 1)
+  --schedule S          gpipe|1f1b|interleaved|zb            (default: 1f1b)
+  --remat R             none|full|auto                       (default: none)
+  --precision P         f32|bf16-mixed|fp16-mixed            (default: f32)
+  --grad-accum K        gradient accumulation steps          (default: 1)
 Optimizer:
-  --optimizer O           sgd|adam|adamw                       (default: adam)
-  --lr X                  learning rate                        (default: 0.001)
-  --weight-decay X        L2 (sgd, adam) or decoupled (adamw)  (default: 0, 0.01 for adamw)
-  --beta1 X               Adam beta1                           (default: 0.9)
-  --beta2 X               Adam beta2                           (default: 0.999)
-  --eps X                 Adam epsilon                         (default: 1e-08)
-  --grad-clip X           clip to this global L2 norm, 0 = off (default: 0)
+  --optimizer O         sgd|adam|adamw                       (default: adam)
+  --lr X                learning rate                        (default: 0.001)
+  --weight-decay X      L2 (sgd, adam), decoupled (adamw)    (default: 0, 0.01 for adamw)
+  --beta1 X             Adam beta1                           (default: 0.9)
+  --beta2 X             Adam beta2                           (default: 0.999)
+  --eps X               Adam epsilon                         (default: 1e-08)
+  --grad-clip X         global L2 norm to clip to, 0 = off   (default: 0)
 Output:
-  -o, --output OUT.dtc    the artifact          (default: MODEL with .dtc)
-  --report REPORT.json    write the plan report (default: none)
-  --emit-mlir STAGE       print the IR after parsed|training-step|planned|
-                          partitioned to stdout (default: none)
-  -h, --help              this help
+  -o, --output OUT.dtc  the artifact                         (default: MODEL with .dtc)
+  --report REPORT.json  write the plan report                (default: none)
+  --emit-mlir STAGE     print the IR after parsed, training-step, planned
+                        or partitioned to stdout             (default: none)
+  -h, --help            this help
 )";
 
 /// Minimal strict flag parser: --name VALUE, --name=VALUE, boolean --name.
