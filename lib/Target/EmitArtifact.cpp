@@ -311,9 +311,23 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
 
   LogicalResult result =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case([&](shard::AllReduceOp c) {
-            return collective("all_reduce", c.getGridAxes(),
-                              {{"reduction", reduction(c.getReduction())}});
+          .Case([&](shard::AllReduceOp c) -> LogicalResult {
+            // Reduce in place when this is the input's last reader (the
+            // usual case: a gradient reduced right before its update).
+            Value input = c.getInput();
+            int inputSlot = bufferSlot[in[0]];
+            if (lastUse.lookup(input) != index || slots[inputSlot].pinned ||
+                input.getType() != c.getResult().getType())
+              return collective("all_reduce", c.getGridAxes(),
+                                {{"reduction", reduction(c.getReduction())}});
+            FailureOr<std::string> comm = communicator(c.getGridAxes());
+            if (failed(comm))
+              return failure();
+            bufferOf[c.getResult()] = in[0];
+            slots[inputSlot].liveValues++;
+            instruction("all_reduce", in, {in[0]},
+                        {{"reduction", reduction(c.getReduction())}, {"comm", *comm}}, op);
+            return success();
           })
           .Case([&](shard::AllGatherOp c) {
             return collective("all_gather", c.getGridAxes(),
