@@ -230,8 +230,24 @@ struct BuildTrainingStepPass
         op->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(kOptimizerPhase));
     };
     Operation *lastBefore = body->empty() ? nullptr : &body->back();
-    if (gradClip > 0)
+    auto markGradients = [&]() {
+      for (auto [idx, g] : llvm::enumerate(*grads)) {
+        auto result = dyn_cast<OpResult>(g);
+        if (!result || isa<arith::ConstantOp>(result.getOwner()))
+          continue;
+        Operation *def = result.getOwner();
+        SmallVector<Attribute> names(def->getNumResults(), b.getStringAttr(""));
+        if (auto old = def->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
+          names.assign(old.begin(), old.end());
+        names[result.getResultNumber()] = b.getStringAttr(params[idx].name);
+        def->setAttr(DtcDialect::kGradientOfAttr, b.getArrayAttr(names));
+      }
+    };
+    markGradients();
+    if (gradClip > 0) {
       clipByGlobalNorm(b, optLoc, *grads);
+      markGradients();
+    }
 
     SmallVector<Value> results = {loss};
     SmallVector<DictionaryAttr> resultAttrs = {

@@ -246,9 +246,17 @@ FailureOr<Value> Partitioner::reshard(Value global, const TensorSharding &target
   RankedTensorType global_ = typeOf(global);
   Value v = current.value;
   TensorSharding s = current.sharding;
+  // Collectives on a parameter's gradient are still that gradient.
+  ArrayAttr gradientOf;
+  if (auto result = dyn_cast<OpResult>(global))
+    if (auto names = result.getOwner()->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
+      if (result.getResultNumber() < names.size())
+        gradientOf = ArrayAttr::get(ctx, {names[result.getResultNumber()]});
   auto tag = [&](Operation *op) {
     if (phase)
       op->setAttr(DtcDialect::kPhaseAttr, phase);
+    if (gradientOf)
+      op->setAttr(DtcDialect::kGradientOfAttr, gradientOf);
   };
   auto typeFor = [&](const TensorSharding &sharding) {
     return localType(global_, sharding, gridShape);

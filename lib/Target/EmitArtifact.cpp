@@ -94,7 +94,7 @@ private:
   LogicalResult emitReturn(func::ReturnOp ret);
   void instruction(StringRef kernel, ArrayRef<int> in, ArrayRef<int> out,
                    json attrs, Operation *op);
-  static StringRef categoryOf(Operation *op);
+  static StringRef categoryOf(Value value);
 
   ModuleOp module;
   func::FuncOp step;
@@ -196,11 +196,17 @@ FailureOr<std::string> Emitter::communicator(ArrayRef<int16_t> axes) {
   return name;
 }
 
-StringRef Emitter::categoryOf(Operation *op) {
-  auto phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
-  if (!phase || phase.getValue() == "forward" || phase.getValue() == "backward_input")
-    return "activation";
-  return "grad"; // parameter gradients and what the update computes from them
+StringRef Emitter::categoryOf(Value value) {
+  // Parameter gradients are "grad"; every other value of the step
+  // (activations, their gradients, backward and optimizer temporaries) is
+  // transient working memory, "activation".
+  if (auto result = dyn_cast<OpResult>(value))
+    if (auto names = result.getOwner()->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
+      if (result.getResultNumber() < names.size())
+        if (auto name = dyn_cast<StringAttr>(names[result.getResultNumber()]);
+            name && !name.getValue().empty())
+          return "grad";
+  return "activation";
 }
 
 void Emitter::instruction(StringRef kernel, ArrayRef<int> in, ArrayRef<int> out,
@@ -299,7 +305,7 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
     if (failed(comm))
       return failure();
     attrs["comm"] = *comm;
-    FailureOr<int> out = allocate(op->getResult(0), categoryOf(op));
+    FailureOr<int> out = allocate(op->getResult(0), categoryOf(op->getResult(0)));
     if (failed(out))
       return failure();
     instruction(kernel, in, {*out}, std::move(attrs), op);
@@ -353,7 +359,7 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
             int operandSlot = bufferSlot[in[0]];
             if (!slots[operandSlot].pinned)
               return newBuffer(operandSlot, reshape.getResult(), op->getLoc());
-            FailureOr<int> out = allocate(reshape.getResult(), categoryOf(op));
+            FailureOr<int> out = allocate(reshape.getResult(), categoryOf(reshape.getResult()));
             if (failed(out))
               return failure();
             instruction("reshape", in, {*out}, json::object(), op);
@@ -397,7 +403,7 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
                   }
                 }
               }
-              FailureOr<int> buffer = allocate(res, categoryOf(op));
+              FailureOr<int> buffer = allocate(res, categoryOf(res));
               if (failed(buffer))
                 return failure();
               out.push_back(*buffer);

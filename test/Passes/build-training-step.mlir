@@ -32,12 +32,14 @@
 // CHECK: "dtc.reshape"({{.*}}) {dtc.phase = "backward_weight"} : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
 // CHECK: "dtc.matmul"({{.*}}) {dtc.phase = "backward_weight"} : (tensor<4x6xf32>, tensor<6x10xf32>) -> tensor<4x10xf32>
 // CHECK: %[[DT:.*]] = "dtc.transpose"({{.*}}) {{.*}}{dtc.phase = "backward_weight"} : (tensor<4x10xf32>) -> tensor<10x4xf32>
-// CHECK: %[[DX:.*]], %[[DG:.*]] = "dtc.rms_norm_grad"({{.*}}) {{.*}}{dtc.phase = "backward_input"}
+// Parameter gradients are marked per result (the first result of the norm's
+// gradient is an activation gradient).
+// CHECK: %[[DX:.*]], %[[DG:.*]] = "dtc.rms_norm_grad"({{.*}}) {{.*}}{dtc.gradient_of = ["", "ln"], dtc.phase = "backward_input"}
 // The residual sums both paths' gradients.
 // CHECK: %[[DH:.*]] = "dtc.add"({{.*}}, %[[DX]]) {dtc.phase = "backward_input"}
 // CHECK: %[[DEMB:.*]] = "dtc.embedding_grad"(%[[IDS]], %[[DH]]) {dtc.phase = "backward_weight"}
 // The tied weight's two gradients are accumulated.
-// CHECK: %[[GEMB:.*]] = "dtc.add"(%[[DT]], %[[DEMB]]) {dtc.phase = "backward_weight"}
+// CHECK: %[[GEMB:.*]] = "dtc.add"(%[[DT]], %[[DEMB]]) {dtc.gradient_of = ["emb"], dtc.phase = "backward_weight"}
 // CHECK: %[[ZERO:.*]] = arith.constant {dtc.phase = "backward_weight"} dense<0.000000e+00> : tensor<3xf32>
 // CHECK: "dtc.adam_update"(%[[EMB]], %[[GEMB]], %[[M0]], %{{.*}}, %[[STEP]]) <{{{.*}}decoupled = true{{.*}}lr = 0.00999999977 : f32, weight_decay = 1.000000e-01 : f32}> {dtc.phase = "optimizer"}
 // CHECK: "dtc.adam_update"(%[[LN]], %[[DG]],
@@ -82,7 +84,7 @@ func.func @main(%emb: tensor<10x4xf32> {dtc.param, dtc.name = "emb"},
 // CHECK-LABEL: func.func @train_step(
 // CHECK: %[[Y:.*]] = dtc.tanh
 // CHECK: %[[S:.*]] = dtc.sqrt
-// CHECK: "dtc.reduce_sum"({{.*}}) <{axes = array<i64: 0>, keep_dims = false}> {dtc.phase = "backward_weight"} : (tensor<4x8xf32>) -> tensor<8xf32>
+// CHECK: "dtc.reduce_sum"({{.*}}) <{axes = array<i64: 0>, keep_dims = false}> {dtc.gradient_of = ["arg0"], dtc.phase = "backward_weight"} : (tensor<4x8xf32>) -> tensor<8xf32>
 func.func @main(%w: tensor<8xf32> {dtc.param, dtc.init = "ones"}, %x: tensor<4x8xf32>,
                 %y: tensor<4xi32> {dtc.max = 8 : i64}) -> tensor<f32> {
   %0 = "dtc.mul"(%x, %w) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>

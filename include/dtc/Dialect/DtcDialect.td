@@ -35,6 +35,9 @@ def Dtc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kOfAttr = "dtc.of";
     static constexpr ::llvm::StringLiteral kUpdatesAttr = "dtc.updates";
     static constexpr ::llvm::StringLiteral kPhaseAttr = "dtc.phase";
+    // On ops producing a parameter's (full, possibly clipped) gradient: one
+    // string per result, the parameter's name or "".
+    static constexpr ::llvm::StringLiteral kGradientOfAttr = "dtc.gradient_of";
     static constexpr ::llvm::StringLiteral kShardingAttr = "dtc.sharding";
     static constexpr ::llvm::StringLiteral kFactorAxesAttr = "dtc.factor_axes";
     static constexpr ::llvm::StringLiteral kGlobalTypeAttr = "dtc.global_type";
