@@ -108,7 +108,10 @@ LogicalResult Partitioner::run() {
   b.setInsertionPointAfter(step);
   local = func::FuncOp::create(b, step.getLoc(), step.getName(),
                                FunctionType::get(ctx, localArgTypes, {}));
-  Block *body = local.addEntryBlock();
+  SmallVector<Location> argLocs;
+  for (BlockArgument arg : step.getArguments())
+    argLocs.push_back(arg.getLoc());
+  Block *body = b.createBlock(&local.getBody(), {}, localArgTypes, argLocs);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     if (DictionaryAttr attrs = step.getArgAttrDict(i))
       local.setArgAttrs(i, attrs);
