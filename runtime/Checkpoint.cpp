@@ -16,19 +16,6 @@ constexpr const char *kOptStepKey = "dtc.optimizer_step";
 constexpr const char *kCkptFormat = "dtc-checkpoint-v1";
 constexpr const char *kOptimFormat = "dtc-optimizer-v1";
 
-// Runs f; turns a local exception into an agreed error across the world.
-template <class F> void phase(World &w, F &&f) {
-  std::string err;
-  try {
-    f();
-  } catch (const AgreedError &) {
-    throw;
-  } catch (const std::exception &e) {
-    err = e.what();
-    if (err.empty()) err = "unknown error";
-  }
-  agree(w, err);
-}
 
 bool fileExists(const std::string &p) {
   struct stat st;
@@ -54,7 +41,7 @@ std::vector<std::string> gatherToRoot(RankExecutor &exec, World &world,
   const Artifact &a = exec.artifact();
   std::vector<std::vector<int>> contrib;
   std::string mine;
-  phase(world, [&] {
+  runAgreed(world, [&] {
     for (int t : tensors) {
       contrib.push_back(contributorRanks(a, t));
       const auto &c = contrib.back();
@@ -184,7 +171,7 @@ LoadedCheckpoint inspectCheckpoint(const Artifact &a, const std::string &path) {
 
 LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::string &path) {
   LoadedCheckpoint info;
-  phase(world, [&] {
+  runAgreed(world, [&] {
     std::unique_ptr<SafetensorsReader> main, side;
     info = examine(exec.artifact(), path, main, side);
     copyPieces(exec, *main, Role::Param);

@@ -12,18 +12,6 @@
 namespace dtc::rt {
 
 namespace {
-template <class F> void phase(World &w, F &&f) {
-  std::string err;
-  try {
-    f();
-  } catch (const AgreedError &) {
-    throw;
-  } catch (const std::exception &e) {
-    err = e.what();
-    if (err.empty()) err = "unknown error";
-  }
-  agree(w, err);
-}
 
 std::string jsonNumber(double v) {
   if (!std::isfinite(v)) return "null";
@@ -36,7 +24,7 @@ std::string jsonNumber(double v) {
 Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::string &)> note)
     : world_(world), opts_(std::move(opts)), note_(std::move(note)) {
   // 1. The artifact, on every rank.
-  phase(world_, [&] {
+  runAgreed(world_, [&] {
     if (opts_.backend == "cuda")
       throw Error("--backend cuda: this build of dtc has no CUDA backend yet; use --backend cpu");
     if (opts_.backend != "cpu")
@@ -51,7 +39,7 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
   });
   // 2. The executor: its constructor splits communicators first (collective),
   //    then allocates; initialise parameters from the seed.
-  phase(world_, [&] {
+  runAgreed(world_, [&] {
     exec_ = std::make_unique<RankExecutor>(*artifact_, world_, opts_.backend);
     exec_->initPersistent(opts_.seed);
     const std::vector<int> loss = artifact_->tensorsWithRole(Role::Loss);
@@ -60,7 +48,7 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
   });
   // 3. The token file: every rank maps it, rank 0 validates every token.
   if (!opts_.dataPath.empty()) {
-    phase(world_, [&] {
+    runAgreed(world_, [&] {
       binding_ = bindTokenInputs(*artifact_);
       data_ = std::make_unique<TokenFile>(opts_.dataPath, opts_.dataDtype);
       if (world_.rank() == 0)
@@ -78,7 +66,7 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
   }
   // 5. The log file (rank 0), truncated now so a bad path fails before step 0.
   if (!opts_.logPath.empty()) {
-    phase(world_, [&] {
+    runAgreed(world_, [&] {
       if (world_.rank() != 0) return;
       FILE *f = std::fopen(opts_.logPath.c_str(), "w");
       if (!f)
@@ -116,7 +104,7 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
   const int64_t tokens = tokensPerStep();
   for (int64_t i = 0; i < opts_.steps; ++i) {
     const int64_t k = step_;
-    phase(world_, [&] { feed(k); });
+    runAgreed(world_, [&] { feed(k); });
     const auto t0 = std::chrono::steady_clock::now();
     std::string err = exec_->run();
     if (!err.empty()) err = artifact_->label + ": step " + std::to_string(k) + ": " + err;
@@ -127,7 +115,7 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
     const auto t1 = std::chrono::steady_clock::now();
     ++step_;
     ++optStep_;
-    phase(world_, [&] {
+    runAgreed(world_, [&] {
       if (world_.rank() != 0) return;
       StepReport r;
       r.step = k;

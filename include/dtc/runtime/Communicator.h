@@ -102,6 +102,22 @@ private:
 };
 void agree(World &w, const std::string &localError);
 
+/// Runs `f` on every rank, then agree()s on whether any rank failed: a
+/// local exception becomes an AgreedError on all ranks, so none is left
+/// waiting in a collective the failed rank will never reach.
+template <class F> void runAgreed(World &w, F &&f) {
+  std::string err;
+  try {
+    f();
+  } catch (const AgreedError &) {
+    throw;
+  } catch (const std::exception &e) {
+    err = e.what();
+    if (err.empty()) err = "unknown error";
+  }
+  agree(w, err);
+}
+
 } // namespace dtc::rt
 
 #endif // DTC_RUNTIME_COMMUNICATOR_H
