@@ -83,8 +83,11 @@ public:
 
 private:
   int newSlot(int64_t bytes, StringRef category, bool pinned);
+  /// A buffer for `value` in `slot`; unless `bind` is false, `value` is
+  /// henceforth read from it (output copies bind nothing).
   FailureOr<int> newBuffer(int slot, Value value, Location loc,
-                           std::optional<std::string> tensor = std::nullopt);
+                           std::optional<std::string> tensor = std::nullopt,
+                           bool bind = true);
   FailureOr<int> allocate(Value value, StringRef category);
   void release(Value value);
   FailureOr<std::string> communicator(ArrayRef<int16_t> axes);
@@ -118,7 +121,7 @@ int Emitter::newSlot(int64_t bytes, StringRef category, bool pinned) {
 }
 
 FailureOr<int> Emitter::newBuffer(int slot, Value value, Location loc,
-                                  std::optional<std::string> tensor) {
+                                  std::optional<std::string> tensor, bool bind) {
   RankedTensorType type = typeOf(value);
   std::optional<std::string> dtype = dtypeName(type.getElementType());
   if (!dtype)
@@ -135,7 +138,8 @@ FailureOr<int> Emitter::newBuffer(int slot, Value value, Location loc,
   buffers.push_back(buffer);
   bufferSlot.push_back(slot);
   int id = buffers.size() - 1;
-  bufferOf[value] = id;
+  if (bind)
+    bufferOf[value] = id;
   return id;
 }
 
@@ -322,7 +326,9 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
             // usual case: a gradient reduced right before its update).
             Value input = c.getInput();
             int inputSlot = bufferSlot[in[0]];
+            // ... and no other live value (a reshape view) shares its bytes.
             if (lastUse.lookup(input) != index || slots[inputSlot].pinned ||
+                slots[inputSlot].liveValues != 1 ||
                 input.getType() != c.getResult().getType())
               return collective("all_reduce", c.getGridAxes(),
                                 {{"reduction", reduction(c.getReduction())}});
@@ -459,7 +465,8 @@ LogicalResult Emitter::emitReturn(func::ReturnOp ret) {
       tensor["of"] = of.getValue().str();
     tensors.push_back(tensor);
     int slot = newSlot(0, isLoss ? "scalar" : "grad", /*pinned=*/true);
-    FailureOr<int> target = newBuffer(slot, value, ret.getLoc(), name.getValue().str());
+    FailureOr<int> target =
+        newBuffer(slot, value, ret.getLoc(), name.getValue().str(), /*bind=*/false);
     if (failed(target))
       return failure();
     instruction("copy", {source}, {*target}, json::object(), nullptr);
