@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Dialect/InitSpec.h"
+#include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -16,6 +17,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/raw_ostream.h"
 #include <cmath>
 
 namespace mlir::dtc {
@@ -43,14 +45,7 @@ struct InputInfo {
   IntegerAttr max;
 };
 
-RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
-
-Value splatConstant(OpBuilder &b, Location loc, RankedTensorType type,
-                    double value) {
-  return arith::ConstantOp::create(
-      b, loc, type,
-      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
-}
+RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
 
 struct BuildTrainingStepPass
     : impl::BuildTrainingStepBase<BuildTrainingStepPass> {
@@ -75,33 +70,24 @@ struct BuildTrainingStepPass
   }
 
   FailureOr<Optimizer> checkOptions(Location loc) {
-    Optimizer kind;
+    BuildTrainingStepOptions options;
+    options.optimizer = optimizer;
+    options.lr = lr;
+    options.weightDecay = weightDecay;
+    options.beta1 = beta1;
+    options.beta2 = beta2;
+    options.eps = eps;
+    options.gradClip = gradClip;
+    std::string option, message;
+    if (!checkTrainingStepOptions(options, option, message))
+      return emitError(loc) << "option " << option << ": " << message;
     if (optimizer == "sgd")
-      kind = Optimizer::Sgd;
-    else if (optimizer == "adam")
-      kind = Optimizer::Adam;
-    else if (optimizer == "adamw")
-      kind = Optimizer::AdamW;
-    else if (optimizer == "none")
-      kind = Optimizer::None;
-    else
-      return emitError(loc) << "unknown optimizer '" << optimizer
-                            << "' (expected sgd, adam, adamw or none)";
-    auto finite = [](double v) { return std::isfinite(v); };
-    if (!finite(lr) || lr <= 0)
-      return emitError(loc) << "learning rate must be positive, got " << lr;
-    if (!finite(weightDecay) || weightDecay < 0)
-      return emitError(loc) << "weight decay must be >= 0, got " << weightDecay;
-    if (!finite(beta1) || beta1 < 0 || beta1 >= 1 || !finite(beta2) ||
-        beta2 < 0 || beta2 >= 1)
-      return emitError(loc) << "Adam betas must be in [0, 1), got " << beta1
-                            << " and " << beta2;
-    if (!finite(eps) || eps <= 0)
-      return emitError(loc) << "Adam eps must be positive, got " << eps;
-    if (!finite(gradClip) || gradClip < 0)
-      return emitError(loc) << "gradient clipping norm must be >= 0, got "
-                            << gradClip;
-    return kind;
+      return Optimizer::Sgd;
+    if (optimizer == "adam")
+      return Optimizer::Adam;
+    if (optimizer == "adamw")
+      return Optimizer::AdamW;
+    return Optimizer::None;
   }
 
   LogicalResult build(func::FuncOp main, Optimizer kind) {
@@ -110,8 +96,7 @@ struct BuildTrainingStepPass
     SmallVector<ParamInfo> params;
     SmallVector<InputInfo> inputs;
     for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-      auto name = main.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
-      std::string argName = name ? name.getValue().str() : "arg" + std::to_string(i);
+      std::string argName = argumentName(main, i);
       if (main.getArgAttr(i, DtcDialect::kParamAttr)) {
         InitSpec init = defaultInitSpec();
         if (auto text = main.getArgAttrOfType<StringAttr>(i, DtcDialect::kInitAttr)) {
@@ -160,7 +145,7 @@ struct BuildTrainingStepPass
       for (const ParamInfo &p : params) {
         argTypes.push_back(main.getArgument(p.mainIndex).getType());
         argAttrs.push_back(dict({role("optimizer_state"),
-                                 named(DtcDialect::kNameAttr, p.name + ":" + state.str()),
+                                 named(DtcDialect::kNameAttr, p.name + DtcDialect::kDerivedNameSeparator + state.str()),
                                  named(DtcDialect::kOfAttr, p.name),
                                  named(DtcDialect::kInitAttr, "zeros")}));
       }
@@ -169,7 +154,7 @@ struct BuildTrainingStepPass
       stepIndex = argTypes.size();
       argTypes.push_back(RankedTensorType::get({}, IntegerType::get(ctx, 64)));
       argAttrs.push_back(
-          dict({role("step"), named(DtcDialect::kNameAttr, "optimizer_step")}));
+          dict({role("step"), named(DtcDialect::kNameAttr, DtcDialect::kStepName)}));
     }
     unsigned inputBase = argTypes.size();
     for (const InputInfo &in : inputs) {
@@ -251,7 +236,7 @@ struct BuildTrainingStepPass
 
     SmallVector<Value> results = {loss};
     SmallVector<DictionaryAttr> resultAttrs = {
-        dict({role("loss"), named(DtcDialect::kNameAttr, "loss")})};
+        dict({role("loss"), named(DtcDialect::kNameAttr, DtcDialect::kLossName)})};
     auto updates = [&](unsigned argIndex) {
       return attrs.getNamedAttr(DtcDialect::kUpdatesAttr,
                                 attrs.getI64IntegerAttr(argIndex));
@@ -260,7 +245,7 @@ struct BuildTrainingStepPass
       for (auto [idx, p] : llvm::enumerate(params)) {
         results.push_back((*grads)[idx]);
         resultAttrs.push_back(dict({role("grad"),
-                                    named(DtcDialect::kNameAttr, p.name + ":grad"),
+                                    named(DtcDialect::kNameAttr, p.name + DtcDialect::kDerivedNameSeparator + "grad"),
                                     named(DtcDialect::kOfAttr, p.name)}));
       }
     } else if (kind == Optimizer::Sgd) {
@@ -345,7 +330,7 @@ struct BuildTrainingStepPass
       if (!firstBackward)
         firstBackward = op;
     };
-    Value seed = splatConstant(b, loss.getLoc(), typeOf(loss), 1.0);
+    Value seed = createSplatConstant(b, loss.getLoc(), typeOf(loss), 1.0);
     remember(seed.getDefiningOp());
     grads[loss] = seed;
     // Gradients flowing into forward ops: the activation-gradient frontier.
@@ -368,7 +353,7 @@ struct BuildTrainingStepPass
       // Materialize missing result gradients as zeros so rules see every one.
       for (auto [r, g] : llvm::zip(op->getResults(), resultGrads))
         if (!g && isa<FloatType>(typeOf(r).getElementType())) {
-          g = splatConstant(b, op->getLoc(), typeOf(r), 0.0);
+          g = createSplatConstant(b, op->getLoc(), typeOf(r), 0.0);
           remember(g.getDefiningOp());
         }
       for (auto [r, g] : llvm::zip(op->getResults(), resultGrads))
@@ -403,7 +388,7 @@ struct BuildTrainingStepPass
       Value g = grads.lookup(p);
       if (!g) {
         // The parameter does not reach the loss.
-        g = splatConstant(b, p.getLoc(), typeOf(p), 0.0);
+        g = createSplatConstant(b, p.getLoc(), typeOf(p), 0.0);
         remember(g.getDefiningOp());
       }
       paramGrads.push_back(g);
@@ -444,8 +429,8 @@ struct BuildTrainingStepPass
     }
     auto scalar = RankedTensorType::get({}, b.getF32Type());
     Value norm = SqrtOp::create(b, loc, total);
-    Value limit = splatConstant(b, loc, scalar, gradClip);
-    Value denom = MaxOp::create(b, loc, AddOp::create(b, loc, norm, splatConstant(b, loc, scalar, 1e-6)), limit);
+    Value limit = createSplatConstant(b, loc, scalar, gradClip);
+    Value denom = MaxOp::create(b, loc, AddOp::create(b, loc, norm, createSplatConstant(b, loc, scalar, 1e-6)), limit);
     Value coef = DivOp::create(b, loc, limit, denom);
     for (Value &g : grads) {
       Value c = coef;
@@ -457,4 +442,37 @@ struct BuildTrainingStepPass
 };
 
 } // namespace
+
+bool checkTrainingStepOptions(const BuildTrainingStepOptions &o,
+                              std::string &option, std::string &message) {
+  auto fail = [&](const char *name, std::string text) {
+    option = name;
+    message = std::move(text);
+    return false;
+  };
+  if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw" &&
+      o.optimizer != "none")
+    return fail("optimizer", "unknown optimizer '" + o.optimizer +
+                                 "' (expected sgd, adam, adamw or none)");
+  // The update ops hold f32 attributes: judge the values they will see.
+  auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
+  auto text = [](double v) { return formatNumber(v); };
+  double lr = f32(o.lr), wd = f32(o.weightDecay), b1 = f32(o.beta1),
+         b2 = f32(o.beta2), eps = f32(o.eps), clip = f32(o.gradClip);
+  if (!std::isfinite(lr) || lr <= 0)
+    return fail("lr", "the learning rate must be a positive f32 number, got " + text(o.lr));
+  if (!std::isfinite(wd) || wd < 0)
+    return fail("weight-decay", "must be a finite f32 number >= 0, got " + text(o.weightDecay));
+  if (!std::isfinite(b1) || b1 < 0 || b1 >= 1)
+    return fail("beta1", "must be in [0, 1) as an f32 number, got " + text(o.beta1));
+  if (!std::isfinite(b2) || b2 < 0 || b2 >= 1)
+    return fail("beta2", "must be in [0, 1) as an f32 number, got " + text(o.beta2));
+  if (!std::isfinite(eps) || eps <= 0)
+    return fail("eps", "must be a positive f32 number, got " + text(o.eps));
+  if (!std::isfinite(clip) || clip < 0)
+    return fail("grad-clip", "must be a finite f32 number >= 0 (0 = off), got " +
+                                 text(o.gradClip));
+  return true;
+}
+
 } // namespace mlir::dtc

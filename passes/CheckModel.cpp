@@ -4,9 +4,13 @@
 // see. Each violation is one error at the offending location.
 //
 //===----------------------------------------------------------------------===//
+#include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 
+#include "dtc/runtime/ArtifactFormat.h"
+
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace mlir::dtc {
 #define GEN_PASS_DEF_CHECKMODEL
@@ -30,6 +34,18 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
     }
     if (failed(checkMain(main)))
       signalPassFailure();
+  }
+
+  /// Tensors the runtime can hold: element counts (and bytes) that fit.
+  static LogicalResult checkSize(Location loc, RankedTensorType type) {
+    if (!type.hasStaticShape())
+      return success();
+    int64_t count = 1;
+    for (int64_t size : type.getShape())
+      if (llvm::MulOverflow(count, size, count) || count > ::dtc::rt::kMaxTensorElements)
+        return emitError(loc) << type << " has more than 2^50 elements, more than "
+                                         "one tensor may hold";
+    return success();
   }
 
   LogicalResult checkMain(func::FuncOp main) {
@@ -58,12 +74,20 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
         if (size == 0)
           return emitError(loc) << "argument " << i << " has a zero-size dimension";
       bool isParam = main.getArgAttr(i, DtcDialect::kParamAttr) != nullptr;
-      auto name = main.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
-      std::string argName =
-          name ? name.getValue().str() : "arg" + std::to_string(i);
+      std::string argName = argumentName(main, i);
       if (!names.insert(argName).second)
         return emitError(loc) << "argument " << i << ": name \"" << argName
                               << "\" is used by another argument";
+      if (argName == DtcDialect::kLossName || argName == DtcDialect::kStepName)
+        return emitError(loc) << "argument " << i << ": the name \"" << argName
+                              << "\" is reserved for the tensor the training step adds";
+      if (StringRef(argName).contains(DtcDialect::kDerivedNameSeparator))
+        return emitError(loc) << "argument " << i << ": name \"" << argName
+                              << "\" contains '" << DtcDialect::kDerivedNameSeparator
+                              << "', which is reserved for derived tensors (e.g. w"
+                              << DtcDialect::kDerivedNameSeparator << "adam_m)";
+      if (failed(checkSize(loc, tensor)))
+        return failure();
       if (isParam) {
         anyParam = true;
         if (!isFloatTensor(tensor))
@@ -91,6 +115,10 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
                                  "arguments with dtc.param)";
 
     for (Operation &op : main.getBody().front()) {
+      for (Type type : op.getResultTypes())
+        if (auto tensor = dyn_cast<RankedTensorType>(type))
+          if (failed(checkSize(op.getLoc(), tensor)))
+            return failure();
       if (isa<func::ReturnOp>(op))
         continue;
       if (auto constant = dyn_cast<arith::ConstantOp>(op)) {

@@ -10,6 +10,7 @@
 // appear.
 //
 //===----------------------------------------------------------------------===//
+#include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Sharding/Sharding.h"
 
@@ -23,7 +24,7 @@ namespace mlir::dtc {
 
 namespace {
 
-RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
 
 SmallVector<int16_t> toGridAxes(ArrayRef<int64_t> axes) {
   return SmallVector<int16_t>(axes.begin(), axes.end());
@@ -219,11 +220,8 @@ LogicalResult Partitioner::partitionOp(Operation *op, OpBuilder &b) {
       // A shard's mean times (local count / global count) is its share of
       // the global mean (equal pieces).
       auto scalarType = RankedTensorType::get({}, typeOf(local).getElementType());
-      double share = 1.0 / shardCount(gridShape, meanAxes);
-      Value factor = arith::ConstantOp::create(
-          b, op->getLoc(), scalarType,
-          DenseElementsAttr::get(scalarType,
-                                 b.getFloatAttr(scalarType.getElementType(), share)));
+      Value factor = createSplatConstant(b, op->getLoc(), scalarType,
+                                         1.0 / shardCount(gridShape, meanAxes));
       auto scaled = MulOp::create(b, op->getLoc(), local, factor);
       if (phase)
         scaled->setAttr(DtcDialect::kPhaseAttr, phase);

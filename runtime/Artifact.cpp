@@ -249,7 +249,7 @@ int Artifact::bufferOf(int p, int t) const {
 
 namespace {
 
-constexpr int64_t kMaxElements = int64_t(1) << 50;
+constexpr int64_t kMaxElements = kMaxTensorElements;
 
 class Parser {
 public:

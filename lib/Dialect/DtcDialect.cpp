@@ -36,8 +36,14 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
                                                    unsigned argIndex,
                                                    NamedAttribute attr) {
   StringRef name = attr.getName().strref();
+  BlockArgument arg;
+  if (regionIndex < op->getNumRegions() && !op->getRegion(regionIndex).empty() &&
+      argIndex < op->getRegion(regionIndex).getNumArguments())
+    arg = op->getRegion(regionIndex).getArgument(argIndex);
+  // Point at the argument itself when the function has a body.
   auto fail = [&]() {
-    return op->emitOpError() << "argument " << argIndex << ": ";
+    return (arg ? emitError(arg.getLoc()) : op->emitOpError())
+           << "argument " << argIndex << ": ";
   };
   if (name == kParamAttr) {
     if (!isa<UnitAttr>(attr.getValue()))
@@ -66,6 +72,17 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
       return fail() << "'dtc.max' must be an i64 integer (e.g. dtc.max = 50257 : i64)";
     if (value.getInt() <= 0)
       return fail() << "'dtc.max' must be positive, got " << value.getInt();
+    if (arg) {
+      auto tensor = dyn_cast<RankedTensorType>(arg.getType());
+      auto intType = tensor ? dyn_cast<IntegerType>(tensor.getElementType()) : nullptr;
+      if (!intType)
+        return fail() << "'dtc.max' only applies to integer inputs (ids, labels), "
+                         "not to " << arg.getType();
+      if (intType.getWidth() < 64 &&
+          value.getInt() > (int64_t(1) << (intType.getWidth() - 1)))
+        return fail() << "'dtc.max' = " << value.getInt() << " does not fit "
+                      << intType << " values";
+    }
     return success();
   }
   if (name == kShardingAttr) {

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Dialect/DtcOps.h"
+#include "dtc/Dialect/Utils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/STLExtras.h"
@@ -15,19 +16,12 @@ using namespace mlir::dtc;
 
 namespace {
 
-RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
 
-/// A rank-0 constant of `elementType`, broadcast by the binary ops.
-Value scalarConstant(OpBuilder &b, Location loc, Type elementType, double value) {
-  auto type = RankedTensorType::get({}, elementType);
-  return arith::ConstantOp::create(
-      b, loc, type,
-      DenseElementsAttr::get(type, b.getFloatAttr(elementType, value)));
-}
-
+/// v times a rank-0 constant (the binary ops broadcast it).
 Value scale(OpBuilder &b, Location loc, Value v, double factor) {
-  return MulOp::create(b, loc, v,
-                       scalarConstant(b, loc, typeOf(v).getElementType(), factor));
+  auto scalar = RankedTensorType::get({}, typeOf(v).getElementType());
+  return MulOp::create(b, loc, v, createSplatConstant(b, loc, scalar, factor));
 }
 
 /// Sums `grad` (of the broadcast shape) back to `target`'s shape.

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Dialect/DtcOps.h"
+#include "dtc/Dialect/Utils.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpImplementation.h"
@@ -38,9 +39,7 @@ Diagnostic &operator<<(Diagnostic &diag, ShapeStr s) {
 ShapeStr shapeOf(Value v) {
   return {cast<RankedTensorType>(v.getType()).getShape()};
 }
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
+RankedTensorType tensorType(Value v) { return tensorTypeOf(v); }
 } // namespace
 
 FailureOr<SmallVector<int64_t>>

@@ -1,5 +1,6 @@
 //===- InitSpec.cpp - parameter initializers of the model format ---------===//
 #include "dtc/Dialect/InitSpec.h"
+#include "dtc/Dialect/Utils.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/raw_ostream.h"
@@ -9,26 +10,15 @@
 
 using namespace mlir::dtc;
 
-/// Shortest decimal that reads back as the same double.
-static std::string shortest(double value) {
-  char buffer[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
-    if (std::strtod(buffer, nullptr) == value)
-      break;
-  }
-  return buffer;
-}
-
 std::string InitSpec::str() const {
   std::string out;
   llvm::raw_string_ostream os(out);
   switch (kind) {
   case Kind::Normal:
-    os << "normal(" << shortest(a) << ")";
+    os << "normal(" << formatNumber(a) << ")";
     break;
   case Kind::Uniform:
-    os << "uniform(" << shortest(a) << "," << shortest(b) << ")";
+    os << "uniform(" << formatNumber(a) << "," << formatNumber(b) << ")";
     break;
   case Kind::Zeros:
     os << "zeros";

@@ -267,6 +267,21 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     return false;
   }
 
+  double weightDecay = o.weightDecay.value_or(o.optimizer == "adamw" ? 0.01 : 0.0);
+  mlir::dtc::BuildTrainingStepOptions stepOptions;
+  stepOptions.optimizer = o.optimizer;
+  stepOptions.lr = o.lr;
+  stepOptions.weightDecay = weightDecay;
+  stepOptions.beta1 = o.beta1;
+  stepOptions.beta2 = o.beta2;
+  stepOptions.eps = o.eps;
+  stepOptions.gradClip = o.gradClip;
+  std::string option, problem;
+  if (!mlir::dtc::checkTrainingStepOptions(stepOptions, option, problem)) {
+    flagError("--" + option + ": " + problem);
+    return false;
+  }
+
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&ctx));
@@ -290,15 +305,6 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     return true;
   };
 
-  double weightDecay = o.weightDecay >= 0 ? o.weightDecay : (o.optimizer == "adamw" ? 0.01 : 0.0);
-  mlir::dtc::BuildTrainingStepOptions stepOptions;
-  stepOptions.optimizer = o.optimizer;
-  stepOptions.lr = o.lr;
-  stepOptions.weightDecay = weightDecay;
-  stepOptions.beta1 = o.beta1;
-  stepOptions.beta2 = o.beta2;
-  stepOptions.eps = o.eps;
-  stepOptions.gradClip = o.gradClip;
   mlir::dtc::ApplyStrategyOptions planOptions;
   planOptions.mesh.assign(o.mesh.begin(), o.mesh.end());
   planOptions.dp = o.autoPlan ? 0 : o.dp;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "dtc/Target/Artifact.h"
 #include "dtc/Dialect/DtcOps.h"
+#include "dtc/Dialect/Utils.h"
 #include "dtc/Version.h"
 #include "dtc/Sharding/Sharding.h"
 
@@ -25,7 +26,7 @@ using json = nlohmann::json;
 
 namespace {
 
-RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
 
 std::optional<std::string> dtypeName(Type type) {
   if (type.isF32())

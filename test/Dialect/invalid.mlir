@@ -350,42 +350,42 @@ func.func @sgd_types(%p: tensor<4xf32>, %g: tensor<5xf32>) -> tensor<4xf32> {
 
 // -----
 
-// expected-error @+1 {{'func.func' op argument 0: invalid 'dtc.init' "gauss(1)": unknown initializer 'gauss' (expected normal, uniform, zeros or ones)}}
+// expected-error @+1 {{argument 0: invalid 'dtc.init' "gauss(1)": unknown initializer 'gauss' (expected normal, uniform, zeros or ones)}}
 func.func @bad_init(%w: tensor<4xf32> {dtc.param, dtc.init = "gauss(1)"}) {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op argument 0: invalid 'dtc.init' "uniform(1)": uniform takes two numbers, LO and HI}}
+// expected-error @+1 {{argument 0: invalid 'dtc.init' "uniform(1)": uniform takes two numbers, LO and HI}}
 func.func @bad_uniform(%w: tensor<4xf32> {dtc.param, dtc.init = "uniform(1)"}) {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op argument 0: 'dtc.max' must be an i64 integer (e.g. dtc.max = 50257 : i64)}}
+// expected-error @+1 {{argument 0: 'dtc.max' must be an i64 integer (e.g. dtc.max = 50257 : i64)}}
 func.func @bad_max(%y: tensor<4xi32> {dtc.max = 10 : i32}) {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op argument 0: 'dtc.max' must be positive, got 0}}
+// expected-error @+1 {{argument 0: 'dtc.max' must be positive, got 0}}
 func.func @zero_max(%y: tensor<4xi32> {dtc.max = 0 : i64}) {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op argument 0: unknown argument attribute 'dtc.params' (the model format knows dtc.param, dtc.name, dtc.init, dtc.max)}}
+// expected-error @+1 {{argument 0: unknown argument attribute 'dtc.params' (the model format knows dtc.param, dtc.name, dtc.init, dtc.max)}}
 func.func @typo(%w: tensor<4xf32> {dtc.params}) {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op argument 0: 'dtc.name' must be a non-empty string}}
+// expected-error @+1 {{argument 0: 'dtc.name' must be a non-empty string}}
 func.func @empty_name(%w: tensor<4xf32> {dtc.param, dtc.name = ""}) {
   return
 }
@@ -394,5 +394,127 @@ func.func @empty_name(%w: tensor<4xf32> {dtc.param, dtc.name = ""}) {
 
 // expected-error @+1 {{grid axis 0 used twice in one sharding}}
 func.func @sharding_twice(%x: tensor<4x4xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0], [0]]>}) {
+  return
+}
+
+// -----
+
+func.func @adam_eps(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dtc.adam_update' op eps must be positive}}
+  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 0.0 : f32, weight_decay = 0.0 : f32, decoupled = true} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %0#0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @attention_types(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xf32> {
+  // expected-error @+1 {{'dtc.attention' op q, k and v must have the same element type}}
+  %0 = "dtc.attention"(%q, %k, %k) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xf32>
+  return %0 : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+func.func @cross_entropy_scalar_logits(%l: tensor<f32>, %y: tensor<i32>) -> tensor<f32> {
+  // expected-error @+1 {{'dtc.cross_entropy' op logits must have rank >= 1}}
+  %0 = "dtc.cross_entropy"(%l, %y) : (tensor<f32>, tensor<i32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @embedding_grad_rank(%ids: tensor<4xi32>, %dy: tensor<4x8xf32>) -> tensor<400xf32> {
+  // expected-error @+1 {{'dtc.embedding_grad' op dtable must be [V, D], got [400]}}
+  %0 = "dtc.embedding_grad"(%ids, %dy) : (tensor<4xi32>, tensor<4x8xf32>) -> tensor<400xf32>
+  return %0 : tensor<400xf32>
+}
+
+// -----
+
+func.func @embedding_grad_type(%ids: tensor<4xi32>, %dy: tensor<4x8xf32>) -> tensor<50x8xbf16> {
+  // expected-error @+1 {{'dtc.embedding_grad' op dy and dtable must have the same element type}}
+  %0 = "dtc.embedding_grad"(%ids, %dy) : (tensor<4xi32>, tensor<4x8xf32>) -> tensor<50x8xbf16>
+  return %0 : tensor<50x8xbf16>
+}
+
+// -----
+
+func.func @broadcast_type(%x: tensor<4xf32>) -> tensor<2x4xf16> {
+  // expected-error @+1 {{'dtc.broadcast' op changes the element type}}
+  %0 = "dtc.broadcast"(%x) : (tensor<4xf32>) -> tensor<2x4xf16>
+  return %0 : tensor<2x4xf16>
+}
+
+// -----
+
+func.func @softmax_grad_axis(%y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'dtc.softmax_grad' op axis -1 is out of range for rank 2}}
+  %0 = "dtc.softmax_grad"(%y, %y) {axis = -1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @max_grad_result(%a: tensor<4xf32>, %dy: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dtc.max_grad' op drhs must have type 'tensor<4xf32>', got 'tensor<2x2xf32>'}}
+  %0:2 = "dtc.max_grad"(%a, %a, %dy) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<2x2xf32>)
+  return %0#0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @layer_norm_grad_dbeta(%x: tensor<4x8xf32>, %g: tensor<8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'dtc.layer_norm_grad' op dbeta must have type 'tensor<8xf32>', got 'tensor<4xf32>'}}
+  %0:3 = "dtc.layer_norm_grad"(%x, %g, %x) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<4xf32>)
+  return %0#0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @rms_norm_scalar(%x: tensor<f32>, %g: tensor<1xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'dtc.rms_norm' op x must have rank >= 1}}
+  %0 = "dtc.rms_norm"(%x, %g) {epsilon = 1.0e-5 : f32} : (tensor<f32>, tensor<1xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: 'dtc.param' must be a unit attribute}}
+func.func @param_value(%w: tensor<4xf32> {dtc.param = 1 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: 'dtc.init' must be a string}}
+func.func @init_number(%w: tensor<4xf32> {dtc.param, dtc.init = 0.02 : f32}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: 'dtc.sharding' must be a #dtc.sharding attribute}}
+func.func @sharding_kind(%w: tensor<4xf32> {dtc.sharding = [0]}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: 'dtc.max' only applies to integer inputs (ids, labels), not to 'tensor<8x3xf32>'}}
+func.func @max_on_float(%x: tensor<8x3xf32> {dtc.max = 5 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: 'dtc.max' = 4294967296 does not fit 'i32' values}}
+func.func @max_too_big(%y: tensor<8xi32> {dtc.max = 4294967296 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{grid axis must be non-negative, got -1}}
+func.func @sharding_negative(%x: tensor<4x4xf32> {dtc.sharding = #dtc.sharding<@mesh, [[-1], []]>}) {
   return
 }

@@ -1,8 +1,8 @@
 // RUN: dtc-opt %s -split-input-file -verify-diagnostics --dtc-build-training-step="optimizer=adam"
 // RUN: not dtc-opt %s -split-input-file --dtc-build-training-step="optimizer=lamb" 2>&1 | FileCheck %s --check-prefix=OPT
-// OPT: error: unknown optimizer 'lamb' (expected sgd, adam, adamw or none)
+// OPT: error: option optimizer: unknown optimizer 'lamb' (expected sgd, adam, adamw or none)
 // RUN: not dtc-opt %s -split-input-file --dtc-build-training-step="lr=-1" 2>&1 | FileCheck %s --check-prefix=LR
-// LR: error: learning rate must be positive, got -1
+// LR: error: option lr: the learning rate must be a positive f32 number, got -1
 
 // Internal gradient ops have no gradient rule of their own.
 func.func @main(%w: tensor<4x8xf32> {dtc.param}, %y: tensor<4xi32> {dtc.max = 8 : i64}) -> tensor<f32> {

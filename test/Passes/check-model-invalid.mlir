@@ -94,3 +94,35 @@ func.func @main(%w: tensor<4xf32> {dtc.param}) -> tensor<f32> {
   %d = "arith.addf"(%c, %c) : (tensor<f32>, tensor<f32>) -> tensor<f32>
   return %d : tensor<f32>
 }
+
+// -----
+
+// expected-error @+1 {{argument 1: the name "loss" is reserved for the tensor the training step adds}}
+func.func @main(%w: tensor<4xf32> {dtc.param}, %v: tensor<4xf32> {dtc.param, dtc.name = "loss"}) -> tensor<f32> {
+  %c = arith.constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: the name "optimizer_step" is reserved for the tensor the training step adds}}
+func.func @main(%w: tensor<4xf32> {dtc.param, dtc.name = "optimizer_step"}) -> tensor<f32> {
+  %c = arith.constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: name "w:adam_m" contains ':', which is reserved for derived tensors (e.g. w:adam_m)}}
+func.func @main(%w: tensor<4xf32> {dtc.param, dtc.name = "w:adam_m"}) -> tensor<f32> {
+  %c = arith.constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'tensor<4611686018427387904x4xf32>' has more than 2^50 elements, more than one tensor may hold}}
+func.func @main(%w: tensor<4611686018427387904x4xf32> {dtc.param}) -> tensor<f32> {
+  %c = arith.constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
+}

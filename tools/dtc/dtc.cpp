@@ -245,14 +245,14 @@ bool parseStrategy(const std::string &text, dtc::CompileOptions &o) {
 
 int compileCommand(const std::vector<std::string> &args) {
   dtc::CompileOptions o;
-  bool help = false, meshGiven = false, strategyGiven = false, autoGiven = false;
+  bool help = false, strategyGiven = false, autoGiven = false;
   std::string strategy;
   Flags flags;
   flags.boolean("--help", [&] { help = true; });
   flags.alias("-h", "--help");
   flags.alias("-o", "--output");
   flags.value("--output", [&](const std::string &v) { o.output = v; return true; });
-  flags.value("--mesh", [&](const std::string &v) { meshGiven = true; return parseMesh(v, o.mesh); });
+  flags.value("--mesh", [&](const std::string &v) { return parseMesh(v, o.mesh); });
   flags.value("--hw", [&](const std::string &v) { o.hw = v; return true; });
   flags.boolean("--auto", [&] { autoGiven = true; });
   flags.value("--strategy", [&](const std::string &v) { strategyGiven = true; strategy = v; return true; });
@@ -270,34 +270,23 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.value("--optimizer", [&](const std::string &v) {
     return parseChoice("--optimizer", v, o.optimizer, {"sgd", "adam", "adamw"});
   });
-  auto positive = [&](const char *flag, double &out, bool allowZero) {
-    return [&, flag, allowZero](const std::string &v) {
-      if (!parseDouble(flag, v, out))
-        return false;
-      if (out < 0 || (!allowZero && out == 0)) {
-        fail(std::string(flag) + ": must be " + (allowZero ? ">= 0" : "> 0") + ", got " + v);
-        return false;
-      }
-      return true;
-    };
+  // Numbers are parsed here; their ranges are the training step's to judge
+  // (checkTrainingStepOptions), in the f32 precision the optimizer uses.
+  auto number = [&](const char *flag, double &out) {
+    return [&, flag](const std::string &v) { return parseDouble(flag, v, out); };
   };
-  flags.value("--lr", positive("--lr", o.lr, false));
-  flags.value("--weight-decay", positive("--weight-decay", o.weightDecay, true));
-  flags.value("--eps", positive("--eps", o.eps, false));
-  flags.value("--grad-clip", positive("--grad-clip", o.gradClip, true));
-  auto beta = [&](const char *flag, double &out) {
-    return [&, flag](const std::string &v) {
-      if (!parseDouble(flag, v, out))
-        return false;
-      if (out < 0 || out >= 1) {
-        fail(std::string(flag) + ": must be in [0, 1), got " + v);
-        return false;
-      }
-      return true;
-    };
-  };
-  flags.value("--beta1", beta("--beta1", o.beta1));
-  flags.value("--beta2", beta("--beta2", o.beta2));
+  flags.value("--lr", number("--lr", o.lr));
+  flags.value("--weight-decay", [&](const std::string &v) {
+    double value;
+    if (!parseDouble("--weight-decay", v, value))
+      return false;
+    o.weightDecay = value;
+    return true;
+  });
+  flags.value("--eps", number("--eps", o.eps));
+  flags.value("--grad-clip", number("--grad-clip", o.gradClip));
+  flags.value("--beta1", number("--beta1", o.beta1));
+  flags.value("--beta2", number("--beta2", o.beta2));
   flags.value("--report", [&](const std::string &v) { o.report = v; return true; });
   flags.value("--emit-mlir", [&](const std::string &v) {
     for (const std::string &stage : dtc::emitStages())
@@ -320,7 +309,6 @@ int compileCommand(const std::vector<std::string> &args) {
     return fail(positional.empty() ? "dtc compile needs a MODEL.mlir (see dtc compile --help)"
                                    : "dtc compile takes one model, got '" + positional[1] + "' too");
   o.input = positional[0];
-  (void)meshGiven;
   if (strategyGiven && autoGiven)
     return fail("--auto and --strategy are exclusive");
   if (strategyGiven) {

@@ -30,6 +30,11 @@ def Dtc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kNameAttr = "dtc.name";
     static constexpr ::llvm::StringLiteral kInitAttr = "dtc.init";
     static constexpr ::llvm::StringLiteral kMaxAttr = "dtc.max";
+    // Names the training step gives the tensors it adds; model names may
+    // not take them (nor contain the separator of derived names).
+    static constexpr ::llvm::StringLiteral kLossName = "loss";
+    static constexpr ::llvm::StringLiteral kStepName = "optimizer_step";
+    static constexpr char kDerivedNameSeparator = ':';
     // Added by the training-step pass and the planner.
     static constexpr ::llvm::StringLiteral kRoleAttr = "dtc.role";
     static constexpr ::llvm::StringLiteral kOfAttr = "dtc.of";

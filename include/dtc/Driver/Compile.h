@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ struct CompileOptions {
   int64_t gradAccum = 1;
   std::string optimizer = "adam"; // sgd | adam | adamw | none (return gradients)
   double lr = 1e-3;
-  double weightDecay = -1; // -1: the optimizer's default (0, or 0.01 for adamw)
+  /// Unset: the optimizer's default (0, or 0.01 for adamw).
+  std::optional<double> weightDecay;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gradClip = 0.0;
   std::string report;
   std::string emitMlirAfter; // parsed | training-step | planned | partitioned

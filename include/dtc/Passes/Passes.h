@@ -12,6 +12,13 @@ namespace mlir::dtc {
 
 #define GEN_PASS_REGISTRATION
 #include "dtc/Passes/Passes.h.inc"
+
+/// Checks the training-step options as the values the optimizer ops will
+/// hold (f32). On failure returns false, names the offending option in
+/// `option` (its pass-option and command-line flag name, e.g. "lr") and
+/// explains in `message`. The pass and `dtc compile` share it.
+bool checkTrainingStepOptions(const BuildTrainingStepOptions &options,
+                              std::string &option, std::string &message);
 } // namespace mlir::dtc
 
 #endif // DTC_PASSES_PASSES_H

@@ -24,6 +24,10 @@ namespace dtc::rt {
 /// The container version this library reads and writes.
 constexpr int kArtifactContainerVersion = 1;
 
+/// The most elements one (global) tensor may have; the compiler rejects
+/// larger models up front and the runtime rejects larger artifacts.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 50;
+
 /// 64-bit FNV-1a (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
 uint64_t fnv1a64(std::string_view bytes) noexcept;
 
