@@ -63,9 +63,6 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
       dpAxes.push_back(axis);
       covered *= size;
     }
-    if (covered != dpDegree)
-      return module.emitError() << "dp=" << dpDegree
-                                << " is not a product of outer mesh axes";
 
     if (auto existing = module.lookupSymbol<shard::GridOp>(kGridName)) {
       if (existing.getShape() != ArrayRef<int64_t>(grid))

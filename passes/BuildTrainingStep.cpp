@@ -209,7 +209,6 @@ struct BuildTrainingStepPass
 
     // Optimizer.
     Location optLoc = NameLoc::get(b.getStringAttr("optimizer"), loc);
-    Operation *optimizerStart = nullptr;
     auto markFrom = [&](Operation *first) {
       for (Operation *op = first; op; op = op->getNextNode())
         op->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(kOptimizerPhase));
@@ -279,7 +278,7 @@ struct BuildTrainingStepPass
               dict({role("update"), updates(stateBase + k * params.size() + idx)}));
         }
     }
-    optimizerStart = lastBefore ? lastBefore->getNextNode() : &body->front();
+    Operation *optimizerStart = lastBefore ? lastBefore->getNextNode() : &body->front();
     if (optimizerStart)
       markFrom(optimizerStart);
 

@@ -147,7 +147,7 @@ LogicalResult Partitioner::partitionOp(Operation *op, OpBuilder &b) {
     return op->emitError() << "'" << op->getName()
                            << "' has no sharding rule and cannot be partitioned";
   ShardingRule rule = ruleOp.getShardingRule();
-  FailureOr<FactorAxes> factors = factorAxesFromAttr(op, rule);
+  FailureOr<FactorAxes> factors = factorAxesFromAttr(op, rule, gridShape);
   if (failed(factors))
     return failure();
   auto phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <sys/stat.h>
 
 namespace dtc::rt {
@@ -94,8 +95,8 @@ void checkCheckpointTensors(const Artifact &a, const SafetensorsReader &file, Ro
   for (const SafetensorsEntry &e : file.entries()) {
     const int t = a.findTensor(e.name);
     if (t < 0 || a.tensors[size_t(t)].role != role)
-      throw Error(file.path() + ": tensor '" + e.name + "' is not a " + what + " of " +
-                  a.label);
+      throw Error(file.path() + ": tensor '" + e.name + "' is not one of the " + what +
+                  "s of " + a.label);
   }
 }
 
@@ -138,6 +139,19 @@ LoadedCheckpoint examine(const Artifact &a, const std::string &path,
                 (sideStep < 0 ? std::string("(unknown)") : std::to_string(sideStep)) +
                 " but " + path + " is from step " + std::to_string(info.step) +
                 "; the optimizer state starts from zeros";
+    sidecar.reset();
+    return info;
+  }
+  // A sidecar written under another optimizer (SGD's empty state, Adam's
+  // moments) is no use here, but the parameters are: restart the state.
+  std::set<std::string> wanted, held;
+  for (int t : a.tensorsWithRole(Role::OptimizerState))
+    wanted.insert(a.tensors[size_t(t)].name);
+  for (const SafetensorsEntry &e : sidecar->entries())
+    held.insert(e.name);
+  if (wanted != held) {
+    info.note = side + " holds the state of another optimizer; the optimizer state "
+                       "starts from zeros";
     sidecar.reset();
     return info;
   }

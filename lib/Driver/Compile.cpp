@@ -22,72 +22,77 @@ using json = nlohmann::json;
 
 namespace {
 
-/// Where flag and file errors go: stderr, or a string for in-memory use.
-std::string *errorCapture = nullptr;
-
-void flagError(const std::string &message) {
-  if (errorCapture) {
-    if (errorCapture->empty())
-      *errorCapture = "dtc: error: " + message;
-    return;
-  }
-  llvm::errs() << "dtc: error: " << message << "\n";
-}
-
-/// file:line:col of the innermost file location in `loc`.
+/// file:line:col of the innermost file location in `loc` (just the file
+/// for a location without a line, e.g. the module's own).
 std::string locationString(Location loc, const std::string &fallback) {
-  if (auto file = loc->findInstanceOf<FileLineColLoc>())
+  if (auto file = loc->findInstanceOf<FileLineColLoc>()) {
+    if (file.getLine() == 0)
+      return file.getFilename().str();
     return (file.getFilename().str() + ":" + std::to_string(file.getLine()) +
             ":" + std::to_string(file.getColumn()));
+  }
   return fallback;
 }
 
-/// Prints the first error as one line (spec/cli.md); later errors are
-/// usually consequences of the first.
-class OneLineDiagnostics {
+/// Where a compilation's errors go: stderr, or the first one into a string
+/// (in-memory compiles). Only the first error is reported, as one line
+/// (spec/cli.md); later ones are usually its consequences. While alive it
+/// also receives the MLIR context's diagnostics.
+class Errors {
 public:
-  /// Prints to stderr, or with `capture` keeps the first error there.
-  OneLineDiagnostics(MLIRContext &ctx, std::string fallback,
-                     std::string *capture = nullptr)
-      : handler(&ctx, [this, fallback, capture](Diagnostic &diag) {
+  Errors(MLIRContext &ctx, std::string file, std::string *capture = nullptr)
+      : file(std::move(file)), capture(capture),
+        handler(&ctx, [this](Diagnostic &diag) {
           if (diag.getSeverity() == DiagnosticSeverity::Error) {
-            if (!reported) {
-              std::string message = diag.str();
-              for (const Diagnostic &note : diag.getNotes())
-                // The IR dump MLIR attaches adds nothing for a model author.
-                if (!StringRef(note.str()).starts_with("see current operation"))
-                  message += " (" + note.str() + ")";
-              std::string line = locationString(diag.getLocation(), fallback) +
-                                 ": error: " + message;
-              if (capture)
-                *capture = line;
-              else
-                llvm::errs() << line << "\n";
-            }
-            reported = true;
-          } else if (diag.getSeverity() == DiagnosticSeverity::Warning && !capture) {
-            llvm::errs() << locationString(diag.getLocation(), fallback)
+            std::string message = diag.str();
+            for (const Diagnostic &note : diag.getNotes())
+              // The IR dump MLIR attaches adds nothing for a model author.
+              if (!StringRef(note.str()).starts_with("see current operation"))
+                message += " (" + note.str() + ")";
+            emit(locationString(diag.getLocation(), this->file) + ": error: " + message);
+          } else if (diag.getSeverity() == DiagnosticSeverity::Warning && !this->capture) {
+            llvm::errs() << locationString(diag.getLocation(), this->file)
                          << ": warning: " << diag.str() << "\n";
           }
           return success();
         }) {}
-  bool reported = false;
+
+  /// A problem with a flag or a file as a whole.
+  void flag(const std::string &message) { emit("dtc: error: " + message); }
+  /// A problem at `where` ("FILE:LINE:COL") in the model.
+  void source(const std::string &where, const std::string &message) {
+    emit(where + ": error: " + message);
+  }
+  bool reported() const { return done; }
 
 private:
+  void emit(const std::string &line) {
+    if (done)
+      return;
+    done = true;
+    if (capture)
+      *capture = line;
+    else
+      llvm::errs() << line << "\n";
+  }
+
+  std::string file;
+  std::string *capture;
+  bool done = false;
   ScopedDiagnosticHandler handler;
 };
 
 /// Checks flag combinations this build can honour; one message per problem.
-bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices) {
+bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &errors) {
   auto notYet = [&](const std::string &what) {
-    flagError(what + " is not implemented yet; this build plans data "
+    errors.flag(what + " is not implemented yet; this build plans data "
                      "parallelism only (--strategy dp=N or --auto)");
     return false;
   };
   if (!o.autoPlan) {
     int64_t product = o.dp * o.tp * o.pp;
     if (product != devices) {
-      flagError("--strategy dp=" + std::to_string(o.dp) + ",tp=" +
+      errors.flag("--strategy dp=" + std::to_string(o.dp) + ",tp=" +
                 std::to_string(o.tp) + ",pp=" + std::to_string(o.pp) + " uses " +
                 std::to_string(product) + " devices but the mesh has " +
                 std::to_string(devices));
@@ -245,25 +250,66 @@ const std::vector<std::string> &::dtc::emitStages() {
 
 namespace {
 
-/// Everything from model text to artifact body; errors go to `diagnostics`
-/// (IR) or flagError (flags). `module` keeps the partitioned IR for reports.
+constexpr int kMaxNesting = 256;
+
+/// "line:col" of the first bracket nested deeper than kMaxNesting, or "".
+/// Brackets inside string literals and comments do not count; `->` is not a
+/// closing angle bracket.
+std::string tooDeeplyNested(StringRef text) {
+  int depth = 0, line = 1, col = 0;
+  bool inString = false, inComment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    ++col;
+    if (c == '\n') {
+      ++line;
+      col = 0;
+      inComment = false;
+      continue;
+    }
+    if (inComment)
+      continue;
+    if (inString) {
+      if (c == '\\')
+        ++i, ++col;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      inComment = true;
+    } else if (c == '(' || c == '[' || c == '{' || c == '<') {
+      if (++depth > kMaxNesting)
+        return std::to_string(line) + ":" + std::to_string(col);
+    } else if (c == ')' || c == ']' || c == '}' ||
+               (c == '>' && (i == 0 || text[i - 1] != '-'))) {
+      depth = std::max(depth - 1, 0);
+    }
+  }
+  return "";
+}
+
+/// Everything from model text to artifact body; errors go to `errors`
+/// (IR or flags). `module` keeps the partitioned IR for reports.
 bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                    const ::dtc::CompileOptions &o, MLIRContext &ctx,
-                   OneLineDiagnostics &diagnostics, OwningOpRef<ModuleOp> &module,
+                   Errors &errors, OwningOpRef<ModuleOp> &module,
                    json &artifact, std::optional<::dtc::cost::HardwareProfile> &hw) {
   int64_t devices = 1;
   for (int64_t size : o.mesh)
     devices *= size;
-  if (!checkSupported(o, devices))
+  if (!checkSupported(o, devices, errors))
     return false;
   std::string hwError;
   hw = ::dtc::cost::loadHardware(o.hw, hwError);
   if (!hw) {
-    flagError("--hw: " + hwError);
+    errors.flag("--hw: " + hwError);
     return false;
   }
   if (std::string problem = hw->forMesh(o.mesh); !problem.empty()) {
-    flagError("--hw: " + problem);
+    errors.flag("--hw: " + problem);
     return false;
   }
 
@@ -278,7 +324,16 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   stepOptions.gradClip = o.gradClip;
   std::string option, problem;
   if (!mlir::dtc::checkTrainingStepOptions(stepOptions, option, problem)) {
-    flagError("--" + option + ": " + problem);
+    errors.flag("--" + option + ": " + problem);
+    return false;
+  }
+
+  // MLIR's parser recurses once per nesting level; a pathological file
+  // would overflow the stack instead of failing cleanly.
+  if (std::string where = tooDeeplyNested(buffer->getBuffer()); !where.empty()) {
+    errors.source(o.input + ":" + where, "nesting deeper than " +
+                                           std::to_string(kMaxNesting) +
+                                           " levels; no model needs that");
     return false;
   }
 
@@ -286,8 +341,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&ctx));
   if (!module) {
-    if (!diagnostics.reported)
-      flagError(o.input + ": not a valid MLIR module");
+    if (!errors.reported())
+      errors.flag(o.input + ": not a valid MLIR module");
     return false;
   }
 
@@ -296,8 +351,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     PassManager pm(&ctx);
     fill(pm);
     if (failed(pm.run(*module))) {
-      if (!diagnostics.reported)
-        flagError("compilation failed during " + stage);
+      if (!errors.reported())
+        errors.flag("compilation failed during " + stage);
       return false;
     }
     if (o.emitMlirAfter == stage)
@@ -329,8 +384,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       {"hw", hw->name}};
   FailureOr<json> body = mlir::dtc::buildArtifact(*module, artifactOptions);
   if (failed(body)) {
-    if (!diagnostics.reported)
-      flagError("cannot emit the artifact");
+    if (!errors.reported())
+      errors.flag("cannot emit the artifact");
     return false;
   }
   artifact = std::move(*body);
@@ -348,24 +403,24 @@ DialectRegistry dtcRegistry() {
 
 int ::dtc::runCompile(const CompileOptions &o) {
   auto start = std::chrono::steady_clock::now();
-  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(o.input, /*IsText=*/true);
-  if (!buffer) {
-    flagError("cannot read model " + o.input + ": " + buffer.getError().message());
-    return 1;
-  }
   MLIRContext ctx(dtcRegistry());
   ctx.loadAllAvailableDialects();
   ctx.disableMultithreading();
-  OneLineDiagnostics diagnostics(ctx, o.input);
+  Errors errors(ctx, o.input);
+  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(o.input, /*IsText=*/true);
+  if (!buffer) {
+    errors.flag("cannot read model " + o.input + ": " + buffer.getError().message());
+    return 1;
+  }
   OwningOpRef<ModuleOp> module;
   json artifact;
   std::optional<cost::HardwareProfile> hw;
-  if (!compileBuffer(std::move(*buffer), o, ctx, diagnostics, module, artifact, hw))
+  if (!compileBuffer(std::move(*buffer), o, ctx, errors, module, artifact, hw))
     return 1;
 
   std::string writeError;
   if (!rt::writeArtifactFile(o.output, artifact, writeError)) {
-    flagError(writeError);
+    errors.flag(writeError);
     return 1;
   }
   if (!o.report.empty()) {
@@ -374,7 +429,7 @@ int ::dtc::runCompile(const CompileOptions &o) {
     json report = buildReport(*module, artifact, o, *hw, seconds);
     std::string reportError;
     if (!rt::writeFileAtomic(o.report, report.dump(2) + "\n", reportError)) {
-      flagError("cannot write report " + o.report + ": " + reportError);
+      errors.flag("cannot write report " + o.report + ": " + reportError);
       return 1;
     }
   }
@@ -385,22 +440,17 @@ bool ::dtc::compileToArtifact(const std::string &source, const std::string &labe
                               const CompileOptions &options, nlohmann::json &artifact,
                               std::string &error) {
   error.clear();
-  errorCapture = &error;
   CompileOptions o = options;
   o.input = label;
   o.emitMlirAfter.clear();
   MLIRContext ctx(dtcRegistry());
   ctx.loadAllAvailableDialects();
   ctx.disableMultithreading();
-  bool ok;
-  {
-    OneLineDiagnostics diagnostics(ctx, label, &error);
-    OwningOpRef<ModuleOp> module;
-    std::optional<cost::HardwareProfile> hw;
-    ok = compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, label), o, ctx,
-                       diagnostics, module, artifact, hw);
-  }
-  errorCapture = nullptr;
+  Errors errors(ctx, label, &error);
+  OwningOpRef<ModuleOp> module;
+  std::optional<cost::HardwareProfile> hw;
+  bool ok = compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, label), o, ctx,
+                          errors, module, artifact, hw);
   if (!ok && error.empty())
     error = label + ": compilation failed";
   return ok;

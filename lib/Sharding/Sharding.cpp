@@ -118,7 +118,8 @@ ArrayAttr mlir::dtc::factorAxesToAttr(MLIRContext *ctx, const FactorAxes &factor
 }
 
 FailureOr<FactorAxes> mlir::dtc::factorAxesFromAttr(Operation *op,
-                                                    const ShardingRule &rule) {
+                                                    const ShardingRule &rule,
+                                                    ArrayRef<int64_t> grid) {
   auto attr = op->getAttrOfType<ArrayAttr>(DtcDialect::kFactorAxesAttr);
   FactorAxes factors(rule.getNumFactors());
   if (!attr)
@@ -132,6 +133,36 @@ FailureOr<FactorAxes> mlir::dtc::factorAxesFromAttr(Operation *op,
     if (!axes)
       return op->emitError() << "dtc.factor_axes entries must be array<i64>";
     factors[idx].assign(axes.asArrayRef().begin(), axes.asArrayRef().end());
+  }
+  llvm::SmallSet<int64_t, 8> used;
+  for (auto [factor, axes] : llvm::enumerate(factors)) {
+    if (axes.empty())
+      continue;
+    for (int64_t axis : axes) {
+      if (axis < 0 || axis >= (int64_t)grid.size())
+        return op->emitError() << "dtc.factor_axes: grid axis " << axis
+                               << " does not exist on a " << grid.size() << "-axis grid";
+      if (!used.insert(axis).second)
+        return op->emitError() << "dtc.factor_axes: grid axis " << axis
+                               << " shards two factors (or one twice)";
+    }
+    if (rule.factorKinds[factor] == FactorKind::Blocked)
+      return op->emitError() << "dtc.factor_axes: factor " << factor
+                             << " cannot be sharded by this op (its rule blocks it)";
+    if (rule.factorSizes[factor] % shardCount(grid, axes) != 0)
+      return op->emitError() << "dtc.factor_axes: factor " << factor << " of size "
+                             << rule.factorSizes[factor] << " does not split into "
+                             << shardCount(grid, axes) << " equal pieces";
+    auto minor = [&](ArrayRef<TensorFactors> tensors) {
+      for (const TensorFactors &tensor : tensors)
+        for (const DimFactors &dim : tensor)
+          if (llvm::is_contained(llvm::ArrayRef(dim).drop_front(), (int64_t)factor))
+            return true;
+      return false;
+    };
+    if (minor(rule.operands) || minor(rule.results))
+      return op->emitError() << "dtc.factor_axes: factor " << factor
+                             << " is not the major factor of a merged dimension";
   }
   return factors;
 }

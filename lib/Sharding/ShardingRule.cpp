@@ -165,13 +165,6 @@ ShardingRule mlir::dtc::buildElementwiseRule(Operation *op,
   return rule;
 }
 
-ShardingRule mlir::dtc::buildBroadcastElementwiseRule(Operation *op,
-                                                      LinearGroups linear) {
-  // The result shape is the broadcast shape, so aligning every operand on
-  // the right against it is exactly numpy's rule.
-  return buildElementwiseRule(op, std::move(linear));
-}
-
 ShardingRule mlir::dtc::buildReduceRule(Operation *op, ArrayRef<int64_t> axes,
                                         bool keepDims, FactorKind reduction) {
   ShardingRule rule;

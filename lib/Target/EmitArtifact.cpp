@@ -360,16 +360,17 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
                               {{"split_axis", c.getSplitAxis().getSExtValue()},
                                {"concat_axis", c.getConcatAxis().getSExtValue()}});
           })
-          .Case([&](ReshapeOp reshape) -> LogicalResult {
+          .Case([&](ViewOpInterface view) -> LogicalResult {
             // A view of the operand's bytes unless the operand's slot is
             // bound to a tensor or constant (those hold nothing else).
+            Value result = op->getResult(0);
             int operandSlot = bufferSlot[in[0]];
             if (!slots[operandSlot].pinned)
-              return newBuffer(operandSlot, reshape.getResult(), op->getLoc());
-            FailureOr<int> out = allocate(reshape.getResult(), categoryOf(reshape.getResult()));
+              return newBuffer(operandSlot, result, op->getLoc());
+            FailureOr<int> out = allocate(result, categoryOf(result));
             if (failed(out))
               return failure();
-            instruction("reshape", in, {*out}, json::object(), op);
+            instruction(op->getName().stripDialect(), in, {*out}, json::object(), op);
             return success();
           })
           .Default([&](Operation *op) -> LogicalResult {

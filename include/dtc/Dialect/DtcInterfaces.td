@@ -75,4 +75,13 @@ def Dtc_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
   ];
 }
 
+def Dtc_ViewOpInterface : OpInterface<"ViewOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    The op's result has exactly the bytes of its first operand, reinterpreted
+    (e.g. a reshape). The emitter makes it a view of the operand's memory and
+    emits no instruction, unless that memory is bound to a tensor.
+  }];
+}
+
 #endif // DTC_DIALECT_DTCINTERFACES_TD

@@ -52,7 +52,7 @@ class Dtc_BinaryOp<string mnemonic, string doc>
                                            adaptor.getRhs().getType(), inferred);
     }
     ::mlir::dtc::ShardingRule $cppClass::getShardingRule() {
-      return buildBroadcastElementwiseRule(getOperation(), linearOperandGroups());
+      return buildElementwiseRule(getOperation(), linearOperandGroups());
     }
   }];
 }
@@ -205,7 +205,7 @@ def Dtc_ReduceSumOp : Dtc_ReduceOp<"reduce_sum", "sum over axes", "Sum">;
 def Dtc_ReduceMeanOp : Dtc_ReduceOp<"reduce_mean", "mean over axes", "Mean">;
 
 def Dtc_ReshapeOp : Dtc_Op<"reshape", [Pure, Dtc_Gradient, Dtc_ShardingRule,
-                                       Dtc_Cost]> {
+                                       Dtc_Cost, Dtc_ViewOpInterface]> {
   let summary = "same elements, row-major, new static shape";
   let arguments = (ins Dtc_AnyTensor:$x);
   let results = (outs Dtc_AnyTensor:$result);

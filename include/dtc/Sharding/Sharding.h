@@ -65,7 +65,12 @@ TensorSharding resultSharding(const ShardingRule &rule, const FactorAxes &factor
 
 /// The op's dtc.factor_axes annotation.
 ArrayAttr factorAxesToAttr(MLIRContext *ctx, const FactorAxes &factors);
-FailureOr<FactorAxes> factorAxesFromAttr(Operation *op, const ShardingRule &rule);
+/// Reads and checks an op's dtc.factor_axes against its rule and the grid
+/// (plans are data, possibly written by a search or by hand): axes exist,
+/// are used once per op, blocked factors stay whole, and sharded factors
+/// divide evenly and sit in major position of every dimension.
+FailureOr<FactorAxes> factorAxesFromAttr(Operation *op, const ShardingRule &rule,
+                                         ArrayRef<int64_t> grid);
 
 /// Reads the grid shape of `shard.grid @name` in `module`.
 FailureOr<SmallVector<int64_t>> getGridShape(ModuleOp module, StringRef name);

@@ -74,11 +74,10 @@ struct ShardingRule {
 // Builders shared by the ops' rules.
 //===----------------------------------------------------------------------===//
 
-/// Every operand and result has the result's shape (operands may also be
-/// rank-0 scalars, which map to no factor); all factors Parallel.
+/// Every result has the first result's shape; operands broadcast to it
+/// numpy-style (aligned on the right; a size-1 or missing dimension facing a
+/// larger one maps to no factor). All factors Parallel.
 ShardingRule buildElementwiseRule(Operation *op, LinearGroups linear);
-/// Binary op with numpy broadcasting.
-ShardingRule buildBroadcastElementwiseRule(Operation *op, LinearGroups linear);
 /// reduce_sum / reduce_mean.
 ShardingRule buildReduceRule(Operation *op, llvm::ArrayRef<int64_t> axes,
                              bool keepDims, FactorKind reduction);
