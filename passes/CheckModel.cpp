@@ -48,6 +48,27 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
     return success();
   }
 
+  /// Ids and labels fed straight from data inputs must fit what indexes
+  /// them (dtc.max <= table rows / vocabulary).
+  static LogicalResult checkIndexBounds(func::FuncOp main, Operation *op) {
+    auto indexed = dyn_cast<IndexOperandsOpInterface>(op);
+    if (!indexed)
+      return success();
+    for (OpOperand &operand : op->getOpOperands()) {
+      int64_t bound = indexed.getIndexBound(operand.getOperandNumber());
+      auto arg = dyn_cast<BlockArgument>(operand.get());
+      if (!bound || !arg || arg.getOwner() != &main.getBody().front())
+        continue;
+      auto max = main.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), DtcDialect::kMaxAttr);
+      if (max && max.getInt() > bound)
+        return op->emitError()
+               << "input \"" << argumentName(main, arg.getArgNumber())
+               << "\" has dtc.max = " << max.getInt() << ", but '" << op->getName()
+               << "' indexes only " << bound << " entries with it";
+    }
+    return success();
+  }
+
   LogicalResult checkMain(func::FuncOp main) {
     if (main.isExternal())
       return main.emitError() << "@main has no body";
@@ -128,8 +149,11 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
                                    "arith.constant dense<1.0> : tensor<f32>)";
         continue;
       }
-      if (op.getDialect() && isa<DtcDialect>(op.getDialect()))
+      if (op.getDialect() && isa<DtcDialect>(op.getDialect())) {
+        if (failed(checkIndexBounds(main, &op)))
+          return failure();
         continue;
+      }
       return op.emitError() << "unsupported op in a model: only dtc ops, "
                                "arith.constant and func.return may appear";
     }

@@ -309,6 +309,12 @@ ShardingRule EmbeddingOp::getShardingRule() {
   return rule;
 }
 
+int64_t EmbeddingOp::getIndexBound(unsigned operandIdx) {
+  return operandIdx == getIdsMutable().getOperandNumber()
+             ? tensorType(getTable()).getDimSize(0)
+             : 0;
+}
+
 //===----------------------------------------------------------------------===//
 // attention
 //===----------------------------------------------------------------------===//
@@ -424,6 +430,12 @@ static ShardingRule crossEntropyRule(Operation *op, FactorKind positions) {
     rule.operands.push_back({}); // dloss scalar
   rule.results = {positions == FactorKind::Mean ? TensorFactors{} : logitFactors};
   return rule;
+}
+
+int64_t CrossEntropyOp::getIndexBound(unsigned operandIdx) {
+  return operandIdx == getLabelsMutable().getOperandNumber()
+             ? tensorType(getLogits()).getShape().back()
+             : 0;
 }
 
 ShardingRule CrossEntropyOp::getShardingRule() {
@@ -587,6 +599,12 @@ LogicalResult EmbeddingGradOp::verify() {
   return success();
 }
 
+int64_t EmbeddingGradOp::getIndexBound(unsigned operandIdx) {
+  return operandIdx == getIdsMutable().getOperandNumber()
+             ? tensorType(getDtable()).getDimSize(0)
+             : 0;
+}
+
 ShardingRule EmbeddingGradOp::getShardingRule() {
   ShardingRule rule;
   auto table = tensorType(getDtable()), ids = tensorType(getIds());
@@ -629,6 +647,12 @@ LogicalResult CrossEntropyGradOp::verify() {
   if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())))
     return failure();
   return checkSameType(*this, getDlogits(), getLogits().getType(), "dlogits");
+}
+
+int64_t CrossEntropyGradOp::getIndexBound(unsigned operandIdx) {
+  return operandIdx == getLabelsMutable().getOperandNumber()
+             ? tensorType(getLogits()).getShape().back()
+             : 0;
 }
 
 ShardingRule CrossEntropyGradOp::getShardingRule() {

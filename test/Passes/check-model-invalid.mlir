@@ -126,3 +126,20 @@ func.func @main(%w: tensor<4611686018427387904x4xf32> {dtc.param}) -> tensor<f32
   %c = arith.constant dense<0.0> : tensor<f32>
   return %c : tensor<f32>
 }
+
+// -----
+
+func.func @main(%t: tensor<3x4xf32> {dtc.param}, %ids: tensor<8xi32> {dtc.name = "ids", dtc.max = 88 : i64}) -> tensor<f32> {
+  // expected-error @+1 {{input "ids" has dtc.max = 88, but 'dtc.embedding' indexes only 3 entries with it}}
+  %e = "dtc.embedding"(%t, %ids) : (tensor<3x4xf32>, tensor<8xi32>) -> tensor<8x4xf32>
+  %s = "dtc.reduce_sum"(%e) {axes = array<i64: 0, 1>} : (tensor<8x4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+func.func @main(%w: tensor<8x10xf32> {dtc.param}, %y: tensor<8xi32> {dtc.name = "labels", dtc.max = 11 : i64}) -> tensor<f32> {
+  // expected-error @+1 {{input "labels" has dtc.max = 11, but 'dtc.cross_entropy' indexes only 10 entries with it}}
+  %l = "dtc.cross_entropy"(%w, %y) : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

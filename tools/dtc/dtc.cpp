@@ -61,7 +61,9 @@ Plan:
                         omitted: dp = devices/(tp*pp), tp=pp=sp=ep=1, zero=0
   --microbatches M      pipeline micro-batches               (default: 1)
   --schedule S          gpipe|1f1b|interleaved|zb            (default: 1f1b)
+                        (only pipelines, pp > 1, have a schedule)
   --remat R             none|full|auto                       (default: none)
+                        (auto chooses none until remat lands)
   --precision P         f32|bf16-mixed|fp16-mixed            (default: f32)
   --grad-accum K        gradient accumulation steps          (default: 1)
 Optimizer:

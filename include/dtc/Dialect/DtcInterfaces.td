@@ -75,6 +75,19 @@ def Dtc_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
   ];
 }
 
+def Dtc_IndexOperandsOpInterface : OpInterface<"IndexOperandsOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    Integer operands the op uses as indices (token ids, labels) and the
+    exclusive bound their values must respect, so a model whose inputs can
+    exceed it (its dtc.max) is rejected at compile time.
+  }];
+  let methods = [
+    InterfaceMethod<"Exclusive bound of operand `operandIdx` used as an index, or 0 if it is not one.",
+      "int64_t", "getIndexBound", (ins "unsigned":$operandIdx)>
+  ];
+}
+
 def Dtc_ViewOpInterface : OpInterface<"ViewOpInterface"> {
   let cppNamespace = "::mlir::dtc";
   let description = [{

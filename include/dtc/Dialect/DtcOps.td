@@ -150,9 +150,11 @@ def Dtc_RmsNormOp : Dtc_Op<"rms_norm", [Pure, Dtc_Gradient, Dtc_ShardingRule,
   let hasVerifier = 1;
 }
 
+def Dtc_IndexOperands : DeclareOpInterfaceMethods<Dtc_IndexOperandsOpInterface>;
+
 def Dtc_EmbeddingOp : Dtc_Op<"embedding", [Pure, InferTypeOpAdaptor,
                                            Dtc_Gradient, Dtc_ShardingRule,
-                                           Dtc_CostOpInterface]> {
+                                           Dtc_CostOpInterface, Dtc_IndexOperands]> {
   let summary = "row lookup: table [V, D], ids [...] -> [..., D]";
   let arguments = (ins Dtc_FloatTensor:$table, Dtc_IdTensor:$ids);
   let results = (outs Dtc_FloatTensor:$result);
@@ -173,7 +175,8 @@ def Dtc_AttentionOp : Dtc_Op<"attention", [Pure, Dtc_Gradient, Dtc_ShardingRule,
 }
 
 def Dtc_CrossEntropyOp : Dtc_Op<"cross_entropy", [Pure, Dtc_Gradient,
-                                                  Dtc_ShardingRule, Dtc_CostOpInterface]> {
+                                                  Dtc_ShardingRule, Dtc_CostOpInterface,
+                                                  Dtc_IndexOperands]> {
   let summary = "mean softmax cross entropy over all label positions";
   let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels);
   let results = (outs Dtc_LossTensor:$result);
@@ -294,7 +297,7 @@ def Dtc_RmsNormGradOp : Dtc_Op<"rms_norm_grad", [Pure, Dtc_ShardingRule,
 }
 
 def Dtc_EmbeddingGradOp : Dtc_Op<"embedding_grad", [Pure, Dtc_ShardingRule,
-                                                    Dtc_CostOpInterface]> {
+                                                    Dtc_CostOpInterface, Dtc_IndexOperands]> {
   let summary = "scatter-add of dy rows into a zero [V, D] table gradient";
   let arguments = (ins Dtc_IdTensor:$ids, Dtc_FloatTensor:$dy);
   let results = (outs Dtc_FloatTensor:$dtable);
@@ -313,7 +316,8 @@ def Dtc_AttentionGradOp : Dtc_Op<"attention_grad", [Pure, Dtc_ShardingRule,
 }
 
 def Dtc_CrossEntropyGradOp : Dtc_Op<"cross_entropy_grad", [Pure, Dtc_ShardingRule,
-                                                           Dtc_CostOpInterface]> {
+                                                           Dtc_CostOpInterface,
+                                                           Dtc_IndexOperands]> {
   let summary = "(softmax(logits) - onehot(labels)) * dloss * scale";
   let description = [{
     `scale` is 1 / (label positions of the GLOBAL batch), fixed when the
