@@ -3,6 +3,7 @@
 #include "dtc/runtime/Random.h"
 
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
 #include <new>
 
@@ -267,10 +268,13 @@ std::string RankExecutor::run() {
   for (size_t i = 0; i < instrs_.size(); ++i) {
     Prepared &pr = instrs_[i];
     try {
+      auto start = std::chrono::steady_clock::now();
       if (pr.fn)
         pr.fn(pr.args);
       else
         runCollective(pr);
+      stats_.secondsByOp[pr.decl->op] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     } catch (const std::exception &e) {
       if (first.empty())
         first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +

@@ -164,6 +164,10 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
       j["collectives_per_step"][name]["bytes"] = mx[i++];
       j["collectives_per_step"][name]["wire_bytes"] = mx[i++];
     }
+    // Rank 0's time per instruction kind, per step (the same program runs
+    // on every rank; collectives include waiting for the slowest rank).
+    for (const auto &[op, seconds] : s.secondsByOp)
+      j["seconds_per_step_by_op"][op] = s.runs ? seconds / double(s.runs) : 0.0;
     std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     if (!writeFileAtomic(path, text, err)) err = path + ": cannot write: " + err;
   }

@@ -78,6 +78,14 @@ double reqNum(const json &attrs, const char *key) {
     fail(std::string("attribute '") + key + "' must be finite");
   return d;
 }
+bool optBool(const json &attrs, const char *key) {
+  auto it = attrs.find(key);
+  if (it == attrs.end())
+    return false;
+  if (!it->is_boolean())
+    fail(std::string("attribute '") + key + "' must be a boolean");
+  return it->get<bool>();
+}
 bool reqBool(const json &attrs, const char *key) {
   const json *v = attr(attrs, key);
   if (!v->is_boolean())
@@ -107,15 +115,19 @@ int64_t reqAxis(const json &attrs, const char *key, size_t rank) {
 
 // ---- rules ---------------------------------------------------------------
 
-void checkMatmul(const Descs &in, const Descs &out, const json &) {
+// Optional transpose_a / transpose_b: the operand holds its last two dims
+// swapped ([..., K, M] for a, [..., N, K] for b).
+void checkMatmul(const Descs &in, const Descs &out, const json &attrs) {
   const TensorDesc &a = in[0], &b = in[1];
   needFloat(a, "a");
   needFloat(b, "b");
   needFloat(out[0], "the result");
   needRankAtLeast(a, 2, "a");
   needRankAtLeast(b, 2, "b");
-  int64_t M = a.shape[a.shape.size() - 2], K = a.shape.back();
-  int64_t K2 = b.shape[b.shape.size() - 2], N = b.shape.back();
+  const bool ta = optBool(attrs, "transpose_a"), tb = optBool(attrs, "transpose_b");
+  const size_t ra = a.shape.size(), rb = b.shape.size();
+  int64_t M = a.shape[ra - (ta ? 1 : 2)], K = a.shape[ra - (ta ? 2 : 1)];
+  int64_t K2 = b.shape[rb - (tb ? 1 : 2)], N = b.shape[rb - (tb ? 2 : 1)];
   if (K != K2)
     fail("contraction sizes differ: a is " + desc(a) + ", b is " + desc(b));
   Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
@@ -492,6 +504,10 @@ bool broadcastsTo(const Shape &from, const Shape &to) {
 int64_t attrInt(const json &attrs, const char *key) { return attrs.find(key)->get<int64_t>(); }
 double attrNum(const json &attrs, const char *key) { return attrs.find(key)->get<double>(); }
 bool attrBool(const json &attrs, const char *key) { return attrs.find(key)->get<bool>(); }
+bool attrFlag(const json &attrs, const char *key) {
+  auto it = attrs.find(key);
+  return it != attrs.end() && it->get<bool>();
+}
 std::vector<int64_t> attrInts(const json &attrs, const char *key) {
   std::vector<int64_t> r;
   for (const json &e : *attrs.find(key))

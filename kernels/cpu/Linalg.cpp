@@ -24,8 +24,12 @@ inline void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
 
 void kMatmul(const KernelArgs &a) {
   const TensorArg &A = a.in[0], &B = a.in[1], &C = a.out[0];
-  const size_t ra = A.shape.size(), rb = B.shape.size();
-  const int64_t M = A.shape[ra - 2], K = A.shape[ra - 1], N = B.shape[rb - 1];
+  // Transposed operands hold [..., K, M] (a) or [..., N, K] (b).
+  const bool ta = attrFlag(*a.attrs, "transpose_a"), tb = attrFlag(*a.attrs, "transpose_b");
+  const size_t ra = A.shape.size();
+  const int64_t M = C.shape[C.shape.size() - 2], N = C.shape.back();
+  const int64_t K = A.shape[ra - (ta ? 2 : 1)];
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
   const Shape batchA(A.shape.begin(), A.shape.end() - 2);
   const Shape batchB(B.shape.begin(), B.shape.end() - 2);
   const Shape batchC(C.shape.begin(), C.shape.end() - 2);
@@ -34,8 +38,8 @@ void kMatmul(const KernelArgs &a) {
   const int64_t nb = rt::numel(batchC);
   // One big GEMM when b is a single matrix and a is not broadcast: fold a's
   // batch dims into M.
-  if (rt::numel(batchB) == 1 && rt::numel(batchA) == nb && nb * M <= INT_MAX) {
-    gemm(false, false, nb * M, N, K, 1.0f, pa, K, pb, N, 0.0f, pc, N);
+  if (!ta && rt::numel(batchB) == 1 && rt::numel(batchA) == nb && nb * M <= INT_MAX) {
+    gemm(false, tb, nb * M, N, K, 1.0f, pa, lda, pb, ldb, 0.0f, pc, N);
     return;
   }
   auto plan = planBroadcast<2>(batchC, {&batchA, &batchB});
@@ -45,7 +49,7 @@ void kMatmul(const KernelArgs &a) {
       const float *ma = pa + (io[0] + i * st[0]) * M * K;
       const float *mb = pb + (io[1] + i * st[1]) * K * N;
       float *mc = pc + (oo + i) * M * N;
-      gemm(false, false, M, N, K, 1.0f, ma, K, mb, N, 0.0f, mc, N);
+      gemm(ta, tb, M, N, K, 1.0f, ma, lda, mb, ldb, 0.0f, mc, N);
     }
   });
 }

@@ -112,6 +112,9 @@ private:
   std::vector<int> bufferSlot;
   llvm::DenseMap<Value, int> bufferOf;
   llvm::DenseMap<Value, int64_t> lastUse;
+  /// Transposes (of the last two dims) only matmuls read: not emitted; the
+  /// matmul reads their source with a transpose flag (sgemm does it free).
+  llvm::DenseMap<Value, Value> foldedTransposes;
   std::map<std::string, std::vector<int>> freeSlots;
   std::map<std::vector<int16_t>, std::string> commNames;
 };
@@ -298,6 +301,8 @@ LogicalResult Emitter::emitConstant(arith::ConstantOp op) {
 LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
   SmallVector<int> in;
   for (Value operand : op->getOperands()) {
+    if (Value source = foldedTransposes.lookup(operand))
+      operand = source;
     auto it = bufferOf.find(operand);
     if (it == bufferOf.end())
       return op->emitError() << "operand has no buffer (unsupported producer)";
@@ -378,6 +383,12 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
               return op->emitError() << "'" << op->getName()
                                      << "' cannot be emitted into an artifact";
             json attrs = json::object();
+            if (isa<MatmulOp>(op)) {
+              if (foldedTransposes.count(op->getOperand(0)))
+                attrs["transpose_a"] = true;
+              if (foldedTransposes.count(op->getOperand(1)))
+                attrs["transpose_b"] = true;
+            }
             if (auto props = dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
               for (NamedAttribute attr : props) {
                 FailureOr<json> value = attributeJson(op, attr.getValue());
@@ -476,12 +487,32 @@ LogicalResult Emitter::emitReturn(func::ReturnOp ret) {
   return success();
 }
 
+/// A transpose swapping the last two dims whose every reader is a matmul.
+static bool foldsIntoMatmuls(TransposeOp transpose) {
+  ArrayRef<int64_t> perm = transpose.getPermutation();
+  int64_t rank = perm.size();
+  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+    return false;
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    if (perm[d] != d)
+      return false;
+  return !transpose->use_empty() &&
+         llvm::all_of(transpose->getUsers(), [](Operation *user) { return isa<MatmulOp>(user); });
+}
+
 FailureOr<json> Emitter::run(const ArtifactOptions &options) {
   Block &body = step.getBody().front();
+  for (Operation &op : body)
+    if (auto transpose = dyn_cast<TransposeOp>(op); transpose && foldsIntoMatmuls(transpose))
+      foldedTransposes[transpose.getResult()] = transpose.getX();
   int64_t index = 0;
   for (Operation &op : body) {
-    for (Value operand : op.getOperands())
+    for (Value operand : op.getOperands()) {
       lastUse[operand] = index;
+      // A matmul reading a folded transpose reads its source.
+      if (Value source = foldedTransposes.lookup(operand))
+        lastUse[source] = index;
+    }
     ++index;
   }
   if (failed(emitArguments()))
@@ -489,6 +520,10 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
   index = 0;
   for (Operation &op : body) {
     LogicalResult result = success();
+    if (foldedTransposes.count(op.getNumResults() ? op.getResult(0) : Value())) {
+      ++index;
+      continue;
+    }
     if (auto constant = dyn_cast<arith::ConstantOp>(op))
       result = emitConstant(constant);
     else if (auto ret = dyn_cast<func::ReturnOp>(op))

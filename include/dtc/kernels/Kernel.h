@@ -83,6 +83,8 @@ bool broadcastsTo(const Shape &from, const Shape &to);
 int64_t attrInt(const nlohmann::json &attrs, const char *key);
 double attrNum(const nlohmann::json &attrs, const char *key);
 bool attrBool(const nlohmann::json &attrs, const char *key);
+/// An optional boolean attribute (already checked), false when absent.
+bool attrFlag(const nlohmann::json &attrs, const char *key);
 std::vector<int64_t> attrInts(const nlohmann::json &attrs, const char *key);
 
 } // namespace dtc::kernels

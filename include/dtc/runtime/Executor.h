@@ -16,6 +16,7 @@
 #include "dtc/runtime/Artifact.h"
 #include "dtc/runtime/Communicator.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ struct ExecStats {
   /// Collective counters of ONE run (the program is the same every step).
   CollectiveStats perStep[kNumCollKinds];
   uint64_t runs = 0;
+  /// Seconds spent per instruction kind (kernel or collective name),
+  /// cumulative over every run().
+  std::map<std::string, double> secondsByOp;
 };
 
 /// A tensor's piece on this rank.
