@@ -93,12 +93,14 @@ std::unique_ptr<LocalRunner::Impl> build(std::unique_ptr<Artifact> a,
     return false;                                                                        \
   }
 
-std::unique_ptr<LocalRunner> LocalRunner::loadBytes(std::string_view bytes,
-                                                    const std::string &label,
-                                                    std::string &error,
-                                                    const LocalRunnerOptions &opts) noexcept {
+// Builds a runner from the artifact `parse` returns; any exception becomes
+// `error` (the API is noexcept).
+template <class Parse>
+std::unique_ptr<LocalRunner> LocalRunner::loadWith(Parse &&parse, const std::string &label,
+                                                   std::string &error,
+                                                   const LocalRunnerOptions &opts) noexcept {
   try {
-    auto a = std::make_unique<Artifact>(loadArtifactBytes(bytes, label));
+    auto a = std::make_unique<Artifact>(parse());
     return std::unique_ptr<LocalRunner>(new LocalRunner(build(std::move(a), opts)));
   } catch (const std::exception &e) {
     error = e.what();
@@ -106,6 +108,13 @@ std::unique_ptr<LocalRunner> LocalRunner::loadBytes(std::string_view bytes,
     error = label + ": unknown error";
   }
   return nullptr;
+}
+
+std::unique_ptr<LocalRunner> LocalRunner::loadBytes(std::string_view bytes,
+                                                    const std::string &label,
+                                                    std::string &error,
+                                                    const LocalRunnerOptions &opts) noexcept {
+  return loadWith([&] { return loadArtifactBytes(bytes, label); }, label, error, opts);
 }
 
 std::unique_ptr<LocalRunner> LocalRunner::loadFile(const std::string &path, std::string &error,
@@ -121,15 +130,7 @@ std::unique_ptr<LocalRunner> LocalRunner::loadFile(const std::string &path, std:
 std::unique_ptr<LocalRunner> LocalRunner::loadJson(const nlohmann::json &body,
                                                    const std::string &label, std::string &error,
                                                    const LocalRunnerOptions &opts) noexcept {
-  try {
-    auto a = std::make_unique<Artifact>(parseArtifact(body, label));
-    return std::unique_ptr<LocalRunner>(new LocalRunner(build(std::move(a), opts)));
-  } catch (const std::exception &e) {
-    error = e.what();
-  } catch (...) {
-    error = label + ": unknown error";
-  }
-  return nullptr;
+  return loadWith([&] { return parseArtifact(body, label); }, label, error, opts);
 }
 
 int LocalRunner::ranks() const noexcept { return impl_->ranks(); }

@@ -131,6 +131,10 @@ public:
 
 private:
   explicit LocalRunner(std::unique_ptr<Impl> impl);
+  template <class Parse>
+  static std::unique_ptr<LocalRunner> loadWith(Parse &&parse, const std::string &label,
+                                               std::string &error,
+                                               const LocalRunnerOptions &opts) noexcept;
   std::unique_ptr<Impl> impl_;
 };
 
