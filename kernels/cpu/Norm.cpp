@@ -46,6 +46,16 @@ void kSoftmaxGrad(const KernelArgs &a) {
   }
 }
 
+// Mean and biased variance of one row, accumulated in double.
+void rowMeanVar(const float *xr, int64_t D, double &mean, double &var) {
+  mean = 0;
+  for (int64_t j = 0; j < D; ++j) mean += xr[j];
+  mean /= double(D);
+  var = 0;
+  for (int64_t j = 0; j < D; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+  var /= double(D);
+}
+
 void kLayerNorm(const KernelArgs &a) {
   const TensorArg &X = a.in[0];
   const int64_t D = X.shape.back(), R = X.numel / D;
@@ -55,12 +65,8 @@ void kLayerNorm(const KernelArgs &a) {
   for (int64_t r = 0; r < R; ++r) {
     const float *xr = x + r * D;
     float *yr = y + r * D;
-    double mean = 0;
-    for (int64_t j = 0; j < D; ++j) mean += xr[j];
-    mean /= double(D);
-    double var = 0;
-    for (int64_t j = 0; j < D; ++j) var += (xr[j] - mean) * (xr[j] - mean);
-    var /= double(D);
+    double mean, var;
+    rowMeanVar(xr, D, mean, var);
     const float rstd = float(1.0 / std::sqrt(var + double(eps)));
     const float fm = float(mean);
     for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - fm) * rstd * g[j] + b[j];
@@ -77,12 +83,8 @@ void kLayerNormGrad(const KernelArgs &a) {
       dxhat(static_cast<size_t>(D));
   for (int64_t r = 0; r < R; ++r) {
     const float *xr = x + r * D, *dyr = dy + r * D;
-    double mean = 0;
-    for (int64_t j = 0; j < D; ++j) mean += xr[j];
-    mean /= double(D);
-    double var = 0;
-    for (int64_t j = 0; j < D; ++j) var += (xr[j] - mean) * (xr[j] - mean);
-    var /= double(D);
+    double mean, var;
+    rowMeanVar(xr, D, mean, var);
     const double rstd = 1.0 / std::sqrt(var + eps);
     double m1 = 0, m2 = 0;
     for (int64_t j = 0; j < D; ++j) {

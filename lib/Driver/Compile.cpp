@@ -15,7 +15,6 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
-#include <cmath>
 
 using namespace mlir;
 using json = nlohmann::json;

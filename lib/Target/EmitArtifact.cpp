@@ -90,6 +90,8 @@ private:
                            std::optional<std::string> tensor = std::nullopt,
                            bool bind = true);
   FailureOr<int> allocate(Value value, StringRef category);
+  /// `value` lives in existing buffer `buffer` (in-place results).
+  int alias(Value value, int buffer);
   void release(Value value);
   FailureOr<std::string> communicator(ArrayRef<int16_t> axes);
   LogicalResult emitArguments();
@@ -166,6 +168,12 @@ FailureOr<int> Emitter::allocate(Value value, StringRef category) {
   else
     chosen = newSlot(bytes, category, /*pinned=*/false);
   return newBuffer(chosen, value, value.getLoc());
+}
+
+int Emitter::alias(Value value, int buffer) {
+  bufferOf[value] = buffer;
+  slots[bufferSlot[buffer]].liveValues++;
+  return buffer;
 }
 
 void Emitter::release(Value value) {
@@ -309,13 +317,16 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
     in.push_back(it->second);
   }
 
-  auto collective = [&](StringRef kernel, ArrayRef<int16_t> axes,
-                        json attrs) -> LogicalResult {
+  // `inPlace`: the result reuses the input's buffer.
+  auto collective = [&](StringRef kernel, ArrayRef<int16_t> axes, json attrs,
+                        bool inPlace = false) -> LogicalResult {
     FailureOr<std::string> comm = communicator(axes);
     if (failed(comm))
       return failure();
     attrs["comm"] = *comm;
-    FailureOr<int> out = allocate(op->getResult(0), categoryOf(op->getResult(0)));
+    Value result = op->getResult(0);
+    FailureOr<int> out = inPlace ? FailureOr<int>(alias(result, in[0]))
+                                 : allocate(result, categoryOf(result));
     if (failed(out))
       return failure();
     instruction(kernel, in, {*out}, std::move(attrs), op);
@@ -333,19 +344,11 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
             Value input = c.getInput();
             int inputSlot = bufferSlot[in[0]];
             // ... and no other live value (a reshape view) shares its bytes.
-            if (lastUse.lookup(input) != index || slots[inputSlot].pinned ||
-                slots[inputSlot].liveValues != 1 ||
-                input.getType() != c.getResult().getType())
-              return collective("all_reduce", c.getGridAxes(),
-                                {{"reduction", reduction(c.getReduction())}});
-            FailureOr<std::string> comm = communicator(c.getGridAxes());
-            if (failed(comm))
-              return failure();
-            bufferOf[c.getResult()] = in[0];
-            slots[inputSlot].liveValues++;
-            instruction("all_reduce", in, {in[0]},
-                        {{"reduction", reduction(c.getReduction())}, {"comm", *comm}}, op);
-            return success();
+            bool inPlace = lastUse.lookup(input) == index && !slots[inputSlot].pinned &&
+                           slots[inputSlot].liveValues == 1 &&
+                           input.getType() == c.getResult().getType();
+            return collective("all_reduce", c.getGridAxes(),
+                              {{"reduction", reduction(c.getReduction())}}, inPlace);
           })
           .Case([&](shard::AllGatherOp c) {
             return collective("all_gather", c.getGridAxes(),
@@ -414,10 +417,7 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
                                      : nullptr;
                   if (arg && updates && updates.getInt() == arg.getArgNumber() &&
                       lastUse.lookup(source) == index) {
-                    int buffer = bufferOf[source];
-                    bufferOf[res] = buffer;
-                    slots[bufferSlot[buffer]].liveValues++;
-                    out.push_back(buffer);
+                    out.push_back(alias(res, bufferOf[source]));
                     continue;
                   }
                 }
