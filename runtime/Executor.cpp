@@ -1,5 +1,6 @@
 //===- Executor.cpp - run one rank's program -------------------------------===//
 #include "dtc/runtime/Executor.h"
+#include "dtc/runtime/Progress.h"
 #include "dtc/runtime/Random.h"
 
 #include <cstdlib>
@@ -16,7 +17,24 @@ struct RankExecutor::Prepared {
   // collectives
   Communicator *comm = nullptr;
   uint64_t dataBytes = 0, wireBytes = 0;
+  std::string where; ///< "all_reduce on communicator 'dp' (ranks 0, 1) of f32[8, 4]"
 };
+
+namespace {
+/// "ranks 0, 1, 2" (the first few of a large group, and how many).
+std::string groupRanks(const Artifact &a, const CommDecl &c, const std::vector<int64_t> &coords) {
+  const int64_t color = a.mesh.groupColor(coords, c.meshAxes);
+  std::string s;
+  int64_t n = 0;
+  for (int64_t r = 0; r < a.devices; ++r) {
+    if (a.mesh.groupColor(a.mesh.coords(r), c.meshAxes) != color) continue;
+    if (n < 8) s += (n ? ", " : "") + std::to_string(r);
+    ++n;
+  }
+  if (n > 8) s += ", ... (" + std::to_string(n) + " ranks)";
+  return "rank" + std::string(n == 1 ? " " : "s ") + s;
+}
+} // namespace
 
 RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &backend)
     : a_(a), world_(world) {
@@ -25,9 +43,16 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
   prog_ = a.programOf(rank_);
   coords_ = a.mesh.coords(rank_);
   // Collective: every rank creates every communicator, in artifact order.
-  for (const CommDecl &c : a.comms)
-    comms_.push_back(world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
-                                 int(a.mesh.groupIndex(coords_, c.meshAxes))));
+  for (const CommDecl &c : a.comms) {
+    try {
+      comms_.push_back(world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
+                                   int(a.mesh.groupIndex(coords_, c.meshAxes))));
+    } catch (const CommFailure &e) {
+      throw CommFailure(a.label + ": creating communicator '" + c.name + "' (" +
+                        std::to_string(comms_.size() + 1) + " of the artifact's " +
+                        std::to_string(a.comms.size()) + "): " + e.what());
+    }
+  }
 
   if (backend == "cuda")
     throw Error("this build of dtc has no CUDA backend yet; use --backend cpu");
@@ -57,6 +82,7 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     t.numel = numel(b.shape);
     return t;
   };
+  std::vector<std::string> groupNames(a.comms.size());
   for (const InstrDecl &ins : p.instructions) {
     Prepared pr;
     pr.decl = &ins;
@@ -74,6 +100,11 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
       case CollKind::AllSlice: pr.wireBytes = 0; break;
       default: pr.wireBytes = (n - 1) * pr.dataBytes / n; break;
       }
+      const BufferDecl &inBuf = p.buffers[size_t(ins.in[0])];
+      std::string &members = groupNames[size_t(ins.comm)];
+      if (members.empty()) members = groupRanks(a, a.comms[size_t(ins.comm)], coords_);
+      pr.where = ins.op + " on communicator '" + a.comms[size_t(ins.comm)].name + "' (" +
+                 members + ") of " + dtypeName(inBuf.dtype) + shapeStr(inBuf.shape);
       stats_.perStep[int(ins.coll)].calls += 1;
       stats_.perStep[int(ins.coll)].bytes += pr.dataBytes;
       stats_.perStep[int(ins.coll)].wireBytes += pr.wireBytes;
@@ -267,6 +298,7 @@ std::string RankExecutor::run() {
   const ProgramDecl &p = program();
   for (size_t i = 0; i < instrs_.size(); ++i) {
     Prepared &pr = instrs_[i];
+    progress::setInstruction(int64_t(i));
     try {
       auto start = std::chrono::steady_clock::now();
       if (pr.fn)
@@ -275,12 +307,17 @@ std::string RankExecutor::run() {
         runCollective(pr);
       stats_.secondsByOp[pr.decl->op] +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    } catch (const CommFailure &e) {
+      // The ranks cannot stay matched any more: stop here.
+      throw CommFailure("program '" + p.name + "' instruction " + std::to_string(i) + " (" +
+                        pr.where + "): " + e.what());
     } catch (const std::exception &e) {
       if (first.empty())
         first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
                 pr.decl->op + "): " + e.what();
     }
   }
+  progress::setInstruction(-1);
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
     stats_.collectives[k].bytes += stats_.perStep[k].bytes;

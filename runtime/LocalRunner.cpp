@@ -69,7 +69,7 @@ std::unique_ptr<LocalRunner::Impl> build(std::unique_ptr<Artifact> a,
   impl->artifact = std::move(a);
   const int n = impl->ranks();
   if (n == 1) impl->single = makeLocalWorld();
-  else impl->threads = std::make_unique<ThreadWorld>(n);
+  else impl->threads = std::make_unique<ThreadWorld>(n, opts.timeoutSeconds);
   if (opts.blasThreads > 0) kernels::cpu::setBlasThreads(opts.blasThreads);
   impl->execs.resize(size_t(n));
   std::string err = impl->forRanks([&](int r) {
