@@ -192,7 +192,7 @@ liveness)
   # ends naming the stopped rank (the bound here is generous: a loaded
   # machine; the supervisor itself waits 5 s at most after the timeout).
   start=$(date +%s)
-  timeout 120 "$run" --launch "$work/dp4.dtc" --steps 100000000 --timeout 2 > s.out 2> s.err &
+  timeout 120 "$run" --launch "$work/dp4.dtc" --steps 100000000 --timeout 4 > s.out 2> s.err &
   job=$!
   wait_for s.out '^step 1 loss'
   victim=$(rank_pid 2) || fail "rank 2 not found"
@@ -204,17 +204,17 @@ liveness)
   one_error s.err "rank 2 (pid $victim) stopped making progress in step"
   grep -q "it is stopped" s.err || { cat s.err; fail "SIGSTOP: state"; }
   grep -q "ranks 0, 1, 3 gave up" s.err || { cat s.err; fail "SIGSTOP: the others"; }
-  grep -q "timed out after 2 s in an all-reduce" s.err || { cat s.err; fail "SIGSTOP: collective"; }
+  grep -q "timed out after 4 s in an all-reduce" s.err || { cat s.err; fail "SIGSTOP: collective"; }
   no_strays
   # Under a plain mpirun (no supervisor) the waiting rank leaves too.
-  timeout 120 "$mpiexec" -np 2 "${root[@]}" --oversubscribe --quiet "$run" "$work/dp2.dtc" --steps 100000000 --timeout 2 > p.out 2> p.err &
+  timeout 120 "$mpiexec" -np 2 "${root[@]}" --oversubscribe --quiet "$run" "$work/dp2.dtc" --steps 100000000 --timeout 4 > p.out 2> p.err &
   job=$!
   wait_for p.out '^step 1 loss'
   victim=$(rank_pid 1) || fail "rank 1 not found (mpirun)"
   kill -STOP "$victim"
   wait $job; rc=$?
   [ $rc != 0 ] && [ $rc != 124 ] || fail "plain mpirun: exit $rc"
-  grep -q "dtc-run: error: rank 0: .*dp2.dtc: step .*timed out after 2 s" p.err || { cat p.err; fail "plain mpirun: message"; }
+  grep -q "dtc-run: error: rank 0: .*dp2.dtc: step .*timed out after 4 s" p.err || { cat p.err; fail "plain mpirun: message"; }
   kill -KILL "$victim" 2>/dev/null
   no_strays
   # A launcher that fails: its own words, in one line.
