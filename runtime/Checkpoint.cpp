@@ -158,8 +158,12 @@ void saveFile(RankExecutor &exec, World &world, const std::string &path,
     }
     writer = std::make_unique<SafetensorsWriter>(path, infos, meta);
   });
-  std::string err; // rank 0's write error; agreed after the last tensor
+  std::string err; // rank 0's write error
   for (int t : tensors) {
+    // In step with rank 0 tensor by tensor: no rank waits longer than one
+    // tensor's write (the --timeout applies to every wait), and a failed
+    // write stops everyone at once.
+    agree(world, err);
     const TensorDecl &d = a.tensors[size_t(t)];
     const size_t elem = dtypeSize(d.dtype), bytes = size_t(numel(d.shape)) * elem;
     const std::vector<int> from = contributorRanks(a, t);
@@ -172,12 +176,10 @@ void saveFile(RankExecutor &exec, World &world, const std::string &path,
       continue;
     }
     if (rootHoldsAll) {
-      if (err.empty()) {
-        try {
-          writer->write(exec.tensor(t).data, bytes);
-        } catch (const std::exception &e) {
-          err = e.what();
-        }
+      try {
+        writer->write(exec.tensor(t).data, bytes);
+      } catch (const std::exception &e) {
+        err = e.what();
       }
       continue;
     }
@@ -196,12 +198,10 @@ void saveFile(RankExecutor &exec, World &world, const std::string &path,
         std::memcpy(whole.data() + size_t(g) * elem, src + size_t(l) * elem, size_t(n) * elem);
       });
     }
-    if (err.empty()) {
-      try {
-        writer->write(whole.data(), bytes);
-      } catch (const std::exception &e) {
-        err = e.what();
-      }
+    try {
+      writer->write(whole.data(), bytes);
+    } catch (const std::exception &e) {
+      err = e.what();
     }
   }
   if (root && err.empty()) {
@@ -224,14 +224,29 @@ LoadedCheckpoint inspectCheckpoint(const Artifact &a, const std::string &path) {
 LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::string &path) {
   LoadedCheckpoint info;
   std::unique_ptr<SafetensorsReader> main, side;
-  runAgreed(world, [&] {
-    info = examine(exec.artifact(), path, main, side);
-    // One rank reads the whole data once to check the checksums.
-    if (world.rank() == 0) {
-      main->verifyChecksum();
-      if (side) side->verifyChecksum();
+  runAgreed(world, [&] { info = examine(exec.artifact(), path, main, side); });
+  // Rank 0 reads the data once to check the checksums, agreeing with the
+  // others after every chunk, so no rank waits longer than one chunk's read
+  // (the --timeout applies to every wait). Rank 0's view of the file sets
+  // the pace.
+  constexpr uint64_t kChunk = uint64_t(256) << 20;
+  for (const SafetensorsReader *file : {main.get(), side.get()}) {
+    uint64_t plan[2] = {0, 0}; // checksum present, data bytes
+    if (world.rank() == 0 && file && file->hasChecksum()) {
+      plan[0] = 1;
+      plan[1] = file->dataBytes();
     }
-  });
+    world.world().broadcast(plan, sizeof plan, 0);
+    if (!plan[0]) continue;
+    uint32_t crc = 0;
+    for (uint64_t at = 0; at < plan[1]; at += kChunk)
+      runAgreed(world, [&] {
+        if (world.rank() == 0) crc = file->dataCrc(at, std::min(kChunk, plan[1] - at), crc);
+      });
+    runAgreed(world, [&] {
+      if (world.rank() == 0) file->checkChecksum(crc);
+    });
+  }
   runAgreed(world, [&] {
     copyPieces(exec, *main, Role::Param);
     if (side) {

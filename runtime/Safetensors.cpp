@@ -232,20 +232,27 @@ void SafetensorsReader::read(const SafetensorsEntry &e, uint64_t offset, void *d
   readAt(dataStart_ + e.begin + offset, dst, size);
 }
 
-bool SafetensorsReader::verifyChecksum() const {
-  auto c = meta_.find(kDataChecksumKey);
-  if (c == meta_.end()) return false;
-  std::vector<char> buf(size_t(4) << 20);
-  uint32_t crc = 0;
-  for (uint64_t pos = dataStart_; pos < size_;) {
-    const size_t n = size_t(std::min<uint64_t>(buf.size(), size_ - pos));
+uint32_t SafetensorsReader::dataCrc(uint64_t offset, uint64_t size, uint32_t crc) const {
+  std::vector<char> buf(size_t(std::min<uint64_t>(size, uint64_t(4) << 20)));
+  for (uint64_t pos = dataStart_ + offset, end = pos + size; pos < end;) {
+    const size_t n = size_t(std::min<uint64_t>(buf.size(), end - pos));
     readAt(pos, buf.data(), n);
     crc = crc32c(crc, buf.data(), n);
     pos += n;
   }
-  if (hex32(crc) != c->second)
-    throw Error(path_ + ": data checksum mismatch (" + kDataChecksumKey + " is " + c->second +
+  return crc;
+}
+
+void SafetensorsReader::checkChecksum(uint32_t crc) const {
+  const std::string &want = meta_.at(kDataChecksumKey);
+  if (hex32(crc) != want)
+    throw Error(path_ + ": data checksum mismatch (" + kDataChecksumKey + " is " + want +
                 ", the data section hashes to " + hex32(crc) + "): the file is corrupted");
+}
+
+bool SafetensorsReader::verifyChecksum() const {
+  if (!hasChecksum()) return false;
+  checkChecksum(dataCrc(0, dataBytes(), 0));
   return true;
 }
 

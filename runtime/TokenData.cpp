@@ -94,20 +94,23 @@ void TokenFile::read(int64_t first, int64_t count, uint32_t *out) const {
   }
 }
 
-void TokenFile::validate(const TokenBinding &b) const {
+void TokenFile::checkSize(const TokenBinding &b) const {
   if (n_ < b.S + 2)
     throw Error(path_ + ": " + std::to_string(n_) + " tokens is too few for one window of " +
                 std::to_string(b.S) + " tokens plus its label (need at least " +
                 std::to_string(b.S + 2) + ")");
+}
+
+void TokenFile::checkTokens(const TokenBinding &b, int64_t first, int64_t count) const {
   const uint64_t bound = uint64_t(b.bound);
   const size_t w = dtype_ == TokenDType::U16 ? 2 : 4;
-  std::vector<uint32_t> chunk(size_t(1) << 18);
-  for (int64_t first = 0; first < n_; first += int64_t(chunk.size())) {
-    const int64_t count = std::min<int64_t>(int64_t(chunk.size()), n_ - first);
-    read(first, count, chunk.data());
-    for (int64_t j = 0; j < count; ++j) {
+  std::vector<uint32_t> chunk(size_t(std::min<int64_t>(count, int64_t(1) << 18)));
+  for (int64_t at = first, end = first + count; at < end; at += int64_t(chunk.size())) {
+    const int64_t n = std::min<int64_t>(int64_t(chunk.size()), end - at);
+    read(at, n, chunk.data());
+    for (int64_t j = 0; j < n; ++j) {
       const uint64_t t = chunk[size_t(j)];
-      const int64_t i = first + j;
+      const int64_t i = at + j;
       if (t >= bound)
         throw Error(path_ + ": token " + std::to_string(t) + " at byte offset " +
                     std::to_string(uint64_t(i) * w) + " (token " + std::to_string(i) +
@@ -115,6 +118,11 @@ void TokenFile::validate(const TokenBinding &b) const {
                     b.boundInput + "'");
     }
   }
+}
+
+void TokenFile::validate(const TokenBinding &b) const {
+  checkSize(b);
+  checkTokens(b, 0, n_);
 }
 
 int64_t windowStart(int64_t step, int64_t row, int64_t B, int64_t S, int64_t n) {

@@ -137,16 +137,30 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     const std::vector<int> holders = contributorRanks(*artifact_, loss.at(0));
     lossRank_ = holders.at(0);
   });
-  // 3. The token file: every rank maps it, rank 0 validates every token.
+  // 3. The token file: every rank opens it, rank 0 checks every token, in
+  //    chunks the ranks agree on one by one (so no rank waits longer than
+  //    one chunk's read: the --timeout applies to every wait).
   if (!opts_.dataPath.empty()) {
     runAgreed(world_, [&] {
       binding_ = bindTokenInputs(*artifact_);
       data_ = std::make_unique<TokenFile>(opts_.dataPath, opts_.dataDtype);
-      if (world_.rank() == 0)
-        data_->validate(binding_);
-      else if (data_->size() < binding_.S + 2)
-        data_->validate(binding_); // same "too small" error on every rank
+      data_->checkSize(binding_);
     });
+    // Every rank must see the file rank 0 checks (and count its chunks).
+    int64_t tokens = data_->size();
+    world_.world().broadcast(&tokens, sizeof tokens, 0);
+    runAgreed(world_, [&] {
+      if (data_->size() != tokens)
+        throw Error(opts_.dataPath + ": the token file changed while the ranks opened it (" +
+                    std::to_string(data_->size()) + " tokens here, " +
+                    std::to_string(tokens) + " on rank 0)");
+    });
+    constexpr int64_t kChunk = int64_t(64) << 20;
+    for (int64_t at = 0; at < tokens; at += kChunk)
+      runAgreed(world_, [&] {
+        if (world_.rank() == 0)
+          data_->checkTokens(binding_, at, std::min(kChunk, tokens - at));
+      });
   }
   // 4. The checkpoint.
   if (!opts_.loadPath.empty()) {

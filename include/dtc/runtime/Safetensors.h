@@ -66,6 +66,13 @@ public:
   /// Verifies dtc.data_crc32c when the file carries one (reading the data
   /// section once); returns whether it did.
   bool verifyChecksum() const;
+  /// The same in pieces, for callers that pace the reading: whether there
+  /// is a checksum, the data section's size, the CRC of `size` data bytes
+  /// at `offset` continuing `crc`, and the final comparison (throws).
+  bool hasChecksum() const { return meta_.count(kDataChecksumKey) != 0; }
+  uint64_t dataBytes() const { return size_ - dataStart_; }
+  uint32_t dataCrc(uint64_t offset, uint64_t size, uint32_t crc) const;
+  void checkChecksum(uint32_t crc) const;
 
 private:
   void readAt(uint64_t offset, void *dst, size_t size) const;

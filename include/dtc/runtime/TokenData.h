@@ -52,6 +52,10 @@ public:
   /// Throws unless the file holds at least one window (n >= S + 2) and every
   /// token is below `b.bound`.
   void validate(const TokenBinding &b) const;
+  /// The two checks apart: the size, and tokens [first, first + count)
+  /// (for callers that pace a long file).
+  void checkSize(const TokenBinding &b) const;
+  void checkTokens(const TokenBinding &b, int64_t first, int64_t count) const;
 
 private:
   std::string path_;
