@@ -157,6 +157,15 @@ data)
   one_error e "tokens_bad.bin: token 60 at byte offset 246 (token 123) is not below 50"
   "$run" "$art/mlp1.dtc" --steps 1 --data "$art/tokens.bin" 2> e; [ $? = 1 ] || fail "no token inputs"
   one_error e "--data needs two integer inputs of shape [B, S]"
+  # The token file cut short during a run: an error naming it, not SIGBUS.
+  cp "$art/tokens.bin" cut.bin
+  "$run" "$art/lm1.dtc" --steps 100000000 --data cut.bin > t.out 2> t.err &
+  job=$!
+  wait_for t.out '^step 1 loss'
+  truncate -s 40 cut.bin
+  wait $job; rc=$?
+  [ $rc = 1 ] || { cat t.err; fail "truncated token file: exit $rc"; }
+  one_error t.err "cut.bin: the token file shrank during the run (it had 600 tokens"
   ;;
 launch)
   "$run" --launch "$art/mlp_dp2.dtc" --steps 3 --seed 1 > l.out 2> l.err || { cat l.err; fail "launch"; }
