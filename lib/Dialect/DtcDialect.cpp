@@ -110,7 +110,7 @@ bool ShardingAttr::isReplicated() const {
 LogicalResult
 ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                      FlatSymbolRefAttr grid, ArrayRef<DenseI64ArrayAttr> dims,
-                     ArrayRef<int64_t> partial) {
+                     ArrayRef<int64_t> partial, PartialKind partialKind) {
   if (!grid)
     return emitError() << "sharding needs a grid";
   llvm::SmallSet<int64_t, 8> seen;
@@ -150,6 +150,7 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
   FlatSymbolRefAttr grid;
   SmallVector<DenseI64ArrayAttr> dims;
   SmallVector<int64_t> partial;
+  PartialKind kind = PartialKind::Sum;
   if (parser.parseLess() || parser.parseAttribute(grid) || parser.parseComma())
     return {};
   if (parser.parseCommaSeparatedList(
@@ -165,11 +166,15 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
     if (parser.parseKeyword("partial") || parser.parseEqual() ||
         parseIntList(parser, partial))
       return {};
+    if (succeeded(parser.parseOptionalKeyword("max")))
+      kind = PartialKind::Max;
+    else
+      (void)parser.parseOptionalKeyword("sum");
   }
   if (parser.parseGreater())
     return {};
   return parser.getChecked<ShardingAttr>(parser.getContext(), grid, dims,
-                                         partial);
+                                         partial, kind);
 }
 
 void ShardingAttr::print(AsmPrinter &printer) const {
@@ -184,6 +189,8 @@ void ShardingAttr::print(AsmPrinter &printer) const {
     printer << ", partial = [";
     llvm::interleaveComma(getPartial(), printer);
     printer << "]";
+    if (getPartialKind() == PartialKind::Max)
+      printer << " max";
   }
   printer << ">";
 }

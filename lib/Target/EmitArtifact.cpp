@@ -12,6 +12,7 @@
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Version.h"
+#include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/Sharding/Sharding.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -570,7 +571,7 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
                   {"constants", constants},
                   {"instructions", instructions}};
   return json{{"format", "dtc-artifact"},
-              {"version", 1},
+              {"version", ::dtc::rt::kArtifactVersion},
               {"producer", std::string("dtc ") + DTC_VERSION_STRING},
               {"source", options.sourceName},
               {"mesh", std::vector<int64_t>(grid.begin(), grid.end())},

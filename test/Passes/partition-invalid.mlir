@@ -35,12 +35,28 @@ module attributes {dtc.plan = {grid = @mesh}} {
 
 // -----
 
+// An uneven split is padded, but cross entropy averages over its label
+// positions non-linearly: padding would change the loss.
 module attributes {dtc.plan = {grid = @mesh}} {
   shard.grid @mesh(shape = 4)
-  func.func @train_step(%x: tensor<6x8xf32> {dtc.sharding = #dtc.sharding<@mesh, [[], []]>}) -> tensor<6x8xf32> {
-    // expected-error @+1 {{dtc.factor_axes: factor 0 of size 6 does not split into 4 equal pieces}}
-    %0 = "dtc.exp"(%x) {dtc.factor_axes = [array<i64: 0>, array<i64>]} : (tensor<6x8xf32>) -> tensor<6x8xf32>
-    return %0 : tensor<6x8xf32>
+  func.func @train_step(%x: tensor<6x8xf32> {dtc.sharding = #dtc.sharding<@mesh, [[], []]>},
+                        %y: tensor<6xi32> {dtc.sharding = #dtc.sharding<@mesh, [[]]>}) -> tensor<f32> {
+    // expected-error @+1 {{cannot split dimension 0 (size 6) of operand 0 of 'dtc.cross_entropy' into 4 pieces: it does not divide, and the op reduces over it non-linearly (padding would change its result)}}
+    %0 = "dtc.cross_entropy"(%x, %y) {dtc.factor_axes = [array<i64: 0>, array<i64>]} : (tensor<6x8xf32>, tensor<6xi32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}
+
+// -----
+
+// A padded split must be a dimension of its own: 6 rows merged with 8
+// columns cannot split into 4 pieces on a factor boundary.
+module attributes {dtc.plan = {grid = @mesh}} {
+  shard.grid @mesh(shape = 4)
+  func.func @train_step(%x: tensor<6x8xf32> {dtc.sharding = #dtc.sharding<@mesh, [[], []]>}) -> tensor<48xf32> {
+    // expected-error @+1 {{cannot split dimension 0 (size 6) of operand 0 of 'dtc.reshape' into 4 pieces: it does not divide, and the dimension is merged with others (only a dimension of its own may be padded)}}
+    %0 = "dtc.reshape"(%x) {dtc.factor_axes = [array<i64: 0>, array<i64>]} : (tensor<6x8xf32>) -> tensor<48xf32>
+    return %0 : tensor<48xf32>
   }
 }
 
@@ -49,7 +65,7 @@ module attributes {dtc.plan = {grid = @mesh}} {
 module attributes {dtc.plan = {grid = @mesh}} {
   shard.grid @mesh(shape = 2)
   func.func @train_step(%x: tensor<4x8xf32> {dtc.sharding = #dtc.sharding<@mesh, [[], []]>}) -> tensor<32xf32> {
-    // expected-error @+1 {{dtc.factor_axes: factor 1 is not the major factor of a merged dimension}}
+    // expected-error @+1 {{dtc.factor_axes: factor 1 is sharded inside dimension 0 of result 0 while its major factor 0 (size 4) is not split completely}}
     %0 = "dtc.reshape"(%x) {dtc.factor_axes = [array<i64>, array<i64: 0>]} : (tensor<4x8xf32>) -> tensor<32xf32>
     return %0 : tensor<32xf32>
   }

@@ -173,7 +173,7 @@ TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
   const std::vector<Case> cases = {
       {"not an object", [](json &b) { b = json::array(); }, "must be an object"},
       {"format", [](json &b) { b["format"] = "onnx"; }, "format: expected \"dtc-artifact\""},
-      {"version", [](json &b) { b["version"] = 2; }, "unsupported body version 2"},
+      {"version", [](json &b) { b["version"] = 1; }, "unsupported body version 1"},
       {"missing mesh", [](json &b) { b.erase("mesh"); }, "missing required key \"mesh\""},
       {"mesh type", [](json &b) { b["mesh"] = "2x2"; }, "mesh: must be an array"},
       {"devices", [](json &b) { b["devices"] = 8; }, "devices: 8 does not match the mesh 2x2"},
@@ -186,8 +186,9 @@ TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
       {"tensor shape", [](json &b) { b["tensors"][0]["shape"] = {8, 0}; }, "dimension sizes must be >= 1"},
       {"sharding rank", [](json &b) { b["tensors"][0]["sharding"] = json::array({json::array()}); },
        "sharding has 1 entries for a rank-2 tensor"},
-      {"sharding divides", [](json &b) { b["tensors"][0]["shape"] = {7, 16}; },
-       "does not divide it"},
+      // 9 rows over 2 ranks are padded pieces of 5, not the buffer's 4.
+      {"sharding pieces", [](json &b) { b["tensors"][0]["shape"] = {9, 16}; },
+       "does not match its global shape [9, 16] divided by its sharding, [5, 16]"},
       {"sharding axis twice",
        [](json &b) { b["tensors"][0]["sharding"] = json::array({json::array({0}), json::array({0})}); },
        "uses mesh axis 0 twice"},

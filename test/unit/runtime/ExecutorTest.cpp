@@ -221,15 +221,22 @@ TEST(LocalRunner, LoadErrorsAndStats) {
 
   auto r = LocalRunner::loadJson(mlp({2}, {0}), "s.dtc", err);
   ASSERT_TRUE(r) << err;
+  ASSERT_TRUE(r->initialize(1, err)) << err;
+  ASSERT_TRUE(r->runStep(err)) << err;
   LocalRunStats s = r->stats();
-  // Per rank: params 16*32 + 32 + 32*10 floats; adam m and v twice that.
-  const uint64_t params = (16 * 32 + 32 + 32 * 10) * 4;
+  // What the allocator really handed out: each slot 64-byte aligned plus a
+  // 64-byte guard. Per rank: params w1 16x32, b1 32, w2 32x10; Adam m and v.
+  auto aligned = [](uint64_t b) { return (b + 63) / 64 * 64 + 64; };
+  const uint64_t params = aligned(16 * 32 * 4) + aligned(32 * 4) + aligned(32 * 10 * 4);
   EXPECT_EQ(s.memoryBytes["param"], params);
   EXPECT_EQ(s.memoryBytes["grad"], params);
   EXPECT_EQ(s.memoryBytes["optimizer"], 2 * params);
-  EXPECT_EQ(s.memoryBytes["input"], 4u * 16 * 4 + 4 * 4);
+  EXPECT_EQ(s.memoryBytes["input"], aligned(4u * 16 * 4) + aligned(4 * 4));
   EXPECT_EQ(s.collectiveCallsPerStep["all_reduce"], 4u); // loss + 3 grads
-  EXPECT_EQ(s.collectiveBytesPerStep["all_reduce"], 4 + params);
+  const uint64_t data = 4 + (16 * 32 + 32 + 32 * 10) * 4;
+  EXPECT_EQ(s.collectiveBytesPerStep["all_reduce"], data);
+  // A ring all-reduce over two ranks sends each element once.
+  EXPECT_EQ(s.collectiveSentBytesPerStep["all_reduce"], data);
 }
 
 TEST(LocalRunner, RunTimeKernelErrorOnSomeRanksDoesNotHang) {
