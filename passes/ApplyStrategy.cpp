@@ -30,6 +30,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallSet.h"
+#include "dtc/Sharding/TensorSharding.h"
 
 namespace mlir::dtc {
 #define GEN_PASS_DEF_APPLYSTRATEGY
@@ -47,17 +48,19 @@ FactorAxes forwardFactors(Operation *op, const ShardingRule &rule,
   llvm::SmallSet<int64_t, 8> used;
   for (auto [idx, sharding] : llvm::enumerate(operands))
     for (auto [dim, axes] : llvm::enumerate(sharding.dims))
-      for (auto &[factor, fAxes] :
-           dimensionToFactors(rule, rule.operands[idx][dim], axes, grid)) {
-        if (!factors[factor].empty() ||
-            llvm::any_of(fAxes, [&](int64_t a) { return used.contains(a); }))
+      for (const FactorSplit &split : dimensionToFactors(
+               rule, rule.operands[idx][dim], axes, sharding.piece(dim), grid)) {
+        if (!factors[split.factor].empty() ||
+            llvm::any_of(split.axes, [&](int64_t a) { return used.contains(a); }))
           continue;
-        factors[factor] = fAxes;
+        factors[split.factor] = split.axes;
+        factors.setPiece(split.factor, split.piece);
         if (!checkFactorAxes(op, rule, factors, grid).empty()) {
-          factors[factor].clear();
+          factors[split.factor].clear();
+          factors.setPiece(split.factor, 0);
           continue;
         }
-        for (int64_t a : fAxes)
+        for (int64_t a : split.axes)
           used.insert(a);
       }
   return factors;
@@ -194,6 +197,38 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     return success();
   }
 
+  /// Megatron splits attention by heads. When a column-parallel matmul's
+  /// output columns are reshaped into [heads, head size] and the heads do
+  /// not divide over the tp devices, its columns are split in pieces of
+  /// whole heads (the last devices hold padding) rather than in pieces that
+  /// would cut heads apart. 0 when the default split already does.
+  static int64_t headAlignedPiece(MatmulOp matmul, int64_t devices) {
+    Value v = matmul.getResult();
+    int64_t rank = tensorTypeOf(v).getRank();
+    // Through a bias add (or any same-shape elementwise op) to the reshape.
+    for (int depth = 0; depth < 4; ++depth) {
+      Operation *user = v.hasOneUse() ? *v.user_begin() : nullptr;
+      if (!user)
+        return 0;
+      if (auto reshape = dyn_cast<ReshapeOp>(user)) {
+        ShardingRule rule = reshape.getShardingRule();
+        const DimFactors &columns = rule.operands[0][rank - 1];
+        if (columns.size() < 2)
+          return 0;
+        int64_t heads = rule.factorSizes[columns.front()];
+        int64_t headSize = tensorTypeOf(v).getShape().back() / heads;
+        if (heads % devices == 0)
+          return 0;
+        return pieceSize(heads, devices) * headSize;
+      }
+      if (user->getNumResults() != 1 || user->getResult(0).getType() != v.getType() ||
+          !isa<AddOp, SubOp, MulOp>(user))
+        return 0;
+      v = user->getResult(0);
+    }
+    return 0;
+  }
+
   /// Megatron's pins: vocab-parallel embedding tables, column-parallel
   /// weights of matmuls whose input is whole on the tp axes (see the file
   /// comment). A forward walk (operands only) tells which inputs are split.
@@ -235,6 +270,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
             !usesTp(layoutOf(matmul.getA()).dims[a.getRank() - 1])) {
           TensorSharding column = TensorSharding::replicated(2);
           column.dims[1] = tpAxes;
+          column.setPiece(1, headAlignedPiece(matmul, shardCount(grid, tpAxes)));
+          normalizePieces(column, tensorTypeOf(weight).getShape(), grid);
           pin(weight, column);
           layout[weight] = column;
         }
@@ -247,7 +284,7 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
         operands.push_back(layoutOf(v));
       FactorAxes factors = forwardFactors(&op, rule, operands, grid);
       for (auto [idx, result] : llvm::enumerate(op.getResults())) {
-        TensorSharding s = resultSharding(rule, factors, idx);
+        TensorSharding s = resultSharding(rule, factors, idx, grid);
         s.partial.clear(); // pending sums do not steer the layout of consumers
         layout[result] = s;
       }

@@ -186,6 +186,7 @@ LogicalResult Partitioner::run() {
       sharding = fromShardingAttr(attr);
     if (sharding.isPartial())
       return emitError(arg.getLoc()) << "an argument cannot be a partial value";
+    normalizePieces(sharding, global.getShape(), gridShape);
     if (failed(checkSharding(arg.getLoc(), global, sharding)))
       return failure();
     localArgTypes.push_back(localType(global, sharding, gridShape));
@@ -266,7 +267,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       // reuse than to keep the sum pending (and reduce it again later).
       bool alreadyReduced = llvm::any_of(sorted, [&](unsigned idx) {
         Value operand = op->getOperand(idx);
-        TensorSharding wanted = requiredOperandSharding(rule, *factors, idx);
+        TensorSharding wanted = requiredOperandSharding(rule, *factors, idx, gridShape);
         return llvm::any_of(reshards.lookup(operand), [&](const Local &done) {
           return done.sharding == wanted;
         });
@@ -279,7 +280,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
 
   SmallVector<Value> localOperands;
   for (auto [idx, operand] : llvm::enumerate(op->getOperands())) {
-    TensorSharding target = requiredOperandSharding(rule, *factors, idx);
+    TensorSharding target = requiredOperandSharding(rule, *factors, idx, gridShape);
     if (!keptPartial.empty() && llvm::is_contained(partialOperands, idx))
       target.partial = keptPartial;
     FailureOr<Value> v = reshard(operand, target, op->getLoc());
@@ -296,15 +297,15 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   // Padding must not reach a reduction: set it to the identity first.
   for (auto [factor, axes] : llvm::enumerate(*factors)) {
     FactorKind kind = rule.factorKinds[factor];
-    int64_t size = rule.factorSizes[factor];
-    if (axes.empty() || !isUneven(size, shardCount(gridShape, axes)) ||
+    if (!isPaddedFactor(rule, *factors, factor, gridShape) ||
         llvm::is_contained(lowered, (int64_t)factor) ||
         (kind != FactorKind::Sum && kind != FactorKind::Mean && kind != FactorKind::Max))
       continue;
     for (unsigned idx = 0; idx < rule.operands.size(); ++idx)
       for (auto [dim, dimFactors] : llvm::enumerate(rule.operands[idx]))
         if (llvm::is_contained(dimFactors, (int64_t)factor))
-          localOperands[idx] = fillPadding(op->getLoc(), localOperands[idx], dim, size,
+          localOperands[idx] = fillPadding(op->getLoc(), localOperands[idx], dim,
+                                           typeOf(op->getOperand(idx)).getDimSize(dim),
                                            axes, kind == FactorKind::Max);
   }
 
@@ -312,7 +313,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   SmallVector<Type> localTypes;
   SmallVector<SmallVector<int64_t>> meanFactors(op->getNumResults());
   for (auto [idx, result] : llvm::enumerate(op->getResults())) {
-    TensorSharding sharding = resultSharding(rule, *factors, idx, &meanFactors[idx]);
+    TensorSharding sharding = resultSharding(rule, *factors, idx, gridShape, &meanFactors[idx]);
     if (!keptPartial.empty()) {
       sharding.partial.append(keptPartial.begin(), keptPartial.end());
       llvm::sort(sharding.partial);
@@ -354,10 +355,8 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       // A shard's mean times (local count / global count) is its share of
       // the global mean; padded pieces were zeroed above and count fully.
       double scale = 1.0;
-      for (int64_t f : meanFactors[idx]) {
-        int64_t size = rule.factorSizes[f];
-        scale *= double(pieceSize(size, shardCount(gridShape, (*factors)[f]))) / size;
-      }
+      for (int64_t f : meanFactors[idx])
+        scale *= double(factorPiece(rule, *factors, f, gridShape)) / rule.factorSizes[f];
       auto scalarType = RankedTensorType::get({}, typeOf(v).getElementType());
       Value factor = createSplatConstant(b, op->getLoc(), scalarType, scale);
       v = MulOp::create(b, op->getLoc(), v, factor);
@@ -413,8 +412,8 @@ Value Partitioner::emitStep(const ReshardStep &step, Value v, RankedTensorType g
     shape[step.dim] /= n;
     shape[step.concatDim] *= n;
     v = shard::AllToAllOp::create(b, loc, RankedTensorType::get(shape, global.getElementType()),
-                                  gridAttr, axesAttr, v, b.getI64IntegerAttr(step.dim),
-                                  b.getI64IntegerAttr(step.concatDim));
+                                  gridAttr, axesAttr, v, b.getIndexAttr(step.dim),
+                                  b.getIndexAttr(step.concatDim));
     return fit(v, step.concatDim, after.getDimSize(step.concatDim));
   }
   }
@@ -469,8 +468,10 @@ LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
     TensorSharding target = TensorSharding::replicated(global.getRank());
     if (auto updates = step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kUpdatesAttr))
       if (auto attr = local.getArgAttrOfType<ShardingAttr>(updates.getInt(),
-                                                           DtcDialect::kShardingAttr))
+                                                           DtcDialect::kShardingAttr)) {
         target = fromShardingAttr(attr);
+        normalizePieces(target, global.getShape(), gridShape);
+      }
     FailureOr<Value> value = reshard(operand, target, ret.getLoc());
     if (failed(value))
       return failure();

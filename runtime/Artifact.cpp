@@ -166,7 +166,7 @@ std::string Mesh::str() const {
 }
 
 Piece pieceOf(const Mesh &mesh, const Sharding &sharding, const Shape &global,
-              const std::vector<int64_t> &coords) {
+              const std::vector<int64_t> &coords, const std::vector<int64_t> &pieces) {
   Piece p;
   p.local = global;
   p.extent = global;
@@ -176,7 +176,7 @@ Piece pieceOf(const Mesh &mesh, const Sharding &sharding, const Shape &global,
     if (n <= 1) continue;
     const int64_t idx = mesh.groupIndex(coords, sharding[d]);
     // Pieces of ceil(G/n); the last ones may be partly or wholly padding.
-    p.local[d] = (global[d] + n - 1) / n;
+    p.local[d] = d < pieces.size() && pieces[d] > 0 ? pieces[d] : (global[d] + n - 1) / n;
     p.offset[d] = idx * p.local[d];
     p.extent[d] = std::max<int64_t>(0, std::min(p.local[d], global[d] - p.offset[d]));
   }
@@ -384,6 +384,19 @@ void Parser::parseTensors(const json &arr, Artifact &a) {
       // A split that does not divide the dimension pads its pieces.
       t.sharding.push_back(axes);
     }
+    if (const json *pieces = opt(v, "pieces")) {
+      t.pieces = ints(*pieces, where + ": pieces");
+      if (t.pieces.size() != t.shape.size())
+        fail(where, "pieces has " + std::to_string(t.pieces.size()) + " entries for a rank-" +
+                        std::to_string(t.shape.size()) + " tensor");
+      for (size_t d = 0; d < t.pieces.size(); ++d) {
+        const int64_t n = a.mesh.groupSize(t.sharding[d]), q = t.pieces[d];
+        if (q != 0 && (n <= 1 || q * n < t.shape[d] || q > t.shape[d]))
+          fail(where, "dimension " + std::to_string(d) + " of size " +
+                          std::to_string(t.shape[d]) + " cannot be split into " +
+                          std::to_string(n) + " pieces of " + std::to_string(q));
+      }
+    }
     auto needDtype = [&](DType d) {
       if (t.dtype != d)
         fail(where, std::string("a ") + roleName(t.role) + " tensor must be " +
@@ -511,7 +524,7 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
       if (td.dtype != b.dtype)
         fail(w, "dtype " + std::string(dtypeName(b.dtype)) + " differs from tensor '" +
                     name + "' (" + dtypeName(td.dtype) + ")");
-      Piece piece = pieceOf(a.mesh, td.sharding, td.shape, a.mesh.coords(p.ranks[0]));
+      Piece piece = pieceOf(a.mesh, td.sharding, td.shape, a.mesh.coords(p.ranks[0]), td.pieces);
       if (piece.local != b.shape)
         fail(w, "local shape " + shapeStr(b.shape) + " of tensor '" + name +
                     "' does not match its global shape " + shapeStr(td.shape) +

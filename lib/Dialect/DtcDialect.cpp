@@ -110,7 +110,14 @@ bool ShardingAttr::isReplicated() const {
 LogicalResult
 ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                      FlatSymbolRefAttr grid, ArrayRef<DenseI64ArrayAttr> dims,
-                     ArrayRef<int64_t> partial, PartialKind partialKind) {
+                     ArrayRef<int64_t> partial, PartialKind partialKind,
+                     ArrayRef<int64_t> pieces) {
+  if (pieces.size() > dims.size())
+    return emitError() << "sharding lists " << pieces.size() << " piece sizes for "
+                       << dims.size() << " dimensions";
+  for (int64_t piece : pieces)
+    if (piece < 0)
+      return emitError() << "piece sizes must be non-negative, got " << piece;
   if (!grid)
     return emitError() << "sharding needs a grid";
   llvm::SmallSet<int64_t, 8> seen;
@@ -162,7 +169,13 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
             return success();
           }))
     return {};
-  if (succeeded(parser.parseOptionalComma())) {
+  SmallVector<int64_t> pieces;
+  while (succeeded(parser.parseOptionalComma())) {
+    if (succeeded(parser.parseOptionalKeyword("pieces"))) {
+      if (parser.parseEqual() || parseIntList(parser, pieces))
+        return {};
+      continue;
+    }
     if (parser.parseKeyword("partial") || parser.parseEqual() ||
         parseIntList(parser, partial))
       return {};
@@ -174,7 +187,7 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
   if (parser.parseGreater())
     return {};
   return parser.getChecked<ShardingAttr>(parser.getContext(), grid, dims,
-                                         partial, kind);
+                                         partial, kind, pieces);
 }
 
 void ShardingAttr::print(AsmPrinter &printer) const {
@@ -185,6 +198,11 @@ void ShardingAttr::print(AsmPrinter &printer) const {
     printer << "]";
   });
   printer << "]";
+  if (!getPieces().empty()) {
+    printer << ", pieces = [";
+    llvm::interleaveComma(getPieces(), printer);
+    printer << "]";
+  }
   if (isPartial()) {
     printer << ", partial = [";
     llvm::interleaveComma(getPartial(), printer);

@@ -29,7 +29,7 @@ void ShardingPropagation::pin(Value value, const TensorSharding &sharding,
   if (llvm::any_of(s, [&](const DimState &d) { return d.level >= level && d.closed; }))
     return;
   for (auto [dim, axes] : llvm::enumerate(sharding.dims))
-    s[dim] = DimState{axes, level, level, true};
+    s[dim] = DimState{axes, sharding.piece(dim), level, level, true};
 }
 
 void ShardingPropagation::close(Value value) {
@@ -42,8 +42,11 @@ TensorSharding ShardingPropagation::shardingOf(Value value) const {
   TensorSharding s = TensorSharding::replicated(rank);
   auto it = states.find(value);
   if (it != states.end())
-    for (auto [dim, d] : llvm::enumerate(it->second))
+    for (auto [dim, d] : llvm::enumerate(it->second)) {
       s.dims[dim] = d.axes;
+      s.setPiece(dim, d.piece);
+    }
+  normalizePieces(s, tensorTypeOf(value).getShape(), grid);
   return s;
 }
 
@@ -72,6 +75,7 @@ FactorAxes ShardingPropagation::assign(Operation *op, const ShardingRule &rule,
     uint8_t level, origin;
     const DimFactors *dimFactors;
     const GridAxes *axes;
+    int64_t piece;
   };
   SmallVector<Candidate> candidates;
   auto collect = [&](ValueRange values, ArrayRef<TensorFactors> tensors) {
@@ -81,7 +85,7 @@ FactorAxes ShardingPropagation::assign(Operation *op, const ShardingRule &rule,
         continue;
       for (auto [dim, d] : llvm::enumerate(it->second))
         if (!d.axes.empty() && d.origin >= minOrigin && dim < tensor.size())
-          candidates.push_back({d.level, d.origin, &tensor[dim], &d.axes});
+          candidates.push_back({d.level, d.origin, &tensor[dim], &d.axes, d.piece});
     }
   };
   collect(op->getOperands(), rule.operands);
@@ -91,13 +95,18 @@ FactorAxes ShardingPropagation::assign(Operation *op, const ShardingRule &rule,
   });
   llvm::SmallSet<int64_t, 8> used;
   for (const Candidate &c : candidates) {
-    for (auto &[factor, axes] : dimensionToFactors(rule, *c.dimFactors, *c.axes, grid)) {
+    for (const FactorSplit &split :
+         dimensionToFactors(rule, *c.dimFactors, *c.axes, c.piece, grid)) {
+      int64_t factor = split.factor;
+      const GridAxes &axes = split.axes;
       if (!factors[factor].empty() ||
           llvm::any_of(axes, [&](int64_t a) { return used.contains(a); }))
         continue;
       factors[factor] = axes;
+      factors.setPiece(factor, split.piece);
       if (!checkFactorAxes(op, rule, factors, grid).empty()) {
         factors[factor].clear();
+        factors.setPiece(factor, 0);
         continue;
       }
       origins[factor] = c.origin;
@@ -133,6 +142,7 @@ SmallVector<Value> ShardingPropagation::project(Operation *op, const ShardingRul
         if (!factors[factor].empty())
           origin = std::max(origin, origins[factor]);
       d.axes = axes;
+      d.piece = want.piece(dim);
       d.level = static_cast<uint8_t>(ShardingPriority::Inferred);
       d.origin = origin;
       any = true;
@@ -141,9 +151,9 @@ SmallVector<Value> ShardingPropagation::project(Operation *op, const ShardingRul
       changed.push_back(value);
   };
   for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
-    update(operand, rule.operands[idx], requiredOperandSharding(rule, factors, idx));
+    update(operand, rule.operands[idx], requiredOperandSharding(rule, factors, idx, grid));
   for (auto [idx, result] : llvm::enumerate(op->getResults()))
-    update(result, rule.results[idx], resultSharding(rule, factors, idx));
+    update(result, rule.results[idx], resultSharding(rule, factors, idx, grid));
   return changed;
 }
 
@@ -201,5 +211,5 @@ void ShardingPropagation::annotate(StringRef gridName) {
     func.setArgAttr(arg.getArgNumber(), DtcDialect::kShardingAttr,
                     toShardingAttr(shardingOf(arg), ctx, gridName));
   for (auto &[op, factors] : opFactors)
-    op->setAttr(DtcDialect::kFactorAxesAttr, factorAxesToAttr(ctx, factors));
+    setFactorAxesAttr(op, factors);
 }

@@ -68,15 +68,33 @@ public:
              ReshardPlan &plan);
 
 private:
-  bool uneven(int64_t dim, ArrayRef<int64_t> axes) const {
-    return isUneven(shape[dim], shardCount(grid, axes));
+  /// The piece size a dimension split over `axes` gets: the target's when
+  /// that is where it ends, the default otherwise.
+  int64_t pieceFor(int64_t dim, ArrayRef<int64_t> axes) const {
+    return ArrayRef<int64_t>(to.dims[dim]) == axes ? to.piece(dim) : 0;
   }
+  bool padded(int64_t dim, ArrayRef<int64_t> axes, int64_t piece) const {
+    TensorSharding probe = TensorSharding::replicated(shape.size());
+    probe.dims[dim].assign(axes.begin(), axes.end());
+    probe.setPiece(dim, piece);
+    return isPadded(probe, dim, shape[dim], grid);
+  }
+  /// Dimension `dim` of the current state is split with padding.
+  bool paddedNow(int64_t dim) const { return isPadded(s, dim, shape[dim], grid); }
   /// Whether dimension `dim` may go from its current axes to current +
   /// `more`: padded dimensions only go from whole to split.
   bool canExtend(int64_t dim, ArrayRef<int64_t> more) const {
     GridAxes next = s.dims[dim];
     next.append(more.begin(), more.end());
-    return s.dims[dim].empty() || !uneven(dim, next);
+    return s.dims[dim].empty() || (!paddedNow(dim) && !padded(dim, next, pieceFor(dim, next)));
+  }
+  /// `sharding` with dimension `dim` split over `axes` (and its piece).
+  TensorSharding withDim(const TensorSharding &sharding, int64_t dim,
+                         ArrayRef<int64_t> axes) const {
+    TensorSharding next = sharding;
+    next.dims[dim].assign(axes.begin(), axes.end());
+    next.setPiece(dim, pieceFor(dim, axes));
+    return next;
   }
   bool usedNow(int64_t axis) const { return llvm::is_contained(s.usedAxes(), axis); }
   /// Target axes following the current ones of `dim`, if the current ones
@@ -158,10 +176,10 @@ bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
         take.pop_back();
       if (take.empty())
         continue;
-      TensorSharding after = s;
-      after.dims[d].append(take.begin(), take.end());
+      GridAxes axes = s.dims[d];
+      axes.append(take.begin(), take.end());
       ReshardStep step{Kind::AllSlice, take, d};
-      add(step, after);
+      add(step, withDim(s, d, axes));
     }
   };
   if (earlySlices)
@@ -184,8 +202,9 @@ bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
         take.pop_back();
       if (take.empty())
         continue;
-      TensorSharding after = s;
-      after.dims[d].append(take.begin(), take.end());
+      GridAxes axes = s.dims[d];
+      axes.append(take.begin(), take.end());
+      TensorSharding after = withDim(s, d, axes);
       llvm::erase_if(after.partial, [&](int64_t a) { return llvm::is_contained(take, a); });
       ReshardStep step{Kind::ReduceScatter, take, d};
       step.reduction = s.partialKind;
@@ -223,11 +242,11 @@ bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
             if (tail != next.take_front(len))
               continue;
             GridAxes rest(cur.begin(), cur.end() - len);
-            if (!canExtend(d, tail) || (uneven(c, cur) && !rest.empty()))
+            if (!canExtend(d, tail) || (paddedNow(c) && !rest.empty()))
               continue;
-            TensorSharding after = s;
-            after.dims[c] = rest;
-            after.dims[d].append(tail.begin(), tail.end());
+            GridAxes grown = s.dims[d];
+            grown.append(tail.begin(), tail.end());
+            TensorSharding after = withDim(withDim(s, c, rest), d, grown);
             ReshardStep step{Kind::AllToAll, GridAxes(tail.begin(), tail.end()), d, c};
             add(step, after);
             moved = true;
@@ -244,24 +263,23 @@ bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
     size_t keep = 0;
     while (keep < cur.size() && keep < tgt.size() && cur[keep] == tgt[keep])
       ++keep;
-    bool mustGatherAll = keep > 0 && (uneven(d, cur) || uneven(d, tgt)) && cur != tgt;
+    // Padded splits change only between whole and split; a split with the
+    // right axes but another piece size is gathered too.
+    bool samePieces = cur != tgt || s.piece(d) == to.piece(d);
+    bool mustGatherAll = keep > 0 && (paddedNow(d) || padded(d, tgt, to.piece(d)) || !samePieces);
     if (mustGatherAll)
       keep = 0;
     if (keep == cur.size())
       continue;
-    TensorSharding after = s;
-    after.dims[d].resize(keep);
     ReshardStep step{Kind::AllGather, GridAxes(cur.begin() + keep, cur.end()), d};
-    add(step, after);
+    add(step, withDim(s, d, ArrayRef<int64_t>(cur).take_front(keep)));
   }
   for (int64_t d = 0; d < rank; ++d) {
     const GridAxes &cur = s.dims[d], &tgt = to.dims[d];
     if (cur == tgt)
       continue;
-    TensorSharding after = s;
-    after.dims[d] = tgt;
     ReshardStep step{Kind::AllSlice, GridAxes(tgt.begin() + cur.size(), tgt.end()), d};
-    add(step, after);
+    add(step, withDim(s, d, tgt));
   }
   return s == to;
 }

@@ -16,7 +16,8 @@ ShardingAttr mlir::dtc::toShardingAttr(const TensorSharding &sharding,
   return ShardingAttr::get(ctx, FlatSymbolRefAttr::get(ctx, grid), dimAttrs,
                            sharding.partial,
                            sharding.partial.empty() ? PartialKind::Sum
-                                                    : sharding.partialKind);
+                                                    : sharding.partialKind,
+                           sharding.pieces);
 }
 
 TensorSharding mlir::dtc::fromShardingAttr(ShardingAttr attr) {
@@ -26,6 +27,8 @@ TensorSharding mlir::dtc::fromShardingAttr(ShardingAttr attr) {
   s.partial.assign(attr.getPartial().begin(), attr.getPartial().end());
   llvm::sort(s.partial);
   s.partialKind = attr.getPartialKind();
+  for (auto [dim, piece] : llvm::enumerate(attr.getPieces()))
+    s.setPiece(dim, piece);
   return s;
 }
 
@@ -36,29 +39,60 @@ RankedTensorType mlir::dtc::localType(RankedTensorType global,
                                global.getElementType());
 }
 
-SmallVector<std::pair<int64_t, GridAxes>>
-mlir::dtc::dimensionToFactors(const ShardingRule &rule, const DimFactors &dim,
-                              ArrayRef<int64_t> axes, ArrayRef<int64_t> grid,
-                              GridAxes *dropped) {
-  SmallVector<std::pair<int64_t, GridAxes>> out;
+SmallVector<FactorSplit> mlir::dtc::dimensionToFactors(const ShardingRule &rule,
+                                                       const DimFactors &dim,
+                                                       ArrayRef<int64_t> axes,
+                                                       int64_t piece,
+                                                       ArrayRef<int64_t> grid,
+                                                       GridAxes *dropped) {
+  SmallVector<FactorSplit> out;
+  if (dropped)
+    dropped->clear();
+  if (dim.empty() || axes.empty()) {
+    if (dropped)
+      dropped->assign(axes.begin(), axes.end());
+    return out;
+  }
+  int64_t pieces = shardCount(grid, axes), dimSize = 1;
+  for (int64_t factor : dim)
+    dimSize *= rule.factorSizes[factor];
+  int64_t major = dim.front(), majorSize = rule.factorSizes[major];
+  int64_t rest = dimSize / majorSize;
+  int64_t dimPieceSize = piece ? piece : pieceSize(dimSize, pieces);
+  // A lone factor takes the split as it is, padded or not.
+  if (dim.size() == 1) {
+    out.push_back({major, GridAxes(axes.begin(), axes.end()),
+                   dimPieceSize == pieceSize(majorSize, pieces) ? 0 : dimPieceSize});
+    return out;
+  }
+  // A padded split of a merged dimension: pieces on the major factor's
+  // boundaries (e.g. whole attention heads).
+  if (isUneven(majorSize, pieces) || dimPieceSize * pieces != dimSize) {
+    int64_t majorPiece = dimPieceSize / rest;
+    if (dimPieceSize % rest == 0 && majorPiece * pieces >= majorSize &&
+        majorPiece <= majorSize) {
+      out.push_back({major, GridAxes(axes.begin(), axes.end()),
+                     majorPiece == pieceSize(majorSize, pieces) ? 0 : majorPiece});
+    } else if (dropped) {
+      dropped->assign(axes.begin(), axes.end());
+    }
+    return out;
+  }
   size_t next = 0;
   for (size_t i = 0; i < dim.size() && next < axes.size(); ++i) {
     int64_t factor = dim[i];
     int64_t size = rule.factorSizes[factor];
     GridAxes taken;
     int64_t count = 1;
-    // A lone factor may be split unevenly (padded); in a merged dimension
-    // every piece boundary must fall on a factor boundary.
-    bool alone = dim.size() == 1;
-    while (next < axes.size() &&
-           (alone || size % (count * grid[axes[next]]) == 0)) {
+    // Every piece boundary must fall on a factor boundary.
+    while (next < axes.size() && size % (count * grid[axes[next]]) == 0) {
       count *= grid[axes[next]];
       taken.push_back(axes[next++]);
-      if (!alone && count == size)
+      if (count == size)
         break;
     }
     if (!taken.empty())
-      out.push_back({factor, taken});
+      out.push_back({factor, taken, 0});
     if (count != size)
       break; // a factor split incompletely ends the dimension's split
   }
@@ -67,8 +101,21 @@ mlir::dtc::dimensionToFactors(const ShardingRule &rule, const DimFactors &dim,
   return out;
 }
 
-static TensorSharding shardingOf(const TensorFactors &tensor,
-                                 const FactorAxes &factors) {
+int64_t mlir::dtc::factorPiece(const ShardingRule &rule, const FactorAxes &factors,
+                               int64_t factor, ArrayRef<int64_t> grid) {
+  if (int64_t piece = factors.piece(factor))
+    return piece;
+  return pieceSize(rule.factorSizes[factor], shardCount(grid, factors[factor]));
+}
+
+bool mlir::dtc::isPaddedFactor(const ShardingRule &rule, const FactorAxes &factors,
+                               int64_t factor, ArrayRef<int64_t> grid) {
+  int64_t n = shardCount(grid, factors[factor]);
+  return n > 1 && factorPiece(rule, factors, factor, grid) * n != rule.factorSizes[factor];
+}
+
+static TensorSharding shardingOf(const ShardingRule &rule, const TensorFactors &tensor,
+                                 const FactorAxes &factors, ArrayRef<int64_t> grid) {
   TensorSharding s;
   for (const DimFactors &dim : tensor) {
     GridAxes axes;
@@ -76,19 +123,31 @@ static TensorSharding shardingOf(const TensorFactors &tensor,
       axes.append(factors[factor].begin(), factors[factor].end());
     s.dims.push_back(axes);
   }
+  // A dimension's piece is the product of its factors' pieces.
+  for (auto [d, dim] : llvm::enumerate(tensor)) {
+    int64_t dimSize = 1, piece = 1;
+    for (int64_t factor : dim) {
+      dimSize *= rule.factorSizes[factor];
+      piece *= factorPiece(rule, factors, factor, grid);
+    }
+    int64_t n = shardCount(grid, s.dims[d]);
+    if (n > 1 && piece != pieceSize(dimSize, n))
+      s.setPiece(d, piece);
+  }
   return s;
 }
 
 TensorSharding mlir::dtc::requiredOperandSharding(const ShardingRule &rule,
                                                   const FactorAxes &factors,
-                                                  unsigned idx) {
-  return shardingOf(rule.operands[idx], factors);
+                                                  unsigned idx, ArrayRef<int64_t> grid) {
+  return shardingOf(rule, rule.operands[idx], factors, grid);
 }
 
 TensorSharding mlir::dtc::resultSharding(const ShardingRule &rule,
                                          const FactorAxes &factors, unsigned idx,
+                                         ArrayRef<int64_t> grid,
                                          SmallVectorImpl<int64_t> *meanFactors) {
-  TensorSharding s = shardingOf(rule.results[idx], factors);
+  TensorSharding s = shardingOf(rule, rule.results[idx], factors, grid);
   for (unsigned f = 0; f < rule.getNumFactors(); ++f) {
     FactorKind kind = rule.factorKinds[f];
     if (factors[f].empty() || rule.resultHasFactor(idx, f) ||
@@ -136,6 +195,13 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
     }
     FactorKind kind = rule.factorKinds[factor];
     int64_t size = rule.factorSizes[factor], pieces = shardCount(grid, axes);
+    int64_t piece = factorPiece(rule, factors, factor, grid);
+    if (factors.piece(factor) &&
+        (piece < pieceSize(size, pieces) || piece > size || pieces <= 1)) {
+      os << "dtc.factor_pieces: factor " << factor << " of size " << size
+         << " cannot be split into " << pieces << " pieces of " << piece;
+      return message;
+    }
     if (kind == FactorKind::Blocked) {
       os << "dtc.factor_axes: factor " << factor
          << " cannot be sharded by this op (its rule blocks it)";
@@ -146,7 +212,7 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
          << " is resolved by a local lowering this op does not have";
       return message;
     }
-    if (!isUneven(size, pieces))
+    if (piece * pieces == size)
       continue;
     // Where the factor lives, for messages: "dimension 0 (size 257) of
     // operand 1 of 'dtc.matmul'".
@@ -169,10 +235,21 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
           }
       return text;
     };
-    if (!rule.isSoleFactorOfItsDims(factor)) {
+    // A padded factor must be the major factor of its dimensions, and the
+    // only one split there (padding sits at the end of the dimension).
+    bool major = true;
+    for (ArrayRef<TensorFactors> tensors : {ArrayRef<TensorFactors>(rule.operands),
+                                            ArrayRef<TensorFactors>(rule.results)})
+      for (const TensorFactors &tensor : tensors)
+        for (const DimFactors &dim : tensor)
+          if (llvm::is_contained(dim, (int64_t)factor))
+            major &= dim.front() == (int64_t)factor &&
+                     llvm::all_of(llvm::ArrayRef(dim).drop_front(),
+                                  [&](int64_t f) { return factors[f].empty(); });
+    if (!major) {
       os << "cannot split " << where() << " into " << pieces
-         << " pieces: it does not divide, and the dimension is merged with others "
-         << "(only a dimension of its own may be padded)";
+         << " pieces: it does not divide, and it is not the major factor of a "
+         << "merged dimension (padding must sit at the end of the dimension)";
       return message;
     }
     bool reduced = kind == FactorKind::Sum || kind == FactorKind::Mean;
@@ -226,11 +303,20 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
   return "";
 }
 
-ArrayAttr mlir::dtc::factorAxesToAttr(MLIRContext *ctx, const FactorAxes &factors) {
+void mlir::dtc::setFactorAxesAttr(Operation *op, const FactorAxes &factors) {
+  MLIRContext *ctx = op->getContext();
   SmallVector<Attribute> attrs;
   for (const GridAxes &axes : factors)
     attrs.push_back(DenseI64ArrayAttr::get(ctx, axes));
-  return ArrayAttr::get(ctx, attrs);
+  op->setAttr(DtcDialect::kFactorAxesAttr, ArrayAttr::get(ctx, attrs));
+  if (llvm::any_of(factors.pieces, [](int64_t p) { return p != 0; })) {
+    SmallVector<int64_t> pieces(factors.size(), 0);
+    for (unsigned f = 0; f < factors.size(); ++f)
+      pieces[f] = factors.piece(f);
+    op->setAttr(DtcDialect::kFactorPiecesAttr, DenseI64ArrayAttr::get(ctx, pieces));
+  } else {
+    op->removeAttr(DtcDialect::kFactorPiecesAttr);
+  }
 }
 
 FailureOr<FactorAxes> mlir::dtc::factorAxesFromAttr(Operation *op,
@@ -249,6 +335,14 @@ FailureOr<FactorAxes> mlir::dtc::factorAxesFromAttr(Operation *op,
     if (!axes)
       return op->emitError() << "dtc.factor_axes entries must be array<i64>";
     factors[idx].assign(axes.asArrayRef().begin(), axes.asArrayRef().end());
+  }
+  if (auto pieces = op->getAttrOfType<DenseI64ArrayAttr>(DtcDialect::kFactorPiecesAttr)) {
+    if (pieces.size() != (int64_t)rule.getNumFactors())
+      return op->emitError() << "dtc.factor_pieces lists " << pieces.size()
+                             << " factors but the op's sharding rule has "
+                             << rule.getNumFactors();
+    for (auto [idx, piece] : llvm::enumerate(pieces.asArrayRef()))
+      factors.setPiece(idx, piece);
   }
   std::string problem = checkFactorAxes(op, rule, factors, grid);
   if (!problem.empty())

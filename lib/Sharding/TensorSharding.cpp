@@ -11,6 +11,47 @@ StringRef mlir::dtc::stringifyPartialKind(PartialKind kind) {
   return kind == PartialKind::Max ? "max" : "sum";
 }
 
+void TensorSharding::setPiece(unsigned dim, int64_t piece) {
+  if (piece == 0 && dim >= pieces.size())
+    return;
+  if (pieces.size() <= dim)
+    pieces.resize(dims.size(), 0);
+  pieces[dim] = piece;
+  while (!pieces.empty() && pieces.back() == 0)
+    pieces.pop_back();
+}
+
+bool TensorSharding::operator==(const TensorSharding &other) const {
+  if (dims != other.dims || partial != other.partial ||
+      (!partial.empty() && partialKind != other.partialKind))
+    return false;
+  for (unsigned d = 0; d < dims.size(); ++d)
+    if (piece(d) != other.piece(d))
+      return false;
+  return true;
+}
+
+int64_t mlir::dtc::dimPiece(const TensorSharding &sharding, unsigned dim, int64_t size,
+                            ArrayRef<int64_t> grid) {
+  int64_t explicitPiece = sharding.piece(dim);
+  return explicitPiece ? explicitPiece : pieceSize(size, shardCount(grid, sharding.dims[dim]));
+}
+
+void mlir::dtc::normalizePieces(TensorSharding &sharding, ArrayRef<int64_t> shape,
+                                ArrayRef<int64_t> grid) {
+  for (unsigned dim = 0; dim < sharding.dims.size(); ++dim) {
+    int64_t n = shardCount(grid, sharding.dims[dim]);
+    if (n <= 1 || sharding.piece(dim) == pieceSize(shape[dim], n))
+      sharding.setPiece(dim, 0);
+  }
+}
+
+bool mlir::dtc::isPadded(const TensorSharding &sharding, unsigned dim, int64_t size,
+                         ArrayRef<int64_t> grid) {
+  int64_t n = shardCount(grid, sharding.dims[dim]);
+  return n > 1 && dimPiece(sharding, dim, size, grid) * n != size;
+}
+
 bool TensorSharding::isReplicated() const {
   return partial.empty() &&
          llvm::all_of(dims, [](const GridAxes &axes) { return axes.empty(); });
@@ -33,6 +74,11 @@ std::string TensorSharding::str() const {
     os << "]";
   });
   os << "]";
+  if (!pieces.empty()) {
+    os << " pieces [";
+    llvm::interleaveComma(pieces, os);
+    os << "]";
+  }
   if (!partial.empty()) {
     os << " partial [";
     llvm::interleaveComma(partial, os);
@@ -52,7 +98,7 @@ SmallVector<int64_t> mlir::dtc::localShape(ArrayRef<int64_t> global,
                                            const TensorSharding &sharding,
                                            ArrayRef<int64_t> grid) {
   SmallVector<int64_t> shape(global);
-  for (auto [dim, axes] : llvm::enumerate(sharding.dims))
-    shape[dim] = pieceSize(shape[dim], shardCount(grid, axes));
+  for (unsigned dim = 0; dim < sharding.dims.size(); ++dim)
+    shape[dim] = dimPiece(sharding, dim, shape[dim], grid);
   return shape;
 }

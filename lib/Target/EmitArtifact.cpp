@@ -52,6 +52,18 @@ json shardingJson(ShardingAttr sharding) {
   return dims;
 }
 
+/// A tensor's sharding keys: "sharding", and "pieces" when a split dimension
+/// has a piece size other than the default.
+void addSharding(json &tensor, ShardingAttr sharding) {
+  tensor["sharding"] = shardingJson(sharding);
+  if (!sharding.getPieces().empty()) {
+    std::vector<int64_t> pieces(sharding.getDims().size(), 0);
+    for (auto [dim, piece] : llvm::enumerate(sharding.getPieces()))
+      pieces[dim] = piece;
+    tensor["pieces"] = pieces;
+  }
+}
+
 /// Inherent attributes as JSON (kernels.md attribute types).
 FailureOr<json> attributeJson(Operation *op, Attribute attr) {
   if (auto b = dyn_cast<BoolAttr>(attr))
@@ -261,8 +273,8 @@ LogicalResult Emitter::emitArguments() {
     json tensor = {{"name", name.getValue().str()},
                    {"role", role.getValue().str()},
                    {"dtype", *dtype},
-                   {"shape", shapeJson(globalType.getShape())},
-                   {"sharding", shardingJson(sharding)}};
+                   {"shape", shapeJson(globalType.getShape())}};
+    addSharding(tensor, sharding);
     if (auto init = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kInitAttr)))
       tensor["init"] = init.getValue().str();
     if (auto of = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kOfAttr)))
@@ -473,8 +485,8 @@ LogicalResult Emitter::emitReturn(func::ReturnOp ret) {
     json tensor = {{"name", name.getValue().str()},
                    {"role", isLoss ? "loss" : "output"},
                    {"dtype", *dtypeName(globalType.getElementType())},
-                   {"shape", shapeJson(globalType.getShape())},
-                   {"sharding", shardingJson(sharding)}};
+                   {"shape", shapeJson(globalType.getShape())}};
+    addSharding(tensor, sharding);
     if (auto of = step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kOfAttr))
       tensor["of"] = of.getValue().str();
     tensors.push_back(tensor);

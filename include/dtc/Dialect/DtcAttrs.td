@@ -21,13 +21,17 @@ def Dtc_ShardingAttr : AttrDef<Dtc_Dialect, "Sharding"> {
     #dtc.sharding<@mesh, [[0, 1], []]>                 // dim 0 split over axes 0 and 1
     #dtc.sharding<@mesh, [[], []], partial = [0]>      // replicated shape, sum pending over axis 0
     #dtc.sharding<@mesh, [[0]], partial = [1] max>     // max pending over axis 1
+    #dtc.sharding<@mesh, [[], [0]], pieces = [0, 128]> // dim 1 in padded pieces of 128
     ```
+    `pieces` gives, per dimension, a piece size other than the default
+    ceil(size / pieces) (0 keeps the default).
   }];
   let parameters = (ins
     "::mlir::FlatSymbolRefAttr":$grid,
     ArrayRefParameter<"::mlir::DenseI64ArrayAttr">:$dims,
     OptionalArrayRefParameter<"int64_t">:$partial,
-    DefaultValuedParameter<"::mlir::dtc::PartialKind", "::mlir::dtc::PartialKind::Sum">:$partialKind
+    DefaultValuedParameter<"::mlir::dtc::PartialKind", "::mlir::dtc::PartialKind::Sum">:$partialKind,
+    OptionalArrayRefParameter<"int64_t">:$pieces
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

@@ -45,6 +45,7 @@ def Dtc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kGradientOfAttr = "dtc.gradient_of";
     static constexpr ::llvm::StringLiteral kShardingAttr = "dtc.sharding";
     static constexpr ::llvm::StringLiteral kFactorAxesAttr = "dtc.factor_axes";
+    static constexpr ::llvm::StringLiteral kFactorPiecesAttr = "dtc.factor_pieces";
     static constexpr ::llvm::StringLiteral kGlobalTypeAttr = "dtc.global_type";
     static constexpr ::llvm::StringLiteral kPlanAttr = "dtc.plan";
   }];

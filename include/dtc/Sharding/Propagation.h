@@ -56,6 +56,8 @@ public:
 private:
   struct DimState {
     GridAxes axes;
+    /// Piece size when not the default (0).
+    int64_t piece = 0;
     /// Level of what set it: 0 none, 1 inferred, 2 strategy, 3 user.
     uint8_t level = 0;
     /// Level of the pin an inferred split comes from.

@@ -48,7 +48,7 @@ struct ReshardStep {
 llvm::StringRef stringifyReshardKind(ReshardStep::Kind kind);
 
 struct ReshardPlan {
-  llvm::SmallVector<ReshardStep> steps;
+  llvm::SmallVector<ReshardStep, 2> steps;
   /// Total bytes each device sends.
   double bytes = 0;
   std::string str() const;

@@ -31,24 +31,41 @@ TensorSharding fromShardingAttr(ShardingAttr attr);
 RankedTensorType localType(RankedTensorType global, const TensorSharding &sharding,
                            ArrayRef<int64_t> grid);
 
+/// One factor's share of a dimension's split.
+struct FactorSplit {
+  int64_t factor;
+  GridAxes axes;
+  /// The factor's piece size when not the default (0).
+  int64_t piece = 0;
+};
+
 /// The factors of one dimension and the axes each gets when the dimension
-/// is split over `axes`: axes go to the major factor while they divide it,
-/// to the next factor once it is split completely; the rest are dropped
-/// (returned in `dropped` when given).
-SmallVector<std::pair<int64_t, GridAxes>>
-dimensionToFactors(const ShardingRule &rule, const DimFactors &dim,
-                   ArrayRef<int64_t> axes, ArrayRef<int64_t> grid,
-                   GridAxes *dropped = nullptr);
+/// is split over `axes` in pieces of `piece` (0: the default): axes go to
+/// the major factor while they divide it, to the next factor once it is
+/// split completely; a padded split reaches only the major factor, and only
+/// when its pieces fall on that factor's boundaries. What cannot be
+/// expressed is dropped (returned in `dropped` when given).
+SmallVector<FactorSplit> dimensionToFactors(const ShardingRule &rule, const DimFactors &dim,
+                                            ArrayRef<int64_t> axes, int64_t piece,
+                                            ArrayRef<int64_t> grid,
+                                            GridAxes *dropped = nullptr);
 
 /// Sharding an op needs of operand `idx` (never partial).
 TensorSharding requiredOperandSharding(const ShardingRule &rule,
-                                       const FactorAxes &factors, unsigned idx);
+                                       const FactorAxes &factors, unsigned idx,
+                                       ArrayRef<int64_t> grid);
 /// Dimension sharding of result `idx`, and the axes it is pending over
 /// because of sharded Sum/Mean/Max factors it lacks. `meanFactors` receives
 /// the sharded Mean factors among them (the result needs rescaling).
 TensorSharding resultSharding(const ShardingRule &rule, const FactorAxes &factors,
-                              unsigned idx,
+                              unsigned idx, ArrayRef<int64_t> grid,
                               SmallVectorImpl<int64_t> *meanFactors = nullptr);
+/// Size of one piece of `factor` under `factors` (its size when unsplit).
+int64_t factorPiece(const ShardingRule &rule, const FactorAxes &factors, int64_t factor,
+                    ArrayRef<int64_t> grid);
+/// Whether `factor` is split with padding.
+bool isPaddedFactor(const ShardingRule &rule, const FactorAxes &factors, int64_t factor,
+                    ArrayRef<int64_t> grid);
 
 /// Why `factors` is not a legal factor sharding of `op` (with rule `rule`)
 /// on `grid`, or "" when it is: axes exist and shard one factor each,
@@ -60,8 +77,9 @@ TensorSharding resultSharding(const ShardingRule &rule, const FactorAxes &factor
 std::string checkFactorAxes(Operation *op, const ShardingRule &rule,
                             const FactorAxes &factors, ArrayRef<int64_t> grid);
 
-/// The op's dtc.factor_axes annotation.
-ArrayAttr factorAxesToAttr(MLIRContext *ctx, const FactorAxes &factors);
+/// Writes the op's dtc.factor_axes (and dtc.factor_pieces when a factor has
+/// a non-default piece size).
+void setFactorAxesAttr(Operation *op, const FactorAxes &factors);
 /// Reads an op's dtc.factor_axes and checks it (checkFactorAxes): plans are
 /// data, possibly written by a search or by hand.
 FailureOr<FactorAxes> factorAxesFromAttr(Operation *op, const ShardingRule &rule,

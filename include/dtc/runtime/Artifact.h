@@ -75,8 +75,10 @@ struct Piece {
   Shape offset; ///< global index of the piece's first element, per dim
   Shape extent; ///< elements of the piece inside the global tensor, per dim
 };
+/// `pieces[d]`, when given and non-zero, is dimension d's piece size
+/// instead of ceil(G/n) (the artifact's "pieces").
 Piece pieceOf(const Mesh &mesh, const Sharding &sharding, const Shape &global,
-              const std::vector<int64_t> &coords);
+              const std::vector<int64_t> &coords, const std::vector<int64_t> &pieces = {});
 /// Calls f(localStart, globalStart, length) for each contiguous run of the
 /// piece's elements inside the global tensor (row-major element indices
 /// into the local buffer and the global tensor); padding is skipped.
@@ -89,6 +91,7 @@ struct TensorDecl {
   DType dtype = DType::F32;
   Shape shape; ///< global
   Sharding sharding;
+  std::vector<int64_t> pieces; ///< per dim piece size, 0 = ceil(G/n); may be empty
   InitSpec init;        ///< param, optimizer_state
   std::string initText; ///< as written
   std::string of;       ///< optimizer_state: the parameter
