@@ -49,13 +49,14 @@ module attributes {dtc.plan = {grid = @mesh}} {
 
 // -----
 
-// A padded split must be a dimension of its own: 6 rows merged with 8
-// columns cannot split into 4 pieces on a factor boundary.
+// Padding sits at the end of a dimension: a padded split may only be the
+// major factor of a merged one (8 rows of 6 columns merged, the columns
+// split into 4).
 module attributes {dtc.plan = {grid = @mesh}} {
   shard.grid @mesh(shape = 4)
-  func.func @train_step(%x: tensor<6x8xf32> {dtc.sharding = #dtc.sharding<@mesh, [[], []]>}) -> tensor<48xf32> {
-    // expected-error @+1 {{cannot split dimension 0 (size 6) of operand 0 of 'dtc.reshape' into 4 pieces: it does not divide, and the dimension is merged with others (only a dimension of its own may be padded)}}
-    %0 = "dtc.reshape"(%x) {dtc.factor_axes = [array<i64: 0>, array<i64>]} : (tensor<6x8xf32>) -> tensor<48xf32>
+  func.func @train_step(%x: tensor<8x6xf32> {dtc.sharding = #dtc.sharding<@mesh, [[], []]>}) -> tensor<48xf32> {
+    // expected-error @+1 {{cannot split dimension 1 (size 6) of operand 0 of 'dtc.reshape' into 4 pieces: it does not divide, and it is not the major factor of a merged dimension (padding must sit at the end of the dimension)}}
+    %0 = "dtc.reshape"(%x) {dtc.factor_axes = [array<i64>, array<i64: 0>]} : (tensor<8x6xf32>) -> tensor<48xf32>
     return %0 : tensor<48xf32>
   }
 }
