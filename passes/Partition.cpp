@@ -369,54 +369,50 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
 
 Value Partitioner::emitStep(const ReshardStep &step, Value v, RankedTensorType global,
                             Location loc) {
-  auto typeFor = [&](const TensorSharding &sharding) {
-    return localType(global, sharding, gridShape);
-  };
-  RankedTensorType after = typeFor(step.after);
+  RankedTensorType after = localType(global, step.after, gridShape);
   int64_t n = shardCount(gridShape, step.axes);
   auto gridAttr = FlatSymbolRefAttr::get(ctx, gridName);
   auto axesAttr = b.getDenseI16ArrayAttr(toGridAxes(step.axes));
   // Pads (or crops) dimension `dim` of `x` to `size`.
   auto fit = [&](Value x, int64_t dim, int64_t size) -> Value {
     RankedTensorType type = typeOf(x);
-    if (type.getDimSize(dim) == size)
-      return x;
     SmallVector<int64_t> shape(type.getShape());
     shape[dim] = size;
     return PadOp::create(b, loc, RankedTensorType::get(shape, type.getElementType()), x);
   };
+  if (step.padDim >= 0)
+    v = fit(v, step.padDim, step.padSize);
+  // The collective's own result type: `after`, except a concatenated
+  // dimension before its crop.
+  SmallVector<int64_t> shape(after.getShape());
+  if (step.cropDim >= 0)
+    shape[step.cropDim] = typeOf(v).getDimSize(step.cropDim) * n;
+  auto resultType = RankedTensorType::get(shape, global.getElementType());
   switch (step.kind) {
   case ReshardStep::Kind::AllReduce:
-    return allReduce(loc, v, step.axes, step.reduction);
-  case ReshardStep::Kind::ReduceScatter: {
-    v = fit(v, step.dim, after.getDimSize(step.dim) * n);
-    return shard::ReduceScatterOp::create(
-        b, loc, after, gridAttr, axesAttr, v,
+    v = allReduce(loc, v, step.axes, step.reduction);
+    break;
+  case ReshardStep::Kind::ReduceScatter:
+    v = shard::ReduceScatterOp::create(
+        b, loc, resultType, gridAttr, axesAttr, v,
         shard::ReductionKindAttr::get(ctx, reductionOf(step.reduction)),
         b.getIndexAttr(step.dim));
-  }
+    break;
   case ReshardStep::Kind::AllSlice:
-    v = fit(v, step.dim, after.getDimSize(step.dim) * n);
-    return shard::AllSliceOp::create(b, loc, after, v, gridName, toGridAxes(step.axes),
-                                     step.dim);
-  case ReshardStep::Kind::AllGather: {
-    SmallVector<int64_t> shape(typeOf(v).getShape());
-    shape[step.dim] *= n;
-    v = shard::AllGatherOp::create(b, loc, RankedTensorType::get(shape, global.getElementType()),
-                                   gridName, toGridAxes(step.axes), v, APInt(64, step.dim));
-    return fit(v, step.dim, after.getDimSize(step.dim));
+    v = shard::AllSliceOp::create(b, loc, resultType, v, gridName, toGridAxes(step.axes),
+                                  step.dim);
+    break;
+  case ReshardStep::Kind::AllGather:
+    v = shard::AllGatherOp::create(b, loc, resultType, gridName, toGridAxes(step.axes), v,
+                                   APInt(64, step.dim));
+    break;
+  case ReshardStep::Kind::AllToAll:
+    v = shard::AllToAllOp::create(b, loc, resultType, gridAttr, axesAttr, v,
+                                  b.getIndexAttr(step.dim), b.getIndexAttr(step.concatDim));
+    break;
   }
-  case ReshardStep::Kind::AllToAll: {
-    v = fit(v, step.dim, after.getDimSize(step.dim) * n);
-    SmallVector<int64_t> shape(typeOf(v).getShape());
-    shape[step.dim] /= n;
-    shape[step.concatDim] *= n;
-    v = shard::AllToAllOp::create(b, loc, RankedTensorType::get(shape, global.getElementType()),
-                                  gridAttr, axesAttr, v, b.getIndexAttr(step.dim),
-                                  b.getIndexAttr(step.concatDim));
-    return fit(v, step.concatDim, after.getDimSize(step.concatDim));
-  }
-  }
+  if (step.cropDim >= 0)
+    v = fit(v, step.cropDim, step.cropSize);
   return v;
 }
 
@@ -447,6 +443,8 @@ FailureOr<Value> Partitioner::reshard(Value global, const TensorSharding &target
         gradientOf = ArrayAttr::get(ctx, {names[result.getResultNumber()]});
   Block::iterator start = mark();
   Value v = current.value;
+  if (getenv("DTC_DEBUG_RESHARD"))
+    llvm::errs() << current.sharding.str() << " -> " << target.str() << ": " << plan.str() << "\n";
   for (const ReshardStep &step : plan.steps)
     v = emitStep(step, v, globalType, loc);
   tagSince(start);

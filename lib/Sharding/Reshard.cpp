@@ -65,7 +65,7 @@ public:
       : shape(shape), elementBytes(elementBytes), grid(grid), to(to) {}
 
   bool build(const TensorSharding &from, bool earlySlices, bool allToAll,
-             ReshardPlan &plan);
+             bool reduceScatter, ReshardPlan &plan);
 
 private:
   /// The piece size a dimension split over `axes` gets: the target's when
@@ -86,6 +86,12 @@ private:
   bool canExtend(int64_t dim, ArrayRef<int64_t> more) const {
     GridAxes next = s.dims[dim];
     next.append(more.begin(), more.end());
+    // A padded target is reached in one step from whole (a split of a
+    // split would not line up with its pieces).
+    if (padded(dim, to.dims[dim], to.piece(dim)) && next == to.dims[dim])
+      return s.dims[dim].empty();
+    if (padded(dim, to.dims[dim], to.piece(dim)) && isPrefix(next, to.dims[dim]))
+      return false;
     return s.dims[dim].empty() || (!paddedNow(dim) && !padded(dim, next, pieceFor(dim, next)));
   }
   /// `sharding` with dimension `dim` split over `axes` (and its piece).
@@ -117,9 +123,32 @@ private:
 void Planner::add(ReshardStep step, const TensorSharding &after) {
   step.before = s;
   step.after = after;
-  int64_t in = numElements(localShape(shape, s, grid));
-  int64_t outElements = numElements(localShape(shape, after, grid));
+  SmallVector<int64_t> beforeShape = localShape(shape, s, grid),
+                       afterShape = localShape(shape, after, grid);
+  int64_t in = numElements(beforeShape);
+  int64_t outElements = numElements(afterShape);
   int64_t n = shardCount(grid, step.axes);
+  // Local shapes around the collective: a dimension it splits is padded to
+  // a multiple of the group first, one it concatenates cropped after.
+  switch (step.kind) {
+  case ReshardStep::Kind::ReduceScatter:
+  case ReshardStep::Kind::AllSlice:
+  case ReshardStep::Kind::AllToAll:
+    if (beforeShape[step.dim] != afterShape[step.dim] * n) {
+      step.padDim = step.dim;
+      step.padSize = afterShape[step.dim] * n;
+    }
+    break;
+  default:
+    break;
+  }
+  int64_t concat = step.kind == ReshardStep::Kind::AllGather  ? step.dim
+                   : step.kind == ReshardStep::Kind::AllToAll ? step.concatDim
+                                                              : -1;
+  if (concat >= 0 && beforeShape[concat] * n != afterShape[concat]) {
+    step.cropDim = concat;
+    step.cropSize = afterShape[concat];
+  }
   using ::dtc::cost::Collective;
   namespace cost = ::dtc::cost;
   switch (step.kind) {
@@ -155,7 +184,7 @@ void Planner::add(ReshardStep step, const TensorSharding &after) {
 }
 
 bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
-                    ReshardPlan &plan) {
+                    bool reduceScatter, ReshardPlan &plan) {
   s = from;
   out = &plan;
   int64_t rank = shape.size();
@@ -191,7 +220,7 @@ bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
     if (!llvm::is_contained(to.partial, axis))
       reduce.push_back(axis);
   if (!reduce.empty()) {
-    for (int64_t d = 0; d < rank && !reduce.empty(); ++d) {
+    for (int64_t d = 0; d < rank && !reduce.empty() && reduceScatter; ++d) {
       GridAxes take;
       for (int64_t axis : pending(d)) {
         if (!llvm::is_contained(reduce, axis))
@@ -265,8 +294,9 @@ bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
       ++keep;
     // Padded splits change only between whole and split; a split with the
     // right axes but another piece size is gathered too.
-    bool samePieces = cur != tgt || s.piece(d) == to.piece(d);
-    bool mustGatherAll = keep > 0 && (paddedNow(d) || padded(d, tgt, to.piece(d)) || !samePieces);
+    bool same = cur == tgt && s.piece(d) == to.piece(d);
+    bool mustGatherAll = keep > 0 && !same &&
+                         (paddedNow(d) || padded(d, tgt, to.piece(d)) || cur == tgt);
     if (mustGatherAll)
       keep = 0;
     if (keep == cur.size())
@@ -307,16 +337,17 @@ bool mlir::dtc::planReshard(ArrayRef<int64_t> shape, int64_t elementBytes,
   Planner planner(shape, elementBytes, grid, to);
   bool found = false;
   for (bool earlySlices : {true, false})
-    for (bool allToAll : {true, false}) {
-      ReshardPlan candidate;
-      if (!planner.build(from, earlySlices, allToAll, candidate))
-        continue;
-      if (!found || candidate.bytes < plan.bytes ||
-          (candidate.bytes == plan.bytes && candidate.steps.size() < plan.steps.size())) {
-        plan = std::move(candidate);
-        found = true;
+    for (bool allToAll : {true, false})
+      for (bool reduceScatter : {true, false}) {
+        ReshardPlan candidate;
+        if (!planner.build(from, earlySlices, allToAll, reduceScatter, candidate))
+          continue;
+        if (!found || candidate.bytes < plan.bytes ||
+            (candidate.bytes == plan.bytes && candidate.steps.size() < plan.steps.size())) {
+          plan = std::move(candidate);
+          found = true;
+        }
       }
-    }
   if (!found) {
     error = "no sequence of collectives turns " + from.str() + " into " + to.str();
     return false;

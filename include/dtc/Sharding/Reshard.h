@@ -41,6 +41,12 @@ struct ReshardStep {
   int64_t concatDim = -1;
   PartialKind reduction = PartialKind::Sum;
   TensorSharding before, after;
+  /// How the step is materialized on local buffers (padded pieces): before
+  /// the collective, dimension `padDim` is zero-padded to `padSize` (a
+  /// multiple of the group); after it, dimension `cropDim` is cropped to
+  /// `cropSize` (a gathered padded dimension back to its global size).
+  /// -1: nothing to pad or crop.
+  int64_t padDim = -1, padSize = 0, cropDim = -1, cropSize = 0;
   /// Bytes each device sends (maximum over devices).
   double bytes = 0;
 };
