@@ -90,6 +90,12 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
       return fail() << "'dtc.sharding' must be a #dtc.sharding attribute";
     return success();
   }
+  if (name == kPinPriorityAttr) {
+    auto str = dyn_cast<StringAttr>(attr.getValue());
+    if (!str || (str.getValue() != "user" && str.getValue() != "strategy"))
+      return fail() << "'dtc.pin_priority' must be \"user\" or \"strategy\"";
+    return success();
+  }
   if (name == kRoleAttr || name == kOfAttr || name == kGlobalTypeAttr)
     return success();
   return fail() << "unknown argument attribute '" << name

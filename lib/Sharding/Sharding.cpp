@@ -67,7 +67,7 @@ SmallVector<FactorSplit> mlir::dtc::dimensionToFactors(const ShardingRule &rule,
   }
   // A padded split of a merged dimension: pieces on the major factor's
   // boundaries (e.g. whole attention heads).
-  if (isUneven(majorSize, pieces) || dimPieceSize * pieces != dimSize) {
+  if (dimPieceSize * pieces != dimSize) {
     int64_t majorPiece = dimPieceSize / rest;
     if (dimPieceSize % rest == 0 && majorPiece * pieces >= majorSize &&
         majorPiece <= majorSize) {

@@ -46,6 +46,11 @@ def Dtc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kShardingAttr = "dtc.sharding";
     static constexpr ::llvm::StringLiteral kFactorAxesAttr = "dtc.factor_axes";
     static constexpr ::llvm::StringLiteral kFactorPiecesAttr = "dtc.factor_pieces";
+    // Pins for dtc-propagate-shardings: dtc.pin on an op (its first result),
+    // dtc.pin_priority = "user" | "strategy" beside it or beside an
+    // argument's dtc.sharding.
+    static constexpr ::llvm::StringLiteral kPinAttr = "dtc.pin";
+    static constexpr ::llvm::StringLiteral kPinPriorityAttr = "dtc.pin_priority";
     static constexpr ::llvm::StringLiteral kGlobalTypeAttr = "dtc.global_type";
     static constexpr ::llvm::StringLiteral kPlanAttr = "dtc.plan";
   }];

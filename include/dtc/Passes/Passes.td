@@ -68,6 +68,22 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def PropagateShardings : Pass<"dtc-propagate-shardings", "::mlir::ModuleOp"> {
+  let summary = "Completes a plan from pinned shardings by propagation";
+  let description = [{
+    Reads the plan's grid (`dtc.plan = {grid = @NAME}`) and the pins on
+    `@train_step`: a `dtc.sharding` on an argument, or `dtc.pin` on an op (for
+    its first result), each with an optional `dtc.pin_priority` of "user"
+    (the default) or "strategy". Propagates them forward and backward
+    through the ops' sharding rules (include/dtc/Sharding/Propagation.h:
+    user > strategy > inferred) and writes the completed plan: a
+    `dtc.sharding` on every argument and a `dtc.factor_axes` on every op.
+    Pins on arguments are kept; whatever `dtc.factor_axes` ops carried
+    before is replaced.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
 def Partition : Pass<"dtc-partition", "::mlir::ModuleOp"> {
   let summary = "SPMD-partitions @train_step to per-device shapes";
   let description = [{
