@@ -160,6 +160,16 @@ int64_t dtc::cost::collectiveSentBytes(Collective kind, int64_t n, int64_t inEle
   return 0;
 }
 
+int64_t dtc::cost::collectiveSentBytesOf(Collective kind, int64_t n, int64_t member,
+                                         int64_t inElements, int64_t outElements,
+                                         int64_t elementBytes) {
+  if (kind != Collective::AllReduce || n <= 1)
+    return collectiveSentBytes(kind, n, inElements, outElements, elementBytes);
+  int64_t base = inElements / n, extra = inElements % n;
+  auto chunk = [&](int64_t j) { return base + (j % n < extra ? 1 : 0); };
+  return (2 * inElements - chunk(member + 1) - chunk(member + 2)) * elementBytes;
+}
+
 bool dtc::cost::collectiveFromName(const std::string &op, Collective &kind) {
   if (op == "all_reduce")
     kind = Collective::AllReduce;

@@ -14,6 +14,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
 #include <chrono>
 
 using namespace mlir;
@@ -189,15 +190,24 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
   std::map<std::string, std::vector<int64_t>> commAxes;
   for (const json &c : artifact["communicators"])
     commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
-  json comm = {{"all_reduce", 0}, {"all_gather", 0}, {"reduce_scatter", 0},
-               {"all_to_all", 0}, {"send_recv", 0}};
-  json commByName = json::object(), calls = json::object();
+  const std::vector<std::string> kinds = {"all_reduce", "all_gather", "reduce_scatter",
+                                           "all_to_all"};
+  // Bytes sent per step by group member, per communicator and kind: ring
+  // chunks make them depend on the member when sizes do not divide.
+  std::map<std::string, std::map<std::string, std::vector<int64_t>>> byMember;
+  json calls = json::object();
   double commSeconds = 0;
   const json &buffers = program["buffers"];
   auto elements = [&](int id) {
     int64_t n = 1;
     for (int64_t d : buffers[id]["shape"])
       n *= d;
+    return n;
+  };
+  auto groupSize = [&](const std::vector<int64_t> &axes) {
+    int64_t n = 1;
+    for (int64_t a : axes)
+      n *= mesh[a];
     return n;
   };
   for (const json &inst : program["instructions"]) {
@@ -207,27 +217,63 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
       continue; // kernels, all_slice (no traffic)
     std::string name = inst["attrs"]["comm"];
     const std::vector<int64_t> &axes = commAxes[name];
-    int64_t n = 1;
+    int64_t n = groupSize(axes);
     ::dtc::cost::Link slowest{1e300, 0};
-    for (int64_t a : axes) {
-      n *= mesh[a];
+    for (int64_t a : axes)
       if (hw.axes[a].bandwidth < slowest.bandwidth)
         slowest = hw.axes[a];
-    }
     int in = inst["in"][0], out = inst["out"][0];
     int64_t elementBytes = buffers[in]["dtype"] == "i64" ? 8 : 4;
     // What the runtime's algorithm sends (the test and the benchmark compare
     // it with the runtime's own count).
+    std::vector<int64_t> &members = byMember[name][op];
+    members.resize(size_t(n), 0);
+    for (int64_t m = 0; m < n; ++m)
+      members[size_t(m)] += ::dtc::cost::collectiveSentBytesOf(kind, n, m, elements(in),
+                                                              elements(out), elementBytes);
+    calls[op] = calls.value(op, 0) + 1;
     int64_t sent = ::dtc::cost::collectiveSentBytes(kind, n, elements(in), elements(out),
                                                     elementBytes);
-    comm[op] = comm[op].get<int64_t>() + sent;
-    if (!commByName.contains(name))
-      commByName[name] = {{"mesh_axes", axes}, {"all_reduce", 0}, {"all_gather", 0},
-                          {"reduce_scatter", 0}, {"all_to_all", 0}};
-    commByName[name][op] = commByName[name][op].get<int64_t>() + sent;
-    calls[op] = calls.value(op, 0) + 1;
     double steps = n <= 1 ? 0 : kind == ::dtc::cost::Collective::AllReduce ? 2.0 * (n - 1) : n - 1.0;
     commSeconds += steps * slowest.latency + double(sent) / slowest.bandwidth;
+  }
+  // Per communicator: the busiest member; in total: the busiest device,
+  // summing each communicator's share at that device's index in it.
+  json comm = {{"all_reduce", 0}, {"all_gather", 0}, {"reduce_scatter", 0},
+               {"all_to_all", 0}, {"send_recv", 0}};
+  json commByName = json::object();
+  for (auto &[name, perKind] : byMember) {
+    commByName[name] = {{"mesh_axes", commAxes[name]}};
+    for (const std::string &kind : kinds) {
+      const std::vector<int64_t> &members = perKind[kind];
+      commByName[name][kind] =
+          members.empty() ? 0 : *std::max_element(members.begin(), members.end());
+    }
+  }
+  int64_t devices = 1;
+  for (int64_t size : mesh)
+    devices *= size;
+  for (const std::string &kind : kinds) {
+    int64_t busiest = 0;
+    for (int64_t device = 0; device < devices; ++device) {
+      std::vector<int64_t> coords(mesh.size());
+      for (size_t a = mesh.size(), rest = device; a-- > 0;) {
+        coords[a] = rest % mesh[a];
+        rest /= mesh[a];
+      }
+      int64_t total = 0;
+      for (auto &[name, perKind] : byMember) {
+        const std::vector<int64_t> &members = perKind[kind];
+        if (members.empty())
+          continue;
+        int64_t index = 0;
+        for (int64_t a : commAxes[name])
+          index = index * mesh[a] + coords[a];
+        total += members[size_t(index)];
+      }
+      busiest = std::max(busiest, total);
+    }
+    comm[kind] = busiest;
   }
 
   int64_t flops = 0;

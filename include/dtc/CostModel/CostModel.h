@@ -66,6 +66,10 @@ double bytesPerDevice(Collective kind, int64_t n, double bytes);
 /// it can be checked against measurements exactly.
 int64_t collectiveSentBytes(Collective kind, int64_t n, int64_t inElements,
                             int64_t outElements, int64_t elementBytes);
+/// The same for the group member of index `member` (all-reduce chunks
+/// differ in size when n does not divide the element count).
+int64_t collectiveSentBytesOf(Collective kind, int64_t n, int64_t member,
+                              int64_t inElements, int64_t outElements, int64_t elementBytes);
 /// Kind names of the artifact's collectives ("all_reduce", ...); false for
 /// all_slice and anything else that moves no data.
 bool collectiveFromName(const std::string &op, Collective &kind);
