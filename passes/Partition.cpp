@@ -443,8 +443,6 @@ FailureOr<Value> Partitioner::reshard(Value global, const TensorSharding &target
         gradientOf = ArrayAttr::get(ctx, {names[result.getResultNumber()]});
   Block::iterator start = mark();
   Value v = current.value;
-  if (getenv("DTC_DEBUG_RESHARD"))
-    llvm::errs() << current.sharding.str() << " -> " << target.str() << ": " << plan.str() << "\n";
   for (const ReshardStep &step : plan.steps)
     v = emitStep(step, v, globalType, loc);
   tagSince(start);

@@ -40,17 +40,6 @@ bool ShardingRule::operandHasFactor(unsigned operandIdx, int64_t factor) const {
   return false;
 }
 
-bool ShardingRule::isSoleFactorOfItsDims(int64_t factor) const {
-  auto sole = [&](ArrayRef<TensorFactors> tensors) {
-    for (const TensorFactors &tensor : tensors)
-      for (const DimFactors &dim : tensor)
-        if (dim.size() > 1 && llvm::is_contained(dim, factor))
-          return false;
-    return true;
-  };
-  return sole(operands) && sole(results);
-}
-
 bool ShardingRule::isLinearIn(unsigned operandIdx) const {
   return llvm::any_of(linearGroups, [&](const auto &group) {
     return llvm::is_contained(group, operandIdx);

@@ -54,11 +54,13 @@ Mesh and hardware:
                         (the last axis is the fastest link)
   --hw NAME|FILE.json   cpu, a100, h100 or a JSON profile    (default: cpu)
 Plan:
-  --auto                search the plan; today it chooses data parallelism
-                        over the whole mesh                  (default)
-  --strategy SPEC       pin degrees, e.g. dp=4,tp=1,pp=1     (default: none)
+  --auto                no search yet: plans data parallelism over the
+                        whole mesh, and the report says so   (default)
+  --strategy SPEC       pin degrees, e.g. dp=2,tp=4          (default: none)
                         keys dp, tp, pp, zero, sp, ep; dp*tp*pp = devices;
                         omitted: dp = devices/(tp*pp), tp=pp=sp=ep=1, zero=0
+                        tp: Megatron tensor parallelism on the innermost
+                        (fastest) mesh axes, dp on the outer ones
   --microbatches M      pipeline micro-batches               (default: 1)
   --schedule S          gpipe|1f1b|interleaved|zb            (default: 1f1b)
                         (only pipelines, pp > 1, have a schedule)

@@ -72,9 +72,6 @@ struct ShardingRule {
   bool resultHasFactor(unsigned resultIdx, int64_t factor) const;
   /// True if `factor` appears in some dimension of operand `operandIdx`.
   bool operandHasFactor(unsigned operandIdx, int64_t factor) const;
-  /// True if `factor` is the only factor of every dimension it appears in
-  /// (so it may be split unevenly: merged dimensions must split evenly).
-  bool isSoleFactorOfItsDims(int64_t factor) const;
   /// True if some linear group contains operand `operandIdx`.
   bool isLinearIn(unsigned operandIdx) const;
   /// Checks internal consistency (sizes multiply to dims, Parallel factors in
