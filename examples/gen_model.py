@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates dtc models (shared/spec/model-format.md, generic op form).
+"""Generates dtc models (docs/model-format.md, generic op form).
 
   gen_model.py gpt   --layers 2 --hidden 64 --heads 4 --seq 64 --vocab 256 --batch 8 -o gpt.mlir
   gen_model.py llama --layers 2 --hidden 64 --heads 4 --ffn 172 --seq 64 --vocab 256 --batch 8 -o llama.mlir

@@ -153,11 +153,27 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
       propagation.pin(v, s, ShardingPriority::Strategy);
     };
 
+    // User pins (dtc-pin-sharding, --pin) come first and win.
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      auto priority = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kPinPriorityAttr);
+      auto attr = step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr);
+      if (!priority || priority.getValue() != "user" || !attr)
+        continue;
+      BlockArgument arg = step.getArgument(i);
+      TensorSharding sharding = fromShardingAttr(attr);
+      for (int64_t a : sharding.usedAxes())
+        if (a >= (int64_t)grid.size())
+          return emitError(arg.getLoc()) << "a pinned sharding uses mesh axis " << a
+                                         << " but the mesh has " << grid.size() << " axes";
+      pins[arg] = sharding;
+      propagation.pin(arg, sharding, ShardingPriority::User);
+    }
+
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
       BlockArgument arg = step.getArgument(i);
       auto type = cast<RankedTensorType>(arg.getType());
       auto role = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kRoleAttr);
-      if (!role || role.getValue() != "input")
+      if (!role || role.getValue() != "input" || pins.count(arg))
         continue;
       TensorSharding sharding = TensorSharding::replicated(type.getRank());
       if (!dpAxes.empty()) {

@@ -441,6 +441,11 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         pm.addPass(mlir::dtc::createBuildTrainingStep(stepOptions));
       }) ||
       !runStage("planned", [&](PassManager &pm) {
+        if (!o.pins.empty()) {
+          mlir::dtc::PinShardingOptions pinOptions;
+          pinOptions.pins.assign(o.pins.begin(), o.pins.end());
+          pm.addPass(mlir::dtc::createPinSharding(pinOptions));
+        }
         pm.addPass(mlir::dtc::createApplyStrategy(planOptions));
       }) ||
       !runStage("partitioned", [](PassManager &pm) { pm.addPass(mlir::dtc::createPartition()); }))

@@ -10,7 +10,7 @@ def Dtc_Dialect : Dialect {
   let cppNamespace = "::mlir::dtc";
   let summary = "Tensor ops of training models, their gradients and optimizer updates";
   let description = [{
-    The `dtc` dialect holds the model format of shared/spec/model-format.md
+    The `dtc` dialect holds the model format of docs/model-format.md
     (forward + loss over global, static shapes) and the internal ops the
     training-step pass adds (gradient kernels and optimizer updates). Every op
     states its own shape rule (verifier / type inference), gradient rule

@@ -1,6 +1,6 @@
 //===- DtcOps.td - dtc ops ---------------------------------*- tablegen -*-===//
 //
-// Model ops (shared/spec/model-format.md: names, operand order and attribute
+// Model ops (docs/model-format.md: names, operand order and attribute
 // names are a public contract), then the internal ops the training-step pass
 // adds: gradient kernels and optimizer updates. docs/kernels.md says what the
 // runtime computes for each.

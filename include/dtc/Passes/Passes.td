@@ -5,7 +5,7 @@
 include "mlir/Pass/PassBase.td"
 
 def CheckModel : Pass<"dtc-check-model", "::mlir::ModuleOp"> {
-  let summary = "Checks the model contract of shared/spec/model-format.md";
+  let summary = "Checks the model contract of docs/model-format.md";
   let description = [{
     One `func.func @main` with a single block, returning exactly one
     `tensor<f32>` loss; parameters are float tensors with valid `dtc.init`;
@@ -66,6 +66,23 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
            "tensor-parallel degree (Megatron)">
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
+def PinSharding : Pass<"dtc-pin-sharding", "::mlir::ModuleOp"> {
+  let summary = "Pins the sharding of named parameters at user priority";
+  let description = [{
+    For each `NAME=[[axes of dim 0], [axes of dim 1], ...]` in `pins`, sets
+    `dtc.sharding` (on grid `grid`) and `dtc.pin_priority = "user"` on the
+    `@train_step` parameter named NAME. `dtc-apply-strategy` honours user
+    pins over its own, and propagation plans everything else around them
+    (docs/writing-a-sharding-pass.md walks through this pass).
+  }];
+  let options = [
+    ListOption<"pins", "pins", "std::string",
+               "NAME=[[axes], ...] per pinned parameter">,
+    Option<"grid", "grid", "std::string", /*default=*/"\"mesh\"",
+           "name of the shard.grid the axes refer to">
+  ];
 }
 
 def PropagateShardings : Pass<"dtc-propagate-shardings", "::mlir::ModuleOp"> {
