@@ -118,23 +118,6 @@ std::optional<HardwareProfile> dtc::cost::loadHardware(const std::string &nameOr
   return hw;
 }
 
-double dtc::cost::bytesPerDevice(Collective kind, int64_t n, double bytes) {
-  if (n <= 1)
-    return 0;
-  double share = double(n - 1) / double(n);
-  switch (kind) {
-  case Collective::AllReduce:
-    return 2 * share * bytes;
-  case Collective::AllGather:
-  case Collective::ReduceScatter:
-  case Collective::AllToAll:
-    return share * bytes;
-  case Collective::SendRecv:
-    return bytes;
-  }
-  return 0;
-}
-
 int64_t dtc::cost::collectiveSentBytes(Collective kind, int64_t n, int64_t inElements,
                                        int64_t outElements, int64_t elementBytes) {
   if (n <= 1)
@@ -184,14 +167,14 @@ bool dtc::cost::collectiveFromName(const std::string &op, Collective &kind) {
   return true;
 }
 
-double dtc::cost::collectiveTime(Collective kind, int64_t n, double bytes,
+double dtc::cost::collectiveTime(Collective kind, int64_t n, double sentBytes,
                                  const Link &link) {
   if (n <= 1)
     return 0;
   double steps = kind == Collective::AllReduce ? 2.0 * (n - 1)
                  : kind == Collective::SendRecv ? 1.0
                                                 : double(n - 1);
-  return steps * link.latency + bytesPerDevice(kind, n, bytes) / link.bandwidth;
+  return steps * link.latency + sentBytes / link.bandwidth;
 }
 
 double dtc::cost::bubbleFraction(int64_t stages, int64_t microbatches) {

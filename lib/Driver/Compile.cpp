@@ -234,8 +234,7 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
     calls[op] = calls.value(op, 0) + 1;
     int64_t sent = ::dtc::cost::collectiveSentBytes(kind, n, elements(in), elements(out),
                                                     elementBytes);
-    double steps = n <= 1 ? 0 : kind == ::dtc::cost::Collective::AllReduce ? 2.0 * (n - 1) : n - 1.0;
-    commSeconds += steps * slowest.latency + double(sent) / slowest.bandwidth;
+    commSeconds += ::dtc::cost::collectiveTime(kind, n, double(sent), slowest);
   }
   // Per communicator: the busiest member; in total: the busiest device,
   // summing each communicator's share at that device's index in it.
