@@ -28,25 +28,6 @@
 namespace dtc::rt {
 namespace {
 
-MPI_Datatype mpiType(DType d) {
-  switch (d) {
-  case DType::F32: return MPI_FLOAT;
-  case DType::I32: return MPI_INT32_T;
-  case DType::I64: return MPI_INT64_T;
-  }
-  return MPI_BYTE;
-}
-
-MPI_Op mpiOp(ReduceOp op) {
-  switch (op) {
-  case ReduceOp::Sum:
-  case ReduceOp::Average: return MPI_SUM;
-  case ReduceOp::Max: return MPI_MAX;
-  case ReduceOp::Min: return MPI_MIN;
-  }
-  return MPI_SUM;
-}
-
 std::string mpiErrorText(int rc) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -56,19 +37,6 @@ std::string mpiErrorText(int rc) {
 
 void check(int rc, const char *call) {
   if (rc != MPI_SUCCESS) throw CommFailure(std::string(call) + " failed: " + mpiErrorText(rc));
-}
-
-int checkedCount(size_t n) {
-  if (n > size_t(INT_MAX))
-    throw Error("a collective of " + std::to_string(n) +
-                " elements exceeds the MPI count limit (2^31-1)");
-  return int(n);
-}
-
-void divideInPlace(void *buf, size_t count, DType dtype, int n) {
-  if (dtype != DType::F32) return;
-  float *f = static_cast<float *>(buf);
-  for (size_t i = 0; i < count; ++i) f[i] /= float(n);
 }
 
 std::string seconds(double s) {
@@ -146,13 +114,13 @@ public:
   ~WatchdogScope() { Watchdog::instance().disarm(); }
 };
 
-/// Polls `req` until it completes; throws CommFailure at the timeout. The
+/// Polls `reqs` until all complete; throws CommFailure at the timeout. The
 /// first tests are back to back (most operations finish within
 /// microseconds); after that the rank sleeps between tests, up to 0.5 ms,
 /// so that a rank waiting for a slow or stopped peer costs almost no CPU.
-void waitFor(MPI_Request &req, const Settings &s, const char *what) {
+void waitFor(MPI_Request *reqs, int n, const Settings &s, const char *what) {
   int done = 0;
-  check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
+  check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
   if (done) return;
   progress::setState(progress::State::Waiting);
   const int64_t start = progress::nowNs();
@@ -163,7 +131,7 @@ void waitFor(MPI_Request &req, const Settings &s, const char *what) {
   // gap between two polls that were a few microseconds apart.
   int64_t lastPoll = start, stalledNs = 0;
   for (int polls = 0;; ++polls) {
-    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
+    check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
     if (done) break;
     const int64_t now = progress::nowNs();
     if (now - lastPoll > int64_t(5e8)) stalledNs += now - lastPoll;
@@ -186,6 +154,10 @@ void waitFor(MPI_Request &req, const Settings &s, const char *what) {
   progress::setState(progress::State::Computing);
 }
 
+void waitFor(MPI_Request &req, const Settings &s, const char *what) {
+  waitFor(&req, 1, s, what);
+}
+
 class MpiComm final : public Communicator {
 public:
   MpiComm(MPI_Comm c, std::shared_ptr<Settings> s) : c_(c), s_(std::move(s)) {
@@ -200,36 +172,6 @@ public:
   int size() const override { return size_; }
   int rank() const override { return rank_; }
 
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op) override {
-    MPI_Request r;
-    check(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, checkedCount(count),
-                         mpiType(dtype), mpiOp(op), c_, &r),
-          "MPI_Iallreduce");
-    waitFor(r, *s_, "an all-reduce");
-    if (op == ReduceOp::Average) divideInPlace(out, count, dtype, size_);
-  }
-  void allGather(const void *in, void *out, size_t bytes) override {
-    MPI_Request r;
-    check(MPI_Iallgather(in, checkedCount(bytes), MPI_BYTE, out, checkedCount(bytes), MPI_BYTE,
-                         c_, &r),
-          "MPI_Iallgather");
-    waitFor(r, *s_, "an all-gather");
-  }
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op) override {
-    MPI_Request r;
-    check(MPI_Ireduce_scatter_block(in, out, checkedCount(count), mpiType(dtype), mpiOp(op),
-                                    c_, &r),
-          "MPI_Ireduce_scatter_block");
-    waitFor(r, *s_, "a reduce-scatter");
-    if (op == ReduceOp::Average) divideInPlace(out, count, dtype, size_);
-  }
-  void allToAll(const void *in, void *out, size_t bytes) override {
-    MPI_Request r;
-    check(MPI_Ialltoall(in, checkedCount(bytes), MPI_BYTE, out, checkedCount(bytes), MPI_BYTE,
-                        c_, &r),
-          "MPI_Ialltoall");
-    waitFor(r, *s_, "an all-to-all");
-  }
   void broadcast(void *buf, size_t bytes, int root) override {
     char *p = static_cast<char *>(buf);
     while (bytes > 0) {
@@ -271,9 +213,36 @@ public:
 
   MPI_Comm handle() const { return c_; }
 
+protected:
+  void sendRecv(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
+                int src) override {
+    // In pieces under MPI's int count; each direction is cut on its own
+    // (messages between two ranks on one tag arrive in order).
+    std::vector<MPI_Request> requests;
+    char *in = static_cast<char *>(recv);
+    for (size_t done = 0; done < recvBytes || (done == 0 && recvBytes == 0); done += kChunk) {
+      requests.emplace_back();
+      check(MPI_Irecv(in + done, int(std::min(kChunk, recvBytes - done)), MPI_BYTE, src,
+                      kDataTag, c_, &requests.back()),
+            "MPI_Irecv");
+      if (recvBytes == 0) break;
+    }
+    const char *out = static_cast<const char *>(send);
+    for (size_t done = 0; done < sendBytes || (done == 0 && sendBytes == 0); done += kChunk) {
+      requests.emplace_back();
+      check(MPI_Isend(out + done, int(std::min(kChunk, sendBytes - done)), MPI_BYTE, dst,
+                      kDataTag, c_, &requests.back()),
+            "MPI_Isend");
+      if (sendBytes == 0) break;
+    }
+    const std::string what = "an exchange (sending to member " + std::to_string(dst) +
+                             ", receiving from member " + std::to_string(src) + ")";
+    waitFor(requests.data(), int(requests.size()), *s_, what.c_str());
+  }
+
 private:
   static constexpr size_t kChunk = size_t(1) << 30;
-  static constexpr int kTag = 77;
+  static constexpr int kTag = 77, kDataTag = 78;
   MPI_Comm c_;
   std::shared_ptr<Settings> s_;
   int size_ = 1, rank_ = 0;

@@ -82,7 +82,7 @@ TEST(ThreadWorld, AbsentRankTimesOut) {
   EXPECT_TRUE(commFailure[0] && commFailure[1]);
   // One of them times out; the other is woken by it.
   const std::string both = errs[0] + " | " + errs[1];
-  EXPECT_NE(both.find("timed out after 0.3 s in all_reduce: another rank of the group made no "
+  EXPECT_NE(both.find("timed out after 0.3 s in an exchange: another rank of the group made no "
                       "progress"),
             std::string::npos) << both;
   EXPECT_EQ(errs[2], "");
@@ -104,7 +104,7 @@ TEST(ThreadWorld, TimeoutInAProgramNamesTheCollective) {
     execs[size_t(r)]->run();
   });
   EXPECT_NE(errs[0].find("program 'p0' instruction 1 (all_reduce on communicator 'a' (ranks "
-                         "0, 1) of f32[8]): timed out after 0.3 s in all_reduce"),
+                         "0, 1) of f32[8]): timed out after 0.3 s in an exchange"),
             std::string::npos) << errs[0];
   // Both ranks running it: the collective completes.
   ThreadWorld ok(2, 30);

@@ -213,7 +213,7 @@ liveness)
   one_error s.err "rank 2 (pid $victim) stopped making progress in step"
   grep -q "it is stopped" s.err || { cat s.err; fail "SIGSTOP: state"; }
   grep -q "ranks 0, 1, 3 gave up" s.err || { cat s.err; fail "SIGSTOP: the others"; }
-  grep -q "timed out after 4 s in an all-reduce" s.err || { cat s.err; fail "SIGSTOP: collective"; }
+  grep -q "timed out after 4 s in an exchange" s.err || { cat s.err; fail "SIGSTOP: collective"; }
   no_strays
   # Under a plain mpirun (no supervisor) the waiting rank leaves too.
   timeout 120 "$mpiexec" -np 2 "${root[@]}" --oversubscribe --quiet "$run" "$work/dp2.dtc" --steps 100000000 --timeout 4 > p.out 2> p.err &
