@@ -9,7 +9,7 @@ namespace dtc::kernels::cpu {
 RunFn findKernel(std::string_view name) {
   static const std::unordered_map<std::string, RunFn> table = [] {
     std::unordered_map<std::string, RunFn> t;
-    for (const auto *list : {&elementwiseKernels(), &linalgKernels(), &normKernels(),
+    for (const auto *list : {&elementwiseKernels(), &linalgKernels(), &attentionKernels(), &normKernels(),
                              &lossKernels(), &optimizerKernels()})
       for (const Entry &e : *list)
         t.emplace(e.name, e.fn);
