@@ -23,8 +23,11 @@
 namespace dtc::kernels::cpu {
 
 struct AttentionBlocks {
-  int64_t rows = 64; ///< query rows per block (bq)
-  int64_t keys = 64; ///< keys per tile (bk)
+  // 64 x 128 measured best (or within noise of it) of 32..128 square and
+  // oblong blocks on the benchmark GPTs' heads (Dh 32, seq 128; Dh 64,
+  // seq 256): docs/kernels.md.
+  int64_t rows = 64;  ///< query rows per block (bq)
+  int64_t keys = 128; ///< keys per tile (bk)
 };
 
 /// q [B, H, Sq, D], k and v [B, H, Sk, D] -> y [B, H, Sq, D].
