@@ -246,11 +246,12 @@ def available(venv, system):
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 
-def run_dtc(a, art, tokens, cores, env):
+def run_dtc(a, dtc, art, tokens, cores, env):
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
-        sh([a.dtc, "run", art, "--steps", str(a.warmup + a.steps), "--data", tokens,
-            "--threads", str(a.threads), "--log", log], env=env, cores=cores)
+        threads = ["--threads", str(a.threads)] if dtc == a.dtc else []  # a baseline may predate it
+        sh([dtc, "run", art, "--steps", str(a.warmup + a.steps), "--data", tokens, *threads,
+            "--log", log], env=env, cores=cores)
         steps = [json.loads(line) for line in open(log)][a.warmup:]
     return statistics.median(s["step_time_s"] for s in steps)
 
@@ -276,6 +277,8 @@ def main(argv):
     p.add_argument("--venv", default=os.path.join(ROOT, ".venv-peers"))
     p.add_argument("--install", action="store_true", help="create --venv and pip install the peers")
     p.add_argument("--dtc", default=os.path.join(ROOT, "build", "bin", "dtc"))
+    p.add_argument("--baseline", help="another build's dtc, run as system dtc-baseline "
+                   "(on the artifact it compiles itself; threads from the environment)")
     p.add_argument("--worker", choices=PEERS, help=argparse.SUPPRESS)
     p.add_argument("--size", choices=sorted(SIZES), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -283,12 +286,14 @@ def main(argv):
         return worker_main(a)
 
     systems = [s for s in a.systems.split(",") if s]
+    if a.baseline:
+        systems.append("dtc-baseline")
     for s in systems:
-        if s != "dtc" and s not in PEERS:
+        if s not in ("dtc", "dtc-baseline") and s not in PEERS:
             p.error(f"unknown system {s} (expected dtc, {', '.join(PEERS)})")
     if a.install:
         install(a.venv)
-    for s in [s for s in systems if s != "dtc"]:
+    for s in [s for s in systems if s not in ("dtc", "dtc-baseline")]:
         if not available(a.venv, s):
             print(f"note: skipping {s}: not installed in {a.venv} (run with --install)")
             systems.remove(s)
@@ -306,16 +311,24 @@ def main(argv):
         steps = a.steps or (20 if size == "small" else 5)
         a_steps = argparse.Namespace(**{**vars(a), "steps": steps})
         model, art = os.path.join(work, f"{size}.mlir"), os.path.join(work, f"{size}.dtc")
-        if "dtc" in systems:
+        base_art = os.path.join(work, f"{size}.baseline.dtc")
+        if "dtc" in systems or a.baseline:
             sh([sys.executable, os.path.join(ROOT, "examples", "gen_model.py"), "gpt",
                 *[x for k, v in cfg.items() for x in (f"--{k}", str(v))], "-o", model])
+        if "dtc" in systems:
             sh([a.dtc, "compile", model, "--mesh", "1", "-o", art])
+        if a.baseline:
+            sh([a.baseline, "compile", model, "--mesh", "1", "-o", base_art])
         tokens_per_step = cfg["batch"] * cfg["seq"]
         tps = {s: [] for s in systems}
         for rep in range(a.reps):
             for s in systems:
-                t = (run_dtc(a_steps, art, tokens, cores, env) if s == "dtc"
-                     else run_peer(a_steps, s, size, cores, env))
+                if s == "dtc":
+                    t = run_dtc(a_steps, a.dtc, art, tokens, cores, env)
+                elif s == "dtc-baseline":
+                    t = run_dtc(a_steps, a.baseline, base_art, tokens, cores, env)
+                else:
+                    t = run_peer(a_steps, s, size, cores, env)
                 tps[s].append(tokens_per_step / t)
         desc = ", ".join(f"{k} {v}" for k, v in cfg.items())
         print(f"{size}: GPT {desc}; {steps} timed steps per run")

@@ -77,7 +77,10 @@ template <class T> void transposeLoop(const KernelArgs &a, const std::vector<int
   std::vector<int64_t> idx(D, 0);
   int64_t in = 0, out = 0;
   while (true) {
-    if (st == 1) std::memcpy(y + out, x + in, size_t(len) * sizeof(T));
+    // Short contiguous runs (a head's Dh values) copy inline: a memcpy call
+    // per 32 floats cost more than the copy.
+    if (st == 1 && len >= 256) std::memcpy(y + out, x + in, size_t(len) * sizeof(T));
+    else if (st == 1) for (int64_t i = 0; i < len; ++i) y[out + i] = x[in + i];
     else for (int64_t i = 0; i < len; ++i) y[out + i] = x[in + i * st];
     out += len;
     size_t d = D - 1;
