@@ -64,6 +64,11 @@ void sgemm(const KernelContext &ctx, bool transA, bool transB, int64_t M, int64_
            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
            float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
+  if (K <= 0) { // an empty sum (libraries differ on whether they touch C)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
 #if DTC_GEMM_ONEDNN
   // The thread count oneDNN reads; inside a parallel region it runs serially.
   if (!omp_in_parallel()) omp_set_num_threads(ctx.threads());

@@ -275,7 +275,11 @@ int launch(const Options &o, int argc, char **argv) {
       args.insert(args.end(), {"--map-by", "slot:PE=" + std::to_string(threads), "--bind-to",
                                "core", "-x", "OMP_PLACES=cores", "-x", "OMP_PROC_BIND=close"});
     } else {
+      // Ranks share cores: OpenMP threads that spin while they wait for work
+      // would take the core from the thread doing it, so they sleep.
       args.insert(args.end(), {"--bind-to", "none"});
+      if (!std::getenv("OMP_WAIT_POLICY"))
+        args.insert(args.end(), {"-x", "OMP_WAIT_POLICY=passive"});
     }
   }
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());

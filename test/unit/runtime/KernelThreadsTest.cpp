@@ -110,3 +110,54 @@ TEST(KernelThreads, ChunkedRowSumsMatchReference) {
 }
 
 } // namespace
+
+namespace {
+
+// matmul with transpose flags, on the folded path and the batched one (with
+// broadcast batch dims, more products than threads), and an empty sum.
+TEST(KernelThreads, MatmulTransposedBatchedAndEmpty) {
+  struct Case {
+    Shape a, b, out;
+    bool ta, tb;
+  };
+  const Case cases[] = {
+      {{2, 7, 5}, {5, 3}, {2, 7, 3}, false, false},      // folded into one product
+      {{2, 7, 5}, {3, 5}, {2, 7, 3}, false, true},       // folded, b transposed
+      {{4, 5, 7}, {4, 5, 3}, {4, 7, 3}, true, false},    // batched, a transposed
+      {{4, 7, 5}, {1, 3, 5}, {4, 7, 3}, false, true},    // b broadcast over the batch
+      {{3, 1, 5, 7}, {4, 3, 5}, {3, 4, 7, 3}, true, true}, // both, broadcast both ways
+      {{2, 3, 0}, {0, 4}, {2, 3, 4}, false, false},      // K = 0: zeros
+  };
+  uint32_t seed = 30;
+  for (const Case &c : cases) {
+    HostTensor a = randF(c.a, seed++), b = randF(c.b, seed++);
+    const json at = {{"transpose_a", c.ta}, {"transpose_b", c.tb}};
+    const std::string err = checkKernel("matmul", {a, b}, {{DType::F32, c.out}}, at);
+    if (!err.empty()) {
+      ADD_FAILURE() << dtc::rt::shapeStr(c.a) << ": " << err;
+      continue;
+    }
+    const int64_t M = c.out[c.out.size() - 2], N = c.out.back();
+    const int64_t K = c.a[c.a.size() - (c.ta ? 2 : 1)];
+    HostTensor want{DType::F32, c.out, std::vector<double>(size_t(dtc::rt::numel(c.out)), 0.0)};
+    const Shape batch(c.out.begin(), c.out.end() - 2);
+    const Shape ba(c.a.begin(), c.a.end() - 2), bb(c.b.begin(), c.b.end() - 2);
+    for (int64_t o = 0; o < dtc::rt::numel(batch); ++o) {
+      const Shape idx = unravel(o, batch);
+      const int64_t ia = ba.empty() ? 0 : bcastIndex(idx, ba), ib = bb.empty() ? 0 : bcastIndex(idx, bb);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k)
+            s += a[ia * M * K + (c.ta ? k * M + i : i * K + k)] *
+                 b[ib * K * N + (c.tb ? j * K + k : k * N + j)];
+          want[(o * M + i) * N + j] = s;
+        }
+    }
+    for (int threads : {1, 3})
+      expectNear(runKernel("matmul", {a, b}, {{DType::F32, c.out}}, at, threads)[0], want, 1e-5,
+                 1e-5, "matmul " + dtc::rt::shapeStr(c.a) + " x " + dtc::rt::shapeStr(c.b));
+  }
+}
+
+} // namespace
