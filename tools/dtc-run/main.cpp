@@ -273,7 +273,10 @@ int launch(const Options &o, int argc, char **argv) {
   if (!userPlacement) {
     if (devices * threads <= cores) {
       args.insert(args.end(), {"--map-by", "slot:PE=" + std::to_string(threads), "--bind-to",
-                               "core", "-x", "OMP_PLACES=cores", "-x", "OMP_PROC_BIND=close"});
+                               "core"});
+      for (const char *kv : {"OMP_PLACES=cores", "OMP_PROC_BIND=close"})
+        if (!std::getenv(std::string(kv).substr(0, std::string(kv).find('=')).c_str()))
+          args.insert(args.end(), {"-x", kv});
     } else {
       // Ranks share cores: OpenMP threads that spin while they wait for work
       // would take the core from the thread doing it, so they sleep.
