@@ -19,7 +19,10 @@ threads; a process times --steps steps after --warmup steps (compilation
 and warm-up excluded) and reports its median step. The table shows, per
 system, the median over repetitions of tokens/s, and dtc's ratio to each
 peer (> 1: dtc is faster), also for the best run of each ("of max":
-less sensitive to other work on the machine). Peer models are written here to compute the
+less sensitive to other work on the machine). A second table divides by
+CPU time instead of wall time (the process and its threads; for dtc the
+difference between a run with and one without the timed steps): on a
+machine shared with other work it moves much less than wall time. Peer models are written here to compute the
 same step as the dtc model: same shapes, ops, loss and optimizer (weights
 are initialised differently, which does not change the work).
 
@@ -31,6 +34,7 @@ with a note. Nothing is installed unless asked.
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -185,11 +189,13 @@ def timed(step, steps, warmup):
     for _ in range(warmup):
         step()
     times = []
+    cpu0 = time.process_time()
     for _ in range(steps):
         t0 = time.perf_counter()
         loss = step()
         times.append(time.perf_counter() - t0)
-    return {"step_s": statistics.median(times), "loss": loss}
+    cpu = (time.process_time() - cpu0) / steps
+    return {"step_s": statistics.median(times), "cpu_s": cpu, "loss": loss}
 
 
 def worker_main(a):
@@ -246,14 +252,25 @@ def available(venv, system):
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def run_dtc(a, dtc, art, tokens, cores, env):
+    """Median wall time of a step, and CPU time per step: the difference
+    between a run of warm-up + timed steps and one of warm-up steps only."""
+    threads = ["--threads", str(a.threads)] if dtc == a.dtc else []  # a baseline may predate it
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
-        threads = ["--threads", str(a.threads)] if dtc == a.dtc else []  # a baseline may predate it
-        sh([dtc, "run", art, "--steps", str(a.warmup + a.steps), "--data", tokens, *threads,
-            "--log", log], env=env, cores=cores)
+        cpu = []
+        for n in (a.warmup, a.warmup + a.steps):
+            c0 = children_cpu()
+            sh([dtc, "run", art, "--steps", str(n), "--data", tokens, *threads, "--log", log],
+               env=env, cores=cores)
+            cpu.append(children_cpu() - c0)
         steps = [json.loads(line) for line in open(log)][a.warmup:]
-    return statistics.median(s["step_time_s"] for s in steps)
+    return statistics.median(s["step_time_s"] for s in steps), max(cpu[1] - cpu[0], 1e-9) / a.steps
 
 
 def run_peer(a, system, size, cores, env):
@@ -261,7 +278,8 @@ def run_peer(a, system, size, cores, env):
               "--steps", str(a.steps), "--warmup", str(a.warmup), "--threads", str(a.threads)],
              env=env, cores=cores)
     line = [l for l in out.splitlines() if l.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])["step_s"]
+    r = json.loads(line[len("RESULT "):])
+    return r["step_s"], r["cpu_s"]
 
 
 def main(argv):
@@ -321,26 +339,30 @@ def main(argv):
             sh([a.baseline, "compile", model, "--mesh", "1", "-o", base_art])
         tokens_per_step = cfg["batch"] * cfg["seq"]
         tps = {s: [] for s in systems}
+        cpu_tps = {s: [] for s in systems}
         for rep in range(a.reps):
             for s in systems:
                 if s == "dtc":
-                    t = run_dtc(a_steps, a.dtc, art, tokens, cores, env)
+                    t, c = run_dtc(a_steps, a.dtc, art, tokens, cores, env)
                 elif s == "dtc-baseline":
-                    t = run_dtc(a_steps, a.baseline, base_art, tokens, cores, env)
+                    t, c = run_dtc(a_steps, a.baseline, base_art, tokens, cores, env)
                 else:
-                    t = run_peer(a_steps, s, size, cores, env)
+                    t, c = run_peer(a_steps, s, size, cores, env)
                 tps[s].append(tokens_per_step / t)
+                cpu_tps[s].append(tokens_per_step / c)
         desc = ", ".join(f"{k} {v}" for k, v in cfg.items())
         print(f"{size}: GPT {desc}; {steps} timed steps per run")
-        print(f"  {'system':<14} {'tokens/s':>10} {'min':>8} {'max':>8}"
-              f" {'dtc/system':>11} {'(of max)':>9}   runs")
-        med = {s: statistics.median(v) for s, v in tps.items()}
-        for s in systems:
-            ratio = f"{med['dtc'] / med[s]:.2f}x" if "dtc" in med else "n/a"
-            best = f"{max(tps['dtc']) / max(tps[s]):.2f}x" if "dtc" in med else "n/a"
-            runs = " ".join(f"{t:.0f}" for t in tps[s])
-            print(f"  {s:<14} {med[s]:>10.0f} {min(tps[s]):>8.0f} {max(tps[s]):>8.0f}"
-                  f" {ratio:>11} {best:>9}   {runs}")
+        for title, table in (("wall clock", tps), ("per CPU second (all threads)", cpu_tps)):
+            print(f"  tokens/s, {title}:")
+            print(f"  {'system':<14} {'median':>10} {'min':>8} {'max':>8}"
+                  f" {'dtc/system':>11} {'(of max)':>9}   runs")
+            med = {s: statistics.median(v) for s, v in table.items()}
+            for s in systems:
+                ratio = f"{med['dtc'] / med[s]:.2f}x" if "dtc" in med else "n/a"
+                best = f"{max(table['dtc']) / max(table[s]):.2f}x" if "dtc" in med else "n/a"
+                runs = " ".join(f"{t:.0f}" for t in table[s])
+                print(f"  {s:<14} {med[s]:>10.0f} {min(table[s]):>8.0f} {max(table[s]):>8.0f}"
+                      f" {ratio:>11} {best:>9}   {runs}")
         print(flush=True)
     return 0
 

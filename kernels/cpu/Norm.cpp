@@ -14,8 +14,12 @@ void kSoftmax(const KernelArgs &a) {
   const AxisView v = axisView(a.in[0].shape, attrInt(*a.attrs, "axis"));
   const float *x = a.in[0].as<float>();
   float *y = a.out[0].as<float>();
-  for (int64_t o = 0; o < v.outer; ++o) {
-    for (int64_t in = 0; in < v.inner; ++in) {
+  // Rows (outer x inner of them, each v.n long with stride v.inner) split
+  // across the threads.
+  parallelFor(contextOf(a), v.outer * v.inner, std::max<int64_t>(1, 4096 / v.n),
+              [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r / v.inner, in = r % v.inner;
       const int64_t base = o * v.n * v.inner + in, st = v.inner;
       float mx = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < v.n; ++j) mx = std::max(mx, x[base + j * st]);
@@ -28,15 +32,17 @@ void kSoftmax(const KernelArgs &a) {
       const float inv = float(1.0 / sum);
       for (int64_t j = 0; j < v.n; ++j) y[base + j * st] *= inv;
     }
-  }
+  });
 }
 
 void kSoftmaxGrad(const KernelArgs &a) {
   const AxisView v = axisView(a.in[0].shape, attrInt(*a.attrs, "axis"));
   const float *y = a.in[0].as<float>(), *dy = a.in[1].as<float>();
   float *dx = a.out[0].as<float>();
-  for (int64_t o = 0; o < v.outer; ++o) {
-    for (int64_t in = 0; in < v.inner; ++in) {
+  parallelFor(contextOf(a), v.outer * v.inner, std::max<int64_t>(1, 4096 / v.n),
+              [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r / v.inner, in = r % v.inner;
       const int64_t base = o * v.n * v.inner + in, st = v.inner;
       double dot = 0;
       for (int64_t j = 0; j < v.n; ++j)
@@ -45,7 +51,7 @@ void kSoftmaxGrad(const KernelArgs &a) {
       for (int64_t j = 0; j < v.n; ++j)
         dx[base + j * st] = y[base + j * st] * (dy[base + j * st] - fd);
     }
-  }
+  });
 }
 
 constexpr int kLanes = 8; // doubles per AVX-512 vector
@@ -167,13 +173,16 @@ void kRmsNorm(const KernelArgs &a) {
   const double eps = attrNum(*a.attrs, "epsilon");
   const float *x = X.as<float>(), *g = a.in[1].as<float>();
   float *y = a.out[0].as<float>();
-  for (int64_t r = 0; r < R; ++r) {
-    const float *xr = x + r * D;
-    double ms = 0;
-    for (int64_t j = 0; j < D; ++j) ms += double(xr[j]) * xr[j];
-    const float rr = float(1.0 / std::sqrt(ms / double(D) + eps));
-    for (int64_t j = 0; j < D; ++j) y[r * D + j] = xr[j] * rr * g[j];
-  }
+  parallelFor(contextOf(a), R, std::max<int64_t>(1, 8192 / std::max<int64_t>(D, 1)),
+              [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *xr = x + r * D;
+      double ms = 0;
+      for (int64_t j = 0; j < D; ++j) ms += double(xr[j]) * xr[j];
+      const float rr = float(1.0 / std::sqrt(ms / double(D) + eps));
+      for (int64_t j = 0; j < D; ++j) y[r * D + j] = xr[j] * rr * g[j];
+    }
+  });
 }
 
 void kRmsNormGrad(const KernelArgs &a) {
@@ -182,23 +191,34 @@ void kRmsNormGrad(const KernelArgs &a) {
   const double eps = attrNum(*a.attrs, "epsilon");
   const float *x = X.as<float>(), *g = a.in[1].as<float>(), *dy = a.in[2].as<float>();
   float *dx = a.out[0].as<float>();
-  std::vector<double> dg(static_cast<size_t>(D), 0.0);
-  for (int64_t r = 0; r < R; ++r) {
-    const float *xr = x + r * D, *dyr = dy + r * D;
-    double ms = 0;
-    for (int64_t j = 0; j < D; ++j) ms += double(xr[j]) * xr[j];
-    const double rr = 1.0 / std::sqrt(ms / double(D) + eps);
-    double dot = 0; // sum(dxhat * x)
-    for (int64_t j = 0; j < D; ++j) {
-      dot += double(dyr[j]) * g[j] * xr[j];
-      dg[size_t(j)] += double(dyr[j]) * xr[j] * rr;
+  // dgamma per fixed chunk of rows, chunks added in order (as layer_norm_grad).
+  const int64_t chunks = std::max<int64_t>(1, (R + kRowChunk - 1) / kRowChunk);
+  std::vector<double> partial(size_t(chunks * D), 0.0);
+  parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double *dg = partial.data() + size_t(c * D);
+      for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk); ++r) {
+        const float *xr = x + r * D, *dyr = dy + r * D;
+        double ms = 0;
+        for (int64_t j = 0; j < D; ++j) ms += double(xr[j]) * xr[j];
+        const double rr = 1.0 / std::sqrt(ms / double(D) + eps);
+        double dot = 0; // sum(dxhat * x)
+        for (int64_t j = 0; j < D; ++j) {
+          dot += double(dyr[j]) * g[j] * xr[j];
+          dg[j] += double(dyr[j]) * xr[j] * rr;
+        }
+        const double cc = rr * rr * dot / double(D);
+        for (int64_t j = 0; j < D; ++j)
+          dx[r * D + j] = float(rr * (double(dyr[j]) * g[j] - xr[j] * cc));
+      }
     }
-    const double c = rr * rr * dot / double(D);
-    for (int64_t j = 0; j < D; ++j)
-      dx[r * D + j] = float(rr * (double(dyr[j]) * g[j] - xr[j] * c));
-  }
+  });
   float *pdg = a.out[1].as<float>();
-  for (int64_t j = 0; j < D; ++j) pdg[j] = float(dg[size_t(j)]);
+  for (int64_t j = 0; j < D; ++j) {
+    double sg = 0;
+    for (int64_t c = 0; c < chunks; ++c) sg += partial[size_t(c * D + j)];
+    pdg[j] = float(sg);
+  }
 }
 
 } // namespace

@@ -46,6 +46,14 @@ TEST(KernelThreads, SameBitsOnAnyThreadCount) {
   expectSameBits("layer_norm_grad", {x, g, y}, {f, {DType::F32, {257}}, {DType::F32, {257}}},
                  {{"epsilon", 1e-5}});
 
+  expectSameBits("rms_norm", {x, g}, {f}, {{"epsilon", 1e-5}});
+  expectSameBits("rms_norm_grad", {x, g, y}, {f, {DType::F32, {257}}}, {{"epsilon", 1e-5}});
+  for (int axis : {1, 2}) {
+    HostTensor p = run1("softmax", {x}, f, {{"axis", axis}});
+    expectSameBits("softmax", {x}, {f}, {{"axis", axis}});
+    expectSameBits("softmax_grad", {p, y}, {f}, {{"axis", axis}});
+  }
+
   HostTensor m = randF(big, 7), v = randF(big, 8, 0, 1);
   expectSameBits("adam_update", {x, y, m, v, I64({}, {4})}, {f, f, f},
                  {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8},
@@ -106,6 +114,19 @@ TEST(KernelThreads, ChunkedRowSumsMatchReference) {
       EXPECT_NEAR(out[1][j], dg[size_t(j)], 1e-5 * (1 + std::fabs(dg[size_t(j)]))) << "dgamma " << j;
       EXPECT_NEAR(out[2][j], db[size_t(j)], 1e-5 * (1 + std::fabs(db[size_t(j)]))) << "dbeta " << j;
     }
+  }
+
+  std::vector<double> rdg(size_t(D), 0.0);
+  for (int64_t r = 0; r < R; ++r) {
+    double ms = 0;
+    for (int64_t j = 0; j < D; ++j) ms += x[r * D + j] * x[r * D + j] / double(D);
+    for (int64_t j = 0; j < D; ++j) rdg[size_t(j)] += dy[r * D + j] * x[r * D + j] / std::sqrt(ms + 1e-5);
+  }
+  for (int threads : {1, 3}) {
+    auto out = runKernel("rms_norm_grad", {x, g, dy}, {{DType::F32, {R, D}}, {DType::F32, {D}}},
+                         {{"epsilon", 1e-5}}, threads);
+    for (int64_t j = 0; j < D; ++j)
+      EXPECT_NEAR(out[1][j], rdg[size_t(j)], 1e-5 * (1 + std::fabs(rdg[size_t(j)]))) << "rms dgamma " << j;
   }
 }
 
