@@ -127,6 +127,7 @@ const std::vector<Entry> &attentionKernels();
 const std::vector<Entry> &normKernels();
 const std::vector<Entry> &lossKernels();
 const std::vector<Entry> &optimizerKernels();
+const std::vector<Entry> &shardKernels();
 
 } // namespace dtc::kernels::cpu
 
