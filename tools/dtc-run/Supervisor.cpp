@@ -332,7 +332,8 @@ std::string summarize(const std::vector<std::string> &held) {
 
 } // namespace
 
-int superviseLaunch(int64_t devices, int argc, char **argv) {
+int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
+                    const std::vector<std::string> &rankArgs, int argc, char **argv) {
   const char *env = std::getenv("DTC_MPIRUN");
   const std::string mpirun = env && *env ? env : "mpirun";
   const std::string self = selfPath();
@@ -355,21 +356,12 @@ int superviseLaunch(int64_t devices, int argc, char **argv) {
   args.push_back("--oversubscribe");
   args.push_back("-x");
   args.push_back("DTC_RUN_STATUS_DIR");
-  if (const char *extra = std::getenv("DTC_MPIRUN_ARGS")) {
-    std::string s = extra, cur;
-    for (char c : s + " ") {
-      if (c == ' ' || c == '\t' || c == '\n') {
-        if (!cur.empty()) args.push_back(cur);
-        cur.clear();
-      } else {
-        cur += c;
-      }
-    }
-  }
+  args.insert(args.end(), mpirunArgs.begin(), mpirunArgs.end());
   args.push_back(self);
   args.push_back("--guard");
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) != "--launch") args.push_back(argv[i]);
+  args.insert(args.end(), rankArgs.begin(), rankArgs.end());
   std::vector<char *> cargs;
   for (std::string &s : args) cargs.push_back(s.data());
   cargs.push_back(nullptr);

@@ -3,7 +3,7 @@
 // `dtc run` = `dtc-run --launch`: after validating, it starts
 //
 //   mpirun -np N [--allow-run-as-root] --oversubscribe -x DTC_RUN_STATUS_DIR
-//          [$DTC_MPIRUN_ARGS] dtc-run --guard ARGS...
+//          [placement] [$DTC_MPIRUN_ARGS] dtc-run --guard ARGS... [--threads=T]
 //
 // in a process group of its own and supervises it:
 //   - each `--guard` process (what mpirun starts) runs the real rank as its
@@ -25,13 +25,18 @@
 #define DTC_TOOLS_DTC_RUN_SUPERVISOR_H
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 /// Signals closer together than this count as one: a wrapper (timeout, a
 /// shell) often passes on the signal its process group already delivered.
 constexpr int64_t kRepeatedSignalNs = 500000000;
 
-/// `dtc-run --launch`, after validation: returns the exit status.
-int superviseLaunch(int64_t devices, int argc, char **argv);
+/// `dtc-run --launch`, after validation: starts mpirun with `mpirunArgs`
+/// after the supervisor's own, each rank with this program's arguments (less
+/// --launch) and `rankArgs`; returns the exit status.
+int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
+                    const std::vector<std::string> &rankArgs, int argc, char **argv);
 
 /// `dtc-run --guard ARGS`: runs `dtc-run ARGS` as a child, forwards signals
 /// to it and records how it ended. Returns its exit status (128 + signal

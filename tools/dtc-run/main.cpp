@@ -23,6 +23,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -31,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sched.h>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -64,8 +66,14 @@ const char *kUsage =
     "  --save-every N         also save CKPT every N steps (default 0: at the end only)\n"
     "  --load CKPT            start from a checkpoint, continuing its step count\n"
     "                         (default: none)\n"
-    "  --stats FILE.json      write measured memory bytes per category and\n"
-    "                         collective bytes per step (default: none)\n"
+    "  --stats FILE.json      write measured memory bytes per category, collective\n"
+    "                         bytes per step and time per kernel and shape (with\n"
+    "                         GFLOP/s), and print the kernels that took longest\n"
+    "                         with their share of the step (default: none)\n"
+    "  --threads N            kernel threads per rank (default: OMP_NUM_THREADS or\n"
+    "                         OPENBLAS_NUM_THREADS if set, else cores / ranks on\n"
+    "                         the node; with --launch each rank is bound to N cores\n"
+    "                         of its own when the node has enough)\n"
     "  --timeout SECONDS      longest wait in any collective before every rank that\n"
     "                         is still alive gives up with an error naming the step\n"
     "                         and the collective (default 300; 0 = wait forever)\n"
@@ -118,7 +126,8 @@ std::string parseArgs(int argc, char **argv, Options &o) {
       }
       static const char *withValue[] = {"--steps", "--seed",  "--backend", "--data",
                                         "--data-dtype", "--log", "--save", "--load",
-                                        "--stats", "--timeout", "--save-every"};
+                                        "--stats", "--timeout", "--save-every",
+                                        "--threads"};
       bool known = false;
       for (const char *w : withValue) known = known || name == w;
       if (!known) return "unknown flag " + name + " (see --help)";
@@ -165,6 +174,11 @@ std::string parseArgs(int argc, char **argv, Options &o) {
         if (*end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0 || v > 1e9)
           return "--timeout: expected a number of seconds >= 0 (0 = none), got '" + value + "'";
         o.train.timeoutSeconds = v;
+      } else if (name == "--threads") {
+        uint64_t v;
+        if (!parseU64(value, v) || v < 1 || v > 4096)
+          return "--threads: expected an integer in [1, 4096], got '" + value + "'";
+        o.train.threads = int(v);
       }
     } else if (arg == "-h") {
       continue;
@@ -202,6 +216,86 @@ void checkOutputPath(const std::string &flag, const std::string &path) {
   const bool inPlace = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
   if (!inPlace && ::access(dir.c_str(), W_OK) != 0)
     throw Error(flag + " " + path + ": directory '" + dir + "' is not writable");
+}
+
+// The kernels (per operand shapes) that took longest in rank 0's steps, with
+// their share of the step and, for matmuls and attention, GFLOP/s.
+void printKernelTable(const RankExecutor &exec) {
+  const ExecStats &s = exec.stats();
+  if (s.runs == 0) return;
+  double step = 0;
+  for (const auto &[op, seconds] : s.secondsByOp) step += seconds;
+  std::vector<std::pair<std::string, ExecStats::KernelShapeStats>> rows(s.byKernelShape.begin(),
+                                                                      s.byKernelShape.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto &a, const auto &b) { return a.second.seconds > b.second.seconds; });
+  const size_t shown = std::min<size_t>(rows.size(), 12);
+  std::printf("kernels, rank 0, per step (%.2f ms: kernels and collectives; %d threads, "
+              "matmuls on %s), top %zu of %zu by time:\n",
+              step / double(s.runs) * 1e3, exec.threads(), dtc::kernels::cpu::gemmLibrary(),
+              shown, rows.size());
+  std::printf("  %6s %9s %8s %6s  %s\n", "share", "ms", "GFLOP/s", "calls", "kernel and operand shapes");
+  for (size_t i = 0; i < shown; ++i) {
+    const auto &[key, k] = rows[i];
+    char gflops[32] = "-";
+    if (k.flops > 0 && k.seconds > 0) std::snprintf(gflops, sizeof gflops, "%.1f", k.flops / k.seconds / 1e9);
+    std::printf("  %5.1f%% %9.3f %8s %6.0f  %s\n", step > 0 ? 100.0 * k.seconds / step : 0.0,
+                k.seconds / double(s.runs) * 1e3, gflops, double(k.calls) / double(s.runs),
+                key.c_str());
+  }
+  std::fflush(stdout);
+}
+
+// Cores this process may run on.
+int64_t availableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return 1;
+}
+
+// The mpirun options of `dtc run` beyond the supervisor's own, and what
+// each rank is told. Placement: every rank gets `threads` cores of its own
+// (mpirun binds it to them, OpenMP keeps its threads on them) when the node
+// has enough; otherwise nothing is bound and the ranks share the cores.
+// Binding flags in DTC_MPIRUN_ARGS take precedence.
+void launchArguments(const Options &o, int64_t devices, std::vector<std::string> &mpirunArgs,
+                     std::vector<std::string> &rankArgs) {
+  std::vector<std::string> extraArgs;
+  if (const char *extra = std::getenv("DTC_MPIRUN_ARGS")) {
+    std::string s = extra, cur;
+    for (char c : s + " ") {
+      if (c == ' ' || c == '\t' || c == '\n') {
+        if (!cur.empty()) extraArgs.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+  }
+  const int threads = o.train.threads > 0 ? o.train.threads
+                                          : defaultKernelThreads(int(devices));
+  bool userPlacement = false;
+  for (const std::string &e : extraArgs)
+    userPlacement |= e.rfind("--bind-to", 0) == 0 || e.rfind("--map-by", 0) == 0 ||
+                     e.rfind("--cpus-per-proc", 0) == 0;
+  const int64_t cores = availableCores();
+  if (!userPlacement) {
+    if (devices * threads <= cores) {
+      mpirunArgs.insert(mpirunArgs.end(), {"--map-by", "slot:PE=" + std::to_string(threads),
+                                           "--bind-to", "core"});
+      for (const char *kv : {"OMP_PLACES=cores", "OMP_PROC_BIND=close"})
+        if (!std::getenv(std::string(kv).substr(0, std::string(kv).find('=')).c_str()))
+          mpirunArgs.insert(mpirunArgs.end(), {"-x", kv});
+    } else {
+      // Ranks share cores: OpenMP threads that spin while they wait for work
+      // would take the core from the thread doing it, so they sleep.
+      mpirunArgs.insert(mpirunArgs.end(), {"--bind-to", "none"});
+      if (!std::getenv("OMP_WAIT_POLICY"))
+        mpirunArgs.insert(mpirunArgs.end(), {"-x", "OMP_WAIT_POLICY=passive"});
+    }
+  }
+  mpirunArgs.insert(mpirunArgs.end(), extraArgs.begin(), extraArgs.end());
+  if (o.train.threads <= 0) rankArgs.push_back("--threads=" + std::to_string(threads));
 }
 
 /// Everything that can be checked in one process before starting ranks.
@@ -304,6 +398,7 @@ int runRank(int argc, char **argv, const Options &o, const std::string &argError
         std::printf("step %lld loss %.8g\n", (long long)r.step, double(r.loss));
         std::fflush(stdout);
       });
+      if (!o.train.statsPath.empty() && rank == 0) printKernelTable(trainer.executor());
     } catch (const Interrupted &e) {
       if (rank == e.reporter()) printError(e.what());
       code = 128 + e.signal();
@@ -345,7 +440,9 @@ int main(int argc, char **argv) {
       printError(e.what());
       return 1;
     }
-    return superviseLaunch(devices, argc, argv);
+    std::vector<std::string> mpirunArgs, rankArgs;
+    launchArguments(o, devices, mpirunArgs, rankArgs);
+    return superviseLaunch(devices, mpirunArgs, rankArgs, argc, argv);
   }
   return runRank(argc, argv, o, argError);
 }

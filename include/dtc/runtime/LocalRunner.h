@@ -54,8 +54,8 @@ namespace dtc::rt {
 
 struct LocalRunnerOptions {
   std::string backend = "cpu";
-  /// OpenBLAS threads (0 = leave OpenBLAS's setting alone).
-  int blasThreads = 1;
+  /// Kernel threads per rank (ranks are threads of this process).
+  int threads = 1;
   /// Longest wait of a rank thread in a collective before the step fails
   /// with a message naming it (0 = wait forever), as dtc-run's --timeout.
   double timeoutSeconds = 300;

@@ -46,9 +46,8 @@ struct TrainOptions {
   double timeoutSeconds = kDefaultTimeoutSeconds;
   /// The signal asking this rank to stop (0 = none); polled once per step.
   std::function<int()> pendingSignal;
-  /// Set OpenBLAS threads to max(1, cores / ranks on this node) unless
-  /// OPENBLAS_NUM_THREADS is set.
-  bool configureBlasThreads = true;
+  /// Kernel threads per rank; 0: defaultKernelThreads(ranks on this node).
+  int threads = 0;
 };
 
 /// "SIGTERM", "SIGKILL", ... ("signal 42" for others).

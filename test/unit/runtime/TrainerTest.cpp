@@ -49,7 +49,7 @@ struct Result {
 
 Result train(int ranks, TrainOptions opts,
              const std::function<void(const StepReport &)> &onStep = nullptr) {
-  opts.configureBlasThreads = false;
+  opts.threads = 1;
   opts.timeoutSeconds = 60; // a regression fails instead of hanging
   ThreadWorld tw(ranks);
   Result res;
