@@ -18,13 +18,7 @@ using dtc::test::json;
 
 namespace {
 
-std::string tempDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/dtc-rt-test-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+std::string tempDir() { return dtc::test::scratchDir("dtc-rt-test"); }
 
 json validBody() {
   dtc::test::MlpConfig c;

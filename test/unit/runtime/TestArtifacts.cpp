@@ -2,8 +2,36 @@
 #include "TestArtifacts.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <unistd.h>
 
 namespace dtc::test {
+
+namespace {
+struct ScratchDirs {
+  pid_t owner = ::getpid();
+  std::map<std::string, std::string> dirs;
+  ~ScratchDirs() {
+    // A forked child (a death test) must not remove the parent's files.
+    if (::getpid() != owner) return;
+    std::error_code ec;
+    for (const auto &[prefix, dir] : dirs) std::filesystem::remove_all(dir, ec);
+  }
+};
+} // namespace
+
+std::string scratchDir(const std::string &prefix) {
+  static ScratchDirs scratch;
+  std::string &dir = scratch.dirs[prefix];
+  if (dir.empty()) {
+    std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw rt::Error("cannot create a directory under /tmp");
+    dir = tmpl;
+  }
+  return dir;
+}
 
 using rt::DType;
 using rt::Shape;

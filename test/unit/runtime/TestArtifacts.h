@@ -20,6 +20,10 @@ namespace dtc::test {
 
 using json = nlohmann::json;
 
+/// A fresh directory under /tmp for this test process (one per `prefix`),
+/// removed with everything in it when the process that made it exits.
+std::string scratchDir(const std::string &prefix);
+
 class ProgramBuilder {
 public:
   ProgramBuilder(std::string name, std::vector<int> ranks);

@@ -12,13 +12,7 @@ using namespace dtc::rt;
 
 namespace {
 
-std::string tempDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/dtc-tok-test-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+std::string tempDir() { return dtc::test::scratchDir("dtc-tok-test"); }
 
 template <class T> std::string writeTokens(const std::string &name, const std::vector<T> &t) {
   const std::string p = tempDir() + "/" + name;
