@@ -2,11 +2,11 @@
 #include "dtc/runtime/Executor.h"
 #include "dtc/runtime/Progress.h"
 #include "dtc/runtime/Random.h"
+#include "dtc/runtime/Trace.h"
 
+#include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <cstring>
-#include <new>
 
 #include <sched.h>
 
@@ -31,15 +31,22 @@ int defaultKernelThreads(int ranksOnNode) {
 
 struct RankExecutor::Prepared {
   const InstrDecl *decl = nullptr;
-  kernels::RunFn fn = nullptr;
+  std::unique_ptr<BoundKernel> kernel;
   kernels::KernelArgs args;
-  // kernels: the --stats row this instruction adds to
+  /// The slots its operands live in (each once): what it must not touch
+  /// while a collective on them is in flight.
+  std::vector<int> slots;
+  /// --stats: seconds of its kind; for kernels the row of its operand
+  /// shapes (whose key the trace shows).
+  double *opSeconds = nullptr;
   ExecStats::KernelShapeStats *shapeStats = nullptr;
+  const std::string *shapeKey = nullptr;
   double flops = 0;
   // collectives
-  Communicator *comm = nullptr;
+  DeviceCommunicator *comm = nullptr;
   uint64_t dataBytes = 0;
   std::string where; ///< "all_reduce on communicator 'dp' (ranks 0, 1) of f32[8, 4]"
+  std::string members; ///< "ranks 0, 1"
   // shard_offset: this rank's value, from its mesh coordinates
   bool isShardOffset = false;
   int64_t shardOffset = 0;
@@ -85,13 +92,16 @@ constexpr int kStaging = kNumMemCategories; // allocation category of staging
 
 char *RankExecutor::allocate(size_t bytes, int category) {
   const size_t size = (bytes + 63) / 64 * 64 + 64;
-  void *mem = std::aligned_alloc(64, size);
-  if (!mem)
+  void *mem = nullptr;
+  try {
+    mem = backend_->allocate(size);
+  } catch (const Error &e) {
     throw Error(a_.label + ": cannot allocate " + std::to_string(bytes) + " bytes for " +
                 (category == kStaging ? std::string("collective staging")
                                       : std::string("a ") + memCategoryName(MemCategory(category)) +
-                                            " slot"));
-  std::memset(mem, 0, size);
+                                            " slot") +
+                " on the " + backend_->name() + " backend: " + e.what());
+  }
   allocations_.push_back(static_cast<char *>(mem));
   // Nothing is freed before the executor goes: current == high-water.
   if (category == kStaging)
@@ -102,7 +112,7 @@ char *RankExecutor::allocate(size_t bytes, int category) {
 }
 
 const ExecStats &RankExecutor::stats() const {
-  // The communicators' ring scratch grows on demand: add its high-water.
+  // The communicators' scratch grows on demand: add its high-water.
   stats_.stagingBytes = stagingAllocated_;
   for (const auto &c : comms_) stats_.stagingBytes += c->scratchBytes();
   stats_.totalMemoryBytes = stats_.stagingBytes;
@@ -110,28 +120,37 @@ const ExecStats &RankExecutor::stats() const {
   return stats_;
 }
 
+namespace {
+std::unique_ptr<Backend> namedBackend(const std::string &name, const World &world) {
+  BackendOptions o;
+  o.rank = world.rank();
+  o.ranksOnNode = world.ranksOnNode();
+  return makeBackend(name, o);
+}
+} // namespace
+
 RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &backend)
-    : a_(a), world_(world) {
+    : RankExecutor(a, world, namedBackend(backend, world)) {}
+
+RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Backend> backend)
+    : a_(a), world_(world), backend_(std::move(backend)) {
   rank_ = world.rank();
   checkRankCount(a, world.size());
   prog_ = a.programOf(rank_);
   coords_ = a.mesh.coords(rank_);
   // Collective: every rank creates every communicator, in artifact order.
   for (const CommDecl &c : a.comms) {
+    std::unique_ptr<Communicator> group;
     try {
-      comms_.push_back(world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
-                                   int(a.mesh.groupIndex(coords_, c.meshAxes))));
+      group = world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
+                          int(a.mesh.groupIndex(coords_, c.meshAxes)));
     } catch (const CommFailure &e) {
       throw CommFailure(a.label + ": creating communicator '" + c.name + "' (" +
                         std::to_string(comms_.size() + 1) + " of the artifact's " +
                         std::to_string(a.comms.size()) + "): " + e.what());
     }
+    comms_.push_back(backend_->createCommunicator(std::move(group)));
   }
-
-  if (backend == "cuda")
-    throw Error("this build of dtc has no CUDA backend yet; use --backend cpu");
-  if (backend != "cpu")
-    throw Error("unknown backend '" + backend + "' (expected cpu or cuda)");
 
   const ProgramDecl &p = program();
   for (const SlotDecl &s : p.slots)
@@ -148,6 +167,7 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     return t;
   };
   stats_.perStepByComm.assign(a.comms.size(), {});
+  slotBusyUntil_.assign(p.slots.size(), 0);
   std::vector<std::string> groupNames(a.comms.size());
   for (const InstrDecl &ins : p.instructions) {
     Prepared pr;
@@ -155,6 +175,13 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     for (int id : ins.in) pr.args.in.push_back(arg(id));
     for (int id : ins.out) pr.args.out.push_back(arg(id));
     pr.args.attrs = &ins.attrs;
+    for (const std::vector<int> *ids : {&ins.in, &ins.out})
+      for (int id : *ids) {
+        const int slot = p.buffers[size_t(id)].slot;
+        if (std::find(pr.slots.begin(), pr.slots.end(), slot) == pr.slots.end())
+          pr.slots.push_back(slot);
+      }
+    pr.opSeconds = &stats_.secondsByOp[ins.op];
     if (ins.isCollective) {
       pr.comm = comms_[size_t(ins.comm)].get();
       const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
@@ -164,6 +191,7 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
       const BufferDecl &inBuf = p.buffers[size_t(ins.in[0])];
       std::string &members = groupNames[size_t(ins.comm)];
       if (members.empty()) members = groupRanks(a, a.comms[size_t(ins.comm)], coords_);
+      pr.members = members;
       pr.where = ins.op + " on communicator '" + a.comms[size_t(ins.comm)].name + "' (" +
                  members + ") of " + dtypeName(inBuf.dtype) + shapeStr(inBuf.shape);
     } else if (ins.op == "shard_offset") {
@@ -173,10 +201,10 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
       pr.isShardOffset = true;
       pr.shardOffset = a.mesh.groupIndex(coords_, axes) * kernels::attrInt(ins.attrs, "piece_size");
     } else {
-      pr.fn = kernels::cpu::findKernel(ins.op);
-      if (!pr.fn)
-        throw Error(a.label + ": kernel '" + ins.op + "' has no " + backend + " implementation");
-      pr.args.ctx = &kernelCtx_;
+      pr.kernel = backend_->bindKernel(ins.op, pr.args);
+      if (!pr.kernel)
+        throw Error(a.label + ": kernel '" + ins.op + "' has no " + backend_->name() +
+                    " implementation");
       std::vector<kernels::TensorDesc> in, out;
       std::string key = ins.op;
       for (const kernels::TensorArg &t : pr.args.in) in.push_back({t.dtype, t.shape});
@@ -189,32 +217,48 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
       }
       for (const char *flag : {"transpose_a", "transpose_b", "causal"})
         if (ins.attrs.is_object() && ins.attrs.value(flag, false) == true) key += std::string(" ") + flag;
-      pr.shapeStats = &stats_.byKernelShape[key];
+      auto row = stats_.byKernelShape.try_emplace(key).first;
+      pr.shapeStats = &row->second;
+      pr.shapeKey = &row->first;
     }
     instrs_.push_back(std::move(pr));
   }
   if (stagingSize_ > 0) staging_ = allocate(stagingSize_, kStaging);
 
+  // Constants: built on the host, copied over once.
+  Stream &stream = backend_->computeStream();
+  std::vector<char> host;
   for (const ConstantDecl &c : p.constants) {
     const BufferDecl &b = p.buffers[size_t(c.buffer)];
     void *dst = bufPtr_[size_t(c.buffer)];
     if (!c.isSplat) {
-      std::memcpy(dst, c.data.data(), c.data.size());
+      backend_->copyFromHost(dst, c.data.data(), c.data.size(), stream);
       continue;
     }
     const int64_t n = numel(b.shape);
+    host.resize(size_t(b.bytes()));
     for (int64_t i = 0; i < n; ++i) {
       switch (b.dtype) {
-      case DType::F32: static_cast<float *>(dst)[i] = float(c.splat); break;
-      case DType::I32: static_cast<int32_t *>(dst)[i] = int32_t(c.splat); break;
-      case DType::I64: static_cast<int64_t *>(dst)[i] = int64_t(c.splat); break;
+      case DType::F32: reinterpret_cast<float *>(host.data())[i] = float(c.splat); break;
+      case DType::I32: reinterpret_cast<int32_t *>(host.data())[i] = int32_t(c.splat); break;
+      case DType::I64: reinterpret_cast<int64_t *>(host.data())[i] = int64_t(c.splat); break;
       }
     }
+    backend_->copyFromHost(dst, host.data(), host.size(), stream);
   }
+  backend_->synchronize();
 }
 
 RankExecutor::~RankExecutor() {
-  for (char *m : allocations_) std::free(m);
+  // Work still in flight (a run that threw) must end before its memory goes.
+  try {
+    backend_->synchronize();
+  } catch (...) {
+  }
+  enqueued_.clear();
+  instrs_.clear();
+  comms_.clear();
+  for (char *m : allocations_) backend_->deallocate(m);
 }
 
 bool RankExecutor::holds(int t) const { return a_.bufferOf(prog_, t) >= 0; }
@@ -224,7 +268,40 @@ Piece RankExecutor::pieceFor(int t, int64_t r) const {
   return pieceOf(a_.mesh, d.sharding, d.shape, a_.mesh.coords(r), d.pieces);
 }
 
-LocalTensor RankExecutor::tensor(int t) {
+LocalTensor &LocalTensor::operator=(LocalTensor &&o) noexcept {
+  if (this == &o) return *this;
+  release();
+  tensor = o.tensor;
+  decl = o.decl;
+  data = o.data;
+  piece = std::move(o.piece);
+  owner_ = o.owner_;
+  device_ = o.device_;
+  copy_ = std::move(o.copy_);
+  writeBack_ = o.writeBack_;
+  o.owner_ = nullptr;
+  o.copy_.reset();
+  o.writeBack_ = false;
+  o.data = nullptr;
+  return *this;
+}
+
+void LocalTensor::release() noexcept {
+  if (copy_ && writeBack_ && owner_) {
+    try {
+      owner_->backend_->copyFromHost(device_, copy_.get(), bytes(),
+                                     owner_->backend_->computeStream());
+    } catch (const std::exception &e) {
+      if (owner_->viewError_.empty())
+        owner_->viewError_ = "writing tensor '" + decl->name + "' to the device: " + e.what();
+    }
+  }
+  copy_.reset();
+  owner_ = nullptr;
+  writeBack_ = false;
+}
+
+LocalTensor RankExecutor::tensor(int t, Access access) {
   const int b = a_.bufferOf(prog_, t);
   if (b < 0)
     throw Error("tensor '" + a_.tensors[size_t(t)].name + "' is not held by rank " +
@@ -232,22 +309,35 @@ LocalTensor RankExecutor::tensor(int t) {
   LocalTensor lt;
   lt.tensor = t;
   lt.decl = &a_.tensors[size_t(t)];
-  lt.data = bufPtr_[size_t(b)];
   lt.piece = pieceFor(t, rank_);
+  lt.device_ = bufPtr_[size_t(b)];
+  // The host sees the tensor after everything enqueued so far.
+  backend_->synchronize();
+  if (backend_->hostAddressable()) {
+    lt.data = lt.device_;
+    return lt;
+  }
+  const size_t bytes = lt.bytes();
+  lt.copy_.reset(new char[bytes]());
+  lt.data = lt.copy_.get();
+  if (access != Access::Write)
+    backend_->copyToHost(lt.data, lt.device_, bytes, backend_->computeStream());
+  lt.owner_ = this;
+  lt.writeBack_ = access != Access::Read;
   return lt;
 }
 
-LocalTensor RankExecutor::tensor(const std::string &name) {
+LocalTensor RankExecutor::tensor(const std::string &name, Access access) {
   const int t = a_.findTensor(name);
   if (t < 0) throw Error("the artifact has no tensor named '" + name + "'");
-  return tensor(t);
+  return tensor(t, access);
 }
 
 void RankExecutor::initPersistent(uint64_t seed) {
   for (size_t t = 0; t < a_.tensors.size(); ++t) {
     const TensorDecl &d = a_.tensors[t];
     if (!holds(int(t))) continue;
-    LocalTensor lt = tensor(int(t));
+    LocalTensor lt = tensor(int(t), Access::Write);
     if (d.role == Role::Param || d.role == Role::OptimizerState)
       fillInit(static_cast<float *>(lt.data), d.init, seed, d.name, d.shape, lt.piece);
     else if (d.role == Role::Step)
@@ -259,18 +349,18 @@ void RankExecutor::fillSyntheticInputs(uint64_t seed, int64_t step) {
   for (size_t t = 0; t < a_.tensors.size(); ++t) {
     const TensorDecl &d = a_.tensors[t];
     if (d.role != Role::Input || !holds(int(t))) continue;
-    LocalTensor lt = tensor(int(t));
+    LocalTensor lt = tensor(int(t), Access::Write);
     fillSynthetic(lt.data, d.dtype, d.max, seed, d.name, d.shape, lt.piece, step);
   }
 }
 
 void RankExecutor::setOptimizerStep(int64_t value) {
   for (int t : a_.tensorsWithRole(Role::Step))
-    if (holds(t)) *static_cast<int64_t *>(tensor(t).data) = value;
+    if (holds(t)) *static_cast<int64_t *>(tensor(t, Access::Write).data) = value;
 }
 
 float RankExecutor::loss() {
-  return *static_cast<float *>(tensor(a_.tensorsWithRole(Role::Loss).at(0)).data);
+  return *static_cast<float *>(tensor(a_.tensorsWithRole(Role::Loss).at(0), Access::Read).data);
 }
 
 // ---- collectives ------------------------------------------------------------------
@@ -291,24 +381,26 @@ AxisBlocks blocks(const Shape &s, int axis, size_t elem) {
   return b;
 }
 // dst (contiguous, shape s with axis size len) = src[..., start:start+len, ...]
-void extractAxis(const char *src, const AxisBlocks &b, int64_t start, int64_t len, char *dst) {
+void extractAxis(Backend &be, Stream &st, const char *src, const AxisBlocks &b, int64_t start,
+                 int64_t len, char *dst) {
   const size_t row = size_t(len) * b.innerBytes;
-  for (int64_t o = 0; o < b.outer; ++o)
-    std::memcpy(dst + size_t(o) * row,
-                src + (size_t(o) * size_t(b.mid) + size_t(start)) * b.innerBytes, row);
+  be.copy2D(dst, row, src + size_t(start) * b.innerBytes, size_t(b.mid) * b.innerBytes, row,
+            size_t(b.outer), st);
 }
 // dst[..., start:start+len, ...] = src (contiguous piece)
-void insertAxis(const char *src, const AxisBlocks &b, int64_t start, int64_t len, char *dst) {
+void insertAxis(Backend &be, Stream &st, const char *src, const AxisBlocks &b, int64_t start,
+                int64_t len, char *dst) {
   const size_t row = size_t(len) * b.innerBytes;
-  for (int64_t o = 0; o < b.outer; ++o)
-    std::memcpy(dst + (size_t(o) * size_t(b.mid) + size_t(start)) * b.innerBytes,
-                src + size_t(o) * row, row);
+  be.copy2D(dst + size_t(start) * b.innerBytes, size_t(b.mid) * b.innerBytes, src, row, row,
+            size_t(b.outer), st);
 }
 } // namespace
 
-void RankExecutor::runCollective(Prepared &p) {
+void RankExecutor::runCollective(Prepared &p, Traffic &traffic) {
   const InstrDecl &ins = *p.decl;
-  Communicator &c = *p.comm;
+  DeviceCommunicator &c = *p.comm;
+  Backend &be = *backend_;
+  Stream &st = be.commStream();
   const kernels::TensorArg &in = p.args.in[0], &out = p.args.out[0];
   const size_t elem = dtypeSize(in.dtype);
   const int64_t n = c.size();
@@ -317,38 +409,38 @@ void RankExecutor::runCollective(Prepared &p) {
   char *dst = static_cast<char *>(out.data);
   switch (ins.coll) {
   case CollKind::AllReduce:
-    c.allReduce(in.data, out.data, size_t(in.numel), in.dtype, ins.reduce);
+    c.allReduce(in.data, out.data, size_t(in.numel), in.dtype, ins.reduce, st, traffic);
     break;
   case CollKind::AllGather: {
     const AxisBlocks ob = blocks(out.shape, ins.axis, elem);
     if (ob.outer == 1) {
-      c.allGather(in.data, out.data, inBytes);
+      c.allGather(in.data, out.data, inBytes, st, traffic);
       break;
     }
     char *tmp = staging_;
-    c.allGather(in.data, tmp, inBytes);
+    c.allGather(in.data, tmp, inBytes, st, traffic);
     const int64_t q = in.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
-      insertAxis(tmp + size_t(j) * inBytes, ob, j * q, q, dst);
+      insertAxis(be, st, tmp + size_t(j) * inBytes, ob, j * q, q, dst);
     break;
   }
   case CollKind::ReduceScatter: {
     const AxisBlocks ib = blocks(in.shape, ins.axis, elem);
     if (ib.outer == 1) {
-      c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype, ins.reduce);
+      c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype, ins.reduce, st, traffic);
       break;
     }
     char *tmp = staging_;
     const int64_t q = out.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
-      extractAxis(src, ib, j * q, q, tmp + size_t(j) * outBytes);
-    c.reduceScatter(tmp, out.data, size_t(out.numel), in.dtype, ins.reduce);
+      extractAxis(be, st, src, ib, j * q, q, tmp + size_t(j) * outBytes);
+    c.reduceScatter(tmp, out.data, size_t(out.numel), in.dtype, ins.reduce, st, traffic);
     break;
   }
   case CollKind::AllSlice: {
     const AxisBlocks ib = blocks(in.shape, ins.axis, elem);
     const int64_t q = out.shape[size_t(ins.axis)];
-    extractAxis(src, ib, c.rank() * q, q, dst);
+    extractAxis(be, st, src, ib, c.rank() * q, q, dst);
     break;
   }
   case CollKind::AllToAll: {
@@ -357,8 +449,8 @@ void RankExecutor::runCollective(Prepared &p) {
     const size_t pieceBytes = inBytes / size_t(n);
     char *send = staging_, *recv = staging_ + inBytes;
     for (int64_t j = 0; j < n; ++j)
-      extractAxis(src, sb, j * q, q, send + size_t(j) * pieceBytes);
-    c.allToAll(send, recv, pieceBytes);
+      extractAxis(be, st, src, sb, j * q, q, send + size_t(j) * pieceBytes);
+    c.allToAll(send, recv, pieceBytes, st, traffic);
     // Each received piece has in's shape with split_axis / n; place it at
     // slot j along concat_axis of the output.
     Shape pieceShape = in.shape;
@@ -366,59 +458,107 @@ void RankExecutor::runCollective(Prepared &p) {
     const int64_t pc = pieceShape[size_t(ins.concatAxis)];
     const AxisBlocks ob = blocks(out.shape, ins.concatAxis, elem);
     for (int64_t j = 0; j < n; ++j)
-      insertAxis(recv + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
+      insertAxis(be, st, recv + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
     break;
   }
   }
 }
 
+// ---- running a program -------------------------------------------------------------
+
+Event &RankExecutor::nextEvent() {
+  if (eventsUsed_ == events_.size()) events_.push_back(backend_->createEvent());
+  return *events_[eventsUsed_++];
+}
+
+void RankExecutor::enqueueKernel(Prepared &pr, int index) {
+  Backend &be = *backend_;
+  Stream &compute = be.computeStream();
+  // Wait for the collectives in flight that read or write what this
+  // instruction touches (the latest covers the earlier ones: one stream).
+  uint64_t need = 0;
+  for (int slot : pr.slots) need = std::max(need, slotBusyUntil_[size_t(slot)]);
+  if (need > computeWaitedFor_) {
+    be.wait(compute, *collectiveDone_[size_t(need - runFirstCollective_ - 1)]);
+    computeWaitedFor_ = need;
+  }
+  Event &start = nextEvent();
+  be.record(start, compute);
+  if (pr.kernel)
+    pr.kernel->enqueue(pr.args, compute);
+  else // shard_offset: the value is the rank's own
+    be.copyFromHost(pr.args.out[0].data, &pr.shardOffset, sizeof pr.shardOffset, compute);
+  Event &end = nextEvent();
+  be.record(end, compute);
+  enqueued_.push_back({&pr, index, &start, &end, {}});
+}
+
+void RankExecutor::enqueueCollective(Prepared &pr, int index) {
+  Backend &be = *backend_;
+  Stream &comm = be.commStream();
+  // After everything the compute stream was given so far.
+  Event &ready = nextEvent();
+  be.record(ready, be.computeStream());
+  be.wait(comm, ready);
+  Event &start = nextEvent();
+  be.record(start, comm);
+  enqueued_.push_back({&pr, index, &start, nullptr, {}});
+  runCollective(pr, enqueued_.back().traffic);
+  Event &end = nextEvent();
+  be.record(end, comm);
+  enqueued_.back().end = &end;
+  const uint64_t seq = ++collectivesEnqueued_;
+  collectiveDone_.push_back(&end);
+  for (int slot : pr.slots) slotBusyUntil_[size_t(slot)] = seq;
+}
+
 std::string RankExecutor::run() {
   std::string first;
   const ProgramDecl &p = program();
-  kernels::cpu::bindThreads(kernelCtx_);
+  if (!viewError_.empty()) {
+    first = viewError_;
+    viewError_.clear();
+  }
+  backend_->attachThread();
   for (auto &kinds : stats_.perStepByComm) kinds.fill({});
   for (auto &kind : stats_.perStep) kind = {};
+  eventsUsed_ = 0;
+  enqueued_.clear();
+  collectiveDone_.clear();
+  runFirstCollective_ = collectivesEnqueued_;
+  const int64_t traceStart = trace_ ? TraceWriter::nowNs() : 0;
+  Event &runStart = nextEvent();
+  backend_->record(runStart, backend_->computeStream());
   for (size_t i = 0; i < instrs_.size(); ++i) {
     Prepared &pr = instrs_[i];
     progress::setInstruction(int64_t(i));
     try {
-      auto start = std::chrono::steady_clock::now();
-      if (pr.fn) {
-        pr.fn(pr.args);
-      } else if (pr.isShardOffset) {
-        *pr.args.out[0].as<int64_t>() = pr.shardOffset;
-      } else {
-        // Count what the communicator really moves for this instruction.
-        const uint64_t sent0 = pr.comm->bytesSent(), received0 = pr.comm->bytesReceived();
-        runCollective(pr);
-        CollectiveStats &byComm =
-            stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
-        for (CollectiveStats *c : {&byComm, &stats_.perStep[int(pr.decl->coll)]}) {
-          c->calls += 1;
-          c->bytes += pr.dataBytes;
-          c->sentBytes += pr.comm->bytesSent() - sent0;
-          c->receivedBytes += pr.comm->bytesReceived() - received0;
-        }
-      }
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      stats_.secondsByOp[pr.decl->op] += seconds;
-      if (pr.shapeStats) {
-        pr.shapeStats->calls += 1;
-        pr.shapeStats->seconds += seconds;
-        pr.shapeStats->flops += pr.flops;
-      }
+      if (pr.comm)
+        enqueueCollective(pr, int(i));
+      else
+        enqueueKernel(pr, int(i));
     } catch (const CommFailure &e) {
       // The ranks cannot stay matched any more: stop here.
       throw CommFailure("program '" + p.name + "' instruction " + std::to_string(i) + " (" +
                         pr.where + "): " + e.what());
     } catch (const std::exception &e) {
+      if (!enqueued_.empty() && !enqueued_.back().end) enqueued_.pop_back();
       if (first.empty())
         first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
                 pr.decl->op + "): " + e.what();
     }
   }
   progress::setInstruction(-1);
+  // The step ends when the device is done with it.
+  try {
+    backend_->synchronize();
+  } catch (const CommFailure &e) {
+    throw CommFailure("program '" + p.name + "': " + e.what());
+  } catch (const std::exception &e) {
+    if (first.empty()) first = "program '" + p.name + "': " + e.what();
+  }
+  computeWaitedFor_ = collectivesEnqueued_;
+  account(runStart, traceStart);
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
     stats_.collectives[k].bytes += stats_.perStep[k].bytes;
@@ -426,7 +566,81 @@ std::string RankExecutor::run() {
     stats_.collectives[k].receivedBytes += stats_.perStep[k].receivedBytes;
   }
   ++stats_.runs;
+  if (trace_) {
+    const int64_t end = TraceWriter::nowNs();
+    trace_->complete(TraceWriter::kSteps, "program '" + p.name + "'", "run", traceStart, end,
+                     "{\"run\":" + std::to_string(stats_.runs - 1) + "}");
+    traceMemory(end);
+  }
   return first;
+}
+
+void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
+  Backend &be = *backend_;
+  for (Enqueued &e : enqueued_) {
+    Prepared &pr = *e.instr;
+    const double seconds = be.elapsedSeconds(*e.start, *e.end);
+    *pr.opSeconds += seconds;
+    if (pr.shapeStats) {
+      pr.shapeStats->calls += 1;
+      pr.shapeStats->seconds += seconds;
+      pr.shapeStats->flops += pr.flops;
+    }
+    if (pr.comm) {
+      CollectiveStats &byComm = stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
+      for (CollectiveStats *c : {&byComm, &stats_.perStep[int(pr.decl->coll)]}) {
+        c->calls += 1;
+        c->bytes += pr.dataBytes;
+        c->sentBytes += e.traffic.sent;
+        c->receivedBytes += e.traffic.received;
+      }
+    }
+    if (!trace_) continue;
+    const int64_t start =
+        traceStartNs + int64_t(be.elapsedSeconds(runStart, *e.start) * 1e9 + 0.5);
+    const int64_t end = start + int64_t(seconds * 1e9 + 0.5);
+    std::string args = "{\"instruction\":" + std::to_string(e.index);
+    if (pr.comm) {
+      const CommDecl &c = a_.comms[size_t(pr.decl->comm)];
+      const BufferDecl &inBuf = program().buffers[size_t(pr.decl->in[0])];
+      args += ",\"communicator\":" + TraceWriter::quote(c.name) +
+              ",\"group\":" + TraceWriter::quote(pr.members) +
+              ",\"operand\":" + TraceWriter::quote(dtypeName(inBuf.dtype) + shapeStr(inBuf.shape)) +
+              ",\"bytes\":" + std::to_string(pr.dataBytes) +
+              ",\"sent_bytes\":" + std::to_string(e.traffic.sent) +
+              ",\"received_bytes\":" + std::to_string(e.traffic.received) + "}";
+      trace_->complete(TraceWriter::kComm, pr.decl->op, "collective", start, end, args);
+    } else {
+      if (pr.shapeKey) {
+        const size_t space = pr.shapeKey->find(' ');
+        args += ",\"operands\":" +
+                TraceWriter::quote(space == std::string::npos ? std::string()
+                                                              : pr.shapeKey->substr(space + 1));
+      }
+      if (pr.flops > 0) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, ",\"gflop\":%.6g", pr.flops / 1e9);
+        args += buf;
+      }
+      args += "}";
+      trace_->complete(TraceWriter::kCompute, pr.decl->op, "kernel", start, end, args);
+    }
+  }
+}
+
+void RankExecutor::setTrace(TraceWriter *trace) {
+  trace_ = trace;
+  if (trace_) traceMemory(TraceWriter::nowNs());
+}
+
+void RankExecutor::traceMemory(int64_t atNs) {
+  const ExecStats &s = stats();
+  std::vector<std::pair<std::string, uint64_t>> values;
+  for (int c = 0; c < kNumMemCategories; ++c)
+    values.emplace_back(memCategoryName(MemCategory(c)), s.memoryBytes[c]);
+  values.emplace_back("staging", s.stagingBytes);
+  values.emplace_back("total", s.totalMemoryBytes);
+  trace_->counter("memory bytes", atNs, values);
 }
 
 } // namespace dtc::rt

@@ -230,7 +230,7 @@ bool LocalRunner::getTensorBytes(const std::string &name, std::vector<char> &out
   const std::vector<int> from = contributorRanks(*impl_->artifact, t);
   if (from.empty()) throw Error("getTensor('" + name + "'): no rank holds this tensor");
   for (int r : from) {
-    LocalTensor lt = impl_->execs[size_t(r)]->tensor(t);
+    LocalTensor lt = impl_->execs[size_t(r)]->tensor(t, Access::Read);
     const char *src = static_cast<const char *>(lt.data);
     forEachPieceRun(d.shape, lt.piece, [&](int64_t l, int64_t g, int64_t n) {
       std::memcpy(out.data() + size_t(g) * elem, src + size_t(l) * elem, size_t(n) * elem);
@@ -281,7 +281,7 @@ bool LocalRunner::getLocalTensor(int rank, const std::string &name, std::vector<
                                  std::string &error) noexcept {
   DTC_GUARD_BEGIN
   if (rank < 0 || rank >= ranks()) throw Error("getLocalTensor: no rank " + std::to_string(rank));
-  LocalTensor lt = impl_->execs[size_t(rank)]->tensor(name);
+  LocalTensor lt = impl_->execs[size_t(rank)]->tensor(name, Access::Read);
   if (lt.decl->dtype != DType::F32) throw Error("getLocalTensor('" + name + "'): not f32");
   out.resize(size_t(numel(lt.piece.local)));
   std::memcpy(out.data(), lt.data, lt.bytes());
