@@ -87,8 +87,9 @@ const char *kUsage =
     "                         (env DTC_MPIRUN: mpirun path, DTC_MPIRUN_ARGS: extra flags)\n"
     "  --help                 this text\n"
     "\n"
-    "Outputs (--log, --save, --stats, --trace) never overwrite an input; a regular file is\n"
-    "replaced atomically, /dev/null, /dev/stdout and FIFOs are written in place.\n"
+    "Outputs (--log, --save, --stats, --trace) never overwrite an input; a regular\n"
+    "file is replaced atomically, /dev/null, /dev/stdout and FIFOs are written in\n"
+    "place.\n"
     "SIGINT or SIGTERM: the step in progress finishes, --save is written, and the\n"
     "run exits with status 128+signal; a second signal stops at once.\n";
 
