@@ -102,7 +102,7 @@ char *RankExecutor::allocate(size_t bytes, int category) {
                                             " slot") +
                 " on the " + backend_->name() + " backend: " + e.what());
   }
-  allocations_.push_back(static_cast<char *>(mem));
+  allocations_.ptrs.push_back(static_cast<char *>(mem));
   // Nothing is freed before the executor goes: current == high-water.
   if (category == kStaging)
     stagingAllocated_ += size;
@@ -134,6 +134,7 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
 
 RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Backend> backend)
     : a_(a), world_(world), backend_(std::move(backend)) {
+  allocations_.backend = backend_.get();
   rank_ = world.rank();
   checkRankCount(a, world.size());
   prog_ = a.programOf(rank_);
@@ -255,10 +256,7 @@ RankExecutor::~RankExecutor() {
     backend_->synchronize();
   } catch (...) {
   }
-  enqueued_.clear();
-  instrs_.clear();
-  comms_.clear();
-  for (char *m : allocations_) backend_->deallocate(m);
+  // Then the members go, the allocations before the backend.
 }
 
 bool RankExecutor::holds(int t) const { return a_.bufferOf(prog_, t) >= 0; }

@@ -199,7 +199,15 @@ private:
   char *staging_ = nullptr;
   size_t stagingSize_ = 0;
   uint64_t stagingAllocated_ = 0;
-  std::vector<char *> allocations_;
+  /// Everything allocate() handed out, given back to the backend when the
+  /// executor goes (also when its constructor fails).
+  struct Allocations {
+    Backend *backend = nullptr;
+    std::vector<char *> ptrs;
+    ~Allocations() {
+      for (char *p : ptrs) backend->deallocate(p);
+    }
+  } allocations_;
   mutable ExecStats stats_;
   // Streams: the collectives enqueued so far (a sequence number), the
   // latest one the compute stream waited for, and per slot the latest one

@@ -34,6 +34,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 using namespace dtc::rt;
@@ -58,6 +59,8 @@ struct Log {
 
 std::mutex gLogsMu;
 std::vector<std::shared_ptr<Log>> gLogs;
+/// Kernels the recording backend's table pretends not to have.
+std::set<std::string> gMissingKernels;
 
 std::vector<std::shared_ptr<Log>> takeLogs() {
   std::lock_guard<std::mutex> lock(gLogsMu);
@@ -236,6 +239,7 @@ public:
 
   std::unique_ptr<BoundKernel> bindKernel(std::string_view name,
                                           dtc::kernels::KernelArgs &args) override {
+    if (gMissingKernels.count(std::string(name))) return nullptr;
     auto inner = cpu_->bindKernel(name, args);
     if (!inner) return nullptr;
     {
@@ -511,6 +515,22 @@ TEST(Backend, TrainerCheckpointsThroughHostViews) {
   resumed.insert(resumed.end(), second.begin(), second.end());
   EXPECT_EQ(resumed, straight);
   takeLogs();
+}
+
+TEST(Backend, AKernelMissingFromTheTableIsALoadErrorAndLeaksNothing) {
+  takeLogs();
+  gMissingKernels = {"matmul"};
+  LocalRunnerOptions o;
+  o.backend = "recording";
+  std::string err;
+  auto r = LocalRunner::loadJson(dtc::test::mlpArtifact({}), "mlp.dtc", err, o);
+  gMissingKernels.clear();
+  EXPECT_FALSE(r);
+  EXPECT_EQ(err, "mlp.dtc: kernel 'matmul' has no recording implementation");
+  const std::vector<std::shared_ptr<Log>> logs = takeLogs();
+  ASSERT_EQ(logs.size(), 1u);
+  EXPECT_GT(logs[0]->allocations, 0);
+  EXPECT_EQ(logs[0]->deallocations, logs[0]->allocations);
 }
 
 TEST(BackendDeathTest, DeviceAddressesAreNotHostAddresses) {
