@@ -73,12 +73,13 @@ void kLayerNorm(const KernelArgs &a) {
   }
 }
 
-void kLayerNormGrad(const KernelArgs &a) {
-  const TensorArg &X = a.in[0];
+// The exact gradient of layer_norm; any of dx, dgamma, dbeta may be null
+// (the split input / parameter kernels). Same arithmetic in every variant,
+// so the split kernels reproduce the fused one bit for bit.
+void layerNormGrad(const TensorArg &X, const float *g, const float *dy, double eps,
+                   float *dx, float *pdg, float *pdb) {
   const int64_t D = X.shape.back(), R = X.numel / D;
-  const double eps = attrNum(*a.attrs, "epsilon");
-  const float *x = X.as<float>(), *g = a.in[1].as<float>(), *dy = a.in[2].as<float>();
-  float *dx = a.out[0].as<float>();
+  const float *x = X.as<float>();
   std::vector<double> dg(static_cast<size_t>(D), 0.0), db(static_cast<size_t>(D), 0.0), xhat(static_cast<size_t>(D)),
       dxhat(static_cast<size_t>(D));
   for (int64_t r = 0; r < R; ++r) {
@@ -89,23 +90,43 @@ void kLayerNormGrad(const KernelArgs &a) {
     double m1 = 0, m2 = 0;
     for (int64_t j = 0; j < D; ++j) {
       xhat[size_t(j)] = (xr[j] - mean) * rstd;
-      dxhat[size_t(j)] = double(dyr[j]) * g[j];
-      m1 += dxhat[size_t(j)];
-      m2 += dxhat[size_t(j)] * xhat[size_t(j)];
+      if (dx) {
+        dxhat[size_t(j)] = double(dyr[j]) * g[j];
+        m1 += dxhat[size_t(j)];
+        m2 += dxhat[size_t(j)] * xhat[size_t(j)];
+      }
       dg[size_t(j)] += double(dyr[j]) * xhat[size_t(j)];
       db[size_t(j)] += dyr[j];
     }
+    if (!dx) continue;
     m1 /= double(D);
     m2 /= double(D);
     for (int64_t j = 0; j < D; ++j)
       dx[r * D + j] =
           float(rstd * (dxhat[size_t(j)] - m1 - xhat[size_t(j)] * m2));
   }
-  float *pdg = a.out[1].as<float>(), *pdb = a.out[2].as<float>();
   for (int64_t j = 0; j < D; ++j) {
-    pdg[j] = float(dg[size_t(j)]);
-    pdb[j] = float(db[size_t(j)]);
+    if (pdg) pdg[j] = float(dg[size_t(j)]);
+    if (pdb) pdb[j] = float(db[size_t(j)]);
   }
+}
+
+void kLayerNormGrad(const KernelArgs &a) {
+  layerNormGrad(a.in[0], a.in[1].as<float>(), a.in[2].as<float>(),
+                attrNum(*a.attrs, "epsilon"), a.out[0].as<float>(), a.out[1].as<float>(),
+                a.out[2].as<float>());
+}
+
+// in: x, gamma, dy -> dx
+void kLayerNormInputGrad(const KernelArgs &a) {
+  layerNormGrad(a.in[0], a.in[1].as<float>(), a.in[2].as<float>(),
+                attrNum(*a.attrs, "epsilon"), a.out[0].as<float>(), nullptr, nullptr);
+}
+
+// in: x, dy -> dgamma, dbeta
+void kLayerNormParamGrad(const KernelArgs &a) {
+  layerNormGrad(a.in[0], nullptr, a.in[1].as<float>(), attrNum(*a.attrs, "epsilon"),
+                nullptr, a.out[0].as<float>(), a.out[1].as<float>());
 }
 
 void kRmsNorm(const KernelArgs &a) {
@@ -123,12 +144,11 @@ void kRmsNorm(const KernelArgs &a) {
   }
 }
 
-void kRmsNormGrad(const KernelArgs &a) {
-  const TensorArg &X = a.in[0];
+// The exact gradient of rms_norm; dx or dgamma may be null (split kernels).
+void rmsNormGrad(const TensorArg &X, const float *g, const float *dy, double eps,
+                 float *dx, float *pdg) {
   const int64_t D = X.shape.back(), R = X.numel / D;
-  const double eps = attrNum(*a.attrs, "epsilon");
-  const float *x = X.as<float>(), *g = a.in[1].as<float>(), *dy = a.in[2].as<float>();
-  float *dx = a.out[0].as<float>();
+  const float *x = X.as<float>();
   std::vector<double> dg(static_cast<size_t>(D), 0.0);
   for (int64_t r = 0; r < R; ++r) {
     const float *xr = x + r * D, *dyr = dy + r * D;
@@ -137,15 +157,31 @@ void kRmsNormGrad(const KernelArgs &a) {
     const double rr = 1.0 / std::sqrt(ms / double(D) + eps);
     double dot = 0; // sum(dxhat * x)
     for (int64_t j = 0; j < D; ++j) {
-      dot += double(dyr[j]) * g[j] * xr[j];
+      if (dx) dot += double(dyr[j]) * g[j] * xr[j];
       dg[size_t(j)] += double(dyr[j]) * xr[j] * rr;
     }
+    if (!dx) continue;
     const double c = rr * rr * dot / double(D);
     for (int64_t j = 0; j < D; ++j)
       dx[r * D + j] = float(rr * (double(dyr[j]) * g[j] - xr[j] * c));
   }
-  float *pdg = a.out[1].as<float>();
-  for (int64_t j = 0; j < D; ++j) pdg[j] = float(dg[size_t(j)]);
+  if (pdg)
+    for (int64_t j = 0; j < D; ++j) pdg[j] = float(dg[size_t(j)]);
+}
+
+void kRmsNormGrad(const KernelArgs &a) {
+  rmsNormGrad(a.in[0], a.in[1].as<float>(), a.in[2].as<float>(), attrNum(*a.attrs, "epsilon"),
+              a.out[0].as<float>(), a.out[1].as<float>());
+}
+
+void kRmsNormInputGrad(const KernelArgs &a) {
+  rmsNormGrad(a.in[0], a.in[1].as<float>(), a.in[2].as<float>(), attrNum(*a.attrs, "epsilon"),
+              a.out[0].as<float>(), nullptr);
+}
+
+void kRmsNormParamGrad(const KernelArgs &a) {
+  rmsNormGrad(a.in[0], nullptr, a.in[1].as<float>(), attrNum(*a.attrs, "epsilon"), nullptr,
+              a.out[0].as<float>());
 }
 
 } // namespace
@@ -155,6 +191,10 @@ const std::vector<Entry> &normKernels() {
       {"softmax", kSoftmax},       {"softmax_grad", kSoftmaxGrad},
       {"layer_norm", kLayerNorm},  {"layer_norm_grad", kLayerNormGrad},
       {"rms_norm", kRmsNorm},      {"rms_norm_grad", kRmsNormGrad},
+      {"layer_norm_input_grad", kLayerNormInputGrad},
+      {"layer_norm_param_grad", kLayerNormParamGrad},
+      {"rms_norm_input_grad", kRmsNormInputGrad},
+      {"rms_norm_param_grad", kRmsNormParamGrad},
   };
   return e;
 }
