@@ -584,12 +584,18 @@ struct BuildTrainingStepPass
         continue;
       }
       // Optimizer (and clipping) ops: the parameter they update, else the
-      // latest layer their operands come from.
+      // gradient they read, else the latest layer their operands come from
+      // (a sum over all gradients ends in the last layer).
       std::optional<int64_t> layer;
       for (Value operand : op.getOperands())
         if (auto arg = dyn_cast<BlockArgument>(operand))
           if (auto l = argLayer(arg); l && !layer)
             layer = l;
+      for (Value operand : op.getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (def->hasAttr(DtcDialect::kForwardAttr) && !isa<arith::ConstantOp>(def))
+            if (auto it = layerOf.find(def); it != layerOf.end() && !layer)
+              layer = it->second;
       if (!layer) {
         int64_t latest = 0;
         for (Value operand : op.getOperands())

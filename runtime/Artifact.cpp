@@ -330,8 +330,13 @@ public:
 private:
   void parseTensors(const json &arr, Artifact &a);
   void parseProgram(const json &v, const std::string &where, Artifact &a, ProgramDecl &p);
+  void parseInstructions(const json &list, const std::string &where, const Artifact &a,
+                         const ProgramDecl &p, std::vector<InstrDecl> &out);
   void checkInstruction(const Artifact &a, const ProgramDecl &p, size_t i, InstrDecl &ins,
                         const std::string &where);
+  void checkPipelineInstruction(const Artifact &a, const ProgramDecl &p, InstrDecl &ins,
+                                const std::string &where);
+  void checkPipeline(const Artifact &a);
   std::string label_;
 };
 
@@ -476,6 +481,19 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
     if (bytes < 0 || bytes > kMaxElements * 8) fail(w, "bad byte count " + std::to_string(bytes));
     s.bytes = uint64_t(bytes);
     s.category = parseCategory(*this, req(slots[i], "category", w), w + ".category");
+    if (const json *scope = opt(slots[i], "scope")) {
+      std::string sc = str(*scope, w + ".scope");
+      if (sc == "microbatch") {
+        if (!a.pipeline.present) fail(w, "a micro-batch slot in an artifact without a pipeline");
+        int64_t chunk = integer(req(slots[i], "chunk", w), w + ".chunk");
+        if (chunk < 0 || chunk >= a.pipeline.virtualStages)
+          fail(w, "chunk " + std::to_string(chunk) + " does not exist (" +
+                      std::to_string(a.pipeline.virtualStages) + " chunks per stage)");
+        s.chunk = int(chunk);
+      } else if (sc != "step") {
+        fail(w, "unknown scope \"" + sc + "\" (expected step or microbatch)");
+      }
+    }
     p.slots.push_back(s);
   }
 
@@ -582,9 +600,63 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
     }
   }
 
-  const json &instrs = array(req(v, "instructions", where), where + ": instructions");
+  parseInstructions(req(v, "instructions", where), where + ": instruction", a, p,
+                    p.instructions);
+  if (!a.pipeline.present) {
+    for (const char *key : {"chunks", "finish", "schedule", "stage"})
+      if (opt(v, key))
+        fail(where, std::string("\"") + key + "\" needs the artifact's \"pipeline\" section");
+    return;
+  }
+  int64_t stage = integer(req(v, "stage", where), where + ": stage");
+  if (stage < 0 || stage >= a.pipeline.stages)
+    fail(where, "stage " + std::to_string(stage) + " does not exist (the pipeline has " +
+                    std::to_string(a.pipeline.stages) + " stages)");
+  p.stage = int(stage);
+  const json &chunks = array(req(v, "chunks", where), where + ": chunks");
+  if (int64_t(chunks.size()) != a.pipeline.virtualStages)
+    fail(where, "has " + std::to_string(chunks.size()) + " chunks, the pipeline " +
+                    std::to_string(a.pipeline.virtualStages) + " per stage");
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    std::string w = where + ": chunk " + std::to_string(c);
+    object(chunks[c], w);
+    ChunkDecl chunk;
+    parseInstructions(req(chunks[c], "forward", w), w + ": forward instruction", a, p,
+                      chunk.forward);
+    parseInstructions(req(chunks[c], "backward_input", w), w + ": backward_input instruction",
+                      a, p, chunk.backwardInput);
+    parseInstructions(req(chunks[c], "backward_weight", w),
+                      w + ": backward_weight instruction", a, p, chunk.backwardWeight);
+    // A chunk reads only its own micro-batch slots.
+    for (const auto *list : {&chunk.forward, &chunk.backwardInput, &chunk.backwardWeight})
+      for (const InstrDecl &ins : *list)
+        for (const auto *ids : {&ins.in, &ins.out})
+          for (int id : *ids) {
+            int owner = p.slots[size_t(p.buffers[size_t(id)].slot)].chunk;
+            if (owner >= 0 && owner != int(c))
+              fail(w, ins.op + " uses buffer " + std::to_string(id) +
+                          ", a micro-batch buffer of chunk " + std::to_string(owner));
+          }
+    p.chunks.push_back(std::move(chunk));
+  }
+  parseInstructions(req(v, "finish", where), where + ": finish instruction", a, p, p.finish);
+  for (const auto *list : {&p.instructions, &p.finish})
+    for (const InstrDecl &ins : *list)
+      for (const auto *ids : {&ins.in, &ins.out})
+        for (int id : *ids)
+          if (p.slots[size_t(p.buffers[size_t(id)].slot)].chunk >= 0)
+            fail(where, ins.op + " outside the micro-batches uses buffer " +
+                            std::to_string(id) + ", a micro-batch buffer");
+  std::string error;
+  if (!sched::actionsFromJson(req(v, "schedule", where), p.schedule, error))
+    fail(where + ": schedule", error);
+}
+
+void Parser::parseInstructions(const json &list, const std::string &where, const Artifact &a,
+                               const ProgramDecl &p, std::vector<InstrDecl> &out) {
+  const json &instrs = array(list, where + "s");
   for (size_t i = 0; i < instrs.size(); ++i) {
-    std::string w = where + ": instruction " + std::to_string(i);
+    std::string w = where + " " + std::to_string(i);
     const json &iv = instrs[i];
     object(iv, w);
     InstrDecl ins;
@@ -601,7 +673,7 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
     }
     if (const json *at = opt(iv, "attrs")) ins.attrs = object(*at, w + ": attrs");
     checkInstruction(a, p, i, ins, w);
-    p.instructions.push_back(std::move(ins));
+    out.push_back(std::move(ins));
   }
 }
 
@@ -619,7 +691,17 @@ void Parser::checkInstruction(const Artifact &a, const ProgramDecl &p, size_t,
                   " output(s), got " + std::to_string(ins.in.size()) + " and " +
                   std::to_string(ins.out.size()));
   };
-  if (parseCollKind(ins.op, ins.coll)) {
+  static const std::map<std::string, PipeOp> pipeOps = {
+      {"send", PipeOp::Send},
+      {"recv", PipeOp::Recv},
+      {"microbatch_slice", PipeOp::MicrobatchSlice},
+      {"accumulate", PipeOp::Accumulate},
+      {"fill", PipeOp::Fill}};
+  if (auto it = pipeOps.find(ins.op); it != pipeOps.end()) {
+    ins.pipe = it->second;
+    checkPipelineInstruction(a, p, ins, w);
+    if (ins.pipe == PipeOp::Accumulate) inPlace.push_back({0, 0});
+  } else if (parseCollKind(ins.op, ins.coll)) {
     ins.isCollective = true;
     arity(1, 1);
     const BufferDecl &in = p.buffers[size_t(ins.in[0])], &out = p.buffers[size_t(ins.out[0])];
@@ -720,6 +802,207 @@ void Parser::checkInstruction(const Artifact &a, const ProgramDecl &p, size_t,
   }
 }
 
+void Parser::checkPipelineInstruction(const Artifact &a, const ProgramDecl &p,
+                                      InstrDecl &ins, const std::string &w) {
+  if (!a.pipeline.present)
+    fail(w, "a pipeline instruction in an artifact without a \"pipeline\" section");
+  const json &at = ins.attrs;
+  auto counts = [&](size_t nin, size_t nout) {
+    if (ins.in.size() != nin || ins.out.size() != nout)
+      fail(w, "expects " + std::to_string(nin) + " input(s) and " + std::to_string(nout) +
+                  " output(s), got " + std::to_string(ins.in.size()) + " and " +
+                  std::to_string(ins.out.size()));
+  };
+  auto buf = [&](int id) -> const BufferDecl & { return p.buffers[size_t(id)]; };
+  switch (ins.pipe) {
+  case PipeOp::Send:
+  case PipeOp::Recv: {
+    if (ins.pipe == PipeOp::Send) counts(1, 0);
+    else counts(0, 1);
+    std::string cname = str(req(at, "comm", w), w + ": attribute 'comm'");
+    ins.comm = a.findComm(cname);
+    if (ins.comm < 0) fail(w, "communicator '" + cname + "' is not declared");
+    const int64_t n = a.mesh.groupSize(a.comms[size_t(ins.comm)].meshAxes);
+    int64_t peer = integer(req(at, "peer", w), w + ": attribute 'peer'");
+    if (peer < 0 || peer >= n)
+      fail(w, "peer " + std::to_string(peer) + " is not a member of communicator '" + cname +
+                  "' (" + std::to_string(n) + " members)");
+    ins.peer = int(peer);
+    ins.message = integer(req(at, "message", w), w + ": attribute 'message'");
+    if (ins.message < 0 || ins.message > (int64_t(1) << 20))
+      fail(w, "message id " + std::to_string(ins.message) + " is out of range");
+    break;
+  }
+  case PipeOp::MicrobatchSlice: {
+    counts(1, 1);
+    const BufferDecl &in = buf(ins.in[0]), &out = buf(ins.out[0]);
+    int64_t axis = integer(req(at, "axis", w), w + ": attribute 'axis'");
+    if (axis < 0 || axis >= int64_t(in.shape.size()))
+      fail(w, "attribute 'axis' = " + std::to_string(axis) + " is out of range for a rank-" +
+                  std::to_string(in.shape.size()) + " operand");
+    ins.axis = int(axis);
+    Shape expect = in.shape;
+    if (expect[size_t(axis)] % a.pipeline.microbatches != 0)
+      fail(w, "dimension " + std::to_string(axis) + " of size " +
+                  std::to_string(expect[size_t(axis)]) + " does not split into " +
+                  std::to_string(a.pipeline.microbatches) + " micro-batches");
+    expect[size_t(axis)] /= a.pipeline.microbatches;
+    if (in.dtype != out.dtype || out.shape != expect)
+      fail(w, "output " + std::string(dtypeName(out.dtype)) + shapeStr(out.shape) +
+                  " should be " + dtypeName(in.dtype) + shapeStr(expect));
+    break;
+  }
+  case PipeOp::Accumulate: {
+    counts(1, 1);
+    const BufferDecl &in = buf(ins.in[0]), &out = buf(ins.out[0]);
+    if (in.dtype != out.dtype || in.shape != out.shape)
+      fail(w, "accumulates " + std::string(dtypeName(in.dtype)) + shapeStr(in.shape) +
+                  " into " + dtypeName(out.dtype) + shapeStr(out.shape));
+    break;
+  }
+  case PipeOp::Fill:
+    counts(0, 1);
+    ins.fillValue = number(req(at, "value", w), w + ": attribute 'value'");
+    break;
+  case PipeOp::None:
+    break;
+  }
+}
+
+// Programs against each other: the stages' schedules together run without
+// deadlock, and every message has one sender and one receiver that agree
+// on it and on when it travels.
+void Parser::checkPipeline(const Artifact &a) {
+  if (!a.pipeline.present) return;
+  const PipelineDecl &pd = a.pipeline;
+  sched::Schedule schedule;
+  schedule.name = pd.schedule;
+  schedule.stages = pd.stages;
+  schedule.virtualStages = pd.virtualStages;
+  schedule.microbatches = pd.microbatches;
+  schedule.perStage.assign(size_t(pd.stages), {});
+  std::vector<int> programOfStage(size_t(pd.stages), -1);
+  for (size_t i = 0; i < a.programs.size(); ++i) {
+    const ProgramDecl &p = a.programs[i];
+    int &first = programOfStage[size_t(p.stage)];
+    if (first < 0) {
+      first = int(i);
+      schedule.perStage[size_t(p.stage)] = p.schedule;
+    } else if (!(p.schedule == a.programs[size_t(first)].schedule)) {
+      fail("program '" + p.name + "'", "runs stage " + std::to_string(p.stage) +
+                                           " in another order than program '" +
+                                           a.programs[size_t(first)].name + "'");
+    }
+  }
+  for (int d = 0; d < pd.stages; ++d)
+    if (programOfStage[size_t(d)] < 0)
+      fail("pipeline", "no program runs stage " + std::to_string(d));
+  std::string problem = sched::check(schedule);
+  if (problem.empty()) {
+    sched::Simulation sim = sched::simulate(schedule);
+    if (!sim.ok) problem = sim.error;
+  }
+  if (!problem.empty()) fail("pipeline: schedule", problem);
+
+  // Messages: where each one is sent and received. A place is (list kind,
+  // virtual stage): 0 before the micro-batches, 1 forward, 2 input
+  // gradients, 3 weight gradients, 4 after the micro-batches.
+  struct End {
+    int program = -1, kind = 0, vstage = 0, peer = 0, comm = 0;
+    const BufferDecl *buffer = nullptr;
+  };
+  std::map<int64_t, End> sendOf, recvOf;
+  for (size_t i = 0; i < a.programs.size(); ++i) {
+    const ProgramDecl &p = a.programs[i];
+    auto scan = [&](const std::vector<InstrDecl> &list, int kind, int chunk) {
+      for (const InstrDecl &ins : list) {
+        if (ins.pipe != PipeOp::Send && ins.pipe != PipeOp::Recv) continue;
+        std::map<int64_t, End> &ends = ins.pipe == PipeOp::Send ? sendOf : recvOf;
+        int id = ins.pipe == PipeOp::Send ? ins.in[0] : ins.out[0];
+        End e{int(i), kind, chunk * pd.stages + p.stage, ins.peer, ins.comm,
+              &p.buffers[size_t(id)]};
+        auto [it, inserted] = ends.emplace(ins.message, e);
+        // Programs of one stage (its SPMD ranks) each send their piece.
+        if (!inserted && a.programs[size_t(it->second.program)].stage == p.stage) continue;
+        if (!inserted)
+          fail("program '" + p.name + "'", std::string(ins.pipe == PipeOp::Send ? "sends" : "receives") +
+                                               " message " + std::to_string(ins.message) +
+                                               " that another stage " +
+                                               (ins.pipe == PipeOp::Send ? "sends" : "receives") + " too");
+      }
+    };
+    scan(p.instructions, 0, 0);
+    for (size_t c = 0; c < p.chunks.size(); ++c) {
+      scan(p.chunks[c].forward, 1, int(c));
+      scan(p.chunks[c].backwardInput, 2, int(c));
+      scan(p.chunks[c].backwardWeight, 3, int(c));
+    }
+    scan(p.finish, 4, 0);
+  }
+  for (const auto &[id, send] : sendOf) {
+    const std::string where = "pipeline: message " + std::to_string(id);
+    auto it = recvOf.find(id);
+    if (it == recvOf.end()) fail(where, "is sent but never received");
+    const End &recv = it->second;
+    const ProgramDecl &from = a.programs[size_t(send.program)], &to = a.programs[size_t(recv.program)];
+    if (send.peer != to.stage || recv.peer != from.stage || send.comm != recv.comm)
+      fail(where, "program '" + from.name + "' sends it to stage " + std::to_string(send.peer) +
+                      " but program '" + to.name + "' (stage " + std::to_string(to.stage) +
+                      ") expects it from stage " + std::to_string(recv.peer));
+    if (send.buffer->dtype != recv.buffer->dtype || send.buffer->shape != recv.buffer->shape)
+      fail(where, "is sent as " + std::string(dtypeName(send.buffer->dtype)) +
+                      shapeStr(send.buffer->shape) + " but received as " +
+                      dtypeName(recv.buffer->dtype) + shapeStr(recv.buffer->shape));
+    // What the schedule's order guarantees: activations go to later virtual
+    // stages within forwards, gradients to earlier ones within input-
+    // gradient backwards; once per step, from before or after the
+    // micro-batches to no earlier a place.
+    bool perMicroBatch = send.kind >= 1 && send.kind <= 3;
+    bool ok = perMicroBatch
+                  ? (send.kind == recv.kind &&
+                     ((send.kind == 1 && send.vstage < recv.vstage) ||
+                      (send.kind == 2 && send.vstage > recv.vstage)))
+                  : (recv.kind == 0 || recv.kind == 4) && send.kind <= recv.kind;
+    if (!ok)
+      fail(where, "travels where the schedule cannot order it (sent in list " +
+                      std::to_string(send.kind) + " of virtual stage " + std::to_string(send.vstage) +
+                      ", received in list " + std::to_string(recv.kind) + " of virtual stage " +
+                      std::to_string(recv.vstage) + ")");
+  }
+  for (const auto &[id, recv] : recvOf)
+    if (!sendOf.count(id))
+      fail("pipeline: message " + std::to_string(id), "is received but never sent");
+
+  // Once-per-step lists: run them in turn, sends never blocking; every
+  // receive must find its message.
+  for (bool before : {true, false}) {
+    std::vector<size_t> at(a.programs.size(), 0);
+    std::set<int64_t> sent;
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t i = 0; i < a.programs.size(); ++i) {
+        const auto &list = before ? a.programs[i].instructions : a.programs[i].finish;
+        while (at[i] < list.size()) {
+          const InstrDecl &ins = list[at[i]];
+          if (ins.pipe == PipeOp::Recv && !sent.count(ins.message) &&
+              recvOf.at(ins.message).kind == sendOf.at(ins.message).kind)
+            break;
+          if (ins.pipe == PipeOp::Send) sent.insert(ins.message);
+          ++at[i];
+          progress = true;
+        }
+      }
+    }
+    for (size_t i = 0; i < a.programs.size(); ++i) {
+      const auto &list = before ? a.programs[i].instructions : a.programs[i].finish;
+      if (at[i] < list.size())
+        fail("pipeline", "program '" + a.programs[i].name + "' would wait forever for message " +
+                             std::to_string(list[at[i]].message) + " " +
+                             (before ? "before" : "after") + " the micro-batches");
+    }
+  }
+}
+
 Artifact Parser::parse(const json &body) {
   Artifact a;
   a.label = label_;
@@ -771,6 +1054,22 @@ Artifact Parser::parse(const json &body) {
 
   parseTensors(array(req(body, "tensors", ""), "tensors"), a);
 
+  if (const json *pv = opt(body, "pipeline")) {
+    object(*pv, "pipeline");
+    PipelineDecl &pd = a.pipeline;
+    pd.present = true;
+    auto count = [&](const char *key, int64_t limit) {
+      int64_t v = integer(req(*pv, key, "pipeline"), std::string("pipeline: ") + key);
+      if (v < 1 || v > limit)
+        fail(std::string("pipeline: ") + key, "must be in [1, " + std::to_string(limit) + "]");
+      return int(v);
+    };
+    pd.stages = count("stages", a.devices);
+    pd.virtualStages = count("virtual_stages", 1 << 12);
+    pd.microbatches = count("microbatches", 1 << 16);
+    pd.schedule = str(req(*pv, "schedule", "pipeline"), "pipeline: schedule");
+  }
+
   const json &progs = array(req(body, "programs", ""), "programs");
   if (progs.empty()) fail("programs", "the artifact has no program");
   std::vector<int> owner(static_cast<size_t>(a.devices), -1);
@@ -792,6 +1091,7 @@ Artifact Parser::parse(const json &body) {
   for (size_t r = 0; r < owner.size(); ++r)
     if (owner[r] < 0)
       fail("programs", "rank " + std::to_string(r) + " is not run by any program");
+  checkPipeline(a);
   // Tensors that must live somewhere.
   for (size_t t = 0; t < a.tensors.size(); ++t) {
     const TensorDecl &td = a.tensors[t];

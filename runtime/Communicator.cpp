@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <climits>
 #include <condition_variable>
+#include <deque>
+#include <tuple>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -14,6 +16,15 @@ Communicator::~Communicator() = default;
 World::~World() = default;
 
 namespace {
+
+/// Copies a received message out, checking its size.
+void takeMessage(const std::string &message, void *buf, size_t bytes, int tag) {
+  if (message.size() != bytes)
+    throw Error("message with tag " + std::to_string(tag) + " has " +
+                std::to_string(message.size()) + " bytes, the receiver expects " +
+                std::to_string(bytes));
+  std::memcpy(buf, message.data(), bytes);
+}
 
 template <class T>
 void reduceTyped(const std::vector<const char *> &srcs, size_t offset, T *dst,
@@ -66,6 +77,20 @@ public:
   void broadcast(void *, size_t, int) override {}
   std::vector<std::string> gather(const std::string &mine, int) override { return {mine}; }
   void barrier() override {}
+  void send(const void *buf, size_t bytes, int, int tag) override {
+    mailbox_[tag].emplace_back(static_cast<const char *>(buf), bytes);
+  }
+  void recv(void *buf, size_t bytes, int, int tag) override {
+    auto it = mailbox_.find(tag);
+    if (it == mailbox_.end() || it->second.empty())
+      throw Error("a receive (tag " + std::to_string(tag) +
+                  ") with no message sent before it on a one-rank communicator");
+    takeMessage(it->second.front(), buf, bytes, tag);
+    it->second.pop_front();
+  }
+
+private:
+  std::map<int, std::deque<std::string>> mailbox_;
 };
 
 class LocalWorld final : public World {
@@ -108,6 +133,8 @@ struct ThreadWorld::Shared {
   std::string why;
   std::shared_ptr<Group> worldGroup;
   std::map<std::pair<uint64_t, int>, std::shared_ptr<Group>> groups;
+  /// Point-to-point messages in flight: (group, from, to, tag) -> bytes.
+  std::map<std::tuple<const Group *, int, int, int>, std::deque<std::string>> mailboxes;
 
   void barrier(Group &g) {
     std::unique_lock<std::mutex> lock(mu);
@@ -183,8 +210,31 @@ public:
     return r;
   }
   void barrier() override { s_->barrier(*g_); }
+  void send(const void *buf, size_t bytes, int peer, int tag) override {
+    checkPeer(peer);
+    std::lock_guard<std::mutex> lock(s_->mu);
+    if (s_->aborted) throw Error(s_->why);
+    s_->mailboxes[{g_.get(), idx_, peer, tag}].emplace_back(static_cast<const char *>(buf), bytes);
+    s_->cv.notify_all();
+  }
+  void recv(void *buf, size_t bytes, int peer, int tag) override {
+    checkPeer(peer);
+    std::unique_lock<std::mutex> lock(s_->mu);
+    auto &box = s_->mailboxes[{g_.get(), peer, idx_, tag}];
+    s_->cv.wait(lock, [&] { return !box.empty() || s_->aborted; });
+    if (s_->aborted) throw Error(s_->why);
+    std::string message = std::move(box.front());
+    box.pop_front();
+    lock.unlock();
+    takeMessage(message, buf, bytes, tag);
+  }
 
 private:
+  void checkPeer(int peer) const {
+    if (peer < 0 || peer >= int(g_->members.size()))
+      throw Error("peer " + std::to_string(peer) + " is not a member of a " +
+                  std::to_string(g_->members.size()) + "-rank communicator");
+  }
   void post(const void *in, void *out) {
     {
       std::lock_guard<std::mutex> lock(s_->mu);

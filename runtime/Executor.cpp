@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <tuple>
 
 namespace dtc::rt {
 
@@ -13,9 +14,12 @@ struct RankExecutor::Prepared {
   const InstrDecl *decl = nullptr;
   kernels::RunFn fn = nullptr;
   kernels::KernelArgs args;
-  // collectives
+  // collectives, send and recv
   Communicator *comm = nullptr;
   uint64_t dataBytes = 0, wireBytes = 0;
+  // Pipelines: operands in a micro-batch slot (output?, operand, slot),
+  // pointed at the running micro-batch's copy before every run.
+  std::vector<std::tuple<bool, int, int>> perMicroBatch;
 };
 
 RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &backend)
@@ -35,8 +39,20 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     throw Error("unknown backend '" + backend + "' (expected cpu or cuda)");
 
   const ProgramDecl &p = program();
-  for (const SlotDecl &s : p.slots) {
+  // One-copy slots now; micro-batch slots when a micro-batch needs them.
+  chunkSlots_.assign(p.chunks.size(), {});
+  indexInChunk_.assign(p.slots.size(), -1);
+  stats_.microbatchBytes.assign(p.chunks.size(), 0);
+  for (size_t i = 0; i < p.slots.size(); ++i) {
+    const SlotDecl &s = p.slots[i];
     const size_t bytes = size_t((s.bytes + 63) / 64 * 64) + 64;
+    if (s.chunk >= 0) {
+      indexInChunk_[i] = int(chunkSlots_[size_t(s.chunk)].size());
+      chunkSlots_[size_t(s.chunk)].push_back(int(i));
+      stats_.microbatchBytes[size_t(s.chunk)] += s.bytes;
+      slotMem_.push_back(nullptr);
+      continue;
+    }
     void *mem = std::aligned_alloc(64, bytes);
     if (!mem)
       throw Error(a.label + ": cannot allocate " + std::to_string(s.bytes) +
@@ -45,45 +61,19 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     slotMem_.push_back(static_cast<char *>(mem));
     stats_.memoryBytes[int(s.category)] += s.bytes;
     stats_.totalMemoryBytes += s.bytes;
+    if (s.category == MemCategory::Activation) liveActivationBytes_ += s.bytes;
   }
+  stats_.activationPeakBytes = liveActivationBytes_;
+  spare_.assign(p.chunks.size(), {});
   for (const BufferDecl &b : p.buffers) bufPtr_.push_back(slotMem_[size_t(b.slot)]);
 
-  auto arg = [&](int id) {
-    kernels::TensorArg t;
-    const BufferDecl &b = p.buffers[size_t(id)];
-    t.dtype = b.dtype;
-    t.shape = b.shape;
-    t.data = bufPtr_[size_t(id)];
-    t.numel = numel(b.shape);
-    return t;
-  };
-  for (const InstrDecl &ins : p.instructions) {
-    Prepared pr;
-    pr.decl = &ins;
-    for (int id : ins.in) pr.args.in.push_back(arg(id));
-    for (int id : ins.out) pr.args.out.push_back(arg(id));
-    pr.args.attrs = &ins.attrs;
-    if (ins.isCollective) {
-      pr.comm = comms_[size_t(ins.comm)].get();
-      const uint64_t n = uint64_t(pr.comm->size());
-      const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
-                     outB = p.buffers[size_t(ins.out[0])].bytes();
-      pr.dataBytes = inB > outB ? inB : outB;
-      switch (ins.coll) {
-      case CollKind::AllReduce: pr.wireBytes = 2 * (n - 1) * pr.dataBytes / n; break;
-      case CollKind::AllSlice: pr.wireBytes = 0; break;
-      default: pr.wireBytes = (n - 1) * pr.dataBytes / n; break;
-      }
-      stats_.perStep[int(ins.coll)].calls += 1;
-      stats_.perStep[int(ins.coll)].bytes += pr.dataBytes;
-      stats_.perStep[int(ins.coll)].wireBytes += pr.wireBytes;
-    } else {
-      pr.fn = kernels::cpu::findKernel(ins.op);
-      if (!pr.fn)
-        throw Error(a.label + ": kernel '" + ins.op + "' has no " + backend + " implementation");
-    }
-    instrs_.push_back(std::move(pr));
-  }
+  const uint64_t M = a.pipeline.present ? uint64_t(a.pipeline.microbatches) : 1;
+  instrs_ = prepare(p.instructions, -1, 1);
+  for (size_t c = 0; c < p.chunks.size(); ++c)
+    chunkLists_.push_back({prepare(p.chunks[c].forward, int(c), M),
+                           prepare(p.chunks[c].backwardInput, int(c), M),
+                           prepare(p.chunks[c].backwardWeight, int(c), M)});
+  finish_ = prepare(p.finish, -1, 1);
 
   for (const ConstantDecl &c : p.constants) {
     const BufferDecl &b = p.buffers[size_t(c.buffer)];
@@ -103,9 +93,75 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
   }
 }
 
+RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int chunk,
+                                         uint64_t repeats) {
+  const ProgramDecl &p = program();
+  List out;
+  for (const InstrDecl &ins : list) {
+    Prepared pr;
+    pr.decl = &ins;
+    auto add = [&](int id, bool isOut) {
+      kernels::TensorArg t;
+      const BufferDecl &b = p.buffers[size_t(id)];
+      t.dtype = b.dtype;
+      t.shape = b.shape;
+      t.data = bufPtr_[size_t(id)];
+      t.numel = numel(b.shape);
+      auto &args = isOut ? pr.args.out : pr.args.in;
+      if (p.slots[size_t(b.slot)].chunk >= 0) {
+        if (p.slots[size_t(b.slot)].chunk != chunk)
+          throw Error(a_.label + ": instruction " + ins.op +
+                      " reads another chunk's micro-batch buffer");
+        pr.perMicroBatch.emplace_back(isOut, int(args.size()), b.slot);
+      }
+      args.push_back(t);
+    };
+    for (int id : ins.in) add(id, false);
+    for (int id : ins.out) add(id, true);
+    pr.args.attrs = &ins.attrs;
+    if (ins.pipe == PipeOp::Send || ins.pipe == PipeOp::Recv) {
+      pr.comm = comms_[size_t(ins.comm)].get();
+      if (ins.pipe == PipeOp::Send) {
+        pr.dataBytes = p.buffers[size_t(ins.in[0])].bytes();
+        stats_.sendsPerStep.calls += repeats;
+        stats_.sendsPerStep.bytes += repeats * pr.dataBytes;
+        stats_.sendsPerStep.wireBytes += repeats * pr.dataBytes;
+      }
+    } else if (ins.pipe != PipeOp::None) {
+      // fill, accumulate, microbatch_slice: the executor runs them itself
+    } else if (ins.isCollective) {
+      pr.comm = comms_[size_t(ins.comm)].get();
+      const uint64_t n = uint64_t(pr.comm->size());
+      const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
+                     outB = p.buffers[size_t(ins.out[0])].bytes();
+      pr.dataBytes = inB > outB ? inB : outB;
+      switch (ins.coll) {
+      case CollKind::AllReduce: pr.wireBytes = 2 * (n - 1) * pr.dataBytes / n; break;
+      case CollKind::AllSlice: pr.wireBytes = 0; break;
+      default: pr.wireBytes = (n - 1) * pr.dataBytes / n; break;
+      }
+      stats_.perStep[int(ins.coll)].calls += repeats;
+      stats_.perStep[int(ins.coll)].bytes += repeats * pr.dataBytes;
+      stats_.perStep[int(ins.coll)].wireBytes += repeats * pr.wireBytes;
+    } else {
+      pr.fn = kernels::cpu::findKernel(ins.op);
+      if (!pr.fn)
+        throw Error(a_.label + ": kernel '" + ins.op + "' has no CPU implementation");
+    }
+    out.push_back(std::move(pr));
+  }
+  return out;
+}
+
 RankExecutor::~RankExecutor() {
   for (char *m : slotMem_) std::free(m);
+  for (auto &[key, copy] : live_)
+    for (char *m : copy) std::free(m);
+  for (auto &chunk : spare_)
+    for (auto &copy : chunk)
+      for (char *m : copy) std::free(m);
 }
+
 
 bool RankExecutor::holds(int t) const { return a_.bufferOf(prog_, t) >= 0; }
 
@@ -262,15 +318,77 @@ void RankExecutor::runCollective(Prepared &p) {
   }
 }
 
-std::string RankExecutor::run() {
-  std::string first;
+void RankExecutor::runPipe(Prepared &pr, int microbatch) {
+  const InstrDecl &ins = *pr.decl;
+  const int64_t M = a_.pipeline.present ? a_.pipeline.microbatches : 1;
+  // Message tags: one per (message, micro-batch); once-per-step messages
+  // use micro-batch 0.
+  auto tag = [&] { return int(ins.message * M + std::max(microbatch, 0)); };
+  switch (ins.pipe) {
+  case PipeOp::Send: {
+    const kernels::TensorArg &in = pr.args.in[0];
+    pr.comm->send(in.data, size_t(in.numel) * dtypeSize(in.dtype), ins.peer, tag());
+    stats_.sends.calls += 1;
+    stats_.sends.bytes += pr.dataBytes;
+    stats_.sends.wireBytes += pr.dataBytes;
+    break;
+  }
+  case PipeOp::Recv: {
+    const kernels::TensorArg &out = pr.args.out[0];
+    pr.comm->recv(out.data, size_t(out.numel) * dtypeSize(out.dtype), ins.peer, tag());
+    break;
+  }
+  case PipeOp::MicrobatchSlice: {
+    const kernels::TensorArg &in = pr.args.in[0], &out = pr.args.out[0];
+    const AxisBlocks b = blocks(in.shape, ins.axis, dtypeSize(in.dtype));
+    const int64_t q = out.shape[size_t(ins.axis)];
+    extractAxis(static_cast<const char *>(in.data), b, std::max(microbatch, 0) * q, q,
+                static_cast<char *>(out.data));
+    break;
+  }
+  case PipeOp::Accumulate: {
+    const kernels::TensorArg &in = pr.args.in[0], &out = pr.args.out[0];
+    auto add = [&](auto *dst, const auto *src) {
+      for (int64_t i = 0; i < in.numel; ++i) dst[i] += src[i];
+    };
+    switch (in.dtype) {
+    case DType::F32: add(out.as<float>(), in.as<float>()); break;
+    case DType::I32: add(out.as<int32_t>(), in.as<int32_t>()); break;
+    case DType::I64: add(out.as<int64_t>(), in.as<int64_t>()); break;
+    }
+    break;
+  }
+  case PipeOp::Fill: {
+    const kernels::TensorArg &out = pr.args.out[0];
+    for (int64_t i = 0; i < out.numel; ++i) {
+      switch (out.dtype) {
+      case DType::F32: out.as<float>()[i] = float(ins.fillValue); break;
+      case DType::I32: out.as<int32_t>()[i] = int32_t(ins.fillValue); break;
+      case DType::I64: out.as<int64_t>()[i] = int64_t(ins.fillValue); break;
+      }
+    }
+    break;
+  }
+  case PipeOp::None:
+    break;
+  }
+}
+
+void RankExecutor::runList(List &list, int chunk, int microbatch, std::string &first) {
   const ProgramDecl &p = program();
-  for (size_t i = 0; i < instrs_.size(); ++i) {
-    Prepared &pr = instrs_[i];
+  const std::vector<char *> *copy = nullptr;
+  if (chunk >= 0) copy = &live_.at({chunk, microbatch});
+  for (size_t i = 0; i < list.size(); ++i) {
+    Prepared &pr = list[i];
+    for (auto &[isOut, arg, slot] : pr.perMicroBatch)
+      (isOut ? pr.args.out : pr.args.in)[size_t(arg)].data =
+          (*copy)[size_t(indexInChunk_[size_t(slot)])];
     try {
       auto start = std::chrono::steady_clock::now();
       if (pr.fn)
         pr.fn(pr.args);
+      else if (pr.decl->pipe != PipeOp::None)
+        runPipe(pr, microbatch);
       else
         runCollective(pr);
       stats_.secondsByOp[pr.decl->op] +=
@@ -278,9 +396,87 @@ std::string RankExecutor::run() {
     } catch (const std::exception &e) {
       if (first.empty())
         first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
-                pr.decl->op + "): " + e.what();
+                pr.decl->op +
+                (chunk >= 0 ? ", micro-batch " + std::to_string(microbatch) : std::string()) +
+                "): " + e.what();
     }
   }
+}
+
+// One step of a pipeline stage: the once-per-step list, the schedule's
+// actions (a micro-batch takes a copy of its chunk's slots at its forward
+// and gives it back after its last backward part), the list after the
+// micro-batches, then the sends still in flight.
+std::string RankExecutor::runPipelineStep() {
+  std::string first;
+  const ProgramDecl &p = program();
+  runList(instrs_, -1, 0, first);
+  std::map<std::pair<int, int>, size_t> lastAction;
+  for (size_t i = 0; i < p.schedule.size(); ++i)
+    lastAction[{p.schedule[i].chunk, p.schedule[i].microbatch}] = i;
+  for (size_t i = 0; i < p.schedule.size(); ++i) {
+    const sched::Action &act = p.schedule[i];
+    const std::pair<int, int> key{act.chunk, act.microbatch};
+    if (!live_.count(key)) {
+      auto &spare = spare_[size_t(act.chunk)];
+      std::vector<char *> copy;
+      if (!spare.empty()) {
+        copy = std::move(spare.back());
+        spare.pop_back();
+      } else {
+        for (int slot : chunkSlots_[size_t(act.chunk)]) {
+          const uint64_t bytes = p.slots[size_t(slot)].bytes;
+          const size_t padded = size_t((bytes + 63) / 64 * 64) + 64;
+          void *mem = std::aligned_alloc(64, padded);
+          if (!mem)
+            throw Error(a_.label + ": cannot allocate " + std::to_string(bytes) +
+                        " bytes for a micro-batch's activations");
+          std::memset(mem, 0, padded);
+          copy.push_back(static_cast<char *>(mem));
+          stats_.memoryBytes[int(p.slots[size_t(slot)].category)] += bytes;
+          stats_.totalMemoryBytes += bytes;
+        }
+      }
+      live_[key] = std::move(copy);
+      liveActivationBytes_ += stats_.microbatchBytes[size_t(act.chunk)];
+      ++liveMicrobatches_;
+      stats_.activationPeakBytes = std::max(stats_.activationPeakBytes, liveActivationBytes_);
+      stats_.microbatchesPeak = std::max(stats_.microbatchesPeak, liveMicrobatches_);
+    }
+    auto &lists = chunkLists_[size_t(act.chunk)];
+    switch (act.kind) {
+    case sched::Kind::Forward: runList(lists[0], act.chunk, act.microbatch, first); break;
+    case sched::Kind::Backward: runList(lists[1], act.chunk, act.microbatch, first); break;
+    case sched::Kind::Weight: runList(lists[2], act.chunk, act.microbatch, first); break;
+    case sched::Kind::BackwardWeight:
+      runList(lists[1], act.chunk, act.microbatch, first);
+      runList(lists[2], act.chunk, act.microbatch, first);
+      break;
+    }
+    if (lastAction[key] == i) {
+      spare_[size_t(act.chunk)].push_back(std::move(live_[key]));
+      live_.erase(key);
+      liveActivationBytes_ -= stats_.microbatchBytes[size_t(act.chunk)];
+      --liveMicrobatches_;
+    }
+  }
+  runList(finish_, -1, 0, first);
+  for (auto &comm : comms_) {
+    try {
+      comm->flushSends();
+    } catch (const std::exception &e) {
+      if (first.empty()) first = e.what();
+    }
+  }
+  return first;
+}
+
+std::string RankExecutor::run() {
+  std::string first;
+  if (a_.pipeline.present)
+    first = runPipelineStep();
+  else
+    runList(instrs_, -1, 0, first);
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
     stats_.collectives[k].bytes += stats_.perStep[k].bytes;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <list>
+#include <string>
 
 namespace dtc::rt {
 namespace {
@@ -51,7 +53,9 @@ public:
   ~MpiComm() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&c_);
+    if (finalized) return;
+    flushSends();
+    MPI_Comm_free(&c_);
   }
   int size() const override { return size_; }
   int rank() const override { return rank_; }
@@ -108,10 +112,50 @@ public:
     return out;
   }
   void barrier() override { MPI_Barrier(c_); }
+  // Sends copy the bytes and go out non-blocking: a rank only ever waits in
+  // a receive, which is what makes a schedule's order deadlock free.
+  void send(const void *buf, size_t bytes, int peer, int tag) override {
+    checkTag(tag);
+    pending_.emplace_back();
+    Pending &p = pending_.back();
+    p.bytes.assign(static_cast<const char *>(buf), bytes);
+    MPI_Isend(p.bytes.data(), checkedCount(bytes), MPI_BYTE, peer, tag, c_, &p.request);
+  }
+  void recv(void *buf, size_t bytes, int peer, int tag) override {
+    checkTag(tag);
+    MPI_Status status;
+    MPI_Recv(buf, checkedCount(bytes), MPI_BYTE, peer, tag, c_, &status);
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    if (size_t(got) != bytes)
+      throw Error("message with tag " + std::to_string(tag) + " has " + std::to_string(got) +
+                  " bytes, the receiver expects " + std::to_string(bytes));
+  }
+  void flushSends() override {
+    for (Pending &p : pending_) MPI_Wait(&p.request, MPI_STATUS_IGNORE);
+    pending_.clear();
+  }
 
 private:
+  struct Pending {
+    std::string bytes;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  void checkTag(int tag) {
+    if (tagLimit_ < 0) {
+      void *value = nullptr;
+      int found = 0;
+      MPI_Comm_get_attr(c_, MPI_TAG_UB, &value, &found);
+      tagLimit_ = found && value ? *static_cast<int *>(value) : 32767;
+    }
+    if (tag < 0 || tag > tagLimit_)
+      throw Error("message tag " + std::to_string(tag) + " exceeds this MPI's limit (" +
+                  std::to_string(tagLimit_) + "); use fewer micro-batches or stages");
+  }
   MPI_Comm c_;
   int size_ = 1, rank_ = 0;
+  int tagLimit_ = -1;
+  std::list<Pending> pending_;
 };
 
 class MpiWorld final : public World {

@@ -5,6 +5,7 @@
 #include "dtc/Passes/Passes.h"
 #include "dtc/Target/Artifact.h"
 #include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/Schedule.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -99,8 +100,6 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
     }
     if (o.tp != 1)
       return notYet("--strategy tp=" + std::to_string(o.tp) + ": tensor parallelism");
-    if (o.pp != 1)
-      return notYet("--strategy pp=" + std::to_string(o.pp) + ": pipeline parallelism");
     if (o.sp != 1)
       return notYet("--strategy sp=" + std::to_string(o.sp) + ": sequence parallelism");
     if (o.ep != 1)
@@ -114,9 +113,11 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
     return notYet("--remat full: activation checkpointing");
   if (o.gradAccum != 1)
     return notYet("--grad-accum " + std::to_string(o.gradAccum) + ": gradient accumulation");
-  if (o.microbatches != 1)
-    return notYet("--microbatches " + std::to_string(o.microbatches) +
-                  ": micro-batching (it comes with pipeline parallelism)");
+  if (o.virtualStages > 1 && o.schedule != "interleaved") {
+    errors.flag("--virtual-stages " + std::to_string(o.virtualStages) +
+                " needs --schedule interleaved");
+    return false;
+  }
   return true;
 }
 
@@ -242,8 +243,8 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
 } // namespace
 
 const std::vector<std::string> &::dtc::emitStages() {
-  static const std::vector<std::string> stages = {"parsed", "training-step",
-                                                  "planned", "partitioned"};
+  static const std::vector<std::string> stages = {"parsed", "training-step", "planned",
+                                                  "split", "partitioned"};
   return stages;
 }
 
@@ -362,6 +363,36 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   mlir::dtc::ApplyStrategyOptions planOptions;
   planOptions.mesh.assign(o.mesh.begin(), o.mesh.end());
   planOptions.dp = o.autoPlan ? 0 : o.dp;
+  planOptions.pp = o.autoPlan ? 1 : o.pp;
+  planOptions.virtualStages = o.virtualStages;
+  planOptions.microbatches = o.microbatches;
+
+  // The pipeline schedule: every stage's order of forwards and backwards.
+  int64_t stages = planOptions.pp;
+  bool pipelined = stages > 1 || o.microbatches > 1;
+  json pipeline;
+  if (pipelined) {
+    ::dtc::sched::Schedule schedule;
+    std::string problem;
+    if (!::dtc::sched::generate(o.schedule, int(stages), int(o.microbatches),
+                                int(o.virtualStages), schedule, problem)) {
+      errors.flag("--schedule " + o.schedule + ": " + problem);
+      return false;
+    }
+    ::dtc::sched::Simulation simulation = ::dtc::sched::simulate(schedule);
+    if (!simulation.ok) {
+      errors.flag("--schedule " + o.schedule + ": internal error: " + simulation.error);
+      return false;
+    }
+    json perStage = json::array();
+    for (const auto &actions : schedule.perStage)
+      perStage.push_back(::dtc::sched::actionsToJson(actions));
+    pipeline = {{"schedule", o.schedule},
+                {"stages", stages},
+                {"virtual_stages", o.virtualStages},
+                {"microbatches", o.microbatches},
+                {"per_stage", perStage}};
+  }
 
   if (!runStage("parsed", [](PassManager &pm) { pm.addPass(mlir::dtc::createCheckModel()); }) ||
       !runStage("training-step", [&](PassManager &pm) {
@@ -370,6 +401,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       !runStage("planned", [&](PassManager &pm) {
         pm.addPass(mlir::dtc::createApplyStrategy(planOptions));
       }) ||
+      !runStage("split", [&](PassManager &pm) { pm.addPass(mlir::dtc::createSplitPipeline()); }) ||
       !runStage("partitioned", [](PassManager &pm) { pm.addPass(mlir::dtc::createPartition()); }))
     return false;
 
@@ -378,9 +410,12 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   artifactOptions.optimizer = optimizerJson(o, weightDecay);
   artifactOptions.planExtras = {
       {"auto", o.autoPlan}, {"sp", o.sp}, {"ep", o.ep},
-      {"microbatches", o.microbatches}, {"schedule", "none"},
+      {"microbatches", o.microbatches},
+      {"schedule", pipelined ? o.schedule : std::string("none")},
+      {"virtual_stages", o.virtualStages},
       {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum},
       {"hw", hw->name}};
+  artifactOptions.pipeline = pipeline;
   FailureOr<json> body = mlir::dtc::buildArtifact(*module, artifactOptions);
   if (failed(body)) {
     if (!errors.reported())

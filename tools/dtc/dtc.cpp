@@ -59,9 +59,15 @@ Plan:
   --strategy SPEC       pin degrees, e.g. dp=4,tp=1,pp=1     (default: none)
                         keys dp, tp, pp, zero, sp, ep; dp*tp*pp = devices;
                         omitted: dp = devices/(tp*pp), tp=pp=sp=ep=1, zero=0
-  --microbatches M      pipeline micro-batches               (default: 1)
-  --schedule S          gpipe|1f1b|interleaved|zb            (default: 1f1b)
-                        (only pipelines, pp > 1, have a schedule)
+  --microbatches M      micro-batches per step: the batch of each data-
+                        parallel shard is split in M; gradients are summed
+                        over them before the optimizer    (default: 1)
+  --schedule S          gpipe|1f1b|interleaved|zb: the order in which each
+                        pipeline stage runs the micro-batches' forwards and
+                        backwards (zb: weight gradients deferred, ZB-H1)
+                                                             (default: 1f1b)
+  --virtual-stages V    model chunks per pipeline stage, with --schedule
+                        interleaved (M a multiple of pp)     (default: 1)
   --remat R             none|full|auto                       (default: none)
                         (auto chooses none until remat lands)
   --precision P         f32|bf16-mixed|fp16-mixed            (default: f32)
@@ -77,8 +83,8 @@ Optimizer:
 Output:
   -o, --output OUT.dtc  the artifact                         (default: MODEL with .dtc)
   --report REPORT.json  write the plan report                (default: none)
-  --emit-mlir STAGE     print the IR after parsed, training-step, planned
-                        or partitioned to stdout             (default: none)
+  --emit-mlir STAGE     print the IR after parsed, training-step, planned,
+                        split or partitioned to stdout       (default: none)
   -h, --help            this help
 )";
 
@@ -259,6 +265,7 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.boolean("--auto", [&] { autoGiven = true; });
   flags.value("--strategy", [&](const std::string &v) { strategyGiven = true; strategy = v; return true; });
   flags.value("--microbatches", [&](const std::string &v) { return parseInt("--microbatches", v, o.microbatches, 1); });
+  flags.value("--virtual-stages", [&](const std::string &v) { return parseInt("--virtual-stages", v, o.virtualStages, 1); });
   flags.value("--schedule", [&](const std::string &v) {
     return parseChoice("--schedule", v, o.schedule, {"gpipe", "1f1b", "interleaved", "zb"});
   });
@@ -296,7 +303,7 @@ int compileCommand(const std::vector<std::string> &args) {
         o.emitMlirAfter = v;
         return true;
       }
-    fail("--emit-mlir: expected parsed|training-step|planned|partitioned, got '" + v + "'");
+    fail("--emit-mlir: expected parsed|training-step|planned|split|partitioned, got '" + v + "'");
     return false;
   });
 

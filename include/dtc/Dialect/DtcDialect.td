@@ -59,6 +59,9 @@ def Dtc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kPipelineStageAttr = "dtc.pipeline_stage";
     static constexpr ::llvm::StringLiteral kMessageAttr = "dtc.message";
     static constexpr ::llvm::StringLiteral kPeerAttr = "dtc.peer";
+    // When a message travels: per micro-batch, once before the micro-batches
+    // ("step") or once after them ("accumulated").
+    static constexpr ::llvm::StringLiteral kScopeAttr = "dtc.scope";
     // On a function: it is a training step (what planners, the partitioner
     // and the emitter work on), whatever its symbol name.
     static constexpr ::llvm::StringLiteral kTrainStepAttr = "dtc.train_step";

@@ -22,6 +22,11 @@ struct ArtifactOptions {
   nlohmann::json planExtras = nlohmann::json::object();
   /// Recorded as "optimizer".
   nlohmann::json optimizer = nlohmann::json::object();
+  /// Pipelines and micro-batches: {"schedule", "stages", "virtual_stages",
+  /// "microbatches", "per_stage": [actions of stage 0, ...]} (null: none).
+  /// Each stage's program gets its actions; the rest is the artifact's
+  /// "pipeline" section.
+  nlohmann::json pipeline;
 };
 
 /// Builds the artifact body. Errors are emitted as diagnostics on the module.

@@ -45,6 +45,15 @@ public:
   virtual void allToAll(const void *in, void *out, size_t bytes) = 0;
   /// Copies root's buffer to every member.
   virtual void broadcast(void *buf, size_t bytes, int root) = 0;
+  /// Point to point (pipeline stages). `send` never waits for the receiver:
+  /// it copies `bytes` and returns, so a rank blocks only in `recv`, which
+  /// waits for the message of member `peer` with this `tag` (messages of one
+  /// sender and tag arrive in the order they were sent). Not collective.
+  virtual void send(const void *buf, size_t bytes, int peer, int tag) = 0;
+  virtual void recv(void *buf, size_t bytes, int peer, int tag) = 0;
+  /// Completes this rank's sends still in flight (their copies may be
+  /// released); called at the end of every step.
+  virtual void flushSends() {}
   /// Root receives every member's bytes (any sizes), in member order; other
   /// members get an empty vector.
   virtual std::vector<std::string> gather(const std::string &mine, int root) = 0;

@@ -16,6 +16,7 @@
 #include "dtc/runtime/Artifact.h"
 #include "dtc/runtime/Communicator.h"
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,6 +47,17 @@ struct ExecStats {
   /// Seconds spent per instruction kind (kernel or collective name),
   /// cumulative over every run().
   std::map<std::string, double> secondsByOp;
+  /// Pipelines: messages this rank sends (calls, data bytes; wire bytes =
+  /// data bytes) in ONE step and cumulatively.
+  CollectiveStats sendsPerStep, sends;
+  /// Activation memory as the allocator saw it: the most bytes of
+  /// activation slots live at once (one-copy slots plus every micro-batch
+  /// copy in flight), and the most micro-batch copies in flight (summed over
+  /// chunks). Without micro-batches: the activation slots' bytes and 0.
+  uint64_t activationPeakBytes = 0;
+  int microbatchesPeak = 0;
+  /// Bytes of one micro-batch copy per chunk.
+  std::vector<uint64_t> microbatchBytes;
 };
 
 /// A tensor's piece on this rank.
@@ -99,7 +111,14 @@ public:
 
 private:
   struct Prepared;
+  using List = std::vector<Prepared>;
+  List prepare(const std::vector<InstrDecl> &list, int chunk, uint64_t repeats);
   void runCollective(Prepared &p);
+  void runPipe(Prepared &p, int microbatch);
+  /// Runs a list; pipelines: for micro-batch `microbatch` of chunk `chunk`
+  /// (-1: a once-per-step list). Records the first error in `first`.
+  void runList(List &list, int chunk, int microbatch, std::string &first);
+  std::string runPipelineStep();
   const Artifact &a_;
   World &world_;
   int rank_ = 0, prog_ = 0;
@@ -107,8 +126,20 @@ private:
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<char *> slotMem_;
   std::vector<void *> bufPtr_;
-  std::vector<Prepared> instrs_;
+  List instrs_;
   ExecStats stats_;
+  // Pipelines: each chunk's three lists, the list after the micro-batches,
+  // and the copies of micro-batch slots: for every chunk its slots (and a
+  // slot's index among them), the copies in use per micro-batch and the
+  // free ones kept for reuse.
+  std::vector<std::array<List, 3>> chunkLists_;
+  List finish_;
+  std::vector<std::vector<int>> chunkSlots_;
+  std::vector<int> indexInChunk_;
+  std::map<std::pair<int, int>, std::vector<char *>> live_;
+  std::vector<std::vector<std::vector<char *>>> spare_;
+  uint64_t liveActivationBytes_ = 0;
+  int liveMicrobatches_ = 0;
 };
 
 } // namespace dtc::rt
