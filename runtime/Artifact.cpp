@@ -525,6 +525,9 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
       if (td.dtype != b.dtype)
         fail(w, "dtype " + std::string(dtypeName(b.dtype)) + " differs from tensor '" +
                     name + "' (" + dtypeName(td.dtype) + ")");
+      if (p.slots[size_t(slot)].chunk >= 0)
+        fail(w, "binds tensor '" + name +
+                    "' to a micro-batch slot (a tensor lives once per step)");
       Piece piece = pieceOf(a.mesh, td.sharding, td.shape, a.mesh.coords(p.ranks[0]));
       if (piece.local != b.shape)
         fail(w, "local shape " + shapeStr(b.shape) + " of tensor '" + name +

@@ -355,6 +355,13 @@ LocalRunStats LocalRunner::stats() const noexcept {
         uint64_t &b = s.collectiveBytesPerStep[n];
         b = std::max(b, es.perStep[k].bytes);
       }
+      uint64_t &sc = s.collectiveCallsPerStep["send_recv"];
+      sc = std::max(sc, es.sendsPerStep.calls);
+      uint64_t &sb = s.collectiveBytesPerStep["send_recv"];
+      sb = std::max(sb, es.sendsPerStep.bytes);
+      s.stageOfRank.push_back(e->program().stage);
+      s.activationPeakBytes.push_back(es.activationPeakBytes);
+      s.microbatchesPeak.push_back(es.microbatchesPeak);
     }
   } catch (...) {
   }

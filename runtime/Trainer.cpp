@@ -149,6 +149,11 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     v.push_back(int64_t(s.perStep[k].bytes));
     v.push_back(int64_t(s.perStep[k].wireBytes));
   }
+  v.push_back(int64_t(s.sendsPerStep.calls));
+  v.push_back(int64_t(s.sendsPerStep.bytes));
+  v.push_back(int64_t(s.sendsPerStep.wireBytes));
+  v.push_back(int64_t(s.activationPeakBytes));
+  v.push_back(int64_t(s.microbatchesPeak));
   std::vector<int64_t> mx(v.size());
   world.world().allReduce(v.data(), mx.data(), v.size(), DType::I64, ReduceOp::Max);
   std::string err;
@@ -164,6 +169,14 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
       j["collectives_per_step"][name]["bytes"] = mx[i++];
       j["collectives_per_step"][name]["wire_bytes"] = mx[i++];
     }
+    j["collectives_per_step"]["send_recv"]["calls"] = mx[i++];
+    j["collectives_per_step"]["send_recv"]["bytes"] = mx[i++];
+    j["collectives_per_step"]["send_recv"]["wire_bytes"] = mx[i++];
+    // Measured while running: the most activation bytes live at once and
+    // the most micro-batches in flight (pipelines keep a copy per
+    // micro-batch between its forward and its last backward part).
+    j["activation_peak_bytes"] = mx[i++];
+    j["microbatches_in_flight_peak"] = mx[i++];
     // Rank 0's time per instruction kind, per step (the same program runs
     // on every rank; collectives include waiting for the slowest rank).
     for (const auto &[op, seconds] : s.secondsByOp)

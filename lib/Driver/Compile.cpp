@@ -2,6 +2,7 @@
 #include "dtc/Driver/Compile.h"
 #include "dtc/CostModel/CostModel.h"
 #include "dtc/Dialect/DtcOps.h"
+#include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Target/Artifact.h"
 #include "dtc/runtime/ArtifactFormat.h"
@@ -16,6 +17,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
+#include <set>
 
 using namespace mlir;
 using json = nlohmann::json;
@@ -143,13 +145,35 @@ json optimizerJson(const ::dtc::CompileOptions &o, double weightDecay) {
   return Collective::AllToAll;
 }
 
-/// The plan report of spec/cli.md, from the emitted program (what the
-/// runtime will really allocate and send) and the cost model.
+/// The pipeline schedule the artifact's programs carry (one per stage).
+std::optional<::dtc::sched::Schedule> artifactSchedule(const json &artifact) {
+  if (!artifact.contains("pipeline"))
+    return std::nullopt;
+  const json &pipe = artifact["pipeline"];
+  ::dtc::sched::Schedule s;
+  s.name = pipe.value("schedule", std::string());
+  s.stages = pipe.value("stages", 1);
+  s.virtualStages = pipe.value("virtual_stages", 1);
+  s.microbatches = pipe.value("microbatches", 1);
+  s.perStage.assign(size_t(s.stages), {});
+  for (const json &program : artifact["programs"]) {
+    int stage = program.value("stage", 0);
+    std::string error;
+    if (stage >= 0 && stage < s.stages)
+      ::dtc::sched::actionsFromJson(program["schedule"], s.perStage[size_t(stage)], error);
+  }
+  return s;
+}
+
+/// The plan report of spec/cli.md, from the emitted programs (what the
+/// runtime will really allocate and send) and the cost model. Every
+/// number is per device, the maximum over the programs.
 json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOptions &o,
                  ::dtc::cost::HardwareProfile &hw, double compileSeconds) {
-  const json &program = artifact["programs"][0];
   std::vector<int64_t> mesh = artifact["mesh"].get<std::vector<int64_t>>();
   hw.forMesh(mesh);
+  const int64_t microbatches =
+      artifact.contains("pipeline") ? artifact["pipeline"].value("microbatches", int64_t(1)) : 1;
 
   int64_t params = 0;
   for (const json &t : artifact["tensors"])
@@ -160,59 +184,136 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
       params += n;
     }
 
-  json memory = {{"params", 0}, {"grads", 0}, {"optimizer", 0},
-                 {"activations", 0}, {"total", 0}};
-  for (const json &slot : program["slots"]) {
-    int64_t bytes = slot["bytes"];
-    std::string category = slot["category"];
-    std::string key = category == "param"       ? "params"
-                      : category == "grad"      ? "grads"
-                      : category == "optimizer" ? "optimizer"
-                      : category == "activation" ? "activations"
-                                                 : "";
-    if (!key.empty())
-      memory[key] = memory[key].get<int64_t>() + bytes;
-    memory["total"] = memory["total"].get<int64_t>() + bytes;
-  }
-
   std::map<std::string, std::vector<int64_t>> commAxes;
   for (const json &c : artifact["communicators"])
     commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
-  json comm = {{"all_reduce", 0.0}, {"all_gather", 0.0}, {"reduce_scatter", 0.0},
-               {"all_to_all", 0.0}, {"send_recv", 0.0}};
+  const std::vector<std::string> memoryKeys = {"params", "grads", "optimizer", "activations",
+                                               "total"};
+  const std::vector<std::string> commKeys = {"all_reduce", "all_gather", "reduce_scatter",
+                                             "all_to_all", "send_recv"};
+  json memory = json::object(), comm = json::object();
+  for (const std::string &k : memoryKeys)
+    memory[k] = 0;
+  for (const std::string &k : commKeys)
+    comm[k] = 0.0;
   double commSeconds = 0;
-  const json &buffers = program["buffers"];
-  auto bufferBytes = [&](int id) {
-    int64_t n = 1;
-    for (int64_t d : buffers[id]["shape"])
-      n *= d;
-    return double(n) * (buffers[id]["dtype"] == "i64" ? 8 : 4);
-  };
-  for (const json &inst : program["instructions"]) {
-    std::string op = inst["op"];
-    if (!comm.contains(op) || op == "send_recv")
-      continue;
-    const std::vector<int64_t> &axes = commAxes[inst["attrs"]["comm"]];
-    int64_t n = 1;
-    ::dtc::cost::Link slowest{1e300, 0};
-    for (int64_t a : axes) {
-      n *= mesh[a];
-      if (hw.axes[a].bandwidth < slowest.bandwidth)
-        slowest = hw.axes[a];
+  for (const json &program : artifact["programs"]) {
+    // Memory: one-copy slots, plus the micro-batch copies the schedule
+    // keeps alive at once at its worst moment.
+    json mine = json::object();
+    for (const std::string &k : memoryKeys)
+      mine[k] = 0;
+    std::map<int, int64_t> copyBytes; // chunk -> bytes of one micro-batch copy
+    auto keyOf = [](const std::string &category) -> std::string {
+      return category == "param"        ? "params"
+             : category == "grad"       ? "grads"
+             : category == "optimizer"  ? "optimizer"
+             : category == "activation" ? "activations"
+                                        : "";
+    };
+    for (const json &slot : program["slots"]) {
+      int64_t bytes = slot["bytes"];
+      if (slot.value("scope", std::string("step")) == "microbatch") {
+        copyBytes[slot.value("chunk", 0)] += bytes;
+        continue;
+      }
+      std::string key = keyOf(slot["category"]);
+      if (!key.empty())
+        mine[key] = mine[key].get<int64_t>() + bytes;
+      mine["total"] = mine["total"].get<int64_t>() + bytes;
     }
-    // Ring formulas count the full tensor: the input of all-reduce and
-    // reduce-scatter, the gathered output of all-gather.
-    double bytes = op == "all_gather" ? bufferBytes(inst["out"][0]) : bufferBytes(inst["in"][0]);
-    auto kind = collectiveKind(op);
-    comm[op] = comm[op].get<double>() + ::dtc::cost::bytesPerDevice(kind, n, bytes);
-    commSeconds += ::dtc::cost::collectiveTime(kind, n, bytes, slowest);
+    if (program.contains("schedule")) {
+      std::vector<::dtc::sched::Action> actions;
+      std::string error;
+      ::dtc::sched::actionsFromJson(program["schedule"], actions, error);
+      std::map<std::pair<int, int>, size_t> last;
+      for (size_t i = 0; i < actions.size(); ++i)
+        last[{actions[i].chunk, actions[i].microbatch}] = i;
+      std::set<std::pair<int, int>> live;
+      int64_t now = 0, peak = 0;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        std::pair<int, int> key{actions[i].chunk, actions[i].microbatch};
+        if (live.insert(key).second)
+          now += copyBytes[key.first];
+        peak = std::max(peak, now);
+        if (last[key] == i) {
+          live.erase(key);
+          now -= copyBytes[key.first];
+        }
+      }
+      mine["activations"] = mine["activations"].get<int64_t>() + peak;
+      mine["total"] = mine["total"].get<int64_t>() + peak;
+    }
+    for (const std::string &k : memoryKeys)
+      memory[k] = std::max(memory[k].get<int64_t>(), mine[k].get<int64_t>());
+
+    // Communication: what runs per micro-batch counts M times.
+    const json &buffers = program["buffers"];
+    auto bufferBytes = [&](int id) {
+      int64_t n = 1;
+      for (int64_t d : buffers[id]["shape"])
+        n *= d;
+      return double(n) * (buffers[id]["dtype"] == "i64" ? 8 : 4);
+    };
+    std::map<std::string, double> bytes;
+    double seconds = 0;
+    auto countList = [&](const json &list, double times) {
+      for (const json &inst : list) {
+        std::string op = inst["op"];
+        if (op == "send") {
+          double b = bufferBytes(inst["in"][0]);
+          const std::vector<int64_t> &axes = commAxes[inst["attrs"]["comm"]];
+          ::dtc::cost::Link slowest{1e300, 0};
+          for (int64_t a : axes)
+            if (hw.axes[a].bandwidth < slowest.bandwidth)
+              slowest = hw.axes[a];
+          bytes["send_recv"] += times * b;
+          seconds += times * ::dtc::cost::collectiveTime(::dtc::cost::Collective::SendRecv, 2, b,
+                                                         slowest);
+          continue;
+        }
+        if (!comm.contains(op) || op == "send_recv")
+          continue;
+        const std::vector<int64_t> &axes = commAxes[inst["attrs"]["comm"]];
+        int64_t n = 1;
+        ::dtc::cost::Link slowest{1e300, 0};
+        for (int64_t a : axes) {
+          n *= mesh[a];
+          if (hw.axes[a].bandwidth < slowest.bandwidth)
+            slowest = hw.axes[a];
+        }
+        // Ring formulas count the full tensor: the input of all-reduce and
+        // reduce-scatter, the gathered output of all-gather.
+        double b = op == "all_gather" ? bufferBytes(inst["out"][0]) : bufferBytes(inst["in"][0]);
+        auto kind = collectiveKind(op);
+        bytes[op] += times * ::dtc::cost::bytesPerDevice(kind, n, b);
+        seconds += times * ::dtc::cost::collectiveTime(kind, n, b, slowest);
+      }
+    };
+    countList(program["instructions"], 1);
+    if (program.contains("chunks"))
+      for (const json &chunk : program["chunks"])
+        for (const char *list : {"forward", "backward_input", "backward_weight"})
+          countList(chunk[list], double(microbatches));
+    if (program.contains("finish"))
+      countList(program["finish"], 1);
+    for (const auto &[op, b] : bytes)
+      comm[op] = std::max(comm[op].get<double>(), b);
+    commSeconds = std::max(commSeconds, seconds);
   }
 
   int64_t flops = 0;
-  if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
-    step.walk([&](mlir::dtc::CostOpInterface op) { flops += op.getFlopCount(); });
+  for (func::FuncOp step : mlir::dtc::trainSteps(module))
+    flops = std::max(flops, mlir::dtc::flopsPerStep(step, microbatches));
   double peak = o.precision == "f32" ? hw.peakFlopsF32 : hw.peakFlopsBf16;
-  double computeSeconds = flops / peak;
+  // A pipeline stage idles for the bubble of its schedule (unit costs).
+  double bubble = 0;
+  if (std::optional<::dtc::sched::Schedule> schedule = artifactSchedule(artifact)) {
+    ::dtc::sched::Simulation sim = ::dtc::sched::simulate(*schedule);
+    if (sim.ok)
+      bubble = sim.bubble;
+  }
+  double computeSeconds = flops / peak / (1.0 - bubble);
   double stepSeconds = computeSeconds + commSeconds;
   const json &plan = artifact["plan"];
   return json{
@@ -224,11 +325,12 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
        {{"dp", plan.value("dp", 1)}, {"tp", plan.value("tp", 1)},
         {"pp", plan.value("pp", 1)}, {"sp", o.sp}, {"ep", o.ep},
         {"zero", plan.value("zero", 0)}, {"microbatches", o.microbatches},
-        {"schedule", plan.value("pp", 1) > 1 ? o.schedule : std::string("none")},
+        {"schedule", artifact.contains("pipeline") ? o.schedule : std::string("none")},
+        {"virtual_stages", o.virtualStages},
         {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum}}},
       {"axes", plan.value("axes", json::object())},
       {"memory_bytes", memory},
-      {"bubble_fraction", ::dtc::cost::bubbleFraction(plan.value("pp", 1), o.microbatches)},
+      {"bubble_fraction", bubble},
       {"comm_bytes", comm},
       {"predicted",
        {{"step_time_s", stepSeconds},

@@ -663,44 +663,18 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
               {"instructions", instructions}};
 }
 
-namespace {
-
-/// One entry of a pipeline program's instruction lists.
-struct Item {
-  enum Kind { Op, Recv, Slice, Fill, Accumulate, ReduceRest, Send, Return } kind;
-  Operation *op = nullptr; // Op, ReduceRest (the all-reduce), Return
-  Value value;             // Recv, Slice (the input), Fill / Accumulate / ReduceRest / Send
-  Value source;            // Accumulate: the micro-batch's partial sum
-  int64_t chunk = 0;       // Slice
-  int64_t message = -1, peer = -1; // Recv, Send
-};
-
-int64_t phaseList(StringRef phase) {
-  return llvm::StringSwitch<int64_t>(phase)
-      .Case("forward", 0)
-      .Case("backward_input", 1)
-      .Case("backward_weight", 2)
-      .Default(-1);
-}
-
-} // namespace
-
-FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
-  inPipeline = true;
-  const json &pipe = options.pipeline;
-  const int64_t stages = pipe.value("stages", int64_t(1));
-  const int64_t chunks = pipe.value("virtual_stages", int64_t(1));
-  auto stageAttr = step->getAttrOfType<IntegerAttr>(DtcDialect::kPipelineStageAttr);
-  const int64_t stage = stageAttr ? stageAttr.getInt() : 0;
-  mbAxes = planAxes(module, kMicrobatchAxesKey);
-  SmallVector<int64_t> ppAxes = planAxes(module, "pp");
+/// Pipelines: when each value of a partitioned step function exists (see
+/// ValueScope). Per-micro-batch values are split over, or pending sums
+/// over, the micro-batch axes; a reduction over them is accumulated; a
+/// message says when it travels. Fails on an op that needs the whole batch
+/// inside a micro-batch.
+LogicalResult classifyScopes(func::FuncOp step, ArrayRef<int64_t> mbAxes,
+                             llvm::DenseMap<Value, ValueScope> &scope) {
   Block &body = step.getBody().front();
+  auto isMicroBatchAxis = [&](int64_t a) { return llvm::is_contained(mbAxes, a); };
   auto isMb = [&](ArrayRef<int16_t> axes) {
     return llvm::any_of(axes, [&](int16_t a) { return isMicroBatchAxis(a); });
   };
-
-  // 1. When every value exists.
-  llvm::DenseMap<Value, ValueScope> scope;
   auto shardingHasMb = [&](ShardingAttr attr) {
     if (!attr)
       return false;
@@ -766,6 +740,54 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
     for (Value r : op.getResults())
       scope[r] = s;
   }
+
+  return success();
+}
+
+namespace {
+
+/// One entry of a pipeline program's instruction lists.
+struct Item {
+  enum Kind { Op, Recv, Slice, Fill, Accumulate, ReduceRest, Send, Return } kind;
+  Operation *op = nullptr; // Op, ReduceRest (the all-reduce), Return
+  Value value;             // Recv, Slice (the input), Fill / Accumulate / ReduceRest / Send
+  Value source;            // Accumulate: the micro-batch's partial sum
+  int64_t chunk = 0;       // Slice
+  int64_t message = -1, peer = -1; // Recv, Send
+};
+
+int64_t phaseList(StringRef phase) {
+  return llvm::StringSwitch<int64_t>(phase)
+      .Case("forward", 0)
+      .Case("backward_input", 1)
+      .Case("backward_weight", 2)
+      .Default(-1);
+}
+
+} // namespace
+
+FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
+  inPipeline = true;
+  const json &pipe = options.pipeline;
+  const int64_t stages = pipe.value("stages", int64_t(1));
+  const int64_t chunks = pipe.value("virtual_stages", int64_t(1));
+  auto stageAttr = step->getAttrOfType<IntegerAttr>(DtcDialect::kPipelineStageAttr);
+  const int64_t stage = stageAttr ? stageAttr.getInt() : 0;
+  mbAxes = planAxes(module, kMicrobatchAxesKey);
+  SmallVector<int64_t> ppAxes = planAxes(module, "pp");
+  Block &body = step.getBody().front();
+  auto isMb = [&](ArrayRef<int16_t> axes) {
+    return llvm::any_of(axes, [&](int16_t a) { return isMicroBatchAxis(a); });
+  };
+
+  // 1. When every value exists.
+  llvm::DenseMap<Value, ValueScope> scope;
+  if (failed(classifyScopes(step, mbAxes, scope)))
+    return failure();
+  auto isMbReduce = [&](Operation *op) {
+    auto reduce = dyn_cast<shard::AllReduceOp>(op);
+    return reduce && isMb(reduce.getGridAxes());
+  };
 
   // 2. Which list each op runs in: 0 before the micro-batches, 1 + 3c + p
   //    for phase p of chunk c per micro-batch, 1 + 3v after them.
@@ -1278,4 +1300,20 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
     body["pipeline"] = pipeline;
   }
   return body;
+}
+
+int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches) {
+  auto module = step->getParentOfType<ModuleOp>();
+  SmallVector<int64_t> mbAxes = planAxes(module, kMicrobatchAxesKey);
+  llvm::DenseMap<Value, ValueScope> scope;
+  bool perMicroBatch = !mbAxes.empty() && succeeded(classifyScopes(step, mbAxes, scope));
+  int64_t flops = 0;
+  step.walk([&](CostOpInterface op) {
+    int64_t times = perMicroBatch && op->getNumResults() &&
+                            scope.lookup(op->getResult(0)) == ValueScope::MicroBatch
+                        ? microbatches
+                        : 1;
+    flops += op.getFlopCount() * times;
+  });
+  return flops;
 }

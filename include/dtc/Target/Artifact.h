@@ -9,6 +9,7 @@
 #ifndef DTC_TARGET_ARTIFACT_H
 #define DTC_TARGET_ARTIFACT_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include <nlohmann/json.hpp>
 #include <string>
@@ -32,6 +33,10 @@ struct ArtifactOptions {
 /// Builds the artifact body. Errors are emitted as diagnostics on the module.
 FailureOr<nlohmann::json> buildArtifact(ModuleOp module,
                                         const ArtifactOptions &options);
+
+/// Flops one device computes per step in a partitioned step function: what
+/// runs per micro-batch counts `microbatches` times.
+int64_t flopsPerStep(func::FuncOp step, int64_t microbatches);
 
 } // namespace mlir::dtc
 

@@ -65,6 +65,12 @@ struct LocalRunStats {
   /// collective kind ("all_reduce", ...) -> calls / data bytes in ONE step
   std::map<std::string, uint64_t> collectiveCallsPerStep;
   std::map<std::string, uint64_t> collectiveBytesPerStep;
+  /// Per rank, as its allocator saw them: the pipeline stage it runs (-1
+  /// without a pipeline), the most activation bytes live at once, and the
+  /// most micro-batches in flight.
+  std::vector<int> stageOfRank;
+  std::vector<uint64_t> activationPeakBytes;
+  std::vector<int> microbatchesPeak;
 };
 
 class LocalRunner {
