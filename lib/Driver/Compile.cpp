@@ -120,6 +120,12 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
                 " needs --schedule interleaved");
     return false;
   }
+  if (o.virtualStages > 1 && (o.autoPlan || o.pp < 2)) {
+    errors.flag("--virtual-stages " + std::to_string(o.virtualStages) +
+                " interleaves model chunks over pipeline stages; it needs --strategy pp=P "
+                "with P > 1");
+    return false;
+  }
   return true;
 }
 

@@ -13,7 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <map>
+#include <tuple>
 #include <iostream>
 #include <string>
 
@@ -92,6 +95,57 @@ TEST(Pipeline, ActivationMemoryGPipeHoldsEveryMicrobatch1F1BAtMostTheStages) {
     for (size_t i = 0; i < gpipe.losses.size(); ++i) {
       EXPECT_NEAR(gpipe.losses[i], oneF.losses[i], 1e-6 * std::abs(oneF.losses[i]));
       EXPECT_NEAR(zb.losses[i], oneF.losses[i], 1e-6 * std::abs(oneF.losses[i]));
+    }
+  }
+}
+
+// The gradients themselves (the `none` optimizer returns them): summed over
+// micro-batches and across the stages holding the tied embedding, they are
+// one device's.
+TEST(Pipeline, GradientsEqualOneDevice) {
+  std::string model = generate("gpt --layers 4 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 8");
+  ASSERT_FALSE(model.empty());
+  auto gradients = [&](int stages, int microbatches, const std::string &schedule) {
+    dtc::CompileOptions o;
+    o.optimizer = "none";
+    o.mesh = {stages};
+    o.autoPlan = false;
+    o.dp = 1;
+    o.pp = stages;
+    o.microbatches = microbatches;
+    o.schedule = schedule;
+    nlohmann::json artifact;
+    std::string error;
+    std::map<std::string, std::vector<float>> out;
+    EXPECT_TRUE(dtc::compileToArtifact(model, "gpt.mlir", o, artifact, error)) << error;
+    auto run = dtc::rt::LocalRunner::loadJson(artifact, "gpt", error);
+    EXPECT_TRUE(run) << error;
+    if (!run)
+      return out;
+    EXPECT_TRUE(run->initialize(9, error)) << error;
+    EXPECT_TRUE(run->fillSyntheticInputs(0, error)) << error;
+    EXPECT_TRUE(run->runStep(error)) << error;
+    for (const std::string &param : run->tensorNames("param"))
+      EXPECT_TRUE(run->getTensor(param + ":grad", out[param], error)) << error;
+    return out;
+  };
+  auto reference = gradients(1, 1, "1f1b");
+  ASSERT_EQ(reference.size(), 44u); // wte, wpe, 10 per block, ln_f weight and bias
+  for (auto [stages, microbatches, schedule] :
+       {std::tuple{1, 4, "1f1b"}, std::tuple{2, 4, "zb"}, std::tuple{4, 2, "gpipe"}}) {
+    SCOPED_TRACE(std::to_string(stages) + " stages, " + std::to_string(microbatches) +
+                 " micro-batches, " + schedule);
+    auto got = gradients(stages, microbatches, schedule);
+    ASSERT_EQ(got.size(), reference.size());
+    for (const auto &[name, want] : reference) {
+      const std::vector<float> &g = got[name];
+      ASSERT_EQ(g.size(), want.size()) << name;
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < g.size(); ++i) {
+        diff += (double(g[i]) - want[i]) * (double(g[i]) - want[i]);
+        norm += double(want[i]) * want[i];
+      }
+      EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-9) << name;
     }
   }
 }
