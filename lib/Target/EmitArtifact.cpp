@@ -202,9 +202,15 @@ FailureOr<int> Emitter::allocate(Value value, StringRef category) {
   // slots, apart from what one copy serves.
   int chunk = -1;
   std::string key = category.str();
-  if (auto it = pools.find(value); it != pools.end() && it->second.first == Pool::MicroBatch) {
-    chunk = it->second.second;
-    key += "@chunk" + std::to_string(chunk);
+  if (auto it = pools.find(value); it != pools.end()) {
+    // A micro-batch's share of a gradient is working memory; the gradient
+    // is its sum over the micro-batches.
+    category = "activation";
+    key = category.str();
+    if (it->second.first == Pool::MicroBatch) {
+      chunk = it->second.second;
+      key += "@chunk" + std::to_string(chunk);
+    }
   }
   // Best fit among free slots of this category; else grow the largest free
   // one (cheaper than a new slot); else a new slot.
