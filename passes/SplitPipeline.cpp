@@ -34,7 +34,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include <limits>
 #include <map>
@@ -109,7 +108,6 @@ bool usesAny(const TensorSharding &s, ArrayRef<int64_t> axes) {
 }
 
 struct Splitter {
-  ModuleOp module;
   func::FuncOp step;
   StringRef grid;
   SmallVector<int64_t> gridShape, mbAxes;
@@ -126,15 +124,12 @@ struct Splitter {
   struct Device {
     func::FuncOp func;
     Block *body = nullptr;
-    IRMapping mapping; // global values -> this stage's (same virtual stage only)
+    IRMapping mapping; // global values -> this stage's
     llvm::DenseMap<Operation *, Value> constants;
     llvm::DenseMap<unsigned, unsigned> argOf; // global arg -> local arg
     SmallVector<DictionaryAttr> argAttrs;
     SmallVector<Value> results;
     SmallVector<DictionaryAttr> resultAttrs;
-    // Values of this device per virtual stage (a value is visible to ops
-    // of the virtual stage that computed it).
-    llvm::DenseMap<Value, int64_t> vstageOfLocal;
   };
   std::vector<Device> devices;
   // (global value, consuming virtual stage) -> its recv argument there.
@@ -471,7 +466,6 @@ struct SplitPipelinePass : impl::SplitPipelineBase<SplitPipelinePass> {
     if (failed(shape))
       return signalPassFailure();
     Splitter splitter;
-    splitter.module = module;
     splitter.step = step;
     splitter.grid = gridRef.getValue();
     splitter.gridShape = *shape;

@@ -157,7 +157,6 @@ private:
   SmallVector<int64_t> mbAxes;
   /// Pool of each value (absent: Step) and, for MicroBatch, its chunk.
   llvm::DenseMap<Value, std::pair<Pool, int>> pools;
-  bool inPipeline = false;
   bool isMicroBatchAxis(int64_t axis) const { return llvm::is_contained(mbAxes, axis); }
   /// Declares a global tensor unless another program already did.
   void declareTensor(const json &tensor) {
@@ -773,7 +772,6 @@ int64_t phaseList(StringRef phase) {
 } // namespace
 
 FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
-  inPipeline = true;
   const json &pipe = options.pipeline;
   const int64_t stages = pipe.value("stages", int64_t(1));
   const int64_t chunks = pipe.value("virtual_stages", int64_t(1));
