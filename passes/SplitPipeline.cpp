@@ -151,7 +151,7 @@ LogicalResult Splitter::planShardings() {
   for (BlockArgument arg : step.getArguments()) {
     TensorSharding s = TensorSharding::replicated(typeOf(arg).getRank());
     if (auto attr = step.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), DtcDialect::kShardingAttr))
-      s = TensorSharding::fromAttr(attr);
+      s = fromShardingAttr(attr);
     planned[arg] = s;
     scope[arg] = usesAny(s, mbAxes) ? Scope::MicroBatch : Scope::Step;
   }
@@ -175,7 +175,7 @@ LogicalResult Splitter::planShardings() {
       factors = *read;
     }
     for (auto [idx, result] : llvm::enumerate(op.getResults())) {
-      TensorSharding s = factors ? resultSharding(*rule, *factors, idx)
+      TensorSharding s = factors ? resultSharding(*rule, *factors, idx, gridShape)
                                  : TensorSharding::replicated(typeOf(result).getRank());
       planned[result] = s;
       scope[result] = usesAny(s, mbAxes) ? Scope::MicroBatch : fromOperands;
@@ -254,7 +254,7 @@ FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage, Val
         b.getNamedAttr(DtcDialect::kMessageAttr, b.getI64IntegerAttr(id)),
         b.getNamedAttr(DtcDialect::kPeerAttr, b.getI64IntegerAttr(peer)),
         b.getNamedAttr(DtcDialect::kStageAttr, b.getI64IntegerAttr(stageAttr)),
-        b.getNamedAttr(DtcDialect::kShardingAttr, sharding.toAttr(ctx, grid)),
+        b.getNamedAttr(DtcDialect::kShardingAttr, toShardingAttr(sharding, ctx, grid)),
         b.getNamedAttr(DtcDialect::kPhaseAttr, b.getStringAttr(phase)),
         b.getNamedAttr(DtcDialect::kScopeAttr, b.getStringAttr(when))};
   };

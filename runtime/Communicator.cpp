@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <climits>
 #include <condition_variable>
-#include <deque>
-#include <tuple>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
+#include <deque>
 
 namespace dtc::rt {
 
@@ -17,8 +17,8 @@ World::~World() = default;
 
 namespace {
 
-/// Copies a received message out, checking its size.
-void takeMessage(const std::string &message, void *buf, size_t bytes, int tag) {
+/// A received message copied out, after checking its size.
+void deliver(const std::string &message, void *buf, size_t bytes, int tag) {
   if (message.size() != bytes)
     throw Error("message with tag " + std::to_string(tag) + " has " +
                 std::to_string(message.size()) + " bytes, the receiver expects " +
@@ -26,35 +26,139 @@ void takeMessage(const std::string &message, void *buf, size_t bytes, int tag) {
   std::memcpy(buf, message.data(), bytes);
 }
 
-template <class T>
-void reduceTyped(const std::vector<const char *> &srcs, size_t offset, T *dst,
-                 size_t count, ReduceOp op) {
-  const size_t n = srcs.size();
-  for (size_t i = 0; i < count; ++i) {
-    T acc = reinterpret_cast<const T *>(srcs[0])[offset + i];
-    for (size_t j = 1; j < n; ++j) {
-      const T v = reinterpret_cast<const T *>(srcs[j])[offset + i];
-      switch (op) {
-      case ReduceOp::Sum:
-      case ReduceOp::Average: acc = acc + v; break;
-      case ReduceOp::Max: acc = v > acc ? v : acc; break;
-      case ReduceOp::Min: acc = v < acc ? v : acc; break;
-      }
-    }
-    if (op == ReduceOp::Average) acc = T(acc / T(n));
-    dst[i] = acc;
+template <class T> void combine(T *acc, const T *x, size_t count, ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+  case ReduceOp::Average:
+    for (size_t i = 0; i < count; ++i) acc[i] = acc[i] + x[i];
+    break;
+  case ReduceOp::Max:
+    for (size_t i = 0; i < count; ++i) acc[i] = x[i] > acc[i] ? x[i] : acc[i];
+    break;
+  case ReduceOp::Min:
+    for (size_t i = 0; i < count; ++i) acc[i] = x[i] < acc[i] ? x[i] : acc[i];
+    break;
   }
 }
 
-/// dst[0..count) = reduction over srcs of element offset+i.
-void reduceBuffers(const std::vector<const char *> &srcs, size_t offset, void *dst,
-                   size_t count, DType dtype, ReduceOp op) {
+/// acc[i] = acc[i] op x[i].
+void combineBuffers(void *acc, const void *x, size_t count, DType dtype, ReduceOp op) {
   switch (dtype) {
-  case DType::F32: reduceTyped(srcs, offset, static_cast<float *>(dst), count, op); break;
-  case DType::I32: reduceTyped(srcs, offset, static_cast<int32_t *>(dst), count, op); break;
-  case DType::I64: reduceTyped(srcs, offset, static_cast<int64_t *>(dst), count, op); break;
+  case DType::F32: combine(static_cast<float *>(acc), static_cast<const float *>(x), count, op); break;
+  case DType::I32: combine(static_cast<int32_t *>(acc), static_cast<const int32_t *>(x), count, op); break;
+  case DType::I64: combine(static_cast<int64_t *>(acc), static_cast<const int64_t *>(x), count, op); break;
   }
 }
+
+void divideFloats(void *buf, size_t count, DType dtype, int n) {
+  if (dtype != DType::F32) return;
+  float *f = static_cast<float *>(buf);
+  for (size_t i = 0; i < count; ++i) f[i] /= float(n);
+}
+
+} // namespace
+
+void Communicator::send(const void *buf, size_t bytes, int peer, int tag) {
+  if (peer < 0 || peer >= size())
+    throw Error("peer " + std::to_string(peer) + " is not a member of a " +
+                std::to_string(size()) + "-rank communicator");
+  postMessage(buf, bytes, peer, tag);
+  sent_ += bytes;
+}
+
+void Communicator::recv(void *buf, size_t bytes, int peer, int tag) {
+  if (peer < 0 || peer >= size())
+    throw Error("peer " + std::to_string(peer) + " is not a member of a " +
+                std::to_string(size()) + "-rank communicator");
+  takeMessage(buf, bytes, peer, tag);
+  received_ += bytes;
+}
+
+void Communicator::exchange(const void *send, size_t sendBytes, int dst, void *recv,
+                            size_t recvBytes, int src) {
+  sendRecv(send, sendBytes, dst, recv, recvBytes, src);
+  sent_ += sendBytes;
+  received_ += recvBytes;
+}
+
+char *Communicator::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void Communicator::allReduce(const void *in, void *out, size_t count, DType dtype,
+                             ReduceOp op) {
+  const size_t elem = dtypeSize(dtype);
+  if (in != out) std::memcpy(out, in, count * elem);
+  const int n = size(), r = rank();
+  if (n == 1) return;
+  const size_t base = count / size_t(n), extra = count % size_t(n);
+  auto offset = [&](int j) { return size_t(j) * base + std::min(size_t(j), extra); };
+  auto length = [&](int j) { return base + (size_t(j) < extra ? 1 : 0); };
+  auto at = [&](int j) { return static_cast<char *>(out) + offset(j) * elem; };
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  char *tmp = scratch((base + 1) * elem);
+  // Reduce-scatter: after n-1 steps this member holds chunk r+1 reduced.
+  for (int s = 0; s < n - 1; ++s) {
+    const int send = (r - s + n) % n, recv = (r - s - 1 + 2 * n) % n;
+    exchange(at(send), length(send) * elem, right, tmp, length(recv) * elem, left);
+    combineBuffers(at(recv), tmp, length(recv), dtype, op);
+  }
+  // All-gather of the reduced chunks.
+  for (int s = 0; s < n - 1; ++s) {
+    const int send = (r + 1 - s + n) % n, recv = (r - s + n) % n;
+    exchange(at(send), length(send) * elem, right, at(recv), length(recv) * elem, left);
+  }
+  if (op == ReduceOp::Average) divideFloats(out, count, dtype, n);
+}
+
+void Communicator::allGather(const void *in, void *out, size_t bytes) {
+  const int n = size(), r = rank();
+  char *o = static_cast<char *>(out);
+  if (o + size_t(r) * bytes != in) std::memcpy(o + size_t(r) * bytes, in, bytes);
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  for (int s = 0; s < n - 1; ++s) {
+    const int send = (r - s + n) % n, recv = (r - s - 1 + 2 * n) % n;
+    exchange(o + size_t(send) * bytes, bytes, right, o + size_t(recv) * bytes, bytes, left);
+  }
+}
+
+void Communicator::reduceScatter(const void *in, void *out, size_t count, DType dtype,
+                                 ReduceOp op) {
+  const size_t elem = dtypeSize(dtype), bytes = count * elem;
+  const int n = size(), r = rank();
+  const char *pieces = static_cast<const char *>(in);
+  if (n == 1) {
+    if (in != out) std::memcpy(out, in, bytes);
+    return;
+  }
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  char *acc = scratch(2 * bytes), *recv = acc + bytes;
+  // Step s sends the partial sum of piece r-s-1 and receives piece r-s-2's,
+  // adding this member's own piece; after n-1 steps piece r is complete.
+  std::memcpy(acc, pieces + size_t((r - 1 + n) % n) * bytes, bytes);
+  for (int s = 0; s < n - 1; ++s) {
+    const int next = (r - s - 2 + 2 * n) % n;
+    exchange(acc, bytes, right, recv, bytes, left);
+    std::memcpy(acc, pieces + size_t(next) * bytes, bytes);
+    combineBuffers(acc, recv, count, dtype, op);
+  }
+  std::memcpy(out, acc, bytes);
+  if (op == ReduceOp::Average) divideFloats(out, count, dtype, n);
+}
+
+void Communicator::allToAll(const void *in, void *out, size_t bytes) {
+  const int n = size(), r = rank();
+  const char *i = static_cast<const char *>(in);
+  char *o = static_cast<char *>(out);
+  std::memcpy(o + size_t(r) * bytes, i + size_t(r) * bytes, bytes);
+  for (int s = 1; s < n; ++s) {
+    const int dst = (r + s) % n, src = (r - s + n) % n;
+    exchange(i + size_t(dst) * bytes, bytes, dst, o + size_t(src) * bytes, bytes, src);
+  }
+}
+
+namespace {
 
 // ---- one rank ------------------------------------------------------------------
 
@@ -62,30 +166,23 @@ class SelfComm final : public Communicator {
 public:
   int size() const override { return 1; }
   int rank() const override { return 0; }
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp) override {
-    if (in != out) std::memcpy(out, in, count * dtypeSize(dtype));
-  }
-  void allGather(const void *in, void *out, size_t bytes) override {
-    if (in != out) std::memcpy(out, in, bytes);
-  }
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp) override {
-    if (in != out) std::memcpy(out, in, count * dtypeSize(dtype));
-  }
-  void allToAll(const void *in, void *out, size_t bytes) override {
-    if (in != out) std::memcpy(out, in, bytes);
-  }
   void broadcast(void *, size_t, int) override {}
   std::vector<std::string> gather(const std::string &mine, int) override { return {mine}; }
   void barrier() override {}
-  void send(const void *buf, size_t bytes, int, int tag) override {
+
+protected:
+  void sendRecv(const void *send, size_t sendBytes, int, void *recv, size_t, int) override {
+    std::memcpy(recv, send, sendBytes);
+  }
+  void postMessage(const void *buf, size_t bytes, int, int tag) override {
     mailbox_[tag].emplace_back(static_cast<const char *>(buf), bytes);
   }
-  void recv(void *buf, size_t bytes, int, int tag) override {
+  void takeMessage(void *buf, size_t bytes, int, int tag) override {
     auto it = mailbox_.find(tag);
     if (it == mailbox_.end() || it->second.empty())
       throw Error("a receive (tag " + std::to_string(tag) +
                   ") with no message sent before it on a one-rank communicator");
-    takeMessage(it->second.front(), buf, bytes, tag);
+    deliver(it->second.front(), buf, bytes, tag);
     it->second.pop_front();
   }
 
@@ -120,6 +217,8 @@ struct Group {
   uint64_t generation = 0;
   std::vector<const void *> in;
   std::vector<void *> out;
+  std::vector<size_t> sizes; // sendRecv: bytes each member sends
+  std::vector<int> dsts;     // sendRecv: to which member
   std::vector<const std::string *> strs;
   std::vector<std::pair<int, int>> splitArgs; // world group only: (color, key)
 };
@@ -160,38 +259,6 @@ public:
   int size() const override { return int(g_->members.size()); }
   int rank() const override { return idx_; }
 
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op) override {
-    post(in, out);
-    std::vector<char> tmp(count * dtypeSize(dtype));
-    reduceBuffers(inputs(), 0, tmp.data(), count, dtype, op);
-    s_->barrier(*g_);
-    std::memcpy(out, tmp.data(), tmp.size());
-    s_->barrier(*g_);
-  }
-  void allGather(const void *in, void *out, size_t bytes) override {
-    post(in, out);
-    for (size_t j = 0; j < g_->members.size(); ++j)
-      std::memcpy(static_cast<char *>(out) + j * bytes, g_->in[j], bytes);
-    s_->barrier(*g_);
-  }
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op) override {
-    post(in, out);
-    std::vector<char> tmp(count * dtypeSize(dtype));
-    reduceBuffers(inputs(), size_t(idx_) * count, tmp.data(), count, dtype, op);
-    s_->barrier(*g_);
-    std::memcpy(out, tmp.data(), tmp.size());
-    s_->barrier(*g_);
-  }
-  void allToAll(const void *in, void *out, size_t bytes) override {
-    post(in, out);
-    std::vector<char> tmp(bytes * g_->members.size());
-    for (size_t j = 0; j < g_->members.size(); ++j)
-      std::memcpy(tmp.data() + j * bytes,
-                  static_cast<const char *>(g_->in[j]) + size_t(idx_) * bytes, bytes);
-    s_->barrier(*g_);
-    std::memcpy(out, tmp.data(), tmp.size());
-    s_->barrier(*g_);
-  }
   void broadcast(void *buf, size_t bytes, int root) override {
     post(buf, buf);
     if (idx_ != root) std::memcpy(buf, g_->in[size_t(root)], bytes);
@@ -210,15 +277,30 @@ public:
     return r;
   }
   void barrier() override { s_->barrier(*g_); }
-  void send(const void *buf, size_t bytes, int peer, int tag) override {
-    checkPeer(peer);
+
+protected:
+  void sendRecv(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
+                int src) override {
+    {
+      std::lock_guard<std::mutex> lock(s_->mu);
+      g_->in[size_t(idx_)] = send;
+      g_->sizes[size_t(idx_)] = sendBytes;
+      g_->dsts[size_t(idx_)] = dst;
+    }
+    s_->barrier(*g_);
+    if (g_->dsts[size_t(src)] != idx_ || g_->sizes[size_t(src)] != recvBytes)
+      throw Error("internal error: mismatched sendRecv between group members " +
+                  std::to_string(src) + " and " + std::to_string(idx_));
+    std::memcpy(recv, g_->in[size_t(src)], recvBytes);
+    s_->barrier(*g_);
+  }
+  void postMessage(const void *buf, size_t bytes, int peer, int tag) override {
     std::lock_guard<std::mutex> lock(s_->mu);
     if (s_->aborted) throw Error(s_->why);
     s_->mailboxes[{g_.get(), idx_, peer, tag}].emplace_back(static_cast<const char *>(buf), bytes);
     s_->cv.notify_all();
   }
-  void recv(void *buf, size_t bytes, int peer, int tag) override {
-    checkPeer(peer);
+  void takeMessage(void *buf, size_t bytes, int peer, int tag) override {
     std::unique_lock<std::mutex> lock(s_->mu);
     auto &box = s_->mailboxes[{g_.get(), peer, idx_, tag}];
     s_->cv.wait(lock, [&] { return !box.empty() || s_->aborted; });
@@ -226,15 +308,10 @@ public:
     std::string message = std::move(box.front());
     box.pop_front();
     lock.unlock();
-    takeMessage(message, buf, bytes, tag);
+    deliver(message, buf, bytes, tag);
   }
 
 private:
-  void checkPeer(int peer) const {
-    if (peer < 0 || peer >= int(g_->members.size()))
-      throw Error("peer " + std::to_string(peer) + " is not a member of a " +
-                  std::to_string(g_->members.size()) + "-rank communicator");
-  }
   void post(const void *in, void *out) {
     {
       std::lock_guard<std::mutex> lock(s_->mu);
@@ -242,11 +319,6 @@ private:
       g_->out[size_t(idx_)] = out;
     }
     s_->barrier(*g_);
-  }
-  std::vector<const char *> inputs() const {
-    std::vector<const char *> v;
-    for (const void *p : g_->in) v.push_back(static_cast<const char *>(p));
-    return v;
   }
   std::shared_ptr<ThreadWorld::Shared> s_;
   std::shared_ptr<Group> g_;
@@ -258,6 +330,8 @@ std::shared_ptr<Group> makeGroup(std::vector<int> members) {
   g->members = std::move(members);
   g->in.assign(g->members.size(), nullptr);
   g->out.assign(g->members.size(), nullptr);
+  g->sizes.assign(g->members.size(), 0);
+  g->dsts.assign(g->members.size(), -1);
   g->strs.assign(g->members.size(), nullptr);
   g->splitArgs.assign(g->members.size(), {0, 0});
   return g;

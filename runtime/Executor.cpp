@@ -14,13 +14,67 @@ struct RankExecutor::Prepared {
   const InstrDecl *decl = nullptr;
   kernels::RunFn fn = nullptr;
   kernels::KernelArgs args;
-  // collectives, send and recv
+  // collectives
   Communicator *comm = nullptr;
-  uint64_t dataBytes = 0, wireBytes = 0;
+  uint64_t dataBytes = 0;
+  // shard_offset: this rank's value, from its mesh coordinates
+  bool isShardOffset = false;
+  int64_t shardOffset = 0;
   // Pipelines: operands in a micro-batch slot (output?, operand, slot),
   // pointed at the running micro-batch's copy before every run.
   std::vector<std::tuple<bool, int, int>> perMicroBatch;
 };
+
+namespace {
+/// Bytes of packing an axis-wise collective needs beyond its buffers.
+size_t stagingFor(const InstrDecl &ins, const kernels::TensorArg &in,
+                  const kernels::TensorArg &out) {
+  auto outerOf = [](const Shape &s, int axis) {
+    int64_t outer = 1;
+    for (int i = 0; i < axis; ++i) outer *= s[size_t(i)];
+    return outer;
+  };
+  const size_t elem = dtypeSize(in.dtype);
+  switch (ins.coll) {
+  case CollKind::AllGather:
+    return outerOf(out.shape, ins.axis) == 1 ? 0 : size_t(out.numel) * elem;
+  case CollKind::ReduceScatter:
+    return outerOf(in.shape, ins.axis) == 1 ? 0 : size_t(in.numel) * elem;
+  case CollKind::AllToAll:
+    return 2 * size_t(in.numel) * elem;
+  default:
+    return 0;
+  }
+}
+constexpr int kStaging = kNumMemCategories; // allocation category of staging
+} // namespace
+
+char *RankExecutor::allocate(size_t bytes, int category) {
+  const size_t size = (bytes + 63) / 64 * 64 + 64;
+  void *mem = std::aligned_alloc(64, size);
+  if (!mem)
+    throw Error(a_.label + ": cannot allocate " + std::to_string(bytes) + " bytes for " +
+                (category == kStaging ? std::string("collective staging")
+                                      : std::string("a ") + memCategoryName(MemCategory(category)) +
+                                            " slot"));
+  std::memset(mem, 0, size);
+  allocations_.push_back(static_cast<char *>(mem));
+  // Nothing is freed before the executor goes: current == high-water.
+  if (category == kStaging)
+    stagingAllocated_ += size;
+  else
+    stats_.memoryBytes[category] += size;
+  return static_cast<char *>(mem);
+}
+
+const ExecStats &RankExecutor::stats() const {
+  // The communicators' ring scratch grows on demand: add its high-water.
+  stats_.stagingBytes = stagingAllocated_;
+  for (const auto &c : comms_) stats_.stagingBytes += c->scratchBytes();
+  stats_.totalMemoryBytes = stats_.stagingBytes;
+  for (uint64_t bytes : stats_.memoryBytes) stats_.totalMemoryBytes += bytes;
+  return stats_;
+}
 
 RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &backend)
     : a_(a), world_(world) {
@@ -39,13 +93,13 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     throw Error("unknown backend '" + backend + "' (expected cpu or cuda)");
 
   const ProgramDecl &p = program();
-  // One-copy slots now; micro-batch slots when a micro-batch needs them.
+  // One-copy slots now; a chunk's micro-batch slots when a micro-batch
+  // needs them.
   chunkSlots_.assign(p.chunks.size(), {});
   indexInChunk_.assign(p.slots.size(), -1);
   stats_.microbatchBytes.assign(p.chunks.size(), 0);
   for (size_t i = 0; i < p.slots.size(); ++i) {
     const SlotDecl &s = p.slots[i];
-    const size_t bytes = size_t((s.bytes + 63) / 64 * 64) + 64;
     if (s.chunk >= 0) {
       indexInChunk_[i] = int(chunkSlots_[size_t(s.chunk)].size());
       chunkSlots_[size_t(s.chunk)].push_back(int(i));
@@ -53,27 +107,21 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
       slotMem_.push_back(nullptr);
       continue;
     }
-    void *mem = std::aligned_alloc(64, bytes);
-    if (!mem)
-      throw Error(a.label + ": cannot allocate " + std::to_string(s.bytes) +
-                  " bytes for a " + memCategoryName(s.category) + " slot");
-    std::memset(mem, 0, bytes);
-    slotMem_.push_back(static_cast<char *>(mem));
-    stats_.memoryBytes[int(s.category)] += s.bytes;
-    stats_.totalMemoryBytes += s.bytes;
+    slotMem_.push_back(allocate(size_t(s.bytes), int(s.category)));
     if (s.category == MemCategory::Activation) liveActivationBytes_ += s.bytes;
   }
   stats_.activationPeakBytes = liveActivationBytes_;
   spare_.assign(p.chunks.size(), {});
   for (const BufferDecl &b : p.buffers) bufPtr_.push_back(slotMem_[size_t(b.slot)]);
 
-  const uint64_t M = a.pipeline.present ? uint64_t(a.pipeline.microbatches) : 1;
-  instrs_ = prepare(p.instructions, -1, 1);
+  stats_.perStepByComm.assign(a.comms.size(), {});
+  instrs_ = prepare(p.instructions, -1);
   for (size_t c = 0; c < p.chunks.size(); ++c)
-    chunkLists_.push_back({prepare(p.chunks[c].forward, int(c), M),
-                           prepare(p.chunks[c].backwardInput, int(c), M),
-                           prepare(p.chunks[c].backwardWeight, int(c), M)});
-  finish_ = prepare(p.finish, -1, 1);
+    chunkLists_.push_back({prepare(p.chunks[c].forward, int(c)),
+                           prepare(p.chunks[c].backwardInput, int(c)),
+                           prepare(p.chunks[c].backwardWeight, int(c))});
+  finish_ = prepare(p.finish, -1);
+  if (stagingSize_ > 0) staging_ = allocate(stagingSize_, kStaging);
 
   for (const ConstantDecl &c : p.constants) {
     const BufferDecl &b = p.buffers[size_t(c.buffer)];
@@ -93,8 +141,7 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
   }
 }
 
-RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int chunk,
-                                         uint64_t repeats) {
+RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int chunk) {
   const ProgramDecl &p = program();
   List out;
   for (const InstrDecl &ins : list) {
@@ -121,28 +168,21 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
     pr.args.attrs = &ins.attrs;
     if (ins.pipe == PipeOp::Send || ins.pipe == PipeOp::Recv) {
       pr.comm = comms_[size_t(ins.comm)].get();
-      if (ins.pipe == PipeOp::Send) {
-        pr.dataBytes = p.buffers[size_t(ins.in[0])].bytes();
-        stats_.sendsPerStep.calls += repeats;
-        stats_.sendsPerStep.bytes += repeats * pr.dataBytes;
-        stats_.sendsPerStep.wireBytes += repeats * pr.dataBytes;
-      }
+      pr.dataBytes = p.buffers[size_t(ins.pipe == PipeOp::Send ? ins.in[0] : ins.out[0])].bytes();
     } else if (ins.pipe != PipeOp::None) {
       // fill, accumulate, microbatch_slice: the executor runs them itself
     } else if (ins.isCollective) {
       pr.comm = comms_[size_t(ins.comm)].get();
-      const uint64_t n = uint64_t(pr.comm->size());
       const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
                      outB = p.buffers[size_t(ins.out[0])].bytes();
       pr.dataBytes = inB > outB ? inB : outB;
-      switch (ins.coll) {
-      case CollKind::AllReduce: pr.wireBytes = 2 * (n - 1) * pr.dataBytes / n; break;
-      case CollKind::AllSlice: pr.wireBytes = 0; break;
-      default: pr.wireBytes = (n - 1) * pr.dataBytes / n; break;
-      }
-      stats_.perStep[int(ins.coll)].calls += repeats;
-      stats_.perStep[int(ins.coll)].bytes += repeats * pr.dataBytes;
-      stats_.perStep[int(ins.coll)].wireBytes += repeats * pr.wireBytes;
+      stagingSize_ = std::max(stagingSize_, stagingFor(ins, pr.args.in[0], pr.args.out[0]));
+    } else if (ins.op == "shard_offset") {
+      // The rank's index over grid_axes times piece_size (docs/kernels.md).
+      std::vector<int> axes;
+      for (int64_t ax : kernels::attrInts(ins.attrs, "grid_axes")) axes.push_back(int(ax));
+      pr.isShardOffset = true;
+      pr.shardOffset = a_.mesh.groupIndex(coords_, axes) * kernels::attrInt(ins.attrs, "piece_size");
     } else {
       pr.fn = kernels::cpu::findKernel(ins.op);
       if (!pr.fn)
@@ -154,20 +194,14 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
 }
 
 RankExecutor::~RankExecutor() {
-  for (char *m : slotMem_) std::free(m);
-  for (auto &[key, copy] : live_)
-    for (char *m : copy) std::free(m);
-  for (auto &chunk : spare_)
-    for (auto &copy : chunk)
-      for (char *m : copy) std::free(m);
+  for (char *m : allocations_) std::free(m);
 }
-
 
 bool RankExecutor::holds(int t) const { return a_.bufferOf(prog_, t) >= 0; }
 
 Piece RankExecutor::pieceFor(int t, int64_t r) const {
   const TensorDecl &d = a_.tensors[size_t(t)];
-  return pieceOf(a_.mesh, d.sharding, d.shape, a_.mesh.coords(r));
+  return pieceOf(a_.mesh, d.sharding, d.shape, a_.mesh.coords(r), d.pieces);
 }
 
 LocalTensor RankExecutor::tensor(int t) {
@@ -271,11 +305,11 @@ void RankExecutor::runCollective(Prepared &p) {
       c.allGather(in.data, out.data, inBytes);
       break;
     }
-    std::vector<char> tmp(outBytes);
-    c.allGather(in.data, tmp.data(), inBytes);
+    char *tmp = staging_;
+    c.allGather(in.data, tmp, inBytes);
     const int64_t q = in.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
-      insertAxis(tmp.data() + size_t(j) * inBytes, ob, j * q, q, dst);
+      insertAxis(tmp + size_t(j) * inBytes, ob, j * q, q, dst);
     break;
   }
   case CollKind::ReduceScatter: {
@@ -284,11 +318,11 @@ void RankExecutor::runCollective(Prepared &p) {
       c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype, ins.reduce);
       break;
     }
-    std::vector<char> tmp(inBytes);
+    char *tmp = staging_;
     const int64_t q = out.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
-      extractAxis(src, ib, j * q, q, tmp.data() + size_t(j) * outBytes);
-    c.reduceScatter(tmp.data(), out.data, size_t(out.numel), in.dtype, ins.reduce);
+      extractAxis(src, ib, j * q, q, tmp + size_t(j) * outBytes);
+    c.reduceScatter(tmp, out.data, size_t(out.numel), in.dtype, ins.reduce);
     break;
   }
   case CollKind::AllSlice: {
@@ -301,10 +335,10 @@ void RankExecutor::runCollective(Prepared &p) {
     const AxisBlocks sb = blocks(in.shape, ins.splitAxis, elem);
     const int64_t q = in.shape[size_t(ins.splitAxis)] / n;
     const size_t pieceBytes = inBytes / size_t(n);
-    std::vector<char> send(inBytes), recv(inBytes);
+    char *send = staging_, *recv = staging_ + inBytes;
     for (int64_t j = 0; j < n; ++j)
-      extractAxis(src, sb, j * q, q, send.data() + size_t(j) * pieceBytes);
-    c.allToAll(send.data(), recv.data(), pieceBytes);
+      extractAxis(src, sb, j * q, q, send + size_t(j) * pieceBytes);
+    c.allToAll(send, recv, pieceBytes);
     // Each received piece has in's shape with split_axis / n; place it at
     // slot j along concat_axis of the output.
     Shape pieceShape = in.shape;
@@ -312,7 +346,7 @@ void RankExecutor::runCollective(Prepared &p) {
     const int64_t pc = pieceShape[size_t(ins.concatAxis)];
     const AxisBlocks ob = blocks(out.shape, ins.concatAxis, elem);
     for (int64_t j = 0; j < n; ++j)
-      insertAxis(recv.data() + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
+      insertAxis(recv + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
     break;
   }
   }
@@ -325,17 +359,20 @@ void RankExecutor::runPipe(Prepared &pr, int microbatch) {
   // use micro-batch 0.
   auto tag = [&] { return int(ins.message * M + std::max(microbatch, 0)); };
   switch (ins.pipe) {
-  case PipeOp::Send: {
-    const kernels::TensorArg &in = pr.args.in[0];
-    pr.comm->send(in.data, size_t(in.numel) * dtypeSize(in.dtype), ins.peer, tag());
-    stats_.sends.calls += 1;
-    stats_.sends.bytes += pr.dataBytes;
-    stats_.sends.wireBytes += pr.dataBytes;
-    break;
-  }
+  case PipeOp::Send:
   case PipeOp::Recv: {
-    const kernels::TensorArg &out = pr.args.out[0];
-    pr.comm->recv(out.data, size_t(out.numel) * dtypeSize(out.dtype), ins.peer, tag());
+    const uint64_t sent0 = pr.comm->bytesSent(), received0 = pr.comm->bytesReceived();
+    if (ins.pipe == PipeOp::Send) {
+      const kernels::TensorArg &in = pr.args.in[0];
+      pr.comm->send(in.data, size_t(in.numel) * dtypeSize(in.dtype), ins.peer, tag());
+      stats_.sendRecvPerStep.calls += 1;
+      stats_.sendRecvPerStep.bytes += pr.dataBytes;
+    } else {
+      const kernels::TensorArg &out = pr.args.out[0];
+      pr.comm->recv(out.data, size_t(out.numel) * dtypeSize(out.dtype), ins.peer, tag());
+    }
+    stats_.sendRecvPerStep.sentBytes += pr.comm->bytesSent() - sent0;
+    stats_.sendRecvPerStep.receivedBytes += pr.comm->bytesReceived() - received0;
     break;
   }
   case PipeOp::MicrobatchSlice: {
@@ -385,12 +422,25 @@ void RankExecutor::runList(List &list, int chunk, int microbatch, std::string &f
           (*copy)[size_t(indexInChunk_[size_t(slot)])];
     try {
       auto start = std::chrono::steady_clock::now();
-      if (pr.fn)
+      if (pr.fn) {
         pr.fn(pr.args);
-      else if (pr.decl->pipe != PipeOp::None)
+      } else if (pr.isShardOffset) {
+        *pr.args.out[0].as<int64_t>() = pr.shardOffset;
+      } else if (pr.decl->pipe != PipeOp::None) {
         runPipe(pr, microbatch);
-      else
+      } else {
+        // Count what the communicator really moves for this instruction.
+        const uint64_t sent0 = pr.comm->bytesSent(), received0 = pr.comm->bytesReceived();
         runCollective(pr);
+        CollectiveStats &byComm =
+            stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
+        for (CollectiveStats *c : {&byComm, &stats_.perStep[int(pr.decl->coll)]}) {
+          c->calls += 1;
+          c->bytes += pr.dataBytes;
+          c->sentBytes += pr.comm->bytesSent() - sent0;
+          c->receivedBytes += pr.comm->bytesReceived() - received0;
+        }
+      }
       stats_.secondsByOp[pr.decl->op] +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     } catch (const std::exception &e) {
@@ -424,18 +474,9 @@ std::string RankExecutor::runPipelineStep() {
         copy = std::move(spare.back());
         spare.pop_back();
       } else {
-        for (int slot : chunkSlots_[size_t(act.chunk)]) {
-          const uint64_t bytes = p.slots[size_t(slot)].bytes;
-          const size_t padded = size_t((bytes + 63) / 64 * 64) + 64;
-          void *mem = std::aligned_alloc(64, padded);
-          if (!mem)
-            throw Error(a_.label + ": cannot allocate " + std::to_string(bytes) +
-                        " bytes for a micro-batch's activations");
-          std::memset(mem, 0, padded);
-          copy.push_back(static_cast<char *>(mem));
-          stats_.memoryBytes[int(p.slots[size_t(slot)].category)] += bytes;
-          stats_.totalMemoryBytes += bytes;
-        }
+        for (int slot : chunkSlots_[size_t(act.chunk)])
+          copy.push_back(allocate(size_t(p.slots[size_t(slot)].bytes),
+                                  int(p.slots[size_t(slot)].category)));
       }
       live_[key] = std::move(copy);
       liveActivationBytes_ += stats_.microbatchBytes[size_t(act.chunk)];
@@ -473,6 +514,9 @@ std::string RankExecutor::runPipelineStep() {
 
 std::string RankExecutor::run() {
   std::string first;
+  for (auto &kinds : stats_.perStepByComm) kinds.fill({});
+  for (auto &kind : stats_.perStep) kind = {};
+  stats_.sendRecvPerStep = {};
   if (a_.pipeline.present)
     first = runPipelineStep();
   else
@@ -480,8 +524,13 @@ std::string RankExecutor::run() {
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
     stats_.collectives[k].bytes += stats_.perStep[k].bytes;
-    stats_.collectives[k].wireBytes += stats_.perStep[k].wireBytes;
+    stats_.collectives[k].sentBytes += stats_.perStep[k].sentBytes;
+    stats_.collectives[k].receivedBytes += stats_.perStep[k].receivedBytes;
   }
+  stats_.sendRecv.calls += stats_.sendRecvPerStep.calls;
+  stats_.sendRecv.bytes += stats_.sendRecvPerStep.bytes;
+  stats_.sendRecv.sentBytes += stats_.sendRecvPerStep.sentBytes;
+  stats_.sendRecv.receivedBytes += stats_.sendRecvPerStep.receivedBytes;
   ++stats_.runs;
   return first;
 }

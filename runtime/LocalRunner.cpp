@@ -346,6 +346,8 @@ LocalRunStats LocalRunner::stats() const noexcept {
         uint64_t &v = s.memoryBytes[memCategoryName(MemCategory(c))];
         v = std::max(v, es.memoryBytes[c]);
       }
+      uint64_t &staging = s.memoryBytes["staging"];
+      staging = std::max(staging, es.stagingBytes);
       uint64_t &tot = s.memoryBytes["total"];
       tot = std::max(tot, es.totalMemoryBytes);
       for (int k = 0; k < kNumCollKinds; ++k) {
@@ -354,11 +356,15 @@ LocalRunStats LocalRunner::stats() const noexcept {
         c = std::max(c, es.perStep[k].calls);
         uint64_t &b = s.collectiveBytesPerStep[n];
         b = std::max(b, es.perStep[k].bytes);
+        uint64_t &sent = s.collectiveSentBytesPerStep[n];
+        sent = std::max(sent, es.perStep[k].sentBytes);
       }
       uint64_t &sc = s.collectiveCallsPerStep["send_recv"];
-      sc = std::max(sc, es.sendsPerStep.calls);
+      sc = std::max(sc, es.sendRecvPerStep.calls);
       uint64_t &sb = s.collectiveBytesPerStep["send_recv"];
-      sb = std::max(sb, es.sendsPerStep.bytes);
+      sb = std::max(sb, es.sendRecvPerStep.bytes);
+      uint64_t &ss = s.collectiveSentBytesPerStep["send_recv"];
+      ss = std::max(ss, es.sendRecvPerStep.sentBytes);
       s.stageOfRank.push_back(e->program().stage);
       s.activationPeakBytes.push_back(es.activationPeakBytes);
       s.microbatchesPeak.push_back(es.microbatchesPeak);

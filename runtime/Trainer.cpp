@@ -141,17 +141,22 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
 
 void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
   const ExecStats &s = exec.stats();
+  const Artifact &a = exec.artifact();
+  // Maxima over ranks, as the report gives them.
   std::vector<int64_t> v;
   for (int c = 0; c < kNumMemCategories; ++c) v.push_back(int64_t(s.memoryBytes[c]));
+  v.push_back(int64_t(s.stagingBytes));
   v.push_back(int64_t(s.totalMemoryBytes));
-  for (int k = 0; k < kNumCollKinds; ++k) {
-    v.push_back(int64_t(s.perStep[k].calls));
-    v.push_back(int64_t(s.perStep[k].bytes));
-    v.push_back(int64_t(s.perStep[k].wireBytes));
-  }
-  v.push_back(int64_t(s.sendsPerStep.calls));
-  v.push_back(int64_t(s.sendsPerStep.bytes));
-  v.push_back(int64_t(s.sendsPerStep.wireBytes));
+  auto push = [&](const CollectiveStats &c) {
+    v.push_back(int64_t(c.calls));
+    v.push_back(int64_t(c.bytes));
+    v.push_back(int64_t(c.sentBytes));
+    v.push_back(int64_t(c.receivedBytes));
+  };
+  for (int k = 0; k < kNumCollKinds; ++k) push(s.perStep[k]);
+  for (size_t comm = 0; comm < a.comms.size(); ++comm)
+    for (int k = 0; k < kNumCollKinds; ++k) push(s.perStepByComm[comm][size_t(k)]);
+  push(s.sendRecvPerStep);
   v.push_back(int64_t(s.activationPeakBytes));
   v.push_back(int64_t(s.microbatchesPeak));
   std::vector<int64_t> mx(v.size());
@@ -162,16 +167,21 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     j["devices"] = world.size();
     size_t i = 0;
     for (int c = 0; c < kNumMemCategories; ++c) j["memory_bytes"][memCategoryName(MemCategory(c))] = mx[i++];
+    j["memory_bytes"]["staging"] = mx[i++];
     j["memory_bytes"]["total"] = mx[i++];
-    for (int k = 0; k < kNumCollKinds; ++k) {
-      const char *name = collKindName(CollKind(k));
-      j["collectives_per_step"][name]["calls"] = mx[i++];
-      j["collectives_per_step"][name]["bytes"] = mx[i++];
-      j["collectives_per_step"][name]["wire_bytes"] = mx[i++];
-    }
-    j["collectives_per_step"]["send_recv"]["calls"] = mx[i++];
-    j["collectives_per_step"]["send_recv"]["bytes"] = mx[i++];
-    j["collectives_per_step"]["send_recv"]["wire_bytes"] = mx[i++];
+    auto read = [&](nlohmann::json &out) {
+      out["calls"] = mx[i++];
+      out["bytes"] = mx[i++];
+      out["sent_bytes"] = mx[i++];
+      out["received_bytes"] = mx[i++];
+    };
+    for (int k = 0; k < kNumCollKinds; ++k)
+      read(j["collectives_per_step"][collKindName(CollKind(k))]);
+    j["collectives_per_step_by_comm"] = nlohmann::json::object();
+    for (size_t comm = 0; comm < a.comms.size(); ++comm)
+      for (int k = 0; k < kNumCollKinds; ++k)
+        read(j["collectives_per_step_by_comm"][a.comms[comm].name][collKindName(CollKind(k))]);
+    read(j["collectives_per_step"]["send_recv"]);
     // Measured while running: the most activation bytes live at once and
     // the most micro-batches in flight (pipelines keep a copy per
     // micro-batch between its forward and its last backward part).

@@ -16,6 +16,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -87,8 +88,8 @@ private:
 /// Checks flag combinations this build can honour; one message per problem.
 bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &errors) {
   auto notYet = [&](const std::string &what) {
-    errors.flag(what + " is not implemented yet; this build plans data "
-                     "parallelism only (--strategy dp=N or --auto)");
+    errors.flag(what + " is not implemented yet; this build plans data and "
+                     "tensor parallelism (--strategy dp=D,tp=T or --auto)");
     return false;
   };
   if (!o.autoPlan) {
@@ -100,8 +101,6 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
                 std::to_string(devices));
       return false;
     }
-    if (o.tp != 1)
-      return notYet("--strategy tp=" + std::to_string(o.tp) + ": tensor parallelism");
     if (o.sp != 1)
       return notYet("--strategy sp=" + std::to_string(o.sp) + ": sequence parallelism");
     if (o.ep != 1)
@@ -151,6 +150,19 @@ json optimizerJson(const ::dtc::CompileOptions &o, double weightDecay) {
   return Collective::AllToAll;
 }
 
+/// How the plan was chosen, said plainly: `--auto` does not search yet.
+json plannerJson(const ::dtc::CompileOptions &o, const json &plan) {
+  if (!o.autoPlan)
+    return {{"mode", "strategy"},
+            {"why", "degrees pinned by --strategy; shardings by Megatron's rules and "
+                    "propagation"}};
+  return {{"mode", "auto"},
+          {"searched", false},
+          {"chose", "dp=" + std::to_string(plan.value("dp", 1))},
+          {"why", "no cost-model search exists yet: --auto plans data parallelism "
+                  "over every device; pin tensor parallelism with --strategy dp=D,tp=T"}};
+}
+
 /// The pipeline schedule the artifact's programs carry (one per stage).
 std::optional<::dtc::sched::Schedule> artifactSchedule(const json &artifact) {
   if (!artifact.contains("pipeline"))
@@ -171,9 +183,132 @@ std::optional<::dtc::sched::Schedule> artifactSchedule(const json &artifact) {
   return s;
 }
 
+/// One program's memory (one-copy slots plus the micro-batch copies its
+/// schedule keeps alive at its worst moment) and traffic per step (what
+/// runs per micro-batch counts M times): bytes each member of each
+/// communicator sends by kind, point-to-point bytes, calls and time.
+struct ProgramCosts {
+  json memory;
+  std::map<std::string, std::map<std::string, std::vector<int64_t>>> byMember;
+  int64_t sendBytes = 0;
+  json calls = json::object();
+  double seconds = 0;
+};
+
+ProgramCosts programCosts(const json &program, int64_t microbatches,
+                          const std::vector<int64_t> &mesh,
+                          std::map<std::string, std::vector<int64_t>> &commAxes,
+                          const ::dtc::cost::HardwareProfile &hw) {
+  ProgramCosts c;
+  c.memory = {{"params", 0}, {"grads", 0}, {"optimizer", 0}, {"activations", 0}, {"total", 0}};
+  std::map<int, int64_t> copyBytes; // chunk -> bytes of one micro-batch copy
+  for (const json &slot : program["slots"]) {
+    int64_t bytes = slot["bytes"];
+    if (slot.value("scope", std::string("step")) == "microbatch") {
+      copyBytes[slot.value("chunk", 0)] += bytes;
+      continue;
+    }
+    std::string category = slot["category"];
+    std::string key = category == "param"       ? "params"
+                      : category == "grad"      ? "grads"
+                      : category == "optimizer" ? "optimizer"
+                      : category == "activation" ? "activations"
+                                                 : "";
+    if (!key.empty())
+      c.memory[key] = c.memory[key].get<int64_t>() + bytes;
+    c.memory["total"] = c.memory["total"].get<int64_t>() + bytes;
+  }
+  if (program.contains("schedule")) {
+    std::vector<::dtc::sched::Action> actions;
+    std::string error;
+    ::dtc::sched::actionsFromJson(program["schedule"], actions, error);
+    std::map<std::pair<int, int>, size_t> last;
+    for (size_t i = 0; i < actions.size(); ++i)
+      last[{actions[i].chunk, actions[i].microbatch}] = i;
+    std::set<std::pair<int, int>> live;
+    int64_t now = 0, peak = 0;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      std::pair<int, int> key{actions[i].chunk, actions[i].microbatch};
+      if (live.insert(key).second)
+        now += copyBytes[key.first];
+      peak = std::max(peak, now);
+      if (last[key] == i) {
+        live.erase(key);
+        now -= copyBytes[key.first];
+      }
+    }
+    c.memory["activations"] = c.memory["activations"].get<int64_t>() + peak;
+    c.memory["total"] = c.memory["total"].get<int64_t>() + peak;
+  }
+
+  const json &buffers = program["buffers"];
+  auto elements = [&](int id) {
+    int64_t n = 1;
+    for (int64_t d : buffers[id]["shape"])
+      n *= d;
+    return n;
+  };
+  auto groupSize = [&](const std::vector<int64_t> &axes) {
+    int64_t n = 1;
+    for (int64_t a : axes)
+      n *= mesh[a];
+    return n;
+  };
+  auto slowestOf = [&](const std::vector<int64_t> &axes) {
+    ::dtc::cost::Link slowest{1e300, 0};
+    for (int64_t a : axes)
+      if (hw.axes[a].bandwidth < slowest.bandwidth)
+        slowest = hw.axes[a];
+    return slowest;
+  };
+  auto countList = [&](const json &list, int64_t times) {
+    for (const json &inst : list) {
+      std::string op = inst["op"];
+      if (op == "send") {
+        int in = inst["in"][0];
+        int64_t bytes = elements(in) * (buffers[in]["dtype"] == "i64" ? 8 : 4);
+        c.sendBytes += times * bytes;
+        c.calls["send_recv"] = c.calls.value("send_recv", int64_t(0)) + times;
+        c.seconds += double(times) *
+                     ::dtc::cost::collectiveTime(::dtc::cost::Collective::SendRecv, 2,
+                                                 double(bytes), slowestOf(commAxes[inst["attrs"]["comm"]]));
+        continue;
+      }
+      ::dtc::cost::Collective kind;
+      if (!::dtc::cost::collectiveFromName(op, kind))
+        continue; // kernels, all_slice (no traffic)
+      std::string name = inst["attrs"]["comm"];
+      const std::vector<int64_t> &axes = commAxes[name];
+      int64_t n = groupSize(axes);
+      int in = inst["in"][0], out = inst["out"][0];
+      int64_t elementBytes = buffers[in]["dtype"] == "i64" ? 8 : 4;
+      // What the runtime's algorithm sends (the test and the benchmark
+      // compare it with the runtime's own count).
+      std::vector<int64_t> &members = c.byMember[name][op];
+      members.resize(size_t(n), 0);
+      for (int64_t m = 0; m < n; ++m)
+        members[size_t(m)] += times * ::dtc::cost::collectiveSentBytesOf(
+                                          kind, n, m, elements(in), elements(out), elementBytes);
+      c.calls[op] = c.calls.value(op, int64_t(0)) + times;
+      int64_t sent = ::dtc::cost::collectiveSentBytes(kind, n, elements(in), elements(out),
+                                                      elementBytes);
+      c.seconds += double(times) * ::dtc::cost::collectiveTime(kind, n, double(sent), slowestOf(axes));
+    }
+  };
+  countList(program["instructions"], 1);
+  if (program.contains("chunks"))
+    for (const json &chunk : program["chunks"])
+      for (const char *list : {"forward", "backward_input", "backward_weight"})
+        countList(chunk[list], microbatches);
+  if (program.contains("finish"))
+    countList(program["finish"], 1);
+  return c;
+}
+
 /// The plan report of spec/cli.md, from the emitted programs (what the
-/// runtime will really allocate and send) and the cost model. Every
-/// number is per device, the maximum over the programs.
+/// runtime will really allocate and send) and the cost model. Bytes are per
+/// device and per step, the maximum over devices (each runs the program of
+/// its pipeline stage).
 json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOptions &o,
                  ::dtc::cost::HardwareProfile &hw, double compileSeconds) {
   std::vector<int64_t> mesh = artifact["mesh"].get<std::vector<int64_t>>();
@@ -193,119 +328,68 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
   std::map<std::string, std::vector<int64_t>> commAxes;
   for (const json &c : artifact["communicators"])
     commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
-  const std::vector<std::string> memoryKeys = {"params", "grads", "optimizer", "activations",
-                                               "total"};
-  const std::vector<std::string> commKeys = {"all_reduce", "all_gather", "reduce_scatter",
-                                             "all_to_all", "send_recv"};
-  json memory = json::object(), comm = json::object();
-  for (const std::string &k : memoryKeys)
-    memory[k] = 0;
-  for (const std::string &k : commKeys)
-    comm[k] = 0.0;
-  double commSeconds = 0;
+  std::vector<ProgramCosts> costs;
+  std::map<int64_t, size_t> programOfRank;
   for (const json &program : artifact["programs"]) {
-    // Memory: one-copy slots, plus the micro-batch copies the schedule
-    // keeps alive at once at its worst moment.
-    json mine = json::object();
-    for (const std::string &k : memoryKeys)
-      mine[k] = 0;
-    std::map<int, int64_t> copyBytes; // chunk -> bytes of one micro-batch copy
-    auto keyOf = [](const std::string &category) -> std::string {
-      return category == "param"        ? "params"
-             : category == "grad"       ? "grads"
-             : category == "optimizer"  ? "optimizer"
-             : category == "activation" ? "activations"
-                                        : "";
-    };
-    for (const json &slot : program["slots"]) {
-      int64_t bytes = slot["bytes"];
-      if (slot.value("scope", std::string("step")) == "microbatch") {
-        copyBytes[slot.value("chunk", 0)] += bytes;
-        continue;
-      }
-      std::string key = keyOf(slot["category"]);
-      if (!key.empty())
-        mine[key] = mine[key].get<int64_t>() + bytes;
-      mine["total"] = mine["total"].get<int64_t>() + bytes;
-    }
-    if (program.contains("schedule")) {
-      std::vector<::dtc::sched::Action> actions;
-      std::string error;
-      ::dtc::sched::actionsFromJson(program["schedule"], actions, error);
-      std::map<std::pair<int, int>, size_t> last;
-      for (size_t i = 0; i < actions.size(); ++i)
-        last[{actions[i].chunk, actions[i].microbatch}] = i;
-      std::set<std::pair<int, int>> live;
-      int64_t now = 0, peak = 0;
-      for (size_t i = 0; i < actions.size(); ++i) {
-        std::pair<int, int> key{actions[i].chunk, actions[i].microbatch};
-        if (live.insert(key).second)
-          now += copyBytes[key.first];
-        peak = std::max(peak, now);
-        if (last[key] == i) {
-          live.erase(key);
-          now -= copyBytes[key.first];
-        }
-      }
-      mine["activations"] = mine["activations"].get<int64_t>() + peak;
-      mine["total"] = mine["total"].get<int64_t>() + peak;
-    }
-    for (const std::string &k : memoryKeys)
-      memory[k] = std::max(memory[k].get<int64_t>(), mine[k].get<int64_t>());
+    for (int64_t r : program["ranks"])
+      programOfRank[r] = costs.size();
+    costs.push_back(programCosts(program, microbatches, mesh, commAxes, hw));
+  }
 
-    // Communication: what runs per micro-batch counts M times.
-    const json &buffers = program["buffers"];
-    auto bufferBytes = [&](int id) {
-      int64_t n = 1;
-      for (int64_t d : buffers[id]["shape"])
-        n *= d;
-      return double(n) * (buffers[id]["dtype"] == "i64" ? 8 : 4);
-    };
-    std::map<std::string, double> bytes;
-    double seconds = 0;
-    auto countList = [&](const json &list, double times) {
-      for (const json &inst : list) {
-        std::string op = inst["op"];
-        if (op == "send") {
-          double b = bufferBytes(inst["in"][0]);
-          const std::vector<int64_t> &axes = commAxes[inst["attrs"]["comm"]];
-          ::dtc::cost::Link slowest{1e300, 0};
-          for (int64_t a : axes)
-            if (hw.axes[a].bandwidth < slowest.bandwidth)
-              slowest = hw.axes[a];
-          bytes["send_recv"] += times * b;
-          seconds += times * ::dtc::cost::collectiveTime(::dtc::cost::Collective::SendRecv, 2, b,
-                                                         slowest);
-          continue;
-        }
-        if (!comm.contains(op) || op == "send_recv")
-          continue;
-        const std::vector<int64_t> &axes = commAxes[inst["attrs"]["comm"]];
-        int64_t n = 1;
-        ::dtc::cost::Link slowest{1e300, 0};
-        for (int64_t a : axes) {
-          n *= mesh[a];
-          if (hw.axes[a].bandwidth < slowest.bandwidth)
-            slowest = hw.axes[a];
-        }
-        // Ring formulas count the full tensor: the input of all-reduce and
-        // reduce-scatter, the gathered output of all-gather.
-        double b = op == "all_gather" ? bufferBytes(inst["out"][0]) : bufferBytes(inst["in"][0]);
-        auto kind = collectiveKind(op);
-        bytes[op] += times * ::dtc::cost::bytesPerDevice(kind, n, b);
-        seconds += times * ::dtc::cost::collectiveTime(kind, n, b, slowest);
+  json memory = costs.front().memory;
+  double commSeconds = 0;
+  json calls = json::object();
+  for (const ProgramCosts &c : costs) {
+    for (auto &[key, value] : c.memory.items())
+      memory[key] = std::max(memory[key].get<int64_t>(), value.get<int64_t>());
+    commSeconds = std::max(commSeconds, c.seconds);
+    for (auto &[op, n] : c.calls.items())
+      calls[op] = std::max(calls.value(op, int64_t(0)), n.get<int64_t>());
+  }
+
+  // Per communicator: the busiest member; in total: the busiest device,
+  // summing each communicator's share at that device's index in it.
+  const std::vector<std::string> kinds = {"all_reduce", "all_gather", "reduce_scatter",
+                                           "all_to_all"};
+  json comm = {{"all_reduce", 0}, {"all_gather", 0}, {"reduce_scatter", 0},
+               {"all_to_all", 0}, {"send_recv", 0}};
+  json commByName = json::object();
+  for (const ProgramCosts &c : costs)
+    for (auto &[name, perKind] : c.byMember) {
+      if (!commByName.contains(name))
+        commByName[name] = {{"mesh_axes", commAxes[name]}};
+      for (const std::string &kind : kinds) {
+        auto it = perKind.find(kind);
+        int64_t busiest = it == perKind.end() || it->second.empty()
+                              ? 0
+                              : *std::max_element(it->second.begin(), it->second.end());
+        commByName[name][kind] = std::max(commByName[name].value(kind, int64_t(0)), busiest);
       }
-    };
-    countList(program["instructions"], 1);
-    if (program.contains("chunks"))
-      for (const json &chunk : program["chunks"])
-        for (const char *list : {"forward", "backward_input", "backward_weight"})
-          countList(chunk[list], double(microbatches));
-    if (program.contains("finish"))
-      countList(program["finish"], 1);
-    for (const auto &[op, b] : bytes)
-      comm[op] = std::max(comm[op].get<double>(), b);
-    commSeconds = std::max(commSeconds, seconds);
+    }
+  int64_t devices = 1;
+  for (int64_t size : mesh)
+    devices *= size;
+  for (int64_t device = 0; device < devices; ++device) {
+    const ProgramCosts &c = costs[programOfRank[device]];
+    std::vector<int64_t> coords(mesh.size());
+    for (size_t a = mesh.size(), rest = device; a-- > 0;) {
+      coords[a] = rest % mesh[a];
+      rest /= mesh[a];
+    }
+    for (const std::string &kind : kinds) {
+      int64_t total = 0;
+      for (auto &[name, perKind] : c.byMember) {
+        auto it = perKind.find(kind);
+        if (it == perKind.end() || it->second.empty())
+          continue;
+        int64_t index = 0;
+        for (int64_t a : commAxes[name])
+          index = index * mesh[a] + coords[a];
+        total += it->second[size_t(index)];
+      }
+      comm[kind] = std::max(comm[kind].get<int64_t>(), total);
+    }
+    comm["send_recv"] = std::max(comm["send_recv"].get<int64_t>(), c.sendBytes);
   }
 
   int64_t flops = 0;
@@ -335,9 +419,12 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
         {"virtual_stages", o.virtualStages},
         {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum}}},
       {"axes", plan.value("axes", json::object())},
+      {"planner", plannerJson(o, plan)},
       {"memory_bytes", memory},
       {"bubble_fraction", bubble},
       {"comm_bytes", comm},
+      {"comm_bytes_by_comm", commByName},
+      {"collective_calls", calls},
       {"predicted",
        {{"step_time_s", stepSeconds},
         {"compute_time_s", computeSeconds},
@@ -471,6 +558,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   mlir::dtc::ApplyStrategyOptions planOptions;
   planOptions.mesh.assign(o.mesh.begin(), o.mesh.end());
   planOptions.dp = o.autoPlan ? 0 : o.dp;
+  planOptions.tp = o.autoPlan ? 1 : o.tp;
   planOptions.pp = o.autoPlan ? 1 : o.pp;
   planOptions.virtualStages = o.virtualStages;
   planOptions.microbatches = o.microbatches;
@@ -507,6 +595,11 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         pm.addPass(mlir::dtc::createBuildTrainingStep(stepOptions));
       }) ||
       !runStage("planned", [&](PassManager &pm) {
+        if (!o.pins.empty()) {
+          mlir::dtc::PinShardingOptions pinOptions;
+          pinOptions.pins.assign(o.pins.begin(), o.pins.end());
+          pm.addPass(mlir::dtc::createPinSharding(pinOptions));
+        }
         pm.addPass(mlir::dtc::createApplyStrategy(planOptions));
       }) ||
       !runStage("split", [&](PassManager &pm) { pm.addPass(mlir::dtc::createSplitPipeline()); }) ||
@@ -517,7 +610,9 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   artifactOptions.sourceName = o.input;
   artifactOptions.optimizer = optimizerJson(o, weightDecay);
   artifactOptions.planExtras = {
-      {"auto", o.autoPlan}, {"sp", o.sp}, {"ep", o.ep},
+      {"planner", o.autoPlan ? "auto (no search yet: data parallelism over every device)"
+                             : "strategy"},
+      {"sp", o.sp}, {"ep", o.ep},
       {"microbatches", o.microbatches},
       {"schedule", pipelined ? o.schedule : std::string("none")},
       {"virtual_stages", o.virtualStages},

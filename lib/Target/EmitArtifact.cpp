@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "dtc/Version.h"
+#include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/Sharding/Sharding.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -52,6 +53,18 @@ json shardingJson(ShardingAttr sharding) {
   for (DenseI64ArrayAttr axes : sharding.getDims())
     dims.push_back(std::vector<int64_t>(axes.asArrayRef().begin(), axes.asArrayRef().end()));
   return dims;
+}
+
+/// A tensor's sharding keys: "sharding", and "pieces" when a split dimension
+/// has a piece size other than the default.
+void addSharding(json &tensor, ShardingAttr sharding) {
+  tensor["sharding"] = shardingJson(sharding);
+  if (!sharding.getPieces().empty()) {
+    std::vector<int64_t> pieces(sharding.getDims().size(), 0);
+    for (auto [dim, piece] : llvm::enumerate(sharding.getPieces()))
+      pieces[dim] = piece;
+    tensor["pieces"] = pieces;
+  }
 }
 
 /// Inherent attributes as JSON (kernels.md attribute types).
@@ -324,15 +337,15 @@ LogicalResult Emitter::emitArguments() {
     // The tensor lives on devices: a micro-batch axis is no device, and the
     // buffer holds the rank's piece of every micro-batch (each micro-batch
     // slices its own).
-    TensorSharding deviceSharding = TensorSharding::fromAttr(sharding);
+    TensorSharding deviceSharding = fromShardingAttr(sharding);
     for (GridAxes &dim : deviceSharding.dims)
       llvm::erase_if(dim, [&](int64_t a) { return isMicroBatchAxis(a); });
     json tensor = {{"name", name.getValue().str()},
                    {"role", role.getValue().str()},
                    {"dtype", *dtype},
-                   {"shape", shapeJson(globalType.getShape())},
-                   {"sharding", shardingJson(deviceSharding.toAttr(step.getContext(),
-                                                                   sharding.getGrid().getValue()))}};
+                   {"shape", shapeJson(globalType.getShape())}};
+    addSharding(tensor, toShardingAttr(deviceSharding, step.getContext(),
+                                       sharding.getGrid().getValue()));
     if (auto init = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kInitAttr)))
       tensor["init"] = init.getValue().str();
     if (auto of = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kOfAttr)))
@@ -588,8 +601,8 @@ LogicalResult Emitter::emitReturn(func::ReturnOp ret) {
     json tensor = {{"name", name.getValue().str()},
                    {"role", isLoss ? "loss" : "output"},
                    {"dtype", *dtypeName(globalType.getElementType())},
-                   {"shape", shapeJson(globalType.getShape())},
-                   {"sharding", shardingJson(sharding)}};
+                   {"shape", shapeJson(globalType.getShape())}};
+    addSharding(tensor, sharding);
     if (auto of = step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kOfAttr))
       tensor["of"] = of.getValue().str();
     declareTensor(tensor);
@@ -1058,11 +1071,12 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
       lastUse[v] = std::max(lastUse.lookup(v), mbBlockEnd);
     }
   }
-  // Views share their operand's bytes: a view of a per-micro-batch value
-  // keeps it alive as long as the view is, in a copy per micro-batch if the
-  // view is read by a later list.
+  // Views share their operand's bytes, and so may an all-reduce done in
+  // place: a per-micro-batch value read through them stays alive as long as
+  // they are, in a copy per micro-batch if they are read by a later list.
   for (Operation &op : llvm::reverse(body))
-    if (isa<ViewOpInterface>(op) && op.getNumOperands() && op.getNumResults()) {
+    if ((isa<ViewOpInterface>(op) || isa<shard::AllReduceOp>(op)) && op.getNumOperands() &&
+        op.getNumResults()) {
       Value operand = op.getOperand(0), view = op.getResult(0);
       lastUse[operand] = std::max(lastUse.lookup(operand), lastUse.lookup(view));
       auto viewPool = pools.find(view), operandPool = pools.find(operand);
@@ -1288,7 +1302,7 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
     programs.push_back(std::move(*program));
   }
   json body{{"format", "dtc-artifact"},
-            {"version", 1},
+            {"version", ::dtc::rt::kArtifactVersion},
             {"producer", std::string("dtc ") + DTC_VERSION_STRING},
             {"source", options.sourceName},
             {"mesh", std::vector<int64_t>(mesh.begin(), mesh.end())},

@@ -11,7 +11,7 @@
 
 namespace dtc {
 
-/// Everything `dtc compile` can be asked (shared/spec/cli.md).
+/// Everything `dtc compile` can be asked (docs/cli.md).
 struct CompileOptions {
   std::string input;
   std::string output;
@@ -34,6 +34,8 @@ struct CompileOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gradClip = 0.0;
   std::string report;
   std::string emitMlirAfter; // parsed | training-step | planned | split | partitioned
+  /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.
+  std::vector<std::string> pins;
 };
 
 /// Runs the whole compilation; prints one error line on failure. Returns the

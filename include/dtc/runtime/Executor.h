@@ -13,6 +13,7 @@
 #define DTC_RUNTIME_EXECUTOR_H
 
 #include "dtc/kernels/Kernel.h"
+#include <algorithm>
 #include "dtc/runtime/Artifact.h"
 #include "dtc/runtime/Communicator.h"
 
@@ -24,32 +25,40 @@
 
 namespace dtc::rt {
 
-/// Counters of one collective kind.
+/// Counters of one collective kind, measured while it runs.
 struct CollectiveStats {
   uint64_t calls = 0;
   /// Sum of each call's data size D: the larger of its input and output
   /// buffers on this rank (the D of the usual alpha-beta formulas).
   uint64_t bytes = 0;
-  /// Bytes this rank sends with ring algorithms: all_reduce 2(n-1)/n D,
-  /// all_gather / reduce_scatter / all_to_all (n-1)/n D, all_slice 0.
-  uint64_t wireBytes = 0;
+  /// Bytes this rank really sent / received through its communicator's
+  /// point-to-point primitive (Communicator::bytesSent), not a formula.
+  uint64_t sentBytes = 0, receivedBytes = 0;
 };
 
 struct ExecStats {
-  /// Bytes of this rank's slots per memory category (index: MemCategory).
+  /// Allocator high-water bytes per memory category (index: MemCategory):
+  /// what this rank really allocated (slots are 64-byte aligned).
   uint64_t memoryBytes[kNumMemCategories] = {};
+  /// High-water bytes of collective staging (packing buffers and the
+  /// communicators' scratch), which no slot holds.
+  uint64_t stagingBytes = 0;
+  /// High-water of everything the executor allocated.
   uint64_t totalMemoryBytes = 0;
   /// Per collective kind (index: CollKind), cumulative over every run().
   CollectiveStats collectives[kNumCollKinds];
-  /// Collective counters of ONE run (the program is the same every step).
+  /// Collective counters of the last run (one step).
   CollectiveStats perStep[kNumCollKinds];
+  /// The same per artifact communicator (index: Artifact::comms).
+  std::vector<std::array<CollectiveStats, kNumCollKinds>> perStepByComm;
   uint64_t runs = 0;
   /// Seconds spent per instruction kind (kernel or collective name),
   /// cumulative over every run().
   std::map<std::string, double> secondsByOp;
-  /// Pipelines: messages this rank sends (calls, data bytes; wire bytes =
-  /// data bytes) in ONE step and cumulatively.
-  CollectiveStats sendsPerStep, sends;
+  /// Pipelines: point-to-point messages of the last step (calls and bytes
+  /// of the sends; sent and received bytes as counted by the communicator)
+  /// and cumulatively.
+  CollectiveStats sendRecvPerStep, sendRecv;
   /// Activation memory as the allocator saw it: the most bytes of
   /// activation slots live at once (one-copy slots plus every micro-batch
   /// copy in flight), and the most micro-batch copies in flight (summed over
@@ -107,18 +116,21 @@ public:
   /// message is returned ("" when all went well).
   std::string run();
 
-  const ExecStats &stats() const { return stats_; }
+  /// Counters so far; memory high-water includes the communicators' scratch.
+  const ExecStats &stats() const;
 
 private:
   struct Prepared;
   using List = std::vector<Prepared>;
-  List prepare(const std::vector<InstrDecl> &list, int chunk, uint64_t repeats);
+  List prepare(const std::vector<InstrDecl> &list, int chunk);
   void runCollective(Prepared &p);
   void runPipe(Prepared &p, int microbatch);
   /// Runs a list; pipelines: for micro-batch `microbatch` of chunk `chunk`
   /// (-1: a once-per-step list). Records the first error in `first`.
   void runList(List &list, int chunk, int microbatch, std::string &first);
   std::string runPipelineStep();
+  /// A tracked allocation (counted in the category's high-water mark).
+  char *allocate(size_t bytes, int category);
   const Artifact &a_;
   World &world_;
   int rank_ = 0, prog_ = 0;
@@ -127,11 +139,17 @@ private:
   std::vector<char *> slotMem_;
   std::vector<void *> bufPtr_;
   List instrs_;
-  ExecStats stats_;
+  /// Packing buffer of the axis-wise collectives (sized once, at load).
+  char *staging_ = nullptr;
+  size_t stagingSize_ = 0;
+  uint64_t stagingAllocated_ = 0;
+  std::vector<char *> allocations_;
+  mutable ExecStats stats_;
   // Pipelines: each chunk's three lists, the list after the micro-batches,
   // and the copies of micro-batch slots: for every chunk its slots (and a
   // slot's index among them), the copies in use per micro-batch and the
-  // free ones kept for reuse.
+  // free ones kept for reuse (allocated once, so the allocator's
+  // high-water is the most copies ever in flight).
   std::vector<std::array<List, 3>> chunkLists_;
   List finish_;
   std::vector<std::vector<int>> chunkSlots_;

@@ -60,11 +60,14 @@ struct LocalRunnerOptions {
 
 /// Measurements (per rank, maximum over ranks).
 struct LocalRunStats {
-  /// memory category ("param", "grad", ...) -> bytes of slots
+  /// memory category ("param", "grad", ..., "staging", "total") -> bytes
+  /// allocated (high-water, maximum over ranks)
   std::map<std::string, uint64_t> memoryBytes;
-  /// collective kind ("all_reduce", ...) -> calls / data bytes in ONE step
+  /// collective kind ("all_reduce", ...) -> calls / data bytes / bytes
+  /// really sent in ONE step (maximum over ranks)
   std::map<std::string, uint64_t> collectiveCallsPerStep;
   std::map<std::string, uint64_t> collectiveBytesPerStep;
+  std::map<std::string, uint64_t> collectiveSentBytesPerStep;
   /// Per rank, as its allocator saw them: the pipeline stage it runs (-1
   /// without a pipeline), the most activation bytes live at once, and the
   /// most micro-batches in flight.

@@ -103,14 +103,19 @@ TEST(Pipeline, ActivationMemoryGPipeHoldsEveryMicrobatch1F1BAtMostTheStages) {
 // micro-batches and across the stages holding the tied embedding, they are
 // one device's.
 TEST(Pipeline, GradientsEqualOneDevice) {
-  std::string model = generate("gpt --layers 4 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 8");
+  for (const char *kind : {"gpt", "llama"}) {
+  SCOPED_TRACE(kind);
+  std::string model =
+      generate(std::string(kind) + " --layers 4 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 8");
   ASSERT_FALSE(model.empty());
-  auto gradients = [&](int stages, int microbatches, const std::string &schedule) {
+  // tp > 1: tensor parallelism inside every stage (mesh stages x tp).
+  auto gradients = [&](int stages, int microbatches, const std::string &schedule, int tp = 1) {
     dtc::CompileOptions o;
     o.optimizer = "none";
-    o.mesh = {stages};
+    o.mesh = tp > 1 ? std::vector<int64_t>{stages, tp} : std::vector<int64_t>{stages};
     o.autoPlan = false;
     o.dp = 1;
+    o.tp = tp;
     o.pp = stages;
     o.microbatches = microbatches;
     o.schedule = schedule;
@@ -130,12 +135,15 @@ TEST(Pipeline, GradientsEqualOneDevice) {
     return out;
   };
   auto reference = gradients(1, 1, "1f1b");
-  ASSERT_EQ(reference.size(), 44u); // wte, wpe, 10 per block, ln_f weight and bias
-  for (auto [stages, microbatches, schedule] :
-       {std::tuple{1, 4, "1f1b"}, std::tuple{2, 4, "zb"}, std::tuple{4, 2, "gpipe"}}) {
+  // GPT: wte, wpe, 10 per block, ln_f weight and bias; LLaMA: the embedding,
+  // 9 per block, the final norm and the head.
+  ASSERT_EQ(reference.size(), std::string(kind) == "gpt" ? 44u : 39u);
+  for (auto [stages, microbatches, schedule, tp] :
+       {std::tuple{1, 4, "1f1b", 1}, std::tuple{2, 4, "zb", 1}, std::tuple{4, 2, "gpipe", 1},
+        std::tuple{2, 2, "1f1b", 2}}) {
     SCOPED_TRACE(std::to_string(stages) + " stages, " + std::to_string(microbatches) +
-                 " micro-batches, " + schedule);
-    auto got = gradients(stages, microbatches, schedule);
+                 " micro-batches, " + schedule + ", tp=" + std::to_string(tp));
+    auto got = gradients(stages, microbatches, schedule, tp);
     ASSERT_EQ(got.size(), reference.size());
     for (const auto &[name, want] : reference) {
       const std::vector<float> &g = got[name];
@@ -147,6 +155,7 @@ TEST(Pipeline, GradientsEqualOneDevice) {
       }
       EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-9) << name;
     }
+  }
   }
 }
 

@@ -86,7 +86,7 @@ json pipelineArtifact() {
       {"finish", {ins("copy", {3}, {4})}},
       {"schedule", {{"F", 0, 0}, {"BW", 0, 0}, {"F", 1, 0}, {"BW", 1, 0}}}};
   return {{"format", "dtc-artifact"},
-          {"version", 1},
+          {"version", kArtifactVersion},
           {"mesh", {2}},
           {"devices", 2},
           {"pipeline", {{"stages", 2}, {"virtual_stages", 1}, {"microbatches", 2},
