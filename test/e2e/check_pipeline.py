@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Prints what a pipelined artifact and its report say, for FileCheck.
 
-  check_pipeline.py OUT.dtc REPORT.json
+  check_pipeline.py OUT.dtc REPORT.json [STATS.json]
 
 Checks on the way that every message is sent once and received once with
-the same shape, between the stages its attributes name. Standard library.
+the same shape, between the stages its attributes name. With STATS.json
+(`dtc run --stats`) also prints the report's activation bytes beside the
+peak the runtime's allocator measured. Standard library.
 """
 import json
 import sys
@@ -16,7 +18,7 @@ def body(path):
         return json.loads(f.read(int(header[2])))
 
 
-def main(artifact_path, report_path):
+def main(artifact_path, report_path, stats_path=None):
     a = body(artifact_path)
     report = json.load(open(report_path))
     programs = a["programs"]
@@ -57,6 +59,13 @@ def main(artifact_path, report_path):
             live.discard((mb, chunk))
     print(f"messages paired; bubble_fraction {report['bubble_fraction']:.6f}; "
           f"stage 0 holds {peak} micro-batches")
+    if stats_path:
+        stats = json.load(open(stats_path))
+        reported = report["memory_bytes"]["activations"]
+        measured = stats["activation_peak_bytes"]
+        print(f"activations: reported {reported} measured {measured} "
+              f"{'ok' if reported == measured else 'DIFFER'}; "
+              f"{stats['microbatches_in_flight_peak']} micro-batches in flight")
 
 
 if __name__ == "__main__":
