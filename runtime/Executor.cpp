@@ -8,12 +8,34 @@
 #include <new>
 #include <tuple>
 
+#include <sched.h>
+
 namespace dtc::rt {
+
+int defaultKernelThreads(int ranksOnNode) {
+  for (const char *var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+    if (const char *v = std::getenv(var)) {
+      const int n = std::atoi(v);
+      if (n > 0) return n;
+    }
+  // The cores this process may run on (its affinity mask, which a launcher
+  // binding ranks to cores narrows), shared by the ranks of the node unless
+  // the mask is already this rank's own.
+  cpu_set_t set;
+  int cores = 0;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+  if (cores <= 0) cores = 1;
+  const int per = cores / (ranksOnNode < 1 ? 1 : ranksOnNode);
+  return per < 1 ? 1 : per;
+}
 
 struct RankExecutor::Prepared {
   const InstrDecl *decl = nullptr;
   kernels::RunFn fn = nullptr;
   kernels::KernelArgs args;
+  // kernels: the --stats row this instruction adds to
+  ExecStats::KernelShapeStats *shapeStats = nullptr;
+  double flops = 0;
   // collectives
   Communicator *comm = nullptr;
   uint64_t dataBytes = 0;
@@ -186,7 +208,21 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
     } else {
       pr.fn = kernels::cpu::findKernel(ins.op);
       if (!pr.fn)
-        throw Error(a_.label + ": kernel '" + ins.op + "' has no CPU implementation");
+        throw Error(a_.label + ": kernel '" + ins.op + "' has no cpu implementation");
+      pr.args.ctx = &kernelCtx_;
+      std::vector<kernels::TensorDesc> in, out;
+      std::string key = ins.op;
+      for (const kernels::TensorArg &t : pr.args.in) in.push_back({t.dtype, t.shape});
+      for (const kernels::TensorArg &t : pr.args.out) out.push_back({t.dtype, t.shape});
+      pr.flops = kernels::flopCount(ins.op, in, out, ins.attrs);
+      for (size_t k = 0; k < in.size(); ++k) {
+        key += k ? " * " : " ";
+        for (size_t d = 0; d < in[k].shape.size(); ++d)
+          key += (d ? "x" : "") + std::to_string(in[k].shape[d]);
+      }
+      for (const char *flag : {"transpose_a", "transpose_b", "causal"})
+        if (ins.attrs.is_object() && ins.attrs.value(flag, false) == true) key += std::string(" ") + flag;
+      pr.shapeStats = &stats_.byKernelShape[key];
     }
     out.push_back(std::move(pr));
   }
@@ -441,8 +477,14 @@ void RankExecutor::runList(List &list, int chunk, int microbatch, std::string &f
           c->receivedBytes += pr.comm->bytesReceived() - received0;
         }
       }
-      stats_.secondsByOp[pr.decl->op] +=
+      const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      stats_.secondsByOp[pr.decl->op] += seconds;
+      if (pr.shapeStats) {
+        pr.shapeStats->calls += 1;
+        pr.shapeStats->seconds += seconds;
+        pr.shapeStats->flops += pr.flops;
+      }
     } catch (const std::exception &e) {
       if (first.empty())
         first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
@@ -514,6 +556,7 @@ std::string RankExecutor::runPipelineStep() {
 
 std::string RankExecutor::run() {
   std::string first;
+  kernels::cpu::bindThreads(kernelCtx_);
   for (auto &kinds : stats_.perStepByComm) kinds.fill({});
   for (auto &kind : stats_.perStep) kind = {};
   stats_.sendRecvPerStep = {};

@@ -70,11 +70,11 @@ std::unique_ptr<LocalRunner::Impl> build(std::unique_ptr<Artifact> a,
   const int n = impl->ranks();
   if (n == 1) impl->single = makeLocalWorld();
   else impl->threads = std::make_unique<ThreadWorld>(n);
-  if (opts.blasThreads > 0) kernels::cpu::setBlasThreads(opts.blasThreads);
   impl->execs.resize(size_t(n));
   std::string err = impl->forRanks([&](int r) {
     impl->execs[size_t(r)] =
         std::make_unique<RankExecutor>(*impl->artifact, impl->world(r), opts.backend);
+    impl->execs[size_t(r)]->setThreads(opts.threads);
   });
   if (!err.empty()) throw Error(err);
   return impl;

@@ -31,16 +31,13 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
       throw Error("--backend: unknown backend '" + opts_.backend + "' (expected cpu or cuda)");
     artifact_ = std::make_unique<Artifact>(loadArtifactFile(opts_.artifactPath));
     checkRankCount(*artifact_, world_.size());
-    if (opts_.configureBlasThreads && !std::getenv("OPENBLAS_NUM_THREADS")) {
-      int cores = int(std::thread::hardware_concurrency());
-      int per = cores / std::max(1, world_.ranksOnNode());
-      kernels::cpu::setBlasThreads(per < 1 ? 1 : per);
-    }
   });
   // 2. The executor: its constructor splits communicators first (collective),
   //    then allocates; initialise parameters from the seed.
   runAgreed(world_, [&] {
     exec_ = std::make_unique<RankExecutor>(*artifact_, world_, opts_.backend);
+    exec_->setThreads(opts_.threads > 0 ? opts_.threads
+                                        : defaultKernelThreads(world_.ranksOnNode()));
     exec_->initPersistent(opts_.seed);
     const std::vector<int> loss = artifact_->tensorsWithRole(Role::Loss);
     const std::vector<int> holders = contributorRanks(*artifact_, loss.at(0));
@@ -191,6 +188,17 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     // on every rank; collectives include waiting for the slowest rank).
     for (const auto &[op, seconds] : s.secondsByOp)
       j["seconds_per_step_by_op"][op] = s.runs ? seconds / double(s.runs) : 0.0;
+    // Per kernel and operand shapes; GFLOP/s where the kernel counts flops.
+    j["threads"] = exec.threads();
+    j["gemm_library"] = kernels::cpu::gemmLibrary();
+    j["kernels"] = nlohmann::json::array();
+    for (const auto &[key, k] : s.byKernelShape) {
+      nlohmann::json row = {{"kernel", key},
+                            {"calls_per_step", s.runs ? double(k.calls) / double(s.runs) : 0.0},
+                            {"seconds_per_step", s.runs ? k.seconds / double(s.runs) : 0.0}};
+      if (k.flops > 0) row["gflops"] = k.seconds > 0 ? k.flops / k.seconds / 1e9 : 0.0;
+      j["kernels"].push_back(row);
+    }
     std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     if (!writeFileAtomic(path, text, err)) err = path + ": cannot write: " + err;
   }

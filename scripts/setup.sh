@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git python3
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   openmpi-bin libopenmpi-dev
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   nlohmann-json3-dev
   libgtest-dev
   coinor-libcbc-dev

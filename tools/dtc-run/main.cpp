@@ -15,12 +15,14 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -50,8 +52,14 @@ const char *kUsage =
     "  --save CKPT            write parameters (safetensors) at the end, and the\n"
     "                         optimizer state to CKPT.optim (default: none)\n"
     "  --load CKPT            start from a checkpoint (default: none)\n"
-    "  --stats FILE.json      write measured memory bytes per category and\n"
-    "                         collective bytes per step (default: none)\n"
+    "  --stats FILE.json      write measured memory bytes per category, collective\n"
+    "                         bytes per step and time per kernel and shape (with\n"
+    "                         GFLOP/s), and print the kernels that took longest\n"
+    "                         with their share of the step (default: none)\n"
+    "  --threads N            kernel threads per rank (default: OMP_NUM_THREADS or\n"
+    "                         OPENBLAS_NUM_THREADS if set, else cores / ranks on\n"
+    "                         the node; with --launch each rank is bound to N cores\n"
+    "                         of its own when the node has enough)\n"
     "  --launch               validate everything here, then exec\n"
     "                         mpirun -np <devices> with the same arguments\n"
     "                         (env DTC_MPIRUN: mpirun path, DTC_MPIRUN_ARGS: extra flags)\n"
@@ -95,7 +103,7 @@ std::string parseArgs(int argc, char **argv, Options &o) {
       }
       static const char *withValue[] = {"--steps", "--seed", "--backend", "--data",
                                         "--data-dtype", "--log", "--save", "--load",
-                                        "--stats"};
+                                        "--stats", "--threads"};
       bool known = false;
       for (const char *w : withValue) known = known || name == w;
       if (!known) return "unknown flag " + name + " (see --help)";
@@ -130,6 +138,11 @@ std::string parseArgs(int argc, char **argv, Options &o) {
         o.train.loadPath = value;
       } else if (name == "--stats") {
         o.train.statsPath = value;
+      } else if (name == "--threads") {
+        uint64_t v;
+        if (!parseU64(value, v) || v < 1 || v > 4096)
+          return "--threads: expected an integer in [1, 4096], got '" + value + "'";
+        o.train.threads = int(v);
       }
     } else if (arg == "-h") {
       continue;
@@ -166,6 +179,41 @@ void checkOutputPath(const std::string &flag, const std::string &path) {
     throw Error(flag + " " + path + ": is a directory");
 }
 
+// The kernels (per operand shapes) that took longest in rank 0's steps, with
+// their share of the step and, for matmuls and attention, GFLOP/s.
+void printKernelTable(const RankExecutor &exec) {
+  const ExecStats &s = exec.stats();
+  if (s.runs == 0) return;
+  double step = 0;
+  for (const auto &[op, seconds] : s.secondsByOp) step += seconds;
+  std::vector<std::pair<std::string, ExecStats::KernelShapeStats>> rows(s.byKernelShape.begin(),
+                                                                      s.byKernelShape.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto &a, const auto &b) { return a.second.seconds > b.second.seconds; });
+  const size_t shown = std::min<size_t>(rows.size(), 12);
+  std::printf("kernels, rank 0, per step (%.2f ms: kernels and collectives; %d threads, "
+              "matmuls on %s), top %zu of %zu by time:\n",
+              step / double(s.runs) * 1e3, exec.threads(), dtc::kernels::cpu::gemmLibrary(),
+              shown, rows.size());
+  std::printf("  %6s %9s %8s %6s  %s\n", "share", "ms", "GFLOP/s", "calls", "kernel and operand shapes");
+  for (size_t i = 0; i < shown; ++i) {
+    const auto &[key, k] = rows[i];
+    char gflops[32] = "-";
+    if (k.flops > 0 && k.seconds > 0) std::snprintf(gflops, sizeof gflops, "%.1f", k.flops / k.seconds / 1e9);
+    std::printf("  %5.1f%% %9.3f %8s %6.0f  %s\n", step > 0 ? 100.0 * k.seconds / step : 0.0,
+                k.seconds / double(s.runs) * 1e3, gflops, double(k.calls) / double(s.runs),
+                key.c_str());
+  }
+  std::fflush(stdout);
+}
+
+// Cores this process may run on.
+int64_t availableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return 1;
+}
+
 int launch(const Options &o, int argc, char **argv) {
   int64_t devices = 0;
   try {
@@ -195,24 +243,53 @@ int launch(const Options &o, int argc, char **argv) {
     return 1;
   }
   self[n] = '\0';
-  std::vector<std::string> args = {mpirun, "-np", std::to_string(devices)};
-  if (::geteuid() == 0) args.push_back("--allow-run-as-root");
-  args.push_back("--oversubscribe");
-  args.push_back("--quiet");
+  std::vector<std::string> extraArgs;
   if (const char *extra = std::getenv("DTC_MPIRUN_ARGS")) {
     std::string s = extra, cur;
     for (char c : s + " ") {
       if (c == ' ' || c == '\t' || c == '\n') {
-        if (!cur.empty()) args.push_back(cur);
+        if (!cur.empty()) extraArgs.push_back(cur);
         cur.clear();
       } else {
         cur += c;
       }
     }
   }
+  // Placement: every rank gets `threads` cores of its own (mpirun binds it
+  // to them, OpenMP keeps its threads on them) when the node has enough;
+  // otherwise nothing is bound and the ranks share the cores. Binding flags
+  // in DTC_MPIRUN_ARGS take precedence.
+  const int threads = o.train.threads > 0 ? o.train.threads
+                                          : defaultKernelThreads(int(devices));
+  bool userPlacement = false;
+  for (const std::string &e : extraArgs)
+    userPlacement |= e.rfind("--bind-to", 0) == 0 || e.rfind("--map-by", 0) == 0 ||
+                     e.rfind("--cpus-per-proc", 0) == 0;
+  const int64_t cores = availableCores();
+  std::vector<std::string> args = {mpirun, "-np", std::to_string(devices)};
+  if (::geteuid() == 0) args.push_back("--allow-run-as-root");
+  args.push_back("--oversubscribe");
+  args.push_back("--quiet");
+  if (!userPlacement) {
+    if (devices * threads <= cores) {
+      args.insert(args.end(), {"--map-by", "slot:PE=" + std::to_string(threads), "--bind-to",
+                               "core"});
+      for (const char *kv : {"OMP_PLACES=cores", "OMP_PROC_BIND=close"})
+        if (!std::getenv(std::string(kv).substr(0, std::string(kv).find('=')).c_str()))
+          args.insert(args.end(), {"-x", kv});
+    } else {
+      // Ranks share cores: OpenMP threads that spin while they wait for work
+      // would take the core from the thread doing it, so they sleep.
+      args.insert(args.end(), {"--bind-to", "none"});
+      if (!std::getenv("OMP_WAIT_POLICY"))
+        args.insert(args.end(), {"-x", "OMP_WAIT_POLICY=passive"});
+    }
+  }
+  args.insert(args.end(), extraArgs.begin(), extraArgs.end());
   args.push_back(self);
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) != "--launch") args.push_back(argv[i]);
+  if (o.train.threads <= 0) args.push_back("--threads=" + std::to_string(threads));
   std::vector<char *> cargs;
   for (std::string &s : args) cargs.push_back(s.data());
   cargs.push_back(nullptr);
@@ -259,6 +336,7 @@ int main(int argc, char **argv) {
           std::printf("step %lld loss %.8g\n", (long long)r.step, double(r.loss));
           std::fflush(stdout);
         });
+        if (!o.train.statsPath.empty() && rank == 0) printKernelTable(trainer.executor());
       } catch (const AgreedError &e) {
         if (rank == e.reporter()) printError(e.what());
         code = 1;

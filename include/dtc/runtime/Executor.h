@@ -67,6 +67,13 @@ struct ExecStats {
   int microbatchesPeak = 0;
   /// Bytes of one micro-batch copy per chunk.
   std::vector<uint64_t> microbatchBytes;
+  /// Per kernel and operand shapes ("matmul 2048x128 * 128x512"): calls,
+  /// seconds and floating-point operations (kernels::flopCount), cumulative.
+  struct KernelShapeStats {
+    uint64_t calls = 0;
+    double seconds = 0, flops = 0;
+  };
+  std::map<std::string, KernelShapeStats> byKernelShape;
 };
 
 /// A tensor's piece on this rank.
@@ -77,6 +84,11 @@ struct LocalTensor {
   Piece piece; ///< local shape + global offset
   size_t bytes() const { return size_t(numel(piece.local)) * dtypeSize(decl->dtype); }
 };
+
+/// Kernel threads per rank when none are asked for: OMP_NUM_THREADS or
+/// OPENBLAS_NUM_THREADS when set (the first that is), else
+/// max(1, cores available to this process / ranks on this node).
+int defaultKernelThreads(int ranksOnNode);
 
 class RankExecutor {
 public:
@@ -119,6 +131,10 @@ public:
   /// Counters so far; memory high-water includes the communicators' scratch.
   const ExecStats &stats() const;
 
+  /// Threads this rank's kernels use (default 1).
+  void setThreads(int threads) { kernelCtx_.setThreads(threads); }
+  int threads() const { return kernelCtx_.threads(); }
+
 private:
   struct Prepared;
   using List = std::vector<Prepared>;
@@ -139,6 +155,7 @@ private:
   std::vector<char *> slotMem_;
   std::vector<void *> bufPtr_;
   List instrs_;
+  kernels::KernelContext kernelCtx_;
   /// Packing buffer of the axis-wise collectives (sized once, at load).
   char *staging_ = nullptr;
   size_t stagingSize_ = 0;

@@ -54,8 +54,8 @@ namespace dtc::rt {
 
 struct LocalRunnerOptions {
   std::string backend = "cpu";
-  /// OpenBLAS threads (0 = leave OpenBLAS's setting alone).
-  int blasThreads = 1;
+  /// Kernel threads per rank (ranks are threads of this process).
+  int threads = 1;
 };
 
 /// Measurements (per rank, maximum over ranks).

@@ -31,9 +31,8 @@ struct TrainOptions {
   std::string dataPath; ///< "" = synthetic inputs
   TokenDType dataDtype = TokenDType::U16;
   std::string logPath, savePath, loadPath, statsPath;
-  /// Set OpenBLAS threads to max(1, cores / ranks on this node) unless
-  /// OPENBLAS_NUM_THREADS is set.
-  bool configureBlasThreads = true;
+  /// Kernel threads per rank; 0: defaultKernelThreads(ranks on this node).
+  int threads = 0;
 };
 
 struct StepReport {

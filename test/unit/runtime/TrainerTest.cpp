@@ -44,7 +44,7 @@ struct Result {
 };
 
 Result train(int ranks, TrainOptions opts) {
-  opts.configureBlasThreads = false;
+  opts.threads = 1;
   ThreadWorld tw(ranks);
   Result res;
   std::mutex mu;

@@ -104,8 +104,12 @@ errors)
   one_error e "missing.st: cannot open"
   "$run" "$art/mlp1.dtc" --steps 1 --data-dtype int8 2> e; [ $? = 1 ] || fail "data dtype"
   one_error e "--data-dtype: expected uint16 or uint32"
+  "$run" "$art/mlp1.dtc" --steps 1 --threads 0 2> e; [ $? = 1 ] || fail "--threads 0"
+  one_error e "--threads: expected an integer in [1, 4096], got '0'"
+  "$run" "$art/mlp1.dtc" --steps 1 --threads=x 2> e; [ $? = 1 ] || fail "--threads x"
+  one_error e "--threads: expected an integer in [1, 4096], got 'x'"
   "$run" --help > h || fail "--help"
-  for f in --steps --seed --backend --data --data-dtype --log --save --load --launch; do
+  for f in --steps --seed --backend --data --data-dtype --log --save --load --launch --threads; do
     grep -q -- "$f" h || fail "--help lacks $f"
   done
   ;;
@@ -133,6 +137,17 @@ launch)
   one_error e "cannot run /nonexistent/mpirun"
   DTC_MPIRUN=$mpiexec DTC_MPIRUN_ARGS="--bind-to none" "$run" --launch "$art/mlp_dp2.dtc" --steps 1 > x.out || fail "DTC_MPIRUN_ARGS"
   grep -q '^step 0 loss' x.out || fail "launch with args"
+  # Threads per rank: bound to cores when they fit, shared otherwise; the
+  # kernels give the same losses with any count (to rounding of the GEMMs).
+  env -u OPENBLAS_NUM_THREADS "$run" --launch "$art/lm1.dtc" --steps 3 --threads 1 --stats s1.json > t1.out || fail "--threads 1"
+  env -u OPENBLAS_NUM_THREADS "$run" --launch "$art/lm1.dtc" --steps 3 --threads 3 --stats s3.json > t3.out || fail "--threads 3"
+  losses t1.out > t1.l; losses t3.out > t3.l
+  close t3.l t1.l 1e-6
+  grep -q '"threads": 3' s3.json || fail "stats threads"
+  grep -q '"gflops"' s1.json || fail "stats gflops"
+  # --stats prints the kernels that took longest, with their share of the step.
+  grep -q '^kernels, rank 0, per step' t1.out || fail "stats table"
+  grep -Eq '^ +[0-9.]+% +[0-9.]+ +[0-9.]+ +[0-9]+  matmul ' t1.out || { cat t1.out; fail "stats matmul row"; }
   ;;
 *) fail "unknown case $case_name" ;;
 esac
