@@ -1,5 +1,6 @@
 //===- Executor.cpp - run one rank's program -------------------------------===//
 #include "dtc/runtime/Executor.h"
+#include "dtc/runtime/Progress.h"
 #include "dtc/runtime/Random.h"
 
 #include <cstdlib>
@@ -39,6 +40,7 @@ struct RankExecutor::Prepared {
   // collectives
   Communicator *comm = nullptr;
   uint64_t dataBytes = 0;
+  std::string where; ///< "all_reduce on communicator 'dp' (ranks 0, 1) of f32[8, 4]"
   // shard_offset: this rank's value, from its mesh coordinates
   bool isShardOffset = false;
   int64_t shardOffset = 0;
@@ -48,6 +50,20 @@ struct RankExecutor::Prepared {
 };
 
 namespace {
+/// "ranks 0, 1, 2" (the first few of a large group, and how many).
+std::string groupRanks(const Artifact &a, const CommDecl &c, const std::vector<int64_t> &coords) {
+  const int64_t color = a.mesh.groupColor(coords, c.meshAxes);
+  std::string s;
+  int64_t n = 0;
+  for (int64_t r = 0; r < a.devices; ++r) {
+    if (a.mesh.groupColor(a.mesh.coords(r), c.meshAxes) != color) continue;
+    if (n < 8) s += (n ? ", " : "") + std::to_string(r);
+    ++n;
+  }
+  if (n > 8) s += ", ... (" + std::to_string(n) + " ranks)";
+  return "rank" + std::string(n == 1 ? " " : "s ") + s;
+}
+
 /// Bytes of packing an axis-wise collective needs beyond its buffers.
 size_t stagingFor(const InstrDecl &ins, const kernels::TensorArg &in,
                   const kernels::TensorArg &out) {
@@ -105,9 +121,16 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
   prog_ = a.programOf(rank_);
   coords_ = a.mesh.coords(rank_);
   // Collective: every rank creates every communicator, in artifact order.
-  for (const CommDecl &c : a.comms)
-    comms_.push_back(world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
-                                 int(a.mesh.groupIndex(coords_, c.meshAxes))));
+  for (const CommDecl &c : a.comms) {
+    try {
+      comms_.push_back(world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
+                                   int(a.mesh.groupIndex(coords_, c.meshAxes))));
+    } catch (const CommFailure &e) {
+      throw CommFailure(a.label + ": creating communicator '" + c.name + "' (" +
+                        std::to_string(comms_.size() + 1) + " of the artifact's " +
+                        std::to_string(a.comms.size()) + "): " + e.what());
+    }
+  }
 
   if (backend == "cuda")
     throw Error("this build of dtc has no CUDA backend yet; use --backend cpu");
@@ -188,9 +211,20 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
     for (int id : ins.in) add(id, false);
     for (int id : ins.out) add(id, true);
     pr.args.attrs = &ins.attrs;
+    // Named in a communication failure: the operation, its group, its data.
+    auto where = [&](const std::string &what, int buffer) {
+      const BufferDecl &buf = p.buffers[size_t(buffer)];
+      const CommDecl &c = a_.comms[size_t(ins.comm)];
+      return what + " on communicator '" + c.name + "' (" + groupRanks(a_, c, coords_) +
+             ") of " + dtypeName(buf.dtype) + shapeStr(buf.shape);
+    };
     if (ins.pipe == PipeOp::Send || ins.pipe == PipeOp::Recv) {
       pr.comm = comms_[size_t(ins.comm)].get();
-      pr.dataBytes = p.buffers[size_t(ins.pipe == PipeOp::Send ? ins.in[0] : ins.out[0])].bytes();
+      const int buffer = ins.pipe == PipeOp::Send ? ins.in[0] : ins.out[0];
+      pr.dataBytes = p.buffers[size_t(buffer)].bytes();
+      pr.where = where(ins.op + (ins.pipe == PipeOp::Send ? " to" : " from") + " member " +
+                           std::to_string(ins.peer),
+                       buffer);
     } else if (ins.pipe != PipeOp::None) {
       // fill, accumulate, microbatch_slice: the executor runs them itself
     } else if (ins.isCollective) {
@@ -199,6 +233,7 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
                      outB = p.buffers[size_t(ins.out[0])].bytes();
       pr.dataBytes = inB > outB ? inB : outB;
       stagingSize_ = std::max(stagingSize_, stagingFor(ins, pr.args.in[0], pr.args.out[0]));
+      pr.where = where(ins.op, ins.in[0]);
     } else if (ins.op == "shard_offset") {
       // The rank's index over grid_axes times piece_size (docs/kernels.md).
       std::vector<int> axes;
@@ -400,12 +435,12 @@ void RankExecutor::runPipe(Prepared &pr, int microbatch) {
     const uint64_t sent0 = pr.comm->bytesSent(), received0 = pr.comm->bytesReceived();
     if (ins.pipe == PipeOp::Send) {
       const kernels::TensorArg &in = pr.args.in[0];
-      pr.comm->send(in.data, size_t(in.numel) * dtypeSize(in.dtype), ins.peer, tag());
+      pr.comm->sendMessage(in.data, size_t(in.numel) * dtypeSize(in.dtype), ins.peer, tag());
       stats_.sendRecvPerStep.calls += 1;
       stats_.sendRecvPerStep.bytes += pr.dataBytes;
     } else {
       const kernels::TensorArg &out = pr.args.out[0];
-      pr.comm->recv(out.data, size_t(out.numel) * dtypeSize(out.dtype), ins.peer, tag());
+      pr.comm->recvMessage(out.data, size_t(out.numel) * dtypeSize(out.dtype), ins.peer, tag());
     }
     stats_.sendRecvPerStep.sentBytes += pr.comm->bytesSent() - sent0;
     stats_.sendRecvPerStep.receivedBytes += pr.comm->bytesReceived() - received0;
@@ -456,6 +491,7 @@ void RankExecutor::runList(List &list, int chunk, int microbatch, std::string &f
     for (auto &[isOut, arg, slot] : pr.perMicroBatch)
       (isOut ? pr.args.out : pr.args.in)[size_t(arg)].data =
           (*copy)[size_t(indexInChunk_[size_t(slot)])];
+    progress::setInstruction(int64_t(i));
     try {
       auto start = std::chrono::steady_clock::now();
       if (pr.fn) {
@@ -485,6 +521,13 @@ void RankExecutor::runList(List &list, int chunk, int microbatch, std::string &f
         pr.shapeStats->seconds += seconds;
         pr.shapeStats->flops += pr.flops;
       }
+    } catch (const CommFailure &e) {
+      // The ranks cannot stay matched any more: stop here.
+      throw CommFailure("program '" + p.name + "' instruction " + std::to_string(i) + " (" +
+                        pr.where +
+                        (chunk >= 0 ? ", micro-batch " + std::to_string(microbatch)
+                                    : std::string()) +
+                        "): " + e.what());
     } catch (const std::exception &e) {
       if (first.empty())
         first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
@@ -544,13 +587,8 @@ std::string RankExecutor::runPipelineStep() {
     }
   }
   runList(finish_, -1, 0, first);
-  for (auto &comm : comms_) {
-    try {
-      comm->flushSends();
-    } catch (const std::exception &e) {
-      if (first.empty()) first = e.what();
-    }
-  }
+  // A failure here is a CommFailure: it passes through, as in runList.
+  for (auto &comm : comms_) comm->flushSends();
   return first;
 }
 
@@ -564,6 +602,7 @@ std::string RankExecutor::run() {
     first = runPipelineStep();
   else
     runList(instrs_, -1, 0, first);
+  progress::setInstruction(-1);
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
     stats_.collectives[k].bytes += stats_.perStep[k].bytes;

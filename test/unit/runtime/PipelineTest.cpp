@@ -11,6 +11,8 @@
 #include "dtc/runtime/Communicator.h"
 #include "dtc/runtime/LocalRunner.h"
 
+#include "TestArtifacts.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,15 +22,6 @@ using namespace dtc::rt;
 using json = nlohmann::json;
 
 namespace {
-
-json slot(int bytes, const char *category, int chunk = -1) {
-  json s = {{"bytes", bytes}, {"category", category}};
-  if (chunk >= 0) {
-    s["scope"] = "microbatch";
-    s["chunk"] = chunk;
-  }
-  return s;
-}
 
 json buf(int slot, std::vector<int64_t> shape, const char *tensor = nullptr) {
   json b = {{"slot", slot}, {"dtype", "f32"}, {"shape", shape}};
@@ -42,65 +35,7 @@ json ins(const char *op, std::vector<int> in, std::vector<int> out, json attrs =
   return i;
 }
 
-json message(int peer, int id) { return {{"comm", "pp"}, {"peer", peer}, {"message", id}}; }
-
-// x [4, 4] in two micro-batches of two rows; w [4, 4].
-json pipelineArtifact() {
-  json stage0 = {
-      {"name", "stage0"},
-      {"ranks", {0}},
-      {"stage", 0},
-      {"slots", {slot(64, "param"), slot(64, "input"), slot(32, "activation", 0),
-                 slot(32, "activation"), slot(32, "activation", 0), slot(64, "activation"),
-                 slot(64, "grad")}},
-      {"buffers", {buf(0, {4, 4}, "w"), buf(1, {4, 4}, "x"), buf(2, {2, 4}), buf(3, {2, 4}),
-                   buf(4, {2, 4}), buf(5, {4, 4}), buf(6, {4, 4})}},
-      {"instructions", {ins("fill", {}, {6}, {{"value", 0}})}},
-      {"chunks",
-       {{{"forward",
-          {ins("microbatch_slice", {1}, {2}, {{"axis", 0}}), ins("matmul", {2, 0}, {3}),
-           ins("send", {3}, {}, message(1, 0))}},
-         {"backward_input", {ins("recv", {}, {4}, message(1, 1))}},
-         {"backward_weight",
-          {ins("matmul", {2, 4}, {5}, {{"transpose_a", true}}), ins("accumulate", {5}, {6})}}}}},
-      {"finish", {ins("sgd_update", {0, 6}, {0}, {{"lr", 0.1}, {"weight_decay", 0.0}})}},
-      {"schedule", {{"F", 0, 0}, {"F", 1, 0}, {"BW", 0, 0}, {"BW", 1, 0}}}};
-  json stage1 = {
-      {"name", "stage1"},
-      {"ranks", {1}},
-      {"stage", 1},
-      {"slots", {slot(32, "activation", 0), slot(32, "activation"), slot(4, "activation"),
-                 slot(4, "activation"), slot(4, "scalar"), slot(32, "activation"),
-                 slot(4, "constant")}},
-      {"buffers", {buf(0, {2, 4}), buf(1, {2, 4}), buf(2, {}), buf(3, {}), buf(4, {}, "loss"),
-                   buf(5, {2, 4}), buf(6, {})}},
-      {"constants", {{{"buffer", 6}, {"splat", 2.0}}}},
-      {"instructions", {ins("fill", {}, {3}, {{"value", 0}})}},
-      {"chunks",
-       {{{"forward",
-          {ins("recv", {}, {0}, message(0, 0)), ins("mul", {0, 0}, {1}),
-           ins("reduce_sum", {1}, {2}, {{"axes", {0, 1}}, {"keep_dims", false}}),
-           ins("accumulate", {2}, {3})}},
-         {"backward_input", {ins("mul", {0, 6}, {5}), ins("send", {5}, {}, message(0, 1))}},
-         {"backward_weight", json::array()}}}},
-      {"finish", {ins("copy", {3}, {4})}},
-      {"schedule", {{"F", 0, 0}, {"BW", 0, 0}, {"F", 1, 0}, {"BW", 1, 0}}}};
-  return {{"format", "dtc-artifact"},
-          {"version", kArtifactVersion},
-          {"mesh", {2}},
-          {"devices", 2},
-          {"pipeline", {{"stages", 2}, {"virtual_stages", 1}, {"microbatches", 2},
-                        {"schedule", "1f1b"}}},
-          {"communicators", {{{"name", "pp"}, {"mesh_axes", {0}}}}},
-          {"tensors",
-           {{{"name", "w"}, {"role", "param"}, {"dtype", "f32"}, {"shape", {4, 4}},
-             {"init", "normal(0.5)"}, {"sharding", {json::array(), json::array()}}},
-            {{"name", "x"}, {"role", "input"}, {"dtype", "f32"}, {"shape", {4, 4}},
-             {"sharding", {json::array(), json::array()}}},
-            {{"name", "loss"}, {"role", "loss"}, {"dtype", "f32"}, {"shape", json::array()},
-             {"sharding", json::array()}}}},
-          {"programs", {stage0, stage1}}};
-}
+using dtc::test::pipelineArtifact;
 
 TEST(Pipeline, TwoStagesAccumulateOverMicrobatches) {
   std::string err;
@@ -197,6 +132,26 @@ TEST(Pipeline, BrokenPipelinesAreRejectedOnLoad) {
          }
        }},
   };
+  // Collectives inside the stages' lists join the replay of all ranks'
+  // communications: stage 1 all-reduces before its first receive, stage 0
+  // only after its first gradient arrived, which stage 1 sends later.
+  auto withCollectives = [&](json &a, const char *reduction0) {
+    a["communicators"].push_back({{"name", "all"}, {"mesh_axes", {0}}});
+    stage(a, 0)["chunks"][0]["backward_weight"].push_back(
+        ins("all_reduce", {3}, {3}, {{"comm", "all"}, {"reduction", reduction0}}));
+    stage(a, 1)["chunks"][0]["forward"].insert(
+        stage(a, 1)["chunks"][0]["forward"].begin(),
+        ins("all_reduce", {1}, {1}, {{"comm", "all"}, {"reduction", "sum"}}));
+  };
+  cases.push_back(
+      {"the programs' communications wait for each other forever: rank 0 waits in receive from "
+       "member 1 of message 1 (8 f32) on 'pp' ('stage0' input-gradient list of chunk 0, "
+       "micro-batch 0, instruction 0) from rank 1, which waits in all_reduce (sum) of 8 f32 on "
+       "'all' ('stage1' forward list of chunk 0, micro-batch 0, instruction 0)",
+       [&](json &a) { withCollectives(a, "sum"); }});
+  cases.push_back({"its collective #1 is all_reduce (max) of 8 f32 on 'all' ('stage0' "
+                   "weight-gradient list of chunk 0, micro-batch 0, instruction 2)",
+                   [&](json &a) { withCollectives(a, "max"); }});
   for (const Case &c : cases) {
     json a = pipelineArtifact();
     c.breakIt(a);
@@ -214,19 +169,19 @@ TEST(PointToPoint, ThreadWorldOrdersMessagesAndNeverBlocksASender) {
     World &w = world.rankView(1);
     auto comm = w.split(0, 1);
     float a = 0, b = 0, c = 0;
-    comm->recv(&c, 4, 0, 9); // another tag first: arrives independently
-    comm->recv(&a, 4, 0, 5);
-    comm->recv(&b, 4, 0, 5); // same tag: in order
+    comm->recvMessage(&c, 4, 0, 9); // another tag first: arrives independently
+    comm->recvMessage(&a, 4, 0, 5);
+    comm->recvMessage(&b, 4, 0, 5); // same tag: in order
     got = {a, b, c};
   });
   {
     World &w = world.rankView(0);
     auto comm = w.split(0, 0);
     float one = 1, two = 2, three = 3;
-    comm->send(&one, 4, 1, 5); // returns before anyone receives
-    comm->send(&two, 4, 1, 5);
+    comm->sendMessage(&one, 4, 1, 5); // returns before anyone receives
+    comm->sendMessage(&two, 4, 1, 5);
     one = two = -1; // the message is a copy
-    comm->send(&three, 4, 1, 9);
+    comm->sendMessage(&three, 4, 1, 9);
     comm->flushSends();
   }
   receiver.join();
@@ -241,7 +196,7 @@ TEST(PointToPoint, AbortWakesAWaitingReceiverAndSizesMustMatch) {
     auto comm = w.split(0, 1);
     float x;
     try {
-      comm->recv(&x, 4, 0, 1);
+      comm->recvMessage(&x, 4, 0, 1);
     } catch (const Error &e) {
       error = e.what();
     }
@@ -256,15 +211,39 @@ TEST(PointToPoint, AbortWakesAWaitingReceiverAndSizesMustMatch) {
   auto local = makeLocalWorld();
   auto self = local->split(0, 0);
   double d = 1.5;
-  self->send(&d, 8, 0, 3);
+  self->sendMessage(&d, 8, 0, 3);
   float f;
   try {
-    self->recv(&f, 4, 0, 3);
+    self->recvMessage(&f, 4, 0, 3);
     ADD_FAILURE() << "a size mismatch was accepted";
   } catch (const Error &e) {
     EXPECT_NE(std::string(e.what()).find("has 8 bytes, the receiver expects 4"), std::string::npos);
   }
-  EXPECT_THROW(self->recv(&f, 4, 0, 4), Error); // nothing sent with that tag
+  EXPECT_THROW(self->recvMessage(&f, 4, 0, 4), Error); // nothing sent with that tag
+}
+
+// A receive whose message never comes (a mismatched tag, a dead peer) gives
+// up after the world's timeout instead of hanging the stage.
+TEST(PointToPoint, AReceiveTimesOut) {
+  ThreadWorld world(2, 0.2);
+  std::string error;
+  std::thread receiver([&] {
+    auto comm = world.rankView(1).split(0, 1);
+    float x;
+    try {
+      comm->recvMessage(&x, 4, 0, 1);
+    } catch (const CommFailure &e) {
+      error = e.what();
+    }
+  });
+  std::thread sender([&] {
+    auto comm = world.rankView(0).split(0, 0);
+    float one = 1;
+    comm->sendMessage(&one, 4, 1, 2); // another tag: never taken
+  });
+  sender.join();
+  receiver.join();
+  EXPECT_NE(error.find("timed out after 0.2 s in a pipeline receive"), std::string::npos) << error;
 }
 
 } // namespace
