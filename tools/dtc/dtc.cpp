@@ -412,7 +412,15 @@ int scheduleCommand(const std::vector<std::string> &args) {
   if (positional.size() != 1)
     return fail("dtc schedule takes one artifact (see dtc schedule --help)");
   input = positional[0];
+  if (output.empty()) {
+    llvm::SmallString<128> out(input);
+    llvm::sys::path::replace_extension(out, "svg");
+    output = std::string(out);
+  }
   std::string bytes, error;
+  // Before anything is read or written: the picture may not replace the artifact.
+  if (!dtc::rt::checkOutputsDistinct({{"the artifact", input}}, {{"-o", output}}, error))
+    return fail(error);
   if (!dtc::rt::readFileBytes(input, bytes, error))
     return fail(input + ": " + error);
   nlohmann::json body;
@@ -457,11 +465,6 @@ int scheduleCommand(const std::vector<std::string> &args) {
   llvm::outs() << dtc::sched::renderText(schedule, sim);
   for (size_t d = 0; d < ranksOf.size(); ++d)
     llvm::outs() << "stage " << d << ": ranks " << ranksOf[d] << "\n";
-  if (output.empty()) {
-    llvm::SmallString<128> out(input);
-    llvm::sys::path::replace_extension(out, "svg");
-    output = std::string(out);
-  }
   if (!dtc::rt::writeOutputFile(output, dtc::sched::renderSvg(schedule, sim), error))
     return fail("cannot write " + output + ": " + error);
   llvm::outs() << "picture: " << output << "\n";
