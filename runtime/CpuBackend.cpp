@@ -52,6 +52,16 @@ public:
     Counting counting(*c_, traffic);
     c_->allToAll(in, out, bytes);
   }
+  void send(const void *buf, size_t bytes, int peer, int tag, Stream &,
+            Traffic &traffic) override {
+    Counting counting(*c_, traffic);
+    c_->sendMessage(buf, bytes, peer, tag);
+  }
+  void recv(void *buf, size_t bytes, int peer, int tag, Stream &, Traffic &traffic) override {
+    Counting counting(*c_, traffic);
+    c_->recvMessage(buf, bytes, peer, tag);
+  }
+  void flushSends() override { c_->flushSends(); }
   uint64_t scratchBytes() const override { return c_->scratchBytes(); }
 
 private:

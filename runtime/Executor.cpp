@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 #include <sched.h>
 
@@ -50,6 +51,9 @@ struct RankExecutor::Prepared {
   // shard_offset: this rank's value, from its mesh coordinates
   bool isShardOffset = false;
   int64_t shardOffset = 0;
+  // Pipelines: operands in a micro-batch slot (output?, operand, slot),
+  // pointed at the running micro-batch's copy before every enqueue.
+  std::vector<std::tuple<bool, int, int>> perMicroBatch;
 };
 
 namespace {
@@ -154,76 +158,35 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Back
   }
 
   const ProgramDecl &p = program();
-  for (const SlotDecl &s : p.slots)
+  // One-copy slots now; a chunk's micro-batch slots when a micro-batch
+  // needs them.
+  chunkSlots_.assign(p.chunks.size(), {});
+  indexInChunk_.assign(p.slots.size(), -1);
+  stats_.microbatchBytes.assign(p.chunks.size(), 0);
+  for (size_t i = 0; i < p.slots.size(); ++i) {
+    const SlotDecl &s = p.slots[i];
+    if (s.chunk >= 0) {
+      indexInChunk_[i] = int(chunkSlots_[size_t(s.chunk)].size());
+      chunkSlots_[size_t(s.chunk)].push_back(int(i));
+      stats_.microbatchBytes[size_t(s.chunk)] += s.bytes;
+      slotMem_.push_back(nullptr);
+      continue;
+    }
     slotMem_.push_back(allocate(size_t(s.bytes), int(s.category)));
+    if (s.category == MemCategory::Activation) liveActivationBytes_ += s.bytes;
+  }
+  stats_.activationPeakBytes = liveActivationBytes_;
+  spare_.assign(p.chunks.size(), {});
   for (const BufferDecl &b : p.buffers) bufPtr_.push_back(slotMem_[size_t(b.slot)]);
 
-  auto arg = [&](int id) {
-    kernels::TensorArg t;
-    const BufferDecl &b = p.buffers[size_t(id)];
-    t.dtype = b.dtype;
-    t.shape = b.shape;
-    t.data = bufPtr_[size_t(id)];
-    t.numel = numel(b.shape);
-    return t;
-  };
   stats_.perStepByComm.assign(a.comms.size(), {});
   slotBusyUntil_.assign(p.slots.size(), 0);
-  std::vector<std::string> groupNames(a.comms.size());
-  for (const InstrDecl &ins : p.instructions) {
-    Prepared pr;
-    pr.decl = &ins;
-    for (int id : ins.in) pr.args.in.push_back(arg(id));
-    for (int id : ins.out) pr.args.out.push_back(arg(id));
-    pr.args.attrs = &ins.attrs;
-    for (const std::vector<int> *ids : {&ins.in, &ins.out})
-      for (int id : *ids) {
-        const int slot = p.buffers[size_t(id)].slot;
-        if (std::find(pr.slots.begin(), pr.slots.end(), slot) == pr.slots.end())
-          pr.slots.push_back(slot);
-      }
-    pr.opSeconds = &stats_.secondsByOp[ins.op];
-    if (ins.isCollective) {
-      pr.comm = comms_[size_t(ins.comm)].get();
-      const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
-                     outB = p.buffers[size_t(ins.out[0])].bytes();
-      pr.dataBytes = inB > outB ? inB : outB;
-      stagingSize_ = std::max(stagingSize_, stagingFor(ins, pr.args.in[0], pr.args.out[0]));
-      const BufferDecl &inBuf = p.buffers[size_t(ins.in[0])];
-      std::string &members = groupNames[size_t(ins.comm)];
-      if (members.empty()) members = groupRanks(a, a.comms[size_t(ins.comm)], coords_);
-      pr.members = members;
-      pr.where = ins.op + " on communicator '" + a.comms[size_t(ins.comm)].name + "' (" +
-                 members + ") of " + dtypeName(inBuf.dtype) + shapeStr(inBuf.shape);
-    } else if (ins.op == "shard_offset") {
-      // The rank's index over grid_axes times piece_size (docs/kernels.md).
-      std::vector<int> axes;
-      for (int64_t ax : kernels::attrInts(ins.attrs, "grid_axes")) axes.push_back(int(ax));
-      pr.isShardOffset = true;
-      pr.shardOffset = a.mesh.groupIndex(coords_, axes) * kernels::attrInt(ins.attrs, "piece_size");
-    } else {
-      pr.kernel = backend_->bindKernel(ins.op, pr.args);
-      if (!pr.kernel)
-        throw Error(a.label + ": kernel '" + ins.op + "' has no " + backend_->name() +
-                    " implementation");
-      std::vector<kernels::TensorDesc> in, out;
-      std::string key = ins.op;
-      for (const kernels::TensorArg &t : pr.args.in) in.push_back({t.dtype, t.shape});
-      for (const kernels::TensorArg &t : pr.args.out) out.push_back({t.dtype, t.shape});
-      pr.flops = kernels::flopCount(ins.op, in, out, ins.attrs);
-      for (size_t k = 0; k < in.size(); ++k) {
-        key += k ? " * " : " ";
-        for (size_t d = 0; d < in[k].shape.size(); ++d)
-          key += (d ? "x" : "") + std::to_string(in[k].shape[d]);
-      }
-      for (const char *flag : {"transpose_a", "transpose_b", "causal"})
-        if (ins.attrs.is_object() && ins.attrs.value(flag, false) == true) key += std::string(" ") + flag;
-      auto row = stats_.byKernelShape.try_emplace(key).first;
-      pr.shapeStats = &row->second;
-      pr.shapeKey = &row->first;
-    }
-    instrs_.push_back(std::move(pr));
-  }
+  instrs_ = prepare(p.instructions, -1);
+  for (size_t c = 0; c < p.chunks.size(); ++c)
+    chunkLists_.push_back({prepare(p.chunks[c].forward, int(c)),
+                           prepare(p.chunks[c].backwardInput, int(c)),
+                           prepare(p.chunks[c].backwardWeight, int(c))});
+  finish_ = prepare(p.finish, -1);
   if (stagingSize_ > 0) staging_ = allocate(stagingSize_, kStaging);
 
   // Constants: built on the host, copied over once.
@@ -248,6 +211,135 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Back
     backend_->copyFromHost(dst, host.data(), host.size(), stream);
   }
   backend_->synchronize();
+}
+
+RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int chunk) {
+  const ProgramDecl &p = program();
+  List out;
+  std::map<int, std::string> groupNames;
+  for (const InstrDecl &ins : list) {
+    Prepared pr;
+    pr.decl = &ins;
+    auto add = [&](int id, bool isOut) {
+      kernels::TensorArg t;
+      const BufferDecl &b = p.buffers[size_t(id)];
+      t.dtype = b.dtype;
+      t.shape = b.shape;
+      t.data = bufPtr_[size_t(id)];
+      t.numel = numel(b.shape);
+      auto &args = isOut ? pr.args.out : pr.args.in;
+      if (p.slots[size_t(b.slot)].chunk >= 0) {
+        if (p.slots[size_t(b.slot)].chunk != chunk)
+          throw Error(a_.label + ": instruction " + ins.op +
+                      " reads another chunk's micro-batch buffer");
+        pr.perMicroBatch.emplace_back(isOut, int(args.size()), b.slot);
+      }
+      args.push_back(t);
+    };
+    for (int id : ins.in) add(id, false);
+    for (int id : ins.out) add(id, true);
+    pr.args.attrs = &ins.attrs;
+    for (const std::vector<int> *ids : {&ins.in, &ins.out})
+      for (int id : *ids) {
+        const int slot = p.buffers[size_t(id)].slot;
+        if (std::find(pr.slots.begin(), pr.slots.end(), slot) == pr.slots.end())
+          pr.slots.push_back(slot);
+      }
+    pr.opSeconds = &stats_.secondsByOp[ins.op];
+    // Named in a communication failure: the operation, its group, its data.
+    auto describe = [&](const std::string &what, int buffer) {
+      const BufferDecl &buf = p.buffers[size_t(buffer)];
+      const CommDecl &c = a_.comms[size_t(ins.comm)];
+      std::string &members = groupNames[ins.comm];
+      if (members.empty()) members = groupRanks(a_, c, coords_);
+      pr.members = members;
+      pr.where = what + " on communicator '" + c.name + "' (" + members + ") of " +
+                 dtypeName(buf.dtype) + shapeStr(buf.shape);
+    };
+    if (ins.pipe == PipeOp::Send || ins.pipe == PipeOp::Recv) {
+      pr.comm = comms_[size_t(ins.comm)].get();
+      const int buffer = ins.pipe == PipeOp::Send ? ins.in[0] : ins.out[0];
+      pr.dataBytes = p.buffers[size_t(buffer)].bytes();
+      describe(ins.op + (ins.pipe == PipeOp::Send ? " to" : " from") + " member " +
+                   std::to_string(ins.peer),
+               buffer);
+    } else if (ins.pipe == PipeOp::Accumulate) {
+      // out += in, as the backend's own elementwise add (in place).
+      pr.args.in.insert(pr.args.in.begin(), pr.args.out[0]);
+      std::vector<std::tuple<bool, int, int>> moved;
+      for (auto [isOut, arg, slot] : pr.perMicroBatch) {
+        if (isOut) moved.emplace_back(false, 0, slot);
+        moved.emplace_back(isOut, isOut ? arg : arg + 1, slot);
+      }
+      pr.perMicroBatch = std::move(moved);
+      pr.kernel = backend_->bindKernel("add", pr.args);
+      if (!pr.kernel)
+        throw Error(a_.label + ": kernel 'add' (for accumulate) has no " + backend_->name() +
+                    " implementation");
+    } else if (ins.pipe == PipeOp::Fill) {
+      // A broadcast of the value, kept in a scalar on the device.
+      const kernels::TensorArg &target = pr.args.out[0];
+      char *&scalar = fillSources_[{uint64_t(target.dtype), std::to_string(ins.fillValue)}];
+      if (!scalar) {
+        scalar = allocate(dtypeSize(target.dtype), kStaging);
+        char host[8] = {};
+        switch (target.dtype) {
+        case DType::F32: *reinterpret_cast<float *>(host) = float(ins.fillValue); break;
+        case DType::I32: *reinterpret_cast<int32_t *>(host) = int32_t(ins.fillValue); break;
+        case DType::I64: *reinterpret_cast<int64_t *>(host) = int64_t(ins.fillValue); break;
+        }
+        backend_->copyFromHost(scalar, host, dtypeSize(target.dtype), backend_->computeStream());
+      }
+      kernels::TensorArg value;
+      value.dtype = target.dtype;
+      value.data = scalar;
+      value.numel = 1;
+      pr.args.in = {value};
+      pr.kernel = backend_->bindKernel("broadcast", pr.args);
+      if (!pr.kernel)
+        throw Error(a_.label + ": kernel 'broadcast' (for fill) has no " + backend_->name() +
+                    " implementation");
+    } else if (ins.pipe == PipeOp::MicrobatchSlice) {
+      // copies on the compute stream (enqueueKernel)
+    } else if (ins.isCollective) {
+      pr.comm = comms_[size_t(ins.comm)].get();
+      const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
+                     outB = p.buffers[size_t(ins.out[0])].bytes();
+      pr.dataBytes = inB > outB ? inB : outB;
+      stagingSize_ = std::max(stagingSize_, stagingFor(ins, pr.args.in[0], pr.args.out[0]));
+      describe(ins.op, ins.in[0]);
+    } else if (ins.op == "shard_offset") {
+      // The rank's index over grid_axes times piece_size (docs/kernels.md).
+      std::vector<int> axes;
+      for (int64_t ax : kernels::attrInts(ins.attrs, "grid_axes")) axes.push_back(int(ax));
+      pr.isShardOffset = true;
+      pr.shardOffset =
+          a_.mesh.groupIndex(coords_, axes) * kernels::attrInt(ins.attrs, "piece_size");
+    } else {
+      pr.kernel = backend_->bindKernel(ins.op, pr.args);
+      if (!pr.kernel)
+        throw Error(a_.label + ": kernel '" + ins.op + "' has no " + backend_->name() +
+                    " implementation");
+      std::vector<kernels::TensorDesc> in, out;
+      std::string key = ins.op;
+      for (const kernels::TensorArg &t : pr.args.in) in.push_back({t.dtype, t.shape});
+      for (const kernels::TensorArg &t : pr.args.out) out.push_back({t.dtype, t.shape});
+      pr.flops = kernels::flopCount(ins.op, in, out, ins.attrs);
+      for (size_t k = 0; k < in.size(); ++k) {
+        key += k ? " * " : " ";
+        for (size_t d = 0; d < in[k].shape.size(); ++d)
+          key += (d ? "x" : "") + std::to_string(in[k].shape[d]);
+      }
+      for (const char *flag : {"transpose_a", "transpose_b", "causal"})
+        if (ins.attrs.is_object() && ins.attrs.value(flag, false) == true)
+          key += std::string(" ") + flag;
+      auto row = stats_.byKernelShape.try_emplace(key).first;
+      pr.shapeStats = &row->second;
+      pr.shapeKey = &row->first;
+    }
+    out.push_back(std::move(pr));
+  }
+  return out;
 }
 
 RankExecutor::~RankExecutor() {
@@ -469,7 +561,7 @@ Event &RankExecutor::nextEvent() {
   return *events_[eventsUsed_++];
 }
 
-void RankExecutor::enqueueKernel(Prepared &pr, int index) {
+void RankExecutor::enqueueKernel(Prepared &pr, int index, int microbatch) {
   Backend &be = *backend_;
   Stream &compute = be.computeStream();
   // Wait for the collectives in flight that read or write what this
@@ -482,16 +574,24 @@ void RankExecutor::enqueueKernel(Prepared &pr, int index) {
   }
   Event &start = nextEvent();
   be.record(start, compute);
-  if (pr.kernel)
+  if (pr.kernel) {
     pr.kernel->enqueue(pr.args, compute);
-  else // shard_offset: the value is the rank's own
+  } else if (pr.isShardOffset) { // the value is the rank's own
     be.copyFromHost(pr.args.out[0].data, &pr.shardOffset, sizeof pr.shardOffset, compute);
+  } else { // microbatch_slice: this micro-batch's rows of the whole batch
+    const InstrDecl &ins = *pr.decl;
+    const kernels::TensorArg &in = pr.args.in[0], &out = pr.args.out[0];
+    const AxisBlocks b = blocks(in.shape, ins.axis, dtypeSize(in.dtype));
+    const int64_t q = out.shape[size_t(ins.axis)];
+    extractAxis(be, compute, static_cast<const char *>(in.data), b, std::max(microbatch, 0) * q,
+                q, static_cast<char *>(out.data));
+  }
   Event &end = nextEvent();
   be.record(end, compute);
-  enqueued_.push_back({&pr, index, &start, &end, {}});
+  enqueued_.push_back({&pr, index, &start, &end, {}, microbatch});
 }
 
-void RankExecutor::enqueueCollective(Prepared &pr, int index) {
+void RankExecutor::enqueueCollective(Prepared &pr, int index, int microbatch) {
   Backend &be = *backend_;
   Stream &comm = be.commStream();
   // After everything the compute stream was given so far.
@@ -500,14 +600,114 @@ void RankExecutor::enqueueCollective(Prepared &pr, int index) {
   be.wait(comm, ready);
   Event &start = nextEvent();
   be.record(start, comm);
-  enqueued_.push_back({&pr, index, &start, nullptr, {}});
-  runCollective(pr, enqueued_.back().traffic);
+  enqueued_.push_back({&pr, index, &start, nullptr, {}, microbatch});
+  if (pr.decl->pipe != PipeOp::None)
+    runPipeMessage(pr, microbatch, enqueued_.back().traffic);
+  else
+    runCollective(pr, enqueued_.back().traffic);
   Event &end = nextEvent();
   be.record(end, comm);
   enqueued_.back().end = &end;
   const uint64_t seq = ++collectivesEnqueued_;
   collectiveDone_.push_back(&end);
   for (int slot : pr.slots) slotBusyUntil_[size_t(slot)] = seq;
+}
+
+void RankExecutor::runPipeMessage(Prepared &pr, int microbatch, Traffic &traffic) {
+  const InstrDecl &ins = *pr.decl;
+  const int64_t M = a_.pipeline.present ? a_.pipeline.microbatches : 1;
+  // Message tags: one per (message, micro-batch); once-per-step messages
+  // use micro-batch 0.
+  const int tag = int(ins.message * M + std::max(microbatch, 0));
+  Stream &st = backend_->commStream();
+  if (ins.pipe == PipeOp::Send) {
+    const kernels::TensorArg &in = pr.args.in[0];
+    pr.comm->send(in.data, size_t(in.numel) * dtypeSize(in.dtype), ins.peer, tag, st, traffic);
+  } else {
+    const kernels::TensorArg &out = pr.args.out[0];
+    pr.comm->recv(out.data, size_t(out.numel) * dtypeSize(out.dtype), ins.peer, tag, st, traffic);
+  }
+}
+
+void RankExecutor::enqueueList(List &list, int chunk, int microbatch, std::string &first) {
+  const ProgramDecl &p = program();
+  const std::vector<char *> *copy = nullptr;
+  if (chunk >= 0) copy = &live_.at({chunk, microbatch});
+  const std::string where =
+      chunk >= 0 ? ", micro-batch " + std::to_string(microbatch) : std::string();
+  for (size_t i = 0; i < list.size(); ++i) {
+    Prepared &pr = list[i];
+    for (auto &[isOut, arg, slot] : pr.perMicroBatch)
+      (isOut ? pr.args.out : pr.args.in)[size_t(arg)].data =
+          (*copy)[size_t(indexInChunk_[size_t(slot)])];
+    progress::setInstruction(int64_t(i));
+    try {
+      if (pr.comm)
+        enqueueCollective(pr, int(i), chunk >= 0 ? microbatch : -1);
+      else
+        enqueueKernel(pr, int(i), chunk >= 0 ? microbatch : -1);
+    } catch (const CommFailure &e) {
+      // The ranks cannot stay matched any more: stop here.
+      throw CommFailure("program '" + p.name + "' instruction " + std::to_string(i) + " (" +
+                        pr.where + where + "): " + e.what());
+    } catch (const std::exception &e) {
+      if (!enqueued_.empty() && !enqueued_.back().end) enqueued_.pop_back();
+      if (first.empty())
+        first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
+                pr.decl->op + where + "): " + e.what();
+    }
+  }
+}
+
+// One step of a pipeline stage: the once-per-step list, the schedule's
+// actions (a micro-batch takes a copy of its chunk's slots at its forward
+// and gives it back after its last backward part), then the list after the
+// micro-batches. A copy given back is reused by a later micro-batch: the
+// streams order that reuse after the work on the copy (its slots' hazards).
+void RankExecutor::enqueuePipelineStep(std::string &first) {
+  const ProgramDecl &p = program();
+  enqueueList(instrs_, -1, 0, first);
+  std::map<std::pair<int, int>, size_t> lastAction;
+  for (size_t i = 0; i < p.schedule.size(); ++i)
+    lastAction[{p.schedule[i].chunk, p.schedule[i].microbatch}] = i;
+  for (size_t i = 0; i < p.schedule.size(); ++i) {
+    const sched::Action &act = p.schedule[i];
+    const std::pair<int, int> key{act.chunk, act.microbatch};
+    if (!live_.count(key)) {
+      auto &spare = spare_[size_t(act.chunk)];
+      std::vector<char *> copy;
+      if (!spare.empty()) {
+        copy = std::move(spare.back());
+        spare.pop_back();
+      } else {
+        for (int slot : chunkSlots_[size_t(act.chunk)])
+          copy.push_back(allocate(size_t(p.slots[size_t(slot)].bytes),
+                                  int(p.slots[size_t(slot)].category)));
+      }
+      live_[key] = std::move(copy);
+      liveActivationBytes_ += stats_.microbatchBytes[size_t(act.chunk)];
+      ++liveMicrobatches_;
+      stats_.activationPeakBytes = std::max(stats_.activationPeakBytes, liveActivationBytes_);
+      stats_.microbatchesPeak = std::max(stats_.microbatchesPeak, liveMicrobatches_);
+    }
+    auto &lists = chunkLists_[size_t(act.chunk)];
+    switch (act.kind) {
+    case sched::Kind::Forward: enqueueList(lists[0], act.chunk, act.microbatch, first); break;
+    case sched::Kind::Backward: enqueueList(lists[1], act.chunk, act.microbatch, first); break;
+    case sched::Kind::Weight: enqueueList(lists[2], act.chunk, act.microbatch, first); break;
+    case sched::Kind::BackwardWeight:
+      enqueueList(lists[1], act.chunk, act.microbatch, first);
+      enqueueList(lists[2], act.chunk, act.microbatch, first);
+      break;
+    }
+    if (lastAction[key] == i) {
+      spare_[size_t(act.chunk)].push_back(std::move(live_[key]));
+      live_.erase(key);
+      liveActivationBytes_ -= stats_.microbatchBytes[size_t(act.chunk)];
+      --liveMicrobatches_;
+    }
+  }
+  enqueueList(finish_, -1, 0, first);
 }
 
 std::string RankExecutor::run() {
@@ -520,6 +720,7 @@ std::string RankExecutor::run() {
   backend_->attachThread();
   for (auto &kinds : stats_.perStepByComm) kinds.fill({});
   for (auto &kind : stats_.perStep) kind = {};
+  stats_.sendRecvPerStep = {};
   eventsUsed_ = 0;
   enqueued_.clear();
   collectiveDone_.clear();
@@ -527,25 +728,10 @@ std::string RankExecutor::run() {
   const int64_t traceStart = trace_ ? TraceWriter::nowNs() : 0;
   Event &runStart = nextEvent();
   backend_->record(runStart, backend_->computeStream());
-  for (size_t i = 0; i < instrs_.size(); ++i) {
-    Prepared &pr = instrs_[i];
-    progress::setInstruction(int64_t(i));
-    try {
-      if (pr.comm)
-        enqueueCollective(pr, int(i));
-      else
-        enqueueKernel(pr, int(i));
-    } catch (const CommFailure &e) {
-      // The ranks cannot stay matched any more: stop here.
-      throw CommFailure("program '" + p.name + "' instruction " + std::to_string(i) + " (" +
-                        pr.where + "): " + e.what());
-    } catch (const std::exception &e) {
-      if (!enqueued_.empty() && !enqueued_.back().end) enqueued_.pop_back();
-      if (first.empty())
-        first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
-                pr.decl->op + "): " + e.what();
-    }
-  }
+  if (a_.pipeline.present)
+    enqueuePipelineStep(first);
+  else
+    enqueueList(instrs_, -1, 0, first);
   progress::setInstruction(-1);
   // The step ends when the device is done with it.
   try {
@@ -556,6 +742,14 @@ std::string RankExecutor::run() {
     if (first.empty()) first = "program '" + p.name + "': " + e.what();
   }
   computeWaitedFor_ = collectivesEnqueued_;
+  if (a_.pipeline.present) {
+    // The sends still in flight complete (their copies may go).
+    try {
+      for (auto &comm : comms_) comm->flushSends();
+    } catch (const CommFailure &e) {
+      throw CommFailure("program '" + p.name + "': " + e.what());
+    }
+  }
   account(runStart, traceStart);
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
@@ -563,6 +757,10 @@ std::string RankExecutor::run() {
     stats_.collectives[k].sentBytes += stats_.perStep[k].sentBytes;
     stats_.collectives[k].receivedBytes += stats_.perStep[k].receivedBytes;
   }
+  stats_.sendRecv.calls += stats_.sendRecvPerStep.calls;
+  stats_.sendRecv.bytes += stats_.sendRecvPerStep.bytes;
+  stats_.sendRecv.sentBytes += stats_.sendRecvPerStep.sentBytes;
+  stats_.sendRecv.receivedBytes += stats_.sendRecvPerStep.receivedBytes;
   ++stats_.runs;
   if (trace_) {
     const int64_t end = TraceWriter::nowNs();
@@ -584,7 +782,14 @@ void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
       pr.shapeStats->seconds += seconds;
       pr.shapeStats->flops += pr.flops;
     }
-    if (pr.comm) {
+    if (pr.comm && pr.decl->pipe != PipeOp::None) {
+      if (pr.decl->pipe == PipeOp::Send) {
+        stats_.sendRecvPerStep.calls += 1;
+        stats_.sendRecvPerStep.bytes += pr.dataBytes;
+      }
+      stats_.sendRecvPerStep.sentBytes += e.traffic.sent;
+      stats_.sendRecvPerStep.receivedBytes += e.traffic.received;
+    } else if (pr.comm) {
       CollectiveStats &byComm = stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
       for (CollectiveStats *c : {&byComm, &stats_.perStep[int(pr.decl->coll)]}) {
         c->calls += 1;
@@ -598,6 +803,7 @@ void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
         traceStartNs + int64_t(be.elapsedSeconds(runStart, *e.start) * 1e9 + 0.5);
     const int64_t end = start + int64_t(seconds * 1e9 + 0.5);
     std::string args = "{\"instruction\":" + std::to_string(e.index);
+    if (e.microbatch >= 0) args += ",\"microbatch\":" + std::to_string(e.microbatch);
     if (pr.comm) {
       const CommDecl &c = a_.comms[size_t(pr.decl->comm)];
       const BufferDecl &inBuf = program().buffers[size_t(pr.decl->in[0])];
@@ -607,7 +813,9 @@ void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
               ",\"bytes\":" + std::to_string(pr.dataBytes) +
               ",\"sent_bytes\":" + std::to_string(e.traffic.sent) +
               ",\"received_bytes\":" + std::to_string(e.traffic.received) + "}";
-      trace_->complete(TraceWriter::kComm, pr.decl->op, "collective", start, end, args);
+      trace_->complete(TraceWriter::kComm, pr.decl->op,
+                       pr.decl->pipe != PipeOp::None ? "send_recv" : "collective", start, end,
+                       args);
     } else {
       if (pr.shapeKey) {
         const size_t space = pr.shapeKey->find(' ');

@@ -359,6 +359,15 @@ LocalRunStats LocalRunner::stats() const noexcept {
         uint64_t &sent = s.collectiveSentBytesPerStep[n];
         sent = std::max(sent, es.perStep[k].sentBytes);
       }
+      uint64_t &sc = s.collectiveCallsPerStep["send_recv"];
+      sc = std::max(sc, es.sendRecvPerStep.calls);
+      uint64_t &sb = s.collectiveBytesPerStep["send_recv"];
+      sb = std::max(sb, es.sendRecvPerStep.bytes);
+      uint64_t &ss = s.collectiveSentBytesPerStep["send_recv"];
+      ss = std::max(ss, es.sendRecvPerStep.sentBytes);
+      s.stageOfRank.push_back(e->program().stage);
+      s.activationPeakBytes.push_back(es.activationPeakBytes);
+      s.microbatchesPeak.push_back(es.microbatchesPeak);
     }
   } catch (...) {
   }

@@ -370,6 +370,9 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
   for (int k = 0; k < kNumCollKinds; ++k) push(s.perStep[k]);
   for (size_t comm = 0; comm < a.comms.size(); ++comm)
     for (int k = 0; k < kNumCollKinds; ++k) push(s.perStepByComm[comm][size_t(k)]);
+  push(s.sendRecvPerStep);
+  v.push_back(int64_t(s.activationPeakBytes));
+  v.push_back(int64_t(s.microbatchesPeak));
   std::vector<int64_t> mx(v.size());
   world.world().allReduce(v.data(), mx.data(), v.size(), DType::I64, ReduceOp::Max);
   std::string err;
@@ -392,6 +395,12 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     for (size_t comm = 0; comm < a.comms.size(); ++comm)
       for (int k = 0; k < kNumCollKinds; ++k)
         read(j["collectives_per_step_by_comm"][a.comms[comm].name][collKindName(CollKind(k))]);
+    read(j["collectives_per_step"]["send_recv"]);
+    // Measured while running: the most activation bytes live at once and
+    // the most micro-batches in flight (pipelines keep a copy per
+    // micro-batch between its forward and its last backward part).
+    j["activation_peak_bytes"] = mx[i++];
+    j["microbatches_in_flight_peak"] = mx[i++];
     // Rank 0's time per instruction kind, per step (the same program runs
     // on every rank; collectives include waiting for the slowest rank).
     for (const auto &[op, seconds] : s.secondsByOp)

@@ -82,6 +82,16 @@ public:
                              Stream &stream, Traffic &traffic) = 0;
   virtual void allToAll(const void *in, void *out, size_t bytes, Stream &stream,
                         Traffic &traffic) = 0;
+  /// Pipelines: point to point between two members (Communicator's
+  /// sendMessage / recvMessage semantics: a send never waits for its
+  /// receiver; messages of one sender and tag arrive in order; a receive
+  /// waits at most the world's timeout, then CommFailure).
+  virtual void send(const void *buf, size_t bytes, int peer, int tag, Stream &stream,
+                    Traffic &traffic) = 0;
+  virtual void recv(void *buf, size_t bytes, int peer, int tag, Stream &stream,
+                    Traffic &traffic) = 0;
+  /// Completes this member's sends still in flight; at the end of a step.
+  virtual void flushSends() = 0;
   /// Device memory this communicator holds for its algorithms now
   /// (counted as collective staging).
   virtual uint64_t scratchBytes() const = 0;

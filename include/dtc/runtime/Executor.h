@@ -63,6 +63,18 @@ struct ExecStats {
   /// Seconds spent per instruction kind (kernel or collective name),
   /// cumulative over every run().
   std::map<std::string, double> secondsByOp;
+  /// Pipelines: point-to-point messages of the last step (calls and bytes
+  /// of the sends; sent and received bytes as counted by the communicator)
+  /// and cumulatively.
+  CollectiveStats sendRecvPerStep, sendRecv;
+  /// Activation memory as the allocator saw it: the most bytes of
+  /// activation slots live at once (one-copy slots plus every micro-batch
+  /// copy in flight), and the most micro-batch copies in flight (summed over
+  /// chunks). Without micro-batches: the activation slots' bytes and 0.
+  uint64_t activationPeakBytes = 0;
+  int microbatchesPeak = 0;
+  /// Bytes of one micro-batch copy per chunk.
+  std::vector<uint64_t> microbatchBytes;
   /// Per kernel and operand shapes ("matmul 2048x128 * 128x512"): calls,
   /// seconds and floating-point operations (kernels::flopCount), cumulative.
   struct KernelShapeStats {
@@ -175,10 +187,21 @@ private:
     int index;
     Event *start, *end;
     Traffic traffic;
+    int microbatch = -1; ///< pipelines: the micro-batch it ran for
   };
-  void enqueueKernel(Prepared &p, int index);
-  void enqueueCollective(Prepared &p, int index);
+  using List = std::vector<Prepared>;
+  List prepare(const std::vector<InstrDecl> &list, int chunk);
+  /// Kernels (accumulate and fill as the backend's add and broadcast) and
+  /// micro-batch slices: on the compute stream.
+  void enqueueKernel(Prepared &p, int index, int microbatch);
+  /// Collectives and pipeline sends/receives: on the communication stream.
+  void enqueueCollective(Prepared &p, int index, int microbatch);
   void runCollective(Prepared &p, Traffic &traffic);
+  void runPipeMessage(Prepared &p, int microbatch, Traffic &traffic);
+  /// Enqueues a list; pipelines: for micro-batch `microbatch` of chunk
+  /// `chunk` (-1: a once-per-step list). Records the first error in `first`.
+  void enqueueList(List &list, int chunk, int microbatch, std::string &first);
+  void enqueuePipelineStep(std::string &first);
   /// After the run's synchronisation: time, bytes and trace of each
   /// instruction.
   void account(const Event &runStart, int64_t traceStartNs);
@@ -194,7 +217,7 @@ private:
   std::vector<std::unique_ptr<DeviceCommunicator>> comms_;
   std::vector<char *> slotMem_;
   std::vector<void *> bufPtr_;
-  std::vector<Prepared> instrs_;
+  List instrs_;
   /// Packing buffer of the axis-wise collectives (sized once, at load).
   char *staging_ = nullptr;
   size_t stagingSize_ = 0;
@@ -223,6 +246,22 @@ private:
   std::string viewError_;
   TraceWriter *trace_ = nullptr;
   friend class LocalTensor;
+  // Pipelines: each chunk's three lists, the list after the micro-batches,
+  // and the copies of micro-batch slots: for every chunk its slots (and a
+  // slot's index among them), the copies in use per micro-batch and the
+  // free ones kept for reuse (allocated once, so the allocator's
+  // high-water is the most copies ever in flight).
+  std::vector<std::array<List, 3>> chunkLists_;
+  List finish_;
+  std::vector<std::vector<int>> chunkSlots_;
+  std::vector<int> indexInChunk_;
+  std::map<std::pair<int, int>, std::vector<char *>> live_;
+  std::vector<std::vector<std::vector<char *>>> spare_;
+  uint64_t liveActivationBytes_ = 0;
+  int liveMicrobatches_ = 0;
+  /// Fill instructions' values, built once on the device (one per buffer
+  /// size and value), copied from at every fill.
+  std::map<std::pair<uint64_t, std::string>, char *> fillSources_;
 };
 
 } // namespace dtc::rt

@@ -238,6 +238,20 @@ liveness)
   grep -q "ranks 0, 1, 3 gave up" s.err || { cat s.err; fail "SIGSTOP: the others"; }
   grep -q "timed out after 4 s in an exchange" s.err || { cat s.err; fail "SIGSTOP: collective"; }
   no_strays
+  # A pipeline stage waits for its peer's messages no longer than --timeout
+  # either (its receives are polled like the collectives).
+  cp "$art/pp2.dtc" pp2.dtc
+  timeout 120 "$run" --launch "$work/pp2.dtc" --steps 100000000 --timeout 4 > q.out 2> q.err &
+  job=$!
+  wait_for q.out '^step 1 loss'
+  victim=$(rank_pid 1) || fail "rank 1 not found (pipeline)"
+  kill -STOP "$victim"
+  wait $job; rc=$?
+  [ $rc = 1 ] || { cat q.err; fail "pipeline SIGSTOP: exit $rc"; }
+  one_error q.err "rank 1 (pid $victim) stopped making progress in step"
+  grep -q "rank 0 gave up" q.err || { cat q.err; fail "pipeline SIGSTOP: the other"; }
+  grep -q "timed out after 4 s in" q.err || { cat q.err; fail "pipeline SIGSTOP: timeout"; }
+  no_strays
   # Under a plain mpirun (no supervisor) the waiting rank leaves too.
   timeout 120 "$mpiexec" -np 2 "${root[@]}" --oversubscribe --quiet "$run" "$work/dp2.dtc" --steps 100000000 --timeout 4 > p.out 2> p.err &
   job=$!
