@@ -16,6 +16,7 @@ constexpr const char *kStepKey = "dtc.step";
 constexpr const char *kOptStepKey = "dtc.optimizer_step";
 constexpr const char *kCkptFormat = "dtc-checkpoint-v1";
 constexpr const char *kOptimFormat = "dtc-optimizer-v1";
+constexpr const char *kStepFormat = "dtc-step-v1";
 
 
 bool fileExists(const std::string &p) {
@@ -235,6 +236,35 @@ void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path, i
                         {kOptStepKey, std::to_string(optimizerStep)}});
       writeSafetensors(path, tensorsOf(0, params.size()),
                        {{kFormatKey, kCkptFormat}, {kStepKey, std::to_string(step)}});
+    } catch (const std::exception &e) {
+      err = e.what();
+    }
+  }
+  agree(world, err);
+}
+
+void saveStepTensors(RankExecutor &exec, World &world, const std::string &path, int64_t step) {
+  const Artifact &a = exec.artifact();
+  std::vector<int> all = a.tensorsWithRole(Role::Input);
+  const std::vector<int> outputs = a.tensorsWithRole(Role::Output);
+  all.insert(all.end(), outputs.begin(), outputs.end());
+  std::vector<std::string> data;
+  std::string err;
+  try {
+    data = gatherToRoot(exec, world, all);
+  } catch (const AgreedError &) {
+    throw;
+  } catch (const std::exception &e) {
+    err = e.what();
+  }
+  if (world.rank() == 0 && err.empty()) {
+    try {
+      std::vector<SafetensorsTensor> v;
+      for (size_t i = 0; i < all.size(); ++i) {
+        const TensorDecl &d = a.tensors[size_t(all[i])];
+        v.push_back({d.name, d.dtype, d.shape, data[i].data()});
+      }
+      writeSafetensors(path, v, {{kFormatKey, kStepFormat}, {kStepKey, std::to_string(step)}});
     } catch (const std::exception &e) {
       err = e.what();
     }

@@ -136,6 +136,8 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
     });
   }
   if (!opts_.savePath.empty()) saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
+  if (!opts_.stepPath.empty() && opts_.steps > 0)
+    saveStepTensors(*exec_, world_, opts_.stepPath, step_ - 1);
   if (!opts_.statsPath.empty()) writeStatsFile(*exec_, world_, opts_.statsPath);
 }
 

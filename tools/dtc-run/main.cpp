@@ -52,6 +52,9 @@ const char *kUsage =
     "  --load CKPT            start from a checkpoint (default: none)\n"
     "  --stats FILE.json      write measured memory bytes per category and\n"
     "                         collective bytes per step (default: none)\n"
+    "  --save-step FILE       write the last step's inputs and outputs (e.g. the\n"
+    "                         gradients NAME:grad of dtc compile --optimizer none),\n"
+    "                         gathered, as safetensors (default: none; needs --steps >= 1)\n"
     "  --launch               validate everything here, then exec\n"
     "                         mpirun -np <devices> with the same arguments\n"
     "                         (env DTC_MPIRUN: mpirun path, DTC_MPIRUN_ARGS: extra flags)\n"
@@ -95,7 +98,7 @@ std::string parseArgs(int argc, char **argv, Options &o) {
       }
       static const char *withValue[] = {"--steps", "--seed", "--backend", "--data",
                                         "--data-dtype", "--log", "--save", "--load",
-                                        "--stats"};
+                                        "--stats", "--save-step"};
       bool known = false;
       for (const char *w : withValue) known = known || name == w;
       if (!known) return "unknown flag " + name + " (see --help)";
@@ -130,6 +133,8 @@ std::string parseArgs(int argc, char **argv, Options &o) {
         o.train.loadPath = value;
       } else if (name == "--stats") {
         o.train.statsPath = value;
+      } else if (name == "--save-step") {
+        o.train.stepPath = value;
       }
     } else if (arg == "-h") {
       continue;
@@ -143,6 +148,8 @@ std::string parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.artifact.empty()) return "no artifact given (usage: dtc-run OUT.dtc --steps N; see --help)";
   if (!o.haveSteps) return "--steps N is required";
+  if (!o.train.stepPath.empty() && o.train.steps == 0)
+    return "--save-step needs at least one step (--steps >= 1)";
   o.train.artifactPath = o.artifact;
   return "";
 }
@@ -182,6 +189,7 @@ int launch(const Options &o, int argc, char **argv) {
     if (!o.train.logPath.empty()) checkOutputPath("--log", o.train.logPath);
     if (!o.train.savePath.empty()) checkOutputPath("--save", o.train.savePath);
     if (!o.train.statsPath.empty()) checkOutputPath("--stats", o.train.statsPath);
+    if (!o.train.stepPath.empty()) checkOutputPath("--save-step", o.train.stepPath);
   } catch (const std::exception &e) {
     printError(e.what());
     return 1;

@@ -31,6 +31,8 @@ struct TrainOptions {
   std::string dataPath; ///< "" = synthetic inputs
   TokenDType dataDtype = TokenDType::U16;
   std::string logPath, savePath, loadPath, statsPath;
+  /// After the last step: that step's inputs and outputs (saveStepTensors).
+  std::string stepPath;
   /// Set OpenBLAS threads to max(1, cores / ranks on this node) unless
   /// OPENBLAS_NUM_THREADS is set.
   bool configureBlasThreads = true;
