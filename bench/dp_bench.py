@@ -10,13 +10,20 @@ it on the GPL text (`dtc run --log --stats`, first 5 steps dropped as
 warm-up) and prints:
   - tokens/s and the speed-up over the first mesh (on a machine with fewer
     cores than ranks this measures overhead, not scaling);
-  - memory per device by category: report (compile-time plan) vs measured
-    (runtime allocation), and their ratio (1.00 = the report is exact);
-  - all-reduce bytes per device per step: report (ring formula) vs measured.
+  - memory per device by category: report (compile-time plan), measured
+    (runtime allocation) and the usual accounting from the parameter count
+    P alone (f32 Adam: params 4P, grads 4P, optimizer 8P: "16 bytes per
+    parameter"), with report / expected;
+  - all-reduce bytes sent per device per step: report, the runtime's
+    count, and the ring formula 2(n-1)/n D for D = the gradients and the
+    loss (4P + 4 bytes), with report / expected.
+The report and the runtime account the same emitted plan, so they agree
+by construction; the expected columns are what says the plan is right.
 """
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,6 +58,13 @@ def main(argv):
     p.add_argument("--dtc", default=os.path.join(ROOT, "build", "bin", "dtc"))
     a = p.parse_args(argv)
     work = tempfile.mkdtemp(prefix="dtc-bench-")
+    try:
+        return run(a, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(a, work):
     model = os.path.join(work, "model.mlir")
     tokens = os.path.join(work, "tokens")
     sh([sys.executable, os.path.join(ROOT, "examples", "gen_model.py"), a.model,
@@ -80,25 +94,34 @@ def main(argv):
     for mesh, tps, step_time, _, _ in rows:
         print(f"{mesh:>6} {tps:>10.0f} {step_time * 1e3:>9.1f} {tps / rows[0][1]:>8.2f}x")
 
-    print(f"\nmemory per device, bytes: report vs measured")
-    print(f"{'mesh':>6} {'category':>12} {'report':>12} {'measured':>12} {'ratio':>7}")
+    def ratio(r, e):
+        return f"{r / e:7.2f}" if e else ("   1.00" if r == 0 else "    inf")
+
+    params = rows[0][3]["params"]
+    expected = {"params": 4 * params, "grads": 4 * params, "optimizer": 8 * params}
+    print(f"\nmemory per device, bytes: report, measured, expected (16 bytes per parameter, Adam f32)")
+    print(f"{'mesh':>6} {'category':>12} {'report':>12} {'measured':>12} {'expected':>12} {'rep/exp':>7}")
     mapping = {"params": "param", "grads": "grad", "optimizer": "optimizer",
                "activations": "activation"}
     for mesh, _, _, report, stats in rows:
         measured = stats["memory_bytes"]
         for key, cat in mapping.items():
             r, m = report["memory_bytes"][key], measured.get(cat, 0)
-            print(f"{mesh:>6} {key:>12} {r:>12} {m:>12} {r / m if m else float('nan'):>7.2f}")
+            e = expected.get(key)
+            print(f"{mesh:>6} {key:>12} {r:>12} {m:>12} {'-' if e is None else e:>12} "
+                  f"{'    n/a' if e is None else ratio(r, e)}")
         r, m = report["memory_bytes"]["total"], measured["total"]
-        print(f"{mesh:>6} {'total':>12} {r:>12} {m:>12} {r / m if m else float('nan'):>7.2f}")
+        print(f"{mesh:>6} {'total':>12} {r:>12} {m:>12} {'-':>12} {'    n/a'}")
 
-    print(f"\nall-reduce bytes sent per device per step: report (ring 2(n-1)/n D) vs measured")
-    print(f"{'mesh':>6} {'report':>12} {'measured':>12} {'ratio':>7}")
+    print(f"\nall-reduce bytes sent per device per step: report, measured, expected "
+          f"2(n-1)/n (4P + 4)")
+    print(f"{'mesh':>6} {'report':>12} {'measured':>12} {'expected':>12} {'rep/exp':>7}")
     for mesh, _, _, report, stats in rows:
+        n = devices(mesh)
         r = report["comm_bytes"]["all_reduce"]
         m = stats["collectives_per_step"]["all_reduce"]["wire_bytes"]
-        ratio = f"{r / m:7.2f}" if m else "    n/a"
-        print(f"{mesh:>6} {r:>12.0f} {m:>12} {ratio}")
+        e = 2 * (n - 1) / n * (4 * params + 4)
+        print(f"{mesh:>6} {r:>12.0f} {m:>12} {e:>12.0f} {ratio(r, e)}")
     return 0
 
 

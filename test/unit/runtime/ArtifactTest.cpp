@@ -1,5 +1,6 @@
 //===- ArtifactTest.cpp - the container and the validator -----------------===//
 #include "TestArtifacts.h"
+#include "ScratchDir.h"
 
 #include "dtc/runtime/Artifact.h"
 #include "dtc/runtime/ArtifactFormat.h"
@@ -17,13 +18,7 @@ using dtc::test::json;
 
 namespace {
 
-std::string tempDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/dtc-rt-test-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+std::string tempDir() { return dtc::test::scratchDir("dtc-rt-test"); }
 
 json validBody() {
   dtc::test::MlpConfig c;

@@ -1,5 +1,6 @@
 //===- SafetensorsTest.cpp - read/write, atomicity, corrupt files ---------===//
 #include "dtc/runtime/ArtifactFormat.h"
+#include "ScratchDir.h"
 #include "dtc/runtime/Safetensors.h"
 
 #include <gtest/gtest.h>
@@ -8,19 +9,14 @@
 #include <cstring>
 #include <dirent.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace dtc::rt;
 
 namespace {
 
-std::string tempDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/dtc-st-test-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+std::string tempDir() { return dtc::test::scratchDir("dtc-st-test"); }
 
 std::string readAll(const std::string &p) {
   std::string s, err;
@@ -143,8 +139,8 @@ std::vector<std::string> listDir(const std::string &d) {
 // A write that fails half way (file size limit) leaves the old file intact
 // and no temporary behind.
 TEST(Safetensors, FailedWriteLeavesTheOldFile) {
-  char tmpl[] = "/tmp/dtc-st-atomic-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const std::string dir = tempDir() + "/atomic";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
   const std::string p = dir + "/ckpt.safetensors";
   std::vector<float> small = {1, 2, 3};
   writeSafetensors(p, {{"w", DType::F32, {3}, small.data()}}, {{"dtc.step", "1"}});

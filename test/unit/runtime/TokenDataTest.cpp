@@ -1,5 +1,6 @@
 //===- TokenDataTest.cpp - --data windows, validation, sharded fill -------===//
 #include "TestArtifacts.h"
+#include "ScratchDir.h"
 
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/TokenData.h"
@@ -12,13 +13,7 @@ using namespace dtc::rt;
 
 namespace {
 
-std::string tempDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/dtc-tok-test-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+std::string tempDir() { return dtc::test::scratchDir("dtc-tok-test"); }
 
 template <class T> std::string writeTokens(const std::string &name, const std::vector<T> &t) {
   const std::string p = tempDir() + "/" + name;

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TestArtifacts.h"
+#include "ScratchDir.h"
 
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/Trainer.h"
@@ -20,13 +21,7 @@ using dtc::test::json;
 
 namespace {
 
-std::string tempDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/dtc-train-test-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+std::string tempDir() { return dtc::test::scratchDir("dtc-train-test"); }
 
 std::string writeArtifact(const std::string &name, const json &body) {
   const std::string p = tempDir() + "/" + name;
