@@ -45,7 +45,13 @@ fi
 [ ${#patches[@]} -gt 0 ] || { echo "mutation-check: no patch matches" >&2; exit 2; }
 
 applied=""
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/dtc-mutation-XXXXXX")
+# Build and test logs of every run stay here (in the build tree) for a look
+# at why a test failed.
+scratch=$build/mutation-logs
+rm -rf "$scratch" && mkdir -p "$scratch"
+# The suite's own TMPDIR (short: Open MPI puts Unix sockets there), away
+# from other users of /tmp.
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtc-mutation-XXXXXX")
 restore() {
   if [ -n "$applied" ]; then
     git apply -R "$applied" && echo "mutation-check: restored the tree ($(basename "$applied" .patch))"
@@ -55,7 +61,7 @@ restore() {
 finish() {
   local code=$?
   restore
-  rm -rf "$scratch"
+  rm -rf "$tmp"
   exit $code
 }
 trap finish EXIT
@@ -80,7 +86,7 @@ run_suite() {
     echo "build-failed" > "$log"
     return
   fi
-  ctest --test-dir "$build" -j"${DTC_JOBS:-2}" --output-on-failure > "$log" 2>&1
+  TMPDIR=$tmp ctest --test-dir "$build" -j"${DTC_JOBS:-2}" --output-on-failure > "$log" 2>&1
 }
 
 echo "mutation-check: the unmutated suite first"
@@ -134,4 +140,4 @@ if [ $survivors -gt 0 ]; then
   echo "mutation-check: $survivors of ${#patches[@]} mutations survive"
   exit 1
 fi
-echo "mutation-check: all ${#patches[@]} mutations caught"
+echo "mutation-check: all ${#patches[@]} mutations caught (logs: $scratch)"

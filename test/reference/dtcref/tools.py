@@ -1,6 +1,7 @@
 """Running dtc from the reference's checks."""
 import os
 import subprocess
+import tempfile
 
 
 class DtcError(Exception):
@@ -8,7 +9,13 @@ class DtcError(Exception):
 
 
 def run(cmd, log=None, check=True):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Each command gets a TMPDIR of its own (a short path: Open MPI puts
+    # Unix sockets there), removed afterwards. Concurrent mpiruns sharing
+    # one $TMPDIR race on Open MPI's per-user session directory
+    # (ORTE_ERROR_LOG ... session_dir.c) when tests run in parallel.
+    with tempfile.TemporaryDirectory(prefix="dtc-") as tmp:
+        env = dict(os.environ, TMPDIR=tmp)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if log:
         with open(log, "w") as f:
             f.write(" ".join(cmd) + "\n" + proc.stdout)
