@@ -2,11 +2,14 @@
 #include "dtc/runtime/Communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 namespace dtc::rt {
 
@@ -15,35 +18,123 @@ World::~World() = default;
 
 namespace {
 
-template <class T>
-void reduceTyped(const std::vector<const char *> &srcs, size_t offset, T *dst,
-                 size_t count, ReduceOp op) {
-  const size_t n = srcs.size();
-  for (size_t i = 0; i < count; ++i) {
-    T acc = reinterpret_cast<const T *>(srcs[0])[offset + i];
-    for (size_t j = 1; j < n; ++j) {
-      const T v = reinterpret_cast<const T *>(srcs[j])[offset + i];
-      switch (op) {
-      case ReduceOp::Sum:
-      case ReduceOp::Average: acc = acc + v; break;
-      case ReduceOp::Max: acc = v > acc ? v : acc; break;
-      case ReduceOp::Min: acc = v < acc ? v : acc; break;
-      }
-    }
-    if (op == ReduceOp::Average) acc = T(acc / T(n));
-    dst[i] = acc;
+template <class T> void combine(T *acc, const T *x, size_t count, ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+  case ReduceOp::Average:
+    for (size_t i = 0; i < count; ++i) acc[i] = acc[i] + x[i];
+    break;
+  case ReduceOp::Max:
+    for (size_t i = 0; i < count; ++i) acc[i] = x[i] > acc[i] ? x[i] : acc[i];
+    break;
+  case ReduceOp::Min:
+    for (size_t i = 0; i < count; ++i) acc[i] = x[i] < acc[i] ? x[i] : acc[i];
+    break;
   }
 }
 
-/// dst[0..count) = reduction over srcs of element offset+i.
-void reduceBuffers(const std::vector<const char *> &srcs, size_t offset, void *dst,
-                   size_t count, DType dtype, ReduceOp op) {
+/// acc[i] = acc[i] op x[i].
+void combineBuffers(void *acc, const void *x, size_t count, DType dtype, ReduceOp op) {
   switch (dtype) {
-  case DType::F32: reduceTyped(srcs, offset, static_cast<float *>(dst), count, op); break;
-  case DType::I32: reduceTyped(srcs, offset, static_cast<int32_t *>(dst), count, op); break;
-  case DType::I64: reduceTyped(srcs, offset, static_cast<int64_t *>(dst), count, op); break;
+  case DType::F32: combine(static_cast<float *>(acc), static_cast<const float *>(x), count, op); break;
+  case DType::I32: combine(static_cast<int32_t *>(acc), static_cast<const int32_t *>(x), count, op); break;
+  case DType::I64: combine(static_cast<int64_t *>(acc), static_cast<const int64_t *>(x), count, op); break;
   }
 }
+
+void divideFloats(void *buf, size_t count, DType dtype, int n) {
+  if (dtype != DType::F32) return;
+  float *f = static_cast<float *>(buf);
+  for (size_t i = 0; i < count; ++i) f[i] /= float(n);
+}
+
+} // namespace
+
+void Communicator::exchange(const void *send, size_t sendBytes, int dst, void *recv,
+                            size_t recvBytes, int src) {
+  sendRecv(send, sendBytes, dst, recv, recvBytes, src);
+  sent_ += sendBytes;
+  received_ += recvBytes;
+}
+
+char *Communicator::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void Communicator::allReduce(const void *in, void *out, size_t count, DType dtype,
+                             ReduceOp op) {
+  const size_t elem = dtypeSize(dtype);
+  if (in != out) std::memcpy(out, in, count * elem);
+  const int n = size(), r = rank();
+  if (n == 1) return;
+  const size_t base = count / size_t(n), extra = count % size_t(n);
+  auto offset = [&](int j) { return size_t(j) * base + std::min(size_t(j), extra); };
+  auto length = [&](int j) { return base + (size_t(j) < extra ? 1 : 0); };
+  auto at = [&](int j) { return static_cast<char *>(out) + offset(j) * elem; };
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  char *tmp = scratch((base + 1) * elem);
+  // Reduce-scatter: after n-1 steps this member holds chunk r+1 reduced.
+  for (int s = 0; s < n - 1; ++s) {
+    const int send = (r - s + n) % n, recv = (r - s - 1 + 2 * n) % n;
+    exchange(at(send), length(send) * elem, right, tmp, length(recv) * elem, left);
+    combineBuffers(at(recv), tmp, length(recv), dtype, op);
+  }
+  // All-gather of the reduced chunks.
+  for (int s = 0; s < n - 1; ++s) {
+    const int send = (r + 1 - s + n) % n, recv = (r - s + n) % n;
+    exchange(at(send), length(send) * elem, right, at(recv), length(recv) * elem, left);
+  }
+  if (op == ReduceOp::Average) divideFloats(out, count, dtype, n);
+}
+
+void Communicator::allGather(const void *in, void *out, size_t bytes) {
+  const int n = size(), r = rank();
+  char *o = static_cast<char *>(out);
+  if (o + size_t(r) * bytes != in) std::memcpy(o + size_t(r) * bytes, in, bytes);
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  for (int s = 0; s < n - 1; ++s) {
+    const int send = (r - s + n) % n, recv = (r - s - 1 + 2 * n) % n;
+    exchange(o + size_t(send) * bytes, bytes, right, o + size_t(recv) * bytes, bytes, left);
+  }
+}
+
+void Communicator::reduceScatter(const void *in, void *out, size_t count, DType dtype,
+                                 ReduceOp op) {
+  const size_t elem = dtypeSize(dtype), bytes = count * elem;
+  const int n = size(), r = rank();
+  const char *pieces = static_cast<const char *>(in);
+  if (n == 1) {
+    if (in != out) std::memcpy(out, in, bytes);
+    return;
+  }
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  char *acc = scratch(2 * bytes), *recv = acc + bytes;
+  // Step s sends the partial sum of piece r-s-1 and receives piece r-s-2's,
+  // adding this member's own piece; after n-1 steps piece r is complete.
+  std::memcpy(acc, pieces + size_t((r - 1 + n) % n) * bytes, bytes);
+  for (int s = 0; s < n - 1; ++s) {
+    const int next = (r - s - 2 + 2 * n) % n;
+    exchange(acc, bytes, right, recv, bytes, left);
+    std::memcpy(acc, pieces + size_t(next) * bytes, bytes);
+    combineBuffers(acc, recv, count, dtype, op);
+  }
+  std::memcpy(out, acc, bytes);
+  if (op == ReduceOp::Average) divideFloats(out, count, dtype, n);
+}
+
+void Communicator::allToAll(const void *in, void *out, size_t bytes) {
+  const int n = size(), r = rank();
+  const char *i = static_cast<const char *>(in);
+  char *o = static_cast<char *>(out);
+  std::memcpy(o + size_t(r) * bytes, i + size_t(r) * bytes, bytes);
+  for (int s = 1; s < n; ++s) {
+    const int dst = (r + s) % n, src = (r - s + n) % n;
+    exchange(i + size_t(dst) * bytes, bytes, dst, o + size_t(src) * bytes, bytes, src);
+  }
+}
+
+namespace {
 
 // ---- one rank ------------------------------------------------------------------
 
@@ -51,21 +142,20 @@ class SelfComm final : public Communicator {
 public:
   int size() const override { return 1; }
   int rank() const override { return 0; }
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp) override {
-    if (in != out) std::memcpy(out, in, count * dtypeSize(dtype));
-  }
-  void allGather(const void *in, void *out, size_t bytes) override {
-    if (in != out) std::memcpy(out, in, bytes);
-  }
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp) override {
-    if (in != out) std::memcpy(out, in, count * dtypeSize(dtype));
-  }
-  void allToAll(const void *in, void *out, size_t bytes) override {
-    if (in != out) std::memcpy(out, in, bytes);
-  }
   void broadcast(void *, size_t, int) override {}
-  std::vector<std::string> gather(const std::string &mine, int) override { return {mine}; }
+  // A group of one has no peer to talk to; the runtime never sends to itself.
+  void send(const void *, size_t, int) override {
+    throw Error("internal error: send on a one-rank communicator");
+  }
+  void recv(void *, size_t, int) override {
+    throw Error("internal error: recv on a one-rank communicator");
+  }
   void barrier() override {}
+
+protected:
+  void sendRecv(const void *send, size_t sendBytes, int, void *recv, size_t, int) override {
+    std::memcpy(recv, send, sendBytes);
+  }
 };
 
 class LocalWorld final : public World {
@@ -77,6 +167,7 @@ public:
     return std::make_unique<SelfComm>();
   }
   int ranksOnNode() const override { return 1; }
+  void setTimeout(double) override {} // nothing ever waits
 
 private:
   SelfComm comm_;
@@ -95,23 +186,56 @@ struct Group {
   uint64_t generation = 0;
   std::vector<const void *> in;
   std::vector<void *> out;
-  std::vector<const std::string *> strs;
+  std::vector<size_t> sizes; // sendRecv: bytes each member sends
+  std::vector<int> dsts;     // sendRecv: to which member
   std::vector<std::pair<int, int>> splitArgs; // world group only: (color, key)
 };
 } // namespace
 
 struct ThreadWorld::Shared {
   int n = 0;
+  double timeoutSeconds = 0;
   std::mutex mu;
   std::condition_variable cv;
   bool aborted = false;
   std::string why;
   std::shared_ptr<Group> worldGroup;
   std::map<std::pair<uint64_t, int>, std::shared_ptr<Group>> groups;
+  /// Point-to-point rendezvous per (group, from, to).
+  struct Mail {
+    const void *data = nullptr;
+    size_t bytes = 0;
+    bool posted = false, taken = false;
+  };
+  std::map<std::tuple<const Group *, int, int>, Mail> mail;
 
-  void barrier(Group &g) {
+  /// Waits (lock held) until `ready`, the world is aborted or the timeout
+  /// passes; the last two throw CommFailure, and a timeout aborts the world
+  /// so that every other waiting rank leaves too.
+  template <class Pred>
+  void waitFor(std::unique_lock<std::mutex> &lock, Pred ready, const char *what) {
+    if (timeoutSeconds <= 0) {
+      cv.wait(lock, [&] { return ready() || aborted; });
+    } else {
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::chrono::duration<double>(timeoutSeconds);
+      if (!cv.wait_until(lock, deadline, [&] { return ready() || aborted; })) {
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%g", timeoutSeconds);
+        const std::string msg = std::string("timed out after ") + secs + " s in " + what +
+                                ": another rank of the group made no progress";
+        aborted = true;
+        why = "another rank failed: " + msg;
+        cv.notify_all();
+        throw CommFailure(msg);
+      }
+    }
+    if (!ready()) throw CommFailure(why);
+  }
+
+  void barrier(Group &g, const char *what) {
     std::unique_lock<std::mutex> lock(mu);
-    if (aborted) throw Error(why);
+    if (aborted) throw CommFailure(why);
     const uint64_t gen = g.generation;
     if (++g.arrived == int(g.members.size())) {
       g.arrived = 0;
@@ -119,8 +243,7 @@ struct ThreadWorld::Shared {
       cv.notify_all();
       return;
     }
-    cv.wait(lock, [&] { return g.generation != gen || aborted; });
-    if (aborted) throw Error(why);
+    waitFor(lock, [&] { return g.generation != gen; }, what);
   }
 };
 
@@ -133,70 +256,65 @@ public:
   int size() const override { return int(g_->members.size()); }
   int rank() const override { return idx_; }
 
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op) override {
-    post(in, out);
-    std::vector<char> tmp(count * dtypeSize(dtype));
-    reduceBuffers(inputs(), 0, tmp.data(), count, dtype, op);
-    s_->barrier(*g_);
-    std::memcpy(out, tmp.data(), tmp.size());
-    s_->barrier(*g_);
-  }
-  void allGather(const void *in, void *out, size_t bytes) override {
-    post(in, out);
-    for (size_t j = 0; j < g_->members.size(); ++j)
-      std::memcpy(static_cast<char *>(out) + j * bytes, g_->in[j], bytes);
-    s_->barrier(*g_);
-  }
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op) override {
-    post(in, out);
-    std::vector<char> tmp(count * dtypeSize(dtype));
-    reduceBuffers(inputs(), size_t(idx_) * count, tmp.data(), count, dtype, op);
-    s_->barrier(*g_);
-    std::memcpy(out, tmp.data(), tmp.size());
-    s_->barrier(*g_);
-  }
-  void allToAll(const void *in, void *out, size_t bytes) override {
-    post(in, out);
-    std::vector<char> tmp(bytes * g_->members.size());
-    for (size_t j = 0; j < g_->members.size(); ++j)
-      std::memcpy(tmp.data() + j * bytes,
-                  static_cast<const char *>(g_->in[j]) + size_t(idx_) * bytes, bytes);
-    s_->barrier(*g_);
-    std::memcpy(out, tmp.data(), tmp.size());
-    s_->barrier(*g_);
-  }
   void broadcast(void *buf, size_t bytes, int root) override {
-    post(buf, buf);
+    post(buf, buf, "broadcast");
     if (idx_ != root) std::memcpy(buf, g_->in[size_t(root)], bytes);
-    s_->barrier(*g_);
+    s_->barrier(*g_, "broadcast");
   }
-  std::vector<std::string> gather(const std::string &mine, int root) override {
+  void send(const void *buf, size_t bytes, int dest) override {
+    std::unique_lock<std::mutex> lock(s_->mu);
+    if (s_->aborted) throw CommFailure(s_->why);
+    ThreadWorld::Shared::Mail &m = s_->mail[{g_.get(), idx_, dest}];
+    s_->waitFor(lock, [&] { return !m.posted; }, "send");
+    m.data = buf;
+    m.bytes = bytes;
+    m.posted = true;
+    m.taken = false;
+    s_->cv.notify_all();
+    s_->waitFor(lock, [&] { return m.taken; }, "send");
+    m.posted = false;
+    s_->cv.notify_all();
+  }
+  void recv(void *buf, size_t bytes, int src) override {
+    std::unique_lock<std::mutex> lock(s_->mu);
+    if (s_->aborted) throw CommFailure(s_->why);
+    ThreadWorld::Shared::Mail &m = s_->mail[{g_.get(), src, idx_}];
+    s_->waitFor(lock, [&] { return m.posted && !m.taken; }, "recv");
+    const bool sizeOk = m.bytes == bytes;
+    if (sizeOk) std::memcpy(buf, m.data, bytes);
+    m.taken = true;
+    s_->cv.notify_all();
+    if (!sizeOk)
+      throw CommFailure("internal error: a message of " + std::to_string(m.bytes) +
+                        " bytes arrived where " + std::to_string(bytes) + " were expected");
+  }
+  void barrier() override { s_->barrier(*g_, "barrier"); }
+
+protected:
+  void sendRecv(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
+                int src) override {
     {
       std::lock_guard<std::mutex> lock(s_->mu);
-      g_->strs[size_t(idx_)] = &mine;
+      g_->in[size_t(idx_)] = send;
+      g_->sizes[size_t(idx_)] = sendBytes;
+      g_->dsts[size_t(idx_)] = dst;
     }
-    s_->barrier(*g_);
-    std::vector<std::string> r;
-    if (idx_ == root)
-      for (const std::string *p : g_->strs) r.push_back(*p);
-    s_->barrier(*g_);
-    return r;
+    s_->barrier(*g_, "an exchange");
+    if (g_->dsts[size_t(src)] != idx_ || g_->sizes[size_t(src)] != recvBytes)
+      throw CommFailure("internal error: mismatched sendRecv between group members " +
+                        std::to_string(src) + " and " + std::to_string(idx_));
+    std::memcpy(recv, g_->in[size_t(src)], recvBytes);
+    s_->barrier(*g_, "an exchange");
   }
-  void barrier() override { s_->barrier(*g_); }
 
 private:
-  void post(const void *in, void *out) {
+  void post(const void *in, void *out, const char *what) {
     {
       std::lock_guard<std::mutex> lock(s_->mu);
       g_->in[size_t(idx_)] = in;
       g_->out[size_t(idx_)] = out;
     }
-    s_->barrier(*g_);
-  }
-  std::vector<const char *> inputs() const {
-    std::vector<const char *> v;
-    for (const void *p : g_->in) v.push_back(static_cast<const char *>(p));
-    return v;
+    s_->barrier(*g_, what);
   }
   std::shared_ptr<ThreadWorld::Shared> s_;
   std::shared_ptr<Group> g_;
@@ -208,7 +326,8 @@ std::shared_ptr<Group> makeGroup(std::vector<int> members) {
   g->members = std::move(members);
   g->in.assign(g->members.size(), nullptr);
   g->out.assign(g->members.size(), nullptr);
-  g->strs.assign(g->members.size(), nullptr);
+  g->sizes.assign(g->members.size(), 0);
+  g->dsts.assign(g->members.size(), -1);
   g->splitArgs.assign(g->members.size(), {0, 0});
   return g;
 }
@@ -226,7 +345,7 @@ public:
       std::lock_guard<std::mutex> lock(s_->mu);
       wg.splitArgs[size_t(rank_)] = {color, key};
     }
-    s_->barrier(wg);
+    s_->barrier(wg, "communicator split");
     std::vector<std::pair<int, int>> mates; // (key, world rank)
     for (int r = 0; r < s_->n; ++r)
       if (wg.splitArgs[size_t(r)].first == color)
@@ -246,10 +365,14 @@ public:
       g = slot;
     }
     ++splitSeq_;
-    s_->barrier(wg);
+    s_->barrier(wg, "communicator split");
     return std::make_unique<ThreadComm>(s_, g, idx);
   }
   int ranksOnNode() const override { return s_->n; }
+  void setTimeout(double seconds) override {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->timeoutSeconds = seconds;
+  }
 
 private:
   std::shared_ptr<ThreadWorld::Shared> s_;
@@ -260,8 +383,10 @@ private:
 
 } // namespace
 
-ThreadWorld::ThreadWorld(int ranks) : shared_(std::make_shared<Shared>()) {
+ThreadWorld::ThreadWorld(int ranks, double timeoutSeconds)
+    : shared_(std::make_shared<Shared>()) {
   shared_->n = ranks;
+  shared_->timeoutSeconds = timeoutSeconds;
   std::vector<int> all;
   for (int r = 0; r < ranks; ++r) all.push_back(r);
   shared_->worldGroup = makeGroup(all);
@@ -282,13 +407,23 @@ void ThreadWorld::abort(const std::string &why) {
 
 // ---- error agreement ---------------------------------------------------------------
 
-void agree(World &w, const std::string &localError) {
+void agree(World &w, const std::string &localError, int *stop) {
   if (w.size() == 1) {
     if (!localError.empty()) throw AgreedError(localError, 0);
     return;
   }
-  int32_t mine = localError.empty() ? INT32_MAX : int32_t(w.rank()), first = 0;
-  w.world().allReduce(&mine, &first, 1, DType::I32, ReduceOp::Min);
+  // One all-reduce (min) for both: the lowest failing rank, and the
+  // largest pending signal as its negation.
+  int32_t mine[2] = {localError.empty() ? INT32_MAX : int32_t(w.rank()),
+                     stop ? -int32_t(*stop) : 0};
+  int32_t agreed[2] = {0, 0};
+  try {
+    w.world().allReduce(mine, agreed, 2, DType::I32, ReduceOp::Min);
+  } catch (const CommFailure &e) {
+    throw CommFailure(std::string("while the ranks compared how it went: ") + e.what());
+  }
+  if (stop) *stop = -agreed[1];
+  const int32_t first = agreed[0];
   if (first == INT32_MAX) return;
   std::string msg = w.rank() == first ? localError : std::string();
   uint64_t len = msg.size();

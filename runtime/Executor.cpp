@@ -1,5 +1,6 @@
 //===- Executor.cpp - run one rank's program -------------------------------===//
 #include "dtc/runtime/Executor.h"
+#include "dtc/runtime/Progress.h"
 #include "dtc/runtime/Random.h"
 
 #include <cstdlib>
@@ -7,16 +8,107 @@
 #include <cstring>
 #include <new>
 
+#include <sched.h>
+
 namespace dtc::rt {
+
+int defaultKernelThreads(int ranksOnNode) {
+  for (const char *var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+    if (const char *v = std::getenv(var)) {
+      const int n = std::atoi(v);
+      if (n > 0) return n;
+    }
+  // The cores this process may run on (its affinity mask, which a launcher
+  // binding ranks to cores narrows), shared by the ranks of the node unless
+  // the mask is already this rank's own.
+  cpu_set_t set;
+  int cores = 0;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+  if (cores <= 0) cores = 1;
+  const int per = cores / (ranksOnNode < 1 ? 1 : ranksOnNode);
+  return per < 1 ? 1 : per;
+}
 
 struct RankExecutor::Prepared {
   const InstrDecl *decl = nullptr;
   kernels::RunFn fn = nullptr;
   kernels::KernelArgs args;
+  // kernels: the --stats row this instruction adds to
+  ExecStats::KernelShapeStats *shapeStats = nullptr;
+  double flops = 0;
   // collectives
   Communicator *comm = nullptr;
-  uint64_t dataBytes = 0, wireBytes = 0;
+  uint64_t dataBytes = 0;
+  std::string where; ///< "all_reduce on communicator 'dp' (ranks 0, 1) of f32[8, 4]"
+  // shard_offset: this rank's value, from its mesh coordinates
+  bool isShardOffset = false;
+  int64_t shardOffset = 0;
 };
+
+namespace {
+/// "ranks 0, 1, 2" (the first few of a large group, and how many).
+std::string groupRanks(const Artifact &a, const CommDecl &c, const std::vector<int64_t> &coords) {
+  const int64_t color = a.mesh.groupColor(coords, c.meshAxes);
+  std::string s;
+  int64_t n = 0;
+  for (int64_t r = 0; r < a.devices; ++r) {
+    if (a.mesh.groupColor(a.mesh.coords(r), c.meshAxes) != color) continue;
+    if (n < 8) s += (n ? ", " : "") + std::to_string(r);
+    ++n;
+  }
+  if (n > 8) s += ", ... (" + std::to_string(n) + " ranks)";
+  return "rank" + std::string(n == 1 ? " " : "s ") + s;
+}
+
+/// Bytes of packing an axis-wise collective needs beyond its buffers.
+size_t stagingFor(const InstrDecl &ins, const kernels::TensorArg &in,
+                  const kernels::TensorArg &out) {
+  auto outerOf = [](const Shape &s, int axis) {
+    int64_t outer = 1;
+    for (int i = 0; i < axis; ++i) outer *= s[size_t(i)];
+    return outer;
+  };
+  const size_t elem = dtypeSize(in.dtype);
+  switch (ins.coll) {
+  case CollKind::AllGather:
+    return outerOf(out.shape, ins.axis) == 1 ? 0 : size_t(out.numel) * elem;
+  case CollKind::ReduceScatter:
+    return outerOf(in.shape, ins.axis) == 1 ? 0 : size_t(in.numel) * elem;
+  case CollKind::AllToAll:
+    return 2 * size_t(in.numel) * elem;
+  default:
+    return 0;
+  }
+}
+constexpr int kStaging = kNumMemCategories; // allocation category of staging
+} // namespace
+
+char *RankExecutor::allocate(size_t bytes, int category) {
+  const size_t size = (bytes + 63) / 64 * 64 + 64;
+  void *mem = std::aligned_alloc(64, size);
+  if (!mem)
+    throw Error(a_.label + ": cannot allocate " + std::to_string(bytes) + " bytes for " +
+                (category == kStaging ? std::string("collective staging")
+                                      : std::string("a ") + memCategoryName(MemCategory(category)) +
+                                            " slot"));
+  std::memset(mem, 0, size);
+  allocations_.push_back(static_cast<char *>(mem));
+  // Nothing is freed before the executor goes: current == high-water.
+  if (category == kStaging)
+    stagingAllocated_ += size;
+  else
+    stats_.memoryBytes[category] += size;
+  return static_cast<char *>(mem);
+}
+
+const ExecStats &RankExecutor::stats() const {
+  // The communicators' ring scratch grows on demand: add its high-water.
+  stats_.stagingBytes = stagingAllocated_;
+  for (const auto &c : comms_) stats_.stagingBytes += c->scratchBytes();
+  stats_.totalMemoryBytes = stats_.stagingBytes;
+  for (uint64_t bytes : stats_.memoryBytes) stats_.totalMemoryBytes += bytes;
+  return stats_;
+}
 
 RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &backend)
     : a_(a), world_(world) {
@@ -25,9 +117,16 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
   prog_ = a.programOf(rank_);
   coords_ = a.mesh.coords(rank_);
   // Collective: every rank creates every communicator, in artifact order.
-  for (const CommDecl &c : a.comms)
-    comms_.push_back(world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
-                                 int(a.mesh.groupIndex(coords_, c.meshAxes))));
+  for (const CommDecl &c : a.comms) {
+    try {
+      comms_.push_back(world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
+                                   int(a.mesh.groupIndex(coords_, c.meshAxes))));
+    } catch (const CommFailure &e) {
+      throw CommFailure(a.label + ": creating communicator '" + c.name + "' (" +
+                        std::to_string(comms_.size() + 1) + " of the artifact's " +
+                        std::to_string(a.comms.size()) + "): " + e.what());
+    }
+  }
 
   if (backend == "cuda")
     throw Error("this build of dtc has no CUDA backend yet; use --backend cpu");
@@ -35,17 +134,8 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     throw Error("unknown backend '" + backend + "' (expected cpu or cuda)");
 
   const ProgramDecl &p = program();
-  for (const SlotDecl &s : p.slots) {
-    const size_t bytes = size_t((s.bytes + 63) / 64 * 64) + 64;
-    void *mem = std::aligned_alloc(64, bytes);
-    if (!mem)
-      throw Error(a.label + ": cannot allocate " + std::to_string(s.bytes) +
-                  " bytes for a " + memCategoryName(s.category) + " slot");
-    std::memset(mem, 0, bytes);
-    slotMem_.push_back(static_cast<char *>(mem));
-    stats_.memoryBytes[int(s.category)] += s.bytes;
-    stats_.totalMemoryBytes += s.bytes;
-  }
+  for (const SlotDecl &s : p.slots)
+    slotMem_.push_back(allocate(size_t(s.bytes), int(s.category)));
   for (const BufferDecl &b : p.buffers) bufPtr_.push_back(slotMem_[size_t(b.slot)]);
 
   auto arg = [&](int id) {
@@ -57,6 +147,8 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     t.numel = numel(b.shape);
     return t;
   };
+  stats_.perStepByComm.assign(a.comms.size(), {});
+  std::vector<std::string> groupNames(a.comms.size());
   for (const InstrDecl &ins : p.instructions) {
     Prepared pr;
     pr.decl = &ins;
@@ -65,25 +157,43 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     pr.args.attrs = &ins.attrs;
     if (ins.isCollective) {
       pr.comm = comms_[size_t(ins.comm)].get();
-      const uint64_t n = uint64_t(pr.comm->size());
       const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
                      outB = p.buffers[size_t(ins.out[0])].bytes();
       pr.dataBytes = inB > outB ? inB : outB;
-      switch (ins.coll) {
-      case CollKind::AllReduce: pr.wireBytes = 2 * (n - 1) * pr.dataBytes / n; break;
-      case CollKind::AllSlice: pr.wireBytes = 0; break;
-      default: pr.wireBytes = (n - 1) * pr.dataBytes / n; break;
-      }
-      stats_.perStep[int(ins.coll)].calls += 1;
-      stats_.perStep[int(ins.coll)].bytes += pr.dataBytes;
-      stats_.perStep[int(ins.coll)].wireBytes += pr.wireBytes;
+      stagingSize_ = std::max(stagingSize_, stagingFor(ins, pr.args.in[0], pr.args.out[0]));
+      const BufferDecl &inBuf = p.buffers[size_t(ins.in[0])];
+      std::string &members = groupNames[size_t(ins.comm)];
+      if (members.empty()) members = groupRanks(a, a.comms[size_t(ins.comm)], coords_);
+      pr.where = ins.op + " on communicator '" + a.comms[size_t(ins.comm)].name + "' (" +
+                 members + ") of " + dtypeName(inBuf.dtype) + shapeStr(inBuf.shape);
+    } else if (ins.op == "shard_offset") {
+      // The rank's index over grid_axes times piece_size (docs/kernels.md).
+      std::vector<int> axes;
+      for (int64_t ax : kernels::attrInts(ins.attrs, "grid_axes")) axes.push_back(int(ax));
+      pr.isShardOffset = true;
+      pr.shardOffset = a.mesh.groupIndex(coords_, axes) * kernels::attrInt(ins.attrs, "piece_size");
     } else {
       pr.fn = kernels::cpu::findKernel(ins.op);
       if (!pr.fn)
         throw Error(a.label + ": kernel '" + ins.op + "' has no " + backend + " implementation");
+      pr.args.ctx = &kernelCtx_;
+      std::vector<kernels::TensorDesc> in, out;
+      std::string key = ins.op;
+      for (const kernels::TensorArg &t : pr.args.in) in.push_back({t.dtype, t.shape});
+      for (const kernels::TensorArg &t : pr.args.out) out.push_back({t.dtype, t.shape});
+      pr.flops = kernels::flopCount(ins.op, in, out, ins.attrs);
+      for (size_t k = 0; k < in.size(); ++k) {
+        key += k ? " * " : " ";
+        for (size_t d = 0; d < in[k].shape.size(); ++d)
+          key += (d ? "x" : "") + std::to_string(in[k].shape[d]);
+      }
+      for (const char *flag : {"transpose_a", "transpose_b", "causal"})
+        if (ins.attrs.is_object() && ins.attrs.value(flag, false) == true) key += std::string(" ") + flag;
+      pr.shapeStats = &stats_.byKernelShape[key];
     }
     instrs_.push_back(std::move(pr));
   }
+  if (stagingSize_ > 0) staging_ = allocate(stagingSize_, kStaging);
 
   for (const ConstantDecl &c : p.constants) {
     const BufferDecl &b = p.buffers[size_t(c.buffer)];
@@ -104,14 +214,14 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
 }
 
 RankExecutor::~RankExecutor() {
-  for (char *m : slotMem_) std::free(m);
+  for (char *m : allocations_) std::free(m);
 }
 
 bool RankExecutor::holds(int t) const { return a_.bufferOf(prog_, t) >= 0; }
 
 Piece RankExecutor::pieceFor(int t, int64_t r) const {
   const TensorDecl &d = a_.tensors[size_t(t)];
-  return pieceOf(a_.mesh, d.sharding, d.shape, a_.mesh.coords(r));
+  return pieceOf(a_.mesh, d.sharding, d.shape, a_.mesh.coords(r), d.pieces);
 }
 
 LocalTensor RankExecutor::tensor(int t) {
@@ -215,11 +325,11 @@ void RankExecutor::runCollective(Prepared &p) {
       c.allGather(in.data, out.data, inBytes);
       break;
     }
-    std::vector<char> tmp(outBytes);
-    c.allGather(in.data, tmp.data(), inBytes);
+    char *tmp = staging_;
+    c.allGather(in.data, tmp, inBytes);
     const int64_t q = in.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
-      insertAxis(tmp.data() + size_t(j) * inBytes, ob, j * q, q, dst);
+      insertAxis(tmp + size_t(j) * inBytes, ob, j * q, q, dst);
     break;
   }
   case CollKind::ReduceScatter: {
@@ -228,11 +338,11 @@ void RankExecutor::runCollective(Prepared &p) {
       c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype, ins.reduce);
       break;
     }
-    std::vector<char> tmp(inBytes);
+    char *tmp = staging_;
     const int64_t q = out.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
-      extractAxis(src, ib, j * q, q, tmp.data() + size_t(j) * outBytes);
-    c.reduceScatter(tmp.data(), out.data, size_t(out.numel), in.dtype, ins.reduce);
+      extractAxis(src, ib, j * q, q, tmp + size_t(j) * outBytes);
+    c.reduceScatter(tmp, out.data, size_t(out.numel), in.dtype, ins.reduce);
     break;
   }
   case CollKind::AllSlice: {
@@ -245,10 +355,10 @@ void RankExecutor::runCollective(Prepared &p) {
     const AxisBlocks sb = blocks(in.shape, ins.splitAxis, elem);
     const int64_t q = in.shape[size_t(ins.splitAxis)] / n;
     const size_t pieceBytes = inBytes / size_t(n);
-    std::vector<char> send(inBytes), recv(inBytes);
+    char *send = staging_, *recv = staging_ + inBytes;
     for (int64_t j = 0; j < n; ++j)
-      extractAxis(src, sb, j * q, q, send.data() + size_t(j) * pieceBytes);
-    c.allToAll(send.data(), recv.data(), pieceBytes);
+      extractAxis(src, sb, j * q, q, send + size_t(j) * pieceBytes);
+    c.allToAll(send, recv, pieceBytes);
     // Each received piece has in's shape with split_axis / n; place it at
     // slot j along concat_axis of the output.
     Shape pieceShape = in.shape;
@@ -256,7 +366,7 @@ void RankExecutor::runCollective(Prepared &p) {
     const int64_t pc = pieceShape[size_t(ins.concatAxis)];
     const AxisBlocks ob = blocks(out.shape, ins.concatAxis, elem);
     for (int64_t j = 0; j < n; ++j)
-      insertAxis(recv.data() + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
+      insertAxis(recv + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
     break;
   }
   }
@@ -265,26 +375,55 @@ void RankExecutor::runCollective(Prepared &p) {
 std::string RankExecutor::run() {
   std::string first;
   const ProgramDecl &p = program();
+  kernels::cpu::bindThreads(kernelCtx_);
+  for (auto &kinds : stats_.perStepByComm) kinds.fill({});
+  for (auto &kind : stats_.perStep) kind = {};
   for (size_t i = 0; i < instrs_.size(); ++i) {
     Prepared &pr = instrs_[i];
+    progress::setInstruction(int64_t(i));
     try {
       auto start = std::chrono::steady_clock::now();
-      if (pr.fn)
+      if (pr.fn) {
         pr.fn(pr.args);
-      else
+      } else if (pr.isShardOffset) {
+        *pr.args.out[0].as<int64_t>() = pr.shardOffset;
+      } else {
+        // Count what the communicator really moves for this instruction.
+        const uint64_t sent0 = pr.comm->bytesSent(), received0 = pr.comm->bytesReceived();
         runCollective(pr);
-      stats_.secondsByOp[pr.decl->op] +=
+        CollectiveStats &byComm =
+            stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
+        for (CollectiveStats *c : {&byComm, &stats_.perStep[int(pr.decl->coll)]}) {
+          c->calls += 1;
+          c->bytes += pr.dataBytes;
+          c->sentBytes += pr.comm->bytesSent() - sent0;
+          c->receivedBytes += pr.comm->bytesReceived() - received0;
+        }
+      }
+      const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      stats_.secondsByOp[pr.decl->op] += seconds;
+      if (pr.shapeStats) {
+        pr.shapeStats->calls += 1;
+        pr.shapeStats->seconds += seconds;
+        pr.shapeStats->flops += pr.flops;
+      }
+    } catch (const CommFailure &e) {
+      // The ranks cannot stay matched any more: stop here.
+      throw CommFailure("program '" + p.name + "' instruction " + std::to_string(i) + " (" +
+                        pr.where + "): " + e.what());
     } catch (const std::exception &e) {
       if (first.empty())
         first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
                 pr.decl->op + "): " + e.what();
     }
   }
+  progress::setInstruction(-1);
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
     stats_.collectives[k].bytes += stats_.perStep[k].bytes;
-    stats_.collectives[k].wireBytes += stats_.perStep[k].wireBytes;
+    stats_.collectives[k].sentBytes += stats_.perStep[k].sentBytes;
+    stats_.collectives[k].receivedBytes += stats_.perStep[k].receivedBytes;
   }
   ++stats_.runs;
   return first;

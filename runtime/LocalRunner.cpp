@@ -69,12 +69,12 @@ std::unique_ptr<LocalRunner::Impl> build(std::unique_ptr<Artifact> a,
   impl->artifact = std::move(a);
   const int n = impl->ranks();
   if (n == 1) impl->single = makeLocalWorld();
-  else impl->threads = std::make_unique<ThreadWorld>(n);
-  if (opts.blasThreads > 0) kernels::cpu::setBlasThreads(opts.blasThreads);
+  else impl->threads = std::make_unique<ThreadWorld>(n, opts.timeoutSeconds);
   impl->execs.resize(size_t(n));
   std::string err = impl->forRanks([&](int r) {
     impl->execs[size_t(r)] =
         std::make_unique<RankExecutor>(*impl->artifact, impl->world(r), opts.backend);
+    impl->execs[size_t(r)]->setThreads(opts.threads);
   });
   if (!err.empty()) throw Error(err);
   return impl;
@@ -346,6 +346,8 @@ LocalRunStats LocalRunner::stats() const noexcept {
         uint64_t &v = s.memoryBytes[memCategoryName(MemCategory(c))];
         v = std::max(v, es.memoryBytes[c]);
       }
+      uint64_t &staging = s.memoryBytes["staging"];
+      staging = std::max(staging, es.stagingBytes);
       uint64_t &tot = s.memoryBytes["total"];
       tot = std::max(tot, es.totalMemoryBytes);
       for (int k = 0; k < kNumCollKinds; ++k) {
@@ -354,6 +356,8 @@ LocalRunStats LocalRunner::stats() const noexcept {
         c = std::max(c, es.perStep[k].calls);
         uint64_t &b = s.collectiveBytesPerStep[n];
         b = std::max(b, es.perStep[k].bytes);
+        uint64_t &sent = s.collectiveSentBytesPerStep[n];
+        sent = std::max(sent, es.perStep[k].sentBytes);
       }
     }
   } catch (...) {

@@ -8,7 +8,7 @@ packages=(
   python3-numpy
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   openmpi-bin libopenmpi-dev
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   nlohmann-json3-dev
   libgtest-dev
   coinor-libcbc-dev

@@ -1,5 +1,7 @@
 //===- Elementwise.cpp - elementwise, broadcast, cast and copy kernels ----===//
 #include "Common.h"
+#include "Parallel.h"
+#include "VecMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,23 +14,68 @@ namespace {
 
 // ---- binary ops with numpy broadcasting -----------------------------------
 
+// Elements per thread below which a loop stays on one thread.
+constexpr int64_t kGrain = 1 << 14;
+
+// The inner loops. Float ones get one clone per ISA level (VecMath.h);
+// integer ones stay plain: they may throw (division by zero), and an
+// exception must not unwind through a clone's dispatcher.
+template <class T, class Op> void runBothPlain(const T *xs, const T *ys, T *dst, int64_t len, Op op) {
+  for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], ys[i]);
+}
+template <class T, class Op>
+DTC_VECTOR_CLONES void runBothVec(const T *xs, const T *ys, T *dst, int64_t len, Op op) {
+  for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], ys[i]);
+}
+template <class T, class Op> void runBoth(const T *xs, const T *ys, T *dst, int64_t len, Op op) {
+  if constexpr (std::is_floating_point_v<T>) runBothVec(xs, ys, dst, len, op);
+  else runBothPlain(xs, ys, dst, len, op);
+}
+template <class T, class Op>
+DTC_VECTOR_CLONES void runLeftVec(const T *xs, T yv, T *dst, int64_t len, Op op) {
+  for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], yv);
+}
+template <class T, class Op> void runLeft(const T *xs, T yv, T *dst, int64_t len, Op op) {
+  if constexpr (std::is_floating_point_v<T>) {
+    runLeftVec(xs, yv, dst, len, op);
+  } else {
+    for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], yv);
+  }
+}
+template <class T, class Op>
+DTC_VECTOR_CLONES void runRightVec(T xv, const T *ys, T *dst, int64_t len, Op op) {
+  for (int64_t i = 0; i < len; ++i) dst[i] = op(xv, ys[i]);
+}
+template <class T, class Op> void runRight(T xv, const T *ys, T *dst, int64_t len, Op op) {
+  if constexpr (std::is_floating_point_v<T>) {
+    runRightVec(xv, ys, dst, len, op);
+  } else {
+    for (int64_t i = 0; i < len; ++i) dst[i] = op(xv, ys[i]);
+  }
+}
+
 template <class T, class Op> void binaryLoop(const KernelArgs &a, Op op) {
   const TensorArg &l = a.in[0], &r = a.in[1], &o = a.out[0];
   const T *x = l.as<T>(), *y = r.as<T>();
   T *z = o.as<T>();
   auto plan = planBroadcast<2>(o.shape, {&l.shape, &r.shape});
+  // Same shapes (one contiguous run): split it across the threads.
+  if (plan.dims.size() == 1 && plan.strides[0][0] == 1 && plan.strides[0][1] == 1) {
+    parallelFor(contextOf(a), o.numel, kGrain, [&](int64_t b, int64_t e, int) {
+      runBoth(x + b, y + b, z + b, e - b, op);
+    });
+    return;
+  }
   forEachBroadcast<2>(plan, [&](int64_t oo, const std::array<int64_t, 2> &io,
                                 int64_t len, const std::array<int64_t, 2> &st) {
     T *dst = z + oo;
     const T *xs = x + io[0], *ys = y + io[1];
     if (st[0] == 1 && st[1] == 1) {
-      for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], ys[i]);
+      runBoth(xs, ys, dst, len, op);
     } else if (st[0] == 1 && st[1] == 0) {
-      const T yv = *ys;
-      for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], yv);
+      runLeft(xs, *ys, dst, len, op);
     } else if (st[0] == 0 && st[1] == 1) {
-      const T xv = *xs;
-      for (int64_t i = 0; i < len; ++i) dst[i] = op(xv, ys[i]);
+      runRight(*xs, ys, dst, len, op);
     } else {
       for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i * st[0]], ys[i * st[1]]);
     }
@@ -96,11 +143,14 @@ template <BinOp op> void binary(const KernelArgs &a) {
 
 // ---- unary ops --------------------------------------------------------------
 
+template <class F> DTC_VECTOR_CLONES void mapUnary(const float *x, float *y, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
 template <class F> void unaryF32(const KernelArgs &a, F f) {
   const float *x = a.in[0].as<float>();
   float *y = a.out[0].as<float>();
-  const int64_t n = a.in[0].numel;
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+  parallelFor(contextOf(a), a.in[0].numel, kGrain,
+              [&](int64_t b, int64_t e, int) { mapUnary(x + b, y + b, e - b, f); });
 }
 
 // tanh as a [13/6] rational function of x on [-7.905, 7.905] (beyond it
@@ -188,11 +238,11 @@ void kNeg(const KernelArgs &a) {
 }
 void kExp(const KernelArgs &a) { unaryF32(a, [](float x) { return std::exp(x); }); }
 void kLog(const KernelArgs &a) { unaryF32(a, [](float x) { return std::log(x); }); }
-void kTanh(const KernelArgs &a) { unaryF32(a, tanhF); }
+void kTanh(const KernelArgs &a) { unaryF32(a, [](float x) { return tanhF(x); }); }
 void kSqrt(const KernelArgs &a) { unaryF32(a, [](float x) { return std::sqrt(x); }); }
 void kRsqrt(const KernelArgs &a) { unaryF32(a, [](float x) { return 1.0f / std::sqrt(x); }); }
 void kRelu(const KernelArgs &a) { unaryF32(a, [](float x) { return x > 0.0f ? x : 0.0f; }); }
-void kGelu(const KernelArgs &a) { unaryF32(a, geluF); }
+void kGelu(const KernelArgs &a) { unaryF32(a, [](float x) { return geluF(x); }); }
 void kSilu(const KernelArgs &a) { unaryF32(a, [](float x) { return x * sigmoidF(x); }); }
 
 // ---- activation gradients ------------------------------------------------------
@@ -200,8 +250,8 @@ void kSilu(const KernelArgs &a) { unaryF32(a, [](float x) { return x * sigmoidF(
 template <class F> void gradF32(const KernelArgs &a, F f) {
   const float *x = a.in[0].as<float>(), *dy = a.in[1].as<float>();
   float *dx = a.out[0].as<float>();
-  const int64_t n = a.in[0].numel;
-  for (int64_t i = 0; i < n; ++i) dx[i] = f(x[i], dy[i]);
+  parallelFor(contextOf(a), a.in[0].numel, kGrain,
+              [&](int64_t b, int64_t e, int) { runBoth(x + b, dy + b, dx + b, e - b, f); });
 }
 void kReluGrad(const KernelArgs &a) {
   gradF32(a, [](float x, float dy) { return x > 0.0f ? dy : 0.0f; });

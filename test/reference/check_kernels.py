@@ -3,7 +3,8 @@
 
   check_kernels.py --kernel-eval build/bin/dtc-kernel-eval [--only NAME,...]
 
-Each case runs one kernel (dtc-kernel-eval) on random f32 operands and
+Each case runs one kernel (dtc-kernel-eval, with 1 and with 2 threads) on
+random f32 operands and
 compares every output element with the reference evaluated in
 numerics.Bounded mode: the float64 value v and a first-order bound E of
 the error an f32 evaluation of the same formula makes (numerics.py: u per
@@ -290,15 +291,18 @@ def main(argv):
         cases_path, results_path = os.path.join(work, "cases.json"), os.path.join(work, "results.json")
         with open(cases_path, "w") as f:
             json.dump([c.json() for c in all_cases], f)
-        proc = subprocess.run([a.kernel_eval, cases_path, results_path], capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(f"FAIL: dtc-kernel-eval exited with {proc.returncode}: {proc.stderr}")
-            return 1
-        with open(results_path) as f:
-            results = json.load(f)
+        runs = []
+        for threads in (1, 2):
+            proc = subprocess.run([a.kernel_eval, cases_path, results_path, str(threads)],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"FAIL: dtc-kernel-eval exited with {proc.returncode}: {proc.stderr}")
+                return 1
+            with open(results_path) as f:
+                runs.append((threads, json.load(f)))
     by_kernel = {}
     failed = False
-    for case, result in zip(all_cases, results):
+    for case, result in [(c, r) for threads, results in runs for c, r in zip(all_cases, results)]:
         problems, worst = check(case, result)
         entry = by_kernel.setdefault(case.kernel, [0, 0.0, []])
         entry[0] += 1

@@ -1,4 +1,4 @@
-//===- dtc.cpp - the dtc command line (shared/spec/cli.md) ---------------===//
+//===- dtc.cpp - the dtc command line (docs/cli.md) ----------------------===//
 //
 //   dtc compile MODEL.mlir --mesh 2x2 -o OUT.dtc [options]
 //   dtc run OUT.dtc --steps N [options]      (starts the ranks via dtc-run)
@@ -10,6 +10,7 @@
 #include "dtc/Driver/Compile.h"
 #include "dtc/Version.h"
 #include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/OutputFile.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -41,7 +42,9 @@ usage:
   dtc inspect OUT.dtc                                        print the artifact as JSON
   dtc --help | dtc COMMAND --help | dtc --version
 
-Models: shared/spec/model-format.md. Command line: shared/spec/cli.md.
+Docs (in the source tree): docs/model-format.md (models), docs/cli.md
+(commands, checkpoints, the plan report), docs/artifact.md, docs/design.md,
+docs/writing-a-sharding-pass.md.
 )";
 
 constexpr const char *kCompileHelp = R"(usage: dtc compile MODEL.mlir [options]
@@ -54,11 +57,16 @@ Mesh and hardware:
                         (the last axis is the fastest link)
   --hw NAME|FILE.json   cpu, a100, h100 or a JSON profile    (default: cpu)
 Plan:
-  --auto                search the plan; today it chooses data parallelism
-                        over the whole mesh                  (default)
-  --strategy SPEC       pin degrees, e.g. dp=4,tp=1,pp=1     (default: none)
+  --auto                no search yet: plans data parallelism over the
+                        whole mesh, and the report says so   (default)
+  --strategy SPEC       pin degrees, e.g. dp=2,tp=4          (default: none)
                         keys dp, tp, pp, zero, sp, ep; dp*tp*pp = devices;
                         omitted: dp = devices/(tp*pp), tp=pp=sp=ep=1, zero=0
+                        tp: Megatron tensor parallelism on the innermost
+                        (fastest) mesh axes, dp on the outer ones
+  --pin NAME=SHARDING   pin a parameter's sharding, e.g.      (repeatable)
+                        'h.0.attn.wq=[[],[1]]' (mesh axes per dimension);
+                        it wins over the strategy, the rest follows
   --microbatches M      pipeline micro-batches               (default: 1)
   --schedule S          gpipe|1f1b|interleaved|zb            (default: 1f1b)
                         (only pipelines, pp > 1, have a schedule)
@@ -294,6 +302,7 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.value("--beta2", number("--beta2", o.beta2));
   flags.value("--report", [&](const std::string &v) { o.report = v; return true; });
   flags.boolean("--emit-generic", [&] { o.emitGeneric = true; });
+  flags.value("--pin", [&](const std::string &v) { o.pins.push_back(v); return true; });
   flags.value("--emit-mlir", [&](const std::string &v) {
     for (const std::string &stage : dtc::emitStages())
       if (v == stage) {
@@ -335,6 +344,12 @@ int compileCommand(const std::vector<std::string> &args) {
     llvm::sys::path::replace_extension(out, "dtc");
     o.output = std::string(out);
   }
+  // Before anything is read or written: no output may name an input.
+  std::string pathError;
+  if (!dtc::rt::checkOutputsDistinct(
+          {{"the model", o.input == "-" ? "" : o.input}, {"--hw", o.hw}},
+          {{"-o", o.output}, {"--report", o.report}}, pathError))
+    return fail(pathError);
   return dtc::runCompile(o);
 }
 
@@ -388,6 +403,7 @@ int inspectCommand(const std::vector<std::string> &args) {
 } // namespace
 
 int main(int argc, char **argv) {
+  dtc::rt::removeTemporaryFilesOnSignals();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     llvm::outs() << kTopHelp;

@@ -3,6 +3,7 @@
 #define DTC_DIALECT_DTCOPS_H
 
 #include "dtc/Dialect/DtcDialect.h"
+#include "dtc/Sharding/LocalLowering.h"
 #include "dtc/Sharding/ShardingRule.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"

@@ -11,7 +11,7 @@
 
 namespace dtc {
 
-/// Everything `dtc compile` can be asked (shared/spec/cli.md).
+/// Everything `dtc compile` can be asked (docs/cli.md).
 struct CompileOptions {
   std::string input;
   std::string output;
@@ -33,6 +33,8 @@ struct CompileOptions {
   std::string report;
   std::string emitMlirAfter; // parsed | training-step | planned | partitioned
   bool emitGeneric = false;  // print --emit-mlir in MLIR's generic op form
+  /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.
+  std::vector<std::string> pins;
 };
 
 /// Runs the whole compilation; prints one error line on failure. Returns the

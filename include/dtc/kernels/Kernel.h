@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
+#include <memory>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -24,6 +26,31 @@ namespace dtc::kernels {
 
 using rt::DType;
 using rt::Shape;
+
+/// What a backend gives every kernel call besides its operands: how many
+/// threads the kernel may use and scratch memory for its tiles. One context
+/// per rank (the executor owns it); kernels read nothing else global, so two
+/// ranks in one process (threads) each run with their own.
+class KernelContext {
+public:
+  explicit KernelContext(int threads = 1) { setThreads(threads); }
+  int threads() const { return threads_; }
+  void setThreads(int threads) { threads_ = threads < 1 ? 1 : threads; }
+  /// At least `floats` floats, 64-byte aligned, kept and reused across calls
+  /// (grows only). Valid until the next workspace() call on this context:
+  /// take it before a kernel's parallel region and slice it per thread.
+  float *workspace(size_t floats);
+  /// Floats the workspace holds now (its high-water mark).
+  size_t workspaceFloats() const { return workspaceFloats_; }
+
+private:
+  struct FreeAligned {
+    void operator()(float *p) const;
+  };
+  int threads_ = 1;
+  size_t workspaceFloats_ = 0;
+  std::unique_ptr<float, FreeAligned> workspace_;
+};
 
 /// What a check rule sees of one operand.
 struct TensorDesc {
@@ -41,10 +68,12 @@ struct TensorArg {
 };
 
 /// Everything a kernel gets. `attrs` is the instruction's attribute object,
-/// already accepted by the kernel's check rule.
+/// already accepted by the kernel's check rule. `ctx` may be null (a
+/// single-threaded context of the calling thread is used then).
 struct KernelArgs {
   std::vector<TensorArg> in, out;
   const nlohmann::json *attrs = nullptr;
+  KernelContext *ctx = nullptr;
 };
 
 /// A check rule: throws dtc::rt::Error with a message such as "axis 3 is out
@@ -87,13 +116,25 @@ bool attrBool(const nlohmann::json &attrs, const char *key);
 bool attrFlag(const nlohmann::json &attrs, const char *key);
 std::vector<int64_t> attrInts(const nlohmann::json &attrs, const char *key);
 
+/// Floating-point operations of one call of kernel `name` with these LOCAL
+/// operands: 2 per multiply-add of matmul, attention and attention_grad (the
+/// products a blocked causal kernel computes: the unmasked half plus the
+/// diagonal), 0 for kernels whose cost is memory traffic. Used for GFLOP/s
+/// in `--stats`.
+double flopCount(std::string_view name, const std::vector<TensorDesc> &in,
+                 const std::vector<TensorDesc> &out, const nlohmann::json &attrs);
+
 } // namespace dtc::kernels
 
 namespace dtc::kernels::cpu {
 /// The CPU implementation of kernel `name`, or nullptr.
 RunFn findKernel(std::string_view name);
-/// Sets the OpenBLAS thread count (no-op if OpenBLAS is not the BLAS).
-void setBlasThreads(int threads);
+/// The matrix library the CPU matmuls run on, with its version.
+const char *gemmLibrary();
+/// Makes the calling thread's later kernel calls use `ctx.threads()` in the
+/// matrix library and OpenMP (call once per rank thread before running).
+void bindThreads(const KernelContext &ctx);
+
 } // namespace dtc::kernels::cpu
 
 #endif // DTC_KERNELS_KERNEL_H

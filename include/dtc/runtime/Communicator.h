@@ -3,11 +3,19 @@
 // A Communicator is one group of ranks. Every member must make the same
 // sequence of calls (like MPI). Contiguous primitives only: the executor packs
 // and unpacks around them for axis-wise all_gather / reduce_scatter /
-// all_to_all (docs/artifact.md "Collectives").
+// all_to_all (docs/artifact.md "Collectives"). The collectives are dtc's own
+// ring and pairwise algorithms over one point-to-point primitive, sendRecv,
+// which every implementation provides; the base class counts the bytes that
+// really pass through it, so measured traffic is never a formula.
 //
 // World is the set of all ranks: it creates group communicators (split, as
 // MPI_Comm_split) and offers the few world-wide operations the driver needs
 // (agreeing on errors, gathering checkpoints, broadcasting the loss).
+//
+// Liveness: every wait is bounded by the world's timeout (setTimeout; 0 =
+// none). A call that cannot complete in time, or that the transport reports
+// broken, throws CommFailure: the ranks can no longer agree on anything, so
+// the caller must not call another collective and the process should leave.
 //
 // Implementations: LocalWorld (one rank, in process), ThreadWorld (N ranks
 // as threads of one process: unit tests and LocalRunner), MpiWorld
@@ -25,30 +33,64 @@
 
 namespace dtc::rt {
 
+/// A communication that could not complete: a timeout (a member stopped
+/// making progress) or an error of the transport. Not agreed between ranks.
+class CommFailure : public Error {
+public:
+  explicit CommFailure(const std::string &msg) : Error(msg) {}
+};
+
 class Communicator {
 public:
   virtual ~Communicator();
   virtual int size() const = 0;
   virtual int rank() const = 0;
+
+  // ---- data plane: collectives over sendRecv, every byte counted ----------
   /// out[i] = reduce over members of in[i], for `count` elements; `in` may
-  /// equal `out`. Average is Sum followed by division (floats only).
-  virtual void allReduce(const void *in, void *out, size_t count, DType dtype,
-                         ReduceOp op) = 0;
-  /// out = concatenation of every member's `bytes` bytes, in member order.
-  virtual void allGather(const void *in, void *out, size_t bytes) = 0;
+  /// equal `out`. Average is Sum followed by division (floats only). A ring:
+  /// reduce-scatter then all-gather over size() chunks (chunk j has
+  /// count/size() elements, one more for j < count % size()).
+  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op);
+  /// out = concatenation of every member's `bytes` bytes, in member order
+  /// (a ring).
+  void allGather(const void *in, void *out, size_t bytes);
   /// in holds size() pieces of `count` elements; out = reduction of piece
-  /// rank() over members.
-  virtual void reduceScatter(const void *in, void *out, size_t count, DType dtype,
-                             ReduceOp op) = 0;
+  /// rank() over members (a ring).
+  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op);
   /// in holds size() pieces of `bytes`; piece j goes to member j; out[j] is
-  /// the piece received from member j.
-  virtual void allToAll(const void *in, void *out, size_t bytes) = 0;
+  /// the piece received from member j (pairwise exchanges). in != out.
+  void allToAll(const void *in, void *out, size_t bytes);
+  /// Bytes this member has handed to / received from sendRecv so far: what
+  /// the collectives above really moved (docs/runtime.md "Measurements").
+  uint64_t bytesSent() const { return sent_; }
+  uint64_t bytesReceived() const { return received_; }
+  /// Largest scratch buffer the collectives above allocated.
+  size_t scratchBytes() const { return scratch_.size(); }
+
+  // ---- control plane (not counted) ----------------------------------------
   /// Copies root's buffer to every member.
   virtual void broadcast(void *buf, size_t bytes, int root) = 0;
-  /// Root receives every member's bytes (any sizes), in member order; other
-  /// members get an empty vector.
-  virtual std::vector<std::string> gather(const std::string &mine, int root) = 0;
+  /// Point to point, `bytes` from this member to member `dest`; the matching
+  /// recv names the same size. Messages between a pair arrive in order.
+  virtual void send(const void *buf, size_t bytes, int dest) = 0;
+  virtual void recv(void *buf, size_t bytes, int src) = 0;
   virtual void barrier() = 0;
+
+protected:
+  /// The one primitive the data plane is built on. Every member calls it at
+  /// the same time: sends `sendBytes` from `send` to member `dst` and
+  /// receives `recvBytes` into `recv` from member `src` (`recv` never
+  /// overlaps `send`).
+  virtual void sendRecv(const void *send, size_t sendBytes, int dst, void *recv,
+                        size_t recvBytes, int src) = 0;
+
+private:
+  void exchange(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
+                int src);
+  char *scratch(size_t bytes);
+  uint64_t sent_ = 0, received_ = 0;
+  std::vector<char> scratch_;
 };
 
 class World {
@@ -63,6 +105,10 @@ public:
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   /// Ranks sharing this node (for BLAS thread counts).
   virtual int ranksOnNode() const = 0;
+  /// Longest wait of any call on this world's communicators, in seconds,
+  /// before it throws CommFailure (0 = wait forever). Applies to the
+  /// communicators created before and after the call.
+  virtual void setTimeout(double seconds) = 0;
 };
 
 /// One rank, no communication.
@@ -72,7 +118,8 @@ std::unique_ptr<World> makeLocalWorld();
 /// `threadWorld->rankView(r)` from the thread that plays rank r.
 class ThreadWorld {
 public:
-  explicit ThreadWorld(int ranks);
+  /// `timeoutSeconds` bounds every wait (0 = none), as World::setTimeout.
+  explicit ThreadWorld(int ranks, double timeoutSeconds = 0);
   ~ThreadWorld();
   int size() const;
   /// The World seen by rank r (owned by the ThreadWorld).
@@ -91,7 +138,9 @@ private:
 /// Helpers on top of a World used by the driver: consistent error handling.
 /// Every rank calls agree() at the same points; if any rank passes a
 /// non-empty error, all ranks throw AgreedError carrying the message of the
-/// lowest failing rank (and that rank's number).
+/// lowest failing rank (and that rank's number). With `stop`, the same call
+/// also agrees on an interruption: each rank passes its pending signal
+/// number (0 = none) and gets back the largest one any rank passed.
 class AgreedError : public Error {
 public:
   AgreedError(const std::string &msg, int reporter) : Error(msg), reporter_(reporter) {}
@@ -100,16 +149,19 @@ public:
 private:
   int reporter_;
 };
-void agree(World &w, const std::string &localError);
+void agree(World &w, const std::string &localError, int *stop = nullptr);
 
 /// Runs `f` on every rank, then agree()s on whether any rank failed: a
 /// local exception becomes an AgreedError on all ranks, so none is left
-/// waiting in a collective the failed rank will never reach.
+/// waiting in a collective the failed rank will never reach. A CommFailure
+/// passes through: there is no agreeing after it.
 template <class F> void runAgreed(World &w, F &&f) {
   std::string err;
   try {
     f();
   } catch (const AgreedError &) {
+    throw;
+  } catch (const CommFailure &) {
     throw;
   } catch (const std::exception &e) {
     err = e.what();

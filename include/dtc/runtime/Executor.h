@@ -13,9 +13,11 @@
 #define DTC_RUNTIME_EXECUTOR_H
 
 #include "dtc/kernels/Kernel.h"
+#include <algorithm>
 #include "dtc/runtime/Artifact.h"
 #include "dtc/runtime/Communicator.h"
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,29 +25,43 @@
 
 namespace dtc::rt {
 
-/// Counters of one collective kind.
+/// Counters of one collective kind, measured while it runs.
 struct CollectiveStats {
   uint64_t calls = 0;
   /// Sum of each call's data size D: the larger of its input and output
   /// buffers on this rank (the D of the usual alpha-beta formulas).
   uint64_t bytes = 0;
-  /// Bytes this rank sends with ring algorithms: all_reduce 2(n-1)/n D,
-  /// all_gather / reduce_scatter / all_to_all (n-1)/n D, all_slice 0.
-  uint64_t wireBytes = 0;
+  /// Bytes this rank really sent / received through its communicator's
+  /// point-to-point primitive (Communicator::bytesSent), not a formula.
+  uint64_t sentBytes = 0, receivedBytes = 0;
 };
 
 struct ExecStats {
-  /// Bytes of this rank's slots per memory category (index: MemCategory).
+  /// Allocator high-water bytes per memory category (index: MemCategory):
+  /// what this rank really allocated (slots are 64-byte aligned).
   uint64_t memoryBytes[kNumMemCategories] = {};
+  /// High-water bytes of collective staging (packing buffers and the
+  /// communicators' scratch), which no slot holds.
+  uint64_t stagingBytes = 0;
+  /// High-water of everything the executor allocated.
   uint64_t totalMemoryBytes = 0;
   /// Per collective kind (index: CollKind), cumulative over every run().
   CollectiveStats collectives[kNumCollKinds];
-  /// Collective counters of ONE run (the program is the same every step).
+  /// Collective counters of the last run (one step).
   CollectiveStats perStep[kNumCollKinds];
+  /// The same per artifact communicator (index: Artifact::comms).
+  std::vector<std::array<CollectiveStats, kNumCollKinds>> perStepByComm;
   uint64_t runs = 0;
   /// Seconds spent per instruction kind (kernel or collective name),
   /// cumulative over every run().
   std::map<std::string, double> secondsByOp;
+  /// Per kernel and operand shapes ("matmul 2048x128 * 128x512"): calls,
+  /// seconds and floating-point operations (kernels::flopCount), cumulative.
+  struct KernelShapeStats {
+    uint64_t calls = 0;
+    double seconds = 0, flops = 0;
+  };
+  std::map<std::string, KernelShapeStats> byKernelShape;
 };
 
 /// A tensor's piece on this rank.
@@ -56,6 +72,11 @@ struct LocalTensor {
   Piece piece; ///< local shape + global offset
   size_t bytes() const { return size_t(numel(piece.local)) * dtypeSize(decl->dtype); }
 };
+
+/// Kernel threads per rank when none are asked for: OMP_NUM_THREADS or
+/// OPENBLAS_NUM_THREADS when set (the first that is), else
+/// max(1, cores available to this process / ranks on this node).
+int defaultKernelThreads(int ranksOnNode);
 
 class RankExecutor {
 public:
@@ -95,11 +116,18 @@ public:
   /// message is returned ("" when all went well).
   std::string run();
 
-  const ExecStats &stats() const { return stats_; }
+  /// Counters so far; memory high-water includes the communicators' scratch.
+  const ExecStats &stats() const;
+
+  /// Threads this rank's kernels use (default 1).
+  void setThreads(int threads) { kernelCtx_.setThreads(threads); }
+  int threads() const { return kernelCtx_.threads(); }
 
 private:
   struct Prepared;
   void runCollective(Prepared &p);
+  /// A tracked allocation (counted in the category's high-water mark).
+  char *allocate(size_t bytes, int category);
   const Artifact &a_;
   World &world_;
   int rank_ = 0, prog_ = 0;
@@ -108,7 +136,13 @@ private:
   std::vector<char *> slotMem_;
   std::vector<void *> bufPtr_;
   std::vector<Prepared> instrs_;
-  ExecStats stats_;
+  kernels::KernelContext kernelCtx_;
+  /// Packing buffer of the axis-wise collectives (sized once, at load).
+  char *staging_ = nullptr;
+  size_t stagingSize_ = 0;
+  uint64_t stagingAllocated_ = 0;
+  std::vector<char *> allocations_;
+  mutable ExecStats stats_;
 };
 
 } // namespace dtc::rt

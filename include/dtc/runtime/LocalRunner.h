@@ -54,17 +54,23 @@ namespace dtc::rt {
 
 struct LocalRunnerOptions {
   std::string backend = "cpu";
-  /// OpenBLAS threads (0 = leave OpenBLAS's setting alone).
-  int blasThreads = 1;
+  /// Kernel threads per rank (ranks are threads of this process).
+  int threads = 1;
+  /// Longest wait of a rank thread in a collective before the step fails
+  /// with a message naming it (0 = wait forever), as dtc-run's --timeout.
+  double timeoutSeconds = 300;
 };
 
 /// Measurements (per rank, maximum over ranks).
 struct LocalRunStats {
-  /// memory category ("param", "grad", ...) -> bytes of slots
+  /// memory category ("param", "grad", ..., "staging", "total") -> bytes
+  /// allocated (high-water, maximum over ranks)
   std::map<std::string, uint64_t> memoryBytes;
-  /// collective kind ("all_reduce", ...) -> calls / data bytes in ONE step
+  /// collective kind ("all_reduce", ...) -> calls / data bytes / bytes
+  /// really sent in ONE step (maximum over ranks)
   std::map<std::string, uint64_t> collectiveCallsPerStep;
   std::map<std::string, uint64_t> collectiveBytesPerStep;
+  std::map<std::string, uint64_t> collectiveSentBytesPerStep;
 };
 
 class LocalRunner {

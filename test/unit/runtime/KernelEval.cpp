@@ -1,6 +1,6 @@
 //===- KernelEval.cpp - run CPU kernels on operands given as JSON --------===//
 //
-//   dtc-kernel-eval CASES.json RESULTS.json
+//   dtc-kernel-eval CASES.json RESULTS.json [THREADS]
 //
 // The float64 reference (test/reference) checks every CPU kernel through
 // this tool: CASES.json is an array of
@@ -11,13 +11,15 @@
 // with, per case, {"out": ["<base64>", ...]} or {"error": "..."} when the
 // kernel's check rule refuses the operands or the kernel reports a run-time
 // error. Output buffers start filled with NaN bytes so that an element a
-// kernel forgets to write shows up.
+// kernel forgets to write shows up. Kernels run with THREADS threads
+// (default 1).
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/kernels/Kernel.h"
 #include "dtc/runtime/ArtifactFormat.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
@@ -30,7 +32,7 @@ using namespace dtc;
 
 namespace {
 
-json runCase(const json &c) {
+json runCase(const json &c, kernels::KernelContext &ctx) {
   const std::string name = c.at("kernel").get<std::string>();
   const kernels::KernelInfo *info = kernels::findKernel(name);
   kernels::RunFn run = kernels::cpu::findKernel(name);
@@ -66,6 +68,7 @@ json runCase(const json &c) {
     info->check(inDesc, outDesc, attrs);
     kernels::KernelArgs args;
     args.attrs = &attrs;
+    args.ctx = &ctx;
     for (size_t i = 0; i < inDesc.size(); ++i)
       args.in.push_back({inDesc[i].dtype, inDesc[i].shape, inBytes[i].data(), rt::numel(inDesc[i].shape)});
     for (size_t i = 0; i < outDesc.size(); ++i)
@@ -83,12 +86,12 @@ json runCase(const json &c) {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: dtc-kernel-eval CASES.json RESULTS.json\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: dtc-kernel-eval CASES.json RESULTS.json [THREADS]\n");
     return 2;
   }
-  // One thread: the tests run in parallel, and results must not depend on it.
-  kernels::cpu::setBlasThreads(1);
+  kernels::KernelContext ctx(argc == 4 ? std::atoi(argv[3]) : 1);
+  kernels::cpu::bindThreads(ctx);
   try {
     std::ifstream in(argv[1]);
     if (!in) {
@@ -98,7 +101,7 @@ int main(int argc, char **argv) {
     json cases = json::parse(in);
     json results = json::array();
     for (const json &c : cases)
-      results.push_back(runCase(c));
+      results.push_back(runCase(c, ctx));
     std::ofstream out(argv[2]);
     out << results.dump();
     if (!out) {

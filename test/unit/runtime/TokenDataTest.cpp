@@ -1,6 +1,5 @@
 //===- TokenDataTest.cpp - --data windows, validation, sharded fill -------===//
 #include "TestArtifacts.h"
-#include "ScratchDir.h"
 
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/TokenData.h"
@@ -18,7 +17,7 @@ std::string tempDir() { return dtc::test::scratchDir("dtc-tok-test"); }
 template <class T> std::string writeTokens(const std::string &name, const std::vector<T> &t) {
   const std::string p = tempDir() + "/" + name;
   std::string err;
-  EXPECT_TRUE(writeFileAtomic(p, std::string(reinterpret_cast<const char *>(t.data()), t.size() * sizeof(T)), err));
+  EXPECT_TRUE(writeOutputFile(p, std::string(reinterpret_cast<const char *>(t.data()), t.size() * sizeof(T)), err));
   return p;
 }
 
@@ -57,7 +56,7 @@ TEST(TokenData, WindowsFollowTheSpec) {
   f.validate(b);
   for (int64_t k : {0, 1, 5, 1000003}) {
     std::vector<int32_t> ids(32), labels(32);
-    Piece whole{{4, 8}, {0, 0}};
+    Piece whole{{4, 8}, {0, 0}, {4, 8}};
     fillTokens(f, b, k, false, ids.data(), DType::I32, whole);
     fillTokens(f, b, k, true, labels.data(), DType::I32, whole);
     for (int64_t r = 0; r < 4; ++r) {
@@ -79,7 +78,7 @@ TEST(TokenData, ShardedPiecesAreSlicesOfTheGlobalBatch) {
   TokenBinding b = bindTokenInputs(a);
   TokenFile f(p, TokenDType::U32);
   std::vector<int32_t> whole(32);
-  fillTokens(f, b, 3, false, whole.data(), DType::I32, Piece{{4, 8}, {0, 0}});
+  fillTokens(f, b, 3, false, whole.data(), DType::I32, Piece{{4, 8}, {0, 0}, {4, 8}});
   const Sharding shardings[] = {{{0, 1}, {}}, {{0}, {1}}, {{}, {1, 0}}};
   for (const Sharding &s : shardings)
     for (int64_t r = 0; r < 4; ++r) {
@@ -131,6 +130,52 @@ TEST(TokenData, ValidationErrors) {
   TokenDType t;
   EXPECT_TRUE(parseTokenDType("uint32", t));
   EXPECT_FALSE(parseTokenDType("int16", t));
+}
+
+// A token file cut short during a run: an error naming the file at the next
+// batch that needs the lost tokens (the file is read, not mapped: no SIGBUS).
+TEST(TokenData, ATruncatedFileIsAnErrorNotASignal) {
+  std::vector<uint16_t> toks(400);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint16_t(i % 50);
+  const std::string p = writeTokens("cut.bin", toks);
+  Artifact a = lm({1});
+  TokenBinding b = bindTokenInputs(a);
+  TokenFile f(p, TokenDType::U16);
+  f.validate(b);
+  std::vector<int32_t> ids(32);
+  const Piece whole{{4, 8}, {0, 0}, {4, 8}};
+  fillTokens(f, b, 0, false, ids.data(), DType::I32, whole);
+  ASSERT_EQ(truncate(p.c_str(), 100), 0); // 50 tokens left
+  try {
+    for (int64_t step = 1; step < 20; ++step)
+      fillTokens(f, b, step, false, ids.data(), DType::I32, whole);
+    FAIL() << "windows past the new end were read";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("cut.bin: the token file shrank during the run"),
+              std::string::npos) << e.what();
+  }
+  // Rewritten in place with tokens the model cannot take: named too.
+  std::vector<uint16_t> big(400, 49);
+  big[1] = 60;
+  std::string err;
+  const std::string q = tempDir() + "/changed.bin";
+  ASSERT_TRUE(writeOutputFile(q, std::string(reinterpret_cast<const char *>(toks.data()), 800), err));
+  TokenFile g(q, TokenDType::U16);
+  g.validate(b);
+  {
+    FILE *fp = std::fopen(q.c_str(), "r+b");
+    std::fwrite(big.data(), 2, big.size(), fp);
+    std::fclose(fp);
+  }
+  try {
+    fillTokens(g, b, 0, true, ids.data(), DType::I32, whole);
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("changed.bin: token 60 (token 1) is not below 50, the "
+                                         "max of input 'ids': the file changed during the run"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_THROW(TokenFile("/dev/zero", TokenDType::U16), Error);
 }
 
 } // namespace
