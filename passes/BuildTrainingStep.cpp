@@ -252,8 +252,8 @@ struct BuildTrainingStepPass
     } else if (kind == Optimizer::Sgd) {
       for (auto [idx, p] : llvm::enumerate(params)) {
         Value updated = SgdUpdateOp::create(b, optLoc, paramArgs[idx], (*grads)[idx],
-                                            b.getF32FloatAttr(lr),
-                                            b.getF32FloatAttr(weightDecay));
+                                            b.getF64FloatAttr(lr),
+                                            b.getF64FloatAttr(weightDecay));
         results.push_back(updated);
         resultAttrs.push_back(dict({role("update"), updates(idx)}));
       }
@@ -264,9 +264,9 @@ struct BuildTrainingStepPass
             b, optLoc, paramArgs[idx], (*grads)[idx],
             body->getArgument(stateBase + idx),
             body->getArgument(stateBase + params.size() + idx),
-            body->getArgument(stepIndex), b.getF32FloatAttr(lr),
-            b.getF32FloatAttr(beta1), b.getF32FloatAttr(beta2),
-            b.getF32FloatAttr(eps), b.getF32FloatAttr(weightDecay),
+            body->getArgument(stepIndex), b.getF64FloatAttr(lr),
+            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+            b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay),
             b.getBoolAttr(kind == Optimizer::AdamW));
         results.push_back(update.getNewParam());
         resultAttrs.push_back(dict({role("update"), updates(idx)}));
@@ -655,7 +655,8 @@ bool checkTrainingStepOptions(const BuildTrainingStepOptions &o,
       o.optimizer != "none")
     return fail("optimizer", "unknown optimizer '" + o.optimizer +
                                  "' (expected sgd, adam, adamw or none)");
-  // The update ops hold f32 attributes: judge the values they will see.
+  // Judged as f32 numbers, the precision of the tensors they act on (the
+  // clip limit is an f32 constant of the step; the update ops keep f64).
   auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
   auto text = [](double v) { return formatNumber(v); };
   double lr = f32(o.lr), wd = f32(o.weightDecay), b1 = f32(o.beta1),

@@ -494,7 +494,7 @@ def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "grad"
                                             Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlace]> {
   let summary = "p - lr * (g + weight_decay * p)";
   let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
-                       F32Attr:$lr, F32Attr:$weight_decay);
+                       F64Attr:$lr, F64Attr:$weight_decay);
   let results = (outs Dtc_FloatTensor:$new_param);
 }
 
@@ -506,12 +506,14 @@ def Dtc_AdamUpdateOp : Dtc_Op<"adam_update", [Pure,
     `step` is the number of updates already applied (t = step + 1 in the bias
     corrections). Without `decoupled`, weight decay is added to the gradient
     (Adam's L2); with it, the parameter decays directly (AdamW).
+    The hyperparameters are f64: in f32, 1 - beta2 = 1 - 0.999 would be off
+    by 1.3e-5 relative, and so would every second moment.
   }];
   let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
                        Dtc_FloatTensor:$m, Dtc_FloatTensor:$v,
                        Dtc_StepTensor:$step,
-                       F32Attr:$lr, F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
-                       F32Attr:$weight_decay, BoolAttr:$decoupled);
+                       F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay, BoolAttr:$decoupled);
   let results = (outs Dtc_FloatTensor:$new_param, Dtc_FloatTensor:$new_m,
                       Dtc_FloatTensor:$new_v);
   let hasVerifier = 1;
