@@ -807,11 +807,9 @@ void Parser::checkInstruction(const Artifact &a, const ProgramDecl &p, size_t,
     }
     if (!k) fail(w, "unknown kernel \"" + ins.op + "\"");
     arity(size_t(k->numIn), size_t(k->numOut));
-    try {
-      k->check(descs(ins.in), descs(ins.out), ins.attrs);
-    } catch (const Error &e) {
-      fail(w, e.what());
-    }
+    std::string verdict = kernels::checkRule(*k, descs(ins.in), descs(ins.out), ins.attrs);
+    if (!verdict.empty())
+      fail(w, verdict);
     inPlace = k->inPlace;
   }
   // Aliasing: an output may share memory (buffer or slot) with an input only

@@ -74,7 +74,13 @@ def Dtc_Dialect : Dialect {
   }];
 }
 
+include "dtc/Dialect/DtcInterfaces.td"
+
+// Every dtc op is a runtime kernel and is verified by that kernel's rule
+// (KernelRuleOpInterface). It comes first among the traits, right after
+// ODS's own operand and attribute constraints, so that a shape or attribute
+// error is always reported in the rule's words, before type inference.
 class Dtc_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Dtc_Dialect, mnemonic, traits>;
+    : Op<Dtc_Dialect, mnemonic, !listconcat([Dtc_KernelRuleOpInterface], traits)>;
 
 #endif // DTC_DIALECT_DTCDIALECT_TD
