@@ -435,7 +435,7 @@ void checkAdam(const Descs &in, const Descs &out, const json &attrs) {
       fail(std::string("attribute '") + b + "' must be in [0, 1)");
   }
   // eps > 0: with eps = 0 a parameter whose gradient has always been zero
-  // divides 0 by 0 (docs/model-format.md "Optimizer updates").
+  // divides 0 by 0 (docs/model-format.md "Rules the format leaves open").
   if (reqNum(attrs, "eps") <= 0)
     fail("attribute 'eps' must be > 0");
   reqNum(attrs, "weight_decay");
