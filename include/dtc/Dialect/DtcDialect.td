@@ -13,7 +13,8 @@ def Dtc_Dialect : Dialect {
     The `dtc` dialect holds the model format of docs/model-format.md
     (forward + loss over global, static shapes) and the internal ops the
     training-step pass adds (gradient kernels and optimizer updates). Every op
-    states its own shape rule (verifier / type inference), gradient rule
+    is verified by its runtime kernel's check rule (KernelRuleOpInterface)
+    and states its own gradient rule
     (`DtcGradientOpInterface`), sharding rule (`DtcShardingRuleOpInterface`)
     and cost (`DtcCostOpInterface`); passes read them from there.
   }];
