@@ -207,8 +207,9 @@ TEST_F(KernelRuleTest, VerifierAndRuntimeRuleAgreeOnEveryVariantOfEveryOp) {
   for (const kernels::KernelInfo &k : kernels::allKernels()) {
     bool isOp = RegisteredOperationName::lookup("dtc." + std::string(k.name), &context)
                     .has_value();
-    if (isOp)
+    if (isOp) {
       EXPECT_TRUE(sampled.count(k.name)) << "no sample of dtc." << k.name;
+    }
   }
   // ... and every dtc op is a kernel.
   for (const std::string &name : sampled)
@@ -240,9 +241,10 @@ TEST_F(KernelRuleTest, VerifierAndRuntimeRuleAgreeOnEveryVariantOfEveryOp) {
       state.addOperands(operands);
       state.addTypes(resultTypes);
       Operation *variant = b.create(state);
-      if (!props.empty())
+      if (!props.empty()) {
         EXPECT_TRUE(succeeded(variant->setPropertiesFromAttribute(
             props.getDictionary(&context), [&] { return variant->emitError(); })));
+      }
       std::string verifier = verifierMessage(variant);
       std::string rule = ruleMessage(variant);
       ++variants;
