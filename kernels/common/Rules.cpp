@@ -25,9 +25,11 @@ std::string desc(const TensorDesc &t) {
   return std::string(rt::dtypeName(t.dtype)) + shapeStr(t.shape);
 }
 
+// Rules are dtype-generic: "float" is every float dtype the kernels know
+// (rt::isFloat), and operands that combine must agree on theirs.
 void needFloat(const TensorDesc &t, const char *what) {
-  if (t.dtype != DType::F32)
-    fail(std::string(what) + " must be f32, got " + desc(t));
+  if (!rt::isFloat(t.dtype))
+    fail(std::string(what) + " must have a float dtype, got " + desc(t));
 }
 void needInt(const TensorDesc &t, const char *what) {
   if (!rt::isInt(t.dtype))
@@ -126,8 +128,9 @@ int64_t reqAxis(const json &attrs, const char *key, size_t rank) {
 void checkMatmul(const Descs &in, const Descs &out, const json &attrs) {
   const TensorDesc &a = in[0], &b = in[1];
   needFloat(a, "a");
-  needFloat(b, "b");
-  needFloat(out[0], "the result");
+  if (b.dtype != a.dtype)
+    fail("a " + desc(a) + " and b " + desc(b) + " have different dtypes");
+  needDtype(out[0], a.dtype, "the result");
   needRankAtLeast(a, 2, "a");
   needRankAtLeast(b, 2, "b");
   const bool ta = optBool(attrs, "transpose_a"), tb = optBool(attrs, "transpose_b");
@@ -182,7 +185,7 @@ void checkEps(const json &attrs) {
 }
 
 void checkNormParams(const TensorDesc &x, const TensorDesc &p, const char *what) {
-  needFloat(p, what);
+  needDtype(p, x.dtype, what);
   needShape(p, Shape{x.shape.back()}, what);
 }
 
@@ -211,7 +214,7 @@ void checkEmbedding(const Descs &in, const Descs &out, const json &) {
   needInt(ids, "ids");
   Shape s = ids.shape;
   s.push_back(table.shape[1]);
-  needFloat(out[0], "the result");
+  needDtype(out[0], table.dtype, "the result");
   needShape(out[0], s, "the result");
 }
 
@@ -319,15 +322,17 @@ void checkActGrad(const Descs &in, const Descs &out, const json &) {
   needLike(out[0], in[0], "dx", "x");
 }
 
+// dy has max's result shape: exactly the broadcast of lhs and rhs.
 void checkMaxGrad(const Descs &in, const Descs &out, const json &) {
   const TensorDesc &l = in[0], &r = in[1], &dy = in[2];
   needFloat(dy, "dy");
-  needFloat(l, "lhs");
-  needFloat(r, "rhs");
-  if (!broadcastsTo(l.shape, dy.shape))
-    fail("lhs " + desc(l) + " does not broadcast to dy's shape " + shapeStr(dy.shape));
-  if (!broadcastsTo(r.shape, dy.shape))
-    fail("rhs " + desc(r) + " does not broadcast to dy's shape " + shapeStr(dy.shape));
+  needDtype(l, dy.dtype, "lhs");
+  needDtype(r, dy.dtype, "rhs");
+  Shape s;
+  if (!broadcastShapes(l.shape, r.shape, s))
+    fail("shapes " + shapeStr(l.shape) + " and " + shapeStr(r.shape) +
+         " do not broadcast");
+  needShape(dy, s, "dy (the broadcast of lhs and rhs)");
   needLike(out[0], dy, "dlhs", "dy");
   needLike(out[1], dy, "drhs", "dy");
 }
@@ -380,10 +385,10 @@ void checkNormParamGrad(const Descs &in, const Descs &out, const json &attrs) {
 void checkEmbeddingGrad(const Descs &in, const Descs &out, const json &) {
   const TensorDesc &ids = in[0], &dy = in[1], &dt = out[0];
   needInt(ids, "ids");
-  needFloat(dy, "dy");
   needFloat(dt, "dtable");
   if (dt.shape.size() != 2)
     fail("dtable must have rank 2 [V, D], got " + desc(dt));
+  needDtype(dy, dt.dtype, "dy");
   Shape s = ids.shape;
   s.push_back(dt.shape[1]);
   needShape(dy, s, "dy");
@@ -429,8 +434,10 @@ void checkAdam(const Descs &in, const Descs &out, const json &attrs) {
     if (v < 0 || v >= 1)
       fail(std::string("attribute '") + b + "' must be in [0, 1)");
   }
-  if (reqNum(attrs, "eps") < 0)
-    fail("attribute 'eps' must be >= 0");
+  // eps > 0: with eps = 0 a parameter whose gradient has always been zero
+  // divides 0 by 0 (docs/model-format.md "Rules the format leaves open").
+  if (reqNum(attrs, "eps") <= 0)
+    fail("attribute 'eps' must be > 0");
   reqNum(attrs, "weight_decay");
   reqBool(attrs, "decoupled");
   needLike(out[0], in[0], "p'", "p");
@@ -452,9 +459,14 @@ int64_t reqPositive(const json &attrs, const char *key) {
 }
 
 void checkShardOffset(const Descs &, const Descs &out, const json &attrs) {
-  for (int64_t a : reqInts(attrs, "grid_axes"))
-    if (a < 0)
-      fail("'grid_axes' entries must be non-negative mesh axes");
+  std::vector<int64_t> axes = reqInts(attrs, "grid_axes");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0)
+      fail("'grid_axes' entries must be non-negative mesh axes, got " +
+           std::to_string(axes[i]));
+    if (std::find(axes.begin(), axes.begin() + i, axes[i]) != axes.begin() + i)
+      fail("mesh axis " + std::to_string(axes[i]) + " appears twice in 'grid_axes'");
+  }
   reqPositive(attrs, "piece_size");
   needDtype(out[0], DType::I64, "the result");
   needShape(out[0], Shape{}, "the result");
@@ -486,12 +498,12 @@ void checkEmbeddingShard(const Descs &in, const Descs &out, const json &attrs) {
 void checkEmbeddingShardGrad(const Descs &in, const Descs &out, const json &attrs) {
   const TensorDesc &ids = in[0], &dy = in[1], &dt = out[0];
   needInt(ids, "ids");
-  needFloat(dy, "dy");
   needOffset(in[2]);
   reqPositive(attrs, "vocab");
   needFloat(dt, "dtable");
   if (dt.shape.size() != 2)
     fail("dtable must have rank 2 [V, D], got " + desc(dt));
+  needDtype(dy, dt.dtype, "dy");
   Shape s = ids.shape;
   s.push_back(dt.shape[1]);
   needShape(dy, s, "dy");
@@ -506,7 +518,7 @@ void checkShardRows(const Descs &in, size_t rows) {
   Shape lead(logits.shape.begin(), logits.shape.end() - 1);
   needShape(labels, lead, "labels");
   for (size_t i = 2; i < 2 + rows; ++i) {
-    needFloat(in[i], "a per-position statistic");
+    needDtype(in[i], logits.dtype, "a per-position statistic");
     needShape(in[i], lead, "a per-position statistic");
   }
 }
@@ -600,6 +612,24 @@ const KernelInfo *findKernel(std::string_view name) {
     if (name == k.name)
       return &k;
   return nullptr;
+}
+
+std::string checkRule(const KernelInfo &kernel, const std::vector<TensorDesc> &in,
+                      const std::vector<TensorDesc> &out, const json &attrs) noexcept {
+  try {
+    if (in.size() != size_t(kernel.numIn) || out.size() != size_t(kernel.numOut))
+      return std::string(kernel.name) + " takes " + std::to_string(kernel.numIn) +
+             " operand(s) and " + std::to_string(kernel.numOut) + " result(s), got " +
+             std::to_string(in.size()) + " and " + std::to_string(out.size());
+    kernel.check(in, out, attrs);
+    return {};
+  } catch (const Error &e) {
+    return e.what();
+  } catch (const std::exception &e) {
+    // Only allocation can get here; still a verdict, never an escape into
+    // a caller built without exceptions.
+    return std::string("the check rule failed: ") + e.what();
+  }
 }
 
 bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {

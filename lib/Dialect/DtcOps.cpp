@@ -1,7 +1,9 @@
-//===- DtcOps.cpp - shape rules, sharding rules and costs of dtc ops -----===//
+//===- DtcOps.cpp - type inference, sharding rules and costs of dtc ops --===//
 //
-// Each op's shape rule is its type inference or verifier; its sharding rule
-// is getShardingRule(); its gradient rule lives in DtcGradients.cpp.
+// Each op's shape and attribute rule is its kernel's check rule
+// (kernels/common/Rules.cpp, run as the verifier by KernelRuleOpInterface);
+// what stays here is type inference for builders, the sharding rule
+// (getShardingRule()) and the cost. Gradient rules live in DtcGradients.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Dialect/DtcOps.h"
@@ -35,9 +37,6 @@ Diagnostic &operator<<(Diagnostic &diag, ShapeStr s) {
   llvm::raw_string_ostream os(text);
   os << s;
   return diag << text;
-}
-ShapeStr shapeOf(Value v) {
-  return {cast<RankedTensorType>(v.getType()).getShape()};
 }
 RankedTensorType tensorType(Value v) { return tensorTypeOf(v); }
 } // namespace
@@ -92,41 +91,6 @@ LogicalResult mlir::dtc::inferReduceType(std::optional<Location> loc, Type x,
       shape.push_back(1);
   }
   inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
-  return success();
-}
-
-static LogicalResult checkAxis(Operation *op, int64_t axis, int64_t rank) {
-  if (axis < 0 || axis >= rank)
-    return op->emitOpError() << "axis " << axis << " is out of range for rank "
-                             << rank;
-  return success();
-}
-
-static LogicalResult checkSameType(Operation *op, Value v, Type expected,
-                                   StringRef what) {
-  if (v.getType() != expected)
-    return op->emitOpError() << what << " must have type " << expected
-                             << ", got " << v.getType();
-  return success();
-}
-
-/// x [..., D] with per-feature vectors `vectors` of shape [D].
-static LogicalResult checkNormShapes(Operation *op, Value x,
-                                     ArrayRef<std::pair<Value, StringRef>> vectors) {
-  auto xType = tensorType(x);
-  if (xType.getRank() < 1)
-    return op->emitOpError() << "x must have rank >= 1";
-  int64_t d = xType.getShape().back();
-  for (auto [v, name] : vectors) {
-    auto type = tensorType(v);
-    if (type.getElementType() != xType.getElementType())
-      return op->emitOpError() << name << " element type " << type.getElementType()
-                               << " differs from x's " << xType.getElementType();
-    if (type.getRank() != 1 || type.getDimSize(0) != d)
-      return op->emitOpError() << name << " must have shape [" << d
-                               << "] (the last dim of x " << shapeOf(x)
-                               << "), got " << shapeOf(v);
-  }
   return success();
 }
 
@@ -207,10 +171,6 @@ int64_t MatmulOp::getFlopCount() {
 // softmax, layer_norm, rms_norm
 //===----------------------------------------------------------------------===//
 
-LogicalResult SoftmaxOp::verify() {
-  return checkAxis(*this, getAxis(), tensorType(getX()).getRank());
-}
-
 /// Elementwise rule where the factor of dimension `blockedDim` (and of any
 /// operand dims aligned with it) may not be sharded.
 static ShardingRule elementwiseWithBlockedDim(Operation *op, int64_t blockedDim,
@@ -223,13 +183,6 @@ static ShardingRule elementwiseWithBlockedDim(Operation *op, int64_t blockedDim,
 
 ShardingRule SoftmaxOp::getShardingRule() {
   return elementwiseWithBlockedDim(*this, getAxis());
-}
-
-LogicalResult LayerNormOp::verify() {
-  if (failed(checkNormShapes(*this, getX(),
-                             {{getGamma(), "gamma"}, {getBeta(), "beta"}})))
-    return failure();
-  return checkSameType(*this, getResult(), getX().getType(), "result");
 }
 
 /// x [..., D], per-feature vectors [D], results shaped like x or [D]:
@@ -259,12 +212,6 @@ static ShardingRule normRule(Operation *op, FactorKind leadingKind) {
 
 ShardingRule LayerNormOp::getShardingRule() {
   return normRule(*this, FactorKind::Parallel);
-}
-
-LogicalResult RmsNormOp::verify() {
-  if (failed(checkNormShapes(*this, getX(), {{getGamma(), "gamma"}})))
-    return failure();
-  return checkSameType(*this, getResult(), getX().getType(), "result");
 }
 
 ShardingRule RmsNormOp::getShardingRule() {
@@ -333,34 +280,6 @@ int64_t EmbeddingOp::getIndexBound(unsigned operandIdx) {
 // attention
 //===----------------------------------------------------------------------===//
 
-static LogicalResult verifyAttentionShapes(Operation *op, Value q, Value k,
-                                           Value v, bool causal) {
-  auto qt = tensorType(q), kt = tensorType(k), vt = tensorType(v);
-  for (auto [value, name] : {std::pair{q, "q"}, {k, "k"}, {v, "v"}})
-    if (tensorType(value).getRank() != 4)
-      return op->emitOpError() << name << " must be [B, H, S, Dh], got "
-                               << shapeOf(value);
-  if (kt != vt)
-    return op->emitOpError() << "k " << shapeOf(k) << " and v " << shapeOf(v)
-                             << " must have the same type";
-  if (qt.getElementType() != kt.getElementType())
-    return op->emitOpError() << "q, k and v must have the same element type";
-  if (qt.getDimSize(0) != kt.getDimSize(0) || qt.getDimSize(1) != kt.getDimSize(1) ||
-      qt.getDimSize(3) != kt.getDimSize(3))
-    return op->emitOpError() << "q " << shapeOf(q) << " and k " << shapeOf(k)
-                             << " must agree on B, H and Dh";
-  if (causal && qt.getDimSize(2) != kt.getDimSize(2))
-    return op->emitOpError() << "causal attention needs as many queries as keys, got "
-                             << qt.getDimSize(2) << " and " << kt.getDimSize(2);
-  return success();
-}
-
-LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttentionShapes(*this, getQ(), getK(), getV(), getCausal())))
-    return failure();
-  return checkSameType(*this, getResult(), getQ().getType(), "result");
-}
-
 /// Factors of attention and its gradient. Batch and heads are parallel;
 /// queries are independent unless causal (the mask needs global positions);
 /// keys, and the q.k feature dim, feed a softmax and stay whole. With
@@ -409,22 +328,6 @@ int64_t AttentionOp::getFlopCount() {
 //===----------------------------------------------------------------------===//
 // cross_entropy
 //===----------------------------------------------------------------------===//
-
-static LogicalResult verifyLogitsLabels(Operation *op, Value logits,
-                                        Value labels) {
-  auto lt = tensorType(logits), yt = tensorType(labels);
-  if (lt.getRank() < 1)
-    return op->emitOpError() << "logits must have rank >= 1";
-  if (yt.getShape() != lt.getShape().drop_back())
-    return op->emitOpError() << "labels " << shapeOf(labels)
-                             << " must have the shape of logits "
-                             << shapeOf(logits) << " without its last dim";
-  return success();
-}
-
-LogicalResult CrossEntropyOp::verify() {
-  return verifyLogitsLabels(*this, getLogits(), getLabels());
-}
 
 /// logits [..., V], labels [...]: label positions behave as `positions`,
 /// the vocabulary as `vocabKind` (its sharding is implemented by buildLocal:
@@ -533,20 +436,6 @@ LogicalResult CrossEntropyOp::buildLocal(LocalLoweringContext &ctx,
 // reshape, transpose, cast, broadcast
 //===----------------------------------------------------------------------===//
 
-LogicalResult ReshapeOp::verify() {
-  auto in = tensorType(getX()), out = tensorType(getResult());
-  if (in.getElementType() != out.getElementType())
-    return emitOpError() << "changes the element type from "
-                         << in.getElementType() << " to " << out.getElementType()
-                         << " (use dtc.cast)";
-  if (in.getNumElements() != out.getNumElements())
-    return emitOpError() << "cannot reshape " << shapeOf(getX()) << " ("
-                         << in.getNumElements() << " elements) to "
-                         << shapeOf(getResult()) << " (" << out.getNumElements()
-                         << " elements)";
-  return success();
-}
-
 ShardingRule ReshapeOp::getShardingRule() {
   return buildReshapeRule(tensorType(getX()), tensorType(getResult()));
 }
@@ -599,17 +488,6 @@ ShardingRule CastOp::getShardingRule() {
                                                   : LinearGroups{});
 }
 
-LogicalResult BroadcastOp::verify() {
-  auto in = tensorType(getX()), out = tensorType(getResult());
-  if (in.getElementType() != out.getElementType())
-    return emitOpError() << "changes the element type";
-  auto shape = broadcastShapes(in.getShape(), out.getShape());
-  if (failed(shape) || ArrayRef<int64_t>(*shape) != out.getShape())
-    return emitOpError() << "cannot broadcast " << shapeOf(getX()) << " to "
-                         << shapeOf(getResult());
-  return success();
-}
-
 ShardingRule BroadcastOp::getShardingRule() {
   return buildElementwiseRule(*this, {{0}});
 }
@@ -618,118 +496,36 @@ ShardingRule BroadcastOp::getShardingRule() {
 // Gradient ops
 //===----------------------------------------------------------------------===//
 
-LogicalResult MaxGradOp::verify() {
-  auto shape = broadcastShapes(shapeOf(getLhs()).shape, shapeOf(getRhs()).shape);
-  if (failed(shape) || ArrayRef<int64_t>(*shape) != shapeOf(getDy()).shape)
-    return emitOpError() << "dy " << shapeOf(getDy())
-                         << " must have the broadcast shape of lhs "
-                         << shapeOf(getLhs()) << " and rhs " << shapeOf(getRhs());
-  if (failed(checkSameType(*this, getDlhs(), getDy().getType(), "dlhs")) ||
-      failed(checkSameType(*this, getDrhs(), getDy().getType(), "drhs")))
-    return failure();
-  return success();
-}
-
 ShardingRule MaxGradOp::getShardingRule() {
   return buildElementwiseRule(*this, {{2}});
-}
-
-LogicalResult SoftmaxGradOp::verify() {
-  if (getY().getType() != getDy().getType())
-    return emitOpError() << "y and dy must have the same type";
-  return checkAxis(*this, getAxis(), tensorType(getY()).getRank());
 }
 
 ShardingRule SoftmaxGradOp::getShardingRule() {
   return elementwiseWithBlockedDim(*this, getAxis(), {{1}});
 }
 
-LogicalResult LayerNormGradOp::verify() {
-  if (failed(checkNormShapes(*this, getX(), {{getGamma(), "gamma"}})) ||
-      failed(checkSameType(*this, getDy(), getX().getType(), "dy")) ||
-      failed(checkSameType(*this, getDx(), getX().getType(), "dx")) ||
-      failed(checkSameType(*this, getDgamma(), getGamma().getType(), "dgamma")) ||
-      failed(checkSameType(*this, getDbeta(), getGamma().getType(), "dbeta")))
-    return failure();
-  return success();
-}
-
 ShardingRule LayerNormGradOp::getShardingRule() {
   return normRule(*this, FactorKind::Sum);
-}
-
-LogicalResult RmsNormGradOp::verify() {
-  if (failed(checkNormShapes(*this, getX(), {{getGamma(), "gamma"}})) ||
-      failed(checkSameType(*this, getDy(), getX().getType(), "dy")) ||
-      failed(checkSameType(*this, getDx(), getX().getType(), "dx")) ||
-      failed(checkSameType(*this, getDgamma(), getGamma().getType(), "dgamma")))
-    return failure();
-  return success();
 }
 
 ShardingRule RmsNormGradOp::getShardingRule() {
   return normRule(*this, FactorKind::Sum);
 }
 
-LogicalResult LayerNormInputGradOp::verify() {
-  if (failed(checkNormShapes(*this, getX(), {{getGamma(), "gamma"}})) ||
-      failed(checkSameType(*this, getDy(), getX().getType(), "dy")) ||
-      failed(checkSameType(*this, getDx(), getX().getType(), "dx")))
-    return failure();
-  return success();
-}
-
 ShardingRule LayerNormInputGradOp::getShardingRule() {
   return normRule(*this, FactorKind::Parallel);
-}
-
-LogicalResult LayerNormParamGradOp::verify() {
-  if (failed(checkSameType(*this, getDy(), getX().getType(), "dy")) ||
-      failed(checkNormShapes(*this, getX(), {{getDgamma(), "dgamma"}, {getDbeta(), "dbeta"}})))
-    return failure();
-  return success();
 }
 
 ShardingRule LayerNormParamGradOp::getShardingRule() {
   return normRule(*this, FactorKind::Sum);
 }
 
-LogicalResult RmsNormInputGradOp::verify() {
-  if (failed(checkNormShapes(*this, getX(), {{getGamma(), "gamma"}})) ||
-      failed(checkSameType(*this, getDy(), getX().getType(), "dy")) ||
-      failed(checkSameType(*this, getDx(), getX().getType(), "dx")))
-    return failure();
-  return success();
-}
-
 ShardingRule RmsNormInputGradOp::getShardingRule() {
   return normRule(*this, FactorKind::Parallel);
 }
 
-LogicalResult RmsNormParamGradOp::verify() {
-  if (failed(checkSameType(*this, getDy(), getX().getType(), "dy")) ||
-      failed(checkNormShapes(*this, getX(), {{getDgamma(), "dgamma"}})))
-    return failure();
-  return success();
-}
-
 ShardingRule RmsNormParamGradOp::getShardingRule() {
   return normRule(*this, FactorKind::Sum);
-}
-
-LogicalResult EmbeddingGradOp::verify() {
-  auto table = tensorType(getDtable()), ids = tensorType(getIds()),
-       dy = tensorType(getDy());
-  if (table.getRank() != 2)
-    return emitOpError() << "dtable must be [V, D], got " << shapeOf(getDtable());
-  SmallVector<int64_t> expected(ids.getShape());
-  expected.push_back(table.getDimSize(1));
-  if (dy.getShape() != ArrayRef<int64_t>(expected))
-    return emitOpError() << "dy " << shapeOf(getDy()) << " must be "
-                         << ShapeStr{expected};
-  if (dy.getElementType() != table.getElementType())
-    return emitOpError() << "dy and dtable must have the same element type";
-  return success();
 }
 
 int64_t EmbeddingGradOp::getIndexBound(unsigned operandIdx) {
@@ -773,16 +569,6 @@ LogicalResult EmbeddingGradOp::buildLocal(LocalLoweringContext &ctx,
   return success();
 }
 
-LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttentionShapes(*this, getQ(), getK(), getV(), getCausal())) ||
-      failed(checkSameType(*this, getDy(), getQ().getType(), "dy")) ||
-      failed(checkSameType(*this, getDq(), getQ().getType(), "dq")) ||
-      failed(checkSameType(*this, getDk(), getK().getType(), "dk")) ||
-      failed(checkSameType(*this, getDv(), getV().getType(), "dv")))
-    return failure();
-  return success();
-}
-
 ShardingRule AttentionGradOp::getShardingRule() {
   return attentionRule(*this, getCausal(), /*gradient=*/true);
 }
@@ -792,12 +578,6 @@ int64_t AttentionGradOp::getFlopCount() {
   int64_t pairs = q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * k.getDimSize(2);
   int64_t flops = 10 * pairs * q.getDimSize(3) + 8 * pairs;
   return getCausal() ? flops / 2 : flops;
-}
-
-LogicalResult CrossEntropyGradOp::verify() {
-  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())))
-    return failure();
-  return checkSameType(*this, getDlogits(), getLogits().getType(), "dlogits");
 }
 
 int64_t CrossEntropyGradOp::getIndexBound(unsigned operandIdx) {
@@ -842,84 +622,6 @@ LogicalResult CrossEntropyGradOp::buildLocal(LocalLoweringContext &ctx,
 // Local ops
 //===----------------------------------------------------------------------===//
 
-LogicalResult ShardOffsetOp::verify() {
-  if (getPieceSize() < 1)
-    return emitOpError() << "piece_size must be >= 1, got " << getPieceSize();
-  llvm::SmallSet<int64_t, 4> seen;
-  for (int64_t axis : getGridAxes())
-    if (axis < 0 || !seen.insert(axis).second)
-      return emitOpError() << "grid_axes must be distinct non-negative axes";
-  return success();
-}
-
-LogicalResult PadOp::verify() {
-  auto in = tensorType(getX()), out = tensorType(getResult());
-  if (in.getElementType() != out.getElementType() || in.getRank() != out.getRank())
-    return emitOpError() << "pads " << shapeOf(getX()) << " to " << shapeOf(getResult())
-                         << ": rank and element type must stay";
-  return success();
-}
-
-LogicalResult FillPaddingOp::verify() {
-  if (failed(checkAxis(*this, getAxis(), tensorType(getX()).getRank())))
-    return failure();
-  if (getSize() < 1)
-    return emitOpError() << "size must be >= 1, got " << getSize();
-  if (getFill() != "zero" && getFill() != "-inf")
-    return emitOpError() << "fill must be \"zero\" or \"-inf\", got \"" << getFill() << "\"";
-  return success();
-}
-
-/// ids [...] and a [V', D] table shard against rows [..., D].
-static LogicalResult checkShardLookup(Operation *op, Value table, Value ids, Value rows,
-                                      StringRef tableName, StringRef rowsName) {
-  auto t = tensorType(table), r = tensorType(rows);
-  if (t.getRank() != 2)
-    return op->emitOpError() << tableName << " must be [V, D], got " << shapeOf(table);
-  SmallVector<int64_t> expected(tensorType(ids).getShape());
-  expected.push_back(t.getDimSize(1));
-  if (r.getShape() != ArrayRef<int64_t>(expected) || r.getElementType() != t.getElementType())
-    return op->emitOpError() << rowsName << " " << shapeOf(rows) << " must be "
-                             << ShapeStr{expected} << " of the table's element type";
-  return success();
-}
-
-LogicalResult EmbeddingShardOp::verify() {
-  return checkShardLookup(*this, getTable(), getIds(), getResult(), "table", "result");
-}
-
-LogicalResult EmbeddingShardGradOp::verify() {
-  return checkShardLookup(*this, getDtable(), getIds(), getDy(), "dtable", "dy");
-}
-
-/// logits [..., V'], labels [...] and per-position rows [...].
-static LogicalResult checkShardRows(Operation *op, Value logits, Value labels,
-                                    ArrayRef<Value> rows, int64_t vocab) {
-  if (failed(verifyLogitsLabels(op, logits, labels)))
-    return failure();
-  auto rowType = RankedTensorType::get(tensorType(labels).getShape(),
-                                       tensorType(logits).getElementType());
-  for (Value row : rows)
-    if (row.getType() != rowType)
-      return op->emitOpError() << "per-position statistics must be " << rowType
-                               << ", got " << row.getType();
-  if (vocab < 1)
-    return op->emitOpError() << "vocab must be >= 1";
-  return success();
-}
-
-LogicalResult CrossEntropyShardStatsOp::verify() {
-  return checkShardRows(*this, getLogits(), getLabels(),
-                        {getMax(), getSumExp(), getTarget()}, getVocab());
-}
-
-LogicalResult CrossEntropyShardGradOp::verify() {
-  if (failed(checkShardRows(*this, getLogits(), getLabels(), {getMax(), getSumExp()},
-                            getVocab())))
-    return failure();
-  return checkSameType(*this, getDlogits(), getLogits().getType(), "dlogits");
-}
-
 //===----------------------------------------------------------------------===//
 // Optimizer ops
 //===----------------------------------------------------------------------===//
@@ -942,18 +644,6 @@ int64_t AdamUpdateOp::getInPlaceOperand(unsigned resultIdx) {
     return getVMutable().getOperandNumber();
   }
   return -1;
-}
-
-LogicalResult AdamUpdateOp::verify() {
-  auto inUnit = [](APFloat value) {
-    double v = value.convertToDouble();
-    return v >= 0.0 && v < 1.0;
-  };
-  if (!inUnit(getBeta1Attr().getValue()) || !inUnit(getBeta2Attr().getValue()))
-    return emitOpError() << "betas must be in [0, 1)";
-  if (getEpsAttr().getValue().convertToDouble() <= 0.0)
-    return emitOpError() << "eps must be positive";
-  return success();
 }
 
 ShardingRule AdamUpdateOp::getShardingRule() {

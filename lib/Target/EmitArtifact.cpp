@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "dtc/Target/Artifact.h"
 #include "dtc/Dialect/DtcOps.h"
+#include "dtc/Dialect/KernelRule.h"
 #include "dtc/Dialect/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -32,15 +33,7 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
 
-std::optional<std::string> dtypeName(Type type) {
-  if (type.isF32())
-    return "f32";
-  if (type.isInteger(32))
-    return "i32";
-  if (type.isInteger(64))
-    return "i64";
-  return std::nullopt;
-}
+std::optional<std::string> dtypeName(Type type) { return kernelDTypeName(type); }
 
 int64_t elementBytes(Type type) {
   return type.isInteger(64) ? 8 : 4;
@@ -65,22 +58,6 @@ void addSharding(json &tensor, ShardingAttr sharding) {
       pieces[dim] = piece;
     tensor["pieces"] = pieces;
   }
-}
-
-/// Inherent attributes as JSON (kernels.md attribute types).
-FailureOr<json> attributeJson(Operation *op, Attribute attr) {
-  if (auto b = dyn_cast<BoolAttr>(attr))
-    return json(b.getValue());
-  if (auto i = dyn_cast<IntegerAttr>(attr))
-    return json(i.getValue().getSExtValue());
-  if (auto f = dyn_cast<FloatAttr>(attr))
-    return json(f.getValueAsDouble());
-  if (auto s = dyn_cast<StringAttr>(attr))
-    return json(s.getValue().str());
-  if (auto a = dyn_cast<DenseI64ArrayAttr>(attr))
-    return json(std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end()));
-  return op->emitError() << "cannot serialize attribute " << attr
-                         << " into the artifact";
 }
 
 struct Slot {
@@ -519,13 +496,11 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
               if (foldedTransposes.count(op->getOperand(1)))
                 attrs["transpose_b"] = true;
             }
-            if (auto props = dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
-              for (NamedAttribute attr : props) {
-                FailureOr<json> value = attributeJson(op, attr.getValue());
-                if (failed(value))
-                  return failure();
-                attrs[attr.getName().str()] = *value;
-              }
+            // The same attribute object the op's verifier checked.
+            FailureOr<json> inherent = kernelAttributes(op);
+            if (failed(inherent))
+              return failure();
+            attrs.update(*inherent);
             SmallVector<int> out;
             auto inPlace = dyn_cast<InPlaceOpInterface>(op);
             for (OpResult res : op->getResults()) {

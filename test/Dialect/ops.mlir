@@ -78,15 +78,6 @@ func.func @structured(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>, %g: tensor<16
   return %16 : tensor<f32>
 }
 
-// Low-precision element types are part of the dialect.
-// CHECK-LABEL: func.func @low_precision
-func.func @low_precision(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>) -> tensor<4x2xf16> {
-  // CHECK: "dtc.matmul"(%{{.*}}, %{{.*}}) : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
-  %0 = "dtc.matmul"(%a, %b) : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
-  // CHECK: "dtc.cast"(%{{.*}}) : (tensor<4x2xbf16>) -> tensor<4x2xf16>
-  %1 = "dtc.cast"(%0) : (tensor<4x2xbf16>) -> tensor<4x2xf16>
-  return %1 : tensor<4x2xf16>
-}
 
 // The spec's example model parses as written.
 // CHECK-LABEL: func.func @main

@@ -13,7 +13,8 @@ def Dtc_Dialect : Dialect {
     The `dtc` dialect holds the model format of docs/model-format.md
     (forward + loss over global, static shapes) and the internal ops the
     training-step pass adds (gradient kernels and optimizer updates). Every op
-    states its own shape rule (verifier / type inference), gradient rule
+    is verified by its runtime kernel's check rule (KernelRuleOpInterface)
+    and states its own gradient rule
     (`DtcGradientOpInterface`), sharding rule (`DtcShardingRuleOpInterface`)
     and cost (`DtcCostOpInterface`); passes read them from there.
   }];
@@ -74,7 +75,13 @@ def Dtc_Dialect : Dialect {
   }];
 }
 
+include "dtc/Dialect/DtcInterfaces.td"
+
+// Every dtc op is a runtime kernel and is verified by that kernel's rule
+// (KernelRuleOpInterface). It comes first among the traits, right after
+// ODS's own operand and attribute constraints, so that a shape or attribute
+// error is always reported in the rule's words, before type inference.
 class Dtc_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Dtc_Dialect, mnemonic, traits>;
+    : Op<Dtc_Dialect, mnemonic, !listconcat([Dtc_KernelRuleOpInterface], traits)>;
 
 #endif // DTC_DIALECT_DTCDIALECT_TD

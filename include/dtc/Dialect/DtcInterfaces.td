@@ -138,6 +138,31 @@ def Dtc_LocalLoweringOpInterface : OpInterface<"LocalLoweringOpInterface"> {
   ];
 }
 
+def Dtc_KernelRuleOpInterface : OpInterface<"KernelRuleOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    The op is the runtime kernel `getKernelName()`, and its verifier is that
+    kernel's check rule in the MLIR-free kernel library
+    (include/dtc/kernels/Kernel.h, kernels/common/Rules.cpp), which the
+    runtime also applies to every instruction it loads: the op's operand and
+    result types become the rule's tensor descriptions and its inherent
+    attributes the artifact's JSON attribute object (the emitter's own
+    conversion, include/dtc/Dialect/KernelRule.h), and the rule's message
+    becomes the op's error. So the shape and attribute rules of an op are
+    written once; ODS keeps only its type constraints.
+  }];
+  let methods = [
+    InterfaceMethod<"The kernel this op is emitted as (its name without `dtc.`).",
+      "::llvm::StringRef", "getKernelName", (ins), [{}], [{
+        return $_op->getName().stripDialect();
+      }]>
+  ];
+  let verify = [{
+    return ::mlir::dtc::verifyKernelRule(
+        $_op, ::llvm::cast<::mlir::dtc::KernelRuleOpInterface>($_op).getKernelName());
+  }];
+}
+
 def Dtc_ViewOpInterface : OpInterface<"ViewOpInterface"> {
   let cppNamespace = "::mlir::dtc";
   let description = [{

@@ -17,6 +17,11 @@
 #define GET_ATTRDEF_CLASSES
 #include "dtc/Dialect/DtcAttrs.h.inc"
 
+namespace mlir::dtc {
+/// KernelRuleOpInterface's verifier (include/dtc/Dialect/KernelRule.h).
+LogicalResult verifyKernelRule(Operation *op, StringRef kernelName);
+} // namespace mlir::dtc
+
 #include "dtc/Dialect/DtcInterfaces.h.inc"
 
 namespace mlir::dtc {

@@ -130,7 +130,6 @@ def Dtc_SoftmaxOp : Dtc_Op<"softmax", [Pure, SameOperandsAndResultType,
   let summary = "softmax along one axis";
   let arguments = (ins Dtc_FloatTensor:$x, I64Attr:$axis);
   let results = (outs Dtc_FloatTensor:$result);
-  let hasVerifier = 1;
 }
 
 def Dtc_GradientFor : DeclareOpInterfaceMethods<Dtc_GradientOpInterface, ["buildGradientFor"]>;
@@ -141,7 +140,6 @@ def Dtc_LayerNormOp : Dtc_Op<"layer_norm", [Pure, Dtc_GradientFor,
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
                        Dtc_FloatTensor:$beta, F32Attr:$epsilon);
   let results = (outs Dtc_FloatTensor:$result);
-  let hasVerifier = 1;
 }
 
 def Dtc_RmsNormOp : Dtc_Op<"rms_norm", [Pure, Dtc_GradientFor, Dtc_ShardingRule,
@@ -150,7 +148,6 @@ def Dtc_RmsNormOp : Dtc_Op<"rms_norm", [Pure, Dtc_GradientFor, Dtc_ShardingRule,
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
                        F32Attr:$epsilon);
   let results = (outs Dtc_FloatTensor:$result);
-  let hasVerifier = 1;
 }
 
 def Dtc_IndexOperands : DeclareOpInterfaceMethods<Dtc_IndexOperandsOpInterface>;
@@ -175,7 +172,6 @@ def Dtc_AttentionOp : Dtc_Op<"attention", [Pure, Dtc_Gradient, Dtc_ShardingRule,
                        Dtc_FloatTensor:$v,
                        DefaultValuedAttr<BoolAttr, "false">:$causal);
   let results = (outs Dtc_FloatTensor:$result);
-  let hasVerifier = 1;
 }
 
 def Dtc_CrossEntropyOp : Dtc_Op<"cross_entropy", [Pure, Dtc_Gradient,
@@ -184,7 +180,6 @@ def Dtc_CrossEntropyOp : Dtc_Op<"cross_entropy", [Pure, Dtc_Gradient,
   let summary = "mean softmax cross entropy over all label positions";
   let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels);
   let results = (outs Dtc_LossTensor:$result);
-  let hasVerifier = 1;
 }
 
 class Dtc_ReduceOp<string mnemonic, string doc, string reduction,
@@ -220,7 +215,6 @@ def Dtc_ReshapeOp : Dtc_Op<"reshape", [Pure, Dtc_Gradient, Dtc_ShardingRule,
   let summary = "same elements, row-major, new static shape";
   let arguments = (ins Dtc_AnyTensor:$x);
   let results = (outs Dtc_AnyTensor:$result);
-  let hasVerifier = 1;
 }
 
 def Dtc_TransposeOp : Dtc_Op<"transpose", [Pure, InferTypeOpAdaptor,
@@ -248,7 +242,6 @@ def Dtc_BroadcastOp : Dtc_Op<"broadcast", [Pure, Dtc_Gradient, Dtc_ShardingRule,
   let summary = "numpy broadcast to the result shape";
   let arguments = (ins Dtc_FloatTensor:$x);
   let results = (outs Dtc_FloatTensor:$result);
-  let hasVerifier = 1;
 }
 
 class Dtc_ActivationGradOp<string mnemonic, string doc>
@@ -274,7 +267,6 @@ def Dtc_MaxGradOp : Dtc_Op<"max_grad", [Pure, Dtc_ShardingRule, Dtc_CostOpInterf
   let arguments = (ins Dtc_FloatTensor:$lhs, Dtc_FloatTensor:$rhs,
                        Dtc_FloatTensor:$dy);
   let results = (outs Dtc_FloatTensor:$dlhs, Dtc_FloatTensor:$drhs);
-  let hasVerifier = 1;
 }
 
 def Dtc_SoftmaxGradOp : Dtc_Op<"softmax_grad", [Pure, SameOperandsAndResultType,
@@ -282,7 +274,6 @@ def Dtc_SoftmaxGradOp : Dtc_Op<"softmax_grad", [Pure, SameOperandsAndResultType,
   let summary = "y * (dy - sum(dy * y, axis)) for y = softmax(x)";
   let arguments = (ins Dtc_FloatTensor:$y, Dtc_FloatTensor:$dy, I64Attr:$axis);
   let results = (outs Dtc_FloatTensor:$dx);
-  let hasVerifier = 1;
 }
 
 def Dtc_LayerNormGradOp : Dtc_Op<"layer_norm_grad", [Pure, Dtc_ShardingRule,
@@ -292,7 +283,6 @@ def Dtc_LayerNormGradOp : Dtc_Op<"layer_norm_grad", [Pure, Dtc_ShardingRule,
                        Dtc_FloatTensor:$dy, F32Attr:$epsilon);
   let results = (outs Dtc_FloatTensor:$dx, Dtc_FloatTensor:$dgamma,
                       Dtc_FloatTensor:$dbeta);
-  let hasVerifier = 1;
 }
 
 def Dtc_RmsNormGradOp : Dtc_Op<"rms_norm_grad", [Pure, Dtc_ShardingRule,
@@ -301,7 +291,6 @@ def Dtc_RmsNormGradOp : Dtc_Op<"rms_norm_grad", [Pure, Dtc_ShardingRule,
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
                        Dtc_FloatTensor:$dy, F32Attr:$epsilon);
   let results = (outs Dtc_FloatTensor:$dx, Dtc_FloatTensor:$dgamma);
-  let hasVerifier = 1;
 }
 
 // The norm gradients split into their input part (B) and their parameter
@@ -314,7 +303,6 @@ def Dtc_LayerNormInputGradOp : Dtc_Op<"layer_norm_input_grad", [Pure, Dtc_Shardi
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
                        Dtc_FloatTensor:$dy, F32Attr:$epsilon);
   let results = (outs Dtc_FloatTensor:$dx);
-  let hasVerifier = 1;
 }
 
 def Dtc_LayerNormParamGradOp : Dtc_Op<"layer_norm_param_grad", [Pure, Dtc_ShardingRule,
@@ -322,7 +310,6 @@ def Dtc_LayerNormParamGradOp : Dtc_Op<"layer_norm_param_grad", [Pure, Dtc_Shardi
   let summary = "parameter gradients of layer_norm: dgamma, dbeta";
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$dy, F32Attr:$epsilon);
   let results = (outs Dtc_FloatTensor:$dgamma, Dtc_FloatTensor:$dbeta);
-  let hasVerifier = 1;
 }
 
 def Dtc_RmsNormInputGradOp : Dtc_Op<"rms_norm_input_grad", [Pure, Dtc_ShardingRule,
@@ -331,7 +318,6 @@ def Dtc_RmsNormInputGradOp : Dtc_Op<"rms_norm_input_grad", [Pure, Dtc_ShardingRu
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
                        Dtc_FloatTensor:$dy, F32Attr:$epsilon);
   let results = (outs Dtc_FloatTensor:$dx);
-  let hasVerifier = 1;
 }
 
 def Dtc_RmsNormParamGradOp : Dtc_Op<"rms_norm_param_grad", [Pure, Dtc_ShardingRule,
@@ -339,7 +325,6 @@ def Dtc_RmsNormParamGradOp : Dtc_Op<"rms_norm_param_grad", [Pure, Dtc_ShardingRu
   let summary = "parameter gradient of rms_norm: dgamma";
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$dy, F32Attr:$epsilon);
   let results = (outs Dtc_FloatTensor:$dgamma);
-  let hasVerifier = 1;
 }
 
 def Dtc_EmbeddingGradOp : Dtc_Op<"embedding_grad", [Pure, Dtc_ShardingRule,
@@ -348,7 +333,6 @@ def Dtc_EmbeddingGradOp : Dtc_Op<"embedding_grad", [Pure, Dtc_ShardingRule,
   let summary = "scatter-add of dy rows into a zero [V, D] table gradient";
   let arguments = (ins Dtc_IdTensor:$ids, Dtc_FloatTensor:$dy);
   let results = (outs Dtc_FloatTensor:$dtable);
-  let hasVerifier = 1;
 }
 
 def Dtc_AttentionGradOp : Dtc_Op<"attention_grad", [Pure, Dtc_ShardingRule,
@@ -359,7 +343,6 @@ def Dtc_AttentionGradOp : Dtc_Op<"attention_grad", [Pure, Dtc_ShardingRule,
                        DefaultValuedAttr<BoolAttr, "false">:$causal);
   let results = (outs Dtc_FloatTensor:$dq, Dtc_FloatTensor:$dk,
                       Dtc_FloatTensor:$dv);
-  let hasVerifier = 1;
 }
 
 def Dtc_CrossEntropyGradOp : Dtc_Op<"cross_entropy_grad", [Pure, Dtc_ShardingRule,
@@ -375,7 +358,6 @@ def Dtc_CrossEntropyGradOp : Dtc_Op<"cross_entropy_grad", [Pure, Dtc_ShardingRul
   let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels,
                        Dtc_LossTensor:$dloss, F32Attr:$scale);
   let results = (outs Dtc_FloatTensor:$dlogits);
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -394,7 +376,6 @@ def Dtc_ShardOffsetOp : Dtc_Op<"shard_offset", [Pure, Dtc_CostOpInterface]> {
   }];
   let arguments = (ins DenseI64ArrayAttr:$grid_axes, I64Attr:$piece_size);
   let results = (outs Dtc_StepTensor:$offset);
-  let hasVerifier = 1;
 }
 
 def Dtc_PadOp : Dtc_Op<"pad", [Pure, Dtc_CostOpInterface]> {
@@ -407,7 +388,6 @@ def Dtc_PadOp : Dtc_Op<"pad", [Pure, Dtc_CostOpInterface]> {
   }];
   let arguments = (ins Dtc_AnyTensor:$x);
   let results = (outs Dtc_AnyTensor:$result);
-  let hasVerifier = 1;
 }
 
 def Dtc_FillPaddingOp : Dtc_Op<"fill_padding", [Pure, AllTypesMatch<["x", "result"]>,
@@ -421,7 +401,6 @@ def Dtc_FillPaddingOp : Dtc_Op<"fill_padding", [Pure, AllTypesMatch<["x", "resul
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_StepTensor:$offset, I64Attr:$axis,
                        I64Attr:$size, StrAttr:$fill);
   let results = (outs Dtc_FloatTensor:$result);
-  let hasVerifier = 1;
 }
 
 def Dtc_EmbeddingShardOp : Dtc_Op<"embedding_shard", [Pure, Dtc_CostOpInterface]> {
@@ -436,7 +415,6 @@ def Dtc_EmbeddingShardOp : Dtc_Op<"embedding_shard", [Pure, Dtc_CostOpInterface]
   let arguments = (ins Dtc_FloatTensor:$table, Dtc_IdTensor:$ids,
                        Dtc_StepTensor:$offset, I64Attr:$vocab);
   let results = (outs Dtc_FloatTensor:$result);
-  let hasVerifier = 1;
 }
 
 def Dtc_EmbeddingShardGradOp : Dtc_Op<"embedding_shard_grad", [Pure, Dtc_CostOpInterface]> {
@@ -448,7 +426,6 @@ def Dtc_EmbeddingShardGradOp : Dtc_Op<"embedding_shard_grad", [Pure, Dtc_CostOpI
   let arguments = (ins Dtc_IdTensor:$ids, Dtc_FloatTensor:$dy, Dtc_StepTensor:$offset,
                        I64Attr:$vocab);
   let results = (outs Dtc_FloatTensor:$dtable);
-  let hasVerifier = 1;
 }
 
 def Dtc_CrossEntropyShardStatsOp : Dtc_Op<"cross_entropy_shard_stats",
@@ -466,7 +443,6 @@ def Dtc_CrossEntropyShardStatsOp : Dtc_Op<"cross_entropy_shard_stats",
   let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels,
                        Dtc_FloatTensor:$max, Dtc_StepTensor:$offset, I64Attr:$vocab);
   let results = (outs Dtc_FloatTensor:$sum_exp, Dtc_FloatTensor:$target);
-  let hasVerifier = 1;
 }
 
 def Dtc_CrossEntropyShardGradOp : Dtc_Op<"cross_entropy_shard_grad",
@@ -481,7 +457,6 @@ def Dtc_CrossEntropyShardGradOp : Dtc_Op<"cross_entropy_shard_grad",
                        Dtc_LossTensor:$dloss, Dtc_StepTensor:$offset,
                        I64Attr:$vocab, F32Attr:$scale);
   let results = (outs Dtc_FloatTensor:$dlogits);
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -516,7 +491,6 @@ def Dtc_AdamUpdateOp : Dtc_Op<"adam_update", [Pure,
                        F64Attr:$weight_decay, BoolAttr:$decoupled);
   let results = (outs Dtc_FloatTensor:$new_param, Dtc_FloatTensor:$new_m,
                       Dtc_FloatTensor:$new_v);
-  let hasVerifier = 1;
 }
 
 #endif // DTC_DIALECT_DTCOPS_TD

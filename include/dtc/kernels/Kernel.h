@@ -1,9 +1,12 @@
 //===- Kernel.h - the kernel interface shared by all backends ----*- C++ -*-===//
 //
 // docs/kernels.md lists every kernel. For each one this library (`dtc_kernels`,
-// backend independent) holds its check rule: the dtypes, LOCAL shapes and
-// attributes it accepts. The runtime applies the rule to every instruction at
-// load time, so a violation is a load error and never a crash at run time.
+// backend independent, MLIR-free) holds its check rule: the dtypes, shapes
+// and attributes it accepts. It is the one statement of those rules: the
+// runtime applies it to every instruction at load time (LOCAL shapes), so a
+// violation is a load error and never a crash at run time, and the dtc
+// dialect's verifier applies it to every dtc op (KernelRuleOpInterface), so
+// the compiler can never build an op the runtime would refuse.
 // A backend (runtime/Backend.h; kernels/cpu today) supplies an implementation
 // per name.
 //
@@ -19,6 +22,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -97,6 +101,15 @@ struct KernelInfo {
   std::vector<std::pair<int, int>> inPlace;
   CheckFn check;
 };
+
+/// The one entry point to a kernel's rule for every caller: the runtime's
+/// loader (per artifact instruction) and the dtc dialect's verifier (per op,
+/// include/dtc/Dialect/KernelRule.h). Checks the operand counts, then runs
+/// `kernel.check`. Returns "" when accepted, else the rule's message. Never
+/// throws, so code built without exceptions (MLIR's) may call it.
+std::string checkRule(const KernelInfo &kernel, const std::vector<TensorDesc> &in,
+                      const std::vector<TensorDesc> &out,
+                      const nlohmann::json &attrs) noexcept;
 
 /// The kernel named `name` (without the "dtc." prefix), or nullptr.
 const KernelInfo *findKernel(std::string_view name);

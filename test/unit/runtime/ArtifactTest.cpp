@@ -202,7 +202,18 @@ TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
              {{"op", "shard_offset"}, {"in", json::array()}, {"out", {id}},
               {"attrs", {{"grid_axes", {5}}, {"piece_size", 4}}}});
        },
-       "attribute 'grid_axes' names mesh axis 5 twice or beyond the mesh 2x2"},
+       "attribute 'grid_axes' names mesh axis 5 beyond the mesh 2x2"},
+      {"shard_offset axis twice",
+       [](json &b) {
+         b["programs"][0]["slots"].push_back({{"bytes", 8}, {"category", "activation"}});
+         int slot = int(b["programs"][0]["slots"].size()) - 1;
+         b["programs"][0]["buffers"].push_back({{"slot", slot}, {"dtype", "i64"}, {"shape", json::array()}});
+         int id = int(b["programs"][0]["buffers"].size()) - 1;
+         b["programs"][0]["instructions"].push_back(
+             {{"op", "shard_offset"}, {"in", json::array()}, {"out", {id}},
+              {"attrs", {{"grid_axes", {1, 1}}, {"piece_size", 4}}}});
+       },
+       "mesh axis 1 appears twice in 'grid_axes'"},
       {"int input max", [](json &b) { b["tensors"][1].erase("max"); }, "needs \"max\""},
       {"param init", [](json &b) { b["tensors"][2]["init"] = "xavier"; }, "bad init \"xavier\""},
       {"param dtype", [](json &b) { b["tensors"][2]["dtype"] = "i32"; }, "a param tensor must be f32"},

@@ -103,12 +103,7 @@ inline std::string checkKernel(const std::string &name, const std::vector<HostTe
   std::vector<kernels::TensorDesc> di, dout;
   for (const auto &t : ins) di.push_back({t.dtype, t.shape});
   for (const auto &t : outs) dout.push_back({t.dtype, t.shape});
-  try {
-    k->check(di, dout, attrs);
-  } catch (const rt::Error &e) {
-    return e.what();
-  }
-  return "";
+  return kernels::checkRule(*k, di, dout, attrs);
 }
 
 /// Runs kernel `name` (after its check rule accepted the operands), with a

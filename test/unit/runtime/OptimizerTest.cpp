@@ -81,6 +81,15 @@ TEST(Optimizer, AdamCheckRule) {
   bad = at;
   bad.erase("decoupled");
   EXPECT_NE(check({p, p, p, p, I64({}, {0})}, bad), "");
+  // eps must be positive (the compiler's verifier runs this same rule and
+  // words it alike: test/Dialect/invalid.mlir).
+  for (double eps : {0.0, -1e-8}) {
+    bad = at;
+    bad["eps"] = eps;
+    EXPECT_EQ(check({p, p, p, p, I64({}, {0})}, bad), "attribute 'eps' must be > 0") << eps;
+  }
+  bad["eps"] = 1e-30;
+  EXPECT_EQ(check({p, p, p, p, I64({}, {0})}, bad), "");
 }
 
 } // namespace
