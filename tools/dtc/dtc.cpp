@@ -86,9 +86,9 @@ Plan:
                         activations), auto the least that fits the --hw
                         memory; the numbers stay bit for bit the same
   --precision P         f32|bf16-mixed|fp16-mixed            (default: f32)
-  --grad-accum K        gradient accumulation: K micro-steps per step, one
-                        gradient reduction and one update; M·K micro-batches
-                        go through the schedule          (default: 1)
+  --grad-accum K        gradient accumulation steps          (default: 1)
+                        K micro-steps per step, one gradient reduction and
+                        one update; M·K micro-batches go through the schedule
 Optimizer:
   --optimizer O         sgd|adam|adamw|none                  (default: adam)
                         (none: no update; each step returns the (clipped)
