@@ -110,10 +110,6 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
   }
   if (o.precision != "f32")
     return notYet("--precision " + o.precision + ": mixed precision");
-  if (o.remat == "full")
-    return notYet("--remat full: activation checkpointing");
-  if (o.gradAccum != 1)
-    return notYet("--grad-accum " + std::to_string(o.gradAccum) + ": gradient accumulation");
   if (o.virtualStages > 1 && o.schedule != "interleaved") {
     errors.flag("--virtual-stages " + std::to_string(o.virtualStages) +
                 " needs --schedule interleaved");
@@ -140,16 +136,22 @@ json optimizerJson(const ::dtc::CompileOptions &o, double weightDecay) {
 }
 
 /// How the plan was chosen, said plainly: `--auto` does not search yet.
+/// With `--remat auto`, also what activation checkpointing it chose and why.
 json plannerJson(const ::dtc::CompileOptions &o, const json &plan) {
+  json planner;
   if (!o.autoPlan)
-    return {{"mode", "strategy"},
-            {"why", "degrees pinned by --strategy; shardings by Megatron's rules and "
-                    "propagation"}};
-  return {{"mode", "auto"},
-          {"searched", false},
-          {"chose", "dp=" + std::to_string(plan.value("dp", 1))},
-          {"why", "no cost-model search exists yet: --auto plans data parallelism "
-                  "over every device; pin tensor parallelism with --strategy dp=D,tp=T"}};
+    planner = {{"mode", "strategy"},
+               {"why", "degrees pinned by --strategy; shardings by Megatron's rules and "
+                       "propagation"}};
+  else
+    planner = {{"mode", "auto"},
+               {"searched", false},
+               {"chose", "dp=" + std::to_string(plan.value("dp", 1))},
+               {"why", "no cost-model search exists yet: --auto plans data parallelism "
+                       "over every device; pin tensor parallelism with --strategy dp=D,tp=T"}};
+  if (plan.contains("remat_choice"))
+    planner["remat"] = plan["remat_choice"];
+  return planner;
 }
 
 /// The pipeline schedule the artifact's programs carry (one per stage).
@@ -294,6 +296,23 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
   return c;
 }
 
+/// The most memory any device of the artifact allocates (the report's
+/// memory_bytes.total): what `--remat auto` holds against the device.
+int64_t peakDeviceMemory(const json &artifact, const ::dtc::cost::HardwareProfile &hw) {
+  std::vector<int64_t> mesh = artifact["mesh"].get<std::vector<int64_t>>();
+  const int64_t microbatches =
+      artifact.contains("pipeline") ? artifact["pipeline"].value("microbatches", int64_t(1)) : 1;
+  std::map<std::string, std::vector<int64_t>> commAxes;
+  for (const json &c : artifact["communicators"])
+    commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
+  int64_t peak = 0;
+  for (const json &program : artifact["programs"])
+    peak = std::max(peak, programCosts(program, microbatches, mesh, commAxes, hw)
+                              .memory["total"]
+                              .get<int64_t>());
+  return peak;
+}
+
 /// The plan report of spec/cli.md, from the emitted programs (what the
 /// runtime will really allocate and send) and the cost model. Bytes are per
 /// device and per step, the maximum over devices (each runs the program of
@@ -406,7 +425,8 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
         {"zero", plan.value("zero", 0)}, {"microbatches", o.microbatches},
         {"schedule", artifact.contains("pipeline") ? o.schedule : std::string("none")},
         {"virtual_stages", o.virtualStages},
-        {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum}}},
+        {"remat", plan.value("remat", std::string("none"))},
+        {"precision", o.precision}, {"grad_accum", o.gradAccum}}},
       {"axes", plan.value("axes", json::object())},
       {"planner", plannerJson(o, plan)},
       {"memory_bytes", memory},
@@ -530,24 +550,28 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     return false;
   }
 
-  auto runStage = [&](const std::string &stage,
-                      llvm::function_ref<void(PassManager &)> fill) -> bool {
+  auto runStageOn = [&](ModuleOp target, bool print, const std::string &stage,
+                        llvm::function_ref<void(PassManager &)> fill) -> bool {
     PassManager pm(&ctx);
     fill(pm);
-    if (failed(pm.run(*module))) {
+    if (failed(pm.run(target))) {
       if (!errors.reported())
         errors.flag("compilation failed during " + stage);
       return false;
     }
-    if (o.emitMlirAfter == stage) {
+    if (print && o.emitMlirAfter == stage) {
       OpPrintingFlags flags;
       // Generic form: what tools outside dtc (e.g. the float64 reference of
       // the tests) can parse without knowing any custom syntax.
       if (o.emitGeneric)
         flags.printGenericOpForm();
-      module->print(llvm::outs(), flags);
+      target.print(llvm::outs(), flags);
     }
     return true;
+  };
+  auto runStage = [&](const std::string &stage,
+                      llvm::function_ref<void(PassManager &)> fill) -> bool {
+    return runStageOn(*module, /*print=*/true, stage, fill);
   };
 
   mlir::dtc::ApplyStrategyOptions planOptions;
@@ -556,16 +580,20 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   planOptions.tp = o.autoPlan ? 1 : o.tp;
   planOptions.pp = o.autoPlan ? 1 : o.pp;
   planOptions.virtualStages = o.virtualStages;
-  planOptions.microbatches = o.microbatches;
+  // Gradient accumulation is more micro-batches: each of the K micro-steps
+  // runs the M micro-batches of the pipeline, so M·K go through the
+  // schedule, their gradients summed before the one reduction and update.
+  const int64_t microbatches = o.microbatches * o.gradAccum;
+  planOptions.microbatches = microbatches;
 
   // The pipeline schedule: every stage's order of forwards and backwards.
   int64_t stages = planOptions.pp;
-  bool pipelined = stages > 1 || o.microbatches > 1;
+  bool pipelined = stages > 1 || microbatches > 1;
   json pipeline;
   if (pipelined) {
     ::dtc::sched::Schedule schedule;
     std::string problem;
-    if (!::dtc::sched::generate(o.schedule, int(stages), int(o.microbatches),
+    if (!::dtc::sched::generate(o.schedule, int(stages), int(microbatches),
                                 int(o.virtualStages), schedule, problem)) {
       errors.flag("--schedule " + o.schedule + ": " + problem);
       return false;
@@ -581,7 +609,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     pipeline = {{"schedule", o.schedule},
                 {"stages", stages},
                 {"virtual_stages", o.virtualStages},
-                {"microbatches", o.microbatches},
+                {"microbatches", microbatches},
                 {"per_stage", perStage}};
   }
 
@@ -596,34 +624,83 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
           pm.addPass(mlir::dtc::createPinSharding(pinOptions));
         }
         pm.addPass(mlir::dtc::createApplyStrategy(planOptions));
-      }) ||
-      !runStage("split", [&](PassManager &pm) { pm.addPass(mlir::dtc::createSplitPipeline()); }) ||
-      !runStage("partitioned", [](PassManager &pm) { pm.addPass(mlir::dtc::createPartition()); }))
+      }))
     return false;
 
-  mlir::dtc::ArtifactOptions artifactOptions;
-  artifactOptions.sourceName = o.input;
-  artifactOptions.optimizer = optimizerJson(o, weightDecay);
-  artifactOptions.planExtras = {
-      {"planner", o.autoPlan ? "auto (no search yet: data parallelism over every device)"
-                             : "strategy"},
-      {"sp", o.sp}, {"ep", o.ep},
-      {"microbatches", o.microbatches},
-      {"schedule", pipelined ? o.schedule : std::string("none")},
-      {"virtual_stages", o.virtualStages},
-      {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum},
-      {"hw", hw->name}};
-  artifactOptions.pipeline = pipeline;
-  FailureOr<json> body = mlir::dtc::buildArtifact(*module, artifactOptions);
-  if (failed(body)) {
-    if (!errors.reported())
-      errors.flag("cannot emit the artifact");
-    return false;
+  // Activation checkpointing, then the stage split, partitioning and
+  // emission of `target`; `print` for the module the artifact comes from.
+  auto lower = [&](ModuleOp target, const std::string &remat, bool print,
+                   const json &rematChoice, json &out) -> bool {
+    mlir::dtc::RematerializeOptions rematOptions;
+    rematOptions.mode = remat;
+    if (!runStageOn(target, print, "split", [&](PassManager &pm) {
+          pm.addPass(mlir::dtc::createRematerialize(rematOptions));
+          pm.addPass(mlir::dtc::createSplitPipeline());
+        }) ||
+        !runStageOn(target, print, "partitioned",
+                    [](PassManager &pm) { pm.addPass(mlir::dtc::createPartition()); }))
+      return false;
+    mlir::dtc::ArtifactOptions artifactOptions;
+    artifactOptions.sourceName = o.input;
+    artifactOptions.optimizer = optimizerJson(o, weightDecay);
+    artifactOptions.planExtras = {
+        {"planner", o.autoPlan ? "auto (no search yet: data parallelism over every device)"
+                               : "strategy"},
+        {"sp", o.sp}, {"ep", o.ep},
+        {"microbatches", o.microbatches},
+        {"schedule", pipelined ? o.schedule : std::string("none")},
+        {"virtual_stages", o.virtualStages},
+        {"remat", remat}, {"precision", o.precision}, {"grad_accum", o.gradAccum},
+        {"hw", hw->name}};
+    if (!rematChoice.is_null())
+      artifactOptions.planExtras["remat_choice"] = rematChoice;
+    artifactOptions.pipeline = pipeline;
+    FailureOr<json> body = mlir::dtc::buildArtifact(target, artifactOptions);
+    if (failed(body)) {
+      if (!errors.reported())
+        errors.flag("cannot emit the artifact");
+      return false;
+    }
+    out = std::move(*body);
+    return true;
+  };
+
+  // --remat auto: the least recomputation whose plan fits the device's
+  // memory (the report's total, the largest over devices): none, else
+  // selective, else full.
+  std::string remat = o.remat;
+  json rematChoice;
+  if (remat == "auto") {
+    const double budget = hw->memoryBytes;
+    json tried = json::object();
+    remat = "full";
+    for (const char *candidate : {"none", "selective"}) {
+      OwningOpRef<ModuleOp> probe(cast<ModuleOp>((*module)->clone()));
+      json probeArtifact;
+      if (!lower(*probe, candidate, /*print=*/false, json(), probeArtifact))
+        return false;
+      int64_t total = peakDeviceMemory(probeArtifact, *hw);
+      tried[candidate] = total;
+      if (double(total) <= budget) {
+        remat = candidate;
+        break;
+      }
+    }
+    rematChoice = {{"mode", "auto"},
+                   {"chose", remat},
+                   {"device_memory_bytes", budget},
+                   {"memory_bytes_total_of", tried},
+                   {"why", remat == "none" ? "the plan fits without recomputation"
+                           : remat == "selective"
+                               ? "the plan does not fit without recomputation; selective "
+                                 "recomputation fits"
+                               : "neither no recomputation nor selective recomputation fits; "
+                                 "full recomputation keeps only layer boundaries"}};
   }
-  artifact = std::move(*body);
+  if (!lower(*module, remat, /*print=*/true, rematChoice, artifact))
+    return false;
   return true;
 }
-
 DialectRegistry dtcRegistry() {
   DialectRegistry registry;
   registry.insert<mlir::dtc::DtcDialect, func::FuncDialect, arith::ArithDialect,

@@ -8,7 +8,9 @@ Each --plan is NAME=FLAGS: the dtc compile flags of that plan. The first plan
 is the reference; every other one must reproduce its per-step losses and
 saved parameters (dp_equivalence.py's per-tensor rule: relative L2 error
 within --rtol, every element within --elem-rtol of its tensor's scale).
-Prints one line per plan; exits 1 on any mismatch. With --stats, each run
+With --exact every plan must reproduce the reference bit for bit (losses as
+printed and every parameter element). Prints one line per plan; exits 1 on
+any mismatch. With --stats, each run
 also writes dtc-run's --stats file next to its checkpoint. Standard library
 only.
 """
@@ -20,6 +22,22 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dp_equivalence as dpe  # noqa: E402
+
+
+def compare_exact(name, losses, params, ref_losses, ref_params):
+    problems = []
+    if losses != ref_losses:
+        problems.append(f"losses differ: {losses} vs {ref_losses}")
+    if set(params) != set(ref_params):
+        problems.append(f"parameter names differ: {sorted(set(params) ^ set(ref_params))}")
+    differing = sorted(n for n in ref_params if n in params and params[n] != ref_params[n])
+    if differing:
+        problems.append(f"parameters not bit-identical: {differing}")
+    print(f"plan {name}: {'FAIL' if problems else 'ok'}: {len(params)} parameters, "
+          f"bit-identical: {not problems}")
+    for problem in problems:
+        print(f"  {problem}")
+    return not problems
 
 
 def compare(name, losses, params, ref_losses, ref_params, a):
@@ -69,6 +87,7 @@ def main(argv):
     p.add_argument("--rtol", type=float, default=1e-5)
     p.add_argument("--atol", type=float, default=1e-6)
     p.add_argument("--elem-rtol", type=float, default=1e-3)
+    p.add_argument("--exact", action="store_true", help="require bit-identical results")
     p.add_argument("--dtc", default="dtc")
     a = p.parse_args(argv)
     os.makedirs(a.work, exist_ok=True)
@@ -95,7 +114,10 @@ def main(argv):
     print(f"plan {ref_name}: reference, losses {', '.join(f'{l:.7g}' for l in ref_losses)}")
     ok = True
     for name, losses, params in results[1:]:
-        ok &= compare(name, losses, params, ref_losses, ref_params, a)
+        if a.exact:
+            ok &= compare_exact(name, losses, params, ref_losses, ref_params)
+        else:
+            ok &= compare(name, losses, params, ref_losses, ref_params, a)
     return 0 if ok else 1
 
 

@@ -79,10 +79,16 @@ Plan:
                                                              (default: 1f1b)
   --virtual-stages V    model chunks per pipeline stage, with --schedule
                         interleaved (M a multiple of pp)     (default: 1)
-  --remat R             none|full|auto                       (default: none)
-                        (auto chooses none until remat lands)
+  --remat R             none|full|selective|auto             (default: none)
+                        activation checkpointing: full recomputes each
+                        layer's forward in its backward (keeps layer
+                        boundaries), selective only cheap ops (attention,
+                        activations), auto the least that fits the --hw
+                        memory; the numbers stay bit for bit the same
   --precision P         f32|bf16-mixed|fp16-mixed            (default: f32)
   --grad-accum K        gradient accumulation steps          (default: 1)
+                        K micro-steps per step, one gradient reduction and
+                        one update; M·K micro-batches go through the schedule
 Optimizer:
   --optimizer O         sgd|adam|adamw|none                  (default: adam)
                         (none: no update; each step returns the (clipped)
@@ -284,7 +290,7 @@ int compileCommand(const std::vector<std::string> &args) {
     return parseChoice("--schedule", v, o.schedule, {"gpipe", "1f1b", "interleaved", "zb"});
   });
   flags.value("--remat", [&](const std::string &v) {
-    return parseChoice("--remat", v, o.remat, {"none", "full", "auto"});
+    return parseChoice("--remat", v, o.remat, {"none", "full", "selective", "auto"});
   });
   flags.value("--precision", [&](const std::string &v) {
     return parseChoice("--precision", v, o.precision, {"f32", "bf16-mixed", "fp16-mixed"});

@@ -60,6 +60,9 @@ def Dtc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kLayerAttr = "dtc.layer";
     static constexpr ::llvm::StringLiteral kIdAttr = "dtc.id";
     static constexpr ::llvm::StringLiteral kForwardAttr = "dtc.forward";
+    // On a forward op cloned into the backward by dtc-rematerialize (its
+    // dtc.forward names the op it recomputes).
+    static constexpr ::llvm::StringLiteral kRecomputeAttr = "dtc.recompute";
     // Pipelines (stage split): the virtual stage of an op, the pipeline
     // stage (device) a step function runs on, and messages between stages.
     static constexpr ::llvm::StringLiteral kStageAttr = "dtc.stage";

@@ -35,6 +35,11 @@ LogicalResult inferReduceType(std::optional<Location> loc, Type x,
 /// numpy broadcast of two shapes; failure if incompatible.
 FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
                                                 ArrayRef<int64_t> rhs);
+
+/// Marks ops that `--remat selective` recomputes rather than keeps
+/// (DtcOps.td, Dtc_CheapToRecompute).
+template <typename ConcreteType>
+class CheapToRecompute : public OpTrait::TraitBase<ConcreteType, CheapToRecompute> {};
 } // namespace mlir::dtc
 
 #define GET_OP_CLASSES

@@ -30,6 +30,13 @@ def Dtc_ShardingRule : DeclareOpInterfaceMethods<Dtc_ShardingRuleOpInterface>;
 def Dtc_Gradient : DeclareOpInterfaceMethods<Dtc_GradientOpInterface>;
 def Dtc_Cost : DeclareOpInterfaceMethods<Dtc_CostOpInterface, ["getFlopCount"]>;
 def Dtc_LocalLowering : DeclareOpInterfaceMethods<Dtc_LocalLoweringOpInterface>;
+// Cheap to compute again from its operands relative to the memory its
+// result holds (elementwise ops, data movement, softmax, fused attention):
+// what `--remat selective` recomputes in the backward instead of keeping
+// (Megatron's selective recompute; matmuls and norms are kept).
+def Dtc_CheapToRecompute : NativeOpTrait<"CheapToRecompute"> {
+  let cppNamespace = "::mlir::dtc";
+}
 
 //===----------------------------------------------------------------------===//
 // Elementwise model ops
@@ -37,7 +44,7 @@ def Dtc_LocalLowering : DeclareOpInterfaceMethods<Dtc_LocalLoweringOpInterface>;
 
 class Dtc_BinaryOp<string mnemonic, string doc>
     : Dtc_Op<mnemonic, [Pure, InferTypeOpAdaptor, Dtc_Gradient,
-                        Dtc_ShardingRule, Dtc_CostOpInterface]> {
+                        Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_CheapToRecompute]> {
   let summary = doc;
   let description = [{
     Elementwise with numpy broadcasting (shapes aligned on the right; a
@@ -86,7 +93,7 @@ def Dtc_MaxOp : Dtc_BinaryOp<"max", "elementwise maximum"> {
 
 class Dtc_UnaryOp<string mnemonic, string doc, bit linear = 0>
     : Dtc_Op<mnemonic, [Pure, SameOperandsAndResultType, Dtc_Gradient,
-                        Dtc_ShardingRule, Dtc_CostOpInterface]> {
+                        Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_CheapToRecompute]> {
   let summary = doc;
   let arguments = (ins Dtc_FloatTensor:$x);
   let results = (outs Dtc_FloatTensor:$result);
@@ -126,7 +133,7 @@ def Dtc_MatmulOp : Dtc_Op<"matmul", [Pure, InferTypeOpAdaptor, Dtc_Gradient,
 
 def Dtc_SoftmaxOp : Dtc_Op<"softmax", [Pure, SameOperandsAndResultType,
                                        Dtc_Gradient, Dtc_ShardingRule,
-                                       Dtc_CostOpInterface]> {
+                                       Dtc_CostOpInterface, Dtc_CheapToRecompute]> {
   let summary = "softmax along one axis";
   let arguments = (ins Dtc_FloatTensor:$x, I64Attr:$axis);
   let results = (outs Dtc_FloatTensor:$result);
@@ -162,7 +169,7 @@ def Dtc_EmbeddingOp : Dtc_Op<"embedding", [Pure, InferTypeOpAdaptor,
 }
 
 def Dtc_AttentionOp : Dtc_Op<"attention", [Pure, Dtc_Gradient, Dtc_ShardingRule,
-                                           Dtc_Cost]> {
+                                           Dtc_Cost, Dtc_CheapToRecompute]> {
   let summary = "scaled dot-product attention, softmax(q k^T / sqrt(Dh)) v";
   let description = [{
     q, k, v and the result are `[B, H, S, Dh]`. With `causal`, query i attends
@@ -211,7 +218,8 @@ def Dtc_ReduceMeanOp : Dtc_ReduceOp<"reduce_mean", "mean over axes", "Mean">;
 def Dtc_ReduceMaxOp : Dtc_ReduceOp<"reduce_max", "maximum over axes", "Max", []>;
 
 def Dtc_ReshapeOp : Dtc_Op<"reshape", [Pure, Dtc_Gradient, Dtc_ShardingRule,
-                                       Dtc_Cost, Dtc_ViewOpInterface]> {
+                                       Dtc_Cost, Dtc_ViewOpInterface,
+                                       Dtc_CheapToRecompute]> {
   let summary = "same elements, row-major, new static shape";
   let arguments = (ins Dtc_AnyTensor:$x);
   let results = (outs Dtc_AnyTensor:$result);
@@ -219,7 +227,7 @@ def Dtc_ReshapeOp : Dtc_Op<"reshape", [Pure, Dtc_Gradient, Dtc_ShardingRule,
 
 def Dtc_TransposeOp : Dtc_Op<"transpose", [Pure, InferTypeOpAdaptor,
                                            Dtc_Gradient, Dtc_ShardingRule,
-                                           Dtc_CostOpInterface]> {
+                                           Dtc_CostOpInterface, Dtc_CheapToRecompute]> {
   let summary = "permutes dimensions: result.shape[i] = x.shape[permutation[i]]";
   let arguments = (ins Dtc_AnyTensor:$x, DenseI64ArrayAttr:$permutation);
   let results = (outs Dtc_AnyTensor:$result);
@@ -227,7 +235,7 @@ def Dtc_TransposeOp : Dtc_Op<"transpose", [Pure, InferTypeOpAdaptor,
 
 def Dtc_CastOp : Dtc_Op<"cast", [Pure, SameOperandsAndResultShape,
                                  Dtc_Gradient, Dtc_ShardingRule,
-                                 Dtc_CostOpInterface]> {
+                                 Dtc_CostOpInterface, Dtc_CheapToRecompute]> {
   let summary = "element type conversion; the result type gives the new type";
   let arguments = (ins Dtc_AnyTensor:$x);
   let results = (outs Dtc_AnyTensor:$result);
@@ -238,7 +246,7 @@ def Dtc_CastOp : Dtc_Op<"cast", [Pure, SameOperandsAndResultShape,
 //===----------------------------------------------------------------------===//
 
 def Dtc_BroadcastOp : Dtc_Op<"broadcast", [Pure, Dtc_Gradient, Dtc_ShardingRule,
-                                           Dtc_CostOpInterface]> {
+                                           Dtc_CostOpInterface, Dtc_CheapToRecompute]> {
   let summary = "numpy broadcast to the result shape";
   let arguments = (ins Dtc_FloatTensor:$x);
   let results = (outs Dtc_FloatTensor:$result);

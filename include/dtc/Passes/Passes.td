@@ -84,6 +84,30 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def Rematerialize : Pass<"dtc-rematerialize", "::mlir::ModuleOp"> {
+  let summary = "Activation checkpointing: recomputes forward values in the backward";
+  let description = [{
+    For every layer (`dtc.layer`) of each training step, clones the forward
+    ops whose values the backward reads just before the first backward op
+    that reads them, and points the backward at the clones, so the forward
+    values die in the forward. `full` keeps only each layer's boundary
+    values (read by another layer's forward ops, or returned) and recomputes
+    the rest of the layer from them; `selective` recomputes only ops with
+    the CheapToRecompute trait (elementwise activations, data movement,
+    softmax, attention) whose operands stay alive anyway (Megatron's
+    selective recompute); `none` changes nothing. Clones carry
+    `dtc.recompute`, `dtc.forward` (the id of the op they recompute), their
+    layer, their original's plan annotations, and the phase of their first
+    need (`backward_input` or `backward_weight`). The same kernels run on
+    the same inputs, so the numbers are unchanged.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"full\"",
+           "none, full (keep layer boundaries) or selective (recompute cheap ops)">
+  ];
+  let dependentDialects = ["::mlir::dtc::DtcDialect"];
+}
+
 def SplitPipeline : Pass<"dtc-split-pipeline", "::mlir::ModuleOp"> {
   let summary = "Cuts the planned training step into one function per pipeline stage";
   let description = [{
