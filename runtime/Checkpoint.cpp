@@ -1,5 +1,6 @@
 //===- Checkpoint.cpp ----------------------------------------------------------===//
 #include "dtc/runtime/Checkpoint.h"
+#include "dtc/runtime/ShardedCheckpoint.h"
 
 #include <algorithm>
 #include <cstring>
@@ -24,6 +25,10 @@ bool fileExists(const std::string &p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 } // namespace
+
+std::string optimizerSidecarPath(const std::string &ckpt) {
+  return isShardedCheckpointPath(ckpt) ? std::string() : ckpt + ".optim";
+}
 
 std::vector<int> contributorRanks(const Artifact &a, int t) {
   const TensorDecl &d = a.tensors[size_t(t)];
@@ -220,11 +225,13 @@ void saveFile(RankExecutor &exec, World &world, const std::string &path,
 } // namespace
 
 LoadedCheckpoint inspectCheckpoint(const Artifact &a, const std::string &path) {
+  if (isShardedCheckpointPath(path)) return inspectShardedCheckpoint(a, path);
   std::unique_ptr<SafetensorsReader> main, side;
   return examine(a, path, main, side);
 }
 
 LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::string &path) {
+  if (isShardedCheckpointPath(path)) return loadShardedCheckpoint(exec, world, path);
   LoadedCheckpoint info;
   std::unique_ptr<SafetensorsReader> main, side;
   runAgreed(world, [&] { info = examine(exec.artifact(), path, main, side); });
@@ -266,6 +273,7 @@ LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::str
 
 void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path, int64_t step,
                     int64_t optimizerStep) {
+  if (isShardedCheckpointPath(path)) return saveShardedCheckpoint(exec, world, path, step, optimizerStep);
   const Artifact &a = exec.artifact();
   saveFile(exec, world, optimizerSidecarPath(path), a.tensorsWithRole(Role::OptimizerState),
            {{kFormatKey, kOptimFormat},

@@ -190,6 +190,40 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
         fail(std::string("metadata ") + kDataChecksumKey + " = \"" + c->second +
              "\" is not 8 lowercase hex digits");
     }
+    auto bb = meta_.find(kBlockBytesKey), bc = meta_.find(kBlockChecksumsKey);
+    if ((bb == meta_.end()) != (bc == meta_.end()))
+      fail(std::string("metadata has one of ") + kBlockBytesKey + " and " + kBlockChecksumsKey +
+           " without the other");
+    if (bb != meta_.end()) {
+      uint64_t v = 0;
+      bool ok = !bb->second.empty() && bb->second.size() <= 12;
+      for (char ch : bb->second) {
+        ok = ok && ch >= '0' && ch <= '9';
+        if (ok) v = v * 10 + uint64_t(ch - '0');
+      }
+      if (!ok || v == 0)
+        fail(std::string("metadata ") + kBlockBytesKey + " = \"" + bb->second +
+             "\" is not a positive integer");
+      const uint64_t blocks = (dataSize + v - 1) / v;
+      const std::string &digits = bc->second;
+      if (digits.size() != 8 * blocks)
+        fail(std::string("metadata ") + kBlockChecksumsKey + " has " +
+             std::to_string(digits.size()) + " hex digits but the data section's " +
+             std::to_string(blocks) + " blocks need " + std::to_string(8 * blocks) +
+             " (truncated file?)");
+      for (uint64_t b = 0; b < blocks; ++b) {
+        uint32_t crc = 0;
+        for (size_t i = 0; i < 8; ++i) {
+          const char ch = digits[size_t(8 * b) + i];
+          const int nib = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+          if (nib < 0)
+            fail(std::string("metadata ") + kBlockChecksumsKey + " is not lowercase hex digits");
+          crc = (crc << 4) | uint32_t(nib);
+        }
+        blockCrcs_.push_back(crc);
+      }
+      blockBytes_ = v;
+    }
   } catch (...) {
     ::close(fd_);
     fd_ = -1;
@@ -232,6 +266,34 @@ void SafetensorsReader::read(const SafetensorsEntry &e, uint64_t offset, void *d
   readAt(dataStart_ + e.begin + offset, dst, size);
 }
 
+void SafetensorsReader::readVerified(const SafetensorsEntry &e, uint64_t offset, void *dst,
+                                     size_t size) const {
+  if (!blockBytes_ || offset > e.end - e.begin || size > e.end - e.begin - offset)
+    throw Error(path_ + ": internal error: unverifiable read of tensor '" + e.name + "'");
+  char *out = static_cast<char *>(dst);
+  const uint64_t total = dataBytes();
+  for (uint64_t pos = e.begin + offset, end = pos + size; pos < end;) {
+    const uint64_t block = pos / blockBytes_, start = block * blockBytes_;
+    const uint64_t len = std::min(blockBytes_, total - start);
+    if (cachedBlock_ != int64_t(block)) {
+      cachedBlock_ = -1;
+      cache_.resize(size_t(len));
+      readAt(dataStart_ + start, cache_.data(), cache_.size());
+      const uint32_t crc = crc32c(0, cache_.data(), cache_.size());
+      if (crc != blockCrcs_[size_t(block)])
+        throw Error(path_ + ": data checksum mismatch in block " + std::to_string(block) +
+                    " (data bytes [" + std::to_string(start) + ", " + std::to_string(start + len) +
+                    "): " + kBlockChecksumsKey + " says " + hex32(blockCrcs_[size_t(block)]) +
+                    ", the data hashes to " + hex32(crc) + "): the file is corrupted");
+      cachedBlock_ = int64_t(block);
+    }
+    const uint64_t n = std::min(end, start + len) - pos;
+    std::memcpy(out, cache_.data() + (pos - start), size_t(n));
+    out += n;
+    pos += n;
+  }
+}
+
 uint32_t SafetensorsReader::dataCrc(uint64_t offset, uint64_t size, uint32_t crc) const {
   std::vector<char> buf(size_t(std::min<uint64_t>(size, uint64_t(4) << 20)));
   for (uint64_t pos = dataStart_ + offset, end = pos + size; pos < end;) {
@@ -260,12 +322,20 @@ bool SafetensorsReader::verifyChecksum() const {
 
 SafetensorsWriter::SafetensorsWriter(const std::string &path,
                                      std::vector<SafetensorsTensorInfo> tensors,
-                                     std::map<std::string, std::string> metadata)
+                                     std::map<std::string, std::string> metadata,
+                                     uint64_t blockBytes)
     : path_(path) {
   std::string err;
   if (!out_.open(path, err)) fail(err);
   const std::string placeholder = "00000000";
   if (out_.seekable()) metadata[kDataChecksumKey] = placeholder;
+  if (out_.seekable() && blockBytes > 0) {
+    uint64_t total = 0;
+    for (const SafetensorsTensorInfo &t : tensors) total += t.bytes();
+    blockBytes_ = blockBytes;
+    metadata[kBlockBytesKey] = std::to_string(blockBytes);
+    metadata[kBlockChecksumsKey] = std::string(size_t(8 * ((total + blockBytes - 1) / blockBytes)), '0');
+  }
   // Header: keep the tensors in the given order (nlohmann's object sorts
   // keys, so the header text is assembled by hand).
   std::string header = "{";
@@ -279,6 +349,7 @@ SafetensorsWriter::SafetensorsWriter(const std::string &path,
     for (const auto &kv : metadata) {
       header += (first ? "" : ",") + quote(kv.first) + ":";
       if (kv.first == kDataChecksumKey && out_.seekable()) checksumAt = header.size() + 1;
+      if (kv.first == kBlockChecksumsKey && blockBytes_) blockOffset_ = 8 + header.size() + 1;
       header += quote(kv.second);
       first = false;
     }
@@ -300,6 +371,7 @@ SafetensorsWriter::SafetensorsWriter(const std::string &path,
   char len[8];
   const uint64_t n = header.size();
   for (int i = 0; i < 8; ++i) len[i] = char((n >> (8 * i)) & 0xff);
+  headerBytes_ = 8 + header.size();
   if (!out_.write(len, 8, err) || !out_.write(header.data(), header.size(), err)) fail(err);
 }
 
@@ -309,7 +381,18 @@ void SafetensorsWriter::write(const void *data, size_t bytes) {
   std::string err;
   if (!out_.write(data, bytes, err)) fail(err);
   if (checksumOffset_) crc_ = crc32c(crc_, data, bytes);
-  written_ += bytes;
+  for (const char *p = static_cast<const char *>(data), *end = p + bytes; blockBytes_ && p < end;) {
+    const uint64_t room = blockBytes_ - written_ % blockBytes_;
+    const size_t n = size_t(std::min<uint64_t>(room, uint64_t(end - p)));
+    blockCrc_ = crc32c(blockCrc_, p, n);
+    p += n;
+    written_ += n;
+    if (written_ % blockBytes_ == 0) {
+      blockDigits_ += hex32(blockCrc_);
+      blockCrc_ = 0;
+    }
+  }
+  if (!blockBytes_) written_ += bytes;
 }
 
 void SafetensorsWriter::commit() {
@@ -320,6 +403,10 @@ void SafetensorsWriter::commit() {
   if (checksumOffset_) {
     const std::string digits = hex32(crc_);
     if (!out_.writeAt(checksumOffset_, digits.data(), digits.size(), err)) fail(err);
+  }
+  if (blockBytes_) {
+    if (written_ % blockBytes_ != 0) blockDigits_ += hex32(blockCrc_);
+    if (!out_.writeAt(blockOffset_, blockDigits_.data(), blockDigits_.size(), err)) fail(err);
   }
   if (!out_.commit(err)) fail(err);
 }

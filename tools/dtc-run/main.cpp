@@ -16,6 +16,7 @@
 #include "Supervisor.h"
 
 #include "dtc/runtime/Checkpoint.h"
+#include "dtc/runtime/ShardedCheckpoint.h"
 #include "dtc/runtime/MpiWorld.h"
 #include "dtc/runtime/Progress.h"
 #include "dtc/runtime/TokenData.h"
@@ -63,9 +64,12 @@ const char *kUsage =
     "                         tokens_per_s}; with --load, continues the log of the\n"
     "                         run that wrote the checkpoint (default: none)\n"
     "  --save CKPT            write parameters (safetensors) at the end, and the\n"
-    "                         optimizer state to CKPT.optim (default: none)\n"
+    "                         optimizer state to CKPT.optim (default: none);\n"
+    "                         --save DIR/ (a directory) writes a sharded checkpoint:\n"
+    "                         every rank its own pieces, in parallel\n"
     "  --save-every N         also save CKPT every N steps (default 0: at the end only)\n"
-    "  --load CKPT            start from a checkpoint, continuing its step count\n"
+    "  --load CKPT|DIR        start from a checkpoint (a file or a sharded directory,\n"
+    "                         saved under any mesh and plan), continuing its step count\n"
     "                         (default: none)\n"
     "  --stats FILE.json      write measured memory bytes per category, collective\n"
     "                         bytes per step and time per kernel and shape (with\n"
@@ -333,7 +337,12 @@ int64_t validate(const Options &o) {
     checkOutputPath("--log", o.train.logPath);
     continueLog(o.train.logPath, !o.train.loadPath.empty(), step);
   }
-  if (!o.train.savePath.empty()) checkOutputPath("--save", o.train.savePath);
+  if (!o.train.savePath.empty()) {
+    if (isShardedCheckpointPath(o.train.savePath))
+      checkShardedSavePath("--save", o.train.savePath);
+    else
+      checkOutputPath("--save", o.train.savePath);
+  }
   if (!o.train.statsPath.empty()) checkOutputPath("--stats", o.train.statsPath);
   if (!o.train.traceDir.empty()) {
     prepareTraceDirectory(o.train.traceDir);

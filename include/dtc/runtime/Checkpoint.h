@@ -9,6 +9,9 @@
 // file. Loading restores the optimizer state and the step tensor only when
 // the sidecar exists and its dtc.step equals the main file's.
 //
+// A path ending in '/' or naming a directory is a sharded checkpoint instead
+// (ShardedCheckpoint.h): save, load and inspect below go there.
+//
 // Collective over the World; failures throw AgreedError on every rank.
 //
 //===----------------------------------------------------------------------===//
@@ -23,7 +26,8 @@
 
 namespace dtc::rt {
 
-inline std::string optimizerSidecarPath(const std::string &ckpt) { return ckpt + ".optim"; }
+/// CKPT.optim; "" for a sharded checkpoint (a directory has no sidecar).
+std::string optimizerSidecarPath(const std::string &ckpt);
 
 /// For tensor `t`: the ranks that contribute its pieces when gathering (the
 /// lowest rank holding each distinct piece), in rank order.

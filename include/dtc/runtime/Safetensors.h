@@ -33,6 +33,12 @@ const char *safetensorsDtype(DType d);
 
 /// The metadata key of the data section's checksum.
 constexpr const char *kDataChecksumKey = "dtc.data_crc32c";
+/// Block checksums, for readers that read part of a file: the data section
+/// cut in blocks of `dtc.crc_block_bytes` bytes (the last one shorter), and
+/// `dtc.block_crc32c` = the CRC-32C of each block as 8 lowercase hex digits,
+/// concatenated in order.
+constexpr const char *kBlockBytesKey = "dtc.crc_block_bytes";
+constexpr const char *kBlockChecksumsKey = "dtc.block_crc32c";
 
 /// CRC-32C (Castagnoli, reflected, as iSCSI and ext4 use it) of `size`
 /// bytes, continuing from `crc` (0 to start): crc32c(0, "123456789", 9) is
@@ -74,8 +80,21 @@ public:
   uint32_t dataCrc(uint64_t offset, uint64_t size, uint32_t crc) const;
   void checkChecksum(uint32_t crc) const;
 
+  /// Whether the file carries block checksums (kBlockChecksumsKey).
+  bool hasBlockChecksums() const { return blockBytes_ != 0; }
+  /// Like read(), but through the blocks that hold the bytes, each read
+  /// whole and verified against its checksum once (throws naming the file
+  /// and the block on a mismatch). The last verified block is kept, so
+  /// reads in increasing order read every block once; that one block is
+  /// all the memory this needs. Requires hasBlockChecksums().
+  void readVerified(const SafetensorsEntry &e, uint64_t offset, void *dst, size_t size) const;
+
 private:
   void readAt(uint64_t offset, void *dst, size_t size) const;
+  uint64_t blockBytes_ = 0;
+  std::vector<uint32_t> blockCrcs_;
+  mutable int64_t cachedBlock_ = -1;
+  mutable std::vector<char> cache_;
   std::string path_;
   int fd_ = -1;
   uint64_t size_ = 0, dataStart_ = 0;
@@ -98,8 +117,12 @@ struct SafetensorsTensorInfo {
 /// (a FIFO, /dev/null) gets no checksum.
 class SafetensorsWriter {
 public:
+  /// With `blockBytes` > 0 (and a seekable output) the file also gets
+  /// block checksums (kBlockChecksumsKey) over blocks of that size.
   SafetensorsWriter(const std::string &path, std::vector<SafetensorsTensorInfo> tensors,
-                    std::map<std::string, std::string> metadata);
+                    std::map<std::string, std::string> metadata, uint64_t blockBytes = 0);
+  /// Bytes written so far, header included (the file's size after commit()).
+  uint64_t fileBytes() const { return headerBytes_ + written_; }
   /// Appends bytes of the current tensor (any split; in tensor order).
   void write(const void *data, size_t bytes);
   /// Checks that every tensor was written in full, then commits.
@@ -114,6 +137,10 @@ private:
   uint64_t dataBytes_ = 0, written_ = 0;
   uint64_t checksumOffset_ = 0; ///< of the 8 placeholder digits, 0 = none
   uint32_t crc_ = 0;
+  uint64_t headerBytes_ = 0;
+  uint64_t blockBytes_ = 0, blockOffset_ = 0; ///< block size, its placeholder's offset
+  uint32_t blockCrc_ = 0;
+  std::string blockDigits_; ///< of the blocks done
 };
 
 struct SafetensorsTensor {
