@@ -75,6 +75,9 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     }
 
     llvm::DenseMap<Value, TensorSharding> shardings;
+    // Argument attributes are set all at once: setting them one by one
+    // uniques a new attribute array per argument (quadratic time and memory).
+    SmallVector<DictionaryAttr> argAttrs;
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
       BlockArgument arg = step.getArgument(i);
       auto type = cast<RankedTensorType>(arg.getType());
@@ -90,9 +93,12 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
                  << batch << ", which does not divide over dp=" << dpDegree;
         sharding.dims[0] = dpAxes;
       }
-      step.setArgAttr(i, DtcDialect::kShardingAttr, sharding.toAttr(ctx, kGridName));
+      NamedAttrList attrs(step.getArgAttrDict(i));
+      attrs.set(DtcDialect::kShardingAttr, sharding.toAttr(ctx, kGridName));
+      argAttrs.push_back(attrs.getDictionary(ctx));
       shardings[arg] = sharding;
     }
+    step.setAllArgAttrs(argAttrs);
 
     auto shardingOf = [&](Value v) {
       auto it = shardings.find(v);

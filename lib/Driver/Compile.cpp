@@ -12,9 +12,11 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
+#include <ctime>
 
 using namespace mlir;
 using json = nlohmann::json;
@@ -249,6 +251,30 @@ const std::vector<std::string> &::dtc::emitStages() {
 
 namespace {
 
+/// Wall and CPU time per stage, printed with --timing
+/// (bench/compile_bench.py reads them to show where compile time goes; the
+/// CPU time is the compiler's own work, whatever else the machine runs).
+class StageTimer {
+public:
+  explicit StageTimer(bool enabled) : enabled(enabled) {}
+  void done(StringRef stage) {
+    auto now = std::chrono::steady_clock::now();
+    std::clock_t cpu = std::clock();
+    if (enabled)
+      llvm::errs() << "dtc: time: " << stage << " "
+                   << llvm::format("%.3f", std::chrono::duration<double>(now - last).count())
+                   << " s (cpu "
+                   << llvm::format("%.3f", double(cpu - lastCpu) / CLOCKS_PER_SEC) << " s)\n";
+    last = now;
+    lastCpu = cpu;
+  }
+
+private:
+  bool enabled;
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  std::clock_t lastCpu = std::clock();
+};
+
 constexpr int kMaxNesting = 256;
 
 /// "line:col" of the first bracket nested deeper than kMaxNesting, or "".
@@ -295,7 +321,8 @@ std::string tooDeeplyNested(StringRef text) {
 bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                    const ::dtc::CompileOptions &o, MLIRContext &ctx,
                    Errors &errors, OwningOpRef<ModuleOp> &module,
-                   json &artifact, std::optional<::dtc::cost::HardwareProfile> &hw) {
+                   json &artifact, std::optional<::dtc::cost::HardwareProfile> &hw,
+                   StageTimer &timer) {
   int64_t devices = 1;
   for (int64_t size : o.mesh)
     devices *= size;
@@ -344,6 +371,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       errors.flag(o.input + ": not a valid MLIR module");
     return false;
   }
+  timer.done("parse+verify");
 
   auto runStage = [&](const std::string &stage,
                       llvm::function_ref<void(PassManager &)> fill) -> bool {
@@ -354,6 +382,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         errors.flag("compilation failed during " + stage);
       return false;
     }
+    timer.done(stage == "parsed" ? "check-model" : stage);
     if (o.emitMlirAfter == stage)
       module->print(llvm::outs());
     return true;
@@ -388,6 +417,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     return false;
   }
   artifact = std::move(*body);
+  timer.done("emit");
   return true;
 }
 
@@ -406,15 +436,17 @@ int ::dtc::runCompile(const CompileOptions &o) {
   ctx.loadAllAvailableDialects();
   ctx.disableMultithreading();
   Errors errors(ctx, o.input);
+  StageTimer timer(o.timing);
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(o.input, /*IsText=*/true);
   if (!buffer) {
     errors.flag("cannot read model " + o.input + ": " + buffer.getError().message());
     return 1;
   }
+  timer.done("read");
   OwningOpRef<ModuleOp> module;
   json artifact;
   std::optional<cost::HardwareProfile> hw;
-  if (!compileBuffer(std::move(*buffer), o, ctx, errors, module, artifact, hw))
+  if (!compileBuffer(std::move(*buffer), o, ctx, errors, module, artifact, hw, timer))
     return 1;
 
   std::string writeError;
@@ -422,6 +454,7 @@ int ::dtc::runCompile(const CompileOptions &o) {
     errors.flag(writeError);
     return 1;
   }
+  timer.done("write");
   if (!o.report.empty()) {
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -431,6 +464,7 @@ int ::dtc::runCompile(const CompileOptions &o) {
       errors.flag("cannot write report " + o.report + ": " + reportError);
       return 1;
     }
+    timer.done("report");
   }
   return 0;
 }
@@ -448,8 +482,9 @@ bool ::dtc::compileToArtifact(const std::string &source, const std::string &labe
   Errors errors(ctx, label, &error);
   OwningOpRef<ModuleOp> module;
   std::optional<cost::HardwareProfile> hw;
+  StageTimer timer(false);
   bool ok = compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, label), o, ctx,
-                          errors, module, artifact, hw);
+                          errors, module, artifact, hw, timer);
   if (!ok && error.empty())
     error = label + ": compilation failed";
   return ok;

@@ -19,6 +19,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Base64.h"
 #include <map>
+#include <set>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::dtc;
@@ -111,13 +113,17 @@ private:
        constants = json::array(), instructions = json::array(),
        communicators = json::array(), slotsJson = json::array();
   std::vector<Slot> slots;
+  /// Free slots of one category ordered by (bytes, release order): best fit
+  /// and the largest slot in O(log n), the first released winning ties.
+  using FreePool = std::set<std::tuple<int64_t, uint64_t, int>>;
+  std::map<std::string, FreePool, std::less<>> freeSlots;
+  uint64_t releases = 0;
   std::vector<int> bufferSlot;
   llvm::DenseMap<Value, int> bufferOf;
   llvm::DenseMap<Value, int64_t> lastUse;
   /// Transposes (of the last two dims) only matmuls read: not emitted; the
   /// matmul reads their source with a transpose flag (sgemm does it free).
   llvm::DenseMap<Value, Value> foldedTransposes;
-  std::map<std::string, std::vector<int>> freeSlots;
   std::map<std::vector<int16_t>, std::string> commNames;
 };
 
@@ -141,7 +147,7 @@ FailureOr<int> Emitter::newBuffer(int slot, Value value, Location loc,
   json buffer = {{"slot", slot}, {"dtype", *dtype}, {"shape", shapeJson(type.getShape())}};
   if (tensor)
     buffer["tensor"] = *tensor;
-  buffers.push_back(buffer);
+  buffers.push_back(std::move(buffer));
   bufferSlot.push_back(slot);
   int id = buffers.size() - 1;
   if (bind)
@@ -154,19 +160,17 @@ FailureOr<int> Emitter::allocate(Value value, StringRef category) {
   int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
   // Best fit among free slots of this category; else grow the largest free
   // one (cheaper than a new slot); else a new slot.
-  std::vector<int> &pool = freeSlots[category.str()];
-  int best = -1, largest = -1;
-  for (int s : pool) {
-    if (slots[s].bytes >= bytes && (best < 0 || slots[s].bytes < slots[best].bytes))
-      best = s;
-    if (largest < 0 || slots[s].bytes > slots[largest].bytes)
-      largest = s;
-  }
-  int chosen = best >= 0 ? best : largest;
-  if (chosen >= 0)
-    llvm::erase(pool, chosen);
-  else
+  FreePool &pool = freeSlots[category.str()];
+  int chosen = -1;
+  if (!pool.empty()) {
+    auto it = pool.lower_bound({bytes, 0, 0});
+    if (it == pool.end()) // none fits: the first released of the largest
+      it = pool.lower_bound({std::get<0>(*pool.rbegin()), 0, 0});
+    chosen = std::get<2>(*it);
+    pool.erase(it);
+  } else {
     chosen = newSlot(bytes, category, /*pinned=*/false);
+  }
   return newBuffer(chosen, value, value.getLoc());
 }
 
@@ -182,7 +186,7 @@ void Emitter::release(Value value) {
     return;
   Slot &slot = slots[bufferSlot[it->second]];
   if (--slot.liveValues == 0 && !slot.pinned)
-    freeSlots[slot.category].push_back(bufferSlot[it->second]);
+    freeSlots[slot.category].insert({slot.bytes, releases++, bufferSlot[it->second]});
 }
 
 FailureOr<std::string> Emitter::communicator(ArrayRef<int16_t> axes) {
@@ -563,23 +567,26 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
   for (auto &[key, value] : options.planExtras.items())
     planJson[key] = value;
 
-  json program = {{"name", "spmd"},
-                  {"ranks", ranks},
-                  {"slots", slotsJson},
-                  {"buffers", buffers},
-                  {"constants", constants},
-                  {"instructions", instructions}};
-  return json{{"format", "dtc-artifact"},
-              {"version", 1},
-              {"producer", std::string("dtc ") + DTC_VERSION_STRING},
-              {"source", options.sourceName},
-              {"mesh", std::vector<int64_t>(grid.begin(), grid.end())},
-              {"devices", devices},
-              {"plan", planJson},
-              {"optimizer", options.optimizer},
-              {"communicators", communicators},
-              {"tensors", tensors},
-              {"programs", json::array({program})}};
+  // Moved, not listed in initializer lists (which copy): the program of a
+  // large model is most of the compiler's memory.
+  json program = {{"name", "spmd"}, {"ranks", ranks}};
+  program["slots"] = std::move(slotsJson);
+  program["buffers"] = std::move(buffers);
+  program["constants"] = std::move(constants);
+  program["instructions"] = std::move(instructions);
+  json artifact = {{"format", "dtc-artifact"},
+                   {"version", 1},
+                   {"producer", std::string("dtc ") + DTC_VERSION_STRING},
+                   {"source", options.sourceName},
+                   {"mesh", std::vector<int64_t>(grid.begin(), grid.end())},
+                   {"devices", devices},
+                   {"plan", planJson},
+                   {"optimizer", options.optimizer}};
+  artifact["communicators"] = std::move(communicators);
+  artifact["tensors"] = std::move(tensors);
+  artifact["programs"] = json::array();
+  artifact["programs"].push_back(std::move(program));
+  return artifact;
 }
 
 } // namespace

@@ -79,6 +79,7 @@ Output:
   --report REPORT.json  write the plan report                (default: none)
   --emit-mlir STAGE     print the IR after parsed, training-step, planned
                         or partitioned to stdout             (default: none)
+  --timing              print each stage's wall time to stderr
   -h, --help            this help
 )";
 
@@ -290,6 +291,7 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.value("--beta1", number("--beta1", o.beta1));
   flags.value("--beta2", number("--beta2", o.beta2));
   flags.value("--report", [&](const std::string &v) { o.report = v; return true; });
+  flags.boolean("--timing", [&] { o.timing = true; });
   flags.value("--emit-mlir", [&](const std::string &v) {
     for (const std::string &stage : dtc::emitStages())
       if (v == stage) {

@@ -32,6 +32,8 @@ struct CompileOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gradClip = 0.0;
   std::string report;
   std::string emitMlirAfter; // parsed | training-step | planned | partitioned
+  /// Print each stage's wall time to stderr ("dtc: time: STAGE SECONDS s").
+  bool timing = false;
 };
 
 /// Runs the whole compilation; prints one error line on failure. Returns the
