@@ -748,6 +748,16 @@ Artifact Parser::parse(const json &body) {
                         " (" + std::to_string(prod) + " devices)");
   if (const json *v = opt(body, "plan")) a.plan = object(*v, "plan");
   if (const json *v = opt(body, "optimizer")) a.optimizer = object(*v, "optimizer");
+  if (const json *v = opt(body, "memory")) {
+    const json &m = object(*v, "memory");
+    for (auto [key, field] : {std::pair{"budget_bytes", &a.memoryBudgetBytes},
+                              std::pair{"peak_bytes", &a.memoryPeakBytes}})
+      if (const json *n = opt(m, key)) {
+        int64_t bytes = integer(*n, std::string("memory.") + key);
+        if (bytes < 0) fail(std::string("memory.") + key, "must be >= 0");
+        *field = uint64_t(bytes);
+      }
+  }
 
   const json &comms = array(req(body, "communicators", ""), "communicators");
   for (size_t i = 0; i < comms.size(); ++i) {

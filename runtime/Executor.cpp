@@ -1,13 +1,49 @@
 //===- Executor.cpp - run one rank's program -------------------------------===//
 #include "dtc/runtime/Executor.h"
+#include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/Random.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <new>
 
 namespace dtc::rt {
+
+void MemoryMeter::add(int kind, uint64_t bytes) {
+  current_[kind] += bytes;
+  total_ += bytes;
+  peak_[kind] = std::max(peak_[kind], current_[kind]);
+  peakTotal_ = std::max(peakTotal_, total_);
+}
+
+void MemoryMeter::sub(int kind, uint64_t bytes) {
+  current_[kind] -= bytes;
+  total_ -= bytes;
+}
+
+void MemoryMeter::allocated(size_t bytes) { add(kWorkspaceKind, bytes); }
+void MemoryMeter::released(size_t bytes) { sub(kWorkspaceKind, bytes); }
+
+void MemoryMeter::report(ExecStats &stats) const {
+  std::copy(std::begin(peak_), std::end(peak_), std::begin(stats.peakBytes));
+  stats.peakTotalBytes = peakTotal_;
+}
+
+namespace {
+/// Counts this thread's kernel and collective scratch into `meter` while
+/// alive.
+class CountScratch {
+public:
+  explicit CountScratch(MemoryMeter &meter)
+      : previous_(kernels::setThreadScratchCounter(&meter)) {}
+  ~CountScratch() { kernels::setThreadScratchCounter(previous_); }
+
+private:
+  kernels::ScratchCounter *previous_;
+};
+} // namespace
 
 struct RankExecutor::Prepared {
   const InstrDecl *decl = nullptr;
@@ -36,12 +72,13 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
 
   const ProgramDecl &p = program();
   for (const SlotDecl &s : p.slots) {
-    const size_t bytes = size_t((s.bytes + 63) / 64 * 64) + 64;
+    const size_t bytes = size_t(slotAllocationBytes(s.bytes));
     void *mem = std::aligned_alloc(64, bytes);
     if (!mem)
       throw Error(a.label + ": cannot allocate " + std::to_string(s.bytes) +
                   " bytes for a " + memCategoryName(s.category) + " slot");
     std::memset(mem, 0, bytes);
+    meter_.add(int(s.category), bytes);
     slotMem_.push_back(static_cast<char *>(mem));
     stats_.memoryBytes[int(s.category)] += s.bytes;
     stats_.totalMemoryBytes += s.bytes;
@@ -215,7 +252,7 @@ void RankExecutor::runCollective(Prepared &p) {
       c.allGather(in.data, out.data, inBytes);
       break;
     }
-    std::vector<char> tmp(outBytes);
+    kernels::ScratchVector<char> tmp(outBytes);
     c.allGather(in.data, tmp.data(), inBytes);
     const int64_t q = in.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
@@ -228,7 +265,7 @@ void RankExecutor::runCollective(Prepared &p) {
       c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype, ins.reduce);
       break;
     }
-    std::vector<char> tmp(inBytes);
+    kernels::ScratchVector<char> tmp(inBytes);
     const int64_t q = out.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
       extractAxis(src, ib, j * q, q, tmp.data() + size_t(j) * outBytes);
@@ -245,7 +282,7 @@ void RankExecutor::runCollective(Prepared &p) {
     const AxisBlocks sb = blocks(in.shape, ins.splitAxis, elem);
     const int64_t q = in.shape[size_t(ins.splitAxis)] / n;
     const size_t pieceBytes = inBytes / size_t(n);
-    std::vector<char> send(inBytes), recv(inBytes);
+    kernels::ScratchVector<char> send(inBytes), recv(inBytes);
     for (int64_t j = 0; j < n; ++j)
       extractAxis(src, sb, j * q, q, send.data() + size_t(j) * pieceBytes);
     c.allToAll(send.data(), recv.data(), pieceBytes);
@@ -263,6 +300,7 @@ void RankExecutor::runCollective(Prepared &p) {
 }
 
 std::string RankExecutor::run() {
+  CountScratch counting(meter_);
   std::string first;
   const ProgramDecl &p = program();
   for (size_t i = 0; i < instrs_.size(); ++i) {

@@ -1,5 +1,6 @@
 //===- LocalRunner.cpp - the non-throwing in-process facade -----------------===//
 #include "dtc/runtime/LocalRunner.h"
+#include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/Executor.h"
@@ -348,6 +349,12 @@ LocalRunStats LocalRunner::stats() const noexcept {
       }
       uint64_t &tot = s.memoryBytes["total"];
       tot = std::max(tot, es.totalMemoryBytes);
+      for (int k = 0; k < kNumMemKinds; ++k) {
+        uint64_t &v = s.memoryPeakBytes[memKindName(k)];
+        v = std::max(v, es.peakBytes[k]);
+      }
+      uint64_t &peak = s.memoryPeakBytes["total"];
+      peak = std::max(peak, es.peakTotalBytes);
       for (int k = 0; k < kNumCollKinds; ++k) {
         const char *n = collKindName(CollKind(k));
         uint64_t &c = s.collectiveCallsPerStep[n];

@@ -2,6 +2,7 @@
 #include "dtc/runtime/Trainer.h"
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/AtomicFile.h"
+#include "dtc/runtime/MemoryPlan.h"
 
 #include <chrono>
 #include <cmath>
@@ -31,6 +32,9 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
       throw Error("--backend: unknown backend '" + opts_.backend + "' (expected cpu or cuda)");
     artifact_ = std::make_unique<Artifact>(loadArtifactFile(opts_.artifactPath));
     checkRankCount(*artifact_, world_.size());
+    // Before anything is allocated: the kernel's OOM killer would end the
+    // job later without a word.
+    if (opts_.checkMemory) checkMemoryFits(*artifact_, world_.ranksOnNode());
     if (opts_.configureBlasThreads && !std::getenv("OPENBLAS_NUM_THREADS")) {
       int cores = int(std::thread::hardware_concurrency());
       int per = cores / std::max(1, world_.ranksOnNode());
@@ -144,6 +148,8 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
   std::vector<int64_t> v;
   for (int c = 0; c < kNumMemCategories; ++c) v.push_back(int64_t(s.memoryBytes[c]));
   v.push_back(int64_t(s.totalMemoryBytes));
+  for (int k = 0; k < kNumMemKinds; ++k) v.push_back(int64_t(s.peakBytes[k]));
+  v.push_back(int64_t(s.peakTotalBytes));
   for (int k = 0; k < kNumCollKinds; ++k) {
     v.push_back(int64_t(s.perStep[k].calls));
     v.push_back(int64_t(s.perStep[k].bytes));
@@ -158,6 +164,10 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     size_t i = 0;
     for (int c = 0; c < kNumMemCategories; ++c) j["memory_bytes"][memCategoryName(MemCategory(c))] = mx[i++];
     j["memory_bytes"]["total"] = mx[i++];
+    // What the allocator really handed out at its high-water mark (slots
+    // with their alignment, plus kernel and collective scratch).
+    for (int k = 0; k < kNumMemKinds; ++k) j["memory_peak_bytes"][memKindName(k)] = mx[i++];
+    j["memory_peak_bytes"]["total"] = mx[i++];
     for (int k = 0; k < kNumCollKinds; ++k) {
       const char *name = collKindName(CollKind(k));
       j["collectives_per_step"][name]["calls"] = mx[i++];

@@ -80,7 +80,7 @@ void kAttention(const KernelArgs &a) {
   const int64_t Sk = k.shape[2];
   const bool causal = attrBool(*a.attrs, "causal");
   const float scale = float(1.0 / std::sqrt(double(D)));
-  std::vector<float> P(static_cast<size_t>(Sq * Sk));
+  ScratchVector<float> P(static_cast<size_t>(Sq * Sk));
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t qoff = bh * Sq * D, koff = bh * Sk * D;
     gemm(false, true, Sq, Sk, D, scale, q.as<float>() + qoff, D, k.as<float>() + koff,
@@ -97,7 +97,7 @@ void kAttentionGrad(const KernelArgs &a) {
   const int64_t Sk = k.shape[2];
   const bool causal = attrBool(*a.attrs, "causal");
   const float scale = float(1.0 / std::sqrt(double(D)));
-  std::vector<float> P(static_cast<size_t>(Sq * Sk)), dP(static_cast<size_t>(Sq * Sk));
+  ScratchVector<float> P(static_cast<size_t>(Sq * Sk)), dP(static_cast<size_t>(Sq * Sk));
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const int64_t qoff = bh * Sq * D, koff = bh * Sk * D;
     const float *pq = q.as<float>() + qoff, *pk = k.as<float>() + koff,

@@ -104,7 +104,7 @@ template <class T, class Acc>
 void reduceLoop(const KernelArgs &a, const Shape &keep, bool mean) {
   const TensorArg &X = a.in[0];
   const int64_t outN = rt::numel(keep);
-  std::vector<Acc> acc(static_cast<size_t>(outN), Acc(0));
+  ScratchVector<Acc> acc(static_cast<size_t>(outN), Acc(0));
   const T *x = X.as<T>();
   auto plan = planBroadcast<1>(X.shape, {&keep});
   forEachBroadcast<1>(plan, [&](int64_t xo, const std::array<int64_t, 1> &ko,

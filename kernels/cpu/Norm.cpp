@@ -79,7 +79,7 @@ void kLayerNormGrad(const KernelArgs &a) {
   const double eps = attrNum(*a.attrs, "epsilon");
   const float *x = X.as<float>(), *g = a.in[1].as<float>(), *dy = a.in[2].as<float>();
   float *dx = a.out[0].as<float>();
-  std::vector<double> dg(static_cast<size_t>(D), 0.0), db(static_cast<size_t>(D), 0.0), xhat(static_cast<size_t>(D)),
+  ScratchVector<double> dg(static_cast<size_t>(D), 0.0), db(static_cast<size_t>(D), 0.0), xhat(static_cast<size_t>(D)),
       dxhat(static_cast<size_t>(D));
   for (int64_t r = 0; r < R; ++r) {
     const float *xr = x + r * D, *dyr = dy + r * D;
@@ -129,7 +129,7 @@ void kRmsNormGrad(const KernelArgs &a) {
   const double eps = attrNum(*a.attrs, "epsilon");
   const float *x = X.as<float>(), *g = a.in[1].as<float>(), *dy = a.in[2].as<float>();
   float *dx = a.out[0].as<float>();
-  std::vector<double> dg(static_cast<size_t>(D), 0.0);
+  ScratchVector<double> dg(static_cast<size_t>(D), 0.0);
   for (int64_t r = 0; r < R; ++r) {
     const float *xr = x + r * D, *dyr = dy + r * D;
     double ms = 0;

@@ -5,6 +5,7 @@
 #include "dtc/Passes/Passes.h"
 #include "dtc/Target/Artifact.h"
 #include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/MemoryPlan.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -12,11 +13,18 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace mlir;
 using json = nlohmann::json;
@@ -161,20 +169,23 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
       params += n;
     }
 
-  json memory = {{"params", 0}, {"grads", 0}, {"optimizer", 0},
-                 {"activations", 0}, {"total", 0}};
+  // Slot bytes per category (the usual accounting), then what the runtime
+  // really allocates at its high-water mark (MemoryPlan.h: aligned slots plus
+  // the largest kernel or collective scratch) and the budget it must fit.
+  json memory = {{"params", 0},    {"grads", 0},     {"optimizer", 0}, {"activations", 0},
+                 {"inputs", 0},    {"constants", 0}, {"scalars", 0},   {"total", 0}};
   for (const json &slot : program["slots"]) {
     int64_t bytes = slot["bytes"];
     std::string category = slot["category"];
-    std::string key = category == "param"       ? "params"
-                      : category == "grad"      ? "grads"
-                      : category == "optimizer" ? "optimizer"
-                      : category == "activation" ? "activations"
-                                                 : "";
-    if (!key.empty())
+    std::string key = category == "optimizer" ? category : category + "s";
+    if (memory.contains(key))
       memory[key] = memory[key].get<int64_t>() + bytes;
     memory["total"] = memory["total"].get<int64_t>() + bytes;
   }
+  const json &planned = artifact["memory"];
+  memory["workspace"] = planned["peak_by_kind"]["workspace"];
+  memory["peak_per_device"] = planned["peak_bytes"];
+  memory["budget_per_device"] = planned["budget_bytes"];
 
   std::map<std::string, std::vector<int64_t>> commAxes;
   for (const json &c : artifact["communicators"])
@@ -316,6 +327,126 @@ std::string tooDeeplyNested(StringRef text) {
   return "";
 }
 
+/// Models are text; nothing sensible is larger (a 7B LLaMA is 11 MB).
+constexpr uint64_t kMaxModelBytes = uint64_t(1) << 30;
+/// Hardware profiles are a few lines of JSON.
+constexpr uint64_t kMaxHardwareFileBytes = uint64_t(1) << 20;
+
+const char *fileKind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+/// Reads `path` ("-": standard input) whole, refusing, before reading,
+/// anything that could block or never end (directories, devices such as
+/// /dev/zero, FIFOs, sockets) and anything over `limit` bytes. A pipe on
+/// standard input is read up to the limit. On failure returns null and sets
+/// `error` (without the path); `what` names the file's purpose.
+std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path, uint64_t limit,
+                                                  const char *what, std::string &error) {
+  const bool isStdin = path == "-";
+  // Non-blocking: opening a FIFO nobody writes would wait forever.
+  int fd = isStdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    error = std::strerror(errno);
+    return nullptr;
+  }
+  auto closeFd = llvm::make_scope_exit([&] {
+    if (!isStdin)
+      ::close(fd);
+  });
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    error = std::strerror(errno);
+    return nullptr;
+  }
+  const bool pipe = isStdin && S_ISFIFO(st.st_mode);
+  if (!S_ISREG(st.st_mode) && !pipe) {
+    error = std::string("it is ") + fileKind(st.st_mode) + ", not a regular file";
+    return nullptr;
+  }
+  auto tooLarge = [&] {
+    error = std::string("larger than ") + ::dtc::rt::formatBytes(limit) + ", the limit for " + what;
+    return nullptr;
+  };
+  if (!pipe && uint64_t(st.st_size) > limit)
+    return tooLarge();
+  std::string text;
+  if (!pipe)
+    text.reserve(size_t(st.st_size));
+  char chunk[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      error = std::strerror(errno);
+      return nullptr;
+    }
+    if (n == 0)
+      break;
+    if (text.size() + size_t(n) > limit)
+      return tooLarge();
+    text.append(chunk, size_t(n));
+  }
+  return llvm::MemoryBuffer::getMemBufferCopy(text, isStdin ? "<stdin>" : path);
+}
+
+/// The memory budget of one device and where it comes from (for messages).
+std::pair<uint64_t, std::string> deviceBudget(const ::dtc::CompileOptions &o,
+                                              const ::dtc::cost::HardwareProfile &hw,
+                                              int64_t devices) {
+  if (o.deviceMemory)
+    return {*o.deviceMemory, "--device-memory"};
+  if (o.hw == "cpu") {
+    uint64_t ram = ::dtc::rt::physicalMemoryBytes();
+    return {ram / uint64_t(devices),
+            "this machine's " + ::dtc::rt::formatBytes(ram) + " of RAM / " +
+                std::to_string(devices) + " device" + (devices == 1 ? "" : "s")};
+  }
+  return {uint64_t(hw.memoryBytes), "--hw " + hw.name};
+}
+
+/// Validates the artifact as the runtime will, computes each rank's peak
+/// memory (what the runtime will allocate, MemoryPlan.h), refuses a plan
+/// that exceeds the device budget and records budget and peak.
+bool checkMemory(const ::dtc::CompileOptions &o, const ::dtc::cost::HardwareProfile &hw,
+                 int64_t devices, json &artifact, Errors &errors) {
+  namespace rt = ::dtc::rt;
+  std::vector<rt::MemoryNeed> needs;
+  std::string error;
+  if (!rt::artifactMemoryNeeds(artifact, o.input, needs, error)) {
+    errors.flag("internal error: the emitted artifact does not validate: " + error);
+    return false;
+  }
+  const rt::MemoryNeed *largest = &needs.front();
+  for (const rt::MemoryNeed &need : needs)
+    if (need.peak > largest->peak)
+      largest = &need;
+  auto [budget, source] = deviceBudget(o, hw, devices);
+  json byKind = json::object();
+  for (int k = 0; k < rt::kNumMemKinds; ++k)
+    byKind[rt::memKindName(k)] = largest->bytes[k];
+  artifact["memory"] = {{"budget_bytes", budget}, {"peak_bytes", largest->peak},
+                        {"peak_by_kind", byKind}};
+  if (budget == 0 || largest->peak <= budget)
+    return true;
+  errors.flag("the plan needs " + rt::formatBytes(largest->peak) + " per device (" +
+              rt::largestKinds(*largest, 3) + "), more than the budget of " +
+              rt::formatBytes(budget) + " per device (" + source +
+              "); use a larger mesh, or --device-memory SIZE for the devices it will run on");
+  return false;
+}
+
 /// Everything from model text to artifact body; errors go to `errors`
 /// (IR or flags). `module` keeps the partitioned IR for reports.
 bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
@@ -329,6 +460,11 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   if (!checkSupported(o, devices, errors))
     return false;
   std::string hwError;
+  if (o.hw != "cpu" && o.hw != "a100" && o.hw != "h100" && llvm::sys::fs::exists(o.hw) &&
+      !readInputFile(o.hw, kMaxHardwareFileBytes, "a hardware profile", hwError)) {
+    errors.flag("--hw " + o.hw + ": " + hwError);
+    return false;
+  }
   hw = ::dtc::cost::loadHardware(o.hw, hwError);
   if (!hw) {
     errors.flag("--hw: " + hwError);
@@ -418,7 +554,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   }
   artifact = std::move(*body);
   timer.done("emit");
-  return true;
+  return checkMemory(o, *hw, devices, artifact, errors);
 }
 
 DialectRegistry dtcRegistry() {
@@ -437,16 +573,17 @@ int ::dtc::runCompile(const CompileOptions &o) {
   ctx.disableMultithreading();
   Errors errors(ctx, o.input);
   StageTimer timer(o.timing);
-  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(o.input, /*IsText=*/true);
+  std::string readError;
+  std::unique_ptr<llvm::MemoryBuffer> buffer = readInputFile(o.input, kMaxModelBytes, "a model", readError);
   if (!buffer) {
-    errors.flag("cannot read model " + o.input + ": " + buffer.getError().message());
+    errors.flag("cannot read model " + o.input + ": " + readError);
     return 1;
   }
   timer.done("read");
   OwningOpRef<ModuleOp> module;
   json artifact;
   std::optional<cost::HardwareProfile> hw;
-  if (!compileBuffer(std::move(*buffer), o, ctx, errors, module, artifact, hw, timer))
+  if (!compileBuffer(std::move(buffer), o, ctx, errors, module, artifact, hw, timer))
     return 1;
 
   std::string writeError;

@@ -10,11 +10,13 @@
 //===----------------------------------------------------------------------===//
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/MpiWorld.h"
+#include "dtc/runtime/Suggest.h"
 #include "dtc/runtime/TokenData.h"
 #include "dtc/runtime/Trainer.h"
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -50,8 +52,12 @@ const char *kUsage =
     "  --save CKPT            write parameters (safetensors) at the end, and the\n"
     "                         optimizer state to CKPT.optim (default: none)\n"
     "  --load CKPT            start from a checkpoint (default: none)\n"
-    "  --stats FILE.json      write measured memory bytes per category and\n"
+    "  --stats FILE.json      write memory bytes per category (planned slots and the\n"
+    "                         allocator's measured peak, workspace included) and\n"
     "                         collective bytes per step (default: none)\n"
+    "  --no-memory-check      start even if the ranks on this node need more memory\n"
+    "                         than it has available (checked by default, before\n"
+    "                         anything is allocated)\n"
     "  --launch               validate everything here, then exec\n"
     "                         mpirun -np <devices> with the same arguments\n"
     "                         (env DTC_MPIRUN: mpirun path, DTC_MPIRUN_ARGS: extra flags)\n"
@@ -75,6 +81,22 @@ bool parseU64(const std::string &s, uint64_t &v) {
   return true;
 }
 
+const std::vector<std::string> kBooleanFlags = {"--launch", "--help", "--no-memory-check"};
+const std::vector<std::string> kValueFlags = {"--steps", "--seed",  "--backend", "--data",
+                                              "--data-dtype", "--log", "--save", "--load",
+                                              "--stats"};
+
+bool isOneOf(const std::string &name, const std::vector<std::string> &flags) {
+  return std::find(flags.begin(), flags.end(), name) != flags.end();
+}
+
+// "unknown flag --stpes; did you mean '--steps'? (see --help)"
+std::string unknownFlag(const std::string &name) {
+  std::vector<std::string> all = kValueFlags;
+  all.insert(all.end(), kBooleanFlags.begin(), kBooleanFlags.end());
+  return "unknown flag " + name + dtc::didYouMean(name, all) + " (see --help)";
+}
+
 // Parses argv; returns "" or an error message.
 std::string parseArgs(int argc, char **argv, Options &o) {
   for (int i = 1; i < argc; ++i) {
@@ -88,17 +110,13 @@ std::string parseArgs(int argc, char **argv, Options &o) {
         value = arg.substr(eq + 1);
         inlineValue = true;
       }
-      if (name == "--launch" || name == "--help") {
+      if (isOneOf(name, kBooleanFlags)) {
         if (inlineValue) return name + " takes no value";
         if (name == "--launch") o.launch = true;
+        if (name == "--no-memory-check") o.train.checkMemory = false;
         continue;
       }
-      static const char *withValue[] = {"--steps", "--seed", "--backend", "--data",
-                                        "--data-dtype", "--log", "--save", "--load",
-                                        "--stats"};
-      bool known = false;
-      for (const char *w : withValue) known = known || name == w;
-      if (!known) return "unknown flag " + name + " (see --help)";
+      if (!isOneOf(name, kValueFlags)) return unknownFlag(name);
       if (!inlineValue) {
         if (i + 1 >= argc) return name + " needs a value";
         value = argv[++i];
@@ -134,7 +152,7 @@ std::string parseArgs(int argc, char **argv, Options &o) {
     } else if (arg == "-h") {
       continue;
     } else if (arg.size() > 1 && arg[0] == '-') {
-      return "unknown flag " + arg + " (see --help)";
+      return unknownFlag(arg);
     } else {
       if (!o.artifact.empty())
         return "more than one artifact given ('" + o.artifact + "' and '" + arg + "')";

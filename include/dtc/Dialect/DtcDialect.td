@@ -23,8 +23,12 @@ def Dtc_Dialect : Dialect {
     "::mlir::shard::ShardDialect"
   ];
   let useDefaultAttributePrinterParser = 1;
-  // dtc.param / dtc.name / dtc.init / dtc.max on @main's arguments.
+  // dtc.param / dtc.name / dtc.init / dtc.max on @main's arguments; the
+  // training step's own argument, result and op attributes. Anything else
+  // in the dtc namespace is a typo and an error.
   let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     static constexpr ::llvm::StringLiteral kParamAttr = "dtc.param";
     static constexpr ::llvm::StringLiteral kNameAttr = "dtc.name";
@@ -50,7 +54,14 @@ def Dtc_Dialect : Dialect {
   }];
 }
 
+// A dtc op accepts only its own attributes and the dtc.* ones passes attach:
+// a misspelled attribute (`casual` for `causal`) is an error, not silently
+// kept beside the default it was meant to override.
+def Dtc_KnownAttributesOnly : NativeOpTrait<"KnownAttributesOnly"> {
+  let cppNamespace = "::mlir::dtc::OpTrait";
+}
+
 class Dtc_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Dtc_Dialect, mnemonic, traits>;
+    : Op<Dtc_Dialect, mnemonic, !listconcat(traits, [Dtc_KnownAttributesOnly])>;
 
 #endif // DTC_DIALECT_DTCDIALECT_TD

@@ -29,6 +29,20 @@ LogicalResult inferReduceType(std::optional<Location> loc, Type x,
 /// numpy broadcast of two shapes; failure if incompatible.
 FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
                                                 ArrayRef<int64_t> rhs);
+
+/// Fails, naming the closest valid name, when `op` carries an attribute that
+/// is neither one of its own (ODS) nor one the passes attach (dtc.phase,
+/// dtc.gradient_of, dtc.factor_axes).
+LogicalResult verifyKnownAttributes(Operation *op);
+
+namespace OpTrait {
+template <typename ConcreteType>
+class KnownAttributesOnly
+    : public ::mlir::OpTrait::TraitBase<ConcreteType, KnownAttributesOnly> {
+public:
+  static LogicalResult verifyTrait(Operation *op) { return verifyKnownAttributes(op); }
+};
+} // namespace OpTrait
 } // namespace mlir::dtc
 
 #define GET_OP_CLASSES

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -67,6 +68,47 @@ struct KernelInfo {
   std::vector<std::pair<int, int>> inPlace;
   CheckFn check;
 };
+
+/// Host scratch memory one call of kernel `name` takes through ScratchVector
+/// (its CPU implementation's temporaries), from the operands' LOCAL shapes;
+/// 0 for kernels that need none. The compiler plans it as workspace and the
+/// executor measures it, so the two can be compared. Operands must have
+/// passed the kernel's check rule.
+uint64_t scratchBytes(std::string_view name, const std::vector<TensorDesc> &in,
+                      const std::vector<TensorDesc> &out, const nlohmann::json &attrs);
+
+/// Receives the scratch allocations of the thread it is installed on (the
+/// executor installs its counting allocator around every instruction).
+class ScratchCounter {
+public:
+  virtual ~ScratchCounter() = default;
+  virtual void allocated(size_t bytes) = 0;
+  virtual void released(size_t bytes) = 0;
+};
+/// Installs `counter` for this thread (nullptr: count nothing); returns the
+/// previous one.
+ScratchCounter *setThreadScratchCounter(ScratchCounter *counter);
+ScratchCounter *threadScratchCounter();
+
+/// std::allocator that reports to this thread's ScratchCounter: kernels and
+/// collectives hold their temporaries in ScratchVector.
+template <class T> struct ScratchAllocator {
+  using value_type = T;
+  ScratchAllocator() = default;
+  template <class U> ScratchAllocator(const ScratchAllocator<U> &) {}
+  T *allocate(size_t n) {
+    T *p = std::allocator<T>().allocate(n);
+    if (ScratchCounter *c = threadScratchCounter()) c->allocated(n * sizeof(T));
+    return p;
+  }
+  void deallocate(T *p, size_t n) {
+    if (ScratchCounter *c = threadScratchCounter()) c->released(n * sizeof(T));
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <class U> bool operator==(const ScratchAllocator<U> &) const { return true; }
+  template <class U> bool operator!=(const ScratchAllocator<U> &) const { return false; }
+};
+template <class T> using ScratchVector = std::vector<T, ScratchAllocator<T>>;
 
 /// The kernel named `name` (without the "dtc." prefix), or nullptr.
 const KernelInfo *findKernel(std::string_view name);

@@ -150,6 +150,9 @@ struct Artifact {
   int64_t devices = 0;
   nlohmann::json plan = nlohmann::json::object();
   nlohmann::json optimizer = nlohmann::json::object();
+  /// "memory": the per-device budget the compiler planned for and the peak
+  /// it computed (0 = not recorded; informational, see MemoryPlan.h).
+  uint64_t memoryBudgetBytes = 0, memoryPeakBytes = 0;
   std::vector<CommDecl> comms;
   std::vector<TensorDecl> tensors;
   std::vector<ProgramDecl> programs;

@@ -38,6 +38,12 @@ struct ExecStats {
   /// Bytes of this rank's slots per memory category (index: MemCategory).
   uint64_t memoryBytes[kNumMemCategories] = {};
   uint64_t totalMemoryBytes = 0;
+  /// Measured by the executor's counting allocator: the high-water mark of
+  /// the bytes it really allocated, per memory kind (MemoryPlan.h: slot
+  /// categories, then kernel and collective scratch as "workspace"), and of
+  /// their sum.
+  uint64_t peakBytes[kNumMemCategories + 1] = {};
+  uint64_t peakTotalBytes = 0;
   /// Per collective kind (index: CollKind), cumulative over every run().
   CollectiveStats collectives[kNumCollKinds];
   /// Collective counters of ONE run (the program is the same every step).
@@ -55,6 +61,23 @@ struct LocalTensor {
   void *data = nullptr;
   Piece piece; ///< local shape + global offset
   size_t bytes() const { return size_t(numel(piece.local)) * dtypeSize(decl->dtype); }
+};
+
+/// The executor's allocator: counts every byte it hands out for a rank
+/// (slots, and as workspace the scratch of kernels and collectives, which
+/// reaches it through kernels::ScratchCounter), with high-water marks.
+class MemoryMeter final : public kernels::ScratchCounter {
+public:
+  void add(int kind, uint64_t bytes);
+  void sub(int kind, uint64_t bytes);
+  void allocated(size_t bytes) override;
+  void released(size_t bytes) override;
+  /// Copies the high-water marks into `stats`.
+  void report(ExecStats &stats) const;
+
+private:
+  uint64_t current_[kNumMemCategories + 1] = {}, peak_[kNumMemCategories + 1] = {};
+  uint64_t total_ = 0, peakTotal_ = 0;
 };
 
 class RankExecutor {
@@ -95,7 +118,10 @@ public:
   /// message is returned ("" when all went well).
   std::string run();
 
-  const ExecStats &stats() const { return stats_; }
+  const ExecStats &stats() const {
+    meter_.report(stats_);
+    return stats_;
+  }
 
 private:
   struct Prepared;
@@ -108,7 +134,8 @@ private:
   std::vector<char *> slotMem_;
   std::vector<void *> bufPtr_;
   std::vector<Prepared> instrs_;
-  ExecStats stats_;
+  MemoryMeter meter_;
+  mutable ExecStats stats_;
 };
 
 } // namespace dtc::rt

@@ -62,6 +62,9 @@ struct LocalRunnerOptions {
 struct LocalRunStats {
   /// memory category ("param", "grad", ...) -> bytes of slots
   std::map<std::string, uint64_t> memoryBytes;
+  /// memory kind ("param", ..., "workspace", "total") -> high-water mark of
+  /// what the executor's counting allocator really handed out
+  std::map<std::string, uint64_t> memoryPeakBytes;
   /// collective kind ("all_reduce", ...) -> calls / data bytes in ONE step
   std::map<std::string, uint64_t> collectiveCallsPerStep;
   std::map<std::string, uint64_t> collectiveBytesPerStep;

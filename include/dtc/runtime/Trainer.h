@@ -34,6 +34,9 @@ struct TrainOptions {
   /// Set OpenBLAS threads to max(1, cores / ranks on this node) unless
   /// OPENBLAS_NUM_THREADS is set.
   bool configureBlasThreads = true;
+  /// Refuse to start when the ranks on this node need more memory than it
+  /// has available (checkMemoryFits); --no-memory-check turns it off.
+  bool checkMemory = true;
 };
 
 struct StepReport {

@@ -1,0 +1,92 @@
+//===- MemoryPlan.h - what a rank of an artifact allocates -------*- C++ -*-===//
+//
+// One definition of a rank's memory, used on both sides: `dtc compile`
+// refuses a plan whose peak exceeds the device budget (and records the
+// peak in the artifact), `dtc-run` refuses to start when the ranks of a node
+// need more than it has available, and the executor's counting allocator
+// measures the same quantities (--stats) so tests can compare.
+//
+// A rank allocates every slot of its program once, for the whole run
+// (slotAllocationBytes each), and while one instruction runs, that
+// instruction's scratch: a kernel's temporaries (kernels::scratchBytes) or a
+// collective's staging buffer. The peak is slots + the largest scratch.
+// Buffers internal to the MPI library are not counted.
+//
+// The noexcept functions may be called from code built with -fno-exceptions
+// (the compiler); the others throw dtc::rt::Error.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_MEMORYPLAN_H
+#define DTC_RUNTIME_MEMORYPLAN_H
+
+#include "dtc/runtime/Artifact.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtc::rt {
+
+/// Memory kinds: the slot categories, then the per-instruction workspace.
+constexpr int kWorkspaceKind = kNumMemCategories;
+constexpr int kNumMemKinds = kNumMemCategories + 1;
+/// "param", ..., "scalar", "workspace".
+const char *memKindName(int kind);
+/// For messages: "parameters", "gradients", "optimizer state", ...
+const char *memKindDescription(int kind);
+/// "optimizer state 50.21 GiB, parameters 25.10 GiB, gradients 25.10 GiB":
+/// the `count` largest kinds of `need`.
+std::string largestKinds(const struct MemoryNeed &need, int count) noexcept;
+
+/// Bytes the executor allocates for a slot of `bytes`: 64-byte aligned,
+/// rounded up, plus 64 bytes so vectorized loops may read past the end.
+constexpr uint64_t slotAllocationBytes(uint64_t bytes) {
+  return (bytes + 63) / 64 * 64 + 64;
+}
+
+/// What one rank running a program needs.
+struct MemoryNeed {
+  std::string program;
+  /// Per kind: slot allocations of that category; [kWorkspaceKind] is the
+  /// largest scratch of any one instruction.
+  uint64_t bytes[kNumMemKinds] = {};
+  /// Sum of every kind: the rank's high-water mark.
+  uint64_t peak = 0;
+  /// The instruction whose scratch is the workspace (-1: none).
+  int workspaceInstruction = -1;
+};
+
+/// Staging bytes the executor allocates for collective `ins` of `p`.
+uint64_t collectiveScratchBytes(const ProgramDecl &p, const InstrDecl &ins);
+/// The need of every program of a validated artifact, in program order.
+std::vector<MemoryNeed> memoryNeeds(const Artifact &a);
+
+/// For the compiler: validates `body` like the runtime does, then fills
+/// `needs`. On failure returns false with `error` prefixed by `label`.
+bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label,
+                         std::vector<MemoryNeed> &needs, std::string &error) noexcept;
+
+/// "1.50 GiB", "512.00 KiB", "100 B".
+std::string formatBytes(uint64_t bytes) noexcept;
+
+/// Parses a size: plain bytes ("1000000"), or a number (fractions allowed)
+/// with a unit: K/M/G/T (also KB/MB/GB/TB) = 10^3.., KiB/MiB/GiB/TiB =
+/// 2^10..; units are case-insensitive, an optional final "B" aside. The
+/// result must be a whole number of bytes >= 1 and < 2^63. Returns false on
+/// anything else.
+bool parseByteSize(std::string_view text, uint64_t &bytes) noexcept;
+
+/// This machine's physical memory (0 if unknown).
+uint64_t physicalMemoryBytes() noexcept;
+/// Memory available to new allocations now: /proc/meminfo MemAvailable
+/// (0 if unknown).
+uint64_t availableMemoryBytes() noexcept;
+
+/// Throws unless `ranksOnNode` ranks of the largest program fit in this
+/// node's available memory; the message gives the numbers.
+void checkMemoryFits(const Artifact &a, int ranksOnNode);
+
+} // namespace dtc::rt
+
+#endif // DTC_RUNTIME_MEMORYPLAN_H

@@ -1,0 +1,150 @@
+//===- MemoryPlanTest.cpp - planned memory vs. the counting allocator ------===//
+//
+// The peak a rank's plan predicts (MemoryPlan.h, what dtc compile checks
+// against the device budget) equals what the executor's counting allocator
+// measures, per memory kind, for artifacts that use every collective and
+// the kernels with scratch; sizes parse as documented; "did you mean".
+//
+//===----------------------------------------------------------------------===//
+#include "TestArtifacts.h"
+
+#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/LocalRunner.h"
+#include "dtc/runtime/MemoryPlan.h"
+#include "dtc/runtime/Suggest.h"
+
+#include <gtest/gtest.h>
+
+using namespace dtc::rt;
+using dtc::test::json;
+
+namespace {
+
+void expectPlanMatchesMeasured(const json &body, const char *what) {
+  std::vector<MemoryNeed> needs;
+  std::string err;
+  ASSERT_TRUE(artifactMemoryNeeds(body, "m.dtc", needs, err)) << err;
+  auto r = LocalRunner::loadBytes(encodeArtifact(body), "m.dtc", err);
+  ASSERT_TRUE(r) << err;
+  ASSERT_TRUE(r->initialize(1, err)) << err;
+  std::vector<float> losses;
+  ASSERT_TRUE(r->train(2, losses, err)) << err;
+  LocalRunStats s = r->stats();
+  uint64_t peak = 0;
+  for (int k = 0; k < kNumMemKinds; ++k) {
+    uint64_t planned = 0;
+    for (const MemoryNeed &n : needs) planned = std::max(planned, n.bytes[k]);
+    EXPECT_EQ(s.memoryPeakBytes[memKindName(k)], planned) << what << ": " << memKindName(k);
+  }
+  for (const MemoryNeed &n : needs) peak = std::max(peak, n.peak);
+  EXPECT_EQ(s.memoryPeakBytes["total"], peak) << what;
+}
+
+TEST(MemoryPlan, PlannedPeakIsMeasuredPeak) {
+  // all_gather and reduce_scatter off axis 0 and all_to_all stage through
+  // workspace; attention and reduce take kernel scratch.
+  expectPlanMatchesMeasured(dtc::test::collectivesArtifact(), "collectives");
+  dtc::test::LmConfig lm;
+  lm.mesh = {2};
+  expectPlanMatchesMeasured(dtc::test::lmArtifact(lm), "lm");
+  dtc::test::MlpConfig mlp;
+  mlp.mesh = {2, 2};
+  mlp.dpAxes = {0};
+  mlp.tpAxis = 1;
+  expectPlanMatchesMeasured(dtc::test::mlpArtifact(mlp), "mlp dp x tp");
+}
+
+// Each collective alone, so the workspace is that collective's staging:
+// all_gather/reduce_scatter off axis 0 and all_to_all stage, the others not.
+TEST(MemoryPlan, EachCollectivesStagingIsMeasured) {
+  const json full = dtc::test::collectivesArtifact();
+  const json &instructions = full["programs"][0]["instructions"];
+  int staged = 0;
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    CollKind kind;
+    if (!parseCollKind(instructions[i]["op"].get<std::string>(), kind)) continue;
+    json one = full;
+    one["programs"][0]["instructions"] = json::array({instructions[i]});
+    std::vector<MemoryNeed> needs;
+    std::string err;
+    ASSERT_TRUE(artifactMemoryNeeds(one, "one.dtc", needs, err)) << err;
+    staged += needs[0].bytes[kWorkspaceKind] > 0;
+    expectPlanMatchesMeasured(one, instructions[i].dump().c_str());
+  }
+  EXPECT_EQ(staged, 4); // all_gather and reduce_scatter on axis 1, two all_to_all
+}
+
+TEST(MemoryPlan, WorkspaceIsTheLargestScratch) {
+  std::vector<MemoryNeed> needs;
+  std::string err;
+  dtc::test::LmConfig lm;
+  lm.seq = 8;
+  ASSERT_TRUE(artifactMemoryNeeds(dtc::test::lmArtifact(lm), "lm.dtc", needs, err)) << err;
+  ASSERT_EQ(needs.size(), 1u);
+  // attention_grad: P and dP, seq x seq f32 each.
+  EXPECT_EQ(needs[0].bytes[kWorkspaceKind], 2u * 8 * 8 * 4);
+  EXPECT_GE(needs[0].workspaceInstruction, 0);
+  uint64_t sum = 0;
+  for (uint64_t b : needs[0].bytes) sum += b;
+  EXPECT_EQ(needs[0].peak, sum);
+  EXPECT_EQ(slotAllocationBytes(1), 128u);
+  EXPECT_EQ(slotAllocationBytes(64), 128u);
+  EXPECT_EQ(slotAllocationBytes(65), 192u);
+}
+
+TEST(MemoryPlan, InvalidArtifactIsAnError) {
+  json body = dtc::test::collectivesArtifact();
+  body["programs"][0]["instructions"][0]["op"] = "conv2d";
+  std::vector<MemoryNeed> needs;
+  std::string err;
+  EXPECT_FALSE(artifactMemoryNeeds(body, "bad.dtc", needs, err));
+  EXPECT_NE(err.find("bad.dtc: "), std::string::npos) << err;
+}
+
+TEST(MemoryPlan, ParseByteSize) {
+  auto parse = [](const char *text) {
+    uint64_t v = 0;
+    return parseByteSize(text, v) ? v : 0;
+  };
+  EXPECT_EQ(parse("1000000"), 1000000u);
+  EXPECT_EQ(parse("80GiB"), 80ull << 30);
+  EXPECT_EQ(parse("80gib"), 80ull << 30);
+  EXPECT_EQ(parse("80Gi"), 80ull << 30);
+  EXPECT_EQ(parse("16G"), 16000000000ull);
+  EXPECT_EQ(parse("16GB"), 16000000000ull);
+  EXPECT_EQ(parse("512MiB"), 512ull << 20);
+  EXPECT_EQ(parse("2K"), 2000u);
+  EXPECT_EQ(parse("2KiB"), 2048u);
+  EXPECT_EQ(parse("1.5GiB"), 3ull << 29);
+  EXPECT_EQ(parse("3T"), 3000000000000ull);
+  EXPECT_EQ(parse("1TiB"), 1ull << 40);
+  EXPECT_EQ(parse("100B"), 100u);
+  for (const char *bad : {"", "0", "GiB", "-1", "1e9", "1.3", "80 GiB", "80XB", "1.2.3",
+                          "80GiBs", "9999999999TiB", "."})
+    EXPECT_EQ(parse(bad), 0u) << bad;
+}
+
+TEST(MemoryPlan, FormatBytes) {
+  EXPECT_EQ(formatBytes(100), "100 B");
+  EXPECT_EQ(formatBytes(1536), "1.50 KiB");
+  EXPECT_EQ(formatBytes(uint64_t(80) << 30), "80.00 GiB");
+}
+
+TEST(Suggest, ClosestNameWithinATypo) {
+  using dtc::closestMatch;
+  const std::vector<std::string> flags = {"--steps", "--seed", "--save", "--stats", "--data"};
+  EXPECT_EQ(closestMatch("--stpes", flags), "--steps"); // swapped letters: one edit
+  EXPECT_EQ(closestMatch("--step", flags), "--steps");
+  EXPECT_EQ(closestMatch("--seeds", flags), "--seed");
+  EXPECT_EQ(closestMatch("--frobnicate", flags), "");
+  EXPECT_EQ(closestMatch("casual", {"causal"}), "causal");
+  EXPECT_EQ(closestMatch("keepdims", {"axes", "keep_dims"}), "keep_dims");
+  EXPECT_EQ(closestMatch("eps", {"epsilon"}), "");
+  EXPECT_EQ(dtc::didYouMean("--dat", flags), "; did you mean '--data'?");
+  EXPECT_EQ(dtc::didYouMean("--zzz", flags), "");
+  EXPECT_EQ(dtc::editDistance("kitten", "sitting"), 3u);
+  EXPECT_EQ(dtc::editDistance("", "abc"), 3u);
+  EXPECT_EQ(dtc::editDistance("ab", "ba"), 1u);
+}
+
+} // namespace
