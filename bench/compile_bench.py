@@ -26,7 +26,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPS_PER_BLOCK = 20  # gen_model.py gpt: model ops of one transformer block
 STAGES = ["parse+verify", "check-model", "training-step", "planned",
-          "partitioned", "emit", "write"]
+          "partitioned", "emit", "check-memory", "write"]
 STAGE_LINE = re.compile(r"^dtc: time: (\S+) [0-9.]+ s \(cpu ([0-9.]+) s\)$", re.M)
 
 

@@ -217,6 +217,10 @@ void forEachPieceRun(const Shape &global, const Piece &piece,
 // ---- Artifact lookups ---------------------------------------------------------
 
 int Artifact::findTensor(const std::string &name) const {
+  if (tensorIndex.size() == tensors.size()) {
+    auto it = tensorIndex.find(name);
+    return it == tensorIndex.end() ? -1 : it->second;
+  }
   for (size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].name == name) return int(i);
   return -1;
@@ -240,6 +244,8 @@ std::vector<int> Artifact::tensorsWithRole(Role r) const {
 }
 int Artifact::bufferOf(int p, int t) const {
   const ProgramDecl &prog = programs[size_t(p)];
+  if (prog.tensorBuffer.size() == tensors.size())
+    return t >= 0 && size_t(t) < tensors.size() ? prog.tensorBuffer[size_t(t)] : -1;
   for (size_t b = 0; b < prog.buffers.size(); ++b)
     if (prog.buffers[b].tensor == t) return int(b);
   return -1;
@@ -425,6 +431,7 @@ void Parser::parseTensors(const json &arr, Artifact &a) {
       // dtc's finite-difference checks); nothing persists or initializes it.
       break;
     }
+    a.tensorIndex.emplace(t.name, int(a.tensors.size()));
     a.tensors.push_back(std::move(t));
   }
   int losses = 0, steps = 0;
@@ -481,6 +488,7 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
 
   const json &bufs = array(req(v, "buffers", where), where + ": buffers");
   std::vector<std::vector<int>> slotBuffers(p.slots.size());
+  p.tensorBuffer.assign(a.tensors.size(), -1);
   for (size_t i = 0; i < bufs.size(); ++i) {
     std::string w = where + ": buffer " + std::to_string(i);
     object(bufs[i], w);
@@ -501,9 +509,9 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
       b.tensor = a.findTensor(name);
       if (b.tensor < 0) fail(w, "tensor '" + name + "' is not declared in \"tensors\"");
       const TensorDecl &td = a.tensors[size_t(b.tensor)];
-      for (size_t j = 0; j < p.buffers.size(); ++j)
-        if (p.buffers[j].tensor == b.tensor)
-          fail(w, "tensor '" + name + "' is already bound to buffer " + std::to_string(j));
+      if (int j = p.tensorBuffer[size_t(b.tensor)]; j >= 0)
+        fail(w, "tensor '" + name + "' is already bound to buffer " + std::to_string(j));
+      p.tensorBuffer[size_t(b.tensor)] = int(i);
       if (td.dtype != b.dtype)
         fail(w, "dtype " + std::string(dtypeName(b.dtype)) + " differs from tensor '" +
                     name + "' (" + dtypeName(td.dtype) + ")");

@@ -554,7 +554,10 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   }
   artifact = std::move(*body);
   timer.done("emit");
-  return checkMemory(o, *hw, devices, artifact, errors);
+  if (!checkMemory(o, *hw, devices, artifact, errors))
+    return false;
+  timer.done("check-memory");
+  return true;
 }
 
 DialectRegistry dtcRegistry() {

@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace dtc::rt {
@@ -140,6 +141,9 @@ struct ProgramDecl {
   std::vector<BufferDecl> buffers;
   std::vector<ConstantDecl> constants;
   std::vector<InstrDecl> instructions;
+  /// Per tensor (Artifact::tensors index): the buffer bound to it, or -1.
+  /// Filled by the parser so Artifact::bufferOf is O(1).
+  std::vector<int> tensorBuffer;
 };
 
 struct Artifact {
@@ -156,6 +160,10 @@ struct Artifact {
   std::vector<CommDecl> comms;
   std::vector<TensorDecl> tensors;
   std::vector<ProgramDecl> programs;
+
+  /// Tensor name -> index, filled by the parser (lookups stay O(1) in
+  /// artifacts with hundreds of thousands of tensors).
+  std::unordered_map<std::string, int> tensorIndex;
 
   int findTensor(const std::string &name) const; ///< -1 if none
   int findComm(const std::string &name) const;   ///< -1 if none
