@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev
   libgtest-dev
   coinor-libcbc-dev
+  clang-22 libclang-rt-22-dev   # libFuzzer targets (test/fuzz), ASan/UBSan builds
 )
 
 missing=()

@@ -156,7 +156,8 @@ FailureOr<FactorAxes> mlir::dtc::factorAxesFromAttr(Operation *op,
     auto minor = [&](ArrayRef<TensorFactors> tensors) {
       for (const TensorFactors &tensor : tensors)
         for (const DimFactors &dim : tensor)
-          if (llvm::is_contained(llvm::ArrayRef(dim).drop_front(), (int64_t)factor))
+          // A broadcast size-1 dimension has no factor at all.
+          if (dim.size() > 1 && llvm::is_contained(llvm::ArrayRef(dim).drop_front(), (int64_t)factor))
             return true;
       return false;
     };
