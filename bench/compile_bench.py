@@ -1,95 +1,86 @@
 #!/usr/bin/env python3
-"""Compile-time benchmark: how `dtc compile` scales with the number of ops.
+"""Compile benchmark: GPT-2 124M under Megatron tensor parallelism and
+GPT-3 175B under data x tensor parallelism, as `dtc compile` plans them.
 
-  bench/compile_bench.py [--ops 1000,10000,100000,200000] [--mesh 2]
-                         [--repeat 1] [--dtc build/bin/dtc]
+  bench/compile_bench.py [--only gpt2|gpt3] [--dtc build/bin/dtc]
 
-For each size it generates a deep, narrow GPT (examples/gen_model.py: 20
-model ops per block, tiny tensors, so the time is the compiler's own and not
-the data's), compiles it (best of --repeat runs) and prints, side by side:
-  - the model's op count, the compile's wall time and CPU time (user + sys;
-    on a shared machine the CPU time is the one to compare);
-  - CPU microseconds per op and its ratio to the first (smallest) model's:
-    1.0 is linear growth, n log n from 1k to 200k ops would be about 1.8;
-  - the compiler's peak resident memory, and per op;
-  - the CPU time of each stage (from `dtc compile --timing`), so a
-    regression points at its stage.
+For each model it generates the forward (examples/gen_model.py), runs
+`dtc compile --report` and prints the wall-clock compile time, the report's
+compile_time_s, the artifact's size and instruction count, and the plan's
+collectives: calls and bytes each device sends per step by kind and
+communicator. GPT-2 (12 layers, vocabulary 50257, --mesh 8 --strategy tp=8)
+should show Megatron's all-reduces only: 4 per layer, the embedding, the LM
+head and the vocab-parallel cross entropy's three row reductions, and no
+gather. GPT-3 175B (96 layers, --mesh 8x16x8 --strategy dp=128,tp=8) needs
+more memory than one device has without pipeline stages or ZeRO; when dtc
+knows --device-memory the benchmark passes 16TiB so the plan is emitted.
 """
 import argparse
+import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OPS_PER_BLOCK = 20  # gen_model.py gpt: model ops of one transformer block
-STAGES = ["parse+verify", "check-model", "training-step", "planned",
-          "partitioned", "emit", "check-memory", "write"]
-STAGE_LINE = re.compile(r"^dtc: time: (\S+) [0-9.]+ s \(cpu ([0-9.]+) s\)$", re.M)
+
+MODELS = {
+    "gpt2": dict(title="GPT-2 124M", gen=["gpt", "--layers", "12", "--hidden", "768", "--heads", "12",
+                                          "--seq", "1024", "--vocab", "50257", "--batch", "8"],
+                 mesh="8", strategy="tp=8"),
+    "gpt3": dict(title="GPT-3 175B", gen=["gpt", "--layers", "96", "--hidden", "12288", "--heads", "96",
+                                          "--seq", "2048", "--vocab", "50257", "--batch", "128"],
+                 mesh="8x16x8", strategy="dp=128,tp=8"),
+}
 
 
-def generate(ops, path):
-    layers = max(1, round(ops / OPS_PER_BLOCK))
-    subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_model.py"), "gpt",
-                    "--layers", str(layers), "--hidden", "8", "--heads", "2", "--seq", "4",
-                    "--vocab", "16", "--batch", "2", "-o", path], check=True)
-    with open(path) as f:
-        return sum(1 for line in f if '"dtc.' in line)
-
-
-def compile_once(cmd):
-    """(wall s, cpu s, {stage: cpu s}, peak RSS bytes) of one compile."""
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
+def sh(cmd):
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode:
-        sys.exit(f"{' '.join(cmd)} failed:\n{err}")
-    stages = {m.group(1): float(m.group(2)) for m in STAGE_LINE.finditer(err)}
-    return wall, usage.ru_utime + usage.ru_stime, stages, usage.ru_maxrss * 1024
+        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stdout}")
+    return proc.stdout
 
 
 def main(argv):
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ops", default="1000,10000,100000,200000",
-                   help="model sizes in ops, smallest first (default: %(default)s)")
-    p.add_argument("--mesh", default="2", help="mesh to compile for (default: 2)")
-    p.add_argument("--repeat", type=int, default=1, help="runs per size, best kept (default: 1)")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", choices=sorted(MODELS))
     p.add_argument("--dtc", default=os.path.join(ROOT, "build", "bin", "dtc"))
     a = p.parse_args(argv)
-    sizes = [int(s) for s in a.ops.split(",")]
-    # Older builds have no --timing: then only the totals are printed.
-    helptext = subprocess.run([a.dtc, "compile", "--help"], stdout=subprocess.PIPE,
-                              text=True).stdout
-    timing = ["--timing"] if "--timing" in helptext else []
     work = tempfile.mkdtemp(prefix="dtc-compile-bench-")
-    rows = []
-    for size in sizes:
-        model = os.path.join(work, f"m{size}.mlir")
-        ops = generate(size, model)
-        cmd = [a.dtc, "compile", model, "--mesh", a.mesh, "-o",
-               os.path.join(work, "out.dtc")] + timing
-        runs = [compile_once(cmd) for _ in range(a.repeat)]
-        rows.append((ops,) + min(runs, key=lambda r: r[1]))
-        os.remove(model)
-        print(f"  {ops} ops compiled", file=sys.stderr, flush=True)
-
-    base = rows[0][2] / rows[0][0]
-    print(f"dtc compile --mesh {a.mesh}: deep GPT, {OPS_PER_BLOCK} model ops per block")
-    print(f"{'ops':>8} {'wall s':>7} {'cpu s':>7} {'cpu us/op':>9} {'vs first':>8} "
-          f"{'RSS MiB':>8} {'KiB/op':>7}" + ("  cpu s per stage: " + " ".join(STAGES) if timing else ""))
-    for ops, wall, cpu, stages, rss in rows:
-        per_op = cpu / ops
-        line = (f"{ops:>8} {wall:>7.2f} {cpu:>7.2f} {per_op * 1e6:>9.1f} {per_op / base:>8.2f} "
-                f"{rss / 2**20:>8.0f} {rss / ops / 1024:>7.1f}")
-        if timing:
-            line += "  " + " ".join(f"{stages.get(s, 0.0):.2f}" for s in STAGES)
-        print(line)
+    memory_flag = "--device-memory" in sh([a.dtc, "compile", "--help"])
+    for key, m in MODELS.items():
+        if a.only and key != a.only:
+            continue
+        model = os.path.join(work, f"{key}.mlir")
+        art, report = os.path.join(work, f"{key}.dtc"), os.path.join(work, f"{key}.json")
+        sh([sys.executable, os.path.join(ROOT, "examples", "gen_model.py")] + m["gen"] + ["-o", model])
+        cmd = [a.dtc, "compile", model, "--mesh", m["mesh"], "--strategy", m["strategy"],
+               "--report", report, "-o", art]
+        if memory_flag and key == "gpt3":
+            cmd += ["--device-memory", "16TiB"]
+        start = time.perf_counter()
+        sh(cmd)
+        wall = time.perf_counter() - start
+        r = json.load(open(report))
+        body = json.loads(sh([a.dtc, "inspect", art]))
+        instructions = len(body["programs"][0]["instructions"])
+        print(f"{m['title']}: --mesh {m['mesh']} --strategy {m['strategy']}, {r['params']} parameters")
+        print(f"  compile: {wall:.2f} s wall, report compile_time_s {r['compile_time_s']:.2f}")
+        print(f"  artifact: {os.path.getsize(art) / 1e6:.2f} MB, {instructions} instructions, "
+              f"{os.path.getsize(model) / 1e3:.0f} kB of model text")
+        mem = r["memory_bytes"]
+        print(f"  memory per device: params {mem['params'] / 2**30:.2f} GiB, grads "
+              f"{mem['grads'] / 2**30:.2f} GiB, optimizer {mem['optimizer'] / 2**30:.2f} GiB, "
+              f"activations {mem['activations'] / 2**30:.2f} GiB, total {mem['total'] / 2**30:.2f} GiB")
+        calls = r.get("collective_calls", {})
+        print(f"  collective calls per step: " +
+              ", ".join(f"{k} {v}" for k, v in sorted(calls.items())) or "none")
+        for comm, kinds in sorted(r.get("comm_bytes_by_comm", {}).items()):
+            moved = {k: v for k, v in kinds.items() if k != "mesh_axes" and v}
+            print(f"  bytes sent per device per step on {comm} (mesh axes {kinds['mesh_axes']}): " +
+                  ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in moved.items()))
+        print(f"  predicted step: {r['predicted']['step_time_s']:.3f} s on {r['hw']}\n")
     return 0
 
 

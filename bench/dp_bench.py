@@ -1,27 +1,35 @@
 #!/usr/bin/env python3
-"""Data-parallel benchmark: throughput per mesh and the plan report's
-predictions against the runtime's measurements, side by side.
+"""Parallelism benchmark: throughput per plan and the plan report's numbers
+against the runtime's own measurements, side by side.
 
-  bench/dp_bench.py [--meshes 1,2,4] [--steps 30] [--model gpt|llama]
-                    [--layers 2 --hidden 128 --heads 4 --seq 128 --batch 16]
+  bench/dp_bench.py [--plans 1,4:dp=4,4:tp=4,2x2:dp=2,tp=2] [--steps 30]
+                    [--model gpt|llama] [--layers 2 --hidden 128 --heads 4
+                    --seq 128 --batch 16 --vocab 256]
 
-For each mesh it compiles a generated model (`dtc compile --report`), trains
-it on the GPL text (`dtc run --log --stats`, first 5 steps dropped as
-warm-up) and prints:
-  - tokens/s and the speed-up over the first mesh (on a machine with fewer
+Plans are `MESH[:STRATEGY]` separated by spaces or ';' (a mesh alone is data
+parallel over all its devices). For each plan it compiles the same generated
+model (`dtc compile --report`), trains it on the GPL text (`dtc run --log
+--stats`, first 5 steps dropped as warm-up) and prints:
+  - tokens/s and the speed-up over the first plan (on a machine with fewer
     cores than ranks this measures overhead, not scaling);
-  - memory per device by category: report (compile-time plan) vs measured
-    (runtime allocation), and their ratio (1.00 = the report is exact);
-  - all-reduce bytes per device per step: report (ring formula) vs measured.
+  - memory per device by category: the report (compile-time plan) vs what
+    the runtime's allocator handed out (high-water; slots are 64-byte
+    aligned, and collective staging is its own category);
+  - collective bytes each device sends per step, per kind and per
+    communicator: the report (from the emitted program and the runtime's
+    algorithms) vs what the communicators counted while sending. Exits 1 if
+    any of these differ.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KINDS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
 
 
 def sh(cmd):
@@ -40,7 +48,8 @@ def devices(mesh):
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--meshes", default="1,2,4")
+    p.add_argument("--plans", default="1;4:dp=4;4:tp=4;2x2:dp=2,tp=2",
+                   help="MESH[:STRATEGY] items separated by ';' or spaces")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--model", choices=["gpt", "llama"], default="gpt")
     p.add_argument("--layers", type=int, default=2)
@@ -48,6 +57,7 @@ def main(argv):
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--vocab", type=int, default=256)
     p.add_argument("--dtc", default=os.path.join(ROOT, "build", "bin", "dtc"))
     a = p.parse_args(argv)
     work = tempfile.mkdtemp(prefix="dtc-bench-")
@@ -55,50 +65,75 @@ def main(argv):
     tokens = os.path.join(work, "tokens")
     sh([sys.executable, os.path.join(ROOT, "examples", "gen_model.py"), a.model,
         "--layers", str(a.layers), "--hidden", str(a.hidden), "--heads", str(a.heads),
-        "--seq", str(a.seq), "--batch", str(a.batch), "-o", model])
+        "--seq", str(a.seq), "--batch", str(a.batch), "--vocab", str(a.vocab), "-o", model])
     sh([sys.executable, os.path.join(ROOT, "examples", "char_tokens.py"),
         "/usr/share/common-licenses/GPL-3", "-o", tokens])
 
     rows = []
-    for mesh in a.meshes.split(","):
-        tag = mesh.replace("x", "_")
+    for plan in [x for x in re.split(r"[;\s]+", a.plans) if x]:
+        mesh, _, strategy = plan.partition(":")
+        strategy = strategy or f"dp={devices(mesh)}"
+        tag = re.sub(r"[^A-Za-z0-9]+", "_", plan)
         art, report, log, stats = (os.path.join(work, f"{tag}.{ext}")
                                    for ext in ("dtc", "report.json", "log.jsonl", "stats.json"))
-        sh([a.dtc, "compile", model, "--mesh", mesh, "--strategy", f"dp={devices(mesh)}",
+        sh([a.dtc, "compile", model, "--mesh", mesh, "--strategy", strategy,
             "--report", report, "-o", art])
         sh([a.dtc, "run", art, "--steps", str(a.steps), "--data", tokens, "--log", log,
             "--stats", stats])
         steps = [json.loads(line) for line in open(log)][5:]
         tps = sum(s["tokens_per_s"] for s in steps) / len(steps)
         step_time = sum(s["step_time_s"] for s in steps) / len(steps)
-        rows.append((mesh, tps, step_time, json.load(open(report)), json.load(open(stats))))
+        rows.append((f"{mesh}:{strategy}", tps, step_time, json.load(open(report)),
+                     json.load(open(stats))))
 
-    print(f"{a.model}: layers={a.layers} hidden={a.hidden} seq={a.seq} batch={a.batch}, "
-          f"{rows[0][3]['params']} parameters, {a.steps} steps (5 warm-up dropped), "
-          f"{os.cpu_count()} cores\n")
-    print(f"{'mesh':>6} {'tokens/s':>10} {'step ms':>9} {'speed-up':>9}")
-    for mesh, tps, step_time, _, _ in rows:
-        print(f"{mesh:>6} {tps:>10.0f} {step_time * 1e3:>9.1f} {tps / rows[0][1]:>8.2f}x")
+    print(f"{a.model}: layers={a.layers} hidden={a.hidden} heads={a.heads} seq={a.seq} "
+          f"batch={a.batch} vocab={a.vocab}, {rows[0][3]['params']} parameters, {a.steps} "
+          f"steps (5 warm-up dropped), {os.cpu_count()} cores\n")
+    width = max(len(r[0]) for r in rows)
+    print(f"{'plan':>{width}} {'tokens/s':>10} {'step ms':>9} {'speed-up':>9}")
+    for plan, tps, step_time, _, _ in rows:
+        print(f"{plan:>{width}} {tps:>10.0f} {step_time * 1e3:>9.1f} {tps / rows[0][1]:>8.2f}x")
 
-    print(f"\nmemory per device, bytes: report vs measured")
-    print(f"{'mesh':>6} {'category':>12} {'report':>12} {'measured':>12} {'ratio':>7}")
+    print("\nmemory per device, bytes: report vs allocated (runtime high-water)")
+    print(f"{'plan':>{width}} {'category':>12} {'report':>12} {'allocated':>12} {'ratio':>7}")
     mapping = {"params": "param", "grads": "grad", "optimizer": "optimizer",
                "activations": "activation"}
-    for mesh, _, _, report, stats in rows:
+    for plan, _, _, report, stats in rows:
         measured = stats["memory_bytes"]
         for key, cat in mapping.items():
             r, m = report["memory_bytes"][key], measured.get(cat, 0)
-            print(f"{mesh:>6} {key:>12} {r:>12} {m:>12} {r / m if m else float('nan'):>7.2f}")
-        r, m = report["memory_bytes"]["total"], measured["total"]
-        print(f"{mesh:>6} {'total':>12} {r:>12} {m:>12} {r / m if m else float('nan'):>7.2f}")
+            print(f"{plan:>{width}} {key:>12} {r:>12} {m:>12} {r / m if m else float('nan'):>7.3f}")
+        # The report's slot bytes are unaligned; staging, workspace and the
+        # peak are what the runtime allocates (MemoryPlan.h).
+        for key, r in [("staging", report["memory_bytes"]["staging"]),
+                       ("workspace", report["memory_bytes"]["workspace"]),
+                       ("total", report["memory_bytes"]["peak_per_device"])]:
+            m = measured.get(key, 0)
+            print(f"{plan:>{width}} {key:>12} {r:>12} {m:>12} {r / m if m else float('nan'):>7.3f}")
 
-    print(f"\nall-reduce bytes sent per device per step: report (ring 2(n-1)/n D) vs measured")
-    print(f"{'mesh':>6} {'report':>12} {'measured':>12} {'ratio':>7}")
-    for mesh, _, _, report, stats in rows:
-        r = report["comm_bytes"]["all_reduce"]
-        m = stats["collectives_per_step"]["all_reduce"]["wire_bytes"]
-        ratio = f"{r / m:7.2f}" if m else "    n/a"
-        print(f"{mesh:>6} {r:>12.0f} {m:>12} {ratio}")
+    print("\ncollective bytes sent per device per step: report vs counted by the communicators")
+    print(f"{'plan':>{width}} {'comm':>6} {'kind':>14} {'calls':>6} {'report':>12} {'counted':>12}  ")
+    differ = False
+    for plan, _, _, report, stats in rows:
+        lines = [("all", kind, stats["collectives_per_step"][kind]["calls"],
+                  report["comm_bytes"][kind], stats["collectives_per_step"][kind]["sent_bytes"])
+                 for kind in KINDS]
+        by_comm = stats.get("collectives_per_step_by_comm", {})
+        for comm in sorted(by_comm):
+            for kind in KINDS:
+                lines.append((comm, kind, by_comm[comm][kind]["calls"],
+                              report.get("comm_bytes_by_comm", {}).get(comm, {}).get(kind, 0),
+                              by_comm[comm][kind]["sent_bytes"]))
+        for comm, kind, calls, r, m in lines:
+            if calls == 0 and r == 0 and m == 0:
+                continue
+            mark = "" if r == m else "  DIFFER"
+            differ |= r != m
+            print(f"{plan:>{width}} {comm:>6} {kind:>14} {calls:>6} {r:>12} {m:>12}{mark}")
+    if differ:
+        print("\nreport and counted bytes differ")
+        return 1
+    print("\nreport and counted bytes agree for every plan, kind and communicator")
     return 0
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Generates dtc models (shared/spec/model-format.md, generic op form).
+"""Generates dtc models (docs/model-format.md, generic op form).
 
   gen_model.py gpt   --layers 2 --hidden 64 --heads 4 --seq 64 --vocab 256 --batch 8 -o gpt.mlir
   gen_model.py llama --layers 2 --hidden 64 --heads 4 --ffn 172 --seq 64 --vocab 256 --batch 8 -o llama.mlir
   gen_model.py mlp   --hidden 64 --layers 2 --features 32 --classes 10 --batch 16 -o mlp.mlir
+  gen_model.py everyop --hidden 16 --heads 4 --seq 8 --vocab 10 --batch 8 -o everyop.mlir
 
 GPT: nanoGPT (learned positions, pre-LayerNorm, GELU MLP, tied output
 embedding; biases with --bias). LLaMA: RMSNorm, rotary position embedding,
@@ -65,7 +66,7 @@ class Builder:
     def const(self, values, shape):
         self.count += 1
         name = f"%c{self.count}"
-        body = nest(values, shape)
+        body = nest(values, shape) if shape else fmt(values[0])
         self.lines.append(f"  {name} = arith.constant dense<{body}> : {ttype(shape)}")
         return (name, list(shape), "f32")
 
@@ -245,9 +246,60 @@ def mlp(a):
                   f"classes={a.classes} batch={a.batch} (examples/gen_model.py)")
 
 
+def everyop(a):
+    """Every op of the model format in a small transformer: a tied, vocab-split
+    embedding and LM head, attention both fused and spelled out (softmax of
+    4-D matmuls), RMSNorm and LayerNorm, a gated MLP through every
+    elementwise op, reductions over split and whole dimensions, a cast."""
+    m = Builder()
+    B, S, D, V, H = a.batch, a.seq, a.hidden, a.vocab, a.heads
+    F, Dh = a.ffn or 2 * D, D // H
+    ids = m.input("ids", [B, S], "i32", V)
+    labels = m.input("labels", [B, S], "i32", V)
+    feat = m.input("feat", [B, S, D])
+    wte = m.param("wte", [V, D], "normal(0.3)")
+    ids64 = m.op("cast", [ids], [B, S], dtype="i64")
+    x = m.op("embedding", [wte, ids64], [B, S, D])
+    x = m.binary("add", x, m.binary("mul", feat, m.param("feat_scale", [D], "normal(0.1)")))
+    h = m.layer_norm(x, m.param("ln_1.weight", [D], "ones"), m.param("ln_1.bias", [D], "zeros"))
+
+    def heads(name):
+        y = m.matmul(h, m.param(name, [D, D], "normal(0.2)"))
+        return m.transpose(m.reshape(y, [B, S, H, Dh]), [0, 2, 1, 3])
+
+    q, k, v = heads("wq"), heads("wk"), heads("wv")
+    fused = m.op("attention", [q, k, v], q[1], "causal = true")
+    scores = m.matmul(q, m.transpose(k, [0, 1, 3, 2]))
+    probs = m.op("softmax", [m.binary("mul", scores, m.const([Dh ** -0.5], [1]))],
+                 [B, H, S, S], "axis = 3 : i64")
+    spelled = m.matmul(probs, v)
+    o = m.reshape(m.transpose(m.binary("add", fused, spelled), [0, 2, 1, 3]), [B, S, D])
+    x = m.binary("add", x, m.matmul(o, m.param("wo", [D, D], "normal(0.2)")))
+    h = m.rms_norm(x, m.param("ln_2.weight", [D], "ones"))
+    g = m.matmul(h, m.param("w1", [D, F], "normal(0.3)"))
+    u = m.matmul(h, m.param("w3", [D, F], "normal(0.3)"))
+    one = m.const([1.0], [1])
+    soft = m.op("log", [m.binary("add", m.unary("exp", m.unary("neg", m.unary("relu", u))), one)], u[1])
+    root = m.unary("sqrt", m.binary("add", m.binary("mul", g, g), one))
+    inv = m.unary("rsqrt", m.binary("add", m.binary("mul", u, u), one))
+    mixed = m.binary("sub", m.binary("max", m.binary("div", g, root), m.binary("mul", inv, soft)),
+                     m.unary("tanh", g))
+    f = m.binary("add", m.binary("mul", m.unary("silu", g), m.unary("gelu", u)), mixed)
+    x = m.binary("add", x, m.matmul(f, m.param("w2", [F, D], "normal(0.2)")))
+    x = m.layer_norm(x, m.param("ln_f.weight", [D], "ones"), m.param("ln_f.bias", [D], "zeros"))
+    logits = m.matmul(x, m.transpose(wte, [1, 0]))
+    ce = m.op("cross_entropy", [logits, labels], [])
+    energy = m.op("reduce_mean", [m.op("reduce_sum", [m.binary("mul", f, f)], [B, S],
+                                       "axes = array<i64: 2>")],
+                  [], "axes = array<i64: 0, 1>")
+    m.loss = m.binary("add", ce, m.binary("mul", energy, m.const([1e-3], [])))
+    return m.text(f"every op: hidden={D} heads={H} ffn={F} seq={S} vocab={V} batch={B} "
+                  f"(examples/gen_model.py)")
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("kind", choices=["gpt", "llama", "mlp"])
+    p.add_argument("kind", choices=["gpt", "llama", "mlp", "everyop"])
     p.add_argument("--layers", type=int, default=2, help="transformer blocks / hidden layers (default: 2)")
     p.add_argument("--hidden", type=int, default=64, help="model width (default: 64)")
     p.add_argument("--heads", type=int, default=4, help="attention heads (default: 4)")
@@ -267,7 +319,7 @@ def main(argv):
         p.error(f"--hidden {a.hidden} must be a multiple of --heads {a.heads}")
     if a.kind == "llama" and (a.hidden // a.heads) % 2:
         p.error("llama: the head size (hidden/heads) must be even for rotary embeddings")
-    text = {"gpt": gpt, "llama": llama, "mlp": mlp}[a.kind](a)
+    text = {"gpt": gpt, "llama": llama, "mlp": mlp, "everyop": everyop}[a.kind](a)
     if a.output == "-":
         sys.stdout.write(text)
     else:

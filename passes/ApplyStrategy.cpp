@@ -1,15 +1,36 @@
 //===- ApplyStrategy.cpp - annotate @train_step with a pinned plan -------===//
 //
 // A plan is data: the grid, the sharding of every argument and a factor
-// sharding (dtc.factor_axes) on every op. This pass produces it from pinned
-// degrees; the cost-model search will produce the same annotations, and the
-// partitioner cannot tell which made them.
+// sharding (dtc.factor_axes) on every op. This pass pins what the degrees
+// say and lets sharding propagation (include/dtc/Sharding/Propagation.h)
+// derive the rest; the cost-model search will write the same annotations,
+// and the partitioner cannot tell which made them.
+//
+// Degrees map to mesh axes: tensor parallelism takes the innermost (fastest)
+// axes whose sizes multiply to tp, data parallelism the remaining outer ones.
+// Pins (strategy priority):
+//  - data parallelism: every data input's batch dimension over the dp axes;
+//    parameters and optimizer state never split over them;
+//  - Megatron tensor parallelism: embedding tables split by vocabulary
+//    (vocab-parallel embedding; a tied LM head reads the same split, so the
+//    logits are vocab-split and the cross entropy runs vocab-parallel), and
+//    a weight read by a matmul whose input is whole on the tp axes split by
+//    columns (wq/wk/wv, the first MLP matrices, an untied LM head). Walking
+//    the forward in order, a matmul whose input features are already split
+//    (after a column-parallel matmul, through attention heads or the
+//    activation) is row-parallel: its weight is not pinned, propagation
+//    splits its rows and its output is a pending sum, all-reduced once
+//    where the residual stream needs it.
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Passes/Passes.h"
-#include "dtc/Sharding/Sharding.h"
+#include "dtc/Dialect/Utils.h"
+#include "dtc/Sharding/Propagation.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallSet.h"
+#include "dtc/Sharding/TensorSharding.h"
 
 namespace mlir::dtc {
 #define GEN_PASS_DEF_APPLYSTRATEGY
@@ -18,6 +39,32 @@ namespace mlir::dtc {
 namespace {
 
 constexpr StringLiteral kGridName = "mesh";
+
+/// Factor sharding of `op` from its operands alone, in operand order (the
+/// forward walk that decides Megatron's column and row weights).
+FactorAxes forwardFactors(Operation *op, const ShardingRule &rule,
+                          ArrayRef<TensorSharding> operands, ArrayRef<int64_t> grid) {
+  FactorAxes factors(rule.getNumFactors());
+  llvm::SmallSet<int64_t, 8> used;
+  for (auto [idx, sharding] : llvm::enumerate(operands))
+    for (auto [dim, axes] : llvm::enumerate(sharding.dims))
+      for (const FactorSplit &split : dimensionToFactors(
+               rule, rule.operands[idx][dim], axes, sharding.piece(dim), grid)) {
+        if (!factors[split.factor].empty() ||
+            llvm::any_of(split.axes, [&](int64_t a) { return used.contains(a); }))
+          continue;
+        factors[split.factor] = split.axes;
+        factors.setPiece(split.factor, split.piece);
+        if (!checkFactorAxes(op, rule, factors, grid).empty()) {
+          factors[split.factor].clear();
+          factors.setPiece(split.factor, 0);
+          continue;
+        }
+        for (int64_t a : split.axes)
+          used.insert(a);
+      }
+  return factors;
+}
 
 struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
   using Base::Base;
@@ -44,25 +91,40 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
         return module.emitError() << "mesh axis sizes must be positive";
       devices *= size;
     }
-    int64_t dpDegree = dp == 0 ? devices : static_cast<int64_t>(dp);
-    if (dpDegree != devices)
+    int64_t tpDegree = tp;
+    if (tpDegree < 1)
+      return module.emitError() << "tp must be >= 1, got " << tpDegree;
+    int64_t dpDegree = dp == 0 ? devices / tpDegree : static_cast<int64_t>(dp);
+    if (dpDegree * tpDegree != devices)
       return module.emitError()
-             << "dp=" << dpDegree << " does not use all " << devices
-             << " devices of the mesh; tensor and pipeline parallelism are "
-                "not implemented yet, so dp must equal the device count";
+             << "dp=" << dpDegree << " x tp=" << tpDegree << " uses "
+             << dpDegree * tpDegree << " devices but the mesh has " << devices
+             << "; pipeline parallelism is not implemented yet, so dp*tp must "
+                "equal the device count";
 
-    // Data parallelism takes the outermost axes multiplying to dp; size-1
-    // axes add nothing and stay out of its communicators.
-    GridAxes dpAxes;
+    // Tensor parallelism takes the innermost axes (the fastest links), data
+    // parallelism the rest; size-1 axes add nothing and stay out of both.
+    GridAxes tpAxes, dpAxes;
     int64_t covered = 1;
-    for (auto [axis, size] : llvm::enumerate(grid)) {
-      if (covered == dpDegree)
-        break;
-      if (size == 1)
+    int64_t axis = (int64_t)grid.size() - 1;
+    for (; axis >= 0 && covered < tpDegree; --axis) {
+      if (grid[axis] == 1)
         continue;
-      dpAxes.push_back(axis);
-      covered *= size;
+      tpAxes.insert(tpAxes.begin(), axis);
+      covered *= grid[axis];
     }
+    if (covered != tpDegree) {
+      std::string shape;
+      for (int64_t size : grid)
+        shape += (shape.empty() ? "" : "x") + std::to_string(size);
+      return module.emitError()
+             << "tp=" << tpDegree << " is not a product of the innermost mesh axes of "
+             << shape << " (tensor parallelism takes whole axes from the last, "
+             << "fastest one; e.g. --mesh " << devices / tpDegree << "x" << tpDegree << ")";
+    }
+    for (int64_t a = 0; a <= axis; ++a)
+      if (grid[a] != 1)
+        dpAxes.push_back(a);
 
     if (auto existing = module.lookupSymbol<shard::GridOp>(kGridName)) {
       if (existing.getShape() != ArrayRef<int64_t>(grid))
@@ -74,16 +136,47 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
       shard::GridOp::create(b, module.getLoc(), kGridName, grid);
     }
 
-    llvm::DenseMap<Value, TensorSharding> shardings;
-    // Argument attributes are set all at once: setting them one by one
-    // uniques a new attribute array per argument (quadratic time and memory).
-    SmallVector<DictionaryAttr> argAttrs;
+    // Parameters and their optimizer state never split over the dp axes
+    // (that is ZeRO's decision, not propagation's).
+    llvm::DenseSet<Value> persistent;
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      auto role = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kRoleAttr);
+      if (role && role.getValue() != "input")
+        persistent.insert(step.getArgument(i));
+    }
+    ShardingPropagation propagation(step, grid, [&](Value v, int64_t a) {
+      return !persistent.contains(v) || !llvm::is_contained(dpAxes, a);
+    });
+    llvm::DenseMap<Value, TensorSharding> pins;
+    auto pin = [&](Value v, const TensorSharding &s) {
+      pins[v] = s;
+      propagation.pin(v, s, ShardingPriority::Strategy);
+    };
+
+    // User pins (dtc-pin-sharding, --pin) come first and win.
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      auto priority = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kPinPriorityAttr);
+      auto attr = step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr);
+      if (!priority || priority.getValue() != "user" || !attr)
+        continue;
+      BlockArgument arg = step.getArgument(i);
+      TensorSharding sharding = fromShardingAttr(attr);
+      for (int64_t a : sharding.usedAxes())
+        if (a >= (int64_t)grid.size())
+          return emitError(arg.getLoc()) << "a pinned sharding uses mesh axis " << a
+                                         << " but the mesh has " << grid.size() << " axes";
+      pins[arg] = sharding;
+      propagation.pin(arg, sharding, ShardingPriority::User);
+    }
+
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
       BlockArgument arg = step.getArgument(i);
       auto type = cast<RankedTensorType>(arg.getType());
-      TensorSharding sharding = TensorSharding::replicated(type.getRank());
       auto role = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kRoleAttr);
-      if (role && role.getValue() == "input" && !dpAxes.empty()) {
+      if (!role || role.getValue() != "input" || pins.count(arg))
+        continue;
+      TensorSharding sharding = TensorSharding::replicated(type.getRank());
+      if (!dpAxes.empty()) {
         auto name = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
         int64_t batch = type.getDimSize(0);
         if (batch % dpDegree != 0)
@@ -93,57 +186,125 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
                  << batch << ", which does not divide over dp=" << dpDegree;
         sharding.dims[0] = dpAxes;
       }
-      NamedAttrList attrs(step.getArgAttrDict(i));
-      attrs.set(DtcDialect::kShardingAttr, sharding.toAttr(ctx, kGridName));
-      argAttrs.push_back(attrs.getDictionary(ctx));
-      shardings[arg] = sharding;
+      pin(arg, sharding);
     }
-    step.setAllArgAttrs(argAttrs);
+    step.walk([&](arith::ConstantOp c) { propagation.close(c.getResult()); });
+    if (!tpAxes.empty())
+      pinMegatron(step, grid, tpAxes, pins, pin);
 
-    auto shardingOf = [&](Value v) {
-      auto it = shardings.find(v);
-      if (it != shardings.end())
-        return it->second;
-      return TensorSharding::replicated(cast<RankedTensorType>(v.getType()).getRank());
-    };
-    WalkResult walk = step.walk([&](Operation *op) {
-      auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
-      if (!ruleOp)
-        return WalkResult::advance();
-      ShardingRule rule = ruleOp.getShardingRule();
-      std::string problem = rule.verify(op);
-      if (!problem.empty()) {
-        op->emitError() << "inconsistent sharding rule: " << problem;
-        return WalkResult::interrupt();
-      }
-      SmallVector<TensorSharding> operands;
-      for (Value v : op->getOperands())
-        operands.push_back(shardingOf(v));
-      FactorAxes factors = assignFactorsFromOperands(rule, operands, grid);
-      op->setAttr(DtcDialect::kFactorAxesAttr, factorAxesToAttr(ctx, factors));
-      for (auto [idx, result] : llvm::enumerate(op->getResults())) {
-        TensorSharding s = resultSharding(rule, factors, idx);
-        s.partial.clear(); // pending sums do not steer the layout of consumers
-        shardings[result] = s;
-      }
-      return WalkResult::advance();
-    });
-    if (walk.wasInterrupted())
+    if (failed(propagation.run()))
       return failure();
+    propagation.annotate(kGridName);
 
     Builder b(ctx);
     SmallVector<NamedAttribute> axes = {
         b.getNamedAttr("dp", b.getDenseI64ArrayAttr(dpAxes))};
+    if (!tpAxes.empty())
+      axes.push_back(b.getNamedAttr("tp", b.getDenseI64ArrayAttr(tpAxes)));
     module->setAttr(DtcDialect::kPlanAttr,
                     b.getDictionaryAttr({
                         b.getNamedAttr("grid", FlatSymbolRefAttr::get(ctx, kGridName)),
                         b.getNamedAttr("dp", b.getI64IntegerAttr(dpDegree)),
-                        b.getNamedAttr("tp", b.getI64IntegerAttr(1)),
+                        b.getNamedAttr("tp", b.getI64IntegerAttr(tpDegree)),
                         b.getNamedAttr("pp", b.getI64IntegerAttr(1)),
                         b.getNamedAttr("zero", b.getI64IntegerAttr(0)),
                         b.getNamedAttr("axes", b.getDictionaryAttr(axes)),
                     }));
     return success();
+  }
+
+  /// Megatron splits attention by heads. When a column-parallel matmul's
+  /// output columns are reshaped into [heads, head size] and the heads do
+  /// not divide over the tp devices, its columns are split in pieces of
+  /// whole heads (the last devices hold padding) rather than in pieces that
+  /// would cut heads apart. 0 when the default split already does.
+  static int64_t headAlignedPiece(MatmulOp matmul, int64_t devices) {
+    Value v = matmul.getResult();
+    int64_t rank = tensorTypeOf(v).getRank();
+    // Through a bias add (or any same-shape elementwise op) to the reshape.
+    for (int depth = 0; depth < 4; ++depth) {
+      Operation *user = v.hasOneUse() ? *v.user_begin() : nullptr;
+      if (!user)
+        return 0;
+      if (auto reshape = dyn_cast<ReshapeOp>(user)) {
+        ShardingRule rule = reshape.getShardingRule();
+        const DimFactors &columns = rule.operands[0][rank - 1];
+        if (columns.size() < 2)
+          return 0;
+        int64_t heads = rule.factorSizes[columns.front()];
+        int64_t headSize = tensorTypeOf(v).getShape().back() / heads;
+        if (heads % devices == 0)
+          return 0;
+        return pieceSize(heads, devices) * headSize;
+      }
+      if (user->getNumResults() != 1 || user->getResult(0).getType() != v.getType() ||
+          !isa<AddOp, SubOp, MulOp>(user))
+        return 0;
+      v = user->getResult(0);
+    }
+    return 0;
+  }
+
+  /// Megatron's pins: vocab-parallel embedding tables, column-parallel
+  /// weights of matmuls whose input is whole on the tp axes (see the file
+  /// comment). A forward walk (operands only) tells which inputs are split.
+  template <class PinFn>
+  void pinMegatron(func::FuncOp step, ArrayRef<int64_t> grid, const GridAxes &tpAxes,
+                   llvm::DenseMap<Value, TensorSharding> &pins, PinFn pin) {
+    auto isParam = [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      auto role = arg ? step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                          DtcDialect::kRoleAttr)
+                      : nullptr;
+      return role && role.getValue() == "param";
+    };
+    auto usesTp = [&](ArrayRef<int64_t> axes) {
+      return llvm::any_of(axes, [&](int64_t a) { return llvm::is_contained(tpAxes, a); });
+    };
+    for (Operation &op : step.getBody().front())
+      if (auto embedding = dyn_cast<EmbeddingOp>(op))
+        if (isParam(embedding.getTable()) && !pins.count(embedding.getTable()))
+          pin(embedding.getTable(), TensorSharding{{tpAxes, {}}});
+
+    llvm::DenseMap<Value, TensorSharding> layout(pins.begin(), pins.end());
+    auto layoutOf = [&](Value v) {
+      auto it = layout.find(v);
+      return it != layout.end() ? it->second
+                                : TensorSharding::replicated(tensorTypeOf(v).getRank());
+    };
+    for (Operation &op : step.getBody().front()) {
+      auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+      if (!phase || phase.getValue() != "forward")
+        break; // the forward comes first
+      auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
+      if (!ruleOp)
+        continue;
+      if (auto matmul = dyn_cast<MatmulOp>(op)) {
+        Value weight = matmul.getB();
+        auto a = tensorTypeOf(matmul.getA());
+        if (isParam(weight) && tensorTypeOf(weight).getRank() == 2 && !pins.count(weight) &&
+            !usesTp(layoutOf(matmul.getA()).dims[a.getRank() - 1])) {
+          TensorSharding column = TensorSharding::replicated(2);
+          column.dims[1] = tpAxes;
+          column.setPiece(1, headAlignedPiece(matmul, shardCount(grid, tpAxes)));
+          normalizePieces(column, tensorTypeOf(weight).getShape(), grid);
+          pin(weight, column);
+          layout[weight] = column;
+        }
+      }
+      ShardingRule rule = ruleOp.getShardingRule();
+      if (!rule.verify(&op).empty())
+        continue;
+      SmallVector<TensorSharding> operands;
+      for (Value v : op.getOperands())
+        operands.push_back(layoutOf(v));
+      FactorAxes factors = forwardFactors(&op, rule, operands, grid);
+      for (auto [idx, result] : llvm::enumerate(op.getResults())) {
+        TensorSharding s = resultSharding(rule, factors, idx, grid);
+        s.partial.clear(); // pending sums do not steer the layout of consumers
+        layout[result] = s;
+      }
+    }
   }
 };
 

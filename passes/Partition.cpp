@@ -3,23 +3,39 @@
 // Reads the plan (argument shardings + each op's dtc.factor_axes) and
 // rewrites @train_step to what one device runs: every op on its local
 // shapes, and collectives wherever a value's sharding differs from what its
-// consumer needs. Pending partial sums (from sharded Sum/Mean factors) flow
-// through ops that are linear in them and are reduced only where a consumer
-// needs the full value: that is how the data-parallel gradient all-reduce,
-// and later ZeRO's reduce-scatter and Megatron's row-parallel all-reduce,
+// consumer needs (planned by planReshard, include/dtc/Sharding/Reshard.h).
+// Pending partial values (from sharded Sum/Mean/Max factors) flow through
+// ops that are linear in them and are resolved only where a consumer needs
+// the full value: that is how the data-parallel gradient all-reduce,
+// Megatron's row-parallel all-reduce and, later, ZeRO's reduce-scatter
 // appear.
+//
+// Most ops are cloned onto local shapes. An op whose local computation
+// differs when some factor is sharded (vocab-parallel embedding and cross
+// entropy) builds it itself through LocalLoweringOpInterface, using this
+// partitioner as its LocalLoweringContext (rank offsets, collectives).
+//
+// Uneven splits are padded (TensorSharding.h). Padding holds garbage except
+// right after a slice; before an op reduces over a padded factor, the
+// padding of each operand holding it is set to the reduction's identity
+// (dtc.fill_padding), which is exact because the op is linear in those
+// operands (checkFactorAxes refuses other uneven splits).
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
+#include "dtc/Sharding/Reshard.h"
 #include "dtc/Sharding/Sharding.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include <map>
 
 namespace mlir::dtc {
 #define GEN_PASS_DEF_PARTITION
 #include "dtc/Passes/Passes.h.inc"
+
+LocalLoweringContext::~LocalLoweringContext() = default;
 
 namespace {
 
@@ -29,16 +45,35 @@ SmallVector<int16_t> toGridAxes(ArrayRef<int64_t> axes) {
   return SmallVector<int16_t>(axes.begin(), axes.end());
 }
 
-bool isPrefix(ArrayRef<int64_t> prefix, ArrayRef<int64_t> of) {
-  return prefix.size() <= of.size() && of.take_front(prefix.size()) == prefix;
+shard::ReductionKind reductionOf(PartialKind kind) {
+  return kind == PartialKind::Max ? shard::ReductionKind::Max : shard::ReductionKind::Sum;
 }
 
-class Partitioner {
+int64_t elementBytes(Type type) {
+  return type.isInteger(64) || type.isF64() ? 8 : type.isF16() || type.isBF16() ? 2 : 4;
+}
+
+class Partitioner : public LocalLoweringContext {
 public:
   Partitioner(func::FuncOp step, StringRef grid, ArrayRef<int64_t> gridShape)
-      : step(step), grid(grid), gridShape(gridShape), ctx(step.getContext()) {}
+      : step(step), gridName(grid), gridShape(gridShape), ctx(step.getContext()),
+        b(step.getContext()) {}
 
   LogicalResult run();
+
+  // LocalLoweringContext
+  OpBuilder &builder() override { return b; }
+  ArrayRef<int64_t> grid() const override { return gridShape; }
+  Value shardOffset(Location loc, ArrayRef<int64_t> axes, int64_t pieceSize) override;
+  Value allReduce(Location loc, Value local, ArrayRef<int64_t> axes,
+                  PartialKind kind) override;
+  Value lookupShared(Value key, StringRef name) override {
+    auto it = shared.find({key.getAsOpaquePointer(), name.str()});
+    return it == shared.end() ? Value() : it->second;
+  }
+  void share(Value key, StringRef name, Value value) override {
+    shared[{key.getAsOpaquePointer(), name.str()}] = value;
+  }
 
 private:
   struct Local {
@@ -46,44 +81,96 @@ private:
     TensorSharding sharding;
   };
 
-  LogicalResult checkDivides(Location loc, RankedTensorType global,
-                             const TensorSharding &sharding);
-  LogicalResult partitionOp(Operation *op, OpBuilder &b);
+  LogicalResult checkSharding(Location loc, RankedTensorType global,
+                              const TensorSharding &sharding);
+  LogicalResult partitionOp(Operation *op);
   FailureOr<Value> reshard(Value global, const TensorSharding &target,
-                           OpBuilder &b, Location loc, StringAttr phase);
-  LogicalResult partitionReturn(func::ReturnOp ret, OpBuilder &b);
+                           Location loc);
+  Value emitStep(const ReshardStep &step, Value v, RankedTensorType global,
+                 Location loc);
+  Value fillPadding(Location loc, Value local, int64_t dim, int64_t size,
+                    ArrayRef<int64_t> axes, bool max);
+  LogicalResult partitionReturn(func::ReturnOp ret);
+  /// Tags ops built since `mark` with the current phase (and, for
+  /// collectives on a gradient, the parameter it is the gradient of).
+  void tagSince(Block::iterator mark);
+  Block::iterator mark() {
+    Block *block = b.getInsertionBlock();
+    return block->empty() ? block->end() : std::prev(block->end());
+  }
 
   func::FuncOp step;
-  StringRef grid;
+  StringRef gridName;
   ArrayRef<int64_t> gridShape;
   MLIRContext *ctx;
+  OpBuilder b;
+  /// Set while partitioning one op (what new ops are tagged with).
+  StringAttr phase;
+  ArrayAttr gradientOf;
   /// Global value -> its local value and that value's sharding.
   llvm::DenseMap<Value, Local> locals;
   /// Global value -> reshardings already materialized (reused by every
   /// consumer that needs the same layout, e.g. one gradient all-reduce for
   /// both clipping and the update).
   llvm::DenseMap<Value, SmallVector<Local, 1>> reshards;
-  /// The partitioned function, built beside the global one.
+  std::map<std::pair<GridAxes, int64_t>, Value> offsets;
+  std::map<std::tuple<void *, int64_t, bool>, Value> filled;
+  std::map<std::pair<void *, std::string>, Value> shared;
   func::FuncOp local;
 };
 
-LogicalResult Partitioner::checkDivides(Location loc, RankedTensorType global,
-                                        const TensorSharding &sharding) {
+LogicalResult Partitioner::checkSharding(Location loc, RankedTensorType global,
+                                         const TensorSharding &sharding) {
   if (sharding.dims.size() != (size_t)global.getRank())
     return emitError(loc) << "sharding has " << sharding.dims.size()
                           << " dims for a value of rank " << global.getRank();
-  for (auto [dim, axes] : llvm::enumerate(sharding.dims)) {
-    for (int64_t axis : axes)
-      if (axis < 0 || axis >= (int64_t)gridShape.size())
-        return emitError(loc) << "grid axis " << axis << " does not exist on a "
-                              << gridShape.size() << "-axis grid";
-    int64_t n = shardCount(gridShape, axes);
-    if (global.getDimSize(dim) % n != 0)
-      return emitError(loc) << "dimension " << dim << " of size "
-                            << global.getDimSize(dim) << " does not split into "
-                            << n << " equal pieces";
-  }
+  for (int64_t axis : sharding.usedAxes())
+    if (axis < 0 || axis >= (int64_t)gridShape.size())
+      return emitError(loc) << "grid axis " << axis << " does not exist on a "
+                            << gridShape.size() << "-axis grid";
   return success();
+}
+
+void Partitioner::tagSince(Block::iterator mark) {
+  Block *block = b.getInsertionBlock();
+  auto it = mark == block->end() ? block->begin() : std::next(mark);
+  for (; it != block->end(); ++it) {
+    if (phase && !it->hasAttr(DtcDialect::kPhaseAttr))
+      it->setAttr(DtcDialect::kPhaseAttr, phase);
+    bool collective = isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
+                          shard::AllSliceOp, shard::AllToAllOp, PadOp, FillPaddingOp>(*it);
+    if (gradientOf && collective && !it->hasAttr(DtcDialect::kGradientOfAttr))
+      it->setAttr(DtcDialect::kGradientOfAttr, gradientOf);
+  }
+}
+
+Value Partitioner::shardOffset(Location loc, ArrayRef<int64_t> axes, int64_t pieceSize) {
+  auto key = std::make_pair(GridAxes(axes.begin(), axes.end()), pieceSize);
+  if (Value v = offsets[key])
+    return v;
+  // At the top of the function: every later use is dominated.
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&local.getBody().front());
+  Value v = ShardOffsetOp::create(b, loc, RankedTensorType::get({}, b.getI64Type()),
+                                  axes, pieceSize);
+  v.getDefiningOp()->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr("forward"));
+  return offsets[key] = v;
+}
+
+Value Partitioner::allReduce(Location loc, Value v, ArrayRef<int64_t> axes,
+                             PartialKind kind) {
+  return shard::AllReduceOp::create(b, loc, v.getType(), gridName, toGridAxes(axes), v,
+                                    reductionOf(kind));
+}
+
+Value Partitioner::fillPadding(Location loc, Value v, int64_t dim, int64_t size,
+                               ArrayRef<int64_t> axes, bool max) {
+  auto key = std::make_tuple(v.getAsOpaquePointer(), dim, max);
+  if (Value done = filled[key])
+    return done;
+  Value offset = shardOffset(loc, axes, typeOf(v).getDimSize(dim));
+  return filled[key] =
+             FillPaddingOp::create(b, loc, v, offset, dim, size, max ? "-inf" : "zero");
 }
 
 LogicalResult Partitioner::run() {
@@ -96,15 +183,15 @@ LogicalResult Partitioner::run() {
     auto global = typeOf(arg);
     TensorSharding sharding = TensorSharding::replicated(global.getRank());
     if (auto attr = step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr))
-      sharding = TensorSharding::fromAttr(attr);
+      sharding = fromShardingAttr(attr);
     if (sharding.isPartial())
-      return emitError(arg.getLoc()) << "an argument cannot be a partial sum";
-    if (failed(checkDivides(arg.getLoc(), global, sharding)))
+      return emitError(arg.getLoc()) << "an argument cannot be a partial value";
+    normalizePieces(sharding, global.getShape(), gridShape);
+    if (failed(checkSharding(arg.getLoc(), global, sharding)))
       return failure();
     localArgTypes.push_back(localType(global, sharding, gridShape));
     argShardings.push_back(sharding);
   }
-  OpBuilder b(ctx);
   b.setInsertionPointAfter(step);
   local = func::FuncOp::create(b, step.getLoc(), step.getName(),
                                FunctionType::get(ctx, localArgTypes, {}));
@@ -117,7 +204,7 @@ LogicalResult Partitioner::run() {
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     NamedAttrList attrs(step.getArgAttrDict(i));
     attrs.set(DtcDialect::kGlobalTypeAttr, TypeAttr::get(step.getArgument(i).getType()));
-    attrs.set(DtcDialect::kShardingAttr, argShardings[i].toAttr(ctx, grid));
+    attrs.set(DtcDialect::kShardingAttr, toShardingAttr(argShardings[i], ctx, gridName));
     argAttrs.push_back(attrs.getDictionary(ctx));
     locals[step.getArgument(i)] = {body->getArgument(i), argShardings[i]};
   }
@@ -126,7 +213,7 @@ LogicalResult Partitioner::run() {
   b.setInsertionPointToEnd(body);
   for (Operation &op : step.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      if (failed(partitionReturn(ret, b)))
+      if (failed(partitionReturn(ret)))
         return failure();
       continue;
     }
@@ -136,14 +223,14 @@ LogicalResult Partitioner::run() {
       locals[op.getResult(0)] = {v, TensorSharding::replicated(typeOf(v).getRank())};
       continue;
     }
-    if (failed(partitionOp(&op, b)))
+    if (failed(partitionOp(&op)))
       return failure();
   }
   step.erase();
   return success();
 }
 
-LogicalResult Partitioner::partitionOp(Operation *op, OpBuilder &b) {
+LogicalResult Partitioner::partitionOp(Operation *op) {
   auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
   if (!ruleOp)
     return op->emitError() << "'" << op->getName()
@@ -152,7 +239,9 @@ LogicalResult Partitioner::partitionOp(Operation *op, OpBuilder &b) {
   FailureOr<FactorAxes> factors = factorAxesFromAttr(op, rule, gridShape);
   if (failed(factors))
     return failure();
-  auto phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+  phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+  gradientOf = nullptr;
+  Block::iterator start = mark();
 
   // Keep pending sums flowing if the partial operands form exactly one of
   // the op's linear groups and agree on their axes.
@@ -167,76 +256,171 @@ LogicalResult Partitioner::partitionOp(Operation *op, OpBuilder &b) {
       llvm::sort(sorted);
       if (sorted != partialOperands)
         continue;
-      GridAxes axes = locals.lookup(op->getOperand(sorted.front())).sharding.partial;
-      bool agree = llvm::all_of(sorted, [&](unsigned idx) {
-        return locals.lookup(op->getOperand(idx)).sharding.partial == axes;
-      });
+      const TensorSharding &first = locals.lookup(op->getOperand(sorted.front())).sharding;
+      bool agree = first.partialKind == PartialKind::Sum &&
+                   llvm::all_of(sorted, [&](unsigned idx) {
+                     return locals.lookup(op->getOperand(idx)).sharding.partial ==
+                            first.partial;
+                   });
       // The op's own factor shardings must not reuse those axes.
       bool disjoint = llvm::all_of(*factors, [&](const GridAxes &f) {
-        return llvm::none_of(f, [&](int64_t a) { return llvm::is_contained(axes, a); });
+        return llvm::none_of(f, [&](int64_t a) { return llvm::is_contained(first.partial, a); });
       });
       // A partial operand already reduced for another consumer is cheaper to
       // reuse than to keep the sum pending (and reduce it again later).
       bool alreadyReduced = llvm::any_of(sorted, [&](unsigned idx) {
         Value operand = op->getOperand(idx);
-        TensorSharding wanted = requiredOperandSharding(rule, *factors, idx);
+        TensorSharding wanted = requiredOperandSharding(rule, *factors, idx, gridShape);
         return llvm::any_of(reshards.lookup(operand), [&](const Local &done) {
           return done.sharding == wanted;
         });
       });
       if (agree && disjoint && !alreadyReduced)
-        keptPartial = axes;
+        keptPartial = first.partial;
       break;
     }
   }
 
-  IRMapping mapping;
+  SmallVector<Value> localOperands;
   for (auto [idx, operand] : llvm::enumerate(op->getOperands())) {
-    TensorSharding target = requiredOperandSharding(rule, *factors, idx);
+    TensorSharding target = requiredOperandSharding(rule, *factors, idx, gridShape);
     if (!keptPartial.empty() && llvm::is_contained(partialOperands, idx))
       target.partial = keptPartial;
-    if (failed(checkDivides(op->getLoc(), typeOf(operand), target)))
+    FailureOr<Value> v = reshard(operand, target, op->getLoc());
+    if (failed(v))
       return failure();
-    FailureOr<Value> local = reshard(operand, target, b, op->getLoc(), phase);
-    if (failed(local))
-      return failure();
-    mapping.map(operand, *local);
+    localOperands.push_back(*v);
   }
 
-  Operation *clone = b.clone(*op, mapping);
-  clone->removeAttr(DtcDialect::kFactorAxesAttr);
-  b.setInsertionPointAfter(clone);
+  SmallVector<int64_t> lowered;
+  auto lowering = dyn_cast<LocalLoweringOpInterface>(op);
+  if (lowering)
+    lowered = lowering.getLoweredFactors();
+
+  // Padding must not reach a reduction: set it to the identity first.
+  for (auto [factor, axes] : llvm::enumerate(*factors)) {
+    FactorKind kind = rule.factorKinds[factor];
+    if (!isPaddedFactor(rule, *factors, factor, gridShape) ||
+        llvm::is_contained(lowered, (int64_t)factor) ||
+        (kind != FactorKind::Sum && kind != FactorKind::Mean && kind != FactorKind::Max))
+      continue;
+    for (unsigned idx = 0; idx < rule.operands.size(); ++idx)
+      for (auto [dim, dimFactors] : llvm::enumerate(rule.operands[idx]))
+        if (llvm::is_contained(dimFactors, (int64_t)factor))
+          localOperands[idx] = fillPadding(op->getLoc(), localOperands[idx], dim,
+                                           typeOf(op->getOperand(idx)).getDimSize(dim),
+                                           axes, kind == FactorKind::Max);
+  }
+
+  SmallVector<TensorSharding> resultShardings;
+  SmallVector<Type> localTypes;
+  SmallVector<SmallVector<int64_t>> meanFactors(op->getNumResults());
   for (auto [idx, result] : llvm::enumerate(op->getResults())) {
-    GridAxes meanAxes;
-    TensorSharding sharding = resultSharding(rule, *factors, idx, &meanAxes);
+    TensorSharding sharding = resultSharding(rule, *factors, idx, gridShape, &meanFactors[idx]);
     if (!keptPartial.empty()) {
       sharding.partial.append(keptPartial.begin(), keptPartial.end());
       llvm::sort(sharding.partial);
       sharding.partial.erase(llvm::unique(sharding.partial), sharding.partial.end());
     }
-    if (failed(checkDivides(op->getLoc(), typeOf(result), sharding)))
+    if (failed(checkSharding(op->getLoc(), typeOf(result), sharding)))
       return failure();
-    Value local = clone->getResult(idx);
-    local.setType(localType(typeOf(result), sharding, gridShape));
-    if (!meanAxes.empty()) {
-      // A shard's mean times (local count / global count) is its share of
-      // the global mean (equal pieces).
-      auto scalarType = RankedTensorType::get({}, typeOf(local).getElementType());
-      Value factor = createSplatConstant(b, op->getLoc(), scalarType,
-                                         1.0 / shardCount(gridShape, meanAxes));
-      auto scaled = MulOp::create(b, op->getLoc(), local, factor);
-      if (phase)
-        scaled->setAttr(DtcDialect::kPhaseAttr, phase);
-      local = scaled;
-    }
-    locals[result] = {local, sharding};
+    resultShardings.push_back(sharding);
+    localTypes.push_back(localType(typeOf(result), sharding, gridShape));
   }
+
+  SmallVector<Value> localResults;
+  bool lower = lowering && llvm::any_of(lowered, [&](int64_t f) {
+                 return !(*factors)[f].empty();
+               });
+  if (lower) {
+    if (failed(lowering.buildLocal(*this, localOperands, localTypes, *factors,
+                                   localResults)))
+      return failure();
+    if (localResults.size() != op->getNumResults())
+      return op->emitError() << "local lowering built " << localResults.size()
+                             << " results for " << op->getNumResults();
+  } else {
+    IRMapping mapping;
+    mapping.map(op->getOperands(), localOperands);
+    Operation *clone = b.clone(*op, mapping);
+    clone->removeAttr(DtcDialect::kFactorAxesAttr);
+    for (auto [result, type] : llvm::zip(clone->getResults(), localTypes))
+      result.setType(type);
+    localResults.assign(clone->result_begin(), clone->result_end());
+  }
+
+  for (auto [idx, result] : llvm::enumerate(op->getResults())) {
+    Value v = localResults[idx];
+    if (v.getType() != localTypes[idx])
+      return op->emitError() << "local result " << idx << " has type " << v.getType()
+                             << ", expected " << localTypes[idx];
+    if (!meanFactors[idx].empty()) {
+      // A shard's mean times (local count / global count) is its share of
+      // the global mean; padded pieces were zeroed above and count fully.
+      double scale = 1.0;
+      for (int64_t f : meanFactors[idx])
+        scale *= double(factorPiece(rule, *factors, f, gridShape)) / rule.factorSizes[f];
+      auto scalarType = RankedTensorType::get({}, typeOf(v).getElementType());
+      Value factor = createSplatConstant(b, op->getLoc(), scalarType, scale);
+      v = MulOp::create(b, op->getLoc(), v, factor);
+    }
+    locals[result] = {v, resultShardings[idx]};
+  }
+  tagSince(start);
   return success();
 }
 
+Value Partitioner::emitStep(const ReshardStep &step, Value v, RankedTensorType global,
+                            Location loc) {
+  RankedTensorType after = localType(global, step.after, gridShape);
+  int64_t n = shardCount(gridShape, step.axes);
+  auto gridAttr = FlatSymbolRefAttr::get(ctx, gridName);
+  auto axesAttr = b.getDenseI16ArrayAttr(toGridAxes(step.axes));
+  // Pads (or crops) dimension `dim` of `x` to `size`.
+  auto fit = [&](Value x, int64_t dim, int64_t size) -> Value {
+    RankedTensorType type = typeOf(x);
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] = size;
+    return PadOp::create(b, loc, RankedTensorType::get(shape, type.getElementType()), x);
+  };
+  if (step.padDim >= 0)
+    v = fit(v, step.padDim, step.padSize);
+  // The collective's own result type: `after`, except a concatenated
+  // dimension before its crop.
+  SmallVector<int64_t> shape(after.getShape());
+  if (step.cropDim >= 0)
+    shape[step.cropDim] = typeOf(v).getDimSize(step.cropDim) * n;
+  auto resultType = RankedTensorType::get(shape, global.getElementType());
+  switch (step.kind) {
+  case ReshardStep::Kind::AllReduce:
+    v = allReduce(loc, v, step.axes, step.reduction);
+    break;
+  case ReshardStep::Kind::ReduceScatter:
+    v = shard::ReduceScatterOp::create(
+        b, loc, resultType, gridAttr, axesAttr, v,
+        shard::ReductionKindAttr::get(ctx, reductionOf(step.reduction)),
+        b.getIndexAttr(step.dim));
+    break;
+  case ReshardStep::Kind::AllSlice:
+    v = shard::AllSliceOp::create(b, loc, resultType, v, gridName, toGridAxes(step.axes),
+                                  step.dim);
+    break;
+  case ReshardStep::Kind::AllGather:
+    v = shard::AllGatherOp::create(b, loc, resultType, gridName, toGridAxes(step.axes), v,
+                                   APInt(64, step.dim));
+    break;
+  case ReshardStep::Kind::AllToAll:
+    v = shard::AllToAllOp::create(b, loc, resultType, gridAttr, axesAttr, v,
+                                  b.getIndexAttr(step.dim), b.getIndexAttr(step.concatDim));
+    break;
+  }
+  if (step.cropDim >= 0)
+    v = fit(v, step.cropDim, step.cropSize);
+  return v;
+}
+
 FailureOr<Value> Partitioner::reshard(Value global, const TensorSharding &target,
-                                      OpBuilder &b, Location loc,
-                                      StringAttr phase) {
+                                      Location loc) {
   Local current = locals.lookup(global);
   if (!current.value)
     return emitError(loc) << "internal error: value used before it was partitioned";
@@ -246,104 +430,36 @@ FailureOr<Value> Partitioner::reshard(Value global, const TensorSharding &target
     if (done.sharding == target)
       return done.value;
 
-  RankedTensorType global_ = typeOf(global);
-  Value v = current.value;
-  TensorSharding s = current.sharding;
+  RankedTensorType globalType = typeOf(global);
+  ReshardPlan plan;
+  std::string problem;
+  if (!planReshard(globalType.getShape(), elementBytes(globalType.getElementType()),
+                   current.sharding, target, gridShape, plan, problem))
+    return emitError(loc) << "cannot reshard a value from " << current.sharding.str()
+                          << " to " << target.str() << ": " << problem;
+
   // Collectives on a parameter's gradient are still that gradient.
-  ArrayAttr gradientOf;
+  ArrayAttr savedGradientOf = gradientOf;
   if (auto result = dyn_cast<OpResult>(global))
     if (auto names = result.getOwner()->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
       if (result.getResultNumber() < names.size())
         gradientOf = ArrayAttr::get(ctx, {names[result.getResultNumber()]});
-  auto tag = [&](Operation *op) {
-    if (phase)
-      op->setAttr(DtcDialect::kPhaseAttr, phase);
-    if (gradientOf)
-      op->setAttr(DtcDialect::kGradientOfAttr, gradientOf);
-  };
-  auto typeFor = [&](const TensorSharding &sharding) {
-    return localType(global_, sharding, gridShape);
-  };
-
-  // 1. Pending sums the target does not keep: reduce-scatter straight into a
-  //    split dimension where the target wants one, all-reduce the rest.
-  for (int64_t axis : target.partial)
-    if (!llvm::is_contained(s.partial, axis))
-      return emitError(loc) << "cannot turn a full value into a partial sum";
-  GridAxes toReduce;
-  for (int64_t axis : s.partial)
-    if (!llvm::is_contained(target.partial, axis))
-      toReduce.push_back(axis);
-  if (!toReduce.empty()) {
-    for (auto [dim, axes] : llvm::enumerate(target.dims)) {
-      if (axes.empty() || !s.dims[dim].empty() ||
-          !llvm::all_of(axes, [&](int64_t a) { return llvm::is_contained(toReduce, a); }))
-        continue;
-      TensorSharding next = s;
-      next.dims[dim] = axes;
-      llvm::erase_if(next.partial, [&](int64_t a) { return llvm::is_contained(axes, a); });
-      auto op = shard::ReduceScatterOp::create(
-          b, loc, typeFor(next), FlatSymbolRefAttr::get(ctx, grid),
-          b.getDenseI16ArrayAttr(toGridAxes(axes)), v,
-          shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
-          b.getIndexAttr(dim));
-      tag(op);
-      v = op.getResult();
-      s = next;
-      llvm::erase_if(toReduce, [&](int64_t a) { return llvm::is_contained(axes, a); });
-    }
-    if (!toReduce.empty()) {
-      TensorSharding next = s;
-      llvm::erase_if(next.partial, [&](int64_t a) { return llvm::is_contained(toReduce, a); });
-      auto op = shard::AllReduceOp::create(b, loc, typeFor(next), grid,
-                                           toGridAxes(toReduce), v,
-                                           shard::ReductionKind::Sum);
-      tag(op);
-      v = op.getResult();
-      s = next;
-    }
-  }
-
-  // 2. Gather every dimension down to a prefix of its target first, then
-  //    slice: slicing before a gather on the same axis would mix pieces.
-  for (unsigned dim = 0; dim < s.dims.size(); ++dim) {
-    const GridAxes &cur = s.dims[dim], &tgt = target.dims[dim];
-    if (isPrefix(cur, tgt))
-      continue;
-    size_t keep = 0;
-    while (keep < cur.size() && keep < tgt.size() && cur[keep] == tgt[keep])
-      ++keep;
-    TensorSharding next = s;
-    next.dims[dim].resize(keep);
-    SmallVector<int64_t> gathered(cur.begin() + keep, cur.end());
-    auto op = shard::AllGatherOp::create(
-        b, loc, typeFor(next), grid, toGridAxes(gathered), v,
-        APInt(64, dim));
-    tag(op);
-    v = op.getResult();
-    s = next;
-  }
-  for (unsigned dim = 0; dim < s.dims.size(); ++dim) {
-    const GridAxes &cur = s.dims[dim], &tgt = target.dims[dim];
-    if (cur == tgt)
-      continue;
-    TensorSharding next = s;
-    next.dims[dim] = tgt;
-    SmallVector<int64_t> sliced(tgt.begin() + cur.size(), tgt.end());
-    auto op = shard::AllSliceOp::create(b, loc, typeFor(next), v, grid,
-                                        toGridAxes(sliced), dim);
-    tag(op);
-    v = op.getResult();
-    s = next;
-  }
-  reshards[global].push_back({v, s});
+  Block::iterator start = mark();
+  Value v = current.value;
+  for (const ReshardStep &step : plan.steps)
+    v = emitStep(step, v, globalType, loc);
+  tagSince(start);
+  gradientOf = savedGradientOf;
+  reshards[global].push_back({v, target});
   return v;
 }
 
-LogicalResult Partitioner::partitionReturn(func::ReturnOp ret, OpBuilder &b) {
+LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
   SmallVector<DictionaryAttr> resultAttrs;
+  phase = StringAttr::get(ctx, "optimizer");
+  gradientOf = nullptr;
   for (auto [idx, operand] : llvm::enumerate(ret.getOperands())) {
     auto global = typeOf(operand);
     // A state update keeps its argument's layout; everything else is
@@ -351,17 +467,18 @@ LogicalResult Partitioner::partitionReturn(func::ReturnOp ret, OpBuilder &b) {
     TensorSharding target = TensorSharding::replicated(global.getRank());
     if (auto updates = step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kUpdatesAttr))
       if (auto attr = local.getArgAttrOfType<ShardingAttr>(updates.getInt(),
-                                                           DtcDialect::kShardingAttr))
-        target = TensorSharding::fromAttr(attr);
-    auto phase = StringAttr::get(ctx, "optimizer");
-    FailureOr<Value> value = reshard(operand, target, b, ret.getLoc(), phase);
+                                                           DtcDialect::kShardingAttr)) {
+        target = fromShardingAttr(attr);
+        normalizePieces(target, global.getShape(), gridShape);
+      }
+    FailureOr<Value> value = reshard(operand, target, ret.getLoc());
     if (failed(value))
       return failure();
     results.push_back(*value);
     resultTypes.push_back(value->getType());
     NamedAttrList attrs(step.getResultAttrDict(idx));
     attrs.set(DtcDialect::kGlobalTypeAttr, TypeAttr::get(global));
-    attrs.set(DtcDialect::kShardingAttr, target.toAttr(ctx, grid));
+    attrs.set(DtcDialect::kShardingAttr, toShardingAttr(target, ctx, gridName));
     resultAttrs.push_back(attrs.getDictionary(ctx));
   }
   func::ReturnOp::create(b, ret.getLoc(), results);

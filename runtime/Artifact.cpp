@@ -166,16 +166,19 @@ std::string Mesh::str() const {
 }
 
 Piece pieceOf(const Mesh &mesh, const Sharding &sharding, const Shape &global,
-              const std::vector<int64_t> &coords) {
+              const std::vector<int64_t> &coords, const std::vector<int64_t> &pieces) {
   Piece p;
   p.local = global;
+  p.extent = global;
   p.offset.assign(global.size(), 0);
   for (size_t d = 0; d < global.size() && d < sharding.size(); ++d) {
     const int64_t n = mesh.groupSize(sharding[d]);
     if (n <= 1) continue;
     const int64_t idx = mesh.groupIndex(coords, sharding[d]);
-    p.local[d] = global[d] / n;
+    // Pieces of ceil(G/n); the last ones may be partly or wholly padding.
+    p.local[d] = d < pieces.size() && pieces[d] > 0 ? pieces[d] : (global[d] + n - 1) / n;
     p.offset[d] = idx * p.local[d];
+    p.extent[d] = std::max<int64_t>(0, std::min(p.local[d], global[d] - p.offset[d]));
   }
   return p;
 }
@@ -187,28 +190,33 @@ void forEachPieceRun(const Shape &global, const Piece &piece,
     f(0, 0, 1);
     return;
   }
-  const Shape &L = piece.local, &O = piece.offset;
-  std::vector<int64_t> gstride(R, 1);
-  for (size_t d = R - 1; d-- > 0;) gstride[d] = gstride[d + 1] * global[d + 1];
+  const Shape &L = piece.local, &O = piece.offset, &E = piece.extent;
+  for (size_t d = 0; d < R; ++d)
+    if (E[d] == 0) return; // a piece of padding only
+  std::vector<int64_t> gstride(R, 1), lstride(R, 1);
+  for (size_t d = R - 1; d-- > 0;) {
+    gstride[d] = gstride[d + 1] * global[d + 1];
+    lstride[d] = lstride[d + 1] * L[d + 1];
+  }
   // Dims k+1.. are whole, so a run spans dims k..R-1.
   size_t k = R - 1;
-  while (k > 0 && L[k] == global[k]) --k;
-  int64_t runLen = 1;
-  for (size_t d = k; d < R; ++d) runLen *= L[d];
+  while (k > 0 && L[k] == global[k] && E[k] == global[k]) --k;
+  const int64_t runLen = E[k] * lstride[k];
   int64_t base = 0;
   for (size_t d = 0; d < R; ++d) base += O[d] * gstride[d];
   std::vector<int64_t> idx(k, 0);
-  int64_t local = 0;
   while (true) {
-    int64_t g = base;
-    for (size_t d = 0; d < k; ++d) g += idx[d] * gstride[d];
-    f(local, g, runLen);
-    local += runLen;
+    int64_t g = base, l = 0;
+    for (size_t d = 0; d < k; ++d) {
+      g += idx[d] * gstride[d];
+      l += idx[d] * lstride[d];
+    }
+    f(l, g, runLen);
     size_t d = k;
     while (true) {
       if (d == 0) return;
       --d;
-      if (++idx[d] < L[d]) break;
+      if (++idx[d] < E[d]) break;
       idx[d] = 0;
     }
   }
@@ -379,12 +387,21 @@ void Parser::parseTensors(const json &arr, Artifact &a) {
           fail(where, "sharding uses mesh axis " + std::to_string(ax) + " twice");
         axes.push_back(int(ax));
       }
-      int64_t n = a.mesh.groupSize(axes);
-      if (t.shape[d] % n != 0)
-        fail(where, "dimension " + std::to_string(d) + " of size " +
-                        std::to_string(t.shape[d]) + " is split into " +
-                        std::to_string(n) + " pieces, which does not divide it");
+      // A split that does not divide the dimension pads its pieces.
       t.sharding.push_back(axes);
+    }
+    if (const json *pieces = opt(v, "pieces")) {
+      t.pieces = ints(*pieces, where + ": pieces");
+      if (t.pieces.size() != t.shape.size())
+        fail(where, "pieces has " + std::to_string(t.pieces.size()) + " entries for a rank-" +
+                        std::to_string(t.shape.size()) + " tensor");
+      for (size_t d = 0; d < t.pieces.size(); ++d) {
+        const int64_t n = a.mesh.groupSize(t.sharding[d]), q = t.pieces[d];
+        if (q != 0 && (n <= 1 || q * n < t.shape[d] || q > t.shape[d]))
+          fail(where, "dimension " + std::to_string(d) + " of size " +
+                          std::to_string(t.shape[d]) + " cannot be split into " +
+                          std::to_string(n) + " pieces of " + std::to_string(q));
+      }
     }
     auto needDtype = [&](DType d) {
       if (t.dtype != d)
@@ -515,7 +532,7 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
       if (td.dtype != b.dtype)
         fail(w, "dtype " + std::string(dtypeName(b.dtype)) + " differs from tensor '" +
                     name + "' (" + dtypeName(td.dtype) + ")");
-      Piece piece = pieceOf(a.mesh, td.sharding, td.shape, a.mesh.coords(p.ranks[0]));
+      Piece piece = pieceOf(a.mesh, td.sharding, td.shape, a.mesh.coords(p.ranks[0]), td.pieces);
       if (piece.local != b.shape)
         fail(w, "local shape " + shapeStr(b.shape) + " of tensor '" + name +
                     "' does not match its global shape " + shapeStr(td.shape) +
@@ -698,6 +715,17 @@ void Parser::checkInstruction(const Artifact &a, const ProgramDecl &p, size_t,
                   " (input " + shapeStr(in.shape) + ", group size " + std::to_string(n) + ")");
   } else {
     const kernels::KernelInfo *k = kernels::findKernel(ins.op);
+    if (k && ins.op == "shard_offset") {
+      // Rank-dependent: its mesh axes must exist on this mesh.
+      std::set<int64_t> seen;
+      const json *axes = opt(ins.attrs, "grid_axes");
+      if (axes && axes->is_array())
+        for (const json &ax : *axes)
+          if (ax.is_number_integer() &&
+              (ax.get<int64_t>() >= a.mesh.numAxes() || !seen.insert(ax.get<int64_t>()).second))
+            fail(w, "attribute 'grid_axes' names mesh axis " + std::to_string(ax.get<int64_t>()) +
+                        " twice or beyond the mesh " + a.mesh.str());
+    }
     if (!k) fail(w, "unknown kernel \"" + ins.op + "\"");
     arity(size_t(k->numIn), size_t(k->numOut));
     try {
@@ -735,10 +763,11 @@ Artifact Parser::parse(const json &body) {
   if (str(req(body, "format", ""), "format") != "dtc-artifact")
     fail("format", "expected \"dtc-artifact\"");
   int64_t version = integer(req(body, "version", ""), "version");
-  if (version != 1)
+  if (version != kArtifactVersion)
     fail("version", "unsupported body version " + std::to_string(version) +
-                        " (this runtime reads version 1)");
-  a.version = 1;
+                        " (this runtime reads version " + std::to_string(kArtifactVersion) +
+                        "; recompile the model with this dtc)");
+  a.version = kArtifactVersion;
   if (const json *v = opt(body, "producer")) a.producer = str(*v, "producer");
   if (const json *v = opt(body, "source")) a.source = str(*v, "source");
   std::vector<int64_t> mesh = ints(req(body, "mesh", ""), "mesh");

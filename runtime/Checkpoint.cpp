@@ -31,7 +31,7 @@ std::vector<int> contributorRanks(const Artifact &a, int t) {
   for (int64_t r = 0; r < a.devices; ++r) {
     const int p = a.programOf(r);
     if (p < 0 || a.bufferOf(p, t) < 0) continue;
-    Piece piece = pieceOf(a.mesh, d.sharding, d.shape, a.mesh.coords(r));
+    Piece piece = pieceOf(a.mesh, d.sharding, d.shape, a.mesh.coords(r), d.pieces);
     if (first.emplace(piece.offset, int(r)).second) out.push_back(int(r));
   }
   return out;

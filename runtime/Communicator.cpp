@@ -15,35 +15,132 @@ World::~World() = default;
 
 namespace {
 
-template <class T>
-void reduceTyped(const std::vector<const char *> &srcs, size_t offset, T *dst,
-                 size_t count, ReduceOp op) {
-  const size_t n = srcs.size();
-  for (size_t i = 0; i < count; ++i) {
-    T acc = reinterpret_cast<const T *>(srcs[0])[offset + i];
-    for (size_t j = 1; j < n; ++j) {
-      const T v = reinterpret_cast<const T *>(srcs[j])[offset + i];
-      switch (op) {
-      case ReduceOp::Sum:
-      case ReduceOp::Average: acc = acc + v; break;
-      case ReduceOp::Max: acc = v > acc ? v : acc; break;
-      case ReduceOp::Min: acc = v < acc ? v : acc; break;
-      }
-    }
-    if (op == ReduceOp::Average) acc = T(acc / T(n));
-    dst[i] = acc;
+template <class T> void combine(T *acc, const T *x, size_t count, ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+  case ReduceOp::Average:
+    for (size_t i = 0; i < count; ++i) acc[i] = acc[i] + x[i];
+    break;
+  case ReduceOp::Max:
+    for (size_t i = 0; i < count; ++i) acc[i] = x[i] > acc[i] ? x[i] : acc[i];
+    break;
+  case ReduceOp::Min:
+    for (size_t i = 0; i < count; ++i) acc[i] = x[i] < acc[i] ? x[i] : acc[i];
+    break;
   }
 }
 
-/// dst[0..count) = reduction over srcs of element offset+i.
-void reduceBuffers(const std::vector<const char *> &srcs, size_t offset, void *dst,
-                   size_t count, DType dtype, ReduceOp op) {
+/// acc[i] = acc[i] op x[i].
+void combineBuffers(void *acc, const void *x, size_t count, DType dtype, ReduceOp op) {
   switch (dtype) {
-  case DType::F32: reduceTyped(srcs, offset, static_cast<float *>(dst), count, op); break;
-  case DType::I32: reduceTyped(srcs, offset, static_cast<int32_t *>(dst), count, op); break;
-  case DType::I64: reduceTyped(srcs, offset, static_cast<int64_t *>(dst), count, op); break;
+  case DType::F32: combine(static_cast<float *>(acc), static_cast<const float *>(x), count, op); break;
+  case DType::I32: combine(static_cast<int32_t *>(acc), static_cast<const int32_t *>(x), count, op); break;
+  case DType::I64: combine(static_cast<int64_t *>(acc), static_cast<const int64_t *>(x), count, op); break;
   }
 }
+
+void divideFloats(void *buf, size_t count, DType dtype, int n) {
+  if (dtype != DType::F32) return;
+  float *f = static_cast<float *>(buf);
+  for (size_t i = 0; i < count; ++i) f[i] /= float(n);
+}
+
+} // namespace
+
+void Communicator::exchange(const void *send, size_t sendBytes, int dst, void *recv,
+                            size_t recvBytes, int src) {
+  sendRecv(send, sendBytes, dst, recv, recvBytes, src);
+  sent_ += sendBytes;
+  received_ += recvBytes;
+}
+
+char *Communicator::scratch(size_t bytes) {
+  // Exactly `bytes` (resize may reserve more): what is counted is what is held.
+  if (scratch_.size() < bytes) std::vector<char>(bytes).swap(scratch_);
+  return scratch_.data();
+}
+
+size_t Communicator::allReduceScratch(size_t count, size_t elementBytes, int members) {
+  return members <= 1 ? 0 : (count / size_t(members) + 1) * elementBytes;
+}
+
+size_t Communicator::reduceScatterScratch(size_t count, size_t elementBytes, int members) {
+  return members <= 1 ? 0 : 2 * count * elementBytes;
+}
+
+void Communicator::allReduce(const void *in, void *out, size_t count, DType dtype,
+                             ReduceOp op) {
+  const size_t elem = dtypeSize(dtype);
+  if (in != out) std::memcpy(out, in, count * elem);
+  const int n = size(), r = rank();
+  if (n == 1) return;
+  const size_t base = count / size_t(n), extra = count % size_t(n);
+  auto offset = [&](int j) { return size_t(j) * base + std::min(size_t(j), extra); };
+  auto length = [&](int j) { return base + (size_t(j) < extra ? 1 : 0); };
+  auto at = [&](int j) { return static_cast<char *>(out) + offset(j) * elem; };
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  char *tmp = scratch(allReduceScratch(count, elem, n));
+  // Reduce-scatter: after n-1 steps this member holds chunk r+1 reduced.
+  for (int s = 0; s < n - 1; ++s) {
+    const int send = (r - s + n) % n, recv = (r - s - 1 + 2 * n) % n;
+    exchange(at(send), length(send) * elem, right, tmp, length(recv) * elem, left);
+    combineBuffers(at(recv), tmp, length(recv), dtype, op);
+  }
+  // All-gather of the reduced chunks.
+  for (int s = 0; s < n - 1; ++s) {
+    const int send = (r + 1 - s + n) % n, recv = (r - s + n) % n;
+    exchange(at(send), length(send) * elem, right, at(recv), length(recv) * elem, left);
+  }
+  if (op == ReduceOp::Average) divideFloats(out, count, dtype, n);
+}
+
+void Communicator::allGather(const void *in, void *out, size_t bytes) {
+  const int n = size(), r = rank();
+  char *o = static_cast<char *>(out);
+  if (o + size_t(r) * bytes != in) std::memcpy(o + size_t(r) * bytes, in, bytes);
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  for (int s = 0; s < n - 1; ++s) {
+    const int send = (r - s + n) % n, recv = (r - s - 1 + 2 * n) % n;
+    exchange(o + size_t(send) * bytes, bytes, right, o + size_t(recv) * bytes, bytes, left);
+  }
+}
+
+void Communicator::reduceScatter(const void *in, void *out, size_t count, DType dtype,
+                                 ReduceOp op) {
+  const size_t elem = dtypeSize(dtype), bytes = count * elem;
+  const int n = size(), r = rank();
+  const char *pieces = static_cast<const char *>(in);
+  if (n == 1) {
+    if (in != out) std::memcpy(out, in, bytes);
+    return;
+  }
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  char *acc = scratch(reduceScatterScratch(count, elem, n)), *recv = acc + bytes;
+  // Step s sends the partial sum of piece r-s-1 and receives piece r-s-2's,
+  // adding this member's own piece; after n-1 steps piece r is complete.
+  std::memcpy(acc, pieces + size_t((r - 1 + n) % n) * bytes, bytes);
+  for (int s = 0; s < n - 1; ++s) {
+    const int next = (r - s - 2 + 2 * n) % n;
+    exchange(acc, bytes, right, recv, bytes, left);
+    std::memcpy(acc, pieces + size_t(next) * bytes, bytes);
+    combineBuffers(acc, recv, count, dtype, op);
+  }
+  std::memcpy(out, acc, bytes);
+  if (op == ReduceOp::Average) divideFloats(out, count, dtype, n);
+}
+
+void Communicator::allToAll(const void *in, void *out, size_t bytes) {
+  const int n = size(), r = rank();
+  const char *i = static_cast<const char *>(in);
+  char *o = static_cast<char *>(out);
+  std::memcpy(o + size_t(r) * bytes, i + size_t(r) * bytes, bytes);
+  for (int s = 1; s < n; ++s) {
+    const int dst = (r + s) % n, src = (r - s + n) % n;
+    exchange(i + size_t(dst) * bytes, bytes, dst, o + size_t(src) * bytes, bytes, src);
+  }
+}
+
+namespace {
 
 // ---- one rank ------------------------------------------------------------------
 
@@ -51,21 +148,14 @@ class SelfComm final : public Communicator {
 public:
   int size() const override { return 1; }
   int rank() const override { return 0; }
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp) override {
-    if (in != out) std::memcpy(out, in, count * dtypeSize(dtype));
-  }
-  void allGather(const void *in, void *out, size_t bytes) override {
-    if (in != out) std::memcpy(out, in, bytes);
-  }
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp) override {
-    if (in != out) std::memcpy(out, in, count * dtypeSize(dtype));
-  }
-  void allToAll(const void *in, void *out, size_t bytes) override {
-    if (in != out) std::memcpy(out, in, bytes);
-  }
   void broadcast(void *, size_t, int) override {}
   std::vector<std::string> gather(const std::string &mine, int) override { return {mine}; }
   void barrier() override {}
+
+protected:
+  void sendRecv(const void *send, size_t sendBytes, int, void *recv, size_t, int) override {
+    std::memcpy(recv, send, sendBytes);
+  }
 };
 
 class LocalWorld final : public World {
@@ -95,6 +185,8 @@ struct Group {
   uint64_t generation = 0;
   std::vector<const void *> in;
   std::vector<void *> out;
+  std::vector<size_t> sizes; // sendRecv: bytes each member sends
+  std::vector<int> dsts;     // sendRecv: to which member
   std::vector<const std::string *> strs;
   std::vector<std::pair<int, int>> splitArgs; // world group only: (color, key)
 };
@@ -133,38 +225,6 @@ public:
   int size() const override { return int(g_->members.size()); }
   int rank() const override { return idx_; }
 
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op) override {
-    post(in, out);
-    std::vector<char> tmp(count * dtypeSize(dtype));
-    reduceBuffers(inputs(), 0, tmp.data(), count, dtype, op);
-    s_->barrier(*g_);
-    std::memcpy(out, tmp.data(), tmp.size());
-    s_->barrier(*g_);
-  }
-  void allGather(const void *in, void *out, size_t bytes) override {
-    post(in, out);
-    for (size_t j = 0; j < g_->members.size(); ++j)
-      std::memcpy(static_cast<char *>(out) + j * bytes, g_->in[j], bytes);
-    s_->barrier(*g_);
-  }
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op) override {
-    post(in, out);
-    std::vector<char> tmp(count * dtypeSize(dtype));
-    reduceBuffers(inputs(), size_t(idx_) * count, tmp.data(), count, dtype, op);
-    s_->barrier(*g_);
-    std::memcpy(out, tmp.data(), tmp.size());
-    s_->barrier(*g_);
-  }
-  void allToAll(const void *in, void *out, size_t bytes) override {
-    post(in, out);
-    std::vector<char> tmp(bytes * g_->members.size());
-    for (size_t j = 0; j < g_->members.size(); ++j)
-      std::memcpy(tmp.data() + j * bytes,
-                  static_cast<const char *>(g_->in[j]) + size_t(idx_) * bytes, bytes);
-    s_->barrier(*g_);
-    std::memcpy(out, tmp.data(), tmp.size());
-    s_->barrier(*g_);
-  }
   void broadcast(void *buf, size_t bytes, int root) override {
     post(buf, buf);
     if (idx_ != root) std::memcpy(buf, g_->in[size_t(root)], bytes);
@@ -184,6 +244,23 @@ public:
   }
   void barrier() override { s_->barrier(*g_); }
 
+protected:
+  void sendRecv(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
+                int src) override {
+    {
+      std::lock_guard<std::mutex> lock(s_->mu);
+      g_->in[size_t(idx_)] = send;
+      g_->sizes[size_t(idx_)] = sendBytes;
+      g_->dsts[size_t(idx_)] = dst;
+    }
+    s_->barrier(*g_);
+    if (g_->dsts[size_t(src)] != idx_ || g_->sizes[size_t(src)] != recvBytes)
+      throw Error("internal error: mismatched sendRecv between group members " +
+                  std::to_string(src) + " and " + std::to_string(idx_));
+    std::memcpy(recv, g_->in[size_t(src)], recvBytes);
+    s_->barrier(*g_);
+  }
+
 private:
   void post(const void *in, void *out) {
     {
@@ -192,11 +269,6 @@ private:
       g_->out[size_t(idx_)] = out;
     }
     s_->barrier(*g_);
-  }
-  std::vector<const char *> inputs() const {
-    std::vector<const char *> v;
-    for (const void *p : g_->in) v.push_back(static_cast<const char *>(p));
-    return v;
   }
   std::shared_ptr<ThreadWorld::Shared> s_;
   std::shared_ptr<Group> g_;
@@ -208,6 +280,8 @@ std::shared_ptr<Group> makeGroup(std::vector<int> members) {
   g->members = std::move(members);
   g->in.assign(g->members.size(), nullptr);
   g->out.assign(g->members.size(), nullptr);
+  g->sizes.assign(g->members.size(), 0);
+  g->dsts.assign(g->members.size(), -1);
   g->strs.assign(g->members.size(), nullptr);
   g->splitArgs.assign(g->members.size(), {0, 0});
   return g;

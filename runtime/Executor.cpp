@@ -11,32 +11,25 @@
 
 namespace dtc::rt {
 
-void MemoryMeter::add(int kind, uint64_t bytes) {
-  current_[kind] += bytes;
-  total_ += bytes;
-  peak_[kind] = std::max(peak_[kind], current_[kind]);
-  peakTotal_ = std::max(peakTotal_, total_);
-}
-
-void MemoryMeter::sub(int kind, uint64_t bytes) {
-  current_[kind] -= bytes;
-  total_ -= bytes;
-}
-
-void MemoryMeter::allocated(size_t bytes) { add(kWorkspaceKind, bytes); }
-void MemoryMeter::released(size_t bytes) { sub(kWorkspaceKind, bytes); }
-
-void MemoryMeter::report(ExecStats &stats) const {
-  std::copy(std::begin(peak_), std::end(peak_), std::begin(stats.peakBytes));
-  stats.peakTotalBytes = peakTotal_;
-}
+struct RankExecutor::Prepared {
+  const InstrDecl *decl = nullptr;
+  kernels::RunFn fn = nullptr;
+  kernels::KernelArgs args;
+  // collectives
+  Communicator *comm = nullptr;
+  uint64_t dataBytes = 0;
+  // shard_offset: this rank's value, from its mesh coordinates
+  bool isShardOffset = false;
+  int64_t shardOffset = 0;
+};
 
 namespace {
-/// Counts this thread's kernel and collective scratch into `meter` while
-/// alive.
+constexpr int kStaging = kNumMemCategories; // allocation category of staging
+
+/// Counts this thread's kernel scratch into `meter` while alive.
 class CountScratch {
 public:
-  explicit CountScratch(MemoryMeter &meter)
+  explicit CountScratch(ScratchMeter &meter)
       : previous_(kernels::setThreadScratchCounter(&meter)) {}
   ~CountScratch() { kernels::setThreadScratchCounter(previous_); }
 
@@ -45,14 +38,46 @@ private:
 };
 } // namespace
 
-struct RankExecutor::Prepared {
-  const InstrDecl *decl = nullptr;
-  kernels::RunFn fn = nullptr;
-  kernels::KernelArgs args;
-  // collectives
-  Communicator *comm = nullptr;
-  uint64_t dataBytes = 0, wireBytes = 0;
-};
+void ScratchMeter::allocated(size_t bytes) {
+  current_ += bytes;
+  peak_ = std::max(peak_, current_);
+  noteTotal(exec_.persistentBytes());
+}
+
+char *RankExecutor::allocate(size_t bytes, int category) {
+  const size_t size = size_t(slotAllocationBytes(bytes));
+  void *mem = std::aligned_alloc(64, size);
+  if (!mem)
+    throw Error(a_.label + ": cannot allocate " + std::to_string(bytes) + " bytes for " +
+                (category == kStaging ? std::string("collective staging")
+                                      : std::string("a ") + memCategoryName(MemCategory(category)) +
+                                            " slot"));
+  std::memset(mem, 0, size);
+  allocations_.push_back(static_cast<char *>(mem));
+  // Nothing is freed before the executor goes: current == high-water.
+  if (category == kStaging)
+    stagingAllocated_ += size;
+  else
+    stats_.memoryBytes[category] += size;
+  return static_cast<char *>(mem);
+}
+
+uint64_t RankExecutor::persistentBytes() const {
+  uint64_t bytes = stagingAllocated_;
+  for (const auto &c : comms_) bytes += c->scratchBytes();
+  for (uint64_t slots : stats_.memoryBytes) bytes += slots;
+  return bytes;
+}
+
+const ExecStats &RankExecutor::stats() const {
+  // The communicators' ring scratch grows on demand: add its high-water.
+  stats_.stagingBytes = stagingAllocated_;
+  for (const auto &c : comms_) stats_.stagingBytes += c->scratchBytes();
+  stats_.workspaceBytes = scratch_.peak();
+  scratch_.noteTotal(persistentBytes());
+  stats_.totalMemoryBytes = scratch_.peakTotal();
+  return stats_;
+}
 
 RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &backend)
     : a_(a), world_(world) {
@@ -71,18 +96,8 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     throw Error("unknown backend '" + backend + "' (expected cpu or cuda)");
 
   const ProgramDecl &p = program();
-  for (const SlotDecl &s : p.slots) {
-    const size_t bytes = size_t(slotAllocationBytes(s.bytes));
-    void *mem = std::aligned_alloc(64, bytes);
-    if (!mem)
-      throw Error(a.label + ": cannot allocate " + std::to_string(s.bytes) +
-                  " bytes for a " + memCategoryName(s.category) + " slot");
-    std::memset(mem, 0, bytes);
-    meter_.add(int(s.category), bytes);
-    slotMem_.push_back(static_cast<char *>(mem));
-    stats_.memoryBytes[int(s.category)] += s.bytes;
-    stats_.totalMemoryBytes += s.bytes;
-  }
+  for (const SlotDecl &s : p.slots)
+    slotMem_.push_back(allocate(size_t(s.bytes), int(s.category)));
   for (const BufferDecl &b : p.buffers) bufPtr_.push_back(slotMem_[size_t(b.slot)]);
 
   auto arg = [&](int id) {
@@ -94,6 +109,7 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     t.numel = numel(b.shape);
     return t;
   };
+  stats_.perStepByComm.assign(a.comms.size(), {});
   for (const InstrDecl &ins : p.instructions) {
     Prepared pr;
     pr.decl = &ins;
@@ -102,18 +118,16 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     pr.args.attrs = &ins.attrs;
     if (ins.isCollective) {
       pr.comm = comms_[size_t(ins.comm)].get();
-      const uint64_t n = uint64_t(pr.comm->size());
       const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
                      outB = p.buffers[size_t(ins.out[0])].bytes();
       pr.dataBytes = inB > outB ? inB : outB;
-      switch (ins.coll) {
-      case CollKind::AllReduce: pr.wireBytes = 2 * (n - 1) * pr.dataBytes / n; break;
-      case CollKind::AllSlice: pr.wireBytes = 0; break;
-      default: pr.wireBytes = (n - 1) * pr.dataBytes / n; break;
-      }
-      stats_.perStep[int(ins.coll)].calls += 1;
-      stats_.perStep[int(ins.coll)].bytes += pr.dataBytes;
-      stats_.perStep[int(ins.coll)].wireBytes += pr.wireBytes;
+      stagingSize_ = std::max(stagingSize_, size_t(collectiveStagingBytes(p, ins)));
+    } else if (ins.op == "shard_offset") {
+      // The rank's index over grid_axes times piece_size (docs/kernels.md).
+      std::vector<int> axes;
+      for (int64_t ax : kernels::attrInts(ins.attrs, "grid_axes")) axes.push_back(int(ax));
+      pr.isShardOffset = true;
+      pr.shardOffset = a.mesh.groupIndex(coords_, axes) * kernels::attrInt(ins.attrs, "piece_size");
     } else {
       pr.fn = kernels::cpu::findKernel(ins.op);
       if (!pr.fn)
@@ -121,6 +135,7 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     }
     instrs_.push_back(std::move(pr));
   }
+  if (stagingSize_ > 0) staging_ = allocate(stagingSize_, kStaging);
 
   for (const ConstantDecl &c : p.constants) {
     const BufferDecl &b = p.buffers[size_t(c.buffer)];
@@ -141,14 +156,14 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
 }
 
 RankExecutor::~RankExecutor() {
-  for (char *m : slotMem_) std::free(m);
+  for (char *m : allocations_) std::free(m);
 }
 
 bool RankExecutor::holds(int t) const { return a_.bufferOf(prog_, t) >= 0; }
 
 Piece RankExecutor::pieceFor(int t, int64_t r) const {
   const TensorDecl &d = a_.tensors[size_t(t)];
-  return pieceOf(a_.mesh, d.sharding, d.shape, a_.mesh.coords(r));
+  return pieceOf(a_.mesh, d.sharding, d.shape, a_.mesh.coords(r), d.pieces);
 }
 
 LocalTensor RankExecutor::tensor(int t) {
@@ -252,11 +267,11 @@ void RankExecutor::runCollective(Prepared &p) {
       c.allGather(in.data, out.data, inBytes);
       break;
     }
-    kernels::ScratchVector<char> tmp(outBytes);
-    c.allGather(in.data, tmp.data(), inBytes);
+    char *tmp = staging_;
+    c.allGather(in.data, tmp, inBytes);
     const int64_t q = in.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
-      insertAxis(tmp.data() + size_t(j) * inBytes, ob, j * q, q, dst);
+      insertAxis(tmp + size_t(j) * inBytes, ob, j * q, q, dst);
     break;
   }
   case CollKind::ReduceScatter: {
@@ -265,11 +280,11 @@ void RankExecutor::runCollective(Prepared &p) {
       c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype, ins.reduce);
       break;
     }
-    kernels::ScratchVector<char> tmp(inBytes);
+    char *tmp = staging_;
     const int64_t q = out.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
-      extractAxis(src, ib, j * q, q, tmp.data() + size_t(j) * outBytes);
-    c.reduceScatter(tmp.data(), out.data, size_t(out.numel), in.dtype, ins.reduce);
+      extractAxis(src, ib, j * q, q, tmp + size_t(j) * outBytes);
+    c.reduceScatter(tmp, out.data, size_t(out.numel), in.dtype, ins.reduce);
     break;
   }
   case CollKind::AllSlice: {
@@ -282,10 +297,10 @@ void RankExecutor::runCollective(Prepared &p) {
     const AxisBlocks sb = blocks(in.shape, ins.splitAxis, elem);
     const int64_t q = in.shape[size_t(ins.splitAxis)] / n;
     const size_t pieceBytes = inBytes / size_t(n);
-    kernels::ScratchVector<char> send(inBytes), recv(inBytes);
+    char *send = staging_, *recv = staging_ + inBytes;
     for (int64_t j = 0; j < n; ++j)
-      extractAxis(src, sb, j * q, q, send.data() + size_t(j) * pieceBytes);
-    c.allToAll(send.data(), recv.data(), pieceBytes);
+      extractAxis(src, sb, j * q, q, send + size_t(j) * pieceBytes);
+    c.allToAll(send, recv, pieceBytes);
     // Each received piece has in's shape with split_axis / n; place it at
     // slot j along concat_axis of the output.
     Shape pieceShape = in.shape;
@@ -293,24 +308,40 @@ void RankExecutor::runCollective(Prepared &p) {
     const int64_t pc = pieceShape[size_t(ins.concatAxis)];
     const AxisBlocks ob = blocks(out.shape, ins.concatAxis, elem);
     for (int64_t j = 0; j < n; ++j)
-      insertAxis(recv.data() + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
+      insertAxis(recv + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
     break;
   }
   }
 }
 
 std::string RankExecutor::run() {
-  CountScratch counting(meter_);
+  CountScratch counting(scratch_);
   std::string first;
   const ProgramDecl &p = program();
+  for (auto &kinds : stats_.perStepByComm) kinds.fill({});
+  for (auto &kind : stats_.perStep) kind = {};
   for (size_t i = 0; i < instrs_.size(); ++i) {
     Prepared &pr = instrs_[i];
     try {
       auto start = std::chrono::steady_clock::now();
-      if (pr.fn)
+      if (pr.fn) {
         pr.fn(pr.args);
-      else
+      } else if (pr.isShardOffset) {
+        *pr.args.out[0].as<int64_t>() = pr.shardOffset;
+      } else {
+        // Count what the communicator really moves for this instruction.
+        const uint64_t sent0 = pr.comm->bytesSent(), received0 = pr.comm->bytesReceived();
         runCollective(pr);
+        scratch_.noteTotal(persistentBytes());
+        CollectiveStats &byComm =
+            stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
+        for (CollectiveStats *c : {&byComm, &stats_.perStep[int(pr.decl->coll)]}) {
+          c->calls += 1;
+          c->bytes += pr.dataBytes;
+          c->sentBytes += pr.comm->bytesSent() - sent0;
+          c->receivedBytes += pr.comm->bytesReceived() - received0;
+        }
+      }
       stats_.secondsByOp[pr.decl->op] +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     } catch (const std::exception &e) {
@@ -322,7 +353,8 @@ std::string RankExecutor::run() {
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
     stats_.collectives[k].bytes += stats_.perStep[k].bytes;
-    stats_.collectives[k].wireBytes += stats_.perStep[k].wireBytes;
+    stats_.collectives[k].sentBytes += stats_.perStep[k].sentBytes;
+    stats_.collectives[k].receivedBytes += stats_.perStep[k].receivedBytes;
   }
   ++stats_.runs;
   return first;

@@ -1,6 +1,5 @@
 //===- LocalRunner.cpp - the non-throwing in-process facade -----------------===//
 #include "dtc/runtime/LocalRunner.h"
-#include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/Executor.h"
@@ -347,20 +346,20 @@ LocalRunStats LocalRunner::stats() const noexcept {
         uint64_t &v = s.memoryBytes[memCategoryName(MemCategory(c))];
         v = std::max(v, es.memoryBytes[c]);
       }
+      uint64_t &staging = s.memoryBytes["staging"];
+      staging = std::max(staging, es.stagingBytes);
+      uint64_t &workspace = s.memoryBytes["workspace"];
+      workspace = std::max(workspace, es.workspaceBytes);
       uint64_t &tot = s.memoryBytes["total"];
       tot = std::max(tot, es.totalMemoryBytes);
-      for (int k = 0; k < kNumMemKinds; ++k) {
-        uint64_t &v = s.memoryPeakBytes[memKindName(k)];
-        v = std::max(v, es.peakBytes[k]);
-      }
-      uint64_t &peak = s.memoryPeakBytes["total"];
-      peak = std::max(peak, es.peakTotalBytes);
       for (int k = 0; k < kNumCollKinds; ++k) {
         const char *n = collKindName(CollKind(k));
         uint64_t &c = s.collectiveCallsPerStep[n];
         c = std::max(c, es.perStep[k].calls);
         uint64_t &b = s.collectiveBytesPerStep[n];
         b = std::max(b, es.perStep[k].bytes);
+        uint64_t &sent = s.collectiveSentBytesPerStep[n];
+        sent = std::max(sent, es.perStep[k].sentBytes);
       }
     }
   } catch (...) {

@@ -1,6 +1,7 @@
 //===- MemoryPlan.cpp - what a rank of an artifact allocates -----------------===//
 #include "dtc/runtime/MemoryPlan.h"
 #include "dtc/kernels/Kernel.h"
+#include "dtc/runtime/Communicator.h"
 
 #include <algorithm>
 #include <cctype>
@@ -13,13 +14,15 @@
 namespace dtc::rt {
 
 const char *memKindName(int kind) {
-  return kind == kWorkspaceKind ? "workspace" : memCategoryName(MemCategory(kind));
+  return kind == kWorkspaceKind ? "workspace"
+         : kind == kStagingKind ? "staging"
+                                : memCategoryName(MemCategory(kind));
 }
 
 const char *memKindDescription(int kind) {
-  static const char *names[kNumMemKinds] = {"parameters", "gradients",  "optimizer state",
-                                            "activations", "inputs",    "constants",
-                                            "scalars",     "workspace"};
+  static const char *names[kNumMemKinds] = {
+      "parameters", "gradients", "optimizer state",     "activations", "inputs",
+      "constants",  "scalars",   "collective staging", "workspace"};
   return kind >= 0 && kind < kNumMemKinds ? names[kind] : "?";
 }
 
@@ -35,7 +38,7 @@ std::string largestKinds(const MemoryNeed &need, int count) noexcept {
   return text;
 }
 
-uint64_t collectiveScratchBytes(const ProgramDecl &p, const InstrDecl &ins) {
+uint64_t collectiveStagingBytes(const ProgramDecl &p, const InstrDecl &ins) {
   const BufferDecl &in = p.buffers[size_t(ins.in[0])], &out = p.buffers[size_t(ins.out[0])];
   // Elements before `axis`: pieces along it are contiguous only when 1.
   auto outer = [](const Shape &s, int axis) {
@@ -63,11 +66,25 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a) {
     MemoryNeed need;
     need.program = p.name;
     for (const SlotDecl &s : p.slots) need.bytes[int(s.category)] += slotAllocationBytes(s.bytes);
+    // Staging: one packing buffer (allocated like a slot) and each
+    // communicator's kept scratch, the largest its collectives take.
+    uint64_t packing = 0;
+    std::vector<uint64_t> commScratch(a.comms.size(), 0);
     for (size_t i = 0; i < p.instructions.size(); ++i) {
       const InstrDecl &ins = p.instructions[i];
       uint64_t scratch = 0;
       if (ins.isCollective) {
-        scratch = collectiveScratchBytes(p, ins);
+        packing = std::max(packing, collectiveStagingBytes(p, ins));
+        const BufferDecl &out = p.buffers[size_t(ins.out[0])];
+        const int members = int(a.mesh.groupSize(a.comms[size_t(ins.comm)].meshAxes));
+        const size_t elem = dtypeSize(out.dtype);
+        uint64_t kept = 0;
+        if (ins.coll == CollKind::AllReduce)
+          kept = Communicator::allReduceScratch(size_t(numel(out.shape)), elem, members);
+        else if (ins.coll == CollKind::ReduceScatter)
+          kept = Communicator::reduceScatterScratch(size_t(numel(out.shape)), elem, members);
+        commScratch[size_t(ins.comm)] = std::max(commScratch[size_t(ins.comm)], kept);
+        continue;
       } else {
         std::vector<kernels::TensorDesc> in, out;
         for (int id : ins.in) in.push_back({p.buffers[size_t(id)].dtype, p.buffers[size_t(id)].shape});
@@ -79,6 +96,8 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a) {
         need.workspaceInstruction = int(i);
       }
     }
+    if (packing > 0) need.bytes[kStagingKind] += slotAllocationBytes(packing);
+    for (uint64_t kept : commScratch) need.bytes[kStagingKind] += kept;
     for (uint64_t b : need.bytes) need.peak += b;
     needs.push_back(std::move(need));
   }

@@ -10,38 +10,6 @@
 namespace dtc::rt {
 namespace {
 
-MPI_Datatype mpiType(DType d) {
-  switch (d) {
-  case DType::F32: return MPI_FLOAT;
-  case DType::I32: return MPI_INT32_T;
-  case DType::I64: return MPI_INT64_T;
-  }
-  return MPI_BYTE;
-}
-
-MPI_Op mpiOp(ReduceOp op) {
-  switch (op) {
-  case ReduceOp::Sum:
-  case ReduceOp::Average: return MPI_SUM;
-  case ReduceOp::Max: return MPI_MAX;
-  case ReduceOp::Min: return MPI_MIN;
-  }
-  return MPI_SUM;
-}
-
-int checkedCount(size_t n) {
-  if (n > size_t(INT_MAX))
-    throw Error("a collective of " + std::to_string(n) +
-                " elements exceeds the MPI count limit (2^31-1)");
-  return int(n);
-}
-
-void divideInPlace(void *buf, size_t count, DType dtype, int n) {
-  if (dtype != DType::F32) return;
-  float *f = static_cast<float *>(buf);
-  for (size_t i = 0; i < count; ++i) f[i] /= float(n);
-}
-
 class MpiComm final : public Communicator {
 public:
   explicit MpiComm(MPI_Comm c) : c_(c) {
@@ -56,21 +24,6 @@ public:
   int size() const override { return size_; }
   int rank() const override { return rank_; }
 
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op) override {
-    MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, checkedCount(count), mpiType(dtype),
-                  mpiOp(op), c_);
-    if (op == ReduceOp::Average) divideInPlace(out, count, dtype, size_);
-  }
-  void allGather(const void *in, void *out, size_t bytes) override {
-    MPI_Allgather(in, checkedCount(bytes), MPI_BYTE, out, checkedCount(bytes), MPI_BYTE, c_);
-  }
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op) override {
-    MPI_Reduce_scatter_block(in, out, checkedCount(count), mpiType(dtype), mpiOp(op), c_);
-    if (op == ReduceOp::Average) divideInPlace(out, count, dtype, size_);
-  }
-  void allToAll(const void *in, void *out, size_t bytes) override {
-    MPI_Alltoall(in, checkedCount(bytes), MPI_BYTE, out, checkedCount(bytes), MPI_BYTE, c_);
-  }
   void broadcast(void *buf, size_t bytes, int root) override {
     char *p = static_cast<char *>(buf);
     while (bytes > 0) {
@@ -109,7 +62,32 @@ public:
   }
   void barrier() override { MPI_Barrier(c_); }
 
+protected:
+  void sendRecv(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
+                int src) override {
+    // In pieces under MPI's int count; each direction is cut on its own
+    // (messages between two ranks on one tag arrive in order).
+    constexpr size_t kChunk = size_t(1) << 30;
+    std::vector<MPI_Request> requests;
+    char *in = static_cast<char *>(recv);
+    for (size_t done = 0; done < recvBytes || (done == 0 && recvBytes == 0); done += kChunk) {
+      requests.emplace_back();
+      MPI_Irecv(in + done, int(std::min(kChunk, recvBytes - done)), MPI_BYTE, src, kDataTag,
+                c_, &requests.back());
+      if (recvBytes == 0) break;
+    }
+    const char *out = static_cast<const char *>(send);
+    for (size_t done = 0; done < sendBytes || (done == 0 && sendBytes == 0); done += kChunk) {
+      requests.emplace_back();
+      MPI_Isend(out + done, int(std::min(kChunk, sendBytes - done)), MPI_BYTE, dst, kDataTag,
+                c_, &requests.back());
+      if (sendBytes == 0) break;
+    }
+    MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  }
+
 private:
+  static constexpr int kDataTag = 78;
   MPI_Comm c_;
   int size_ = 1, rank_ = 0;
 };

@@ -145,16 +145,22 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
 
 void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
   const ExecStats &s = exec.stats();
+  const Artifact &a = exec.artifact();
+  // Maxima over ranks, as the report gives them.
   std::vector<int64_t> v;
   for (int c = 0; c < kNumMemCategories; ++c) v.push_back(int64_t(s.memoryBytes[c]));
+  v.push_back(int64_t(s.stagingBytes));
+  v.push_back(int64_t(s.workspaceBytes));
   v.push_back(int64_t(s.totalMemoryBytes));
-  for (int k = 0; k < kNumMemKinds; ++k) v.push_back(int64_t(s.peakBytes[k]));
-  v.push_back(int64_t(s.peakTotalBytes));
-  for (int k = 0; k < kNumCollKinds; ++k) {
-    v.push_back(int64_t(s.perStep[k].calls));
-    v.push_back(int64_t(s.perStep[k].bytes));
-    v.push_back(int64_t(s.perStep[k].wireBytes));
-  }
+  auto push = [&](const CollectiveStats &c) {
+    v.push_back(int64_t(c.calls));
+    v.push_back(int64_t(c.bytes));
+    v.push_back(int64_t(c.sentBytes));
+    v.push_back(int64_t(c.receivedBytes));
+  };
+  for (int k = 0; k < kNumCollKinds; ++k) push(s.perStep[k]);
+  for (size_t comm = 0; comm < a.comms.size(); ++comm)
+    for (int k = 0; k < kNumCollKinds; ++k) push(s.perStepByComm[comm][size_t(k)]);
   std::vector<int64_t> mx(v.size());
   world.world().allReduce(v.data(), mx.data(), v.size(), DType::I64, ReduceOp::Max);
   std::string err;
@@ -163,17 +169,21 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     j["devices"] = world.size();
     size_t i = 0;
     for (int c = 0; c < kNumMemCategories; ++c) j["memory_bytes"][memCategoryName(MemCategory(c))] = mx[i++];
+    j["memory_bytes"]["staging"] = mx[i++];
+    j["memory_bytes"]["workspace"] = mx[i++];
     j["memory_bytes"]["total"] = mx[i++];
-    // What the allocator really handed out at its high-water mark (slots
-    // with their alignment, plus kernel and collective scratch).
-    for (int k = 0; k < kNumMemKinds; ++k) j["memory_peak_bytes"][memKindName(k)] = mx[i++];
-    j["memory_peak_bytes"]["total"] = mx[i++];
-    for (int k = 0; k < kNumCollKinds; ++k) {
-      const char *name = collKindName(CollKind(k));
-      j["collectives_per_step"][name]["calls"] = mx[i++];
-      j["collectives_per_step"][name]["bytes"] = mx[i++];
-      j["collectives_per_step"][name]["wire_bytes"] = mx[i++];
-    }
+    auto read = [&](nlohmann::json &out) {
+      out["calls"] = mx[i++];
+      out["bytes"] = mx[i++];
+      out["sent_bytes"] = mx[i++];
+      out["received_bytes"] = mx[i++];
+    };
+    for (int k = 0; k < kNumCollKinds; ++k)
+      read(j["collectives_per_step"][collKindName(CollKind(k))]);
+    j["collectives_per_step_by_comm"] = nlohmann::json::object();
+    for (size_t comm = 0; comm < a.comms.size(); ++comm)
+      for (int k = 0; k < kNumCollKinds; ++k)
+        read(j["collectives_per_step_by_comm"][a.comms[comm].name][collKindName(CollKind(k))]);
     // Rank 0's time per instruction kind, per step (the same program runs
     // on every rank; collectives include waiting for the slowest rank).
     for (const auto &[op, seconds] : s.secondsByOp)

@@ -1,4 +1,4 @@
-// A two-layer MLP classifier (the example of shared/spec/model-format.md,
+// A two-layer MLP classifier (the example of docs/model-format.md,
 // grown a hidden layer and biases). Hand-written, generic op form.
 func.func @main(%w1: tensor<16x32xf32> {dtc.param, dtc.name = "fc1.weight", dtc.init = "normal(0.25)"},
                 %b1: tensor<32xf32> {dtc.param, dtc.name = "fc1.bias", dtc.init = "zeros"},

@@ -92,6 +92,12 @@ bool reqBool(const json &attrs, const char *key) {
     fail(std::string("attribute '") + key + "' must be a boolean");
   return v->get<bool>();
 }
+std::string reqStr(const json &attrs, const char *key) {
+  const json *v = attr(attrs, key);
+  if (!v->is_string())
+    fail(std::string("attribute '") + key + "' must be a string");
+  return v->get<std::string>();
+}
 std::vector<int64_t> reqInts(const json &attrs, const char *key) {
   const json *v = attr(attrs, key);
   if (!v->is_array())
@@ -411,6 +417,97 @@ void checkAdam(const Descs &in, const Descs &out, const json &attrs) {
   needLike(out[2], in[0], "v'", "p");
 }
 
+// ---- local ops (added by the partitioner) ---------------------------------
+
+void needOffset(const TensorDesc &t) {
+  needDtype(t, DType::I64, "offset");
+  needShape(t, Shape{}, "offset");
+}
+int64_t reqPositive(const json &attrs, const char *key) {
+  int64_t v = reqInt(attrs, key);
+  if (v < 1)
+    fail(std::string("attribute '") + key + "' must be >= 1");
+  return v;
+}
+
+void checkShardOffset(const Descs &, const Descs &out, const json &attrs) {
+  for (int64_t a : reqInts(attrs, "grid_axes"))
+    if (a < 0)
+      fail("'grid_axes' entries must be non-negative mesh axes");
+  reqPositive(attrs, "piece_size");
+  needDtype(out[0], DType::I64, "the result");
+  needShape(out[0], Shape{}, "the result");
+}
+
+void checkPad(const Descs &in, const Descs &out, const json &) {
+  needDtype(out[0], in[0].dtype, "the result");
+  if (out[0].shape.size() != in[0].shape.size())
+    fail("the result " + desc(out[0]) + " must have x's rank (x is " + desc(in[0]) + ")");
+}
+
+void checkFillPadding(const Descs &in, const Descs &out, const json &attrs) {
+  needFloat(in[0], "x");
+  needOffset(in[1]);
+  reqAxis(attrs, "axis", in[0].shape.size());
+  reqPositive(attrs, "size");
+  std::string fill = reqStr(attrs, "fill");
+  if (fill != "zero" && fill != "-inf")
+    fail("attribute 'fill' must be \"zero\" or \"-inf\", got \"" + fill + "\"");
+  needLike(out[0], in[0], "the result", "x");
+}
+
+void checkEmbeddingShard(const Descs &in, const Descs &out, const json &attrs) {
+  checkEmbedding({in[0], in[1]}, out, attrs);
+  needOffset(in[2]);
+  reqPositive(attrs, "vocab");
+}
+
+void checkEmbeddingShardGrad(const Descs &in, const Descs &out, const json &attrs) {
+  const TensorDesc &ids = in[0], &dy = in[1], &dt = out[0];
+  needInt(ids, "ids");
+  needFloat(dy, "dy");
+  needOffset(in[2]);
+  reqPositive(attrs, "vocab");
+  needFloat(dt, "dtable");
+  if (dt.shape.size() != 2)
+    fail("dtable must have rank 2 [V, D], got " + desc(dt));
+  Shape s = ids.shape;
+  s.push_back(dt.shape[1]);
+  needShape(dy, s, "dy");
+}
+
+/// logits [..., V'], labels [...] and per-position rows [...].
+void checkShardRows(const Descs &in, size_t rows) {
+  const TensorDesc &logits = in[0], &labels = in[1];
+  needFloat(logits, "logits");
+  needRankAtLeast(logits, 1, "logits");
+  needInt(labels, "labels");
+  Shape lead(logits.shape.begin(), logits.shape.end() - 1);
+  needShape(labels, lead, "labels");
+  for (size_t i = 2; i < 2 + rows; ++i) {
+    needFloat(in[i], "a per-position statistic");
+    needShape(in[i], lead, "a per-position statistic");
+  }
+}
+
+void checkCrossEntropyShardStats(const Descs &in, const Descs &out, const json &attrs) {
+  checkShardRows(in, 1);
+  needOffset(in[3]);
+  reqPositive(attrs, "vocab");
+  needLike(out[0], in[2], "sum_exp", "max");
+  needLike(out[1], in[2], "target", "max");
+}
+
+void checkCrossEntropyShardGrad(const Descs &in, const Descs &out, const json &attrs) {
+  checkShardRows(in, 2);
+  needFloat(in[4], "dloss");
+  needShape(in[4], Shape{}, "dloss");
+  needOffset(in[5]);
+  reqPositive(attrs, "vocab");
+  reqNum(attrs, "scale");
+  needLike(out[0], in[0], "dlogits", "logits");
+}
+
 std::vector<KernelInfo> makeKernels() {
   using P = std::vector<std::pair<int, int>>;
   std::vector<KernelInfo> k = {
@@ -454,6 +551,14 @@ std::vector<KernelInfo> makeKernels() {
       {"cross_entropy_grad", 3, 1, {}, checkCrossEntropyGrad},
       {"sgd_update", 2, 1, P{{0, 0}}, checkSgd},
       {"adam_update", 5, 3, P{{0, 0}, {1, 2}, {2, 3}}, checkAdam},
+      {"reduce_max", 1, 1, {}, checkReduce<DT::Float>},
+      {"shard_offset", 0, 1, {}, checkShardOffset},
+      {"pad", 1, 1, {}, checkPad},
+      {"fill_padding", 2, 1, P{{0, 0}}, checkFillPadding},
+      {"embedding_shard", 3, 1, {}, checkEmbeddingShard},
+      {"embedding_shard_grad", 3, 1, {}, checkEmbeddingShardGrad},
+      {"cross_entropy_shard_stats", 4, 2, {}, checkCrossEntropyShardStats},
+      {"cross_entropy_shard_grad", 6, 1, {}, checkCrossEntropyShardGrad},
   };
   return k;
 }

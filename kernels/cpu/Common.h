@@ -126,6 +126,7 @@ const std::vector<Entry> &linalgKernels();
 const std::vector<Entry> &normKernels();
 const std::vector<Entry> &lossKernels();
 const std::vector<Entry> &optimizerKernels();
+const std::vector<Entry> &shardKernels();
 
 } // namespace dtc::kernels::cpu
 

@@ -1,6 +1,8 @@
 //===- CostModel.cpp - hardware profiles and alpha-beta costs ------------===//
 #include "dtc/CostModel/CostModel.h"
 
+#include <algorithm>
+#include <climits>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -116,31 +118,63 @@ std::optional<HardwareProfile> dtc::cost::loadHardware(const std::string &nameOr
   return hw;
 }
 
-double dtc::cost::bytesPerDevice(Collective kind, int64_t n, double bytes) {
+int64_t dtc::cost::collectiveSentBytes(Collective kind, int64_t n, int64_t inElements,
+                                       int64_t outElements, int64_t elementBytes) {
   if (n <= 1)
     return 0;
-  double share = double(n - 1) / double(n);
   switch (kind) {
-  case Collective::AllReduce:
-    return 2 * share * bytes;
+  case Collective::AllReduce: {
+    // Chunks c_j = c/n (+1 for j < c%n); device r skips chunks r+1 and r+2.
+    int64_t base = inElements / n, extra = inElements % n, fewest = INT64_MAX;
+    auto chunk = [&](int64_t j) { return base + (j % n < extra ? 1 : 0); };
+    for (int64_t r = 0; r < n; ++r)
+      fewest = std::min(fewest, chunk(r + 1) + chunk(r + 2));
+    return (2 * inElements - fewest) * elementBytes;
+  }
   case Collective::AllGather:
+    return (n - 1) * inElements * elementBytes;
   case Collective::ReduceScatter:
+    return (n - 1) * outElements * elementBytes;
   case Collective::AllToAll:
-    return share * bytes;
+    return (n - 1) * (inElements / n) * elementBytes;
   case Collective::SendRecv:
-    return bytes;
+    return inElements * elementBytes;
   }
   return 0;
 }
 
-double dtc::cost::collectiveTime(Collective kind, int64_t n, double bytes,
+int64_t dtc::cost::collectiveSentBytesOf(Collective kind, int64_t n, int64_t member,
+                                         int64_t inElements, int64_t outElements,
+                                         int64_t elementBytes) {
+  if (kind != Collective::AllReduce || n <= 1)
+    return collectiveSentBytes(kind, n, inElements, outElements, elementBytes);
+  int64_t base = inElements / n, extra = inElements % n;
+  auto chunk = [&](int64_t j) { return base + (j % n < extra ? 1 : 0); };
+  return (2 * inElements - chunk(member + 1) - chunk(member + 2)) * elementBytes;
+}
+
+bool dtc::cost::collectiveFromName(const std::string &op, Collective &kind) {
+  if (op == "all_reduce")
+    kind = Collective::AllReduce;
+  else if (op == "all_gather")
+    kind = Collective::AllGather;
+  else if (op == "reduce_scatter")
+    kind = Collective::ReduceScatter;
+  else if (op == "all_to_all")
+    kind = Collective::AllToAll;
+  else
+    return false;
+  return true;
+}
+
+double dtc::cost::collectiveTime(Collective kind, int64_t n, double sentBytes,
                                  const Link &link) {
   if (n <= 1)
     return 0;
   double steps = kind == Collective::AllReduce ? 2.0 * (n - 1)
                  : kind == Collective::SendRecv ? 1.0
                                                 : double(n - 1);
-  return steps * link.latency + bytesPerDevice(kind, n, bytes) / link.bandwidth;
+  return steps * link.latency + sentBytes / link.bandwidth;
 }
 
 double dtc::cost::bubbleFraction(int64_t stages, int64_t microbatches) {

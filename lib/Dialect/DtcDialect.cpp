@@ -35,15 +35,16 @@ void DtcDialect::initialize() {
 namespace {
 /// dtc.* attributes passes attach to ops of any dialect (collectives and
 /// constants carry a phase too).
-constexpr StringLiteral kPassOpAttrs[] = {DtcDialect::kPhaseAttr,
-                                          DtcDialect::kGradientOfAttr,
-                                          DtcDialect::kFactorAxesAttr};
+constexpr StringLiteral kPassOpAttrs[] = {
+    DtcDialect::kPhaseAttr,        DtcDialect::kGradientOfAttr, DtcDialect::kFactorAxesAttr,
+    DtcDialect::kFactorPiecesAttr, DtcDialect::kPinAttr,        DtcDialect::kPinPriorityAttr};
 /// Argument attributes of the model format, then the training step's.
 constexpr StringLiteral kModelArgAttrs[] = {DtcDialect::kParamAttr, DtcDialect::kNameAttr,
                                             DtcDialect::kInitAttr, DtcDialect::kMaxAttr};
 constexpr StringLiteral kStepArgAttrs[] = {DtcDialect::kRoleAttr, DtcDialect::kOfAttr,
                                            DtcDialect::kGlobalTypeAttr,
-                                           DtcDialect::kShardingAttr};
+                                           DtcDialect::kShardingAttr,
+                                           DtcDialect::kPinPriorityAttr};
 constexpr StringLiteral kStepResultAttrs[] = {
     DtcDialect::kRoleAttr,    DtcDialect::kNameAttr,       DtcDialect::kUpdatesAttr,
     DtcDialect::kOfAttr,      DtcDialect::kGlobalTypeAttr, DtcDialect::kShardingAttr};
@@ -167,6 +168,12 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
       return fail() << "'dtc.sharding' must be a #dtc.sharding attribute";
     return success();
   }
+  if (name == kPinPriorityAttr) {
+    auto str = dyn_cast<StringAttr>(attr.getValue());
+    if (!str || (str.getValue() != "user" && str.getValue() != "strategy"))
+      return fail() << "'dtc.pin_priority' must be \"user\" or \"strategy\"";
+    return success();
+  }
   if (name == kRoleAttr || name == kOfAttr || name == kGlobalTypeAttr)
     return success();
   if (std::string hint = ::dtc::didYouMean(name, names(kModelArgAttrs, kStepArgAttrs));
@@ -190,7 +197,14 @@ bool ShardingAttr::isReplicated() const {
 LogicalResult
 ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                      FlatSymbolRefAttr grid, ArrayRef<DenseI64ArrayAttr> dims,
-                     ArrayRef<int64_t> partial) {
+                     ArrayRef<int64_t> partial, PartialKind partialKind,
+                     ArrayRef<int64_t> pieces) {
+  if (pieces.size() > dims.size())
+    return emitError() << "sharding lists " << pieces.size() << " piece sizes for "
+                       << dims.size() << " dimensions";
+  for (int64_t piece : pieces)
+    if (piece < 0)
+      return emitError() << "piece sizes must be non-negative, got " << piece;
   if (!grid)
     return emitError() << "sharding needs a grid";
   llvm::SmallSet<int64_t, 8> seen;
@@ -230,6 +244,7 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
   FlatSymbolRefAttr grid;
   SmallVector<DenseI64ArrayAttr> dims;
   SmallVector<int64_t> partial;
+  PartialKind kind = PartialKind::Sum;
   if (parser.parseLess() || parser.parseAttribute(grid) || parser.parseComma())
     return {};
   if (parser.parseCommaSeparatedList(
@@ -241,15 +256,25 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
             return success();
           }))
     return {};
-  if (succeeded(parser.parseOptionalComma())) {
+  SmallVector<int64_t> pieces;
+  while (succeeded(parser.parseOptionalComma())) {
+    if (succeeded(parser.parseOptionalKeyword("pieces"))) {
+      if (parser.parseEqual() || parseIntList(parser, pieces))
+        return {};
+      continue;
+    }
     if (parser.parseKeyword("partial") || parser.parseEqual() ||
         parseIntList(parser, partial))
       return {};
+    if (succeeded(parser.parseOptionalKeyword("max")))
+      kind = PartialKind::Max;
+    else
+      (void)parser.parseOptionalKeyword("sum");
   }
   if (parser.parseGreater())
     return {};
   return parser.getChecked<ShardingAttr>(parser.getContext(), grid, dims,
-                                         partial);
+                                         partial, kind, pieces);
 }
 
 void ShardingAttr::print(AsmPrinter &printer) const {
@@ -260,10 +285,17 @@ void ShardingAttr::print(AsmPrinter &printer) const {
     printer << "]";
   });
   printer << "]";
+  if (!getPieces().empty()) {
+    printer << ", pieces = [";
+    llvm::interleaveComma(getPieces(), printer);
+    printer << "]";
+  }
   if (isPartial()) {
     printer << ", partial = [";
     llvm::interleaveComma(getPartial(), printer);
     printer << "]";
+    if (getPartialKind() == PartialKind::Max)
+      printer << " max";
   }
   printer << ">";
 }

@@ -293,9 +293,9 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
 ShardingRule EmbeddingOp::getShardingRule() {
   ShardingRule rule;
   auto table = tensorType(getTable()), ids = tensorType(getIds());
-  // Sharding the vocabulary needs the vocab-parallel rule (masked lookup and
-  // a partial sum), which tensor parallelism adds.
-  int64_t vocab = rule.addFactor(table.getDimSize(0), FactorKind::Blocked);
+  // A vocabulary shard looks up only its own rows (buildLocal): the result
+  // is a pending sum over the shards.
+  int64_t vocab = rule.addFactor(table.getDimSize(0), FactorKind::Sum);
   int64_t feature = rule.addFactor(table.getDimSize(1), FactorKind::Parallel);
   TensorFactors idFactors;
   for (int64_t size : ids.getShape())
@@ -307,6 +307,20 @@ ShardingRule EmbeddingOp::getShardingRule() {
   out.push_back({feature});
   rule.results.push_back(out);
   return rule;
+}
+
+SmallVector<int64_t> EmbeddingOp::getLoweredFactors() { return {0}; }
+
+LogicalResult EmbeddingOp::buildLocal(LocalLoweringContext &ctx,
+                                      ArrayRef<Value> operands, TypeRange types,
+                                      const FactorAxes &factors,
+                                      SmallVectorImpl<Value> &results) {
+  int64_t pieceRows = tensorType(operands[0]).getDimSize(0);
+  Value offset = ctx.shardOffset(getLoc(), factors[0], pieceRows);
+  results.push_back(EmbeddingShardOp::create(ctx.builder(), getLoc(), types[0],
+                                             operands[0], operands[1], offset,
+                                             tensorType(getTable()).getDimSize(0)));
+  return success();
 }
 
 int64_t EmbeddingOp::getIndexBound(unsigned operandIdx) {
@@ -413,8 +427,10 @@ LogicalResult CrossEntropyOp::verify() {
 }
 
 /// logits [..., V], labels [...]: label positions behave as `positions`,
-/// the vocabulary is blocked (vocab-parallel cross entropy comes with TP).
-static ShardingRule crossEntropyRule(Operation *op, FactorKind positions) {
+/// the vocabulary as `vocabKind` (its sharding is implemented by buildLocal:
+/// Megatron's vocab-parallel cross entropy).
+static ShardingRule crossEntropyRule(Operation *op, FactorKind positions,
+                                     FactorKind vocabKind) {
   ShardingRule rule;
   auto logits = tensorType(op->getOperand(0));
   TensorFactors lead;
@@ -422,7 +438,7 @@ static ShardingRule crossEntropyRule(Operation *op, FactorKind positions) {
     lead.push_back(logits.getDimSize(d) == 1
                        ? DimFactors{}
                        : DimFactors{rule.addFactor(logits.getDimSize(d), positions)});
-  int64_t vocab = rule.addFactor(logits.getShape().back(), FactorKind::Blocked);
+  int64_t vocab = rule.addFactor(logits.getShape().back(), vocabKind);
   TensorFactors logitFactors = lead;
   logitFactors.push_back({vocab});
   rule.operands = {logitFactors, lead};
@@ -439,7 +455,78 @@ int64_t CrossEntropyOp::getIndexBound(unsigned operandIdx) {
 }
 
 ShardingRule CrossEntropyOp::getShardingRule() {
-  return crossEntropyRule(*this, FactorKind::Mean);
+  return crossEntropyRule(*this, FactorKind::Mean, FactorKind::Resolved);
+}
+
+/// The factor of the logits' last (vocabulary) dimension.
+static int64_t vocabFactorOf(Operation *op) {
+  auto logits = tensorType(op->getOperand(0));
+  int64_t lead = 0;
+  for (int64_t d = 0; d + 1 < logits.getRank(); ++d)
+    lead += logits.getDimSize(d) != 1;
+  return lead; // added right after the non-trivial leading factors
+}
+
+namespace {
+/// Global softmax statistics of vocabulary-sharded logits, per label
+/// position: the row maximum, the normalizer sum(exp(logit - max)) and the
+/// label's logit, each resolved across the shards over `axes`.
+struct VocabStats {
+  Value max, sumExp, target;
+};
+} // namespace
+
+static VocabStats vocabShardStats(LocalLoweringContext &ctx, Location loc,
+                                  Value logits, Value labels, Value offset,
+                                  int64_t vocab, ArrayRef<int64_t> axes) {
+  OpBuilder &b = ctx.builder();
+  auto type = tensorType(logits);
+  int64_t last = type.getRank() - 1;
+  Value rowInput = logits;
+  // Padding columns past the vocabulary must not win the maximum.
+  if (isUneven(vocab, shardCount(ctx.grid(), axes)))
+    rowInput = FillPaddingOp::create(b, loc, logits, offset, last, vocab, "-inf");
+  Value localMax = ReduceMaxOp::create(b, loc, rowInput, ArrayRef<int64_t>{last}, false);
+  VocabStats stats;
+  stats.max = ctx.allReduce(loc, localMax, axes, PartialKind::Max);
+  auto rowType = tensorType(stats.max);
+  auto shardStats = CrossEntropyShardStatsOp::create(
+      b, loc, TypeRange{rowType, rowType}, logits, labels, stats.max, offset, vocab);
+  stats.sumExp = ctx.allReduce(loc, shardStats.getSumExp(), axes, PartialKind::Sum);
+  stats.target = ctx.allReduce(loc, shardStats.getTarget(), axes, PartialKind::Sum);
+  ctx.share(logits, "cross_entropy.max", stats.max);
+  ctx.share(logits, "cross_entropy.sum_exp", stats.sumExp);
+  return stats;
+}
+
+SmallVector<int64_t> CrossEntropyOp::getLoweredFactors() {
+  return {vocabFactorOf(*this)};
+}
+
+LogicalResult CrossEntropyOp::buildLocal(LocalLoweringContext &ctx,
+                                         ArrayRef<Value> operands, TypeRange types,
+                                         const FactorAxes &factors,
+                                         SmallVectorImpl<Value> &results) {
+  OpBuilder &b = ctx.builder();
+  Location loc = getLoc();
+  const GridAxes &axes = factors[vocabFactorOf(*this)];
+  Value logits = operands[0], labels = operands[1];
+  int64_t vocab = tensorType(getLogits()).getShape().back();
+  Value offset = ctx.shardOffset(loc, axes, tensorType(logits).getShape().back());
+  VocabStats stats = vocabShardStats(ctx, loc, logits, labels, offset, vocab, axes);
+  // -log softmax(logits)[label] = log(sum_exp) + max - logits[label]
+  Value rows = AddOp::create(b, loc, LogOp::create(b, loc, stats.sumExp),
+                             SubOp::create(b, loc, stats.max, stats.target));
+  int64_t rank = tensorType(rows).getRank();
+  Value loss = rows;
+  if (rank > 0)
+    loss = ReduceMeanOp::create(b, loc, rows,
+                                llvm::to_vector(llvm::seq<int64_t>(0, rank)), false);
+  if (loss.getType() != types[0])
+    return emitOpError() << "local lowering produced " << loss.getType()
+                         << " for a result of type " << types[0];
+  results.push_back(loss);
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -613,13 +700,31 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
     idFactors.push_back(size == 1 ? DimFactors{}
                                   : DimFactors{rule.addFactor(size, FactorKind::Sum)});
   int64_t feature = rule.addFactor(table.getDimSize(1), FactorKind::Parallel);
-  int64_t vocab = rule.addFactor(table.getDimSize(0), FactorKind::Blocked);
+  // A vocabulary shard scatters only its own rows (buildLocal).
+  int64_t vocab = rule.addFactor(table.getDimSize(0), FactorKind::Parallel);
   TensorFactors dy = idFactors;
   dy.push_back({feature});
   rule.operands = {idFactors, dy};
   rule.results = {{{vocab}, {feature}}};
   rule.linearGroups = {{1}};
   return rule;
+}
+
+SmallVector<int64_t> EmbeddingGradOp::getLoweredFactors() {
+  return {getShardingRule().results[0][0].front()};
+}
+
+LogicalResult EmbeddingGradOp::buildLocal(LocalLoweringContext &ctx,
+                                          ArrayRef<Value> operands, TypeRange types,
+                                          const FactorAxes &factors,
+                                          SmallVectorImpl<Value> &results) {
+  const GridAxes &axes = factors[getLoweredFactors().front()];
+  int64_t pieceRows = cast<RankedTensorType>(types[0]).getDimSize(0);
+  Value offset = ctx.shardOffset(getLoc(), axes, pieceRows);
+  results.push_back(EmbeddingShardGradOp::create(ctx.builder(), getLoc(), types[0],
+                                                 operands[0], operands[1], offset,
+                                                 tensorType(getDtable()).getDimSize(0)));
+  return success();
 }
 
 LogicalResult AttentionGradOp::verify() {
@@ -656,7 +761,117 @@ int64_t CrossEntropyGradOp::getIndexBound(unsigned operandIdx) {
 }
 
 ShardingRule CrossEntropyGradOp::getShardingRule() {
-  return crossEntropyRule(*this, FactorKind::Parallel);
+  return crossEntropyRule(*this, FactorKind::Parallel, FactorKind::Parallel);
+}
+
+SmallVector<int64_t> CrossEntropyGradOp::getLoweredFactors() {
+  return {vocabFactorOf(*this)};
+}
+
+LogicalResult CrossEntropyGradOp::buildLocal(LocalLoweringContext &ctx,
+                                             ArrayRef<Value> operands,
+                                             TypeRange types,
+                                             const FactorAxes &factors,
+                                             SmallVectorImpl<Value> &results) {
+  Location loc = getLoc();
+  const GridAxes &axes = factors[vocabFactorOf(*this)];
+  Value logits = operands[0], labels = operands[1], dloss = operands[2];
+  int64_t vocab = tensorType(getLogits()).getShape().back();
+  Value offset = ctx.shardOffset(loc, axes, tensorType(logits).getShape().back());
+  // The forward's statistics when it ran on the same local logits.
+  Value max = ctx.lookupShared(logits, "cross_entropy.max");
+  Value sumExp = ctx.lookupShared(logits, "cross_entropy.sum_exp");
+  if (!max || !sumExp) {
+    VocabStats stats = vocabShardStats(ctx, loc, logits, labels, offset, vocab, axes);
+    max = stats.max;
+    sumExp = stats.sumExp;
+  }
+  results.push_back(CrossEntropyShardGradOp::create(
+      ctx.builder(), loc, types[0], logits, labels, max, sumExp, dloss, offset,
+      vocab, getScale()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Local ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ShardOffsetOp::verify() {
+  if (getPieceSize() < 1)
+    return emitOpError() << "piece_size must be >= 1, got " << getPieceSize();
+  llvm::SmallSet<int64_t, 4> seen;
+  for (int64_t axis : getGridAxes())
+    if (axis < 0 || !seen.insert(axis).second)
+      return emitOpError() << "grid_axes must be distinct non-negative axes";
+  return success();
+}
+
+LogicalResult PadOp::verify() {
+  auto in = tensorType(getX()), out = tensorType(getResult());
+  if (in.getElementType() != out.getElementType() || in.getRank() != out.getRank())
+    return emitOpError() << "pads " << shapeOf(getX()) << " to " << shapeOf(getResult())
+                         << ": rank and element type must stay";
+  return success();
+}
+
+LogicalResult FillPaddingOp::verify() {
+  if (failed(checkAxis(*this, getAxis(), tensorType(getX()).getRank())))
+    return failure();
+  if (getSize() < 1)
+    return emitOpError() << "size must be >= 1, got " << getSize();
+  if (getFill() != "zero" && getFill() != "-inf")
+    return emitOpError() << "fill must be \"zero\" or \"-inf\", got \"" << getFill() << "\"";
+  return success();
+}
+
+/// ids [...] and a [V', D] table shard against rows [..., D].
+static LogicalResult checkShardLookup(Operation *op, Value table, Value ids, Value rows,
+                                      StringRef tableName, StringRef rowsName) {
+  auto t = tensorType(table), r = tensorType(rows);
+  if (t.getRank() != 2)
+    return op->emitOpError() << tableName << " must be [V, D], got " << shapeOf(table);
+  SmallVector<int64_t> expected(tensorType(ids).getShape());
+  expected.push_back(t.getDimSize(1));
+  if (r.getShape() != ArrayRef<int64_t>(expected) || r.getElementType() != t.getElementType())
+    return op->emitOpError() << rowsName << " " << shapeOf(rows) << " must be "
+                             << ShapeStr{expected} << " of the table's element type";
+  return success();
+}
+
+LogicalResult EmbeddingShardOp::verify() {
+  return checkShardLookup(*this, getTable(), getIds(), getResult(), "table", "result");
+}
+
+LogicalResult EmbeddingShardGradOp::verify() {
+  return checkShardLookup(*this, getDtable(), getIds(), getDy(), "dtable", "dy");
+}
+
+/// logits [..., V'], labels [...] and per-position rows [...].
+static LogicalResult checkShardRows(Operation *op, Value logits, Value labels,
+                                    ArrayRef<Value> rows, int64_t vocab) {
+  if (failed(verifyLogitsLabels(op, logits, labels)))
+    return failure();
+  auto rowType = RankedTensorType::get(tensorType(labels).getShape(),
+                                       tensorType(logits).getElementType());
+  for (Value row : rows)
+    if (row.getType() != rowType)
+      return op->emitOpError() << "per-position statistics must be " << rowType
+                               << ", got " << row.getType();
+  if (vocab < 1)
+    return op->emitOpError() << "vocab must be >= 1";
+  return success();
+}
+
+LogicalResult CrossEntropyShardStatsOp::verify() {
+  return checkShardRows(*this, getLogits(), getLabels(),
+                        {getMax(), getSumExp(), getTarget()}, getVocab());
+}
+
+LogicalResult CrossEntropyShardGradOp::verify() {
+  if (failed(checkShardRows(*this, getLogits(), getLabels(), {getMax(), getSumExp()},
+                            getVocab())))
+    return failure();
+  return checkSameType(*this, getDlogits(), getLogits().getType(), "dlogits");
 }
 
 //===----------------------------------------------------------------------===//

@@ -19,6 +19,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -94,8 +95,8 @@ private:
 /// Checks flag combinations this build can honour; one message per problem.
 bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &errors) {
   auto notYet = [&](const std::string &what) {
-    errors.flag(what + " is not implemented yet; this build plans data "
-                     "parallelism only (--strategy dp=N or --auto)");
+    errors.flag(what + " is not implemented yet; this build plans data and "
+                     "tensor parallelism (--strategy dp=D,tp=T or --auto)");
     return false;
   };
   if (!o.autoPlan) {
@@ -107,8 +108,6 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
                 std::to_string(devices));
       return false;
     }
-    if (o.tp != 1)
-      return notYet("--strategy tp=" + std::to_string(o.tp) + ": tensor parallelism");
     if (o.pp != 1)
       return notYet("--strategy pp=" + std::to_string(o.pp) + ": pipeline parallelism");
     if (o.sp != 1)
@@ -152,8 +151,22 @@ json optimizerJson(const ::dtc::CompileOptions &o, double weightDecay) {
   return Collective::AllToAll;
 }
 
+/// How the plan was chosen, said plainly: `--auto` does not search yet.
+json plannerJson(const ::dtc::CompileOptions &o, const json &plan) {
+  if (!o.autoPlan)
+    return {{"mode", "strategy"},
+            {"why", "degrees pinned by --strategy; shardings by Megatron's rules and "
+                    "propagation"}};
+  return {{"mode", "auto"},
+          {"searched", false},
+          {"chose", "dp=" + std::to_string(plan.value("dp", 1))},
+          {"why", "no cost-model search exists yet: --auto plans data parallelism "
+                  "over every device; pin tensor parallelism with --strategy dp=D,tp=T"}};
+}
+
 /// The plan report of spec/cli.md, from the emitted program (what the
-/// runtime will really allocate and send) and the cost model.
+/// runtime will really allocate and send) and the cost model. Bytes are per
+/// device and per step, the maximum over devices.
 json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOptions &o,
                  ::dtc::cost::HardwareProfile &hw, double compileSeconds) {
   const json &program = artifact["programs"][0];
@@ -170,8 +183,8 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
     }
 
   // Slot bytes per category (the usual accounting), then what the runtime
-  // really allocates at its high-water mark (MemoryPlan.h: aligned slots plus
-  // the largest kernel or collective scratch) and the budget it must fit.
+  // really allocates at its high-water mark (MemoryPlan.h: aligned slots,
+  // collective staging, the largest kernel scratch) and the budget it must fit.
   json memory = {{"params", 0},    {"grads", 0},     {"optimizer", 0}, {"activations", 0},
                  {"inputs", 0},    {"constants", 0}, {"scalars", 0},   {"total", 0}};
   for (const json &slot : program["slots"]) {
@@ -183,6 +196,7 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
     memory["total"] = memory["total"].get<int64_t>() + bytes;
   }
   const json &planned = artifact["memory"];
+  memory["staging"] = planned["peak_by_kind"]["staging"];
   memory["workspace"] = planned["peak_by_kind"]["workspace"];
   memory["peak_per_device"] = planned["peak_bytes"];
   memory["budget_per_device"] = planned["budget_bytes"];
@@ -190,34 +204,89 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
   std::map<std::string, std::vector<int64_t>> commAxes;
   for (const json &c : artifact["communicators"])
     commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
-  json comm = {{"all_reduce", 0.0}, {"all_gather", 0.0}, {"reduce_scatter", 0.0},
-               {"all_to_all", 0.0}, {"send_recv", 0.0}};
+  const std::vector<std::string> kinds = {"all_reduce", "all_gather", "reduce_scatter",
+                                           "all_to_all"};
+  // Bytes sent per step by group member, per communicator and kind: ring
+  // chunks make them depend on the member when sizes do not divide.
+  std::map<std::string, std::map<std::string, std::vector<int64_t>>> byMember;
+  json calls = json::object();
   double commSeconds = 0;
   const json &buffers = program["buffers"];
-  auto bufferBytes = [&](int id) {
+  auto elements = [&](int id) {
     int64_t n = 1;
     for (int64_t d : buffers[id]["shape"])
       n *= d;
-    return double(n) * (buffers[id]["dtype"] == "i64" ? 8 : 4);
+    return n;
+  };
+  auto groupSize = [&](const std::vector<int64_t> &axes) {
+    int64_t n = 1;
+    for (int64_t a : axes)
+      n *= mesh[a];
+    return n;
   };
   for (const json &inst : program["instructions"]) {
     std::string op = inst["op"];
-    if (!comm.contains(op) || op == "send_recv")
-      continue;
-    const std::vector<int64_t> &axes = commAxes[inst["attrs"]["comm"]];
-    int64_t n = 1;
+    ::dtc::cost::Collective kind;
+    if (!::dtc::cost::collectiveFromName(op, kind))
+      continue; // kernels, all_slice (no traffic)
+    std::string name = inst["attrs"]["comm"];
+    const std::vector<int64_t> &axes = commAxes[name];
+    int64_t n = groupSize(axes);
     ::dtc::cost::Link slowest{1e300, 0};
-    for (int64_t a : axes) {
-      n *= mesh[a];
+    for (int64_t a : axes)
       if (hw.axes[a].bandwidth < slowest.bandwidth)
         slowest = hw.axes[a];
+    int in = inst["in"][0], out = inst["out"][0];
+    int64_t elementBytes = buffers[in]["dtype"] == "i64" ? 8 : 4;
+    // What the runtime's algorithm sends (the test and the benchmark compare
+    // it with the runtime's own count).
+    std::vector<int64_t> &members = byMember[name][op];
+    members.resize(size_t(n), 0);
+    for (int64_t m = 0; m < n; ++m)
+      members[size_t(m)] += ::dtc::cost::collectiveSentBytesOf(kind, n, m, elements(in),
+                                                              elements(out), elementBytes);
+    calls[op] = calls.value(op, 0) + 1;
+    int64_t sent = ::dtc::cost::collectiveSentBytes(kind, n, elements(in), elements(out),
+                                                    elementBytes);
+    commSeconds += ::dtc::cost::collectiveTime(kind, n, double(sent), slowest);
+  }
+  // Per communicator: the busiest member; in total: the busiest device,
+  // summing each communicator's share at that device's index in it.
+  json comm = {{"all_reduce", 0}, {"all_gather", 0}, {"reduce_scatter", 0},
+               {"all_to_all", 0}, {"send_recv", 0}};
+  json commByName = json::object();
+  for (auto &[name, perKind] : byMember) {
+    commByName[name] = {{"mesh_axes", commAxes[name]}};
+    for (const std::string &kind : kinds) {
+      const std::vector<int64_t> &members = perKind[kind];
+      commByName[name][kind] =
+          members.empty() ? 0 : *std::max_element(members.begin(), members.end());
     }
-    // Ring formulas count the full tensor: the input of all-reduce and
-    // reduce-scatter, the gathered output of all-gather.
-    double bytes = op == "all_gather" ? bufferBytes(inst["out"][0]) : bufferBytes(inst["in"][0]);
-    auto kind = collectiveKind(op);
-    comm[op] = comm[op].get<double>() + ::dtc::cost::bytesPerDevice(kind, n, bytes);
-    commSeconds += ::dtc::cost::collectiveTime(kind, n, bytes, slowest);
+  }
+  int64_t devices = 1;
+  for (int64_t size : mesh)
+    devices *= size;
+  for (const std::string &kind : kinds) {
+    int64_t busiest = 0;
+    for (int64_t device = 0; device < devices; ++device) {
+      std::vector<int64_t> coords(mesh.size());
+      for (size_t a = mesh.size(), rest = device; a-- > 0;) {
+        coords[a] = rest % mesh[a];
+        rest /= mesh[a];
+      }
+      int64_t total = 0;
+      for (auto &[name, perKind] : byMember) {
+        const std::vector<int64_t> &members = perKind[kind];
+        if (members.empty())
+          continue;
+        int64_t index = 0;
+        for (int64_t a : commAxes[name])
+          index = index * mesh[a] + coords[a];
+        total += members[size_t(index)];
+      }
+      busiest = std::max(busiest, total);
+    }
+    comm[kind] = busiest;
   }
 
   int64_t flops = 0;
@@ -239,9 +308,12 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
         {"schedule", plan.value("pp", 1) > 1 ? o.schedule : std::string("none")},
         {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum}}},
       {"axes", plan.value("axes", json::object())},
+      {"planner", plannerJson(o, plan)},
       {"memory_bytes", memory},
       {"bubble_fraction", ::dtc::cost::bubbleFraction(plan.value("pp", 1), o.microbatches)},
       {"comm_bytes", comm},
+      {"comm_bytes_by_comm", commByName},
+      {"collective_calls", calls},
       {"predicted",
        {{"step_time_s", stepSeconds},
         {"compute_time_s", computeSeconds},
@@ -263,7 +335,7 @@ const std::vector<std::string> &::dtc::emitStages() {
 namespace {
 
 /// Wall and CPU time per stage, printed with --timing
-/// (bench/compile_bench.py reads them to show where compile time goes; the
+/// (bench/compile_scaling_bench.py reads them to show where compile time goes; the
 /// CPU time is the compiler's own work, whatever else the machine runs).
 class StageTimer {
 public:
@@ -527,12 +599,18 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   mlir::dtc::ApplyStrategyOptions planOptions;
   planOptions.mesh.assign(o.mesh.begin(), o.mesh.end());
   planOptions.dp = o.autoPlan ? 0 : o.dp;
+  planOptions.tp = o.autoPlan ? 1 : o.tp;
 
   if (!runStage("parsed", [](PassManager &pm) { pm.addPass(mlir::dtc::createCheckModel()); }) ||
       !runStage("training-step", [&](PassManager &pm) {
         pm.addPass(mlir::dtc::createBuildTrainingStep(stepOptions));
       }) ||
       !runStage("planned", [&](PassManager &pm) {
+        if (!o.pins.empty()) {
+          mlir::dtc::PinShardingOptions pinOptions;
+          pinOptions.pins.assign(o.pins.begin(), o.pins.end());
+          pm.addPass(mlir::dtc::createPinSharding(pinOptions));
+        }
         pm.addPass(mlir::dtc::createApplyStrategy(planOptions));
       }) ||
       !runStage("partitioned", [](PassManager &pm) { pm.addPass(mlir::dtc::createPartition()); }))
@@ -542,7 +620,9 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   artifactOptions.sourceName = o.input;
   artifactOptions.optimizer = optimizerJson(o, weightDecay);
   artifactOptions.planExtras = {
-      {"auto", o.autoPlan}, {"sp", o.sp}, {"ep", o.ep},
+      {"planner", o.autoPlan ? "auto (no search yet: data parallelism over every device)"
+                             : "strategy"},
+      {"sp", o.sp}, {"ep", o.ep},
       {"microbatches", o.microbatches}, {"schedule", "none"},
       {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum},
       {"hw", hw->name}};

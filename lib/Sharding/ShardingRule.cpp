@@ -16,6 +16,10 @@ StringRef mlir::dtc::stringifyFactorKind(FactorKind kind) {
     return "sum";
   case FactorKind::Mean:
     return "mean";
+  case FactorKind::Max:
+    return "max";
+  case FactorKind::Resolved:
+    return "resolved";
   case FactorKind::Blocked:
     return "blocked";
   }
@@ -27,6 +31,19 @@ bool ShardingRule::resultHasFactor(unsigned resultIdx, int64_t factor) const {
     if (llvm::is_contained(dim, factor))
       return true;
   return false;
+}
+
+bool ShardingRule::operandHasFactor(unsigned operandIdx, int64_t factor) const {
+  for (const DimFactors &dim : operands[operandIdx])
+    if (llvm::is_contained(dim, factor))
+      return true;
+  return false;
+}
+
+bool ShardingRule::isLinearIn(unsigned operandIdx) const {
+  return llvm::any_of(linearGroups, [&](const auto &group) {
+    return llvm::is_contained(group, operandIdx);
+  });
 }
 
 static ArrayRef<int64_t> shapeOf(Type type) {

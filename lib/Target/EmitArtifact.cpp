@@ -12,6 +12,7 @@
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Version.h"
+#include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/Sharding/Sharding.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -51,6 +52,18 @@ json shardingJson(ShardingAttr sharding) {
   for (DenseI64ArrayAttr axes : sharding.getDims())
     dims.push_back(std::vector<int64_t>(axes.asArrayRef().begin(), axes.asArrayRef().end()));
   return dims;
+}
+
+/// A tensor's sharding keys: "sharding", and "pieces" when a split dimension
+/// has a piece size other than the default.
+void addSharding(json &tensor, ShardingAttr sharding) {
+  tensor["sharding"] = shardingJson(sharding);
+  if (!sharding.getPieces().empty()) {
+    std::vector<int64_t> pieces(sharding.getDims().size(), 0);
+    for (auto [dim, piece] : llvm::enumerate(sharding.getPieces()))
+      pieces[dim] = piece;
+    tensor["pieces"] = pieces;
+  }
 }
 
 /// Inherent attributes as JSON (kernels.md attribute types).
@@ -264,8 +277,8 @@ LogicalResult Emitter::emitArguments() {
     json tensor = {{"name", name.getValue().str()},
                    {"role", role.getValue().str()},
                    {"dtype", *dtype},
-                   {"shape", shapeJson(globalType.getShape())},
-                   {"sharding", shardingJson(sharding)}};
+                   {"shape", shapeJson(globalType.getShape())}};
+    addSharding(tensor, sharding);
     if (auto init = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kInitAttr)))
       tensor["init"] = init.getValue().str();
     if (auto of = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kOfAttr)))
@@ -476,8 +489,8 @@ LogicalResult Emitter::emitReturn(func::ReturnOp ret) {
     json tensor = {{"name", name.getValue().str()},
                    {"role", isLoss ? "loss" : "output"},
                    {"dtype", *dtypeName(globalType.getElementType())},
-                   {"shape", shapeJson(globalType.getShape())},
-                   {"sharding", shardingJson(sharding)}};
+                   {"shape", shapeJson(globalType.getShape())}};
+    addSharding(tensor, sharding);
     if (auto of = step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kOfAttr))
       tensor["of"] = of.getValue().str();
     tensors.push_back(tensor);
@@ -575,7 +588,7 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
   program["constants"] = std::move(constants);
   program["instructions"] = std::move(instructions);
   json artifact = {{"format", "dtc-artifact"},
-                   {"version", 1},
+                   {"version", ::dtc::rt::kArtifactVersion},
                    {"producer", std::string("dtc ") + DTC_VERSION_STRING},
                    {"source", options.sourceName},
                    {"mesh", std::vector<int64_t>(grid.begin(), grid.end())},

@@ -1,4 +1,4 @@
-// Every op of shared/spec/model-format.md in MLIR's generic form, exactly as
+// Every op of docs/model-format.md in MLIR's generic form, exactly as
 // the spec writes it, must parse, verify and print back.
 // RUN: dtc-opt %s | dtc-opt | FileCheck %s
 // RUN: dtc-opt %s --mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC

@@ -1,7 +1,7 @@
 // RUN: not dtc-opt %s --dtc-build-training-step --dtc-apply-strategy="mesh=3" 2>&1 | FileCheck %s --check-prefix=BATCH
 // BATCH: error: the batch dimension of input "x" has size 8, which does not divide over dp=3
 // RUN: not dtc-opt %s --dtc-build-training-step --dtc-apply-strategy="mesh=2,2 dp=2" 2>&1 | FileCheck %s --check-prefix=DEGREE
-// DEGREE: error: dp=2 does not use all 4 devices of the mesh; tensor and pipeline parallelism are not implemented yet, so dp must equal the device count
+// DEGREE: error: dp=2 x tp=1 uses 2 devices but the mesh has 4; pipeline parallelism is not implemented yet, so dp*tp must equal the device count
 // RUN: not dtc-opt %s --dtc-apply-strategy="mesh=2" 2>&1 | FileCheck %s --check-prefix=ORDER
 // ORDER: error: no @train_step to plan (run dtc-build-training-step first)
 // RUN: not dtc-opt %s --dtc-build-training-step --dtc-partition 2>&1 | FileCheck %s --check-prefix=NOPLAN

@@ -1,4 +1,4 @@
-// The model contract of shared/spec/model-format.md, one error each.
+// The model contract of docs/model-format.md, one error each.
 // RUN: dtc-opt %s -split-input-file -verify-diagnostics --dtc-check-model
 
 // expected-error @+1 {{the model has no func.func @main (the forward pass returning the loss)}}

@@ -14,7 +14,7 @@ func.func @rules(%x: tensor<8x4x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf3
   %2 = "dtc.softmax"(%1) {axis = 2 : i64} : (tensor<8x4x32xf32>) -> tensor<8x4x32xf32>
   // expected-remark @+1 {{sharding rule: ([a, b, c], [c], [c]) -> ([a, b, c]) {a=8, b=4, c=32 blocked}}}
   %3 = "dtc.layer_norm"(%2, %g, %b) {epsilon = 1.0e-5 : f32} : (tensor<8x4x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<8x4x32xf32>
-  // expected-remark @+1 {{sharding rule: ([a, b], [c, d]) -> ([c, d, b]) {a=50 blocked, b=32, c=8, d=4}}}
+  // expected-remark @+1 {{sharding rule: ([a, b], [c, d]) -> ([c, d, b]) {a=50 sum, b=32, c=8, d=4}}}
   %4 = "dtc.embedding"(%t, %ids) : (tensor<50x32xf32>, tensor<8x4xi32>) -> tensor<8x4x32xf32>
   // expected-remark @+1 {{sharding rule: ([a, b, c]) -> ([a*b, c]) {a=8, b=4, c=32} linear {0}}}
   %5 = "dtc.reshape"(%4) : (tensor<8x4x32xf32>) -> tensor<32x32xf32>
@@ -26,11 +26,11 @@ func.func @rules(%x: tensor<8x4x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf3
   %8 = "dtc.attention"(%7, %q, %q) {causal = true} : (tensor<8x2x4x16xf32>, tensor<8x2x4x16xf32>, tensor<8x2x4x16xf32>) -> tensor<8x2x4x16xf32>
   // expected-remark @+1 {{sharding rule: ([a, b, c]) -> ([b]) {a=8 mean, b=4, c=32 mean} linear {0}}}
   %9 = "dtc.reduce_mean"(%3) {axes = array<i64: 0, 2>} : (tensor<8x4x32xf32>) -> tensor<4xf32>
-  // expected-remark @+1 {{sharding rule: ([a, b, c], [a, b]) -> ([]) {a=8 mean, b=4 mean, c=32 blocked}}}
+  // expected-remark @+1 {{sharding rule: ([a, b, c], [a, b]) -> ([]) {a=8 mean, b=4 mean, c=32 resolved}}}
   %10 = "dtc.cross_entropy"(%1, %ids) : (tensor<8x4x32xf32>, tensor<8x4xi32>) -> tensor<f32>
   // expected-remark @+1 {{sharding rule: ([a, b, c], [c], [a, b, c]) -> ([a, b, c], [c], [c]) {a=8 sum, b=4 sum, c=32 blocked}}}
   %11:3 = "dtc.layer_norm_grad"(%2, %g, %3) {epsilon = 1.0e-5 : f32} : (tensor<8x4x32xf32>, tensor<32xf32>, tensor<8x4x32xf32>) -> (tensor<8x4x32xf32>, tensor<32xf32>, tensor<32xf32>)
-  // expected-remark @+1 {{sharding rule: ([a, b], [a, b, c]) -> ([d, c]) {a=8 sum, b=4 sum, c=32, d=50 blocked} linear {1}}}
+  // expected-remark @+1 {{sharding rule: ([a, b], [a, b, c]) -> ([d, c]) {a=8 sum, b=4 sum, c=32, d=50} linear {1}}}
   %12 = "dtc.embedding_grad"(%ids, %4) : (tensor<8x4xi32>, tensor<8x4x32xf32>) -> tensor<50x32xf32>
   // expected-remark @+1 {{sharding rule: ([a, b]) -> ([c, d]) {a=16 blocked, b=32 blocked, c=32 blocked, d=16 blocked} linear {0}}}
   %13 = "dtc.reshape"(%w) : (tensor<16x32xf32>) -> tensor<32x16xf32>

@@ -6,9 +6,9 @@ allocator measured (`dtc run --stats`).
 
 The report's peak per device must be within the tolerance of the measured
 high-water mark, and so must each memory kind the report plans (parameters,
-gradients, optimizer state, activations, inputs, constants, scalars and the
-kernel/collective workspace, whose planned values are the artifact's
-`memory.peak_by_kind`). Prints one line per quantity and exits 1 on any
+gradients, optimizer state, activations, inputs, constants, scalars,
+collective staging and kernel workspace, whose planned values are the
+artifact's `memory.peak_by_kind`). Prints one line per quantity and exits 1 on any
 miss.
 """
 import argparse
@@ -24,15 +24,16 @@ def main(argv):
     p.add_argument("--tolerance", type=float, default=0.10)
     a = p.parse_args(argv)
     report = json.load(open(a.report))["memory_bytes"]
-    measured = json.load(open(a.stats))["memory_peak_bytes"]
+    measured = json.load(open(a.stats))["memory_bytes"]
     pairs = [("peak", report["peak_per_device"], measured["total"]),
+             ("staging", report["staging"], measured["staging"]),
              ("workspace", report["workspace"], measured["workspace"])]
     if a.artifact:
         with open(a.artifact, "rb") as f:
             f.readline()
             planned = json.loads(f.read())["memory"]["peak_by_kind"]
         pairs += [(kind, planned[kind], measured[kind]) for kind in sorted(planned)
-                  if kind != "workspace"]
+                  if kind not in ("staging", "workspace")]
     ok = True
     for name, want, got in pairs:
         good = got > 0 and abs(want - got) <= a.tolerance * got if want or got else True

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Trains one model on several meshes and checks they match one device.
+"""Trains one model under several plans and checks they match one device.
 
   dp_equivalence.py MODEL.mlir --work DIR [--steps N] [--meshes 1,2,4,2x2]
-                    [--data FILE] [--rtol 1e-5] [-- extra dtc compile flags]
+                    [--plan MESH:STRATEGY ...] [--data FILE] [--rtol 1e-5]
+                    [-- extra dtc compile flags]
 
-For each mesh: `dtc compile MODEL --mesh M --strategy dp=<devices>`, then
-`dtc run --steps N --seed S --save` (ranks through mpirun). Every mesh must
-reproduce the single-device run:
+Plans: each mesh of --meshes is data parallel over all its devices
+(`--strategy dp=<devices>`); each --plan (repeatable, e.g. `--plan 1
+--plan 2x4:dp=2,tp=4`) pins a strategy on a mesh. The first plan is the
+reference. For each: `dtc compile MODEL --mesh M --strategy S`, then
+`dtc run --steps N --seed S --save` (ranks through mpirun). Every plan must
+reproduce the reference run:
   - each step's loss within --rtol (relative);
   - each saved parameter tensor within --rtol relative L2 error
     (||x - y|| <= rtol ||x|| + atol sqrt(n)), and every element within
@@ -83,7 +87,10 @@ def main(argv):
     p.add_argument("--work", required=True, help="scratch directory")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--seed", type=int, default=3)
-    p.add_argument("--meshes", default="1,2,4", help="comma-separated meshes; the first is the reference")
+    p.add_argument("--meshes", default="1,2,4",
+                   help="comma-separated data-parallel meshes; the first is the reference")
+    p.add_argument("--plan", action="append", default=[],
+                   help="MESH[:STRATEGY], e.g. 2x4:dp=2,tp=4 (repeatable; replaces --meshes)")
     p.add_argument("--data", help="token file for dtc run --data")
     p.add_argument("--rtol", type=float, default=1e-5)
     p.add_argument("--atol", type=float, default=1e-6, help="absolute floor per element")
@@ -93,12 +100,16 @@ def main(argv):
     a = p.parse_args(argv)
     os.makedirs(a.work, exist_ok=True)
 
+    plans = []
+    for plan in a.plan or a.meshes.split(","):
+        mesh, _, strategy = plan.partition(":")
+        plans.append((plan, mesh, strategy or f"dp={devices(mesh)}"))
     results = {}
-    for mesh in a.meshes.split(","):
-        tag = mesh.replace("x", "_")
-        artifact = os.path.join(a.work, f"mesh{tag}.dtc")
-        ckpt = os.path.join(a.work, f"mesh{tag}.safetensors")
-        run([a.dtc, "compile", a.model, "--mesh", mesh, "--strategy", f"dp={devices(mesh)}",
+    for plan, mesh, strategy in plans:
+        tag = plan.replace("x", "_").replace(":", "-").replace(",", "-").replace("=", "")
+        artifact = os.path.join(a.work, f"plan{tag}.dtc")
+        ckpt = os.path.join(a.work, f"plan{tag}.safetensors")
+        run([a.dtc, "compile", a.model, "--mesh", mesh, "--strategy", strategy,
              "-o", artifact] + extra, os.path.join(a.work, f"compile{tag}.log"))
         cmd = [a.dtc, "run", artifact, "--steps", str(a.steps), "--seed", str(a.seed), "--save", ckpt]
         if a.data:
@@ -106,20 +117,22 @@ def main(argv):
         out = run(cmd, os.path.join(a.work, f"run{tag}.log"))
         losses = losses_of(out)
         if len(losses) != a.steps:
-            raise SystemExit(f"mesh {mesh}: expected {a.steps} loss lines, got {len(losses)}:\n{out}")
+            raise SystemExit(f"plan {plan}: expected {a.steps} loss lines, got {len(losses)}:\n{out}")
         if not all(math.isfinite(l) for l in losses):
-            raise SystemExit(f"mesh {mesh}: non-finite loss {losses}")
+            raise SystemExit(f"plan {plan}: non-finite loss {losses}")
         params, meta = read_safetensors(ckpt)
         if meta.get("dtc.step") != str(a.steps):
-            raise SystemExit(f"mesh {mesh}: checkpoint step {meta.get('dtc.step')} != {a.steps}")
-        results[mesh] = (losses, params)
+            raise SystemExit(f"plan {plan}: checkpoint step {meta.get('dtc.step')} != {a.steps}")
+        results[plan] = (losses, params)
 
-    ref_mesh = a.meshes.split(",")[0]
-    ref_losses, ref_params = results[ref_mesh]
+    ref_plan = plans[0][0]
+    ref_losses, ref_params = results[ref_plan]
     failed = False
-    for mesh, (losses, params) in results.items():
-        if mesh == ref_mesh:
-            print(f"mesh {mesh}: reference, losses {', '.join(f'{l:.7g}' for l in losses)}")
+    for plan, (losses, params) in results.items():
+        # Data-parallel meshes print as "mesh M" (as they always have).
+        label = f"plan {plan}" if a.plan else f"mesh {plan}"
+        if plan == ref_plan:
+            print(f"{label}: reference, losses {', '.join(f'{l:.7g}' for l in losses)}")
             continue
         worst_loss = max(abs(l - r) / max(abs(r), 1e-30) for l, r in zip(losses, ref_losses))
         problems = []
@@ -152,7 +165,7 @@ def main(argv):
                 problems.append(f"parameter {name}: an element differs by {rel_elem:.2e} of the "
                                 f"tensor's scale > {a.elem_rtol}")
         status = "FAIL" if problems else "ok"
-        print(f"mesh {mesh}: {status}: {len(params)} parameters, worst loss rel diff "
+        print(f"{label}: {status}: {len(params)} parameters, worst loss rel diff "
               f"{worst_loss:.1e}, worst parameter rel L2 {worst_norm:.1e}, worst element "
               f"{worst_elem:.1e} of scale")
         for problem in problems:

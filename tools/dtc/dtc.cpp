@@ -1,4 +1,4 @@
-//===- dtc.cpp - the dtc command line (shared/spec/cli.md) ---------------===//
+//===- dtc.cpp - the dtc command line (docs/cli.md) ----------------------===//
 //
 //   dtc compile MODEL.mlir --mesh 2x2 -o OUT.dtc [options]
 //   dtc run OUT.dtc --steps N [options]      (starts the ranks via dtc-run)
@@ -43,7 +43,9 @@ usage:
   dtc inspect OUT.dtc                                        print the artifact as JSON
   dtc --help | dtc COMMAND --help | dtc --version
 
-Models: shared/spec/model-format.md. Command line: shared/spec/cli.md.
+Docs (in the source tree): docs/model-format.md (models), docs/cli.md
+(commands, checkpoints, the plan report), docs/artifact.md, docs/design.md,
+docs/writing-a-sharding-pass.md.
 )";
 
 constexpr const char *kCompileHelp = R"(usage: dtc compile MODEL.mlir [options]
@@ -60,11 +62,16 @@ Mesh and hardware:
                         exceeds it is refused      (default: --hw's memory; for
                         cpu, this machine's RAM / the mesh's device count)
 Plan:
-  --auto                search the plan; today it chooses data parallelism
-                        over the whole mesh                  (default)
-  --strategy SPEC       pin degrees, e.g. dp=4,tp=1,pp=1     (default: none)
+  --auto                no search yet: plans data parallelism over the
+                        whole mesh, and the report says so   (default)
+  --strategy SPEC       pin degrees, e.g. dp=2,tp=4          (default: none)
                         keys dp, tp, pp, zero, sp, ep; dp*tp*pp = devices;
                         omitted: dp = devices/(tp*pp), tp=pp=sp=ep=1, zero=0
+                        tp: Megatron tensor parallelism on the innermost
+                        (fastest) mesh axes, dp on the outer ones
+  --pin NAME=SHARDING   pin a parameter's sharding, e.g.      (repeatable)
+                        'h.0.attn.wq=[[],[1]]' (mesh axes per dimension);
+                        it wins over the strategy, the rest follows
   --microbatches M      pipeline micro-batches               (default: 1)
   --schedule S          gpipe|1f1b|interleaved|zb            (default: 1f1b)
                         (only pipelines, pp > 1, have a schedule)
@@ -318,6 +325,7 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.value("--beta2", number("--beta2", o.beta2));
   flags.value("--report", [&](const std::string &v) { o.report = v; return true; });
   flags.boolean("--timing", [&] { o.timing = true; });
+  flags.value("--pin", [&](const std::string &v) { o.pins.push_back(v); return true; });
   flags.value("--emit-mlir", [&](const std::string &v) {
     for (const std::string &stage : dtc::emitStages())
       if (v == stage) {

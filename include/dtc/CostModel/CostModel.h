@@ -45,15 +45,33 @@ std::optional<HardwareProfile> loadHardware(const std::string &nameOrFile,
 
 enum class Collective { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv };
 
-/// Bytes each device sends for a collective on a group of `n` devices over
-/// a tensor of `bytes` (the full tensor for all-reduce and all-to-all, the
-/// gathered result for all-gather, the input for reduce-scatter), with the
-/// bandwidth-optimal ring algorithms: all-reduce 2(n-1)/n D, all-gather and
-/// reduce-scatter (n-1)/n D, all-to-all (n-1)/n D.
-double bytesPerDevice(Collective kind, int64_t n, double bytes);
+/// Bytes one device sends in the runtime's collective algorithms
+/// (docs/runtime.md "Collectives"), the maximum over the group, from the
+/// element counts of its LOCAL input and output buffers:
+///  - all_reduce of c elements: a ring reduce-scatter then a ring
+///    all-gather over n chunks (chunk j has c/n elements, one more for
+///    j < c % n); device r sends every chunk but (r+1) % n, then every chunk
+///    but (r+2) % n;
+///  - all_gather: n-1 pieces of its input; reduce_scatter: n-1 pieces of its
+///    output (rings); all_to_all: n-1 of the n pieces of its input (pairwise
+///    exchange); all_slice: nothing.
+/// This is what the runtime counts when it runs them, so a report built from
+/// it can be checked against measurements exactly.
+int64_t collectiveSentBytes(Collective kind, int64_t n, int64_t inElements,
+                            int64_t outElements, int64_t elementBytes);
+/// The same for the group member of index `member` (all-reduce chunks
+/// differ in size when n does not divide the element count).
+int64_t collectiveSentBytesOf(Collective kind, int64_t n, int64_t member,
+                              int64_t inElements, int64_t outElements, int64_t elementBytes);
+/// Kind names of the artifact's collectives ("all_reduce", ...); false for
+/// all_slice and anything else that moves no data.
+bool collectiveFromName(const std::string &op, Collective &kind);
 
-/// alpha-beta time of that collective on `link`.
-double collectiveTime(Collective kind, int64_t n, double bytes, const Link &link);
+/// alpha-beta time of a collective on a group of `n` devices over `link`
+/// when each device sends `sentBytes` (collectiveSentBytes): its steps'
+/// latencies (2(n-1) for the all-reduce ring, n-1 for the others) plus the
+/// bytes over the bandwidth.
+double collectiveTime(Collective kind, int64_t n, double sentBytes, const Link &link);
 
 /// Idle share of a pipeline of `stages` stages and `microbatches`
 /// micro-batches under GPipe/1F1B: (p-1)/(m+p-1).

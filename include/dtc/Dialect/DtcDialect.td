@@ -10,7 +10,7 @@ def Dtc_Dialect : Dialect {
   let cppNamespace = "::mlir::dtc";
   let summary = "Tensor ops of training models, their gradients and optimizer updates";
   let description = [{
-    The `dtc` dialect holds the model format of shared/spec/model-format.md
+    The `dtc` dialect holds the model format of docs/model-format.md
     (forward + loss over global, static shapes) and the internal ops the
     training-step pass adds (gradient kernels and optimizer updates). Every op
     states its own shape rule (verifier / type inference), gradient rule
@@ -49,6 +49,12 @@ def Dtc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kGradientOfAttr = "dtc.gradient_of";
     static constexpr ::llvm::StringLiteral kShardingAttr = "dtc.sharding";
     static constexpr ::llvm::StringLiteral kFactorAxesAttr = "dtc.factor_axes";
+    static constexpr ::llvm::StringLiteral kFactorPiecesAttr = "dtc.factor_pieces";
+    // Pins for dtc-propagate-shardings: dtc.pin on an op (its first result),
+    // dtc.pin_priority = "user" | "strategy" beside it or beside an
+    // argument's dtc.sharding.
+    static constexpr ::llvm::StringLiteral kPinAttr = "dtc.pin";
+    static constexpr ::llvm::StringLiteral kPinPriorityAttr = "dtc.pin_priority";
     static constexpr ::llvm::StringLiteral kGlobalTypeAttr = "dtc.global_type";
     static constexpr ::llvm::StringLiteral kPlanAttr = "dtc.plan";
   }];

@@ -88,6 +88,39 @@ def Dtc_IndexOperandsOpInterface : OpInterface<"IndexOperandsOpInterface"> {
   ];
 }
 
+def Dtc_LocalLoweringOpInterface : OpInterface<"LocalLoweringOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    An op whose per-device computation differs from its global one when
+    some of its factors are sharded (include/dtc/Sharding/LocalLowering.h):
+    the partitioner clones every other op onto local shapes, but asks this
+    one to build its local computation whenever one of its lowered factors
+    is sharded. The lowering also handles uneven (padded) splits of those
+    factors.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Factors (of getShardingRule()) whose sharding this op's local
+        lowering implements.
+      }],
+      "::llvm::SmallVector<int64_t>", "getLoweredFactors", (ins)>,
+    InterfaceMethod<[{
+        Builds the op's local computation at `ctx.builder()` from
+        `localOperands` (resharded to what `factors` require of each operand)
+        and fills `localResults` with values of `localResultTypes`: each is
+        what the result's sharding under `factors` says (a pending partial
+        sum where a Sum factor is sharded, before any mean rescaling the
+        partitioner adds).
+      }],
+      "::llvm::LogicalResult", "buildLocal",
+      (ins "::mlir::dtc::LocalLoweringContext &":$ctx,
+           "::llvm::ArrayRef<::mlir::Value>":$localOperands,
+           "::mlir::TypeRange":$localResultTypes,
+           "const ::mlir::dtc::FactorAxes &":$factors,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$localResults)>
+  ];
+}
+
 def Dtc_ViewOpInterface : OpInterface<"ViewOpInterface"> {
   let cppNamespace = "::mlir::dtc";
   let description = [{

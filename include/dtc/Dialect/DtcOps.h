@@ -3,6 +3,7 @@
 #define DTC_DIALECT_DTCOPS_H
 
 #include "dtc/Dialect/DtcDialect.h"
+#include "dtc/Sharding/LocalLowering.h"
 #include "dtc/Sharding/ShardingRule.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"
@@ -32,7 +33,7 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
 
 /// Fails, naming the closest valid name, when `op` carries an attribute that
 /// is neither one of its own (ODS) nor one the passes attach (dtc.phase,
-/// dtc.gradient_of, dtc.factor_axes).
+/// dtc.gradient_of, dtc.factor_axes, dtc.factor_pieces, dtc.pin...).
 LogicalResult verifyKnownAttributes(Operation *op);
 
 namespace OpTrait {

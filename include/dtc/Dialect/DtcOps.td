@@ -1,6 +1,6 @@
 //===- DtcOps.td - dtc ops ---------------------------------*- tablegen -*-===//
 //
-// Model ops (shared/spec/model-format.md: names, operand order and attribute
+// Model ops (docs/model-format.md: names, operand order and attribute
 // names are a public contract), then the internal ops the training-step pass
 // adds: gradient kernels and optimizer updates. docs/kernels.md says what the
 // runtime computes for each.
@@ -29,6 +29,7 @@ def Dtc_StepTensor : 0DTensorOf<[I64]>;
 def Dtc_ShardingRule : DeclareOpInterfaceMethods<Dtc_ShardingRuleOpInterface>;
 def Dtc_Gradient : DeclareOpInterfaceMethods<Dtc_GradientOpInterface>;
 def Dtc_Cost : DeclareOpInterfaceMethods<Dtc_CostOpInterface, ["getFlopCount"]>;
+def Dtc_LocalLowering : DeclareOpInterfaceMethods<Dtc_LocalLoweringOpInterface>;
 
 //===----------------------------------------------------------------------===//
 // Elementwise model ops
@@ -154,7 +155,8 @@ def Dtc_IndexOperands : DeclareOpInterfaceMethods<Dtc_IndexOperandsOpInterface>;
 
 def Dtc_EmbeddingOp : Dtc_Op<"embedding", [Pure, InferTypeOpAdaptor,
                                            Dtc_Gradient, Dtc_ShardingRule,
-                                           Dtc_CostOpInterface, Dtc_IndexOperands]> {
+                                           Dtc_CostOpInterface, Dtc_IndexOperands,
+                                           Dtc_LocalLowering]> {
   let summary = "row lookup: table [V, D], ids [...] -> [..., D]";
   let arguments = (ins Dtc_FloatTensor:$table, Dtc_IdTensor:$ids);
   let results = (outs Dtc_FloatTensor:$result);
@@ -176,16 +178,17 @@ def Dtc_AttentionOp : Dtc_Op<"attention", [Pure, Dtc_Gradient, Dtc_ShardingRule,
 
 def Dtc_CrossEntropyOp : Dtc_Op<"cross_entropy", [Pure, Dtc_Gradient,
                                                   Dtc_ShardingRule, Dtc_CostOpInterface,
-                                                  Dtc_IndexOperands]> {
+                                                  Dtc_IndexOperands, Dtc_LocalLowering]> {
   let summary = "mean softmax cross entropy over all label positions";
   let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels);
   let results = (outs Dtc_LossTensor:$result);
   let hasVerifier = 1;
 }
 
-class Dtc_ReduceOp<string mnemonic, string doc, string reduction>
-    : Dtc_Op<mnemonic, [Pure, InferTypeOpAdaptor, Dtc_Gradient,
-                        Dtc_ShardingRule, Dtc_CostOpInterface]> {
+class Dtc_ReduceOp<string mnemonic, string doc, string reduction,
+                   list<Trait> extra = [Dtc_Gradient]>
+    : Dtc_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor,
+                                    Dtc_ShardingRule, Dtc_CostOpInterface], extra)> {
   let summary = doc;
   let arguments = (ins Dtc_FloatTensor:$x, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<BoolAttr, "false">:$keep_dims);
@@ -206,6 +209,9 @@ class Dtc_ReduceOp<string mnemonic, string doc, string reduction>
 
 def Dtc_ReduceSumOp : Dtc_ReduceOp<"reduce_sum", "sum over axes", "Sum">;
 def Dtc_ReduceMeanOp : Dtc_ReduceOp<"reduce_mean", "mean over axes", "Mean">;
+// Internal (no gradient rule): a sharded reduced axis leaves a pending
+// partial maximum. Vocab-parallel cross entropy takes its row maximum so.
+def Dtc_ReduceMaxOp : Dtc_ReduceOp<"reduce_max", "maximum over axes", "Max", []>;
 
 def Dtc_ReshapeOp : Dtc_Op<"reshape", [Pure, Dtc_Gradient, Dtc_ShardingRule,
                                        Dtc_Cost, Dtc_ViewOpInterface]> {
@@ -297,7 +303,8 @@ def Dtc_RmsNormGradOp : Dtc_Op<"rms_norm_grad", [Pure, Dtc_ShardingRule,
 }
 
 def Dtc_EmbeddingGradOp : Dtc_Op<"embedding_grad", [Pure, Dtc_ShardingRule,
-                                                    Dtc_CostOpInterface, Dtc_IndexOperands]> {
+                                                    Dtc_CostOpInterface, Dtc_IndexOperands,
+                                                    Dtc_LocalLowering]> {
   let summary = "scatter-add of dy rows into a zero [V, D] table gradient";
   let arguments = (ins Dtc_IdTensor:$ids, Dtc_FloatTensor:$dy);
   let results = (outs Dtc_FloatTensor:$dtable);
@@ -317,7 +324,8 @@ def Dtc_AttentionGradOp : Dtc_Op<"attention_grad", [Pure, Dtc_ShardingRule,
 
 def Dtc_CrossEntropyGradOp : Dtc_Op<"cross_entropy_grad", [Pure, Dtc_ShardingRule,
                                                            Dtc_CostOpInterface,
-                                                           Dtc_IndexOperands]> {
+                                                           Dtc_IndexOperands,
+                                                           Dtc_LocalLowering]> {
   let summary = "(softmax(logits) - onehot(labels)) * dloss * scale";
   let description = [{
     `scale` is 1 / (label positions of the GLOBAL batch), fixed when the
@@ -326,6 +334,112 @@ def Dtc_CrossEntropyGradOp : Dtc_Op<"cross_entropy_grad", [Pure, Dtc_ShardingRul
   }];
   let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels,
                        Dtc_LossTensor:$dloss, F32Attr:$scale);
+  let results = (outs Dtc_FloatTensor:$dlogits);
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Local ops (added by the partitioner: what one device runs)
+//===----------------------------------------------------------------------===//
+
+def Dtc_ShardOffsetOp : Dtc_Op<"shard_offset", [Pure, Dtc_CostOpInterface]> {
+  let summary = "this device's offset along a dimension split over grid axes";
+  let description = [{
+    The rank's row-major index over `grid_axes` (as a communicator over
+    those axes orders its members) times `piece_size`: the global index of
+    the first element of the rank's piece of a dimension split over
+    `grid_axes` into pieces of `piece_size` elements. The one rank-dependent
+    value of the SPMD program; the runtime supplies it from the rank's mesh
+    coordinates.
+  }];
+  let arguments = (ins DenseI64ArrayAttr:$grid_axes, I64Attr:$piece_size);
+  let results = (outs Dtc_StepTensor:$offset);
+  let hasVerifier = 1;
+}
+
+def Dtc_PadOp : Dtc_Op<"pad", [Pure, Dtc_CostOpInterface]> {
+  let summary = "zero-pads or crops every dimension to the result shape";
+  let description = [{
+    Each dimension keeps its first min(in, out) elements and fills the rest
+    with zeros: a full dimension of an unevenly split value is padded to a
+    multiple of the group size before a slice, scatter or all-to-all, and a
+    gathered one is cropped back to its global size.
+  }];
+  let arguments = (ins Dtc_AnyTensor:$x);
+  let results = (outs Dtc_AnyTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Dtc_FillPaddingOp : Dtc_Op<"fill_padding", [Pure, AllTypesMatch<["x", "result"]>,
+                                                 Dtc_CostOpInterface]> {
+  let summary = "sets the padding of an unevenly split dimension to a value";
+  let description = [{
+    Elements i along `axis` with offset + i >= size (the global size of the
+    dimension) become `fill`: "zero" before a sum over the dimension, "-inf"
+    before a max, so padding never reaches a reduction.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_StepTensor:$offset, I64Attr:$axis,
+                       I64Attr:$size, StrAttr:$fill);
+  let results = (outs Dtc_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Dtc_EmbeddingShardOp : Dtc_Op<"embedding_shard", [Pure, Dtc_CostOpInterface]> {
+  let summary = "lookup in a vocabulary shard: rows [offset, offset + V') of the table";
+  let description = [{
+    table `[V', D]` holds global rows offset..offset+V'-1; result
+    `[..., D]` is table[id - offset] where that row is in the shard and zero
+    elsewhere, so the sum over the shards is the global lookup
+    (Megatron's vocab-parallel embedding). `vocab` is the global table's
+    row count (ids must be below it).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$table, Dtc_IdTensor:$ids,
+                       Dtc_StepTensor:$offset, I64Attr:$vocab);
+  let results = (outs Dtc_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Dtc_EmbeddingShardGradOp : Dtc_Op<"embedding_shard_grad", [Pure, Dtc_CostOpInterface]> {
+  let summary = "embedding_grad restricted to a vocabulary shard";
+  let description = [{
+    Scatter-adds the rows of dy whose ids fall in [offset, offset + V')
+    into a zero `[V', D]` table gradient; other ids are skipped.
+  }];
+  let arguments = (ins Dtc_IdTensor:$ids, Dtc_FloatTensor:$dy, Dtc_StepTensor:$offset,
+                       I64Attr:$vocab);
+  let results = (outs Dtc_FloatTensor:$dtable);
+  let hasVerifier = 1;
+}
+
+def Dtc_CrossEntropyShardStatsOp : Dtc_Op<"cross_entropy_shard_stats",
+                                          [Pure, Dtc_CostOpInterface]> {
+  let summary = "a vocabulary shard's softmax statistics per label position";
+  let description = [{
+    logits `[..., V']` hold global columns offset..offset+V'-1 of a
+    vocabulary of `vocab` (columns past it are padding and ignored); `max`
+    `[...]` is the global row maximum. Results `[...]`: the shard's
+    sum of exp(logit - max) and the label's logit where the label falls in
+    the shard (0 elsewhere). Summed over the shards they give the row's
+    softmax normalizer and target logit (Megatron's vocab-parallel cross
+    entropy).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels,
+                       Dtc_FloatTensor:$max, Dtc_StepTensor:$offset, I64Attr:$vocab);
+  let results = (outs Dtc_FloatTensor:$sum_exp, Dtc_FloatTensor:$target);
+  let hasVerifier = 1;
+}
+
+def Dtc_CrossEntropyShardGradOp : Dtc_Op<"cross_entropy_shard_grad",
+                                         [Pure, Dtc_CostOpInterface]> {
+  let summary = "cross_entropy_grad on a vocabulary shard from global statistics";
+  let description = [{
+    (exp(logits - max) / sum_exp - onehot(labels - offset)) * dloss * scale
+    on the shard's columns; padding columns (past `vocab`) get 0.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels,
+                       Dtc_FloatTensor:$max, Dtc_FloatTensor:$sum_exp,
+                       Dtc_LossTensor:$dloss, Dtc_StepTensor:$offset,
+                       I64Attr:$vocab, F32Attr:$scale);
   let results = (outs Dtc_FloatTensor:$dlogits);
   let hasVerifier = 1;
 }

@@ -11,7 +11,7 @@
 
 namespace dtc {
 
-/// Everything `dtc compile` can be asked (shared/spec/cli.md).
+/// Everything `dtc compile` can be asked (docs/cli.md).
 struct CompileOptions {
   std::string input;
   std::string output;
@@ -37,6 +37,8 @@ struct CompileOptions {
   std::string emitMlirAfter; // parsed | training-step | planned | partitioned
   /// Print each stage's wall time to stderr ("dtc: time: STAGE SECONDS s").
   bool timing = false;
+  /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.
+  std::vector<std::string> pins;
 };
 
 /// Runs the whole compilation; prints one error line on failure. Returns the

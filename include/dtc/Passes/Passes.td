@@ -5,7 +5,7 @@
 include "mlir/Pass/PassBase.td"
 
 def CheckModel : Pass<"dtc-check-model", "::mlir::ModuleOp"> {
-  let summary = "Checks the model contract of shared/spec/model-format.md";
+  let summary = "Checks the model contract of docs/model-format.md";
   let description = [{
     One `func.func @main` with a single block, returning exactly one
     `tensor<f32>` loss; parameters are float tensors with valid `dtc.init`;
@@ -49,18 +49,55 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
   let summary = "Annotates @train_step with a pinned parallel plan";
   let description = [{
     Creates the device grid (`shard.grid @mesh`), maps each parallel degree
-    to grid axes (data parallelism takes the outermost axes whose sizes
-    multiply to `dp`), shards every data input's batch dimension over the dp
-    axes, keeps parameters and optimizer state replicated, and propagates a
-    factor sharding (`dtc.factor_axes`) to every op from its sharding rule.
-    The partitioner reads only these annotations, so a searched plan and a
-    pinned one look the same to it.
+    to grid axes (tensor parallelism takes the innermost axes whose sizes
+    multiply to `tp`, data parallelism the outer rest), pins the shardings
+    the degrees imply (every data input's batch dimension over the dp axes;
+    with tp > 1 Megatron's vocab-parallel embedding tables and
+    column-parallel weights) and lets sharding propagation derive a sharding
+    for every argument and a factor sharding (`dtc.factor_axes`) for every
+    op. The partitioner reads only these annotations, so a searched plan and
+    a pinned one look the same to it.
   }];
   let options = [
     ListOption<"mesh", "mesh", "int64_t", "device grid shape, outermost axis first">,
     Option<"dp", "dp", "int64_t", /*default=*/"0",
-           "data-parallel degree (0: all devices)">
+           "data-parallel degree (0: the devices tp leaves)">,
+    Option<"tp", "tp", "int64_t", /*default=*/"1",
+           "tensor-parallel degree (Megatron)">
   ];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
+def PinSharding : Pass<"dtc-pin-sharding", "::mlir::ModuleOp"> {
+  let summary = "Pins the sharding of named parameters at user priority";
+  let description = [{
+    For each `NAME=[[axes of dim 0], [axes of dim 1], ...]` in `pins`, sets
+    `dtc.sharding` (on grid `grid`) and `dtc.pin_priority = "user"` on the
+    `@train_step` parameter named NAME. `dtc-apply-strategy` honours user
+    pins over its own, and propagation plans everything else around them
+    (docs/writing-a-sharding-pass.md walks through this pass).
+  }];
+  let options = [
+    ListOption<"pins", "pins", "std::string",
+               "NAME=[[axes], ...] per pinned parameter">,
+    Option<"grid", "grid", "std::string", /*default=*/"\"mesh\"",
+           "name of the shard.grid the axes refer to">
+  ];
+}
+
+def PropagateShardings : Pass<"dtc-propagate-shardings", "::mlir::ModuleOp"> {
+  let summary = "Completes a plan from pinned shardings by propagation";
+  let description = [{
+    Reads the plan's grid (`dtc.plan = {grid = @NAME}`) and the pins on
+    `@train_step`: a `dtc.sharding` on an argument, or `dtc.pin` on an op (for
+    its first result), each with an optional `dtc.pin_priority` of "user"
+    (the default) or "strategy". Propagates them forward and backward
+    through the ops' sharding rules (include/dtc/Sharding/Propagation.h:
+    user > strategy > inferred) and writes the completed plan: a
+    `dtc.sharding` on every argument and a `dtc.factor_axes` on every op.
+    Pins on arguments are kept; whatever `dtc.factor_axes` ops carried
+    before is replaced.
+  }];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
@@ -68,11 +105,15 @@ def Partition : Pass<"dtc-partition", "::mlir::ModuleOp"> {
   let summary = "SPMD-partitions @train_step to per-device shapes";
   let description = [{
     Rewrites every op to its local shapes under the plan's factor shardings
+    (ops with a LocalLoweringOpInterface build their own local computation)
     and inserts the collectives that reshard values between producers and
-    consumers: `shard.all_reduce` for pending partial sums (data-parallel
-    gradients, the loss), `shard.reduce_scatter`, `shard.all_gather`,
-    `shard.all_slice`. Ops reduced over a sharded `mean` factor are rescaled
-    so their partial sums add up to the global mean.
+    consumers, planned by the resharding library: `shard.all_reduce` for
+    pending partial sums and maxima (data-parallel gradients, the loss,
+    row-parallel outputs), `shard.reduce_scatter`, `shard.all_to_all`,
+    `shard.all_gather`, `shard.all_slice`. Ops reduced over a sharded `mean`
+    factor are rescaled so their partial sums add up to the global mean.
+    Uneven splits are padded (`dtc.pad` around collectives,
+    `dtc.fill_padding` before reductions).
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect", "::mlir::dtc::DtcDialect"];
 }

@@ -30,6 +30,13 @@ enum class FactorKind : uint8_t {
   /// Averaged into results that lack it: the shard's local mean, scaled by
   /// (local count / global count), is a pending partial sum.
   Mean,
+  /// Max-reduced into results that lack it: they become pending partial
+  /// maxima (resolved by an all-reduce max).
+  Max,
+  /// Reduced into results that lack it by the op's own local lowering
+  /// (LocalLoweringOpInterface), which communicates itself: those results
+  /// are complete (e.g. the vocabulary of a vocab-parallel cross entropy).
+  Resolved,
   /// Cannot be sharded by this op's local computation (e.g. the softmax axis
   /// or a normalized dimension); operands are gathered along it.
   Blocked,
@@ -63,6 +70,10 @@ struct ShardingRule {
   unsigned getNumFactors() const { return factorSizes.size(); }
   /// True if `factor` appears in some dimension of result `resultIdx`.
   bool resultHasFactor(unsigned resultIdx, int64_t factor) const;
+  /// True if `factor` appears in some dimension of operand `operandIdx`.
+  bool operandHasFactor(unsigned operandIdx, int64_t factor) const;
+  /// True if some linear group contains operand `operandIdx`.
+  bool isLinearIn(unsigned operandIdx) const;
   /// Checks internal consistency (sizes multiply to dims, Parallel factors in
   /// every result); returns an explanation on failure.
   std::string verify(Operation *op) const;

@@ -13,6 +13,7 @@
 #ifndef DTC_RUNTIME_ARTIFACT_H
 #define DTC_RUNTIME_ARTIFACT_H
 
+#include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/Types.h"
 
 #include <nlohmann/json.hpp>
@@ -66,15 +67,22 @@ private:
   std::vector<int64_t> axes_;
 };
 
-/// The local piece of a global tensor on one rank.
+/// The local piece of a global tensor on one rank. A dimension of size G
+/// split into n pieces has pieces of ceil(G/n) elements: piece i holds
+/// global elements [i*ceil(G/n), min((i+1)*ceil(G/n), G)) followed by
+/// padding (uneven splits; a piece may be all padding).
 struct Piece {
-  Shape local;  ///< local shape
+  Shape local;  ///< local (padded) shape: the buffer's
   Shape offset; ///< global index of the piece's first element, per dim
+  Shape extent; ///< elements of the piece inside the global tensor, per dim
 };
+/// `pieces[d]`, when given and non-zero, is dimension d's piece size
+/// instead of ceil(G/n) (the artifact's "pieces").
 Piece pieceOf(const Mesh &mesh, const Sharding &sharding, const Shape &global,
-              const std::vector<int64_t> &coords);
-/// Calls f(localStart, globalStart, length) for each contiguous row of the
-/// piece (row-major element indices into the local and the global tensor).
+              const std::vector<int64_t> &coords, const std::vector<int64_t> &pieces = {});
+/// Calls f(localStart, globalStart, length) for each contiguous run of the
+/// piece's elements inside the global tensor (row-major element indices
+/// into the local buffer and the global tensor); padding is skipped.
 void forEachPieceRun(const Shape &global, const Piece &piece,
                      const std::function<void(int64_t, int64_t, int64_t)> &f);
 
@@ -84,6 +92,7 @@ struct TensorDecl {
   DType dtype = DType::F32;
   Shape shape; ///< global
   Sharding sharding;
+  std::vector<int64_t> pieces; ///< per dim piece size, 0 = ceil(G/n); may be empty
   InitSpec init;        ///< param, optimizer_state
   std::string initText; ///< as written
   std::string of;       ///< optimizer_state: the parameter
@@ -148,7 +157,7 @@ struct ProgramDecl {
 
 struct Artifact {
   std::string label; ///< file name used in messages
-  int version = 1;
+  int version = kArtifactVersion;
   std::string producer, source;
   Mesh mesh;
   int64_t devices = 0;

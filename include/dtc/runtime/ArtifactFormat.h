@@ -23,6 +23,10 @@ namespace dtc::rt {
 
 /// The container version this library reads and writes.
 constexpr int kArtifactContainerVersion = 1;
+/// The body version (docs/artifact.md) the compiler writes and the runtime
+/// reads. 2: shardings may split a dimension unevenly (padded pieces); the
+/// local ops of tensor parallelism.
+constexpr int kArtifactVersion = 2;
 
 /// The most elements one (global) tensor may have; the compiler rejects
 /// larger models up front and the runtime rejects larger artifacts.

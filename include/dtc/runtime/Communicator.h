@@ -3,7 +3,10 @@
 // A Communicator is one group of ranks. Every member must make the same
 // sequence of calls (like MPI). Contiguous primitives only: the executor packs
 // and unpacks around them for axis-wise all_gather / reduce_scatter /
-// all_to_all (docs/artifact.md "Collectives").
+// all_to_all (docs/artifact.md "Collectives"). The collectives are dtc's own
+// ring and pairwise algorithms over one point-to-point primitive, sendRecv,
+// which every implementation provides; the base class counts the bytes that
+// really pass through it, so measured traffic is never a formula.
 //
 // World is the set of all ranks: it creates group communicators (split, as
 // MPI_Comm_split) and offers the few world-wide operations the driver needs
@@ -30,25 +33,56 @@ public:
   virtual ~Communicator();
   virtual int size() const = 0;
   virtual int rank() const = 0;
+
+  // ---- data plane: collectives over sendRecv, every byte counted ----------
   /// out[i] = reduce over members of in[i], for `count` elements; `in` may
-  /// equal `out`. Average is Sum followed by division (floats only).
-  virtual void allReduce(const void *in, void *out, size_t count, DType dtype,
-                         ReduceOp op) = 0;
-  /// out = concatenation of every member's `bytes` bytes, in member order.
-  virtual void allGather(const void *in, void *out, size_t bytes) = 0;
+  /// equal `out`. Average is Sum followed by division (floats only). A ring:
+  /// reduce-scatter then all-gather over size() chunks (chunk j has
+  /// count/size() elements, one more for j < count % size()).
+  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op);
+  /// out = concatenation of every member's `bytes` bytes, in member order
+  /// (a ring).
+  void allGather(const void *in, void *out, size_t bytes);
   /// in holds size() pieces of `count` elements; out = reduction of piece
-  /// rank() over members.
-  virtual void reduceScatter(const void *in, void *out, size_t count, DType dtype,
-                             ReduceOp op) = 0;
+  /// rank() over members (a ring).
+  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op);
   /// in holds size() pieces of `bytes`; piece j goes to member j; out[j] is
-  /// the piece received from member j.
-  virtual void allToAll(const void *in, void *out, size_t bytes) = 0;
+  /// the piece received from member j (pairwise exchanges). in != out.
+  void allToAll(const void *in, void *out, size_t bytes);
+  /// Bytes this member has handed to / received from sendRecv so far: what
+  /// the collectives above really moved (docs/runtime.md "Measurements").
+  uint64_t bytesSent() const { return sent_; }
+  uint64_t bytesReceived() const { return received_; }
+  /// Largest scratch buffer the collectives above allocated (it is kept).
+  size_t scratchBytes() const { return scratch_.capacity(); }
+  /// The scratch one call of these algorithms takes on a group of `members`
+  /// (`count` as passed; 0 for allGather and allToAll), so plans can count
+  /// it (MemoryPlan.h).
+  static size_t allReduceScratch(size_t count, size_t elementBytes, int members);
+  static size_t reduceScatterScratch(size_t count, size_t elementBytes, int members);
+
+  // ---- control plane (not counted) ----------------------------------------
   /// Copies root's buffer to every member.
   virtual void broadcast(void *buf, size_t bytes, int root) = 0;
   /// Root receives every member's bytes (any sizes), in member order; other
   /// members get an empty vector.
   virtual std::vector<std::string> gather(const std::string &mine, int root) = 0;
   virtual void barrier() = 0;
+
+protected:
+  /// The one primitive the data plane is built on. Every member calls it at
+  /// the same time: sends `sendBytes` from `send` to member `dst` and
+  /// receives `recvBytes` into `recv` from member `src` (`recv` never
+  /// overlaps `send`).
+  virtual void sendRecv(const void *send, size_t sendBytes, int dst, void *recv,
+                        size_t recvBytes, int src) = 0;
+
+private:
+  void exchange(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
+                int src);
+  char *scratch(size_t bytes);
+  uint64_t sent_ = 0, received_ = 0;
+  std::vector<char> scratch_;
 };
 
 class World {

@@ -13,9 +13,11 @@
 #define DTC_RUNTIME_EXECUTOR_H
 
 #include "dtc/kernels/Kernel.h"
+#include <algorithm>
 #include "dtc/runtime/Artifact.h"
 #include "dtc/runtime/Communicator.h"
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,31 +25,35 @@
 
 namespace dtc::rt {
 
-/// Counters of one collective kind.
+/// Counters of one collective kind, measured while it runs.
 struct CollectiveStats {
   uint64_t calls = 0;
   /// Sum of each call's data size D: the larger of its input and output
   /// buffers on this rank (the D of the usual alpha-beta formulas).
   uint64_t bytes = 0;
-  /// Bytes this rank sends with ring algorithms: all_reduce 2(n-1)/n D,
-  /// all_gather / reduce_scatter / all_to_all (n-1)/n D, all_slice 0.
-  uint64_t wireBytes = 0;
+  /// Bytes this rank really sent / received through its communicator's
+  /// point-to-point primitive (Communicator::bytesSent), not a formula.
+  uint64_t sentBytes = 0, receivedBytes = 0;
 };
 
 struct ExecStats {
-  /// Bytes of this rank's slots per memory category (index: MemCategory).
+  /// Allocator high-water bytes per memory category (index: MemCategory):
+  /// what this rank really allocated (slots are 64-byte aligned).
   uint64_t memoryBytes[kNumMemCategories] = {};
+  /// High-water bytes of collective staging (packing buffers and the
+  /// communicators' scratch), which no slot holds.
+  uint64_t stagingBytes = 0;
+  /// High-water bytes of kernel scratch (kernels::ScratchVector), held only
+  /// while one kernel runs.
+  uint64_t workspaceBytes = 0;
+  /// High-water of everything the executor allocated at once.
   uint64_t totalMemoryBytes = 0;
-  /// Measured by the executor's counting allocator: the high-water mark of
-  /// the bytes it really allocated, per memory kind (MemoryPlan.h: slot
-  /// categories, then kernel and collective scratch as "workspace"), and of
-  /// their sum.
-  uint64_t peakBytes[kNumMemCategories + 1] = {};
-  uint64_t peakTotalBytes = 0;
   /// Per collective kind (index: CollKind), cumulative over every run().
   CollectiveStats collectives[kNumCollKinds];
-  /// Collective counters of ONE run (the program is the same every step).
+  /// Collective counters of the last run (one step).
   CollectiveStats perStep[kNumCollKinds];
+  /// The same per artifact communicator (index: Artifact::comms).
+  std::vector<std::array<CollectiveStats, kNumCollKinds>> perStepByComm;
   uint64_t runs = 0;
   /// Seconds spent per instruction kind (kernel or collective name),
   /// cumulative over every run().
@@ -63,21 +69,23 @@ struct LocalTensor {
   size_t bytes() const { return size_t(numel(piece.local)) * dtypeSize(decl->dtype); }
 };
 
-/// The executor's allocator: counts every byte it hands out for a rank
-/// (slots, and as workspace the scratch of kernels and collectives, which
-/// reaches it through kernels::ScratchCounter), with high-water marks.
-class MemoryMeter final : public kernels::ScratchCounter {
+class RankExecutor;
+
+/// Counts the kernel scratch of the thread that runs a rank's instructions
+/// (installed around RankExecutor::run) into that rank's high-water marks.
+class ScratchMeter final : public kernels::ScratchCounter {
 public:
-  void add(int kind, uint64_t bytes);
-  void sub(int kind, uint64_t bytes);
+  explicit ScratchMeter(const RankExecutor &exec) : exec_(exec) {}
   void allocated(size_t bytes) override;
-  void released(size_t bytes) override;
-  /// Copies the high-water marks into `stats`.
-  void report(ExecStats &stats) const;
+  void released(size_t bytes) override { current_ -= bytes; }
+  uint64_t peak() const { return peak_; }
+  /// High-water of everything: persistent allocations plus scratch.
+  uint64_t peakTotal() const { return peakTotal_; }
+  void noteTotal(uint64_t persistent) { peakTotal_ = std::max(peakTotal_, persistent + current_); }
 
 private:
-  uint64_t current_[kNumMemCategories + 1] = {}, peak_[kNumMemCategories + 1] = {};
-  uint64_t total_ = 0, peakTotal_ = 0;
+  const RankExecutor &exec_;
+  uint64_t current_ = 0, peak_ = 0, peakTotal_ = 0;
 };
 
 class RankExecutor {
@@ -118,14 +126,17 @@ public:
   /// message is returned ("" when all went well).
   std::string run();
 
-  const ExecStats &stats() const {
-    meter_.report(stats_);
-    return stats_;
-  }
+  /// Counters so far; memory high-water includes the communicators' scratch.
+  const ExecStats &stats() const;
+  /// Bytes allocated now for the whole run: slots, staging, communicator
+  /// scratch (everything but kernel scratch).
+  uint64_t persistentBytes() const;
 
 private:
   struct Prepared;
   void runCollective(Prepared &p);
+  /// A tracked allocation (counted in the category's high-water mark).
+  char *allocate(size_t bytes, int category);
   const Artifact &a_;
   World &world_;
   int rank_ = 0, prog_ = 0;
@@ -134,7 +145,12 @@ private:
   std::vector<char *> slotMem_;
   std::vector<void *> bufPtr_;
   std::vector<Prepared> instrs_;
-  MemoryMeter meter_;
+  /// Packing buffer of the axis-wise collectives (sized once, at load).
+  char *staging_ = nullptr;
+  size_t stagingSize_ = 0;
+  uint64_t stagingAllocated_ = 0;
+  std::vector<char *> allocations_;
+  mutable ScratchMeter scratch_{*this};
   mutable ExecStats stats_;
 };
 

@@ -60,14 +60,14 @@ struct LocalRunnerOptions {
 
 /// Measurements (per rank, maximum over ranks).
 struct LocalRunStats {
-  /// memory category ("param", "grad", ...) -> bytes of slots
+  /// memory kind ("param", "grad", ..., "staging", "workspace", "total") -> bytes
+  /// allocated (high-water, maximum over ranks)
   std::map<std::string, uint64_t> memoryBytes;
-  /// memory kind ("param", ..., "workspace", "total") -> high-water mark of
-  /// what the executor's counting allocator really handed out
-  std::map<std::string, uint64_t> memoryPeakBytes;
-  /// collective kind ("all_reduce", ...) -> calls / data bytes in ONE step
+  /// collective kind ("all_reduce", ...) -> calls / data bytes / bytes
+  /// really sent in ONE step (maximum over ranks)
   std::map<std::string, uint64_t> collectiveCallsPerStep;
   std::map<std::string, uint64_t> collectiveBytesPerStep;
+  std::map<std::string, uint64_t> collectiveSentBytesPerStep;
 };
 
 class LocalRunner {

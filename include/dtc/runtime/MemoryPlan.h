@@ -6,11 +6,13 @@
 // need more than it has available, and the executor's counting allocator
 // measures the same quantities (--stats) so tests can compare.
 //
-// A rank allocates every slot of its program once, for the whole run
-// (slotAllocationBytes each), and while one instruction runs, that
-// instruction's scratch: a kernel's temporaries (kernels::scratchBytes) or a
-// collective's staging buffer. The peak is slots + the largest scratch.
-// Buffers internal to the MPI library are not counted.
+// A rank allocates, for the whole run, every slot of its program
+// (slotAllocationBytes each) and the collectives' staging: one packing
+// buffer for the largest axis-wise collective (collectiveStagingBytes) and,
+// per communicator, the scratch its ring algorithms keep (the largest any of
+// its collectives takes, Communicator::allReduceScratch...). While one kernel
+// runs it also holds that kernel's temporaries (kernels::scratchBytes), the
+// workspace. The peak is slots + staging + the largest workspace.
 //
 // The noexcept functions may be called from code built with -fno-exceptions
 // (the compiler); the others throw dtc::rt::Error.
@@ -28,10 +30,12 @@
 
 namespace dtc::rt {
 
-/// Memory kinds: the slot categories, then the per-instruction workspace.
-constexpr int kWorkspaceKind = kNumMemCategories;
-constexpr int kNumMemKinds = kNumMemCategories + 1;
-/// "param", ..., "scalar", "workspace".
+/// Memory kinds: the slot categories, then collective staging, then the
+/// kernels' workspace.
+constexpr int kStagingKind = kNumMemCategories;
+constexpr int kWorkspaceKind = kNumMemCategories + 1;
+constexpr int kNumMemKinds = kNumMemCategories + 2;
+/// "param", ..., "scalar", "staging", "workspace".
 const char *memKindName(int kind);
 /// For messages: "parameters", "gradients", "optimizer state", ...
 const char *memKindDescription(int kind);
@@ -48,8 +52,9 @@ constexpr uint64_t slotAllocationBytes(uint64_t bytes) {
 /// What one rank running a program needs.
 struct MemoryNeed {
   std::string program;
-  /// Per kind: slot allocations of that category; [kWorkspaceKind] is the
-  /// largest scratch of any one instruction.
+  /// Per kind: slot allocations of that category; [kStagingKind] the
+  /// staging buffer's allocation plus every communicator's scratch;
+  /// [kWorkspaceKind] the largest scratch of any one kernel.
   uint64_t bytes[kNumMemKinds] = {};
   /// Sum of every kind: the rank's high-water mark.
   uint64_t peak = 0;
@@ -57,8 +62,10 @@ struct MemoryNeed {
   int workspaceInstruction = -1;
 };
 
-/// Staging bytes the executor allocates for collective `ins` of `p`.
-uint64_t collectiveScratchBytes(const ProgramDecl &p, const InstrDecl &ins);
+/// Bytes of packing buffer the executor needs for collective `ins` of `p`
+/// (axis-wise all_gather / reduce_scatter off the outermost dimension, and
+/// all_to_all's send and receive halves).
+uint64_t collectiveStagingBytes(const ProgramDecl &p, const InstrDecl &ins);
 /// The need of every program of a validated artifact, in program order.
 std::vector<MemoryNeed> memoryNeeds(const Artifact &a);
 

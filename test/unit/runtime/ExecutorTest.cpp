@@ -7,11 +7,14 @@
 #include "TestArtifacts.h"
 
 #include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/Communicator.h"
 #include "dtc/runtime/LocalRunner.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
 
 using namespace dtc::rt;
 using dtc::test::json;
@@ -72,6 +75,72 @@ TEST(Collectives, EveryKindOnSeveralCommunicators) {
   EXPECT_EQ(s.collectiveCallsPerStep["all_slice"], 1u);
   // all_gather D: out [4,3] + [2,6] floats = 96 bytes.
   EXPECT_EQ(s.collectiveBytesPerStep["all_gather"], 96u);
+}
+
+// The ring and pairwise algorithms on n threads: exact results, and the
+// bytes each member counts are what the algorithm sends (all-reduce: every
+// chunk but (r+1)%n, then every chunk but (r+2)%n; the others n-1 pieces).
+TEST(Collectives, RingAlgorithmsAndTheirCountedBytes) {
+  for (int n : {1, 2, 3, 4}) {
+    for (size_t count : {size_t(1), size_t(5), size_t(7), size_t(64)}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + " count=" + std::to_string(count));
+      ThreadWorld tw(n);
+      const size_t ranks = size_t(n);
+      std::vector<std::vector<float>> sum(ranks), mx(ranks), gathered(ranks), scattered(ranks),
+          exchanged(ranks);
+      std::vector<uint64_t> sent(ranks), received(ranks);
+      auto input = [&](int r, size_t i) { return float(r * 1000 + int(i)) * 0.5f; };
+      std::vector<std::thread> threads;
+      for (int r = 0; r < n; ++r)
+        threads.emplace_back([&, r] {
+          Communicator &c = tw.rankView(r).world();
+          std::vector<float> in(count);
+          for (size_t i = 0; i < count; ++i) in[i] = input(r, i);
+          sum[size_t(r)].resize(count);
+          c.allReduce(in.data(), sum[size_t(r)].data(), count, DType::F32, ReduceOp::Sum);
+          mx[size_t(r)] = in;
+          c.allReduce(mx[size_t(r)].data(), mx[size_t(r)].data(), count, DType::F32, ReduceOp::Max);
+          gathered[size_t(r)].resize(count * size_t(n));
+          c.allGather(in.data(), gathered[size_t(r)].data(), count * 4);
+          std::vector<float> pieces(count * size_t(n));
+          for (size_t i = 0; i < pieces.size(); ++i) pieces[i] = input(r, i);
+          scattered[size_t(r)].resize(count);
+          c.reduceScatter(pieces.data(), scattered[size_t(r)].data(), count, DType::F32,
+                          ReduceOp::Sum);
+          exchanged[size_t(r)].resize(count * size_t(n));
+          c.allToAll(pieces.data(), exchanged[size_t(r)].data(), count * 4);
+          sent[size_t(r)] = c.bytesSent();
+          received[size_t(r)] = c.bytesReceived();
+        });
+      for (auto &t : threads) t.join();
+      auto chunk = [&](int j) { return count / size_t(n) + (size_t(j % n) < count % size_t(n)); };
+      for (int r = 0; r < n; ++r) {
+        for (size_t i = 0; i < count; ++i) {
+          float s = 0, m = -1e30f;
+          for (int q = 0; q < n; ++q) {
+            s += input(q, i);
+            m = std::max(m, input(q, i));
+          }
+          EXPECT_NEAR(sum[size_t(r)][i], s, 1e-3f);
+          EXPECT_EQ(mx[size_t(r)][i], m);
+          for (int q = 0; q < n; ++q) {
+            EXPECT_EQ(gathered[size_t(r)][size_t(q) * count + i], input(q, i));
+            EXPECT_EQ(exchanged[size_t(r)][size_t(q) * count + i], input(q, size_t(r) * count + i));
+          }
+          float piece = 0;
+          for (int q = 0; q < n; ++q) piece += input(q, size_t(r) * count + i);
+          EXPECT_NEAR(scattered[size_t(r)][i], piece, 1e-3f);
+        }
+        // Two all-reduces, then gather, reduce-scatter, all-to-all.
+        // ... and receives every chunk but r, then every chunk but r+1.
+        uint64_t ringSent = n == 1 ? 0 : 2 * count - chunk(r + 1) - chunk(r + 2);
+        uint64_t ringReceived = n == 1 ? 0 : 2 * count - chunk(r) - chunk(r + 1);
+        uint64_t others = 3 * uint64_t(n - 1) * count;
+        EXPECT_EQ(sent[size_t(r)], 4 * (2 * ringSent + others)) << "rank " << r;
+        EXPECT_EQ(received[size_t(r)], 4 * (2 * ringReceived + others)) << "rank " << r;
+      }
+    }
+  }
 }
 
 json mlp(std::vector<int64_t> mesh, std::vector<int> dp, int tp = -1, std::string opt = "adam") {
@@ -221,15 +290,22 @@ TEST(LocalRunner, LoadErrorsAndStats) {
 
   auto r = LocalRunner::loadJson(mlp({2}, {0}), "s.dtc", err);
   ASSERT_TRUE(r) << err;
+  ASSERT_TRUE(r->initialize(1, err)) << err;
+  ASSERT_TRUE(r->runStep(err)) << err;
   LocalRunStats s = r->stats();
-  // Per rank: params 16*32 + 32 + 32*10 floats; adam m and v twice that.
-  const uint64_t params = (16 * 32 + 32 + 32 * 10) * 4;
+  // What the allocator really handed out: each slot 64-byte aligned plus a
+  // 64-byte guard. Per rank: params w1 16x32, b1 32, w2 32x10; Adam m and v.
+  auto aligned = [](uint64_t b) { return (b + 63) / 64 * 64 + 64; };
+  const uint64_t params = aligned(16 * 32 * 4) + aligned(32 * 4) + aligned(32 * 10 * 4);
   EXPECT_EQ(s.memoryBytes["param"], params);
   EXPECT_EQ(s.memoryBytes["grad"], params);
   EXPECT_EQ(s.memoryBytes["optimizer"], 2 * params);
-  EXPECT_EQ(s.memoryBytes["input"], 4u * 16 * 4 + 4 * 4);
+  EXPECT_EQ(s.memoryBytes["input"], aligned(4u * 16 * 4) + aligned(4 * 4));
   EXPECT_EQ(s.collectiveCallsPerStep["all_reduce"], 4u); // loss + 3 grads
-  EXPECT_EQ(s.collectiveBytesPerStep["all_reduce"], 4 + params);
+  const uint64_t data = 4 + (16 * 32 + 32 + 32 * 10) * 4;
+  EXPECT_EQ(s.collectiveBytesPerStep["all_reduce"], data);
+  // A ring all-reduce over two ranks sends each element once.
+  EXPECT_EQ(s.collectiveSentBytesPerStep["all_reduce"], data);
 }
 
 TEST(LocalRunner, RunTimeKernelErrorOnSomeRanksDoesNotHang) {

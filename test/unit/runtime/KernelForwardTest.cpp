@@ -356,9 +356,11 @@ TEST(KernelForward, Cast) {
 }
 
 TEST(KernelRegistry, EveryKernelHasACpuImplementation) {
-  EXPECT_EQ(dtc::kernels::allKernels().size(), 40u);
+  EXPECT_EQ(dtc::kernels::allKernels().size(), 48u);
+  // shard_offset depends on the rank: the executor computes it.
   for (const auto &k : dtc::kernels::allKernels())
-    EXPECT_NE(dtc::kernels::cpu::findKernel(k.name), nullptr) << k.name;
+    if (std::string(k.name) != "shard_offset")
+      EXPECT_NE(dtc::kernels::cpu::findKernel(k.name), nullptr) << k.name;
   EXPECT_EQ(dtc::kernels::findKernel("nope"), nullptr);
 }
 

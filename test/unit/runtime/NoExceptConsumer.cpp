@@ -34,7 +34,7 @@ int main() {
   using nlohmann::json;
   // A one-device artifact: loss = cross_entropy(x @ w, y), SGD.
   json body = {
-      {"format", "dtc-artifact"}, {"version", 1}, {"mesh", {1}}, {"devices", 1},
+      {"format", "dtc-artifact"}, {"version", 2}, {"mesh", {1}}, {"devices", 1},
       {"communicators", json::array()},
       {"tensors",
        {{{"name", "w"}, {"role", "param"}, {"dtype", "f32"}, {"shape", {4, 3}},

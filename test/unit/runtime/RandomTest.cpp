@@ -65,7 +65,7 @@ TEST(Random, DeterministicAndNameDependent) {
 TEST(Random, Distributions) {
   const int64_t N = 200000;
   const Shape g{N};
-  Piece whole{{N}, {0}};
+  Piece whole{{N}, {0}, {N}};
   std::vector<float> v(static_cast<size_t>(N));
   fillInit(v.data(), {InitSpec::Normal, 2.0, 0}, 1, "n", g, whole);
   double mean = 0, sq = 0;
@@ -104,9 +104,9 @@ TEST(Random, ShardedPieceEqualsSliceOfGlobal) {
       {{0}, {}, {1}}, {{1, 0}, {}, {}}, {{}, {0}, {1}}, {{}, {}, {}}, {{1}, {0}, {}}};
   std::vector<float> whole(static_cast<size_t>(numel(g)));
   InitSpec init{InitSpec::Normal, 1.0, 0};
-  fillInit(whole.data(), init, 9, "t", g, Piece{g, {0, 0, 0}});
+  fillInit(whole.data(), init, 9, "t", g, Piece{g, {0, 0, 0}, g});
   std::vector<int64_t> wholeInts(static_cast<size_t>(numel(g)));
-  fillSynthetic(wholeInts.data(), DType::I64, 1000, 9, "x", g, Piece{g, {0, 0, 0}}, 3);
+  fillSynthetic(wholeInts.data(), DType::I64, 1000, 9, "x", g, Piece{g, {0, 0, 0}, g}, 3);
   for (const Sharding &s : shardings) {
     std::vector<int> covered(whole.size(), 0);
     for (int64_t r = 0; r < mesh.devices(); ++r) {

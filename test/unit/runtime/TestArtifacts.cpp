@@ -48,7 +48,7 @@ ArtifactBuilder::ArtifactBuilder(std::vector<int64_t> mesh) {
   int64_t devices = 1;
   for (int64_t m : mesh) devices *= m;
   body_ = {{"format", "dtc-artifact"},
-           {"version", 1},
+           {"version", 2},
            {"producer", "dtc runtime tests"},
            {"source", "hand-written"},
            {"mesh", mesh},

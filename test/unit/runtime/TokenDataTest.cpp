@@ -62,7 +62,7 @@ TEST(TokenData, WindowsFollowTheSpec) {
   f.validate(b);
   for (int64_t k : {0, 1, 5, 1000003}) {
     std::vector<int32_t> ids(32), labels(32);
-    Piece whole{{4, 8}, {0, 0}};
+    Piece whole{{4, 8}, {0, 0}, {4, 8}};
     fillTokens(f, b, k, false, ids.data(), DType::I32, whole);
     fillTokens(f, b, k, true, labels.data(), DType::I32, whole);
     for (int64_t r = 0; r < 4; ++r) {
@@ -84,7 +84,7 @@ TEST(TokenData, ShardedPiecesAreSlicesOfTheGlobalBatch) {
   TokenBinding b = bindTokenInputs(a);
   TokenFile f(p, TokenDType::U32);
   std::vector<int32_t> whole(32);
-  fillTokens(f, b, 3, false, whole.data(), DType::I32, Piece{{4, 8}, {0, 0}});
+  fillTokens(f, b, 3, false, whole.data(), DType::I32, Piece{{4, 8}, {0, 0}, {4, 8}});
   const Sharding shardings[] = {{{0, 1}, {}}, {{0}, {1}}, {{}, {1, 0}}};
   for (const Sharding &s : shardings)
     for (int64_t r = 0; r < 4; ++r) {

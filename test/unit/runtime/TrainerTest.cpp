@@ -327,9 +327,14 @@ TEST(Trainer, StatsFile) {
   std::ifstream in(o.statsPath);
   json j = json::parse(in);
   EXPECT_EQ(j["devices"], 2);
-  EXPECT_EQ(j["memory_bytes"]["param"], (16 * 32 + 32 + 320) * 4);
+  auto aligned = [](int b) { return (b + 63) / 64 * 64 + 64; };
+  EXPECT_EQ(j["memory_bytes"]["param"], aligned(16 * 32 * 4) + aligned(32 * 4) + aligned(320 * 4));
   EXPECT_EQ(j["collectives_per_step"]["all_reduce"]["calls"], 4);
-  EXPECT_EQ(j["collectives_per_step"]["all_reduce"]["wire_bytes"], (4 + (16 * 32 + 32 + 320) * 4));
+  // Two ranks: the ring sends and receives each element once.
+  const int data = 4 + (16 * 32 + 32 + 320) * 4;
+  EXPECT_EQ(j["collectives_per_step"]["all_reduce"]["sent_bytes"], data);
+  EXPECT_EQ(j["collectives_per_step"]["all_reduce"]["received_bytes"], data);
+  EXPECT_EQ(j["collectives_per_step_by_comm"]["dp"]["all_reduce"]["sent_bytes"], data);
 }
 
 } // namespace

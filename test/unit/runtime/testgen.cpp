@@ -81,7 +81,7 @@ int checkColl(const std::string &ckpt, uint64_t seed) {
   SafetensorsReader r(ckpt);
   const Shape g{4, 6};
   std::vector<float> X(24);
-  fillSynthetic(X.data(), DType::F32, 0, seed, "x", g, Piece{g, {0, 0}}, 0);
+  fillSynthetic(X.data(), DType::F32, 0, seed, "x", g, Piece{g, {0, 0}, g}, 0);
   int bad = 0;
   for (const auto &[name, want] : dtc::test::collectivesExpected(X)) {
     std::vector<float> got = floats(r, name);

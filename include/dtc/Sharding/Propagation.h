@@ -1,0 +1,89 @@
+//===- Propagation.h - sharding propagation with priorities ----*- C++ -*-===//
+//
+// From a few pinned value shardings to a whole consistent plan: a sharding
+// for every value and a factor sharding for every op. Propagation runs
+// forward and backward through the ops' sharding rules (a result's split
+// reaches the operands that hold the same factor, and the other way round),
+// hands a merged dimension's axes to its factors in order (minor factors
+// included, as Shardy does), and resolves conflicts by priority:
+//   user pin > strategy pin > inferred,
+// then by the pin the inferred split came from, then by operand order.
+// It runs one round per priority level, highest first, each to a fixed
+// point: a dimension is only ever filled (empty -> split), never changed, so
+// it terminates and a higher-priority pin is never overridden.
+//
+// Pins are closed: every dimension of a pinned value, split or not, stays as
+// pinned. Plans stay data: the result is written as the same annotations a
+// search would write (dtc.sharding, dtc.factor_axes).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_SHARDING_PROPAGATION_H
+#define DTC_SHARDING_PROPAGATION_H
+
+#include "dtc/Sharding/Sharding.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include <functional>
+
+namespace mlir::dtc {
+
+enum class ShardingPriority : uint8_t { None = 0, Inferred = 1, Strategy = 2, User = 3 };
+
+class ShardingPropagation {
+public:
+  /// `mayUse(value, axis)`: whether propagation may split `value` over
+  /// `axis` (e.g. parameters stay whole on the data-parallel axes).
+  ShardingPropagation(func::FuncOp func, ArrayRef<int64_t> grid,
+                      std::function<bool(Value, int64_t)> mayUse = nullptr);
+
+  /// Fixes the sharding of `value` at `priority` (Strategy or User). A pin
+  /// of a higher priority replaces a lower one; otherwise the first stays.
+  void pin(Value value, const TensorSharding &sharding, ShardingPriority priority);
+  /// Keeps `value` whole (constants: consumers slice what they need).
+  void close(Value value);
+  /// Propagates, then fixes every op's factor sharding.
+  LogicalResult run();
+
+  TensorSharding shardingOf(Value value) const;
+  /// The priority `value`'s split dimensions came from (None if whole).
+  ShardingPriority priorityOf(Value value) const;
+  /// The op's factor sharding after run().
+  const FactorAxes &factorsOf(Operation *op) const;
+  /// Writes dtc.sharding on the function's arguments and dtc.factor_axes
+  /// on every op with a sharding rule.
+  void annotate(StringRef gridName);
+
+private:
+  struct DimState {
+    GridAxes axes;
+    /// Piece size when not the default (0).
+    int64_t piece = 0;
+    /// Level of what set it: 0 none, 1 inferred, 2 strategy, 3 user.
+    uint8_t level = 0;
+    /// Level of the pin an inferred split comes from.
+    uint8_t origin = 0;
+    bool closed = false;
+  };
+  using ValueState = SmallVector<DimState, 4>;
+
+  ValueState &state(Value v);
+  /// Factor sharding of `op` from the dimensions whose origin is at least
+  /// `minOrigin`, higher priority first; `origins` receives each factor's.
+  FactorAxes assign(Operation *op, const ShardingRule &rule, uint8_t minOrigin,
+                    SmallVectorImpl<uint8_t> &origins);
+  /// Fills the open, empty dimensions of the op's operands and results from
+  /// `factors`; returns the values that changed.
+  SmallVector<Value> project(Operation *op, const ShardingRule &rule,
+                             const FactorAxes &factors, ArrayRef<uint8_t> origins);
+
+  func::FuncOp func;
+  SmallVector<int64_t> grid;
+  std::function<bool(Value, int64_t)> mayUse;
+  llvm::DenseMap<Value, ValueState> states;
+  llvm::DenseMap<Operation *, FactorAxes> opFactors;
+  llvm::DenseMap<Operation *, ShardingRule> rules;
+};
+
+} // namespace mlir::dtc
+
+#endif // DTC_SHARDING_PROPAGATION_H
