@@ -2,6 +2,7 @@
 #include "dtc/runtime/MemoryPlan.h"
 #include "dtc/kernels/Kernel.h"
 #include "dtc/runtime/Communicator.h"
+#include "dtc/runtime/Executor.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
 #include <unistd.h>
 
 namespace dtc::rt {
@@ -60,42 +63,96 @@ uint64_t collectiveStagingBytes(const ProgramDecl &p, const InstrDecl &ins) {
   return 0;
 }
 
-std::vector<MemoryNeed> memoryNeeds(const Artifact &a) {
+uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p, const InstrDecl &ins) {
+  if (!ins.isCollective) return 0;
+  const BufferDecl &out = p.buffers[size_t(ins.out[0])];
+  const int members = int(a.mesh.groupSize(a.comms[size_t(ins.comm)].meshAxes));
+  const size_t elem = dtypeSize(out.dtype);
+  if (ins.coll == CollKind::AllReduce)
+    return Communicator::allReduceScratch(size_t(numel(out.shape)), elem, members);
+  if (ins.coll == CollKind::ReduceScatter)
+    return Communicator::reduceScatterScratch(size_t(numel(out.shape)), elem, members);
+  return 0;
+}
+
+std::vector<uint64_t> microbatchCopiesInFlight(const ProgramDecl &p) {
+  std::vector<uint64_t> most(p.chunks.size(), 0);
+  std::map<std::pair<int, int>, size_t> last;
+  for (size_t i = 0; i < p.schedule.size(); ++i)
+    last[{p.schedule[i].chunk, p.schedule[i].microbatch}] = i;
+  std::set<std::pair<int, int>> live;
+  std::vector<uint64_t> now(p.chunks.size(), 0);
+  for (size_t i = 0; i < p.schedule.size(); ++i) {
+    const std::pair<int, int> key{p.schedule[i].chunk, p.schedule[i].microbatch};
+    if (key.first < 0 || size_t(key.first) >= most.size()) continue;
+    if (live.insert(key).second) {
+      uint64_t &n = now[size_t(key.first)];
+      most[size_t(key.first)] = std::max(most[size_t(key.first)], ++n);
+    }
+    if (last[key] == i) {
+      live.erase(key);
+      --now[size_t(key.first)];
+    }
+  }
+  return most;
+}
+
+std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
   std::vector<MemoryNeed> needs;
   for (const ProgramDecl &p : a.programs) {
     MemoryNeed need;
     need.program = p.name;
-    for (const SlotDecl &s : p.slots) need.bytes[int(s.category)] += slotAllocationBytes(s.bytes);
-    // Staging: one packing buffer (allocated like a slot) and each
-    // communicator's kept scratch, the largest its collectives take.
-    uint64_t packing = 0;
+    // One-copy slots at load; a chunk's micro-batch slots once per copy in
+    // flight at the schedule's worst moment for that chunk (the executor
+    // reuses a copy given back, per chunk, and never frees one).
+    const std::vector<uint64_t> copies = microbatchCopiesInFlight(p);
+    for (const SlotDecl &s : p.slots)
+      need.bytes[int(s.category)] +=
+          slotAllocationBytes(s.bytes) * (s.chunk < 0 ? 1 : copies.at(size_t(s.chunk)));
+    // Staging: one packing buffer (allocated like a slot), each
+    // communicator's kept scratch (the largest its collectives take) and
+    // one scalar per fill value. Workspace: what the kernel context keeps
+    // (the largest any kernel takes) plus the largest temporaries of one call.
+    uint64_t packing = 0, context = 0, temporaries = 0;
     std::vector<uint64_t> commScratch(a.comms.size(), 0);
-    for (size_t i = 0; i < p.instructions.size(); ++i) {
-      const InstrDecl &ins = p.instructions[i];
-      uint64_t scratch = 0;
-      if (ins.isCollective) {
-        packing = std::max(packing, collectiveStagingBytes(p, ins));
-        const BufferDecl &out = p.buffers[size_t(ins.out[0])];
-        const int members = int(a.mesh.groupSize(a.comms[size_t(ins.comm)].meshAxes));
-        const size_t elem = dtypeSize(out.dtype);
-        uint64_t kept = 0;
-        if (ins.coll == CollKind::AllReduce)
-          kept = Communicator::allReduceScratch(size_t(numel(out.shape)), elem, members);
-        else if (ins.coll == CollKind::ReduceScatter)
-          kept = Communicator::reduceScatterScratch(size_t(numel(out.shape)), elem, members);
-        commScratch[size_t(ins.comm)] = std::max(commScratch[size_t(ins.comm)], kept);
-        continue;
-      } else {
+    std::set<std::pair<int, std::string>> fillScalars;
+    int index = 0;
+    auto visit = [&](const std::vector<InstrDecl> &list) {
+      for (const InstrDecl &ins : list) {
+        const int at = index++;
+        if (ins.pipe == PipeOp::Fill) {
+          const DType dtype = p.buffers[size_t(ins.out[0])].dtype;
+          if (fillScalars.insert({int(dtype), std::to_string(ins.fillValue)}).second)
+            need.bytes[kStagingKind] += slotAllocationBytes(dtypeSize(dtype));
+          continue;
+        }
+        if (ins.pipe != PipeOp::None) continue; // send, recv, slices, accumulations
+        if (ins.isCollective) {
+          packing = std::max(packing, collectiveStagingBytes(p, ins));
+          uint64_t &kept = commScratch[size_t(ins.comm)];
+          kept = std::max(kept, collectiveScratchBytes(a, p, ins));
+          continue;
+        }
         std::vector<kernels::TensorDesc> in, out;
         for (int id : ins.in) in.push_back({p.buffers[size_t(id)].dtype, p.buffers[size_t(id)].shape});
         for (int id : ins.out) out.push_back({p.buffers[size_t(id)].dtype, p.buffers[size_t(id)].shape});
-        scratch = kernels::scratchBytes(ins.op, in, out, ins.attrs);
+        context = std::max(context,
+                           kernels::cpu::contextWorkspaceBytes(ins.op, in, out, ins.attrs, threads));
+        const uint64_t scratch = kernels::scratchBytes(ins.op, in, out, ins.attrs, threads);
+        if (scratch > temporaries) {
+          temporaries = scratch;
+          need.workspaceInstruction = at;
+        }
       }
-      if (scratch > need.bytes[kWorkspaceKind]) {
-        need.bytes[kWorkspaceKind] = scratch;
-        need.workspaceInstruction = int(i);
-      }
+    };
+    visit(p.instructions);
+    for (const ChunkDecl &c : p.chunks) {
+      visit(c.forward);
+      visit(c.backwardInput);
+      visit(c.backwardWeight);
     }
+    visit(p.finish);
+    need.bytes[kWorkspaceKind] = context + temporaries;
     if (packing > 0) need.bytes[kStagingKind] += slotAllocationBytes(packing);
     for (uint64_t kept : commScratch) need.bytes[kStagingKind] += kept;
     for (uint64_t b : need.bytes) need.peak += b;
@@ -104,10 +161,10 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a) {
   return needs;
 }
 
-bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label,
+bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label, int threads,
                          std::vector<MemoryNeed> &needs, std::string &error) noexcept {
   try {
-    needs = memoryNeeds(parseArtifact(body, label));
+    needs = memoryNeeds(parseArtifact(body, label), threads);
     return true;
   } catch (const std::exception &e) {
     error = e.what();
@@ -115,6 +172,14 @@ bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label,
     error = label + ": unknown error";
   }
   return false;
+}
+
+int plannedKernelThreads(int64_t devices) noexcept {
+  try {
+    return defaultKernelThreads(int(std::min<int64_t>(std::max<int64_t>(devices, 1), 1 << 20)));
+  } catch (...) {
+    return 1;
+  }
 }
 
 std::string formatBytes(uint64_t bytes) noexcept {
@@ -180,8 +245,8 @@ uint64_t availableMemoryBytes() noexcept {
   return pages > 0 && size > 0 ? uint64_t(pages) * uint64_t(size) : 0;
 }
 
-void checkMemoryFits(const Artifact &a, int ranksOnNode) {
-  const std::vector<MemoryNeed> needs = memoryNeeds(a);
+void checkMemoryFits(const Artifact &a, int ranksOnNode, int threads) {
+  const std::vector<MemoryNeed> needs = memoryNeeds(a, threads);
   const MemoryNeed *largest = &needs.at(0);
   for (const MemoryNeed &n : needs)
     if (n.peak > largest->peak) largest = &n;

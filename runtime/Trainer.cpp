@@ -1,14 +1,20 @@
 //===- Trainer.cpp ---------------------------------------------------------------===//
 #include "dtc/runtime/Trainer.h"
 #include "dtc/runtime/ArtifactFormat.h"
-#include "dtc/runtime/AtomicFile.h"
 #include "dtc/runtime/MemoryPlan.h"
+#include "dtc/runtime/Progress.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 namespace dtc::rt {
 
@@ -20,46 +26,166 @@ std::string jsonNumber(double v) {
   std::snprintf(buf, sizeof buf, "%.8g", v);
   return buf;
 }
+
+bool sameFile(const std::string &a, const std::string &b) {
+  std::string unused;
+  return !checkOutputsDistinct({{"", a}}, {{"", b}}, unused);
+}
 } // namespace
+
+std::string signalName(int sig) {
+  switch (sig) {
+  case SIGHUP: return "SIGHUP";
+  case SIGINT: return "SIGINT";
+  case SIGQUIT: return "SIGQUIT";
+  case SIGILL: return "SIGILL";
+  case SIGTRAP: return "SIGTRAP";
+  case SIGABRT: return "SIGABRT";
+  case SIGBUS: return "SIGBUS";
+  case SIGFPE: return "SIGFPE";
+  case SIGKILL: return "SIGKILL";
+  case SIGUSR1: return "SIGUSR1";
+  case SIGSEGV: return "SIGSEGV";
+  case SIGUSR2: return "SIGUSR2";
+  case SIGPIPE: return "SIGPIPE";
+  case SIGALRM: return "SIGALRM";
+  case SIGTERM: return "SIGTERM";
+  case SIGXCPU: return "SIGXCPU";
+  case SIGXFSZ: return "SIGXFSZ";
+  case SIGSYS: return "SIGSYS";
+  default: return "signal " + std::to_string(sig);
+  }
+}
+
+void checkRunPaths(const TrainOptions &o) {
+  const std::string saveOptim = o.savePath.empty() ? "" : optimizerSidecarPath(o.savePath);
+  const std::string loadOptim = o.loadPath.empty() ? "" : optimizerSidecarPath(o.loadPath);
+  const std::vector<NamedPath> outputs = {
+      {"--log", o.logPath}, {"--stats", o.statsPath}, {"--save", o.savePath},
+      {"--save (its optimizer sidecar)", saveOptim}, {"--save-step", o.stepPath}};
+  std::vector<NamedPath> inputs = {{"the artifact", o.artifactPath}, {"--data", o.dataPath}};
+  // Saving over the checkpoint that was loaded is fine (see Trainer.h).
+  const bool saveOverLoad = !o.savePath.empty() && !o.loadPath.empty() &&
+                            sameFile(o.loadPath, o.savePath);
+  if (!saveOverLoad) {
+    inputs.push_back({"--load", o.loadPath});
+    inputs.push_back({"--load (its optimizer sidecar)", loadOptim});
+  }
+  std::string error;
+  if (!checkOutputsDistinct(inputs, outputs, error)) throw Error(error);
+  if (saveOverLoad &&
+      !checkOutputsDistinct({{"--load", o.loadPath}, {"--load (its optimizer sidecar)", loadOptim}},
+                            {{"--log", o.logPath}, {"--stats", o.statsPath}}, error))
+    throw Error(error);
+}
+
+void checkTracePaths(const TrainOptions &o, const std::vector<int> &ranks) {
+  const std::string loadOptim = o.loadPath.empty() ? "" : optimizerSidecarPath(o.loadPath);
+  const std::string saveOptim = o.savePath.empty() ? "" : optimizerSidecarPath(o.savePath);
+  std::vector<NamedPath> outputs = {{"--log", o.logPath},
+                                    {"--stats", o.statsPath},
+                                    {"--save", o.savePath},
+                                    {"--save (its optimizer sidecar)", saveOptim}};
+  for (int r : ranks)
+    outputs.push_back({"--trace (rank " + std::to_string(r) + ")", TraceWriter::rankPath(o.traceDir, r)});
+  std::string error;
+  if (!checkOutputsDistinct({{"the artifact", o.artifactPath},
+                             {"--data", o.dataPath},
+                             {"--load", o.loadPath},
+                             {"--load (its optimizer sidecar)", loadOptim}},
+                            outputs, error))
+    throw Error(error);
+}
+
+bool continueLog(const std::string &path, bool resuming, int64_t step) {
+  if (!resuming) return false;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return true;
+  // The last line: read the tail.
+  const off_t size = st.st_size, tail = size < 65536 ? size : 65536;
+  std::string text(size_t(tail), '\0');
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot read the log: " + std::strerror(errno));
+  const ssize_t n = ::pread(fd, text.data(), text.size(), size - tail);
+  ::close(fd);
+  if (n != ssize_t(text.size())) throw Error(path + ": cannot read the log");
+  if (text.back() != '\n')
+    throw Error(path + ": the log's last line is cut off (a run was killed while writing "
+                       "it?); repair the log or use a new --log");
+  const size_t begin = text.rfind('\n', text.size() - 2);
+  const std::string line = text.substr(begin == std::string::npos ? 0 : begin + 1);
+  nlohmann::json j;
+  std::string err;
+  int64_t last = -1;
+  if (!parseJsonText(line, j, err) || !j.is_object() || !j.contains("step") ||
+      !j["step"].is_number_integer())
+    throw Error(path + ": the log's last line is not a step record; use a new --log");
+  last = j["step"].get<int64_t>();
+  if (last != step - 1)
+    throw Error(path + ": the log ends at step " + std::to_string(last) +
+                " but the checkpoint continues from step " + std::to_string(step) +
+                "; appending would leave " + (last >= step ? "steps twice" : "a gap") +
+                " in the log (use the log of that run, or a new --log)");
+  return true;
+}
 
 Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::string &)> note)
     : world_(world), opts_(std::move(opts)), note_(std::move(note)) {
+  world_.setTimeout(opts_.timeoutSeconds);
   // 1. The artifact, on every rank.
   runAgreed(world_, [&] {
-    if (opts_.backend == "cuda")
-      throw Error("--backend cuda: this build of dtc has no CUDA backend yet; use --backend cpu");
-    if (opts_.backend != "cpu")
-      throw Error("--backend: unknown backend '" + opts_.backend + "' (expected cpu or cuda)");
+    checkRunPaths(opts_);
+    try {
+      checkBackendAvailable(opts_.backend);
+    } catch (const Error &e) {
+      throw Error("--backend " + opts_.backend + ": " + e.what());
+    }
     artifact_ = std::make_unique<Artifact>(loadArtifactFile(opts_.artifactPath));
     checkRankCount(*artifact_, world_.size());
     // Before anything is allocated: the kernel's OOM killer would end the
     // job later without a word.
-    if (opts_.checkMemory) checkMemoryFits(*artifact_, world_.ranksOnNode());
-    if (opts_.configureBlasThreads && !std::getenv("OPENBLAS_NUM_THREADS")) {
-      int cores = int(std::thread::hardware_concurrency());
-      int per = cores / std::max(1, world_.ranksOnNode());
-      kernels::cpu::setBlasThreads(per < 1 ? 1 : per);
-    }
+    if (opts_.checkMemory)
+      checkMemoryFits(*artifact_, world_.ranksOnNode(),
+                      opts_.threads > 0 ? opts_.threads
+                                        : defaultKernelThreads(world_.ranksOnNode()));
   });
   // 2. The executor: its constructor splits communicators first (collective),
   //    then allocates; initialise parameters from the seed.
   runAgreed(world_, [&] {
-    exec_ = std::make_unique<RankExecutor>(*artifact_, world_, opts_.backend);
+    BackendOptions bo;
+    bo.threads = opts_.threads > 0 ? opts_.threads : defaultKernelThreads(world_.ranksOnNode());
+    bo.rank = world_.rank();
+    bo.ranksOnNode = world_.ranksOnNode();
+    exec_ = std::make_unique<RankExecutor>(*artifact_, world_, makeBackend(opts_.backend, bo));
     exec_->initPersistent(opts_.seed);
     const std::vector<int> loss = artifact_->tensorsWithRole(Role::Loss);
     const std::vector<int> holders = contributorRanks(*artifact_, loss.at(0));
     lossRank_ = holders.at(0);
   });
-  // 3. The token file: every rank maps it, rank 0 validates every token.
+  // 3. The token file: every rank opens it, rank 0 checks every token, in
+  //    chunks the ranks agree on one by one (so no rank waits longer than
+  //    one chunk's read: the --timeout applies to every wait).
   if (!opts_.dataPath.empty()) {
     runAgreed(world_, [&] {
       binding_ = bindTokenInputs(*artifact_);
       data_ = std::make_unique<TokenFile>(opts_.dataPath, opts_.dataDtype);
-      if (world_.rank() == 0)
-        data_->validate(binding_);
-      else if (data_->size() < binding_.S + 2)
-        data_->validate(binding_); // same "too small" error on every rank
+      data_->checkSize(binding_);
     });
+    // Every rank must see the file rank 0 checks (and count its chunks).
+    int64_t tokens = data_->size();
+    world_.world().broadcast(&tokens, sizeof tokens, 0);
+    runAgreed(world_, [&] {
+      if (data_->size() != tokens)
+        throw Error(opts_.dataPath + ": the token file changed while the ranks opened it (" +
+                    std::to_string(data_->size()) + " tokens here, " +
+                    std::to_string(tokens) + " on rank 0)");
+    });
+    constexpr int64_t kChunk = int64_t(64) << 20;
+    for (int64_t at = 0; at < tokens; at += kChunk)
+      runAgreed(world_, [&] {
+        if (world_.rank() == 0)
+          data_->checkTokens(binding_, at, std::min(kChunk, tokens - at));
+      });
   }
   // 4. The checkpoint.
   if (!opts_.loadPath.empty()) {
@@ -68,14 +194,30 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     optStep_ = info.optimizerRestored ? info.optimizerStep : 0;
     if (!info.note.empty() && world_.rank() == 0 && note_) note_(info.note);
   }
-  // 5. The log file (rank 0), truncated now so a bad path fails before step 0.
+  // 5. The trace of every rank (its own file in the directory).
+  if (!opts_.traceDir.empty()) {
+    runAgreed(world_, [&] {
+      prepareTraceDirectory(opts_.traceDir);
+      const std::string path = TraceWriter::rankPath(opts_.traceDir, world_.rank());
+      checkTracePaths(opts_, {world_.rank()});
+      trace_ = std::make_unique<TraceWriter>(
+          path, world_.rank(),
+          "{\"artifact\":" + TraceWriter::quote(artifact_->label) +
+              ",\"rank\":" + std::to_string(world_.rank()) +
+              ",\"ranks\":" + std::to_string(world_.size()) +
+              ",\"backend\":" + TraceWriter::quote(exec_->backend().description()) + "}");
+      exec_->setTrace(trace_.get());
+    });
+  }
+  // 6. The log file (rank 0): a new one, or the resumed run's, continued.
   if (!opts_.logPath.empty()) {
     runAgreed(world_, [&] {
       if (world_.rank() != 0) return;
-      FILE *f = std::fopen(opts_.logPath.c_str(), "w");
-      if (!f)
-        throw Error(opts_.logPath + ": cannot open the log file: " + std::strerror(errno));
-      std::fclose(f);
+      const bool append = continueLog(opts_.logPath, !opts_.loadPath.empty(), step_);
+      log_ = std::make_unique<OutputFile>();
+      std::string err;
+      if (!log_->openAppend(opts_.logPath, /*startEmpty=*/!append, err))
+        throw Error(opts_.logPath + ": cannot write the log: " + err);
     });
   }
 }
@@ -104,43 +246,120 @@ void Trainer::feed(int64_t step) {
   exec_->setOptimizerStep(optStep_);
 }
 
+void Trainer::appendLog(const StepReport &r) {
+  const std::string line = "{\"step\":" + std::to_string(r.step) + ",\"loss\":" +
+                           jsonNumber(r.loss) + ",\"step_time_s\":" + jsonNumber(r.seconds) +
+                           ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + "}\n";
+  std::string err;
+  if (!log_->write(line.data(), line.size(), err))
+    throw Error(opts_.logPath + ": cannot write the log: " + err);
+}
+
 void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
   const int64_t tokens = tokensPerStep();
   for (int64_t i = 0; i < opts_.steps; ++i) {
     const int64_t k = step_;
-    runAgreed(world_, [&] { feed(k); });
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string err = exec_->run();
-    if (!err.empty()) err = artifact_->label + ": step " + std::to_string(k) + ": " + err;
-    agree(world_, err);
-    float loss = 0;
-    if (world_.rank() == lossRank_) loss = exec_->loss();
-    if (lossRank_ != 0) world_.world().broadcast(&loss, sizeof loss, lossRank_);
-    const auto t1 = std::chrono::steady_clock::now();
-    ++step_;
-    ++optStep_;
-    runAgreed(world_, [&] {
-      if (world_.rank() != 0) return;
-      StepReport r;
-      r.step = k;
-      r.loss = loss;
-      r.seconds = std::chrono::duration<double>(t1 - t0).count();
-      r.tokensPerSecond = r.seconds > 0 ? double(tokens) / r.seconds : 0.0;
-      if (onStep) onStep(r);
-      if (!opts_.logPath.empty()) {
-        FILE *f = std::fopen(opts_.logPath.c_str(), "a");
-        if (!f) throw Error(opts_.logPath + ": cannot open the log file: " + std::strerror(errno));
-        std::string line = "{\"step\":" + std::to_string(k) + ",\"loss\":" + jsonNumber(loss) +
-                           ",\"step_time_s\":" + jsonNumber(r.seconds) +
-                           ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + "}\n";
-        const bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size();
-        if (std::fclose(f) != 0 || !ok)
-          throw Error(opts_.logPath + ": cannot write the log file: " + std::strerror(errno));
+    progress::setStep(k);
+    try {
+      runStep(k, i + 1 == opts_.steps, tokens, onStep);
+    } catch (const CommFailure &e) {
+      throw CommFailure(artifact_->label + ": step " + std::to_string(k) + ": " + e.what());
+    } catch (const Interrupted &) {
+      throw;
+    } catch (const AgreedError &) {
+      // Every rank failed this step alike: the steps so far are worth a
+      // trace (the failed one's events are in it too).
+      if (trace_) {
+        try {
+          closeTrace();
+        } catch (const AgreedError &) {
+        }
       }
-    });
+      throw;
+    }
   }
-  if (!opts_.savePath.empty()) saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
+  if (opts_.steps == 0 && !opts_.savePath.empty())
+    saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
+  if (!opts_.stepPath.empty() && opts_.steps > 0)
+    saveStepTensors(*exec_, world_, opts_.stepPath, step_ - 1);
+  closeLog();
+  closeTrace();
   if (!opts_.statsPath.empty()) writeStatsFile(*exec_, world_, opts_.statsPath);
+}
+
+void Trainer::closeLog() {
+  runAgreed(world_, [&] {
+    std::string err;
+    if (log_ && !log_->commit(err)) throw Error(opts_.logPath + ": cannot write the log: " + err);
+    log_.reset();
+  });
+}
+
+void Trainer::closeTrace() {
+  runAgreed(world_, [&] {
+    if (!trace_) return;
+    exec_->setTrace(nullptr);
+    trace_->finish();
+    trace_.reset();
+  });
+}
+
+void Trainer::runStep(int64_t k, bool last, int64_t tokens,
+                      const std::function<void(const StepReport &)> &onStep) {
+  float loss = 0;
+  int stop = 0;
+  const int64_t stepStart = trace_ ? TraceWriter::nowNs() : 0;
+  runAgreed(world_, [&] { feed(k); });
+  if (trace_)
+    trace_->complete(TraceWriter::kSteps, "inputs", "host", stepStart, TraceWriter::nowNs(), "");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string err = exec_->run();
+  if (!err.empty()) err = artifact_->label + ": step " + std::to_string(k) + ": " + err;
+  stop = opts_.pendingSignal ? opts_.pendingSignal() : 0;
+  const int64_t agreeStart = trace_ ? TraceWriter::nowNs() : 0;
+  agree(world_, err, &stop);
+  if (world_.rank() == lossRank_) loss = exec_->loss();
+  if (lossRank_ != 0) world_.world().broadcast(&loss, sizeof loss, lossRank_);
+  const auto t1 = std::chrono::steady_clock::now();
+  if (trace_) {
+    const int64_t now = TraceWriter::nowNs();
+    trace_->complete(TraceWriter::kSteps, "agree and loss", "host", agreeStart, now, "");
+    trace_->complete(TraceWriter::kSteps, "step " + std::to_string(k), "step", stepStart, now,
+                     "{\"step\":" + std::to_string(k) + "}");
+  }
+  ++step_;
+  ++optStep_;
+  runAgreed(world_, [&] {
+    if (world_.rank() != 0) return;
+    StepReport r;
+    r.step = k;
+    r.loss = loss;
+    r.seconds = std::chrono::duration<double>(t1 - t0).count();
+    r.tokensPerSecond = r.seconds > 0 ? double(tokens) / r.seconds : 0.0;
+    if (onStep) onStep(r);
+    if (log_) appendLog(r);
+  });
+  const bool periodic = opts_.saveEvery > 0 && step_ % opts_.saveEvery == 0;
+  if (!opts_.savePath.empty() && (last || periodic || stop)) {
+    const int64_t saveStart = trace_ ? TraceWriter::nowNs() : 0;
+    saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
+    if (trace_)
+      trace_->complete(TraceWriter::kSteps, "save checkpoint", "host", saveStart,
+                       TraceWriter::nowNs(), "{\"step\":" + std::to_string(step_) + "}");
+  }
+  if (trace_) runAgreed(world_, [&] { trace_->flush(); });
+  if (stop) {
+    closeLog();
+    closeTrace();
+    const std::string done = std::to_string(step_) + " step" + (step_ == 1 ? "" : "s");
+    throw Interrupted("interrupted by " + signalName(stop) + " after step " + std::to_string(k) +
+                          ": " +
+                          (opts_.savePath.empty()
+                               ? done + " done, nothing saved (no --save)"
+                               : opts_.savePath + " holds the " + done +
+                                     " done; resume with --load " + opts_.savePath),
+                      stop);
+  }
 }
 
 void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
@@ -148,6 +367,7 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
   const Artifact &a = exec.artifact();
   // Maxima over ranks, as the report gives them.
   std::vector<int64_t> v;
+  for (int c = 0; c < kNumMemCategories; ++c) v.push_back(int64_t(s.slotBytes[c]));
   for (int c = 0; c < kNumMemCategories; ++c) v.push_back(int64_t(s.memoryBytes[c]));
   v.push_back(int64_t(s.stagingBytes));
   v.push_back(int64_t(s.workspaceBytes));
@@ -161,6 +381,9 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
   for (int k = 0; k < kNumCollKinds; ++k) push(s.perStep[k]);
   for (size_t comm = 0; comm < a.comms.size(); ++comm)
     for (int k = 0; k < kNumCollKinds; ++k) push(s.perStepByComm[comm][size_t(k)]);
+  push(s.sendRecvPerStep);
+  v.push_back(int64_t(s.activationPeakBytes));
+  v.push_back(int64_t(s.microbatchesPeak));
   std::vector<int64_t> mx(v.size());
   world.world().allReduce(v.data(), mx.data(), v.size(), DType::I64, ReduceOp::Max);
   std::string err;
@@ -168,10 +391,15 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     nlohmann::json j;
     j["devices"] = world.size();
     size_t i = 0;
+    // Per category the usual accounting (the slots' bytes, activations at
+    // their peak with micro-batch copies), as the plan report gives it;
+    // what the allocator really took per kind in allocated_bytes; staging,
+    // workspace and the high-water of everything at once in both.
     for (int c = 0; c < kNumMemCategories; ++c) j["memory_bytes"][memCategoryName(MemCategory(c))] = mx[i++];
-    j["memory_bytes"]["staging"] = mx[i++];
-    j["memory_bytes"]["workspace"] = mx[i++];
-    j["memory_bytes"]["total"] = mx[i++];
+    for (int c = 0; c < kNumMemCategories; ++c)
+      j["allocated_bytes"][memCategoryName(MemCategory(c))] = mx[i++];
+    for (const char *kind : {"staging", "workspace", "total"})
+      j["memory_bytes"][kind] = j["allocated_bytes"][kind] = mx[i++];
     auto read = [&](nlohmann::json &out) {
       out["calls"] = mx[i++];
       out["bytes"] = mx[i++];
@@ -184,12 +412,30 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     for (size_t comm = 0; comm < a.comms.size(); ++comm)
       for (int k = 0; k < kNumCollKinds; ++k)
         read(j["collectives_per_step_by_comm"][a.comms[comm].name][collKindName(CollKind(k))]);
+    read(j["collectives_per_step"]["send_recv"]);
+    // Measured while running: the most activation bytes live at once and
+    // the most micro-batches in flight (pipelines keep a copy per
+    // micro-batch between its forward and its last backward part).
+    j["activation_peak_bytes"] = mx[i++];
+    j["microbatches_in_flight_peak"] = mx[i++];
     // Rank 0's time per instruction kind, per step (the same program runs
     // on every rank; collectives include waiting for the slowest rank).
     for (const auto &[op, seconds] : s.secondsByOp)
       j["seconds_per_step_by_op"][op] = s.runs ? seconds / double(s.runs) : 0.0;
+    // Per kernel and operand shapes; GFLOP/s where the kernel counts flops.
+    j["threads"] = exec.threads();
+    j["backend"] = exec.backend().name();
+    for (const auto &[key, value] : exec.backend().properties()) j[key] = value;
+    j["kernels"] = nlohmann::json::array();
+    for (const auto &[key, k] : s.byKernelShape) {
+      nlohmann::json row = {{"kernel", key},
+                            {"calls_per_step", s.runs ? double(k.calls) / double(s.runs) : 0.0},
+                            {"seconds_per_step", s.runs ? k.seconds / double(s.runs) : 0.0}};
+      if (k.flops > 0) row["gflops"] = k.seconds > 0 ? k.flops / k.seconds / 1e9 : 0.0;
+      j["kernels"].push_back(row);
+    }
     std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    if (!writeFileAtomic(path, text, err)) err = path + ": cannot write: " + err;
+    if (!writeOutputFile(path, text, err)) err = path + ": cannot write: " + err;
   }
   agree(world, err);
 }

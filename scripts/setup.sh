@@ -5,13 +5,15 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git python3
+  python3-numpy
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   openmpi-bin libopenmpi-dev
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   nlohmann-json3-dev
   libgtest-dev
   coinor-libcbc-dev
   clang-22 libclang-rt-22-dev   # libFuzzer targets (test/fuzz), ASan/UBSan builds
+  libomp-22-dev                 # OpenMP for the fuzz build's CPU kernels (clang)
 )
 
 missing=()

@@ -123,6 +123,7 @@ struct Entry {
 };
 const std::vector<Entry> &elementwiseKernels();
 const std::vector<Entry> &linalgKernels();
+const std::vector<Entry> &attentionKernels();
 const std::vector<Entry> &normKernels();
 const std::vector<Entry> &lossKernels();
 const std::vector<Entry> &optimizerKernels();

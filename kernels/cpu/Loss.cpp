@@ -1,5 +1,7 @@
 //===- Loss.cpp - embedding, cross_entropy, reductions ---------------------===//
 #include "Common.h"
+#include "Parallel.h"
+#include "VecMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -60,20 +62,66 @@ int64_t checkedLabel(const TensorArg &labels, int64_t p, int64_t V, const char *
   return l;
 }
 
+// log sum_j e^(row[j] - mx) of one row of logits, and (when `probs`) the
+// probabilities e^(row[j] - mx) / sum. f32 exponentials (VecMath.h, within
+// 1.2e-7), summed over 16 lanes in double.
+DTC_VECTOR_CLONES double logSumExpRow(const float *row, int64_t V, float mx, float *probs) {
+  constexpr int kLanes = 16;
+  double acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= V; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += double(expF(row[j + l] - mx));
+  for (int l = 0; j < V; ++j, ++l) acc[l] += double(expF(row[j] - mx));
+  double s = 0;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  if (probs) {
+    const float inv = float(1.0 / s);
+    for (int64_t k = 0; k < V; ++k) probs[k] = expF(row[k] - mx) * inv;
+  }
+  return std::log(s);
+}
+
+DTC_VECTOR_CLONES float rowMaxF(const float *row, int64_t V) {
+  constexpr int kLanes = 16;
+  float m[kLanes];
+  for (int l = 0; l < kLanes; ++l) m[l] = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + kLanes <= V; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) m[l] = row[j + l] > m[l] ? row[j + l] : m[l];
+  for (int l = 0; j < V; ++j, ++l) m[l] = row[j] > m[l] ? row[j] : m[l];
+  float r = m[0];
+  for (int l = 1; l < kLanes; ++l) r = m[l] > r ? m[l] : r;
+  return r;
+}
+
+DTC_VECTOR_CLONES void scaleInto(const float *p, float *d, int64_t V, float coef) {
+  for (int64_t j = 0; j < V; ++j) d[j] = p[j] * coef;
+}
+
+// Rows per chunk of the loss sum: chunks are summed in order, so the result
+// does not depend on the thread count.
+constexpr int64_t kRowChunk = 64;
+
 void kCrossEntropy(const KernelArgs &a) {
   const TensorArg &logits = a.in[0], &labels = a.in[1];
   const int64_t V = logits.shape.back(), R = labels.numel;
   const float *z = logits.as<float>();
+  const int64_t chunks = (R + kRowChunk - 1) / kRowChunk;
+  ScratchVector<double> partial(size_t(chunks), 0.0);
+  parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double total = 0;
+      for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk); ++r) {
+        const int64_t l = checkedLabel(labels, r, V, "cross_entropy");
+        const float *row = z + r * V;
+        const float mx = rowMaxF(row, V);
+        total += logSumExpRow(row, V, mx, nullptr) + mx - row[l];
+      }
+      partial[size_t(c)] = total;
+    }
+  });
   double total = 0;
-  for (int64_t r = 0; r < R; ++r) {
-    const int64_t l = checkedLabel(labels, r, V, "cross_entropy");
-    const float *row = z + r * V;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < V; ++j) mx = std::max(mx, row[j]);
-    double s = 0;
-    for (int64_t j = 0; j < V; ++j) s += std::exp(double(row[j]) - mx);
-    total += std::log(s) + mx - row[l];
-  }
+  for (double p : partial) total += p;
   a.out[0].as<float>()[0] = float(total / double(R));
 }
 
@@ -83,21 +131,17 @@ void kCrossEntropyGrad(const KernelArgs &a) {
   const float *z = logits.as<float>();
   const double coef = double(a.in[2].as<float>()[0]) * attrNum(*a.attrs, "scale");
   float *dz = a.out[0].as<float>();
-  for (int64_t r = 0; r < R; ++r) {
-    const int64_t l = checkedLabel(labels, r, V, "cross_entropy_grad");
-    const float *row = z + r * V;
-    float *drow = dz + r * V;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < V; ++j) mx = std::max(mx, row[j]);
-    double s = 0;
-    for (int64_t j = 0; j < V; ++j) s += std::exp(double(row[j]) - mx);
-    const double inv = 1.0 / s;
-    for (int64_t j = 0; j < V; ++j) {
-      double p = std::exp(double(row[j]) - mx) * inv;
-      if (j == l) p -= 1.0;
-      drow[j] = float(p * coef);
+  parallelFor(contextOf(a), R, 16, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t l = checkedLabel(labels, r, V, "cross_entropy_grad");
+      const float *row = z + r * V;
+      float *drow = dz + r * V;
+      logSumExpRow(row, V, rowMaxF(row, V), drow); // drow = softmax(row)
+      const float pl = drow[l];
+      scaleInto(drow, drow, V, float(coef));
+      drow[l] = float((double(pl) - 1.0) * coef);
     }
-  }
+  });
 }
 
 template <class T, class Acc>

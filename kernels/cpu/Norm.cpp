@@ -1,5 +1,7 @@
 //===- Norm.cpp - softmax, layer_norm, rms_norm and their gradients -------===//
 #include "Common.h"
+#include "Parallel.h"
+#include "VecMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,8 +14,12 @@ void kSoftmax(const KernelArgs &a) {
   const AxisView v = axisView(a.in[0].shape, attrInt(*a.attrs, "axis"));
   const float *x = a.in[0].as<float>();
   float *y = a.out[0].as<float>();
-  for (int64_t o = 0; o < v.outer; ++o) {
-    for (int64_t in = 0; in < v.inner; ++in) {
+  // Rows (outer x inner of them, each v.n long with stride v.inner) split
+  // across the threads.
+  parallelFor(contextOf(a), v.outer * v.inner, std::max<int64_t>(1, 4096 / v.n),
+              [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r / v.inner, in = r % v.inner;
       const int64_t base = o * v.n * v.inner + in, st = v.inner;
       float mx = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < v.n; ++j) mx = std::max(mx, x[base + j * st]);
@@ -26,15 +32,17 @@ void kSoftmax(const KernelArgs &a) {
       const float inv = float(1.0 / sum);
       for (int64_t j = 0; j < v.n; ++j) y[base + j * st] *= inv;
     }
-  }
+  });
 }
 
 void kSoftmaxGrad(const KernelArgs &a) {
   const AxisView v = axisView(a.in[0].shape, attrInt(*a.attrs, "axis"));
   const float *y = a.in[0].as<float>(), *dy = a.in[1].as<float>();
   float *dx = a.out[0].as<float>();
-  for (int64_t o = 0; o < v.outer; ++o) {
-    for (int64_t in = 0; in < v.inner; ++in) {
+  parallelFor(contextOf(a), v.outer * v.inner, std::max<int64_t>(1, 4096 / v.n),
+              [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r / v.inner, in = r % v.inner;
       const int64_t base = o * v.n * v.inner + in, st = v.inner;
       double dot = 0;
       for (int64_t j = 0; j < v.n; ++j)
@@ -43,17 +51,38 @@ void kSoftmaxGrad(const KernelArgs &a) {
       for (int64_t j = 0; j < v.n; ++j)
         dx[base + j * st] = y[base + j * st] * (dy[base + j * st] - fd);
     }
-  }
+  });
 }
 
-// Mean and biased variance of one row, accumulated in double.
-void rowMeanVar(const float *xr, int64_t D, double &mean, double &var) {
+constexpr int kLanes = 8; // doubles per AVX-512 vector
+
+// Mean and biased variance of one row, accumulated in double over kLanes
+// partial sums (a fixed order: the same result on any thread).
+DTC_VECTOR_CLONES void rowMeanVar(const float *xr, int64_t D, double &mean, double &var) {
+  double acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= D; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += double(xr[j + l]);
+  for (int l = 0; j < D; ++j, ++l) acc[l] += double(xr[j]);
   mean = 0;
-  for (int64_t j = 0; j < D; ++j) mean += xr[j];
+  for (int l = 0; l < kLanes; ++l) mean += acc[l];
   mean /= double(D);
+  double sq[kLanes] = {};
+  for (j = 0; j + kLanes <= D; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
+  for (int l = 0; j < D; ++j, ++l) sq[l] += (xr[j] - mean) * (xr[j] - mean);
   var = 0;
-  for (int64_t j = 0; j < D; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+  for (int l = 0; l < kLanes; ++l) var += sq[l];
   var /= double(D);
+}
+
+DTC_VECTOR_CLONES void layerNormRow(const float *xr, const float *g, const float *b, float *yr,
+                                    int64_t D, float eps) {
+  double mean, var;
+  rowMeanVar(xr, D, mean, var);
+  const float rstd = float(1.0 / std::sqrt(var + double(eps)));
+  const float fm = float(mean);
+  for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - fm) * rstd * g[j] + b[j];
 }
 
 void kLayerNorm(const KernelArgs &a) {
@@ -62,50 +91,107 @@ void kLayerNorm(const KernelArgs &a) {
   const float eps = float(attrNum(*a.attrs, "epsilon"));
   const float *x = X.as<float>(), *g = a.in[1].as<float>(), *b = a.in[2].as<float>();
   float *y = a.out[0].as<float>();
-  for (int64_t r = 0; r < R; ++r) {
-    const float *xr = x + r * D;
-    float *yr = y + r * D;
-    double mean, var;
-    rowMeanVar(xr, D, mean, var);
-    const float rstd = float(1.0 / std::sqrt(var + double(eps)));
-    const float fm = float(mean);
-    for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - fm) * rstd * g[j] + b[j];
-  }
+  parallelFor(contextOf(a), R, std::max<int64_t>(1, 8192 / std::max<int64_t>(D, 1)),
+              [&](int64_t r0, int64_t r1, int) {
+                for (int64_t r = r0; r < r1; ++r)
+                  layerNormRow(x + r * D, g, b, y + r * D, D, eps);
+              });
 }
 
-void kLayerNormGrad(const KernelArgs &a) {
+// One row of layer_norm's gradient: dx when dxr is non-null; dg and db
+// (double, D each) accumulate this row's share when dg is non-null. The
+// same arithmetic in every variant, so the split input / parameter kernels
+// reproduce the fused one bit for bit.
+DTC_VECTOR_CLONES void layerNormGradRow(const float *xr, const float *g, const float *dyr,
+                                        float *dxr, int64_t D, double eps, double *dg,
+                                        double *db, double *xhat, double *dxhat) {
+  double mean, var;
+  rowMeanVar(xr, D, mean, var);
+  const double rstd = 1.0 / std::sqrt(var + eps);
+  for (int64_t j = 0; j < D; ++j) xhat[j] = (xr[j] - mean) * rstd;
+  if (dg)
+    for (int64_t j = 0; j < D; ++j) {
+      dg[j] += double(dyr[j]) * xhat[j];
+      db[j] += dyr[j];
+    }
+  if (!dxr) return;
+  double a1[kLanes] = {}, a2[kLanes] = {};
+  for (int64_t j = 0; j < D; ++j) dxhat[j] = double(dyr[j]) * g[j];
+  int64_t j = 0;
+  for (; j + kLanes <= D; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      a1[l] += dxhat[j + l];
+      a2[l] += dxhat[j + l] * xhat[j + l];
+    }
+  for (int l = 0; j < D; ++j, ++l) {
+    a1[l] += dxhat[j];
+    a2[l] += dxhat[j] * xhat[j];
+  }
+  double m1 = 0, m2 = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    m1 += a1[l];
+    m2 += a2[l];
+  }
+  m1 /= double(D);
+  m2 /= double(D);
+  for (int64_t k = 0; k < D; ++k) dxr[k] = float(rstd * (dxhat[k] - m1 - xhat[k] * m2));
+}
+
+// Rows per chunk of dgamma/dbeta: chunk sums are added in order, so the
+// result does not depend on the thread count.
+constexpr int64_t kRowChunk = 32;
+
+// The exact gradient of layer_norm; dx, or dgamma and dbeta, may be null
+// (the split kernels).
+void layerNormGrad(const KernelArgs &a, const float *g, const float *dy, float *dx, float *pdg,
+                   float *pdb) {
   const TensorArg &X = a.in[0];
   const int64_t D = X.shape.back(), R = X.numel / D;
   const double eps = attrNum(*a.attrs, "epsilon");
-  const float *x = X.as<float>(), *g = a.in[1].as<float>(), *dy = a.in[2].as<float>();
-  float *dx = a.out[0].as<float>();
-  ScratchVector<double> dg(static_cast<size_t>(D), 0.0), db(static_cast<size_t>(D), 0.0), xhat(static_cast<size_t>(D)),
-      dxhat(static_cast<size_t>(D));
-  for (int64_t r = 0; r < R; ++r) {
-    const float *xr = x + r * D, *dyr = dy + r * D;
-    double mean, var;
-    rowMeanVar(xr, D, mean, var);
-    const double rstd = 1.0 / std::sqrt(var + eps);
-    double m1 = 0, m2 = 0;
-    for (int64_t j = 0; j < D; ++j) {
-      xhat[size_t(j)] = (xr[j] - mean) * rstd;
-      dxhat[size_t(j)] = double(dyr[j]) * g[j];
-      m1 += dxhat[size_t(j)];
-      m2 += dxhat[size_t(j)] * xhat[size_t(j)];
-      dg[size_t(j)] += double(dyr[j]) * xhat[size_t(j)];
-      db[size_t(j)] += dyr[j];
+  const float *x = X.as<float>();
+  const int64_t chunks = std::max<int64_t>(1, (R + kRowChunk - 1) / kRowChunk);
+  // Per chunk: dg and db partial sums (2 D each).
+  ScratchVector<double> partial(pdg ? size_t(chunks * 2 * D) : 0, 0.0);
+  const int workers = workersFor(contextOf(a), chunks);
+  ScratchVector<double> rowScratch(size_t(workers * 2 * D));
+  parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int w) {
+    double *xhat = rowScratch.data() + size_t(w) * 2 * size_t(D), *dxhat = xhat + D;
+    for (int64_t c = c0; c < c1; ++c) {
+      double *dg = pdg ? partial.data() + size_t(c) * 2 * size_t(D) : nullptr;
+      double *db = pdg ? dg + D : nullptr;
+      for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk); ++r)
+        layerNormGradRow(x + r * D, g, dy + r * D, dx ? dx + r * D : nullptr, D, eps, dg, db,
+                         xhat, dxhat);
     }
-    m1 /= double(D);
-    m2 /= double(D);
-    for (int64_t j = 0; j < D; ++j)
-      dx[r * D + j] =
-          float(rstd * (dxhat[size_t(j)] - m1 - xhat[size_t(j)] * m2));
-  }
-  float *pdg = a.out[1].as<float>(), *pdb = a.out[2].as<float>();
+  });
+  if (!pdg) return;
   for (int64_t j = 0; j < D; ++j) {
-    pdg[j] = float(dg[size_t(j)]);
-    pdb[j] = float(db[size_t(j)]);
+    double sg = 0, sb = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sg += partial[size_t((c * 2) * D + j)];
+      sb += partial[size_t((c * 2 + 1) * D + j)];
+    }
+    pdg[j] = float(sg);
+    pdb[j] = float(sb);
   }
+}
+
+// in: x, gamma, dy -> dx, dgamma, dbeta
+void kLayerNormGrad(const KernelArgs &a) {
+  layerNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(),
+                a.out[1].as<float>(), a.out[2].as<float>());
+}
+
+// in: x, gamma, dy -> dx
+void kLayerNormInputGrad(const KernelArgs &a) {
+  layerNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(), nullptr,
+                nullptr);
+}
+
+// in: x, dy -> dgamma, dbeta
+void kLayerNormParamGrad(const KernelArgs &a) {
+  layerNormGrad(a, nullptr, a.in[1].as<float>(), nullptr, a.out[0].as<float>(),
+                a.out[1].as<float>());
 }
 
 void kRmsNorm(const KernelArgs &a) {
@@ -114,38 +200,69 @@ void kRmsNorm(const KernelArgs &a) {
   const double eps = attrNum(*a.attrs, "epsilon");
   const float *x = X.as<float>(), *g = a.in[1].as<float>();
   float *y = a.out[0].as<float>();
-  for (int64_t r = 0; r < R; ++r) {
-    const float *xr = x + r * D;
-    double ms = 0;
-    for (int64_t j = 0; j < D; ++j) ms += double(xr[j]) * xr[j];
-    const float rr = float(1.0 / std::sqrt(ms / double(D) + eps));
-    for (int64_t j = 0; j < D; ++j) y[r * D + j] = xr[j] * rr * g[j];
-  }
+  parallelFor(contextOf(a), R, std::max<int64_t>(1, 8192 / std::max<int64_t>(D, 1)),
+              [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *xr = x + r * D;
+      double ms = 0;
+      for (int64_t j = 0; j < D; ++j) ms += double(xr[j]) * xr[j];
+      const float rr = float(1.0 / std::sqrt(ms / double(D) + eps));
+      for (int64_t j = 0; j < D; ++j) y[r * D + j] = xr[j] * rr * g[j];
+    }
+  });
 }
 
-void kRmsNormGrad(const KernelArgs &a) {
+// The exact gradient of rms_norm; dx or dgamma may be null (the split
+// kernels, bit for bit the fused one's outputs).
+void rmsNormGrad(const KernelArgs &a, const float *g, const float *dy, float *dx, float *pdg) {
   const TensorArg &X = a.in[0];
   const int64_t D = X.shape.back(), R = X.numel / D;
   const double eps = attrNum(*a.attrs, "epsilon");
-  const float *x = X.as<float>(), *g = a.in[1].as<float>(), *dy = a.in[2].as<float>();
-  float *dx = a.out[0].as<float>();
-  ScratchVector<double> dg(static_cast<size_t>(D), 0.0);
-  for (int64_t r = 0; r < R; ++r) {
-    const float *xr = x + r * D, *dyr = dy + r * D;
-    double ms = 0;
-    for (int64_t j = 0; j < D; ++j) ms += double(xr[j]) * xr[j];
-    const double rr = 1.0 / std::sqrt(ms / double(D) + eps);
-    double dot = 0; // sum(dxhat * x)
-    for (int64_t j = 0; j < D; ++j) {
-      dot += double(dyr[j]) * g[j] * xr[j];
-      dg[size_t(j)] += double(dyr[j]) * xr[j] * rr;
+  const float *x = X.as<float>();
+  // dgamma per fixed chunk of rows, chunks added in order (as layer_norm_grad).
+  const int64_t chunks = std::max<int64_t>(1, (R + kRowChunk - 1) / kRowChunk);
+  ScratchVector<double> partial(pdg ? size_t(chunks * D) : 0, 0.0);
+  parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double *dg = pdg ? partial.data() + size_t(c * D) : nullptr;
+      for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk); ++r) {
+        const float *xr = x + r * D, *dyr = dy + r * D;
+        double ms = 0;
+        for (int64_t j = 0; j < D; ++j) ms += double(xr[j]) * xr[j];
+        const double rr = 1.0 / std::sqrt(ms / double(D) + eps);
+        if (dg)
+          for (int64_t j = 0; j < D; ++j) dg[j] += double(dyr[j]) * xr[j] * rr;
+        if (!dx) continue;
+        double dot = 0; // sum(dxhat * x)
+        for (int64_t j = 0; j < D; ++j) dot += double(dyr[j]) * g[j] * xr[j];
+        const double cc = rr * rr * dot / double(D);
+        for (int64_t j = 0; j < D; ++j)
+          dx[r * D + j] = float(rr * (double(dyr[j]) * g[j] - xr[j] * cc));
+      }
     }
-    const double c = rr * rr * dot / double(D);
-    for (int64_t j = 0; j < D; ++j)
-      dx[r * D + j] = float(rr * (double(dyr[j]) * g[j] - xr[j] * c));
+  });
+  if (!pdg) return;
+  for (int64_t j = 0; j < D; ++j) {
+    double sg = 0;
+    for (int64_t c = 0; c < chunks; ++c) sg += partial[size_t(c * D + j)];
+    pdg[j] = float(sg);
   }
-  float *pdg = a.out[1].as<float>();
-  for (int64_t j = 0; j < D; ++j) pdg[j] = float(dg[size_t(j)]);
+}
+
+// in: x, gamma, dy -> dx, dgamma
+void kRmsNormGrad(const KernelArgs &a) {
+  rmsNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(),
+              a.out[1].as<float>());
+}
+
+// in: x, gamma, dy -> dx
+void kRmsNormInputGrad(const KernelArgs &a) {
+  rmsNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(), nullptr);
+}
+
+// in: x, dy -> dgamma
+void kRmsNormParamGrad(const KernelArgs &a) {
+  rmsNormGrad(a, nullptr, a.in[1].as<float>(), nullptr, a.out[0].as<float>());
 }
 
 } // namespace
@@ -155,6 +272,10 @@ const std::vector<Entry> &normKernels() {
       {"softmax", kSoftmax},       {"softmax_grad", kSoftmaxGrad},
       {"layer_norm", kLayerNorm},  {"layer_norm_grad", kLayerNormGrad},
       {"rms_norm", kRmsNorm},      {"rms_norm_grad", kRmsNormGrad},
+      {"layer_norm_input_grad", kLayerNormInputGrad},
+      {"layer_norm_param_grad", kLayerNormParamGrad},
+      {"rms_norm_input_grad", kRmsNormInputGrad},
+      {"rms_norm_param_grad", kRmsNormParamGrad},
   };
   return e;
 }

@@ -9,8 +9,8 @@ namespace dtc::kernels::cpu {
 RunFn findKernel(std::string_view name) {
   static const std::unordered_map<std::string, RunFn> table = [] {
     std::unordered_map<std::string, RunFn> t;
-    for (const auto *list : {&elementwiseKernels(), &linalgKernels(), &normKernels(),
-                             &lossKernels(), &optimizerKernels(), &shardKernels()})
+    for (const auto *list : {&elementwiseKernels(), &linalgKernels(), &attentionKernels(),
+                             &normKernels(), &lossKernels(), &optimizerKernels(), &shardKernels()})
       for (const Entry &e : *list)
         t.emplace(e.name, e.fn);
     return t;

@@ -4,6 +4,7 @@
 #include "dtc/runtime/Suggest.h"
 
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -37,7 +38,19 @@ namespace {
 /// constants carry a phase too).
 constexpr StringLiteral kPassOpAttrs[] = {
     DtcDialect::kPhaseAttr,        DtcDialect::kGradientOfAttr, DtcDialect::kFactorAxesAttr,
-    DtcDialect::kFactorPiecesAttr, DtcDialect::kPinAttr,        DtcDialect::kPinPriorityAttr};
+    DtcDialect::kFactorPiecesAttr, DtcDialect::kPinAttr,        DtcDialect::kPinPriorityAttr,
+    // Layers and the B/W split (training step), virtual stages (pipeline split).
+    DtcDialect::kLayerAttr,        DtcDialect::kIdAttr,         DtcDialect::kForwardAttr,
+    DtcDialect::kStageAttr};
+/// dtc.* attributes passes attach to functions: a training step, and the
+/// pipeline stage a split step runs on.
+constexpr StringLiteral kFunctionAttrs[] = {DtcDialect::kTrainStepAttr,
+                                            DtcDialect::kPipelineStageAttr};
+/// Messages between pipeline stages (dtc-split-pipeline): on the arguments
+/// (receives) and results (sends) of a stage's step.
+constexpr StringLiteral kMessageAttrs[] = {DtcDialect::kMessageAttr, DtcDialect::kPeerAttr,
+                                           DtcDialect::kStageAttr, DtcDialect::kScopeAttr,
+                                           DtcDialect::kPhaseAttr};
 /// Argument attributes of the model format, then the training step's.
 constexpr StringLiteral kModelArgAttrs[] = {DtcDialect::kParamAttr, DtcDialect::kNameAttr,
                                             DtcDialect::kInitAttr, DtcDialect::kMaxAttr};
@@ -88,21 +101,23 @@ LogicalResult mlir::dtc::verifyKnownAttributes(Operation *op) {
 
 LogicalResult DtcDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().strref();
-  if (llvm::is_contained(kPassOpAttrs, name) || (name == kPlanAttr && isa<ModuleOp>(op)))
+  if (llvm::is_contained(kPassOpAttrs, name) || (name == kPlanAttr && isa<ModuleOp>(op)) ||
+      (llvm::is_contained(kFunctionAttrs, name) && isa<FunctionOpInterface>(op)))
     return success();
   return op->emitError() << "unknown attribute '" << name << "' on '" << op->getName()
                          << "'"
-                         << ::dtc::didYouMean(name, names(kPassOpAttrs, ArrayRef<StringRef>{kPlanAttr}));
+                         << ::dtc::didYouMean(name, names(kPassOpAttrs, kFunctionAttrs,
+                                                          ArrayRef<StringRef>{kPlanAttr}));
 }
 
 LogicalResult DtcDialect::verifyRegionResultAttribute(Operation *op, unsigned regionIndex,
                                                       unsigned resultIndex,
                                                       NamedAttribute attr) {
   StringRef name = attr.getName().strref();
-  if (llvm::is_contained(kStepResultAttrs, name))
+  if (llvm::is_contained(kStepResultAttrs, name) || llvm::is_contained(kMessageAttrs, name))
     return success();
   return op->emitError() << "result " << resultIndex << ": unknown attribute '" << name
-                         << "'" << ::dtc::didYouMean(name, names(kStepResultAttrs));
+                         << "'" << ::dtc::didYouMean(name, names(kStepResultAttrs, kMessageAttrs));
 }
 
 //===----------------------------------------------------------------------===//
@@ -176,7 +191,20 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (name == kRoleAttr || name == kOfAttr || name == kGlobalTypeAttr)
     return success();
-  if (std::string hint = ::dtc::didYouMean(name, names(kModelArgAttrs, kStepArgAttrs));
+  // Messages between pipeline stages (dtc-split-pipeline).
+  if (name == kMessageAttr || name == kPeerAttr || name == kStageAttr) {
+    auto value = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!value || value.getInt() < 0)
+      return fail() << "'" << name << "' must be a non-negative integer";
+    return success();
+  }
+  if (name == kScopeAttr || name == kPhaseAttr) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return fail() << "'" << name << "' must be a string";
+    return success();
+  }
+  if (std::string hint =
+          ::dtc::didYouMean(name, names(kModelArgAttrs, kStepArgAttrs, kMessageAttrs));
       !hint.empty())
     return fail() << "unknown attribute '" << name << "'" << hint;
   return fail() << "unknown attribute '" << name

@@ -336,7 +336,7 @@ func.func @cross_entropy_grad_type(%l: tensor<4x10xf32>, %y: tensor<4xi32>, %d: 
 
 func.func @adam_betas(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
   // expected-error @+1 {{'dtc.adam_update' op betas must be in [0, 1)}}
-  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f32, beta1 = 1.5 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, decoupled = false} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f64, beta1 = 1.5 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, decoupled = false} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %0#0 : tensor<4xf32>
 }
 
@@ -344,7 +344,7 @@ func.func @adam_betas(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
 
 func.func @sgd_types(%p: tensor<4xf32>, %g: tensor<5xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'dtc.sgd_update' op failed to verify that all of {param, grad, new_param} have same type}}
-  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f32, weight_decay = 0.0 : f32} : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
+  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 
@@ -481,7 +481,7 @@ func.func @sharding_twice(%x: tensor<4x4xf32> {dtc.sharding = #dtc.sharding<@mes
 
 func.func @adam_eps(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
   // expected-error @+1 {{'dtc.adam_update' op eps must be positive}}
-  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 0.0 : f32, weight_decay = 0.0 : f32, decoupled = true} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 0.0 : f64, weight_decay = 0.0 : f64, decoupled = true} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %0#0 : tensor<4xf32>
 }
 
@@ -597,4 +597,36 @@ func.func @max_too_big(%y: tensor<8xi32> {dtc.max = 4294967296 : i64}) {
 // expected-error @+1 {{grid axis must be non-negative, got -1}}
 func.func @sharding_negative(%x: tensor<4x4xf32> {dtc.sharding = #dtc.sharding<@mesh, [[-1], []]>}) {
   return
+}
+
+// -----
+
+func.func @layer_norm_input_grad_dx(%x: tensor<4x8xf32>, %g: tensor<8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'dtc.layer_norm_input_grad' op dx must have type 'tensor<4x8xf32>', got 'tensor<4x4xf32>'}}
+  %0 = "dtc.layer_norm_input_grad"(%x, %g, %x) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @layer_norm_param_grad_dbeta(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dtc.layer_norm_param_grad' op dbeta must have shape [8] (the last dim of x [4, 8]), got [4]}}
+  %0:2 = "dtc.layer_norm_param_grad"(%x, %x) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<8xf32>, tensor<4xf32>)
+  return %0#1 : tensor<4xf32>
+}
+
+// -----
+
+func.func @rms_norm_input_grad_gamma(%x: tensor<4x8xf32>, %g: tensor<4xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'dtc.rms_norm_input_grad' op gamma must have shape [8] (the last dim of x [4, 8]), got [4]}}
+  %0 = "dtc.rms_norm_input_grad"(%x, %g, %x) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @rms_norm_param_grad_dy(%x: tensor<4x8xf32>, %dy: tensor<8x4xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dtc.rms_norm_param_grad' op dy must have type 'tensor<4x8xf32>', got 'tensor<8x4xf32>'}}
+  %0 = "dtc.rms_norm_param_grad"(%x, %dy) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
 }

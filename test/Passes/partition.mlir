@@ -8,7 +8,7 @@
 // COUNT: {{^}}2{{$}}
 // RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-apply-strategy="mesh=1" --dtc-partition | FileCheck %s --check-prefix=ONE
 
-// PLAN: module attributes {dtc.plan = {axes = {dp = array<i64: 0, 1>}, dp = 4 : i64, grid = @mesh, pp = 1 : i64, tp = 1 : i64, zero = 0 : i64}}
+// PLAN: module attributes {dtc.plan = {axes = {dp = array<i64: 0, 1>}, dp = 4 : i64, grid = @mesh, microbatches = 1 : i64, pp = 1 : i64, tp = 1 : i64, virtual_stages = 1 : i64, zero = 0 : i64}}
 // PLAN: shard.grid @mesh(shape = 2x2)
 // PLAN-LABEL: func.func @train_step(
 // PLAN-SAME: dtc.name = "w", dtc.role = "param", dtc.sharding = #dtc.sharding<@mesh, {{\[\[}}], []]>
@@ -42,10 +42,12 @@
 // The cross-entropy gradient keeps the GLOBAL normalizer 1/32.
 // CHECK: "dtc.cross_entropy_grad"({{.*}}) <{scale = 3.125000e-02 : f32}>
 // CHECK: %[[DW:.*]] = "dtc.matmul"({{.*}}) {{.*}}: (tensor<16x8xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
-// The data-parallel gradient all-reduce, right before the update.
-// CHECK: %[[DW_SUM:.*]] = shard.all_reduce %[[DW]] on @mesh grid_axes = [0, 1] {{.*}}: tensor<16x8xf32> -> tensor<16x8xf32>
+// The data-parallel gradient all-reduce, right before the update: a SUM
+// (the default, so no `reduction =` is printed; an average would scale
+// every gradient by 1/4).
+// CHECK: %[[DW_SUM:.*]] = shard.all_reduce %[[DW]] on @mesh grid_axes = [0, 1] {dtc.gradient_of = ["w"], dtc.phase = "optimizer"} : tensor<16x8xf32> -> tensor<16x8xf32>
 // CHECK: %[[NEW_W:.*]] = "dtc.sgd_update"(%[[W]], %[[DW_SUM]])
-// CHECK: %[[LOSS_SUM:.*]] = shard.all_reduce %[[LOSS]] on @mesh grid_axes = [0, 1] {{.*}}: tensor<f32> -> tensor<f32>
+// CHECK: %[[LOSS_SUM:.*]] = shard.all_reduce %[[LOSS]] on @mesh grid_axes = [0, 1] {dtc.phase = "optimizer"} : tensor<f32> -> tensor<f32>
 // CHECK: return %[[LOSS_SUM]], %[[NEW_W]]
 
 // One device: nothing to communicate.

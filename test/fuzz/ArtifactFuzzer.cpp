@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
     dtc::rt::Artifact a = dtc::rt::loadArtifactBytes(file, "fuzz.dtc");
     uint64_t peak = 0;
-    for (const dtc::rt::MemoryNeed &need : dtc::rt::memoryNeeds(a))
+    for (const dtc::rt::MemoryNeed &need : dtc::rt::memoryNeeds(a, 2))
       peak = std::max(peak, need.peak);
     small = a.programs.size() == 1 && a.devices <= 4 && peak * uint64_t(a.devices) <= (8u << 20);
   } catch (const dtc::rt::Error &e) {

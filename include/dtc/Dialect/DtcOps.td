@@ -133,7 +133,9 @@ def Dtc_SoftmaxOp : Dtc_Op<"softmax", [Pure, SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
-def Dtc_LayerNormOp : Dtc_Op<"layer_norm", [Pure, Dtc_Gradient,
+def Dtc_GradientFor : DeclareOpInterfaceMethods<Dtc_GradientOpInterface, ["buildGradientFor"]>;
+
+def Dtc_LayerNormOp : Dtc_Op<"layer_norm", [Pure, Dtc_GradientFor,
                                             Dtc_ShardingRule, Dtc_CostOpInterface]> {
   let summary = "layer normalization over the last dimension";
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
@@ -142,7 +144,7 @@ def Dtc_LayerNormOp : Dtc_Op<"layer_norm", [Pure, Dtc_Gradient,
   let hasVerifier = 1;
 }
 
-def Dtc_RmsNormOp : Dtc_Op<"rms_norm", [Pure, Dtc_Gradient, Dtc_ShardingRule,
+def Dtc_RmsNormOp : Dtc_Op<"rms_norm", [Pure, Dtc_GradientFor, Dtc_ShardingRule,
                                         Dtc_CostOpInterface]> {
   let summary = "RMS normalization over the last dimension";
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
@@ -302,6 +304,44 @@ def Dtc_RmsNormGradOp : Dtc_Op<"rms_norm_grad", [Pure, Dtc_ShardingRule,
   let hasVerifier = 1;
 }
 
+// The norm gradients split into their input part (B) and their parameter
+// part (W), so that a zero-bubble schedule can defer the weight gradients:
+// the training step builds these when an op's operands need gradients of
+// both kinds (GradientOpInterface::buildGradientFor).
+def Dtc_LayerNormInputGradOp : Dtc_Op<"layer_norm_input_grad", [Pure, Dtc_ShardingRule,
+                                                               Dtc_CostOpInterface]> {
+  let summary = "input gradient of layer_norm: dx only";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
+                       Dtc_FloatTensor:$dy, F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$dx);
+  let hasVerifier = 1;
+}
+
+def Dtc_LayerNormParamGradOp : Dtc_Op<"layer_norm_param_grad", [Pure, Dtc_ShardingRule,
+                                                               Dtc_CostOpInterface]> {
+  let summary = "parameter gradients of layer_norm: dgamma, dbeta";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$dy, F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$dgamma, Dtc_FloatTensor:$dbeta);
+  let hasVerifier = 1;
+}
+
+def Dtc_RmsNormInputGradOp : Dtc_Op<"rms_norm_input_grad", [Pure, Dtc_ShardingRule,
+                                                           Dtc_CostOpInterface]> {
+  let summary = "input gradient of rms_norm: dx only";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
+                       Dtc_FloatTensor:$dy, F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$dx);
+  let hasVerifier = 1;
+}
+
+def Dtc_RmsNormParamGradOp : Dtc_Op<"rms_norm_param_grad", [Pure, Dtc_ShardingRule,
+                                                           Dtc_CostOpInterface]> {
+  let summary = "parameter gradient of rms_norm: dgamma";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$dy, F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$dgamma);
+  let hasVerifier = 1;
+}
+
 def Dtc_EmbeddingGradOp : Dtc_Op<"embedding_grad", [Pure, Dtc_ShardingRule,
                                                     Dtc_CostOpInterface, Dtc_IndexOperands,
                                                     Dtc_LocalLowering]> {
@@ -454,7 +494,7 @@ def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "grad"
                                             Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlace]> {
   let summary = "p - lr * (g + weight_decay * p)";
   let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
-                       F32Attr:$lr, F32Attr:$weight_decay);
+                       F64Attr:$lr, F64Attr:$weight_decay);
   let results = (outs Dtc_FloatTensor:$new_param);
 }
 
@@ -466,12 +506,14 @@ def Dtc_AdamUpdateOp : Dtc_Op<"adam_update", [Pure,
     `step` is the number of updates already applied (t = step + 1 in the bias
     corrections). Without `decoupled`, weight decay is added to the gradient
     (Adam's L2); with it, the parameter decays directly (AdamW).
+    The hyperparameters are f64: in f32, 1 - beta2 = 1 - 0.999 would be off
+    by 1.3e-5 relative, and so would every second moment.
   }];
   let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
                        Dtc_FloatTensor:$m, Dtc_FloatTensor:$v,
                        Dtc_StepTensor:$step,
-                       F32Attr:$lr, F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
-                       F32Attr:$weight_decay, BoolAttr:$decoupled);
+                       F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay, BoolAttr:$decoupled);
   let results = (outs Dtc_FloatTensor:$new_param, Dtc_FloatTensor:$new_m,
                       Dtc_FloatTensor:$new_v);
   let hasVerifier = 1;

@@ -22,6 +22,8 @@ struct CompileOptions {
   int64_t dp = 0, tp = 1, pp = 1, sp = 1, ep = 1, zero = 0;
   int64_t microbatches = 1;
   std::string schedule = "1f1b";
+  /// Model chunks per pipeline stage (the interleaved schedule).
+  int64_t virtualStages = 1;
   std::string remat = "none";
   std::string precision = "f32";
   int64_t gradAccum = 1;
@@ -34,7 +36,8 @@ struct CompileOptions {
   /// cpu this machine's RAM divided by the mesh's device count.
   std::optional<uint64_t> deviceMemory;
   std::string report;
-  std::string emitMlirAfter; // parsed | training-step | planned | partitioned
+  std::string emitMlirAfter; // parsed | training-step | planned | split | partitioned
+  bool emitGeneric = false;  // print --emit-mlir in MLIR's generic op form
   /// Print each stage's wall time to stderr ("dtc: time: STAGE SECONDS s").
   bool timing = false;
   /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.

@@ -4,7 +4,8 @@
 // backend independent) holds its check rule: the dtypes, LOCAL shapes and
 // attributes it accepts. The runtime applies the rule to every instruction at
 // load time, so a violation is a load error and never a crash at run time.
-// A backend (kernels/cpu today, kernels/cuda later) supplies a RunFn per name.
+// A backend (runtime/Backend.h; kernels/cpu today) supplies an implementation
+// per name.
 //
 // Internal to the runtime: functions here may throw dtc::rt::Error.
 //
@@ -16,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -25,6 +27,31 @@ namespace dtc::kernels {
 
 using rt::DType;
 using rt::Shape;
+
+/// What the CPU backend gives every kernel call besides its operands: how
+/// many threads the kernel may use and scratch memory for its tiles. One
+/// context per rank (the backend owns it); kernels read nothing else global,
+/// so two ranks in one process (threads) each run with their own.
+class KernelContext {
+public:
+  explicit KernelContext(int threads = 1) { setThreads(threads); }
+  int threads() const { return threads_; }
+  void setThreads(int threads) { threads_ = threads < 1 ? 1 : threads; }
+  /// At least `floats` floats, 64-byte aligned, kept and reused across calls
+  /// (grows only). Valid until the next workspace() call on this context:
+  /// take it before a kernel's parallel region and slice it per thread.
+  float *workspace(size_t floats);
+  /// Floats the workspace holds now (its high-water mark).
+  size_t workspaceFloats() const { return workspaceFloats_; }
+
+private:
+  struct FreeAligned {
+    void operator()(float *p) const;
+  };
+  int threads_ = 1;
+  size_t workspaceFloats_ = 0;
+  std::unique_ptr<float, FreeAligned> workspace_;
+};
 
 /// What a check rule sees of one operand.
 struct TensorDesc {
@@ -42,10 +69,12 @@ struct TensorArg {
 };
 
 /// Everything a kernel gets. `attrs` is the instruction's attribute object,
-/// already accepted by the kernel's check rule.
+/// already accepted by the kernel's check rule. `ctx` may be null (a
+/// single-threaded context of the calling thread is used then).
 struct KernelArgs {
   std::vector<TensorArg> in, out;
   const nlohmann::json *attrs = nullptr;
+  KernelContext *ctx = nullptr;
 };
 
 /// A check rule: throws dtc::rt::Error with a message such as "axis 3 is out
@@ -69,13 +98,17 @@ struct KernelInfo {
   CheckFn check;
 };
 
-/// Host scratch memory one call of kernel `name` takes through ScratchVector
-/// (its CPU implementation's temporaries), from the operands' LOCAL shapes;
-/// 0 for kernels that need none. The compiler plans it as workspace and the
-/// executor measures it, so the two can be compared. Operands must have
-/// passed the kernel's check rule.
+/// Host memory one call of kernel `name` holds in ScratchVector (its CPU
+/// implementation's temporaries, e.g. the norms' per-chunk partial sums),
+/// from the operands' LOCAL shapes, when the rank's KernelContext has
+/// `threads` threads; 0 for kernels that need none. The compiler plans it
+/// (with kernels::cpu::contextWorkspaceBytes, what the context keeps) as
+/// workspace and the executor measures both, so the two can be compared.
+/// Operands must have passed the kernel's check rule. Not counted: index
+/// vectors of O(rank) elements (shapes and strides).
 uint64_t scratchBytes(std::string_view name, const std::vector<TensorDesc> &in,
-                      const std::vector<TensorDesc> &out, const nlohmann::json &attrs);
+                      const std::vector<TensorDesc> &out, const nlohmann::json &attrs,
+                      int threads);
 
 /// Receives the scratch allocations of the thread it is installed on (the
 /// executor installs its counting allocator around every instruction).
@@ -129,13 +162,33 @@ bool attrBool(const nlohmann::json &attrs, const char *key);
 bool attrFlag(const nlohmann::json &attrs, const char *key);
 std::vector<int64_t> attrInts(const nlohmann::json &attrs, const char *key);
 
+/// Floating-point operations of one call of kernel `name` with these LOCAL
+/// operands: 2 per multiply-add of matmul, attention and attention_grad (the
+/// products a blocked causal kernel computes: the unmasked half plus the
+/// diagonal), 0 for kernels whose cost is memory traffic. Used for GFLOP/s
+/// in `--stats`.
+double flopCount(std::string_view name, const std::vector<TensorDesc> &in,
+                 const std::vector<TensorDesc> &out, const nlohmann::json &attrs);
+
 } // namespace dtc::kernels
 
 namespace dtc::kernels::cpu {
 /// The CPU implementation of kernel `name`, or nullptr.
 RunFn findKernel(std::string_view name);
-/// Sets the OpenBLAS thread count (no-op if OpenBLAS is not the BLAS).
-void setBlasThreads(int threads);
+/// The matrix library the CPU matmuls run on, with its version.
+const char *gemmLibrary();
+/// Bytes of KernelContext::workspace() one call of kernel `name` takes with
+/// these LOCAL operands and `threads` threads (the fused attention's
+/// per-thread tiles; 0 for the others), as the context allocates them
+/// (rounded up to 64 bytes). The CPU backend reserves the largest when it
+/// binds the kernels; plans count it as workspace.
+uint64_t contextWorkspaceBytes(std::string_view name, const std::vector<TensorDesc> &in,
+                               const std::vector<TensorDesc> &out, const nlohmann::json &attrs,
+                               int threads);
+/// Makes the calling thread's later kernel calls use `ctx.threads()` in the
+/// matrix library and OpenMP (call once per rank thread before running).
+void bindThreads(const KernelContext &ctx);
+
 } // namespace dtc::kernels::cpu
 
 #endif // DTC_KERNELS_KERNEL_H

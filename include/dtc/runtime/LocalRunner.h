@@ -54,8 +54,11 @@ namespace dtc::rt {
 
 struct LocalRunnerOptions {
   std::string backend = "cpu";
-  /// OpenBLAS threads (0 = leave OpenBLAS's setting alone).
-  int blasThreads = 1;
+  /// Kernel threads per rank (ranks are threads of this process).
+  int threads = 1;
+  /// Longest wait of a rank thread in a collective before the step fails
+  /// with a message naming it (0 = wait forever), as dtc-run's --timeout.
+  double timeoutSeconds = 300;
 };
 
 /// Measurements (per rank, maximum over ranks).
@@ -68,6 +71,12 @@ struct LocalRunStats {
   std::map<std::string, uint64_t> collectiveCallsPerStep;
   std::map<std::string, uint64_t> collectiveBytesPerStep;
   std::map<std::string, uint64_t> collectiveSentBytesPerStep;
+  /// Per rank, as its allocator saw them: the pipeline stage it runs (-1
+  /// without a pipeline), the most activation bytes live at once, and the
+  /// most micro-batches in flight.
+  std::vector<int> stageOfRank;
+  std::vector<uint64_t> activationPeakBytes;
+  std::vector<int> microbatchesPeak;
 };
 
 class LocalRunner {

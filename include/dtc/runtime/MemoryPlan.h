@@ -7,12 +7,18 @@
 // measures the same quantities (--stats) so tests can compare.
 //
 // A rank allocates, for the whole run, every slot of its program
-// (slotAllocationBytes each) and the collectives' staging: one packing
-// buffer for the largest axis-wise collective (collectiveStagingBytes) and,
-// per communicator, the scratch its ring algorithms keep (the largest any of
-// its collectives takes, Communicator::allReduceScratch...). While one kernel
-// runs it also holds that kernel's temporaries (kernels::scratchBytes), the
-// workspace. The peak is slots + staging + the largest workspace.
+// (slotAllocationBytes each; a pipeline chunk's micro-batch slots once per
+// copy its schedule keeps in flight), the collectives' staging: one packing
+// buffer for the largest axis-wise collective (collectiveStagingBytes), per
+// communicator the scratch its ring algorithms keep (the largest any of its
+// collectives takes, collectiveScratchBytes), a scalar per pipeline fill
+// value, and the kernel context's workspace (the largest any kernel takes,
+// kernels::cpu::contextWorkspaceBytes). While one kernel runs it also holds
+// that call's temporaries (kernels::scratchBytes). Workspace = the context's
+// workspace + the largest temporaries; the peak is the sum of every kind.
+// The executor allocates all of it at load (micro-batch copies during the
+// first step), so from the second step on the measured high-water equals
+// the plan.
 //
 // The noexcept functions may be called from code built with -fno-exceptions
 // (the compiler); the others throw dtc::rt::Error.
@@ -66,13 +72,29 @@ struct MemoryNeed {
 /// (axis-wise all_gather / reduce_scatter off the outermost dimension, and
 /// all_to_all's send and receive halves).
 uint64_t collectiveStagingBytes(const ProgramDecl &p, const InstrDecl &ins);
-/// The need of every program of a validated artifact, in program order.
-std::vector<MemoryNeed> memoryNeeds(const Artifact &a);
+/// Ring scratch collective `ins` of `p` takes on its communicator
+/// (Communicator::allReduceScratch, reduceScatterScratch; 0 for the others).
+/// The executor reserves the largest per communicator at load.
+uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p, const InstrDecl &ins);
+/// Pipelines: per chunk of `p`, the most micro-batch copies of its slots
+/// alive at once in p's schedule (a copy lives from its micro-batch's first
+/// action on the chunk to its last). The executor allocates exactly that
+/// many copies per chunk and reuses them.
+std::vector<uint64_t> microbatchCopiesInFlight(const ProgramDecl &p);
+/// The need of every program of a validated artifact, in program order,
+/// when each rank's kernels run on `threads` threads (the fused attention's
+/// tiles and layer_norm's rows are per thread).
+std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads);
 
 /// For the compiler: validates `body` like the runtime does, then fills
 /// `needs`. On failure returns false with `error` prefixed by `label`.
-bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label,
+bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label, int threads,
                          std::vector<MemoryNeed> &needs, std::string &error) noexcept;
+
+/// The kernel threads a rank gets by default when all `devices` ranks of a
+/// mesh run on this machine (defaultKernelThreads): what the compiler plans
+/// the thread-dependent workspace for.
+int plannedKernelThreads(int64_t devices) noexcept;
 
 /// "1.50 GiB", "512.00 KiB", "100 B".
 std::string formatBytes(uint64_t bytes) noexcept;
@@ -90,9 +112,10 @@ uint64_t physicalMemoryBytes() noexcept;
 /// (0 if unknown).
 uint64_t availableMemoryBytes() noexcept;
 
-/// Throws unless `ranksOnNode` ranks of the largest program fit in this
-/// node's available memory; the message gives the numbers.
-void checkMemoryFits(const Artifact &a, int ranksOnNode);
+/// Throws unless `ranksOnNode` ranks of the largest program, with kernels on
+/// `threads` threads each, fit in this node's available memory; the message
+/// gives the numbers.
+void checkMemoryFits(const Artifact &a, int ranksOnNode, int threads);
 
 } // namespace dtc::rt
 

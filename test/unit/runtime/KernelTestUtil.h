@@ -111,11 +111,12 @@ inline std::string checkKernel(const std::string &name, const std::vector<HostTe
   return "";
 }
 
-/// Runs kernel `name` (after its check rule accepted the operands).
+/// Runs kernel `name` (after its check rule accepted the operands), with a
+/// context of `threads` threads (0: the calling thread's default, 1).
 inline std::vector<HostTensor> runKernel(const std::string &name,
                                          const std::vector<HostTensor> &ins,
                                          const std::vector<OutSpec> &outs,
-                                         const json &attrs = json::object()) {
+                                         const json &attrs = json::object(), int threads = 0) {
   std::string err = checkKernel(name, ins, outs, attrs);
   EXPECT_EQ(err, "") << name;
   if (!err.empty()) throw rt::Error("check rule rejected " + name + ": " + err);
@@ -124,6 +125,8 @@ inline std::vector<HostTensor> runKernel(const std::string &name,
   std::vector<std::vector<char>> inBytes, outBytes;
   kernels::KernelArgs a;
   a.attrs = &attrs;
+  kernels::KernelContext ctx(threads);
+  if (threads > 0) a.ctx = &ctx;
   for (const auto &t : ins) inBytes.push_back(t.bytes());
   for (size_t i = 0; i < ins.size(); ++i)
     a.in.push_back({ins[i].dtype, ins[i].shape, inBytes[i].data(), ins[i].numel()});

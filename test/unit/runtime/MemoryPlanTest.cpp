@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestArtifacts.h"
 
+#include "dtc/kernels/Kernel.h"
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/LocalRunner.h"
 #include "dtc/runtime/MemoryPlan.h"
@@ -20,11 +21,13 @@ using dtc::test::json;
 
 namespace {
 
-void expectPlanMatchesMeasured(const json &body, const char *what) {
+void expectPlanMatchesMeasured(const json &body, const char *what, int threads = 1) {
   std::vector<MemoryNeed> needs;
   std::string err;
-  ASSERT_TRUE(artifactMemoryNeeds(body, "m.dtc", needs, err)) << err;
-  auto r = LocalRunner::loadBytes(encodeArtifact(body), "m.dtc", err);
+  ASSERT_TRUE(artifactMemoryNeeds(body, "m.dtc", threads, needs, err)) << err;
+  LocalRunnerOptions options;
+  options.threads = threads;
+  auto r = LocalRunner::loadBytes(encodeArtifact(body), "m.dtc", err, options);
   ASSERT_TRUE(r) << err;
   ASSERT_TRUE(r->initialize(1, err)) << err;
   std::vector<float> losses;
@@ -52,6 +55,74 @@ TEST(MemoryPlan, PlannedPeakIsMeasuredPeak) {
   mlp.dpAxes = {0};
   mlp.tpAxis = 1;
   expectPlanMatchesMeasured(dtc::test::mlpArtifact(mlp), "mlp dp x tp");
+  // The fused attention's tiles and layer_norm's rows are per thread.
+  dtc::test::LmConfig wide;
+  wide.seq = 80; // two row blocks of the attention
+  expectPlanMatchesMeasured(dtc::test::lmArtifact(wide), "lm, 1 thread", 1);
+  expectPlanMatchesMeasured(dtc::test::lmArtifact(wide), "lm, 3 threads", 3);
+}
+
+// Per kernel: what scratchBytes and contextWorkspaceBytes state is what one
+// call of the CPU kernel takes (counted ScratchVector allocations, the
+// context's workspace), with 1, 2 and 5 threads.
+TEST(MemoryPlan, KernelScratchIsWhatTheKernelTakes) {
+  using dtc::kernels::TensorDesc;
+  struct Case {
+    const char *name;
+    std::vector<Shape> in, out;
+    json attrs;
+  };
+  const json eps = {{"epsilon", 1e-5}};
+  const std::vector<Case> cases = {
+      {"attention", {{2, 3, 130, 8}, {2, 3, 70, 8}, {2, 3, 70, 8}}, {{2, 3, 130, 8}}, {{"causal", false}}},
+      {"attention_grad", {{1, 2, 70, 16}, {1, 2, 70, 16}, {1, 2, 70, 16}, {1, 2, 70, 16}},
+       {{1, 2, 70, 16}, {1, 2, 70, 16}, {1, 2, 70, 16}}, {{"causal", true}}},
+      {"layer_norm_grad", {{100, 24}, {24}, {100, 24}}, {{100, 24}, {24}, {24}}, eps},
+      {"layer_norm_input_grad", {{100, 24}, {24}, {100, 24}}, {{100, 24}}, eps},
+      {"layer_norm_param_grad", {{100, 24}, {100, 24}}, {{24}, {24}}, eps},
+      {"rms_norm_grad", {{70, 24}, {24}, {70, 24}}, {{70, 24}, {24}}, eps},
+      {"rms_norm_input_grad", {{70, 24}, {24}, {70, 24}}, {{70, 24}}, eps},
+      {"rms_norm_param_grad", {{70, 24}, {70, 24}}, {{24}}, eps},
+      {"reduce_sum", {{6, 5, 4}}, {{6, 1, 4}}, {{"axes", {1}}, {"keep_dims", true}}},
+      {"matmul", {{3, 2, 4, 5}, {2, 5, 6}}, {{3, 2, 4, 6}}, json::object()},
+      {"matmul", {{3, 4, 5}, {5, 6}}, {{3, 4, 6}}, json::object()},
+  };
+  struct Meter final : dtc::kernels::ScratchCounter {
+    uint64_t now = 0, peak = 0;
+    void allocated(size_t b) override { peak = std::max(peak, now += b); }
+    void released(size_t b) override { now -= b; }
+  };
+  for (const Case &c : cases)
+    for (int threads : {1, 2, 5}) {
+      const std::string what = std::string(c.name) + " on " + std::to_string(threads) + " threads";
+      std::vector<TensorDesc> in, out;
+      std::vector<std::vector<float>> data;
+      data.reserve(c.in.size() + c.out.size());
+      dtc::kernels::KernelArgs args;
+      for (const Shape &s : c.in) {
+        in.push_back({DType::F32, s});
+        data.emplace_back(size_t(numel(s)), 0.5f);
+        args.in.push_back({DType::F32, s, data.back().data(), numel(s)});
+      }
+      for (const Shape &s : c.out) {
+        out.push_back({DType::F32, s});
+        data.emplace_back(size_t(numel(s)), 0.0f);
+        args.out.push_back({DType::F32, s, data.back().data(), numel(s)});
+      }
+      // data never reallocates after the pointers were taken: reserve first.
+      ASSERT_NO_THROW(dtc::kernels::findKernel(c.name)->check(in, out, c.attrs)) << what;
+      dtc::kernels::KernelContext ctx(threads);
+      args.ctx = &ctx;
+      args.attrs = &c.attrs;
+      Meter meter;
+      auto *previous = dtc::kernels::setThreadScratchCounter(&meter);
+      dtc::kernels::cpu::findKernel(c.name)(args);
+      dtc::kernels::setThreadScratchCounter(previous);
+      EXPECT_EQ(meter.peak, dtc::kernels::scratchBytes(c.name, in, out, c.attrs, threads)) << what;
+      EXPECT_EQ(uint64_t(ctx.workspaceFloats()) * 4,
+                dtc::kernels::cpu::contextWorkspaceBytes(c.name, in, out, c.attrs, threads))
+          << what;
+    }
 }
 
 // Each collective alone, so the staging is that collective's: a packing
@@ -69,7 +140,7 @@ TEST(MemoryPlan, EachCollectivesStagingIsMeasured) {
     one["programs"][0]["instructions"] = json::array({instructions[i]});
     std::vector<MemoryNeed> needs;
     std::string err;
-    ASSERT_TRUE(artifactMemoryNeeds(one, "one.dtc", needs, err)) << err;
+    ASSERT_TRUE(artifactMemoryNeeds(one, "one.dtc", 1, needs, err)) << err;
     if (needs[0].bytes[kStagingKind] == 0)
       unstaged.push_back(instructions[i]["op"].get<std::string>() + " " +
                          instructions[i]["attrs"].value("axis", json(-1)).dump());
@@ -83,10 +154,14 @@ TEST(MemoryPlan, WorkspaceIsTheLargestScratch) {
   std::string err;
   dtc::test::LmConfig lm;
   lm.seq = 8;
-  ASSERT_TRUE(artifactMemoryNeeds(dtc::test::lmArtifact(lm), "lm.dtc", needs, err)) << err;
+  ASSERT_TRUE(artifactMemoryNeeds(dtc::test::lmArtifact(lm), "lm.dtc", 1, needs, err)) << err;
   ASSERT_EQ(needs.size(), 1u);
-  // attention_grad: P and dP, seq x seq f32 each.
-  EXPECT_EQ(needs[0].bytes[kWorkspaceKind], 2u * 8 * 8 * 4);
+  // The attention's tiles (no seq x seq scores: two 64 x 128 tiles, 64 rows
+  // of the head and three 64-row vectors, f32, on one thread) plus the
+  // largest temporaries of one call.
+  const uint64_t tiles = (2 * 64 * 128 + 64 * 16 + 3 * 64) * 4;
+  EXPECT_GE(needs[0].bytes[kWorkspaceKind], tiles);
+  EXPECT_LT(needs[0].bytes[kWorkspaceKind], tiles + 4096);
   EXPECT_GE(needs[0].workspaceInstruction, 0);
   uint64_t sum = 0;
   for (uint64_t b : needs[0].bytes) sum += b;
@@ -101,7 +176,7 @@ TEST(MemoryPlan, InvalidArtifactIsAnError) {
   body["programs"][0]["instructions"][0]["op"] = "conv2d";
   std::vector<MemoryNeed> needs;
   std::string err;
-  EXPECT_FALSE(artifactMemoryNeeds(body, "bad.dtc", needs, err));
+  EXPECT_FALSE(artifactMemoryNeeds(body, "bad.dtc", 1, needs, err));
   EXPECT_NE(err.find("bad.dtc: "), std::string::npos) << err;
 }
 

@@ -64,11 +64,11 @@ int main() {
   CHECK(error.find("compiled for 1 device") != std::string::npos);
 
   std::vector<dtc::rt::MemoryNeed> needs;
-  CHECK(dtc::rt::artifactMemoryNeeds(body, "c.dtc", needs, error));
+  CHECK(dtc::rt::artifactMemoryNeeds(body, "c.dtc", 1, needs, error));
   CHECK(needs.size() == 1 && needs[0].peak > 48 + 32 + 16 + 4 + 24);
   json broken = body;
   broken["programs"][0]["instructions"][0]["op"] = "conv2d";
-  CHECK(!dtc::rt::artifactMemoryNeeds(broken, "c.dtc", needs, error));
+  CHECK(!dtc::rt::artifactMemoryNeeds(broken, "c.dtc", 1, needs, error));
   CHECK(error.find("unknown kernel") != std::string::npos);
   uint64_t bytes = 0;
   CHECK(dtc::rt::parseByteSize("2GiB", bytes) && bytes == (uint64_t(2) << 30));

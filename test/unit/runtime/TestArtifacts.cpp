@@ -1,9 +1,42 @@
 //===- TestArtifacts.cpp ----------------------------------------------------===//
 #include "TestArtifacts.h"
+#include "dtc/runtime/ArtifactFormat.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <unistd.h>
 
 namespace dtc::test {
+
+namespace {
+struct ScratchDirs {
+  pid_t owner = ::getpid();
+  std::map<std::string, std::string> dirs;
+  ~ScratchDirs() {
+    // A forked child (a death test) must not remove the parent's files.
+    if (::getpid() != owner) return;
+    std::error_code ec;
+    for (const auto &[prefix, dir] : dirs) std::filesystem::remove_all(dir, ec);
+  }
+};
+} // namespace
+
+std::string scratchDir(const std::string &prefix) {
+  static ScratchDirs scratch;
+  std::string &dir = scratch.dirs[prefix];
+  if (dir.empty()) {
+    // Under $TMPDIR when set: scripts/check.sh checks that the tests leave
+    // nothing there.
+    const char *tmp = std::getenv("TMPDIR");
+    const std::string base = tmp && *tmp ? tmp : "/tmp";
+    std::string tmpl = base + "/" + prefix + "-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw rt::Error("cannot create a directory under " + base);
+    dir = tmpl;
+  }
+  return dir;
+}
 
 using rt::DType;
 using rt::Shape;
@@ -352,6 +385,126 @@ std::map<std::string, std::vector<float>> collectivesExpected(const std::vector<
         for (int64_t j = 0; j < 3; ++j) e["a2b"].push_back(local(c0, c1, i, j));
   }
   return e;
+}
+
+json programsArtifact(const std::vector<CollectiveSpec> &p0,
+                      const std::vector<CollectiveSpec> &p1) {
+  ArtifactBuilder ab({2});
+  ab.comm("a", {0});
+  ab.comm("b", {0});
+  ab.param("w", {8}, "normal(1.0)", json::array({json::array()}));
+  ab.scalar("loss", "loss", DType::F32);
+  const std::vector<CollectiveSpec> *lists[2] = {&p0, &p1};
+  for (int r = 0; r < 2; ++r) {
+    ProgramBuilder pb("p" + std::to_string(r), {r});
+    const int w = pb.buffer(DType::F32, {8}, "param", "w");
+    const int loss = pb.buffer(DType::F32, {}, "scalar", "loss");
+    pb.op("reduce_sum", {w}, {loss}, {{"axes", {0}}, {"keep_dims", false}});
+    for (size_t i = 0; i < lists[r]->size(); ++i) {
+      const CollectiveSpec &c = (*lists[r])[i];
+      int64_t outCount = c.count;
+      json attrs = {{"comm", c.comm}};
+      if (c.op == "all_reduce" || c.op == "reduce_scatter") attrs["reduction"] = c.reduction;
+      if (c.op == "all_gather") outCount = c.count * 2;
+      if (c.op == "reduce_scatter") outCount = c.count / 2;
+      if (c.op == "all_gather" || c.op == "reduce_scatter") attrs["axis"] = 0;
+      if (c.op == "all_to_all") {
+        attrs["split_axis"] = 0;
+        attrs["concat_axis"] = 0;
+      }
+      const int in = pb.buffer(c.dtype, {c.count}, "activation");
+      pb.splat(in, double(r + 1));
+      const int out = pb.buffer(c.dtype, {outCount}, "activation");
+      pb.op(c.op, {in}, {out}, attrs);
+      if (i == 0 && c.op == "all_reduce" && c.count == 8 && c.dtype == DType::F32)
+        pb.op("sgd_update", {w, out}, {w}, {{"lr", 0.1}, {"weight_decay", 0.0}});
+    }
+    ab.program(pb);
+  }
+  return ab.body();
+}
+
+namespace {
+json ppSlot(int bytes, const char *category, int chunk = -1) {
+  json s = {{"bytes", bytes}, {"category", category}};
+  if (chunk >= 0) {
+    s["scope"] = "microbatch";
+    s["chunk"] = chunk;
+  }
+  return s;
+}
+
+json ppBuf(int slot, std::vector<int64_t> shape, const char *tensor = nullptr) {
+  json b = {{"slot", slot}, {"dtype", "f32"}, {"shape", shape}};
+  if (tensor) b["tensor"] = tensor;
+  return b;
+}
+
+json ppIns(const char *op, std::vector<int> in, std::vector<int> out, json attrs = json::object()) {
+  json i = {{"op", op}, {"in", in}, {"out", out}};
+  if (!attrs.empty()) i["attrs"] = attrs;
+  return i;
+}
+
+json ppMessage(int peer, int id) { return {{"comm", "pp"}, {"peer", peer}, {"message", id}}; }
+
+} // namespace
+
+json pipelineArtifact() {
+  json stage0 = {
+      {"name", "stage0"},
+      {"ranks", {0}},
+      {"stage", 0},
+      {"slots", {ppSlot(64, "param"), ppSlot(64, "input"), ppSlot(32, "activation", 0),
+                 ppSlot(32, "activation"), ppSlot(32, "activation", 0), ppSlot(64, "activation"),
+                 ppSlot(64, "grad")}},
+      {"buffers", {ppBuf(0, {4, 4}, "w"), ppBuf(1, {4, 4}, "x"), ppBuf(2, {2, 4}), ppBuf(3, {2, 4}),
+                   ppBuf(4, {2, 4}), ppBuf(5, {4, 4}), ppBuf(6, {4, 4})}},
+      {"instructions", {ppIns("fill", {}, {6}, {{"value", 0}})}},
+      {"chunks",
+       {{{"forward",
+          {ppIns("microbatch_slice", {1}, {2}, {{"axis", 0}}), ppIns("matmul", {2, 0}, {3}),
+           ppIns("send", {3}, {}, ppMessage(1, 0))}},
+         {"backward_input", {ppIns("recv", {}, {4}, ppMessage(1, 1))}},
+         {"backward_weight",
+          {ppIns("matmul", {2, 4}, {5}, {{"transpose_a", true}}), ppIns("accumulate", {5}, {6})}}}}},
+      {"finish", {ppIns("sgd_update", {0, 6}, {0}, {{"lr", 0.1}, {"weight_decay", 0.0}})}},
+      {"schedule", {{"F", 0, 0}, {"F", 1, 0}, {"BW", 0, 0}, {"BW", 1, 0}}}};
+  json stage1 = {
+      {"name", "stage1"},
+      {"ranks", {1}},
+      {"stage", 1},
+      {"slots", {ppSlot(32, "activation", 0), ppSlot(32, "activation"), ppSlot(4, "activation"),
+                 ppSlot(4, "activation"), ppSlot(4, "scalar"), ppSlot(32, "activation"),
+                 ppSlot(4, "constant")}},
+      {"buffers", {ppBuf(0, {2, 4}), ppBuf(1, {2, 4}), ppBuf(2, {}), ppBuf(3, {}), ppBuf(4, {}, "loss"),
+                   ppBuf(5, {2, 4}), ppBuf(6, {})}},
+      {"constants", {{{"buffer", 6}, {"splat", 2.0}}}},
+      {"instructions", {ppIns("fill", {}, {3}, {{"value", 0}})}},
+      {"chunks",
+       {{{"forward",
+          {ppIns("recv", {}, {0}, ppMessage(0, 0)), ppIns("mul", {0, 0}, {1}),
+           ppIns("reduce_sum", {1}, {2}, {{"axes", {0, 1}}, {"keep_dims", false}}),
+           ppIns("accumulate", {2}, {3})}},
+         {"backward_input", {ppIns("mul", {0, 6}, {5}), ppIns("send", {5}, {}, ppMessage(0, 1))}},
+         {"backward_weight", json::array()}}}},
+      {"finish", {ppIns("copy", {3}, {4})}},
+      {"schedule", {{"F", 0, 0}, {"BW", 0, 0}, {"F", 1, 0}, {"BW", 1, 0}}}};
+  return {{"format", "dtc-artifact"},
+          {"version", rt::kArtifactVersion},
+          {"mesh", {2}},
+          {"devices", 2},
+          {"pipeline", {{"stages", 2}, {"virtual_stages", 1}, {"microbatches", 2},
+                        {"schedule", "1f1b"}}},
+          {"communicators", {{{"name", "pp"}, {"mesh_axes", {0}}}}},
+          {"tensors",
+           {{{"name", "w"}, {"role", "param"}, {"dtype", "f32"}, {"shape", {4, 4}},
+             {"init", "normal(0.5)"}, {"sharding", {json::array(), json::array()}}},
+            {{"name", "x"}, {"role", "input"}, {"dtype", "f32"}, {"shape", {4, 4}},
+             {"sharding", {json::array(), json::array()}}},
+            {{"name", "loss"}, {"role", "loss"}, {"dtype", "f32"}, {"shape", json::array()},
+             {"sharding", json::array()}}}},
+          {"programs", {stage0, stage1}}};
 }
 
 } // namespace dtc::test

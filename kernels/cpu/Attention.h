@@ -1,0 +1,45 @@
+//===- Attention.h - the blocked attention kernels' entry points --*- C++ -*-===//
+//
+// attention and attention_grad (docs/kernels.md) as blocked, online-softmax
+// kernels in the style of FlashAttention: the forward walks key blocks per
+// block of query rows, keeping a running row maximum and sum, so no
+// Sq x Sk score matrix exists, only one bq x bk tile per thread; the
+// backward recomputes the probabilities tile by tile (and the output, for
+// the rowsum(dy * y) term). Causal masks skip tiles wholly above the
+// diagonal. Products are f32 with f32 accumulation in the matrix library;
+// row sums accumulate in f32 over 16 lanes.
+//
+// Exposed with the block sizes as parameters for the unit tests, which use
+// small blocks to put block edges everywhere.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_KERNELS_CPU_ATTENTION_H
+#define DTC_KERNELS_CPU_ATTENTION_H
+
+#include "dtc/kernels/Kernel.h"
+
+#include <cstdint>
+
+namespace dtc::kernels::cpu {
+
+struct AttentionBlocks {
+  // 64 x 128 measured best (or within noise of it) of 32..128 square and
+  // oblong blocks on the benchmark GPTs' heads (Dh 32, seq 128; Dh 64,
+  // seq 256): docs/kernels.md.
+  int64_t rows = 64;  ///< query rows per block (bq)
+  int64_t keys = 128; ///< keys per tile (bk)
+};
+
+/// q [B, H, Sq, D], k and v [B, H, Sk, D] -> y [B, H, Sq, D].
+void attentionForward(KernelContext &ctx, const float *q, const float *k, const float *v,
+                      float *y, int64_t BH, int64_t Sq, int64_t Sk, int64_t D, bool causal,
+                      AttentionBlocks blocks);
+/// dq, dk, dv of attention for the upstream gradient dy (shaped like q).
+void attentionBackward(KernelContext &ctx, const float *q, const float *k,
+                       const float *v, const float *dy, float *dq, float *dk, float *dv,
+                       int64_t BH, int64_t Sq, int64_t Sk, int64_t D, bool causal,
+                       AttentionBlocks blocks);
+
+} // namespace dtc::kernels::cpu
+
+#endif // DTC_KERNELS_CPU_ATTENTION_H

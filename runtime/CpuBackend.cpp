@@ -1,0 +1,193 @@
+//===- CpuBackend.cpp - the CPU backend (see CpuBackend.h) ------------------===//
+#include "dtc/runtime/CpuBackend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+namespace dtc::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Work runs as it is enqueued: one stream serves kernels and collectives.
+class CpuStream final : public Stream {};
+
+class CpuEvent final : public Event {
+public:
+  Clock::time_point at;
+};
+
+class CpuKernel final : public BoundKernel {
+public:
+  explicit CpuKernel(kernels::RunFn fn) : fn_(fn) {}
+  void enqueue(const kernels::KernelArgs &args, Stream &) override { fn_(args); }
+
+private:
+  kernels::RunFn fn_;
+};
+
+/// The host communicator's own collectives, on host memory.
+class CpuCommunicator final : public DeviceCommunicator {
+public:
+  explicit CpuCommunicator(std::unique_ptr<Communicator> group) : c_(std::move(group)) {}
+  int size() const override { return c_->size(); }
+  int rank() const override { return c_->rank(); }
+  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op, Stream &,
+                 Traffic &traffic) override {
+    Counting counting(*c_, traffic);
+    c_->allReduce(in, out, count, dtype, op);
+  }
+  void allGather(const void *in, void *out, size_t bytes, Stream &, Traffic &traffic) override {
+    Counting counting(*c_, traffic);
+    c_->allGather(in, out, bytes);
+  }
+  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op, Stream &,
+                     Traffic &traffic) override {
+    Counting counting(*c_, traffic);
+    c_->reduceScatter(in, out, count, dtype, op);
+  }
+  void allToAll(const void *in, void *out, size_t bytes, Stream &, Traffic &traffic) override {
+    Counting counting(*c_, traffic);
+    c_->allToAll(in, out, bytes);
+  }
+  void send(const void *buf, size_t bytes, int peer, int tag, Stream &,
+            Traffic &traffic) override {
+    Counting counting(*c_, traffic);
+    c_->sendMessage(buf, bytes, peer, tag);
+  }
+  void recv(void *buf, size_t bytes, int peer, int tag, Stream &, Traffic &traffic) override {
+    Counting counting(*c_, traffic);
+    c_->recvMessage(buf, bytes, peer, tag);
+  }
+  void flushSends() override { c_->flushSends(); }
+  uint64_t scratchBytes() const override { return c_->scratchBytes(); }
+  void reserveScratch(size_t bytes) override { c_->reserveScratch(bytes); }
+
+private:
+  /// What the communicator's counters moved during one call.
+  class Counting {
+  public:
+    Counting(const Communicator &c, Traffic &t)
+        : c_(c), t_(t), sent0_(c.bytesSent()), received0_(c.bytesReceived()) {}
+    ~Counting() {
+      t_.sent += c_.bytesSent() - sent0_;
+      t_.received += c_.bytesReceived() - received0_;
+    }
+
+  private:
+    const Communicator &c_;
+    Traffic &t_;
+    uint64_t sent0_, received0_;
+  };
+  std::unique_ptr<Communicator> c_;
+};
+
+class CpuBackend final : public Backend {
+public:
+  explicit CpuBackend(const BackendOptions &o) : ctx_(o.threads) {}
+
+  std::string name() const override { return "cpu"; }
+  std::string description() const override {
+    return "cpu: " + std::to_string(ctx_.threads()) + " thread" +
+           (ctx_.threads() == 1 ? "" : "s") + ", matmuls on " + kernels::cpu::gemmLibrary();
+  }
+  std::vector<std::pair<std::string, std::string>> properties() const override {
+    return {{"gemm_library", kernels::cpu::gemmLibrary()}};
+  }
+
+  void *allocate(size_t bytes) override {
+    void *p = std::aligned_alloc(64, bytes);
+    if (!p) throw Error("out of host memory");
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  void deallocate(void *p) noexcept override { std::free(p); }
+  bool hostAddressable() const override { return true; }
+  void copyToHost(void *host, const void *device, size_t bytes, Stream &) override {
+    std::memcpy(host, device, bytes);
+  }
+  void copyFromHost(void *device, const void *host, size_t bytes, Stream &) override {
+    std::memcpy(device, host, bytes);
+  }
+  void copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t rowBytes,
+              size_t rows, Stream &) override {
+    char *d = static_cast<char *>(dst);
+    const char *s = static_cast<const char *>(src);
+    for (size_t r = 0; r < rows; ++r) std::memcpy(d + r * dstPitch, s + r * srcPitch, rowBytes);
+  }
+
+  std::unique_ptr<BoundKernel> bindKernel(std::string_view name,
+                                          kernels::KernelArgs &args) override {
+    kernels::RunFn fn = kernels::cpu::findKernel(name);
+    if (!fn) return nullptr;
+    args.ctx = &ctx_;
+    // The workspace for the largest kernel bound, now: it never grows
+    // while steps run, and the plan's workspace is what is held.
+    std::vector<kernels::TensorDesc> in, out;
+    for (const kernels::TensorArg &t : args.in) in.push_back({t.dtype, t.shape});
+    for (const kernels::TensorArg &t : args.out) out.push_back({t.dtype, t.shape});
+    const nlohmann::json attrs = args.attrs ? *args.attrs : nlohmann::json::object();
+    if (kernels::cpu::contextWorkspaceBytes(name, in, out, attrs, 1) > 0) {
+      withWorkspace_.push_back({std::string(name), std::move(in), std::move(out), attrs});
+      reserveWorkspace();
+    }
+    return std::make_unique<CpuKernel>(fn);
+  }
+  uint64_t kernelWorkspaceBytes() const override {
+    return uint64_t(ctx_.workspaceFloats()) * sizeof(float);
+  }
+
+  Stream &computeStream() override { return stream_; }
+  Stream &commStream() override { return stream_; }
+  std::unique_ptr<Event> createEvent() override { return std::make_unique<CpuEvent>(); }
+  void record(Event &e, Stream &) override { static_cast<CpuEvent &>(e).at = Clock::now(); }
+  void wait(Stream &, Event &) override {}
+  void synchronize() override {}
+  double elapsedSeconds(const Event &from, const Event &to) override {
+    return std::chrono::duration<double>(static_cast<const CpuEvent &>(to).at -
+                                         static_cast<const CpuEvent &>(from).at)
+        .count();
+  }
+
+  std::unique_ptr<DeviceCommunicator>
+  createCommunicator(std::unique_ptr<Communicator> group) override {
+    return std::make_unique<CpuCommunicator>(std::move(group));
+  }
+
+  void setThreads(int threads) override {
+    ctx_.setThreads(threads);
+    reserveWorkspace(); // the tiles are per thread
+  }
+  int threads() const override { return ctx_.threads(); }
+  void attachThread() override { kernels::cpu::bindThreads(ctx_); }
+
+private:
+  /// The kernels bound so far that take workspace, and sizing it for the
+  /// largest with the current threads.
+  struct Bound {
+    std::string name;
+    std::vector<kernels::TensorDesc> in, out;
+    nlohmann::json attrs;
+  };
+  void reserveWorkspace() {
+    uint64_t most = 0;
+    for (const Bound &b : withWorkspace_)
+      most = std::max(most, kernels::cpu::contextWorkspaceBytes(b.name, b.in, b.out, b.attrs,
+                                                                ctx_.threads()));
+    if (most > 0) ctx_.workspace(size_t(most / sizeof(float)));
+  }
+  std::vector<Bound> withWorkspace_;
+  kernels::KernelContext ctx_;
+  CpuStream stream_;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> makeCpuBackend(const BackendOptions &options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
+} // namespace dtc::rt
