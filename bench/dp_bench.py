@@ -103,9 +103,13 @@ def main(argv):
         for key, cat in mapping.items():
             r, m = report["memory_bytes"][key], measured.get(cat, 0)
             print(f"{plan:>{width}} {key:>12} {r:>12} {m:>12} {r / m if m else float('nan'):>7.3f}")
-        print(f"{plan:>{width}} {'staging':>12} {'-':>12} {measured.get('staging', 0):>12}")
-        r, m = report["memory_bytes"]["total"], measured["total"]
-        print(f"{plan:>{width}} {'total':>12} {r:>12} {m:>12} {r / m if m else float('nan'):>7.3f}")
+        # The report's slot bytes are unaligned; staging, workspace and the
+        # peak are what the runtime allocates (MemoryPlan.h).
+        for key, r in [("staging", report["memory_bytes"]["staging"]),
+                       ("workspace", report["memory_bytes"]["workspace"]),
+                       ("total", report["memory_bytes"]["peak_per_device"])]:
+            m = measured.get(key, 0)
+            print(f"{plan:>{width}} {key:>12} {r:>12} {m:>12} {r / m if m else float('nan'):>7.3f}")
 
     print("\ncollective bytes sent per device per step: report vs counted by the communicators")
     print(f"{'plan':>{width}} {'comm':>6} {'kind':>14} {'calls':>6} {'report':>12} {'counted':>12}  ")

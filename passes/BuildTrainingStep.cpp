@@ -319,9 +319,10 @@ struct BuildTrainingStepPass
     // gradients; values computed from parameters alone only feed weight
     // gradients.
     llvm::DenseSet<Value> fromData;
+    llvm::DenseSet<Value> isParam(params.begin(), params.end());
     if (!forwardOps.empty())
       for (BlockArgument arg : forwardOps.front()->getBlock()->getArguments())
-        if (!llvm::is_contained(params, Value(arg)))
+        if (!isParam.contains(arg))
           fromData.insert(arg);
     for (Operation *op : forwardOps)
       if (llvm::any_of(op->getOperands(), [&](Value v) { return fromData.contains(v); }))

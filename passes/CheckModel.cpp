@@ -69,6 +69,19 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
     return success();
   }
 
+  /// The dtc.* attributes passes attach (a phase, a role, a sharding...)
+  /// are the compiler's: in a model they would steer it silently. The
+  /// verifiers have already refused names that exist nowhere.
+  static LogicalResult checkNotCompilerAttr(Location loc, const std::string &where,
+                                            NamedAttribute attr,
+                                            ArrayRef<StringRef> allowed) {
+    StringRef name = attr.getName().strref();
+    if (!name.starts_with("dtc.") || llvm::is_contained(allowed, name))
+      return success();
+    return emitError(loc) << where << ": '" << name
+                          << "' is set by the compiler; a model may not carry it";
+  }
+
   LogicalResult checkMain(func::FuncOp main) {
     if (main.isExternal())
       return main.emitError() << "@main has no body";
@@ -94,6 +107,11 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
       for (int64_t size : tensor.getShape())
         if (size == 0)
           return emitError(loc) << "argument " << i << " has a zero-size dimension";
+      for (NamedAttribute attr : function_interface_impl::getArgAttrs(main, i))
+        if (failed(checkNotCompilerAttr(loc, "argument " + std::to_string(i), attr,
+                                        {DtcDialect::kParamAttr, DtcDialect::kNameAttr,
+                                         DtcDialect::kInitAttr, DtcDialect::kMaxAttr})))
+          return failure();
       bool isParam = main.getArgAttr(i, DtcDialect::kParamAttr) != nullptr;
       std::string argName = argumentName(main, i);
       if (!names.insert(argName).second)
@@ -134,6 +152,10 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
     if (!anyParam)
       return main.emitError() << "@main has no trainable parameter (mark "
                                  "arguments with dtc.param)";
+    for (unsigned i = 0; i < main.getNumResults(); ++i)
+      for (NamedAttribute attr : function_interface_impl::getResultAttrs(main, i))
+        if (failed(checkNotCompilerAttr(main.getLoc(), "the result of @main", attr, {})))
+          return failure();
 
     for (Operation &op : main.getBody().front()) {
       for (Type type : op.getResultTypes())
@@ -149,6 +171,10 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
                                    "arith.constant dense<1.0> : tensor<f32>)";
         continue;
       }
+      for (NamedAttribute attr : op.getDiscardableAttrs())
+        if (failed(checkNotCompilerAttr(op.getLoc(), "'" + op.getName().getStringRef().str() + "'",
+                                        attr, {})))
+          return failure();
       if (op.getDialect() && isa<DtcDialect>(op.getDialect())) {
         if (failed(checkIndexBounds(main, &op)))
           return failure();

@@ -202,13 +202,16 @@ LogicalResult Partitioner::run() {
   for (BlockArgument arg : step.getArguments())
     argLocs.push_back(arg.getLoc());
   Block *body = b.createBlock(&local.getBody(), {}, localArgTypes, argLocs);
+  // All at once: one attribute array, not one per argument (quadratic).
+  SmallVector<DictionaryAttr> argAttrs;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    if (DictionaryAttr attrs = step.getArgAttrDict(i))
-      local.setArgAttrs(i, attrs);
-    local.setArgAttr(i, DtcDialect::kGlobalTypeAttr, TypeAttr::get(step.getArgument(i).getType()));
-    local.setArgAttr(i, DtcDialect::kShardingAttr, toShardingAttr(argShardings[i], ctx, gridName));
+    NamedAttrList attrs(step.getArgAttrDict(i));
+    attrs.set(DtcDialect::kGlobalTypeAttr, TypeAttr::get(step.getArgument(i).getType()));
+    attrs.set(DtcDialect::kShardingAttr, toShardingAttr(argShardings[i], ctx, gridName));
+    argAttrs.push_back(attrs.getDictionary(ctx));
     locals[step.getArgument(i)] = {body->getArgument(i), argShardings[i]};
   }
+  local.setAllArgAttrs(argAttrs);
 
   b.setInsertionPointToEnd(body);
   for (Operation &op : step.getBody().front()) {

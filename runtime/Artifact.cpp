@@ -226,6 +226,10 @@ void forEachPieceRun(const Shape &global, const Piece &piece,
 // ---- Artifact lookups ---------------------------------------------------------
 
 int Artifact::findTensor(const std::string &name) const {
+  if (tensorIndex.size() == tensors.size()) {
+    auto it = tensorIndex.find(name);
+    return it == tensorIndex.end() ? -1 : it->second;
+  }
   for (size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].name == name) return int(i);
   return -1;
@@ -249,6 +253,8 @@ std::vector<int> Artifact::tensorsWithRole(Role r) const {
 }
 int Artifact::bufferOf(int p, int t) const {
   const ProgramDecl &prog = programs[size_t(p)];
+  if (prog.tensorBuffer.size() == tensors.size())
+    return t >= 0 && size_t(t) < tensors.size() ? prog.tensorBuffer[size_t(t)] : -1;
   for (size_t b = 0; b < prog.buffers.size(); ++b)
     if (prog.buffers[b].tensor == t) return int(b);
   return -1;
@@ -449,6 +455,7 @@ void Parser::parseTensors(const json &arr, Artifact &a) {
       // dtc's finite-difference checks); nothing persists or initializes it.
       break;
     }
+    a.tensorIndex.emplace(t.name, int(a.tensors.size()));
     a.tensors.push_back(std::move(t));
   }
   int losses = 0, steps = 0;
@@ -518,6 +525,7 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
 
   const json &bufs = array(req(v, "buffers", where), where + ": buffers");
   std::vector<std::vector<int>> slotBuffers(p.slots.size());
+  p.tensorBuffer.assign(a.tensors.size(), -1);
   for (size_t i = 0; i < bufs.size(); ++i) {
     std::string w = where + ": buffer " + std::to_string(i);
     object(bufs[i], w);
@@ -538,9 +546,9 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
       b.tensor = a.findTensor(name);
       if (b.tensor < 0) fail(w, "tensor '" + name + "' is not declared in \"tensors\"");
       const TensorDecl &td = a.tensors[size_t(b.tensor)];
-      for (size_t j = 0; j < p.buffers.size(); ++j)
-        if (p.buffers[j].tensor == b.tensor)
-          fail(w, "tensor '" + name + "' is already bound to buffer " + std::to_string(j));
+      if (int j = p.tensorBuffer[size_t(b.tensor)]; j >= 0)
+        fail(w, "tensor '" + name + "' is already bound to buffer " + std::to_string(j));
+      p.tensorBuffer[size_t(b.tensor)] = int(i);
       if (td.dtype != b.dtype)
         fail(w, "dtype " + std::string(dtypeName(b.dtype)) + " differs from tensor '" +
                     name + "' (" + dtypeName(td.dtype) + ")");
@@ -1062,6 +1070,16 @@ Artifact Parser::parse(const json &body) {
                         " (" + std::to_string(prod) + " devices)");
   if (const json *v = opt(body, "plan")) a.plan = object(*v, "plan");
   if (const json *v = opt(body, "optimizer")) a.optimizer = object(*v, "optimizer");
+  if (const json *v = opt(body, "memory")) {
+    const json &m = object(*v, "memory");
+    for (auto [key, field] : {std::pair{"budget_bytes", &a.memoryBudgetBytes},
+                              std::pair{"peak_bytes", &a.memoryPeakBytes}})
+      if (const json *n = opt(m, key)) {
+        int64_t bytes = integer(*n, std::string("memory.") + key);
+        if (bytes < 0) fail(std::string("memory.") + key, "must be >= 0");
+        *field = uint64_t(bytes);
+      }
+  }
 
   const json &comms = array(req(body, "communicators", ""), "communicators");
   std::set<std::string> commNames;

@@ -84,8 +84,17 @@ void Communicator::exchange(const void *send, size_t sendBytes, int dst, void *r
 }
 
 char *Communicator::scratch(size_t bytes) {
-  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  // Exactly `bytes` (resize may reserve more): what is counted is what is held.
+  if (scratch_.size() < bytes) std::vector<char>(bytes).swap(scratch_);
   return scratch_.data();
+}
+
+size_t Communicator::allReduceScratch(size_t count, size_t elementBytes, int members) {
+  return members <= 1 ? 0 : (count / size_t(members) + 1) * elementBytes;
+}
+
+size_t Communicator::reduceScatterScratch(size_t count, size_t elementBytes, int members) {
+  return members <= 1 ? 0 : 2 * count * elementBytes;
 }
 
 void Communicator::allReduce(const void *in, void *out, size_t count, DType dtype,
@@ -99,7 +108,7 @@ void Communicator::allReduce(const void *in, void *out, size_t count, DType dtyp
   auto length = [&](int j) { return base + (size_t(j) < extra ? 1 : 0); };
   auto at = [&](int j) { return static_cast<char *>(out) + offset(j) * elem; };
   const int right = (r + 1) % n, left = (r + n - 1) % n;
-  char *tmp = scratch((base + 1) * elem);
+  char *tmp = scratch(allReduceScratch(count, elem, n));
   // Reduce-scatter: after n-1 steps this member holds chunk r+1 reduced.
   for (int s = 0; s < n - 1; ++s) {
     const int send = (r - s + n) % n, recv = (r - s - 1 + 2 * n) % n;
@@ -135,7 +144,7 @@ void Communicator::reduceScatter(const void *in, void *out, size_t count, DType 
     return;
   }
   const int right = (r + 1) % n, left = (r + n - 1) % n;
-  char *acc = scratch(2 * bytes), *recv = acc + bytes;
+  char *acc = scratch(reduceScatterScratch(count, elem, n)), *recv = acc + bytes;
   // Step s sends the partial sum of piece r-s-1 and receives piece r-s-2's,
   // adding this member's own piece; after n-1 steps piece r is complete.
   std::memcpy(acc, pieces + size_t((r - 1 + n) % n) * bytes, bytes);

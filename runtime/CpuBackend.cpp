@@ -1,6 +1,7 @@
 //===- CpuBackend.cpp - the CPU backend (see CpuBackend.h) ------------------===//
 #include "dtc/runtime/CpuBackend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +64,7 @@ public:
   }
   void flushSends() override { c_->flushSends(); }
   uint64_t scratchBytes() const override { return c_->scratchBytes(); }
+  void reserveScratch(size_t bytes) override { c_->reserveScratch(bytes); }
 
 private:
   /// What the communicator's counters moved during one call.
@@ -122,7 +124,20 @@ public:
     kernels::RunFn fn = kernels::cpu::findKernel(name);
     if (!fn) return nullptr;
     args.ctx = &ctx_;
+    // The workspace for the largest kernel bound, now: it never grows
+    // while steps run, and the plan's workspace is what is held.
+    std::vector<kernels::TensorDesc> in, out;
+    for (const kernels::TensorArg &t : args.in) in.push_back({t.dtype, t.shape});
+    for (const kernels::TensorArg &t : args.out) out.push_back({t.dtype, t.shape});
+    const nlohmann::json attrs = args.attrs ? *args.attrs : nlohmann::json::object();
+    if (kernels::cpu::contextWorkspaceBytes(name, in, out, attrs, 1) > 0) {
+      withWorkspace_.push_back({std::string(name), std::move(in), std::move(out), attrs});
+      reserveWorkspace();
+    }
     return std::make_unique<CpuKernel>(fn);
+  }
+  uint64_t kernelWorkspaceBytes() const override {
+    return uint64_t(ctx_.workspaceFloats()) * sizeof(float);
   }
 
   Stream &computeStream() override { return stream_; }
@@ -142,11 +157,29 @@ public:
     return std::make_unique<CpuCommunicator>(std::move(group));
   }
 
-  void setThreads(int threads) override { ctx_.setThreads(threads); }
+  void setThreads(int threads) override {
+    ctx_.setThreads(threads);
+    reserveWorkspace(); // the tiles are per thread
+  }
   int threads() const override { return ctx_.threads(); }
   void attachThread() override { kernels::cpu::bindThreads(ctx_); }
 
 private:
+  /// The kernels bound so far that take workspace, and sizing it for the
+  /// largest with the current threads.
+  struct Bound {
+    std::string name;
+    std::vector<kernels::TensorDesc> in, out;
+    nlohmann::json attrs;
+  };
+  void reserveWorkspace() {
+    uint64_t most = 0;
+    for (const Bound &b : withWorkspace_)
+      most = std::max(most, kernels::cpu::contextWorkspaceBytes(b.name, b.in, b.out, b.attrs,
+                                                                ctx_.threads()));
+    if (most > 0) ctx_.workspace(size_t(most / sizeof(float)));
+  }
+  std::vector<Bound> withWorkspace_;
   kernels::KernelContext ctx_;
   CpuStream stream_;
 };

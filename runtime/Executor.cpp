@@ -1,9 +1,11 @@
 //===- Executor.cpp - run one rank's program -------------------------------===//
 #include "dtc/runtime/Executor.h"
+#include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/Progress.h"
 #include "dtc/runtime/Random.h"
 #include "dtc/runtime/Trace.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -71,26 +73,6 @@ std::string groupRanks(const Artifact &a, const CommDecl &c, const std::vector<i
   return "rank" + std::string(n == 1 ? " " : "s ") + s;
 }
 
-/// Bytes of packing an axis-wise collective needs beyond its buffers.
-size_t stagingFor(const InstrDecl &ins, const kernels::TensorArg &in,
-                  const kernels::TensorArg &out) {
-  auto outerOf = [](const Shape &s, int axis) {
-    int64_t outer = 1;
-    for (int i = 0; i < axis; ++i) outer *= s[size_t(i)];
-    return outer;
-  };
-  const size_t elem = dtypeSize(in.dtype);
-  switch (ins.coll) {
-  case CollKind::AllGather:
-    return outerOf(out.shape, ins.axis) == 1 ? 0 : size_t(out.numel) * elem;
-  case CollKind::ReduceScatter:
-    return outerOf(in.shape, ins.axis) == 1 ? 0 : size_t(in.numel) * elem;
-  case CollKind::AllToAll:
-    return 2 * size_t(in.numel) * elem;
-  default:
-    return 0;
-  }
-}
 constexpr int kStaging = kNumMemCategories; // allocation category of staging
 
 /// `value` as one element of `dtype` at `dst` (constants and fills).
@@ -113,10 +95,26 @@ void storeScalar(char *dst, DType dtype, double value) {
   }
   }
 }
+/// Counts this thread's kernel scratch into `meter` while alive.
+class CountScratch {
+public:
+  explicit CountScratch(ScratchMeter &meter)
+      : previous_(kernels::setThreadScratchCounter(&meter)) {}
+  ~CountScratch() { kernels::setThreadScratchCounter(previous_); }
+
+private:
+  kernels::ScratchCounter *previous_;
+};
 } // namespace
 
+void ScratchMeter::allocated(size_t bytes) {
+  current_ += bytes;
+  peak_ = std::max(peak_, current_);
+  noteTotal(exec_.persistentBytes());
+}
+
 char *RankExecutor::allocate(size_t bytes, int category) {
-  const size_t size = (bytes + 63) / 64 * 64 + 64;
+  const size_t size = size_t(slotAllocationBytes(bytes));
   void *mem = nullptr;
   try {
     mem = backend_->allocate(size);
@@ -136,12 +134,25 @@ char *RankExecutor::allocate(size_t bytes, int category) {
   return static_cast<char *>(mem);
 }
 
+uint64_t RankExecutor::persistentBytes() const {
+  uint64_t bytes = stagingAllocated_ + backend_->kernelWorkspaceBytes();
+  for (const auto &c : comms_) bytes += c->scratchBytes();
+  for (uint64_t slots : stats_.memoryBytes) bytes += slots;
+  return bytes;
+}
+
 const ExecStats &RankExecutor::stats() const {
-  // The communicators' scratch grows on demand: add its high-water.
+  // The communicators' scratch (reserved at load) and the backend's kernel
+  // workspace (reserved when the kernels were bound) beside the slots.
   stats_.stagingBytes = stagingAllocated_;
   for (const auto &c : comms_) stats_.stagingBytes += c->scratchBytes();
-  stats_.totalMemoryBytes = stats_.stagingBytes;
-  for (uint64_t bytes : stats_.memoryBytes) stats_.totalMemoryBytes += bytes;
+  stats_.workspaceBytes = backend_->kernelWorkspaceBytes() + scratch_.peak();
+  // The usual accounting: slot bytes as declared; activations at their
+  // peak with the micro-batch copies in flight.
+  for (int c = 0; c < kNumMemCategories; ++c) stats_.slotBytes[c] = slotBytes_[c];
+  stats_.slotBytes[int(MemCategory::Activation)] = stats_.activationPeakBytes;
+  scratch_.noteTotal(persistentBytes());
+  stats_.totalMemoryBytes = scratch_.peakTotal();
   return stats_;
 }
 
@@ -194,6 +205,7 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Back
       continue;
     }
     slotMem_.push_back(allocate(size_t(s.bytes), int(s.category)));
+    slotBytes_[int(s.category)] += s.bytes;
     if (s.category == MemCategory::Activation) liveActivationBytes_ += s.bytes;
   }
   stats_.activationPeakBytes = liveActivationBytes_;
@@ -318,7 +330,9 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
       const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
                      outB = p.buffers[size_t(ins.out[0])].bytes();
       pr.dataBytes = inB > outB ? inB : outB;
-      stagingSize_ = std::max(stagingSize_, stagingFor(ins, pr.args.in[0], pr.args.out[0]));
+      stagingSize_ = std::max(stagingSize_, size_t(collectiveStagingBytes(p, ins)));
+      // The ring's scratch now, so nothing grows while steps run.
+      pr.comm->reserveScratch(size_t(collectiveScratchBytes(a_, p, ins)));
       describe(ins.op, ins.in[0]);
     } else if (ins.op == "shard_offset") {
       // The rank's index over grid_axes times piece_size (docs/kernels.md).
@@ -723,6 +737,7 @@ void RankExecutor::enqueuePipelineStep(std::string &first) {
 }
 
 std::string RankExecutor::run() {
+  CountScratch counting(scratch_);
   std::string first;
   const ProgramDecl &p = program();
   if (!viewError_.empty()) {

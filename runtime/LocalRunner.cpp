@@ -348,6 +348,8 @@ LocalRunStats LocalRunner::stats() const noexcept {
       }
       uint64_t &staging = s.memoryBytes["staging"];
       staging = std::max(staging, es.stagingBytes);
+      uint64_t &workspace = s.memoryBytes["workspace"];
+      workspace = std::max(workspace, es.workspaceBytes);
       uint64_t &tot = s.memoryBytes["total"];
       tot = std::max(tot, es.totalMemoryBytes);
       for (int k = 0; k < kNumCollKinds; ++k) {

@@ -1,6 +1,7 @@
 //===- Trainer.cpp ---------------------------------------------------------------===//
 #include "dtc/runtime/Trainer.h"
 #include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/Progress.h"
 
 #include <cerrno>
@@ -141,6 +142,12 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     }
     artifact_ = std::make_unique<Artifact>(loadArtifactFile(opts_.artifactPath));
     checkRankCount(*artifact_, world_.size());
+    // Before anything is allocated: the kernel's OOM killer would end the
+    // job later without a word.
+    if (opts_.checkMemory)
+      checkMemoryFits(*artifact_, world_.ranksOnNode(),
+                      opts_.threads > 0 ? opts_.threads
+                                        : defaultKernelThreads(world_.ranksOnNode()));
   });
   // 2. The executor: its constructor splits communicators first (collective),
   //    then allocates; initialise parameters from the seed.
@@ -360,8 +367,10 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
   const Artifact &a = exec.artifact();
   // Maxima over ranks, as the report gives them.
   std::vector<int64_t> v;
+  for (int c = 0; c < kNumMemCategories; ++c) v.push_back(int64_t(s.slotBytes[c]));
   for (int c = 0; c < kNumMemCategories; ++c) v.push_back(int64_t(s.memoryBytes[c]));
   v.push_back(int64_t(s.stagingBytes));
+  v.push_back(int64_t(s.workspaceBytes));
   v.push_back(int64_t(s.totalMemoryBytes));
   auto push = [&](const CollectiveStats &c) {
     v.push_back(int64_t(c.calls));
@@ -382,9 +391,15 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     nlohmann::json j;
     j["devices"] = world.size();
     size_t i = 0;
+    // Per category the usual accounting (the slots' bytes, activations at
+    // their peak with micro-batch copies), as the plan report gives it;
+    // what the allocator really took per kind in allocated_bytes; staging,
+    // workspace and the high-water of everything at once in both.
     for (int c = 0; c < kNumMemCategories; ++c) j["memory_bytes"][memCategoryName(MemCategory(c))] = mx[i++];
-    j["memory_bytes"]["staging"] = mx[i++];
-    j["memory_bytes"]["total"] = mx[i++];
+    for (int c = 0; c < kNumMemCategories; ++c)
+      j["allocated_bytes"][memCategoryName(MemCategory(c))] = mx[i++];
+    for (const char *kind : {"staging", "workspace", "total"})
+      j["memory_bytes"][kind] = j["allocated_bytes"][kind] = mx[i++];
     auto read = [&](nlohmann::json &out) {
       out["calls"] = mx[i++];
       out["bytes"] = mx[i++];

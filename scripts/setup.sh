@@ -12,6 +12,8 @@ packages=(
   nlohmann-json3-dev
   libgtest-dev
   coinor-libcbc-dev
+  clang-22 libclang-rt-22-dev   # libFuzzer targets (test/fuzz), ASan/UBSan builds
+  libomp-22-dev                 # OpenMP for the fuzz build's CPU kernels (clang)
 )
 
 missing=()

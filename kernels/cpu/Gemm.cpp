@@ -18,6 +18,10 @@ namespace dtc::kernels {
 float *KernelContext::workspace(size_t floats) {
   if (floats > workspaceFloats_) {
     const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    // The old contents are not kept: free first, so the context never holds
+    // both (its high-water is the largest workspace asked for).
+    workspace_.reset();
+    workspaceFloats_ = 0;
     void *p = std::aligned_alloc(64, bytes);
     if (!p) throw std::bad_alloc();
     workspace_.reset(static_cast<float *>(p));

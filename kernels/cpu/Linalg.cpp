@@ -31,7 +31,7 @@ void kMatmul(const KernelArgs &a) {
     return;
   }
   // A batch of products: each a matrix offset pair from the broadcast plan.
-  std::vector<std::pair<int64_t, int64_t>> offsets;
+  ScratchVector<std::pair<int64_t, int64_t>> offsets;
   offsets.reserve(size_t(nb));
   auto plan = planBroadcast<2>(batchC, {&batchA, &batchB});
   forEachBroadcast<2>(plan, [&](int64_t, const std::array<int64_t, 2> &io, int64_t len,

@@ -107,7 +107,7 @@ void kCrossEntropy(const KernelArgs &a) {
   const int64_t V = logits.shape.back(), R = labels.numel;
   const float *z = logits.as<float>();
   const int64_t chunks = (R + kRowChunk - 1) / kRowChunk;
-  std::vector<double> partial(size_t(chunks), 0.0);
+  ScratchVector<double> partial(size_t(chunks), 0.0);
   parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int) {
     for (int64_t c = c0; c < c1; ++c) {
       double total = 0;
@@ -148,7 +148,7 @@ template <class T, class Acc>
 void reduceLoop(const KernelArgs &a, const Shape &keep, bool mean) {
   const TensorArg &X = a.in[0];
   const int64_t outN = rt::numel(keep);
-  std::vector<Acc> acc(static_cast<size_t>(outN), Acc(0));
+  ScratchVector<Acc> acc(static_cast<size_t>(outN), Acc(0));
   const T *x = X.as<T>();
   auto plan = planBroadcast<1>(X.shape, {&keep});
   forEachBroadcast<1>(plan, [&](int64_t xo, const std::array<int64_t, 1> &ko,

@@ -151,9 +151,9 @@ void layerNormGrad(const KernelArgs &a, const float *g, const float *dy, float *
   const float *x = X.as<float>();
   const int64_t chunks = std::max<int64_t>(1, (R + kRowChunk - 1) / kRowChunk);
   // Per chunk: dg and db partial sums (2 D each).
-  std::vector<double> partial(pdg ? size_t(chunks * 2 * D) : 0, 0.0);
+  ScratchVector<double> partial(pdg ? size_t(chunks * 2 * D) : 0, 0.0);
   const int workers = workersFor(contextOf(a), chunks);
-  std::vector<double> rowScratch(size_t(workers * 2 * D));
+  ScratchVector<double> rowScratch(size_t(workers * 2 * D));
   parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int w) {
     double *xhat = rowScratch.data() + size_t(w) * 2 * size_t(D), *dxhat = xhat + D;
     for (int64_t c = c0; c < c1; ++c) {
@@ -221,7 +221,7 @@ void rmsNormGrad(const KernelArgs &a, const float *g, const float *dy, float *dx
   const float *x = X.as<float>();
   // dgamma per fixed chunk of rows, chunks added in order (as layer_norm_grad).
   const int64_t chunks = std::max<int64_t>(1, (R + kRowChunk - 1) / kRowChunk);
-  std::vector<double> partial(pdg ? size_t(chunks * D) : 0, 0.0);
+  ScratchVector<double> partial(pdg ? size_t(chunks * D) : 0, 0.0);
   parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int) {
     for (int64_t c = c0; c < c1; ++c) {
       double *dg = pdg ? partial.data() + size_t(c * D) : nullptr;

@@ -1,8 +1,10 @@
 //===- DtcDialect.cpp - dtc dialect registration and attributes ----------===//
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/InitSpec.h"
+#include "dtc/runtime/Suggest.h"
 
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -25,6 +27,99 @@ void DtcDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "dtc/Dialect/DtcAttrs.cpp.inc"
       >();
+}
+
+//===----------------------------------------------------------------------===//
+// Known attributes: the model format's and the passes' own
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// dtc.* attributes passes attach to ops of any dialect (collectives and
+/// constants carry a phase too).
+constexpr StringLiteral kPassOpAttrs[] = {
+    DtcDialect::kPhaseAttr,        DtcDialect::kGradientOfAttr, DtcDialect::kFactorAxesAttr,
+    DtcDialect::kFactorPiecesAttr, DtcDialect::kPinAttr,        DtcDialect::kPinPriorityAttr,
+    // Layers and the B/W split (training step), virtual stages (pipeline split).
+    DtcDialect::kLayerAttr,        DtcDialect::kIdAttr,         DtcDialect::kForwardAttr,
+    DtcDialect::kStageAttr,
+    // Forward ops recomputed in the backward (dtc-rematerialize).
+    DtcDialect::kRecomputeAttr};
+/// dtc.* attributes passes attach to functions: a training step, and the
+/// pipeline stage a split step runs on.
+constexpr StringLiteral kFunctionAttrs[] = {DtcDialect::kTrainStepAttr,
+                                            DtcDialect::kPipelineStageAttr};
+/// Messages between pipeline stages (dtc-split-pipeline): on the arguments
+/// (receives) and results (sends) of a stage's step.
+constexpr StringLiteral kMessageAttrs[] = {DtcDialect::kMessageAttr, DtcDialect::kPeerAttr,
+                                           DtcDialect::kStageAttr, DtcDialect::kScopeAttr,
+                                           DtcDialect::kPhaseAttr};
+/// Argument attributes of the model format, then the training step's.
+constexpr StringLiteral kModelArgAttrs[] = {DtcDialect::kParamAttr, DtcDialect::kNameAttr,
+                                            DtcDialect::kInitAttr, DtcDialect::kMaxAttr};
+constexpr StringLiteral kStepArgAttrs[] = {DtcDialect::kRoleAttr, DtcDialect::kOfAttr,
+                                           DtcDialect::kGlobalTypeAttr,
+                                           DtcDialect::kShardingAttr,
+                                           DtcDialect::kPinPriorityAttr};
+constexpr StringLiteral kStepResultAttrs[] = {
+    DtcDialect::kRoleAttr,    DtcDialect::kNameAttr,       DtcDialect::kUpdatesAttr,
+    DtcDialect::kOfAttr,      DtcDialect::kGlobalTypeAttr, DtcDialect::kShardingAttr};
+
+template <typename... Lists>
+std::vector<std::string> names(const Lists &...lists) {
+  std::vector<std::string> out;
+  (..., [&] {
+    for (StringRef name : lists)
+      out.push_back(name.str());
+  }());
+  return out;
+}
+} // namespace
+
+LogicalResult mlir::dtc::verifyKnownAttributes(Operation *op) {
+  for (NamedAttribute attr : op->getDiscardableAttrs()) {
+    StringRef name = attr.getName().strref();
+    if (llvm::is_contained(kPassOpAttrs, name))
+      continue;
+    std::vector<std::string> own;
+    if (std::optional<RegisteredOperationName> info = op->getRegisteredInfo())
+      for (StringAttr known : info->getAttributeNames())
+        own.push_back(known.str());
+    std::vector<std::string> candidates = own;
+    for (StringRef pass : kPassOpAttrs)
+      candidates.push_back(pass.str());
+    InFlightDiagnostic diag = op->emitError()
+                              << "unknown attribute '" << name << "' on '"
+                              << op->getName() << "'";
+    if (std::string hint = ::dtc::didYouMean(name, candidates); !hint.empty())
+      return diag << hint;
+    if (own.empty())
+      return diag << " (it takes no attributes)";
+    diag << " (it takes ";
+    llvm::interleaveComma(own, diag);
+    return diag << ")";
+  }
+  return success();
+}
+
+LogicalResult DtcDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  if (llvm::is_contained(kPassOpAttrs, name) || (name == kPlanAttr && isa<ModuleOp>(op)) ||
+      (llvm::is_contained(kFunctionAttrs, name) && isa<FunctionOpInterface>(op)))
+    return success();
+  return op->emitError() << "unknown attribute '" << name << "' on '" << op->getName()
+                         << "'"
+                         << ::dtc::didYouMean(name, names(kPassOpAttrs, kFunctionAttrs,
+                                                          ArrayRef<StringRef>{kPlanAttr}));
+}
+
+LogicalResult DtcDialect::verifyRegionResultAttribute(Operation *op, unsigned regionIndex,
+                                                      unsigned resultIndex,
+                                                      NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  if (llvm::is_contained(kStepResultAttrs, name) || llvm::is_contained(kMessageAttrs, name))
+    return success();
+  return op->emitError() << "result " << resultIndex << ": unknown attribute '" << name
+                         << "'" << ::dtc::didYouMean(name, names(kStepResultAttrs, kMessageAttrs));
 }
 
 //===----------------------------------------------------------------------===//
@@ -110,7 +205,11 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
       return fail() << "'" << name << "' must be a string";
     return success();
   }
-  return fail() << "unknown argument attribute '" << name
+  if (std::string hint =
+          ::dtc::didYouMean(name, names(kModelArgAttrs, kStepArgAttrs, kMessageAttrs));
+      !hint.empty())
+    return fail() << "unknown attribute '" << name << "'" << hint;
+  return fail() << "unknown attribute '" << name
                 << "' (the model format knows dtc.param, dtc.name, dtc.init, "
                    "dtc.max)";
 }

@@ -6,6 +6,7 @@
 #include "dtc/Passes/Passes.h"
 #include "dtc/Target/Artifact.h"
 #include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/Schedule.h"
 
 #include "mlir/IR/AsmState.h"
@@ -14,10 +15,19 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cerrno>
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <set>
 
 using namespace mlir;
@@ -191,7 +201,9 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
                           std::map<std::string, std::vector<int64_t>> &commAxes,
                           const ::dtc::cost::HardwareProfile &hw) {
   ProgramCosts c;
-  c.memory = {{"params", 0}, {"grads", 0}, {"optimizer", 0}, {"activations", 0}, {"total", 0}};
+  // Slot bytes per category: the usual accounting.
+  c.memory = {{"params", 0},    {"grads", 0},     {"optimizer", 0}, {"activations", 0},
+              {"inputs", 0},    {"constants", 0}, {"scalars", 0},   {"total", 0}};
   std::map<int, int64_t> copyBytes; // chunk -> bytes of one micro-batch copy
   for (const json &slot : program["slots"]) {
     int64_t bytes = slot["bytes"];
@@ -200,12 +212,8 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
       continue;
     }
     std::string category = slot["category"];
-    std::string key = category == "param"       ? "params"
-                      : category == "grad"      ? "grads"
-                      : category == "optimizer" ? "optimizer"
-                      : category == "activation" ? "activations"
-                                                 : "";
-    if (!key.empty())
+    std::string key = category == "optimizer" ? category : category + "s";
+    if (c.memory.contains(key))
       c.memory[key] = c.memory[key].get<int64_t>() + bytes;
     c.memory["total"] = c.memory["total"].get<int64_t>() + bytes;
   }
@@ -296,23 +304,6 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
   return c;
 }
 
-/// The most memory any device of the artifact allocates (the report's
-/// memory_bytes.total): what `--remat auto` holds against the device.
-int64_t peakDeviceMemory(const json &artifact, const ::dtc::cost::HardwareProfile &hw) {
-  std::vector<int64_t> mesh = artifact["mesh"].get<std::vector<int64_t>>();
-  const int64_t microbatches =
-      artifact.contains("pipeline") ? artifact["pipeline"].value("microbatches", int64_t(1)) : 1;
-  std::map<std::string, std::vector<int64_t>> commAxes;
-  for (const json &c : artifact["communicators"])
-    commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
-  int64_t peak = 0;
-  for (const json &program : artifact["programs"])
-    peak = std::max(peak, programCosts(program, microbatches, mesh, commAxes, hw)
-                              .memory["total"]
-                              .get<int64_t>());
-  return peak;
-}
-
 /// The plan report of spec/cli.md, from the emitted programs (what the
 /// runtime will really allocate and send) and the cost model. Bytes are per
 /// device and per step, the maximum over devices (each runs the program of
@@ -354,6 +345,16 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
     for (auto &[op, n] : c.calls.items())
       calls[op] = std::max(calls.value(op, int64_t(0)), n.get<int64_t>());
   }
+  // Beside the usual accounting per category: what the runtime's allocator
+  // really takes at its high-water mark (MemoryPlan.h: aligned slots and the
+  // micro-batch copies in flight, collective staging, kernel workspace),
+  // which is the total, and the budget it must fit.
+  const json &planned = artifact["memory"];
+  memory["staging"] = planned["peak_by_kind"]["staging"];
+  memory["workspace"] = planned["peak_by_kind"]["workspace"];
+  memory["total"] = planned["peak_bytes"];
+  memory["peak_per_device"] = planned["peak_bytes"];
+  memory["budget_per_device"] = planned["budget_bytes"];
 
   // Per communicator: the busiest member; in total: the busiest device,
   // summing each communicator's share at that device's index in it.
@@ -454,6 +455,30 @@ const std::vector<std::string> &::dtc::emitStages() {
 
 namespace {
 
+/// Wall and CPU time per stage, printed with --timing
+/// (bench/compile_scaling_bench.py reads them to show where compile time goes; the
+/// CPU time is the compiler's own work, whatever else the machine runs).
+class StageTimer {
+public:
+  explicit StageTimer(bool enabled) : enabled(enabled) {}
+  void done(StringRef stage) {
+    auto now = std::chrono::steady_clock::now();
+    std::clock_t cpu = std::clock();
+    if (enabled)
+      llvm::errs() << "dtc: time: " << stage << " "
+                   << llvm::format("%.3f", std::chrono::duration<double>(now - last).count())
+                   << " s (cpu "
+                   << llvm::format("%.3f", double(cpu - lastCpu) / CLOCKS_PER_SEC) << " s)\n";
+    last = now;
+    lastCpu = cpu;
+  }
+
+private:
+  bool enabled;
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  std::clock_t lastCpu = std::clock();
+};
+
 constexpr int kMaxNesting = 256;
 
 /// "line:col" of the first bracket nested deeper than kMaxNesting, or "".
@@ -495,18 +520,173 @@ std::string tooDeeplyNested(StringRef text) {
   return "";
 }
 
+/// Models are text; nothing sensible is larger (a 7B LLaMA is 11 MB).
+constexpr uint64_t kMaxModelBytes = uint64_t(1) << 30;
+/// Hardware profiles are a few lines of JSON.
+constexpr uint64_t kMaxHardwareFileBytes = uint64_t(1) << 20;
+
+const char *fileKind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+/// Reads `path` ("-": standard input) whole, refusing, before reading,
+/// anything that could block or never end (directories, devices such as
+/// /dev/zero, FIFOs, sockets) and anything over `limit` bytes. A pipe on
+/// standard input is read up to the limit. On failure returns null and sets
+/// `error` (without the path); `what` names the file's purpose.
+std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path, uint64_t limit,
+                                                  const char *what, std::string &error) {
+  const bool isStdin = path == "-";
+  // Non-blocking: opening a FIFO nobody writes would wait forever.
+  int fd = isStdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    error = std::strerror(errno);
+    return nullptr;
+  }
+  auto closeFd = llvm::make_scope_exit([&] {
+    if (!isStdin)
+      ::close(fd);
+  });
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    error = std::strerror(errno);
+    return nullptr;
+  }
+  const bool pipe = isStdin && S_ISFIFO(st.st_mode);
+  if (!S_ISREG(st.st_mode) && !pipe) {
+    error = std::string("it is ") + fileKind(st.st_mode) + ", not a regular file";
+    return nullptr;
+  }
+  auto tooLarge = [&] {
+    error = std::string("larger than ") + ::dtc::rt::formatBytes(limit) + ", the limit for " + what;
+    return nullptr;
+  };
+  if (!pipe && uint64_t(st.st_size) > limit)
+    return tooLarge();
+  std::string text;
+  if (!pipe)
+    text.reserve(size_t(st.st_size));
+  char chunk[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      error = std::strerror(errno);
+      return nullptr;
+    }
+    if (n == 0)
+      break;
+    if (text.size() + size_t(n) > limit)
+      return tooLarge();
+    text.append(chunk, size_t(n));
+  }
+  return llvm::MemoryBuffer::getMemBufferCopy(text, isStdin ? "<stdin>" : path);
+}
+
+/// The memory budget of one device and where it comes from (for messages).
+std::pair<uint64_t, std::string> deviceBudget(const ::dtc::CompileOptions &o,
+                                              const ::dtc::cost::HardwareProfile &hw,
+                                              int64_t devices) {
+  if (o.deviceMemory)
+    return {*o.deviceMemory, "--device-memory"};
+  if (o.hw == "cpu") {
+    uint64_t ram = ::dtc::rt::physicalMemoryBytes();
+    return {ram / uint64_t(devices),
+            "this machine's " + ::dtc::rt::formatBytes(ram) + " of RAM / " +
+                std::to_string(devices) + " device" + (devices == 1 ? "" : "s")};
+  }
+  return {uint64_t(hw.memoryBytes), "--hw " + hw.name};
+}
+
+/// The most memory a rank of the artifact allocates (MemoryPlan.h, as
+/// checkMemory computes it): what `--remat auto` holds against the budget.
+/// -1 when the artifact does not validate (checkMemory reports it).
+int64_t plannedPeakMemory(const json &artifact, const std::string &label, int64_t devices) {
+  std::vector<::dtc::rt::MemoryNeed> needs;
+  std::string error;
+  if (!::dtc::rt::artifactMemoryNeeds(artifact, label, ::dtc::rt::plannedKernelThreads(devices),
+                                      needs, error))
+    return -1;
+  int64_t peak = 0;
+  for (const ::dtc::rt::MemoryNeed &need : needs)
+    peak = std::max(peak, int64_t(need.peak));
+  return peak;
+}
+
+/// Validates the artifact as the runtime will, computes each rank's peak
+/// memory (what the runtime will allocate, MemoryPlan.h), refuses a plan
+/// that exceeds the device budget and records budget and peak.
+bool checkMemory(const ::dtc::CompileOptions &o, const ::dtc::cost::HardwareProfile &hw,
+                 int64_t devices, json &artifact, Errors &errors) {
+  namespace rt = ::dtc::rt;
+  std::vector<rt::MemoryNeed> needs;
+  std::string error;
+  // The kernels' per-thread workspace, for the threads each rank gets when
+  // the whole mesh runs on this machine (what `dtc run` starts here).
+  const int threads = rt::plannedKernelThreads(devices);
+  if (!rt::artifactMemoryNeeds(artifact, o.input, threads, needs, error)) {
+    errors.flag("internal error: the emitted artifact does not validate: " + error);
+    return false;
+  }
+  const rt::MemoryNeed *largest = &needs.front();
+  for (const rt::MemoryNeed &need : needs)
+    if (need.peak > largest->peak)
+      largest = &need;
+  auto [budget, source] = deviceBudget(o, hw, devices);
+  json byKind = json::object();
+  for (int k = 0; k < rt::kNumMemKinds; ++k)
+    byKind[rt::memKindName(k)] = largest->bytes[k];
+  // Each program's own (pipeline stages differ), then the largest's.
+  json perProgram = json::array();
+  for (const rt::MemoryNeed &need : needs) {
+    json kinds = json::object();
+    for (int k = 0; k < rt::kNumMemKinds; ++k)
+      kinds[rt::memKindName(k)] = need.bytes[k];
+    perProgram.push_back({{"name", need.program}, {"peak_bytes", need.peak}, {"by_kind", kinds}});
+  }
+  artifact["memory"] = {{"budget_bytes", budget},
+                        {"peak_bytes", largest->peak},
+                        {"peak_by_kind", byKind},
+                        {"kernel_threads", threads},
+                        {"programs", std::move(perProgram)}};
+  if (budget == 0 || largest->peak <= budget)
+    return true;
+  errors.flag("the plan needs " + rt::formatBytes(largest->peak) + " per device (" +
+              rt::largestKinds(*largest, 3) + "), more than the budget of " +
+              rt::formatBytes(budget) + " per device (" + source +
+              "); use a larger mesh, or --device-memory SIZE for the devices it will run on");
+  return false;
+}
+
 /// Everything from model text to artifact body; errors go to `errors`
 /// (IR or flags). `module` keeps the partitioned IR for reports.
 bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                    const ::dtc::CompileOptions &o, MLIRContext &ctx,
                    Errors &errors, OwningOpRef<ModuleOp> &module,
-                   json &artifact, std::optional<::dtc::cost::HardwareProfile> &hw) {
+                   json &artifact, std::optional<::dtc::cost::HardwareProfile> &hw,
+                   StageTimer &timer) {
   int64_t devices = 1;
   for (int64_t size : o.mesh)
     devices *= size;
   if (!checkSupported(o, devices, errors))
     return false;
   std::string hwError;
+  if (o.hw != "cpu" && o.hw != "a100" && o.hw != "h100" && llvm::sys::fs::exists(o.hw) &&
+      !readInputFile(o.hw, kMaxHardwareFileBytes, "a hardware profile", hwError)) {
+    errors.flag("--hw " + o.hw + ": " + hwError);
+    return false;
+  }
   hw = ::dtc::cost::loadHardware(o.hw, hwError);
   if (!hw) {
     errors.flag("--hw: " + hwError);
@@ -549,6 +729,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       errors.flag(o.input + ": not a valid MLIR module");
     return false;
   }
+  timer.done("parse+verify");
 
   auto runStageOn = [&](ModuleOp target, bool print, const std::string &stage,
                         llvm::function_ref<void(PassManager &)> fill) -> bool {
@@ -559,6 +740,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         errors.flag("compilation failed during " + stage);
       return false;
     }
+    timer.done(stage == "parsed" ? "check-model" : stage);
     if (print && o.emitMlirAfter == stage) {
       OpPrintingFlags flags;
       // Generic form: what tools outside dtc (e.g. the float64 reference of
@@ -671,7 +853,9 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   std::string remat = o.remat;
   json rematChoice;
   if (remat == "auto") {
-    const double budget = hw->memoryBytes;
+    // The budget the memory check holds the plan to (--device-memory, else
+    // the hardware's), against the peak the runtime will allocate.
+    const double budget = double(deviceBudget(o, *hw, devices).first);
     json tried = json::object();
     remat = "full";
     for (const char *candidate : {"none", "selective"}) {
@@ -679,9 +863,14 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       json probeArtifact;
       if (!lower(*probe, candidate, /*print=*/false, json(), probeArtifact))
         return false;
-      int64_t total = peakDeviceMemory(probeArtifact, *hw);
+      int64_t total = plannedPeakMemory(probeArtifact, o.input, devices);
+      if (total < 0) {
+        errors.flag("internal error: the artifact of --remat " + std::string(candidate) +
+                    " does not validate");
+        return false;
+      }
       tried[candidate] = total;
-      if (double(total) <= budget) {
+      if (budget == 0 || double(total) <= budget) {
         remat = candidate;
         break;
       }
@@ -699,6 +888,10 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   }
   if (!lower(*module, remat, /*print=*/true, rematChoice, artifact))
     return false;
+  timer.done("emit");
+  if (!checkMemory(o, *hw, devices, artifact, errors))
+    return false;
+  timer.done("check-memory");
   return true;
 }
 DialectRegistry dtcRegistry() {
@@ -716,15 +909,18 @@ int ::dtc::runCompile(const CompileOptions &o) {
   ctx.loadAllAvailableDialects();
   ctx.disableMultithreading();
   Errors errors(ctx, o.input);
-  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(o.input, /*IsText=*/true);
+  StageTimer timer(o.timing);
+  std::string readError;
+  std::unique_ptr<llvm::MemoryBuffer> buffer = readInputFile(o.input, kMaxModelBytes, "a model", readError);
   if (!buffer) {
-    errors.flag("cannot read model " + o.input + ": " + buffer.getError().message());
+    errors.flag("cannot read model " + o.input + ": " + readError);
     return 1;
   }
+  timer.done("read");
   OwningOpRef<ModuleOp> module;
   json artifact;
   std::optional<cost::HardwareProfile> hw;
-  if (!compileBuffer(std::move(*buffer), o, ctx, errors, module, artifact, hw))
+  if (!compileBuffer(std::move(buffer), o, ctx, errors, module, artifact, hw, timer))
     return 1;
 
   std::string writeError;
@@ -732,6 +928,7 @@ int ::dtc::runCompile(const CompileOptions &o) {
     errors.flag(writeError);
     return 1;
   }
+  timer.done("write");
   if (!o.report.empty()) {
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -741,6 +938,7 @@ int ::dtc::runCompile(const CompileOptions &o) {
       errors.flag("cannot write report " + o.report + ": " + reportError);
       return 1;
     }
+    timer.done("report");
   }
   return 0;
 }
@@ -758,8 +956,9 @@ bool ::dtc::compileToArtifact(const std::string &source, const std::string &labe
   Errors errors(ctx, label, &error);
   OwningOpRef<ModuleOp> module;
   std::optional<cost::HardwareProfile> hw;
+  StageTimer timer(false);
   bool ok = compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, label), o, ctx,
-                          errors, module, artifact, hw);
+                          errors, module, artifact, hw, timer);
   if (!ok && error.empty())
     error = label + ": compilation failed";
   return ok;

@@ -207,9 +207,15 @@ LogicalResult ShardingPropagation::run() {
 
 void ShardingPropagation::annotate(StringRef gridName) {
   MLIRContext *ctx = func.getContext();
-  for (BlockArgument arg : func.getArguments())
-    func.setArgAttr(arg.getArgNumber(), DtcDialect::kShardingAttr,
-                    toShardingAttr(shardingOf(arg), ctx, gridName));
+  // All at once: setting them one by one uniques a new attribute array per
+  // argument (quadratic time and memory in deep models).
+  SmallVector<DictionaryAttr> argAttrs;
+  for (BlockArgument arg : func.getArguments()) {
+    NamedAttrList attrs(func.getArgAttrDict(arg.getArgNumber()));
+    attrs.set(DtcDialect::kShardingAttr, toShardingAttr(shardingOf(arg), ctx, gridName));
+    argAttrs.push_back(attrs.getDictionary(ctx));
+  }
+  func.setAllArgAttrs(argAttrs);
   for (auto &[op, factors] : opFactors)
     setFactorAxesAttr(op, factors);
 }

@@ -24,6 +24,7 @@
 #include "llvm/Support/Base64.h"
 #include <map>
 #include <set>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::dtc;
@@ -133,13 +134,17 @@ private:
   /// Where instruction() appends (pipelines: the list being emitted).
   json *current = &instructions;
   std::vector<Slot> slots;
+  /// Free slots of one category ordered by (bytes, release order): best fit
+  /// and the largest slot in O(log n), the first released winning ties.
+  using FreePool = std::set<std::tuple<int64_t, uint64_t, int>>;
+  std::map<std::string, FreePool, std::less<>> freeSlots;
+  uint64_t releases = 0;
   std::vector<int> bufferSlot;
   llvm::DenseMap<Value, int> bufferOf;
   llvm::DenseMap<Value, int64_t> lastUse;
   /// Transposes (of the last two dims) only matmuls read: not emitted; the
   /// matmul reads their source with a transpose flag (sgemm does it free).
   llvm::DenseMap<Value, Value> foldedTransposes;
-  std::map<std::string, std::vector<int>> freeSlots;
   std::map<std::vector<int16_t>, std::string> &commNames;
 
   // Pipelines.
@@ -176,7 +181,7 @@ FailureOr<int> Emitter::newBuffer(int slot, Value value, Location loc,
   json buffer = {{"slot", slot}, {"dtype", *dtype}, {"shape", shapeJson(type.getShape())}};
   if (tensor)
     buffer["tensor"] = *tensor;
-  buffers.push_back(buffer);
+  buffers.push_back(std::move(buffer));
   bufferSlot.push_back(slot);
   int id = buffers.size() - 1;
   if (bind)
@@ -203,19 +208,17 @@ FailureOr<int> Emitter::allocate(Value value, StringRef category) {
   }
   // Best fit among free slots of this category; else grow the largest free
   // one (cheaper than a new slot); else a new slot.
-  std::vector<int> &pool = freeSlots[key];
-  int best = -1, largest = -1;
-  for (int s : pool) {
-    if (slots[s].bytes >= bytes && (best < 0 || slots[s].bytes < slots[best].bytes))
-      best = s;
-    if (largest < 0 || slots[s].bytes > slots[largest].bytes)
-      largest = s;
-  }
-  int chosen = best >= 0 ? best : largest;
-  if (chosen >= 0)
-    llvm::erase(pool, chosen);
-  else
+  FreePool &pool = freeSlots[key];
+  int chosen = -1;
+  if (!pool.empty()) {
+    auto it = pool.lower_bound({bytes, 0, 0});
+    if (it == pool.end()) // none fits: the first released of the largest
+      it = pool.lower_bound({std::get<0>(*pool.rbegin()), 0, 0});
+    chosen = std::get<2>(*it);
+    pool.erase(it);
+  } else {
     chosen = newSlot(bytes, category, /*pinned=*/false, chunk);
+  }
   return newBuffer(chosen, value, value.getLoc());
 }
 
@@ -233,7 +236,7 @@ void Emitter::release(Value value) {
   if (--slot.liveValues == 0 && !slot.pinned)
     freeSlots[slot.chunk < 0 ? slot.category
                              : slot.category + "@chunk" + std::to_string(slot.chunk)]
-        .push_back(bufferSlot[it->second]);
+        .insert({slot.bytes, releases++, bufferSlot[it->second]});
 }
 
 FailureOr<std::string> Emitter::communicator(ArrayRef<int16_t> axes) {
@@ -464,7 +467,8 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
               return failure();
             instruction("microbatch_slice", {source}, {*out}, {{"axis", axis}}, op);
             if (scratchSlot >= 0)
-              freeSlots["activation"].push_back(scratchSlot);
+              freeSlots["activation"].insert(
+                  {slots[scratchSlot].bytes, releases++, scratchSlot});
             return success();
           })
           .Case([&](shard::AllToAllOp c) {
@@ -648,12 +652,14 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
   std::vector<int> ranks(devices);
   for (int64_t r = 0; r < devices; ++r)
     ranks[r] = r;
-  return json{{"name", "spmd"},
-              {"ranks", ranks},
-              {"slots", slotsJson},
-              {"buffers", buffers},
-              {"constants", constants},
-              {"instructions", instructions}};
+  // Moved, not listed in initializer lists (which copy): the program of a
+  // large model is most of the compiler's memory.
+  json program = {{"name", "spmd"}, {"ranks", ranks}};
+  program["slots"] = std::move(slotsJson);
+  program["buffers"] = std::move(buffers);
+  program["constants"] = std::move(constants);
+  program["instructions"] = std::move(instructions);
+  return program;
 }
 
 /// Pipelines: when each value of a partitioned step function exists (see
@@ -1283,10 +1289,10 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
             {"mesh", std::vector<int64_t>(mesh.begin(), mesh.end())},
             {"devices", devices},
             {"plan", planToJson(plan, options)},
-            {"optimizer", options.optimizer},
-            {"communicators", shared.communicators},
-            {"tensors", shared.tensors},
-            {"programs", programs}};
+            {"optimizer", options.optimizer}};
+  body["communicators"] = std::move(shared.communicators);
+  body["tensors"] = std::move(shared.tensors);
+  body["programs"] = std::move(programs);
   if (pipelined) {
     json pipeline = options.pipeline;
     pipeline.erase("per_stage");

@@ -365,9 +365,89 @@ func.func @zero_max(%y: tensor<4xi32> {dtc.max = 0 : i64}) {
 
 // -----
 
-// expected-error @+1 {{argument 0: unknown argument attribute 'dtc.params' (the model format knows dtc.param, dtc.name, dtc.init, dtc.max)}}
+// expected-error @+1 {{argument 0: unknown attribute 'dtc.params'; did you mean 'dtc.param'?}}
 func.func @typo(%w: tensor<4xf32> {dtc.params}) {
   return
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: unknown attribute 'dtc.weight' (the model format knows dtc.param, dtc.name, dtc.init, dtc.max)}}
+func.func @unknown_arg_attr(%w: tensor<4xf32> {dtc.weight}) {
+  return
+}
+
+// -----
+
+// Attributes a dtc op does not know are errors naming the closest valid one
+// (generic, from the op's ODS attributes): a misspelled `causal` must not
+// leave attention non-causal.
+func.func @misspelled_causal(%q: tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32> {
+  // expected-error @+1 {{unknown attribute 'casual' on 'dtc.attention'; did you mean 'causal'?}}
+  %0 = "dtc.attention"(%q, %q, %q) {casual = true} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
+  return %0 : tensor<1x1x4x8xf32>
+}
+
+// -----
+
+func.func @misspelled_keep_dims(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown attribute 'keepdims' on 'dtc.reduce_sum'; did you mean 'keep_dims'?}}
+  %0 = "dtc.reduce_sum"(%x) {axes = array<i64: 1>, keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @unrelated_attribute(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{unknown attribute 'temperature' on 'dtc.softmax' (it takes axis)}}
+  %0 = "dtc.softmax"(%x) {axis = 1 : i64, temperature = 2.0 : f32} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @attribute_on_attributeless_op(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown attribute 'alpha' on 'dtc.relu' (it takes no attributes)}}
+  %0 = "dtc.relu"(%x) {alpha = 0.1 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @other_dialect_attribute(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown attribute 'foo.bar' on 'dtc.relu' (it takes no attributes)}}
+  %0 = "dtc.relu"(%x) {foo.bar} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @misspelled_pass_attribute(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown attribute 'dtc.phsae' on 'dtc.relu'; did you mean 'dtc.phase'?}}
+  %0 = "dtc.relu"(%x) {dtc.phsae = "forward"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// The dtc namespace on other ops, results and modules is checked too.
+func.func @dtc_attr_on_constant() -> tensor<4xf32> {
+  // expected-error @+1 {{unknown attribute 'dtc.phasee' on 'arith.constant'; did you mean 'dtc.phase'?}}
+  %0 = arith.constant {dtc.phasee = "forward"} dense<1.0> : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{result 0: unknown attribute 'dtc.rol'; did you mean 'dtc.role'?}}
+func.func @result_attr(%x: tensor<f32>) -> (tensor<f32> {dtc.rol = "loss"}) {
+  return %x : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{unknown attribute 'dtc.plna' on 'builtin.module'; did you mean 'dtc.plan'?}}
+module attributes {dtc.plna = {}} {
 }
 
 // -----

@@ -143,3 +143,30 @@ func.func @main(%w: tensor<8x10xf32> {dtc.param}, %y: tensor<8xi32> {dtc.name = 
   %l = "dtc.cross_entropy"(%w, %y) : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Attributes the passes attach are the compiler's; a model carrying one
+// would steer it silently (a forged dtc.gradient_of or sharding).
+// expected-error @+1 {{argument 0: 'dtc.sharding' is set by the compiler; a model may not carry it}}
+func.func @main(%w: tensor<4xf32> {dtc.param, dtc.sharding = #dtc.sharding<@mesh, [[]]>}) -> tensor<f32> {
+  %c = arith.constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
+}
+
+// -----
+
+func.func @main(%w: tensor<4xf32> {dtc.param}) -> tensor<f32> {
+  // expected-error @+1 {{'dtc.relu': 'dtc.gradient_of' is set by the compiler; a model may not carry it}}
+  %r = "dtc.relu"(%w) {dtc.gradient_of = ["w"]} : (tensor<4xf32>) -> tensor<4xf32>
+  %s = "dtc.reduce_sum"(%r) {axes = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{the result of @main: 'dtc.role' is set by the compiler; a model may not carry it}}
+func.func @main(%w: tensor<4xf32> {dtc.param}) -> (tensor<f32> {dtc.role = "loss"}) {
+  %s = "dtc.reduce_sum"(%w) {axes = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}

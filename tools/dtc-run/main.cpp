@@ -18,6 +18,7 @@
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/ShardedCheckpoint.h"
 #include "dtc/runtime/MpiWorld.h"
+#include "dtc/runtime/Suggest.h"
 #include "dtc/runtime/Progress.h"
 #include "dtc/runtime/TokenData.h"
 #include "dtc/runtime/Trainer.h"
@@ -71,8 +72,10 @@ const char *kUsage =
     "  --load CKPT|DIR        start from a checkpoint (a file or a sharded directory,\n"
     "                         saved under any mesh and plan), continuing its step count\n"
     "                         (default: none)\n"
-    "  --stats FILE.json      write measured memory bytes per category, collective\n"
-    "                         bytes per step and time per kernel and shape (with\n"
+    "  --stats FILE.json      write memory bytes per category (the slots, and the\n"
+    "                         allocator's measured peak with staging and kernel\n"
+    "                         workspace), collective bytes per step and time per\n"
+    "                         kernel and shape (with\n"
     "                         GFLOP/s), and print the kernels that took longest\n"
     "                         with their share of the step (default: none)\n"
     "  --trace DIR            write a timeline per rank, DIR/rank-R.json (Chrome /\n"
@@ -89,6 +92,9 @@ const char *kUsage =
     "  --timeout SECONDS      longest wait in any collective before every rank that\n"
     "                         is still alive gives up with an error naming the step\n"
     "                         and the collective (default 300; 0 = wait forever)\n"
+    "  --no-memory-check      start even if the ranks on this node need more memory\n"
+    "                         than it has available (checked by default, before\n"
+    "                         anything is allocated)\n"
     "  --launch               validate everything here, then start and supervise\n"
     "                         mpirun -np <devices> with the same arguments\n"
     "                         (env DTC_MPIRUN: mpirun path, DTC_MPIRUN_ARGS: extra flags)\n"
@@ -118,6 +124,23 @@ bool parseU64(const std::string &s, uint64_t &v) {
   return true;
 }
 
+const std::vector<std::string> kBooleanFlags = {"--launch", "--help", "--guard",
+                                                "--no-memory-check"};
+const std::vector<std::string> kValueFlags = {
+    "--steps", "--seed",    "--backend",    "--data",    "--data-dtype", "--log",      "--save",
+    "--load",  "--stats",   "--timeout",    "--save-every", "--threads", "--trace", "--save-step"};
+
+bool isOneOf(const std::string &name, const std::vector<std::string> &flags) {
+  return std::find(flags.begin(), flags.end(), name) != flags.end();
+}
+
+// "unknown flag --stpes; did you mean '--steps'? (see --help)"
+std::string unknownFlag(const std::string &name) {
+  std::vector<std::string> all = kValueFlags;
+  all.insert(all.end(), kBooleanFlags.begin(), kBooleanFlags.end());
+  return "unknown flag " + name + dtc::didYouMean(name, all) + " (see --help)";
+}
+
 // Parses argv; returns "" or an error message.
 std::string parseArgs(int argc, char **argv, Options &o) {
   for (int i = 1; i < argc; ++i) {
@@ -131,19 +154,14 @@ std::string parseArgs(int argc, char **argv, Options &o) {
         value = arg.substr(eq + 1);
         inlineValue = true;
       }
-      if (name == "--launch" || name == "--help" || name == "--guard") {
+      if (isOneOf(name, kBooleanFlags)) {
         if (inlineValue) return name + " takes no value";
         if (name == "--launch") o.launch = true;
         if (name == "--guard") o.guard = true;
+        if (name == "--no-memory-check") o.train.checkMemory = false;
         continue;
       }
-      static const char *withValue[] = {"--steps", "--seed",  "--backend", "--data",
-                                        "--data-dtype", "--log", "--save", "--load",
-                                        "--stats", "--timeout", "--save-every",
-                                        "--threads", "--trace", "--save-step"};
-      bool known = false;
-      for (const char *w : withValue) known = known || name == w;
-      if (!known) return "unknown flag " + name + " (see --help)";
+      if (!isOneOf(name, kValueFlags)) return unknownFlag(name);
       if (!inlineValue) {
         if (i + 1 >= argc) return name + " needs a value";
         value = argv[++i];
@@ -200,7 +218,7 @@ std::string parseArgs(int argc, char **argv, Options &o) {
     } else if (arg == "-h") {
       continue;
     } else if (arg.size() > 1 && arg[0] == '-') {
-      return "unknown flag " + arg + " (see --help)";
+      return unknownFlag(arg);
     } else {
       if (!o.artifact.empty())
         return "more than one artifact given ('" + o.artifact + "' and '" + arg + "')";

@@ -10,6 +10,8 @@
 #include "dtc/Driver/Compile.h"
 #include "dtc/Version.h"
 #include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/MemoryPlan.h"
+#include "dtc/runtime/Suggest.h"
 #include "dtc/runtime/OutputFile.h"
 #include "dtc/runtime/Schedule.h"
 
@@ -58,6 +60,10 @@ Mesh and hardware:
   --mesh AxBxC          device mesh, outermost axis first    (default: 1)
                         (the last axis is the fastest link)
   --hw NAME|FILE.json   cpu, a100, h100 or a JSON profile    (default: cpu)
+  --device-memory SIZE  memory of one device, e.g. 80GiB, 16G (K/M/G/T: 10^3..,
+                        KiB/MiB/GiB/TiB: 2^10..); a plan whose peak per device
+                        exceeds it is refused      (default: --hw's memory; for
+                        cpu, this machine's RAM / the mesh's device count)
 Plan:
   --auto                no search yet: plans data parallelism over the
                         whole mesh, and the report says so   (default)
@@ -105,6 +111,7 @@ Output:
   --emit-mlir STAGE     print the IR after parsed, training-step, planned,
                         split or partitioned to stdout       (default: none)
   --emit-generic        --emit-mlir prints MLIR's generic op form (default: off)
+  --timing              print each stage's wall time to stderr
   -h, --help            this help
 )";
 
@@ -146,8 +153,8 @@ public:
       }
       auto v = values.find(name);
       if (v == values.end()) {
-        fail("unknown flag " + arg + " for 'dtc " + command + "' (see dtc " +
-             command + " --help)");
+        fail("unknown flag " + name + " for 'dtc " + command + "'" +
+             dtc::didYouMean(name, names()) + " (see dtc " + command + " --help)");
         return false;
       }
       std::string value;
@@ -163,6 +170,16 @@ public:
         return false;
     }
     return true;
+  }
+
+  /// Every long flag, for "did you mean".
+  std::vector<std::string> names() const {
+    std::vector<std::string> all;
+    for (const auto &entry : values)
+      all.push_back(entry.first);
+    for (const auto &entry : booleans)
+      all.push_back(entry.first);
+    return all;
   }
 
 private:
@@ -282,6 +299,16 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.value("--output", [&](const std::string &v) { o.output = v; return true; });
   flags.value("--mesh", [&](const std::string &v) { return parseMesh(v, o.mesh); });
   flags.value("--hw", [&](const std::string &v) { o.hw = v; return true; });
+  flags.value("--device-memory", [&](const std::string &v) {
+    uint64_t bytes;
+    if (!dtc::rt::parseByteSize(v, bytes)) {
+      fail("--device-memory: expected a size such as 80GiB, 512MiB, 16G or 1000000 "
+           "(bytes; K/M/G/T are powers of 1000, KiB/MiB/GiB/TiB of 1024), got '" + v + "'");
+      return false;
+    }
+    o.deviceMemory = bytes;
+    return true;
+  });
   flags.boolean("--auto", [&] { autoGiven = true; });
   flags.value("--strategy", [&](const std::string &v) { strategyGiven = true; strategy = v; return true; });
   flags.value("--microbatches", [&](const std::string &v) { return parseInt("--microbatches", v, o.microbatches, 1); });
@@ -317,6 +344,7 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.value("--beta1", number("--beta1", o.beta1));
   flags.value("--beta2", number("--beta2", o.beta2));
   flags.value("--report", [&](const std::string &v) { o.report = v; return true; });
+  flags.boolean("--timing", [&] { o.timing = true; });
   flags.boolean("--emit-generic", [&] { o.emitGeneric = true; });
   flags.value("--pin", [&](const std::string &v) { o.pins.push_back(v); return true; });
   flags.value("--emit-mlir", [&](const std::string &v) {
@@ -488,6 +516,10 @@ int inspectCommand(const std::vector<std::string> &args) {
                     "  -h, --help   this help\n";
     return 0;
   }
+  for (const std::string &arg : args)
+    if (arg.size() > 1 && arg[0] == '-')
+      return fail("unknown flag " + arg + " for 'dtc inspect'" +
+                  dtc::didYouMean(arg, {"--help"}) + " (see dtc inspect --help)");
   if (args.size() != 1)
     return fail("dtc inspect takes one artifact (see dtc inspect --help)");
   std::string bytes, error;
@@ -523,6 +555,8 @@ int main(int argc, char **argv) {
     return inspectCommand(rest);
   if (command == "schedule")
     return scheduleCommand(rest);
-  return fail("unknown command '" + command +
-              "' (expected compile, run, inspect or schedule; see dtc --help)");
+  return fail("unknown command '" + command + "'" +
+              dtc::didYouMean(command,
+                              {"compile", "run", "inspect", "schedule", "--help", "--version"}) +
+              " (expected compile, run, inspect or schedule; see dtc --help)");
 }

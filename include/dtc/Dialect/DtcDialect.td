@@ -24,8 +24,12 @@ def Dtc_Dialect : Dialect {
     "::mlir::shard::ShardDialect"
   ];
   let useDefaultAttributePrinterParser = 1;
-  // dtc.param / dtc.name / dtc.init / dtc.max on @main's arguments.
+  // dtc.param / dtc.name / dtc.init / dtc.max on @main's arguments; the
+  // training step's own argument, result and op attributes. Anything else
+  // in the dtc namespace is a typo and an error.
   let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     static constexpr ::llvm::StringLiteral kParamAttr = "dtc.param";
     static constexpr ::llvm::StringLiteral kNameAttr = "dtc.name";
@@ -80,11 +84,19 @@ def Dtc_Dialect : Dialect {
 
 include "dtc/Dialect/DtcInterfaces.td"
 
+// A dtc op accepts only its own attributes and the dtc.* ones passes attach:
+// a misspelled attribute (`casual` for `causal`) is an error, not silently
+// kept beside the default it was meant to override.
+def Dtc_KnownAttributesOnly : NativeOpTrait<"KnownAttributesOnly"> {
+  let cppNamespace = "::mlir::dtc::OpTrait";
+}
+
 // Every dtc op is a runtime kernel and is verified by that kernel's rule
 // (KernelRuleOpInterface). It comes first among the traits, right after
 // ODS's own operand and attribute constraints, so that a shape or attribute
 // error is always reported in the rule's words, before type inference.
 class Dtc_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Dtc_Dialect, mnemonic, !listconcat([Dtc_KernelRuleOpInterface], traits)>;
+    : Op<Dtc_Dialect, mnemonic,
+         !listconcat([Dtc_KernelRuleOpInterface], traits, [Dtc_KnownAttributesOnly])>;
 
 #endif // DTC_DIALECT_DTCDIALECT_TD

@@ -40,6 +40,19 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
 /// (DtcOps.td, Dtc_CheapToRecompute).
 template <typename ConcreteType>
 class CheapToRecompute : public OpTrait::TraitBase<ConcreteType, CheapToRecompute> {};
+/// Fails, naming the closest valid name, when `op` carries an attribute that
+/// is neither one of its own (ODS) nor one the passes attach (dtc.phase,
+/// dtc.gradient_of, dtc.factor_axes, dtc.factor_pieces, dtc.pin...).
+LogicalResult verifyKnownAttributes(Operation *op);
+
+namespace OpTrait {
+template <typename ConcreteType>
+class KnownAttributesOnly
+    : public ::mlir::OpTrait::TraitBase<ConcreteType, KnownAttributesOnly> {
+public:
+  static LogicalResult verifyTrait(Operation *op) { return verifyKnownAttributes(op); }
+};
+} // namespace OpTrait
 } // namespace mlir::dtc
 
 #define GET_OP_CLASSES

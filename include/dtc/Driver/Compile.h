@@ -32,9 +32,14 @@ struct CompileOptions {
   /// Unset: the optimizer's default (0, or 0.01 for adamw).
   std::optional<double> weightDecay;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gradClip = 0.0;
+  /// Memory of one device (--device-memory); unset: --hw's memory, or for
+  /// cpu this machine's RAM divided by the mesh's device count.
+  std::optional<uint64_t> deviceMemory;
   std::string report;
   std::string emitMlirAfter; // parsed | training-step | planned | split | partitioned
   bool emitGeneric = false;  // print --emit-mlir in MLIR's generic op form
+  /// Print each stage's wall time to stderr ("dtc: time: STAGE SECONDS s").
+  bool timing = false;
   /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.
   std::vector<std::string> pins;
 };

@@ -110,6 +110,50 @@ struct KernelInfo {
 std::string checkRule(const KernelInfo &kernel, const std::vector<TensorDesc> &in,
                       const std::vector<TensorDesc> &out,
                       const nlohmann::json &attrs) noexcept;
+/// Host memory one call of kernel `name` holds in ScratchVector (its CPU
+/// implementation's temporaries, e.g. the norms' per-chunk partial sums),
+/// from the operands' LOCAL shapes, when the rank's KernelContext has
+/// `threads` threads; 0 for kernels that need none. The compiler plans it
+/// (with kernels::cpu::contextWorkspaceBytes, what the context keeps) as
+/// workspace and the executor measures both, so the two can be compared.
+/// Operands must have passed the kernel's check rule. Not counted: index
+/// vectors of O(rank) elements (shapes and strides).
+uint64_t scratchBytes(std::string_view name, const std::vector<TensorDesc> &in,
+                      const std::vector<TensorDesc> &out, const nlohmann::json &attrs,
+                      int threads);
+
+/// Receives the scratch allocations of the thread it is installed on (the
+/// executor installs its counting allocator around every instruction).
+class ScratchCounter {
+public:
+  virtual ~ScratchCounter() = default;
+  virtual void allocated(size_t bytes) = 0;
+  virtual void released(size_t bytes) = 0;
+};
+/// Installs `counter` for this thread (nullptr: count nothing); returns the
+/// previous one.
+ScratchCounter *setThreadScratchCounter(ScratchCounter *counter);
+ScratchCounter *threadScratchCounter();
+
+/// std::allocator that reports to this thread's ScratchCounter: kernels and
+/// collectives hold their temporaries in ScratchVector.
+template <class T> struct ScratchAllocator {
+  using value_type = T;
+  ScratchAllocator() = default;
+  template <class U> ScratchAllocator(const ScratchAllocator<U> &) {}
+  T *allocate(size_t n) {
+    T *p = std::allocator<T>().allocate(n);
+    if (ScratchCounter *c = threadScratchCounter()) c->allocated(n * sizeof(T));
+    return p;
+  }
+  void deallocate(T *p, size_t n) {
+    if (ScratchCounter *c = threadScratchCounter()) c->released(n * sizeof(T));
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <class U> bool operator==(const ScratchAllocator<U> &) const { return true; }
+  template <class U> bool operator!=(const ScratchAllocator<U> &) const { return false; }
+};
+template <class T> using ScratchVector = std::vector<T, ScratchAllocator<T>>;
 
 /// The kernel named `name` (without the "dtc." prefix), or nullptr.
 const KernelInfo *findKernel(std::string_view name);
@@ -145,6 +189,14 @@ namespace dtc::kernels::cpu {
 RunFn findKernel(std::string_view name);
 /// The matrix library the CPU matmuls run on, with its version.
 const char *gemmLibrary();
+/// Bytes of KernelContext::workspace() one call of kernel `name` takes with
+/// these LOCAL operands and `threads` threads (the fused attention's
+/// per-thread tiles; 0 for the others), as the context allocates them
+/// (rounded up to 64 bytes). The CPU backend reserves the largest when it
+/// binds the kernels; plans count it as workspace.
+uint64_t contextWorkspaceBytes(std::string_view name, const std::vector<TensorDesc> &in,
+                               const std::vector<TensorDesc> &out, const nlohmann::json &attrs,
+                               int threads);
 /// Makes the calling thread's later kernel calls use `ctx.threads()` in the
 /// matrix library and OpenMP (call once per rank thread before running).
 void bindThreads(const KernelContext &ctx);

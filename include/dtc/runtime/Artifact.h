@@ -21,6 +21,7 @@
 
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace dtc::rt {
@@ -169,6 +170,9 @@ struct ProgramDecl {
   /// Without a pipeline: the whole step. With one: what runs once before
   /// the micro-batches.
   std::vector<InstrDecl> instructions;
+  /// Per tensor (Artifact::tensors index): the buffer bound to it, or -1.
+  /// Filled by the parser so Artifact::bufferOf is O(1).
+  std::vector<int> tensorBuffer;
   // Pipelines only:
   int stage = -1;                 ///< pipeline stage
   std::vector<ChunkDecl> chunks;  ///< one per virtual stage on this stage
@@ -191,10 +195,17 @@ struct Artifact {
   int64_t devices = 0;
   nlohmann::json plan = nlohmann::json::object();
   nlohmann::json optimizer = nlohmann::json::object();
+  /// "memory": the per-device budget the compiler planned for and the peak
+  /// it computed (0 = not recorded; informational, see MemoryPlan.h).
+  uint64_t memoryBudgetBytes = 0, memoryPeakBytes = 0;
   std::vector<CommDecl> comms;
   std::vector<TensorDecl> tensors;
   std::vector<ProgramDecl> programs;
   PipelineDecl pipeline;
+
+  /// Tensor name -> index, filled by the parser (lookups stay O(1) in
+  /// artifacts with hundreds of thousands of tensors).
+  std::unordered_map<std::string, int> tensorIndex;
 
   int findTensor(const std::string &name) const; ///< -1 if none
   int findComm(const std::string &name) const;   ///< -1 if none

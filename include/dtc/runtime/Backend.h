@@ -95,6 +95,11 @@ public:
   /// Device memory this communicator holds for its algorithms now
   /// (counted as collective staging).
   virtual uint64_t scratchBytes() const = 0;
+  /// Keeps at least `bytes` of that memory from now on. The executor
+  /// reserves, at load, the most any of its collectives on this
+  /// communicator takes (MemoryPlan.h's collectiveScratchBytes), so nothing
+  /// grows while steps run and the plan's staging is what is held.
+  virtual void reserveScratch(size_t bytes) = 0;
 };
 
 /// What a backend is created with.
@@ -144,6 +149,11 @@ public:
   /// not keep its device addresses.
   virtual std::unique_ptr<BoundKernel> bindKernel(std::string_view name,
                                                   kernels::KernelArgs &args) = 0;
+  /// Memory the backend keeps for its kernels' temporaries now (the CPU
+  /// backend: its KernelContext's workspace, which bindKernel sizes for the
+  /// largest kernel bound, kernels::cpu::contextWorkspaceBytes). The
+  /// executor counts it as workspace; 0 for a backend that keeps none.
+  virtual uint64_t kernelWorkspaceBytes() const = 0;
 
   // ---- streams and events --------------------------------------------------------
   /// Where kernels go, and where collectives go (may be the same stream).

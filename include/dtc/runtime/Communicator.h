@@ -65,8 +65,15 @@ public:
   /// the collectives above really moved (docs/runtime.md "Measurements").
   uint64_t bytesSent() const { return sent_; }
   uint64_t bytesReceived() const { return received_; }
-  /// Largest scratch buffer the collectives above allocated.
-  size_t scratchBytes() const { return scratch_.size(); }
+  /// Largest scratch buffer the collectives above allocated (it is kept).
+  size_t scratchBytes() const { return scratch_.capacity(); }
+  /// Holds at least `bytes` of that scratch from now on.
+  void reserveScratch(size_t bytes) { scratch(bytes); }
+  /// The scratch one call of these algorithms takes on a group of `members`
+  /// (`count` as passed; 0 for allGather and allToAll), so plans can count
+  /// it (MemoryPlan.h).
+  static size_t allReduceScratch(size_t count, size_t elementBytes, int members);
+  static size_t reduceScatterScratch(size_t count, size_t elementBytes, int members);
 
   // ---- point to point (pipeline stages), counted like the collectives ------
   /// Not collective. `sendMessage` never waits for the receiver: it copies

@@ -51,7 +51,16 @@ struct ExecStats {
   /// High-water bytes of collective staging (packing buffers and the
   /// communicators' scratch), which no slot holds.
   uint64_t stagingBytes = 0;
-  /// High-water of everything the executor allocated.
+  /// Kernel workspace: what the backend keeps for its kernels
+  /// (Backend::kernelWorkspaceBytes, reserved when they are bound) plus the
+  /// high-water of the temporaries one kernel call holds
+  /// (kernels::ScratchVector).
+  uint64_t workspaceBytes = 0;
+  /// The usual accounting per category: the slots' declared bytes (no
+  /// alignment), activations at their peak with the micro-batch copies in
+  /// flight (activationPeakBytes). The plan report's categories.
+  uint64_t slotBytes[kNumMemCategories] = {};
+  /// High-water of everything the executor allocated at once.
   uint64_t totalMemoryBytes = 0;
   /// Per collective kind (index: CollKind), cumulative over every run().
   CollectiveStats collectives[kNumCollKinds];
@@ -118,6 +127,25 @@ private:
   bool writeBack_ = false;
 };
 
+class RankExecutor;
+
+/// Counts the kernel scratch of the thread that runs a rank's instructions
+/// (installed around RankExecutor::run) into that rank's high-water marks.
+class ScratchMeter final : public kernels::ScratchCounter {
+public:
+  explicit ScratchMeter(const RankExecutor &exec) : exec_(exec) {}
+  void allocated(size_t bytes) override;
+  void released(size_t bytes) override { current_ -= bytes; }
+  uint64_t peak() const { return peak_; }
+  /// High-water of everything: persistent allocations plus scratch.
+  uint64_t peakTotal() const { return peakTotal_; }
+  void noteTotal(uint64_t persistent) { peakTotal_ = std::max(peakTotal_, persistent + current_); }
+
+private:
+  const RankExecutor &exec_;
+  uint64_t current_ = 0, peak_ = 0, peakTotal_ = 0;
+};
+
 /// Kernel threads per rank when none are asked for: OMP_NUM_THREADS or
 /// OPENBLAS_NUM_THREADS when set (the first that is), else
 /// max(1, cores available to this process / ranks on this node).
@@ -169,6 +197,9 @@ public:
 
   /// Counters so far; memory high-water includes the communicators' scratch.
   const ExecStats &stats() const;
+  /// Bytes allocated now for the whole run: slots, staging, communicator
+  /// scratch (everything but kernel scratch).
+  uint64_t persistentBytes() const;
 
   /// Threads this rank's kernels use (default 1).
   void setThreads(int threads) { backend_->setThreads(threads); }
@@ -231,6 +262,9 @@ private:
       for (char *p : ptrs) backend->deallocate(p);
     }
   } allocations_;
+  mutable ScratchMeter scratch_{*this};
+  /// Declared bytes of the one-copy slots per category.
+  uint64_t slotBytes_[kNumMemCategories] = {};
   mutable ExecStats stats_;
   // Streams: the collectives enqueued so far (a sequence number), the
   // latest one the compute stream waited for, and per slot the latest one

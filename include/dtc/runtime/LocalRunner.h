@@ -63,7 +63,7 @@ struct LocalRunnerOptions {
 
 /// Measurements (per rank, maximum over ranks).
 struct LocalRunStats {
-  /// memory category ("param", "grad", ..., "staging", "total") -> bytes
+  /// memory kind ("param", "grad", ..., "staging", "workspace", "total") -> bytes
   /// allocated (high-water, maximum over ranks)
   std::map<std::string, uint64_t> memoryBytes;
   /// collective kind ("all_reduce", ...) -> calls / data bytes / bytes

@@ -53,6 +53,9 @@ struct TrainOptions {
   std::function<int()> pendingSignal;
   /// Kernel threads per rank; 0: defaultKernelThreads(ranks on this node).
   int threads = 0;
+  /// Refuse to start when the ranks on this node need more memory than it
+  /// has available (checkMemoryFits); --no-memory-check turns it off.
+  bool checkMemory = true;
 };
 
 /// "SIGTERM", "SIGKILL", ... ("signal 42" for others).

@@ -1,14 +1,17 @@
 //===- NoExceptConsumer.cpp - the compiler's view of the runtime API -------===//
 //
 // Built with -fno-exceptions -fno-rtti, like the MLIR-based compiler: checks
-// that the compiler-facing headers (ArtifactFormat.h, LocalRunner.h and
-// checkArtifact in Artifact.h) compile there and that their functions report
+// that the compiler-facing headers (ArtifactFormat.h, LocalRunner.h,
+// checkArtifact in Artifact.h, the noexcept parts of MemoryPlan.h and
+// Suggest.h) compile there and that their functions report
 // errors without letting an exception escape.
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/runtime/Artifact.h"
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/LocalRunner.h"
+#include "dtc/runtime/MemoryPlan.h"
+#include "dtc/runtime/Suggest.h"
 
 #include <nlohmann/json.hpp>
 
@@ -59,6 +62,18 @@ int main() {
   CHECK(dtc::rt::checkArtifact(body, "c.dtc", 1, error));
   CHECK(!dtc::rt::checkArtifact(body, "c.dtc", 2, error));
   CHECK(error.find("compiled for 1 device") != std::string::npos);
+
+  std::vector<dtc::rt::MemoryNeed> needs;
+  CHECK(dtc::rt::artifactMemoryNeeds(body, "c.dtc", 1, needs, error));
+  CHECK(needs.size() == 1 && needs[0].peak > 48 + 32 + 16 + 4 + 24);
+  json broken = body;
+  broken["programs"][0]["instructions"][0]["op"] = "conv2d";
+  CHECK(!dtc::rt::artifactMemoryNeeds(broken, "c.dtc", 1, needs, error));
+  CHECK(error.find("unknown kernel") != std::string::npos);
+  uint64_t bytes = 0;
+  CHECK(dtc::rt::parseByteSize("2GiB", bytes) && bytes == (uint64_t(2) << 30));
+  CHECK(!dtc::rt::parseByteSize("2 GiB", bytes));
+  CHECK(dtc::didYouMean("--stpes", {"--steps"}) == "; did you mean '--steps'?");
 
   const std::string file = dtc::rt::encodeArtifact(body);
   std::string decoded;

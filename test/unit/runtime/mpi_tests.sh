@@ -11,6 +11,9 @@ run=$bin/dtc-run
 work=$(mktemp -d "${TMPDIR:-/tmp}/dtc-mpi-$case_name-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
+# Open MPI's session directories (a singleton leaves its own behind) go
+# with the scratch directory.
+export TMPDIR="$work"
 export OPENBLAS_NUM_THREADS=1
 root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
 mpi() { local np=$1; shift; timeout 60 "$mpiexec" -np "$np" "${root[@]}" --oversubscribe --quiet "$@"; }
