@@ -104,8 +104,10 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
       return notYet("--strategy sp=" + std::to_string(o.sp) + ": sequence parallelism");
     if (o.ep != 1)
       return notYet("--strategy ep=" + std::to_string(o.ep) + ": expert parallelism");
-    if (o.zero != 0)
-      return notYet("--strategy zero=" + std::to_string(o.zero) + ": ZeRO sharding");
+    if (o.zero < 0 || o.zero > 3) {
+      errors.flag("--strategy zero=" + std::to_string(o.zero) + ": expected 0, 1, 2 or 3");
+      return false;
+    }
   }
   if (o.precision != "f32")
     return notYet("--precision " + o.precision + ": mixed precision");
@@ -434,6 +436,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   planOptions.mesh.assign(o.mesh.begin(), o.mesh.end());
   planOptions.dp = o.autoPlan ? 0 : o.dp;
   planOptions.tp = o.autoPlan ? 1 : o.tp;
+  planOptions.zero = o.autoPlan ? 0 : o.zero;
 
   if (!runStage("parsed", [](PassManager &pm) { pm.addPass(mlir::dtc::createCheckModel()); }) ||
       !runStage("training-step", [&](PassManager &pm) {
@@ -447,7 +450,10 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         }
         pm.addPass(mlir::dtc::createApplyStrategy(planOptions));
       }) ||
-      !runStage("partitioned", [](PassManager &pm) { pm.addPass(mlir::dtc::createPartition()); }))
+      !runStage("partitioned", [](PassManager &pm) {
+        pm.addPass(mlir::dtc::createPartition());
+        pm.addPass(mlir::dtc::createScheduleCollectives());
+      }))
     return false;
 
   mlir::dtc::ArtifactOptions artifactOptions;

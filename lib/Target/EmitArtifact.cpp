@@ -17,6 +17,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Base64.h"
 #include <map>
@@ -83,6 +84,11 @@ FailureOr<json> attributeJson(Operation *op, Attribute attr) {
 struct Slot {
   int64_t bytes = 0;
   std::string category;
+  /// Free slots are reused within a pool: the category, apart for gathered
+  /// ZeRO-3 parameters (short-lived and large: in the pool of ordinary
+  /// activations they would grow slots that long-lived activations then
+  /// keep).
+  std::string pool;
   bool pinned = false; // bound to a tensor or a constant: never reused
   int liveValues = 0;
 };
@@ -113,7 +119,12 @@ private:
   LogicalResult emitReturn(func::ReturnOp ret);
   void instruction(StringRef kernel, ArrayRef<int> in, ArrayRef<int> out,
                    json attrs, Operation *op);
-  static StringRef categoryOf(Value value);
+  StringRef categoryOf(Value value, int64_t index) const;
+  /// The buffer of the argument `result` replaces when the step returns it
+  /// as that argument's update and nothing reads the argument from
+  /// instruction `index` on: the result is written there directly (no
+  /// copy, no second buffer). -1 otherwise.
+  int updatedArgumentBuffer(Value result, int64_t index);
 
   ModuleOp module;
   func::FuncOp step;
@@ -127,15 +138,19 @@ private:
   std::vector<int> bufferSlot;
   llvm::DenseMap<Value, int> bufferOf;
   llvm::DenseMap<Value, int64_t> lastUse;
+  /// Index of the first optimizer instruction (the return's when none).
+  int64_t optimizerStart = 0;
   /// Transposes (of the last two dims) only matmuls read: not emitted; the
   /// matmul reads their source with a transpose flag (sgemm does it free).
   llvm::DenseMap<Value, Value> foldedTransposes;
   std::map<std::string, std::vector<int>> freeSlots;
+  /// Values gathered from dtc.regather arguments (ZeRO-3's parameters).
+  llvm::DenseSet<Value> gathered;
   std::map<std::vector<int16_t>, std::string> commNames;
 };
 
 int Emitter::newSlot(int64_t bytes, StringRef category, bool pinned) {
-  slots.push_back({bytes, category.str(), pinned, 0});
+  slots.push_back({bytes, category.str(), category.str(), pinned, 0});
   return slots.size() - 1;
 }
 
@@ -167,7 +182,10 @@ FailureOr<int> Emitter::allocate(Value value, StringRef category) {
   int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
   // Best fit among free slots of this category; else grow the largest free
   // one (cheaper than a new slot); else a new slot.
-  std::vector<int> &pool = freeSlots[category.str()];
+  std::string poolName = category.str();
+  if (gathered.contains(value))
+    poolName += "/gathered";
+  std::vector<int> &pool = freeSlots[poolName];
   int best = -1, largest = -1;
   for (int s : pool) {
     if (slots[s].bytes >= bytes && (best < 0 || slots[s].bytes < slots[best].bytes))
@@ -180,6 +198,7 @@ FailureOr<int> Emitter::allocate(Value value, StringRef category) {
     llvm::erase(pool, chosen);
   else
     chosen = newSlot(bytes, category, /*pinned=*/false);
+  slots[chosen].pool = poolName;
   return newBuffer(chosen, value, value.getLoc());
 }
 
@@ -195,7 +214,7 @@ void Emitter::release(Value value) {
     return;
   Slot &slot = slots[bufferSlot[it->second]];
   if (--slot.liveValues == 0 && !slot.pinned)
-    freeSlots[slot.category].push_back(bufferSlot[it->second]);
+    freeSlots[slot.pool].push_back(bufferSlot[it->second]);
 }
 
 FailureOr<std::string> Emitter::communicator(ArrayRef<int16_t> axes) {
@@ -225,17 +244,36 @@ FailureOr<std::string> Emitter::communicator(ArrayRef<int16_t> axes) {
   return name;
 }
 
-StringRef Emitter::categoryOf(Value value) {
-  // Parameter gradients are "grad"; every other value of the step
-  // (activations, their gradients, backward and optimizer temporaries) is
-  // transient working memory, "activation".
+StringRef Emitter::categoryOf(Value value, int64_t index) const {
+  // Parameter gradients held from the backward into the optimizer are
+  // "grad": the reduced gradients of plain data parallelism, the full ones
+  // ZeRO-1 reduce-scatters in the optimizer, the pieces ZeRO-2/3 keep. Every
+  // other value of the step (activations, their gradients, a full gradient
+  // ZeRO-2 reduce-scatters as soon as it is complete, backward and
+  // optimizer temporaries) is transient working memory, "activation".
   if (auto result = dyn_cast<OpResult>(value))
     if (auto names = result.getOwner()->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
       if (result.getResultNumber() < names.size())
         if (auto name = dyn_cast<StringAttr>(names[result.getResultNumber()]);
-            name && !name.getValue().empty())
+            name && !name.getValue().empty() && index < optimizerStart &&
+            lastUse.lookup(value) >= optimizerStart)
           return "grad";
   return "activation";
+}
+
+int Emitter::updatedArgumentBuffer(Value result, int64_t index) {
+  if (!result.hasOneUse() || !isa<func::ReturnOp>(*result.user_begin()))
+    return -1;
+  auto updates = step.getResultAttrOfType<IntegerAttr>(result.use_begin()->getOperandNumber(),
+                                                       DtcDialect::kUpdatesAttr);
+  if (!updates || updates.getInt() < 0 || updates.getInt() >= step.getNumArguments())
+    return -1;
+  Value arg = step.getArgument(updates.getInt());
+  auto it = bufferOf.find(arg);
+  if (it == bufferOf.end() || arg.getType() != result.getType() ||
+      (lastUse.count(arg) && lastUse.lookup(arg) >= index))
+    return -1;
+  return alias(result, it->second);
 }
 
 void Emitter::instruction(StringRef kernel, ArrayRef<int> in, ArrayRef<int> out,
@@ -338,8 +376,10 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
       return failure();
     attrs["comm"] = *comm;
     Value result = op->getResult(0);
-    FailureOr<int> out = inPlace ? FailureOr<int>(alias(result, in[0]))
-                                 : allocate(result, categoryOf(result));
+    int direct = inPlace ? -1 : updatedArgumentBuffer(result, index);
+    FailureOr<int> out = inPlace       ? FailureOr<int>(alias(result, in[0]))
+                         : direct >= 0 ? FailureOr<int>(direct)
+                                       : allocate(result, categoryOf(result, index));
     if (failed(out))
       return failure();
     instruction(kernel, in, {*out}, std::move(attrs), op);
@@ -388,7 +428,7 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
             int operandSlot = bufferSlot[in[0]];
             if (!slots[operandSlot].pinned)
               return newBuffer(operandSlot, result, op->getLoc());
-            FailureOr<int> out = allocate(result, categoryOf(result));
+            FailureOr<int> out = allocate(result, categoryOf(result, index));
             if (failed(out))
               return failure();
             instruction(op->getName().stripDialect(), in, {*out}, json::object(), op);
@@ -435,7 +475,11 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
                   }
                 }
               }
-              FailureOr<int> buffer = allocate(res, categoryOf(res));
+              if (int direct = updatedArgumentBuffer(res, index); direct >= 0) {
+                out.push_back(direct);
+                continue;
+              }
+              FailureOr<int> buffer = allocate(res, categoryOf(res, index));
               if (failed(buffer))
                 return failure();
               out.push_back(*buffer);
@@ -448,9 +492,13 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
 
   // Free what dies here; results nobody reads die at once.
   llvm::SmallDenseSet<Value> seen;
-  for (Value operand : op->getOperands())
+  for (Value operand : op->getOperands()) {
+    // A folded transpose's source is read here in its place.
+    if (Value source = foldedTransposes.lookup(operand))
+      operand = source;
     if (seen.insert(operand).second && lastUse.lookup(operand) == index)
       release(operand);
+  }
   for (Value res : op->getResults())
     if (res.use_empty())
       release(res);
@@ -518,8 +566,21 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
   for (Operation &op : body)
     if (auto transpose = dyn_cast<TransposeOp>(op); transpose && foldsIntoMatmuls(transpose))
       foldedTransposes[transpose.getResult()] = transpose.getX();
+  for (Operation &op : body)
+    if (isa<shard::AllGatherOp, shard::AllToAllOp, PadOp, TransposeOp>(op) &&
+        llvm::any_of(op.getOperands(), [&](Value v) {
+          auto arg = dyn_cast<BlockArgument>(v);
+          return gathered.contains(v) ||
+                 (arg && step.getArgAttr(arg.getArgNumber(), DtcDialect::kRegatherAttr));
+        }))
+      gathered.insert(op.getResult(0));
   int64_t index = 0;
+  optimizerStart = -1;
   for (Operation &op : body) {
+    auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+    if (optimizerStart < 0 &&
+        ((phase && phase.getValue() == "optimizer") || isa<func::ReturnOp>(op)))
+      optimizerStart = index;
     for (Value operand : op.getOperands()) {
       lastUse[operand] = index;
       // A matmul reading a folded transpose reads its source.

@@ -63,6 +63,8 @@ Plan:
                         omitted: dp = devices/(tp*pp), tp=pp=sp=ep=1, zero=0
                         tp: Megatron tensor parallelism on the innermost
                         (fastest) mesh axes, dp on the outer ones
+                        zero=1|2|3: ZeRO over dp (optimizer state; also
+                        gradients; also parameters, gathered per use)
   --pin NAME=SHARDING   pin a parameter's sharding, e.g.      (repeatable)
                         'h.0.attn.wq=[[],[1]]' (mesh axes per dimension);
                         it wins over the strategy, the rest follows

@@ -47,11 +47,17 @@ def Dtc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kFactorAxesAttr = "dtc.factor_axes";
     static constexpr ::llvm::StringLiteral kFactorPiecesAttr = "dtc.factor_pieces";
     // Pins for dtc-propagate-shardings: dtc.pin on an op (its first result),
-    // dtc.pin_priority = "user" | "strategy" beside it or beside an
-    // argument's dtc.sharding.
+    // dtc.pin_priority = "user" | "strategy" | "storage" beside it or beside
+    // an argument's dtc.sharding ("storage": how the value is stored, never
+    // proposed to the ops that use it).
     static constexpr ::llvm::StringLiteral kPinAttr = "dtc.pin";
     static constexpr ::llvm::StringLiteral kPinPriorityAttr = "dtc.pin_priority";
     static constexpr ::llvm::StringLiteral kGlobalTypeAttr = "dtc.global_type";
+    // On a @train_step argument stored split over axes its readers need
+    // whole (ZeRO-3 parameters): the partitioner gathers it once per region
+    // (phase and layer) rather than once per step, so the gathered copy dies
+    // between its uses.
+    static constexpr ::llvm::StringLiteral kRegatherAttr = "dtc.regather";
     static constexpr ::llvm::StringLiteral kPlanAttr = "dtc.plan";
   }];
 }

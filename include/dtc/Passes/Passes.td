@@ -55,15 +55,28 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
     with tp > 1 Megatron's vocab-parallel embedding tables and
     column-parallel weights) and lets sharding propagation derive a sharding
     for every argument and a factor sharding (`dtc.factor_axes`) for every
-    op. The partitioner reads only these annotations, so a searched plan and
-    a pinned one look the same to it.
+    op. With `zero` >= 1 a second round plans the optimizer phase split over
+    the data-parallel axes too: each rank updates its piece of every
+    parameter, from the optimizer state it stores (split by storage pins)
+    and its piece of the gradient (the partitioner reduce-scatters it); the
+    updated pieces are gathered back into the parameters. ZeRO-2 differs
+    from 1 only in when the reduce-scatter runs (dtc-schedule-collectives).
+    With `zero` = 3 the parameters are stored split as well (marked
+    `dtc.regather`): the forward and backward never see it, and the
+    partitioner gathers each where it is used. The
+    partitioner reads only these annotations, so a searched plan and a
+    pinned one look the same to it.
   }];
   let options = [
     ListOption<"mesh", "mesh", "int64_t", "device grid shape, outermost axis first">,
     Option<"dp", "dp", "int64_t", /*default=*/"0",
            "data-parallel degree (0: the devices tp leaves)">,
     Option<"tp", "tp", "int64_t", /*default=*/"1",
-           "tensor-parallel degree (Megatron)">
+           "tensor-parallel degree (Megatron)">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage over the data-parallel axes: 1 splits the optimizer "
+           "state (and the update), 2 also the gradients, 3 also the "
+           "parameters (gathered where they are used)">
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
@@ -116,6 +129,26 @@ def Partition : Pass<"dtc-partition", "::mlir::ModuleOp"> {
     `dtc.fill_padding` before reductions).
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect", "::mlir::dtc::DtcDialect"];
+}
+
+def ScheduleCollectives : Pass<"dtc-schedule-collectives", "::mlir::ModuleOp"> {
+  let summary = "Orders ZeRO's collectives in the partitioned step";
+  let description = [{
+    Runs after `dtc-partition` on the plan's ZeRO stage (`dtc.plan`'s
+    `zero`); moves collectives, never changes what they compute, and every
+    rank moves them alike (their order stays matched):
+    - ZeRO-2 and 3: each parameter gradient's reduction (the reduce-scatter
+      into the rank's piece, with its padding) is issued as soon as the
+      gradient is complete instead of at the update, so the full gradient
+      dies there and only the piece is kept until the optimizer;
+    - ZeRO-3: the gathers of `dtc.regather` parameters are prefetched: the
+      gathers a region (a layer when ops carry `dtc.layer`, else one
+      consuming op) needs are issued before the previous region of the same
+      phase starts computing, so a backend with asynchronous collectives
+      overlaps them with that computation (the CPU runtime runs the list in
+      order: the gather simply comes earlier, and its memory lives a region
+      longer).
+  }];
 }
 
 def TestPrintShardingRules : Pass<"dtc-test-print-sharding-rules", "::mlir::ModuleOp"> {
