@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace dtc::rt {
 
@@ -340,6 +341,7 @@ private:
   void parseProgram(const json &v, const std::string &where, Artifact &a, ProgramDecl &p);
   void checkInstruction(const Artifact &a, const ProgramDecl &p, size_t i, InstrDecl &ins,
                         const std::string &where);
+  void checkProgramsAgree(const Artifact &a, const std::vector<int> &programOfRank);
   std::string label_;
 };
 
@@ -779,6 +781,7 @@ Artifact Parser::parse(const json &body) {
   if (const json *v = opt(body, "optimizer")) a.optimizer = object(*v, "optimizer");
 
   const json &comms = array(req(body, "communicators", ""), "communicators");
+  std::set<std::string> commNames;
   for (size_t i = 0; i < comms.size(); ++i) {
     std::string w = "communicators[" + std::to_string(i) + "]";
     object(comms[i], w);
@@ -786,7 +789,7 @@ Artifact Parser::parse(const json &body) {
     c.name = str(req(comms[i], "name", w), w + ".name");
     if (c.name.empty()) fail(w, "empty communicator name");
     w = "communicator '" + c.name + "'";
-    if (a.findComm(c.name) >= 0) fail(w, "declared twice");
+    if (!commNames.insert(c.name).second) fail(w, "declared twice");
     for (int64_t ax : ints(req(comms[i], "mesh_axes", w), w + ": mesh_axes")) {
       if (ax < 0 || ax >= a.mesh.numAxes())
         fail(w, "mesh axis " + std::to_string(ax) + " does not exist (the mesh " +
@@ -832,7 +835,175 @@ Artifact Parser::parse(const json &body) {
       fail("tensor '" + td.name + "'", std::string("no program binds this ") +
                                            roleName(td.role) + " tensor to a buffer");
   }
+  checkProgramsAgree(a, owner);
   return a;
+}
+
+// ---- the programs against each other --------------------------------------------
+//
+// Ranks running different programs must still make matching calls on every
+// communicator group they share: the same collectives in the same order,
+// with the same element type, counts and reduction (a mismatch would
+// overflow a buffer or wait forever). all_slice is left out: it does not
+// communicate. Then the calls of all ranks are replayed together to find an
+// order that waits forever (rank A in a collective on X while rank B, which
+// A needs there, waits in one on Y).
+
+namespace {
+struct Call {
+  int comm;
+  CollKind kind;
+  DType dtype;
+  ReduceOp reduce;
+  int64_t inCount, outCount;
+  size_t instruction;
+};
+
+std::vector<Call> callsOf(const ProgramDecl &p) {
+  std::vector<Call> calls;
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    const InstrDecl &ins = p.instructions[i];
+    if (!ins.isCollective || ins.coll == CollKind::AllSlice) continue;
+    const BufferDecl &in = p.buffers[size_t(ins.in[0])], &out = p.buffers[size_t(ins.out[0])];
+    const bool reduces = ins.coll == CollKind::AllReduce || ins.coll == CollKind::ReduceScatter;
+    calls.push_back({ins.comm, ins.coll, in.dtype, reduces ? ins.reduce : ReduceOp::Sum,
+                     numel(in.shape), numel(out.shape), i});
+  }
+  return calls;
+}
+
+const char *reduceName(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum: return "sum";
+  case ReduceOp::Max: return "max";
+  case ReduceOp::Min: return "min";
+  case ReduceOp::Average: return "average";
+  }
+  return "?";
+}
+
+std::string describe(const Artifact &a, const ProgramDecl &p, const Call &c) {
+  std::string s = std::string(collKindName(c.kind));
+  if (c.kind == CollKind::AllReduce || c.kind == CollKind::ReduceScatter)
+    s += std::string(" (") + reduceName(c.reduce) + ")";
+  s += " of " + std::to_string(c.inCount) + " " + dtypeName(c.dtype);
+  if (c.outCount != c.inCount) s += " into " + std::to_string(c.outCount);
+  s += " on '" + a.comms[size_t(c.comm)].name + "' ('" + p.name + "' instruction " +
+       std::to_string(c.instruction) + ")";
+  return s;
+}
+
+bool sameCall(const Call &x, const Call &y) {
+  return x.kind == y.kind && x.dtype == y.dtype && x.reduce == y.reduce &&
+         x.inCount == y.inCount && x.outCount == y.outCount;
+}
+
+std::string ranksText(const std::vector<int64_t> &ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 8) s += ", ... (" + std::to_string(ranks.size()) + " ranks)";
+  return s;
+}
+} // namespace
+
+void Parser::checkProgramsAgree(const Artifact &a, const std::vector<int> &programOfRank) {
+  if (a.programs.size() < 2) return; // one program: every rank makes the same calls
+  std::vector<std::vector<Call>> calls;
+  for (const ProgramDecl &p : a.programs) calls.push_back(callsOf(p));
+  std::vector<std::vector<int64_t>> coords(size_t(a.devices));
+  for (int64_t r = 0; r < a.devices; ++r) coords[size_t(r)] = a.mesh.coords(r);
+  // Per communicator: each rank's group (color) and each group's members.
+  std::vector<std::vector<int64_t>> colorOf(a.comms.size());
+  std::vector<std::map<int64_t, std::vector<int64_t>>> groupsOf(a.comms.size());
+  for (size_t c = 0; c < a.comms.size(); ++c)
+    for (int64_t r = 0; r < a.devices; ++r) {
+      colorOf[c].push_back(a.mesh.groupColor(coords[size_t(r)], a.comms[c].meshAxes));
+      groupsOf[c][colorOf[c].back()].push_back(r);
+    }
+  auto membersOf = [&](int comm, int64_t rank) -> const std::vector<int64_t> & {
+    return groupsOf[size_t(comm)][colorOf[size_t(comm)][size_t(rank)]];
+  };
+
+  // 1. Per communicator group: the same sequence of calls in every program.
+  std::set<std::tuple<int, int, int>> compared; // (comm, program, program)
+  for (size_t c = 0; c < a.comms.size(); ++c) {
+    std::map<int64_t, int64_t> firstOfGroup; // color -> lowest rank
+    for (int64_t r = 0; r < a.devices; ++r) {
+      auto [it, isNew] = firstOfGroup.emplace(colorOf[c][size_t(r)], r);
+      if (isNew) continue;
+      const int p = programOfRank[size_t(it->second)], q = programOfRank[size_t(r)];
+      if (p == q || !compared.insert({int(c), p, q}).second) continue;
+      std::vector<Call> x, y;
+      for (const Call &k : calls[size_t(p)]) if (k.comm == int(c)) x.push_back(k);
+      for (const Call &k : calls[size_t(q)]) if (k.comm == int(c)) y.push_back(k);
+      const ProgramDecl &P = a.programs[size_t(p)], &Q = a.programs[size_t(q)];
+      const std::string who = "programs '" + P.name + "' (rank " + std::to_string(it->second) +
+                              ") and '" + Q.name + "' (rank " + std::to_string(r) +
+                              ") disagree on communicator '" + a.comms[c].name +
+                              "' (the group of ranks " +
+                              ranksText(membersOf(int(c), r)) + "): ";
+      for (size_t i = 0; i < x.size() && i < y.size(); ++i)
+        if (!sameCall(x[i], y[i]))
+          fail("", who + "its collective #" + std::to_string(i + 1) + " is " +
+                       describe(a, P, x[i]) + " in one and " + describe(a, Q, y[i]) +
+                       " in the other");
+      if (x.size() != y.size()) {
+        const bool pLonger = x.size() > y.size();
+        const Call &extra = pLonger ? x[y.size()] : y[x.size()];
+        fail("", who + "'" + P.name + "' makes " + std::to_string(x.size()) + " collective" +
+                     (x.size() == 1 ? "" : "s") + " on it and '" + Q.name + "' " +
+                     std::to_string(y.size()) + "; the first without a partner is " +
+                     describe(a, pLonger ? P : Q, extra));
+      }
+    }
+  }
+
+  // 2. Replay every rank's calls: a call completes when every member of its
+  //    group has it next. Count arrivals per group instead of rescanning.
+  std::map<std::pair<int, int64_t>, int> groupId; // (comm, color) -> id
+  std::vector<const std::vector<int64_t> *> members;
+  auto groupOf = [&](int comm, int64_t rank) {
+    const int64_t color = colorOf[size_t(comm)][size_t(rank)];
+    auto [it, isNew] = groupId.emplace(std::make_pair(comm, color), int(members.size()));
+    if (isNew) members.push_back(&membersOf(comm, rank));
+    return it->second;
+  };
+  std::vector<size_t> next(size_t(a.devices), 0);
+  std::vector<int> arrived;
+  std::vector<int> ready;
+  auto arrive = [&](int64_t r) {
+    const std::vector<Call> &mine = calls[size_t(programOfRank[size_t(r)])];
+    if (next[size_t(r)] >= mine.size()) return;
+    const int g = groupOf(mine[next[size_t(r)]].comm, r);
+    if (arrived.size() < members.size()) arrived.resize(members.size(), 0);
+    if (++arrived[size_t(g)] == int(members[size_t(g)]->size())) ready.push_back(g);
+  };
+  for (int64_t r = 0; r < a.devices; ++r) arrive(r);
+  while (!ready.empty()) {
+    const int g = ready.back();
+    ready.pop_back();
+    arrived[size_t(g)] = 0;
+    const std::vector<int64_t> &group = *members[size_t(g)];
+    for (int64_t m : group) ++next[size_t(m)];
+    for (int64_t m : group) arrive(m);
+  }
+  for (int64_t r = 0; r < a.devices; ++r) {
+    const int p = programOfRank[size_t(r)];
+    const std::vector<Call> &mine = calls[size_t(p)];
+    if (next[size_t(r)] >= mine.size()) continue;
+    const Call &waits = mine[next[size_t(r)]];
+    for (int64_t m : *members[size_t(groupOf(waits.comm, r))]) {
+      const std::vector<Call> &theirs = calls[size_t(programOfRank[size_t(m)])];
+      if (next[size_t(m)] < theirs.size() && theirs[next[size_t(m)]].comm == waits.comm) continue;
+      fail("", "the programs' collectives wait for each other forever: rank " +
+                   std::to_string(r) + " waits in " + describe(a, a.programs[size_t(p)], waits) +
+                   " for rank " + std::to_string(m) + ", which " +
+                   (next[size_t(m)] < theirs.size()
+                        ? "waits in " + describe(a, a.programs[size_t(programOfRank[size_t(m)])],
+                                                 theirs[next[size_t(m)]])
+                        : std::string("has no collective left")));
+    }
+  }
 }
 
 } // namespace

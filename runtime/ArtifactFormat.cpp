@@ -5,7 +5,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/runtime/ArtifactFormat.h"
-#include "dtc/runtime/AtomicFile.h"
 
 #include <nlohmann/json.hpp>
 
@@ -252,8 +251,42 @@ struct ErrorCatcher {
 };
 } // namespace
 
+namespace {
+/// Whether brackets nest at most `limit` deep (strings skipped); `offset`
+/// is where the limit is passed.
+bool nestingWithin(std::string_view text, size_t limit, size_t &offset) {
+  size_t depth = 0;
+  bool inString = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) {
+        offset = i;
+        return false;
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+} // namespace
+
 bool parseJsonText(std::string_view text, json &out, std::string &error) noexcept {
   try {
+    size_t offset = 0;
+    if (!nestingWithin(text, kMaxJsonDepth, offset)) {
+      error = "invalid JSON: nesting deeper than " + std::to_string(kMaxJsonDepth) +
+              " levels at byte " + std::to_string(offset);
+      out = json();
+      return false;
+    }
     out = json::parse(text.begin(), text.end(), nullptr,
                       /*allow_exceptions=*/false);
     if (!out.is_discarded())
@@ -286,10 +319,12 @@ bool decodeArtifactJson(std::string_view file, json &body,
   return true;
 }
 
-bool readFileBytes(const std::string &path, std::string &out,
-                   std::string &error) noexcept {
+bool readFileBytes(const std::string &path, std::string &out, std::string &error,
+                   uint64_t maxBytes) noexcept {
   try {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+    // below); reads of a regular file ignore the flag.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
       error = std::string("cannot open: ") + std::strerror(errno);
       return false;
@@ -303,7 +338,14 @@ bool readFileBytes(const std::string &path, std::string &out,
     if (!S_ISREG(st.st_mode)) {
       ::close(fd);
       error = S_ISDIR(st.st_mode) ? "cannot read: is a directory"
-                                  : "cannot read: not a regular file";
+                                  : "cannot read: not a regular file (a device, FIFO or "
+                                    "socket is refused)";
+      return false;
+    }
+    if (uint64_t(st.st_size) > maxBytes) {
+      ::close(fd);
+      error = "cannot read: the file has " + std::to_string(st.st_size) +
+              " bytes, more than the " + std::to_string(maxBytes) + " allowed";
       return false;
     }
     out.resize(size_t(st.st_size));
@@ -328,13 +370,6 @@ bool readFileBytes(const std::string &path, std::string &out,
   }
 }
 
-bool writeFileAtomic(const std::string &path, std::string_view bytes,
-                     std::string &error) noexcept {
-  AtomicFileWriter w;
-  return w.open(path, error) && w.write(bytes.data(), bytes.size(), error) &&
-         w.commit(error);
-}
-
 bool writeArtifactFile(const std::string &path, const json &body,
                        std::string &error) noexcept {
   std::string text = encodeArtifact(body);
@@ -342,7 +377,7 @@ bool writeArtifactFile(const std::string &path, const json &body,
     error = path + ": out of memory";
     return false;
   }
-  if (!writeFileAtomic(path, text, error)) {
+  if (!writeOutputFile(path, text, error)) {
     error = path + ": " + error;
     return false;
   }

@@ -37,46 +37,6 @@ std::vector<int> contributorRanks(const Artifact &a, int t) {
   return out;
 }
 
-std::vector<std::string> gatherToRoot(RankExecutor &exec, World &world,
-                                      const std::vector<int> &tensors) {
-  const Artifact &a = exec.artifact();
-  std::vector<std::vector<int>> contrib;
-  std::string mine;
-  runAgreed(world, [&] {
-    for (int t : tensors) {
-      contrib.push_back(contributorRanks(a, t));
-      const auto &c = contrib.back();
-      if (std::find(c.begin(), c.end(), world.rank()) != c.end()) {
-        LocalTensor lt = exec.tensor(t);
-        mine.append(static_cast<const char *>(lt.data), lt.bytes());
-      }
-    }
-  });
-  std::vector<std::string> parts = world.world().gather(mine, 0);
-  std::vector<std::string> out(tensors.size());
-  if (world.rank() != 0) return out;
-  {
-    std::vector<size_t> cursor(parts.size(), 0);
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const TensorDecl &d = a.tensors[size_t(tensors[i])];
-      const size_t elem = dtypeSize(d.dtype);
-      out[i].assign(size_t(numel(d.shape)) * elem, '\0');
-      for (int r : contrib[i]) {
-        const Piece piece = exec.pieceFor(tensors[i], r);
-        const char *src = parts[size_t(r)].data() + cursor[size_t(r)];
-        forEachPieceRun(d.shape, piece, [&](int64_t l, int64_t g, int64_t n) {
-          std::memcpy(out[i].data() + size_t(g) * elem, src + size_t(l) * elem,
-                      size_t(n) * elem);
-        });
-        cursor[size_t(r)] += size_t(numel(piece.local)) * elem;
-        if (cursor[size_t(r)] > parts[size_t(r)].size())
-          throw Error("internal error: short checkpoint gather from rank " + std::to_string(r));
-      }
-    }
-  }
-  return out;
-}
-
 void checkCheckpointTensors(const Artifact &a, const SafetensorsReader &file, Role role) {
   const char *what = role == Role::Param ? "parameter" : "optimizer state tensor";
   for (int t : a.tensorsWithRole(role)) {
@@ -161,6 +121,8 @@ LoadedCheckpoint examine(const Artifact &a, const std::string &path,
   return info;
 }
 
+// Each rank reads its own pieces straight from the file into its buffers:
+// nothing is assembled anywhere.
 void copyPieces(RankExecutor &exec, const SafetensorsReader &file, Role role) {
   const Artifact &a = exec.artifact();
   for (int t : a.tensorsWithRole(role)) {
@@ -169,12 +131,88 @@ void copyPieces(RankExecutor &exec, const SafetensorsReader &file, Role role) {
     const SafetensorsEntry *e = file.find(d.name);
     LocalTensor lt = exec.tensor(t);
     const size_t elem = dtypeSize(d.dtype);
-    const char *src = file.data(*e);
     char *dst = static_cast<char *>(lt.data);
     forEachPieceRun(d.shape, lt.piece, [&](int64_t l, int64_t g, int64_t n) {
-      std::memcpy(dst + size_t(l) * elem, src + size_t(g) * elem, size_t(n) * elem);
+      file.read(*e, uint64_t(g) * elem, dst + size_t(l) * elem, size_t(n) * elem);
     });
   }
+}
+
+// One file, tensor by tensor: rank 0 writes the header, then for each
+// tensor receives the pieces of the ranks that contribute one (the lowest
+// rank holding each distinct piece), one rank at a time, into one buffer of
+// the tensor's size, and writes it. A tensor rank 0 holds whole is written
+// from its own memory. So rank 0 needs at most one tensor and one piece
+// beyond its own state. Every rank knows statically who sends what.
+void saveFile(RankExecutor &exec, World &world, const std::string &path,
+              const std::vector<int> &tensors, const std::map<std::string, std::string> &meta) {
+  const Artifact &a = exec.artifact();
+  const bool root = world.rank() == 0;
+  std::unique_ptr<SafetensorsWriter> writer;
+  runAgreed(world, [&] {
+    if (!root) return;
+    std::vector<SafetensorsTensorInfo> infos;
+    for (int t : tensors) {
+      const TensorDecl &d = a.tensors[size_t(t)];
+      infos.push_back({d.name, d.dtype, d.shape});
+    }
+    writer = std::make_unique<SafetensorsWriter>(path, infos, meta);
+  });
+  std::string err; // rank 0's write error
+  for (int t : tensors) {
+    // In step with rank 0 tensor by tensor: no rank waits longer than one
+    // tensor's write (the --timeout applies to every wait), and a failed
+    // write stops everyone at once.
+    agree(world, err);
+    const TensorDecl &d = a.tensors[size_t(t)];
+    const size_t elem = dtypeSize(d.dtype), bytes = size_t(numel(d.shape)) * elem;
+    const std::vector<int> from = contributorRanks(a, t);
+    const bool rootHoldsAll = from.size() == 1 && from[0] == 0;
+    if (!root) {
+      if (std::find(from.begin(), from.end(), world.rank()) != from.end()) {
+        LocalTensor lt = exec.tensor(t);
+        world.world().send(lt.data, lt.bytes(), 0);
+      }
+      continue;
+    }
+    if (rootHoldsAll) {
+      try {
+        writer->write(exec.tensor(t).data, bytes);
+      } catch (const std::exception &e) {
+        err = e.what();
+      }
+      continue;
+    }
+    std::vector<char> whole(bytes), piece;
+    for (int r : from) {
+      const Piece pc = exec.pieceFor(t, r);
+      const char *src;
+      if (r == 0) {
+        src = static_cast<const char *>(exec.tensor(t).data);
+      } else {
+        piece.resize(size_t(numel(pc.local)) * elem);
+        world.world().recv(piece.data(), piece.size(), r);
+        src = piece.data();
+      }
+      forEachPieceRun(d.shape, pc, [&](int64_t l, int64_t g, int64_t n) {
+        std::memcpy(whole.data() + size_t(g) * elem, src + size_t(l) * elem, size_t(n) * elem);
+      });
+    }
+    try {
+      writer->write(whole.data(), bytes);
+    } catch (const std::exception &e) {
+      err = e.what();
+    }
+  }
+  if (root && err.empty()) {
+    try {
+      writer->commit();
+    } catch (const std::exception &e) {
+      err = e.what();
+    }
+  }
+  writer.reset(); // an uncommitted file leaves no temporary behind
+  agree(world, err);
 }
 } // namespace
 
@@ -185,9 +223,31 @@ LoadedCheckpoint inspectCheckpoint(const Artifact &a, const std::string &path) {
 
 LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::string &path) {
   LoadedCheckpoint info;
+  std::unique_ptr<SafetensorsReader> main, side;
+  runAgreed(world, [&] { info = examine(exec.artifact(), path, main, side); });
+  // Rank 0 reads the data once to check the checksums, agreeing with the
+  // others after every chunk, so no rank waits longer than one chunk's read
+  // (the --timeout applies to every wait). Rank 0's view of the file sets
+  // the pace.
+  constexpr uint64_t kChunk = uint64_t(256) << 20;
+  for (const SafetensorsReader *file : {main.get(), side.get()}) {
+    uint64_t plan[2] = {0, 0}; // checksum present, data bytes
+    if (world.rank() == 0 && file && file->hasChecksum()) {
+      plan[0] = 1;
+      plan[1] = file->dataBytes();
+    }
+    world.world().broadcast(plan, sizeof plan, 0);
+    if (!plan[0]) continue;
+    uint32_t crc = 0;
+    for (uint64_t at = 0; at < plan[1]; at += kChunk)
+      runAgreed(world, [&] {
+        if (world.rank() == 0) crc = file->dataCrc(at, std::min(kChunk, plan[1] - at), crc);
+      });
+    runAgreed(world, [&] {
+      if (world.rank() == 0) file->checkChecksum(crc);
+    });
+  }
   runAgreed(world, [&] {
-    std::unique_ptr<SafetensorsReader> main, side;
-    info = examine(exec.artifact(), path, main, side);
     copyPieces(exec, *main, Role::Param);
     if (side) {
       copyPieces(exec, *side, Role::OptimizerState);
@@ -204,42 +264,12 @@ LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::str
 void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path, int64_t step,
                     int64_t optimizerStep) {
   const Artifact &a = exec.artifact();
-  const std::vector<int> params = a.tensorsWithRole(Role::Param);
-  const std::vector<int> states = a.tensorsWithRole(Role::OptimizerState);
-  std::vector<int> all = params;
-  all.insert(all.end(), states.begin(), states.end());
-  std::vector<std::string> data;
-  std::string err;
-  // gatherToRoot agrees on packing errors itself; its assembly runs on rank 0
-  // only, so collect that error here and agree below together with the write.
-  try {
-    data = gatherToRoot(exec, world, all);
-  } catch (const AgreedError &) {
-    throw;
-  } catch (const std::exception &e) {
-    err = e.what();
-  }
-  if (world.rank() == 0 && err.empty()) {
-    try {
-      auto tensorsOf = [&](size_t from, size_t to) {
-        std::vector<SafetensorsTensor> v;
-        for (size_t i = from; i < to; ++i) {
-          const TensorDecl &d = a.tensors[size_t(all[i])];
-          v.push_back({d.name, d.dtype, d.shape, data[i].data()});
-        }
-        return v;
-      };
-      writeSafetensors(optimizerSidecarPath(path), tensorsOf(params.size(), all.size()),
-                       {{kFormatKey, kOptimFormat},
-                        {kStepKey, std::to_string(step)},
-                        {kOptStepKey, std::to_string(optimizerStep)}});
-      writeSafetensors(path, tensorsOf(0, params.size()),
-                       {{kFormatKey, kCkptFormat}, {kStepKey, std::to_string(step)}});
-    } catch (const std::exception &e) {
-      err = e.what();
-    }
-  }
-  agree(world, err);
+  saveFile(exec, world, optimizerSidecarPath(path), a.tensorsWithRole(Role::OptimizerState),
+           {{kFormatKey, kOptimFormat},
+            {kStepKey, std::to_string(step)},
+            {kOptStepKey, std::to_string(optimizerStep)}});
+  saveFile(exec, world, path, a.tensorsWithRole(Role::Param),
+           {{kFormatKey, kCkptFormat}, {kStepKey, std::to_string(step)}});
 }
 
 } // namespace dtc::rt

@@ -2,11 +2,14 @@
 #include "dtc/runtime/Communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 namespace dtc::rt {
 
@@ -140,7 +143,13 @@ public:
   int size() const override { return 1; }
   int rank() const override { return 0; }
   void broadcast(void *, size_t, int) override {}
-  std::vector<std::string> gather(const std::string &mine, int) override { return {mine}; }
+  // A group of one has no peer to talk to; the runtime never sends to itself.
+  void send(const void *, size_t, int) override {
+    throw Error("internal error: send on a one-rank communicator");
+  }
+  void recv(void *, size_t, int) override {
+    throw Error("internal error: recv on a one-rank communicator");
+  }
   void barrier() override {}
 
 protected:
@@ -158,6 +167,7 @@ public:
     return std::make_unique<SelfComm>();
   }
   int ranksOnNode() const override { return 1; }
+  void setTimeout(double) override {} // nothing ever waits
 
 private:
   SelfComm comm_;
@@ -178,23 +188,54 @@ struct Group {
   std::vector<void *> out;
   std::vector<size_t> sizes; // sendRecv: bytes each member sends
   std::vector<int> dsts;     // sendRecv: to which member
-  std::vector<const std::string *> strs;
   std::vector<std::pair<int, int>> splitArgs; // world group only: (color, key)
 };
 } // namespace
 
 struct ThreadWorld::Shared {
   int n = 0;
+  double timeoutSeconds = 0;
   std::mutex mu;
   std::condition_variable cv;
   bool aborted = false;
   std::string why;
   std::shared_ptr<Group> worldGroup;
   std::map<std::pair<uint64_t, int>, std::shared_ptr<Group>> groups;
+  /// Point-to-point rendezvous per (group, from, to).
+  struct Mail {
+    const void *data = nullptr;
+    size_t bytes = 0;
+    bool posted = false, taken = false;
+  };
+  std::map<std::tuple<const Group *, int, int>, Mail> mail;
 
-  void barrier(Group &g) {
+  /// Waits (lock held) until `ready`, the world is aborted or the timeout
+  /// passes; the last two throw CommFailure, and a timeout aborts the world
+  /// so that every other waiting rank leaves too.
+  template <class Pred>
+  void waitFor(std::unique_lock<std::mutex> &lock, Pred ready, const char *what) {
+    if (timeoutSeconds <= 0) {
+      cv.wait(lock, [&] { return ready() || aborted; });
+    } else {
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::chrono::duration<double>(timeoutSeconds);
+      if (!cv.wait_until(lock, deadline, [&] { return ready() || aborted; })) {
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%g", timeoutSeconds);
+        const std::string msg = std::string("timed out after ") + secs + " s in " + what +
+                                ": another rank of the group made no progress";
+        aborted = true;
+        why = "another rank failed: " + msg;
+        cv.notify_all();
+        throw CommFailure(msg);
+      }
+    }
+    if (!ready()) throw CommFailure(why);
+  }
+
+  void barrier(Group &g, const char *what) {
     std::unique_lock<std::mutex> lock(mu);
-    if (aborted) throw Error(why);
+    if (aborted) throw CommFailure(why);
     const uint64_t gen = g.generation;
     if (++g.arrived == int(g.members.size())) {
       g.arrived = 0;
@@ -202,8 +243,7 @@ struct ThreadWorld::Shared {
       cv.notify_all();
       return;
     }
-    cv.wait(lock, [&] { return g.generation != gen || aborted; });
-    if (aborted) throw Error(why);
+    waitFor(lock, [&] { return g.generation != gen; }, what);
   }
 };
 
@@ -217,23 +257,38 @@ public:
   int rank() const override { return idx_; }
 
   void broadcast(void *buf, size_t bytes, int root) override {
-    post(buf, buf);
+    post(buf, buf, "broadcast");
     if (idx_ != root) std::memcpy(buf, g_->in[size_t(root)], bytes);
-    s_->barrier(*g_);
+    s_->barrier(*g_, "broadcast");
   }
-  std::vector<std::string> gather(const std::string &mine, int root) override {
-    {
-      std::lock_guard<std::mutex> lock(s_->mu);
-      g_->strs[size_t(idx_)] = &mine;
-    }
-    s_->barrier(*g_);
-    std::vector<std::string> r;
-    if (idx_ == root)
-      for (const std::string *p : g_->strs) r.push_back(*p);
-    s_->barrier(*g_);
-    return r;
+  void send(const void *buf, size_t bytes, int dest) override {
+    std::unique_lock<std::mutex> lock(s_->mu);
+    if (s_->aborted) throw CommFailure(s_->why);
+    ThreadWorld::Shared::Mail &m = s_->mail[{g_.get(), idx_, dest}];
+    s_->waitFor(lock, [&] { return !m.posted; }, "send");
+    m.data = buf;
+    m.bytes = bytes;
+    m.posted = true;
+    m.taken = false;
+    s_->cv.notify_all();
+    s_->waitFor(lock, [&] { return m.taken; }, "send");
+    m.posted = false;
+    s_->cv.notify_all();
   }
-  void barrier() override { s_->barrier(*g_); }
+  void recv(void *buf, size_t bytes, int src) override {
+    std::unique_lock<std::mutex> lock(s_->mu);
+    if (s_->aborted) throw CommFailure(s_->why);
+    ThreadWorld::Shared::Mail &m = s_->mail[{g_.get(), src, idx_}];
+    s_->waitFor(lock, [&] { return m.posted && !m.taken; }, "recv");
+    const bool sizeOk = m.bytes == bytes;
+    if (sizeOk) std::memcpy(buf, m.data, bytes);
+    m.taken = true;
+    s_->cv.notify_all();
+    if (!sizeOk)
+      throw CommFailure("internal error: a message of " + std::to_string(m.bytes) +
+                        " bytes arrived where " + std::to_string(bytes) + " were expected");
+  }
+  void barrier() override { s_->barrier(*g_, "barrier"); }
 
 protected:
   void sendRecv(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
@@ -244,22 +299,22 @@ protected:
       g_->sizes[size_t(idx_)] = sendBytes;
       g_->dsts[size_t(idx_)] = dst;
     }
-    s_->barrier(*g_);
+    s_->barrier(*g_, "an exchange");
     if (g_->dsts[size_t(src)] != idx_ || g_->sizes[size_t(src)] != recvBytes)
-      throw Error("internal error: mismatched sendRecv between group members " +
-                  std::to_string(src) + " and " + std::to_string(idx_));
+      throw CommFailure("internal error: mismatched sendRecv between group members " +
+                        std::to_string(src) + " and " + std::to_string(idx_));
     std::memcpy(recv, g_->in[size_t(src)], recvBytes);
-    s_->barrier(*g_);
+    s_->barrier(*g_, "an exchange");
   }
 
 private:
-  void post(const void *in, void *out) {
+  void post(const void *in, void *out, const char *what) {
     {
       std::lock_guard<std::mutex> lock(s_->mu);
       g_->in[size_t(idx_)] = in;
       g_->out[size_t(idx_)] = out;
     }
-    s_->barrier(*g_);
+    s_->barrier(*g_, what);
   }
   std::shared_ptr<ThreadWorld::Shared> s_;
   std::shared_ptr<Group> g_;
@@ -273,7 +328,6 @@ std::shared_ptr<Group> makeGroup(std::vector<int> members) {
   g->out.assign(g->members.size(), nullptr);
   g->sizes.assign(g->members.size(), 0);
   g->dsts.assign(g->members.size(), -1);
-  g->strs.assign(g->members.size(), nullptr);
   g->splitArgs.assign(g->members.size(), {0, 0});
   return g;
 }
@@ -291,7 +345,7 @@ public:
       std::lock_guard<std::mutex> lock(s_->mu);
       wg.splitArgs[size_t(rank_)] = {color, key};
     }
-    s_->barrier(wg);
+    s_->barrier(wg, "communicator split");
     std::vector<std::pair<int, int>> mates; // (key, world rank)
     for (int r = 0; r < s_->n; ++r)
       if (wg.splitArgs[size_t(r)].first == color)
@@ -311,10 +365,14 @@ public:
       g = slot;
     }
     ++splitSeq_;
-    s_->barrier(wg);
+    s_->barrier(wg, "communicator split");
     return std::make_unique<ThreadComm>(s_, g, idx);
   }
   int ranksOnNode() const override { return s_->n; }
+  void setTimeout(double seconds) override {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->timeoutSeconds = seconds;
+  }
 
 private:
   std::shared_ptr<ThreadWorld::Shared> s_;
@@ -325,8 +383,10 @@ private:
 
 } // namespace
 
-ThreadWorld::ThreadWorld(int ranks) : shared_(std::make_shared<Shared>()) {
+ThreadWorld::ThreadWorld(int ranks, double timeoutSeconds)
+    : shared_(std::make_shared<Shared>()) {
   shared_->n = ranks;
+  shared_->timeoutSeconds = timeoutSeconds;
   std::vector<int> all;
   for (int r = 0; r < ranks; ++r) all.push_back(r);
   shared_->worldGroup = makeGroup(all);
@@ -347,13 +407,23 @@ void ThreadWorld::abort(const std::string &why) {
 
 // ---- error agreement ---------------------------------------------------------------
 
-void agree(World &w, const std::string &localError) {
+void agree(World &w, const std::string &localError, int *stop) {
   if (w.size() == 1) {
     if (!localError.empty()) throw AgreedError(localError, 0);
     return;
   }
-  int32_t mine = localError.empty() ? INT32_MAX : int32_t(w.rank()), first = 0;
-  w.world().allReduce(&mine, &first, 1, DType::I32, ReduceOp::Min);
+  // One all-reduce (min) for both: the lowest failing rank, and the
+  // largest pending signal as its negation.
+  int32_t mine[2] = {localError.empty() ? INT32_MAX : int32_t(w.rank()),
+                     stop ? -int32_t(*stop) : 0};
+  int32_t agreed[2] = {0, 0};
+  try {
+    w.world().allReduce(mine, agreed, 2, DType::I32, ReduceOp::Min);
+  } catch (const CommFailure &e) {
+    throw CommFailure(std::string("while the ranks compared how it went: ") + e.what());
+  }
+  if (stop) *stop = -agreed[1];
+  const int32_t first = agreed[0];
   if (first == INT32_MAX) return;
   std::string msg = w.rank() == first ? localError : std::string();
   uint64_t len = msg.size();

@@ -1,5 +1,6 @@
 //===- Executor.cpp - run one rank's program -------------------------------===//
 #include "dtc/runtime/Executor.h"
+#include "dtc/runtime/Progress.h"
 #include "dtc/runtime/Random.h"
 
 #include <cstdlib>
@@ -38,12 +39,27 @@ struct RankExecutor::Prepared {
   // collectives
   Communicator *comm = nullptr;
   uint64_t dataBytes = 0;
+  std::string where; ///< "all_reduce on communicator 'dp' (ranks 0, 1) of f32[8, 4]"
   // shard_offset: this rank's value, from its mesh coordinates
   bool isShardOffset = false;
   int64_t shardOffset = 0;
 };
 
 namespace {
+/// "ranks 0, 1, 2" (the first few of a large group, and how many).
+std::string groupRanks(const Artifact &a, const CommDecl &c, const std::vector<int64_t> &coords) {
+  const int64_t color = a.mesh.groupColor(coords, c.meshAxes);
+  std::string s;
+  int64_t n = 0;
+  for (int64_t r = 0; r < a.devices; ++r) {
+    if (a.mesh.groupColor(a.mesh.coords(r), c.meshAxes) != color) continue;
+    if (n < 8) s += (n ? ", " : "") + std::to_string(r);
+    ++n;
+  }
+  if (n > 8) s += ", ... (" + std::to_string(n) + " ranks)";
+  return "rank" + std::string(n == 1 ? " " : "s ") + s;
+}
+
 /// Bytes of packing an axis-wise collective needs beyond its buffers.
 size_t stagingFor(const InstrDecl &ins, const kernels::TensorArg &in,
                   const kernels::TensorArg &out) {
@@ -101,9 +117,16 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
   prog_ = a.programOf(rank_);
   coords_ = a.mesh.coords(rank_);
   // Collective: every rank creates every communicator, in artifact order.
-  for (const CommDecl &c : a.comms)
-    comms_.push_back(world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
-                                 int(a.mesh.groupIndex(coords_, c.meshAxes))));
+  for (const CommDecl &c : a.comms) {
+    try {
+      comms_.push_back(world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
+                                   int(a.mesh.groupIndex(coords_, c.meshAxes))));
+    } catch (const CommFailure &e) {
+      throw CommFailure(a.label + ": creating communicator '" + c.name + "' (" +
+                        std::to_string(comms_.size() + 1) + " of the artifact's " +
+                        std::to_string(a.comms.size()) + "): " + e.what());
+    }
+  }
 
   if (backend == "cuda")
     throw Error("this build of dtc has no CUDA backend yet; use --backend cpu");
@@ -125,6 +148,7 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     return t;
   };
   stats_.perStepByComm.assign(a.comms.size(), {});
+  std::vector<std::string> groupNames(a.comms.size());
   for (const InstrDecl &ins : p.instructions) {
     Prepared pr;
     pr.decl = &ins;
@@ -137,6 +161,11 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
                      outB = p.buffers[size_t(ins.out[0])].bytes();
       pr.dataBytes = inB > outB ? inB : outB;
       stagingSize_ = std::max(stagingSize_, stagingFor(ins, pr.args.in[0], pr.args.out[0]));
+      const BufferDecl &inBuf = p.buffers[size_t(ins.in[0])];
+      std::string &members = groupNames[size_t(ins.comm)];
+      if (members.empty()) members = groupRanks(a, a.comms[size_t(ins.comm)], coords_);
+      pr.where = ins.op + " on communicator '" + a.comms[size_t(ins.comm)].name + "' (" +
+                 members + ") of " + dtypeName(inBuf.dtype) + shapeStr(inBuf.shape);
     } else if (ins.op == "shard_offset") {
       // The rank's index over grid_axes times piece_size (docs/kernels.md).
       std::vector<int> axes;
@@ -351,6 +380,7 @@ std::string RankExecutor::run() {
   for (auto &kind : stats_.perStep) kind = {};
   for (size_t i = 0; i < instrs_.size(); ++i) {
     Prepared &pr = instrs_[i];
+    progress::setInstruction(int64_t(i));
     try {
       auto start = std::chrono::steady_clock::now();
       if (pr.fn) {
@@ -378,12 +408,17 @@ std::string RankExecutor::run() {
         pr.shapeStats->seconds += seconds;
         pr.shapeStats->flops += pr.flops;
       }
+    } catch (const CommFailure &e) {
+      // The ranks cannot stay matched any more: stop here.
+      throw CommFailure("program '" + p.name + "' instruction " + std::to_string(i) + " (" +
+                        pr.where + "): " + e.what());
     } catch (const std::exception &e) {
       if (first.empty())
         first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
                 pr.decl->op + "): " + e.what();
     }
   }
+  progress::setInstruction(-1);
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
     stats_.collectives[k].bytes += stats_.perStep[k].bytes;

@@ -69,7 +69,7 @@ std::unique_ptr<LocalRunner::Impl> build(std::unique_ptr<Artifact> a,
   impl->artifact = std::move(a);
   const int n = impl->ranks();
   if (n == 1) impl->single = makeLocalWorld();
-  else impl->threads = std::make_unique<ThreadWorld>(n);
+  else impl->threads = std::make_unique<ThreadWorld>(n, opts.timeoutSeconds);
   impl->execs.resize(size_t(n));
   std::string err = impl->forRanks([&](int r) {
     impl->execs[size_t(r)] =

@@ -1,18 +1,166 @@
 //===- MpiWorld.cpp ------------------------------------------------------------===//
+//
+// Every communication is non-blocking and polled against the world's
+// timeout (MPI_I* + MPI_Test with a growing sleep, so a waiting rank does
+// not spin on a core). The few calls MPI offers only blocking (creating and
+// freeing communicators) run under a watchdog thread that ends the process
+// with a message when they outlive the timeout. Errors come back as values
+// (MPI_ERRORS_RETURN) and are thrown as CommFailure with MPI's own text.
+//
+//===----------------------------------------------------------------------===//
 #include "dtc/runtime/MpiWorld.h"
+#include "dtc/runtime/Progress.h"
 
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <thread>
+#include <time.h>
+#include <unistd.h>
 
 namespace dtc::rt {
 namespace {
 
+std::string mpiErrorText(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(text, size_t(len));
+}
+
+void check(int rc, const char *call) {
+  if (rc != MPI_SUCCESS) throw CommFailure(std::string(call) + " failed: " + mpiErrorText(rc));
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+/// Shared by the world and its communicators.
+struct Settings {
+  double timeoutSeconds = 0;
+};
+
+/// Ends the process when a blocking MPI call outlives the timeout: there is
+/// no other way out of it.
+class Watchdog {
+public:
+  static Watchdog &instance() {
+    static Watchdog *w = new Watchdog(); // never destroyed: outlives main's exit
+    return *w;
+  }
+  void arm(double timeoutSeconds, const std::string &what) {
+    if (timeoutSeconds <= 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    what_ = what;
+    limit_ = timeoutSeconds;
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(timeoutSeconds));
+    armed_ = true;
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    cv_.notify_all();
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = false;
+  }
+
+private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      if (!armed_) {
+        cv_.wait(lock);
+        continue;
+      }
+      if (cv_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
+          std::chrono::steady_clock::now() >= deadline_) {
+        const std::string msg = "timed out after " + seconds(limit_) + " s in " + what_ +
+                                ": another rank made no progress (see --timeout)";
+        if (!progress::reportFailure(msg)) {
+          std::fprintf(stderr, "dtc-run: error: %s\n", msg.c_str());
+          std::fflush(stderr);
+        }
+        std::fflush(stdout);
+        ::_exit(1);
+      }
+    }
+  }
+  Watchdog() = default;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+  bool armed_ = false;
+  double limit_ = 0;
+  std::string what_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+class WatchdogScope {
+public:
+  WatchdogScope(const Settings &s, const std::string &what) {
+    Watchdog::instance().arm(s.timeoutSeconds, what);
+  }
+  ~WatchdogScope() { Watchdog::instance().disarm(); }
+};
+
+/// Polls `reqs` until all complete; throws CommFailure at the timeout. The
+/// first tests are back to back (most operations finish within
+/// microseconds); after that the rank sleeps between tests, up to 0.5 ms,
+/// so that a rank waiting for a slow or stopped peer costs almost no CPU.
+void waitFor(MPI_Request *reqs, int n, const Settings &s, const char *what) {
+  int done = 0;
+  check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
+  if (done) return;
+  progress::setState(progress::State::Waiting);
+  const int64_t start = progress::nowNs();
+  const int64_t limitNs =
+      s.timeoutSeconds > 0 ? int64_t(s.timeoutSeconds * 1e9) : INT64_MAX;
+  long sleepNs = 0;
+  // Time this rank itself did not run (stopped, or starved of CPU): a long
+  // gap between two polls that were a few microseconds apart.
+  int64_t lastPoll = start, stalledNs = 0;
+  for (int polls = 0;; ++polls) {
+    check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
+    if (done) break;
+    const int64_t now = progress::nowNs();
+    if (now - lastPoll > int64_t(5e8)) stalledNs += now - lastPoll;
+    lastPoll = now;
+    if (now - start >= limitNs) {
+      if (stalledNs * 2 >= now - start)
+        throw CommFailure("timed out after " + seconds(s.timeoutSeconds) + " s in " + what +
+                          ", but this rank itself was not running for " +
+                          seconds(std::round(double(stalledNs) / 1e8) / 10) +
+                          " s of it (stopped: SIGSTOP or a debugger?)");
+      throw CommFailure("timed out after " + seconds(s.timeoutSeconds) + " s in " + what +
+                        ": another rank of the group made no progress (see --timeout)");
+    }
+    if (polls < 200) continue;
+    sleepNs = sleepNs == 0 ? 2000 : std::min(sleepNs * 2, 500000L);
+    timespec ts{0, sleepNs};
+    ::nanosleep(&ts, nullptr);
+    if ((polls & 63) == 0) progress::heartbeat();
+  }
+  progress::setState(progress::State::Computing);
+}
+
+void waitFor(MPI_Request &req, const Settings &s, const char *what) {
+  waitFor(&req, 1, s, what);
+}
+
 class MpiComm final : public Communicator {
 public:
-  explicit MpiComm(MPI_Comm c) : c_(c) {
+  MpiComm(MPI_Comm c, std::shared_ptr<Settings> s) : c_(c), s_(std::move(s)) {
     MPI_Comm_size(c_, &size_);
     MPI_Comm_rank(c_, &rank_);
   }
@@ -27,79 +175,90 @@ public:
   void broadcast(void *buf, size_t bytes, int root) override {
     char *p = static_cast<char *>(buf);
     while (bytes > 0) {
-      const size_t chunk = bytes < (size_t(1) << 30) ? bytes : (size_t(1) << 30);
-      MPI_Bcast(p, int(chunk), MPI_BYTE, root, c_);
+      const size_t chunk = bytes < kChunk ? bytes : kChunk;
+      MPI_Request r;
+      check(MPI_Ibcast(p, int(chunk), MPI_BYTE, root, c_, &r), "MPI_Ibcast");
+      waitFor(r, *s_, "a broadcast");
       p += chunk;
       bytes -= chunk;
     }
   }
-  std::vector<std::string> gather(const std::string &mine, int root) override {
-    uint64_t len = mine.size();
-    std::vector<uint64_t> lens(rank_ == root ? size_t(size_) : 0);
-    MPI_Gather(&len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, root, c_);
-    constexpr size_t kChunk = size_t(1) << 30;
-    std::vector<std::string> out;
-    if (rank_ == root) {
-      out.resize(size_t(size_));
-      for (int r = 0; r < size_; ++r) {
-        if (r == root) {
-          out[size_t(r)] = mine;
-          continue;
-        }
-        out[size_t(r)].resize(size_t(lens[size_t(r)]));
-        for (size_t off = 0; off < out[size_t(r)].size(); off += kChunk) {
-          const size_t n = std::min(kChunk, out[size_t(r)].size() - off);
-          MPI_Recv(out[size_t(r)].data() + off, int(n), MPI_BYTE, r, 77, c_, MPI_STATUS_IGNORE);
-        }
-      }
-    } else {
-      for (size_t off = 0; off < mine.size(); off += kChunk) {
-        const size_t n = std::min(kChunk, mine.size() - off);
-        MPI_Send(mine.data() + off, int(n), MPI_BYTE, root, 77, c_);
-      }
-    }
-    return out;
+  void send(const void *buf, size_t bytes, int dest) override {
+    const char *p = static_cast<const char *>(buf);
+    do {
+      const size_t chunk = bytes < kChunk ? bytes : kChunk;
+      MPI_Request r;
+      check(MPI_Isend(p, int(chunk), MPI_BYTE, dest, kTag, c_, &r), "MPI_Isend");
+      waitFor(r, *s_, "a send");
+      p += chunk;
+      bytes -= chunk;
+    } while (bytes > 0);
   }
-  void barrier() override { MPI_Barrier(c_); }
+  void recv(void *buf, size_t bytes, int src) override {
+    char *p = static_cast<char *>(buf);
+    do {
+      const size_t chunk = bytes < kChunk ? bytes : kChunk;
+      MPI_Request r;
+      check(MPI_Irecv(p, int(chunk), MPI_BYTE, src, kTag, c_, &r), "MPI_Irecv");
+      waitFor(r, *s_, "a receive");
+      p += chunk;
+      bytes -= chunk;
+    } while (bytes > 0);
+  }
+  void barrier() override {
+    MPI_Request r;
+    check(MPI_Ibarrier(c_, &r), "MPI_Ibarrier");
+    waitFor(r, *s_, "a barrier");
+  }
+
+  MPI_Comm handle() const { return c_; }
 
 protected:
   void sendRecv(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
                 int src) override {
     // In pieces under MPI's int count; each direction is cut on its own
     // (messages between two ranks on one tag arrive in order).
-    constexpr size_t kChunk = size_t(1) << 30;
     std::vector<MPI_Request> requests;
     char *in = static_cast<char *>(recv);
     for (size_t done = 0; done < recvBytes || (done == 0 && recvBytes == 0); done += kChunk) {
       requests.emplace_back();
-      MPI_Irecv(in + done, int(std::min(kChunk, recvBytes - done)), MPI_BYTE, src, kDataTag,
-                c_, &requests.back());
+      check(MPI_Irecv(in + done, int(std::min(kChunk, recvBytes - done)), MPI_BYTE, src,
+                      kDataTag, c_, &requests.back()),
+            "MPI_Irecv");
       if (recvBytes == 0) break;
     }
     const char *out = static_cast<const char *>(send);
     for (size_t done = 0; done < sendBytes || (done == 0 && sendBytes == 0); done += kChunk) {
       requests.emplace_back();
-      MPI_Isend(out + done, int(std::min(kChunk, sendBytes - done)), MPI_BYTE, dst, kDataTag,
-                c_, &requests.back());
+      check(MPI_Isend(out + done, int(std::min(kChunk, sendBytes - done)), MPI_BYTE, dst,
+                      kDataTag, c_, &requests.back()),
+            "MPI_Isend");
       if (sendBytes == 0) break;
     }
-    MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    const std::string what = "an exchange (sending to member " + std::to_string(dst) +
+                             ", receiving from member " + std::to_string(src) + ")";
+    waitFor(requests.data(), int(requests.size()), *s_, what.c_str());
   }
 
 private:
-  static constexpr int kDataTag = 78;
+  static constexpr size_t kChunk = size_t(1) << 30;
+  static constexpr int kTag = 77, kDataTag = 78;
   MPI_Comm c_;
+  std::shared_ptr<Settings> s_;
   int size_ = 1, rank_ = 0;
 };
 
 class MpiWorld final : public World {
 public:
-  MpiWorld() {
+  MpiWorld() : s_(std::make_shared<Settings>()) {
+    // Errors come back as codes: nothing aborts the job without a message.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm dup;
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    world_ = std::make_unique<MpiComm>(dup);
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");
+    world_ = std::make_unique<MpiComm>(dup, s_);
     MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+          "MPI_Comm_split_type");
     MPI_Comm_size(node, &onNode_);
     MPI_Comm_free(&node);
   }
@@ -107,19 +266,46 @@ public:
   int size() const override { return world_->size(); }
   Communicator &world() override { return *world_; }
   std::unique_ptr<Communicator> split(int color, int key) override {
+    // MPI_Comm_split blocks: meet in a polled barrier first (a rank that
+    // never comes is a timeout with a message), then split under the
+    // watchdog.
+    world_->barrier();
     MPI_Comm c;
-    MPI_Comm_split(MPI_COMM_WORLD, color, key, &c);
-    return std::make_unique<MpiComm>(c);
+    int rc;
+    {
+      WatchdogScope watch(*s_, "creating a communicator (MPI_Comm_split)");
+      rc = MPI_Comm_split(MPI_COMM_WORLD, color, key, &c);
+    }
+    if (rc != MPI_SUCCESS)
+      throw CommFailure("MPI_Comm_split failed after this rank had created " +
+                        std::to_string(created_) + " communicators: " + mpiErrorText(rc) +
+                        (created_ >= 60000
+                             ? " (likely the MPI library's limit on communicators per "
+                               "process: 65536 in Open MPI, some of them its own)"
+                             : ""));
+    ++created_;
+    return std::make_unique<MpiComm>(c, s_);
   }
   int ranksOnNode() const override { return onNode_; }
+  void setTimeout(double seconds) override { s_->timeoutSeconds = seconds; }
 
 private:
+  std::shared_ptr<Settings> s_;
   std::unique_ptr<MpiComm> world_;
   int onNode_ = 1;
+  int64_t created_ = 0;
 };
 
 } // namespace
 
 std::unique_ptr<World> makeMpiWorld() { return std::make_unique<MpiWorld>(); }
+
+void runBlockingMpiCall(double timeoutSeconds, const std::string &what,
+                        const std::function<void()> &call) {
+  Settings s;
+  s.timeoutSeconds = timeoutSeconds;
+  WatchdogScope watch(s, what);
+  call();
+}
 
 } // namespace dtc::rt

@@ -1,15 +1,14 @@
 //===- Safetensors.cpp -------------------------------------------------------===//
 #include "dtc/runtime/Safetensors.h"
 #include "dtc/runtime/ArtifactFormat.h"
-#include "dtc/runtime/AtomicFile.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +23,62 @@ const char *safetensorsDtype(DType d) {
   case DType::I64: return "I64";
   }
   return "?";
+}
+
+// ---- CRC-32C ------------------------------------------------------------------------
+
+namespace {
+struct Crc32cTable {
+  uint32_t t[256];
+  Crc32cTable() {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1u)));
+      t[i] = c;
+    }
+  }
+};
+
+uint32_t crc32cPortable(uint32_t crc, const uint8_t *p, size_t n) {
+  static const Crc32cTable table;
+  uint32_t c = ~crc;
+  while (n--) c = table.t[(c ^ *p++) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+#if defined(__x86_64__)
+// The SSE4.2 instruction computes exactly this polynomial, 8 bytes a cycle.
+__attribute__((target("sse4.2"))) uint32_t crc32cSse42(uint32_t crc, const uint8_t *p,
+                                                        size_t n) {
+  uint64_t c = ~crc;
+  while (n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
+    c = __builtin_ia32_crc32qi(uint32_t(c), *p++);
+    --n;
+  }
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = __builtin_ia32_crc32di(c, v);
+  }
+  while (n--) c = __builtin_ia32_crc32qi(uint32_t(c), *p++);
+  return ~uint32_t(c);
+}
+#endif
+} // namespace
+
+uint32_t crc32c(uint32_t crc, const void *data, size_t size) {
+  const uint8_t *p = static_cast<const uint8_t *>(data);
+#if defined(__x86_64__)
+  static const bool hardware = __builtin_cpu_supports("sse4.2");
+  if (hardware) return crc32cSse42(crc, p, size);
+#endif
+  return crc32cPortable(crc, p, size);
+}
+
+static std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
 }
 
 static bool knownDtype(const std::string &s, size_t &bytes) {
@@ -41,36 +96,29 @@ static bool knownDtype(const std::string &s, size_t &bytes) {
 
 SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
   auto fail = [&](const std::string &msg) -> void { throw Error(path_ + ": " + msg); };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("not a regular file");
-  }
-  size_ = size_t(st.st_size);
-  if (size_ > 0) {
-    void *m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      ::close(fd);
-      fail(std::string("cannot map: ") + std::strerror(errno));
-    }
-    base_ = static_cast<const char *>(m);
-  }
-  ::close(fd);
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) fail(std::string("cannot open: ") + std::strerror(errno));
   try {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) fail(std::string("cannot read: ") + std::strerror(errno));
+    if (!S_ISREG(st.st_mode))
+      fail("not a regular file (a device, FIFO or directory cannot be a checkpoint)");
+    size_ = uint64_t(st.st_size);
     if (size_ < 8) fail("not a safetensors file (shorter than its 8-byte header length)");
+    unsigned char len[8];
+    readAt(0, len, 8);
     uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(base_[i]);
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
     if (n > size_ - 8)
       fail("not a safetensors file or truncated (header length " + std::to_string(n) +
            " exceeds the file size " + std::to_string(size_) + ")");
     if (n > (uint64_t(100) << 20)) fail("header larger than 100 MB");
-    dataStart_ = size_t(8 + n);
+    dataStart_ = 8 + n;
+    std::string text(size_t(n), '\0');
+    readAt(8, text.data(), text.size());
     json h;
     std::string err;
-    if (!parseJsonText(std::string_view(base_ + 8, size_t(n)), h, err))
-      fail("bad safetensors header (" + err + ")");
+    if (!parseJsonText(text, h, err)) fail("bad safetensors header (" + err + ")");
     if (!h.is_object()) fail("bad safetensors header (not a JSON object)");
     const uint64_t dataSize = size_ - dataStart_;
     for (auto it = h.begin(); it != h.end(); ++it) {
@@ -135,15 +183,22 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
     if (pos != dataSize)
       fail("the data section has " + std::to_string(dataSize - pos) +
            " unexpected bytes after the last tensor");
+    if (auto c = meta_.find(kDataChecksumKey); c != meta_.end()) {
+      bool hex = c->second.size() == 8;
+      for (char ch : c->second) hex = hex && ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'));
+      if (!hex)
+        fail(std::string("metadata ") + kDataChecksumKey + " = \"" + c->second +
+             "\" is not 8 lowercase hex digits");
+    }
   } catch (...) {
-    if (base_) ::munmap(const_cast<char *>(base_), size_);
-    base_ = nullptr;
+    ::close(fd_);
+    fd_ = -1;
     throw;
   }
 }
 
 SafetensorsReader::~SafetensorsReader() {
-  if (base_) ::munmap(const_cast<char *>(base_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 const SafetensorsEntry *SafetensorsReader::find(const std::string &name) const {
@@ -152,50 +207,138 @@ const SafetensorsEntry *SafetensorsReader::find(const std::string &name) const {
   return nullptr;
 }
 
-void writeSafetensors(const std::string &path, const std::vector<SafetensorsTensor> &tensors,
-                      const std::map<std::string, std::string> &metadata) {
+void SafetensorsReader::readAt(uint64_t offset, void *dst, size_t size) const {
+  char *p = static_cast<char *>(dst);
+  while (size > 0) {
+    ssize_t n = ::pread(fd_, p, size, off_t(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw Error(path_ + ": read failed at byte " + std::to_string(offset) + ": " +
+                  std::strerror(errno));
+    if (n == 0)
+      throw Error(path_ + ": the file shrank while it was read (it had " +
+                  std::to_string(size_) + " bytes; nothing at byte " + std::to_string(offset) +
+                  " now)");
+    p += n;
+    size -= size_t(n);
+    offset += uint64_t(n);
+  }
+}
+
+void SafetensorsReader::read(const SafetensorsEntry &e, uint64_t offset, void *dst,
+                             size_t size) const {
+  if (offset > e.end - e.begin || size > e.end - e.begin - offset)
+    throw Error(path_ + ": internal error: read past tensor '" + e.name + "'");
+  readAt(dataStart_ + e.begin + offset, dst, size);
+}
+
+uint32_t SafetensorsReader::dataCrc(uint64_t offset, uint64_t size, uint32_t crc) const {
+  std::vector<char> buf(size_t(std::min<uint64_t>(size, uint64_t(4) << 20)));
+  for (uint64_t pos = dataStart_ + offset, end = pos + size; pos < end;) {
+    const size_t n = size_t(std::min<uint64_t>(buf.size(), end - pos));
+    readAt(pos, buf.data(), n);
+    crc = crc32c(crc, buf.data(), n);
+    pos += n;
+  }
+  return crc;
+}
+
+void SafetensorsReader::checkChecksum(uint32_t crc) const {
+  const std::string &want = meta_.at(kDataChecksumKey);
+  if (hex32(crc) != want)
+    throw Error(path_ + ": data checksum mismatch (" + kDataChecksumKey + " is " + want +
+                ", the data section hashes to " + hex32(crc) + "): the file is corrupted");
+}
+
+bool SafetensorsReader::verifyChecksum() const {
+  if (!hasChecksum()) return false;
+  checkChecksum(dataCrc(0, dataBytes(), 0));
+  return true;
+}
+
+// ---- writing -----------------------------------------------------------------------------
+
+SafetensorsWriter::SafetensorsWriter(const std::string &path,
+                                     std::vector<SafetensorsTensorInfo> tensors,
+                                     std::map<std::string, std::string> metadata)
+    : path_(path) {
+  std::string err;
+  if (!out_.open(path, err)) fail(err);
+  const std::string placeholder = "00000000";
+  if (out_.seekable()) metadata[kDataChecksumKey] = placeholder;
   // Header: keep the tensors in the given order (nlohmann's object sorts
   // keys, so the header text is assembled by hand).
   std::string header = "{";
   auto quote = [](const std::string &s) {
     return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
   };
+  size_t checksumAt = 0;
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
     bool first = true;
     for (const auto &kv : metadata) {
-      header += (first ? "" : ",") + quote(kv.first) + ":" + quote(kv.second);
+      header += (first ? "" : ",") + quote(kv.first) + ":";
+      if (kv.first == kDataChecksumKey && out_.seekable()) checksumAt = header.size() + 1;
+      header += quote(kv.second);
       first = false;
     }
     header += "}";
   }
-  uint64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const SafetensorsTensor &t = tensors[i];
-    const uint64_t bytes = uint64_t(numel(t.shape)) * dtypeSize(t.dtype);
+    const SafetensorsTensorInfo &t = tensors[i];
     if (!metadata.empty() || i > 0) header += ",";
     header += quote(t.name) + ":{\"dtype\":\"" + safetensorsDtype(t.dtype) + "\",\"shape\":[";
     for (size_t d = 0; d < t.shape.size(); ++d)
       header += (d ? "," : "") + std::to_string(t.shape[d]);
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(offset + bytes) + "]}";
-    offset += bytes;
+    header += "],\"data_offsets\":[" + std::to_string(dataBytes_) + "," +
+              std::to_string(dataBytes_ + t.bytes()) + "]}";
+    dataBytes_ += t.bytes();
   }
   header += "}";
   while ((8 + header.size()) % 8 != 0) header += ' ';
+  if (checksumAt) checksumOffset_ = 8 + checksumAt;
   char len[8];
-  uint64_t n = header.size();
+  const uint64_t n = header.size();
   for (int i = 0; i < 8; ++i) len[i] = char((n >> (8 * i)) & 0xff);
+  if (!out_.write(len, 8, err) || !out_.write(header.data(), header.size(), err)) fail(err);
+}
 
-  AtomicFileWriter w;
+void SafetensorsWriter::write(const void *data, size_t bytes) {
+  if (bytes > dataBytes_ - written_)
+    fail("internal error: more data than the header announces");
   std::string err;
-  bool ok = w.open(path, err) && w.write(len, 8, err) &&
-            w.write(header.data(), header.size(), err);
-  for (size_t i = 0; ok && i < tensors.size(); ++i)
-    ok = w.write(tensors[i].data,
-                 size_t(numel(tensors[i].shape)) * dtypeSize(tensors[i].dtype), err);
-  ok = ok && w.commit(err);
-  if (!ok) throw Error(path + ": cannot write: " + err);
+  if (!out_.write(data, bytes, err)) fail(err);
+  if (checksumOffset_) crc_ = crc32c(crc_, data, bytes);
+  written_ += bytes;
+}
+
+void SafetensorsWriter::commit() {
+  if (written_ != dataBytes_)
+    fail("internal error: " + std::to_string(written_) + " of " + std::to_string(dataBytes_) +
+         " data bytes written");
+  std::string err;
+  if (checksumOffset_) {
+    const std::string digits = hex32(crc_);
+    if (!out_.writeAt(checksumOffset_, digits.data(), digits.size(), err)) fail(err);
+  }
+  if (!out_.commit(err)) fail(err);
+}
+
+SafetensorsWriter::~SafetensorsWriter() = default;
+
+void SafetensorsWriter::fail(const std::string &why) {
+  out_.abort();
+  throw Error(path_ + ": cannot write: " + why);
+}
+
+void writeSafetensors(const std::string &path, const std::vector<SafetensorsTensor> &tensors,
+                      const std::map<std::string, std::string> &metadata) {
+  std::vector<SafetensorsTensorInfo> infos;
+  for (const SafetensorsTensor &t : tensors) infos.push_back({t.name, t.dtype, t.shape});
+  SafetensorsWriter w(path, infos, metadata);
+  for (const SafetensorsTensor &t : tensors)
+    w.write(t.data, size_t(infos[size_t(&t - tensors.data())].bytes()));
+  w.commit();
 }
 
 } // namespace dtc::rt

@@ -1,10 +1,10 @@
 //===- TokenData.cpp ---------------------------------------------------------===//
 #include "dtc/runtime/TokenData.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,52 +45,84 @@ TokenBinding bindTokenInputs(const Artifact &a) {
 }
 
 TokenFile::TokenFile(const std::string &path, TokenDType dtype) : path_(path), dtype_(dtype) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(path + ": not a regular file");
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw Error(path + ": not a regular file (a device or FIFO cannot be a token file)");
   }
-  bytes_ = size_t(st.st_size);
-  const size_t w = dtype == TokenDType::U16 ? 2 : 4;
-  if (bytes_ % w != 0) {
-    ::close(fd);
-    throw Error(path + ": size " + std::to_string(bytes_) + " bytes is not a multiple of " +
+  const uint64_t bytes = uint64_t(st.st_size);
+  const uint64_t w = dtype == TokenDType::U16 ? 2 : 4;
+  if (bytes % w != 0) {
+    ::close(fd_);
+    throw Error(path + ": size " + std::to_string(bytes) + " bytes is not a multiple of " +
                 std::to_string(w) + " (--data-dtype " +
                 (dtype == TokenDType::U16 ? "uint16" : "uint32") + ")");
   }
-  n_ = int64_t(bytes_ / w);
-  if (bytes_ > 0) {
-    void *m = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      ::close(fd);
-      throw Error(path + ": cannot map: " + std::strerror(errno));
-    }
-    base_ = static_cast<const char *>(m);
+  n_ = int64_t(bytes / w);
+}
+
+TokenFile::~TokenFile() { ::close(fd_); }
+
+void TokenFile::read(int64_t first, int64_t count, uint32_t *out) const {
+  const size_t w = dtype_ == TokenDType::U16 ? 2 : 4;
+  // Read into the tail of `out` and widen in place, front to back.
+  char *raw = reinterpret_cast<char *>(out) + size_t(count) * (4 - w);
+  size_t want = size_t(count) * w;
+  uint64_t offset = uint64_t(first) * w;
+  char *p = raw;
+  while (want > 0) {
+    ssize_t n = ::pread(fd_, p, want, off_t(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw Error(path_ + ": read failed at byte " + std::to_string(offset) + ": " +
+                  std::strerror(errno));
+    if (n == 0)
+      throw Error(path_ + ": the token file shrank during the run (it had " +
+                  std::to_string(n_) + " tokens; byte " + std::to_string(offset) +
+                  " is gone): do not change a token file while dtc runs on it");
+    p += n;
+    want -= size_t(n);
+    offset += uint64_t(n);
   }
-  ::close(fd);
+  if (w == 4) return;
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t v;
+    std::memcpy(&v, raw + size_t(i) * 2, 2);
+    out[i] = v;
+  }
 }
 
-TokenFile::~TokenFile() {
-  if (base_) ::munmap(const_cast<char *>(base_), bytes_);
-}
-
-void TokenFile::validate(const TokenBinding &b) const {
+void TokenFile::checkSize(const TokenBinding &b) const {
   if (n_ < b.S + 2)
     throw Error(path_ + ": " + std::to_string(n_) + " tokens is too few for one window of " +
                 std::to_string(b.S) + " tokens plus its label (need at least " +
                 std::to_string(b.S + 2) + ")");
+}
+
+void TokenFile::checkTokens(const TokenBinding &b, int64_t first, int64_t count) const {
   const uint64_t bound = uint64_t(b.bound);
   const size_t w = dtype_ == TokenDType::U16 ? 2 : 4;
-  for (int64_t i = 0; i < n_; ++i) {
-    const uint64_t t = at(i);
-    if (t >= bound)
-      throw Error(path_ + ": token " + std::to_string(t) + " at byte offset " +
-                  std::to_string(uint64_t(i) * w) + " (token " + std::to_string(i) +
-                  ") is not below " + std::to_string(bound) + ", the max of input '" +
-                  b.boundInput + "'");
+  std::vector<uint32_t> chunk(size_t(std::min<int64_t>(count, int64_t(1) << 18)));
+  for (int64_t at = first, end = first + count; at < end; at += int64_t(chunk.size())) {
+    const int64_t n = std::min<int64_t>(int64_t(chunk.size()), end - at);
+    read(at, n, chunk.data());
+    for (int64_t j = 0; j < n; ++j) {
+      const uint64_t t = chunk[size_t(j)];
+      const int64_t i = at + j;
+      if (t >= bound)
+        throw Error(path_ + ": token " + std::to_string(t) + " at byte offset " +
+                    std::to_string(uint64_t(i) * w) + " (token " + std::to_string(i) +
+                    ") is not below " + std::to_string(bound) + ", the max of input '" +
+                    b.boundInput + "'");
+    }
   }
+}
+
+void TokenFile::validate(const TokenBinding &b) const {
+  checkSize(b);
+  checkTokens(b, 0, n_);
 }
 
 int64_t windowStart(int64_t step, int64_t row, int64_t B, int64_t S, int64_t n) {
@@ -105,14 +137,21 @@ void fillTokens(const TokenFile &f, const TokenBinding &b, int64_t step, bool la
   const Shape global{b.B, b.S};
   const int64_t n = f.size(), shift = labels ? 1 : 0;
   int64_t cachedRow = -1, start = 0;
+  std::vector<uint32_t> window(size_t(b.S + 1));
   forEachPieceRun(global, piece, [&](int64_t l, int64_t g, int64_t len) {
     for (int64_t i = 0; i < len; ++i) {
       const int64_t r = (g + i) / b.S, s = (g + i) % b.S;
       if (r != cachedRow) {
         cachedRow = r;
         start = windowStart(step, r, b.B, b.S, n);
+        f.read(start, b.S + 1, window.data());
       }
-      const uint64_t tok = f.at(start + s + shift);
+      const uint64_t tok = window[size_t(s + shift)];
+      if (tok >= uint64_t(b.bound))
+        throw Error(f.path() + ": token " + std::to_string(tok) + " (token " +
+                    std::to_string(start + s + shift) + ") is not below " +
+                    std::to_string(b.bound) + ", the max of input '" + b.boundInput +
+                    "': the file changed during the run");
       if (dtype == DType::I32) static_cast<int32_t *>(out)[l + i] = int32_t(tok);
       else static_cast<int64_t *>(out)[l + i] = int64_t(tok);
     }

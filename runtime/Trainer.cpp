@@ -1,13 +1,19 @@
 //===- Trainer.cpp ---------------------------------------------------------------===//
 #include "dtc/runtime/Trainer.h"
 #include "dtc/runtime/ArtifactFormat.h"
-#include "dtc/runtime/AtomicFile.h"
+#include "dtc/runtime/Progress.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 namespace dtc::rt {
 
@@ -19,12 +25,97 @@ std::string jsonNumber(double v) {
   std::snprintf(buf, sizeof buf, "%.8g", v);
   return buf;
 }
+
+bool sameFile(const std::string &a, const std::string &b) {
+  std::string unused;
+  return !checkOutputsDistinct({{"", a}}, {{"", b}}, unused);
+}
 } // namespace
+
+std::string signalName(int sig) {
+  switch (sig) {
+  case SIGHUP: return "SIGHUP";
+  case SIGINT: return "SIGINT";
+  case SIGQUIT: return "SIGQUIT";
+  case SIGILL: return "SIGILL";
+  case SIGTRAP: return "SIGTRAP";
+  case SIGABRT: return "SIGABRT";
+  case SIGBUS: return "SIGBUS";
+  case SIGFPE: return "SIGFPE";
+  case SIGKILL: return "SIGKILL";
+  case SIGUSR1: return "SIGUSR1";
+  case SIGSEGV: return "SIGSEGV";
+  case SIGUSR2: return "SIGUSR2";
+  case SIGPIPE: return "SIGPIPE";
+  case SIGALRM: return "SIGALRM";
+  case SIGTERM: return "SIGTERM";
+  case SIGXCPU: return "SIGXCPU";
+  case SIGXFSZ: return "SIGXFSZ";
+  case SIGSYS: return "SIGSYS";
+  default: return "signal " + std::to_string(sig);
+  }
+}
+
+void checkRunPaths(const TrainOptions &o) {
+  const std::string saveOptim = o.savePath.empty() ? "" : optimizerSidecarPath(o.savePath);
+  const std::string loadOptim = o.loadPath.empty() ? "" : optimizerSidecarPath(o.loadPath);
+  const std::vector<NamedPath> outputs = {
+      {"--log", o.logPath}, {"--stats", o.statsPath}, {"--save", o.savePath},
+      {"--save (its optimizer sidecar)", saveOptim}};
+  std::vector<NamedPath> inputs = {{"the artifact", o.artifactPath}, {"--data", o.dataPath}};
+  // Saving over the checkpoint that was loaded is fine (see Trainer.h).
+  const bool saveOverLoad = !o.savePath.empty() && !o.loadPath.empty() &&
+                            sameFile(o.loadPath, o.savePath);
+  if (!saveOverLoad) {
+    inputs.push_back({"--load", o.loadPath});
+    inputs.push_back({"--load (its optimizer sidecar)", loadOptim});
+  }
+  std::string error;
+  if (!checkOutputsDistinct(inputs, outputs, error)) throw Error(error);
+  if (saveOverLoad &&
+      !checkOutputsDistinct({{"--load", o.loadPath}, {"--load (its optimizer sidecar)", loadOptim}},
+                            {{"--log", o.logPath}, {"--stats", o.statsPath}}, error))
+    throw Error(error);
+}
+
+bool continueLog(const std::string &path, bool resuming, int64_t step) {
+  if (!resuming) return false;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return true;
+  // The last line: read the tail.
+  const off_t size = st.st_size, tail = size < 65536 ? size : 65536;
+  std::string text(size_t(tail), '\0');
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot read the log: " + std::strerror(errno));
+  const ssize_t n = ::pread(fd, text.data(), text.size(), size - tail);
+  ::close(fd);
+  if (n != ssize_t(text.size())) throw Error(path + ": cannot read the log");
+  if (text.back() != '\n')
+    throw Error(path + ": the log's last line is cut off (a run was killed while writing "
+                       "it?); repair the log or use a new --log");
+  const size_t begin = text.rfind('\n', text.size() - 2);
+  const std::string line = text.substr(begin == std::string::npos ? 0 : begin + 1);
+  nlohmann::json j;
+  std::string err;
+  int64_t last = -1;
+  if (!parseJsonText(line, j, err) || !j.is_object() || !j.contains("step") ||
+      !j["step"].is_number_integer())
+    throw Error(path + ": the log's last line is not a step record; use a new --log");
+  last = j["step"].get<int64_t>();
+  if (last != step - 1)
+    throw Error(path + ": the log ends at step " + std::to_string(last) +
+                " but the checkpoint continues from step " + std::to_string(step) +
+                "; appending would leave " + (last >= step ? "steps twice" : "a gap") +
+                " in the log (use the log of that run, or a new --log)");
+  return true;
+}
 
 Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::string &)> note)
     : world_(world), opts_(std::move(opts)), note_(std::move(note)) {
+  world_.setTimeout(opts_.timeoutSeconds);
   // 1. The artifact, on every rank.
   runAgreed(world_, [&] {
+    checkRunPaths(opts_);
     if (opts_.backend == "cuda")
       throw Error("--backend cuda: this build of dtc has no CUDA backend yet; use --backend cpu");
     if (opts_.backend != "cpu")
@@ -43,16 +134,30 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     const std::vector<int> holders = contributorRanks(*artifact_, loss.at(0));
     lossRank_ = holders.at(0);
   });
-  // 3. The token file: every rank maps it, rank 0 validates every token.
+  // 3. The token file: every rank opens it, rank 0 checks every token, in
+  //    chunks the ranks agree on one by one (so no rank waits longer than
+  //    one chunk's read: the --timeout applies to every wait).
   if (!opts_.dataPath.empty()) {
     runAgreed(world_, [&] {
       binding_ = bindTokenInputs(*artifact_);
       data_ = std::make_unique<TokenFile>(opts_.dataPath, opts_.dataDtype);
-      if (world_.rank() == 0)
-        data_->validate(binding_);
-      else if (data_->size() < binding_.S + 2)
-        data_->validate(binding_); // same "too small" error on every rank
+      data_->checkSize(binding_);
     });
+    // Every rank must see the file rank 0 checks (and count its chunks).
+    int64_t tokens = data_->size();
+    world_.world().broadcast(&tokens, sizeof tokens, 0);
+    runAgreed(world_, [&] {
+      if (data_->size() != tokens)
+        throw Error(opts_.dataPath + ": the token file changed while the ranks opened it (" +
+                    std::to_string(data_->size()) + " tokens here, " +
+                    std::to_string(tokens) + " on rank 0)");
+    });
+    constexpr int64_t kChunk = int64_t(64) << 20;
+    for (int64_t at = 0; at < tokens; at += kChunk)
+      runAgreed(world_, [&] {
+        if (world_.rank() == 0)
+          data_->checkTokens(binding_, at, std::min(kChunk, tokens - at));
+      });
   }
   // 4. The checkpoint.
   if (!opts_.loadPath.empty()) {
@@ -61,14 +166,15 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     optStep_ = info.optimizerRestored ? info.optimizerStep : 0;
     if (!info.note.empty() && world_.rank() == 0 && note_) note_(info.note);
   }
-  // 5. The log file (rank 0), truncated now so a bad path fails before step 0.
+  // 5. The log file (rank 0): a new one, or the resumed run's, continued.
   if (!opts_.logPath.empty()) {
     runAgreed(world_, [&] {
       if (world_.rank() != 0) return;
-      FILE *f = std::fopen(opts_.logPath.c_str(), "w");
-      if (!f)
-        throw Error(opts_.logPath + ": cannot open the log file: " + std::strerror(errno));
-      std::fclose(f);
+      const bool append = continueLog(opts_.logPath, !opts_.loadPath.empty(), step_);
+      log_ = std::make_unique<OutputFile>();
+      std::string err;
+      if (!log_->openAppend(opts_.logPath, /*startEmpty=*/!append, err))
+        throw Error(opts_.logPath + ": cannot write the log: " + err);
     });
   }
 }
@@ -97,43 +203,79 @@ void Trainer::feed(int64_t step) {
   exec_->setOptimizerStep(optStep_);
 }
 
+void Trainer::appendLog(const StepReport &r) {
+  const std::string line = "{\"step\":" + std::to_string(r.step) + ",\"loss\":" +
+                           jsonNumber(r.loss) + ",\"step_time_s\":" + jsonNumber(r.seconds) +
+                           ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + "}\n";
+  std::string err;
+  if (!log_->write(line.data(), line.size(), err))
+    throw Error(opts_.logPath + ": cannot write the log: " + err);
+}
+
 void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
   const int64_t tokens = tokensPerStep();
   for (int64_t i = 0; i < opts_.steps; ++i) {
     const int64_t k = step_;
-    runAgreed(world_, [&] { feed(k); });
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string err = exec_->run();
-    if (!err.empty()) err = artifact_->label + ": step " + std::to_string(k) + ": " + err;
-    agree(world_, err);
-    float loss = 0;
-    if (world_.rank() == lossRank_) loss = exec_->loss();
-    if (lossRank_ != 0) world_.world().broadcast(&loss, sizeof loss, lossRank_);
-    const auto t1 = std::chrono::steady_clock::now();
-    ++step_;
-    ++optStep_;
-    runAgreed(world_, [&] {
-      if (world_.rank() != 0) return;
-      StepReport r;
-      r.step = k;
-      r.loss = loss;
-      r.seconds = std::chrono::duration<double>(t1 - t0).count();
-      r.tokensPerSecond = r.seconds > 0 ? double(tokens) / r.seconds : 0.0;
-      if (onStep) onStep(r);
-      if (!opts_.logPath.empty()) {
-        FILE *f = std::fopen(opts_.logPath.c_str(), "a");
-        if (!f) throw Error(opts_.logPath + ": cannot open the log file: " + std::strerror(errno));
-        std::string line = "{\"step\":" + std::to_string(k) + ",\"loss\":" + jsonNumber(loss) +
-                           ",\"step_time_s\":" + jsonNumber(r.seconds) +
-                           ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + "}\n";
-        const bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size();
-        if (std::fclose(f) != 0 || !ok)
-          throw Error(opts_.logPath + ": cannot write the log file: " + std::strerror(errno));
-      }
-    });
+    progress::setStep(k);
+    try {
+      runStep(k, i + 1 == opts_.steps, tokens, onStep);
+    } catch (const CommFailure &e) {
+      throw CommFailure(artifact_->label + ": step " + std::to_string(k) + ": " + e.what());
+    }
   }
-  if (!opts_.savePath.empty()) saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
+  if (opts_.steps == 0 && !opts_.savePath.empty())
+    saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
+  closeLog();
   if (!opts_.statsPath.empty()) writeStatsFile(*exec_, world_, opts_.statsPath);
+}
+
+void Trainer::closeLog() {
+  runAgreed(world_, [&] {
+    std::string err;
+    if (log_ && !log_->commit(err)) throw Error(opts_.logPath + ": cannot write the log: " + err);
+    log_.reset();
+  });
+}
+
+void Trainer::runStep(int64_t k, bool last, int64_t tokens,
+                      const std::function<void(const StepReport &)> &onStep) {
+  float loss = 0;
+  int stop = 0;
+  runAgreed(world_, [&] { feed(k); });
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string err = exec_->run();
+  if (!err.empty()) err = artifact_->label + ": step " + std::to_string(k) + ": " + err;
+  stop = opts_.pendingSignal ? opts_.pendingSignal() : 0;
+  agree(world_, err, &stop);
+  if (world_.rank() == lossRank_) loss = exec_->loss();
+  if (lossRank_ != 0) world_.world().broadcast(&loss, sizeof loss, lossRank_);
+  const auto t1 = std::chrono::steady_clock::now();
+  ++step_;
+  ++optStep_;
+  runAgreed(world_, [&] {
+    if (world_.rank() != 0) return;
+    StepReport r;
+    r.step = k;
+    r.loss = loss;
+    r.seconds = std::chrono::duration<double>(t1 - t0).count();
+    r.tokensPerSecond = r.seconds > 0 ? double(tokens) / r.seconds : 0.0;
+    if (onStep) onStep(r);
+    if (log_) appendLog(r);
+  });
+  const bool periodic = opts_.saveEvery > 0 && step_ % opts_.saveEvery == 0;
+  if (!opts_.savePath.empty() && (last || periodic || stop))
+    saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
+  if (stop) {
+    closeLog();
+    const std::string done = std::to_string(step_) + " step" + (step_ == 1 ? "" : "s");
+    throw Interrupted("interrupted by " + signalName(stop) + " after step " + std::to_string(k) +
+                          ": " +
+                          (opts_.savePath.empty()
+                               ? done + " done, nothing saved (no --save)"
+                               : opts_.savePath + " holds the " + done +
+                                     " done; resume with --load " + opts_.savePath),
+                      stop);
+  }
 }
 
 void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
@@ -191,7 +333,7 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
       j["kernels"].push_back(row);
     }
     std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    if (!writeFileAtomic(path, text, err)) err = path + ": cannot write: " + err;
+    if (!writeOutputFile(path, text, err)) err = path + ": cannot write: " + err;
   }
   agree(world, err);
 }

@@ -512,7 +512,7 @@ int ::dtc::runCompile(const CompileOptions &o) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     json report = buildReport(*module, artifact, o, *hw, seconds);
     std::string reportError;
-    if (!rt::writeFileAtomic(o.report, report.dump(2) + "\n", reportError)) {
+    if (!rt::writeOutputFile(o.report, report.dump(2) + "\n", reportError)) {
       errors.flag("cannot write report " + o.report + ": " + reportError);
       return 1;
     }

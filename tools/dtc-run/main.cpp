@@ -1,15 +1,23 @@
 //===- dtc-run - execute a .dtc artifact on CPU ranks (MPI) -----------------===//
 //
 //   mpirun -np N dtc-run OUT.dtc --steps N [options]     (or alone: 1 rank)
-//   dtc-run --launch OUT.dtc --steps N [options]          (validates, then
-//                                                          execs mpirun itself)
+//   dtc-run --launch OUT.dtc --steps N [options]          (what `dtc run`
+//                                                          execs: validates,
+//                                                          then supervises
+//                                                          mpirun)
 //
-// Every error is one line "dtc-run: error: ..." on stderr and exit status 1
-// on every rank (printed by one rank only).
+// Every error is one line "dtc-run: error: ..." on stderr and a non-zero
+// exit status on every rank (printed by one rank only when the ranks could
+// agree on it). Under --launch the supervisor (Supervisor.cpp) reports what
+// the ranks could not: a rank killed by a signal, a rank that stopped making
+// progress, a launcher that failed.
 //
 //===----------------------------------------------------------------------===//
+#include "Supervisor.h"
+
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/MpiWorld.h"
+#include "dtc/runtime/Progress.h"
 #include "dtc/runtime/TokenData.h"
 #include "dtc/runtime/Trainer.h"
 
@@ -18,11 +26,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
+#include <fstream>
 #include <sched.h>
+#include <string>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -48,10 +59,13 @@ const char *kUsage =
     "  --data-dtype uint16|uint32\n"
     "                         token width of --data (default uint16)\n"
     "  --log LOG.jsonl        per-step JSON lines {step, loss, step_time_s,\n"
-    "                         tokens_per_s} (default: none)\n"
+    "                         tokens_per_s}; with --load, continues the log of the\n"
+    "                         run that wrote the checkpoint (default: none)\n"
     "  --save CKPT            write parameters (safetensors) at the end, and the\n"
     "                         optimizer state to CKPT.optim (default: none)\n"
-    "  --load CKPT            start from a checkpoint (default: none)\n"
+    "  --save-every N         also save CKPT every N steps (default 0: at the end only)\n"
+    "  --load CKPT            start from a checkpoint, continuing its step count\n"
+    "                         (default: none)\n"
     "  --stats FILE.json      write measured memory bytes per category, collective\n"
     "                         bytes per step and time per kernel and shape (with\n"
     "                         GFLOP/s), and print the kernels that took longest\n"
@@ -60,14 +74,22 @@ const char *kUsage =
     "                         OPENBLAS_NUM_THREADS if set, else cores / ranks on\n"
     "                         the node; with --launch each rank is bound to N cores\n"
     "                         of its own when the node has enough)\n"
-    "  --launch               validate everything here, then exec\n"
+    "  --timeout SECONDS      longest wait in any collective before every rank that\n"
+    "                         is still alive gives up with an error naming the step\n"
+    "                         and the collective (default 300; 0 = wait forever)\n"
+    "  --launch               validate everything here, then start and supervise\n"
     "                         mpirun -np <devices> with the same arguments\n"
     "                         (env DTC_MPIRUN: mpirun path, DTC_MPIRUN_ARGS: extra flags)\n"
-    "  --help                 this text\n";
+    "  --help                 this text\n"
+    "\n"
+    "Outputs (--log, --save, --stats) never overwrite an input; a regular file is\n"
+    "replaced atomically, /dev/null, /dev/stdout and FIFOs are written in place.\n"
+    "SIGINT or SIGTERM: the step in progress finishes, --save is written, and the\n"
+    "run exits with status 128+signal; a second signal stops at once.\n";
 
 struct Options {
   std::string artifact;
-  bool haveSteps = false, launch = false;
+  bool haveSteps = false, launch = false, guard = false;
   TrainOptions train;
 };
 
@@ -96,14 +118,16 @@ std::string parseArgs(int argc, char **argv, Options &o) {
         value = arg.substr(eq + 1);
         inlineValue = true;
       }
-      if (name == "--launch" || name == "--help") {
+      if (name == "--launch" || name == "--help" || name == "--guard") {
         if (inlineValue) return name + " takes no value";
         if (name == "--launch") o.launch = true;
+        if (name == "--guard") o.guard = true;
         continue;
       }
-      static const char *withValue[] = {"--steps", "--seed", "--backend", "--data",
+      static const char *withValue[] = {"--steps", "--seed",  "--backend", "--data",
                                         "--data-dtype", "--log", "--save", "--load",
-                                        "--stats", "--threads"};
+                                        "--stats", "--timeout", "--save-every",
+                                        "--threads"};
       bool known = false;
       for (const char *w : withValue) known = known || name == w;
       if (!known) return "unknown flag " + name + " (see --help)";
@@ -138,6 +162,18 @@ std::string parseArgs(int argc, char **argv, Options &o) {
         o.train.loadPath = value;
       } else if (name == "--stats") {
         o.train.statsPath = value;
+      } else if (name == "--save-every") {
+        uint64_t v;
+        if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
+          return "--save-every: expected a non-negative integer, got '" + value + "'";
+        o.train.saveEvery = int64_t(v);
+      } else if (name == "--timeout") {
+        char *end = nullptr;
+        errno = 0;
+        const double v = std::strtod(value.c_str(), &end);
+        if (*end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0 || v > 1e9)
+          return "--timeout: expected a number of seconds >= 0 (0 = none), got '" + value + "'";
+        o.train.timeoutSeconds = v;
       } else if (name == "--threads") {
         uint64_t v;
         if (!parseU64(value, v) || v < 1 || v > 4096)
@@ -156,6 +192,7 @@ std::string parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.artifact.empty()) return "no artifact given (usage: dtc-run OUT.dtc --steps N; see --help)";
   if (!o.haveSteps) return "--steps N is required";
+  if (o.train.saveEvery > 0 && o.train.savePath.empty()) return "--save-every needs --save CKPT";
   o.train.artifactPath = o.artifact;
   return "";
 }
@@ -173,10 +210,12 @@ void checkOutputPath(const std::string &flag, const std::string &path) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw Error(flag + " " + path + ": directory '" + dir + "' does not exist");
-  if (::access(dir.c_str(), W_OK) != 0)
-    throw Error(flag + " " + path + ": directory '" + dir + "' is not writable");
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw Error(flag + " " + path + ": is a directory");
+  // A device or FIFO is written in place: its directory need not be writable.
+  const bool inPlace = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  if (!inPlace && ::access(dir.c_str(), W_OK) != 0)
+    throw Error(flag + " " + path + ": directory '" + dir + "' is not writable");
 }
 
 // The kernels (per operand shapes) that took longest in rank 0's steps, with
@@ -214,35 +253,13 @@ int64_t availableCores() {
   return 1;
 }
 
-int launch(const Options &o, int argc, char **argv) {
-  int64_t devices = 0;
-  try {
-    if (o.train.backend == "cuda")
-      throw Error("--backend cuda: this build of dtc has no CUDA backend yet; use --backend cpu");
-    Artifact a = loadArtifactFile(o.artifact);
-    devices = a.devices;
-    if (!o.train.dataPath.empty()) {
-      TokenBinding b = bindTokenInputs(a);
-      TokenFile f(o.train.dataPath, o.train.dataDtype);
-      f.validate(b);
-    }
-    if (!o.train.loadPath.empty()) inspectCheckpoint(a, o.train.loadPath);
-    if (!o.train.logPath.empty()) checkOutputPath("--log", o.train.logPath);
-    if (!o.train.savePath.empty()) checkOutputPath("--save", o.train.savePath);
-    if (!o.train.statsPath.empty()) checkOutputPath("--stats", o.train.statsPath);
-  } catch (const std::exception &e) {
-    printError(e.what());
-    return 1;
-  }
-  const char *env = std::getenv("DTC_MPIRUN");
-  std::string mpirun = env && *env ? env : "mpirun";
-  char self[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) {
-    printError(std::string("cannot find this program's path: ") + std::strerror(errno));
-    return 1;
-  }
-  self[n] = '\0';
+// The mpirun options of `dtc run` beyond the supervisor's own, and what
+// each rank is told. Placement: every rank gets `threads` cores of its own
+// (mpirun binds it to them, OpenMP keeps its threads on them) when the node
+// has enough; otherwise nothing is bound and the ranks share the cores.
+// Binding flags in DTC_MPIRUN_ARGS take precedence.
+void launchArguments(const Options &o, int64_t devices, std::vector<std::string> &mpirunArgs,
+                     std::vector<std::string> &rankArgs) {
   std::vector<std::string> extraArgs;
   if (const char *extra = std::getenv("DTC_MPIRUN_ARGS")) {
     std::string s = extra, cur;
@@ -255,10 +272,6 @@ int launch(const Options &o, int argc, char **argv) {
       }
     }
   }
-  // Placement: every rank gets `threads` cores of its own (mpirun binds it
-  // to them, OpenMP keeps its threads on them) when the node has enough;
-  // otherwise nothing is bound and the ranks share the cores. Binding flags
-  // in DTC_MPIRUN_ARGS take precedence.
   const int threads = o.train.threads > 0 ? o.train.threads
                                           : defaultKernelThreads(int(devices));
   bool userPlacement = false;
@@ -266,38 +279,142 @@ int launch(const Options &o, int argc, char **argv) {
     userPlacement |= e.rfind("--bind-to", 0) == 0 || e.rfind("--map-by", 0) == 0 ||
                      e.rfind("--cpus-per-proc", 0) == 0;
   const int64_t cores = availableCores();
-  std::vector<std::string> args = {mpirun, "-np", std::to_string(devices)};
-  if (::geteuid() == 0) args.push_back("--allow-run-as-root");
-  args.push_back("--oversubscribe");
-  args.push_back("--quiet");
   if (!userPlacement) {
     if (devices * threads <= cores) {
-      args.insert(args.end(), {"--map-by", "slot:PE=" + std::to_string(threads), "--bind-to",
-                               "core"});
+      mpirunArgs.insert(mpirunArgs.end(), {"--map-by", "slot:PE=" + std::to_string(threads),
+                                           "--bind-to", "core"});
       for (const char *kv : {"OMP_PLACES=cores", "OMP_PROC_BIND=close"})
         if (!std::getenv(std::string(kv).substr(0, std::string(kv).find('=')).c_str()))
-          args.insert(args.end(), {"-x", kv});
+          mpirunArgs.insert(mpirunArgs.end(), {"-x", kv});
     } else {
       // Ranks share cores: OpenMP threads that spin while they wait for work
       // would take the core from the thread doing it, so they sleep.
-      args.insert(args.end(), {"--bind-to", "none"});
+      mpirunArgs.insert(mpirunArgs.end(), {"--bind-to", "none"});
       if (!std::getenv("OMP_WAIT_POLICY"))
-        args.insert(args.end(), {"-x", "OMP_WAIT_POLICY=passive"});
+        mpirunArgs.insert(mpirunArgs.end(), {"-x", "OMP_WAIT_POLICY=passive"});
     }
   }
-  args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  args.push_back(self);
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) != "--launch") args.push_back(argv[i]);
-  if (o.train.threads <= 0) args.push_back("--threads=" + std::to_string(threads));
-  std::vector<char *> cargs;
-  for (std::string &s : args) cargs.push_back(s.data());
-  cargs.push_back(nullptr);
+  mpirunArgs.insert(mpirunArgs.end(), extraArgs.begin(), extraArgs.end());
+  if (o.train.threads <= 0) rankArgs.push_back("--threads=" + std::to_string(threads));
+}
+
+/// Everything that can be checked in one process before starting ranks.
+int64_t validate(const Options &o) {
+  if (o.train.backend == "cuda")
+    throw Error("--backend cuda: this build of dtc has no CUDA backend yet; use --backend cpu");
+  checkRunPaths(o.train);
+  Artifact a = loadArtifactFile(o.artifact);
+  if (!o.train.dataPath.empty()) {
+    TokenBinding b = bindTokenInputs(a);
+    TokenFile f(o.train.dataPath, o.train.dataDtype);
+    f.validate(b);
+  }
+  int64_t step = 0;
+  if (!o.train.loadPath.empty()) step = inspectCheckpoint(a, o.train.loadPath).step;
+  if (!o.train.logPath.empty()) {
+    checkOutputPath("--log", o.train.logPath);
+    continueLog(o.train.logPath, !o.train.loadPath.empty(), step);
+  }
+  if (!o.train.savePath.empty()) checkOutputPath("--save", o.train.savePath);
+  if (!o.train.statsPath.empty()) checkOutputPath("--stats", o.train.statsPath);
+  return a.devices;
+}
+
+// ---- one rank ----------------------------------------------------------------------------
+
+volatile sig_atomic_t gStopSignal = 0;
+int64_t gStopAtNs = 0;
+
+void onStopSignal(int sig) {
+  if (gStopSignal == 0) {
+    gStopSignal = sig; // the step in progress finishes, then the run stops
+    gStopAtNs = progress::nowNs();
+    return;
+  }
+  // A copy of the same signal (a wrapper passing on what the process group
+  // got) is not a second request.
+  if (progress::nowNs() - gStopAtNs < kRepeatedSignalNs) return;
+  // Second signal: stop now, leaving no temporary file behind.
+  removeLiveTemporaryFiles();
+  ::_exit(128 + sig);
+}
+
+/// The signal to report: under `dtc run`, SIGUSR2 stands for the signal the
+/// supervisor received (mpirun passes SIGUSR2 on without ending the job).
+int pendingSignal() {
+  const int sig = gStopSignal;
+  if (sig != SIGUSR2 || progress::directory().empty()) return sig;
+  std::ifstream in(progress::stopSignalPath(progress::directory()));
+  std::string name;
+  in >> name;
+  if (name == "SIGINT") return SIGINT;
+  if (name == "SIGTERM") return SIGTERM;
+  if (name == "SIGHUP") return SIGHUP;
+  return sig;
+}
+
+/// A failure the ranks cannot agree on: this rank reports it (to the
+/// supervisor, or on stderr) and leaves at once.
+[[noreturn]] void leaveAlone(int rank, const std::string &msg) {
+  const std::string line = "rank " + std::to_string(rank) + ": " + msg;
+  if (!progress::reportFailure(line)) printError(line);
   std::fflush(stdout);
-  ::execvp(cargs[0], cargs.data());
-  printError("cannot run " + mpirun + ": " + std::strerror(errno) +
-             " (set DTC_MPIRUN to the mpirun to use)");
-  return 1;
+  ::_exit(1);
+}
+
+int runRank(int argc, char **argv, const Options &o, const std::string &argError) {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = onStopSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR2}) ::sigaction(sig, &sa, nullptr);
+
+  const double timeout = argError.empty() ? o.train.timeoutSeconds : kDefaultTimeoutSeconds;
+  runBlockingMpiCall(timeout, "MPI_Init", [&] { MPI_Init(&argc, &argv); });
+  int code = 0;
+  std::unique_ptr<World> world;
+  int rank = 0;
+  try {
+    world = makeMpiWorld();
+    world->setTimeout(timeout);
+    rank = world->rank();
+  } catch (const CommFailure &e) {
+    leaveAlone(rank, e.what());
+  }
+  if (const char *dir = std::getenv("DTC_RUN_STATUS_DIR"); dir && *dir)
+    progress::attach(dir, rank);
+  if (!argError.empty()) {
+    if (rank == 0) printError(argError);
+    code = 1;
+  } else {
+    try {
+      TrainOptions train = o.train;
+      train.pendingSignal = pendingSignal;
+      Trainer trainer(*world, train, [](const std::string &note) {
+        std::fprintf(stderr, "dtc-run: note: %s\n", note.c_str());
+        std::fflush(stderr);
+      });
+      trainer.run([](const StepReport &r) {
+        std::printf("step %lld loss %.8g\n", (long long)r.step, double(r.loss));
+        std::fflush(stdout);
+      });
+      if (!o.train.statsPath.empty() && rank == 0) printKernelTable(trainer.executor());
+    } catch (const Interrupted &e) {
+      if (rank == e.reporter()) printError(e.what());
+      code = 128 + e.signal();
+    } catch (const AgreedError &e) {
+      if (rank == e.reporter()) printError(e.what());
+      code = 1;
+    } catch (const std::exception &e) {
+      // Not agreed (a timeout, an MPI error): other ranks may be waiting in
+      // a collective this rank will never reach.
+      leaveAlone(rank, e.what());
+    }
+  }
+  progress::setState(code == 0 ? progress::State::Finished : progress::State::Failed);
+  world.reset();
+  runBlockingMpiCall(timeout, "MPI_Finalize", [] { MPI_Finalize(); });
+  return code;
 }
 
 } // namespace
@@ -310,44 +427,22 @@ int main(int argc, char **argv) {
     }
   Options o;
   const std::string argError = parseArgs(argc, argv, o);
+  if (o.guard) return guardRank(argc, argv);
   if (o.launch) {
     if (!argError.empty()) {
       printError(argError);
       return 1;
     }
-    return launch(o, argc, argv);
-  }
-
-  MPI_Init(&argc, &argv);
-  int code = 0;
-  {
-    std::unique_ptr<World> world = makeMpiWorld();
-    const int rank = world->rank();
-    if (!argError.empty()) {
-      if (rank == 0) printError(argError);
-      code = 1;
-    } else {
-      try {
-        Trainer trainer(*world, o.train, [](const std::string &note) {
-          std::fprintf(stderr, "dtc-run: note: %s\n", note.c_str());
-          std::fflush(stderr);
-        });
-        trainer.run([](const StepReport &r) {
-          std::printf("step %lld loss %.8g\n", (long long)r.step, double(r.loss));
-          std::fflush(stdout);
-        });
-        if (!o.train.statsPath.empty() && rank == 0) printKernelTable(trainer.executor());
-      } catch (const AgreedError &e) {
-        if (rank == e.reporter()) printError(e.what());
-        code = 1;
-      } catch (const std::exception &e) {
-        // Not agreed: other ranks may be waiting in a collective.
-        printError(e.what());
-        if (world->size() > 1) MPI_Abort(MPI_COMM_WORLD, 1);
-        code = 1;
-      }
+    int64_t devices = 0;
+    try {
+      devices = validate(o);
+    } catch (const std::exception &e) {
+      printError(e.what());
+      return 1;
     }
+    std::vector<std::string> mpirunArgs, rankArgs;
+    launchArguments(o, devices, mpirunArgs, rankArgs);
+    return superviseLaunch(devices, mpirunArgs, rankArgs, argc, argv);
   }
-  MPI_Finalize();
-  return code;
+  return runRank(argc, argv, o, argError);
 }

@@ -10,6 +10,7 @@
 #include "dtc/Driver/Compile.h"
 #include "dtc/Version.h"
 #include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/OutputFile.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -341,6 +342,12 @@ int compileCommand(const std::vector<std::string> &args) {
     llvm::sys::path::replace_extension(out, "dtc");
     o.output = std::string(out);
   }
+  // Before anything is read or written: no output may name an input.
+  std::string pathError;
+  if (!dtc::rt::checkOutputsDistinct(
+          {{"the model", o.input == "-" ? "" : o.input}, {"--hw", o.hw}},
+          {{"-o", o.output}, {"--report", o.report}}, pathError))
+    return fail(pathError);
   return dtc::runCompile(o);
 }
 
@@ -394,6 +401,7 @@ int inspectCommand(const std::vector<std::string> &args) {
 } // namespace
 
 int main(int argc, char **argv) {
+  dtc::rt::removeTemporaryFilesOnSignals();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     llvm::outs() << kTopHelp;

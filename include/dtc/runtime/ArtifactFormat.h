@@ -13,6 +13,8 @@
 #ifndef DTC_RUNTIME_ARTIFACTFORMAT_H
 #define DTC_RUNTIME_ARTIFACTFORMAT_H
 
+#include "dtc/runtime/OutputFile.h"
+
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
@@ -31,6 +33,15 @@ constexpr int kArtifactVersion = 2;
 /// The most elements one (global) tensor may have; the compiler rejects
 /// larger models up front and the runtime rejects larger artifacts.
 constexpr int64_t kMaxTensorElements = int64_t(1) << 50;
+
+/// The largest artifact file the runtime reads (its JSON would need about
+/// ten times that in memory).
+constexpr uint64_t kMaxArtifactFileBytes = uint64_t(4) << 30;
+
+/// The deepest JSON nesting parseJsonText accepts. dtc's own files nest a
+/// handful of levels; the limit keeps recursive code (printing, freeing)
+/// safe on hostile input.
+constexpr size_t kMaxJsonDepth = 100;
 
 /// 64-bit FNV-1a (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
 uint64_t fnv1a64(std::string_view bytes) noexcept;
@@ -58,23 +69,19 @@ bool decodeArtifact(std::string_view fileBytes, std::string &body,
 bool decodeArtifactJson(std::string_view fileBytes, nlohmann::json &body,
                         std::string &error) noexcept;
 
-/// Writes `encodeArtifact(body)` to `path` atomically: a temporary file in the
-/// same directory, fsync, rename over `path`, fsync of the directory. On
-/// failure the old file (if any) is untouched, no temporary file is left,
-/// and `error` names the path and the reason.
+/// Writes `encodeArtifact(body)` to `path` through an OutputFile (a regular
+/// file is replaced atomically, /dev/null and FIFOs are written in place).
+/// On failure the old file (if any) is untouched, no temporary file is
+/// left, and `error` names the path and the reason.
 bool writeArtifactFile(const std::string &path, const nlohmann::json &body,
                        std::string &error) noexcept;
 
-/// Reads a whole file into `out`. On failure sets `error` ("cannot open: No
-/// such file or directory") without the path.
-bool readFileBytes(const std::string &path, std::string &out,
-                   std::string &error) noexcept;
-
-/// Atomically replaces `path` with `bytes` (temp file in the same directory +
-/// fsync + rename + fsync of the directory). On failure the old file is left
-/// as it was, the temporary is removed, and `error` says why (without path).
-bool writeFileAtomic(const std::string &path, std::string_view bytes,
-                     std::string &error) noexcept;
+/// Reads a whole regular file of at most `maxBytes` bytes into `out` (a
+/// device, FIFO or directory is refused before anything is read). On
+/// failure sets `error` ("cannot open: No such file or directory") without
+/// the path.
+bool readFileBytes(const std::string &path, std::string &out, std::string &error,
+                   uint64_t maxBytes = kMaxArtifactFileBytes) noexcept;
 
 /// Standard base64 (RFC 4648, with '=' padding): the encoding of a constant's
 /// `data` in the artifact (little-endian element bytes).
@@ -83,8 +90,9 @@ std::string base64Encode(std::string_view bytes) noexcept;
 /// or length.
 bool base64Decode(std::string_view text, std::string &out) noexcept;
 
-/// Parses JSON text without throwing. On failure `error` is nlohmann's
-/// message (it names the byte offset). `out` must be a json value.
+/// Parses JSON text without throwing. Nesting deeper than kMaxJsonDepth is
+/// refused before parsing. On failure `error` is nlohmann's message (it
+/// names the byte offset). `out` must be a json value.
 bool parseJsonText(std::string_view text, nlohmann::json &out,
                    std::string &error) noexcept;
 

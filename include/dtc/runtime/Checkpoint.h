@@ -29,13 +29,6 @@ inline std::string optimizerSidecarPath(const std::string &ckpt) { return ckpt +
 /// lowest rank holding each distinct piece), in rank order.
 std::vector<int> contributorRanks(const Artifact &a, int t);
 
-/// Collective: every tensor in `tensors` assembled to its global shape on
-/// world rank 0 (one byte string per tensor); other ranks get empty strings.
-/// Packing errors are agreed (AgreedError everywhere); an error while
-/// assembling on rank 0 is thrown on rank 0 only, so the caller must agree.
-std::vector<std::string> gatherToRoot(RankExecutor &exec, World &world,
-                                      const std::vector<int> &tensors);
-
 /// Checks that `file` holds exactly the tensors of `role` of the artifact with
 /// the right dtypes and global shapes. Throws Error naming the file.
 void checkCheckpointTensors(const Artifact &a, const SafetensorsReader &file, Role role);
@@ -53,11 +46,14 @@ struct LoadedCheckpoint {
 /// without an executor (for `dtc-run --launch`). Throws Error.
 LoadedCheckpoint inspectCheckpoint(const Artifact &a, const std::string &path);
 
-/// Collective: loads the local pieces of every param (and of the optimizer
-/// state + step when the sidecar matches).
+/// Collective: rank 0 verifies the files' checksums (dtc.data_crc32c), then
+/// every rank reads the pieces it holds of every param (and of the
+/// optimizer state + step when the sidecar matches) straight from the file.
 LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::string &path);
 
-/// Collective: gathers and writes CKPT.optim then CKPT atomically (rank 0).
+/// Collective: writes CKPT.optim then CKPT on rank 0, each through an
+/// OutputFile (atomic for regular files), tensor by tensor: rank 0 holds at
+/// most one gathered tensor at a time beyond its own state.
 void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path, int64_t step,
                     int64_t optimizerStep);
 

@@ -12,6 +12,11 @@
 // MPI_Comm_split) and offers the few world-wide operations the driver needs
 // (agreeing on errors, gathering checkpoints, broadcasting the loss).
 //
+// Liveness: every wait is bounded by the world's timeout (setTimeout; 0 =
+// none). A call that cannot complete in time, or that the transport reports
+// broken, throws CommFailure: the ranks can no longer agree on anything, so
+// the caller must not call another collective and the process should leave.
+//
 // Implementations: LocalWorld (one rank, in process), ThreadWorld (N ranks
 // as threads of one process: unit tests and LocalRunner), MpiWorld
 // (dtc_runtime_mpi, runtime/MpiWorld.h).
@@ -27,6 +32,13 @@
 #include <vector>
 
 namespace dtc::rt {
+
+/// A communication that could not complete: a timeout (a member stopped
+/// making progress) or an error of the transport. Not agreed between ranks.
+class CommFailure : public Error {
+public:
+  explicit CommFailure(const std::string &msg) : Error(msg) {}
+};
 
 class Communicator {
 public:
@@ -59,9 +71,10 @@ public:
   // ---- control plane (not counted) ----------------------------------------
   /// Copies root's buffer to every member.
   virtual void broadcast(void *buf, size_t bytes, int root) = 0;
-  /// Root receives every member's bytes (any sizes), in member order; other
-  /// members get an empty vector.
-  virtual std::vector<std::string> gather(const std::string &mine, int root) = 0;
+  /// Point to point, `bytes` from this member to member `dest`; the matching
+  /// recv names the same size. Messages between a pair arrive in order.
+  virtual void send(const void *buf, size_t bytes, int dest) = 0;
+  virtual void recv(void *buf, size_t bytes, int src) = 0;
   virtual void barrier() = 0;
 
 protected:
@@ -92,6 +105,10 @@ public:
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   /// Ranks sharing this node (for BLAS thread counts).
   virtual int ranksOnNode() const = 0;
+  /// Longest wait of any call on this world's communicators, in seconds,
+  /// before it throws CommFailure (0 = wait forever). Applies to the
+  /// communicators created before and after the call.
+  virtual void setTimeout(double seconds) = 0;
 };
 
 /// One rank, no communication.
@@ -101,7 +118,8 @@ std::unique_ptr<World> makeLocalWorld();
 /// `threadWorld->rankView(r)` from the thread that plays rank r.
 class ThreadWorld {
 public:
-  explicit ThreadWorld(int ranks);
+  /// `timeoutSeconds` bounds every wait (0 = none), as World::setTimeout.
+  explicit ThreadWorld(int ranks, double timeoutSeconds = 0);
   ~ThreadWorld();
   int size() const;
   /// The World seen by rank r (owned by the ThreadWorld).
@@ -120,7 +138,9 @@ private:
 /// Helpers on top of a World used by the driver: consistent error handling.
 /// Every rank calls agree() at the same points; if any rank passes a
 /// non-empty error, all ranks throw AgreedError carrying the message of the
-/// lowest failing rank (and that rank's number).
+/// lowest failing rank (and that rank's number). With `stop`, the same call
+/// also agrees on an interruption: each rank passes its pending signal
+/// number (0 = none) and gets back the largest one any rank passed.
 class AgreedError : public Error {
 public:
   AgreedError(const std::string &msg, int reporter) : Error(msg), reporter_(reporter) {}
@@ -129,16 +149,19 @@ public:
 private:
   int reporter_;
 };
-void agree(World &w, const std::string &localError);
+void agree(World &w, const std::string &localError, int *stop = nullptr);
 
 /// Runs `f` on every rank, then agree()s on whether any rank failed: a
 /// local exception becomes an AgreedError on all ranks, so none is left
-/// waiting in a collective the failed rank will never reach.
+/// waiting in a collective the failed rank will never reach. A CommFailure
+/// passes through: there is no agreeing after it.
 template <class F> void runAgreed(World &w, F &&f) {
   std::string err;
   try {
     f();
   } catch (const AgreedError &) {
+    throw;
+  } catch (const CommFailure &) {
     throw;
   } catch (const std::exception &e) {
     err = e.what();

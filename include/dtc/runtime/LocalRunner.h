@@ -56,6 +56,9 @@ struct LocalRunnerOptions {
   std::string backend = "cpu";
   /// Kernel threads per rank (ranks are threads of this process).
   int threads = 1;
+  /// Longest wait of a rank thread in a collective before the step fails
+  /// with a message naming it (0 = wait forever), as dtc-run's --timeout.
+  double timeoutSeconds = 300;
 };
 
 /// Measurements (per rank, maximum over ranks).

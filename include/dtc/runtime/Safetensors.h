@@ -5,15 +5,24 @@
 //  "__metadata__": {"key": "value"}}, then the data; offsets are relative to
 // the start of the data and must tile it exactly.
 //
+// dtc adds `"dtc.data_crc32c": "<8 hex digits>"` to the metadata: the
+// CRC-32C (Castagnoli) of the whole data section. Readers verify it when it
+// is present (verifyChecksum); files of other writers simply lack it.
+//
+// Files are read with pread into the caller's memory, never mapped: a file
+// that shrinks while it is read is an error naming it, not a signal.
+//
 // Internal to the runtime: throws dtc::rt::Error("PATH: what is wrong").
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_RUNTIME_SAFETENSORS_H
 #define DTC_RUNTIME_SAFETENSORS_H
 
+#include "dtc/runtime/OutputFile.h"
 #include "dtc/runtime/Types.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +30,14 @@ namespace dtc::rt {
 
 /// "F32", "I32", "I64".
 const char *safetensorsDtype(DType d);
+
+/// The metadata key of the data section's checksum.
+constexpr const char *kDataChecksumKey = "dtc.data_crc32c";
+
+/// CRC-32C (Castagnoli, reflected, as iSCSI and ext4 use it) of `size`
+/// bytes, continuing from `crc` (0 to start): crc32c(0, "123456789", 9) is
+/// 0xe3069283.
+uint32_t crc32c(uint32_t crc, const void *data, size_t size);
 
 struct SafetensorsEntry {
   std::string name;
@@ -31,7 +48,8 @@ struct SafetensorsEntry {
   uint64_t begin = 0, end = 0; ///< relative to the data section
 };
 
-/// A validated, memory-mapped safetensors file.
+/// A validated safetensors file (header parsed, offsets checked against the
+/// file size); data is read on demand.
 class SafetensorsReader {
 public:
   explicit SafetensorsReader(const std::string &path);
@@ -43,14 +61,59 @@ public:
   const std::map<std::string, std::string> &metadata() const { return meta_; }
   const std::vector<SafetensorsEntry> &entries() const { return entries_; }
   const SafetensorsEntry *find(const std::string &name) const;
-  const char *data(const SafetensorsEntry &e) const { return base_ + dataStart_ + e.begin; }
+  /// Reads `size` bytes at byte `offset` of tensor `e` into `dst`.
+  void read(const SafetensorsEntry &e, uint64_t offset, void *dst, size_t size) const;
+  /// Verifies dtc.data_crc32c when the file carries one (reading the data
+  /// section once); returns whether it did.
+  bool verifyChecksum() const;
+  /// The same in pieces, for callers that pace the reading: whether there
+  /// is a checksum, the data section's size, the CRC of `size` data bytes
+  /// at `offset` continuing `crc`, and the final comparison (throws).
+  bool hasChecksum() const { return meta_.count(kDataChecksumKey) != 0; }
+  uint64_t dataBytes() const { return size_ - dataStart_; }
+  uint32_t dataCrc(uint64_t offset, uint64_t size, uint32_t crc) const;
+  void checkChecksum(uint32_t crc) const;
 
 private:
+  void readAt(uint64_t offset, void *dst, size_t size) const;
   std::string path_;
-  const char *base_ = nullptr;
-  size_t size_ = 0, dataStart_ = 0;
+  int fd_ = -1;
+  uint64_t size_ = 0, dataStart_ = 0;
   std::map<std::string, std::string> meta_;
   std::vector<SafetensorsEntry> entries_;
+};
+
+struct SafetensorsTensorInfo {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t bytes() const { return uint64_t(numel(shape)) * dtypeSize(dtype); }
+};
+
+/// Writes a file tensor by tensor: the header goes out first (from the
+/// names, dtypes and shapes), then each tensor's bytes in order, so a
+/// writer never holds more than the tensor it is writing. Through an
+/// OutputFile: a regular file is replaced atomically at commit(), and the
+/// checksum (dtc.data_crc32c) is filled in then; an output that cannot seek
+/// (a FIFO, /dev/null) gets no checksum.
+class SafetensorsWriter {
+public:
+  SafetensorsWriter(const std::string &path, std::vector<SafetensorsTensorInfo> tensors,
+                    std::map<std::string, std::string> metadata);
+  /// Appends bytes of the current tensor (any split; in tensor order).
+  void write(const void *data, size_t bytes);
+  /// Checks that every tensor was written in full, then commits.
+  void commit();
+  /// Unless committed, the target is untouched and the temporary removed.
+  ~SafetensorsWriter();
+
+private:
+  [[noreturn]] void fail(const std::string &why);
+  std::string path_;
+  OutputFile out_;
+  uint64_t dataBytes_ = 0, written_ = 0;
+  uint64_t checksumOffset_ = 0; ///< of the 8 placeholder digits, 0 = none
+  uint32_t crc_ = 0;
 };
 
 struct SafetensorsTensor {
@@ -60,8 +123,7 @@ struct SafetensorsTensor {
   const void *data; ///< numel(shape) * dtypeSize(dtype) bytes
 };
 
-/// Writes the file atomically (temp file + fsync + rename + fsync dir): on
-/// any failure the previous file is untouched and no temporary remains.
+/// A whole file at once (through SafetensorsWriter).
 void writeSafetensors(const std::string &path, const std::vector<SafetensorsTensor> &tensors,
                       const std::map<std::string, std::string> &metadata);
 

@@ -6,6 +6,11 @@
 // tokens[start+1, start+S+1]. Each rank fills only the elements of its local
 // pieces of ids and labels.
 //
+// The file is read with pread, a window at a time, never mapped: a file
+// truncated or rewritten during a run is an error naming it (a window that
+// is no longer there, a token no longer below the inputs' max), not a
+// signal.
+//
 // Internal to the runtime: throws dtc::rt::Error("FILE: ...").
 //
 //===----------------------------------------------------------------------===//
@@ -31,7 +36,7 @@ struct TokenBinding {
 };
 TokenBinding bindTokenInputs(const Artifact &a);
 
-/// A read-only mapping of a token file.
+/// An open token file (a regular file; its size is taken when it opens).
 class TokenFile {
 public:
   TokenFile(const std::string &path, TokenDType dtype);
@@ -40,20 +45,22 @@ public:
   TokenFile &operator=(const TokenFile &) = delete;
 
   const std::string &path() const { return path_; }
-  int64_t size() const { return n_; } ///< tokens
-  uint64_t at(int64_t i) const {
-    return dtype_ == TokenDType::U16 ? uint64_t(reinterpret_cast<const uint16_t *>(base_)[i])
-                                     : uint64_t(reinterpret_cast<const uint32_t *>(base_)[i]);
-  }
+  int64_t size() const { return n_; } ///< tokens, as of opening
+  /// Tokens [first, first + count) into `out`. Throws naming the file if
+  /// they are no longer there.
+  void read(int64_t first, int64_t count, uint32_t *out) const;
   /// Throws unless the file holds at least one window (n >= S + 2) and every
   /// token is below `b.bound`.
   void validate(const TokenBinding &b) const;
+  /// The two checks apart: the size, and tokens [first, first + count)
+  /// (for callers that pace a long file).
+  void checkSize(const TokenBinding &b) const;
+  void checkTokens(const TokenBinding &b, int64_t first, int64_t count) const;
 
 private:
   std::string path_;
   TokenDType dtype_;
-  const char *base_ = nullptr;
-  size_t bytes_ = 0;
+  int fd_ = -1;
   int64_t n_ = 0;
 };
 

@@ -3,11 +3,15 @@
 // A thin layer over RankExecutor: load + validate the artifact, initialise
 // from the seed, optionally load a checkpoint and open a token file, then per
 // step: fill the inputs (synthetic or --data) of global step K, write the step
-// tensor, run the program, agree on errors, fetch the loss; finally save.
+// tensor, run the program, agree on errors (and on an interruption), fetch
+// the loss, log it; save every --save-every steps and at the end.
 //
 // Collective over a World (MPI ranks, threads, or one rank). Every failure is
 // an AgreedError thrown on every rank alike, whose reporter() rank should
-// print it (so exactly one error line appears).
+// print it (so exactly one error line appears). An interruption is an
+// Interrupted (also agreed), thrown after the step in progress finished and
+// the checkpoint (if any) was saved. A CommFailure (a timeout, a broken
+// transport) is not agreed: each rank that sees it reports it and leaves.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_RUNTIME_TRAINER_H
@@ -15,6 +19,7 @@
 
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/Executor.h"
+#include "dtc/runtime/OutputFile.h"
 #include "dtc/runtime/TokenData.h"
 
 #include <functional>
@@ -22,6 +27,9 @@
 #include <string>
 
 namespace dtc::rt {
+
+/// The default of --timeout, in seconds.
+constexpr double kDefaultTimeoutSeconds = 300;
 
 struct TrainOptions {
   std::string artifactPath;
@@ -31,9 +39,42 @@ struct TrainOptions {
   std::string dataPath; ///< "" = synthetic inputs
   TokenDType dataDtype = TokenDType::U16;
   std::string logPath, savePath, loadPath, statsPath;
+  /// Also save every N steps (when the global step count is a multiple of
+  /// N); 0 = only at the end.
+  int64_t saveEvery = 0;
+  /// Longest wait in any communication before the rank gives up (0 = none).
+  double timeoutSeconds = kDefaultTimeoutSeconds;
+  /// The signal asking this rank to stop (0 = none); polled once per step.
+  std::function<int()> pendingSignal;
   /// Kernel threads per rank; 0: defaultKernelThreads(ranks on this node).
   int threads = 0;
 };
+
+/// "SIGTERM", "SIGKILL", ... ("signal 42" for others).
+std::string signalName(int sig);
+
+/// The run stopped early because of a signal (agreed by all ranks, printed
+/// by rank 0).
+class Interrupted : public AgreedError {
+public:
+  Interrupted(const std::string &msg, int signal) : AgreedError(msg, 0), signal_(signal) {}
+  int signal() const { return signal_; }
+
+private:
+  int signal_;
+};
+
+/// Refuses (throws Error) an output of the run that names one of its inputs
+/// or another output. Saving into the checkpoint the run loaded is allowed:
+/// the load is complete before the first save, and saves replace atomically.
+void checkRunPaths(const TrainOptions &o);
+
+/// Whether an existing --log is continued: for a run resumed at global step
+/// `step` (steps done), a log whose last line is step `step - 1` is appended
+/// to; a missing or empty log is started. Throws if the log's last step is
+/// another one (or its last line is cut). Without --load, returns false (a
+/// new log replaces the old one).
+bool continueLog(const std::string &logPath, bool resuming, int64_t step);
 
 struct StepReport {
   int64_t step = 0; ///< global step index K
@@ -49,7 +90,7 @@ public:
           std::function<void(const std::string &)> note = nullptr);
   ~Trainer();
 
-  /// Collective: runs opts.steps steps, then saves if asked. `onStep` is
+  /// Collective: runs opts.steps steps, saving as asked. `onStep` is
   /// called on rank 0 only.
   void run(const std::function<void(const StepReport &)> &onStep = nullptr);
 
@@ -63,12 +104,20 @@ public:
 
 private:
   void feed(int64_t step);
+  /// Global step k: run, agree, report, log, save as asked; throws
+  /// Interrupted after it when a stop was agreed.
+  void runStep(int64_t k, bool last, int64_t tokens,
+               const std::function<void(const StepReport &)> &onStep);
+  void appendLog(const StepReport &r);
+  /// Collective: rank 0 flushes and closes the log.
+  void closeLog();
   World &world_;
   TrainOptions opts_;
   std::function<void(const std::string &)> note_;
   std::unique_ptr<Artifact> artifact_;
   std::unique_ptr<RankExecutor> exec_;
   std::unique_ptr<TokenFile> data_;
+  std::unique_ptr<OutputFile> log_; ///< rank 0
   TokenBinding binding_;
   int lossRank_ = 0;
   int64_t step_ = 0, optStep_ = 0;

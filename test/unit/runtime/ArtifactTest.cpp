@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <fstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace dtc::rt;
@@ -17,13 +18,7 @@ using dtc::test::json;
 
 namespace {
 
-std::string tempDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/dtc-rt-test-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+std::string tempDir() { return dtc::test::scratchDir("dtc-rt-test"); }
 
 json validBody() {
   dtc::test::MlpConfig c;
@@ -342,6 +337,74 @@ TEST(Validator, ViewsOfPersistentSlotsAndInPlaceRules) {
   q["instructions"].back() = {{"op", "max_grad"}, {"in", {u, u, u}}, {"out", {v1, v3}}};
   EXPECT_NE(validationError(c, 1).find("outputs 0 and 1 share memory"), std::string::npos)
       << validationError(c, 1);
+}
+
+// ---- the programs against each other ---------------------------------------------
+
+TEST(Validator, ProgramsMustAgreeOnTheirCollectives) {
+  using dtc::test::CollectiveSpec;
+  using dtc::test::programsArtifact;
+  const CollectiveSpec sum8{"all_reduce", 8, "sum", "a"};
+  const std::vector<CollectiveSpec> agreed = {sum8, {"all_gather", 4, "", "b"},
+                                              {"reduce_scatter", 8, "max", "a"},
+                                              {"all_to_all", 6, "", "a"}};
+  EXPECT_EQ(validationError(programsArtifact(agreed, agreed), 2), "");
+  struct Mismatch {
+    std::vector<CollectiveSpec> p1;
+    const char *expect;
+  };
+  const Mismatch cases[] = {
+      {{{"all_reduce", 4, "sum", "a"}},
+       "programs 'p0' (rank 0) and 'p1' (rank 1) disagree on communicator 'a' (the group of "
+       "ranks 0, 1): its collective #1 is all_reduce (sum) of 8 f32 on 'a' ('p0' instruction "
+       "1) in one and all_reduce (sum) of 4 f32 on 'a' ('p1' instruction 1) in the other"},
+      {{{"all_reduce", 8, "max", "a"}}, "all_reduce (max) of 8 f32"},
+      {{{"all_gather", 8, "", "a"}}, "all_gather of 8 f32 into 16"},
+      {{{"all_reduce", 8, "sum", "a", DType::I32}}, "all_reduce (sum) of 8 i32"},
+      {{}, "'p0' makes 1 collective on it and 'p1' 0; the first without a partner is "
+           "all_reduce (sum) of 8 f32 on 'a' ('p0' instruction 1)"},
+      {{sum8, sum8}, "'p0' makes 1 collective on it and 'p1' 2"},
+  };
+  for (const Mismatch &m : cases) {
+    const std::string err = validationError(programsArtifact({sum8}, m.p1), 2);
+    EXPECT_NE(err.find(m.expect), std::string::npos) << err;
+  }
+  // Each communicator agrees, but the order waits forever: rank 0 is in
+  // 'a' while rank 1 is in 'b'.
+  const std::string err = validationError(
+      programsArtifact({sum8, {"all_reduce", 8, "sum", "b"}},
+                       {{"all_reduce", 8, "sum", "b"}, sum8}),
+      2);
+  EXPECT_NE(err.find("the programs' collectives wait for each other forever: rank 0 waits in "
+                     "all_reduce (sum) of 8 f32 on 'a' ('p0' instruction 1) for rank 1, which "
+                     "waits in all_reduce (sum) of 8 f32 on 'b' ('p1' instruction 1)"),
+            std::string::npos)
+      << err;
+}
+
+TEST(Container, HostileInputIsRefusedBeforeParsing) {
+  // Deep nesting: an error, not a stack overflow when printed or freed.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  json j;
+  std::string err;
+  EXPECT_FALSE(parseJsonText(deep, j, err));
+  EXPECT_NE(err.find("nesting deeper than 100 levels at byte 100"), std::string::npos) << err;
+  EXPECT_FALSE(decodeArtifactJson(encodeArtifactBody("{\"a\":" + deep + "}"), j, err));
+  EXPECT_NE(err.find("nesting deeper"), std::string::npos) << err;
+  // Brackets inside strings do not count.
+  EXPECT_TRUE(parseJsonText("{\"s\": \"" + std::string(500, '[') + "\\\"[\"}", j, err)) << err;
+  // Devices, FIFOs and oversize files are not read at all.
+  std::string bytes;
+  EXPECT_FALSE(readFileBytes("/dev/zero", bytes, err));
+  EXPECT_NE(err.find("not a regular file"), std::string::npos) << err;
+  const std::string fifo = tempDir() + "/fifo.dtc";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FALSE(readFileBytes(fifo, bytes, err)) << "must not block waiting for a writer";
+  const std::string big = tempDir() + "/big.dtc";
+  ASSERT_TRUE(writeOutputFile(big, std::string(1000, 'x'), err));
+  EXPECT_FALSE(readFileBytes(big, bytes, err, 999));
+  EXPECT_NE(err.find("the file has 1000 bytes, more than the 999 allowed"), std::string::npos)
+      << err;
 }
 
 } // namespace

@@ -1,4 +1,6 @@
 //===- SafetensorsTest.cpp - read/write, atomicity, corrupt files ---------===//
+#include "TestArtifacts.h"
+
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/Safetensors.h"
 
@@ -7,20 +9,18 @@
 #include <csignal>
 #include <cstring>
 #include <dirent.h>
+#include <fstream>
+#include <sstream>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace dtc::rt;
 
 namespace {
 
-std::string tempDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/dtc-st-test-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+std::string tempDir() { return dtc::test::scratchDir("dtc-st-test"); }
 
 std::string readAll(const std::string &p) {
   std::string s, err;
@@ -29,7 +29,7 @@ std::string readAll(const std::string &p) {
 }
 void writeRaw(const std::string &p, const std::string &bytes) {
   std::string err;
-  ASSERT_TRUE(writeFileAtomic(p, bytes, err)) << err;
+  ASSERT_TRUE(writeOutputFile(p, bytes, err)) << err;
 }
 
 // A file built by hand: header length, header, data.
@@ -62,10 +62,16 @@ TEST(Safetensors, RoundTrip) {
   ASSERT_NE(ea, nullptr);
   EXPECT_EQ(ea->dtypeName, "F32");
   EXPECT_EQ(ea->shape, (Shape{2, 3}));
-  EXPECT_EQ(std::memcmp(r.data(*ea), a.data(), 24), 0);
+  std::vector<float> ga(6);
+  r.read(*ea, 0, ga.data(), 24);
+  EXPECT_EQ(ga, a);
   const SafetensorsEntry *eb = r.find("b");
   EXPECT_EQ(eb->dtype, DType::I64);
-  EXPECT_EQ(std::memcmp(r.data(*eb), b.data(), 16), 0);
+  int64_t b1 = 0;
+  r.read(*eb, 8, &b1, 8);
+  EXPECT_EQ(b1, b[1]);
+  EXPECT_THROW(r.read(*eb, 8, &b1, 16), Error) << "reads stay inside the tensor";
+  EXPECT_TRUE(r.verifyChecksum()) << "dtc writes a checksum of the data";
   EXPECT_EQ(r.find("c")->shape, Shape{});
   EXPECT_EQ(r.find("zz"), nullptr);
 }
@@ -83,8 +89,9 @@ TEST(Safetensors, ReadsFilesOfOtherWriters) {
   EXPECT_TRUE(r.find("w")->supported);
   EXPECT_FALSE(r.find("h")->supported);
   float got;
-  std::memcpy(&got, r.data(*r.find("w")), 4);
+  r.read(*r.find("w"), 0, &got, 4);
   EXPECT_EQ(got, 1.0f);
+  EXPECT_FALSE(r.verifyChecksum()) << "no checksum, nothing to verify";
 }
 
 std::string openError(const std::string &bytes) {
@@ -143,8 +150,7 @@ std::vector<std::string> listDir(const std::string &d) {
 // A write that fails half way (file size limit) leaves the old file intact
 // and no temporary behind.
 TEST(Safetensors, FailedWriteLeavesTheOldFile) {
-  char tmpl[] = "/tmp/dtc-st-atomic-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const std::string dir = dtc::test::scratchDir("dtc-st-atomic");
   const std::string p = dir + "/ckpt.safetensors";
   std::vector<float> small = {1, 2, 3};
   writeSafetensors(p, {{"w", DType::F32, {3}, small.data()}}, {{"dtc.step", "1"}});
@@ -172,6 +178,98 @@ TEST(Safetensors, FailedWriteLeavesTheOldFile) {
   } catch (const Error &e) {
     EXPECT_NE(std::string(e.what()).find("missing/x.safetensors: cannot write"), std::string::npos);
   }
+}
+
+TEST(Safetensors, Crc32cKnownAnswers) {
+  EXPECT_EQ(crc32c(0, "123456789", 9), 0xe3069283u);
+  EXPECT_EQ(crc32c(0, "", 0), 0u);
+  // Streaming in pieces (and at any alignment) gives the same value.
+  std::string s(1000, '\0');
+  for (size_t i = 0; i < s.size(); ++i) s[i] = char(i * 31 + 7);
+  const uint32_t whole = crc32c(0, s.data(), s.size());
+  EXPECT_EQ(crc32c(crc32c(0, s.data(), 333), s.data() + 333, s.size() - 333), whole);
+  EXPECT_EQ(crc32c(0, s.data() + 1, 9), crc32c(crc32c(0, s.data() + 1, 4), s.data() + 5, 5));
+}
+
+// Every byte of the data section is covered by the checksum.
+TEST(Safetensors, FlippedBytesAreCaught) {
+  const std::string p = tempDir() + "/flip.safetensors";
+  std::vector<float> w(64);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i) * 0.5f;
+  writeSafetensors(p, {{"w", DType::F32, {64}, w.data()}}, {{"dtc.step", "3"}});
+  const std::string good = readAll(p);
+  {
+    SafetensorsReader r(p);
+    EXPECT_EQ(r.metadata().at(kDataChecksumKey).size(), 8u);
+    EXPECT_TRUE(r.verifyChecksum());
+  }
+  for (size_t at : {good.size() - 256, good.size() - 1}) {
+    std::string bad = good;
+    bad[at] = char(bad[at] ^ 0x10);
+    writeRaw(p, bad);
+    SafetensorsReader r(p); // the header is intact
+    try {
+      r.verifyChecksum();
+      FAIL() << "flip at " << at;
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find("flip.safetensors: data checksum mismatch"),
+                std::string::npos) << e.what();
+    }
+  }
+  std::string bad = good;
+  const size_t digits = bad.find(kDataChecksumKey) + std::strlen(kDataChecksumKey) + 3;
+  bad[digits] = 'x';
+  writeRaw(p, bad);
+  try {
+    SafetensorsReader r(p);
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("is not 8 lowercase hex digits"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Data read after the file shrank: an error naming it, never SIGBUS.
+TEST(Safetensors, AFileThatShrinksIsAnError) {
+  const std::string p = tempDir() + "/shrink.safetensors";
+  std::vector<float> w(1024, 2.0f);
+  writeSafetensors(p, {{"w", DType::F32, {1024}, w.data()}}, {});
+  SafetensorsReader r(p);
+  ASSERT_EQ(truncate(p.c_str(), 1000), 0);
+  std::vector<float> got(1024);
+  try {
+    r.read(*r.find("w"), 0, got.data(), got.size() * 4);
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("shrink.safetensors: the file shrank while it was read"),
+              std::string::npos) << e.what();
+  }
+}
+
+// An output that cannot seek (a FIFO) gets the file without a checksum.
+TEST(Safetensors, StreamsToAFifo) {
+  const std::string fifo = tempDir() + "/ckpt.fifo", copy = tempDir() + "/copy.safetensors";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string bytes;
+  std::thread reader([&] {
+    std::ifstream in(fifo, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    bytes = ss.str();
+  });
+  std::vector<float> w = {1, 2, 3};
+  writeSafetensors(fifo, {{"w", DType::F32, {3}, w.data()}}, {{"dtc.step", "1"}});
+  reader.join();
+  writeRaw(copy, bytes);
+  SafetensorsReader r(copy);
+  EXPECT_EQ(r.metadata().count(kDataChecksumKey), 0u);
+  EXPECT_EQ(r.metadata().at("dtc.step"), "1");
+  std::vector<float> got(3);
+  r.read(*r.find("w"), 0, got.data(), 12);
+  EXPECT_EQ(got, w);
+  struct stat st;
+  ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
 }
 
 } // namespace

@@ -2,8 +2,36 @@
 #include "TestArtifacts.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <unistd.h>
 
 namespace dtc::test {
+
+namespace {
+struct ScratchDirs {
+  pid_t owner = ::getpid();
+  std::map<std::string, std::string> dirs;
+  ~ScratchDirs() {
+    // A forked child (a death test) must not remove the parent's files.
+    if (::getpid() != owner) return;
+    std::error_code ec;
+    for (const auto &[prefix, dir] : dirs) std::filesystem::remove_all(dir, ec);
+  }
+};
+} // namespace
+
+std::string scratchDir(const std::string &prefix) {
+  static ScratchDirs scratch;
+  std::string &dir = scratch.dirs[prefix];
+  if (dir.empty()) {
+    std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw rt::Error("cannot create a directory under /tmp");
+    dir = tmpl;
+  }
+  return dir;
+}
 
 using rt::DType;
 using rt::Shape;
@@ -352,6 +380,43 @@ std::map<std::string, std::vector<float>> collectivesExpected(const std::vector<
         for (int64_t j = 0; j < 3; ++j) e["a2b"].push_back(local(c0, c1, i, j));
   }
   return e;
+}
+
+json programsArtifact(const std::vector<CollectiveSpec> &p0,
+                      const std::vector<CollectiveSpec> &p1) {
+  ArtifactBuilder ab({2});
+  ab.comm("a", {0});
+  ab.comm("b", {0});
+  ab.param("w", {8}, "normal(1.0)", json::array({json::array()}));
+  ab.scalar("loss", "loss", DType::F32);
+  const std::vector<CollectiveSpec> *lists[2] = {&p0, &p1};
+  for (int r = 0; r < 2; ++r) {
+    ProgramBuilder pb("p" + std::to_string(r), {r});
+    const int w = pb.buffer(DType::F32, {8}, "param", "w");
+    const int loss = pb.buffer(DType::F32, {}, "scalar", "loss");
+    pb.op("reduce_sum", {w}, {loss}, {{"axes", {0}}, {"keep_dims", false}});
+    for (size_t i = 0; i < lists[r]->size(); ++i) {
+      const CollectiveSpec &c = (*lists[r])[i];
+      int64_t outCount = c.count;
+      json attrs = {{"comm", c.comm}};
+      if (c.op == "all_reduce" || c.op == "reduce_scatter") attrs["reduction"] = c.reduction;
+      if (c.op == "all_gather") outCount = c.count * 2;
+      if (c.op == "reduce_scatter") outCount = c.count / 2;
+      if (c.op == "all_gather" || c.op == "reduce_scatter") attrs["axis"] = 0;
+      if (c.op == "all_to_all") {
+        attrs["split_axis"] = 0;
+        attrs["concat_axis"] = 0;
+      }
+      const int in = pb.buffer(c.dtype, {c.count}, "activation");
+      pb.splat(in, double(r + 1));
+      const int out = pb.buffer(c.dtype, {outCount}, "activation");
+      pb.op(c.op, {in}, {out}, attrs);
+      if (i == 0 && c.op == "all_reduce" && c.count == 8 && c.dtype == DType::F32)
+        pb.op("sgd_update", {w, out}, {w}, {{"lr", 0.1}, {"weight_decay", 0.0}});
+    }
+    ab.program(pb);
+  }
+  return ab.body();
 }
 
 } // namespace dtc::test

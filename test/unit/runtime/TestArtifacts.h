@@ -20,6 +20,10 @@ namespace dtc::test {
 
 using json = nlohmann::json;
 
+/// A fresh directory under /tmp for this test process (one per `prefix`),
+/// removed with everything in it when the process that made it exits.
+std::string scratchDir(const std::string &prefix);
+
 class ProgramBuilder {
 public:
   ProgramBuilder(std::string name, std::vector<int> ranks);
@@ -78,6 +82,25 @@ struct LmConfig {
   int64_t idsMax = 0; // 0 = vocab
 };
 json lmArtifact(const LmConfig &c);
+
+/// One collective of a program in programsArtifact(): `op` (all_reduce,
+/// all_gather, reduce_scatter, all_to_all) on `comm` ("a" or "b") over an f32
+/// (or i32) input of `count` elements.
+struct CollectiveSpec {
+  std::string op = "all_reduce";
+  int64_t count = 8;
+  std::string reduction = "sum";
+  std::string comm = "a";
+  rt::DType dtype = rt::DType::F32;
+};
+/// Mesh [2] and one program per rank ("p0" runs rank 0, "p1" rank 1), each
+/// making its list of collectives; communicators "a" and "b" both span the
+/// two ranks. Each program holds a param (updated with SGD from the first
+/// collective's result when it is an f32 all_reduce of 8) and the loss.
+/// Equal lists give a valid artifact; unequal ones are what the validator
+/// must refuse before any rank starts.
+json programsArtifact(const std::vector<CollectiveSpec> &p0,
+                      const std::vector<CollectiveSpec> &p1);
 
 /// Mesh [2, 2]: every collective on several communicators and axes; each
 /// result lands in a param (so --save exposes it) of global shape [4a, b]

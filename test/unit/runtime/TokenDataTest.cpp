@@ -12,18 +12,12 @@ using namespace dtc::rt;
 
 namespace {
 
-std::string tempDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/dtc-tok-test-XXXXXX";
-    return std::string(mkdtemp(tmpl));
-  }();
-  return dir;
-}
+std::string tempDir() { return dtc::test::scratchDir("dtc-tok-test"); }
 
 template <class T> std::string writeTokens(const std::string &name, const std::vector<T> &t) {
   const std::string p = tempDir() + "/" + name;
   std::string err;
-  EXPECT_TRUE(writeFileAtomic(p, std::string(reinterpret_cast<const char *>(t.data()), t.size() * sizeof(T)), err));
+  EXPECT_TRUE(writeOutputFile(p, std::string(reinterpret_cast<const char *>(t.data()), t.size() * sizeof(T)), err));
   return p;
 }
 
@@ -136,6 +130,52 @@ TEST(TokenData, ValidationErrors) {
   TokenDType t;
   EXPECT_TRUE(parseTokenDType("uint32", t));
   EXPECT_FALSE(parseTokenDType("int16", t));
+}
+
+// A token file cut short during a run: an error naming the file at the next
+// batch that needs the lost tokens (the file is read, not mapped: no SIGBUS).
+TEST(TokenData, ATruncatedFileIsAnErrorNotASignal) {
+  std::vector<uint16_t> toks(400);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint16_t(i % 50);
+  const std::string p = writeTokens("cut.bin", toks);
+  Artifact a = lm({1});
+  TokenBinding b = bindTokenInputs(a);
+  TokenFile f(p, TokenDType::U16);
+  f.validate(b);
+  std::vector<int32_t> ids(32);
+  const Piece whole{{4, 8}, {0, 0}, {4, 8}};
+  fillTokens(f, b, 0, false, ids.data(), DType::I32, whole);
+  ASSERT_EQ(truncate(p.c_str(), 100), 0); // 50 tokens left
+  try {
+    for (int64_t step = 1; step < 20; ++step)
+      fillTokens(f, b, step, false, ids.data(), DType::I32, whole);
+    FAIL() << "windows past the new end were read";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("cut.bin: the token file shrank during the run"),
+              std::string::npos) << e.what();
+  }
+  // Rewritten in place with tokens the model cannot take: named too.
+  std::vector<uint16_t> big(400, 49);
+  big[1] = 60;
+  std::string err;
+  const std::string q = tempDir() + "/changed.bin";
+  ASSERT_TRUE(writeOutputFile(q, std::string(reinterpret_cast<const char *>(toks.data()), 800), err));
+  TokenFile g(q, TokenDType::U16);
+  g.validate(b);
+  {
+    FILE *fp = std::fopen(q.c_str(), "r+b");
+    std::fwrite(big.data(), 2, big.size(), fp);
+    std::fclose(fp);
+  }
+  try {
+    fillTokens(g, b, 0, true, ids.data(), DType::I32, whole);
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("changed.bin: token 60 (token 1) is not below 50, the "
+                                         "max of input 'ids': the file changed during the run"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_THROW(TokenFile("/dev/zero", TokenDType::U16), Error);
 }
 
 } // namespace

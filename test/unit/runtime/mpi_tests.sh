@@ -25,6 +25,27 @@ close() {
       if (d > tol * (1 + m)) { printf "line %d: %s vs %s\n", n, $1, $2; bad = 1 } }
     END { if (n == 0) { print "no losses"; bad = 1 } exit bad }' || fail "losses differ: $1 $2"
 }
+# rank_pid R: the pid of rank R's dtc-run (not its --guard) of a job started
+# from this case's scratch directory
+rank_pid() {
+  local p
+  for p in $(pgrep -f -- "dtc-run .*$work/"); do
+    tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q -- '--guard\|--launch' && continue
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo $p; return 0; }
+  done
+  return 1
+}
+# wait_for FILE PATTERN: until a line of FILE matches (60 s at most)
+wait_for() {
+  local i
+  for i in $(seq 600); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  fail "no '$2' in $1"
+}
+# no_strays: no process of this case is left
+no_strays() {
+  sleep 0.2
+  if pgrep -f -- "$work/" > /dev/null; then pgrep -af -- "$work/"; fail "processes left behind"; fi
+}
 # one_error FILE WANT: exactly one line, a dtc-run error containing WANT
 one_error() {
   [ "$(wc -l < "$1")" = 1 ] || { cat "$1"; fail "expected exactly one stderr line"; }
@@ -109,9 +130,25 @@ errors)
   "$run" "$art/mlp1.dtc" --steps 1 --threads=x 2> e; [ $? = 1 ] || fail "--threads x"
   one_error e "--threads: expected an integer in [1, 4096], got 'x'"
   "$run" --help > h || fail "--help"
-  for f in --steps --seed --backend --data --data-dtype --log --save --load --launch --threads; do
+  for f in --steps --seed --backend --data --data-dtype --log --save --save-every --load --timeout --launch --threads; do
     grep -q -- "$f" h || fail "--help lacks $f"
   done
+  grep -q -- '--timeout SECONDS .*(default 300; 0 = wait forever)' <(tr -s ' \n' ' ' < h) || fail "--help: --timeout default"
+  # Programs that disagree on a collective: refused before any rank starts.
+  "$run" --launch "$art/mismatch.dtc" --steps 1 2> e; [ $? = 1 ] || fail "mismatch (launch)"
+  one_error e "programs 'p0' (rank 0) and 'p1' (rank 1) disagree on communicator 'a'"
+  mpi 2 "$run" "$art/mismatch.dtc" --steps 1 2> e; [ $? = 1 ] || fail "mismatch (mpirun)"
+  one_error e "its collective #1 is all_reduce (sum) of 8 f32"
+  # More communicators than MPI allows: MPI's error, translated, with the limit.
+  "$run" "$art/many_comms.dtc" --steps 1 2> e; [ $? = 1 ] || fail "communicator limit"
+  one_error e "creating communicator 'c65531' (65532 of the artifact's 70000): MPI_Comm_split failed after this rank had created 65531 communicators: MPI_ERR_INTERN"
+  grep -q "limit on communicators per process" e || fail "the limit is not named"
+  # Inputs that are not regular files.
+  "$run" /dev/zero --steps 1 2> e; [ $? = 1 ] || fail "/dev/zero artifact"
+  one_error e "/dev/zero: cannot read: not a regular file"
+  mkfifo fifo.dtc
+  "$run" --launch fifo.dtc --steps 1 2> e; [ $? = 1 ] || fail "FIFO artifact"
+  one_error e "fifo.dtc: cannot read: not a regular file"
   ;;
 data)
   mpi 1 "$run" "$art/lm1.dtc" --steps 4 --data "$art/tokens.bin" --log one.jsonl > one.out || fail "np 1"
@@ -124,6 +161,15 @@ data)
   one_error e "tokens_bad.bin: token 60 at byte offset 246 (token 123) is not below 50"
   "$run" "$art/mlp1.dtc" --steps 1 --data "$art/tokens.bin" 2> e; [ $? = 1 ] || fail "no token inputs"
   one_error e "--data needs two integer inputs of shape [B, S]"
+  # The token file cut short during a run: an error naming it, not SIGBUS.
+  cp "$art/tokens.bin" cut.bin
+  "$run" "$art/lm1.dtc" --steps 100000000 --data cut.bin > t.out 2> t.err &
+  job=$!
+  wait_for t.out '^step 1 loss'
+  truncate -s 40 cut.bin
+  wait $job; rc=$?
+  [ $rc = 1 ] || { cat t.err; fail "truncated token file: exit $rc"; }
+  one_error t.err "cut.bin: the token file shrank during the run (it had 600 tokens"
   ;;
 launch)
   "$run" --launch "$art/mlp_dp2.dtc" --steps 3 --seed 1 > l.out 2> l.err || { cat l.err; fail "launch"; }
@@ -148,6 +194,100 @@ launch)
   # --stats prints the kernels that took longest, with their share of the step.
   grep -q '^kernels, rank 0, per step' t1.out || fail "stats table"
   grep -Eq '^ +[0-9.]+% +[0-9.]+ +[0-9.]+ +[0-9]+  matmul ' t1.out || { cat t1.out; fail "stats matmul row"; }
+  ;;
+liveness)
+  # What `dtc run` (dtc-run --launch) says when a rank dies or stops; each
+  # job runs from this directory so that its processes can be found (and
+  # must all be gone afterwards).
+  cp "$art/mlp_dp4.dtc" dp4.dtc
+  cp "$art/mlp_dp2.dtc" dp2.dtc
+  # SIGKILL (what the OOM killer sends) of one rank.
+  timeout 120 "$run" --launch "$work/dp4.dtc" --steps 100000000 > k.out 2> k.err &
+  job=$!
+  wait_for k.out '^step 1 loss'
+  victim=$(rank_pid 1) || fail "rank 1 not found"
+  kill -KILL "$victim"
+  wait $job; rc=$?
+  [ $rc = 1 ] || { cat k.err; fail "SIGKILL: exit $rc"; }
+  one_error k.err "rank 1 (pid $victim) was killed by SIGKILL in step"
+  grep -q "likely out of memory" k.err || fail "SIGKILL: no out-of-memory hint"
+  no_strays
+  # SIGSTOP of one rank: every other rank gives up after --timeout, the job
+  # ends naming the stopped rank (the bound here is generous: a loaded
+  # machine; the supervisor itself waits 5 s at most after the timeout).
+  start=$(date +%s)
+  timeout 120 "$run" --launch "$work/dp4.dtc" --steps 100000000 --timeout 4 > s.out 2> s.err &
+  job=$!
+  wait_for s.out '^step 1 loss'
+  victim=$(rank_pid 2) || fail "rank 2 not found"
+  kill -STOP "$victim"
+  stopped=$(date +%s)
+  wait $job; rc=$?
+  [ $rc = 1 ] || { cat s.err; fail "SIGSTOP: exit $rc"; }
+  [ $(( $(date +%s) - stopped )) -le 30 ] || fail "SIGSTOP: took $(( $(date +%s) - stopped )) s"
+  one_error s.err "rank 2 (pid $victim) stopped making progress in step"
+  grep -q "it is stopped" s.err || { cat s.err; fail "SIGSTOP: state"; }
+  grep -q "ranks 0, 1, 3 gave up" s.err || { cat s.err; fail "SIGSTOP: the others"; }
+  grep -q "timed out after 4 s in an exchange" s.err || { cat s.err; fail "SIGSTOP: collective"; }
+  no_strays
+  # Under a plain mpirun (no supervisor) the waiting rank leaves too.
+  timeout 120 "$mpiexec" -np 2 "${root[@]}" --oversubscribe --quiet "$run" "$work/dp2.dtc" --steps 100000000 --timeout 4 > p.out 2> p.err &
+  job=$!
+  wait_for p.out '^step 1 loss'
+  victim=$(rank_pid 1) || fail "rank 1 not found (mpirun)"
+  kill -STOP "$victim"
+  wait $job; rc=$?
+  [ $rc != 0 ] && [ $rc != 124 ] || fail "plain mpirun: exit $rc"
+  grep -q "dtc-run: error: rank 0: .*dp2.dtc: step .*timed out after 4 s" p.err || { cat p.err; fail "plain mpirun: message"; }
+  kill -KILL "$victim" 2>/dev/null
+  no_strays
+  # A launcher that fails: its own words, in one line.
+  DTC_MPIRUN_ARGS="--hostfile $work/no-such-hostfile" "$run" --launch "$work/dp2.dtc" --steps 1 2> e; rc=$?
+  [ $rc = 1 ] || fail "hostfile: exit $rc"
+  one_error e "mpirun failed (exit status"
+  grep -q "no-such-hostfile" e || { cat e; fail "hostfile not named"; }
+  no_strays
+  ;;
+interrupt)
+  # SIGTERM to `dtc run`: the step finishes, the checkpoint is saved, exit
+  # 128+15; resuming gives the losses of an uninterrupted run, and the log
+  # holds every step once.
+  cp "$art/mlp_tp.dtc" tp.dtc
+  timeout 120 "$run" --launch "$work/tp.dtc" --steps 100000000 --seed 3 --save ck.st --log run.jsonl > a.out 2> a.err &
+  job=$!
+  wait_for a.out '^step 2 loss'
+  kill -TERM $(pgrep -f -- "^$run --launch $work/tp.dtc")
+  wait $job; rc=$?
+  [ $rc = 143 ] || { cat a.err; fail "SIGTERM: exit $rc"; }
+  one_error a.err "interrupted by SIGTERM after step"
+  done_steps=$(sed -n 's/.* holds the \([0-9]*\) steps done.*/\1/p' a.err)
+  [ -n "$done_steps" ] && [ "$(wc -l < a.out)" = "$done_steps" ] || { cat a.err; fail "steps done"; }
+  [ -z "$(ls -A | grep '\.tmp\.')" ] || { ls -A; fail "temporary files left"; }
+  no_strays
+  timeout 120 "$run" --launch "$work/tp.dtc" --steps 4 --seed 3 --load ck.st --save ck.st --log run.jsonl > b.out 2> b.err || { cat b.err; fail "resume"; }
+  [ -s b.err ] && { cat b.err; fail "resume: unexpected stderr"; }
+  mpi 4 "$run" "$work/tp.dtc" --steps $((done_steps + 4)) --seed 3 --log full.jsonl > full.out || fail "uninterrupted run"
+  cat a.out b.out > resumed.out
+  diff full.out resumed.out || fail "resumed losses differ from the uninterrupted run"
+  awk -F'[:,]' '{print $2}' run.jsonl > steps.txt
+  seq 0 $((done_steps + 3)) | diff - steps.txt || fail "every step exactly once in the log"
+  diff <(sed 's/,"step_time_s.*//' run.jsonl) <(sed 's/,"step_time_s.*//' full.jsonl) || fail "log losses"
+  # A log that does not end where the checkpoint does is refused up front.
+  head -n 2 run.jsonl > short.jsonl
+  "$run" --launch "$work/tp.dtc" --steps 1 --load ck.st --log short.jsonl 2> e; [ $? = 1 ] || fail "log mismatch"
+  one_error e "short.jsonl: the log ends at step 1 but the checkpoint continues from step $((done_steps + 4))"
+  [ "$(wc -l < short.jsonl)" = 2 ] || fail "the refused log was changed"
+  # dtc-run alone (no mpirun): SIGINT.
+  cp "$art/mlp1.dtc" one.dtc
+  "$run" "$work/one.dtc" --steps 100000000 --save one.st > c.out 2> c.err &
+  job=$!
+  wait_for c.out '^step 1 loss'
+  kill -INT $job
+  wait $job; rc=$?
+  [ $rc = 130 ] || { cat c.err; fail "singleton SIGINT: exit $rc"; }
+  one_error c.err "interrupted by SIGINT after step"
+  [ -f one.st ] && [ -f one.st.optim ] || fail "singleton: no checkpoint"
+  no_strays
   ;;
 *) fail "unknown case $case_name" ;;
 esac

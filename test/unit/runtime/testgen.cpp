@@ -56,14 +56,22 @@ int gen(const std::string &dir) {
   l.mesh = {2, 2};
   l.idsMax = 500;
   write(dir, "lm_badids.dtc", dtc::test::lmArtifact(l));
+  // Two programs that disagree on their first all-reduce (8 vs 4 floats).
+  write(dir, "mismatch.dtc",
+        dtc::test::programsArtifact({{"all_reduce", 8, "sum", "a"}}, {{"all_reduce", 4, "sum", "a"}}));
+  // More communicators than Open MPI can create in one process.
+  dtc::test::json many = dtc::test::mlpArtifact({});
+  for (int i = 0; i < 70000; ++i)
+    many["communicators"].push_back({{"name", "c" + std::to_string(i)}, {"mesh_axes", {0}}});
+  write(dir, "many_comms.dtc", many);
   std::vector<uint16_t> toks(600);
   for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint16_t((i * i + 7 * i) % 50);
   std::string err;
-  if (!writeFileAtomic(dir + "/tokens.bin",
+  if (!writeOutputFile(dir + "/tokens.bin",
                        std::string(reinterpret_cast<const char *>(toks.data()), 2 * toks.size()), err))
     throw Error(err);
   toks[123] = 60;
-  if (!writeFileAtomic(dir + "/tokens_bad.bin",
+  if (!writeOutputFile(dir + "/tokens_bad.bin",
                        std::string(reinterpret_cast<const char *>(toks.data()), 2 * toks.size()), err))
     throw Error(err);
   return 0;
@@ -73,7 +81,7 @@ std::vector<float> floats(const SafetensorsReader &r, const std::string &name) {
   const SafetensorsEntry *e = r.find(name);
   if (!e || e->dtypeName != "F32") throw Error(r.path() + ": no F32 tensor '" + name + "'");
   std::vector<float> v(size_t(numel(e->shape)));
-  std::memcpy(v.data(), r.data(*e), v.size() * 4);
+  r.read(*e, 0, v.data(), v.size() * 4);
   return v;
 }
 

@@ -1,0 +1,579 @@
+//===- Supervisor.cpp - dtc run's launcher and each rank's guard -------------===//
+#include "Supervisor.h"
+
+#include "dtc/runtime/Progress.h"
+#include "dtc/runtime/Trainer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <map>
+#include <poll.h>
+#include <set>
+#include <sstream>
+#include <string>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace dtc::rt;
+
+namespace {
+
+void printError(const std::string &msg) {
+  std::fprintf(stderr, "dtc-run: error: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
+std::string selfPath() {
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "";
+  self[n] = '\0';
+  return self;
+}
+
+std::string readSmallFile(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool exists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// ---- the guard ------------------------------------------------------------------------------
+
+volatile sig_atomic_t gChild = 0;
+
+// Signals pass on as they are. A stopped rank stays stopped: the
+// supervisor must still see it stopped when it looks, and ends it itself.
+void forwardToChild(int sig) {
+  const pid_t child = gChild;
+  if (child > 0) ::kill(child, sig);
+}
+
+/// The rank as the launcher numbered it (Open MPI, PMIx, MPICH), -1 if none.
+int rankFromEnvironment() {
+  for (const char *var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char *v = std::getenv(var); v && *v) return std::atoi(v);
+  return -1;
+}
+
+} // namespace
+
+int guardRank(int argc, char **argv) {
+  const std::string self = selfPath();
+  std::vector<std::string> args = {self};
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) != "--guard") args.push_back(argv[i]);
+  std::vector<char *> cargs;
+  for (std::string &s : args) cargs.push_back(s.data());
+  cargs.push_back(nullptr);
+
+  const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR2};
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int sig : forwarded) sigaddset(&block, sig);
+  ::sigprocmask(SIG_BLOCK, &block, &old);
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = forwardToChild;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : forwarded) ::sigaction(sig, &sa, nullptr);
+
+  const pid_t child = ::fork();
+  if (child < 0) {
+    printError(std::string("cannot start a rank: ") + std::strerror(errno));
+    return 1;
+  }
+  if (child == 0) {
+    // A group of its own: mpirun signals the guard's group (Open MPI's
+    // default), and the rank must get each signal once, from the guard.
+    ::setpgid(0, 0);
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    ::execv(self.c_str(), cargs.data());
+    printError("cannot run " + self + ": " + std::strerror(errno));
+    ::_exit(127);
+  }
+  ::setpgid(child, child);
+  gChild = child;
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (const char *dir = std::getenv("DTC_RUN_STATUS_DIR"); dir && *dir) {
+    const std::string path = std::string(dir) + "/guard-" + std::to_string(child) + ".exit";
+    std::ofstream out(path + ".tmp");
+    out << "rank " << rankFromEnvironment() << "\npid " << child << "\n";
+    if (WIFSIGNALED(status))
+      out << "signal " << WTERMSIG(status) << "\n";
+    else
+      out << "exit " << code << "\n";
+    out.close();
+    std::rename((path + ".tmp").c_str(), path.c_str());
+  }
+  return code;
+}
+
+// ---- the launcher -------------------------------------------------------------------------
+
+namespace {
+
+int gSignalPipe[2] = {-1, -1};
+
+void onLauncherSignal(int sig) {
+  const unsigned char b = (unsigned char)sig;
+  const int saved = errno;
+  (void)!::write(gSignalPipe[1], &b, 1);
+  errno = saved;
+}
+
+/// Every process below this one (children, their children, and orphans
+/// adopted by this subreaper), from /proc.
+std::vector<pid_t> descendants() {
+  std::map<pid_t, std::vector<pid_t>> children;
+  if (DIR *d = ::opendir("/proc")) {
+    while (dirent *e = ::readdir(d)) {
+      const pid_t pid = pid_t(std::atoi(e->d_name));
+      if (pid <= 0) continue;
+      const std::string stat = readSmallFile("/proc/" + std::string(e->d_name) + "/stat");
+      const size_t close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(stat.substr(close + 2));
+      char state;
+      pid_t ppid = 0;
+      rest >> state >> ppid;
+      children[ppid].push_back(pid);
+    }
+    ::closedir(d);
+  }
+  std::vector<pid_t> out, stack = {::getpid()};
+  while (!stack.empty()) {
+    const pid_t p = stack.back();
+    stack.pop_back();
+    for (pid_t c : children[p]) {
+      out.push_back(c);
+      stack.push_back(c);
+    }
+  }
+  return out;
+}
+
+void reapChildren() {
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
+/// Kills every process of the job that is still there and reaps them.
+void killJob() {
+  for (int round = 0; round < 50; ++round) {
+    reapChildren();
+    std::vector<pid_t> left = descendants();
+    // Zombies are already gone; only count the living.
+    left.erase(std::remove_if(left.begin(), left.end(),
+                              [](pid_t p) {
+                                const std::string s =
+                                    readSmallFile("/proc/" + std::to_string(p) + "/stat");
+                                const size_t close = s.rfind(')');
+                                return close == std::string::npos || s.size() < close + 3 ||
+                                       s[close + 2] == 'Z';
+                              }),
+               left.end());
+    if (left.empty()) return;
+    for (pid_t p : left) ::kill(p, SIGKILL);
+    ::usleep(20000);
+  }
+}
+
+/// Process state letter from /proc (R, S, D, T, t, Z), '?' if gone.
+char processState(pid_t pid) {
+  const std::string s = readSmallFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = s.rfind(')');
+  if (close == std::string::npos || s.size() < close + 3) return '?';
+  return s[close + 2];
+}
+
+bool readRecord(const std::string &dir, int rank, progress::Record &rec) {
+  const int fd = ::open(progress::recordPath(dir, rank).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::pread(fd, &rec, sizeof rec, 0) == ssize_t(sizeof rec) &&
+                  rec.magic == progress::kMagic;
+  ::close(fd);
+  return ok;
+}
+
+std::string where(const progress::Record &rec) {
+  if (rec.step < 0) return "before the first step";
+  std::string s = "in step " + std::to_string(rec.step);
+  if (rec.instruction >= 0) s += ", instruction " + std::to_string(rec.instruction);
+  return s;
+}
+
+std::string listRanks(const std::vector<int> &ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+/// Why ranks without an error of their own are holding the others up.
+std::string stuckRanks(const std::string &dir, int64_t devices, const std::set<int> &failed) {
+  const int64_t now = progress::nowNs();
+  std::string out;
+  for (int r = 0; r < int(devices); ++r) {
+    if (failed.count(r)) continue;
+    progress::Record rec;
+    if (!readRecord(dir, r, rec)) {
+      out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
+             " never reported (it did not start, or runs on another node)";
+      continue;
+    }
+    const char state = processState(pid_t(rec.pid));
+    const double idle = double(now - rec.heartbeatNs) / 1e9;
+    std::string why;
+    if (state == 'T')
+      why = "is stopped (SIGSTOP, or a terminal stopped it)";
+    else if (state == 't')
+      why = "is stopped by a debugger";
+    else if (state == 'D')
+      why = "is blocked in the kernel (waiting for I/O?)";
+    else if (state == 'Z' || state == '?')
+      continue; // it left: its guard's record or its own error says why
+    else if (idle > 2.0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.0f", idle);
+      why = std::string("has shown no sign of life for ") + buf + " s" +
+            (rec.state == int64_t(progress::State::Computing) ? " (busy computing?)" : "");
+    }
+    if (why.empty()) continue; // waiting like the others
+
+    out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " (pid " +
+           std::to_string(rec.pid) + ") stopped making progress " + where(rec) + ": it " + why;
+  }
+  return out;
+}
+
+struct GuardExit {
+  int rank = -1;
+  pid_t pid = 0;
+  int signal = 0, code = 0;
+};
+
+std::vector<GuardExit> guardExits(const std::string &dir) {
+  std::vector<GuardExit> out;
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (dirent *e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind("guard-", 0) != 0 || name.size() < 5 ||
+          name.compare(name.size() - 5, 5, ".exit") != 0)
+        continue;
+      std::istringstream in(readSmallFile(dir + "/" + name));
+      GuardExit g;
+      std::string key;
+      long value;
+      while (in >> key >> value) {
+        if (key == "rank") g.rank = int(value);
+        else if (key == "pid") g.pid = pid_t(value);
+        else if (key == "signal") g.signal = int(value);
+        else if (key == "exit") g.code = int(value);
+      }
+      out.push_back(g);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end(), [](const GuardExit &a, const GuardExit &b) {
+    return a.rank < b.rank;
+  });
+  return out;
+}
+
+void removeDirectory(const std::string &dir) {
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (dirent *e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") ::unlink((dir + "/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
+bool isBannerRule(const std::string &line) {
+  return line.size() >= 20 && line.find_first_not_of('-') == std::string::npos;
+}
+
+/// mpirun's held-back text as one line.
+std::string summarize(const std::vector<std::string> &held) {
+  std::string s;
+  for (const std::string &line : held) {
+    if (isBannerRule(line)) continue;
+    std::string t = line;
+    t.erase(0, t.find_first_not_of(" \t"));
+    if (t.empty()) continue;
+    s += (s.empty() ? "" : " ") + t;
+  }
+  if (s.size() > 600) s = s.substr(0, 600) + " ...";
+  return s;
+}
+
+} // namespace
+
+int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
+                    const std::vector<std::string> &rankArgs, int argc, char **argv) {
+  const char *env = std::getenv("DTC_MPIRUN");
+  const std::string mpirun = env && *env ? env : "mpirun";
+  const std::string self = selfPath();
+  if (self.empty()) {
+    printError(std::string("cannot find this program's path: ") + std::strerror(errno));
+    return 1;
+  }
+  const char *tmp = std::getenv("TMPDIR");
+  std::string dirTemplate = std::string(tmp && *tmp ? tmp : "/tmp") + "/dtc-run-XXXXXX";
+  if (!::mkdtemp(dirTemplate.data())) {
+    printError("cannot create a status directory in " + std::string(tmp && *tmp ? tmp : "/tmp") +
+               ": " + std::strerror(errno));
+    return 1;
+  }
+  const std::string dir = dirTemplate;
+  ::setenv("DTC_RUN_STATUS_DIR", dir.c_str(), 1);
+
+  std::vector<std::string> args = {mpirun, "-np", std::to_string(devices)};
+  if (::geteuid() == 0) args.push_back("--allow-run-as-root");
+  args.push_back("--oversubscribe");
+  args.push_back("-x");
+  args.push_back("DTC_RUN_STATUS_DIR");
+  args.insert(args.end(), mpirunArgs.begin(), mpirunArgs.end());
+  args.push_back(self);
+  args.push_back("--guard");
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) != "--launch") args.push_back(argv[i]);
+  args.insert(args.end(), rankArgs.begin(), rankArgs.end());
+  std::vector<char *> cargs;
+  for (std::string &s : args) cargs.push_back(s.data());
+  cargs.push_back(nullptr);
+
+  // Orphans of the job (a rank whose guard died) become our children.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int errPipe[2], execPipe[2];
+  if (::pipe2(gSignalPipe, O_CLOEXEC | O_NONBLOCK) != 0 || ::pipe2(errPipe, O_CLOEXEC) != 0 ||
+      ::pipe2(execPipe, O_CLOEXEC) != 0) {
+    printError(std::string("cannot create a pipe: ") + std::strerror(errno));
+    removeDirectory(dir);
+    return 1;
+  }
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = onLauncherSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  // SIGCHLD only wakes the loop below (mpirun ended, or an adopted rank).
+  ::sigaction(SIGCHLD, &sa, nullptr);
+
+  std::fflush(stdout);
+  const pid_t job = ::fork();
+  if (job < 0) {
+    printError(std::string("cannot start mpirun: ") + std::strerror(errno));
+    removeDirectory(dir);
+    return 1;
+  }
+  if (job == 0) {
+    // mpirun in a group of its own: a terminal's Ctrl-C reaches only us,
+    // and we decide what the ranks get.
+    ::setpgid(0, 0);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) ::signal(sig, SIG_DFL);
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) ::dup2(null, 0);
+    ::dup2(errPipe[1], 2);
+    ::execvp(cargs[0], cargs.data());
+    const int err = errno;
+    (void)!::write(execPipe[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  ::setpgid(job, job);
+  ::close(errPipe[1]);
+  ::close(execPipe[1]);
+  int execErr = 0;
+  if (::read(execPipe[0], &execErr, sizeof execErr) == ssize_t(sizeof execErr)) {
+    ::waitpid(job, nullptr, 0);
+    printError("cannot run " + mpirun + ": " + std::strerror(execErr) +
+               " (set DTC_MPIRUN to the mpirun to use)");
+    removeDirectory(dir);
+    return 1;
+  }
+  ::close(execPipe[0]);
+
+  std::vector<std::string> held;
+  bool inBanner = false, rankErrorShown = false;
+  std::string partial;
+  auto takeLine = [&](const std::string &line) {
+    if (isBannerRule(line)) {
+      inBanner = !inBanner;
+      held.push_back(line);
+    } else if (inBanner) {
+      held.push_back(line);
+    } else if (line.rfind("mpirun: Forwarding signal", 0) == 0) {
+      // our own SIGUSR2, passed on
+    } else if (line.rfind("dtc-run: ", 0) == 0) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fflush(stderr);
+      rankErrorShown = rankErrorShown || line.rfind("dtc-run: error: ", 0) == 0;
+    } else {
+      held.push_back(line);
+    }
+  };
+  auto takeBytes = [&](const char *data, size_t n) {
+    partial.append(data, n);
+    size_t nl;
+    while ((nl = partial.find('\n')) != std::string::npos) {
+      takeLine(partial.substr(0, nl));
+      partial.erase(0, nl + 1);
+    }
+  };
+
+  int jobStatus = 0, signals = 0, userSignal = 0;
+  int64_t firstSignalNs = 0;
+  bool jobDone = false, weKilled = false, stderrOpen = true;
+  std::set<int> failed;          // ranks that left a failure of their own
+  std::map<int, std::string> failures;
+  std::string stuck;             // the analysis at the first failure
+  int64_t killAtNs = 0;
+  const int64_t graceNs = int64_t(5e9);
+  while (!jobDone || stderrOpen) {
+    pollfd fds[2] = {{errPipe[0], POLLIN, 0}, {gSignalPipe[0], POLLIN, 0}};
+    const int n = ::poll(stderrOpen ? fds : fds + 1, stderrOpen ? 2 : 1, 200);
+    if (n < 0 && errno != EINTR) break;
+    if (stderrOpen && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      char buf[4096];
+      const ssize_t got = ::read(errPipe[0], buf, sizeof buf);
+      if (got > 0) takeBytes(buf, size_t(got));
+      else if (got == 0 || errno != EINTR) stderrOpen = false;
+    }
+    unsigned char sig;
+    while (::read(gSignalPipe[0], &sig, 1) == 1) {
+      if (sig == SIGCHLD) continue;
+      if (signals > 0 && progress::nowNs() - firstSignalNs < kRepeatedSignalNs) continue;
+      if (signals == 0) firstSignalNs = progress::nowNs();
+      ++signals;
+      if (signals == 1) {
+        // Finish the step, save, stop: SIGUSR2 passes through mpirun.
+        userSignal = sig;
+        std::ofstream(progress::stopSignalPath(dir)) << signalName(sig) << "\n";
+        ::kill(job, SIGUSR2);
+      } else if (signals == 2) {
+        ::kill(-job, SIGTERM); // mpirun ends the job (the ranks clean up)
+        weKilled = true;
+        killAtNs = progress::nowNs() + graceNs;
+      } else {
+        killJob();
+        weKilled = true;
+      }
+    }
+    if (!jobDone) {
+      int status;
+      if (::waitpid(job, &status, WNOHANG) == job) {
+        jobDone = true;
+        jobStatus = status;
+        // Ranks (and their output) may still be draining; give them a moment.
+        if (!killAtNs) killAtNs = progress::nowNs() + int64_t(2e9);
+      }
+    }
+    const bool firstFailure = failed.empty();
+    for (int r = 0; r < int(devices); ++r) {
+      if (failed.count(r)) continue;
+      const std::string path = progress::errorPath(dir, r);
+      if (!exists(path)) continue;
+      std::string msg = readSmallFile(path);
+      while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+      failed.insert(r);
+      failures[r] = msg;
+    }
+    if (firstFailure && !failed.empty()) {
+      // Now, before the job is torn down: who is holding the others up?
+      stuck = stuckRanks(dir, devices, failed);
+      if (!killAtNs || killAtNs > progress::nowNs() + graceNs)
+        killAtNs = progress::nowNs() + graceNs;
+    }
+    if (killAtNs && progress::nowNs() >= killAtNs) {
+      if (!jobDone) weKilled = true;
+      killJob();
+      if (!jobDone) {
+        int status = 0;
+        ::waitpid(job, &status, 0);
+        jobDone = true;
+        jobStatus = status;
+      }
+      stderrOpen = stderrOpen && !jobDone; // nothing writes to it any more
+      killAtNs = 0;
+    }
+  }
+  if (!partial.empty()) takeLine(partial);
+  killJob();
+
+  // What to say.
+  const std::vector<GuardExit> exits = guardExits(dir);
+  const int jobCode = WIFEXITED(jobStatus) ? WEXITSTATUS(jobStatus) : 128 + WTERMSIG(jobStatus);
+  std::string message;
+  for (const GuardExit &g : exits) {
+    if (g.signal == 0 || weKilled) continue;
+    progress::Record rec;
+    const std::string at =
+        g.rank >= 0 && readRecord(dir, g.rank, rec) ? " " + where(rec) : std::string();
+    message = "rank " + std::to_string(g.rank) + " (pid " + std::to_string(g.pid) + ") " +
+              (g.signal == SIGKILL ? "was killed by SIGKILL" + at +
+                                         ": likely out of memory (the kernel's OOM killer "
+                                         "sends SIGKILL; see dmesg)"
+                                   : "died of " + signalName(g.signal) + at + " (" +
+                                         strsignal(g.signal) + ")");
+    break;
+  }
+  if (message.empty() && !failures.empty()) {
+    const auto &first = *failures.begin();
+    std::vector<int> ranks(failed.begin(), failed.end());
+    message = stuck.empty() ? "" : stuck + "; ";
+    message += listRanks(ranks) + " gave up (" + first.second + ")";
+  }
+  if (message.empty() && !rankErrorShown && !(userSignal && !weKilled)) {
+    for (const GuardExit &g : exits)
+      if (g.code != 0 && g.signal == 0) {
+        message = "rank " + std::to_string(g.rank) + " (pid " + std::to_string(g.pid) +
+                  ") exited with status " + std::to_string(g.code) + " without a message";
+        break;
+      }
+    if (message.empty() && jobCode != 0 && exits.empty()) {
+      const std::string text = summarize(held);
+      message = "mpirun failed (exit status " + std::to_string(jobCode) + ")" +
+                (text.empty() ? std::string(" without a message") : ": " + text);
+      held.clear();
+    }
+  }
+  if (userSignal && weKilled && message.empty())
+    message = "interrupted by " + signalName(userSignal) +
+              " twice: the ranks were stopped at once (a --save-every checkpoint, if any, "
+              "is the last one saved)";
+
+  const bool ok = jobCode == 0 && failures.empty() && message.empty();
+  // mpirun's own text is only shown when nothing went wrong (a warning);
+  // otherwise the line above (or the ranks' own) says what happened.
+  if (ok)
+    for (const std::string &line : held) std::fprintf(stderr, "%s\n", line.c_str());
+  if (!message.empty()) printError(message);
+  removeDirectory(dir);
+  if (ok) return 0;
+  if (userSignal) return 128 + userSignal;
+  return 1;
+}
