@@ -43,6 +43,16 @@ struct RankExecutor::Prepared {
   // shard_offset: this rank's value, from its mesh coordinates
   bool isShardOffset = false;
   int64_t shardOffset = 0;
+  // A float kernel on bf16/f16 operands runs on f32 copies: `conversions`
+  // says which operands (index into args.in or args.out) and where their
+  // copies live in the conversion scratch (byte offsets until the scratch
+  // exists); `original` are the operands as the program declares them.
+  struct Conversion {
+    bool output;
+    size_t index, offset;
+  };
+  std::vector<Conversion> conversions;
+  std::vector<kernels::TensorArg> originalIn, originalOut;
 };
 
 namespace {
@@ -189,11 +199,38 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
       }
       for (const char *flag : {"transpose_a", "transpose_b", "causal"})
         if (ins.attrs.is_object() && ins.attrs.value(flag, false) == true) key += std::string(" ") + flag;
+      for (const kernels::TensorArg &t : pr.args.in)
+        if (isLowPrecision(t.dtype)) key += std::string(" ") + dtypeName(t.dtype);
       pr.shapeStats = &stats_.byKernelShape[key];
+      // Kernels compute in f32: bf16/f16 operands go through f32 copies.
+      if (!kernels::cpu::handlesLowPrecision(ins.op)) {
+        size_t bytes = 0;
+        auto plan = [&](std::vector<kernels::TensorArg> &args, bool output) {
+          for (size_t i = 0; i < args.size(); ++i)
+            if (isLowPrecision(args[i].dtype)) {
+              pr.conversions.push_back({output, i, bytes});
+              bytes += (size_t(args[i].numel) * sizeof(float) + 63) / 64 * 64;
+            }
+        };
+        pr.originalIn = pr.args.in;
+        pr.originalOut = pr.args.out;
+        plan(pr.args.in, false);
+        plan(pr.args.out, true);
+        conversionSize_ = std::max(conversionSize_, bytes);
+      }
     }
     instrs_.push_back(std::move(pr));
   }
   if (stagingSize_ > 0) staging_ = allocate(stagingSize_, kStaging);
+  if (conversionSize_ > 0) {
+    char *scratch = allocate(conversionSize_, kStaging);
+    for (Prepared &pr : instrs_)
+      for (const Prepared::Conversion &c : pr.conversions) {
+        kernels::TensorArg &t = c.output ? pr.args.out[c.index] : pr.args.in[c.index];
+        t.dtype = DType::F32;
+        t.data = scratch + c.offset;
+      }
+  }
 
   for (const ConstantDecl &c : p.constants) {
     const BufferDecl &b = p.buffers[size_t(c.buffer)];
@@ -208,6 +245,10 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
       case DType::F32: static_cast<float *>(dst)[i] = float(c.splat); break;
       case DType::I32: static_cast<int32_t *>(dst)[i] = int32_t(c.splat); break;
       case DType::I64: static_cast<int64_t *>(dst)[i] = int64_t(c.splat); break;
+      case DType::BF16:
+      case DType::F16:
+        static_cast<uint16_t *>(dst)[i] = f32ToLow(b.dtype, float(c.splat));
+        break;
       }
     }
   }
@@ -248,8 +289,11 @@ void RankExecutor::initPersistent(uint64_t seed) {
     const TensorDecl &d = a_.tensors[t];
     if (!holds(int(t))) continue;
     LocalTensor lt = tensor(int(t));
+    // Master weights draw their parameter's numbers: the bf16/f16 parameter
+    // starts as its master rounded.
     if (d.role == Role::Param || d.role == Role::OptimizerState)
-      fillInit(static_cast<float *>(lt.data), d.init, seed, d.name, d.shape, lt.piece);
+      fillInit(lt.data, d.dtype, d.init, seed, d.kind == "master" ? d.of : d.name, d.shape,
+               lt.piece);
     else if (d.role == Role::Step)
       *static_cast<int64_t *>(lt.data) = 0;
   }
@@ -383,7 +427,21 @@ std::string RankExecutor::run() {
     progress::setInstruction(int64_t(i));
     try {
       auto start = std::chrono::steady_clock::now();
-      if (pr.fn) {
+      if (pr.fn && !pr.conversions.empty()) {
+        for (const Prepared::Conversion &c : pr.conversions)
+          if (!c.output) {
+            const kernels::TensorArg &from = pr.originalIn[c.index];
+            kernels::cpu::toF32(kernelCtx_, from.dtype, from.data,
+                                pr.args.in[c.index].as<float>(), from.numel);
+          }
+        pr.fn(pr.args);
+        for (const Prepared::Conversion &c : pr.conversions)
+          if (c.output) {
+            const kernels::TensorArg &to = pr.originalOut[c.index];
+            kernels::cpu::fromF32(kernelCtx_, to.dtype, pr.args.out[c.index].as<float>(),
+                                  to.data, to.numel);
+          }
+      } else if (pr.fn) {
         pr.fn(pr.args);
       } else if (pr.isShardOffset) {
         *pr.args.out[0].as<int64_t>() = pr.shardOffset;

@@ -102,7 +102,7 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
       return fail() << "'dtc.regather' is a unit attribute";
     return success();
   }
-  if (name == kRoleAttr || name == kOfAttr || name == kGlobalTypeAttr)
+  if (name == kRoleAttr || name == kOfAttr || name == kStateKindAttr || name == kGlobalTypeAttr)
     return success();
   return fail() << "unknown argument attribute '" << name
                 << "' (the model format knows dtc.param, dtc.name, dtc.init, "

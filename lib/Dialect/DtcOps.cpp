@@ -489,7 +489,9 @@ static VocabStats vocabShardStats(LocalLoweringContext &ctx, Location loc,
   Value localMax = ReduceMaxOp::create(b, loc, rowInput, ArrayRef<int64_t>{last}, false);
   VocabStats stats;
   stats.max = ctx.allReduce(loc, localMax, axes, PartialKind::Max);
-  auto rowType = tensorType(stats.max);
+  // The sums are f32 whatever the logits' type: the loss's reductions
+  // (over the shard in the kernel, over shards in the all-reduce) keep f32.
+  auto rowType = tensorType(stats.max).clone(b.getF32Type());
   auto shardStats = CrossEntropyShardStatsOp::create(
       b, loc, TypeRange{rowType, rowType}, logits, labels, stats.max, offset, vocab);
   stats.sumExp = ctx.allReduce(loc, shardStats.getSumExp(), axes, PartialKind::Sum);
@@ -514,9 +516,12 @@ LogicalResult CrossEntropyOp::buildLocal(LocalLoweringContext &ctx,
   int64_t vocab = tensorType(getLogits()).getShape().back();
   Value offset = ctx.shardOffset(loc, axes, tensorType(logits).getShape().back());
   VocabStats stats = vocabShardStats(ctx, loc, logits, labels, offset, vocab, axes);
-  // -log softmax(logits)[label] = log(sum_exp) + max - logits[label]
+  // -log softmax(logits)[label] = log(sum_exp) + max - logits[label], in f32
+  Value max = stats.max;
+  if (tensorType(max).getElementType() != tensorType(stats.target).getElementType())
+    max = CastOp::create(b, loc, tensorType(stats.target), max);
   Value rows = AddOp::create(b, loc, LogOp::create(b, loc, stats.sumExp),
-                             SubOp::create(b, loc, stats.max, stats.target));
+                             SubOp::create(b, loc, max, stats.target));
   int64_t rank = tensorType(rows).getRank();
   Value loss = rows;
   if (rank > 0)
@@ -851,12 +856,14 @@ static LogicalResult checkShardRows(Operation *op, Value logits, Value labels,
                                     ArrayRef<Value> rows, int64_t vocab) {
   if (failed(verifyLogitsLabels(op, logits, labels)))
     return failure();
+  // In the logits' element type or f32 (the loss's sums over low-precision
+  // logits stay f32).
   auto rowType = RankedTensorType::get(tensorType(labels).getShape(),
                                        tensorType(logits).getElementType());
   for (Value row : rows)
-    if (row.getType() != rowType)
+    if (row.getType() != rowType && row.getType() != rowType.clone(Float32Type::get(op->getContext())))
       return op->emitOpError() << "per-position statistics must be " << rowType
-                               << ", got " << row.getType();
+                               << " or f32, got " << row.getType();
   if (vocab < 1)
     return op->emitOpError() << "vocab must be >= 1";
   return success();
@@ -877,6 +884,28 @@ LogicalResult CrossEntropyShardGradOp::verify() {
 //===----------------------------------------------------------------------===//
 // Optimizer ops
 //===----------------------------------------------------------------------===//
+
+/// The gradient of an update: the parameter's shape, a float element type
+/// no wider than the parameter's; the loss-scaling operands come together.
+static LogicalResult checkUpdateOperands(Operation *op, Value param, Value grad,
+                                         Value invScale, Value foundInf) {
+  auto p = tensorType(param), g = tensorType(grad);
+  if (p.getShape() != g.getShape())
+    return op->emitOpError() << "gradient shape " << shapeOf(grad)
+                             << " differs from the parameter's " << shapeOf(param);
+  if (g.getElementType() != p.getElementType() &&
+      g.getElementType().getIntOrFloatBitWidth() >= p.getElementType().getIntOrFloatBitWidth())
+    return op->emitOpError() << "gradient element type " << g.getElementType()
+                             << " is not narrower than the parameter's "
+                             << p.getElementType();
+  if (bool(invScale) != bool(foundInf))
+    return op->emitOpError() << "takes inv_scale and found_inf together (loss scaling) or neither";
+  return success();
+}
+
+LogicalResult SgdUpdateOp::verify() {
+  return checkUpdateOperands(*this, getParam(), getGrad(), getInvScale(), getFoundInf());
+}
 
 ShardingRule SgdUpdateOp::getShardingRule() {
   return buildElementwiseRule(*this, {});
@@ -907,11 +936,31 @@ LogicalResult AdamUpdateOp::verify() {
     return emitOpError() << "betas must be in [0, 1)";
   if (getEpsAttr().getValue().convertToDouble() <= 0.0)
     return emitOpError() << "eps must be positive";
-  return success();
+  return checkUpdateOperands(*this, getParam(), getGrad(), getInvScale(), getFoundInf());
 }
 
 ShardingRule AdamUpdateOp::getShardingRule() {
   return buildElementwiseRule(*this, {});
+}
+
+LogicalResult LossScaleUpdateOp::verify() {
+  if (getGrowthFactorAttr().getValueAsDouble() < 1.0)
+    return emitOpError() << "growth_factor must be >= 1";
+  double backoff = getBackoffFactorAttr().getValueAsDouble();
+  if (!(backoff > 0.0 && backoff <= 1.0))
+    return emitOpError() << "backoff_factor must be in (0, 1]";
+  if (getGrowthInterval() < 1)
+    return emitOpError() << "growth_interval must be >= 1";
+  return success();
+}
+
+ShardingRule LossScaleUpdateOp::getShardingRule() {
+  // Scalars only: nothing to split.
+  return buildElementwiseRule(*this, {});
+}
+
+int64_t LossScaleUpdateOp::getInPlaceOperand(unsigned resultIdx) {
+  return resultIdx < 3 ? int64_t(resultIdx) : -1;
 }
 
 #define GET_OP_CLASSES

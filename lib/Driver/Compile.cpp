@@ -109,8 +109,6 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
       return false;
     }
   }
-  if (o.precision != "f32")
-    return notYet("--precision " + o.precision + ": mixed precision");
   if (o.remat == "full")
     return notYet("--remat full: activation checkpointing");
   if (o.gradAccum != 1)
@@ -225,7 +223,8 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
       if (hw.axes[a].bandwidth < slowest.bandwidth)
         slowest = hw.axes[a];
     int in = inst["in"][0], out = inst["out"][0];
-    int64_t elementBytes = buffers[in]["dtype"] == "i64" ? 8 : 4;
+    const std::string dtype = buffers[in]["dtype"];
+    int64_t elementBytes = dtype == "i64" ? 8 : dtype == "bf16" || dtype == "f16" ? 2 : 4;
     // What the runtime's algorithm sends (the test and the benchmark compare
     // it with the runtime's own count).
     std::vector<int64_t> &members = byMember[name][op];
@@ -394,6 +393,9 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   stepOptions.beta2 = o.beta2;
   stepOptions.eps = o.eps;
   stepOptions.gradClip = o.gradClip;
+  stepOptions.precision = o.precision;
+  stepOptions.lossScale = o.lossScale;
+  stepOptions.lossScaleWindow = o.lossScaleWindow;
   std::string option, problem;
   if (!mlir::dtc::checkTrainingStepOptions(stepOptions, option, problem)) {
     errors.flag("--" + option + ": " + problem);

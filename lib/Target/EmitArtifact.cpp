@@ -33,6 +33,10 @@ RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
 std::optional<std::string> dtypeName(Type type) {
   if (type.isF32())
     return "f32";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF16())
+    return "f16";
   if (type.isInteger(32))
     return "i32";
   if (type.isInteger(64))
@@ -41,7 +45,7 @@ std::optional<std::string> dtypeName(Type type) {
 }
 
 int64_t elementBytes(Type type) {
-  return type.isInteger(64) ? 8 : 4;
+  return type.isInteger(64) ? 8 : type.isBF16() || type.isF16() ? 2 : 4;
 }
 
 json shapeJson(ArrayRef<int64_t> shape) { return json(std::vector<int64_t>(shape.begin(), shape.end())); }
@@ -306,8 +310,8 @@ LogicalResult Emitter::emitArguments() {
       return emitError(arg.getLoc())
              << "\"" << name.getValue() << "\" has element type "
              << globalType.getElementType()
-             << ", which the runtime does not support yet (f32 floats, "
-                "i32/i64 ids)";
+             << ", which the runtime does not support yet (f32, bf16, "
+                "f16 floats, i32/i64 ids)";
     json tensor = {{"name", name.getValue().str()},
                    {"role", role.getValue().str()},
                    {"dtype", *dtype},
@@ -319,11 +323,17 @@ LogicalResult Emitter::emitArguments() {
       tensor["of"] = of.getValue().str();
     if (auto max = dyn_cast_or_null<IntegerAttr>(attr(DtcDialect::kMaxAttr)))
       tensor["max"] = max.getInt();
+    auto stateKind = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kStateKindAttr));
+    if (stateKind)
+      tensor["kind"] = stateKind.getValue().str();
     tensors.push_back(tensor);
 
+    // Step-wide optimizer state (loss scaling's scalars) is not per
+    // parameter: it counts with the step counter, not the optimizer bytes.
     StringRef r = role.getValue();
+    bool perParameter = static_cast<bool>(attr(DtcDialect::kOfAttr));
     StringRef category = r == "param" ? "param"
-                         : r == "optimizer_state" ? "optimizer"
+                         : r == "optimizer_state" && perParameter ? "optimizer"
                          : r == "input" ? "input"
                                         : "scalar";
     int slot = newSlot(0, category, /*pinned=*/true);
@@ -447,6 +457,9 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
             }
             if (auto props = dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
               for (NamedAttribute attr : props) {
+                // Which optional operands are present shows in "in" itself.
+                if (attr.getName() == "operandSegmentSizes")
+                  continue;
                 FailureOr<json> value = attributeJson(op, attr.getValue());
                 if (failed(value))
                   return failure();

@@ -39,6 +39,10 @@ def Dtc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kRoleAttr = "dtc.role";
     static constexpr ::llvm::StringLiteral kOfAttr = "dtc.of";
     static constexpr ::llvm::StringLiteral kUpdatesAttr = "dtc.updates";
+    // On optimizer state that is not a per-element moment: "master" (the
+    // f32 master weights of a bf16/f16 parameter, dtc.of names it),
+    // "loss_scale", "loss_scale_good_steps", "skipped_steps".
+    static constexpr ::llvm::StringLiteral kStateKindAttr = "dtc.state_kind";
     static constexpr ::llvm::StringLiteral kPhaseAttr = "dtc.phase";
     // On ops producing a parameter's (full, possibly clipped) gradient: one
     // string per result, the parameter's name or "".

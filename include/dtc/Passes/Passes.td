@@ -27,6 +27,17 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "::mlir::ModuleOp"> {
     activation gradients), `backward_weight` (only feeds parameter
     gradients) or `optimizer`. With `optimizer=none` the step returns
     `(loss, gradients...)` instead of updating.
+
+    Mixed precision (`precision=bf16-mixed|fp16-mixed`): parameters become
+    bf16/f16 and so do the forward's float values (float data inputs are
+    cast on entry; the loss stays f32, as cross entropy produces it; an op
+    with an f32 operand computes in f32). Each parameter gets f32 master
+    weights (optimizer state of dtc.state_kind "master"), which the update
+    reads and writes with the low-precision gradient; the parameter is the
+    updated master rounded. fp16 adds dynamic loss scaling: the backward
+    starts from the loss scale, found_inf (0 unless a gradient is inf/NaN)
+    gates the updates, which unscale the gradient in f32, and
+    dtc.loss_scale_update backs off or grows the scale.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adam\"",
@@ -39,6 +50,14 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "::mlir::ModuleOp"> {
     Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon">,
     Option<"gradClip", "grad-clip", "double", /*default=*/"0.0",
            "clip gradients to this global L2 norm (0: off)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
+           "f32, bf16-mixed or fp16-mixed (low-precision parameters, "
+           "activations and gradients; f32 master weights and optimizer "
+           "state; fp16 adds dynamic loss scaling)">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"65536.0",
+           "fp16-mixed: the initial loss scale">,
+    Option<"lossScaleWindow", "loss-scale-window", "int64_t", /*default=*/"2000",
+           "fp16-mixed: good steps in a row before the loss scale doubles">,
     Option<"keepForward", "keep-forward", "bool", /*default=*/"false",
            "keep @main beside @train_step">
   ];

@@ -140,6 +140,9 @@ private:
   /// Packing buffer of the axis-wise collectives (sized once, at load).
   char *staging_ = nullptr;
   size_t stagingSize_ = 0;
+  /// f32 copies of the bf16/f16 operands of one kernel call (counted as
+  /// staging).
+  size_t conversionSize_ = 0;
   uint64_t stagingAllocated_ = 0;
   std::vector<char *> allocations_;
   mutable ExecStats stats_;
