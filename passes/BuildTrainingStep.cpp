@@ -449,9 +449,12 @@ struct BuildTrainingStepPass
         wide |= !constants.count(v) && typeOf(v).getElementType().isF32();
       }
       Type compute = wide ? Type(b.getF32Type()) : Type(lowType);
+      // Conversions go before the op that reads them.
+      SmallVector<Value> operands;
+      for (Value operand : op.getOperands())
+        operands.push_back(as(mapping.lookupOrDefault(operand), compute));
       Operation *clone = b.clone(op, mapping);
-      for (OpOperand &operand : clone->getOpOperands())
-        operand.set(as(operand.get(), compute));
+      clone->setOperands(operands);
       if (!isa<CrossEntropyOp>(clone))
         for (Value r : clone->getResults())
           if (auto type = dyn_cast<RankedTensorType>(r.getType());

@@ -221,6 +221,16 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
     }
     instrs_.push_back(std::move(pr));
   }
+  for (size_t i = 0; i < p.instructions.size() && overflowInstr_ < 0; ++i)
+    for (int b : p.instructions[i].out) {
+      const BufferDecl &bd = p.buffers[size_t(b)];
+      if (p.slots[size_t(bd.slot)].category == MemCategory::Grad && isFloat(bd.dtype) &&
+          numel(bd.shape) > 0) {
+        overflowInstr_ = int(i);
+        overflowBuffer_ = b;
+        break;
+      }
+    }
   if (stagingSize_ > 0) staging_ = allocate(stagingSize_, kStaging);
   if (conversionSize_ > 0) {
     char *scratch = allocate(conversionSize_, kStaging);
@@ -416,6 +426,11 @@ void RankExecutor::runCollective(Prepared &p) {
   }
 }
 
+bool RankExecutor::injectOverflowNextRun() {
+  overflowArmed_ = overflowInstr_ >= 0;
+  return overflowArmed_;
+}
+
 std::string RankExecutor::run() {
   std::string first;
   const ProgramDecl &p = program();
@@ -458,6 +473,17 @@ std::string RankExecutor::run() {
           c->receivedBytes += pr.comm->bytesReceived() - received0;
         }
       }
+      if (overflowArmed_ && int(i) == overflowInstr_) {
+        const DType d = p.buffers[size_t(overflowBuffer_)].dtype;
+        void *at = bufPtr_[size_t(overflowBuffer_)];
+        if (d == DType::F32) {
+          const float inf = bitsFloat(0x7f800000u);
+          std::memcpy(at, &inf, 4);
+        } else {
+          const uint16_t inf = f32ToLow(d, bitsFloat(0x7f800000u));
+          std::memcpy(at, &inf, 2);
+        }
+      }
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       stats_.secondsByOp[pr.decl->op] += seconds;
@@ -477,6 +503,7 @@ std::string RankExecutor::run() {
     }
   }
   progress::setInstruction(-1);
+  overflowArmed_ = false;
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
     stats_.collectives[k].bytes += stats_.perStep[k].bytes;

@@ -111,6 +111,14 @@ public:
   /// The loss buffer's value (must be held).
   float loss();
 
+  /// Fault injection for dynamic loss scaling's tests (DTC_INJECT_OVERFLOW,
+  /// docs/runtime.md): during the next run only, the first element of the
+  /// first parameter gradient this program computes (the first output of
+  /// category grad) becomes +inf right after the instruction that writes
+  /// it. Returns false (and arms nothing) when the program has no such
+  /// gradient.
+  bool injectOverflowNextRun();
+
   /// Runs the instruction list once. A failing kernel does not stop the
   /// list (so collectives stay matched across ranks); the first error's
   /// message is returned ("" when all went well).
@@ -143,6 +151,10 @@ private:
   /// f32 copies of the bf16/f16 operands of one kernel call (counted as
   /// staging).
   size_t conversionSize_ = 0;
+  /// The instruction and output buffer injectOverflowNextRun poisons (-1:
+  /// none), and whether the next run does.
+  int overflowInstr_ = -1, overflowBuffer_ = -1;
+  bool overflowArmed_ = false;
   uint64_t stagingAllocated_ = 0;
   std::vector<char *> allocations_;
   mutable ExecStats stats_;
