@@ -124,7 +124,6 @@ struct BuildTrainingStepPass
     FloatType lowType = precision == "bf16-mixed"   ? FloatType(BFloat16Type::get(ctx))
                         : precision == "fp16-mixed" ? FloatType(Float16Type::get(ctx))
                                                     : FloatType();
-    bool masters = lowType && kind != Optimizer::None;
     bool scaling = precision == "fp16-mixed";
     auto lowOf = [&](Type t) -> Type {
       auto ranked = dyn_cast<RankedTensorType>(t);
@@ -154,29 +153,40 @@ struct BuildTrainingStepPass
     auto derived = [&](StringRef base, StringRef suffix) {
       return (base + Twine(DtcDialect::kDerivedNameSeparator) + suffix).str();
     };
-    // Master weights first (state kind 0), then Adam's moments; all f32,
-    // shaped like their parameter. A parameter that is already narrower than
-    // f32 in the model keeps no master.
-    unsigned stateBase = argTypes.size();
-    SmallVector<StringRef, 3> stateKinds;
-    if (masters)
-      stateKinds.push_back("master");
+    // Optimizer state is f32 whatever the parameter's type. A bf16/f16
+    // parameter (mixed precision, or one the model declares so) trains from
+    // f32 master weights: the update reads and writes the master, and the
+    // parameter becomes the new master rounded. Masters first, then Adam's
+    // moments.
+    auto stateType = [&](const ParamInfo &p) {
+      return cast<RankedTensorType>(main.getArgument(p.mainIndex).getType())
+          .clone(Float32Type::get(ctx));
+    };
+    SmallVector<int> masterIndex(params.size(), -1);
+    for (auto [idx, p] : llvm::enumerate(params)) {
+      if (kind == Optimizer::None)
+        break;
+      auto type = cast<RankedTensorType>(argTypes[idx]);
+      if (type.getElementType().isF32())
+        continue;
+      masterIndex[idx] = argTypes.size();
+      argTypes.push_back(stateType(p));
+      argAttrs.push_back(dict({role("optimizer_state"),
+                               named(DtcDialect::kNameAttr, derived(p.name, "master")),
+                               named(DtcDialect::kOfAttr, p.name),
+                               named(DtcDialect::kInitAttr, p.init),
+                               named(DtcDialect::kStateKindAttr, "master")}));
+    }
+    unsigned momentBase = argTypes.size();
     if (adam)
-      stateKinds.append({"adam_m", "adam_v"});
-    for (StringRef state : stateKinds)
-      for (const ParamInfo &p : params) {
-        bool isMaster = state == "master";
-        SmallVector<NamedAttribute> entries = {
-            role("optimizer_state"), named(DtcDialect::kNameAttr, derived(p.name, state)),
-            named(DtcDialect::kOfAttr, p.name),
-            named(DtcDialect::kInitAttr, isMaster ? StringRef(p.init) : StringRef("zeros"))};
-        if (isMaster)
-          entries.push_back(named(DtcDialect::kStateKindAttr, "master"));
-        argTypes.push_back(main.getArgument(p.mainIndex).getType());
-        argAttrs.push_back(dict(entries));
-      }
-    unsigned masterBase = stateBase;
-    unsigned momentBase = stateBase + (masters ? params.size() : 0);
+      for (StringRef state : {"adam_m", "adam_v"})
+        for (const ParamInfo &p : params) {
+          argTypes.push_back(stateType(p));
+          argAttrs.push_back(dict({role("optimizer_state"),
+                                   named(DtcDialect::kNameAttr, derived(p.name, state)),
+                                   named(DtcDialect::kOfAttr, p.name),
+                                   named(DtcDialect::kInitAttr, "zeros")}));
+        }
     int stepIndex = -1;
     if (adam) {
       stepIndex = argTypes.size();
@@ -332,9 +342,11 @@ struct BuildTrainingStepPass
       // mixed precision (the parameter then becomes the new master rounded),
       // else the parameter itself.
       auto updated = [&](unsigned idx) {
-        return masters ? body->getArgument(masterBase + idx) : paramArgs[idx];
+        return masterIndex[idx] >= 0 ? Value(body->getArgument(masterIndex[idx]))
+                                     : paramArgs[idx];
       };
-      SmallVector<Value> newMasters, newM, newV;
+      SmallVector<std::pair<unsigned, Value>> newMasters;
+      SmallVector<Value> newM, newV;
       for (unsigned idx = 0; idx < params.size(); ++idx) {
         Value next;
         if (kind == Optimizer::Sgd) {
@@ -352,16 +364,16 @@ struct BuildTrainingStepPass
           newM.push_back(update.getNewM());
           newV.push_back(update.getNewV());
         }
-        if (masters) {
-          newMasters.push_back(next);
+        if (masterIndex[idx] >= 0) {
+          newMasters.push_back({unsigned(masterIndex[idx]), next});
           next = CastOp::create(b, optLoc, paramArgs[idx].getType(), next);
         }
         results.push_back(next);
         resultAttrs.push_back(dict({role("update"), updates(idx)}));
       }
-      for (auto [idx, v] : llvm::enumerate(newMasters)) {
+      for (auto [arg, v] : newMasters) {
         results.push_back(v);
-        resultAttrs.push_back(dict({role("update"), updates(masterBase + idx)}));
+        resultAttrs.push_back(dict({role("update"), updates(arg)}));
       }
       for (auto [k, values] : llvm::enumerate(std::array{&newM, &newV}))
         for (auto [idx, v] : llvm::enumerate(*values)) {
