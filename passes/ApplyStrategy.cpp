@@ -1,4 +1,4 @@
-//===- ApplyStrategy.cpp - annotate @train_step with a pinned plan -------===//
+//===- ApplyStrategy.cpp - annotate the training step with a pinned plan -===//
 //
 // A plan is data: the grid, the sharding of every argument and a factor
 // sharding (dtc.factor_axes) on every op. This pass pins what the degrees
@@ -7,10 +7,17 @@
 // and the partitioner cannot tell which made them.
 //
 // Degrees map to mesh axes: tensor parallelism takes the innermost (fastest)
-// axes whose sizes multiply to tp, data parallelism the remaining outer ones.
+// axes whose sizes multiply to tp, pipeline stages the next ones multiplying
+// to pp, data parallelism the remaining outer ones. Micro-batches are one
+// more, virtual grid axis (no devices; the emitter loops over it), the
+// minor split of the batch inside each dp shard: the partitioned step is
+// what one micro-batch computes, parameter gradients are pending sums over
+// it (accumulated over the micro-batches) and the optimizer, which needs
+// them whole, runs once after the last one.
 // Pins (strategy priority):
-//  - data parallelism: every data input's batch dimension over the dp axes;
-//    parameters and optimizer state never split over them;
+//  - data parallelism: every data input's batch dimension over the dp axes
+//    (and the micro-batch axis); parameters and optimizer state never split
+//    over them;
 //  - Megatron tensor parallelism: embedding tables split by vocabulary
 //    (vocab-parallel embedding; a tied LM head reads the same split, so the
 //    logits are vocab-split and the cross entropy runs vocab-parallel), and
@@ -72,9 +79,9 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    func::FuncOp step = findTrainStep(module);
     if (!step) {
-      module.emitError() << "no @train_step to plan (run dtc-build-training-step first)";
+      module.emitError() << "no training step to plan (run dtc-build-training-step first)";
       return signalPassFailure();
     }
     if (failed(apply(module, step)))
@@ -94,40 +101,70 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
         return module.emitError() << "mesh axis sizes must be positive";
       devices *= size;
     }
-    int64_t tpDegree = tp;
+    int64_t tpDegree = tp, ppDegree = pp, microbatchCount = microbatches;
     if (tpDegree < 1)
       return module.emitError() << "tp must be >= 1, got " << tpDegree;
-    int64_t dpDegree = dp == 0 ? devices / tpDegree : static_cast<int64_t>(dp);
-    if (dpDegree * tpDegree != devices)
+    if (ppDegree < 1 || microbatchCount < 1 || virtualStages < 1)
+      return module.emitError() << "pp, virtual-stages and microbatches must be >= 1";
+    if (devices % (tpDegree * ppDegree) != 0)
+      return module.emitError() << "tp=" << tpDegree << " x pp=" << ppDegree
+                                << " does not divide the " << devices
+                                << " devices of the mesh";
+    int64_t dpDegree = dp == 0 ? devices / (tpDegree * ppDegree) : static_cast<int64_t>(dp);
+    if (dpDegree * tpDegree * ppDegree != devices)
       return module.emitError()
-             << "dp=" << dpDegree << " x tp=" << tpDegree << " uses "
-             << dpDegree * tpDegree << " devices but the mesh has " << devices
-             << "; pipeline parallelism is not implemented yet, so dp*tp must "
-                "equal the device count";
+             << "dp=" << dpDegree << " x tp=" << tpDegree << " x pp=" << ppDegree << " uses "
+             << dpDegree * tpDegree * ppDegree << " devices but the mesh has " << devices;
 
-    // Tensor parallelism takes the innermost axes (the fastest links), data
-    // parallelism the rest; size-1 axes add nothing and stay out of both.
-    GridAxes tpAxes, dpAxes;
-    int64_t covered = 1;
+    // Tensor parallelism takes the innermost axes (the fastest links),
+    // pipeline stages the next, data parallelism the rest; size-1 axes add
+    // nothing and stay out of all of them.
+    GridAxes tpAxes, ppAxes, dpAxes;
+    std::string shape;
+    for (int64_t size : grid)
+      shape += (shape.empty() ? "" : "x") + std::to_string(size);
     int64_t axis = (int64_t)grid.size() - 1;
+    int64_t covered = 1;
     for (; axis >= 0 && covered < tpDegree; --axis) {
       if (grid[axis] == 1)
         continue;
       tpAxes.insert(tpAxes.begin(), axis);
       covered *= grid[axis];
     }
-    if (covered != tpDegree) {
-      std::string shape;
-      for (int64_t size : grid)
-        shape += (shape.empty() ? "" : "x") + std::to_string(size);
+    if (covered != tpDegree)
       return module.emitError()
              << "tp=" << tpDegree << " is not a product of the innermost mesh axes of "
              << shape << " (tensor parallelism takes whole axes from the last, "
              << "fastest one; e.g. --mesh " << devices / tpDegree << "x" << tpDegree << ")";
+    covered = 1;
+    for (; axis >= 0 && covered < ppDegree; --axis) {
+      if (grid[axis] == 1)
+        continue;
+      ppAxes.insert(ppAxes.begin(), axis);
+      covered *= grid[axis];
     }
+    if (covered != ppDegree)
+      return module.emitError()
+             << "pp=" << ppDegree << " is not a product of the mesh axes of " << shape
+             << " inside the data-parallel ones (pipeline stages take whole axes between "
+             << "tensor parallelism's and data parallelism's; e.g. --mesh "
+             << devices / (ppDegree * tpDegree) << "x" << ppDegree
+             << (tpDegree > 1 ? "x" + std::to_string(tpDegree) : std::string()) << ")";
     for (int64_t a = 0; a <= axis; ++a)
       if (grid[a] != 1)
         dpAxes.push_back(a);
+
+    // Micro-batches: a virtual grid axis after the device axes, the minor
+    // split of the batch (a dp shard's rows, in M consecutive pieces). A
+    // pipeline always has it (of size 1 for one micro-batch): stages run
+    // their forward and backward per micro-batch.
+    GridAxes batchAxes = dpAxes, mbAxes;
+    if (microbatchCount > 1 || ppDegree > 1) {
+      mbAxes.push_back(static_cast<int64_t>(grid.size()));
+      grid.push_back(microbatchCount);
+      batchAxes.push_back(mbAxes.back());
+    }
+    int64_t batchSplit = dpDegree * microbatchCount;
 
     if (auto existing = module.lookupSymbol<shard::GridOp>(kGridName)) {
       if (existing.getShape() != ArrayRef<int64_t>(grid))
@@ -148,7 +185,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
         persistent.insert(step.getArgument(i));
     }
     ShardingPropagation propagation(step, grid, [&](Value v, int64_t a) {
-      return !persistent.contains(v) || !llvm::is_contained(dpAxes, a);
+      return !persistent.contains(v) ||
+             (!llvm::is_contained(dpAxes, a) && !llvm::is_contained(mbAxes, a));
     });
     llvm::DenseMap<Value, TensorSharding> pins;
     auto pin = [&](Value v, const TensorSharding &s) {
@@ -164,10 +202,11 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
         continue;
       BlockArgument arg = step.getArgument(i);
       TensorSharding sharding = fromShardingAttr(attr);
+      const int64_t meshAxes = (int64_t)grid.size() - (int64_t)mbAxes.size();
       for (int64_t a : sharding.usedAxes())
-        if (a >= (int64_t)grid.size())
+        if (a >= meshAxes)
           return emitError(arg.getLoc()) << "a pinned sharding uses mesh axis " << a
-                                         << " but the mesh has " << grid.size() << " axes";
+                                         << " but the mesh has " << meshAxes << " axes";
       pins[arg] = sharding;
       propagation.pin(arg, sharding, ShardingPriority::User);
     }
@@ -179,15 +218,20 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
       if (!role || role.getValue() != "input" || pins.count(arg))
         continue;
       TensorSharding sharding = TensorSharding::replicated(type.getRank());
-      if (!dpAxes.empty()) {
+      if (!batchAxes.empty()) {
         auto name = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
         int64_t batch = type.getDimSize(0);
-        if (batch % dpDegree != 0)
-          return emitError(arg.getLoc())
-                 << "the batch dimension of input \""
-                 << (name ? name.getValue() : StringRef("?")) << "\" has size "
-                 << batch << ", which does not divide over dp=" << dpDegree;
-        sharding.dims[0] = dpAxes;
+        if (batch % batchSplit != 0) {
+          InFlightDiagnostic diag = emitError(arg.getLoc())
+                                    << "the batch dimension of input \""
+                                    << (name ? name.getValue() : StringRef("?"))
+                                    << "\" has size " << batch
+                                    << ", which does not divide over dp=" << dpDegree;
+          if (microbatchCount > 1)
+            diag << " x " << microbatchCount << " micro-batches";
+          return diag;
+        }
+        sharding.dims[0] = batchAxes;
       }
       pin(arg, sharding);
     }
@@ -206,12 +250,18 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
         b.getNamedAttr("dp", b.getDenseI64ArrayAttr(dpAxes))};
     if (!tpAxes.empty())
       axes.push_back(b.getNamedAttr("tp", b.getDenseI64ArrayAttr(tpAxes)));
+    if (!ppAxes.empty())
+      axes.push_back(b.getNamedAttr("pp", b.getDenseI64ArrayAttr(ppAxes)));
+    if (!mbAxes.empty())
+      axes.push_back(b.getNamedAttr(kMicrobatchAxesKey, b.getDenseI64ArrayAttr(mbAxes)));
     module->setAttr(DtcDialect::kPlanAttr,
                     b.getDictionaryAttr({
                         b.getNamedAttr("grid", FlatSymbolRefAttr::get(ctx, kGridName)),
                         b.getNamedAttr("dp", b.getI64IntegerAttr(dpDegree)),
                         b.getNamedAttr("tp", b.getI64IntegerAttr(tpDegree)),
-                        b.getNamedAttr("pp", b.getI64IntegerAttr(1)),
+                        b.getNamedAttr("pp", b.getI64IntegerAttr(ppDegree)),
+                        b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtualStages)),
+                        b.getNamedAttr("microbatches", b.getI64IntegerAttr(microbatchCount)),
                         b.getNamedAttr("zero", b.getI64IntegerAttr(zero)),
                         b.getNamedAttr("axes", b.getDictionaryAttr(axes)),
                     }));

@@ -16,6 +16,9 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+#include <limits>
+#include <optional>
 #include <cmath>
 
 namespace mlir::dtc {
@@ -260,9 +263,12 @@ struct BuildTrainingStepPass
         b.clone(op, mapping);
       }
     }
+    // Every forward op (mixed precision's casts included) gets its phase and
+    // an id its backward ops refer to (dtc.forward).
     SmallVector<Operation *> forwardOps;
     for (Operation &op : *body) {
       op.setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(kForward));
+      op.setAttr(DtcDialect::kIdAttr, b.getI64IntegerAttr(forwardOps.size()));
       forwardOps.push_back(&op);
     }
 
@@ -307,7 +313,12 @@ struct BuildTrainingStepPass
       for (Value g : *grads) {
         RankedTensorType type = typeOf(g);
         Value zero = createSplatConstant(b, optLoc, RankedTensorType::get({}, type.getElementType()), 0.0);
-        Value probe = MulOp::create(b, optLoc, g, zero);
+        // max(g, g) = g, but max is not linear: the probe reads the whole
+        // gradient the update reads (reduced over data parallelism, summed
+        // over micro-batches), not partial sums whose total could still
+        // overflow.
+        Value whole = MaxOp::create(b, optLoc, g, g);
+        Value probe = MulOp::create(b, optLoc, whole, zero);
         SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
         if (!axes.empty())
           probe = ReduceSumOp::create(b, optLoc, probe, axes, false).getResult();
@@ -315,6 +326,7 @@ struct BuildTrainingStepPass
           probe = CastOp::create(b, optLoc, scalarF32, probe);
         foundInf = foundInf ? AddOp::create(b, optLoc, foundInf, probe).getResult() : probe;
       }
+
       invScale = DivOp::create(b, optLoc, createSplatConstant(b, optLoc, scalarF32, 1.0),
                                lossScaleArg);
     }
@@ -407,6 +419,8 @@ struct BuildTrainingStepPass
       resultTypes.push_back(v.getType());
     step.setFunctionType(FunctionType::get(ctx, argTypes, resultTypes));
     step.setAllResultAttrs(resultAttrs);
+    step->setAttr(DtcDialect::kTrainStepAttr, b.getUnitAttr());
+    assignLayers(step, params.size());
     return success();
   }
 
@@ -516,8 +530,12 @@ struct BuildTrainingStepPass
     // scale), else 1.
     Value seed = lossScale ? lossScale
                            : createSplatConstant(b, loss.getLoc(), typeOf(loss), 1.0);
-    if (Operation *def = seed.getDefiningOp())
+    if (Operation *def = seed.getDefiningOp()) {
       remember(def);
+      if (Operation *lossOp = loss.getDefiningOp())
+        if (Attribute id = lossOp->getAttr(DtcDialect::kIdAttr))
+          def->setAttr(DtcDialect::kForwardAttr, id);
+    }
     grads[loss] = seed;
     // Gradients flowing into forward ops: the activation-gradient frontier.
     llvm::SetVector<Value> activationGrads;
@@ -536,6 +554,9 @@ struct BuildTrainingStepPass
       if (!rule)
         return op->emitError() << "cannot differentiate through '"
                                << op->getName() << "': it has no gradient rule";
+      Operation *before = b.getInsertionBlock()->empty()
+                              ? nullptr
+                              : &b.getInsertionBlock()->back();
       // Materialize missing result gradients as zeros so rules see every one.
       for (auto [r, g] : llvm::zip(op->getResults(), resultGrads))
         if (!g && isa<FloatType>(typeOf(r).getElementType())) {
@@ -545,17 +566,35 @@ struct BuildTrainingStepPass
       for (auto [r, g] : llvm::zip(op->getResults(), resultGrads))
         if (g && fromData.contains(r))
           activationGrads.insert(g);
-      Operation *before = b.getInsertionBlock()->empty()
-                              ? nullptr
-                              : &b.getInsertionBlock()->back();
-      SmallVector<Value> operandGrads;
-      if (failed(rule.buildGradient(b, resultGrads, operandGrads)))
-        return op->emitError() << "gradient rule of '" << op->getName() << "' failed";
-      if (operandGrads.size() != op->getNumOperands())
-        return op->emitError() << "gradient rule of '" << op->getName()
-                               << "' returned " << operandGrads.size()
-                               << " gradients for " << op->getNumOperands()
-                               << " operands";
+      // Activation operands' gradients (B) and parameter operands'
+      // gradients (W) are asked for separately, so that no weight gradient
+      // is computed by an op on the activation-gradient path (a fused norm
+      // gradient splits in two).
+      SmallVector<bool> activation, weight;
+      for (Value operand : op->getOperands()) {
+        bool needed = needsGrad.contains(operand);
+        activation.push_back(needed && fromData.contains(operand));
+        weight.push_back(needed && !fromData.contains(operand));
+      }
+      SmallVector<SmallVector<bool>, 2> requests;
+      if (llvm::is_contained(activation, true) && llvm::is_contained(weight, true))
+        requests = {activation, weight};
+      else
+        requests = {SmallVector<bool>(op->getNumOperands(), true)};
+      SmallVector<Value> operandGrads(op->getNumOperands());
+      for (ArrayRef<bool> wanted : requests) {
+        SmallVector<Value> built;
+        if (failed(rule.buildGradientFor(b, resultGrads, wanted, built)))
+          return op->emitError() << "gradient rule of '" << op->getName() << "' failed";
+        if (built.size() != op->getNumOperands())
+          return op->emitError() << "gradient rule of '" << op->getName()
+                                 << "' returned " << built.size()
+                                 << " gradients for " << op->getNumOperands()
+                                 << " operands";
+        for (auto [idx, g] : llvm::enumerate(built))
+          if (wanted[idx])
+            operandGrads[idx] = g;
+      }
       remember(before ? before->getNextNode() : &b.getInsertionBlock()->front());
       for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
         if (!g || !needsGrad.contains(operand))
@@ -567,6 +606,12 @@ struct BuildTrainingStepPass
         Value &slot = grads[operand];
         slot = slot ? AddOp::create(b, op->getLoc(), slot, g).getResult() : g;
       }
+      // Everything built for `op` (its rule's ops, zeros it needed, the
+      // accumulation of its operands' gradients) links back to it.
+      Attribute id = op->getAttr(DtcDialect::kIdAttr);
+      for (Operation *built = before ? before->getNextNode() : &b.getInsertionBlock()->front();
+           built; built = built->getNextNode())
+        built->setAttr(DtcDialect::kForwardAttr, id);
     }
 
     SmallVector<Value> paramGrads;
@@ -598,6 +643,174 @@ struct BuildTrainingStepPass
                                                            : kBackwardWeight));
     }
     return paramGrads;
+  }
+
+  /// Tags every op of `step` with its layer (dtc.layer).
+  ///
+  /// A layer is read off the forward data flow, not off parameter names: an
+  /// activation is a value that depends on both a parameter and the data;
+  /// the forward ops producing activations form a chain in program order,
+  /// and the chain is cut wherever the fewest activations are live (for a
+  /// transformer: exactly the residual stream between blocks, since the
+  /// residual keeps two values live inside a block). Segments without a
+  /// parameter join the segment before them (an activation function belongs
+  /// to the layer it follows). Ops computed from parameters, constants or
+  /// data alone take the layer of their first consumer; backward ops the
+  /// layer of their forward op (dtc.forward); optimizer ops the layer of
+  /// the parameter they update, or the latest layer they read from. So a
+  /// cut between layers is a legal pipeline-stage boundary that sends the
+  /// fewest activations.
+  void assignLayers(func::FuncOp step, unsigned numParams) {
+    Block &body = step.front();
+    llvm::DenseSet<Value> onParam, onData;
+    for (BlockArgument arg : step.getArguments()) {
+      auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), DtcDialect::kRoleAttr);
+      if (arg.getArgNumber() < numParams)
+        onParam.insert(arg);
+      else if (role && role.getValue() == "input")
+        onData.insert(arg);
+    }
+    SmallVector<Operation *> forward;
+    for (Operation &op : body)
+      if (op.hasAttr(DtcDialect::kIdAttr))
+        forward.push_back(&op);
+    for (Operation *op : forward) {
+      bool p = llvm::any_of(op->getOperands(), [&](Value v) { return onParam.contains(v); });
+      bool d = llvm::any_of(op->getOperands(), [&](Value v) { return onData.contains(v); });
+      for (Value r : op->getResults()) {
+        if (p)
+          onParam.insert(r);
+        if (d)
+          onData.insert(r);
+      }
+    }
+    auto isActivation = [&](Value v) { return onParam.contains(v) && onData.contains(v); };
+    auto isWeight = [&](Value v) { return onParam.contains(v) && !onData.contains(v); };
+
+    // The chain and the number of activations live across each boundary
+    // (after chain[i], before chain[i + 1]).
+    SmallVector<Operation *> chain;
+    llvm::DenseMap<Operation *, int64_t> position;
+    for (Operation *op : forward)
+      if (llvm::any_of(op->getResults(), isActivation)) {
+        position[op] = chain.size();
+        chain.push_back(op);
+      }
+    int64_t n = chain.size();
+    SmallVector<int64_t> liveDelta(n + 1, 0);
+    for (Operation *op : chain)
+      for (Value r : op->getResults()) {
+        if (!isActivation(r))
+          continue;
+        int64_t lastUse = position[op];
+        for (Operation *user : r.getUsers())
+          if (auto it = position.find(user); it != position.end())
+            lastUse = std::max(lastUse, it->second);
+        ++liveDelta[position[op]];
+        --liveDelta[lastUse];
+      }
+    SmallVector<int64_t> live(n, 0);
+    int64_t running = 0, fewest = std::numeric_limits<int64_t>::max();
+    for (int64_t i = 0; i + 1 < n; ++i) {
+      running += liveDelta[i];
+      live[i] = running;
+      fewest = std::min(fewest, running);
+    }
+    // Segments, then those without a parameter merged into the one before.
+    SmallVector<int64_t> segmentOf(n, 0);
+    for (int64_t i = 1; i < n; ++i)
+      segmentOf[i] = segmentOf[i - 1] + (live[i - 1] == fewest ? 1 : 0);
+    int64_t segments = n ? segmentOf[n - 1] + 1 : 1;
+    SmallVector<bool> hasParam(segments, false);
+    for (Operation *op : chain)
+      if (llvm::any_of(op->getOperands(), isWeight))
+        hasParam[segmentOf[position[op]]] = true;
+    SmallVector<int64_t> layerOfSegment(segments, 0);
+    int64_t layers = 0;
+    bool seenParam = false;
+    for (int64_t seg = 0; seg < segments; ++seg) {
+      if (hasParam[seg] && seenParam)
+        ++layers;
+      seenParam |= hasParam[seg];
+      layerOfSegment[seg] = layers;
+    }
+
+    Builder b(step.getContext());
+    llvm::DenseMap<Operation *, int64_t> layerOf;
+    llvm::DenseMap<Attribute, int64_t> layerOfId;
+    for (Operation *op : chain) {
+      layerOf[op] = layerOfSegment[segmentOf[position[op]]];
+      layerOfId[op->getAttr(DtcDialect::kIdAttr)] = layerOf[op];
+    }
+    // The earliest layer among `op`'s users that have one (-1 if none).
+    auto firstUserLayer = [&](Operation *op) {
+      int64_t best = -1;
+      for (Operation *user : op->getUsers())
+        if (auto it = layerOf.find(user); it != layerOf.end())
+          best = best < 0 ? it->second : std::min(best, it->second);
+      return best;
+    };
+    for (Operation *op : llvm::reverse(forward))
+      if (!layerOf.count(op)) {
+        layerOf[op] = std::max<int64_t>(0, firstUserLayer(op));
+        layerOfId[op->getAttr(DtcDialect::kIdAttr)] = layerOf[op];
+      }
+    // A parameter's home: the first layer that reads it.
+    llvm::StringMap<int64_t> home;
+    for (unsigned i = 0; i < numParams; ++i) {
+      int64_t layer = -1;
+      for (Operation *user : step.getArgument(i).getUsers())
+        if (auto it = layerOf.find(user); it != layerOf.end())
+          layer = layer < 0 ? it->second : std::min(layer, it->second);
+      auto name = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
+      home[name.getValue()] = std::max<int64_t>(layer, 0);
+    }
+    auto argLayer = [&](BlockArgument arg) -> std::optional<int64_t> {
+      unsigned i = arg.getArgNumber();
+      StringAttr name = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kOfAttr);
+      if (!name && i < numParams)
+        name = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
+      if (!name)
+        return std::nullopt;
+      return home.lookup(name.getValue());
+    };
+    for (Operation &op : body) {
+      if (layerOf.count(&op) || isa<func::ReturnOp>(op) || isa<arith::ConstantOp>(op))
+        continue;
+      if (Attribute id = op.getAttr(DtcDialect::kForwardAttr)) {
+        layerOf[&op] = layerOfId.lookup(id);
+        continue;
+      }
+      // Optimizer (and clipping) ops: the parameter they update, else the
+      // gradient they read, else the latest layer their operands come from
+      // (a sum over all gradients ends in the last layer).
+      std::optional<int64_t> layer;
+      for (Value operand : op.getOperands())
+        if (auto arg = dyn_cast<BlockArgument>(operand))
+          if (auto l = argLayer(arg); l && !layer)
+            layer = l;
+      for (Value operand : op.getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (def->hasAttr(DtcDialect::kForwardAttr) && !isa<arith::ConstantOp>(def))
+            if (auto it = layerOf.find(def); it != layerOf.end() && !layer)
+              layer = it->second;
+      if (!layer) {
+        int64_t latest = 0;
+        for (Value operand : op.getOperands())
+          if (Operation *def = operand.getDefiningOp())
+            if (auto it = layerOf.find(def); it != layerOf.end())
+              latest = std::max(latest, it->second);
+        layer = latest;
+      }
+      layerOf[&op] = *layer;
+    }
+    // Constants outside the forward serve their users: the earliest one.
+    for (Operation &op : llvm::reverse(body))
+      if (isa<arith::ConstantOp>(op) && !layerOf.count(&op))
+        layerOf[&op] = std::max<int64_t>(0, firstUserLayer(&op));
+    for (Operation &op : body)
+      if (auto it = layerOf.find(&op); it != layerOf.end())
+        op.setAttr(DtcDialect::kLayerAttr, b.getI64IntegerAttr(it->second));
   }
 
   /// g *= clip / max(||g||_2 + 1e-6, clip) over all gradients together

@@ -215,6 +215,9 @@ LogicalResult Partitioner::run() {
   b.setInsertionPointAfter(step);
   local = func::FuncOp::create(b, step.getLoc(), step.getName(),
                                FunctionType::get(ctx, localArgTypes, {}));
+  // Markers such as dtc.train_step and dtc.pipeline_stage carry over.
+  for (NamedAttribute attr : step->getDiscardableAttrs())
+    local->setAttr(attr.getName(), attr.getValue());
   SmallVector<Location> argLocs;
   for (BlockArgument arg : step.getArguments())
     argLocs.push_back(arg.getLoc());
@@ -493,6 +496,12 @@ LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
         target = fromShardingAttr(attr);
         normalizePieces(target, global.getShape(), gridShape);
       }
+    // A result whose layout the plan fixed (a message to another pipeline
+    // stage, which receives it with that layout) keeps it.
+    if (auto attr = step.getResultAttrOfType<ShardingAttr>(idx, DtcDialect::kShardingAttr)) {
+      target = fromShardingAttr(attr);
+      normalizePieces(target, global.getShape(), gridShape);
+    }
     FailureOr<Value> value = reshard(operand, target, ret.getLoc());
     if (failed(value))
       return failure();
@@ -513,9 +522,9 @@ LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
 struct PartitionPass : impl::PartitionBase<PartitionPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    if (!step) {
-      module.emitError() << "no @train_step to partition";
+    SmallVector<func::FuncOp> steps = trainSteps(module);
+    if (steps.empty()) {
+      module.emitError() << "no training step to partition";
       return signalPassFailure();
     }
     auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
@@ -528,9 +537,12 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
     FailureOr<SmallVector<int64_t>> shape = getGridShape(module, gridRef.getValue());
     if (failed(shape))
       return signalPassFailure();
-    Partitioner partitioner(step, gridRef.getValue(), *shape);
-    if (failed(partitioner.run()))
-      signalPassFailure();
+    // Every step function (one per pipeline stage) on its own.
+    for (func::FuncOp step : steps) {
+      Partitioner partitioner(step, gridRef.getValue(), *shape);
+      if (failed(partitioner.run()))
+        return signalPassFailure();
+    }
   }
 };
 

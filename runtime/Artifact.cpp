@@ -345,8 +345,13 @@ public:
 private:
   void parseTensors(const json &arr, Artifact &a);
   void parseProgram(const json &v, const std::string &where, Artifact &a, ProgramDecl &p);
+  void parseInstructions(const json &list, const std::string &where, const Artifact &a,
+                         const ProgramDecl &p, std::vector<InstrDecl> &out);
   void checkInstruction(const Artifact &a, const ProgramDecl &p, size_t i, InstrDecl &ins,
                         const std::string &where);
+  void checkPipelineInstruction(const Artifact &a, const ProgramDecl &p, InstrDecl &ins,
+                                const std::string &where);
+  void checkPipeline(const Artifact &a);
   void checkProgramsAgree(const Artifact &a, const std::vector<int> &programOfRank);
   std::string label_;
 };
@@ -529,6 +534,19 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
     if (bytes < 0 || bytes > kMaxElements * 8) fail(w, "bad byte count " + std::to_string(bytes));
     s.bytes = uint64_t(bytes);
     s.category = parseCategory(*this, req(slots[i], "category", w), w + ".category");
+    if (const json *scope = opt(slots[i], "scope")) {
+      std::string sc = str(*scope, w + ".scope");
+      if (sc == "microbatch") {
+        if (!a.pipeline.present) fail(w, "a micro-batch slot in an artifact without a pipeline");
+        int64_t chunk = integer(req(slots[i], "chunk", w), w + ".chunk");
+        if (chunk < 0 || chunk >= a.pipeline.virtualStages)
+          fail(w, "chunk " + std::to_string(chunk) + " does not exist (" +
+                      std::to_string(a.pipeline.virtualStages) + " chunks per stage)");
+        s.chunk = int(chunk);
+      } else if (sc != "step") {
+        fail(w, "unknown scope \"" + sc + "\" (expected step or microbatch)");
+      }
+    }
     p.slots.push_back(s);
   }
 
@@ -560,6 +578,9 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
       if (td.dtype != b.dtype)
         fail(w, "dtype " + std::string(dtypeName(b.dtype)) + " differs from tensor '" +
                     name + "' (" + dtypeName(td.dtype) + ")");
+      if (p.slots[size_t(slot)].chunk >= 0)
+        fail(w, "binds tensor '" + name +
+                    "' to a micro-batch slot (a tensor lives once per step)");
       Piece piece = pieceOf(a.mesh, td.sharding, td.shape, a.mesh.coords(p.ranks[0]), td.pieces);
       if (piece.local != b.shape)
         fail(w, "local shape " + shapeStr(b.shape) + " of tensor '" + name +
@@ -635,9 +656,63 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
     }
   }
 
-  const json &instrs = array(req(v, "instructions", where), where + ": instructions");
+  parseInstructions(req(v, "instructions", where), where + ": instruction", a, p,
+                    p.instructions);
+  if (!a.pipeline.present) {
+    for (const char *key : {"chunks", "finish", "schedule", "stage"})
+      if (opt(v, key))
+        fail(where, std::string("\"") + key + "\" needs the artifact's \"pipeline\" section");
+    return;
+  }
+  int64_t stage = integer(req(v, "stage", where), where + ": stage");
+  if (stage < 0 || stage >= a.pipeline.stages)
+    fail(where, "stage " + std::to_string(stage) + " does not exist (the pipeline has " +
+                    std::to_string(a.pipeline.stages) + " stages)");
+  p.stage = int(stage);
+  const json &chunks = array(req(v, "chunks", where), where + ": chunks");
+  if (int64_t(chunks.size()) != a.pipeline.virtualStages)
+    fail(where, "has " + std::to_string(chunks.size()) + " chunks, the pipeline " +
+                    std::to_string(a.pipeline.virtualStages) + " per stage");
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    std::string w = where + ": chunk " + std::to_string(c);
+    object(chunks[c], w);
+    ChunkDecl chunk;
+    parseInstructions(req(chunks[c], "forward", w), w + ": forward instruction", a, p,
+                      chunk.forward);
+    parseInstructions(req(chunks[c], "backward_input", w), w + ": backward_input instruction",
+                      a, p, chunk.backwardInput);
+    parseInstructions(req(chunks[c], "backward_weight", w),
+                      w + ": backward_weight instruction", a, p, chunk.backwardWeight);
+    // A chunk reads only its own micro-batch slots.
+    for (const auto *list : {&chunk.forward, &chunk.backwardInput, &chunk.backwardWeight})
+      for (const InstrDecl &ins : *list)
+        for (const auto *ids : {&ins.in, &ins.out})
+          for (int id : *ids) {
+            int owner = p.slots[size_t(p.buffers[size_t(id)].slot)].chunk;
+            if (owner >= 0 && owner != int(c))
+              fail(w, ins.op + " uses buffer " + std::to_string(id) +
+                          ", a micro-batch buffer of chunk " + std::to_string(owner));
+          }
+    p.chunks.push_back(std::move(chunk));
+  }
+  parseInstructions(req(v, "finish", where), where + ": finish instruction", a, p, p.finish);
+  for (const auto *list : {&p.instructions, &p.finish})
+    for (const InstrDecl &ins : *list)
+      for (const auto *ids : {&ins.in, &ins.out})
+        for (int id : *ids)
+          if (p.slots[size_t(p.buffers[size_t(id)].slot)].chunk >= 0)
+            fail(where, ins.op + " outside the micro-batches uses buffer " +
+                            std::to_string(id) + ", a micro-batch buffer");
+  std::string error;
+  if (!sched::actionsFromJson(req(v, "schedule", where), p.schedule, error))
+    fail(where + ": schedule", error);
+}
+
+void Parser::parseInstructions(const json &list, const std::string &where, const Artifact &a,
+                               const ProgramDecl &p, std::vector<InstrDecl> &out) {
+  const json &instrs = array(list, where + "s");
   for (size_t i = 0; i < instrs.size(); ++i) {
-    std::string w = where + ": instruction " + std::to_string(i);
+    std::string w = where + " " + std::to_string(i);
     const json &iv = instrs[i];
     object(iv, w);
     InstrDecl ins;
@@ -654,7 +729,7 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
     }
     if (const json *at = opt(iv, "attrs")) ins.attrs = object(*at, w + ": attrs");
     checkInstruction(a, p, i, ins, w);
-    p.instructions.push_back(std::move(ins));
+    out.push_back(std::move(ins));
   }
 }
 
@@ -673,7 +748,17 @@ void Parser::checkInstruction(const Artifact &a, const ProgramDecl &p, size_t,
                   " input(s) and " + std::to_string(nout) + " output(s), got " +
                   std::to_string(ins.in.size()) + " and " + std::to_string(ins.out.size()));
   };
-  if (parseCollKind(ins.op, ins.coll)) {
+  static const std::map<std::string, PipeOp> pipeOps = {
+      {"send", PipeOp::Send},
+      {"recv", PipeOp::Recv},
+      {"microbatch_slice", PipeOp::MicrobatchSlice},
+      {"accumulate", PipeOp::Accumulate},
+      {"fill", PipeOp::Fill}};
+  if (auto it = pipeOps.find(ins.op); it != pipeOps.end()) {
+    ins.pipe = it->second;
+    checkPipelineInstruction(a, p, ins, w);
+    if (ins.pipe == PipeOp::Accumulate) inPlace.push_back({0, 0});
+  } else if (parseCollKind(ins.op, ins.coll)) {
     ins.isCollective = true;
     arity(1, 1);
     const BufferDecl &in = p.buffers[size_t(ins.in[0])], &out = p.buffers[size_t(ins.out[0])];
@@ -785,6 +870,207 @@ void Parser::checkInstruction(const Artifact &a, const ProgramDecl &p, size_t,
   }
 }
 
+void Parser::checkPipelineInstruction(const Artifact &a, const ProgramDecl &p,
+                                      InstrDecl &ins, const std::string &w) {
+  if (!a.pipeline.present)
+    fail(w, "a pipeline instruction in an artifact without a \"pipeline\" section");
+  const json &at = ins.attrs;
+  auto counts = [&](size_t nin, size_t nout) {
+    if (ins.in.size() != nin || ins.out.size() != nout)
+      fail(w, "expects " + std::to_string(nin) + " input(s) and " + std::to_string(nout) +
+                  " output(s), got " + std::to_string(ins.in.size()) + " and " +
+                  std::to_string(ins.out.size()));
+  };
+  auto buf = [&](int id) -> const BufferDecl & { return p.buffers[size_t(id)]; };
+  switch (ins.pipe) {
+  case PipeOp::Send:
+  case PipeOp::Recv: {
+    if (ins.pipe == PipeOp::Send) counts(1, 0);
+    else counts(0, 1);
+    std::string cname = str(req(at, "comm", w), w + ": attribute 'comm'");
+    ins.comm = a.findComm(cname);
+    if (ins.comm < 0) fail(w, "communicator '" + cname + "' is not declared");
+    const int64_t n = a.mesh.groupSize(a.comms[size_t(ins.comm)].meshAxes);
+    int64_t peer = integer(req(at, "peer", w), w + ": attribute 'peer'");
+    if (peer < 0 || peer >= n)
+      fail(w, "peer " + std::to_string(peer) + " is not a member of communicator '" + cname +
+                  "' (" + std::to_string(n) + " members)");
+    ins.peer = int(peer);
+    ins.message = integer(req(at, "message", w), w + ": attribute 'message'");
+    if (ins.message < 0 || ins.message > (int64_t(1) << 20))
+      fail(w, "message id " + std::to_string(ins.message) + " is out of range");
+    break;
+  }
+  case PipeOp::MicrobatchSlice: {
+    counts(1, 1);
+    const BufferDecl &in = buf(ins.in[0]), &out = buf(ins.out[0]);
+    int64_t axis = integer(req(at, "axis", w), w + ": attribute 'axis'");
+    if (axis < 0 || axis >= int64_t(in.shape.size()))
+      fail(w, "attribute 'axis' = " + std::to_string(axis) + " is out of range for a rank-" +
+                  std::to_string(in.shape.size()) + " operand");
+    ins.axis = int(axis);
+    Shape expect = in.shape;
+    if (expect[size_t(axis)] % a.pipeline.microbatches != 0)
+      fail(w, "dimension " + std::to_string(axis) + " of size " +
+                  std::to_string(expect[size_t(axis)]) + " does not split into " +
+                  std::to_string(a.pipeline.microbatches) + " micro-batches");
+    expect[size_t(axis)] /= a.pipeline.microbatches;
+    if (in.dtype != out.dtype || out.shape != expect)
+      fail(w, "output " + std::string(dtypeName(out.dtype)) + shapeStr(out.shape) +
+                  " should be " + dtypeName(in.dtype) + shapeStr(expect));
+    break;
+  }
+  case PipeOp::Accumulate: {
+    counts(1, 1);
+    const BufferDecl &in = buf(ins.in[0]), &out = buf(ins.out[0]);
+    if (in.dtype != out.dtype || in.shape != out.shape)
+      fail(w, "accumulates " + std::string(dtypeName(in.dtype)) + shapeStr(in.shape) +
+                  " into " + dtypeName(out.dtype) + shapeStr(out.shape));
+    break;
+  }
+  case PipeOp::Fill:
+    counts(0, 1);
+    ins.fillValue = number(req(at, "value", w), w + ": attribute 'value'");
+    break;
+  case PipeOp::None:
+    break;
+  }
+}
+
+// Programs against each other: the stages' schedules together run without
+// deadlock, and every message has one sender and one receiver that agree
+// on it and on when it travels.
+void Parser::checkPipeline(const Artifact &a) {
+  if (!a.pipeline.present) return;
+  const PipelineDecl &pd = a.pipeline;
+  sched::Schedule schedule;
+  schedule.name = pd.schedule;
+  schedule.stages = pd.stages;
+  schedule.virtualStages = pd.virtualStages;
+  schedule.microbatches = pd.microbatches;
+  schedule.perStage.assign(size_t(pd.stages), {});
+  std::vector<int> programOfStage(size_t(pd.stages), -1);
+  for (size_t i = 0; i < a.programs.size(); ++i) {
+    const ProgramDecl &p = a.programs[i];
+    int &first = programOfStage[size_t(p.stage)];
+    if (first < 0) {
+      first = int(i);
+      schedule.perStage[size_t(p.stage)] = p.schedule;
+    } else if (!(p.schedule == a.programs[size_t(first)].schedule)) {
+      fail("program '" + p.name + "'", "runs stage " + std::to_string(p.stage) +
+                                           " in another order than program '" +
+                                           a.programs[size_t(first)].name + "'");
+    }
+  }
+  for (int d = 0; d < pd.stages; ++d)
+    if (programOfStage[size_t(d)] < 0)
+      fail("pipeline", "no program runs stage " + std::to_string(d));
+  std::string problem = sched::check(schedule);
+  if (problem.empty()) {
+    sched::Simulation sim = sched::simulate(schedule);
+    if (!sim.ok) problem = sim.error;
+  }
+  if (!problem.empty()) fail("pipeline: schedule", problem);
+
+  // Messages: where each one is sent and received. A place is (list kind,
+  // virtual stage): 0 before the micro-batches, 1 forward, 2 input
+  // gradients, 3 weight gradients, 4 after the micro-batches.
+  struct End {
+    int program = -1, kind = 0, vstage = 0, peer = 0, comm = 0;
+    const BufferDecl *buffer = nullptr;
+  };
+  std::map<int64_t, End> sendOf, recvOf;
+  for (size_t i = 0; i < a.programs.size(); ++i) {
+    const ProgramDecl &p = a.programs[i];
+    auto scan = [&](const std::vector<InstrDecl> &list, int kind, int chunk) {
+      for (const InstrDecl &ins : list) {
+        if (ins.pipe != PipeOp::Send && ins.pipe != PipeOp::Recv) continue;
+        std::map<int64_t, End> &ends = ins.pipe == PipeOp::Send ? sendOf : recvOf;
+        int id = ins.pipe == PipeOp::Send ? ins.in[0] : ins.out[0];
+        End e{int(i), kind, chunk * pd.stages + p.stage, ins.peer, ins.comm,
+              &p.buffers[size_t(id)]};
+        auto [it, inserted] = ends.emplace(ins.message, e);
+        // Programs of one stage (its SPMD ranks) each send their piece.
+        if (!inserted && a.programs[size_t(it->second.program)].stage == p.stage) continue;
+        if (!inserted)
+          fail("program '" + p.name + "'", std::string(ins.pipe == PipeOp::Send ? "sends" : "receives") +
+                                               " message " + std::to_string(ins.message) +
+                                               " that another stage " +
+                                               (ins.pipe == PipeOp::Send ? "sends" : "receives") + " too");
+      }
+    };
+    scan(p.instructions, 0, 0);
+    for (size_t c = 0; c < p.chunks.size(); ++c) {
+      scan(p.chunks[c].forward, 1, int(c));
+      scan(p.chunks[c].backwardInput, 2, int(c));
+      scan(p.chunks[c].backwardWeight, 3, int(c));
+    }
+    scan(p.finish, 4, 0);
+  }
+  for (const auto &[id, send] : sendOf) {
+    const std::string where = "pipeline: message " + std::to_string(id);
+    auto it = recvOf.find(id);
+    if (it == recvOf.end()) fail(where, "is sent but never received");
+    const End &recv = it->second;
+    const ProgramDecl &from = a.programs[size_t(send.program)], &to = a.programs[size_t(recv.program)];
+    if (send.peer != to.stage || recv.peer != from.stage || send.comm != recv.comm)
+      fail(where, "program '" + from.name + "' sends it to stage " + std::to_string(send.peer) +
+                      " but program '" + to.name + "' (stage " + std::to_string(to.stage) +
+                      ") expects it from stage " + std::to_string(recv.peer));
+    if (send.buffer->dtype != recv.buffer->dtype || send.buffer->shape != recv.buffer->shape)
+      fail(where, "is sent as " + std::string(dtypeName(send.buffer->dtype)) +
+                      shapeStr(send.buffer->shape) + " but received as " +
+                      dtypeName(recv.buffer->dtype) + shapeStr(recv.buffer->shape));
+    // What the schedule's order guarantees: activations go to later virtual
+    // stages within forwards, gradients to earlier ones within input-
+    // gradient backwards; once per step, from before or after the
+    // micro-batches to no earlier a place.
+    bool perMicroBatch = send.kind >= 1 && send.kind <= 3;
+    bool ok = perMicroBatch
+                  ? (send.kind == recv.kind &&
+                     ((send.kind == 1 && send.vstage < recv.vstage) ||
+                      (send.kind == 2 && send.vstage > recv.vstage)))
+                  : (recv.kind == 0 || recv.kind == 4) && send.kind <= recv.kind;
+    if (!ok)
+      fail(where, "travels where the schedule cannot order it (sent in list " +
+                      std::to_string(send.kind) + " of virtual stage " + std::to_string(send.vstage) +
+                      ", received in list " + std::to_string(recv.kind) + " of virtual stage " +
+                      std::to_string(recv.vstage) + ")");
+  }
+  for (const auto &[id, recv] : recvOf)
+    if (!sendOf.count(id))
+      fail("pipeline: message " + std::to_string(id), "is received but never sent");
+
+  // Once-per-step lists: run them in turn, sends never blocking; every
+  // receive must find its message.
+  for (bool before : {true, false}) {
+    std::vector<size_t> at(a.programs.size(), 0);
+    std::set<int64_t> sent;
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t i = 0; i < a.programs.size(); ++i) {
+        const auto &list = before ? a.programs[i].instructions : a.programs[i].finish;
+        while (at[i] < list.size()) {
+          const InstrDecl &ins = list[at[i]];
+          if (ins.pipe == PipeOp::Recv && !sent.count(ins.message) &&
+              recvOf.at(ins.message).kind == sendOf.at(ins.message).kind)
+            break;
+          if (ins.pipe == PipeOp::Send) sent.insert(ins.message);
+          ++at[i];
+          progress = true;
+        }
+      }
+    }
+    for (size_t i = 0; i < a.programs.size(); ++i) {
+      const auto &list = before ? a.programs[i].instructions : a.programs[i].finish;
+      if (at[i] < list.size())
+        fail("pipeline", "program '" + a.programs[i].name + "' would wait forever for message " +
+                             std::to_string(list[at[i]].message) + " " +
+                             (before ? "before" : "after") + " the micro-batches");
+    }
+  }
+}
+
 Artifact Parser::parse(const json &body) {
   Artifact a;
   a.label = label_;
@@ -838,6 +1124,22 @@ Artifact Parser::parse(const json &body) {
 
   parseTensors(array(req(body, "tensors", ""), "tensors"), a);
 
+  if (const json *pv = opt(body, "pipeline")) {
+    object(*pv, "pipeline");
+    PipelineDecl &pd = a.pipeline;
+    pd.present = true;
+    auto count = [&](const char *key, int64_t limit) {
+      int64_t v = integer(req(*pv, key, "pipeline"), std::string("pipeline: ") + key);
+      if (v < 1 || v > limit)
+        fail(std::string("pipeline: ") + key, "must be in [1, " + std::to_string(limit) + "]");
+      return int(v);
+    };
+    pd.stages = count("stages", a.devices);
+    pd.virtualStages = count("virtual_stages", 1 << 12);
+    pd.microbatches = count("microbatches", 1 << 16);
+    pd.schedule = str(req(*pv, "schedule", "pipeline"), "pipeline: schedule");
+  }
+
   const json &progs = array(req(body, "programs", ""), "programs");
   if (progs.empty()) fail("programs", "the artifact has no program");
   std::vector<int> owner(static_cast<size_t>(a.devices), -1);
@@ -859,6 +1161,7 @@ Artifact Parser::parse(const json &body) {
   for (size_t r = 0; r < owner.size(); ++r)
     if (owner[r] < 0)
       fail("programs", "rank " + std::to_string(r) + " is not run by any program");
+  checkPipeline(a);
   // Tensors that must live somewhere.
   for (size_t t = 0; t < a.tensors.size(); ++t) {
     const TensorDecl &td = a.tensors[t];
@@ -883,6 +1186,11 @@ Artifact Parser::parse(const json &body) {
 // communicate. Then the calls of all ranks are replayed together to find an
 // order that waits forever (rank A in a collective on X while rank B, which
 // A needs there, waits in one on Y).
+//
+// A pipeline stage's calls are its lists in the order its schedule runs
+// them (once-per-step list, each action's chunk list for its micro-batch,
+// the list after the micro-batches); its point-to-point messages join the
+// replay: a send never waits, a receive waits until its sender has sent.
 
 namespace {
 struct Call {
@@ -892,18 +1200,65 @@ struct Call {
   ReduceOp reduce;
   int64_t inCount, outCount;
   size_t instruction;
+  // Pipelines: the list (0 before the micro-batches, 1 forward, 2 input
+  // gradients, 3 weight gradients, 4 after), its chunk and micro-batch
+  // (-1: a once-per-step list); messages: 1 send, 2 receive (0: a
+  // collective), the message and the peer's index in `comm`.
+  int list = 0, chunk = 0, microbatch = -1;
+  int p2p = 0;
+  int64_t message = -1;
+  int peer = -1;
 };
 
-std::vector<Call> callsOf(const ProgramDecl &p) {
-  std::vector<Call> calls;
-  for (size_t i = 0; i < p.instructions.size(); ++i) {
-    const InstrDecl &ins = p.instructions[i];
+void addCalls(std::vector<Call> &calls, const ProgramDecl &p, const std::vector<InstrDecl> &list,
+              int where, int chunk, int microbatch) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const InstrDecl &ins = list[i];
+    if (ins.pipe == PipeOp::Send || ins.pipe == PipeOp::Recv) {
+      const BufferDecl &b = p.buffers[size_t(ins.pipe == PipeOp::Send ? ins.in[0] : ins.out[0])];
+      Call c{ins.comm, CollKind::AllReduce, b.dtype, ReduceOp::Sum, numel(b.shape),
+             numel(b.shape), i};
+      c.p2p = ins.pipe == PipeOp::Send ? 1 : 2;
+      c.message = ins.message;
+      c.peer = ins.peer;
+      c.list = where;
+      c.chunk = chunk;
+      c.microbatch = microbatch;
+      calls.push_back(c);
+      continue;
+    }
     if (!ins.isCollective || ins.coll == CollKind::AllSlice) continue;
     const BufferDecl &in = p.buffers[size_t(ins.in[0])], &out = p.buffers[size_t(ins.out[0])];
     const bool reduces = ins.coll == CollKind::AllReduce || ins.coll == CollKind::ReduceScatter;
-    calls.push_back({ins.comm, ins.coll, in.dtype, reduces ? ins.reduce : ReduceOp::Sum,
-                     numel(in.shape), numel(out.shape), i});
+    Call c{ins.comm, ins.coll, in.dtype, reduces ? ins.reduce : ReduceOp::Sum,
+           numel(in.shape), numel(out.shape), i};
+    c.list = where;
+    c.chunk = chunk;
+    c.microbatch = microbatch;
+    calls.push_back(c);
   }
+}
+
+std::vector<Call> callsOf(const ProgramDecl &p) {
+  std::vector<Call> calls;
+  addCalls(calls, p, p.instructions, 0, 0, -1);
+  for (const sched::Action &act : p.schedule) {
+    const ChunkDecl &c = p.chunks[size_t(act.chunk)];
+    switch (act.kind) {
+    case sched::Kind::Forward: addCalls(calls, p, c.forward, 1, act.chunk, act.microbatch); break;
+    case sched::Kind::Backward:
+      addCalls(calls, p, c.backwardInput, 2, act.chunk, act.microbatch);
+      break;
+    case sched::Kind::Weight:
+      addCalls(calls, p, c.backwardWeight, 3, act.chunk, act.microbatch);
+      break;
+    case sched::Kind::BackwardWeight:
+      addCalls(calls, p, c.backwardInput, 2, act.chunk, act.microbatch);
+      addCalls(calls, p, c.backwardWeight, 3, act.chunk, act.microbatch);
+      break;
+    }
+  }
+  addCalls(calls, p, p.finish, 4, 0, -1);
   return calls;
 }
 
@@ -918,13 +1273,27 @@ const char *reduceName(ReduceOp op) {
 }
 
 std::string describe(const Artifact &a, const ProgramDecl &p, const Call &c) {
-  std::string s = std::string(collKindName(c.kind));
-  if (c.kind == CollKind::AllReduce || c.kind == CollKind::ReduceScatter)
-    s += std::string(" (") + reduceName(c.reduce) + ")";
-  s += " of " + std::to_string(c.inCount) + " " + dtypeName(c.dtype);
-  if (c.outCount != c.inCount) s += " into " + std::to_string(c.outCount);
-  s += " on '" + a.comms[size_t(c.comm)].name + "' ('" + p.name + "' instruction " +
-       std::to_string(c.instruction) + ")";
+  static const char *const lists[] = {"", "forward", "input-gradient", "weight-gradient",
+                                      "after the micro-batches"};
+  std::string s;
+  if (c.p2p) {
+    s = std::string(c.p2p == 1 ? "send to" : "receive from") + " member " +
+        std::to_string(c.peer) + " of message " + std::to_string(c.message) + " (" +
+        std::to_string(c.inCount) + " " + dtypeName(c.dtype) + ")";
+  } else {
+    s = std::string(collKindName(c.kind));
+    if (c.kind == CollKind::AllReduce || c.kind == CollKind::ReduceScatter)
+      s += std::string(" (") + reduceName(c.reduce) + ")";
+    s += " of " + std::to_string(c.inCount) + " " + dtypeName(c.dtype);
+    if (c.outCount != c.inCount) s += " into " + std::to_string(c.outCount);
+  }
+  s += " on '" + a.comms[size_t(c.comm)].name + "' ('" + p.name + "' ";
+  if (c.list >= 1 && c.list <= 3)
+    s += std::string(lists[c.list]) + " list of chunk " + std::to_string(c.chunk) +
+         ", micro-batch " + std::to_string(c.microbatch) + ", ";
+  else if (c.list == 4)
+    s += std::string("list ") + lists[c.list] + ", ";
+  s += "instruction " + std::to_string(c.instruction) + ")";
   return s;
 }
 
@@ -969,8 +1338,8 @@ void Parser::checkProgramsAgree(const Artifact &a, const std::vector<int> &progr
       const int p = programOfRank[size_t(it->second)], q = programOfRank[size_t(r)];
       if (p == q || !compared.insert({int(c), p, q}).second) continue;
       std::vector<Call> x, y;
-      for (const Call &k : calls[size_t(p)]) if (k.comm == int(c)) x.push_back(k);
-      for (const Call &k : calls[size_t(q)]) if (k.comm == int(c)) y.push_back(k);
+      for (const Call &k : calls[size_t(p)]) if (k.comm == int(c) && !k.p2p) x.push_back(k);
+      for (const Call &k : calls[size_t(q)]) if (k.comm == int(c) && !k.p2p) y.push_back(k);
       const ProgramDecl &P = a.programs[size_t(p)], &Q = a.programs[size_t(q)];
       const std::string who = "programs '" + P.name + "' (rank " + std::to_string(it->second) +
                               ") and '" + Q.name + "' (rank " + std::to_string(r) +
@@ -993,8 +1362,10 @@ void Parser::checkProgramsAgree(const Artifact &a, const std::vector<int> &progr
     }
   }
 
-  // 2. Replay every rank's calls: a call completes when every member of its
-  //    group has it next. Count arrivals per group instead of rescanning.
+  // 2. Replay every rank's calls: a collective completes when every member
+  //    of its group has it next (arrivals counted per group instead of
+  //    rescanning); a send completes at once and posts its message; a
+  //    receive completes once its message was posted.
   std::map<std::pair<int, int64_t>, int> groupId; // (comm, color) -> id
   std::vector<const std::vector<int64_t> *> members;
   auto groupOf = [&](int comm, int64_t rank) {
@@ -1003,40 +1374,96 @@ void Parser::checkProgramsAgree(const Artifact &a, const std::vector<int> &progr
     if (isNew) members.push_back(&membersOf(comm, rank));
     return it->second;
   };
+  auto callsOfRank = [&](int64_t r) -> const std::vector<Call> & {
+    return calls[size_t(programOfRank[size_t(r)])];
+  };
+  // A message between two ranks: (message, micro-batch, sender, receiver).
+  using MessageKey = std::tuple<int64_t, int, int64_t, int64_t>;
+  auto messageKey = [&](const Call &c, int64_t r) {
+    const std::vector<int64_t> &group = membersOf(c.comm, r);
+    if (c.peer < 0 || size_t(c.peer) >= group.size())
+      fail("", "program '" + a.programs[size_t(programOfRank[size_t(r)])].name + "' names member " +
+                   std::to_string(c.peer) + " of communicator '" + a.comms[size_t(c.comm)].name +
+                   "', which has " + std::to_string(group.size()));
+    const int64_t other = group[size_t(c.peer)];
+    const int mb = std::max(c.microbatch, 0);
+    return c.p2p == 1 ? MessageKey{c.message, mb, r, other} : MessageKey{c.message, mb, other, r};
+  };
+  std::map<MessageKey, int> posted;        // sent, not yet received
+  std::map<MessageKey, int64_t> receiving; // the rank waiting for it
   std::vector<size_t> next(size_t(a.devices), 0);
   std::vector<int> arrived;
   std::vector<int> ready;
-  auto arrive = [&](int64_t r) {
-    const std::vector<Call> &mine = calls[size_t(programOfRank[size_t(r)])];
-    if (next[size_t(r)] >= mine.size()) return;
-    const int g = groupOf(mine[next[size_t(r)]].comm, r);
-    if (arrived.size() < members.size()) arrived.resize(members.size(), 0);
-    if (++arrived[size_t(g)] == int(members[size_t(g)]->size())) ready.push_back(g);
+  std::vector<int64_t> woken;
+  auto advance = [&](int64_t r) {
+    const std::vector<Call> &mine = callsOfRank(r);
+    while (next[size_t(r)] < mine.size()) {
+      const Call &c = mine[next[size_t(r)]];
+      if (c.p2p == 1) {
+        const MessageKey k = messageKey(c, r);
+        ++posted[k];
+        if (auto w = receiving.find(k); w != receiving.end()) {
+          woken.push_back(w->second);
+          receiving.erase(w);
+        }
+      } else if (c.p2p == 2) {
+        const MessageKey k = messageKey(c, r);
+        auto it = posted.find(k);
+        if (it == posted.end()) {
+          receiving[k] = r;
+          return;
+        }
+        if (--it->second == 0) posted.erase(it);
+      } else {
+        const int g = groupOf(c.comm, r);
+        if (arrived.size() < members.size()) arrived.resize(members.size(), 0);
+        if (++arrived[size_t(g)] == int(members[size_t(g)]->size())) ready.push_back(g);
+        return;
+      }
+      ++next[size_t(r)];
+    }
   };
-  for (int64_t r = 0; r < a.devices; ++r) arrive(r);
-  while (!ready.empty()) {
+  for (int64_t r = 0; r < a.devices; ++r) advance(r);
+  while (!ready.empty() || !woken.empty()) {
+    if (!woken.empty()) {
+      const int64_t r = woken.back();
+      woken.pop_back();
+      advance(r);
+      continue;
+    }
     const int g = ready.back();
     ready.pop_back();
     arrived[size_t(g)] = 0;
     const std::vector<int64_t> &group = *members[size_t(g)];
     for (int64_t m : group) ++next[size_t(m)];
-    for (int64_t m : group) arrive(m);
+    for (int64_t m : group) advance(m);
   }
+  auto doing = [&](int64_t m) {
+    const std::vector<Call> &theirs = callsOfRank(m);
+    if (next[size_t(m)] >= theirs.size())
+      return std::string(a.pipeline.present ? "has finished its step" : "has no collective left");
+    return "waits in " + describe(a, a.programs[size_t(programOfRank[size_t(m)])],
+                                  theirs[next[size_t(m)]]);
+  };
   for (int64_t r = 0; r < a.devices; ++r) {
     const int p = programOfRank[size_t(r)];
     const std::vector<Call> &mine = calls[size_t(p)];
     if (next[size_t(r)] >= mine.size()) continue;
     const Call &waits = mine[next[size_t(r)]];
+    const std::string head = std::string(a.pipeline.present ? "the programs' communications"
+                                                            : "the programs' collectives") +
+                             " wait for each other forever: rank " + std::to_string(r) +
+                             " waits in " + describe(a, a.programs[size_t(p)], waits);
+    if (waits.p2p == 2) {
+      const int64_t from = std::get<2>(messageKey(waits, r));
+      fail("", head + " from rank " + std::to_string(from) + ", which " + doing(from));
+    }
     for (int64_t m : *members[size_t(groupOf(waits.comm, r))]) {
-      const std::vector<Call> &theirs = calls[size_t(programOfRank[size_t(m)])];
-      if (next[size_t(m)] < theirs.size() && theirs[next[size_t(m)]].comm == waits.comm) continue;
-      fail("", "the programs' collectives wait for each other forever: rank " +
-                   std::to_string(r) + " waits in " + describe(a, a.programs[size_t(p)], waits) +
-                   " for rank " + std::to_string(m) + ", which " +
-                   (next[size_t(m)] < theirs.size()
-                        ? "waits in " + describe(a, a.programs[size_t(programOfRank[size_t(m)])],
-                                                 theirs[next[size_t(m)]])
-                        : std::string("has no collective left")));
+      const std::vector<Call> &theirs = callsOfRank(m);
+      if (next[size_t(m)] < theirs.size() && theirs[next[size_t(m)]].comm == waits.comm &&
+          !theirs[next[size_t(m)]].p2p)
+        continue;
+      fail("", head + " for rank " + std::to_string(m) + ", which " + doing(m));
     }
   }
 }

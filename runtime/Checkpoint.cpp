@@ -230,25 +230,27 @@ void saveFile(RankExecutor &exec, World &world, const std::string &path,
     const bool rootHoldsAll = from.size() == 1 && from[0] == 0;
     if (!root) {
       if (std::find(from.begin(), from.end(), world.rank()) != from.end()) {
-        LocalTensor lt = exec.tensor(t);
+        LocalTensor lt = exec.tensor(t, Access::Read);
         world.world().send(lt.data, lt.bytes(), 0);
       }
       continue;
     }
     if (rootHoldsAll) {
       try {
-        writer->write(exec.tensor(t).data, bytes);
+        writer->write(exec.tensor(t, Access::Read).data, bytes);
       } catch (const std::exception &e) {
         err = e.what();
       }
       continue;
     }
     std::vector<char> whole(bytes), piece;
+    LocalTensor own;
     for (int r : from) {
       const Piece pc = exec.pieceFor(t, r);
       const char *src;
       if (r == 0) {
-        src = static_cast<const char *>(exec.tensor(t).data);
+        own = exec.tensor(t, Access::Read);
+        src = static_cast<const char *>(own.data);
       } else {
         piece.resize(size_t(numel(pc.local)) * elem);
         world.world().recv(piece.data(), piece.size(), r);

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -17,6 +18,15 @@ Communicator::~Communicator() = default;
 World::~World() = default;
 
 namespace {
+
+/// A received message copied out, after checking its size.
+void deliver(const std::string &message, void *buf, size_t bytes, int tag) {
+  if (message.size() != bytes)
+    throw CommFailure("message with tag " + std::to_string(tag) + " has " +
+                std::to_string(message.size()) + " bytes, the receiver expects " +
+                std::to_string(bytes));
+  std::memcpy(buf, message.data(), bytes);
+}
 
 template <class T> void combine(T *acc, const T *x, size_t count, ReduceOp op) {
   switch (op) {
@@ -70,6 +80,22 @@ void divideFloats(void *buf, size_t count, DType dtype, int n) {
 }
 
 } // namespace
+
+void Communicator::sendMessage(const void *buf, size_t bytes, int peer, int tag) {
+  if (peer < 0 || peer >= size())
+    throw Error("peer " + std::to_string(peer) + " is not a member of a " +
+                std::to_string(size()) + "-rank communicator");
+  postMessage(buf, bytes, peer, tag);
+  sent_ += bytes;
+}
+
+void Communicator::recvMessage(void *buf, size_t bytes, int peer, int tag) {
+  if (peer < 0 || peer >= size())
+    throw Error("peer " + std::to_string(peer) + " is not a member of a " +
+                std::to_string(size()) + "-rank communicator");
+  takeMessage(buf, bytes, peer, tag);
+  received_ += bytes;
+}
 
 void Communicator::exchange(const void *send, size_t sendBytes, int dst, void *recv,
                             size_t recvBytes, int src) {
@@ -177,6 +203,20 @@ protected:
   void sendRecv(const void *send, size_t sendBytes, int, void *recv, size_t, int) override {
     std::memcpy(recv, send, sendBytes);
   }
+  void postMessage(const void *buf, size_t bytes, int, int tag) override {
+    mailbox_[tag].emplace_back(static_cast<const char *>(buf), bytes);
+  }
+  void takeMessage(void *buf, size_t bytes, int, int tag) override {
+    auto it = mailbox_.find(tag);
+    if (it == mailbox_.end() || it->second.empty())
+      throw Error("a receive (tag " + std::to_string(tag) +
+                  ") with no message sent before it on a one-rank communicator");
+    deliver(it->second.front(), buf, bytes, tag);
+    it->second.pop_front();
+  }
+
+private:
+  std::map<int, std::deque<std::string>> mailbox_;
 };
 
 class LocalWorld final : public World {
@@ -222,6 +262,8 @@ struct ThreadWorld::Shared {
   std::string why;
   std::shared_ptr<Group> worldGroup;
   std::map<std::pair<uint64_t, int>, std::shared_ptr<Group>> groups;
+  /// Point-to-point messages in flight: (group, from, to, tag) -> bytes.
+  std::map<std::tuple<const Group *, int, int, int>, std::deque<std::string>> mailboxes;
   /// Point-to-point rendezvous per (group, from, to).
   struct Mail {
     const void *data = nullptr;
@@ -326,6 +368,22 @@ protected:
                         std::to_string(src) + " and " + std::to_string(idx_));
     std::memcpy(recv, g_->in[size_t(src)], recvBytes);
     s_->barrier(*g_, "an exchange");
+  }
+  void postMessage(const void *buf, size_t bytes, int peer, int tag) override {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    if (s_->aborted) throw CommFailure(s_->why);
+    s_->mailboxes[{g_.get(), idx_, peer, tag}].emplace_back(static_cast<const char *>(buf), bytes);
+    s_->cv.notify_all();
+  }
+  void takeMessage(void *buf, size_t bytes, int peer, int tag) override {
+    std::unique_lock<std::mutex> lock(s_->mu);
+    if (s_->aborted) throw CommFailure(s_->why);
+    auto &box = s_->mailboxes[{g_.get(), peer, idx_, tag}];
+    s_->waitFor(lock, [&] { return !box.empty(); }, "a pipeline receive");
+    std::string message = std::move(box.front());
+    box.pop_front();
+    lock.unlock();
+    deliver(message, buf, bytes, tag);
   }
 
 private:

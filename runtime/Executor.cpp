@@ -2,11 +2,12 @@
 #include "dtc/runtime/Executor.h"
 #include "dtc/runtime/Progress.h"
 #include "dtc/runtime/Random.h"
+#include "dtc/runtime/Trace.h"
 
+#include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <cstring>
-#include <new>
+#include <tuple>
 
 #include <sched.h>
 
@@ -31,28 +32,28 @@ int defaultKernelThreads(int ranksOnNode) {
 
 struct RankExecutor::Prepared {
   const InstrDecl *decl = nullptr;
-  kernels::RunFn fn = nullptr;
+  std::unique_ptr<BoundKernel> kernel;
   kernels::KernelArgs args;
-  // kernels: the --stats row this instruction adds to
+  /// The slots its operands live in (each once): what it must not touch
+  /// while a collective on them is in flight.
+  std::vector<int> slots;
+  /// --stats: seconds of its kind; for kernels the row of its operand
+  /// shapes (whose key the trace shows).
+  double *opSeconds = nullptr;
   ExecStats::KernelShapeStats *shapeStats = nullptr;
+  const std::string *shapeKey = nullptr;
   double flops = 0;
   // collectives
-  Communicator *comm = nullptr;
+  DeviceCommunicator *comm = nullptr;
   uint64_t dataBytes = 0;
   std::string where; ///< "all_reduce on communicator 'dp' (ranks 0, 1) of f32[8, 4]"
+  std::string members; ///< "ranks 0, 1"
   // shard_offset: this rank's value, from its mesh coordinates
   bool isShardOffset = false;
   int64_t shardOffset = 0;
-  // A float kernel on bf16/f16 operands runs on f32 copies: `conversions`
-  // says which operands (index into args.in or args.out) and where their
-  // copies live in the conversion scratch (byte offsets until the scratch
-  // exists); `original` are the operands as the program declares them.
-  struct Conversion {
-    bool output;
-    size_t index, offset;
-  };
-  std::vector<Conversion> conversions;
-  std::vector<kernels::TensorArg> originalIn, originalOut;
+  // Pipelines: operands in a micro-batch slot (output?, operand, slot),
+  // pointed at the running micro-batch's copy before every enqueue.
+  std::vector<std::tuple<bool, int, int>> perMicroBatch;
 };
 
 namespace {
@@ -95,14 +96,17 @@ constexpr int kStaging = kNumMemCategories; // allocation category of staging
 
 char *RankExecutor::allocate(size_t bytes, int category) {
   const size_t size = (bytes + 63) / 64 * 64 + 64;
-  void *mem = std::aligned_alloc(64, size);
-  if (!mem)
+  void *mem = nullptr;
+  try {
+    mem = backend_->allocate(size);
+  } catch (const Error &e) {
     throw Error(a_.label + ": cannot allocate " + std::to_string(bytes) + " bytes for " +
                 (category == kStaging ? std::string("collective staging")
                                       : std::string("a ") + memCategoryName(MemCategory(category)) +
-                                            " slot"));
-  std::memset(mem, 0, size);
-  allocations_.push_back(static_cast<char *>(mem));
+                                            " slot") +
+                " on the " + backend_->name() + " backend: " + e.what());
+  }
+  allocations_.ptrs.push_back(static_cast<char *>(mem));
   // Nothing is freed before the executor goes: current == high-water.
   if (category == kStaging)
     stagingAllocated_ += size;
@@ -112,81 +116,239 @@ char *RankExecutor::allocate(size_t bytes, int category) {
 }
 
 const ExecStats &RankExecutor::stats() const {
-  // The communicators' ring scratch grows on demand: add its high-water.
+  // The communicators' scratch grows on demand: add its high-water.
   stats_.stagingBytes = stagingAllocated_;
   for (const auto &c : comms_) stats_.stagingBytes += c->scratchBytes();
+  stats_.stagingBytes += backend_->scratchBytes();
   stats_.totalMemoryBytes = stats_.stagingBytes;
   for (uint64_t bytes : stats_.memoryBytes) stats_.totalMemoryBytes += bytes;
   return stats_;
 }
 
+namespace {
+std::unique_ptr<Backend> namedBackend(const std::string &name, const World &world) {
+  BackendOptions o;
+  o.rank = world.rank();
+  o.ranksOnNode = world.ranksOnNode();
+  return makeBackend(name, o);
+}
+} // namespace
+
 RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &backend)
-    : a_(a), world_(world) {
+    : RankExecutor(a, world, namedBackend(backend, world)) {}
+
+RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Backend> backend)
+    : a_(a), world_(world), backend_(std::move(backend)) {
+  allocations_.backend = backend_.get();
   rank_ = world.rank();
   checkRankCount(a, world.size());
   prog_ = a.programOf(rank_);
   coords_ = a.mesh.coords(rank_);
   // Collective: every rank creates every communicator, in artifact order.
   for (const CommDecl &c : a.comms) {
+    std::unique_ptr<Communicator> group;
     try {
-      comms_.push_back(world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
-                                   int(a.mesh.groupIndex(coords_, c.meshAxes))));
+      group = world.split(int(a.mesh.groupColor(coords_, c.meshAxes)),
+                          int(a.mesh.groupIndex(coords_, c.meshAxes)));
     } catch (const CommFailure &e) {
       throw CommFailure(a.label + ": creating communicator '" + c.name + "' (" +
                         std::to_string(comms_.size() + 1) + " of the artifact's " +
                         std::to_string(a.comms.size()) + "): " + e.what());
     }
+    comms_.push_back(backend_->createCommunicator(std::move(group)));
   }
 
-  if (backend == "cuda")
-    throw Error("this build of dtc has no CUDA backend yet; use --backend cpu");
-  if (backend != "cpu")
-    throw Error("unknown backend '" + backend + "' (expected cpu or cuda)");
-
   const ProgramDecl &p = program();
-  for (const SlotDecl &s : p.slots)
+  // One-copy slots now; a chunk's micro-batch slots when a micro-batch
+  // needs them.
+  chunkSlots_.assign(p.chunks.size(), {});
+  indexInChunk_.assign(p.slots.size(), -1);
+  stats_.microbatchBytes.assign(p.chunks.size(), 0);
+  for (size_t i = 0; i < p.slots.size(); ++i) {
+    const SlotDecl &s = p.slots[i];
+    if (s.chunk >= 0) {
+      indexInChunk_[i] = int(chunkSlots_[size_t(s.chunk)].size());
+      chunkSlots_[size_t(s.chunk)].push_back(int(i));
+      stats_.microbatchBytes[size_t(s.chunk)] += s.bytes;
+      slotMem_.push_back(nullptr);
+      continue;
+    }
     slotMem_.push_back(allocate(size_t(s.bytes), int(s.category)));
+    if (s.category == MemCategory::Activation) liveActivationBytes_ += s.bytes;
+  }
+  stats_.activationPeakBytes = liveActivationBytes_;
+  spare_.assign(p.chunks.size(), {});
   for (const BufferDecl &b : p.buffers) bufPtr_.push_back(slotMem_[size_t(b.slot)]);
 
-  auto arg = [&](int id) {
-    kernels::TensorArg t;
-    const BufferDecl &b = p.buffers[size_t(id)];
-    t.dtype = b.dtype;
-    t.shape = b.shape;
-    t.data = bufPtr_[size_t(id)];
-    t.numel = numel(b.shape);
-    return t;
-  };
   stats_.perStepByComm.assign(a.comms.size(), {});
-  std::vector<std::string> groupNames(a.comms.size());
-  for (const InstrDecl &ins : p.instructions) {
+  slotBusyUntil_.assign(p.slots.size(), 0);
+  instrs_ = prepare(p.instructions, -1);
+  for (size_t c = 0; c < p.chunks.size(); ++c)
+    chunkLists_.push_back({prepare(p.chunks[c].forward, int(c)),
+                           prepare(p.chunks[c].backwardInput, int(c)),
+                           prepare(p.chunks[c].backwardWeight, int(c))});
+  finish_ = prepare(p.finish, -1);
+  if (stagingSize_ > 0) staging_ = allocate(stagingSize_, kStaging);
+  // DTC_INJECT_OVERFLOW's target: the first gradient the once-per-step
+  // list writes, right after it does; in a pipeline, the first gradient
+  // the micro-batches accumulated, before the list after them (the
+  // optimizer's) starts.
+  auto isGrad = [&](int b) {
+    const BufferDecl &bd = p.buffers[size_t(b)];
+    return p.slots[size_t(bd.slot)].category == MemCategory::Grad && isFloat(bd.dtype) &&
+           numel(bd.shape) > 0;
+  };
+  if (a_.pipeline.present) {
+    for (size_t b = 0; b < p.buffers.size() && overflowBuffer_ < 0; ++b)
+      if (isGrad(int(b))) {
+        overflowBuffer_ = int(b);
+        overflowInstr_ = -2; // before finish_
+      }
+  } else {
+    for (size_t i = 0; i < p.instructions.size() && overflowInstr_ < 0; ++i)
+      for (int b : p.instructions[i].out)
+        if (isGrad(b)) {
+          overflowInstr_ = int(i);
+          overflowBuffer_ = b;
+          break;
+        }
+  }
+
+  // Constants: built on the host, copied over once.
+  Stream &stream = backend_->computeStream();
+  std::vector<char> host;
+  for (const ConstantDecl &c : p.constants) {
+    const BufferDecl &b = p.buffers[size_t(c.buffer)];
+    void *dst = bufPtr_[size_t(c.buffer)];
+    if (!c.isSplat) {
+      backend_->copyFromHost(dst, c.data.data(), c.data.size(), stream);
+      continue;
+    }
+    const int64_t n = numel(b.shape);
+    host.resize(size_t(b.bytes()));
+    for (int64_t i = 0; i < n; ++i) {
+      switch (b.dtype) {
+      case DType::F32: reinterpret_cast<float *>(host.data())[i] = float(c.splat); break;
+      case DType::I32: reinterpret_cast<int32_t *>(host.data())[i] = int32_t(c.splat); break;
+      case DType::I64: reinterpret_cast<int64_t *>(host.data())[i] = int64_t(c.splat); break;
+      case DType::BF16:
+      case DType::F16:
+        reinterpret_cast<uint16_t *>(host.data())[i] = f32ToLow(b.dtype, float(c.splat));
+        break;
+      }
+    }
+    backend_->copyFromHost(dst, host.data(), host.size(), stream);
+  }
+  backend_->synchronize();
+}
+
+RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int chunk) {
+  const ProgramDecl &p = program();
+  List out;
+  std::map<int, std::string> groupNames;
+  for (const InstrDecl &ins : list) {
     Prepared pr;
     pr.decl = &ins;
-    for (int id : ins.in) pr.args.in.push_back(arg(id));
-    for (int id : ins.out) pr.args.out.push_back(arg(id));
+    auto add = [&](int id, bool isOut) {
+      kernels::TensorArg t;
+      const BufferDecl &b = p.buffers[size_t(id)];
+      t.dtype = b.dtype;
+      t.shape = b.shape;
+      t.data = bufPtr_[size_t(id)];
+      t.numel = numel(b.shape);
+      auto &args = isOut ? pr.args.out : pr.args.in;
+      if (p.slots[size_t(b.slot)].chunk >= 0) {
+        if (p.slots[size_t(b.slot)].chunk != chunk)
+          throw Error(a_.label + ": instruction " + ins.op +
+                      " reads another chunk's micro-batch buffer");
+        pr.perMicroBatch.emplace_back(isOut, int(args.size()), b.slot);
+      }
+      args.push_back(t);
+    };
+    for (int id : ins.in) add(id, false);
+    for (int id : ins.out) add(id, true);
     pr.args.attrs = &ins.attrs;
-    if (ins.isCollective) {
+    for (const std::vector<int> *ids : {&ins.in, &ins.out})
+      for (int id : *ids) {
+        const int slot = p.buffers[size_t(id)].slot;
+        if (std::find(pr.slots.begin(), pr.slots.end(), slot) == pr.slots.end())
+          pr.slots.push_back(slot);
+      }
+    pr.opSeconds = &stats_.secondsByOp[ins.op];
+    // Named in a communication failure: the operation, its group, its data.
+    auto describe = [&](const std::string &what, int buffer) {
+      const BufferDecl &buf = p.buffers[size_t(buffer)];
+      const CommDecl &c = a_.comms[size_t(ins.comm)];
+      std::string &members = groupNames[ins.comm];
+      if (members.empty()) members = groupRanks(a_, c, coords_);
+      pr.members = members;
+      pr.where = what + " on communicator '" + c.name + "' (" + members + ") of " +
+                 dtypeName(buf.dtype) + shapeStr(buf.shape);
+    };
+    if (ins.pipe == PipeOp::Send || ins.pipe == PipeOp::Recv) {
+      pr.comm = comms_[size_t(ins.comm)].get();
+      const int buffer = ins.pipe == PipeOp::Send ? ins.in[0] : ins.out[0];
+      pr.dataBytes = p.buffers[size_t(buffer)].bytes();
+      describe(ins.op + (ins.pipe == PipeOp::Send ? " to" : " from") + " member " +
+                   std::to_string(ins.peer),
+               buffer);
+    } else if (ins.pipe == PipeOp::Accumulate) {
+      // out += in, as the backend's own elementwise add (in place).
+      pr.args.in.insert(pr.args.in.begin(), pr.args.out[0]);
+      std::vector<std::tuple<bool, int, int>> moved;
+      for (auto [isOut, arg, slot] : pr.perMicroBatch) {
+        if (isOut) moved.emplace_back(false, 0, slot);
+        moved.emplace_back(isOut, isOut ? arg : arg + 1, slot);
+      }
+      pr.perMicroBatch = std::move(moved);
+      pr.kernel = backend_->bindKernel("add", pr.args);
+      if (!pr.kernel)
+        throw Error(a_.label + ": kernel 'add' (for accumulate) has no " + backend_->name() +
+                    " implementation");
+    } else if (ins.pipe == PipeOp::Fill) {
+      // A broadcast of the value, kept in a scalar on the device.
+      const kernels::TensorArg &target = pr.args.out[0];
+      char *&scalar = fillSources_[{uint64_t(target.dtype), std::to_string(ins.fillValue)}];
+      if (!scalar) {
+        scalar = allocate(dtypeSize(target.dtype), kStaging);
+        char host[8] = {};
+        switch (target.dtype) {
+        case DType::F32: *reinterpret_cast<float *>(host) = float(ins.fillValue); break;
+        case DType::I32: *reinterpret_cast<int32_t *>(host) = int32_t(ins.fillValue); break;
+        case DType::I64: *reinterpret_cast<int64_t *>(host) = int64_t(ins.fillValue); break;
+        }
+        backend_->copyFromHost(scalar, host, dtypeSize(target.dtype), backend_->computeStream());
+      }
+      kernels::TensorArg value;
+      value.dtype = target.dtype;
+      value.data = scalar;
+      value.numel = 1;
+      pr.args.in = {value};
+      pr.kernel = backend_->bindKernel("broadcast", pr.args);
+      if (!pr.kernel)
+        throw Error(a_.label + ": kernel 'broadcast' (for fill) has no " + backend_->name() +
+                    " implementation");
+    } else if (ins.pipe == PipeOp::MicrobatchSlice) {
+      // copies on the compute stream (enqueueKernel)
+    } else if (ins.isCollective) {
       pr.comm = comms_[size_t(ins.comm)].get();
       const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
                      outB = p.buffers[size_t(ins.out[0])].bytes();
       pr.dataBytes = inB > outB ? inB : outB;
       stagingSize_ = std::max(stagingSize_, stagingFor(ins, pr.args.in[0], pr.args.out[0]));
-      const BufferDecl &inBuf = p.buffers[size_t(ins.in[0])];
-      std::string &members = groupNames[size_t(ins.comm)];
-      if (members.empty()) members = groupRanks(a, a.comms[size_t(ins.comm)], coords_);
-      pr.where = ins.op + " on communicator '" + a.comms[size_t(ins.comm)].name + "' (" +
-                 members + ") of " + dtypeName(inBuf.dtype) + shapeStr(inBuf.shape);
+      describe(ins.op, ins.in[0]);
     } else if (ins.op == "shard_offset") {
       // The rank's index over grid_axes times piece_size (docs/kernels.md).
       std::vector<int> axes;
       for (int64_t ax : kernels::attrInts(ins.attrs, "grid_axes")) axes.push_back(int(ax));
       pr.isShardOffset = true;
-      pr.shardOffset = a.mesh.groupIndex(coords_, axes) * kernels::attrInt(ins.attrs, "piece_size");
+      pr.shardOffset =
+          a_.mesh.groupIndex(coords_, axes) * kernels::attrInt(ins.attrs, "piece_size");
     } else {
-      pr.fn = kernels::cpu::findKernel(ins.op);
-      if (!pr.fn)
-        throw Error(a.label + ": kernel '" + ins.op + "' has no " + backend + " implementation");
-      pr.args.ctx = &kernelCtx_;
+      pr.kernel = backend_->bindKernel(ins.op, pr.args);
+      if (!pr.kernel)
+        throw Error(a_.label + ": kernel '" + ins.op + "' has no " + backend_->name() +
+                    " implementation");
       std::vector<kernels::TensorDesc> in, out;
       std::string key = ins.op;
       for (const kernels::TensorArg &t : pr.args.in) in.push_back({t.dtype, t.shape});
@@ -198,74 +360,26 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &b
           key += (d ? "x" : "") + std::to_string(in[k].shape[d]);
       }
       for (const char *flag : {"transpose_a", "transpose_b", "causal"})
-        if (ins.attrs.is_object() && ins.attrs.value(flag, false) == true) key += std::string(" ") + flag;
+        if (ins.attrs.is_object() && ins.attrs.value(flag, false) == true)
+          key += std::string(" ") + flag;
       for (const kernels::TensorArg &t : pr.args.in)
         if (isLowPrecision(t.dtype)) key += std::string(" ") + dtypeName(t.dtype);
-      pr.shapeStats = &stats_.byKernelShape[key];
-      // Kernels compute in f32: bf16/f16 operands go through f32 copies.
-      if (!kernels::cpu::handlesLowPrecision(ins.op)) {
-        size_t bytes = 0;
-        auto plan = [&](std::vector<kernels::TensorArg> &args, bool output) {
-          for (size_t i = 0; i < args.size(); ++i)
-            if (isLowPrecision(args[i].dtype)) {
-              pr.conversions.push_back({output, i, bytes});
-              bytes += (size_t(args[i].numel) * sizeof(float) + 63) / 64 * 64;
-            }
-        };
-        pr.originalIn = pr.args.in;
-        pr.originalOut = pr.args.out;
-        plan(pr.args.in, false);
-        plan(pr.args.out, true);
-        conversionSize_ = std::max(conversionSize_, bytes);
-      }
+      auto row = stats_.byKernelShape.try_emplace(key).first;
+      pr.shapeStats = &row->second;
+      pr.shapeKey = &row->first;
     }
-    instrs_.push_back(std::move(pr));
+    out.push_back(std::move(pr));
   }
-  for (size_t i = 0; i < p.instructions.size() && overflowInstr_ < 0; ++i)
-    for (int b : p.instructions[i].out) {
-      const BufferDecl &bd = p.buffers[size_t(b)];
-      if (p.slots[size_t(bd.slot)].category == MemCategory::Grad && isFloat(bd.dtype) &&
-          numel(bd.shape) > 0) {
-        overflowInstr_ = int(i);
-        overflowBuffer_ = b;
-        break;
-      }
-    }
-  if (stagingSize_ > 0) staging_ = allocate(stagingSize_, kStaging);
-  if (conversionSize_ > 0) {
-    char *scratch = allocate(conversionSize_, kStaging);
-    for (Prepared &pr : instrs_)
-      for (const Prepared::Conversion &c : pr.conversions) {
-        kernels::TensorArg &t = c.output ? pr.args.out[c.index] : pr.args.in[c.index];
-        t.dtype = DType::F32;
-        t.data = scratch + c.offset;
-      }
-  }
-
-  for (const ConstantDecl &c : p.constants) {
-    const BufferDecl &b = p.buffers[size_t(c.buffer)];
-    void *dst = bufPtr_[size_t(c.buffer)];
-    if (!c.isSplat) {
-      std::memcpy(dst, c.data.data(), c.data.size());
-      continue;
-    }
-    const int64_t n = numel(b.shape);
-    for (int64_t i = 0; i < n; ++i) {
-      switch (b.dtype) {
-      case DType::F32: static_cast<float *>(dst)[i] = float(c.splat); break;
-      case DType::I32: static_cast<int32_t *>(dst)[i] = int32_t(c.splat); break;
-      case DType::I64: static_cast<int64_t *>(dst)[i] = int64_t(c.splat); break;
-      case DType::BF16:
-      case DType::F16:
-        static_cast<uint16_t *>(dst)[i] = f32ToLow(b.dtype, float(c.splat));
-        break;
-      }
-    }
-  }
+  return out;
 }
 
 RankExecutor::~RankExecutor() {
-  for (char *m : allocations_) std::free(m);
+  // Work still in flight (a run that threw) must end before its memory goes.
+  try {
+    backend_->synchronize();
+  } catch (...) {
+  }
+  // Then the members go, the allocations before the backend.
 }
 
 bool RankExecutor::holds(int t) const { return a_.bufferOf(prog_, t) >= 0; }
@@ -275,7 +389,40 @@ Piece RankExecutor::pieceFor(int t, int64_t r) const {
   return pieceOf(a_.mesh, d.sharding, d.shape, a_.mesh.coords(r), d.pieces);
 }
 
-LocalTensor RankExecutor::tensor(int t) {
+LocalTensor &LocalTensor::operator=(LocalTensor &&o) noexcept {
+  if (this == &o) return *this;
+  release();
+  tensor = o.tensor;
+  decl = o.decl;
+  data = o.data;
+  piece = std::move(o.piece);
+  owner_ = o.owner_;
+  device_ = o.device_;
+  copy_ = std::move(o.copy_);
+  writeBack_ = o.writeBack_;
+  o.owner_ = nullptr;
+  o.copy_.reset();
+  o.writeBack_ = false;
+  o.data = nullptr;
+  return *this;
+}
+
+void LocalTensor::release() noexcept {
+  if (copy_ && writeBack_ && owner_) {
+    try {
+      owner_->backend_->copyFromHost(device_, copy_.get(), bytes(),
+                                     owner_->backend_->computeStream());
+    } catch (const std::exception &e) {
+      if (owner_->viewError_.empty())
+        owner_->viewError_ = "writing tensor '" + decl->name + "' to the device: " + e.what();
+    }
+  }
+  copy_.reset();
+  owner_ = nullptr;
+  writeBack_ = false;
+}
+
+LocalTensor RankExecutor::tensor(int t, Access access) {
   const int b = a_.bufferOf(prog_, t);
   if (b < 0)
     throw Error("tensor '" + a_.tensors[size_t(t)].name + "' is not held by rank " +
@@ -283,22 +430,35 @@ LocalTensor RankExecutor::tensor(int t) {
   LocalTensor lt;
   lt.tensor = t;
   lt.decl = &a_.tensors[size_t(t)];
-  lt.data = bufPtr_[size_t(b)];
   lt.piece = pieceFor(t, rank_);
+  lt.device_ = bufPtr_[size_t(b)];
+  // The host sees the tensor after everything enqueued so far.
+  backend_->synchronize();
+  if (backend_->hostAddressable()) {
+    lt.data = lt.device_;
+    return lt;
+  }
+  const size_t bytes = lt.bytes();
+  lt.copy_.reset(new char[bytes]());
+  lt.data = lt.copy_.get();
+  if (access != Access::Write)
+    backend_->copyToHost(lt.data, lt.device_, bytes, backend_->computeStream());
+  lt.owner_ = this;
+  lt.writeBack_ = access != Access::Read;
   return lt;
 }
 
-LocalTensor RankExecutor::tensor(const std::string &name) {
+LocalTensor RankExecutor::tensor(const std::string &name, Access access) {
   const int t = a_.findTensor(name);
   if (t < 0) throw Error("the artifact has no tensor named '" + name + "'");
-  return tensor(t);
+  return tensor(t, access);
 }
 
 void RankExecutor::initPersistent(uint64_t seed) {
   for (size_t t = 0; t < a_.tensors.size(); ++t) {
     const TensorDecl &d = a_.tensors[t];
     if (!holds(int(t))) continue;
-    LocalTensor lt = tensor(int(t));
+    LocalTensor lt = tensor(int(t), Access::Write);
     // Master weights draw their parameter's numbers: the bf16/f16 parameter
     // starts as its master rounded.
     if (d.role == Role::Param || d.role == Role::OptimizerState)
@@ -313,18 +473,18 @@ void RankExecutor::fillSyntheticInputs(uint64_t seed, int64_t step) {
   for (size_t t = 0; t < a_.tensors.size(); ++t) {
     const TensorDecl &d = a_.tensors[t];
     if (d.role != Role::Input || !holds(int(t))) continue;
-    LocalTensor lt = tensor(int(t));
+    LocalTensor lt = tensor(int(t), Access::Write);
     fillSynthetic(lt.data, d.dtype, d.max, seed, d.name, d.shape, lt.piece, step);
   }
 }
 
 void RankExecutor::setOptimizerStep(int64_t value) {
   for (int t : a_.tensorsWithRole(Role::Step))
-    if (holds(t)) *static_cast<int64_t *>(tensor(t).data) = value;
+    if (holds(t)) *static_cast<int64_t *>(tensor(t, Access::Write).data) = value;
 }
 
 float RankExecutor::loss() {
-  return *static_cast<float *>(tensor(a_.tensorsWithRole(Role::Loss).at(0)).data);
+  return *static_cast<float *>(tensor(a_.tensorsWithRole(Role::Loss).at(0), Access::Read).data);
 }
 
 // ---- collectives ------------------------------------------------------------------
@@ -345,24 +505,26 @@ AxisBlocks blocks(const Shape &s, int axis, size_t elem) {
   return b;
 }
 // dst (contiguous, shape s with axis size len) = src[..., start:start+len, ...]
-void extractAxis(const char *src, const AxisBlocks &b, int64_t start, int64_t len, char *dst) {
+void extractAxis(Backend &be, Stream &st, const char *src, const AxisBlocks &b, int64_t start,
+                 int64_t len, char *dst) {
   const size_t row = size_t(len) * b.innerBytes;
-  for (int64_t o = 0; o < b.outer; ++o)
-    std::memcpy(dst + size_t(o) * row,
-                src + (size_t(o) * size_t(b.mid) + size_t(start)) * b.innerBytes, row);
+  be.copy2D(dst, row, src + size_t(start) * b.innerBytes, size_t(b.mid) * b.innerBytes, row,
+            size_t(b.outer), st);
 }
 // dst[..., start:start+len, ...] = src (contiguous piece)
-void insertAxis(const char *src, const AxisBlocks &b, int64_t start, int64_t len, char *dst) {
+void insertAxis(Backend &be, Stream &st, const char *src, const AxisBlocks &b, int64_t start,
+                int64_t len, char *dst) {
   const size_t row = size_t(len) * b.innerBytes;
-  for (int64_t o = 0; o < b.outer; ++o)
-    std::memcpy(dst + (size_t(o) * size_t(b.mid) + size_t(start)) * b.innerBytes,
-                src + size_t(o) * row, row);
+  be.copy2D(dst + size_t(start) * b.innerBytes, size_t(b.mid) * b.innerBytes, src, row, row,
+            size_t(b.outer), st);
 }
 } // namespace
 
-void RankExecutor::runCollective(Prepared &p) {
+void RankExecutor::runCollective(Prepared &p, Traffic &traffic) {
   const InstrDecl &ins = *p.decl;
-  Communicator &c = *p.comm;
+  DeviceCommunicator &c = *p.comm;
+  Backend &be = *backend_;
+  Stream &st = be.commStream();
   const kernels::TensorArg &in = p.args.in[0], &out = p.args.out[0];
   const size_t elem = dtypeSize(in.dtype);
   const int64_t n = c.size();
@@ -371,38 +533,38 @@ void RankExecutor::runCollective(Prepared &p) {
   char *dst = static_cast<char *>(out.data);
   switch (ins.coll) {
   case CollKind::AllReduce:
-    c.allReduce(in.data, out.data, size_t(in.numel), in.dtype, ins.reduce);
+    c.allReduce(in.data, out.data, size_t(in.numel), in.dtype, ins.reduce, st, traffic);
     break;
   case CollKind::AllGather: {
     const AxisBlocks ob = blocks(out.shape, ins.axis, elem);
     if (ob.outer == 1) {
-      c.allGather(in.data, out.data, inBytes);
+      c.allGather(in.data, out.data, inBytes, st, traffic);
       break;
     }
     char *tmp = staging_;
-    c.allGather(in.data, tmp, inBytes);
+    c.allGather(in.data, tmp, inBytes, st, traffic);
     const int64_t q = in.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
-      insertAxis(tmp + size_t(j) * inBytes, ob, j * q, q, dst);
+      insertAxis(be, st, tmp + size_t(j) * inBytes, ob, j * q, q, dst);
     break;
   }
   case CollKind::ReduceScatter: {
     const AxisBlocks ib = blocks(in.shape, ins.axis, elem);
     if (ib.outer == 1) {
-      c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype, ins.reduce);
+      c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype, ins.reduce, st, traffic);
       break;
     }
     char *tmp = staging_;
     const int64_t q = out.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
-      extractAxis(src, ib, j * q, q, tmp + size_t(j) * outBytes);
-    c.reduceScatter(tmp, out.data, size_t(out.numel), in.dtype, ins.reduce);
+      extractAxis(be, st, src, ib, j * q, q, tmp + size_t(j) * outBytes);
+    c.reduceScatter(tmp, out.data, size_t(out.numel), in.dtype, ins.reduce, st, traffic);
     break;
   }
   case CollKind::AllSlice: {
     const AxisBlocks ib = blocks(in.shape, ins.axis, elem);
     const int64_t q = out.shape[size_t(ins.axis)];
-    extractAxis(src, ib, c.rank() * q, q, dst);
+    extractAxis(be, st, src, ib, c.rank() * q, q, dst);
     break;
   }
   case CollKind::AllToAll: {
@@ -411,8 +573,8 @@ void RankExecutor::runCollective(Prepared &p) {
     const size_t pieceBytes = inBytes / size_t(n);
     char *send = staging_, *recv = staging_ + inBytes;
     for (int64_t j = 0; j < n; ++j)
-      extractAxis(src, sb, j * q, q, send + size_t(j) * pieceBytes);
-    c.allToAll(send, recv, pieceBytes);
+      extractAxis(be, st, src, sb, j * q, q, send + size_t(j) * pieceBytes);
+    c.allToAll(send, recv, pieceBytes, st, traffic);
     // Each received piece has in's shape with split_axis / n; place it at
     // slot j along concat_axis of the output.
     Shape pieceShape = in.shape;
@@ -420,98 +582,328 @@ void RankExecutor::runCollective(Prepared &p) {
     const int64_t pc = pieceShape[size_t(ins.concatAxis)];
     const AxisBlocks ob = blocks(out.shape, ins.concatAxis, elem);
     for (int64_t j = 0; j < n; ++j)
-      insertAxis(recv + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
+      insertAxis(be, st, recv + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
     break;
   }
   }
 }
 
+// ---- running a program -------------------------------------------------------------
+
+Event &RankExecutor::nextEvent() {
+  if (eventsUsed_ == events_.size()) events_.push_back(backend_->createEvent());
+  return *events_[eventsUsed_++];
+}
+
+void RankExecutor::enqueueKernel(Prepared &pr, int index, int microbatch) {
+  Backend &be = *backend_;
+  Stream &compute = be.computeStream();
+  // Wait for the collectives in flight that read or write what this
+  // instruction touches (the latest covers the earlier ones: one stream).
+  uint64_t need = 0;
+  for (int slot : pr.slots) need = std::max(need, slotBusyUntil_[size_t(slot)]);
+  if (need > computeWaitedFor_) {
+    be.wait(compute, *collectiveDone_[size_t(need - runFirstCollective_ - 1)]);
+    computeWaitedFor_ = need;
+  }
+  Event &start = nextEvent();
+  be.record(start, compute);
+  if (pr.kernel) {
+    pr.kernel->enqueue(pr.args, compute);
+  } else if (pr.isShardOffset) { // the value is the rank's own
+    be.copyFromHost(pr.args.out[0].data, &pr.shardOffset, sizeof pr.shardOffset, compute);
+  } else { // microbatch_slice: this micro-batch's rows of the whole batch
+    const InstrDecl &ins = *pr.decl;
+    const kernels::TensorArg &in = pr.args.in[0], &out = pr.args.out[0];
+    const AxisBlocks b = blocks(in.shape, ins.axis, dtypeSize(in.dtype));
+    const int64_t q = out.shape[size_t(ins.axis)];
+    extractAxis(be, compute, static_cast<const char *>(in.data), b, std::max(microbatch, 0) * q,
+                q, static_cast<char *>(out.data));
+  }
+  Event &end = nextEvent();
+  be.record(end, compute);
+  enqueued_.push_back({&pr, index, &start, &end, {}, microbatch});
+}
+
+void RankExecutor::enqueueCollective(Prepared &pr, int index, int microbatch) {
+  Backend &be = *backend_;
+  Stream &comm = be.commStream();
+  // After everything the compute stream was given so far.
+  Event &ready = nextEvent();
+  be.record(ready, be.computeStream());
+  be.wait(comm, ready);
+  Event &start = nextEvent();
+  be.record(start, comm);
+  enqueued_.push_back({&pr, index, &start, nullptr, {}, microbatch});
+  if (pr.decl->pipe != PipeOp::None)
+    runPipeMessage(pr, microbatch, enqueued_.back().traffic);
+  else
+    runCollective(pr, enqueued_.back().traffic);
+  Event &end = nextEvent();
+  be.record(end, comm);
+  enqueued_.back().end = &end;
+  const uint64_t seq = ++collectivesEnqueued_;
+  collectiveDone_.push_back(&end);
+  for (int slot : pr.slots) slotBusyUntil_[size_t(slot)] = seq;
+}
+
+void RankExecutor::runPipeMessage(Prepared &pr, int microbatch, Traffic &traffic) {
+  const InstrDecl &ins = *pr.decl;
+  const int64_t M = a_.pipeline.present ? a_.pipeline.microbatches : 1;
+  // Message tags: one per (message, micro-batch); once-per-step messages
+  // use micro-batch 0.
+  const int tag = int(ins.message * M + std::max(microbatch, 0));
+  Stream &st = backend_->commStream();
+  if (ins.pipe == PipeOp::Send) {
+    const kernels::TensorArg &in = pr.args.in[0];
+    pr.comm->send(in.data, size_t(in.numel) * dtypeSize(in.dtype), ins.peer, tag, st, traffic);
+  } else {
+    const kernels::TensorArg &out = pr.args.out[0];
+    pr.comm->recv(out.data, size_t(out.numel) * dtypeSize(out.dtype), ins.peer, tag, st, traffic);
+  }
+}
+
+void RankExecutor::enqueueList(List &list, int chunk, int microbatch, std::string &first) {
+  const ProgramDecl &p = program();
+  const std::vector<char *> *copy = nullptr;
+  if (chunk >= 0) copy = &live_.at({chunk, microbatch});
+  const std::string where =
+      chunk >= 0 ? ", micro-batch " + std::to_string(microbatch) : std::string();
+  for (size_t i = 0; i < list.size(); ++i) {
+    Prepared &pr = list[i];
+    for (auto &[isOut, arg, slot] : pr.perMicroBatch)
+      (isOut ? pr.args.out : pr.args.in)[size_t(arg)].data =
+          (*copy)[size_t(indexInChunk_[size_t(slot)])];
+    progress::setInstruction(int64_t(i));
+    try {
+      if (pr.comm)
+        enqueueCollective(pr, int(i), chunk >= 0 ? microbatch : -1);
+      else
+        enqueueKernel(pr, int(i), chunk >= 0 ? microbatch : -1);
+      if (overflowArmed_ && &list == &instrs_ && int(i) == overflowInstr_)
+        poisonGradient(pr.comm != nullptr);
+    } catch (const CommFailure &e) {
+      // The ranks cannot stay matched any more: stop here.
+      throw CommFailure("program '" + p.name + "' instruction " + std::to_string(i) + " (" +
+                        pr.where + where + "): " + e.what());
+    } catch (const std::exception &e) {
+      if (!enqueued_.empty() && !enqueued_.back().end) enqueued_.pop_back();
+      if (first.empty())
+        first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
+                pr.decl->op + where + "): " + e.what();
+    }
+  }
+}
+
+// One step of a pipeline stage: the once-per-step list, the schedule's
+// actions (a micro-batch takes a copy of its chunk's slots at its forward
+// and gives it back after its last backward part), then the list after the
+// micro-batches. A copy given back is reused by a later micro-batch: the
+// streams order that reuse after the work on the copy (its slots' hazards).
+void RankExecutor::enqueuePipelineStep(std::string &first) {
+  const ProgramDecl &p = program();
+  enqueueList(instrs_, -1, 0, first);
+  std::map<std::pair<int, int>, size_t> lastAction;
+  for (size_t i = 0; i < p.schedule.size(); ++i)
+    lastAction[{p.schedule[i].chunk, p.schedule[i].microbatch}] = i;
+  for (size_t i = 0; i < p.schedule.size(); ++i) {
+    const sched::Action &act = p.schedule[i];
+    const std::pair<int, int> key{act.chunk, act.microbatch};
+    if (!live_.count(key)) {
+      auto &spare = spare_[size_t(act.chunk)];
+      std::vector<char *> copy;
+      if (!spare.empty()) {
+        copy = std::move(spare.back());
+        spare.pop_back();
+      } else {
+        for (int slot : chunkSlots_[size_t(act.chunk)])
+          copy.push_back(allocate(size_t(p.slots[size_t(slot)].bytes),
+                                  int(p.slots[size_t(slot)].category)));
+      }
+      live_[key] = std::move(copy);
+      liveActivationBytes_ += stats_.microbatchBytes[size_t(act.chunk)];
+      ++liveMicrobatches_;
+      stats_.activationPeakBytes = std::max(stats_.activationPeakBytes, liveActivationBytes_);
+      stats_.microbatchesPeak = std::max(stats_.microbatchesPeak, liveMicrobatches_);
+    }
+    auto &lists = chunkLists_[size_t(act.chunk)];
+    switch (act.kind) {
+    case sched::Kind::Forward: enqueueList(lists[0], act.chunk, act.microbatch, first); break;
+    case sched::Kind::Backward: enqueueList(lists[1], act.chunk, act.microbatch, first); break;
+    case sched::Kind::Weight: enqueueList(lists[2], act.chunk, act.microbatch, first); break;
+    case sched::Kind::BackwardWeight:
+      enqueueList(lists[1], act.chunk, act.microbatch, first);
+      enqueueList(lists[2], act.chunk, act.microbatch, first);
+      break;
+    }
+    if (lastAction[key] == i) {
+      spare_[size_t(act.chunk)].push_back(std::move(live_[key]));
+      live_.erase(key);
+      liveActivationBytes_ -= stats_.microbatchBytes[size_t(act.chunk)];
+      --liveMicrobatches_;
+    }
+  }
+  if (overflowArmed_ && overflowInstr_ == -2) poisonGradient(false);
+  enqueueList(finish_, -1, 0, first);
+}
+
 bool RankExecutor::injectOverflowNextRun() {
-  overflowArmed_ = overflowInstr_ >= 0;
+  overflowArmed_ = overflowBuffer_ >= 0;
   return overflowArmed_;
+}
+
+void RankExecutor::poisonGradient(bool afterCollective) {
+  // +inf in the gradient's dtype, written on the compute stream after the
+  // instruction (and its collective, if it is one: one order on the CPU;
+  // a device backend orders copies on the compute stream).
+  const DType d = program().buffers[size_t(overflowBuffer_)].dtype;
+  const float inf = bitsFloat(0x7f800000u);
+  const uint16_t low = isLowPrecision(d) ? f32ToLow(d, inf) : 0;
+  Stream &compute = backend_->computeStream();
+  if (afterCollective) backend_->wait(compute, *collectiveDone_.back());
+  backend_->copyFromHost(bufPtr_[size_t(overflowBuffer_)],
+                         isLowPrecision(d) ? static_cast<const void *>(&low) : &inf,
+                         dtypeSize(d), compute);
 }
 
 std::string RankExecutor::run() {
   std::string first;
   const ProgramDecl &p = program();
-  kernels::cpu::bindThreads(kernelCtx_);
+  if (!viewError_.empty()) {
+    first = viewError_;
+    viewError_.clear();
+  }
+  backend_->attachThread();
   for (auto &kinds : stats_.perStepByComm) kinds.fill({});
   for (auto &kind : stats_.perStep) kind = {};
-  for (size_t i = 0; i < instrs_.size(); ++i) {
-    Prepared &pr = instrs_[i];
-    progress::setInstruction(int64_t(i));
-    try {
-      auto start = std::chrono::steady_clock::now();
-      if (pr.fn && !pr.conversions.empty()) {
-        for (const Prepared::Conversion &c : pr.conversions)
-          if (!c.output) {
-            const kernels::TensorArg &from = pr.originalIn[c.index];
-            kernels::cpu::toF32(kernelCtx_, from.dtype, from.data,
-                                pr.args.in[c.index].as<float>(), from.numel);
-          }
-        pr.fn(pr.args);
-        for (const Prepared::Conversion &c : pr.conversions)
-          if (c.output) {
-            const kernels::TensorArg &to = pr.originalOut[c.index];
-            kernels::cpu::fromF32(kernelCtx_, to.dtype, pr.args.out[c.index].as<float>(),
-                                  to.data, to.numel);
-          }
-      } else if (pr.fn) {
-        pr.fn(pr.args);
-      } else if (pr.isShardOffset) {
-        *pr.args.out[0].as<int64_t>() = pr.shardOffset;
-      } else {
-        // Count what the communicator really moves for this instruction.
-        const uint64_t sent0 = pr.comm->bytesSent(), received0 = pr.comm->bytesReceived();
-        runCollective(pr);
-        CollectiveStats &byComm =
-            stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
-        for (CollectiveStats *c : {&byComm, &stats_.perStep[int(pr.decl->coll)]}) {
-          c->calls += 1;
-          c->bytes += pr.dataBytes;
-          c->sentBytes += pr.comm->bytesSent() - sent0;
-          c->receivedBytes += pr.comm->bytesReceived() - received0;
-        }
-      }
-      if (overflowArmed_ && int(i) == overflowInstr_) {
-        const DType d = p.buffers[size_t(overflowBuffer_)].dtype;
-        void *at = bufPtr_[size_t(overflowBuffer_)];
-        if (d == DType::F32) {
-          const float inf = bitsFloat(0x7f800000u);
-          std::memcpy(at, &inf, 4);
-        } else {
-          const uint16_t inf = f32ToLow(d, bitsFloat(0x7f800000u));
-          std::memcpy(at, &inf, 2);
-        }
-      }
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      stats_.secondsByOp[pr.decl->op] += seconds;
-      if (pr.shapeStats) {
-        pr.shapeStats->calls += 1;
-        pr.shapeStats->seconds += seconds;
-        pr.shapeStats->flops += pr.flops;
-      }
-    } catch (const CommFailure &e) {
-      // The ranks cannot stay matched any more: stop here.
-      throw CommFailure("program '" + p.name + "' instruction " + std::to_string(i) + " (" +
-                        pr.where + "): " + e.what());
-    } catch (const std::exception &e) {
-      if (first.empty())
-        first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
-                pr.decl->op + "): " + e.what();
-    }
-  }
+  stats_.sendRecvPerStep = {};
+  eventsUsed_ = 0;
+  enqueued_.clear();
+  collectiveDone_.clear();
+  runFirstCollective_ = collectivesEnqueued_;
+  const int64_t traceStart = trace_ ? TraceWriter::nowNs() : 0;
+  Event &runStart = nextEvent();
+  backend_->record(runStart, backend_->computeStream());
+  if (a_.pipeline.present)
+    enqueuePipelineStep(first);
+  else
+    enqueueList(instrs_, -1, 0, first);
   progress::setInstruction(-1);
   overflowArmed_ = false;
+  // The step ends when the device is done with it.
+  try {
+    backend_->synchronize();
+  } catch (const CommFailure &e) {
+    throw CommFailure("program '" + p.name + "': " + e.what());
+  } catch (const std::exception &e) {
+    if (first.empty()) first = "program '" + p.name + "': " + e.what();
+  }
+  computeWaitedFor_ = collectivesEnqueued_;
+  if (a_.pipeline.present) {
+    // The sends still in flight complete (their copies may go).
+    try {
+      for (auto &comm : comms_) comm->flushSends();
+    } catch (const CommFailure &e) {
+      throw CommFailure("program '" + p.name + "': " + e.what());
+    }
+  }
+  account(runStart, traceStart);
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
     stats_.collectives[k].bytes += stats_.perStep[k].bytes;
     stats_.collectives[k].sentBytes += stats_.perStep[k].sentBytes;
     stats_.collectives[k].receivedBytes += stats_.perStep[k].receivedBytes;
   }
+  stats_.sendRecv.calls += stats_.sendRecvPerStep.calls;
+  stats_.sendRecv.bytes += stats_.sendRecvPerStep.bytes;
+  stats_.sendRecv.sentBytes += stats_.sendRecvPerStep.sentBytes;
+  stats_.sendRecv.receivedBytes += stats_.sendRecvPerStep.receivedBytes;
   ++stats_.runs;
+  if (trace_) {
+    const int64_t end = TraceWriter::nowNs();
+    trace_->complete(TraceWriter::kSteps, "program '" + p.name + "'", "run", traceStart, end,
+                     "{\"run\":" + std::to_string(stats_.runs - 1) + "}");
+    traceMemory(end);
+  }
   return first;
+}
+
+void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
+  Backend &be = *backend_;
+  for (Enqueued &e : enqueued_) {
+    Prepared &pr = *e.instr;
+    const double seconds = be.elapsedSeconds(*e.start, *e.end);
+    *pr.opSeconds += seconds;
+    if (pr.shapeStats) {
+      pr.shapeStats->calls += 1;
+      pr.shapeStats->seconds += seconds;
+      pr.shapeStats->flops += pr.flops;
+    }
+    if (pr.comm && pr.decl->pipe != PipeOp::None) {
+      if (pr.decl->pipe == PipeOp::Send) {
+        stats_.sendRecvPerStep.calls += 1;
+        stats_.sendRecvPerStep.bytes += pr.dataBytes;
+      }
+      stats_.sendRecvPerStep.sentBytes += e.traffic.sent;
+      stats_.sendRecvPerStep.receivedBytes += e.traffic.received;
+    } else if (pr.comm) {
+      CollectiveStats &byComm = stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
+      for (CollectiveStats *c : {&byComm, &stats_.perStep[int(pr.decl->coll)]}) {
+        c->calls += 1;
+        c->bytes += pr.dataBytes;
+        c->sentBytes += e.traffic.sent;
+        c->receivedBytes += e.traffic.received;
+      }
+    }
+    if (!trace_) continue;
+    const int64_t start =
+        traceStartNs + int64_t(be.elapsedSeconds(runStart, *e.start) * 1e9 + 0.5);
+    const int64_t end = start + int64_t(seconds * 1e9 + 0.5);
+    std::string args = "{\"instruction\":" + std::to_string(e.index);
+    if (e.microbatch >= 0) args += ",\"microbatch\":" + std::to_string(e.microbatch);
+    if (pr.comm) {
+      const CommDecl &c = a_.comms[size_t(pr.decl->comm)];
+      const BufferDecl &inBuf = program().buffers[size_t(pr.decl->in[0])];
+      args += ",\"communicator\":" + TraceWriter::quote(c.name) +
+              ",\"group\":" + TraceWriter::quote(pr.members) +
+              ",\"operand\":" + TraceWriter::quote(dtypeName(inBuf.dtype) + shapeStr(inBuf.shape)) +
+              ",\"bytes\":" + std::to_string(pr.dataBytes) +
+              ",\"sent_bytes\":" + std::to_string(e.traffic.sent) +
+              ",\"received_bytes\":" + std::to_string(e.traffic.received) + "}";
+      trace_->complete(TraceWriter::kComm, pr.decl->op,
+                       pr.decl->pipe != PipeOp::None ? "send_recv" : "collective", start, end,
+                       args);
+    } else {
+      if (pr.shapeKey) {
+        const size_t space = pr.shapeKey->find(' ');
+        args += ",\"operands\":" +
+                TraceWriter::quote(space == std::string::npos ? std::string()
+                                                              : pr.shapeKey->substr(space + 1));
+      }
+      if (pr.flops > 0) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, ",\"gflop\":%.6g", pr.flops / 1e9);
+        args += buf;
+      }
+      args += "}";
+      trace_->complete(TraceWriter::kCompute, pr.decl->op, "kernel", start, end, args);
+    }
+  }
+}
+
+void RankExecutor::setTrace(TraceWriter *trace) {
+  trace_ = trace;
+  if (trace_) traceMemory(TraceWriter::nowNs());
+}
+
+void RankExecutor::traceMemory(int64_t atNs) {
+  const ExecStats &s = stats();
+  std::vector<std::pair<std::string, uint64_t>> values;
+  for (int c = 0; c < kNumMemCategories; ++c)
+    values.emplace_back(memCategoryName(MemCategory(c)), s.memoryBytes[c]);
+  values.emplace_back("staging", s.stagingBytes);
+  values.emplace_back("total", s.totalMemoryBytes);
+  trace_->counter("memory bytes", atNs, values);
 }
 
 } // namespace dtc::rt

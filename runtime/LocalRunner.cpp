@@ -242,7 +242,7 @@ bool LocalRunner::getTensorBytes(const std::string &name, std::vector<char> &out
   const std::vector<int> from = contributorRanks(*impl_->artifact, t);
   if (from.empty()) throw Error("getTensor('" + name + "'): no rank holds this tensor");
   for (int r : from) {
-    LocalTensor lt = impl_->execs[size_t(r)]->tensor(t);
+    LocalTensor lt = impl_->execs[size_t(r)]->tensor(t, Access::Read);
     const char *src = static_cast<const char *>(lt.data);
     forEachPieceRun(d.shape, lt.piece, [&](int64_t l, int64_t g, int64_t n) {
       std::memcpy(out.data() + size_t(g) * elem, src + size_t(l) * elem, size_t(n) * elem);
@@ -301,7 +301,7 @@ bool LocalRunner::getLocalTensor(int rank, const std::string &name, std::vector<
                                  std::string &error) noexcept {
   DTC_GUARD_BEGIN
   if (rank < 0 || rank >= ranks()) throw Error("getLocalTensor: no rank " + std::to_string(rank));
-  LocalTensor lt = impl_->execs[size_t(rank)]->tensor(name);
+  LocalTensor lt = impl_->execs[size_t(rank)]->tensor(name, Access::Read);
   if (lt.decl->dtype != DType::F32) throw Error("getLocalTensor('" + name + "'): not f32");
   out.resize(size_t(numel(lt.piece.local)));
   std::memcpy(out.data(), lt.data, lt.bytes());
@@ -379,6 +379,15 @@ LocalRunStats LocalRunner::stats() const noexcept {
         uint64_t &sent = s.collectiveSentBytesPerStep[n];
         sent = std::max(sent, es.perStep[k].sentBytes);
       }
+      uint64_t &sc = s.collectiveCallsPerStep["send_recv"];
+      sc = std::max(sc, es.sendRecvPerStep.calls);
+      uint64_t &sb = s.collectiveBytesPerStep["send_recv"];
+      sb = std::max(sb, es.sendRecvPerStep.bytes);
+      uint64_t &ss = s.collectiveSentBytesPerStep["send_recv"];
+      ss = std::max(ss, es.sendRecvPerStep.sentBytes);
+      s.stageOfRank.push_back(e->program().stage);
+      s.activationPeakBytes.push_back(es.activationPeakBytes);
+      s.microbatchesPeak.push_back(es.microbatchesPeak);
     }
   } catch (...) {
   }

@@ -20,7 +20,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <list>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <time.h>
 #include <unistd.h>
@@ -118,9 +120,10 @@ public:
 /// first tests are back to back (most operations finish within
 /// microseconds); after that the rank sleeps between tests, up to 0.5 ms,
 /// so that a rank waiting for a slow or stopped peer costs almost no CPU.
-void waitFor(MPI_Request *reqs, int n, const Settings &s, const char *what) {
+void waitFor(MPI_Request *reqs, int n, const Settings &s, const char *what,
+             MPI_Status *statuses = MPI_STATUSES_IGNORE) {
   int done = 0;
-  check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
+  check(MPI_Testall(n, reqs, &done, statuses), what);
   if (done) return;
   progress::setState(progress::State::Waiting);
   const int64_t start = progress::nowNs();
@@ -131,7 +134,7 @@ void waitFor(MPI_Request *reqs, int n, const Settings &s, const char *what) {
   // gap between two polls that were a few microseconds apart.
   int64_t lastPoll = start, stalledNs = 0;
   for (int polls = 0;; ++polls) {
-    check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
+    check(MPI_Testall(n, reqs, &done, statuses), what);
     if (done) break;
     const int64_t now = progress::nowNs();
     if (now - lastPoll > int64_t(5e8)) stalledNs += now - lastPoll;
@@ -154,8 +157,9 @@ void waitFor(MPI_Request *reqs, int n, const Settings &s, const char *what) {
   progress::setState(progress::State::Computing);
 }
 
-void waitFor(MPI_Request &req, const Settings &s, const char *what) {
-  waitFor(&req, 1, s, what);
+void waitFor(MPI_Request &req, const Settings &s, const char *what,
+             MPI_Status *status = MPI_STATUS_IGNORE) {
+  waitFor(&req, 1, s, what, status);
 }
 
 class MpiComm final : public Communicator {
@@ -167,7 +171,17 @@ public:
   ~MpiComm() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&c_);
+    if (finalized) return;
+    // Sends a failed step left in flight: their copies must outlive them,
+    // and a receiver that is gone never completes them (so no waiting).
+    bool inFlight = false;
+    for (Pending &p : pending_) {
+      int done = 0;
+      if (MPI_Test(&p.request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)
+        inFlight = true;
+    }
+    if (inFlight) new std::list<Pending>(std::move(pending_)); // leaked on purpose
+    MPI_Comm_free(&c_);
   }
   int size() const override { return size_; }
   int rank() const override { return rank_; }
@@ -240,12 +254,75 @@ protected:
     waitFor(requests.data(), int(requests.size()), *s_, what.c_str());
   }
 
+  // Messages of pipeline stages: a copy goes out non-blocking, so a rank
+  // only ever waits in a receive, which is what makes a schedule's order
+  // deadlock free. Their tags start above the collectives' ones.
+  void postMessage(const void *buf, size_t bytes, int peer, int tag) override {
+    const int mpiTag = messageTag(tag);
+    pending_.emplace_back();
+    Pending &p = pending_.back();
+    p.bytes.assign(static_cast<const char *>(buf), bytes);
+    check(MPI_Isend(p.bytes.data(), checkedCount(bytes), MPI_BYTE, peer, mpiTag, c_,
+                    &p.request),
+          "MPI_Isend");
+  }
+  void takeMessage(void *buf, size_t bytes, int peer, int tag) override {
+    MPI_Request r;
+    MPI_Status status;
+    check(MPI_Irecv(buf, checkedCount(bytes), MPI_BYTE, peer, messageTag(tag), c_, &r),
+          "MPI_Irecv");
+    const std::string what = "a pipeline receive (from member " + std::to_string(peer) +
+                             ", tag " + std::to_string(tag) + ")";
+    waitFor(r, *s_, what.c_str(), &status);
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    if (size_t(got) != bytes)
+      throw CommFailure("message with tag " + std::to_string(tag) + " has " +
+                        std::to_string(got) + " bytes, the receiver expects " +
+                        std::to_string(bytes));
+  }
+
+public:
+  void flushSends() override {
+    std::vector<MPI_Request> requests;
+    for (Pending &p : pending_) requests.push_back(p.request);
+    if (!requests.empty())
+      waitFor(requests.data(), int(requests.size()), *s_, "completing pipeline sends");
+    pending_.clear();
+  }
+
 private:
   static constexpr size_t kChunk = size_t(1) << 30;
   static constexpr int kTag = 77, kDataTag = 78;
+  static constexpr int kMessageTagBase = 1024;
+  struct Pending {
+    std::string bytes;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  static int checkedCount(size_t bytes) {
+    if (bytes > size_t(INT_MAX))
+      throw Error("a message of " + std::to_string(bytes) +
+                  " bytes exceeds the MPI count limit (2^31-1)");
+    return int(bytes);
+  }
+  int messageTag(int tag) {
+    if (tagLimit_ < 0) {
+      void *value = nullptr;
+      int found = 0;
+      MPI_Comm_get_attr(c_, MPI_TAG_UB, &value, &found);
+      tagLimit_ = found && value ? *static_cast<int *>(value) : 32767;
+    }
+    if (tag < 0 || tag > tagLimit_ - kMessageTagBase)
+      throw Error("message tag " + std::to_string(tag) + " exceeds this MPI's limit (" +
+                  std::to_string(tagLimit_ - kMessageTagBase) +
+                  "); use fewer micro-batches or pipeline stages");
+    return kMessageTagBase + tag;
+  }
   MPI_Comm c_;
   std::shared_ptr<Settings> s_;
   int size_ = 1, rank_ = 0;
+  int tagLimit_ = -1;
+  std::list<Pending> pending_;
 };
 
 class MpiWorld final : public World {

@@ -79,6 +79,24 @@ void checkRunPaths(const TrainOptions &o) {
     throw Error(error);
 }
 
+void checkTracePaths(const TrainOptions &o, const std::vector<int> &ranks) {
+  const std::string loadOptim = o.loadPath.empty() ? "" : optimizerSidecarPath(o.loadPath);
+  const std::string saveOptim = o.savePath.empty() ? "" : optimizerSidecarPath(o.savePath);
+  std::vector<NamedPath> outputs = {{"--log", o.logPath},
+                                    {"--stats", o.statsPath},
+                                    {"--save", o.savePath},
+                                    {"--save (its optimizer sidecar)", saveOptim}};
+  for (int r : ranks)
+    outputs.push_back({"--trace (rank " + std::to_string(r) + ")", TraceWriter::rankPath(o.traceDir, r)});
+  std::string error;
+  if (!checkOutputsDistinct({{"the artifact", o.artifactPath},
+                             {"--data", o.dataPath},
+                             {"--load", o.loadPath},
+                             {"--load (its optimizer sidecar)", loadOptim}},
+                            outputs, error))
+    throw Error(error);
+}
+
 bool continueLog(const std::string &path, bool resuming, int64_t step) {
   if (!resuming) return false;
   struct stat st;
@@ -117,19 +135,22 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
   // 1. The artifact, on every rank.
   runAgreed(world_, [&] {
     checkRunPaths(opts_);
-    if (opts_.backend == "cuda")
-      throw Error("--backend cuda: this build of dtc has no CUDA backend yet; use --backend cpu");
-    if (opts_.backend != "cpu")
-      throw Error("--backend: unknown backend '" + opts_.backend + "' (expected cpu or cuda)");
+    try {
+      checkBackendAvailable(opts_.backend);
+    } catch (const Error &e) {
+      throw Error("--backend " + opts_.backend + ": " + e.what());
+    }
     artifact_ = std::make_unique<Artifact>(loadArtifactFile(opts_.artifactPath));
     checkRankCount(*artifact_, world_.size());
   });
   // 2. The executor: its constructor splits communicators first (collective),
   //    then allocates; initialise parameters from the seed.
   runAgreed(world_, [&] {
-    exec_ = std::make_unique<RankExecutor>(*artifact_, world_, opts_.backend);
-    exec_->setThreads(opts_.threads > 0 ? opts_.threads
-                                        : defaultKernelThreads(world_.ranksOnNode()));
+    BackendOptions bo;
+    bo.threads = opts_.threads > 0 ? opts_.threads : defaultKernelThreads(world_.ranksOnNode());
+    bo.rank = world_.rank();
+    bo.ranksOnNode = world_.ranksOnNode();
+    exec_ = std::make_unique<RankExecutor>(*artifact_, world_, makeBackend(opts_.backend, bo));
     exec_->initPersistent(opts_.seed);
     const std::vector<int> loss = artifact_->tensorsWithRole(Role::Loss);
     const std::vector<int> holders = contributorRanks(*artifact_, loss.at(0));
@@ -185,7 +206,22 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     optStep_ = info.optimizerRestored ? info.optimizerStep : 0;
     if (!info.note.empty() && world_.rank() == 0 && note_) note_(info.note);
   }
-  // 5. The log file (rank 0): a new one, or the resumed run's, continued.
+  // 5. The trace of every rank (its own file in the directory).
+  if (!opts_.traceDir.empty()) {
+    runAgreed(world_, [&] {
+      prepareTraceDirectory(opts_.traceDir);
+      const std::string path = TraceWriter::rankPath(opts_.traceDir, world_.rank());
+      checkTracePaths(opts_, {world_.rank()});
+      trace_ = std::make_unique<TraceWriter>(
+          path, world_.rank(),
+          "{\"artifact\":" + TraceWriter::quote(artifact_->label) +
+              ",\"rank\":" + std::to_string(world_.rank()) +
+              ",\"ranks\":" + std::to_string(world_.size()) +
+              ",\"backend\":" + TraceWriter::quote(exec_->backend().description()) + "}");
+      exec_->setTrace(trace_.get());
+    });
+  }
+  // 6. The log file (rank 0): a new one, or the resumed run's, continued.
   if (!opts_.logPath.empty()) {
     runAgreed(world_, [&] {
       if (world_.rank() != 0) return;
@@ -265,11 +301,24 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
       runStep(k, i + 1 == opts_.steps, tokens, onStep);
     } catch (const CommFailure &e) {
       throw CommFailure(artifact_->label + ": step " + std::to_string(k) + ": " + e.what());
+    } catch (const Interrupted &) {
+      throw;
+    } catch (const AgreedError &) {
+      // Every rank failed this step alike: the steps so far are worth a
+      // trace (the failed one's events are in it too).
+      if (trace_) {
+        try {
+          closeTrace();
+        } catch (const AgreedError &) {
+        }
+      }
+      throw;
     }
   }
   if (opts_.steps == 0 && !opts_.savePath.empty())
     saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
   closeLog();
+  closeTrace();
   if (!opts_.statsPath.empty()) writeStatsFile(*exec_, world_, opts_.statsPath);
 }
 
@@ -281,11 +330,23 @@ void Trainer::closeLog() {
   });
 }
 
+void Trainer::closeTrace() {
+  runAgreed(world_, [&] {
+    if (!trace_) return;
+    exec_->setTrace(nullptr);
+    trace_->finish();
+    trace_.reset();
+  });
+}
+
 void Trainer::runStep(int64_t k, bool last, int64_t tokens,
                       const std::function<void(const StepReport &)> &onStep) {
   float loss = 0;
   int stop = 0;
+  const int64_t stepStart = trace_ ? TraceWriter::nowNs() : 0;
   runAgreed(world_, [&] { feed(k); });
+  if (trace_)
+    trace_->complete(TraceWriter::kSteps, "inputs", "host", stepStart, TraceWriter::nowNs(), "");
   // Loss scaling: the scale this step runs with and the skipped count
   // before it (read where the loss is, shared with the loss).
   struct {
@@ -294,8 +355,8 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
   } seen;
   const bool scaling = lossScaleTensor_ >= 0;
   if (scaling && world_.rank() == lossRank_) {
-    seen.scale = *static_cast<const float *>(exec_->tensor(lossScaleTensor_).data);
-    seen.skippedBefore = *static_cast<const int64_t *>(exec_->tensor(skippedTensor_).data);
+    seen.scale = *static_cast<const float *>(exec_->tensor(lossScaleTensor_, Access::Read).data);
+    seen.skippedBefore = *static_cast<const int64_t *>(exec_->tensor(skippedTensor_, Access::Read).data);
   }
   if (std::find(injectOverflow_.begin(), injectOverflow_.end(), k) != injectOverflow_.end())
     exec_->injectOverflowNextRun();
@@ -303,16 +364,23 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
   std::string err = exec_->run();
   if (!err.empty()) err = artifact_->label + ": step " + std::to_string(k) + ": " + err;
   stop = opts_.pendingSignal ? opts_.pendingSignal() : 0;
+  const int64_t agreeStart = trace_ ? TraceWriter::nowNs() : 0;
   agree(world_, err, &stop);
   if (world_.rank() == lossRank_) {
     seen.loss = exec_->loss();
     if (scaling)
-      seen.skippedAfter = *static_cast<const int64_t *>(exec_->tensor(skippedTensor_).data);
+      seen.skippedAfter = *static_cast<const int64_t *>(exec_->tensor(skippedTensor_, Access::Read).data);
   }
   if (lossRank_ != 0) world_.world().broadcast(&seen, sizeof seen, lossRank_);
   loss = seen.loss;
   const bool skipped = scaling && seen.skippedAfter != seen.skippedBefore;
   const auto t1 = std::chrono::steady_clock::now();
+  if (trace_) {
+    const int64_t now = TraceWriter::nowNs();
+    trace_->complete(TraceWriter::kSteps, "agree and loss", "host", agreeStart, now, "");
+    trace_->complete(TraceWriter::kSteps, "step " + std::to_string(k), "step", stepStart, now,
+                     "{\"step\":" + std::to_string(k) + "}");
+  }
   ++step_;
   // A skipped step applied no update: Adam's bias corrections count only
   // the applied ones (as PyTorch, whose GradScaler skips optimizer.step()).
@@ -334,10 +402,17 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
     if (log_) appendLog(r);
   });
   const bool periodic = opts_.saveEvery > 0 && step_ % opts_.saveEvery == 0;
-  if (!opts_.savePath.empty() && (last || periodic || stop))
+  if (!opts_.savePath.empty() && (last || periodic || stop)) {
+    const int64_t saveStart = trace_ ? TraceWriter::nowNs() : 0;
     saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
+    if (trace_)
+      trace_->complete(TraceWriter::kSteps, "save checkpoint", "host", saveStart,
+                       TraceWriter::nowNs(), "{\"step\":" + std::to_string(step_) + "}");
+  }
+  if (trace_) runAgreed(world_, [&] { trace_->flush(); });
   if (stop) {
     closeLog();
+    closeTrace();
     const std::string done = std::to_string(step_) + " step" + (step_ == 1 ? "" : "s");
     throw Interrupted("interrupted by " + signalName(stop) + " after step " + std::to_string(k) +
                           ": " +
@@ -366,6 +441,9 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
   for (int k = 0; k < kNumCollKinds; ++k) push(s.perStep[k]);
   for (size_t comm = 0; comm < a.comms.size(); ++comm)
     for (int k = 0; k < kNumCollKinds; ++k) push(s.perStepByComm[comm][size_t(k)]);
+  push(s.sendRecvPerStep);
+  v.push_back(int64_t(s.activationPeakBytes));
+  v.push_back(int64_t(s.microbatchesPeak));
   std::vector<int64_t> mx(v.size());
   world.world().allReduce(v.data(), mx.data(), v.size(), DType::I64, ReduceOp::Max);
   std::string err;
@@ -388,13 +466,20 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     for (size_t comm = 0; comm < a.comms.size(); ++comm)
       for (int k = 0; k < kNumCollKinds; ++k)
         read(j["collectives_per_step_by_comm"][a.comms[comm].name][collKindName(CollKind(k))]);
+    read(j["collectives_per_step"]["send_recv"]);
+    // Measured while running: the most activation bytes live at once and
+    // the most micro-batches in flight (pipelines keep a copy per
+    // micro-batch between its forward and its last backward part).
+    j["activation_peak_bytes"] = mx[i++];
+    j["microbatches_in_flight_peak"] = mx[i++];
     // Rank 0's time per instruction kind, per step (the same program runs
     // on every rank; collectives include waiting for the slowest rank).
     for (const auto &[op, seconds] : s.secondsByOp)
       j["seconds_per_step_by_op"][op] = s.runs ? seconds / double(s.runs) : 0.0;
     // Per kernel and operand shapes; GFLOP/s where the kernel counts flops.
     j["threads"] = exec.threads();
-    j["gemm_library"] = kernels::cpu::gemmLibrary();
+    j["backend"] = exec.backend().name();
+    for (const auto &[key, value] : exec.backend().properties()) j[key] = value;
     j["kernels"] = nlohmann::json::array();
     for (const auto &[key, k] : s.byKernelShape) {
       nlohmann::json row = {{"kernel", key},

@@ -356,6 +356,27 @@ void checkLayerNormGrad(const Descs &in, const Descs &out, const json &attrs) {
   needLike(out[2], in[1], "dbeta", "gamma");
 }
 
+// x, gamma, dy -> dx (rms_norm_input_grad, layer_norm_input_grad)
+void checkNormInputGrad(const Descs &in, const Descs &out, const json &attrs) {
+  needFloat(in[0], "x");
+  needRankAtLeast(in[0], 1, "x");
+  checkNormParams(in[0], in[1], "gamma");
+  needLike(in[2], in[0], "dy", "x");
+  checkEps(attrs);
+  needLike(out[0], in[0], "dx", "x");
+}
+
+// x, dy -> dgamma (rms_norm_param_grad) [, dbeta (layer_norm_param_grad)]
+void checkNormParamGrad(const Descs &in, const Descs &out, const json &attrs) {
+  needFloat(in[0], "x");
+  needRankAtLeast(in[0], 1, "x");
+  needLike(in[1], in[0], "dy", "x");
+  checkEps(attrs);
+  checkNormParams(in[0], out[0], "dgamma");
+  if (out.size() > 1)
+    needLike(out[1], out[0], "dbeta", "dgamma");
+}
+
 void checkEmbeddingGrad(const Descs &in, const Descs &out, const json &) {
   const TensorDesc &ids = in[0], &dy = in[1], &dt = out[0];
   needInt(ids, "ids");
@@ -591,6 +612,10 @@ std::vector<KernelInfo> makeKernels() {
       {"softmax_grad", 2, 1, {}, checkSoftmaxGrad},
       {"layer_norm_grad", 3, 3, {}, checkLayerNormGrad},
       {"rms_norm_grad", 3, 2, {}, checkRmsNormGrad},
+      {"layer_norm_input_grad", 3, 1, {}, checkNormInputGrad},
+      {"layer_norm_param_grad", 2, 2, {}, checkNormParamGrad},
+      {"rms_norm_input_grad", 3, 1, {}, checkNormInputGrad},
+      {"rms_norm_param_grad", 2, 1, {}, checkNormParamGrad},
       {"embedding_grad", 2, 1, {}, checkEmbeddingGrad},
       {"attention_grad", 4, 3, {}, checkAttentionGrad},
       {"cross_entropy_grad", 3, 1, {}, checkCrossEntropyGrad},

@@ -98,20 +98,25 @@ void kLayerNorm(const KernelArgs &a) {
               });
 }
 
-// dx of one row; dg and db (double, D each) accumulate this row's share.
+// One row of layer_norm's gradient: dx when dxr is non-null; dg and db
+// (double, D each) accumulate this row's share when dg is non-null. The
+// same arithmetic in every variant, so the split input / parameter kernels
+// reproduce the fused one bit for bit.
 DTC_VECTOR_CLONES void layerNormGradRow(const float *xr, const float *g, const float *dyr,
                                         float *dxr, int64_t D, double eps, double *dg,
                                         double *db, double *xhat, double *dxhat) {
   double mean, var;
   rowMeanVar(xr, D, mean, var);
   const double rstd = 1.0 / std::sqrt(var + eps);
+  for (int64_t j = 0; j < D; ++j) xhat[j] = (xr[j] - mean) * rstd;
+  if (dg)
+    for (int64_t j = 0; j < D; ++j) {
+      dg[j] += double(dyr[j]) * xhat[j];
+      db[j] += dyr[j];
+    }
+  if (!dxr) return;
   double a1[kLanes] = {}, a2[kLanes] = {};
-  for (int64_t j = 0; j < D; ++j) {
-    xhat[j] = (xr[j] - mean) * rstd;
-    dxhat[j] = double(dyr[j]) * g[j];
-    dg[j] += double(dyr[j]) * xhat[j];
-    db[j] += dyr[j];
-  }
+  for (int64_t j = 0; j < D; ++j) dxhat[j] = double(dyr[j]) * g[j];
   int64_t j = 0;
   for (; j + kLanes <= D; j += kLanes)
     for (int l = 0; l < kLanes; ++l) {
@@ -136,26 +141,30 @@ DTC_VECTOR_CLONES void layerNormGradRow(const float *xr, const float *g, const f
 // result does not depend on the thread count.
 constexpr int64_t kRowChunk = 32;
 
-void kLayerNormGrad(const KernelArgs &a) {
+// The exact gradient of layer_norm; dx, or dgamma and dbeta, may be null
+// (the split kernels).
+void layerNormGrad(const KernelArgs &a, const float *g, const float *dy, float *dx, float *pdg,
+                   float *pdb) {
   const TensorArg &X = a.in[0];
   const int64_t D = X.shape.back(), R = X.numel / D;
   const double eps = attrNum(*a.attrs, "epsilon");
-  const float *x = X.as<float>(), *g = a.in[1].as<float>(), *dy = a.in[2].as<float>();
-  float *dx = a.out[0].as<float>();
+  const float *x = X.as<float>();
   const int64_t chunks = std::max<int64_t>(1, (R + kRowChunk - 1) / kRowChunk);
   // Per chunk: dg and db partial sums (2 D each).
-  std::vector<double> partial(size_t(chunks * 2 * D), 0.0);
+  std::vector<double> partial(pdg ? size_t(chunks * 2 * D) : 0, 0.0);
   const int workers = workersFor(contextOf(a), chunks);
   std::vector<double> rowScratch(size_t(workers * 2 * D));
   parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int w) {
     double *xhat = rowScratch.data() + size_t(w) * 2 * size_t(D), *dxhat = xhat + D;
     for (int64_t c = c0; c < c1; ++c) {
-      double *dg = partial.data() + size_t(c) * 2 * size_t(D), *db = dg + D;
+      double *dg = pdg ? partial.data() + size_t(c) * 2 * size_t(D) : nullptr;
+      double *db = pdg ? dg + D : nullptr;
       for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk); ++r)
-        layerNormGradRow(x + r * D, g, dy + r * D, dx + r * D, D, eps, dg, db, xhat, dxhat);
+        layerNormGradRow(x + r * D, g, dy + r * D, dx ? dx + r * D : nullptr, D, eps, dg, db,
+                         xhat, dxhat);
     }
   });
-  float *pdg = a.out[1].as<float>(), *pdb = a.out[2].as<float>();
+  if (!pdg) return;
   for (int64_t j = 0; j < D; ++j) {
     double sg = 0, sb = 0;
     for (int64_t c = 0; c < chunks; ++c) {
@@ -165,6 +174,24 @@ void kLayerNormGrad(const KernelArgs &a) {
     pdg[j] = float(sg);
     pdb[j] = float(sb);
   }
+}
+
+// in: x, gamma, dy -> dx, dgamma, dbeta
+void kLayerNormGrad(const KernelArgs &a) {
+  layerNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(),
+                a.out[1].as<float>(), a.out[2].as<float>());
+}
+
+// in: x, gamma, dy -> dx
+void kLayerNormInputGrad(const KernelArgs &a) {
+  layerNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(), nullptr,
+                nullptr);
+}
+
+// in: x, dy -> dgamma, dbeta
+void kLayerNormParamGrad(const KernelArgs &a) {
+  layerNormGrad(a, nullptr, a.in[1].as<float>(), nullptr, a.out[0].as<float>(),
+                a.out[1].as<float>());
 }
 
 void kRmsNorm(const KernelArgs &a) {
@@ -185,40 +212,57 @@ void kRmsNorm(const KernelArgs &a) {
   });
 }
 
-void kRmsNormGrad(const KernelArgs &a) {
+// The exact gradient of rms_norm; dx or dgamma may be null (the split
+// kernels, bit for bit the fused one's outputs).
+void rmsNormGrad(const KernelArgs &a, const float *g, const float *dy, float *dx, float *pdg) {
   const TensorArg &X = a.in[0];
   const int64_t D = X.shape.back(), R = X.numel / D;
   const double eps = attrNum(*a.attrs, "epsilon");
-  const float *x = X.as<float>(), *g = a.in[1].as<float>(), *dy = a.in[2].as<float>();
-  float *dx = a.out[0].as<float>();
+  const float *x = X.as<float>();
   // dgamma per fixed chunk of rows, chunks added in order (as layer_norm_grad).
   const int64_t chunks = std::max<int64_t>(1, (R + kRowChunk - 1) / kRowChunk);
-  std::vector<double> partial(size_t(chunks * D), 0.0);
+  std::vector<double> partial(pdg ? size_t(chunks * D) : 0, 0.0);
   parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int) {
     for (int64_t c = c0; c < c1; ++c) {
-      double *dg = partial.data() + size_t(c * D);
+      double *dg = pdg ? partial.data() + size_t(c * D) : nullptr;
       for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk); ++r) {
         const float *xr = x + r * D, *dyr = dy + r * D;
         double ms = 0;
         for (int64_t j = 0; j < D; ++j) ms += double(xr[j]) * xr[j];
         const double rr = 1.0 / std::sqrt(ms / double(D) + eps);
+        if (dg)
+          for (int64_t j = 0; j < D; ++j) dg[j] += double(dyr[j]) * xr[j] * rr;
+        if (!dx) continue;
         double dot = 0; // sum(dxhat * x)
-        for (int64_t j = 0; j < D; ++j) {
-          dot += double(dyr[j]) * g[j] * xr[j];
-          dg[j] += double(dyr[j]) * xr[j] * rr;
-        }
+        for (int64_t j = 0; j < D; ++j) dot += double(dyr[j]) * g[j] * xr[j];
         const double cc = rr * rr * dot / double(D);
         for (int64_t j = 0; j < D; ++j)
           dx[r * D + j] = float(rr * (double(dyr[j]) * g[j] - xr[j] * cc));
       }
     }
   });
-  float *pdg = a.out[1].as<float>();
+  if (!pdg) return;
   for (int64_t j = 0; j < D; ++j) {
     double sg = 0;
     for (int64_t c = 0; c < chunks; ++c) sg += partial[size_t(c * D + j)];
     pdg[j] = float(sg);
   }
+}
+
+// in: x, gamma, dy -> dx, dgamma
+void kRmsNormGrad(const KernelArgs &a) {
+  rmsNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(),
+              a.out[1].as<float>());
+}
+
+// in: x, gamma, dy -> dx
+void kRmsNormInputGrad(const KernelArgs &a) {
+  rmsNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(), nullptr);
+}
+
+// in: x, dy -> dgamma
+void kRmsNormParamGrad(const KernelArgs &a) {
+  rmsNormGrad(a, nullptr, a.in[1].as<float>(), nullptr, a.out[0].as<float>());
 }
 
 } // namespace
@@ -228,6 +272,10 @@ const std::vector<Entry> &normKernels() {
       {"softmax", kSoftmax},       {"softmax_grad", kSoftmaxGrad},
       {"layer_norm", kLayerNorm},  {"layer_norm_grad", kLayerNormGrad},
       {"rms_norm", kRmsNorm},      {"rms_norm_grad", kRmsNormGrad},
+      {"layer_norm_input_grad", kLayerNormInputGrad},
+      {"layer_norm_param_grad", kLayerNormParamGrad},
+      {"rms_norm_input_grad", kRmsNormInputGrad},
+      {"rms_norm_param_grad", kRmsNormParamGrad},
   };
   return e;
 }

@@ -104,6 +104,18 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (name == kRoleAttr || name == kOfAttr || name == kStateKindAttr || name == kGlobalTypeAttr)
     return success();
+  // Messages between pipeline stages (dtc-split-pipeline).
+  if (name == kMessageAttr || name == kPeerAttr || name == kStageAttr) {
+    auto value = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!value || value.getInt() < 0)
+      return fail() << "'" << name << "' must be a non-negative integer";
+    return success();
+  }
+  if (name == kScopeAttr || name == kPhaseAttr) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return fail() << "'" << name << "' must be a string";
+    return success();
+  }
   return fail() << "unknown argument attribute '" << name
                 << "' (the model format knows dtc.param, dtc.name, dtc.init, "
                    "dtc.max)";

@@ -238,12 +238,49 @@ LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+// One fused kernel when every gradient is wanted; otherwise the input part
+// (dx: B) and the parameter part (dgamma, dbeta: W) as separate kernels.
+LogicalResult LayerNormOp::buildGradientFor(OpBuilder &b, ArrayRef<Value> dys,
+                                            ArrayRef<bool> wanted,
+                                            SmallVectorImpl<Value> &grads) {
+  bool input = wanted[0], params = wanted[1] || wanted[2];
+  if (input && params)
+    return buildGradient(b, dys, grads);
+  grads.assign(3, Value());
+  if (input)
+    grads[0] = LayerNormInputGradOp::create(b, getLoc(), getX().getType(), getX(),
+                                            getGamma(), dys[0], getEpsilonAttr());
+  if (params) {
+    auto grad = LayerNormParamGradOp::create(b, getLoc(), getGamma().getType(),
+                                             getGamma().getType(), getX(), dys[0],
+                                             getEpsilonAttr());
+    grads[1] = grad.getDgamma();
+    grads[2] = grad.getDbeta();
+  }
+  return success();
+}
+
 LogicalResult RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &grads) {
   auto grad = RmsNormGradOp::create(b, getLoc(), getX().getType(),
                                     getGamma().getType(), getX(), getGamma(),
                                     dys[0], getEpsilonAttr());
   grads.assign({grad.getDx(), grad.getDgamma()});
+  return success();
+}
+
+LogicalResult RmsNormOp::buildGradientFor(OpBuilder &b, ArrayRef<Value> dys,
+                                          ArrayRef<bool> wanted,
+                                          SmallVectorImpl<Value> &grads) {
+  if (wanted[0] && wanted[1])
+    return buildGradient(b, dys, grads);
+  grads.assign(2, Value());
+  if (wanted[0])
+    grads[0] = RmsNormInputGradOp::create(b, getLoc(), getX().getType(), getX(),
+                                          getGamma(), dys[0], getEpsilonAttr());
+  if (wanted[1])
+    grads[1] = RmsNormParamGradOp::create(b, getLoc(), getGamma().getType(), getX(),
+                                          dys[0], getEpsilonAttr());
   return success();
 }
 

@@ -676,6 +676,52 @@ ShardingRule RmsNormGradOp::getShardingRule() {
   return normRule(*this, FactorKind::Sum);
 }
 
+LogicalResult LayerNormInputGradOp::verify() {
+  if (failed(checkNormShapes(*this, getX(), {{getGamma(), "gamma"}})) ||
+      failed(checkSameType(*this, getDy(), getX().getType(), "dy")) ||
+      failed(checkSameType(*this, getDx(), getX().getType(), "dx")))
+    return failure();
+  return success();
+}
+
+ShardingRule LayerNormInputGradOp::getShardingRule() {
+  return normRule(*this, FactorKind::Parallel);
+}
+
+LogicalResult LayerNormParamGradOp::verify() {
+  if (failed(checkSameType(*this, getDy(), getX().getType(), "dy")) ||
+      failed(checkNormShapes(*this, getX(), {{getDgamma(), "dgamma"}, {getDbeta(), "dbeta"}})))
+    return failure();
+  return success();
+}
+
+ShardingRule LayerNormParamGradOp::getShardingRule() {
+  return normRule(*this, FactorKind::Sum);
+}
+
+LogicalResult RmsNormInputGradOp::verify() {
+  if (failed(checkNormShapes(*this, getX(), {{getGamma(), "gamma"}})) ||
+      failed(checkSameType(*this, getDy(), getX().getType(), "dy")) ||
+      failed(checkSameType(*this, getDx(), getX().getType(), "dx")))
+    return failure();
+  return success();
+}
+
+ShardingRule RmsNormInputGradOp::getShardingRule() {
+  return normRule(*this, FactorKind::Parallel);
+}
+
+LogicalResult RmsNormParamGradOp::verify() {
+  if (failed(checkSameType(*this, getDy(), getX().getType(), "dy")) ||
+      failed(checkNormShapes(*this, getX(), {{getDgamma(), "dgamma"}})))
+    return failure();
+  return success();
+}
+
+ShardingRule RmsNormParamGradOp::getShardingRule() {
+  return normRule(*this, FactorKind::Sum);
+}
+
 LogicalResult EmbeddingGradOp::verify() {
   auto table = tensorType(getDtable()), ids = tensorType(getIds()),
        dy = tensorType(getDy());

@@ -29,3 +29,39 @@ std::string mlir::dtc::formatNumber(double value) {
   }
   return buffer;
 }
+
+SmallVector<func::FuncOp> mlir::dtc::trainSteps(ModuleOp module) {
+  SmallVector<func::FuncOp> steps;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func->hasAttr(DtcDialect::kTrainStepAttr))
+      steps.push_back(func);
+  if (steps.empty())
+    if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
+      steps.push_back(step);
+  auto stageOf = [](func::FuncOp f) {
+    auto stage = f->getAttrOfType<IntegerAttr>(DtcDialect::kPipelineStageAttr);
+    return stage ? stage.getInt() : 0;
+  };
+  llvm::stable_sort(steps, [&](func::FuncOp a, func::FuncOp b) { return stageOf(a) < stageOf(b); });
+  return steps;
+}
+
+func::FuncOp mlir::dtc::findTrainStep(ModuleOp module) {
+  SmallVector<func::FuncOp> steps = trainSteps(module);
+  return steps.size() == 1 ? steps.front() : func::FuncOp();
+}
+
+SmallVector<int64_t> mlir::dtc::planAxes(ModuleOp module, StringRef key) {
+  auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
+  auto axes = plan ? plan.getAs<DictionaryAttr>("axes") : nullptr;
+  auto list = axes ? axes.getAs<DenseI64ArrayAttr>(key) : nullptr;
+  if (!list)
+    return {};
+  return SmallVector<int64_t>(list.asArrayRef());
+}
+
+int64_t mlir::dtc::planValue(ModuleOp module, StringRef key, int64_t fallback) {
+  auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
+  auto value = plan ? plan.getAs<IntegerAttr>(key) : nullptr;
+  return value ? value.getInt() : fallback;
+}

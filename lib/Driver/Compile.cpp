@@ -2,9 +2,11 @@
 #include "dtc/Driver/Compile.h"
 #include "dtc/CostModel/CostModel.h"
 #include "dtc/Dialect/DtcOps.h"
+#include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Target/Artifact.h"
 #include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/Schedule.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -16,6 +18,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 using namespace mlir;
 using json = nlohmann::json;
@@ -98,8 +101,6 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
                 std::to_string(devices));
       return false;
     }
-    if (o.pp != 1)
-      return notYet("--strategy pp=" + std::to_string(o.pp) + ": pipeline parallelism");
     if (o.sp != 1)
       return notYet("--strategy sp=" + std::to_string(o.sp) + ": sequence parallelism");
     if (o.ep != 1)
@@ -108,14 +109,31 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
       errors.flag("--strategy zero=" + std::to_string(o.zero) + ": expected 0, 1, 2 or 3");
       return false;
     }
+    // ZeRO's reduce-scatters and gathers are not yet placed around the
+    // per-micro-batch lists of a pipeline (or, for zero >= 2, of
+    // micro-batches): refused rather than planned wrong.
+    if (o.zero > 0 && o.pp > 1)
+      return notYet("--strategy zero=" + std::to_string(o.zero) + " with pp=" +
+                    std::to_string(o.pp) + ": ZeRO across pipeline stages");
+    if (o.zero > 1 && o.microbatches > 1)
+      return notYet("--strategy zero=" + std::to_string(o.zero) + " with --microbatches " +
+                    std::to_string(o.microbatches) + ": ZeRO-2/3 with micro-batches");
   }
   if (o.remat == "full")
     return notYet("--remat full: activation checkpointing");
   if (o.gradAccum != 1)
     return notYet("--grad-accum " + std::to_string(o.gradAccum) + ": gradient accumulation");
-  if (o.microbatches != 1)
-    return notYet("--microbatches " + std::to_string(o.microbatches) +
-                  ": micro-batching (it comes with pipeline parallelism)");
+  if (o.virtualStages > 1 && o.schedule != "interleaved") {
+    errors.flag("--virtual-stages " + std::to_string(o.virtualStages) +
+                " needs --schedule interleaved");
+    return false;
+  }
+  if (o.virtualStages > 1 && (o.autoPlan || o.pp < 2)) {
+    errors.flag("--virtual-stages " + std::to_string(o.virtualStages) +
+                " interleaves model chunks over pipeline stages; it needs --strategy pp=P "
+                "with P > 1");
+    return false;
+  }
   return true;
 }
 
@@ -128,17 +146,6 @@ json optimizerJson(const ::dtc::CompileOptions &o, double weightDecay) {
     j["eps"] = o.eps;
   }
   return j;
-}
-
-::dtc::cost::Collective collectiveKind(const std::string &op) {
-  using ::dtc::cost::Collective;
-  if (op == "all_reduce")
-    return Collective::AllReduce;
-  if (op == "all_gather")
-    return Collective::AllGather;
-  if (op == "reduce_scatter")
-    return Collective::ReduceScatter;
-  return Collective::AllToAll;
 }
 
 /// How the plan was chosen, said plainly: `--auto` does not search yet.
@@ -154,28 +161,56 @@ json plannerJson(const ::dtc::CompileOptions &o, const json &plan) {
                   "over every device; pin tensor parallelism with --strategy dp=D,tp=T"}};
 }
 
-/// The plan report of spec/cli.md, from the emitted program (what the
-/// runtime will really allocate and send) and the cost model. Bytes are per
-/// device and per step, the maximum over devices.
-json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOptions &o,
-                 ::dtc::cost::HardwareProfile &hw, double compileSeconds) {
-  const json &program = artifact["programs"][0];
-  std::vector<int64_t> mesh = artifact["mesh"].get<std::vector<int64_t>>();
-  hw.forMesh(mesh);
+/// The pipeline schedule the artifact's programs carry (one per stage).
+std::optional<::dtc::sched::Schedule> artifactSchedule(const json &artifact) {
+  if (!artifact.contains("pipeline"))
+    return std::nullopt;
+  const json &pipe = artifact["pipeline"];
+  ::dtc::sched::Schedule s;
+  s.name = pipe.value("schedule", std::string());
+  s.stages = pipe.value("stages", 1);
+  s.virtualStages = pipe.value("virtual_stages", 1);
+  s.microbatches = pipe.value("microbatches", 1);
+  s.perStage.assign(size_t(s.stages), {});
+  for (const json &program : artifact["programs"]) {
+    int stage = program.value("stage", 0);
+    std::string error;
+    if (stage >= 0 && stage < s.stages)
+      ::dtc::sched::actionsFromJson(program["schedule"], s.perStage[size_t(stage)], error);
+  }
+  return s;
+}
 
-  int64_t params = 0;
-  for (const json &t : artifact["tensors"])
-    if (t["role"] == "param") {
-      int64_t n = 1;
-      for (int64_t d : t["shape"])
-        n *= d;
-      params += n;
-    }
+/// One program's memory (one-copy slots plus the micro-batch copies its
+/// schedule keeps alive at its worst moment) and traffic per step (what
+/// runs per micro-batch counts M times): bytes each member of each
+/// communicator sends by kind, point-to-point bytes, calls and time.
+/// Bytes per element of an artifact dtype.
+int64_t elementBytesOf(const std::string &dtype) {
+  return dtype == "i64" ? 8 : dtype == "bf16" || dtype == "f16" ? 2 : 4;
+}
 
-  json memory = {{"params", 0}, {"grads", 0}, {"optimizer", 0},
-                 {"activations", 0}, {"total", 0}};
+struct ProgramCosts {
+  json memory;
+  std::map<std::string, std::map<std::string, std::vector<int64_t>>> byMember;
+  int64_t sendBytes = 0;
+  json calls = json::object();
+  double seconds = 0;
+};
+
+ProgramCosts programCosts(const json &program, int64_t microbatches,
+                          const std::vector<int64_t> &mesh,
+                          std::map<std::string, std::vector<int64_t>> &commAxes,
+                          const ::dtc::cost::HardwareProfile &hw) {
+  ProgramCosts c;
+  c.memory = {{"params", 0}, {"grads", 0}, {"optimizer", 0}, {"activations", 0}, {"total", 0}};
+  std::map<int, int64_t> copyBytes; // chunk -> bytes of one micro-batch copy
   for (const json &slot : program["slots"]) {
     int64_t bytes = slot["bytes"];
+    if (slot.value("scope", std::string("step")) == "microbatch") {
+      copyBytes[slot.value("chunk", 0)] += bytes;
+      continue;
+    }
     std::string category = slot["category"];
     std::string key = category == "param"       ? "params"
                       : category == "grad"      ? "grads"
@@ -183,20 +218,32 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
                       : category == "activation" ? "activations"
                                                  : "";
     if (!key.empty())
-      memory[key] = memory[key].get<int64_t>() + bytes;
-    memory["total"] = memory["total"].get<int64_t>() + bytes;
+      c.memory[key] = c.memory[key].get<int64_t>() + bytes;
+    c.memory["total"] = c.memory["total"].get<int64_t>() + bytes;
+  }
+  if (program.contains("schedule")) {
+    std::vector<::dtc::sched::Action> actions;
+    std::string error;
+    ::dtc::sched::actionsFromJson(program["schedule"], actions, error);
+    std::map<std::pair<int, int>, size_t> last;
+    for (size_t i = 0; i < actions.size(); ++i)
+      last[{actions[i].chunk, actions[i].microbatch}] = i;
+    std::set<std::pair<int, int>> live;
+    int64_t now = 0, peak = 0;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      std::pair<int, int> key{actions[i].chunk, actions[i].microbatch};
+      if (live.insert(key).second)
+        now += copyBytes[key.first];
+      peak = std::max(peak, now);
+      if (last[key] == i) {
+        live.erase(key);
+        now -= copyBytes[key.first];
+      }
+    }
+    c.memory["activations"] = c.memory["activations"].get<int64_t>() + peak;
+    c.memory["total"] = c.memory["total"].get<int64_t>() + peak;
   }
 
-  std::map<std::string, std::vector<int64_t>> commAxes;
-  for (const json &c : artifact["communicators"])
-    commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
-  const std::vector<std::string> kinds = {"all_reduce", "all_gather", "reduce_scatter",
-                                           "all_to_all"};
-  // Bytes sent per step by group member, per communicator and kind: ring
-  // chunks make them depend on the member when sizes do not divide.
-  std::map<std::string, std::map<std::string, std::vector<int64_t>>> byMember;
-  json calls = json::object();
-  double commSeconds = 0;
   const json &buffers = program["buffers"];
   auto elements = [&](int id) {
     int64_t n = 1;
@@ -210,77 +257,156 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
       n *= mesh[a];
     return n;
   };
-  for (const json &inst : program["instructions"]) {
-    std::string op = inst["op"];
-    ::dtc::cost::Collective kind;
-    if (!::dtc::cost::collectiveFromName(op, kind))
-      continue; // kernels, all_slice (no traffic)
-    std::string name = inst["attrs"]["comm"];
-    const std::vector<int64_t> &axes = commAxes[name];
-    int64_t n = groupSize(axes);
+  auto slowestOf = [&](const std::vector<int64_t> &axes) {
     ::dtc::cost::Link slowest{1e300, 0};
     for (int64_t a : axes)
       if (hw.axes[a].bandwidth < slowest.bandwidth)
         slowest = hw.axes[a];
-    int in = inst["in"][0], out = inst["out"][0];
-    const std::string dtype = buffers[in]["dtype"];
-    int64_t elementBytes = dtype == "i64" ? 8 : dtype == "bf16" || dtype == "f16" ? 2 : 4;
-    // What the runtime's algorithm sends (the test and the benchmark compare
-    // it with the runtime's own count).
-    std::vector<int64_t> &members = byMember[name][op];
-    members.resize(size_t(n), 0);
-    for (int64_t m = 0; m < n; ++m)
-      members[size_t(m)] += ::dtc::cost::collectiveSentBytesOf(kind, n, m, elements(in),
-                                                              elements(out), elementBytes);
-    calls[op] = calls.value(op, 0) + 1;
-    int64_t sent = ::dtc::cost::collectiveSentBytes(kind, n, elements(in), elements(out),
-                                                    elementBytes);
-    commSeconds += ::dtc::cost::collectiveTime(kind, n, double(sent), slowest);
+    return slowest;
+  };
+  auto countList = [&](const json &list, int64_t times) {
+    for (const json &inst : list) {
+      std::string op = inst["op"];
+      if (op == "send") {
+        int in = inst["in"][0];
+        int64_t bytes = elements(in) * elementBytesOf(buffers[in]["dtype"]);
+        c.sendBytes += times * bytes;
+        c.calls["send_recv"] = c.calls.value("send_recv", int64_t(0)) + times;
+        c.seconds += double(times) *
+                     ::dtc::cost::collectiveTime(::dtc::cost::Collective::SendRecv, 2,
+                                                 double(bytes), slowestOf(commAxes[inst["attrs"]["comm"]]));
+        continue;
+      }
+      ::dtc::cost::Collective kind;
+      if (!::dtc::cost::collectiveFromName(op, kind))
+        continue; // kernels, all_slice (no traffic)
+      std::string name = inst["attrs"]["comm"];
+      const std::vector<int64_t> &axes = commAxes[name];
+      int64_t n = groupSize(axes);
+      int in = inst["in"][0], out = inst["out"][0];
+      int64_t elementBytes = elementBytesOf(buffers[in]["dtype"]);
+      // What the runtime's algorithm sends (the test and the benchmark
+      // compare it with the runtime's own count).
+      std::vector<int64_t> &members = c.byMember[name][op];
+      members.resize(size_t(n), 0);
+      for (int64_t m = 0; m < n; ++m)
+        members[size_t(m)] += times * ::dtc::cost::collectiveSentBytesOf(
+                                          kind, n, m, elements(in), elements(out), elementBytes);
+      c.calls[op] = c.calls.value(op, int64_t(0)) + times;
+      int64_t sent = ::dtc::cost::collectiveSentBytes(kind, n, elements(in), elements(out),
+                                                      elementBytes);
+      c.seconds += double(times) * ::dtc::cost::collectiveTime(kind, n, double(sent), slowestOf(axes));
+    }
+  };
+  countList(program["instructions"], 1);
+  if (program.contains("chunks"))
+    for (const json &chunk : program["chunks"])
+      for (const char *list : {"forward", "backward_input", "backward_weight"})
+        countList(chunk[list], microbatches);
+  if (program.contains("finish"))
+    countList(program["finish"], 1);
+  return c;
+}
+
+/// The plan report of spec/cli.md, from the emitted programs (what the
+/// runtime will really allocate and send) and the cost model. Bytes are per
+/// device and per step, the maximum over devices (each runs the program of
+/// its pipeline stage).
+json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOptions &o,
+                 ::dtc::cost::HardwareProfile &hw, double compileSeconds) {
+  std::vector<int64_t> mesh = artifact["mesh"].get<std::vector<int64_t>>();
+  hw.forMesh(mesh);
+  const int64_t microbatches =
+      artifact.contains("pipeline") ? artifact["pipeline"].value("microbatches", int64_t(1)) : 1;
+
+  int64_t params = 0;
+  for (const json &t : artifact["tensors"])
+    if (t["role"] == "param") {
+      int64_t n = 1;
+      for (int64_t d : t["shape"])
+        n *= d;
+      params += n;
+    }
+
+  std::map<std::string, std::vector<int64_t>> commAxes;
+  for (const json &c : artifact["communicators"])
+    commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
+  std::vector<ProgramCosts> costs;
+  std::map<int64_t, size_t> programOfRank;
+  for (const json &program : artifact["programs"]) {
+    for (int64_t r : program["ranks"])
+      programOfRank[r] = costs.size();
+    costs.push_back(programCosts(program, microbatches, mesh, commAxes, hw));
   }
+
+  json memory = costs.front().memory;
+  double commSeconds = 0;
+  json calls = json::object();
+  for (const ProgramCosts &c : costs) {
+    for (auto &[key, value] : c.memory.items())
+      memory[key] = std::max(memory[key].get<int64_t>(), value.get<int64_t>());
+    commSeconds = std::max(commSeconds, c.seconds);
+    for (auto &[op, n] : c.calls.items())
+      calls[op] = std::max(calls.value(op, int64_t(0)), n.get<int64_t>());
+  }
+
   // Per communicator: the busiest member; in total: the busiest device,
   // summing each communicator's share at that device's index in it.
+  const std::vector<std::string> kinds = {"all_reduce", "all_gather", "reduce_scatter",
+                                           "all_to_all"};
   json comm = {{"all_reduce", 0}, {"all_gather", 0}, {"reduce_scatter", 0},
                {"all_to_all", 0}, {"send_recv", 0}};
   json commByName = json::object();
-  for (auto &[name, perKind] : byMember) {
-    commByName[name] = {{"mesh_axes", commAxes[name]}};
-    for (const std::string &kind : kinds) {
-      const std::vector<int64_t> &members = perKind[kind];
-      commByName[name][kind] =
-          members.empty() ? 0 : *std::max_element(members.begin(), members.end());
+  for (const ProgramCosts &c : costs)
+    for (auto &[name, perKind] : c.byMember) {
+      if (!commByName.contains(name))
+        commByName[name] = {{"mesh_axes", commAxes[name]}};
+      for (const std::string &kind : kinds) {
+        auto it = perKind.find(kind);
+        int64_t busiest = it == perKind.end() || it->second.empty()
+                              ? 0
+                              : *std::max_element(it->second.begin(), it->second.end());
+        commByName[name][kind] = std::max(commByName[name].value(kind, int64_t(0)), busiest);
+      }
     }
-  }
   int64_t devices = 1;
   for (int64_t size : mesh)
     devices *= size;
-  for (const std::string &kind : kinds) {
-    int64_t busiest = 0;
-    for (int64_t device = 0; device < devices; ++device) {
-      std::vector<int64_t> coords(mesh.size());
-      for (size_t a = mesh.size(), rest = device; a-- > 0;) {
-        coords[a] = rest % mesh[a];
-        rest /= mesh[a];
-      }
+  for (int64_t device = 0; device < devices; ++device) {
+    const ProgramCosts &c = costs[programOfRank[device]];
+    std::vector<int64_t> coords(mesh.size());
+    for (size_t a = mesh.size(), rest = device; a-- > 0;) {
+      coords[a] = rest % mesh[a];
+      rest /= mesh[a];
+    }
+    for (const std::string &kind : kinds) {
       int64_t total = 0;
-      for (auto &[name, perKind] : byMember) {
-        const std::vector<int64_t> &members = perKind[kind];
-        if (members.empty())
+      for (auto &[name, perKind] : c.byMember) {
+        auto it = perKind.find(kind);
+        if (it == perKind.end() || it->second.empty())
           continue;
         int64_t index = 0;
         for (int64_t a : commAxes[name])
           index = index * mesh[a] + coords[a];
-        total += members[size_t(index)];
+        total += it->second[size_t(index)];
       }
-      busiest = std::max(busiest, total);
+      comm[kind] = std::max(comm[kind].get<int64_t>(), total);
     }
-    comm[kind] = busiest;
+    comm["send_recv"] = std::max(comm["send_recv"].get<int64_t>(), c.sendBytes);
   }
 
   int64_t flops = 0;
-  if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
-    step.walk([&](mlir::dtc::CostOpInterface op) { flops += op.getFlopCount(); });
+  for (func::FuncOp step : mlir::dtc::trainSteps(module))
+    flops = std::max(flops, mlir::dtc::flopsPerStep(step, microbatches));
   double peak = o.precision == "f32" ? hw.peakFlopsF32 : hw.peakFlopsBf16;
-  double computeSeconds = flops / peak;
+  // A pipeline stage idles for the bubble of its schedule (unit costs).
+  double bubble = 0;
+  if (std::optional<::dtc::sched::Schedule> schedule = artifactSchedule(artifact)) {
+    ::dtc::sched::Simulation sim = ::dtc::sched::simulate(*schedule);
+    if (sim.ok)
+      bubble = sim.bubble;
+  }
+  double computeSeconds = flops / peak / (1.0 - bubble);
   double stepSeconds = computeSeconds + commSeconds;
   const json &plan = artifact["plan"];
   return json{
@@ -292,12 +418,13 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
        {{"dp", plan.value("dp", 1)}, {"tp", plan.value("tp", 1)},
         {"pp", plan.value("pp", 1)}, {"sp", o.sp}, {"ep", o.ep},
         {"zero", plan.value("zero", 0)}, {"microbatches", o.microbatches},
-        {"schedule", plan.value("pp", 1) > 1 ? o.schedule : std::string("none")},
+        {"schedule", artifact.contains("pipeline") ? o.schedule : std::string("none")},
+        {"virtual_stages", o.virtualStages},
         {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum}}},
       {"axes", plan.value("axes", json::object())},
       {"planner", plannerJson(o, plan)},
       {"memory_bytes", memory},
-      {"bubble_fraction", ::dtc::cost::bubbleFraction(plan.value("pp", 1), o.microbatches)},
+      {"bubble_fraction", bubble},
       {"comm_bytes", comm},
       {"comm_bytes_by_comm", commByName},
       {"collective_calls", calls},
@@ -314,8 +441,8 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
 } // namespace
 
 const std::vector<std::string> &::dtc::emitStages() {
-  static const std::vector<std::string> stages = {"parsed", "training-step",
-                                                  "planned", "partitioned"};
+  static const std::vector<std::string> stages = {"parsed", "training-step", "planned",
+                                                  "split", "partitioned"};
   return stages;
 }
 
@@ -439,6 +566,36 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   planOptions.dp = o.autoPlan ? 0 : o.dp;
   planOptions.tp = o.autoPlan ? 1 : o.tp;
   planOptions.zero = o.autoPlan ? 0 : o.zero;
+  planOptions.pp = o.autoPlan ? 1 : o.pp;
+  planOptions.virtualStages = o.virtualStages;
+  planOptions.microbatches = o.microbatches;
+
+  // The pipeline schedule: every stage's order of forwards and backwards.
+  int64_t stages = planOptions.pp;
+  bool pipelined = stages > 1 || o.microbatches > 1;
+  json pipeline;
+  if (pipelined) {
+    ::dtc::sched::Schedule schedule;
+    std::string problem;
+    if (!::dtc::sched::generate(o.schedule, int(stages), int(o.microbatches),
+                                int(o.virtualStages), schedule, problem)) {
+      errors.flag("--schedule " + o.schedule + ": " + problem);
+      return false;
+    }
+    ::dtc::sched::Simulation simulation = ::dtc::sched::simulate(schedule);
+    if (!simulation.ok) {
+      errors.flag("--schedule " + o.schedule + ": internal error: " + simulation.error);
+      return false;
+    }
+    json perStage = json::array();
+    for (const auto &actions : schedule.perStage)
+      perStage.push_back(::dtc::sched::actionsToJson(actions));
+    pipeline = {{"schedule", o.schedule},
+                {"stages", stages},
+                {"virtual_stages", o.virtualStages},
+                {"microbatches", o.microbatches},
+                {"per_stage", perStage}};
+  }
 
   if (!runStage("parsed", [](PassManager &pm) { pm.addPass(mlir::dtc::createCheckModel()); }) ||
       !runStage("training-step", [&](PassManager &pm) {
@@ -452,6 +609,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         }
         pm.addPass(mlir::dtc::createApplyStrategy(planOptions));
       }) ||
+      !runStage("split", [&](PassManager &pm) { pm.addPass(mlir::dtc::createSplitPipeline()); }) ||
       !runStage("partitioned", [](PassManager &pm) {
         pm.addPass(mlir::dtc::createPartition());
         pm.addPass(mlir::dtc::createScheduleCollectives());
@@ -465,9 +623,12 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       {"planner", o.autoPlan ? "auto (no search yet: data parallelism over every device)"
                              : "strategy"},
       {"sp", o.sp}, {"ep", o.ep},
-      {"microbatches", o.microbatches}, {"schedule", "none"},
+      {"microbatches", o.microbatches},
+      {"schedule", pipelined ? o.schedule : std::string("none")},
+      {"virtual_stages", o.virtualStages},
       {"remat", "none"}, {"precision", o.precision}, {"grad_accum", o.gradAccum},
       {"hw", hw->name}};
+  artifactOptions.pipeline = pipeline;
   FailureOr<json> body = mlir::dtc::buildArtifact(*module, artifactOptions);
   if (failed(body)) {
     if (!errors.reported())

@@ -11,6 +11,8 @@
 #include "dtc/Target/Artifact.h"
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "dtc/Version.h"
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/Sharding/Sharding.h"
@@ -21,6 +23,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Base64.h"
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::dtc;
@@ -95,18 +98,44 @@ struct Slot {
   std::string pool;
   bool pinned = false; // bound to a tensor or a constant: never reused
   int liveValues = 0;
+  /// Pipelines: a slot of one micro-batch of chunk `chunk` (the runtime
+  /// keeps one copy per micro-batch in flight), else -1 (one copy).
+  int chunk = -1;
 };
+
+/// What the programs of one artifact share: its tensors and communicators.
+struct ArtifactState {
+  json tensors = json::array(), communicators = json::array();
+  std::map<std::vector<int16_t>, std::string> commNames;
+  std::set<std::string> tensorNames;
+};
+
+/// Pipelines: when a value exists. Step values are computed once per step
+/// before the micro-batches, Accumulated ones once after them (sums over
+/// the micro-batches), MicroBatch ones once per micro-batch.
+enum class ValueScope { Step, MicroBatch, Accumulated };
+
+/// Pipelines: where a value's bytes live. Step: one copy for the step.
+/// Temp: a per-micro-batch value read only by the instruction list that
+/// computes it (one copy, reused by every list). MicroBatch: read by a
+/// later list of its micro-batch (a copy per micro-batch in flight).
+enum class Pool { Step, Temp, MicroBatch };
 
 class Emitter {
 public:
   Emitter(ModuleOp module, func::FuncOp step, ArrayRef<int64_t> grid,
-          DictionaryAttr plan)
-      : module(module), step(step), grid(grid), plan(plan) {}
+          DictionaryAttr plan, ArtifactState &shared)
+      : module(module), step(step), grid(grid), plan(plan), shared(shared),
+        tensors(shared.tensors), communicators(shared.communicators),
+        commNames(shared.commNames) {}
 
+  /// The program of a step without micro-batches or stages.
   FailureOr<json> run(const ArtifactOptions &options);
+  /// The program of one pipeline stage (docs/artifact.md "Pipelines").
+  FailureOr<json> runPipeline(const ArtifactOptions &options);
 
 private:
-  int newSlot(int64_t bytes, StringRef category, bool pinned);
+  int newSlot(int64_t bytes, StringRef category, bool pinned, int chunk = -1);
   /// A buffer for `value` in `slot`; unless `bind` is false, `value` is
   /// henceforth read from it (output copies bind nothing).
   FailureOr<int> newBuffer(int slot, Value value, Location loc,
@@ -123,7 +152,10 @@ private:
   LogicalResult emitReturn(func::ReturnOp ret);
   void instruction(StringRef kernel, ArrayRef<int> in, ArrayRef<int> out,
                    json attrs, Operation *op);
-  StringRef categoryOf(Value value, int64_t index) const;
+  /// `index`: the instruction computing `value` in the step's one list
+  /// (ZeRO's accounting below), or -1 in pipeline lists (a parameter
+  /// gradient is "grad").
+  StringRef categoryOf(Value value, int64_t index = -1) const;
   /// The buffer of the argument `result` replaces when the step returns it
   /// as that argument's update and nothing reads the argument from
   /// instruction `index` on: the result is written there directly (no
@@ -134,27 +166,47 @@ private:
   func::FuncOp step;
   ArrayRef<int64_t> grid;
   DictionaryAttr plan;
+  ArtifactState &shared;
 
-  json tensors = json::array(), buffers = json::array(),
-       constants = json::array(), instructions = json::array(),
-       communicators = json::array(), slotsJson = json::array();
+  json &tensors, buffers = json::array(), constants = json::array(),
+                 instructions = json::array(), &communicators,
+                 slotsJson = json::array();
+  /// Where instruction() appends (pipelines: the list being emitted).
+  json *current = &instructions;
   std::vector<Slot> slots;
   std::vector<int> bufferSlot;
   llvm::DenseMap<Value, int> bufferOf;
   llvm::DenseMap<Value, int64_t> lastUse;
   /// Index of the first optimizer instruction (the return's when none).
   int64_t optimizerStart = 0;
+  /// Whether categoryOf decides "grad" by lifetime (the one-list step,
+  /// where ZeRO's reduce-scatters place gradients); pipeline lists count
+  /// every parameter gradient.
+  bool gradLifetimes = false;
   /// Transposes (of the last two dims) only matmuls read: not emitted; the
   /// matmul reads their source with a transpose flag (sgemm does it free).
   llvm::DenseMap<Value, Value> foldedTransposes;
   std::map<std::string, std::vector<int>> freeSlots;
   /// Values gathered from dtc.regather arguments (ZeRO-3's parameters).
   llvm::DenseSet<Value> gathered;
-  std::map<std::vector<int16_t>, std::string> commNames;
+  std::map<std::vector<int16_t>, std::string> &commNames;
+
+  // Pipelines.
+  /// The plan's virtual micro-batch axes: never a communicator.
+  SmallVector<int64_t> mbAxes;
+  /// Pool of each value (absent: Step) and, for MicroBatch, its chunk.
+  llvm::DenseMap<Value, std::pair<Pool, int>> pools;
+  bool isMicroBatchAxis(int64_t axis) const { return llvm::is_contained(mbAxes, axis); }
+  /// Declares a global tensor unless another program already did.
+  void declareTensor(const json &tensor) {
+    std::string name = tensor["name"].get<std::string>();
+    if (shared.tensorNames.insert(name).second)
+      tensors.push_back(tensor);
+  }
 };
 
-int Emitter::newSlot(int64_t bytes, StringRef category, bool pinned) {
-  slots.push_back({bytes, category.str(), category.str(), pinned, 0});
+int Emitter::newSlot(int64_t bytes, StringRef category, bool pinned, int chunk) {
+  slots.push_back({bytes, category.str(), category.str(), pinned, 0, chunk});
   return slots.size() - 1;
 }
 
@@ -164,9 +216,8 @@ FailureOr<int> Emitter::newBuffer(int slot, Value value, Location loc,
   std::optional<std::string> dtype = dtypeName(type.getElementType());
   if (!dtype)
     return emitError(loc) << "element type " << type.getElementType()
-                          << " is not supported by the runtime yet (f32 "
-                             "floats, i32/i64 ids); mixed precision arrives "
-                             "with --precision bf16-mixed";
+                          << " is not supported by the runtime yet (f32, "
+                             "bf16, f16 floats, i32/i64 ids)";
   int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
   slots[slot].bytes = std::max(slots[slot].bytes, bytes);
   slots[slot].liveValues++;
@@ -184,9 +235,23 @@ FailureOr<int> Emitter::newBuffer(int slot, Value value, Location loc,
 FailureOr<int> Emitter::allocate(Value value, StringRef category) {
   RankedTensorType type = typeOf(value);
   int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
+  // Pipelines: a micro-batch's values live in their chunk's per-micro-batch
+  // slots, apart from what one copy serves.
+  int chunk = -1;
+  std::string key = category.str();
+  if (auto it = pools.find(value); it != pools.end()) {
+    // A micro-batch's share of a gradient is working memory; the gradient
+    // is its sum over the micro-batches.
+    category = "activation";
+    key = category.str();
+    if (it->second.first == Pool::MicroBatch) {
+      chunk = it->second.second;
+      key += "@chunk" + std::to_string(chunk);
+    }
+  }
   // Best fit among free slots of this category; else grow the largest free
   // one (cheaper than a new slot); else a new slot.
-  std::string poolName = category.str();
+  std::string poolName = key;
   if (gathered.contains(value))
     poolName += "/gathered";
   std::vector<int> &pool = freeSlots[poolName];
@@ -201,7 +266,7 @@ FailureOr<int> Emitter::allocate(Value value, StringRef category) {
   if (chosen >= 0)
     llvm::erase(pool, chosen);
   else
-    chosen = newSlot(bytes, category, /*pinned=*/false);
+    chosen = newSlot(bytes, category, /*pinned=*/false, chunk);
   slots[chosen].pool = poolName;
   return newBuffer(chosen, value, value.getLoc());
 }
@@ -259,8 +324,9 @@ StringRef Emitter::categoryOf(Value value, int64_t index) const {
     if (auto names = result.getOwner()->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
       if (result.getResultNumber() < names.size())
         if (auto name = dyn_cast<StringAttr>(names[result.getResultNumber()]);
-            name && !name.getValue().empty() && index < optimizerStart &&
-            lastUse.lookup(value) >= optimizerStart)
+            name && !name.getValue().empty() &&
+            (!gradLifetimes || index < 0 ||
+             (index < optimizerStart && lastUse.lookup(value) >= optimizerStart)))
           return "grad";
   return "activation";
 }
@@ -289,7 +355,7 @@ void Emitter::instruction(StringRef kernel, ArrayRef<int> in, ArrayRef<int> out,
   if (op)
     if (auto phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr))
       inst["phase"] = phase.getValue().str();
-  instructions.push_back(std::move(inst));
+  current->push_back(std::move(inst));
 }
 
 LogicalResult Emitter::emitArguments() {
@@ -297,6 +363,9 @@ LogicalResult Emitter::emitArguments() {
     BlockArgument arg = step.getArgument(i);
     auto attr = [&](StringRef name) { return step.getArgAttr(i, name); };
     auto role = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kRoleAttr));
+    // A message from another stage: its buffer comes with its recv.
+    if (role && role.getValue() == "recv")
+      continue;
     auto name = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kNameAttr));
     auto global = dyn_cast_or_null<TypeAttr>(attr(DtcDialect::kGlobalTypeAttr));
     auto sharding = dyn_cast_or_null<ShardingAttr>(attr(DtcDialect::kShardingAttr));
@@ -312,11 +381,18 @@ LogicalResult Emitter::emitArguments() {
              << globalType.getElementType()
              << ", which the runtime does not support yet (f32, bf16, "
                 "f16 floats, i32/i64 ids)";
+    // The tensor lives on devices: a micro-batch axis is no device, and the
+    // buffer holds the rank's piece of every micro-batch (each micro-batch
+    // slices its own).
+    TensorSharding deviceSharding = fromShardingAttr(sharding);
+    for (GridAxes &dim : deviceSharding.dims)
+      llvm::erase_if(dim, [&](int64_t a) { return isMicroBatchAxis(a); });
     json tensor = {{"name", name.getValue().str()},
                    {"role", role.getValue().str()},
                    {"dtype", *dtype},
                    {"shape", shapeJson(globalType.getShape())}};
-    addSharding(tensor, sharding);
+    addSharding(tensor, toShardingAttr(deviceSharding, step.getContext(),
+                                       sharding.getGrid().getValue()));
     if (auto init = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kInitAttr)))
       tensor["init"] = init.getValue().str();
     if (auto of = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kOfAttr)))
@@ -326,7 +402,7 @@ LogicalResult Emitter::emitArguments() {
     auto stateKind = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kStateKindAttr));
     if (stateKind)
       tensor["kind"] = stateKind.getValue().str();
-    tensors.push_back(tensor);
+    declareTensor(tensor);
 
     // Step-wide optimizer state (loss scaling's scalars) is not per
     // parameter: it counts with the step counter, not the optimizer bytes.
@@ -337,8 +413,16 @@ LogicalResult Emitter::emitArguments() {
                          : r == "input" ? "input"
                                         : "scalar";
     int slot = newSlot(0, category, /*pinned=*/true);
-    if (failed(newBuffer(slot, arg, arg.getLoc(), name.getValue().str())))
-      return failure();
+    RankedTensorType local = localType(globalType, deviceSharding, grid);
+    std::optional<std::string> localDtype = dtypeName(local.getElementType());
+    int64_t bytes = local.getNumElements() * elementBytes(local.getElementType());
+    slots[slot].bytes = bytes;
+    slots[slot].liveValues++;
+    buffers.push_back({{"slot", slot}, {"dtype", *localDtype},
+                       {"shape", shapeJson(local.getShape())},
+                       {"tensor", name.getValue().str()}});
+    bufferSlot.push_back(slot);
+    bufferOf[arg] = buffers.size() - 1;
   }
   return success();
 }
@@ -422,9 +506,44 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
                               {{"axis", c.getScatterAxis().getSExtValue()},
                                {"reduction", reduction(c.getReduction())}});
           })
-          .Case([&](shard::AllSliceOp c) {
-            return collective("all_slice", c.getGridAxes(),
-                              {{"axis", c.getSliceAxis().getSExtValue()}});
+          .Case([&](shard::AllSliceOp c) -> LogicalResult {
+            ArrayRef<int16_t> axes = c.getGridAxes();
+            int64_t axis = c.getSliceAxis().getSExtValue();
+            auto mb = llvm::find_if(axes, [&](int16_t a) { return isMicroBatchAxis(a); });
+            if (mb == axes.end())
+              return collective("all_slice", axes, {{"axis", axis}});
+            // A micro-batch's piece: the device axes (major) first, then the
+            // micro-batch (minor) axis, which selects the running one.
+            if (mb != axes.end() - 1)
+              return op->emitError() << "a slice over the micro-batch axis must have it last";
+            SmallVector<int16_t> deviceAxes(axes.begin(), mb);
+            int source = in[0];
+            int scratchSlot = -1;
+            if (!deviceAxes.empty()) {
+              FailureOr<std::string> comm = communicator(deviceAxes);
+              if (failed(comm))
+                return failure();
+              RankedTensorType whole = typeOf(c.getResult());
+              SmallVector<int64_t> shape(whole.getShape());
+              shape[axis] *= grid[*mb];
+              auto scratchType = RankedTensorType::get(shape, whole.getElementType());
+              scratchSlot = newSlot(scratchType.getNumElements() *
+                                        elementBytes(whole.getElementType()),
+                                    "activation", /*pinned=*/false);
+              buffers.push_back({{"slot", scratchSlot},
+                                 {"dtype", *dtypeName(whole.getElementType())},
+                                 {"shape", shapeJson(shape)}});
+              bufferSlot.push_back(scratchSlot);
+              source = buffers.size() - 1;
+              instruction("all_slice", in, {source}, {{"comm", *comm}, {"axis", axis}}, op);
+            }
+            FailureOr<int> out = allocate(c.getResult(), categoryOf(c.getResult(), index));
+            if (failed(out))
+              return failure();
+            instruction("microbatch_slice", {source}, {*out}, {{"axis", axis}}, op);
+            if (scratchSlot >= 0)
+              freeSlots["activation"].push_back(scratchSlot);
+            return success();
           })
           .Case([&](shard::AllToAllOp c) {
             return collective("all_to_all", c.getGridAxes(),
@@ -523,6 +642,8 @@ LogicalResult Emitter::emitReturn(func::ReturnOp ret) {
     auto role = step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kRoleAttr);
     if (!role)
       return ret.emitError() << "result " << idx << " has no dtc.role";
+    if (role.getValue() == "send")
+      continue; // emitted where the value is computed
     int source = bufferOf.lookup(value);
     if (role.getValue() == "update") {
       auto updates = step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kUpdatesAttr);
@@ -550,7 +671,7 @@ LogicalResult Emitter::emitReturn(func::ReturnOp ret) {
     addSharding(tensor, sharding);
     if (auto of = step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kOfAttr))
       tensor["of"] = of.getValue().str();
-    tensors.push_back(tensor);
+    declareTensor(tensor);
     int slot = newSlot(0, isLoss ? "scalar" : "grad", /*pinned=*/true);
     FailureOr<int> target =
         newBuffer(slot, value, ret.getLoc(), name.getValue().str(), /*bind=*/false);
@@ -589,6 +710,7 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
       gathered.insert(op.getResult(0));
   int64_t index = 0;
   optimizerStart = -1;
+  gradLifetimes = true;
   for (Operation &op : body) {
     auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
     if (optimizerStart < 0 &&
@@ -631,7 +753,583 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
   std::vector<int> ranks(devices);
   for (int64_t r = 0; r < devices; ++r)
     ranks[r] = r;
+  return json{{"name", "spmd"},
+              {"ranks", ranks},
+              {"slots", slotsJson},
+              {"buffers", buffers},
+              {"constants", constants},
+              {"instructions", instructions}};
+}
 
+/// Pipelines: when each value of a partitioned step function exists (see
+/// ValueScope). Per-micro-batch values are split over, or pending sums
+/// over, the micro-batch axes; a reduction over them is accumulated; a
+/// message says when it travels. Fails on an op that needs the whole batch
+/// inside a micro-batch.
+LogicalResult classifyScopes(func::FuncOp step, ArrayRef<int64_t> mbAxes,
+                             llvm::DenseMap<Value, ValueScope> &scope) {
+  Block &body = step.getBody().front();
+  auto isMicroBatchAxis = [&](int64_t a) { return llvm::is_contained(mbAxes, a); };
+  auto isMb = [&](ArrayRef<int16_t> axes) {
+    return llvm::any_of(axes, [&](int16_t a) { return isMicroBatchAxis(a); });
+  };
+  auto shardingHasMb = [&](ShardingAttr attr) {
+    if (!attr)
+      return false;
+    for (DenseI64ArrayAttr dim : attr.getDims())
+      for (int64_t a : dim.asArrayRef())
+        if (isMicroBatchAxis(a))
+          return true;
+    return false;
+  };
+  for (BlockArgument arg : step.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto when = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kScopeAttr);
+    ValueScope s = ValueScope::Step;
+    if (when)
+      s = when.getValue() == "microbatch"    ? ValueScope::MicroBatch
+          : when.getValue() == "accumulated" ? ValueScope::Accumulated
+                                             : ValueScope::Step;
+    else if (shardingHasMb(step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr)))
+      s = ValueScope::MicroBatch;
+    scope[arg] = s;
+  }
+  auto isMbReduce = [&](Operation *op) {
+    auto reduce = dyn_cast<shard::AllReduceOp>(op);
+    return reduce && isMb(reduce.getGridAxes());
+  };
+  for (Operation &op : body) {
+    if (isa<func::ReturnOp>(op))
+      continue;
+    bool perMicroBatch = false, accumulated = false;
+    for (Value operand : op.getOperands()) {
+      perMicroBatch |= scope.lookup(operand) == ValueScope::MicroBatch;
+      accumulated |= scope.lookup(operand) == ValueScope::Accumulated;
+    }
+    ValueScope s = perMicroBatch ? ValueScope::MicroBatch
+                   : accumulated ? ValueScope::Accumulated
+                                 : ValueScope::Step;
+    if (isMbReduce(&op)) {
+      auto reduce = cast<shard::AllReduceOp>(op);
+      if (!perMicroBatch || reduce.getReduction() != shard::ReductionKind::Sum)
+        return op.emitError() << "internal error: a reduction over micro-batches of a value "
+                                 "that is not a per-micro-batch partial sum";
+      s = ValueScope::Accumulated;
+    } else if (auto slice = dyn_cast<shard::AllSliceOp>(op); slice && isMb(slice.getGridAxes())) {
+      s = ValueScope::MicroBatch;
+    } else if (op.getDialect() && isa<shard::ShardDialect>(op.getDialect())) {
+      SmallVector<int16_t> axes;
+      if (auto c = dyn_cast<shard::AllGatherOp>(op))
+        axes.assign(c.getGridAxes().begin(), c.getGridAxes().end());
+      else if (auto c = dyn_cast<shard::ReduceScatterOp>(op))
+        axes.assign(c.getGridAxes().begin(), c.getGridAxes().end());
+      else if (auto c = dyn_cast<shard::AllToAllOp>(op))
+        axes.assign(c.getGridAxes().begin(), c.getGridAxes().end());
+      if (isMb(axes))
+        return op.emitError()
+               << "'" << op.getName() << "' over the micro-batch axis: this op needs the "
+               << "whole batch at once (it mixes examples), so it cannot run per micro-batch";
+    }
+    if (perMicroBatch && accumulated && !isMbReduce(&op))
+      return op.emitError() << "'" << op.getName()
+                            << "' needs a value summed over the whole batch inside a "
+                               "micro-batch; the model mixes examples across the batch, so it "
+                               "cannot be micro-batched";
+    for (Value r : op.getResults())
+      scope[r] = s;
+  }
+
+  return success();
+}
+
+namespace {
+
+/// One entry of a pipeline program's instruction lists.
+struct Item {
+  enum Kind { Op, Recv, Slice, Fill, Accumulate, ReduceRest, Send, Return } kind;
+  Operation *op = nullptr; // Op, ReduceRest (the all-reduce), Return
+  Value value;             // Recv, Slice (the input), Fill / Accumulate / ReduceRest / Send
+  Value source;            // Accumulate: the micro-batch's partial sum
+  int64_t chunk = 0;       // Slice
+  int64_t message = -1, peer = -1; // Recv, Send
+};
+
+int64_t phaseList(StringRef phase) {
+  return llvm::StringSwitch<int64_t>(phase)
+      .Case("forward", 0)
+      .Case("backward_input", 1)
+      .Case("backward_weight", 2)
+      .Default(-1);
+}
+
+} // namespace
+
+FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
+  const json &pipe = options.pipeline;
+  const int64_t stages = pipe.value("stages", int64_t(1));
+  const int64_t chunks = pipe.value("virtual_stages", int64_t(1));
+  auto stageAttr = step->getAttrOfType<IntegerAttr>(DtcDialect::kPipelineStageAttr);
+  const int64_t stage = stageAttr ? stageAttr.getInt() : 0;
+  mbAxes = planAxes(module, kMicrobatchAxesKey);
+  SmallVector<int64_t> ppAxes = planAxes(module, "pp");
+  Block &body = step.getBody().front();
+  auto isMb = [&](ArrayRef<int16_t> axes) {
+    return llvm::any_of(axes, [&](int16_t a) { return isMicroBatchAxis(a); });
+  };
+
+  // 1. When every value exists.
+  llvm::DenseMap<Value, ValueScope> scope;
+  if (failed(classifyScopes(step, mbAxes, scope)))
+    return failure();
+  auto isMbReduce = [&](Operation *op) {
+    auto reduce = dyn_cast<shard::AllReduceOp>(op);
+    return reduce && isMb(reduce.getGridAxes());
+  };
+
+  // 2. Which list each op runs in: 0 before the micro-batches, 1 + 3c + p
+  //    for phase p of chunk c per micro-batch, 1 + 3v after them.
+  const int64_t lists = 2 + 3 * chunks, post = lists - 1;
+  llvm::DenseMap<Operation *, int64_t> chunkOf;
+  auto chunkOfValue = [&](Value v) -> std::optional<int64_t> {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (auto k = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), DtcDialect::kStageAttr))
+        return k.getInt() / stages;
+      return std::nullopt;
+    }
+    if (auto it = chunkOf.find(v.getDefiningOp()); it != chunkOf.end())
+      return it->second;
+    return std::nullopt;
+  };
+  for (Operation &op : body)
+    if (auto k = op.getAttrOfType<IntegerAttr>(DtcDialect::kStageAttr))
+      chunkOf[&op] = k.getInt() / stages;
+  // Collectives and rescales the partitioner added: their operands' chunk,
+  // else their users'.
+  for (Operation &op : body)
+    if (!chunkOf.count(&op))
+      for (Value operand : op.getOperands())
+        if (auto c = chunkOfValue(operand)) {
+          chunkOf[&op] = *c;
+          break;
+        }
+  for (Operation &op : llvm::reverse(body))
+    if (!chunkOf.count(&op))
+      for (Operation *user : op.getUsers())
+        if (auto it = chunkOf.find(user); it != chunkOf.end()) {
+          chunkOf[&op] = it->second;
+          break;
+        }
+  llvm::DenseMap<Operation *, int64_t> listOf;
+  for (Operation &op : body) {
+    if (isa<func::ReturnOp>(op) || op.getNumResults() == 0)
+      continue;
+    ValueScope s = scope.lookup(op.getResult(0));
+    if (isMbReduce(&op) || s == ValueScope::Accumulated) {
+      listOf[&op] = post;
+      continue;
+    }
+    if (s == ValueScope::Step) {
+      listOf[&op] = 0;
+      continue;
+    }
+    auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+    int64_t p = phase ? phaseList(phase.getValue()) : -1;
+    if (p < 0)
+      return op.emitError() << "internal error: a per-micro-batch op ('" << op.getName()
+                            << "') outside the forward and backward phases";
+    listOf[&op] = 1 + 3 * chunkOf.lookup(&op) + p;
+  }
+
+  // 3. The items of every list.
+  for (Operation &op : body)
+    if (auto transpose = dyn_cast<TransposeOp>(op); transpose && foldsIntoMatmuls(transpose))
+      foldedTransposes[transpose.getResult()] = transpose.getX();
+  std::vector<std::vector<Item>> items(lists);
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  llvm::DenseMap<Value, SmallVector<std::pair<int64_t, int64_t>, 1>> sends; // value -> (message, peer)
+  for (auto [idx, value] : llvm::enumerate(ret.getOperands())) {
+    auto role = step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kRoleAttr);
+    if (!role || role.getValue() != "send")
+      continue;
+    auto message = step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kMessageAttr);
+    auto peer = step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kPeerAttr);
+    if (!message || !peer)
+      return ret.emitError() << "a send without dtc.message and dtc.peer";
+    sends[value].push_back({message.getInt(), peer.getInt()});
+  }
+  auto listOfValue = [&](Value v) -> int64_t {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      unsigned i = arg.getArgNumber();
+      ValueScope s = scope.lookup(v);
+      if (s == ValueScope::Step)
+        return 0;
+      if (s == ValueScope::Accumulated)
+        return post;
+      auto phase = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kPhaseAttr);
+      int64_t p = phase ? phaseList(phase.getValue()) : 0;
+      return 1 + 3 * chunkOfValue(v).value_or(0) + std::max<int64_t>(p, 0);
+    }
+    return listOf.lookup(v.getDefiningOp());
+  };
+  auto queueSends = [&](Value v, int64_t list) {
+    for (auto [message, peer] : sends.lookup(v)) {
+      Item send{Item::Send};
+      send.value = v;
+      send.message = message;
+      send.peer = peer;
+      items[list].push_back(send);
+    }
+  };
+  // Sums over the micro-batches are complete when the list after them
+  // starts: their remaining reduction and their sends go first, so no stage
+  // waits for a message another stage would send only later.
+  std::vector<Item> postFront;
+  // Per-micro-batch inputs: each chunk slices its micro-batch's rows at its
+  // first use.
+  std::map<std::pair<void *, int64_t>, int> sliced; // (input, chunk) -> buffer
+  std::map<std::pair<void *, int64_t>, bool> sliceQueued;
+  for (Operation &op : body) {
+    if (isa<func::ReturnOp>(op)) {
+      Item r{Item::Return};
+      r.op = &op;
+      items[post].push_back(r);
+      continue;
+    }
+    if (isa<arith::ConstantOp>(op))
+      continue;
+    if (op.getNumResults() && foldedTransposes.count(op.getResult(0)))
+      continue;
+    int64_t list = listOf.lookup(&op);
+    if (isMbReduce(&op)) {
+      Value partial = op.getOperand(0), sum = op.getResult(0);
+      Item fill{Item::Fill};
+      fill.value = sum;
+      items[0].push_back(fill);
+      Item acc{Item::Accumulate};
+      acc.value = sum;
+      acc.source = partial;
+      items[listOfValue(partial)].push_back(acc);
+      auto reduce = cast<shard::AllReduceOp>(op);
+      if (llvm::any_of(reduce.getGridAxes(), [&](int16_t a) { return !isMicroBatchAxis(a); })) {
+        Item rest{Item::ReduceRest};
+        rest.op = &op;
+        rest.value = sum;
+        postFront.push_back(rest);
+      }
+      size_t before = items[post].size();
+      queueSends(sum, post);
+      postFront.insert(postFront.end(), items[post].begin() + before, items[post].end());
+      items[post].resize(before);
+      continue;
+    }
+    if (list >= 1 && list < post)
+      for (Value operand : op.getOperands()) {
+        if (Value source = foldedTransposes.lookup(operand))
+          operand = source;
+        auto arg = dyn_cast<BlockArgument>(operand);
+        if (!arg || scope.lookup(arg) != ValueScope::MicroBatch)
+          continue;
+        auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), DtcDialect::kRoleAttr);
+        if (role && role.getValue() == "recv")
+          continue;
+        int64_t chunk = (list - 1) / 3;
+        bool &queued = sliceQueued[{arg.getAsOpaquePointer(), chunk}];
+        if (queued)
+          continue;
+        queued = true;
+        Item slice{Item::Slice};
+        slice.value = arg;
+        slice.chunk = chunk;
+        items[list].push_back(slice);
+      }
+    Item item{Item::Op};
+    item.op = &op;
+    items[list].push_back(item);
+    for (Value r : op.getResults())
+      queueSends(r, list);
+  }
+  items[post].insert(items[post].begin(), postFront.begin(), postFront.end());
+  // Receives wait as late as they can: right before their first reader in
+  // their list (the end of it when only a later list reads them).
+  auto reads = [&](const Item &item, Value v) {
+    auto is = [&](Value x) {
+      if (Value source = foldedTransposes.lookup(x))
+        x = source;
+      return x == v;
+    };
+    switch (item.kind) {
+    case Item::Op:
+    case Item::Return:
+      return llvm::any_of(item.op->getOperands(), is);
+    case Item::Accumulate:
+      return is(item.source);
+    case Item::Send:
+    case Item::ReduceRest:
+      return is(item.value);
+    default:
+      return false;
+    }
+  };
+  for (BlockArgument arg : step.getArguments()) {
+    auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), DtcDialect::kRoleAttr);
+    if (!role || role.getValue() != "recv")
+      continue;
+    auto message = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), DtcDialect::kMessageAttr);
+    auto peer = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), DtcDialect::kPeerAttr);
+    if (!message || !peer)
+      return emitError(arg.getLoc()) << "a recv without dtc.message and dtc.peer";
+    Item recv{Item::Recv};
+    recv.value = arg;
+    recv.message = message.getInt();
+    recv.peer = peer.getInt();
+    std::vector<Item> &list = items[listOfValue(arg)];
+    auto first = llvm::find_if(list, [&](const Item &item) { return reads(item, arg); });
+    list.insert(first, recv);
+  }
+
+  // 4. Positions (pre, chunk 0 F B W, chunk 1 ..., post) and lifetimes.
+  std::vector<std::vector<int64_t>> position(lists);
+  int64_t pos = 0, mbBlockEnd = 0;
+  for (int64_t l = 0; l < lists; ++l) {
+    for (size_t i = 0; i < items[l].size(); ++i)
+      position[l].push_back(pos++);
+    if (l == post - 1)
+      mbBlockEnd = pos;
+  }
+  llvm::DenseMap<Value, int64_t> definedIn;
+  llvm::DenseMap<Value, bool> readElsewhere, readPerMicroBatch;
+  auto read = [&](Value v, int64_t list, int64_t at) {
+    if (Value source = foldedTransposes.lookup(v))
+      v = source;
+    lastUse[v] = std::max(lastUse.lookup(v), at);
+    if (list >= 1 && list < post)
+      readPerMicroBatch[v] = true;
+    auto it = definedIn.find(v);
+    if (it == definedIn.end() || it->second != list)
+      readElsewhere[v] = true;
+  };
+  for (int64_t l = 0; l < lists; ++l)
+    for (auto [i, item] : llvm::enumerate(items[l])) {
+      int64_t at = position[l][i];
+      switch (item.kind) {
+      case Item::Op:
+        for (Value operand : item.op->getOperands())
+          read(operand, l, at);
+        for (Value r : item.op->getResults())
+          definedIn[r] = l;
+        break;
+      case Item::Recv:
+        definedIn[item.value] = l;
+        break;
+      case Item::Fill:
+        definedIn[item.value] = l;
+        break;
+      case Item::Accumulate:
+        read(item.source, l, at);
+        read(item.value, l, at);
+        break;
+      case Item::ReduceRest:
+      case Item::Send:
+        read(item.value, l, at);
+        break;
+      case Item::Return:
+        for (Value operand : item.op->getOperands())
+          read(operand, l, at);
+        break;
+      case Item::Slice:
+        break;
+      }
+    }
+  for (auto &[v, s] : scope) {
+    if (s == ValueScope::MicroBatch) {
+      int64_t list = definedIn.count(v) ? definedIn[v] : 0;
+      bool cross = readElsewhere.lookup(v) || isa<BlockArgument>(v);
+      if (list >= 1 && list < post)
+        pools[v] = {cross ? Pool::MicroBatch : Pool::Temp, int((list - 1) / 3)};
+    } else if (readPerMicroBatch.lookup(v)) {
+      // Read by every micro-batch: alive through all of them.
+      lastUse[v] = std::max(lastUse.lookup(v), mbBlockEnd);
+    }
+  }
+  // Views share their operand's bytes, and so may an all-reduce done in
+  // place: a per-micro-batch value read through them stays alive as long as
+  // they are, in a copy per micro-batch if they are read by a later list.
+  for (Operation &op : llvm::reverse(body))
+    if ((isa<ViewOpInterface>(op) || isa<shard::AllReduceOp>(op)) && op.getNumOperands() &&
+        op.getNumResults()) {
+      Value operand = op.getOperand(0), view = op.getResult(0);
+      lastUse[operand] = std::max(lastUse.lookup(operand), lastUse.lookup(view));
+      auto viewPool = pools.find(view), operandPool = pools.find(operand);
+      if (viewPool != pools.end() && viewPool->second.first == Pool::MicroBatch &&
+          operandPool != pools.end())
+        operandPool->second = viewPool->second;
+    }
+
+  // 5. Emit.
+  if (failed(emitArguments()))
+    return failure();
+  llvm::DenseMap<Value, int> wholeInput; // per-micro-batch input -> all its rows
+  for (BlockArgument arg : step.getArguments())
+    if (scope.lookup(arg) == ValueScope::MicroBatch && bufferOf.count(arg))
+      wholeInput[arg] = bufferOf[arg];
+  for (Operation &op : body)
+    if (auto constant = dyn_cast<arith::ConstantOp>(op))
+      if (failed(emitConstant(constant)))
+        return failure();
+  std::vector<json> listJson(lists, json::array());
+  auto bufferOfValue = [&](Value v) -> FailureOr<int> {
+    auto it = bufferOf.find(v);
+    if (it == bufferOf.end())
+      return step.emitError() << "internal error: a value has no buffer when it is read";
+    return it->second;
+  };
+  auto pointToPoint = [&]() -> FailureOr<std::string> {
+    if (ppAxes.empty())
+      return step.emitError() << "messages between stages but the plan has no pp axes";
+    return communicator(SmallVector<int16_t>(ppAxes.begin(), ppAxes.end()));
+  };
+  for (int64_t l = 0; l < lists; ++l) {
+    current = &listJson[l];
+    // A chunk's ops read its micro-batch's slice of an input.
+    for (auto &[arg, whole] : wholeInput) {
+      bufferOf[arg] = whole;
+      if (l >= 1 && l < post)
+        if (auto it = sliced.find({arg.getAsOpaquePointer(), (l - 1) / 3}); it != sliced.end())
+          bufferOf[arg] = it->second;
+    }
+    for (auto [i, item] : llvm::enumerate(items[l])) {
+      int64_t at = position[l][i];
+      switch (item.kind) {
+      case Item::Op:
+        if (failed(emitOp(item.op, at)))
+          return failure();
+        continue; // emitOp releases what dies
+      case Item::Recv: {
+        FailureOr<std::string> comm = pointToPoint();
+        FailureOr<int> out = succeeded(comm) ? allocate(item.value, categoryOf(item.value))
+                                             : FailureOr<int>(failure());
+        if (failed(out))
+          return failure();
+        instruction("recv", {}, {*out},
+                    {{"comm", *comm}, {"peer", item.peer}, {"message", item.message}}, nullptr);
+        if (item.value.use_empty())
+          release(item.value);
+        break;
+      }
+      case Item::Send: {
+        FailureOr<std::string> comm = pointToPoint();
+        FailureOr<int> in = succeeded(comm) ? bufferOfValue(item.value) : FailureOr<int>(failure());
+        if (failed(in))
+          return failure();
+        instruction("send", {*in}, {},
+                    {{"comm", *comm}, {"peer", item.peer}, {"message", item.message}}, nullptr);
+        break;
+      }
+      case Item::Slice: {
+        BlockArgument arg = cast<BlockArgument>(item.value);
+        auto attr = step.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), DtcDialect::kShardingAttr);
+        int64_t axis = -1;
+        for (auto [d, dim] : llvm::enumerate(attr.getDims()))
+          if (llvm::any_of(dim.asArrayRef(), [&](int64_t a) { return isMicroBatchAxis(a); }))
+            axis = d;
+        // The micro-batch's rows, in a slot of its own for this chunk (the
+        // input's buffer holds every micro-batch).
+        int slot = newSlot(0, "activation", /*pinned=*/true, int(item.chunk));
+        FailureOr<int> piece = newBuffer(slot, arg, arg.getLoc(), std::nullopt, /*bind=*/false);
+        if (failed(piece))
+          return failure();
+        int whole = wholeInput.lookup(arg);
+        instruction("microbatch_slice", {whole}, {*piece}, {{"axis", axis}}, nullptr);
+        sliced[{arg.getAsOpaquePointer(), item.chunk}] = *piece;
+        bufferOf[arg] = *piece;
+        break;
+      }
+      case Item::Fill: {
+        FailureOr<int> out = allocate(item.value, categoryOf(item.value));
+        if (failed(out))
+          return failure();
+        instruction("fill", {}, {*out}, {{"value", 0.0}}, item.value.getDefiningOp());
+        break;
+      }
+      case Item::Accumulate: {
+        FailureOr<int> in = bufferOfValue(item.source), out = bufferOfValue(item.value);
+        if (failed(in) || failed(out))
+          return failure();
+        instruction("accumulate", {*in}, {*out}, json::object(), item.source.getDefiningOp());
+        if (lastUse.lookup(item.source) == at)
+          release(item.source);
+        break;
+      }
+      case Item::ReduceRest: {
+        auto reduce = cast<shard::AllReduceOp>(item.op);
+        SmallVector<int16_t> rest;
+        for (int16_t a : reduce.getGridAxes())
+          if (!isMicroBatchAxis(a))
+            rest.push_back(a);
+        FailureOr<std::string> comm = communicator(rest);
+        FailureOr<int> buffer = succeeded(comm) ? bufferOfValue(item.value) : FailureOr<int>(failure());
+        if (failed(buffer))
+          return failure();
+        instruction("all_reduce", {*buffer}, {*buffer},
+                    {{"comm", *comm}, {"reduction", "sum"}}, item.op);
+        break;
+      }
+      case Item::Return:
+        if (failed(emitReturn(cast<func::ReturnOp>(item.op))))
+          return failure();
+        break;
+      }
+    }
+  }
+
+  json slotList = json::array();
+  for (const Slot &slot : slots) {
+    json entry = {{"bytes", slot.bytes}, {"category", slot.category}};
+    if (slot.chunk >= 0) {
+      entry["scope"] = "microbatch";
+      entry["chunk"] = slot.chunk;
+    }
+    slotList.push_back(entry);
+  }
+  std::vector<int> ranks;
+  int64_t devices = 1;
+  for (int64_t size : grid.drop_back(mbAxes.size()))
+    devices *= size;
+  for (int64_t r = 0; r < devices; ++r) {
+    int64_t rest = r, idx = 0;
+    SmallVector<int64_t> coords(grid.size() - mbAxes.size());
+    for (int64_t a = coords.size() - 1; a >= 0; --a) {
+      coords[a] = rest % grid[a];
+      rest /= grid[a];
+    }
+    for (int64_t a : ppAxes)
+      idx = idx * grid[a] + coords[a];
+    if (idx == stage)
+      ranks.push_back(r);
+  }
+  json chunkLists = json::array();
+  for (int64_t c = 0; c < chunks; ++c)
+    chunkLists.push_back({{"forward", listJson[1 + 3 * c]},
+                          {"backward_input", listJson[2 + 3 * c]},
+                          {"backward_weight", listJson[3 + 3 * c]}});
+  json schedule = json::array();
+  if (pipe.contains("per_stage") && stage < int64_t(pipe["per_stage"].size()))
+    schedule = pipe["per_stage"][stage];
+  return json{{"name", "stage" + std::to_string(stage)},
+              {"ranks", ranks},
+              {"stage", stage},
+              {"slots", slotList},
+              {"buffers", buffers},
+              {"constants", constants},
+              {"instructions", listJson[0]},
+              {"chunks", chunkLists},
+              {"finish", listJson[post]},
+              {"schedule", schedule}};
+}
+
+} // namespace
+
+json planToJson(DictionaryAttr plan, const ArtifactOptions &options) {
   json planJson = json::object();
   if (plan) {
     for (NamedAttribute entry : plan) {
@@ -649,33 +1347,14 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
   }
   for (auto &[key, value] : options.planExtras.items())
     planJson[key] = value;
-
-  json program = {{"name", "spmd"},
-                  {"ranks", ranks},
-                  {"slots", slotsJson},
-                  {"buffers", buffers},
-                  {"constants", constants},
-                  {"instructions", instructions}};
-  return json{{"format", "dtc-artifact"},
-              {"version", ::dtc::rt::kArtifactVersion},
-              {"producer", std::string("dtc ") + DTC_VERSION_STRING},
-              {"source", options.sourceName},
-              {"mesh", std::vector<int64_t>(grid.begin(), grid.end())},
-              {"devices", devices},
-              {"plan", planJson},
-              {"optimizer", options.optimizer},
-              {"communicators", communicators},
-              {"tensors", tensors},
-              {"programs", json::array({program})}};
+  return planJson;
 }
-
-} // namespace
 
 FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
                                          const ArtifactOptions &options) {
-  auto step = module.lookupSymbol<func::FuncOp>("train_step");
-  if (!step)
-    return module.emitError() << "no @train_step to emit";
+  SmallVector<func::FuncOp> steps = trainSteps(module);
+  if (steps.empty())
+    return module.emitError() << "no training step to emit";
   auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
   auto gridRef = plan ? plan.getAs<FlatSymbolRefAttr>("grid") : nullptr;
   if (!gridRef)
@@ -683,6 +1362,56 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
   FailureOr<SmallVector<int64_t>> grid = getGridShape(module, gridRef.getValue());
   if (failed(grid))
     return failure();
-  Emitter emitter(module, step, *grid, plan);
-  return emitter.run(options);
+  // Devices: the grid without its virtual micro-batch axes (the last ones).
+  SmallVector<int64_t> mbAxes = planAxes(module, kMicrobatchAxesKey);
+  SmallVector<int64_t> mesh(grid->begin(), grid->end() - mbAxes.size());
+  int64_t devices = 1;
+  for (int64_t size : mesh)
+    devices *= size;
+
+  ArtifactState shared;
+  json programs = json::array();
+  bool pipelined = steps.size() > 1 || !mbAxes.empty();
+  if (pipelined && options.pipeline.is_null())
+    return module.emitError() << "a pipelined step needs a schedule to emit";
+  for (func::FuncOp step : steps) {
+    Emitter emitter(module, step, *grid, plan, shared);
+    FailureOr<json> program = pipelined ? emitter.runPipeline(options) : emitter.run(options);
+    if (failed(program))
+      return failure();
+    programs.push_back(std::move(*program));
+  }
+  json body{{"format", "dtc-artifact"},
+            {"version", ::dtc::rt::kArtifactVersion},
+            {"producer", std::string("dtc ") + DTC_VERSION_STRING},
+            {"source", options.sourceName},
+            {"mesh", std::vector<int64_t>(mesh.begin(), mesh.end())},
+            {"devices", devices},
+            {"plan", planToJson(plan, options)},
+            {"optimizer", options.optimizer},
+            {"communicators", shared.communicators},
+            {"tensors", shared.tensors},
+            {"programs", programs}};
+  if (pipelined) {
+    json pipeline = options.pipeline;
+    pipeline.erase("per_stage");
+    body["pipeline"] = pipeline;
+  }
+  return body;
+}
+
+int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches) {
+  auto module = step->getParentOfType<ModuleOp>();
+  SmallVector<int64_t> mbAxes = planAxes(module, kMicrobatchAxesKey);
+  llvm::DenseMap<Value, ValueScope> scope;
+  bool perMicroBatch = !mbAxes.empty() && succeeded(classifyScopes(step, mbAxes, scope));
+  int64_t flops = 0;
+  step.walk([&](CostOpInterface op) {
+    int64_t times = perMicroBatch && op->getNumResults() &&
+                            scope.lookup(op->getResult(0)) == ValueScope::MicroBatch
+                        ? microbatches
+                        : 1;
+    flops += op.getFlopCount() * times;
+  });
+  return flops;
 }

@@ -544,3 +544,35 @@ func.func @max_too_big(%y: tensor<8xi32> {dtc.max = 4294967296 : i64}) {
 func.func @sharding_negative(%x: tensor<4x4xf32> {dtc.sharding = #dtc.sharding<@mesh, [[-1], []]>}) {
   return
 }
+
+// -----
+
+func.func @layer_norm_input_grad_dx(%x: tensor<4x8xf32>, %g: tensor<8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'dtc.layer_norm_input_grad' op dx must have type 'tensor<4x8xf32>', got 'tensor<4x4xf32>'}}
+  %0 = "dtc.layer_norm_input_grad"(%x, %g, %x) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @layer_norm_param_grad_dbeta(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dtc.layer_norm_param_grad' op dbeta must have shape [8] (the last dim of x [4, 8]), got [4]}}
+  %0:2 = "dtc.layer_norm_param_grad"(%x, %x) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<8xf32>, tensor<4xf32>)
+  return %0#1 : tensor<4xf32>
+}
+
+// -----
+
+func.func @rms_norm_input_grad_gamma(%x: tensor<4x8xf32>, %g: tensor<4xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'dtc.rms_norm_input_grad' op gamma must have shape [8] (the last dim of x [4, 8]), got [4]}}
+  %0 = "dtc.rms_norm_input_grad"(%x, %g, %x) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @rms_norm_param_grad_dy(%x: tensor<4x8xf32>, %dy: tensor<8x4xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dtc.rms_norm_param_grad' op dy must have type 'tensor<4x8xf32>', got 'tensor<8x4xf32>'}}
+  %0 = "dtc.rms_norm_param_grad"(%x, %dy) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}

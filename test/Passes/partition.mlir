@@ -8,7 +8,7 @@
 // COUNT: {{^}}2{{$}}
 // RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-apply-strategy="mesh=1" --dtc-partition | FileCheck %s --check-prefix=ONE
 
-// PLAN: module attributes {dtc.plan = {axes = {dp = array<i64: 0, 1>}, dp = 4 : i64, grid = @mesh, pp = 1 : i64, tp = 1 : i64, zero = 0 : i64}}
+// PLAN: module attributes {dtc.plan = {axes = {dp = array<i64: 0, 1>}, dp = 4 : i64, grid = @mesh, microbatches = 1 : i64, pp = 1 : i64, tp = 1 : i64, virtual_stages = 1 : i64, zero = 0 : i64}}
 // PLAN: shard.grid @mesh(shape = 2x2)
 // PLAN-LABEL: func.func @train_step(
 // PLAN-SAME: dtc.name = "w", dtc.role = "param", dtc.sharding = #dtc.sharding<@mesh, {{\[\[}}], []]>

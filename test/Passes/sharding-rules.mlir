@@ -34,5 +34,15 @@ func.func @rules(%x: tensor<8x4x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf3
   %12 = "dtc.embedding_grad"(%ids, %4) : (tensor<8x4xi32>, tensor<8x4x32xf32>) -> tensor<50x32xf32>
   // expected-remark @+1 {{sharding rule: ([a, b]) -> ([c, d]) {a=16 blocked, b=32 blocked, c=32 blocked, d=16 blocked} linear {0}}}
   %13 = "dtc.reshape"(%w) : (tensor<16x32xf32>) -> tensor<32x16xf32>
+  // The split norm gradients: the input part keeps every leading factor,
+  // the parameter part sums over them.
+  // expected-remark @+1 {{sharding rule: ([a, b, c], [c], [a, b, c]) -> ([a, b, c]) {a=8, b=4, c=32 blocked}}}
+  %14 = "dtc.layer_norm_input_grad"(%2, %g, %3) {epsilon = 1.0e-5 : f32} : (tensor<8x4x32xf32>, tensor<32xf32>, tensor<8x4x32xf32>) -> tensor<8x4x32xf32>
+  // expected-remark @+1 {{sharding rule: ([a, b, c], [a, b, c]) -> ([c], [c]) {a=8 sum, b=4 sum, c=32 blocked}}}
+  %15:2 = "dtc.layer_norm_param_grad"(%2, %3) {epsilon = 1.0e-5 : f32} : (tensor<8x4x32xf32>, tensor<8x4x32xf32>) -> (tensor<32xf32>, tensor<32xf32>)
+  // expected-remark @+1 {{sharding rule: ([a, b, c], [c], [a, b, c]) -> ([a, b, c]) {a=8, b=4, c=32 blocked}}}
+  %16 = "dtc.rms_norm_input_grad"(%2, %g, %3) {epsilon = 1.0e-5 : f32} : (tensor<8x4x32xf32>, tensor<32xf32>, tensor<8x4x32xf32>) -> tensor<8x4x32xf32>
+  // expected-remark @+1 {{sharding rule: ([a, b, c], [a, b, c]) -> ([c]) {a=8 sum, b=4 sum, c=32 blocked}}}
+  %17 = "dtc.rms_norm_param_grad"(%2, %3) {epsilon = 1.0e-5 : f32} : (tensor<8x4x32xf32>, tensor<8x4x32xf32>) -> tensor<32xf32>
   return %10 : tensor<f32>
 }

@@ -24,6 +24,10 @@ def main(argv):
     failed = False
     rows = [("total", kind, report["comm_bytes"][kind],
              stats["collectives_per_step"][kind]["sent_bytes"]) for kind in KINDS]
+    # Pipelines: the messages between stages, counted the same way.
+    if "send_recv" in stats["collectives_per_step"]:
+        rows.append(("total", "send_recv", report["comm_bytes"]["send_recv"],
+                     stats["collectives_per_step"]["send_recv"]["sent_bytes"]))
     comms = set(report.get("comm_bytes_by_comm", {})) | set(stats.get("collectives_per_step_by_comm", {}))
     for comm in sorted(comms):
         for kind in KINDS:

@@ -53,7 +53,8 @@ const char *kUsage =
     "options:\n"
     "  --steps N              training steps to run (required; 0 is allowed)\n"
     "  --seed S               seed of parameter init and synthetic inputs (default 0)\n"
-    "  --backend cpu|cuda     kernel backend (default cpu; this build has no cuda)\n"
+    "  --backend cpu|cuda     kernel backend (default cpu; this build has no cuda;\n"
+    "                         docs/backends.md describes the interface)\n"
     "  --data FILE            token file for the model's ids/labels inputs\n"
     "                         (default: none, synthetic inputs)\n"
     "  --data-dtype uint16|uint32\n"
@@ -70,6 +71,10 @@ const char *kUsage =
     "                         bytes per step and time per kernel and shape (with\n"
     "                         GFLOP/s), and print the kernels that took longest\n"
     "                         with their share of the step (default: none)\n"
+    "  --trace DIR            write a timeline per rank, DIR/rank-R.json (Chrome /\n"
+    "                         Perfetto trace events: kernels, collectives with bytes\n"
+    "                         and communicator, steps, memory per category); DIR is\n"
+    "                         created if missing (default: none)\n"
     "  --threads N            kernel threads per rank (default: OMP_NUM_THREADS or\n"
     "                         OPENBLAS_NUM_THREADS if set, else cores / ranks on\n"
     "                         the node; with --launch each rank is bound to N cores\n"
@@ -82,8 +87,9 @@ const char *kUsage =
     "                         (env DTC_MPIRUN: mpirun path, DTC_MPIRUN_ARGS: extra flags)\n"
     "  --help                 this text\n"
     "\n"
-    "Outputs (--log, --save, --stats) never overwrite an input; a regular file is\n"
-    "replaced atomically, /dev/null, /dev/stdout and FIFOs are written in place.\n"
+    "Outputs (--log, --save, --stats, --trace) never overwrite an input; a regular\n"
+    "file is replaced atomically, /dev/null, /dev/stdout and FIFOs are written in\n"
+    "place.\n"
     "SIGINT or SIGTERM: the step in progress finishes, --save is written, and the\n"
     "run exits with status 128+signal; a second signal stops at once.\n";
 
@@ -127,7 +133,7 @@ std::string parseArgs(int argc, char **argv, Options &o) {
       static const char *withValue[] = {"--steps", "--seed",  "--backend", "--data",
                                         "--data-dtype", "--log", "--save", "--load",
                                         "--stats", "--timeout", "--save-every",
-                                        "--threads"};
+                                        "--threads", "--trace"};
       bool known = false;
       for (const char *w : withValue) known = known || name == w;
       if (!known) return "unknown flag " + name + " (see --help)";
@@ -162,6 +168,8 @@ std::string parseArgs(int argc, char **argv, Options &o) {
         o.train.loadPath = value;
       } else if (name == "--stats") {
         o.train.statsPath = value;
+      } else if (name == "--trace") {
+        o.train.traceDir = value;
       } else if (name == "--save-every") {
         uint64_t v;
         if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
@@ -230,10 +238,10 @@ void printKernelTable(const RankExecutor &exec) {
   std::sort(rows.begin(), rows.end(),
             [](const auto &a, const auto &b) { return a.second.seconds > b.second.seconds; });
   const size_t shown = std::min<size_t>(rows.size(), 12);
-  std::printf("kernels, rank 0, per step (%.2f ms: kernels and collectives; %d threads, "
-              "matmuls on %s), top %zu of %zu by time:\n",
-              step / double(s.runs) * 1e3, exec.threads(), dtc::kernels::cpu::gemmLibrary(),
-              shown, rows.size());
+  std::printf("kernels, rank 0, per step (%.2f ms: kernels and collectives; %s), top %zu of "
+              "%zu by time:\n",
+              step / double(s.runs) * 1e3, exec.backend().description().c_str(), shown,
+              rows.size());
   std::printf("  %6s %9s %8s %6s  %s\n", "share", "ms", "GFLOP/s", "calls", "kernel and operand shapes");
   for (size_t i = 0; i < shown; ++i) {
     const auto &[key, k] = rows[i];
@@ -300,8 +308,11 @@ void launchArguments(const Options &o, int64_t devices, std::vector<std::string>
 
 /// Everything that can be checked in one process before starting ranks.
 int64_t validate(const Options &o) {
-  if (o.train.backend == "cuda")
-    throw Error("--backend cuda: this build of dtc has no CUDA backend yet; use --backend cpu");
+  try {
+    checkBackendAvailable(o.train.backend);
+  } catch (const Error &e) {
+    throw Error("--backend " + o.train.backend + ": " + e.what());
+  }
   checkRunPaths(o.train);
   Artifact a = loadArtifactFile(o.artifact);
   if (!o.train.dataPath.empty()) {
@@ -317,6 +328,12 @@ int64_t validate(const Options &o) {
   }
   if (!o.train.savePath.empty()) checkOutputPath("--save", o.train.savePath);
   if (!o.train.statsPath.empty()) checkOutputPath("--stats", o.train.statsPath);
+  if (!o.train.traceDir.empty()) {
+    prepareTraceDirectory(o.train.traceDir);
+    std::vector<int> ranks;
+    for (int64_t r = 0; r < a.devices; ++r) ranks.push_back(int(r));
+    checkTracePaths(o.train, ranks);
+  }
   return a.devices;
 }
 

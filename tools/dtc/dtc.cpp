@@ -11,6 +11,7 @@
 #include "dtc/Version.h"
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/OutputFile.h"
+#include "dtc/runtime/Schedule.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -40,6 +41,7 @@ usage:
   dtc compile MODEL.mlir --mesh AxBxC -o OUT.dtc [options]   plan and emit
   dtc run OUT.dtc --steps N [options]                        train on the artifact's ranks
   dtc inspect OUT.dtc                                        print the artifact as JSON
+  dtc schedule OUT.dtc [-o PICTURE.svg]                      draw its pipeline schedule
   dtc --help | dtc COMMAND --help | dtc --version
 
 Docs (in the source tree): docs/model-format.md (models), docs/cli.md
@@ -63,15 +65,22 @@ Plan:
                         keys dp, tp, pp, zero, sp, ep; dp*tp*pp = devices;
                         omitted: dp = devices/(tp*pp), tp=pp=sp=ep=1, zero=0
                         tp: Megatron tensor parallelism on the innermost
-                        (fastest) mesh axes, dp on the outer ones
+                        (fastest) mesh axes, pp pipeline stages on the next
+                        ones, dp on the outer ones
                         zero=1|2|3: ZeRO over dp (optimizer state; also
                         gradients; also parameters, gathered per use)
   --pin NAME=SHARDING   pin a parameter's sharding, e.g.      (repeatable)
                         'h.0.attn.wq=[[],[1]]' (mesh axes per dimension);
                         it wins over the strategy, the rest follows
-  --microbatches M      pipeline micro-batches               (default: 1)
-  --schedule S          gpipe|1f1b|interleaved|zb            (default: 1f1b)
-                        (only pipelines, pp > 1, have a schedule)
+  --microbatches M      micro-batches per step: the batch of each data-
+                        parallel shard is split in M; gradients are summed
+                        over them before the optimizer    (default: 1)
+  --schedule S          gpipe|1f1b|interleaved|zb: the order in which each
+                        pipeline stage runs the micro-batches' forwards and
+                        backwards (zb: weight gradients deferred, ZB-H1)
+                                                             (default: 1f1b)
+  --virtual-stages V    model chunks per pipeline stage, with --schedule
+                        interleaved (M a multiple of pp)     (default: 1)
   --remat R             none|full|auto                       (default: none)
                         (auto chooses none until remat lands)
   --precision P         f32|bf16-mixed|fp16-mixed            (default: f32)
@@ -95,8 +104,8 @@ Optimizer:
 Output:
   -o, --output OUT.dtc  the artifact                         (default: MODEL with .dtc)
   --report REPORT.json  write the plan report                (default: none)
-  --emit-mlir STAGE     print the IR after parsed, training-step, planned
-                        or partitioned to stdout             (default: none)
+  --emit-mlir STAGE     print the IR after parsed, training-step, planned,
+                        split or partitioned to stdout       (default: none)
   -h, --help            this help
 )";
 
@@ -277,6 +286,7 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.boolean("--auto", [&] { autoGiven = true; });
   flags.value("--strategy", [&](const std::string &v) { strategyGiven = true; strategy = v; return true; });
   flags.value("--microbatches", [&](const std::string &v) { return parseInt("--microbatches", v, o.microbatches, 1); });
+  flags.value("--virtual-stages", [&](const std::string &v) { return parseInt("--virtual-stages", v, o.virtualStages, 1); });
   flags.value("--schedule", [&](const std::string &v) {
     return parseChoice("--schedule", v, o.schedule, {"gpipe", "1f1b", "interleaved", "zb"});
   });
@@ -321,7 +331,7 @@ int compileCommand(const std::vector<std::string> &args) {
         o.emitMlirAfter = v;
         return true;
       }
-    fail("--emit-mlir: expected parsed|training-step|planned|partitioned, got '" + v + "'");
+    fail("--emit-mlir: expected parsed|training-step|planned|split|partitioned, got '" + v + "'");
     return false;
   });
 
@@ -393,6 +403,90 @@ int runCommand(const char *argv0, const std::vector<std::string> &args) {
   return fail("cannot start " + tool + ": " + std::strerror(errno));
 }
 
+int scheduleCommand(const std::vector<std::string> &args) {
+  std::string output, input;
+  bool help = false;
+  Flags flags;
+  flags.boolean("--help", [&] { help = true; });
+  flags.alias("-h", "--help");
+  flags.alias("-o", "--output");
+  flags.value("--output", [&](const std::string &v) { output = v; return true; });
+  std::vector<std::string> positional;
+  if (!flags.parse(args, positional, "schedule"))
+    return 1;
+  if (help) {
+    llvm::outs() << "usage: dtc schedule OUT.dtc [-o PICTURE.svg]\n\n"
+                    "Draws the pipeline schedule an artifact carries: every pipeline stage's\n"
+                    "forwards (F), input-gradient backwards (B) and weight-gradient backwards\n"
+                    "(W; a fused backward is drawn as B over two units) over time, with unit\n"
+                    "costs (F 1, B 1, W 1, B+W 2), as text and as an SVG picture, and the\n"
+                    "bubble (idle share) of that schedule.\n"
+                    "  -o, --output FILE   the SVG picture   (default: OUT with .svg)\n"
+                    "  -h, --help          this help\n";
+    return 0;
+  }
+  if (positional.size() != 1)
+    return fail("dtc schedule takes one artifact (see dtc schedule --help)");
+  input = positional[0];
+  if (output.empty()) {
+    llvm::SmallString<128> out(input);
+    llvm::sys::path::replace_extension(out, "svg");
+    output = std::string(out);
+  }
+  std::string bytes, error;
+  // Before anything is read or written: the picture may not replace the artifact.
+  if (!dtc::rt::checkOutputsDistinct({{"the artifact", input}}, {{"-o", output}}, error))
+    return fail(error);
+  if (!dtc::rt::readFileBytes(input, bytes, error))
+    return fail(input + ": " + error);
+  nlohmann::json body;
+  if (!dtc::rt::decodeArtifactJson(bytes, body, error))
+    return fail(input + ": " + error);
+  if (!body.is_object() || !body.contains("pipeline"))
+    return fail(input + ": the artifact has no pipeline schedule (compile with --strategy "
+                        "pp=P or --microbatches M)");
+  const nlohmann::json &pipe = body["pipeline"];
+  auto count = [&](const char *key, int &out) {
+    auto it = pipe.find(key);
+    if (it == pipe.end() || !it->is_number_integer() || it->get<int64_t>() < 1 ||
+        it->get<int64_t>() > (1 << 20))
+      return false;
+    out = it->get<int>();
+    return true;
+  };
+  dtc::sched::Schedule schedule;
+  if (!pipe.is_object() || !pipe.contains("schedule") || !pipe["schedule"].is_string() ||
+      !count("stages", schedule.stages) || !count("virtual_stages", schedule.virtualStages) ||
+      !count("microbatches", schedule.microbatches) || !body.contains("programs") ||
+      !body["programs"].is_array())
+    return fail(input + ": malformed pipeline section (see docs/artifact.md)");
+  schedule.name = pipe["schedule"].get<std::string>();
+  schedule.perStage.assign(size_t(schedule.stages), {});
+  std::vector<std::string> ranksOf(size_t(schedule.stages));
+  for (const nlohmann::json &program : body["programs"]) {
+    if (!program.is_object() || !program.contains("stage") || !program["stage"].is_number_integer() ||
+        program["stage"].get<int64_t>() < 0 || program["stage"].get<int64_t>() >= schedule.stages ||
+        !program.contains("schedule") || !program.contains("ranks") || !program["ranks"].is_array())
+      return fail(input + ": a program without a valid stage, schedule and ranks");
+    size_t stage = program["stage"].get<size_t>();
+    if (!dtc::sched::actionsFromJson(program["schedule"], schedule.perStage[stage], error))
+      return fail(input + ": stage " + std::to_string(stage) + " schedule: " + error);
+    for (const nlohmann::json &r : program["ranks"])
+      if (r.is_number_integer())
+        ranksOf[stage] += (ranksOf[stage].empty() ? "" : ", ") + std::to_string(r.get<int64_t>());
+  }
+  dtc::sched::Simulation sim = dtc::sched::simulate(schedule);
+  if (!sim.ok)
+    return fail(input + ": " + sim.error);
+  llvm::outs() << dtc::sched::renderText(schedule, sim);
+  for (size_t d = 0; d < ranksOf.size(); ++d)
+    llvm::outs() << "stage " << d << ": ranks " << ranksOf[d] << "\n";
+  if (!dtc::rt::writeOutputFile(output, dtc::sched::renderSvg(schedule, sim), error))
+    return fail("cannot write " + output + ": " + error);
+  llvm::outs() << "picture: " << output << "\n";
+  return 0;
+}
+
 int inspectCommand(const std::vector<std::string> &args) {
   if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
     llvm::outs() << "usage: dtc inspect OUT.dtc\n\nChecks the artifact's container "
@@ -433,5 +527,8 @@ int main(int argc, char **argv) {
     return runCommand(argv[0], rest);
   if (command == "inspect")
     return inspectCommand(rest);
-  return fail("unknown command '" + command + "' (expected compile, run or inspect; see dtc --help)");
+  if (command == "schedule")
+    return scheduleCommand(rest);
+  return fail("unknown command '" + command +
+              "' (expected compile, run, inspect or schedule; see dtc --help)");
 }

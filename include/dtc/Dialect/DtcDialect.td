@@ -63,6 +63,24 @@ def Dtc_Dialect : Dialect {
     // between its uses.
     static constexpr ::llvm::StringLiteral kRegatherAttr = "dtc.regather";
     static constexpr ::llvm::StringLiteral kPlanAttr = "dtc.plan";
+    // Layers (training-step pass): every op of the step carries the layer
+    // it belongs to; forward ops carry an id and backward ops the id of the
+    // forward op whose gradient they compute.
+    static constexpr ::llvm::StringLiteral kLayerAttr = "dtc.layer";
+    static constexpr ::llvm::StringLiteral kIdAttr = "dtc.id";
+    static constexpr ::llvm::StringLiteral kForwardAttr = "dtc.forward";
+    // Pipelines (stage split): the virtual stage of an op, the pipeline
+    // stage (device) a step function runs on, and messages between stages.
+    static constexpr ::llvm::StringLiteral kStageAttr = "dtc.stage";
+    static constexpr ::llvm::StringLiteral kPipelineStageAttr = "dtc.pipeline_stage";
+    static constexpr ::llvm::StringLiteral kMessageAttr = "dtc.message";
+    static constexpr ::llvm::StringLiteral kPeerAttr = "dtc.peer";
+    // When a message travels: per micro-batch, once before the micro-batches
+    // ("step") or once after them ("accumulated").
+    static constexpr ::llvm::StringLiteral kScopeAttr = "dtc.scope";
+    // On a function: it is a training step (what planners, the partitioner
+    // and the emitter work on), whatever its symbol name.
+    static constexpr ::llvm::StringLiteral kTrainStepAttr = "dtc.train_step";
   }];
 }
 

@@ -23,7 +23,24 @@ def Dtc_GradientOpInterface : OpInterface<"GradientOpInterface"> {
       "::llvm::LogicalResult", "buildGradient",
       (ins "::mlir::OpBuilder &":$builder,
            "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
-           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+    InterfaceMethod<[{
+        Like buildGradient, but only the operands with `wanted[i]` set need a
+        gradient (null Values are fine for the others). The training step
+        asks separately for the activation operands (B) and the parameter
+        operands (W) of an op that has both, so an op whose rule builds one
+        fused kernel for all operands (the norms) overrides this to build
+        only the part asked for. The default builds every gradient; the
+        unused ones are dead code the training step erases.
+      }],
+      "::llvm::LogicalResult", "buildGradientFor",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::ArrayRef<bool>":$wanted,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads),
+      [{}], [{
+        return $_op.buildGradient(builder, resultGrads, operandGrads);
+      }]>
   ];
 }
 

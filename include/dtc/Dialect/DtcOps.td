@@ -133,7 +133,9 @@ def Dtc_SoftmaxOp : Dtc_Op<"softmax", [Pure, SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
-def Dtc_LayerNormOp : Dtc_Op<"layer_norm", [Pure, Dtc_Gradient,
+def Dtc_GradientFor : DeclareOpInterfaceMethods<Dtc_GradientOpInterface, ["buildGradientFor"]>;
+
+def Dtc_LayerNormOp : Dtc_Op<"layer_norm", [Pure, Dtc_GradientFor,
                                             Dtc_ShardingRule, Dtc_CostOpInterface]> {
   let summary = "layer normalization over the last dimension";
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
@@ -142,7 +144,7 @@ def Dtc_LayerNormOp : Dtc_Op<"layer_norm", [Pure, Dtc_Gradient,
   let hasVerifier = 1;
 }
 
-def Dtc_RmsNormOp : Dtc_Op<"rms_norm", [Pure, Dtc_Gradient, Dtc_ShardingRule,
+def Dtc_RmsNormOp : Dtc_Op<"rms_norm", [Pure, Dtc_GradientFor, Dtc_ShardingRule,
                                         Dtc_CostOpInterface]> {
   let summary = "RMS normalization over the last dimension";
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
@@ -299,6 +301,44 @@ def Dtc_RmsNormGradOp : Dtc_Op<"rms_norm_grad", [Pure, Dtc_ShardingRule,
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
                        Dtc_FloatTensor:$dy, F32Attr:$epsilon);
   let results = (outs Dtc_FloatTensor:$dx, Dtc_FloatTensor:$dgamma);
+  let hasVerifier = 1;
+}
+
+// The norm gradients split into their input part (B) and their parameter
+// part (W), so that a zero-bubble schedule can defer the weight gradients:
+// the training step builds these when an op's operands need gradients of
+// both kinds (GradientOpInterface::buildGradientFor).
+def Dtc_LayerNormInputGradOp : Dtc_Op<"layer_norm_input_grad", [Pure, Dtc_ShardingRule,
+                                                               Dtc_CostOpInterface]> {
+  let summary = "input gradient of layer_norm: dx only";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
+                       Dtc_FloatTensor:$dy, F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$dx);
+  let hasVerifier = 1;
+}
+
+def Dtc_LayerNormParamGradOp : Dtc_Op<"layer_norm_param_grad", [Pure, Dtc_ShardingRule,
+                                                               Dtc_CostOpInterface]> {
+  let summary = "parameter gradients of layer_norm: dgamma, dbeta";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$dy, F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$dgamma, Dtc_FloatTensor:$dbeta);
+  let hasVerifier = 1;
+}
+
+def Dtc_RmsNormInputGradOp : Dtc_Op<"rms_norm_input_grad", [Pure, Dtc_ShardingRule,
+                                                           Dtc_CostOpInterface]> {
+  let summary = "input gradient of rms_norm: dx only";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$gamma,
+                       Dtc_FloatTensor:$dy, F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$dx);
+  let hasVerifier = 1;
+}
+
+def Dtc_RmsNormParamGradOp : Dtc_Op<"rms_norm_param_grad", [Pure, Dtc_ShardingRule,
+                                                           Dtc_CostOpInterface]> {
+  let summary = "parameter gradient of rms_norm: dgamma";
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$dy, F32Attr:$epsilon);
+  let results = (outs Dtc_FloatTensor:$dgamma);
   let hasVerifier = 1;
 }
 

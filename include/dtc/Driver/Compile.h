@@ -22,6 +22,8 @@ struct CompileOptions {
   int64_t dp = 0, tp = 1, pp = 1, sp = 1, ep = 1, zero = 0;
   int64_t microbatches = 1;
   std::string schedule = "1f1b";
+  /// Model chunks per pipeline stage (the interleaved schedule).
+  int64_t virtualStages = 1;
   std::string remat = "none";
   std::string precision = "f32";
   /// fp16-mixed's dynamic loss scaling: the initial scale, and the good
@@ -35,7 +37,7 @@ struct CompileOptions {
   std::optional<double> weightDecay;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gradClip = 0.0;
   std::string report;
-  std::string emitMlirAfter; // parsed | training-step | planned | partitioned
+  std::string emitMlirAfter; // parsed | training-step | planned | split | partitioned
   /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.
   std::vector<std::string> pins;
 };

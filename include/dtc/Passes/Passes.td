@@ -69,35 +69,71 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
   let description = [{
     Creates the device grid (`shard.grid @mesh`), maps each parallel degree
     to grid axes (tensor parallelism takes the innermost axes whose sizes
-    multiply to `tp`, data parallelism the outer rest), pins the shardings
-    the degrees imply (every data input's batch dimension over the dp axes;
-    with tp > 1 Megatron's vocab-parallel embedding tables and
-    column-parallel weights) and lets sharding propagation derive a sharding
-    for every argument and a factor sharding (`dtc.factor_axes`) for every
-    op. With `zero` >= 1 a second round plans the optimizer phase split over
-    the data-parallel axes too: each rank updates its piece of every
-    parameter, from the optimizer state it stores (split by storage pins)
-    and its piece of the gradient (the partitioner reduce-scatters it); the
-    updated pieces are gathered back into the parameters. ZeRO-2 differs
-    from 1 only in when the reduce-scatter runs (dtc-schedule-collectives).
-    With `zero` = 3 the parameters are stored split as well (marked
-    `dtc.regather`): the forward and backward never see it, and the
-    partitioner gathers each where it is used. The
-    partitioner reads only these annotations, so a searched plan and a
-    pinned one look the same to it.
+    multiply to `tp`, pipeline stages the next axes multiplying to `pp`,
+    data parallelism the outer rest), pins the shardings the degrees imply
+    (every data input's batch dimension over the dp axes; with tp > 1
+    Megatron's vocab-parallel embedding tables and column-parallel weights)
+    and lets sharding propagation derive a sharding for every argument and a
+    factor sharding (`dtc.factor_axes`) for every op. With `zero` >= 1 a
+    second round plans the optimizer phase split over the data-parallel axes
+    too: each rank updates its piece of every parameter, from the optimizer
+    state it stores (split by storage pins) and its piece of the gradient
+    (the partitioner reduce-scatters it); the updated pieces are gathered
+    back into the parameters. ZeRO-2 differs from 1 only in when the
+    reduce-scatter runs (dtc-schedule-collectives). With `zero` = 3 the
+    parameters are stored split as well (marked `dtc.regather`): the forward
+    and backward never see it, and the partitioner gathers each where it is
+    used. The partitioner reads only these annotations, so a searched plan
+    and a pinned one look the same to it.
+
+    With `microbatches` M > 1 (and always with pp > 1) the grid gets one
+    more, virtual axis of size M (no devices: the emitter turns it into a
+    loop over micro-batches), and the batch is split over it inside each dp
+    shard. So the partitioned step is what one micro-batch computes,
+    parameter gradients are pending sums over it (accumulated over the
+    micro-batches), and the optimizer, which needs them whole, runs once
+    after the last one.
   }];
   let options = [
     ListOption<"mesh", "mesh", "int64_t", "device grid shape, outermost axis first">,
     Option<"dp", "dp", "int64_t", /*default=*/"0",
-           "data-parallel degree (0: the devices tp leaves)">,
+           "data-parallel degree (0: the devices tp and pp leave)">,
     Option<"tp", "tp", "int64_t", /*default=*/"1",
            "tensor-parallel degree (Megatron)">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
            "ZeRO stage over the data-parallel axes: 1 splits the optimizer "
            "state (and the update), 2 also the gradients, 3 also the "
-           "parameters (gathered where they are used)">
+           "parameters (gathered where they are used)">,
+    Option<"pp", "pp", "int64_t", /*default=*/"1",
+           "pipeline stages (the mesh axes inside tp's multiplying to pp)">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "model chunks per pipeline stage (interleaved schedules)">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "micro-batches per step: a virtual grid axis splitting the batch "
+           "inside each data-parallel shard">
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
+def SplitPipeline : Pass<"dtc-split-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Cuts the planned training step into one function per pipeline stage";
+  let description = [{
+    Runs when the plan (`dtc.plan`) has pp > 1 or micro-batches. Assigns the
+    layers (`dtc.layer`) to pp x virtual-stages contiguous virtual stages,
+    balancing the cost model's compute estimate (every op's flops: forward,
+    backward and optimizer), not the op count; virtual stage k runs on
+    pipeline stage k mod pp. Builds one function per pipeline stage
+    (`dtc.train_step`, `dtc.pipeline_stage`), every op tagged with its
+    virtual stage (`dtc.stage`) and ordered forward, B, W, optimizer. A value
+    used on another virtual stage becomes a message: a result with role
+    `send` on the producer's stage and an argument with role `recv` on the
+    consumer's, both with the value's planned sharding (so a pending sum is
+    reduced before it is sent) and the same `dtc.message` id. A parameter
+    read on several stages (a tied embedding) is an argument of each, and
+    its update runs on each from the same gradient, summed on one stage and
+    sent to the others. Constants are copied where they are used.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect"];
 }
 
 def PinSharding : Pass<"dtc-pin-sharding", "::mlir::ModuleOp"> {

@@ -9,6 +9,7 @@
 #ifndef DTC_TARGET_ARTIFACT_H
 #define DTC_TARGET_ARTIFACT_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,11 +23,20 @@ struct ArtifactOptions {
   nlohmann::json planExtras = nlohmann::json::object();
   /// Recorded as "optimizer".
   nlohmann::json optimizer = nlohmann::json::object();
+  /// Pipelines and micro-batches: {"schedule", "stages", "virtual_stages",
+  /// "microbatches", "per_stage": [actions of stage 0, ...]} (null: none).
+  /// Each stage's program gets its actions; the rest is the artifact's
+  /// "pipeline" section.
+  nlohmann::json pipeline;
 };
 
 /// Builds the artifact body. Errors are emitted as diagnostics on the module.
 FailureOr<nlohmann::json> buildArtifact(ModuleOp module,
                                         const ArtifactOptions &options);
+
+/// Flops one device computes per step in a partitioned step function: what
+/// runs per micro-batch counts `microbatches` times.
+int64_t flopsPerStep(func::FuncOp step, int64_t microbatches);
 
 } // namespace mlir::dtc
 

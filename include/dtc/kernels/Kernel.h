@@ -4,7 +4,8 @@
 // backend independent) holds its check rule: the dtypes, LOCAL shapes and
 // attributes it accepts. The runtime applies the rule to every instruction at
 // load time, so a violation is a load error and never a crash at run time.
-// A backend (kernels/cpu today, kernels/cuda later) supplies a RunFn per name.
+// A backend (runtime/Backend.h; kernels/cpu today) supplies an implementation
+// per name.
 //
 // Internal to the runtime: functions here may throw dtc::rt::Error.
 //
@@ -27,10 +28,10 @@ namespace dtc::kernels {
 using rt::DType;
 using rt::Shape;
 
-/// What a backend gives every kernel call besides its operands: how many
-/// threads the kernel may use and scratch memory for its tiles. One context
-/// per rank (the executor owns it); kernels read nothing else global, so two
-/// ranks in one process (threads) each run with their own.
+/// What the CPU backend gives every kernel call besides its operands: how
+/// many threads the kernel may use and scratch memory for its tiles. One
+/// context per rank (the backend owns it); kernels read nothing else global,
+/// so two ranks in one process (threads) each run with their own.
 class KernelContext {
 public:
   explicit KernelContext(int threads = 1) { setThreads(threads); }

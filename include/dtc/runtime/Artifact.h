@@ -14,6 +14,7 @@
 #define DTC_RUNTIME_ARTIFACT_H
 
 #include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/runtime/Schedule.h"
 #include "dtc/runtime/Types.h"
 
 #include <nlohmann/json.hpp>
@@ -112,6 +113,9 @@ struct CommDecl {
 struct SlotDecl {
   uint64_t bytes = 0;
   MemCategory category = MemCategory::Activation;
+  /// Pipelines: >= 0 for a slot of one micro-batch of this chunk (scope
+  /// "microbatch": a copy per micro-batch in flight), -1 for one copy.
+  int chunk = -1;
 };
 
 struct BufferDecl {
@@ -136,16 +140,30 @@ const char *collKindName(CollKind k);
 bool parseCollKind(const std::string &op, CollKind &out);
 enum class ReduceOp { Sum, Max, Min, Average };
 
+/// Instructions that are neither kernels nor collectives: pipelines
+/// (docs/artifact.md "Pipelines").
+enum class PipeOp { None, Send, Recv, MicrobatchSlice, Accumulate, Fill };
+
 struct InstrDecl {
   std::string op;
   std::vector<int> in, out;
   nlohmann::json attrs = nlohmann::json::object();
   bool isCollective = false;
+  PipeOp pipe = PipeOp::None;
+  // send / recv: the peer's index in `comm`, the message id.
+  int peer = -1;
+  int64_t message = -1;
+  double fillValue = 0; ///< fill
   // Collectives only (filled by validation):
   CollKind coll = CollKind::AllReduce;
   int comm = -1; ///< index into Artifact::comms
   ReduceOp reduce = ReduceOp::Sum;
   int axis = 0, splitAxis = 0, concatAxis = 0;
+};
+
+/// The instruction lists one micro-batch runs on one model chunk.
+struct ChunkDecl {
+  std::vector<InstrDecl> forward, backwardInput, backwardWeight;
 };
 
 struct ProgramDecl {
@@ -154,7 +172,21 @@ struct ProgramDecl {
   std::vector<SlotDecl> slots;
   std::vector<BufferDecl> buffers;
   std::vector<ConstantDecl> constants;
+  /// Without a pipeline: the whole step. With one: what runs once before
+  /// the micro-batches.
   std::vector<InstrDecl> instructions;
+  // Pipelines only:
+  int stage = -1;                 ///< pipeline stage
+  std::vector<ChunkDecl> chunks;  ///< one per virtual stage on this stage
+  std::vector<InstrDecl> finish;  ///< once after the micro-batches
+  std::vector<sched::Action> schedule; ///< this stage's order of actions
+};
+
+/// The artifact's "pipeline" section.
+struct PipelineDecl {
+  bool present = false;
+  int stages = 1, virtualStages = 1, microbatches = 1;
+  std::string schedule;
 };
 
 struct Artifact {
@@ -168,6 +200,7 @@ struct Artifact {
   std::vector<CommDecl> comms;
   std::vector<TensorDecl> tensors;
   std::vector<ProgramDecl> programs;
+  PipelineDecl pipeline;
 
   int findTensor(const std::string &name) const; ///< -1 if none
   int findComm(const std::string &name) const;   ///< -1 if none

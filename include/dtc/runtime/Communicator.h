@@ -68,6 +68,18 @@ public:
   /// Largest scratch buffer the collectives above allocated.
   size_t scratchBytes() const { return scratch_.size(); }
 
+  // ---- point to point (pipeline stages), counted like the collectives ------
+  /// Not collective. `sendMessage` never waits for the receiver: it copies
+  /// `bytes` and returns, so a rank blocks only in `recvMessage`, which waits
+  /// (at most the world's timeout, then CommFailure) for the message of
+  /// member `peer` with this `tag` (messages of one sender and tag arrive in
+  /// the order they were sent).
+  void sendMessage(const void *buf, size_t bytes, int peer, int tag);
+  void recvMessage(void *buf, size_t bytes, int peer, int tag);
+  /// Completes this member's sends still in flight (their copies may be
+  /// released); called at the end of every step.
+  virtual void flushSends() {}
+
   // ---- control plane (not counted) ----------------------------------------
   /// Copies root's buffer to every member.
   virtual void broadcast(void *buf, size_t bytes, int root) = 0;
@@ -78,6 +90,10 @@ public:
   virtual void barrier() = 0;
 
 protected:
+  /// Point to point: hand a copy of the bytes over without waiting for the
+  /// receiver / wait for a message (and check its size).
+  virtual void postMessage(const void *buf, size_t bytes, int peer, int tag) = 0;
+  virtual void takeMessage(void *buf, size_t bytes, int peer, int tag) = 0;
   /// The one primitive the data plane is built on. Every member calls it at
   /// the same time: sends `sendBytes` from `send` to member `dst` and
   /// receives `recvBytes` into `recv` from member `src` (`recv` never

@@ -1,10 +1,15 @@
 //===- Executor.h - one rank's program: memory, kernels, collectives -*- C++ -*-===//
 //
 // RankExecutor holds what one rank needs to run its program of an artifact:
-// one allocation per slot, typed buffer views, resolved kernels, the group
-// communicators, and counters (bytes per memory category, calls and bytes per
-// collective kind). It knows nothing about files, steps or checkpoints; the
-// Trainer (Trainer.h) and LocalRunner (LocalRunner.h) drive it.
+// a backend (Backend.h) with one allocation per slot, typed buffer views,
+// kernels bound from the backend's table, the group communicators, and
+// counters (bytes per memory category, calls and bytes per collective kind,
+// time per kernel). It drives any backend the same way: kernels on the
+// compute stream, collectives on the communication stream, events where one
+// waits for the other, a synchronisation at the end of a step and before
+// the host touches a tensor. It knows nothing about files, steps or
+// checkpoints; the Trainer (Trainer.h) and LocalRunner (LocalRunner.h) drive
+// it.
 //
 // Internal to the runtime: throws dtc::rt::Error.
 //
@@ -13,11 +18,14 @@
 #define DTC_RUNTIME_EXECUTOR_H
 
 #include "dtc/kernels/Kernel.h"
-#include <algorithm>
 #include "dtc/runtime/Artifact.h"
+#include "dtc/runtime/Backend.h"
 #include "dtc/runtime/Communicator.h"
 
+#include <algorithm>
+
 #include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,6 +63,18 @@ struct ExecStats {
   /// Seconds spent per instruction kind (kernel or collective name),
   /// cumulative over every run().
   std::map<std::string, double> secondsByOp;
+  /// Pipelines: point-to-point messages of the last step (calls and bytes
+  /// of the sends; sent and received bytes as counted by the communicator)
+  /// and cumulatively.
+  CollectiveStats sendRecvPerStep, sendRecv;
+  /// Activation memory as the allocator saw it: the most bytes of
+  /// activation slots live at once (one-copy slots plus every micro-batch
+  /// copy in flight), and the most micro-batch copies in flight (summed over
+  /// chunks). Without micro-batches: the activation slots' bytes and 0.
+  uint64_t activationPeakBytes = 0;
+  int microbatchesPeak = 0;
+  /// Bytes of one micro-batch copy per chunk.
+  std::vector<uint64_t> microbatchBytes;
   /// Per kernel and operand shapes ("matmul 2048x128 * 128x512"): calls,
   /// seconds and floating-point operations (kernels::flopCount), cumulative.
   struct KernelShapeStats {
@@ -64,13 +84,38 @@ struct ExecStats {
   std::map<std::string, KernelShapeStats> byKernelShape;
 };
 
-/// A tensor's piece on this rank.
-struct LocalTensor {
+class RankExecutor;
+class TraceWriter;
+
+/// What the host does with a tensor it takes from the executor.
+enum class Access { Read, Write, ReadWrite };
+
+/// A tensor's piece on this rank, in host memory while this view lives.
+/// On a backend whose memory the host addresses (CPU), `data` is the
+/// tensor's own buffer; otherwise a host copy, read from the device when
+/// the view is taken (Read, ReadWrite) and written back when it goes
+/// (Write, ReadWrite). A view must not outlive its executor or a run().
+class LocalTensor {
+public:
   int tensor = -1; ///< index into Artifact::tensors
   const TensorDecl *decl = nullptr;
-  void *data = nullptr;
-  Piece piece; ///< local shape + global offset
+  void *data = nullptr; ///< host address of the piece
+  Piece piece;          ///< local shape + global offset
   size_t bytes() const { return size_t(numel(piece.local)) * dtypeSize(decl->dtype); }
+
+  LocalTensor() = default;
+  LocalTensor(LocalTensor &&other) noexcept { *this = std::move(other); }
+  LocalTensor &operator=(LocalTensor &&other) noexcept;
+  ~LocalTensor() { release(); }
+
+private:
+  friend class RankExecutor;
+  /// Writes a host copy back (a failure is reported by the next run()).
+  void release() noexcept;
+  RankExecutor *owner_ = nullptr;
+  void *device_ = nullptr;
+  std::unique_ptr<char[]> copy_;
+  bool writeBack_ = false;
 };
 
 /// Kernel threads per rank when none are asked for: OMP_NUM_THREADS or
@@ -82,10 +127,15 @@ class RankExecutor {
 public:
   /// Collective over `world` (creates one communicator per artifact
   /// communicator, in artifact order, before anything that can fail), then
-  /// allocates the slots, resolves kernels for `backend` and fills constants.
-  /// The artifact must outlive the executor.
+  /// allocates the slots, binds kernels from the backend's table and fills
+  /// constants. The artifact must outlive the executor.
+  RankExecutor(const Artifact &artifact, World &world, std::unique_ptr<Backend> backend);
+  /// The same with the backend of that name (makeBackend), one thread.
   RankExecutor(const Artifact &artifact, World &world, const std::string &backend = "cpu");
   ~RankExecutor();
+
+  Backend &backend() { return *backend_; }
+  const Backend &backend() const { return *backend_; }
 
   const Artifact &artifact() const { return a_; }
   int rank() const { return rank_; }
@@ -95,9 +145,10 @@ public:
 
   /// Whether this rank's program binds tensor `t`.
   bool holds(int t) const;
-  /// The local piece of tensor `t` (must be held).
-  LocalTensor tensor(int t);
-  LocalTensor tensor(const std::string &name);
+  /// The local piece of tensor `t` (must be held), in host memory while
+  /// the view lives (see LocalTensor).
+  LocalTensor tensor(int t, Access access = Access::ReadWrite);
+  LocalTensor tensor(const std::string &name, Access access = Access::ReadWrite);
   /// The piece rank `r` holds of tensor `t` under its sharding.
   Piece pieceFor(int t, int64_t r) const;
 
@@ -119,45 +170,112 @@ public:
   /// gradient.
   bool injectOverflowNextRun();
 
-  /// Runs the instruction list once. A failing kernel does not stop the
-  /// list (so collectives stay matched across ranks); the first error's
-  /// message is returned ("" when all went well).
+  /// Runs the instruction list once and waits for it. A failing kernel
+  /// does not stop the list (so collectives stay matched across ranks); the
+  /// first error's message is returned ("" when all went well).
   std::string run();
 
   /// Counters so far; memory high-water includes the communicators' scratch.
   const ExecStats &stats() const;
 
   /// Threads this rank's kernels use (default 1).
-  void setThreads(int threads) { kernelCtx_.setThreads(threads); }
-  int threads() const { return kernelCtx_.threads(); }
+  void setThreads(int threads) { backend_->setThreads(threads); }
+  int threads() const { return backend_->threads(); }
+
+  /// Records every kernel, collective and run (and the memory per category
+  /// after each run) into `trace` from now on; nullptr stops. The writer
+  /// must outlive its use here.
+  void setTrace(TraceWriter *trace);
 
 private:
   struct Prepared;
-  void runCollective(Prepared &p);
+  /// One instruction as enqueued in this run: its events, its traffic.
+  struct Enqueued {
+    Prepared *instr;
+    int index;
+    Event *start, *end;
+    Traffic traffic;
+    int microbatch = -1; ///< pipelines: the micro-batch it ran for
+  };
+  using List = std::vector<Prepared>;
+  List prepare(const std::vector<InstrDecl> &list, int chunk);
+  /// Kernels (accumulate and fill as the backend's add and broadcast) and
+  /// micro-batch slices: on the compute stream.
+  void enqueueKernel(Prepared &p, int index, int microbatch);
+  /// Collectives and pipeline sends/receives: on the communication stream.
+  void enqueueCollective(Prepared &p, int index, int microbatch);
+  void runCollective(Prepared &p, Traffic &traffic);
+  void runPipeMessage(Prepared &p, int microbatch, Traffic &traffic);
+  /// Enqueues a list; pipelines: for micro-batch `microbatch` of chunk
+  /// `chunk` (-1: a once-per-step list). Records the first error in `first`.
+  void enqueueList(List &list, int chunk, int microbatch, std::string &first);
+  void enqueuePipelineStep(std::string &first);
+  /// After the run's synchronisation: time, bytes and trace of each
+  /// instruction.
+  void account(const Event &runStart, int64_t traceStartNs);
+  void traceMemory(int64_t atNs);
+  Event &nextEvent();
   /// A tracked allocation (counted in the category's high-water mark).
   char *allocate(size_t bytes, int category);
   const Artifact &a_;
   World &world_;
+  std::unique_ptr<Backend> backend_;
   int rank_ = 0, prog_ = 0;
   std::vector<int64_t> coords_;
-  std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<std::unique_ptr<DeviceCommunicator>> comms_;
   std::vector<char *> slotMem_;
   std::vector<void *> bufPtr_;
-  std::vector<Prepared> instrs_;
-  kernels::KernelContext kernelCtx_;
+  List instrs_;
   /// Packing buffer of the axis-wise collectives (sized once, at load).
   char *staging_ = nullptr;
   size_t stagingSize_ = 0;
-  /// f32 copies of the bf16/f16 operands of one kernel call (counted as
-  /// staging).
-  size_t conversionSize_ = 0;
-  /// The instruction and output buffer injectOverflowNextRun poisons (-1:
-  /// none), and whether the next run does.
+  /// The buffer injectOverflowNextRun poisons (-1: none), after which
+  /// instruction of the once-per-step list (-2: before the list after a
+  /// pipeline's micro-batches), and whether the next run does.
   int overflowInstr_ = -1, overflowBuffer_ = -1;
   bool overflowArmed_ = false;
+  void poisonGradient(bool afterCollective);
   uint64_t stagingAllocated_ = 0;
-  std::vector<char *> allocations_;
+  /// Everything allocate() handed out, given back to the backend when the
+  /// executor goes (also when its constructor fails).
+  struct Allocations {
+    Backend *backend = nullptr;
+    std::vector<char *> ptrs;
+    ~Allocations() {
+      for (char *p : ptrs) backend->deallocate(p);
+    }
+  } allocations_;
   mutable ExecStats stats_;
+  // Streams: the collectives enqueued so far (a sequence number), the
+  // latest one the compute stream waited for, and per slot the latest one
+  // that reads or writes it; a kernel touching such a slot waits for it.
+  uint64_t collectivesEnqueued_ = 0, computeWaitedFor_ = 0;
+  std::vector<uint64_t> slotBusyUntil_;
+  std::vector<Event *> collectiveDone_; ///< by sequence number, this run
+  uint64_t runFirstCollective_ = 0;
+  std::vector<std::unique_ptr<Event>> events_;
+  size_t eventsUsed_ = 0;
+  std::deque<Enqueued> enqueued_; ///< stable: backends fill `traffic` later
+  /// A host copy that could not be written back (reported by run()).
+  std::string viewError_;
+  TraceWriter *trace_ = nullptr;
+  friend class LocalTensor;
+  // Pipelines: each chunk's three lists, the list after the micro-batches,
+  // and the copies of micro-batch slots: for every chunk its slots (and a
+  // slot's index among them), the copies in use per micro-batch and the
+  // free ones kept for reuse (allocated once, so the allocator's
+  // high-water is the most copies ever in flight).
+  std::vector<std::array<List, 3>> chunkLists_;
+  List finish_;
+  std::vector<std::vector<int>> chunkSlots_;
+  std::vector<int> indexInChunk_;
+  std::map<std::pair<int, int>, std::vector<char *>> live_;
+  std::vector<std::vector<std::vector<char *>>> spare_;
+  uint64_t liveActivationBytes_ = 0;
+  int liveMicrobatches_ = 0;
+  /// Fill instructions' values, built once on the device (one per buffer
+  /// size and value), copied from at every fill.
+  std::map<std::pair<uint64_t, std::string>, char *> fillSources_;
 };
 
 } // namespace dtc::rt

@@ -71,6 +71,12 @@ struct LocalRunStats {
   std::map<std::string, uint64_t> collectiveCallsPerStep;
   std::map<std::string, uint64_t> collectiveBytesPerStep;
   std::map<std::string, uint64_t> collectiveSentBytesPerStep;
+  /// Per rank, as its allocator saw them: the pipeline stage it runs (-1
+  /// without a pipeline), the most activation bytes live at once, and the
+  /// most micro-batches in flight.
+  std::vector<int> stageOfRank;
+  std::vector<uint64_t> activationPeakBytes;
+  std::vector<int> microbatchesPeak;
 };
 
 class LocalRunner {

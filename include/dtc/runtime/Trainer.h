@@ -21,6 +21,7 @@
 #include "dtc/runtime/Executor.h"
 #include "dtc/runtime/OutputFile.h"
 #include "dtc/runtime/TokenData.h"
+#include "dtc/runtime/Trace.h"
 
 #include <functional>
 #include <memory>
@@ -39,6 +40,8 @@ struct TrainOptions {
   std::string dataPath; ///< "" = synthetic inputs
   TokenDType dataDtype = TokenDType::U16;
   std::string logPath, savePath, loadPath, statsPath;
+  /// Directory of the per-rank traces (DIR/rank-R.json); "" = none.
+  std::string traceDir;
   /// Also save every N steps (when the global step count is a multiple of
   /// N); 0 = only at the end.
   int64_t saveEvery = 0;
@@ -75,6 +78,10 @@ void checkRunPaths(const TrainOptions &o);
 /// another one (or its last line is cut). Without --load, returns false (a
 /// new log replaces the old one).
 bool continueLog(const std::string &logPath, bool resuming, int64_t step);
+
+/// Refuses (throws Error) a trace file of one of `ranks` (DIR/rank-R.json)
+/// that names an input of the run or another output.
+void checkTracePaths(const TrainOptions &o, const std::vector<int> &ranks);
 
 struct StepReport {
   int64_t step = 0; ///< global step index K
@@ -120,6 +127,8 @@ private:
   void appendLog(const StepReport &r);
   /// Collective: rank 0 flushes and closes the log.
   void closeLog();
+  /// Collective: every rank completes its trace file.
+  void closeTrace();
   World &world_;
   TrainOptions opts_;
   std::function<void(const std::string &)> note_;
@@ -127,6 +136,7 @@ private:
   std::unique_ptr<RankExecutor> exec_;
   std::unique_ptr<TokenFile> data_;
   std::unique_ptr<OutputFile> log_; ///< rank 0
+  std::unique_ptr<TraceWriter> trace_;
   TokenBinding binding_;
   int lossRank_ = 0;
   int64_t step_ = 0, optStep_ = 0;

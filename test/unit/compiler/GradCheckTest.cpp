@@ -170,6 +170,17 @@ const GradCase kCases[] = {
     {"rms_norm", W("x", "tensor<2x3x8xf32>", "normal(1)") ", " W("g", "tensor<8xf32>", "normal(1)"),
      "  %out = \"dtc.rms_norm\"(%x, %g) {epsilon = 1.0e-5 : f32} : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>",
      "tensor<2x3x8xf32>", 3},
+    // Norms whose input is an activation (computed from data): the
+    // gradient splits into the input part (reaching `w` through x) and the
+    // parameter part.
+    {"layer_norm_split", X("d", "tensor<3x8xf32>") ", " W("w", "tensor<8xf32>", "normal(1)") ", " W("g", "tensor<8xf32>", "normal(1)") ", " W("b", "tensor<8xf32>", "normal(1)"),
+     "  %x = \"dtc.mul\"(%d, %w) : (tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>\n"
+     "  %out = \"dtc.layer_norm\"(%x, %g, %b) {epsilon = 1.0e-5 : f32} : (tensor<3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<3x8xf32>",
+     "tensor<3x8xf32>", 2},
+    {"rms_norm_split", X("d", "tensor<3x8xf32>") ", " W("w", "tensor<8xf32>", "normal(1)") ", " W("g", "tensor<8xf32>", "normal(1)"),
+     "  %x = \"dtc.mul\"(%d, %w) : (tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>\n"
+     "  %out = \"dtc.rms_norm\"(%x, %g) {epsilon = 1.0e-5 : f32} : (tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>",
+     "tensor<3x8xf32>", 2},
     {"embedding", W("t", "tensor<7x4xf32>", "normal(1)") ", " IDS("ids", "tensor<3x5xi32>", "7"),
      "  %out = \"dtc.embedding\"(%t, %ids) : (tensor<7x4xf32>, tensor<3x5xi32>) -> tensor<3x5x4xf32>",
      "tensor<3x5x4xf32>", 3},

@@ -111,6 +111,26 @@ TEST(KernelGrad, RmsNorm) {
   expectNear(outs[1], finiteDiff("rms_norm", {x, g}, 1, o, at, w, 1e-2), 3e-3, 1e-2, "dgamma");
 }
 
+// The split kernels (input part for B, parameter part for W) compute the
+// same numbers as the fused gradient, bit for bit.
+TEST(KernelGrad, NormSplitsMatchFused) {
+  HostTensor x = randF({2, 3, 6}, 21, -2, 2), g = randF({6}, 22, 0.5, 1.5);
+  HostTensor w = randF(x.shape, 23);
+  json at = {{"epsilon", 1e-5}};
+  const OutSpec dx{DType::F32, x.shape}, vec{DType::F32, {6}};
+  auto ln = runKernel("layer_norm_grad", {x, g, w}, {dx, vec, vec}, at);
+  HostTensor lnDx = run1("layer_norm_input_grad", {x, g, w}, dx, at);
+  auto lnParams = runKernel("layer_norm_param_grad", {x, w}, {vec, vec}, at);
+  expectNear(lnDx, ln[0], 0, 0, "layer_norm dx");
+  expectNear(lnParams[0], ln[1], 0, 0, "layer_norm dgamma");
+  expectNear(lnParams[1], ln[2], 0, 0, "layer_norm dbeta");
+  auto rms = runKernel("rms_norm_grad", {x, g, w}, {dx, vec}, at);
+  HostTensor rmsDx = run1("rms_norm_input_grad", {x, g, w}, dx, at);
+  HostTensor rmsDg = run1("rms_norm_param_grad", {x, w}, vec, at);
+  expectNear(rmsDx, rms[0], 0, 0, "rms_norm dx");
+  expectNear(rmsDg, rms[1], 0, 0, "rms_norm dgamma");
+}
+
 TEST(KernelGrad, Embedding) {
   HostTensor table = randF({6, 3}, 19);
   for (DType dt : {DType::I32, DType::I64}) {

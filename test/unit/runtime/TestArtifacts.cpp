@@ -1,5 +1,6 @@
 //===- TestArtifacts.cpp ----------------------------------------------------===//
 #include "TestArtifacts.h"
+#include "dtc/runtime/ArtifactFormat.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -417,6 +418,89 @@ json programsArtifact(const std::vector<CollectiveSpec> &p0,
     ab.program(pb);
   }
   return ab.body();
+}
+
+namespace {
+json ppSlot(int bytes, const char *category, int chunk = -1) {
+  json s = {{"bytes", bytes}, {"category", category}};
+  if (chunk >= 0) {
+    s["scope"] = "microbatch";
+    s["chunk"] = chunk;
+  }
+  return s;
+}
+
+json ppBuf(int slot, std::vector<int64_t> shape, const char *tensor = nullptr) {
+  json b = {{"slot", slot}, {"dtype", "f32"}, {"shape", shape}};
+  if (tensor) b["tensor"] = tensor;
+  return b;
+}
+
+json ppIns(const char *op, std::vector<int> in, std::vector<int> out, json attrs = json::object()) {
+  json i = {{"op", op}, {"in", in}, {"out", out}};
+  if (!attrs.empty()) i["attrs"] = attrs;
+  return i;
+}
+
+json ppMessage(int peer, int id) { return {{"comm", "pp"}, {"peer", peer}, {"message", id}}; }
+
+} // namespace
+
+json pipelineArtifact() {
+  json stage0 = {
+      {"name", "stage0"},
+      {"ranks", {0}},
+      {"stage", 0},
+      {"slots", {ppSlot(64, "param"), ppSlot(64, "input"), ppSlot(32, "activation", 0),
+                 ppSlot(32, "activation"), ppSlot(32, "activation", 0), ppSlot(64, "activation"),
+                 ppSlot(64, "grad")}},
+      {"buffers", {ppBuf(0, {4, 4}, "w"), ppBuf(1, {4, 4}, "x"), ppBuf(2, {2, 4}), ppBuf(3, {2, 4}),
+                   ppBuf(4, {2, 4}), ppBuf(5, {4, 4}), ppBuf(6, {4, 4})}},
+      {"instructions", {ppIns("fill", {}, {6}, {{"value", 0}})}},
+      {"chunks",
+       {{{"forward",
+          {ppIns("microbatch_slice", {1}, {2}, {{"axis", 0}}), ppIns("matmul", {2, 0}, {3}),
+           ppIns("send", {3}, {}, ppMessage(1, 0))}},
+         {"backward_input", {ppIns("recv", {}, {4}, ppMessage(1, 1))}},
+         {"backward_weight",
+          {ppIns("matmul", {2, 4}, {5}, {{"transpose_a", true}}), ppIns("accumulate", {5}, {6})}}}}},
+      {"finish", {ppIns("sgd_update", {0, 6}, {0}, {{"lr", 0.1}, {"weight_decay", 0.0}})}},
+      {"schedule", {{"F", 0, 0}, {"F", 1, 0}, {"BW", 0, 0}, {"BW", 1, 0}}}};
+  json stage1 = {
+      {"name", "stage1"},
+      {"ranks", {1}},
+      {"stage", 1},
+      {"slots", {ppSlot(32, "activation", 0), ppSlot(32, "activation"), ppSlot(4, "activation"),
+                 ppSlot(4, "activation"), ppSlot(4, "scalar"), ppSlot(32, "activation"),
+                 ppSlot(4, "constant")}},
+      {"buffers", {ppBuf(0, {2, 4}), ppBuf(1, {2, 4}), ppBuf(2, {}), ppBuf(3, {}), ppBuf(4, {}, "loss"),
+                   ppBuf(5, {2, 4}), ppBuf(6, {})}},
+      {"constants", {{{"buffer", 6}, {"splat", 2.0}}}},
+      {"instructions", {ppIns("fill", {}, {3}, {{"value", 0}})}},
+      {"chunks",
+       {{{"forward",
+          {ppIns("recv", {}, {0}, ppMessage(0, 0)), ppIns("mul", {0, 0}, {1}),
+           ppIns("reduce_sum", {1}, {2}, {{"axes", {0, 1}}, {"keep_dims", false}}),
+           ppIns("accumulate", {2}, {3})}},
+         {"backward_input", {ppIns("mul", {0, 6}, {5}), ppIns("send", {5}, {}, ppMessage(0, 1))}},
+         {"backward_weight", json::array()}}}},
+      {"finish", {ppIns("copy", {3}, {4})}},
+      {"schedule", {{"F", 0, 0}, {"BW", 0, 0}, {"F", 1, 0}, {"BW", 1, 0}}}};
+  return {{"format", "dtc-artifact"},
+          {"version", rt::kArtifactVersion},
+          {"mesh", {2}},
+          {"devices", 2},
+          {"pipeline", {{"stages", 2}, {"virtual_stages", 1}, {"microbatches", 2},
+                        {"schedule", "1f1b"}}},
+          {"communicators", {{{"name", "pp"}, {"mesh_axes", {0}}}}},
+          {"tensors",
+           {{{"name", "w"}, {"role", "param"}, {"dtype", "f32"}, {"shape", {4, 4}},
+             {"init", "normal(0.5)"}, {"sharding", {json::array(), json::array()}}},
+            {{"name", "x"}, {"role", "input"}, {"dtype", "f32"}, {"shape", {4, 4}},
+             {"sharding", {json::array(), json::array()}}},
+            {{"name", "loss"}, {"role", "loss"}, {"dtype", "f32"}, {"shape", json::array()},
+             {"sharding", json::array()}}}},
+          {"programs", {stage0, stage1}}};
 }
 
 } // namespace dtc::test

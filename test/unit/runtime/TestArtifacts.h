@@ -102,6 +102,12 @@ struct CollectiveSpec {
 json programsArtifact(const std::vector<CollectiveSpec> &p0,
                       const std::vector<CollectiveSpec> &p1);
 
+/// Mesh [2], a two-stage pipeline of two micro-batches under 1F1B (one
+/// program per stage, messages on communicator "pp"): stage 0 computes
+/// h = x_m w and sends it, stage 1 adds sum(h^2) to the loss and sends back
+/// dh = 2h, stage 0 accumulates dw = x_m^T dh and takes one SGD step.
+json pipelineArtifact();
+
 /// Mesh [2, 2]: every collective on several communicators and axes; each
 /// result lands in a param (so --save exposes it) of global shape [4a, b]
 /// that stacks the ranks' local [a, b] results in rank order.

@@ -121,6 +121,14 @@ errors)
   one_error e "unknown flag --frobnicate"
   "$run" "$art/mlp1.dtc" --steps 1 --backend cuda 2> e; [ $? = 1 ] || fail "cuda"
   one_error e "no CUDA backend yet"
+  "$run" --launch "$art/mlp1.dtc" --steps 1 --backend cuda 2> e; [ $? = 1 ] || fail "cuda (launch)"
+  one_error e "--backend cuda: this build of dtc has no CUDA backend yet; use --backend cpu"
+  "$run" "$art/mlp1.dtc" --steps 1 --trace 2> e; [ $? = 1 ] || fail "--trace without a value"
+  one_error e "--trace needs a value"
+  # A trace file may not replace an input (rank 0's file is the artifact).
+  mkdir -p tr && cp "$art/mlp1.dtc" tr/rank-0.json
+  "$run" --launch tr/rank-0.json --steps 1 --trace tr 2> e; [ $? = 1 ] || fail "--trace over the artifact"
+  one_error e "is the same file as the artifact tr/rank-0.json"
   "$run" "$art/mlp1.dtc" --steps 1 --load missing.st 2> e; [ $? = 1 ] || fail "missing ckpt"
   one_error e "missing.st: cannot open"
   "$run" "$art/mlp1.dtc" --steps 1 --data-dtype int8 2> e; [ $? = 1 ] || fail "data dtype"
@@ -130,7 +138,7 @@ errors)
   "$run" "$art/mlp1.dtc" --steps 1 --threads=x 2> e; [ $? = 1 ] || fail "--threads x"
   one_error e "--threads: expected an integer in [1, 4096], got 'x'"
   "$run" --help > h || fail "--help"
-  for f in --steps --seed --backend --data --data-dtype --log --save --save-every --load --timeout --launch --threads; do
+  for f in --steps --seed --backend --data --data-dtype --log --save --save-every --load --timeout --launch --threads --trace; do
     grep -q -- "$f" h || fail "--help lacks $f"
   done
   grep -q -- '--timeout SECONDS .*(default 300; 0 = wait forever)' <(tr -s ' \n' ' ' < h) || fail "--help: --timeout default"
@@ -229,6 +237,20 @@ liveness)
   grep -q "it is stopped" s.err || { cat s.err; fail "SIGSTOP: state"; }
   grep -q "ranks 0, 1, 3 gave up" s.err || { cat s.err; fail "SIGSTOP: the others"; }
   grep -q "timed out after 4 s in an exchange" s.err || { cat s.err; fail "SIGSTOP: collective"; }
+  no_strays
+  # A pipeline stage waits for its peer's messages no longer than --timeout
+  # either (its receives are polled like the collectives).
+  cp "$art/pp2.dtc" pp2.dtc
+  timeout 120 "$run" --launch "$work/pp2.dtc" --steps 100000000 --timeout 4 > q.out 2> q.err &
+  job=$!
+  wait_for q.out '^step 1 loss'
+  victim=$(rank_pid 1) || fail "rank 1 not found (pipeline)"
+  kill -STOP "$victim"
+  wait $job; rc=$?
+  [ $rc = 1 ] || { cat q.err; fail "pipeline SIGSTOP: exit $rc"; }
+  one_error q.err "rank 1 (pid $victim) stopped making progress in step"
+  grep -q "rank 0 gave up" q.err || { cat q.err; fail "pipeline SIGSTOP: the other"; }
+  grep -q "timed out after 4 s in" q.err || { cat q.err; fail "pipeline SIGSTOP: timeout"; }
   no_strays
   # Under a plain mpirun (no supervisor) the waiting rank leaves too.
   timeout 120 "$mpiexec" -np 2 "${root[@]}" --oversubscribe --quiet "$run" "$work/dp2.dtc" --steps 100000000 --timeout 4 > p.out 2> p.err &

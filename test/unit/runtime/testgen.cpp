@@ -49,6 +49,7 @@ int gen(const std::string &dir) {
   c.tpAxis = 1;
   write(dir, "mlp_tp.dtc", dtc::test::mlpArtifact(c));
   write(dir, "coll.dtc", dtc::test::collectivesArtifact());
+  write(dir, "pp2.dtc", dtc::test::pipelineArtifact());
   LmConfig l;
   write(dir, "lm1.dtc", dtc::test::lmArtifact(l));
   l.mesh = {2};

@@ -1,0 +1,75 @@
+//===- Backend.cpp - the interface's out-of-line parts and the registry -----===//
+//
+// A new backend (CUDA) adds its factory to builtInBackends() under the CMake
+// option that builds it; nothing else in the runtime names backends.
+//
+//===----------------------------------------------------------------------===//
+#include "dtc/runtime/Backend.h"
+#include "dtc/runtime/CpuBackend.h"
+
+#include <map>
+#include <mutex>
+
+namespace dtc::rt {
+
+Stream::~Stream() = default;
+Event::~Event() = default;
+BoundKernel::~BoundKernel() = default;
+DeviceCommunicator::~DeviceCommunicator() = default;
+Backend::~Backend() = default;
+
+namespace {
+struct Registry {
+  Registry() { factories.emplace_back("cpu", makeCpuBackend); }
+  std::mutex mu;
+  std::vector<std::pair<std::string, BackendFactory>> factories;
+};
+
+Registry &registry() {
+  static Registry r;
+  return r;
+}
+
+BackendFactory find(const std::string &name) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto &[n, f] : r.factories)
+    if (n == name) return f;
+  return nullptr;
+}
+} // namespace
+
+void registerBackend(const std::string &name, BackendFactory factory) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto &[n, f] : r.factories)
+    if (n == name) {
+      f = std::move(factory);
+      return;
+    }
+  r.factories.emplace_back(name, std::move(factory));
+}
+
+std::vector<std::string> backendNames() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<std::string> names;
+  for (auto &entry : r.factories) names.push_back(entry.first);
+  return names;
+}
+
+void checkBackendAvailable(const std::string &name) {
+  if (find(name)) return;
+  if (name == "cuda")
+    throw Error("this build of dtc has no CUDA backend yet; use --backend cpu");
+  std::string known;
+  for (const std::string &n : backendNames()) known += (known.empty() ? "" : ", ") + n;
+  throw Error("unknown backend '" + name + "' (this build has: " + known + ")");
+}
+
+std::unique_ptr<Backend> makeBackend(const std::string &name, const BackendOptions &options) {
+  checkBackendAvailable(name);
+  return find(name)(options);
+}
+
+} // namespace dtc::rt
