@@ -363,15 +363,15 @@ struct BuildTrainingStepPass
         Value next;
         if (kind == Optimizer::Sgd) {
           next = SgdUpdateOp::create(b, optLoc, updated(idx), (*grads)[idx], invScale,
-                                     foundInf, b.getF32FloatAttr(lr),
-                                     b.getF32FloatAttr(weightDecay));
+                                     foundInf, b.getF64FloatAttr(lr),
+                                     b.getF64FloatAttr(weightDecay));
         } else {
           auto update = AdamUpdateOp::create(
               b, optLoc, updated(idx), (*grads)[idx], body->getArgument(momentBase + idx),
               body->getArgument(momentBase + params.size() + idx),
-              body->getArgument(stepIndex), invScale, foundInf, b.getF32FloatAttr(lr),
-              b.getF32FloatAttr(beta1), b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps),
-              b.getF32FloatAttr(weightDecay), b.getBoolAttr(kind == Optimizer::AdamW));
+              body->getArgument(stepIndex), invScale, foundInf, b.getF64FloatAttr(lr),
+              b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+              b.getF64FloatAttr(weightDecay), b.getBoolAttr(kind == Optimizer::AdamW));
           next = update.getNewParam();
           newM.push_back(update.getNewM());
           newV.push_back(update.getNewV());
@@ -396,8 +396,8 @@ struct BuildTrainingStepPass
       if (lossScaleArg) {
         auto next = LossScaleUpdateOp::create(
             b, optLoc, scalarF32, scalarI64, scalarI64, lossScaleArg, body->getArgument(scaleIndex + 1),
-            body->getArgument(scaleIndex + 2), foundInf, b.getF32FloatAttr(2.0f),
-            b.getF32FloatAttr(0.5f), b.getI64IntegerAttr(lossScaleWindow));
+            body->getArgument(scaleIndex + 2), foundInf, b.getF64FloatAttr(2.0),
+            b.getF64FloatAttr(0.5), b.getI64IntegerAttr(lossScaleWindow));
         for (unsigned k = 0; k < 3; ++k) {
           results.push_back(next->getResult(k));
           resultAttrs.push_back(dict({role("update"), updates(scaleIndex + k)}));
@@ -862,7 +862,8 @@ bool checkTrainingStepOptions(const BuildTrainingStepOptions &o,
       o.optimizer != "none")
     return fail("optimizer", "unknown optimizer '" + o.optimizer +
                                  "' (expected sgd, adam, adamw or none)");
-  // The update ops hold f32 attributes: judge the values they will see.
+  // Judged as f32 numbers, the precision of the tensors they act on (the
+  // clip limit is an f32 constant of the step; the update ops keep f64).
   auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
   auto text = [](double v) { return formatNumber(v); };
   double lr = f32(o.lr), wd = f32(o.weightDecay), b1 = f32(o.beta1),

@@ -16,6 +16,7 @@ constexpr const char *kStepKey = "dtc.step";
 constexpr const char *kOptStepKey = "dtc.optimizer_step";
 constexpr const char *kCkptFormat = "dtc-checkpoint-v1";
 constexpr const char *kOptimFormat = "dtc-optimizer-v1";
+constexpr const char *kStepFormat = "dtc-step-v1";
 
 
 bool fileExists(const std::string &p) {
@@ -332,6 +333,14 @@ void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path, i
             {kOptStepKey, std::to_string(optimizerStep)}});
   saveFile(exec, world, path, checkpointTensors(a, Role::Param),
            {{kFormatKey, kCkptFormat}, {kStepKey, std::to_string(step)}});
+}
+
+void saveStepTensors(RankExecutor &exec, World &world, const std::string &path, int64_t step) {
+  const Artifact &a = exec.artifact();
+  std::vector<std::pair<int, std::string>> all;
+  for (Role role : {Role::Input, Role::Output})
+    for (int t : a.tensorsWithRole(role)) all.push_back({t, a.tensors[size_t(t)].name});
+  saveFile(exec, world, path, all, {{kFormatKey, kStepFormat}, {kStepKey, std::to_string(step)}});
 }
 
 } // namespace dtc::rt

@@ -92,6 +92,33 @@ size_t stagingFor(const InstrDecl &ins, const kernels::TensorArg &in,
   }
 }
 constexpr int kStaging = kNumMemCategories; // allocation category of staging
+
+/// `value` as one element of `dtype` at `dst` (constants and fills).
+void storeScalar(char *dst, DType dtype, double value) {
+  switch (dtype) {
+  case DType::BF16:
+  case DType::F16: {
+    const uint16_t v = f32ToLow(dtype, float(value));
+    std::memcpy(dst, &v, sizeof v);
+    break;
+  }
+  case DType::F32: {
+    const float v = float(value);
+    std::memcpy(dst, &v, sizeof v);
+    break;
+  }
+  case DType::I32: {
+    const int32_t v = int32_t(value);
+    std::memcpy(dst, &v, sizeof v);
+    break;
+  }
+  case DType::I64: {
+    const int64_t v = int64_t(value);
+    std::memcpy(dst, &v, sizeof v);
+    break;
+  }
+  }
+}
 } // namespace
 
 char *RankExecutor::allocate(size_t bytes, int category) {
@@ -225,18 +252,9 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Back
       continue;
     }
     const int64_t n = numel(b.shape);
+    const size_t elem = dtypeSize(b.dtype);
     host.resize(size_t(b.bytes()));
-    for (int64_t i = 0; i < n; ++i) {
-      switch (b.dtype) {
-      case DType::F32: reinterpret_cast<float *>(host.data())[i] = float(c.splat); break;
-      case DType::I32: reinterpret_cast<int32_t *>(host.data())[i] = int32_t(c.splat); break;
-      case DType::I64: reinterpret_cast<int64_t *>(host.data())[i] = int64_t(c.splat); break;
-      case DType::BF16:
-      case DType::F16:
-        reinterpret_cast<uint16_t *>(host.data())[i] = f32ToLow(b.dtype, float(c.splat));
-        break;
-      }
-    }
+    for (int64_t i = 0; i < n; ++i) storeScalar(host.data() + size_t(i) * elem, b.dtype, c.splat);
     backend_->copyFromHost(dst, host.data(), host.size(), stream);
   }
   backend_->synchronize();
@@ -312,11 +330,7 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
       if (!scalar) {
         scalar = allocate(dtypeSize(target.dtype), kStaging);
         char host[8] = {};
-        switch (target.dtype) {
-        case DType::F32: *reinterpret_cast<float *>(host) = float(ins.fillValue); break;
-        case DType::I32: *reinterpret_cast<int32_t *>(host) = int32_t(ins.fillValue); break;
-        case DType::I64: *reinterpret_cast<int64_t *>(host) = int64_t(ins.fillValue); break;
-        }
+        storeScalar(host, target.dtype, ins.fillValue);
         backend_->copyFromHost(scalar, host, dtypeSize(target.dtype), backend_->computeStream());
       }
       kernels::TensorArg value;

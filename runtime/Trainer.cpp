@@ -62,7 +62,7 @@ void checkRunPaths(const TrainOptions &o) {
   const std::string loadOptim = o.loadPath.empty() ? "" : optimizerSidecarPath(o.loadPath);
   const std::vector<NamedPath> outputs = {
       {"--log", o.logPath}, {"--stats", o.statsPath}, {"--save", o.savePath},
-      {"--save (its optimizer sidecar)", saveOptim}};
+      {"--save (its optimizer sidecar)", saveOptim}, {"--save-step", o.stepPath}};
   std::vector<NamedPath> inputs = {{"the artifact", o.artifactPath}, {"--data", o.dataPath}};
   // Saving over the checkpoint that was loaded is fine (see Trainer.h).
   const bool saveOverLoad = !o.savePath.empty() && !o.loadPath.empty() &&
@@ -317,6 +317,8 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
   }
   if (opts_.steps == 0 && !opts_.savePath.empty())
     saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
+  if (!opts_.stepPath.empty() && opts_.steps > 0)
+    saveStepTensors(*exec_, world_, opts_.stepPath, step_ - 1);
   closeLog();
   closeTrace();
   if (!opts_.statsPath.empty()) writeStatsFile(*exec_, world_, opts_.statsPath);

@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git python3
+  python3-numpy
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   openmpi-bin libopenmpi-dev
   libopenblas-dev libdnnl-dev

@@ -189,8 +189,34 @@ inline float geluDeriv(float x) {
   return 0.5f * (1.0f + t) +
          0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
 }
-// sigmoid(x) = (1 + tanh(x / 2)) / 2
-inline float sigmoidF(float x) { return 0.5f + 0.5f * tanhF(0.5f * x); }
+// e^x within about 2 ulp, in plain float arithmetic (it vectorizes like
+// tanhF): x = k ln2 + r with |r| <= ln2/2 (ln2 split in two so k ln2 is
+// exact), e^r by its degree-7 Taylor polynomial (remainder < 3e-9
+// relative), 2^k through the exponent bits. Inputs are clamped to where
+// e^x is a normal float (results below 1.2e-38 become that).
+inline float expF(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  // Round to nearest without a call: adding 1.5 * 2^23 leaves no fraction bits.
+  constexpr float kRound = 12582912.0f;
+  const float k = (x * 1.44269504088896341f + kRound) - kRound;
+  const float r = (x - k * 0.693145751953125f) - k * 1.428606765330187045e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = (int32_t(k) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+// 1 / (1 + e^-x): accurate to a few ulp everywhere. (The tanh form
+// (1 + tanh(x/2)) / 2 cancels for x << 0: 2.4e-4 relative at x = -8, and 0
+// instead of 1e-7 below x = -15.8.)
+inline float sigmoidF(float x) { return 1.0f / (1.0f + expF(-x)); }
 
 void kNeg(const KernelArgs &a) {
   const int64_t n = a.in[0].numel;

@@ -140,7 +140,7 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
 json optimizerJson(const ::dtc::CompileOptions &o, double weightDecay) {
   json j = {{"kind", o.optimizer}, {"lr", o.lr}, {"weight_decay", weightDecay},
             {"grad_clip", o.gradClip}};
-  if (o.optimizer != "sgd") {
+  if (o.optimizer == "adam" || o.optimizer == "adamw") {
     j["beta1"] = o.beta1;
     j["beta2"] = o.beta2;
     j["eps"] = o.eps;
@@ -556,8 +556,14 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         errors.flag("compilation failed during " + stage);
       return false;
     }
-    if (o.emitMlirAfter == stage)
-      module->print(llvm::outs());
+    if (o.emitMlirAfter == stage) {
+      OpPrintingFlags flags;
+      // Generic form: what tools outside dtc (e.g. the float64 reference of
+      // the tests) can parse without knowing any custom syntax.
+      if (o.emitGeneric)
+        flags.printGenericOpForm();
+      module->print(llvm::outs(), flags);
+    }
     return true;
   };
 

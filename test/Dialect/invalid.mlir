@@ -336,7 +336,7 @@ func.func @cross_entropy_grad_type(%l: tensor<4x10xf32>, %y: tensor<4xi32>, %d: 
 
 func.func @adam_betas(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
   // expected-error @+1 {{'dtc.adam_update' op betas must be in [0, 1)}}
-  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f32, beta1 = 1.5 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, decoupled = false, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f64, beta1 = 1.5 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, decoupled = false, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %0#0 : tensor<4xf32>
 }
 
@@ -344,7 +344,7 @@ func.func @adam_betas(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
 
 func.func @sgd_types(%p: tensor<4xf32>, %g: tensor<5xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'dtc.sgd_update' op gradient shape [5] differs from the parameter's [4]}}
-  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f32, weight_decay = 0.0 : f32, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
+  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 
@@ -354,7 +354,7 @@ func.func @sgd_types(%p: tensor<4xf32>, %g: tensor<5xf32>) -> tensor<4xf32> {
 // one, or loss scaling's inputs alone, are errors.
 func.func @sgd_wide_grad(%p: tensor<4xbf16>, %g: tensor<4xf32>) -> tensor<4xbf16> {
   // expected-error @+1 {{'dtc.sgd_update' op gradient element type 'f32' is not narrower than the parameter's 'bf16'}}
-  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f32, weight_decay = 0.0 : f32, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<4xbf16>, tensor<4xf32>) -> tensor<4xbf16>
+  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<4xbf16>, tensor<4xf32>) -> tensor<4xbf16>
   return %0 : tensor<4xbf16>
 }
 
@@ -362,7 +362,7 @@ func.func @sgd_wide_grad(%p: tensor<4xbf16>, %g: tensor<4xf32>) -> tensor<4xbf16
 
 func.func @adam_scale_alone(%p: tensor<4xf32>, %g: tensor<4xbf16>, %s: tensor<i64>, %f: tensor<f32>) -> tensor<4xf32> {
   // expected-error @+1 {{'dtc.adam_update' op takes inv_scale and found_inf together (loss scaling) or neither}}
-  %0:3 = "dtc.adam_update"(%p, %g, %p, %p, %s, %f) {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, decoupled = false, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0>} : (tensor<4xf32>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<i64>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %0:3 = "dtc.adam_update"(%p, %g, %p, %p, %s, %f) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, decoupled = false, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0>} : (tensor<4xf32>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<i64>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %0#0 : tensor<4xf32>
 }
 
@@ -370,7 +370,7 @@ func.func @adam_scale_alone(%p: tensor<4xf32>, %g: tensor<4xbf16>, %s: tensor<i6
 
 func.func @loss_scale_backoff(%s: tensor<f32>, %n: tensor<i64>) -> tensor<f32> {
   // expected-error @+1 {{'dtc.loss_scale_update' op backoff_factor must be in (0, 1]}}
-  %0:3 = "dtc.loss_scale_update"(%s, %n, %n, %s) {growth_factor = 2.0 : f32, backoff_factor = 1.5 : f32, growth_interval = 10 : i64} : (tensor<f32>, tensor<i64>, tensor<i64>, tensor<f32>) -> (tensor<f32>, tensor<i64>, tensor<i64>)
+  %0:3 = "dtc.loss_scale_update"(%s, %n, %n, %s) {growth_factor = 2.0 : f64, backoff_factor = 1.5 : f64, growth_interval = 10 : i64} : (tensor<f32>, tensor<i64>, tensor<i64>, tensor<f32>) -> (tensor<f32>, tensor<i64>, tensor<i64>)
   return %0#0 : tensor<f32>
 }
 
@@ -427,7 +427,7 @@ func.func @sharding_twice(%x: tensor<4x4xf32> {dtc.sharding = #dtc.sharding<@mes
 
 func.func @adam_eps(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
   // expected-error @+1 {{'dtc.adam_update' op eps must be positive}}
-  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 0.0 : f32, weight_decay = 0.0 : f32, decoupled = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 0.0 : f64, weight_decay = 0.0 : f64, decoupled = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %0#0 : tensor<4xf32>
 }
 

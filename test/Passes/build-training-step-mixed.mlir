@@ -57,7 +57,7 @@ func.func @main(%w: tensor<4x3xf32> {dtc.param, dtc.name = "w"},
 // FP16: %[[FOUND:.*]] = "dtc.cast"(%[[SUM]]) {{.*}}dtc.phase = "optimizer"{{.*}}} : (tensor<f16>) -> tensor<f32>
 // FP16: %[[INV:.*]] = "dtc.div"(%{{.*}}, %[[SCALE]])
 // FP16: "dtc.adam_update"(%{{.*}}, %[[G]], %{{.*}}, %{{.*}}, %{{.*}}, %[[INV]], %[[FOUND]]) {{.*}}operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>
-// FP16: "dtc.loss_scale_update"(%[[SCALE]], %[[GOOD]], %[[SKIPPED]], %[[FOUND]]) <{backoff_factor = 5.000000e-01 : f32, growth_factor = 2.000000e+00 : f32, growth_interval = 7 : i64}>
+// FP16: "dtc.loss_scale_update"(%[[SCALE]], %[[GOOD]], %[[SKIPPED]], %[[FOUND]]) <{backoff_factor = 5.000000e-01 : f64, growth_factor = 2.000000e+00 : f64, growth_interval = 7 : i64}>
 
 // SGD with clipping: squares summed in f32; the master updated by a bf16
 // gradient.

@@ -42,10 +42,12 @@
 // The cross-entropy gradient keeps the GLOBAL normalizer 1/32.
 // CHECK: "dtc.cross_entropy_grad"({{.*}}) <{scale = 3.125000e-02 : f32}>
 // CHECK: %[[DW:.*]] = "dtc.matmul"({{.*}}) {{.*}}: (tensor<16x8xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
-// The data-parallel gradient all-reduce, right before the update.
-// CHECK: %[[DW_SUM:.*]] = shard.all_reduce %[[DW]] on @mesh grid_axes = [0, 1] {{.*}}: tensor<16x8xf32> -> tensor<16x8xf32>
+// The data-parallel gradient all-reduce, right before the update: a SUM
+// (the default, so no `reduction =` is printed; an average would scale
+// every gradient by 1/4).
+// CHECK: %[[DW_SUM:.*]] = shard.all_reduce %[[DW]] on @mesh grid_axes = [0, 1] {dtc.gradient_of = ["w"], dtc.phase = "optimizer"} : tensor<16x8xf32> -> tensor<16x8xf32>
 // CHECK: %[[NEW_W:.*]] = "dtc.sgd_update"(%[[W]], %[[DW_SUM]])
-// CHECK: %[[LOSS_SUM:.*]] = shard.all_reduce %[[LOSS]] on @mesh grid_axes = [0, 1] {{.*}}: tensor<f32> -> tensor<f32>
+// CHECK: %[[LOSS_SUM:.*]] = shard.all_reduce %[[LOSS]] on @mesh grid_axes = [0, 1] {dtc.phase = "optimizer"} : tensor<f32> -> tensor<f32>
 // CHECK: return %[[LOSS_SUM]], %[[NEW_W]]
 
 // One device: nothing to communicate.

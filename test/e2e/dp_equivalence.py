@@ -134,9 +134,13 @@ def main(argv):
         if plan == ref_plan:
             print(f"{label}: reference, losses {', '.join(f'{l:.7g}' for l in losses)}")
             continue
-        worst_loss = max(abs(l - r) / max(abs(r), 1e-30) for l, r in zip(losses, ref_losses))
+        worst_loss = 0.0
+        for l, r in zip(losses, ref_losses):
+            rel = abs(l - r) / max(abs(r), 1e-30)
+            # max() would skip a NaN: make it the worst.
+            worst_loss = rel if not (rel <= worst_loss) else worst_loss
         problems = []
-        if worst_loss > a.rtol:
+        if not (worst_loss <= a.rtol):
             problems.append(f"losses differ (worst relative {worst_loss:.2e}): {losses} vs {ref_losses}")
         if set(params) != set(ref_params):
             problems.append(f"parameter names differ: {sorted(set(params) ^ set(ref_params))}")
@@ -158,10 +162,16 @@ def main(argv):
             rel_elem = max(abs(x - y) for x, y in zip(values, other)) / (
                 a.elem_rtol * scale + a.atol) * a.elem_rtol
             worst_norm, worst_elem = max(worst_norm, rel_norm), max(worst_elem, rel_elem)
-            if rel_norm > a.rtol:
+            bad = [i for i, (x, y) in enumerate(zip(values, other))
+                   if not (math.isfinite(x) and math.isfinite(y))]
+            if bad:
+                problems.append(f"parameter {name}: non-finite value at flat index {bad[0]} "
+                                f"({other[bad[0]]!r}, reference {values[bad[0]]!r})")
+                continue
+            if not (rel_norm <= a.rtol):
                 problems.append(f"parameter {name}: relative L2 error {rel_norm:.2e} > {a.rtol} "
                                 f"(with atol {a.atol})")
-            if rel_elem > a.elem_rtol:
+            if not (rel_elem <= a.elem_rtol):
                 problems.append(f"parameter {name}: an element differs by {rel_elem:.2e} of the "
                                 f"tensor's scale > {a.elem_rtol}")
         status = "FAIL" if problems else "ok"

@@ -75,6 +75,9 @@ const char *kUsage =
     "                         Perfetto trace events: kernels, collectives with bytes\n"
     "                         and communicator, steps, memory per category); DIR is\n"
     "                         created if missing (default: none)\n"
+    "  --save-step FILE       write the last step's inputs and outputs (e.g. the\n"
+    "                         gradients NAME:grad of dtc compile --optimizer none),\n"
+    "                         gathered, as safetensors (default: none; needs --steps >= 1)\n"
     "  --threads N            kernel threads per rank (default: OMP_NUM_THREADS or\n"
     "                         OPENBLAS_NUM_THREADS if set, else cores / ranks on\n"
     "                         the node; with --launch each rank is bound to N cores\n"
@@ -87,9 +90,9 @@ const char *kUsage =
     "                         (env DTC_MPIRUN: mpirun path, DTC_MPIRUN_ARGS: extra flags)\n"
     "  --help                 this text\n"
     "\n"
-    "Outputs (--log, --save, --stats, --trace) never overwrite an input; a regular\n"
-    "file is replaced atomically, /dev/null, /dev/stdout and FIFOs are written in\n"
-    "place.\n"
+    "Outputs (--log, --save, --stats, --trace, --save-step) never overwrite an\n"
+    "input; a regular file is replaced atomically, /dev/null, /dev/stdout and\n"
+    "FIFOs are written in place.\n"
     "SIGINT or SIGTERM: the step in progress finishes, --save is written, and the\n"
     "run exits with status 128+signal; a second signal stops at once.\n";
 
@@ -133,7 +136,7 @@ std::string parseArgs(int argc, char **argv, Options &o) {
       static const char *withValue[] = {"--steps", "--seed",  "--backend", "--data",
                                         "--data-dtype", "--log", "--save", "--load",
                                         "--stats", "--timeout", "--save-every",
-                                        "--threads", "--trace"};
+                                        "--threads", "--trace", "--save-step"};
       bool known = false;
       for (const char *w : withValue) known = known || name == w;
       if (!known) return "unknown flag " + name + " (see --help)";
@@ -170,6 +173,8 @@ std::string parseArgs(int argc, char **argv, Options &o) {
         o.train.statsPath = value;
       } else if (name == "--trace") {
         o.train.traceDir = value;
+      } else if (name == "--save-step") {
+        o.train.stepPath = value;
       } else if (name == "--save-every") {
         uint64_t v;
         if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
@@ -200,6 +205,8 @@ std::string parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.artifact.empty()) return "no artifact given (usage: dtc-run OUT.dtc --steps N; see --help)";
   if (!o.haveSteps) return "--steps N is required";
+  if (!o.train.stepPath.empty() && o.train.steps == 0)
+    return "--save-step needs at least one step (--steps >= 1)";
   if (o.train.saveEvery > 0 && o.train.savePath.empty()) return "--save-every needs --save CKPT";
   o.train.artifactPath = o.artifact;
   return "";
@@ -334,6 +341,7 @@ int64_t validate(const Options &o) {
     for (int64_t r = 0; r < a.devices; ++r) ranks.push_back(int(r));
     checkTracePaths(o.train, ranks);
   }
+  if (!o.train.stepPath.empty()) checkOutputPath("--save-step", o.train.stepPath);
   return a.devices;
 }
 

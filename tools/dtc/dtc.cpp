@@ -94,7 +94,9 @@ Plan:
                         before the scale doubles             (default: 2000)
   --grad-accum K        gradient accumulation steps          (default: 1)
 Optimizer:
-  --optimizer O         sgd|adam|adamw                       (default: adam)
+  --optimizer O         sgd|adam|adamw|none                  (default: adam)
+                        (none: no update; each step returns the (clipped)
+                        gradients as outputs NAME:grad, see dtc-run --save-step)
   --lr X                learning rate                        (default: 0.001)
   --weight-decay X      L2 (sgd, adam), decoupled (adamw)    (default: 0, 0.01 for adamw)
   --beta1 X             Adam beta1                           (default: 0.9)
@@ -106,6 +108,7 @@ Output:
   --report REPORT.json  write the plan report                (default: none)
   --emit-mlir STAGE     print the IR after parsed, training-step, planned,
                         split or partitioned to stdout       (default: none)
+  --emit-generic        --emit-mlir prints MLIR's generic op form (default: off)
   -h, --help            this help
 )";
 
@@ -304,7 +307,7 @@ int compileCommand(const std::vector<std::string> &args) {
   });
   flags.value("--grad-accum", [&](const std::string &v) { return parseInt("--grad-accum", v, o.gradAccum, 1); });
   flags.value("--optimizer", [&](const std::string &v) {
-    return parseChoice("--optimizer", v, o.optimizer, {"sgd", "adam", "adamw"});
+    return parseChoice("--optimizer", v, o.optimizer, {"sgd", "adam", "adamw", "none"});
   });
   // Numbers are parsed here; their ranges are the training step's to judge
   // (checkTrainingStepOptions), in the f32 precision the optimizer uses.
@@ -324,6 +327,7 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.value("--beta1", number("--beta1", o.beta1));
   flags.value("--beta2", number("--beta2", o.beta2));
   flags.value("--report", [&](const std::string &v) { o.report = v; return true; });
+  flags.boolean("--emit-generic", [&] { o.emitGeneric = true; });
   flags.value("--pin", [&](const std::string &v) { o.pins.push_back(v); return true; });
   flags.value("--emit-mlir", [&](const std::string &v) {
     for (const std::string &stage : dtc::emitStages())

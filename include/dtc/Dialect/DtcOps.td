@@ -505,7 +505,7 @@ def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "new_p
   let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
                        Optional<Dtc_LossTensor>:$inv_scale,
                        Optional<Dtc_LossTensor>:$found_inf,
-                       F32Attr:$lr, F32Attr:$weight_decay);
+                       F64Attr:$lr, F64Attr:$weight_decay);
   let results = (outs Dtc_FloatTensor:$new_param);
   let hasVerifier = 1;
 }
@@ -523,13 +523,15 @@ def Dtc_AdamUpdateOp : Dtc_Op<"adam_update", [Pure,
     `inv_scale` and `found_inf` (dynamic loss scaling, as PyTorch's fused
     Adam) the gradient is unscaled in f32 and the step is skipped,
     parameter and moments kept, unless `found_inf` is exactly 0.
+    The hyperparameters are f64: in f32, 1 - beta2 = 1 - 0.999 would be off
+    by 1.3e-5 relative, and so would every second moment.
   }];
   let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
                        Dtc_FloatTensor:$m, Dtc_FloatTensor:$v,
                        Dtc_StepTensor:$step, Optional<Dtc_LossTensor>:$inv_scale,
                        Optional<Dtc_LossTensor>:$found_inf,
-                       F32Attr:$lr, F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
-                       F32Attr:$weight_decay, BoolAttr:$decoupled);
+                       F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay, BoolAttr:$decoupled);
   let results = (outs Dtc_FloatTensor:$new_param, Dtc_FloatTensor:$new_m,
                       Dtc_FloatTensor:$new_v);
   let hasVerifier = 1;
@@ -548,7 +550,7 @@ def Dtc_LossScaleUpdateOp : Dtc_Op<"loss_scale_update", [Pure, Dtc_ShardingRule,
   }];
   let arguments = (ins Dtc_LossTensor:$scale, Dtc_StepTensor:$good_steps,
                        Dtc_StepTensor:$skipped, Dtc_LossTensor:$found_inf,
-                       F32Attr:$growth_factor, F32Attr:$backoff_factor,
+                       F64Attr:$growth_factor, F64Attr:$backoff_factor,
                        I64Attr:$growth_interval);
   let results = (outs Dtc_LossTensor:$new_scale, Dtc_StepTensor:$new_good_steps,
                       Dtc_StepTensor:$new_skipped);

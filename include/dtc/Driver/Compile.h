@@ -38,6 +38,7 @@ struct CompileOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gradClip = 0.0;
   std::string report;
   std::string emitMlirAfter; // parsed | training-step | planned | split | partitioned
+  bool emitGeneric = false;  // print --emit-mlir in MLIR's generic op form
   /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.
   std::vector<std::string> pins;
 };

@@ -71,6 +71,13 @@ LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::str
 void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path, int64_t step,
                     int64_t optimizerStep);
 
+/// Collective: gathers the `input` tensors the last step was fed and the
+/// `output` tensors it produced (e.g. NAME:grad of `dtc compile --optimizer
+/// none`) and writes them to `path` (rank 0, atomic) as safetensors with
+/// metadata {"dtc.format": "dtc-step-v1", "dtc.step": "K"}, K that step's
+/// global index. For tests and debugging: what a step saw and returned.
+void saveStepTensors(RankExecutor &exec, World &world, const std::string &path, int64_t step);
+
 } // namespace dtc::rt
 
 #endif // DTC_RUNTIME_CHECKPOINT_H

@@ -42,6 +42,8 @@ struct TrainOptions {
   std::string logPath, savePath, loadPath, statsPath;
   /// Directory of the per-rank traces (DIR/rank-R.json); "" = none.
   std::string traceDir;
+  /// After the last step: that step's inputs and outputs (saveStepTensors).
+  std::string stepPath;
   /// Also save every N steps (when the global step count is a multiple of
   /// N); 0 = only at the end.
   int64_t saveEvery = 0;

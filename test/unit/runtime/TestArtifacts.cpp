@@ -27,8 +27,12 @@ std::string scratchDir(const std::string &prefix) {
   static ScratchDirs scratch;
   std::string &dir = scratch.dirs[prefix];
   if (dir.empty()) {
-    std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) throw rt::Error("cannot create a directory under /tmp");
+    // Under $TMPDIR when set: scripts/check.sh checks that the tests leave
+    // nothing there.
+    const char *tmp = std::getenv("TMPDIR");
+    const std::string base = tmp && *tmp ? tmp : "/tmp";
+    std::string tmpl = base + "/" + prefix + "-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw rt::Error("cannot create a directory under " + base);
     dir = tmpl;
   }
   return dir;

@@ -20,7 +20,7 @@ namespace dtc::test {
 
 using json = nlohmann::json;
 
-/// A fresh directory under /tmp for this test process (one per `prefix`),
+/// A fresh directory under $TMPDIR (default /tmp) for this test process (one per `prefix`),
 /// removed with everything in it when the process that made it exits.
 std::string scratchDir(const std::string &prefix);
 

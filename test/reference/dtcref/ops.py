@@ -1,0 +1,362 @@
+"""What every dtc op computes, written from the model format's and the
+kernel list's definitions, and the reference's own vector-Jacobian products.
+
+Each function works on float64 arrays, float32 arrays or numerics.Bounded
+(see numerics.py); integer tensors (ids, labels) are int64 numpy arrays.
+Nothing here is derived from dtc's C++ (its gradient rules or kernels): the
+VJPs are checked against float64 central differences and hand-computed
+cases in test/reference/tests.
+"""
+import math
+
+import numpy as np
+
+from . import numerics as N
+
+GELU_A = 0.044715
+GELU_C = math.sqrt(2.0 / math.pi)
+
+
+# ---- broadcasting -------------------------------------------------------------------
+
+def broadcast_shape(a, b):
+    return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
+
+
+def unbroadcast(g, shape):
+    """Sums g (of a broadcast shape) back to `shape` (numpy's rule)."""
+    shape = tuple(shape)
+    if tuple(g.shape) == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
+    if axes:
+        g = N.sum(g, axis=axes, keepdims=False)
+    return N.reshape(g, shape)
+
+
+# ---- elementwise --------------------------------------------------------------------------
+
+def add(a, b):
+    return a + b
+
+
+def sub(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+
+
+def div(a, b):
+    return a / b
+
+
+def maximum(a, b):
+    shape = broadcast_shape(a.shape, b.shape)
+    return N.maximum(N.broadcast_to(a, shape), N.broadcast_to(b, shape))
+
+
+def neg(x):
+    return -x
+
+
+def exp(x):
+    return N.exp(x)
+
+
+def log(x):
+    return N.log(x)
+
+
+def tanh(x):
+    return N.tanh(x)
+
+
+def sqrt(x):
+    return N.sqrt(x)
+
+
+def rsqrt(x):
+    return N.const(1.0, x) / N.sqrt(x)
+
+
+def relu(x):
+    return N.where(N.val(x) > 0, x, N.zeros(x.shape, x))
+
+
+def _gelu_inner(x):
+    return N.const(GELU_C, x) * (x + N.const(GELU_A, x) * x * x * x)
+
+
+def gelu(x):
+    """The tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    return N.const(0.5, x) * x * (N.const(1.0, x) + N.tanh(_gelu_inner(x)))
+
+
+def sigmoid(x):
+    return N.const(1.0, x) / (N.const(1.0, x) + N.exp(-x))
+
+
+def silu(x):
+    return x * sigmoid(x)
+
+
+def gelu_derivative(x):
+    t = N.tanh(_gelu_inner(x))
+    one = N.const(1.0, x)
+    dinner = N.const(GELU_C, x) * (one + N.const(3.0 * GELU_A, x) * x * x)
+    return N.const(0.5, x) * (one + t) + N.const(0.5, x) * x * (one - t * t) * dinner
+
+
+def silu_derivative(x):
+    s = sigmoid(x)
+    one = N.const(1.0, x)
+    return s * (one + x * (one - s))
+
+
+# ---- matmul ---------------------------------------------------------------------------
+
+def swap_last(x):
+    perm = list(range(x.ndim))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return N.transpose(x, perm)
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False):
+    """[..., M, K] x [..., K, N]; batch dims broadcast (numpy's rule). With
+    transpose_a, a holds [..., K, M]; with transpose_b, b holds [..., N, K]."""
+    if transpose_a:
+        a = swap_last(a)
+    if transpose_b:
+        b = swap_last(b)
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError("matmul operands need rank >= 2")
+    return N.matmul(a, b)
+
+
+def matmul_vjp(a, b, dy):
+    da = unbroadcast(N.matmul(dy, swap_last(b)), a.shape)
+    db = unbroadcast(N.matmul(swap_last(a), dy), b.shape)
+    return da, db
+
+
+# ---- softmax and norms ----------------------------------------------------------------
+
+def softmax(x, axis, mask=None):
+    """exp(x - max) / sum along axis; entries where mask is False get 0."""
+    if mask is None:
+        m = N.max_stop(x, axis)
+    else:
+        # The shift is the largest VISIBLE entry; hidden ones become it
+        # (exp(0) = 1) and are then multiplied by an exact 0.
+        m = N.astype_like(np.max(np.where(mask, N.val(x), -np.inf), axis=axis, keepdims=True), x)
+        x = N.where(mask, x, N.broadcast_to(m, x.shape))
+    e = N.exp(x - m)
+    if mask is not None:
+        e = e * N.astype_like(mask, x)
+    return e / N.sum(e, axis=axis, keepdims=True)
+
+
+def softmax_vjp(y, dy, axis):
+    return y * (dy - N.sum(dy * y, axis=axis, keepdims=True))
+
+
+def _row_stats(x):
+    D = x.shape[-1]
+    mean = N.sum(x, axis=-1, keepdims=True) / N.const(float(D), x)
+    d = x - mean
+    var = N.sum(d * d, axis=-1, keepdims=True) / N.const(float(D), x)
+    return d, var
+
+
+def layer_norm(x, gamma, beta, eps):
+    d, var = _row_stats(x)
+    r = N.const(1.0, x) / N.sqrt(var + N.const(eps, x))
+    return d * r * gamma + beta
+
+
+def layer_norm_vjp(x, gamma, dy, eps):
+    """(dx, dgamma, dbeta); dgamma and dbeta sum over all leading dims."""
+    D = x.shape[-1]
+    d, var = _row_stats(x)
+    r = N.const(1.0, x) / N.sqrt(var + N.const(eps, x))
+    xhat = d * r
+    lead = tuple(range(x.ndim - 1))
+    dbeta = N.sum(dy, axis=lead) if lead else dy
+    dgamma = N.sum(dy * xhat, axis=lead) if lead else dy * xhat
+    g = dy * gamma
+    inv_d = N.const(1.0 / D, x)
+    mean_g = N.sum(g, axis=-1, keepdims=True) * inv_d
+    mean_gx = N.sum(g * xhat, axis=-1, keepdims=True) * inv_d
+    dx = r * (g - mean_g - xhat * mean_gx)
+    return dx, dgamma, dbeta
+
+
+def rms_norm(x, gamma, eps):
+    D = x.shape[-1]
+    ms = N.sum(x * x, axis=-1, keepdims=True) / N.const(float(D), x)
+    r = N.const(1.0, x) / N.sqrt(ms + N.const(eps, x))
+    return x * r * gamma
+
+
+def rms_norm_vjp(x, gamma, dy, eps):
+    D = x.shape[-1]
+    ms = N.sum(x * x, axis=-1, keepdims=True) / N.const(float(D), x)
+    r = N.const(1.0, x) / N.sqrt(ms + N.const(eps, x))
+    xhat = x * r
+    lead = tuple(range(x.ndim - 1))
+    dgamma = N.sum(dy * xhat, axis=lead) if lead else dy * xhat
+    g = dy * gamma
+    mean_gx = N.sum(g * xhat, axis=-1, keepdims=True) / N.const(float(D), x)
+    dx = r * (g - xhat * mean_gx)
+    return dx, dgamma
+
+
+# ---- embedding, attention, cross entropy ----------------------------------------------
+
+def check_ids(ids, bound, what):
+    ids = np.asarray(ids)
+    bad = np.argwhere((ids < 0) | (ids >= bound))
+    if bad.size:
+        pos = tuple(int(i) for i in bad[0])
+        raise ValueError(f"{what} {int(ids[pos])} at {list(pos)} is outside [0, {bound})")
+
+
+def embedding(table, ids):
+    check_ids(ids, table.shape[0], "id")
+    return N.take_rows(table, np.asarray(ids))
+
+
+def embedding_vjp(ids, dy, vocab):
+    check_ids(ids, vocab, "id")
+    return N.scatter_add_rows(ids, dy, vocab)
+
+
+def causal_mask(sq, sk):
+    """key j visible to query i iff j <= i."""
+    return np.arange(sk)[None, :] <= np.arange(sq)[:, None]
+
+
+def attention(q, k, v, causal):
+    """softmax(q k^T / sqrt(Dh)) v over [B, H, S, Dh]."""
+    dh = q.shape[-1]
+    s = N.matmul(q, swap_last(k)) * N.const(1.0 / math.sqrt(dh), q)
+    mask = None
+    if causal:
+        if q.shape[-2] != k.shape[-2]:
+            raise ValueError("causal attention needs as many queries as keys")
+        mask = np.broadcast_to(causal_mask(q.shape[-2], k.shape[-2]), s.shape)
+    p = softmax(s, -1, mask)
+    return N.matmul(p, v)
+
+
+def attention_vjp(q, k, v, dy, causal):
+    dh = q.shape[-1]
+    scale = N.const(1.0 / math.sqrt(dh), q)
+    s = N.matmul(q, swap_last(k)) * scale
+    mask = None
+    if causal:
+        mask = np.broadcast_to(causal_mask(q.shape[-2], k.shape[-2]), s.shape)
+    p = softmax(s, -1, mask)
+    dv = N.matmul(swap_last(p), dy)
+    dp = N.matmul(dy, swap_last(v))
+    ds = softmax_vjp(p, dp, -1) * scale
+    dq = N.matmul(ds, k)
+    dk = N.matmul(swap_last(ds), q)
+    return dq, dk, dv
+
+
+def _log_softmax_parts(logits):
+    m = N.max_stop(logits, -1)
+    lse = N.log(N.sum(N.exp(logits - m), axis=-1)) + m[..., 0]
+    return lse
+
+
+def cross_entropy(logits, labels):
+    """Mean over all label positions of -log softmax(logits)[label]."""
+    labels = np.asarray(labels)
+    check_ids(labels, logits.shape[-1], "label")
+    lse = _log_softmax_parts(logits)
+    picked = N.take_last(logits, labels)
+    count = labels.size
+    return N.sum(lse - picked) / N.const(float(count), logits)
+
+
+def cross_entropy_grad(logits, labels, dloss, scale):
+    """(softmax(logits) - onehot(label)) * dloss * scale."""
+    labels = np.asarray(labels)
+    check_ids(labels, logits.shape[-1], "label")
+    p = softmax(logits, -1)
+    onehot = (np.arange(logits.shape[-1]) == labels[..., None])
+    return (p - N.astype_like(onehot, logits)) * (dloss * N.const(scale, logits))
+
+
+# ---- reductions and data movement -------------------------------------------------------
+
+def reduce_sum(x, axes, keep_dims):
+    axes = tuple(int(a) for a in axes)
+    if not axes:
+        return x
+    return N.sum(x, axis=axes, keepdims=bool(keep_dims))
+
+
+def reduce_mean(x, axes, keep_dims):
+    axes = tuple(int(a) for a in axes)
+    if not axes:
+        return x
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    return N.sum(x, axis=axes, keepdims=bool(keep_dims)) / N.const(float(count), x)
+
+
+def expand_reduced(dy, shape, axes, keep_dims):
+    shape = tuple(shape)
+    if not keep_dims:
+        kept = list(shape)
+        for a in axes:
+            kept[a] = 1
+        dy = N.reshape(dy, tuple(kept))
+    return N.broadcast_to(dy, shape)
+
+
+def cast_value(x, elem):
+    """dtc.cast to element type `elem` ('f32', 'i32', 'i64', ...): float to
+    int truncates toward zero, NaN becomes 0, out-of-range saturates."""
+    if elem in ("i32", "i64"):
+        lo, hi = (-2**31, 2**31 - 1) if elem == "i32" else (-2**63, 2**63 - 1)
+        if np.issubdtype(np.asarray(x).dtype, np.integer):
+            return np.clip(np.asarray(x, dtype=object), lo, hi).astype(np.int64)
+        f = np.asarray(N.val(x), dtype=np.float64)
+        t = np.trunc(np.nan_to_num(f, nan=0.0, posinf=float(hi), neginf=float(lo)))
+        out = np.where(t <= lo, lo, np.where(t >= hi, hi, 0)).astype(np.int64)
+        inside = (t > lo) & (t < hi)
+        out[inside] = t[inside].astype(np.int64)
+        return out
+    if not N.is_bounded(x) and np.issubdtype(np.asarray(x).dtype, np.integer):
+        return np.asarray(x, dtype=np.float64)
+    return x
+
+
+# ---- optimizer updates (cli.md) ------------------------------------------------------------
+
+def sgd_update(p, g, lr, wd):
+    return p - lr * (g + wd * p)
+
+
+def adam_update(p, g, m, v, step, lr, beta1, beta2, eps, wd, decoupled):
+    """PyTorch Adam (L2 weight decay) / AdamW (decoupled), step = updates
+    already applied (t = step + 1)."""
+    t = int(step) + 1
+    if not decoupled:
+        g = g + wd * p
+    m2 = beta1 * m + (1 - beta1) * g
+    v2 = beta2 * v + (1 - beta2) * g * g
+    mhat = m2 / (1 - beta1 ** t)
+    vhat = v2 / (1 - beta2 ** t)
+    if decoupled:
+        p = p - lr * wd * p
+    return p - lr * mhat / (np.sqrt(vhat) + eps), m2, v2
