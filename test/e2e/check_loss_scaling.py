@@ -22,6 +22,7 @@ import json
 import math
 import os
 import subprocess
+import tempfile
 import sys
 
 import struct
@@ -49,7 +50,9 @@ def run(cmd, inject=None):
     env.pop("DTC_INJECT_OVERFLOW", None)
     if inject is not None:
         env["DTC_INJECT_OVERFLOW"] = str(inject)
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    with tempfile.TemporaryDirectory(prefix="dtc-") as tmp:
+        env["TMPDIR"] = tmp
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"FAILED ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout}")
     return proc.stdout

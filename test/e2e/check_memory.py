@@ -7,8 +7,7 @@ allocator measured, for several plans of one model.
 
 For each plan: `dtc compile --report`, then `dtc run --steps 1 --stats`
 (every rank's allocator; the file holds the maximum over ranks). Each of
-params, grads, optimizer and activations must agree within --rtol
-(measured slots are 64-byte aligned plus a guard). `--drop "A B F"` also
+params, grads, optimizer and activations must agree within --rtol. `--drop "A B F"` also
 checks that plan B's measured parameter memory is plan A's divided by F
 (within 5%): ZeRO-3 really stores 1/N of the parameters. Prints one line
 per plan; exits 1 on any failure. Standard library only.
@@ -17,6 +16,7 @@ import argparse
 import json
 import os
 import subprocess
+import tempfile
 import sys
 
 PAIRS = [("params", "param"), ("grads", "grad"), ("optimizer", "optimizer"),
@@ -24,7 +24,9 @@ PAIRS = [("params", "param"), ("grads", "grad"), ("optimizer", "optimizer"),
 
 
 def run(cmd):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with tempfile.TemporaryDirectory(prefix="dtc-") as tmp:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=dict(os.environ, TMPDIR=tmp))
     if proc.returncode != 0:
         raise SystemExit(f"FAILED ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout}")
     return proc.stdout

@@ -23,6 +23,7 @@ import math
 import os
 import struct
 import subprocess
+import tempfile
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +31,9 @@ from dp_equivalence import read_safetensors, devices, losses_of  # noqa: E402
 
 
 def run(cmd):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with tempfile.TemporaryDirectory(prefix="dtc-") as tmp:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=dict(os.environ, TMPDIR=tmp))
     if proc.returncode != 0:
         raise SystemExit(f"FAILED ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout}")
     return proc.stdout
