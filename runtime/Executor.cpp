@@ -134,14 +134,11 @@ char *RankExecutor::allocate(size_t bytes, int category) {
                 " on the " + backend_->name() + " backend: " + e.what());
   }
   allocations_.ptrs.push_back(static_cast<char *>(mem));
-  // Nothing is freed before the executor goes: current == high-water. The
-  // categories count what was asked for (the memory plan's slots compare
-  // with the report); alignment and guards only the total.
+  // Nothing is freed before the executor goes: current == high-water.
   if (category == kStaging)
-    stagingAllocated_ += bytes;
+    stagingAllocated_ += size;
   else
-    stats_.memoryBytes[category] += bytes;
-  paddingAllocated_ += size - bytes;
+    stats_.memoryBytes[category] += size;
   return static_cast<char *>(mem);
 }
 
@@ -150,7 +147,7 @@ const ExecStats &RankExecutor::stats() const {
   stats_.stagingBytes = stagingAllocated_;
   for (const auto &c : comms_) stats_.stagingBytes += c->scratchBytes();
   stats_.stagingBytes += backend_->scratchBytes();
-  stats_.totalMemoryBytes = stats_.stagingBytes + paddingAllocated_;
+  stats_.totalMemoryBytes = stats_.stagingBytes;
   for (uint64_t bytes : stats_.memoryBytes) stats_.totalMemoryBytes += bytes;
   return stats_;
 }

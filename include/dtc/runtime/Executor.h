@@ -46,14 +46,12 @@ struct CollectiveStats {
 
 struct ExecStats {
   /// Allocator high-water bytes per memory category (index: MemCategory):
-  /// the bytes of the slots this rank allocated, as requested (the memory
-  /// plan's sizes, which the report counts).
+  /// what this rank really allocated (slots are 64-byte aligned).
   uint64_t memoryBytes[kNumMemCategories] = {};
   /// High-water bytes of collective staging (packing buffers and the
   /// communicators' scratch), which no slot holds.
   uint64_t stagingBytes = 0;
-  /// High-water of everything the executor allocated: the categories,
-  /// staging, and each allocation's 64-byte alignment and guard.
+  /// High-water of everything the executor allocated.
   uint64_t totalMemoryBytes = 0;
   /// Per collective kind (index: CollKind), cumulative over every run().
   CollectiveStats collectives[kNumCollKinds];
@@ -237,7 +235,7 @@ private:
   int overflowInstr_ = -1, overflowBuffer_ = -1;
   bool overflowArmed_ = false;
   void poisonGradient(bool afterCollective);
-  uint64_t stagingAllocated_ = 0, paddingAllocated_ = 0;
+  uint64_t stagingAllocated_ = 0;
   /// Everything allocate() handed out, given back to the backend when the
   /// executor goes (also when its constructor fails).
   struct Allocations {
