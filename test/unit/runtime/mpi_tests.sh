@@ -11,6 +11,10 @@ run=$bin/dtc-run
 work=$(mktemp -d "${TMPDIR:-/tmp}/dtc-mpi-$case_name-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
+# Open MPI's session directory goes into the scratch directory too: an
+# mpirun whose ranks fail leaves it behind, and the suite must leave TMPDIR
+# empty (scripts/check.sh).
+export TMPDIR=$work
 export OPENBLAS_NUM_THREADS=1
 root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
 mpi() { local np=$1; shift; timeout 60 "$mpiexec" -np "$np" "${root[@]}" --oversubscribe --quiet "$@"; }
