@@ -37,6 +37,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringMap.h"
 #include "dtc/Sharding/TensorSharding.h"
 
 namespace mlir::dtc {
@@ -89,6 +90,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
 
   LogicalResult apply(ModuleOp module, func::FuncOp step) {
     MLIRContext *ctx = &getContext();
+    if (zero < 0 || zero > 3)
+      return module.emitError() << "zero must be 0, 1, 2 or 3, got " << static_cast<int64_t>(zero);
     SmallVector<int64_t> grid(mesh.begin(), mesh.end());
     if (grid.empty())
       grid = {1};
@@ -239,6 +242,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     if (failed(propagation.run()))
       return failure();
     propagation.annotate(kGridName);
+    if (zero > 0 && !dpAxes.empty() && failed(planZero(step, grid, dpAxes)))
+      return failure();
 
     Builder b(ctx);
     SmallVector<NamedAttribute> axes = {
@@ -257,9 +262,119 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
                         b.getNamedAttr("pp", b.getI64IntegerAttr(ppDegree)),
                         b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtualStages)),
                         b.getNamedAttr("microbatches", b.getI64IntegerAttr(microbatchCount)),
-                        b.getNamedAttr("zero", b.getI64IntegerAttr(0)),
+                        b.getNamedAttr("zero", b.getI64IntegerAttr(zero)),
                         b.getNamedAttr("axes", b.getDictionaryAttr(axes)),
                     }));
+    return success();
+  }
+
+  /// ZeRO's layout of a parameter stored as `stored` (its tensor-parallel
+  /// split): the data-parallel axes added on the largest dimension nothing
+  /// splits yet (padded pieces when it does not divide), else appended to a
+  /// dimension split evenly that still divides; unchanged when neither
+  /// exists (a scalar, or dimensions too small).
+  static TensorSharding zeroSharding(const TensorSharding &stored, ArrayRef<int64_t> shape,
+                                     const GridAxes &dpAxes, ArrayRef<int64_t> grid) {
+    int64_t n = shardCount(grid, dpAxes);
+    int best = -1;
+    auto better = [&](int d) {
+      if (best < 0)
+        return true;
+      bool even = shape[d] % n == 0, bestEven = shape[best] % n == 0;
+      return std::make_pair(even, shape[d]) > std::make_pair(bestEven, shape[best]);
+    };
+    for (int d = 0; d < (int)shape.size(); ++d)
+      if (stored.dims[d].empty() && shape[d] >= 2 && better(d))
+        best = d;
+    TensorSharding zeroed = stored;
+    if (best >= 0) {
+      zeroed.dims[best] = dpAxes;
+      normalizePieces(zeroed, shape, grid);
+      return zeroed;
+    }
+    for (int d = 0; d < (int)shape.size(); ++d) {
+      int64_t pieces = shardCount(grid, stored.dims[d]) * n;
+      if (!stored.dims[d].empty() && stored.piece(d) == 0 && shape[d] % pieces == 0) {
+        zeroed.dims[d].append(dpAxes.begin(), dpAxes.end());
+        return zeroed;
+      }
+    }
+    return stored;
+  }
+
+  /// ZeRO: a second planning round over the optimizer phase alone, the
+  /// forward and backward keeping their plan. Optimizer state (and, for
+  /// stage 3, the parameter) is stored in ZeRO's layout by storage pins; the
+  /// gradients the optimizer reads are pinned in it as sources, so every
+  /// update, clipping and cast runs on the rank's piece and the partitioner
+  /// reduce-scatters each gradient into it and gathers the updated
+  /// parameter back where the stored one is whole.
+  LogicalResult planZero(func::FuncOp step, ArrayRef<int64_t> grid, const GridAxes &dpAxes) {
+    MLIRContext *ctx = &getContext();
+    auto argRole = [&](unsigned i) {
+      auto role = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kRoleAttr);
+      return role ? role.getValue() : StringRef();
+    };
+    auto argString = [&](unsigned i, StringRef key) {
+      auto value = step.getArgAttrOfType<StringAttr>(i, key);
+      return value ? value.getValue() : StringRef();
+    };
+    auto storedSharding = [&](unsigned i) {
+      TensorSharding s = fromShardingAttr(
+          step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr));
+      normalizePieces(s, tensorTypeOf(step.getArgument(i)).getShape(), grid);
+      return s;
+    };
+    // ZeRO's layout per parameter name, from the first round's plan.
+    llvm::StringMap<TensorSharding> layout;
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      if (argRole(i) == "param")
+        layout[argString(i, DtcDialect::kNameAttr)] =
+            zeroSharding(storedSharding(i), tensorTypeOf(step.getArgument(i)).getShape(),
+                         dpAxes, grid);
+
+    SmallVector<Operation *> optimizerOps;
+    for (Operation &op : step.getBody().front()) {
+      auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+      if (phase && phase.getValue() == "optimizer" && isa<ShardingRuleOpInterface>(op))
+        optimizerOps.push_back(&op);
+    }
+    ShardingPropagation propagation(step, grid);
+    propagation.restrictTo(optimizerOps);
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      BlockArgument arg = step.getArgument(i);
+      StringRef role = argRole(i);
+      TensorSharding stored = storedSharding(i);
+      StringRef owner = role == "param"             ? argString(i, DtcDialect::kNameAttr)
+                        : role == "optimizer_state" ? argString(i, DtcDialect::kOfAttr)
+                                                    : StringRef();
+      auto it = owner.empty() ? layout.end() : layout.find(owner);
+      if (it != layout.end() && it->second.dims.size() == stored.dims.size() &&
+          (role == "optimizer_state" || zero >= 3))
+        stored = it->second;
+      if (role == "param" && zero >= 3 && stored != storedSharding(i))
+        step.setArgAttr(i, DtcDialect::kRegatherAttr, UnitAttr::get(ctx));
+      propagation.pinStorage(arg, stored);
+    }
+    // The gradients the optimizer reads, where the backward completes them.
+    for (Operation *op : optimizerOps)
+      for (Value operand : op->getOperands()) {
+        auto result = dyn_cast<OpResult>(operand);
+        if (!result || llvm::is_contained(optimizerOps, result.getOwner()))
+          continue;
+        auto names = result.getOwner()->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr);
+        auto name = names && result.getResultNumber() < names.size()
+                        ? dyn_cast<StringAttr>(names[result.getResultNumber()])
+                        : nullptr;
+        auto it = name ? layout.find(name.getValue()) : layout.end();
+        if (it != layout.end() &&
+            it->second.dims.size() == (size_t)tensorTypeOf(operand).getRank())
+          propagation.pin(operand, it->second, ShardingPriority::Strategy);
+      }
+    step.walk([&](arith::ConstantOp c) { propagation.close(c.getResult()); });
+    if (failed(propagation.run()))
+      return failure();
+    propagation.annotate(kGridName);
     return success();
   }
 

@@ -79,6 +79,9 @@ struct BuildTrainingStepPass
     options.beta2 = beta2;
     options.eps = eps;
     options.gradClip = gradClip;
+    options.precision = precision;
+    options.lossScale = lossScale;
+    options.lossScaleWindow = lossScaleWindow;
     std::string option, message;
     if (!checkTrainingStepOptions(options, option, message))
       return emitError(loc) << "option " << option << ": " << message;
@@ -119,6 +122,18 @@ struct BuildTrainingStepPass
       return main.emitError() << "@main must return exactly the loss";
 
     bool adam = kind == Optimizer::Adam || kind == Optimizer::AdamW;
+    // Mixed precision: the low-precision float type of parameters and
+    // activations (null in f32). Master weights only matter to an update.
+    FloatType lowType = precision == "bf16-mixed"   ? FloatType(BFloat16Type::get(ctx))
+                        : precision == "fp16-mixed" ? FloatType(Float16Type::get(ctx))
+                                                    : FloatType();
+    bool scaling = precision == "fp16-mixed";
+    auto lowOf = [&](Type t) -> Type {
+      auto ranked = dyn_cast<RankedTensorType>(t);
+      if (!lowType || !ranked || !ranked.getElementType().isF32())
+        return t;
+      return ranked.clone(lowType);
+    };
 
     // Signature: params, optimizer state, step, inputs.
     SmallVector<Type> argTypes;
@@ -134,28 +149,70 @@ struct BuildTrainingStepPass
       return attrs.getNamedAttr(key, attrs.getStringAttr(value));
     };
     for (const ParamInfo &p : params) {
-      argTypes.push_back(main.getArgument(p.mainIndex).getType());
+      argTypes.push_back(lowOf(main.getArgument(p.mainIndex).getType()));
       argAttrs.push_back(dict({role("param"), named(DtcDialect::kNameAttr, p.name),
                                named(DtcDialect::kInitAttr, p.init)}));
     }
-    unsigned stateBase = argTypes.size();
-    SmallVector<StringRef, 2> stateKinds;
+    auto derived = [&](StringRef base, StringRef suffix) {
+      return (base + Twine(DtcDialect::kDerivedNameSeparator) + suffix).str();
+    };
+    // Optimizer state is f32 whatever the parameter's type. A bf16/f16
+    // parameter (mixed precision, or one the model declares so) trains from
+    // f32 master weights: the update reads and writes the master, and the
+    // parameter becomes the new master rounded. Masters first, then Adam's
+    // moments.
+    auto stateType = [&](const ParamInfo &p) {
+      return cast<RankedTensorType>(main.getArgument(p.mainIndex).getType())
+          .clone(Float32Type::get(ctx));
+    };
+    SmallVector<int> masterIndex(params.size(), -1);
+    for (auto [idx, p] : llvm::enumerate(params)) {
+      if (kind == Optimizer::None)
+        break;
+      auto type = cast<RankedTensorType>(argTypes[idx]);
+      if (type.getElementType().isF32())
+        continue;
+      masterIndex[idx] = argTypes.size();
+      argTypes.push_back(stateType(p));
+      argAttrs.push_back(dict({role("optimizer_state"),
+                               named(DtcDialect::kNameAttr, derived(p.name, "master")),
+                               named(DtcDialect::kOfAttr, p.name),
+                               named(DtcDialect::kInitAttr, p.init),
+                               named(DtcDialect::kStateKindAttr, "master")}));
+    }
+    unsigned momentBase = argTypes.size();
     if (adam)
-      stateKinds = {"adam_m", "adam_v"};
-    for (StringRef state : stateKinds)
-      for (const ParamInfo &p : params) {
-        argTypes.push_back(main.getArgument(p.mainIndex).getType());
-        argAttrs.push_back(dict({role("optimizer_state"),
-                                 named(DtcDialect::kNameAttr, p.name + DtcDialect::kDerivedNameSeparator + state.str()),
-                                 named(DtcDialect::kOfAttr, p.name),
-                                 named(DtcDialect::kInitAttr, "zeros")}));
-      }
+      for (StringRef state : {"adam_m", "adam_v"})
+        for (const ParamInfo &p : params) {
+          argTypes.push_back(stateType(p));
+          argAttrs.push_back(dict({role("optimizer_state"),
+                                   named(DtcDialect::kNameAttr, derived(p.name, state)),
+                                   named(DtcDialect::kOfAttr, p.name),
+                                   named(DtcDialect::kInitAttr, "zeros")}));
+        }
     int stepIndex = -1;
     if (adam) {
       stepIndex = argTypes.size();
       argTypes.push_back(RankedTensorType::get({}, IntegerType::get(ctx, 64)));
       argAttrs.push_back(
           dict({role("step"), named(DtcDialect::kNameAttr, DtcDialect::kStepName)}));
+    }
+    // Dynamic loss scaling's state: the scale, the run of good steps and the
+    // count of skipped steps (replicated scalars, saved with the optimizer).
+    int scaleIndex = -1;
+    auto scalarF32 = RankedTensorType::get({}, Float32Type::get(ctx));
+    auto scalarI64 = RankedTensorType::get({}, IntegerType::get(ctx, 64));
+    if (scaling && kind != Optimizer::None) {
+      scaleIndex = argTypes.size();
+      auto state = [&](StringRef name, StringRef stateKind, Type type, std::string init) {
+        argTypes.push_back(type);
+        argAttrs.push_back(dict({role("optimizer_state"), named(DtcDialect::kNameAttr, name),
+                                 named(DtcDialect::kInitAttr, init),
+                                 named(DtcDialect::kStateKindAttr, stateKind)}));
+      };
+      state("loss_scale", "loss_scale", scalarF32, "fill(" + formatNumber(lossScale) + ")");
+      state(derived("loss_scale", "good_steps"), "loss_scale_good_steps", scalarI64, "zeros");
+      state("skipped_steps", "skipped_steps", scalarI64, "zeros");
     }
     unsigned inputBase = argTypes.size();
     for (const InputInfo &in : inputs) {
@@ -189,23 +246,41 @@ struct BuildTrainingStepPass
     for (auto [idx, in] : llvm::enumerate(inputs))
       mapping.map(main.getArgument(in.mainIndex), body->getArgument(inputBase + idx));
     Value loss;
-    SmallVector<Operation *> forwardOps;
-    for (Operation &op : main.getBody().front()) {
-      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        loss = mapping.lookup(ret.getOperand(0));
-        continue;
+    if (lowType) {
+      for (auto [idx, in] : llvm::enumerate(inputs)) {
+        Value arg = body->getArgument(inputBase + idx);
+        if (lowOf(arg.getType()) != arg.getType())
+          mapping.map(main.getArgument(in.mainIndex),
+                      CastOp::create(b, arg.getLoc(), lowOf(arg.getType()), arg).getResult());
       }
-      Operation *clone = b.clone(op, mapping);
-      clone->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(kForward));
-      clone->setAttr(DtcDialect::kIdAttr, b.getI64IntegerAttr(forwardOps.size()));
-      forwardOps.push_back(clone);
+      loss = cloneInPrecision(b, main, mapping, lowType);
+    } else {
+      for (Operation &op : main.getBody().front()) {
+        if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+          loss = mapping.lookup(ret.getOperand(0));
+          continue;
+        }
+        b.clone(op, mapping);
+      }
+    }
+    // Every forward op (mixed precision's casts included) gets its phase and
+    // an id its backward ops refer to (dtc.forward).
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : *body) {
+      op.setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(kForward));
+      op.setAttr(DtcDialect::kIdAttr, b.getI64IntegerAttr(forwardOps.size()));
+      forwardOps.push_back(&op);
     }
 
     // Backward.
     SmallVector<Value> paramArgs;
     for (unsigned i = 0; i < params.size(); ++i)
       paramArgs.push_back(body->getArgument(i));
-    FailureOr<SmallVector<Value>> grads = differentiate(b, loss, paramArgs, forwardOps);
+    // fp16: the backward starts from the loss scale instead of 1, so small
+    // gradients stay representable; the updates unscale them in f32.
+    Value lossScaleArg = scaleIndex >= 0 ? body->getArgument(scaleIndex) : Value();
+    FailureOr<SmallVector<Value>> grads =
+        differentiate(b, loss, paramArgs, forwardOps, lossScaleArg);
     if (failed(grads))
       return failure();
 
@@ -230,8 +305,33 @@ struct BuildTrainingStepPass
       }
     };
     markGradients();
+    // Loss scaling: found_inf is the sum of every gradient times 0 (0 when
+    // all are finite, NaN otherwise; summing the gradients themselves could
+    // overflow f16), in f32; inv_scale unscales in the updates.
+    Value foundInf, invScale;
+    if (lossScaleArg) {
+      for (Value g : *grads) {
+        RankedTensorType type = typeOf(g);
+        Value zero = createSplatConstant(b, optLoc, RankedTensorType::get({}, type.getElementType()), 0.0);
+        // max(g, g) = g, but max is not linear: the probe reads the whole
+        // gradient the update reads (reduced over data parallelism, summed
+        // over micro-batches), not partial sums whose total could still
+        // overflow.
+        Value whole = MaxOp::create(b, optLoc, g, g);
+        Value probe = MulOp::create(b, optLoc, whole, zero);
+        SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+        if (!axes.empty())
+          probe = ReduceSumOp::create(b, optLoc, probe, axes, false).getResult();
+        if (!typeOf(probe).getElementType().isF32())
+          probe = CastOp::create(b, optLoc, scalarF32, probe);
+        foundInf = foundInf ? AddOp::create(b, optLoc, foundInf, probe).getResult() : probe;
+      }
+
+      invScale = DivOp::create(b, optLoc, createSplatConstant(b, optLoc, scalarF32, 1.0),
+                               lossScaleArg);
+    }
     if (gradClip > 0) {
-      clipByGlobalNorm(b, optLoc, *grads);
+      clipByGlobalNorm(b, optLoc, *grads, invScale);
       markGradients();
     }
 
@@ -249,36 +349,60 @@ struct BuildTrainingStepPass
                                     named(DtcDialect::kNameAttr, p.name + DtcDialect::kDerivedNameSeparator + "grad"),
                                     named(DtcDialect::kOfAttr, p.name)}));
       }
-    } else if (kind == Optimizer::Sgd) {
-      for (auto [idx, p] : llvm::enumerate(params)) {
-        Value updated = SgdUpdateOp::create(b, optLoc, paramArgs[idx], (*grads)[idx],
-                                            b.getF64FloatAttr(lr),
-                                            b.getF64FloatAttr(weightDecay));
-        results.push_back(updated);
-        resultAttrs.push_back(dict({role("update"), updates(idx)}));
-      }
     } else {
+      // The tensor each update reads and writes: the f32 master weights in
+      // mixed precision (the parameter then becomes the new master rounded),
+      // else the parameter itself.
+      auto updated = [&](unsigned idx) {
+        return masterIndex[idx] >= 0 ? Value(body->getArgument(masterIndex[idx]))
+                                     : paramArgs[idx];
+      };
+      SmallVector<std::pair<unsigned, Value>> newMasters;
       SmallVector<Value> newM, newV;
       for (unsigned idx = 0; idx < params.size(); ++idx) {
-        auto update = AdamUpdateOp::create(
-            b, optLoc, paramArgs[idx], (*grads)[idx],
-            body->getArgument(stateBase + idx),
-            body->getArgument(stateBase + params.size() + idx),
-            body->getArgument(stepIndex), b.getF64FloatAttr(lr),
-            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
-            b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay),
-            b.getBoolAttr(kind == Optimizer::AdamW));
-        results.push_back(update.getNewParam());
+        Value next;
+        if (kind == Optimizer::Sgd) {
+          next = SgdUpdateOp::create(b, optLoc, updated(idx), (*grads)[idx], invScale,
+                                     foundInf, b.getF64FloatAttr(lr),
+                                     b.getF64FloatAttr(weightDecay));
+        } else {
+          auto update = AdamUpdateOp::create(
+              b, optLoc, updated(idx), (*grads)[idx], body->getArgument(momentBase + idx),
+              body->getArgument(momentBase + params.size() + idx),
+              body->getArgument(stepIndex), invScale, foundInf, b.getF64FloatAttr(lr),
+              b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+              b.getF64FloatAttr(weightDecay), b.getBoolAttr(kind == Optimizer::AdamW));
+          next = update.getNewParam();
+          newM.push_back(update.getNewM());
+          newV.push_back(update.getNewV());
+        }
+        if (masterIndex[idx] >= 0) {
+          newMasters.push_back({unsigned(masterIndex[idx]), next});
+          next = CastOp::create(b, optLoc, paramArgs[idx].getType(), next);
+        }
+        results.push_back(next);
         resultAttrs.push_back(dict({role("update"), updates(idx)}));
-        newM.push_back(update.getNewM());
-        newV.push_back(update.getNewV());
+      }
+      for (auto [arg, v] : newMasters) {
+        results.push_back(v);
+        resultAttrs.push_back(dict({role("update"), updates(arg)}));
       }
       for (auto [k, values] : llvm::enumerate(std::array{&newM, &newV}))
         for (auto [idx, v] : llvm::enumerate(*values)) {
           results.push_back(v);
           resultAttrs.push_back(
-              dict({role("update"), updates(stateBase + k * params.size() + idx)}));
+              dict({role("update"), updates(momentBase + k * params.size() + idx)}));
         }
+      if (lossScaleArg) {
+        auto next = LossScaleUpdateOp::create(
+            b, optLoc, scalarF32, scalarI64, scalarI64, lossScaleArg, body->getArgument(scaleIndex + 1),
+            body->getArgument(scaleIndex + 2), foundInf, b.getF64FloatAttr(2.0),
+            b.getF64FloatAttr(0.5), b.getI64IntegerAttr(lossScaleWindow));
+        for (unsigned k = 0; k < 3; ++k) {
+          results.push_back(next->getResult(k));
+          resultAttrs.push_back(dict({role("update"), updates(scaleIndex + k)}));
+        }
+      }
     }
     Operation *optimizerStart = lastBefore ? lastBefore->getNextNode() : &body->front();
     if (optimizerStart)
@@ -300,13 +424,82 @@ struct BuildTrainingStepPass
     return success();
   }
 
+  /// Clones @main's forward at `b` in mixed precision and returns the loss
+  /// (f32). Float values become `lowType`, except what an op computes from
+  /// an f32 operand (promotion, as autocast's widest-type rule: the loss
+  /// cross entropy produces in f32, and what follows it) and cross entropy's
+  /// loss itself. Constants adapt to the type their user computes in.
+  Value cloneInPrecision(OpBuilder &b, func::FuncOp main, IRMapping &mapping,
+                         FloatType lowType) {
+    llvm::DenseMap<Value, arith::ConstantOp> constants; // clone -> @main's
+    llvm::DenseMap<std::pair<Value, Type>, Value> converted;
+    auto as = [&](Value v, Type element) -> Value {
+      RankedTensorType type = typeOf(v);
+      if (!isa<FloatType>(type.getElementType()) || type.getElementType() == element)
+        return v;
+      Value &slot = converted[{v, element}];
+      if (slot)
+        return slot;
+      auto constant = constants.find(v);
+      if (constant != constants.end()) {
+        auto dense = cast<DenseElementsAttr>(constant->second.getValue());
+        auto &semantics = cast<FloatType>(element).getFloatSemantics();
+        auto values = dense.mapValues(element, [&](const APFloat &x) {
+          APFloat y = x;
+          bool lost;
+          y.convert(semantics, APFloat::rmNearestTiesToEven, &lost);
+          return y.bitcastToAPInt();
+        });
+        slot = arith::ConstantOp::create(b, v.getLoc(), values);
+      } else {
+        slot = CastOp::create(b, v.getLoc(), type.clone(element), v);
+      }
+      return slot;
+    };
+    Value loss;
+    for (Operation &op : main.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        loss = mapping.lookup(ret.getOperand(0));
+        break;
+      }
+      if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+        Operation *clone = b.clone(op, mapping);
+        if (isa<DenseElementsAttr>(constant.getValue()))
+          constants[clone->getResult(0)] = constant;
+        continue;
+      }
+      // Constants do not decide the precision; any other f32 operand does.
+      bool wide = false;
+      for (Value operand : op.getOperands()) {
+        Value v = mapping.lookupOrDefault(operand);
+        wide |= !constants.count(v) && typeOf(v).getElementType().isF32();
+      }
+      Type compute = wide ? Type(b.getF32Type()) : Type(lowType);
+      // Conversions go before the op that reads them.
+      SmallVector<Value> operands;
+      for (Value operand : op.getOperands())
+        operands.push_back(as(mapping.lookupOrDefault(operand), compute));
+      Operation *clone = b.clone(op, mapping);
+      clone->setOperands(operands);
+      if (!isa<CrossEntropyOp>(clone))
+        for (Value r : clone->getResults())
+          if (auto type = dyn_cast<RankedTensorType>(r.getType());
+              type && type.getElementType().isF32())
+            r.setType(type.clone(compute));
+    }
+    if (!typeOf(loss).getElementType().isF32())
+      loss = CastOp::create(b, loss.getLoc(), typeOf(loss).clone(b.getF32Type()), loss);
+    return loss;
+  }
+
   /// Reverse-mode autodiff of `loss` with respect to `params` over
   /// `forwardOps` (in program order). Appends the backward ops at `b` and
   /// returns one gradient per parameter (zeros when it does not reach the
   /// loss). Tags each backward op backward_input or backward_weight.
   FailureOr<SmallVector<Value>> differentiate(OpBuilder &b, Value loss,
                                               ArrayRef<Value> params,
-                                              ArrayRef<Operation *> forwardOps) {
+                                              ArrayRef<Operation *> forwardOps,
+                                              Value lossScale) {
     // Only values that depend on a parameter need a gradient.
     llvm::DenseSet<Value> needsGrad(params.begin(), params.end());
     for (Operation *op : forwardOps)
@@ -334,11 +527,16 @@ struct BuildTrainingStepPass
       if (!firstBackward)
         firstBackward = op;
     };
-    Value seed = createSplatConstant(b, loss.getLoc(), typeOf(loss), 1.0);
-    remember(seed.getDefiningOp());
-    if (Operation *lossOp = loss.getDefiningOp())
-      if (Attribute id = lossOp->getAttr(DtcDialect::kIdAttr))
-        seed.getDefiningOp()->setAttr(DtcDialect::kForwardAttr, id);
+    // d(scale * loss) / d loss under loss scaling (the loss is f32, as the
+    // scale), else 1.
+    Value seed = lossScale ? lossScale
+                           : createSplatConstant(b, loss.getLoc(), typeOf(loss), 1.0);
+    if (Operation *def = seed.getDefiningOp()) {
+      remember(def);
+      if (Operation *lossOp = loss.getDefiningOp())
+        if (Attribute id = lossOp->getAttr(DtcDialect::kIdAttr))
+          def->setAttr(DtcDialect::kForwardAttr, id);
+    }
     grads[loss] = seed;
     // Gradients flowing into forward ops: the activation-gradient frontier.
     llvm::SetVector<Value> activationGrads;
@@ -618,11 +816,18 @@ struct BuildTrainingStepPass
 
   /// g *= clip / max(||g||_2 + 1e-6, clip) over all gradients together
   /// (PyTorch's clip_grad_norm_).
-  void clipByGlobalNorm(OpBuilder &b, Location loc, SmallVectorImpl<Value> &grads) {
+  /// Low-precision gradients are squared and summed in f32 (squares of
+  /// scaled f16 gradients overflow); `invScale` (loss scaling) unscales the
+  /// norm.
+  void clipByGlobalNorm(OpBuilder &b, Location loc, SmallVectorImpl<Value> &grads,
+                        Value invScale) {
     Value total;
     for (Value g : grads) {
       SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, typeOf(g).getRank()));
-      Value squares = MulOp::create(b, loc, g, g);
+      Value wide = g;
+      if (!typeOf(g).getElementType().isF32())
+        wide = CastOp::create(b, loc, typeOf(g).clone(b.getF32Type()), g);
+      Value squares = MulOp::create(b, loc, wide, wide);
       Value sum = axes.empty() ? squares
                                : ReduceSumOp::create(b, loc, squares, axes, false).getResult();
       if (typeOf(sum).getElementType() != b.getF32Type())
@@ -631,6 +836,8 @@ struct BuildTrainingStepPass
     }
     auto scalar = RankedTensorType::get({}, b.getF32Type());
     Value norm = SqrtOp::create(b, loc, total);
+    if (invScale)
+      norm = MulOp::create(b, loc, norm, invScale);
     Value limit = createSplatConstant(b, loc, scalar, gradClip);
     Value denom = MaxOp::create(b, loc, AddOp::create(b, loc, norm, createSplatConstant(b, loc, scalar, 1e-6)), limit);
     Value coef = DivOp::create(b, loc, limit, denom);
@@ -675,6 +882,14 @@ bool checkTrainingStepOptions(const BuildTrainingStepOptions &o,
   if (!std::isfinite(clip) || clip < 0)
     return fail("grad-clip", "must be a finite f32 number >= 0 (0 = off), got " +
                                  text(o.gradClip));
+  if (o.precision != "f32" && o.precision != "bf16-mixed" && o.precision != "fp16-mixed")
+    return fail("precision", "unknown precision '" + o.precision +
+                                 "' (expected f32, bf16-mixed or fp16-mixed)");
+  double scale = f32(o.lossScale);
+  if (!std::isfinite(scale) || scale <= 0)
+    return fail("loss-scale", "must be a positive f32 number, got " + text(o.lossScale));
+  if (o.lossScaleWindow < 1)
+    return fail("loss-scale-window", "must be >= 1, got " + std::to_string(o.lossScaleWindow));
   return true;
 }
 

@@ -28,6 +28,7 @@
 #include "dtc/Sharding/Sharding.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include <map>
 
@@ -40,6 +41,17 @@ LocalLoweringContext::~LocalLoweringContext() = default;
 namespace {
 
 RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
+
+/// Forward, backward (input and weight gradients alike) or optimizer, with
+/// the op's layer when it has one.
+std::string regionOf(Operation *op) {
+  auto phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+  std::string region = !phase ? "" : phase.getValue().starts_with("backward") ? "backward"
+                                                                              : phase.getValue().str();
+  if (auto layer = op->getAttrOfType<IntegerAttr>("dtc.layer"))
+    region += ":" + std::to_string(layer.getInt());
+  return region;
+}
 
 SmallVector<int16_t> toGridAxes(ArrayRef<int64_t> axes) {
   return SmallVector<int16_t>(axes.begin(), axes.end());
@@ -79,6 +91,9 @@ private:
   struct Local {
     Value value;
     TensorSharding sharding;
+    /// For reshardings of a dtc.regather argument: the region (phase and
+    /// layer) whose consumers may reuse it.
+    std::string region;
   };
 
   LogicalResult checkSharding(Location loc, RankedTensorType global,
@@ -106,6 +121,11 @@ private:
   OpBuilder b;
   /// Set while partitioning one op (what new ops are tagged with).
   StringAttr phase;
+  /// The op's region: forward, backward or optimizer, and its dtc.layer
+  /// when it has one. A dtc.regather argument's gathered copy serves the
+  /// consumers of one region only.
+  std::string region;
+  llvm::DenseSet<Value> regather;
   ArrayAttr gradientOf;
   /// Global value -> its local value and that value's sharding.
   llvm::DenseMap<Value, Local> locals;
@@ -209,7 +229,9 @@ LogicalResult Partitioner::run() {
     attrs.set(DtcDialect::kGlobalTypeAttr, TypeAttr::get(step.getArgument(i).getType()));
     attrs.set(DtcDialect::kShardingAttr, toShardingAttr(argShardings[i], ctx, gridName));
     argAttrs.push_back(attrs.getDictionary(ctx));
-    locals[step.getArgument(i)] = {body->getArgument(i), argShardings[i]};
+    locals[step.getArgument(i)] = {body->getArgument(i), argShardings[i], {}};
+    if (step.getArgAttr(i, DtcDialect::kRegatherAttr))
+      regather.insert(step.getArgument(i));
   }
   local.setAllArgAttrs(argAttrs);
 
@@ -243,6 +265,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   if (failed(factors))
     return failure();
   phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+  region = regionOf(op);
   gradientOf = nullptr;
   Block::iterator start = mark();
 
@@ -429,8 +452,9 @@ FailureOr<Value> Partitioner::reshard(Value global, const TensorSharding &target
     return emitError(loc) << "internal error: value used before it was partitioned";
   if (current.sharding == target)
     return current.value;
+  bool perRegion = regather.contains(global);
   for (const Local &done : reshards[global])
-    if (done.sharding == target)
+    if (done.sharding == target && (!perRegion || done.region == region))
       return done.value;
 
   RankedTensorType globalType = typeOf(global);
@@ -453,7 +477,7 @@ FailureOr<Value> Partitioner::reshard(Value global, const TensorSharding &target
     v = emitStep(step, v, globalType, loc);
   tagSince(start);
   gradientOf = savedGradientOf;
-  reshards[global].push_back({v, target});
+  reshards[global].push_back({v, target, perRegion ? region : std::string()});
   return v;
 }
 
@@ -462,6 +486,7 @@ LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
   SmallVector<Type> resultTypes;
   SmallVector<DictionaryAttr> resultAttrs;
   phase = StringAttr::get(ctx, "optimizer");
+  region = "optimizer";
   gradientOf = nullptr;
   for (auto [idx, operand] : llvm::enumerate(ret.getOperands())) {
     auto global = typeOf(operand);

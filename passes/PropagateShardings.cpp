@@ -22,7 +22,9 @@ FailureOr<ShardingPriority> priorityOf(Attribute attr, Location loc) {
     return ShardingPriority::User;
   if (name && name.getValue() == "strategy")
     return ShardingPriority::Strategy;
-  return emitError(loc) << "dtc.pin_priority must be \"user\" or \"strategy\"";
+  if (name && name.getValue() == "storage")
+    return ShardingPriority::None; // a storage pin (pinStorage)
+  return emitError(loc) << "dtc.pin_priority must be \"user\", \"strategy\" or \"storage\"";
 }
 
 struct PropagateShardingsPass : impl::PropagateShardingsBase<PropagateShardingsPass> {
@@ -49,7 +51,10 @@ struct PropagateShardingsPass : impl::PropagateShardingsBase<PropagateShardingsP
       FailureOr<ShardingPriority> p = priorityOf(priority, loc);
       if (failed(p))
         return failure();
-      propagation.pin(v, sharding, *p);
+      if (*p == ShardingPriority::None)
+        propagation.pinStorage(v, sharding);
+      else
+        propagation.pin(v, sharding, *p);
       return success();
     };
     for (BlockArgument arg : step.getArguments())

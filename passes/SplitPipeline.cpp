@@ -215,9 +215,15 @@ FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage, Val
     }
     return local;
   }
-  if (updateStages.count(def))
+  if (auto it = updateStages.find(def); it != updateStages.end()) {
+    // What follows an update on its stages (mixed precision's rounding of
+    // the new master weights into the parameter) reads it there.
+    if (updateStages.count(user) &&
+        llvm::any_of(it->second, [&](int64_t k) { return deviceOf(k) == d; }))
+      return dev.mapping.lookup(global);
     return user->emitError() << "internal error: an optimizer update's result is read "
                                 "by another op of the step";
+  }
   int64_t from = vstageOf.lookup(def);
   if (from == vstage)
     return dev.mapping.lookup(global);
@@ -321,6 +327,21 @@ LogicalResult Splitter::place() {
           readers[operand].insert(k);
     }
   }
+  // Master weights (mixed precision) are updated wherever their parameter
+  // is read: the new parameter is the new master rounded.
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto kind = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kStateKindAttr);
+    auto of = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kOfAttr);
+    if (!kind || kind.getValue() != "master" || !of)
+      continue;
+    for (unsigned j = 0; j < step.getNumArguments(); ++j) {
+      auto role = step.getArgAttrOfType<StringAttr>(j, DtcDialect::kRoleAttr);
+      auto name = step.getArgAttrOfType<StringAttr>(j, DtcDialect::kNameAttr);
+      if (role && role.getValue() == "param" && name == of)
+        for (int64_t k : readers.lookup(step.getArgument(j)))
+          readers[step.getArgument(i)].insert(k);
+    }
+  }
   for (Operation &op : body) {
     if (!isUpdate(op))
       continue;
@@ -337,6 +358,19 @@ LogicalResult Splitter::place() {
     }
     for (auto [d, k] : perDevice)
       updateStages[&op].push_back(k);
+  }
+  // Ops computing from an update's result (mixed precision's cast of the
+  // new master weights to the parameter's type) run where the update runs.
+  for (Operation &op : body) {
+    if (isa<func::ReturnOp>(op) || isa<arith::ConstantOp>(op) || updateStages.count(&op))
+      continue;
+    for (Value operand : op.getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        if (auto it = updateStages.find(def); it != updateStages.end()) {
+          SmallVector<int64_t> stages = it->second;
+          updateStages[&op] = stages;
+          break;
+        }
   }
   return success();
 }

@@ -112,6 +112,12 @@ bool parseInitSpec(const std::string &text, InitSpec &out) {
     return true;
   }
   v.clear();
+  if (args("fill", v)) {
+    if (v.size() != 1) return false;
+    out = {InitSpec::Fill, v[0], 0};
+    return true;
+  }
+  v.clear();
   if (args("uniform", v)) {
     if (v.size() != 2 || !(v[0] <= v[1])) return false;
     out = {InitSpec::Uniform, v[0], v[1]};
@@ -327,7 +333,7 @@ public:
     std::string s = str(v, where);
     DType d;
     if (!parseDType(s, d))
-      fail(where, "unknown dtype \"" + s + "\" (expected f32, i32 or i64)");
+      fail(where, "unknown dtype \"" + s + "\" (expected f32, bf16, f16, i32 or i64)");
     return d;
   }
   static std::string typeOf(const json &v) {
@@ -420,15 +426,38 @@ void Parser::parseTensors(const json &arr, Artifact &a) {
     switch (t.role) {
     case Role::Param:
     case Role::OptimizerState:
-      needDtype(DType::F32);
+      if (t.role == Role::Param && !isFloat(t.dtype))
+        fail(where, std::string("a param tensor must be f32, bf16 or f16, got ") +
+                        dtypeName(t.dtype));
+      if (t.role == Role::OptimizerState && t.dtype != DType::F32 &&
+          !(t.dtype == DType::I64 && t.shape.empty()))
+        fail(where, std::string("an optimizer_state tensor must be f32 (or an i64 scalar), got ") +
+                        dtypeName(t.dtype) + shapeStr(t.shape));
       if (t.role == Role::Param && !init)
         fail(where, "missing required key \"init\"");
       t.initText = init ? str(*init, where + ": init") : "zeros";
       if (!parseInitSpec(t.initText, t.init))
         fail(where, "bad init \"" + t.initText +
-                        "\" (expected normal(STD), uniform(LO,HI), zeros or ones)");
-      if (t.role == Role::OptimizerState)
-        t.of = str(req(v, "of", where), where + ": of");
+                        "\" (expected normal(STD), uniform(LO,HI), fill(V), zeros or ones)");
+      if (t.role == Role::OptimizerState) {
+        if (const json *of = opt(v, "of"))
+          t.of = str(*of, where + ": of");
+        if (const json *kind = opt(v, "kind")) {
+          t.kind = str(*kind, where + ": kind");
+          if (t.kind != "master" && t.kind != "loss_scale" &&
+              t.kind != "loss_scale_good_steps" && t.kind != "skipped_steps")
+            fail(where, "unknown kind \"" + t.kind +
+                            "\" (expected master, loss_scale, loss_scale_good_steps or "
+                            "skipped_steps)");
+        }
+        if (t.kind == "master" && (t.of.empty() || t.dtype != DType::F32))
+          fail(where, "master weights need \"of\" and dtype f32");
+        if ((t.kind == "loss_scale" && (t.dtype != DType::F32 || !t.shape.empty())) ||
+            ((t.kind == "skipped_steps" || t.kind == "loss_scale_good_steps") &&
+             (t.dtype != DType::I64 || !t.shape.empty())))
+          fail(where, "a " + t.kind + " tensor must be a scalar of dtype " +
+                          (t.kind == "loss_scale" ? "f32" : "i64"));
+      }
       break;
     case Role::Input:
       if (isInt(t.dtype)) {
@@ -462,11 +491,16 @@ void Parser::parseTensors(const json &arr, Artifact &a) {
   for (const TensorDecl &t : a.tensors) {
     losses += t.role == Role::Loss;
     steps += t.role == Role::Step;
-    if (t.role == Role::OptimizerState) {
+    if (t.role == Role::OptimizerState && !t.of.empty()) {
       int p = a.findTensor(t.of);
       if (p < 0 || a.tensors[size_t(p)].role != Role::Param)
         fail("tensor '" + t.name + "'", "\"of\" names '" + t.of +
                                             "', which is not a param tensor");
+      const TensorDecl &param = a.tensors[size_t(p)];
+      if (t.kind == "master" && param.shape != t.shape)
+        fail("tensor '" + t.name + "'", "master weights of shape " + shapeStr(t.shape) +
+                                            " for '" + t.of + "' of shape " +
+                                            shapeStr(param.shape));
     }
   }
   if (losses != 1)
@@ -715,11 +749,12 @@ void Parser::checkInstruction(const Artifact &a, const ProgramDecl &p, size_t,
     return d;
   };
   std::vector<std::pair<int, int>> inPlace;
-  auto arity = [&](size_t nin, size_t nout) {
-    if (ins.in.size() != nin || ins.out.size() != nout)
-      fail(w, "expects " + std::to_string(nin) + " input(s) and " + std::to_string(nout) +
-                  " output(s), got " + std::to_string(ins.in.size()) + " and " +
-                  std::to_string(ins.out.size()));
+  auto arity = [&](size_t nin, size_t nout, size_t optional = 0) {
+    if (ins.in.size() < nin || ins.in.size() > nin + optional || ins.out.size() != nout)
+      fail(w, "expects " + std::to_string(nin) +
+                  (optional ? " to " + std::to_string(nin + optional) : std::string()) +
+                  " input(s) and " + std::to_string(nout) + " output(s), got " +
+                  std::to_string(ins.in.size()) + " and " + std::to_string(ins.out.size()));
   };
   static const std::map<std::string, PipeOp> pipeOps = {
       {"send", PipeOp::Send},
@@ -813,7 +848,7 @@ void Parser::checkInstruction(const Artifact &a, const ProgramDecl &p, size_t,
                         " beyond the mesh " + a.mesh.str());
     }
     if (!k) fail(w, "unknown kernel \"" + ins.op + "\"");
-    arity(size_t(k->numIn), size_t(k->numOut));
+    arity(size_t(k->numIn), size_t(k->numOut), size_t(k->numOptionalIn));
     std::string verdict = kernels::checkRule(*k, descs(ins.in), descs(ins.out), ins.attrs);
     if (!verdict.empty())
       fail(w, verdict);

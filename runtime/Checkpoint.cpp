@@ -30,6 +30,27 @@ std::string optimizerSidecarPath(const std::string &ckpt) {
   return isShardedCheckpointPath(ckpt) ? std::string() : ckpt + ".optim";
 }
 
+int masterOf(const Artifact &a, int param) {
+  for (int t : a.tensorsWithRole(Role::OptimizerState))
+    if (a.tensors[size_t(t)].kind == "master" && a.tensors[size_t(t)].of == a.tensors[size_t(param)].name)
+      return t;
+  return -1;
+}
+
+std::vector<std::pair<int, std::string>> checkpointTensors(const Artifact &a, Role role) {
+  std::vector<std::pair<int, std::string>> out;
+  if (role == Role::Param) {
+    for (int t : a.tensorsWithRole(Role::Param)) {
+      const int master = masterOf(a, t);
+      out.push_back({master >= 0 ? master : t, a.tensors[size_t(t)].name});
+    }
+  } else {
+    for (int t : a.tensorsWithRole(Role::OptimizerState))
+      if (a.tensors[size_t(t)].kind != "master") out.push_back({t, a.tensors[size_t(t)].name});
+  }
+  return out;
+}
+
 std::vector<int> contributorRanks(const Artifact &a, int t) {
   const TensorDecl &d = a.tensors[size_t(t)];
   std::map<Shape, int> first;
@@ -45,24 +66,55 @@ std::vector<int> contributorRanks(const Artifact &a, int t) {
 
 void checkCheckpointTensors(const Artifact &a, const SafetensorsReader &file, Role role) {
   const char *what = role == Role::Param ? "parameter" : "optimizer state tensor";
-  for (int t : a.tensorsWithRole(role)) {
+  std::set<std::string> names;
+  for (auto [t, name] : checkpointTensors(a, role)) {
+    names.insert(name);
     const TensorDecl &d = a.tensors[size_t(t)];
-    const SafetensorsEntry *e = file.find(d.name);
+    const SafetensorsEntry *e = file.find(name);
     if (!e)
-      throw Error(file.path() + ": missing " + what + " '" + d.name + "' (" +
+      throw Error(file.path() + ": missing " + what + " '" + name + "' (" +
                   dtypeName(d.dtype) + shapeStr(d.shape) + ") of " + a.label);
-    if (!e->supported || e->dtype != d.dtype)
-      throw Error(file.path() + ": tensor '" + d.name + "' has dtype " + e->dtypeName +
+    // Floats convert on load (an f32 checkpoint into bf16 weights, say);
+    // integers must match.
+    const bool convertible = e->supported && isFloat(e->dtype) && isFloat(d.dtype);
+    if (!e->supported || (e->dtype != d.dtype && !convertible))
+      throw Error(file.path() + ": tensor '" + name + "' has dtype " + e->dtypeName +
                   " but the model's " + what + " is " + safetensorsDtype(d.dtype));
     if (e->shape != d.shape)
-      throw Error(file.path() + ": tensor '" + d.name + "' has shape " + shapeStr(e->shape) +
+      throw Error(file.path() + ": tensor '" + name + "' has shape " + shapeStr(e->shape) +
                   " but the model's " + what + " has shape " + shapeStr(d.shape));
   }
-  for (const SafetensorsEntry &e : file.entries()) {
-    const int t = a.findTensor(e.name);
-    if (t < 0 || a.tensors[size_t(t)].role != role)
+  for (const SafetensorsEntry &e : file.entries())
+    if (!names.count(e.name))
       throw Error(file.path() + ": tensor '" + e.name + "' is not one of the " + what +
                   "s of " + a.label);
+}
+
+void readConverted(const SafetensorsReader &file, const SafetensorsEntry &e, int64_t first,
+                   void *dst, DType dtype, int64_t n) {
+  const size_t from = dtypeSize(e.dtype), to = dtypeSize(dtype);
+  if (e.dtype == dtype) {
+    file.read(e, uint64_t(first) * from, dst, size_t(n) * from);
+    return;
+  }
+  std::vector<char> raw(size_t(n) * from);
+  file.read(e, uint64_t(first) * from, raw.data(), raw.size());
+  for (int64_t i = 0; i < n; ++i) {
+    float v;
+    if (e.dtype == DType::F32) {
+      std::memcpy(&v, raw.data() + size_t(i) * 4, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, raw.data() + size_t(i) * 2, 2);
+      v = lowToF32(e.dtype, h);
+    }
+    char *out = static_cast<char *>(dst) + size_t(i) * to;
+    if (dtype == DType::F32) {
+      std::memcpy(out, &v, 4);
+    } else {
+      const uint16_t h = f32ToLow(dtype, v);
+      std::memcpy(out, &h, 2);
+    }
   }
 }
 
@@ -111,8 +163,8 @@ LoadedCheckpoint examine(const Artifact &a, const std::string &path,
   // A sidecar written under another optimizer (SGD's empty state, Adam's
   // moments) is no use here, but the parameters are: restart the state.
   std::set<std::string> wanted, held;
-  for (int t : a.tensorsWithRole(Role::OptimizerState))
-    wanted.insert(a.tensors[size_t(t)].name);
+  for (auto [t, name] : checkpointTensors(a, Role::OptimizerState))
+    wanted.insert(name);
   for (const SafetensorsEntry &e : sidecar->entries())
     held.insert(e.name);
   if (wanted != held) {
@@ -131,16 +183,22 @@ LoadedCheckpoint examine(const Artifact &a, const std::string &path,
 // nothing is assembled anywhere.
 void copyPieces(RankExecutor &exec, const SafetensorsReader &file, Role role) {
   const Artifact &a = exec.artifact();
-  for (int t : a.tensorsWithRole(role)) {
-    if (!exec.holds(t)) continue;
+  auto copy = [&](int t, const std::string &name) {
+    if (!exec.holds(t)) return;
     const TensorDecl &d = a.tensors[size_t(t)];
-    const SafetensorsEntry *e = file.find(d.name);
+    const SafetensorsEntry *e = file.find(name);
     LocalTensor lt = exec.tensor(t);
     const size_t elem = dtypeSize(d.dtype);
     char *dst = static_cast<char *>(lt.data);
     forEachPieceRun(d.shape, lt.piece, [&](int64_t l, int64_t g, int64_t n) {
-      file.read(*e, uint64_t(g) * elem, dst + size_t(l) * elem, size_t(n) * elem);
+      readConverted(file, *e, g, dst + size_t(l) * elem, d.dtype, n);
     });
+  };
+  for (auto [t, name] : checkpointTensors(a, role)) {
+    copy(t, name);
+    // A bf16/f16 parameter is its master weights rounded.
+    if (role == Role::Param && a.tensors[size_t(t)].kind == "master")
+      copy(a.findTensor(a.tensors[size_t(t)].of), name);
   }
 }
 
@@ -151,21 +209,23 @@ void copyPieces(RankExecutor &exec, const SafetensorsReader &file, Role role) {
 // from its own memory. So rank 0 needs at most one tensor and one piece
 // beyond its own state. Every rank knows statically who sends what.
 void saveFile(RankExecutor &exec, World &world, const std::string &path,
-              const std::vector<int> &tensors, const std::map<std::string, std::string> &meta) {
+              const std::vector<std::pair<int, std::string>> &tensors,
+              const std::map<std::string, std::string> &meta) {
   const Artifact &a = exec.artifact();
   const bool root = world.rank() == 0;
   std::unique_ptr<SafetensorsWriter> writer;
   runAgreed(world, [&] {
     if (!root) return;
     std::vector<SafetensorsTensorInfo> infos;
-    for (int t : tensors) {
+    for (auto [t, name] : tensors) {
       const TensorDecl &d = a.tensors[size_t(t)];
-      infos.push_back({d.name, d.dtype, d.shape});
+      infos.push_back({name, d.dtype, d.shape});
     }
     writer = std::make_unique<SafetensorsWriter>(path, infos, meta);
   });
   std::string err; // rank 0's write error
-  for (int t : tensors) {
+  for (auto [t, name] : tensors) {
+    (void)name;
     // In step with rank 0 tensor by tensor: no rank waits longer than one
     // tensor's write (the --timeout applies to every wait), and a failed
     // write stops everyone at once.
@@ -275,19 +335,19 @@ void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path, i
                     int64_t optimizerStep) {
   if (isShardedCheckpointPath(path)) return saveShardedCheckpoint(exec, world, path, step, optimizerStep);
   const Artifact &a = exec.artifact();
-  saveFile(exec, world, optimizerSidecarPath(path), a.tensorsWithRole(Role::OptimizerState),
+  saveFile(exec, world, optimizerSidecarPath(path), checkpointTensors(a, Role::OptimizerState),
            {{kFormatKey, kOptimFormat},
             {kStepKey, std::to_string(step)},
             {kOptStepKey, std::to_string(optimizerStep)}});
-  saveFile(exec, world, path, a.tensorsWithRole(Role::Param),
+  saveFile(exec, world, path, checkpointTensors(a, Role::Param),
            {{kFormatKey, kCkptFormat}, {kStepKey, std::to_string(step)}});
 }
 
 void saveStepTensors(RankExecutor &exec, World &world, const std::string &path, int64_t step) {
   const Artifact &a = exec.artifact();
-  std::vector<int> all = a.tensorsWithRole(Role::Input);
-  const std::vector<int> outputs = a.tensorsWithRole(Role::Output);
-  all.insert(all.end(), outputs.begin(), outputs.end());
+  std::vector<std::pair<int, std::string>> all;
+  for (Role role : {Role::Input, Role::Output})
+    for (int t : a.tensorsWithRole(role)) all.push_back({t, a.tensors[size_t(t)].name});
   saveFile(exec, world, path, all, {{kFormatKey, kStepFormat}, {kStepKey, std::to_string(step)}});
 }
 

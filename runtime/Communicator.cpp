@@ -43,16 +43,37 @@ template <class T> void combine(T *acc, const T *x, size_t count, ReduceOp op) {
   }
 }
 
+/// bf16/f16: each step adds (or compares) in f32 and rounds back, as a
+/// kernel would.
+void combineLow(uint16_t *acc, const uint16_t *x, size_t count, DType dtype, ReduceOp op) {
+  for (size_t i = 0; i < count; ++i) {
+    const float a = lowToF32(dtype, acc[i]), b = lowToF32(dtype, x[i]);
+    float r = a + b;
+    if (op == ReduceOp::Max) r = b > a ? b : a;
+    if (op == ReduceOp::Min) r = b < a ? b : a;
+    acc[i] = f32ToLow(dtype, r);
+  }
+}
+
 /// acc[i] = acc[i] op x[i].
 void combineBuffers(void *acc, const void *x, size_t count, DType dtype, ReduceOp op) {
   switch (dtype) {
   case DType::F32: combine(static_cast<float *>(acc), static_cast<const float *>(x), count, op); break;
   case DType::I32: combine(static_cast<int32_t *>(acc), static_cast<const int32_t *>(x), count, op); break;
   case DType::I64: combine(static_cast<int64_t *>(acc), static_cast<const int64_t *>(x), count, op); break;
+  case DType::BF16:
+  case DType::F16:
+    combineLow(static_cast<uint16_t *>(acc), static_cast<const uint16_t *>(x), count, dtype, op);
+    break;
   }
 }
 
 void divideFloats(void *buf, size_t count, DType dtype, int n) {
+  if (isLowPrecision(dtype)) {
+    uint16_t *h = static_cast<uint16_t *>(buf);
+    for (size_t i = 0; i < count; ++i) h[i] = f32ToLow(dtype, lowToF32(dtype, h[i]) / float(n));
+    return;
+  }
   if (dtype != DType::F32) return;
   float *f = static_cast<float *>(buf);
   for (size_t i = 0; i < count; ++i) f[i] /= float(n);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cstdlib>
 #include <cstring>
 
@@ -27,6 +28,66 @@ public:
 
 private:
   kernels::RunFn fn_;
+};
+
+/// f32 copies of bf16/f16 operands, shared by every kernel of the backend
+/// (the CPU runs one kernel at a time): sized at bind time to the largest
+/// instruction's need, allocated on first use.
+class ConversionScratch {
+public:
+  void reserve(size_t bytes) { want_ = std::max(want_, bytes); }
+  char *data() {
+    if (have_ < want_) {
+      mem_.reset(static_cast<char *>(std::aligned_alloc(64, want_)));
+      if (!mem_) throw Error("out of host memory for the f32 copies of bf16/f16 operands");
+      have_ = want_;
+    }
+    return mem_.get();
+  }
+  size_t bytes() const { return have_; }
+
+private:
+  struct Free {
+    void operator()(char *p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> mem_;
+  size_t want_ = 0, have_ = 0;
+};
+
+/// A kernel computing in f32 on bf16/f16 operands (docs/kernels.md): each
+/// such input is converted into an f32 copy, the kernel runs on the
+/// copies, and each such output is rounded back to nearest even.
+class CpuConvertingKernel final : public BoundKernel {
+public:
+  struct Operand {
+    bool output;
+    size_t index, offset; ///< into args.in / args.out; byte offset in the scratch
+  };
+  CpuConvertingKernel(kernels::RunFn fn, ConversionScratch &scratch, std::vector<Operand> ops)
+      : fn_(fn), scratch_(scratch), ops_(std::move(ops)) {}
+  void enqueue(const kernels::KernelArgs &args, Stream &) override {
+    kernels::KernelArgs wide = args;
+    char *base = scratch_.data();
+    for (const Operand &o : ops_) {
+      kernels::TensorArg &t = o.output ? wide.out[o.index] : wide.in[o.index];
+      float *copy = reinterpret_cast<float *>(base + o.offset);
+      if (!o.output) kernels::cpu::toF32(*args.ctx, t.dtype, t.data, copy, t.numel);
+      t.dtype = DType::F32;
+      t.data = copy;
+    }
+    fn_(wide);
+    for (const Operand &o : ops_)
+      if (o.output) {
+        const kernels::TensorArg &t = args.out[o.index];
+        kernels::cpu::fromF32(*args.ctx, t.dtype, wide.out[o.index].as<float>(), t.data,
+                              t.numel);
+      }
+  }
+
+private:
+  kernels::RunFn fn_;
+  ConversionScratch &scratch_;
+  std::vector<Operand> ops_;
 };
 
 /// The host communicator's own collectives, on host memory.
@@ -134,11 +195,27 @@ public:
       withWorkspace_.push_back({std::string(name), std::move(in), std::move(out), attrs});
       reserveWorkspace();
     }
-    return std::make_unique<CpuKernel>(fn);
+    // The kernels compute in f32: bf16/f16 operands go through f32 copies,
+    // unless the kernel only moves or converts elements.
+    std::vector<CpuConvertingKernel::Operand> ops;
+    size_t bytes = 0;
+    if (!kernels::cpu::handlesLowPrecision(name))
+      for (bool output : {false, true}) {
+        const std::vector<kernels::TensorArg> &list = output ? args.out : args.in;
+        for (size_t i = 0; i < list.size(); ++i)
+          if (isLowPrecision(list[i].dtype)) {
+            ops.push_back({output, i, bytes});
+            bytes += (size_t(list[i].numel) * sizeof(float) + 63) / 64 * 64;
+          }
+      }
+    if (ops.empty()) return std::make_unique<CpuKernel>(fn);
+    conversion_.reserve(bytes);
+    return std::make_unique<CpuConvertingKernel>(fn, conversion_, std::move(ops));
   }
   uint64_t kernelWorkspaceBytes() const override {
     return uint64_t(ctx_.workspaceFloats()) * sizeof(float);
   }
+  uint64_t scratchBytes() const override { return conversion_.bytes(); }
 
   Stream &computeStream() override { return stream_; }
   Stream &commStream() override { return stream_; }
@@ -182,6 +259,7 @@ private:
   std::vector<Bound> withWorkspace_;
   kernels::KernelContext ctx_;
   CpuStream stream_;
+  ConversionScratch conversion_;
 };
 
 } // namespace

@@ -78,6 +78,12 @@ constexpr int kStaging = kNumMemCategories; // allocation category of staging
 /// `value` as one element of `dtype` at `dst` (constants and fills).
 void storeScalar(char *dst, DType dtype, double value) {
   switch (dtype) {
+  case DType::BF16:
+  case DType::F16: {
+    const uint16_t v = f32ToLow(dtype, float(value));
+    std::memcpy(dst, &v, sizeof v);
+    break;
+  }
   case DType::F32: {
     const float v = float(value);
     std::memcpy(dst, &v, sizeof v);
@@ -135,7 +141,7 @@ char *RankExecutor::allocate(size_t bytes, int category) {
 }
 
 uint64_t RankExecutor::persistentBytes() const {
-  uint64_t bytes = stagingAllocated_ + backend_->kernelWorkspaceBytes();
+  uint64_t bytes = stagingAllocated_ + backend_->kernelWorkspaceBytes() + backend_->scratchBytes();
   for (const auto &c : comms_) bytes += c->scratchBytes();
   for (uint64_t slots : stats_.memoryBytes) bytes += slots;
   return bytes;
@@ -146,6 +152,8 @@ const ExecStats &RankExecutor::stats() const {
   // workspace (reserved when the kernels were bound) beside the slots.
   stats_.stagingBytes = stagingAllocated_;
   for (const auto &c : comms_) stats_.stagingBytes += c->scratchBytes();
+  // bf16/f16 operands' f32 copies of the CPU backend (staging too).
+  stats_.stagingBytes += backend_->scratchBytes();
   stats_.workspaceBytes = backend_->kernelWorkspaceBytes() + scratch_.peak();
   // The usual accounting: slot bytes as declared; activations at their
   // peak with the micro-batch copies in flight.
@@ -221,6 +229,30 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Back
                            prepare(p.chunks[c].backwardWeight, int(c))});
   finish_ = prepare(p.finish, -1);
   if (stagingSize_ > 0) staging_ = allocate(stagingSize_, kStaging);
+  // DTC_INJECT_OVERFLOW's target: the first gradient the once-per-step
+  // list writes, right after it does; in a pipeline, the first gradient
+  // the micro-batches accumulated, before the list after them (the
+  // optimizer's) starts.
+  auto isGrad = [&](int b) {
+    const BufferDecl &bd = p.buffers[size_t(b)];
+    return p.slots[size_t(bd.slot)].category == MemCategory::Grad && isFloat(bd.dtype) &&
+           numel(bd.shape) > 0;
+  };
+  if (a_.pipeline.present) {
+    for (size_t b = 0; b < p.buffers.size() && overflowBuffer_ < 0; ++b)
+      if (isGrad(int(b))) {
+        overflowBuffer_ = int(b);
+        overflowInstr_ = -2; // before finish_
+      }
+  } else {
+    for (size_t i = 0; i < p.instructions.size() && overflowInstr_ < 0; ++i)
+      for (int b : p.instructions[i].out)
+        if (isGrad(b)) {
+          overflowInstr_ = int(i);
+          overflowBuffer_ = b;
+          break;
+        }
+  }
 
   // Constants: built on the host, copied over once.
   Stream &stream = backend_->computeStream();
@@ -359,6 +391,8 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
       for (const char *flag : {"transpose_a", "transpose_b", "causal"})
         if (ins.attrs.is_object() && ins.attrs.value(flag, false) == true)
           key += std::string(" ") + flag;
+      for (const kernels::TensorArg &t : pr.args.in)
+        if (isLowPrecision(t.dtype)) key += std::string(" ") + dtypeName(t.dtype);
       auto row = stats_.byKernelShape.try_emplace(key).first;
       pr.shapeStats = &row->second;
       pr.shapeKey = &row->first;
@@ -454,8 +488,11 @@ void RankExecutor::initPersistent(uint64_t seed) {
     const TensorDecl &d = a_.tensors[t];
     if (!holds(int(t))) continue;
     LocalTensor lt = tensor(int(t), Access::Write);
+    // Master weights draw their parameter's numbers: the bf16/f16 parameter
+    // starts as its master rounded.
     if (d.role == Role::Param || d.role == Role::OptimizerState)
-      fillInit(static_cast<float *>(lt.data), d.init, seed, d.name, d.shape, lt.piece);
+      fillInit(lt.data, d.dtype, d.init, seed, d.kind == "master" ? d.of : d.name, d.shape,
+               lt.piece);
     else if (d.role == Role::Step)
       *static_cast<int64_t *>(lt.data) = 0;
   }
@@ -672,6 +709,8 @@ void RankExecutor::enqueueList(List &list, int chunk, int microbatch, std::strin
         enqueueCollective(pr, int(i), chunk >= 0 ? microbatch : -1);
       else
         enqueueKernel(pr, int(i), chunk >= 0 ? microbatch : -1);
+      if (overflowArmed_ && &list == &instrs_ && int(i) == overflowInstr_)
+        poisonGradient(pr.comm != nullptr);
     } catch (const CommFailure &e) {
       // The ranks cannot stay matched any more: stop here.
       throw CommFailure("program '" + p.name + "' instruction " + std::to_string(i) + " (" +
@@ -733,7 +772,27 @@ void RankExecutor::enqueuePipelineStep(std::string &first) {
       --liveMicrobatches_;
     }
   }
+  if (overflowArmed_ && overflowInstr_ == -2) poisonGradient(false);
   enqueueList(finish_, -1, 0, first);
+}
+
+bool RankExecutor::injectOverflowNextRun() {
+  overflowArmed_ = overflowBuffer_ >= 0;
+  return overflowArmed_;
+}
+
+void RankExecutor::poisonGradient(bool afterCollective) {
+  // +inf in the gradient's dtype, written on the compute stream after the
+  // instruction (and its collective, if it is one: one order on the CPU;
+  // a device backend orders copies on the compute stream).
+  const DType d = program().buffers[size_t(overflowBuffer_)].dtype;
+  const float inf = bitsFloat(0x7f800000u);
+  const uint16_t low = isLowPrecision(d) ? f32ToLow(d, inf) : 0;
+  Stream &compute = backend_->computeStream();
+  if (afterCollective) backend_->wait(compute, *collectiveDone_.back());
+  backend_->copyFromHost(bufPtr_[size_t(overflowBuffer_)],
+                         isLowPrecision(d) ? static_cast<const void *>(&low) : &inf,
+                         dtypeSize(d), compute);
 }
 
 std::string RankExecutor::run() {
@@ -760,6 +819,7 @@ std::string RankExecutor::run() {
   else
     enqueueList(instrs_, -1, 0, first);
   progress::setInstruction(-1);
+  overflowArmed_ = false;
   // The step ends when the device is done with it.
   try {
     backend_->synchronize();

@@ -209,6 +209,18 @@ bool setTyped(LocalRunner &r, LocalRunner::Impl &impl, const std::string &name,
 
 bool LocalRunner::setTensor(const std::string &name, const std::vector<float> &v,
                             std::string &error) noexcept {
+  // bf16/f16 tensors take f32 values, rounded to nearest even.
+  try {
+    const DType d = impl_->artifact->tensors[size_t(impl_->tensorIndex(name))].dtype;
+    if (isLowPrecision(d)) {
+      std::vector<uint16_t> low(v.size());
+      for (size_t i = 0; i < v.size(); ++i) low[i] = f32ToLow(d, v[i]);
+      return setTensor(name, low.data(), low.size() * 2, error);
+    }
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
+  }
   return setTyped(*this, *impl_, name, v, DType::F32, error);
 }
 bool LocalRunner::setTensor(const std::string &name, const std::vector<int32_t> &v,
@@ -244,12 +256,20 @@ bool LocalRunner::getTensor(const std::string &name, std::vector<float> &out,
                             std::string &error) noexcept {
   DTC_GUARD_BEGIN
   const int t = impl_->tensorIndex(name);
-  if (impl_->artifact->tensors[size_t(t)].dtype != DType::F32)
-    throw Error("getTensor('" + name + "'): not an f32 tensor");
+  const DType d = impl_->artifact->tensors[size_t(t)].dtype;
+  if (!isFloat(d)) throw Error("getTensor('" + name + "'): not a float tensor");
   std::vector<char> bytes;
   if (!getTensorBytes(name, bytes, error)) return false;
-  out.resize(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), bytes.size());
+  out.resize(bytes.size() / dtypeSize(d));
+  if (isLowPrecision(d)) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, bytes.data() + 2 * i, 2);
+      out[i] = lowToF32(d, h);
+    }
+  } else {
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+  }
   return true;
   DTC_GUARD_END
 }

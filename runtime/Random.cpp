@@ -49,6 +49,7 @@ float initValue(const InitSpec &init, PhiloxKey key, uint64_t index, uint64_t st
   switch (init.kind) {
   case InitSpec::Zeros: return 0.0f;
   case InitSpec::Ones: return 1.0f;
+  case InitSpec::Fill: return float(init.a);
   case InitSpec::Normal: {
     double u, u2;
     uniformPair(key, index, stream, u, u2);
@@ -79,6 +80,23 @@ void fillInit(float *out, const InitSpec &init, uint64_t seed, std::string_view 
   });
 }
 
+void fillInit(void *out, DType dtype, const InitSpec &init, uint64_t seed,
+              std::string_view name, const Shape &global, const Piece &piece, uint64_t stream) {
+  const PhiloxKey key = tensorKey(seed, name);
+  forEachPieceRun(global, piece, [&](int64_t l, int64_t g, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = initValue(init, key, uint64_t(g + i), stream);
+      switch (dtype) {
+      case DType::F32: static_cast<float *>(out)[l + i] = v; break;
+      case DType::BF16:
+      case DType::F16: static_cast<uint16_t *>(out)[l + i] = f32ToLow(dtype, v); break;
+      case DType::I32: static_cast<int32_t *>(out)[l + i] = int32_t(v); break;
+      case DType::I64: static_cast<int64_t *>(out)[l + i] = int64_t(v); break;
+      }
+    }
+  });
+}
+
 void fillSynthetic(void *out, DType dtype, int64_t max, uint64_t seed,
                    std::string_view name, const Shape &global, const Piece &piece,
                    int64_t step) {
@@ -91,6 +109,10 @@ void fillSynthetic(void *out, DType dtype, int64_t max, uint64_t seed,
       switch (dtype) {
       case DType::F32:
         static_cast<float *>(out)[l + i] = initValue(normal, key, gi, stream);
+        break;
+      case DType::BF16:
+      case DType::F16:
+        static_cast<uint16_t *>(out)[l + i] = f32ToLow(dtype, initValue(normal, key, gi, stream));
         break;
       case DType::I32:
         static_cast<int32_t *>(out)[l + i] = int32_t(intValue(max, key, gi, stream));

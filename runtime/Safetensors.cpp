@@ -21,6 +21,8 @@ const char *safetensorsDtype(DType d) {
   case DType::F32: return "F32";
   case DType::I32: return "I32";
   case DType::I64: return "I64";
+  case DType::BF16: return "BF16";
+  case DType::F16: return "F16";
   }
   return "?";
 }
@@ -142,8 +144,13 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
       e.dtypeName = dt->get<std::string>();
       size_t esize = 0;
       if (!knownDtype(e.dtypeName, esize)) fail(w + "unknown dtype \"" + e.dtypeName + "\"");
-      e.supported = e.dtypeName == "F32" || e.dtypeName == "I32" || e.dtypeName == "I64";
-      e.dtype = e.dtypeName == "I32" ? DType::I32 : e.dtypeName == "I64" ? DType::I64 : DType::F32;
+      e.supported = e.dtypeName == "F32" || e.dtypeName == "I32" || e.dtypeName == "I64" ||
+                    e.dtypeName == "BF16" || e.dtypeName == "F16";
+      e.dtype = e.dtypeName == "I32"    ? DType::I32
+                : e.dtypeName == "I64"  ? DType::I64
+                : e.dtypeName == "BF16" ? DType::BF16
+                : e.dtypeName == "F16"  ? DType::F16
+                                        : DType::F32;
       if (sh == v.end() || !sh->is_array()) fail(w + "missing or bad \"shape\"");
       uint64_t count = 1;
       for (const json &d : *sh) {

@@ -4,6 +4,7 @@
 #include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/Progress.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -161,6 +162,24 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     const std::vector<int> loss = artifact_->tensorsWithRole(Role::Loss);
     const std::vector<int> holders = contributorRanks(*artifact_, loss.at(0));
     lossRank_ = holders.at(0);
+    for (int t : artifact_->tensorsWithRole(Role::OptimizerState)) {
+      const std::string &kind = artifact_->tensors[size_t(t)].kind;
+      if (kind == "loss_scale") lossScaleTensor_ = t;
+      if (kind == "skipped_steps") skippedTensor_ = t;
+    }
+    if ((lossScaleTensor_ >= 0) != (skippedTensor_ >= 0))
+      throw Error(opts_.artifactPath + ": dynamic loss scaling needs both a loss_scale and a "
+                                       "skipped_steps tensor");
+    if (lossScaleTensor_ >= 0 && world_.rank() == lossRank_ &&
+        (!exec_->holds(lossScaleTensor_) || !exec_->holds(skippedTensor_)))
+      throw Error(opts_.artifactPath + ": the rank holding the loss holds no loss scale");
+    if (const char *inject = std::getenv("DTC_INJECT_OVERFLOW"); inject && *inject) {
+      injectOverflow_ = parseInjectOverflow(inject);
+      if (lossScaleTensor_ < 0)
+        throw Error("DTC_INJECT_OVERFLOW: " + opts_.artifactPath +
+                    " has no dynamic loss scaling to survive an overflow (compile it with "
+                    "--precision fp16-mixed)");
+    }
   });
   // 3. The token file: every rank opens it, rank 0 checks every token, in
   //    chunks the ranks agree on one by one (so no rank waits longer than
@@ -246,10 +265,35 @@ void Trainer::feed(int64_t step) {
   exec_->setOptimizerStep(optStep_);
 }
 
+std::vector<int64_t> parseInjectOverflow(const std::string &text) {
+  std::vector<int64_t> steps;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos
+                                                                        : comma - at);
+    char *end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || item[0] < '0' || item[0] > '9' || *end != '\0' || errno != 0)
+      throw Error("DTC_INJECT_OVERFLOW: expected step numbers separated by commas (e.g. 3 or "
+                  "3,7), got '" + text + "'");
+    steps.push_back(int64_t(v));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return steps;
+}
+
 void Trainer::appendLog(const StepReport &r) {
+  std::string scaling;
+  if (r.lossScaling)
+    scaling = ",\"loss_scale\":" + jsonNumber(r.lossScale) +
+              ",\"skipped\":" + (r.skipped ? "true" : "false");
   const std::string line = "{\"step\":" + std::to_string(r.step) + ",\"loss\":" +
                            jsonNumber(r.loss) + ",\"step_time_s\":" + jsonNumber(r.seconds) +
-                           ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + "}\n";
+                           ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + scaling +
+                           "}\n";
   std::string err;
   if (!log_->write(line.data(), line.size(), err))
     throw Error(opts_.logPath + ": cannot write the log: " + err);
@@ -312,14 +356,33 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
   runAgreed(world_, [&] { feed(k); });
   if (trace_)
     trace_->complete(TraceWriter::kSteps, "inputs", "host", stepStart, TraceWriter::nowNs(), "");
+  // Loss scaling: the scale this step runs with and the skipped count
+  // before it (read where the loss is, shared with the loss).
+  struct {
+    float loss = 0, scale = 0;
+    int64_t skippedBefore = 0, skippedAfter = 0;
+  } seen;
+  const bool scaling = lossScaleTensor_ >= 0;
+  if (scaling && world_.rank() == lossRank_) {
+    seen.scale = *static_cast<const float *>(exec_->tensor(lossScaleTensor_, Access::Read).data);
+    seen.skippedBefore = *static_cast<const int64_t *>(exec_->tensor(skippedTensor_, Access::Read).data);
+  }
+  if (std::find(injectOverflow_.begin(), injectOverflow_.end(), k) != injectOverflow_.end())
+    exec_->injectOverflowNextRun();
   const auto t0 = std::chrono::steady_clock::now();
   std::string err = exec_->run();
   if (!err.empty()) err = artifact_->label + ": step " + std::to_string(k) + ": " + err;
   stop = opts_.pendingSignal ? opts_.pendingSignal() : 0;
   const int64_t agreeStart = trace_ ? TraceWriter::nowNs() : 0;
   agree(world_, err, &stop);
-  if (world_.rank() == lossRank_) loss = exec_->loss();
-  if (lossRank_ != 0) world_.world().broadcast(&loss, sizeof loss, lossRank_);
+  if (world_.rank() == lossRank_) {
+    seen.loss = exec_->loss();
+    if (scaling)
+      seen.skippedAfter = *static_cast<const int64_t *>(exec_->tensor(skippedTensor_, Access::Read).data);
+  }
+  if (lossRank_ != 0) world_.world().broadcast(&seen, sizeof seen, lossRank_);
+  loss = seen.loss;
+  const bool skipped = scaling && seen.skippedAfter != seen.skippedBefore;
   const auto t1 = std::chrono::steady_clock::now();
   if (trace_) {
     const int64_t now = TraceWriter::nowNs();
@@ -328,7 +391,9 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
                      "{\"step\":" + std::to_string(k) + "}");
   }
   ++step_;
-  ++optStep_;
+  // A skipped step applied no update: Adam's bias corrections count only
+  // the applied ones (as PyTorch, whose GradScaler skips optimizer.step()).
+  if (!skipped) ++optStep_;
   runAgreed(world_, [&] {
     if (world_.rank() != 0) return;
     StepReport r;
@@ -336,6 +401,12 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
     r.loss = loss;
     r.seconds = std::chrono::duration<double>(t1 - t0).count();
     r.tokensPerSecond = r.seconds > 0 ? double(tokens) / r.seconds : 0.0;
+    r.lossScaling = scaling;
+    r.lossScale = seen.scale;
+    r.skipped = skipped;
+    if (skipped && note_)
+      note_("step " + std::to_string(k) + ": gradients overflowed at loss scale " +
+            jsonNumber(seen.scale) + "; the update was skipped and the scale halved");
     if (onStep) onStep(r);
     if (log_) appendLog(r);
   });

@@ -413,9 +413,32 @@ void checkCrossEntropyGrad(const Descs &in, const Descs &out, const json &attrs)
   needLike(out[0], logits, "dlogits", "logits");
 }
 
+/// A gradient of an update: p's shape, p's float dtype or a narrower one
+/// (mixed precision's bf16/f16 gradients of f32 master weights).
+void needGradOf(const TensorDesc &g, const TensorDesc &p) {
+  needFloat(g, "g");
+  if (g.shape != p.shape || rt::dtypeSize(g.dtype) > rt::dtypeSize(p.dtype))
+    fail("g must have p's shape and p's or a narrower float dtype (" + desc(p) + "), got " +
+         desc(g));
+}
+
+/// The optional loss-scaling inputs of the updates, from `index`: inv_scale
+/// and found_inf, f32 scalars, both or neither.
+void checkScaling(const Descs &in, size_t index) {
+  if (in.size() == index) return;
+  if (in.size() != index + 2)
+    fail("the loss-scaling inputs inv_scale and found_inf come together");
+  const char *names[] = {"inv_scale", "found_inf"};
+  for (size_t i = 0; i < 2; ++i) {
+    needDtype(in[index + i], DType::F32, names[i]);
+    needShape(in[index + i], Shape{}, names[i]);
+  }
+}
+
 void checkSgd(const Descs &in, const Descs &out, const json &attrs) {
   needFloat(in[0], "p");
-  needLike(in[1], in[0], "g", "p");
+  needGradOf(in[1], in[0]);
+  checkScaling(in, 2);
   reqNum(attrs, "lr");
   reqNum(attrs, "weight_decay");
   needLike(out[0], in[0], "p'", "p");
@@ -423,11 +446,12 @@ void checkSgd(const Descs &in, const Descs &out, const json &attrs) {
 
 void checkAdam(const Descs &in, const Descs &out, const json &attrs) {
   needFloat(in[0], "p");
-  needLike(in[1], in[0], "g", "p");
+  needGradOf(in[1], in[0]);
   needLike(in[2], in[0], "m", "p");
   needLike(in[3], in[0], "v", "p");
   needDtype(in[4], DType::I64, "step");
   needShape(in[4], Shape{}, "step");
+  checkScaling(in, 5);
   reqNum(attrs, "lr");
   for (const char *b : {"beta1", "beta2"}) {
     double v = reqNum(attrs, b);
@@ -443,6 +467,24 @@ void checkAdam(const Descs &in, const Descs &out, const json &attrs) {
   needLike(out[0], in[0], "p'", "p");
   needLike(out[1], in[0], "m'", "p");
   needLike(out[2], in[0], "v'", "p");
+}
+
+void checkLossScaleUpdate(const Descs &in, const Descs &out, const json &attrs) {
+  const char *names[] = {"scale", "good_steps", "skipped", "found_inf"};
+  const DType types[] = {DType::F32, DType::I64, DType::I64, DType::F32};
+  for (size_t i = 0; i < 4; ++i) {
+    needDtype(in[i], types[i], names[i]);
+    needShape(in[i], Shape{}, names[i]);
+  }
+  for (size_t i = 0; i < 3; ++i)
+    needLike(out[i], in[i], "a result", names[i]);
+  if (reqNum(attrs, "growth_factor") < 1)
+    fail("attribute 'growth_factor' must be >= 1");
+  const double backoff = reqNum(attrs, "backoff_factor");
+  if (!(backoff > 0 && backoff <= 1))
+    fail("attribute 'backoff_factor' must be in (0, 1]");
+  if (reqInt(attrs, "growth_interval") < 1)
+    fail("attribute 'growth_interval' must be >= 1");
 }
 
 // ---- local ops (added by the partitioner) ---------------------------------
@@ -517,8 +559,10 @@ void checkShardRows(const Descs &in, size_t rows) {
   needInt(labels, "labels");
   Shape lead(logits.shape.begin(), logits.shape.end() - 1);
   needShape(labels, lead, "labels");
+  // In the logits' dtype or f32 (mixed precision keeps the loss's sums over
+  // low-precision logits in f32).
   for (size_t i = 2; i < 2 + rows; ++i) {
-    needDtype(in[i], logits.dtype, "a per-position statistic");
+    if (in[i].dtype != DType::F32) needDtype(in[i], logits.dtype, "a per-position statistic");
     needShape(in[i], lead, "a per-position statistic");
   }
 }
@@ -527,8 +571,11 @@ void checkCrossEntropyShardStats(const Descs &in, const Descs &out, const json &
   checkShardRows(in, 1);
   needOffset(in[3]);
   reqPositive(attrs, "vocab");
-  needLike(out[0], in[2], "sum_exp", "max");
-  needLike(out[1], in[2], "target", "max");
+  // Sums may be wider than the logits (f32 statistics of bf16 logits).
+  needFloat(out[0], "sum_exp");
+  needShape(out[0], in[2].shape, "sum_exp");
+  needFloat(out[1], "target");
+  needShape(out[1], in[2].shape, "target");
 }
 
 void checkCrossEntropyShardGrad(const Descs &in, const Descs &out, const json &attrs) {
@@ -586,8 +633,9 @@ std::vector<KernelInfo> makeKernels() {
       {"embedding_grad", 2, 1, {}, checkEmbeddingGrad},
       {"attention_grad", 4, 3, {}, checkAttentionGrad},
       {"cross_entropy_grad", 3, 1, {}, checkCrossEntropyGrad},
-      {"sgd_update", 2, 1, P{{0, 0}}, checkSgd},
-      {"adam_update", 5, 3, P{{0, 0}, {1, 2}, {2, 3}}, checkAdam},
+      {"sgd_update", 2, 1, P{{0, 0}}, checkSgd, 2},
+      {"adam_update", 5, 3, P{{0, 0}, {1, 2}, {2, 3}}, checkAdam, 2},
+      {"loss_scale_update", 4, 3, P{{0, 0}, {1, 1}, {2, 2}}, checkLossScaleUpdate},
       {"reduce_max", 1, 1, {}, checkReduce<DT::Float>},
       {"shard_offset", 0, 1, {}, checkShardOffset},
       {"pad", 1, 1, {}, checkPad},
@@ -617,8 +665,13 @@ const KernelInfo *findKernel(std::string_view name) {
 std::string checkRule(const KernelInfo &kernel, const std::vector<TensorDesc> &in,
                       const std::vector<TensorDesc> &out, const json &attrs) noexcept {
   try {
-    if (in.size() != size_t(kernel.numIn) || out.size() != size_t(kernel.numOut))
+    if (in.size() < size_t(kernel.numIn) ||
+        in.size() > size_t(kernel.numIn + kernel.numOptionalIn) ||
+        out.size() != size_t(kernel.numOut))
       return std::string(kernel.name) + " takes " + std::to_string(kernel.numIn) +
+             (kernel.numOptionalIn
+                  ? " to " + std::to_string(kernel.numIn + kernel.numOptionalIn)
+                  : std::string()) +
              " operand(s) and " + std::to_string(kernel.numOut) + " result(s), got " +
              std::to_string(in.size()) + " and " + std::to_string(out.size());
     kernel.check(in, out, attrs);

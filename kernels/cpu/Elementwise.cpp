@@ -299,10 +299,11 @@ template <class T> void broadcastCopy(const TensorArg &in, const TensorArg &out)
 }
 
 void kBroadcast(const KernelArgs &a) {
-  if (rt::dtypeSize(a.in[0].dtype) == 8)
-    broadcastCopy<uint64_t>(a.in[0], a.out[0]);
-  else
-    broadcastCopy<uint32_t>(a.in[0], a.out[0]);
+  switch (rt::dtypeSize(a.in[0].dtype)) {
+  case 8: broadcastCopy<uint64_t>(a.in[0], a.out[0]); break;
+  case 2: broadcastCopy<uint16_t>(a.in[0], a.out[0]); break;
+  default: broadcastCopy<uint32_t>(a.in[0], a.out[0]); break;
+  }
 }
 
 void kCopy(const KernelArgs &a) {
@@ -343,14 +344,46 @@ template <class To> void castTo(const KernelArgs &a) {
   case DType::F32: castLoop<To, float>(a); break;
   case DType::I32: castLoop<To, int32_t>(a); break;
   case DType::I64: castLoop<To, int64_t>(a); break;
+  case DType::BF16:
+  case DType::F16: {
+    // Through the input's exact f32 values.
+    std::vector<float> f(size_t(a.in[0].numel));
+    toF32(contextOf(a), a.in[0].dtype, a.in[0].data, f.data(), a.in[0].numel);
+    To *y = a.out[0].as<To>();
+    for (int64_t i = 0; i < a.in[0].numel; ++i) y[i] = convert<To>(f[size_t(i)]);
+    break;
   }
+  }
+}
+
+// A cast to bf16 or f16 computes the f32 value (as a cast to f32 would) and
+// rounds it to nearest even.
+void castToLow(const KernelArgs &a) {
+  const TensorArg &x = a.in[0], &y = a.out[0];
+  if (x.dtype == DType::F32) {
+    fromF32(contextOf(a), y.dtype, x.as<float>(), y.data, x.numel);
+    return;
+  }
+  std::vector<float> f(size_t(x.numel));
+  KernelArgs toF = a;
+  toF.out[0].dtype = DType::F32;
+  toF.out[0].data = f.data();
+  castTo<float>(toF);
+  fromF32(contextOf(a), y.dtype, f.data(), y.data, x.numel);
 }
 
 void kCast(const KernelArgs &a) {
   switch (a.out[0].dtype) {
-  case DType::F32: castTo<float>(a); break;
+  case DType::F32:
+    if (rt::isLowPrecision(a.in[0].dtype))
+      toF32(contextOf(a), a.in[0].dtype, a.in[0].data, a.out[0].as<float>(), a.in[0].numel);
+    else
+      castTo<float>(a);
+    break;
   case DType::I32: castTo<int32_t>(a); break;
   case DType::I64: castTo<int64_t>(a); break;
+  case DType::BF16:
+  case DType::F16: castToLow(a); break;
   }
 }
 

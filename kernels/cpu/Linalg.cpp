@@ -99,8 +99,11 @@ template <class T> void transposeLoop(const KernelArgs &a, const std::vector<int
 
 void kTranspose(const KernelArgs &a) {
   std::vector<int64_t> perm = attrInts(*a.attrs, "permutation");
-  if (rt::dtypeSize(a.in[0].dtype) == 8) transposeLoop<uint64_t>(a, perm);
-  else transposeLoop<uint32_t>(a, perm);
+  switch (rt::dtypeSize(a.in[0].dtype)) {
+  case 8: transposeLoop<uint64_t>(a, perm); break;
+  case 2: transposeLoop<uint16_t>(a, perm); break;
+  default: transposeLoop<uint32_t>(a, perm); break;
+  }
 }
 
 } // namespace

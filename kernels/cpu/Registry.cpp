@@ -19,4 +19,11 @@ RunFn findKernel(std::string_view name) {
   return it == table.end() ? nullptr : it->second;
 }
 
+bool handlesLowPrecision(std::string_view name) {
+  // Kernels that only move elements (any element size) or convert them.
+  for (std::string_view k : {"copy", "reshape", "broadcast", "transpose", "pad", "cast"})
+    if (name == k) return true;
+  return false;
+}
+
 } // namespace dtc::kernels::cpu

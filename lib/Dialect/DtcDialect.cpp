@@ -187,11 +187,17 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (name == kPinPriorityAttr) {
     auto str = dyn_cast<StringAttr>(attr.getValue());
-    if (!str || (str.getValue() != "user" && str.getValue() != "strategy"))
-      return fail() << "'dtc.pin_priority' must be \"user\" or \"strategy\"";
+    if (!str || (str.getValue() != "user" && str.getValue() != "strategy" &&
+                 str.getValue() != "storage"))
+      return fail() << "'dtc.pin_priority' must be \"user\", \"strategy\" or \"storage\"";
     return success();
   }
-  if (name == kRoleAttr || name == kOfAttr || name == kGlobalTypeAttr)
+  if (name == kRegatherAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return fail() << "'dtc.regather' is a unit attribute";
+    return success();
+  }
+  if (name == kRoleAttr || name == kOfAttr || name == kStateKindAttr || name == kGlobalTypeAttr)
     return success();
   // Messages between pipeline stages (dtc-split-pipeline).
   if (name == kMessageAttr || name == kPeerAttr || name == kStageAttr) {

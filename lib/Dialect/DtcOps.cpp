@@ -392,7 +392,9 @@ static VocabStats vocabShardStats(LocalLoweringContext &ctx, Location loc,
   Value localMax = ReduceMaxOp::create(b, loc, rowInput, ArrayRef<int64_t>{last}, false);
   VocabStats stats;
   stats.max = ctx.allReduce(loc, localMax, axes, PartialKind::Max);
-  auto rowType = tensorType(stats.max);
+  // The sums are f32 whatever the logits' type: the loss's reductions
+  // (over the shard in the kernel, over shards in the all-reduce) keep f32.
+  auto rowType = tensorType(stats.max).clone(b.getF32Type());
   auto shardStats = CrossEntropyShardStatsOp::create(
       b, loc, TypeRange{rowType, rowType}, logits, labels, stats.max, offset, vocab);
   stats.sumExp = ctx.allReduce(loc, shardStats.getSumExp(), axes, PartialKind::Sum);
@@ -417,9 +419,12 @@ LogicalResult CrossEntropyOp::buildLocal(LocalLoweringContext &ctx,
   int64_t vocab = tensorType(getLogits()).getShape().back();
   Value offset = ctx.shardOffset(loc, axes, tensorType(logits).getShape().back());
   VocabStats stats = vocabShardStats(ctx, loc, logits, labels, offset, vocab, axes);
-  // -log softmax(logits)[label] = log(sum_exp) + max - logits[label]
+  // -log softmax(logits)[label] = log(sum_exp) + max - logits[label], in f32
+  Value max = stats.max;
+  if (tensorType(max).getElementType() != tensorType(stats.target).getElementType())
+    max = CastOp::create(b, loc, tensorType(stats.target), max);
   Value rows = AddOp::create(b, loc, LogOp::create(b, loc, stats.sumExp),
-                             SubOp::create(b, loc, stats.max, stats.target));
+                             SubOp::create(b, loc, max, stats.target));
   int64_t rank = tensorType(rows).getRank();
   Value loss = rows;
   if (rank > 0)
@@ -648,6 +653,15 @@ int64_t AdamUpdateOp::getInPlaceOperand(unsigned resultIdx) {
 
 ShardingRule AdamUpdateOp::getShardingRule() {
   return buildElementwiseRule(*this, {});
+}
+
+ShardingRule LossScaleUpdateOp::getShardingRule() {
+  // Scalars only: nothing to split.
+  return buildElementwiseRule(*this, {});
+}
+
+int64_t LossScaleUpdateOp::getInPlaceOperand(unsigned resultIdx) {
+  return resultIdx < 3 ? int64_t(resultIdx) : -1;
 }
 
 #define GET_OP_CLASSES

@@ -26,6 +26,9 @@ std::string InitSpec::str() const {
   case Kind::Ones:
     os << "ones";
     break;
+  case Kind::Fill:
+    os << "fill(" << formatNumber(a) << ")";
+    break;
   }
   return out;
 }
@@ -51,7 +54,7 @@ std::optional<InitSpec> mlir::dtc::parseInitSpec(llvm::StringRef text,
   }
   auto open = text.find('(');
   if (open == llvm::StringRef::npos || !text.ends_with(")")) {
-    error = "expected normal(STD), uniform(LO,HI), zeros or ones";
+    error = "expected normal(STD), uniform(LO,HI), fill(V), zeros or ones";
     return std::nullopt;
   }
   llvm::StringRef fn = text.take_front(open).trim();
@@ -70,6 +73,14 @@ std::optional<InitSpec> mlir::dtc::parseInitSpec(llvm::StringRef text,
     spec.kind = InitSpec::Kind::Normal;
     return spec;
   }
+  if (fn == "fill") {
+    if (parts.size() != 1 || !parseNumber(parts[0], spec.a)) {
+      error = "fill takes one number, the value";
+      return std::nullopt;
+    }
+    spec.kind = InitSpec::Kind::Fill;
+    return spec;
+  }
   if (fn == "uniform") {
     if (parts.size() != 2 || !parseNumber(parts[0], spec.a) ||
         !parseNumber(parts[1], spec.b)) {
@@ -84,6 +95,6 @@ std::optional<InitSpec> mlir::dtc::parseInitSpec(llvm::StringRef text,
     return spec;
   }
   error = "unknown initializer '" + fn.str() +
-          "' (expected normal, uniform, zeros or ones)";
+          "' (expected normal, uniform, fill, zeros or ones)";
   return std::nullopt;
 }

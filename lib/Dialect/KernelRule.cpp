@@ -39,7 +39,7 @@ mlir::dtc::kernelTensorDesc(Operation *op, Type type, StringRef what) {
   ::dtc::rt::DType dtype;
   if (!name || !::dtc::rt::parseDType(*name, dtype))
     return op->emitOpError() << what << " has element type " << tensor.getElementType()
-                             << ", which the kernels do not support yet (f32 floats, "
+                             << ", which the kernels do not support (f32, bf16 or f16 floats, "
                                 "i32/i64 ids)";
   return ::dtc::kernels::TensorDesc{dtype, ::dtc::rt::Shape(tensor.getShape().begin(),
                                                tensor.getShape().end())};
@@ -64,6 +64,9 @@ FailureOr<json> mlir::dtc::kernelAttributes(Operation *op) {
   json attrs = json::object();
   if (auto props = dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
     for (NamedAttribute attr : props) {
+      // Which optional operands are present shows in the operands themselves.
+      if (attr.getName() == "operandSegmentSizes")
+        continue;
       FailureOr<json> value = kernelAttributeJson(op, attr.getValue());
       if (failed(value))
         return failure();

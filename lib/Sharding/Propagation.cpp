@@ -32,6 +32,19 @@ void ShardingPropagation::pin(Value value, const TensorSharding &sharding,
     s[dim] = DimState{axes, sharding.piece(dim), level, level, true};
 }
 
+void ShardingPropagation::pinStorage(Value value, const TensorSharding &sharding) {
+  ValueState &s = state(value);
+  uint8_t level = static_cast<uint8_t>(ShardingPriority::Strategy);
+  for (auto [dim, axes] : llvm::enumerate(sharding.dims))
+    s[dim] = DimState{axes, sharding.piece(dim), level, level, true, true};
+}
+
+void ShardingPropagation::restrictTo(ArrayRef<Operation *> ops) {
+  restricted = true;
+  only.clear();
+  only.insert(ops.begin(), ops.end());
+}
+
 void ShardingPropagation::close(Value value) {
   for (DimState &d : state(value))
     d.closed = true;
@@ -84,7 +97,7 @@ FactorAxes ShardingPropagation::assign(Operation *op, const ShardingRule &rule,
       if (it == states.end())
         continue;
       for (auto [dim, d] : llvm::enumerate(it->second))
-        if (!d.axes.empty() && d.origin >= minOrigin && dim < tensor.size())
+        if (!d.axes.empty() && !d.storageOnly && d.origin >= minOrigin && dim < tensor.size())
           candidates.push_back({d.level, d.origin, &tensor[dim], &d.axes, d.piece});
     }
   };
@@ -161,7 +174,7 @@ LogicalResult ShardingPropagation::run() {
   SmallVector<Operation *> ops;
   WalkResult walk = func.walk([&](Operation *op) {
     auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
-    if (!ruleOp)
+    if (!ruleOp || (restricted && !only.contains(op)))
       return WalkResult::advance();
     ShardingRule rule = ruleOp.getShardingRule();
     std::string problem = rule.verify(op);

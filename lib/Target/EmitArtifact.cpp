@@ -20,6 +20,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Base64.h"
 #include <map>
@@ -37,7 +38,7 @@ RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
 std::optional<std::string> dtypeName(Type type) { return kernelDTypeName(type); }
 
 int64_t elementBytes(Type type) {
-  return type.isInteger(64) ? 8 : 4;
+  return type.isInteger(64) ? 8 : type.isBF16() || type.isF16() ? 2 : 4;
 }
 
 json shapeJson(ArrayRef<int64_t> shape) { return json(std::vector<int64_t>(shape.begin(), shape.end())); }
@@ -64,6 +65,11 @@ void addSharding(json &tensor, ShardingAttr sharding) {
 struct Slot {
   int64_t bytes = 0;
   std::string category;
+  /// Free slots are reused within a pool: the category, apart for gathered
+  /// ZeRO-3 parameters (short-lived and large: in the pool of ordinary
+  /// activations they would grow slots that long-lived activations then
+  /// keep).
+  std::string pool;
   bool pinned = false; // bound to a tensor or a constant: never reused
   int liveValues = 0;
   /// Pipelines: a slot of one micro-batch of chunk `chunk` (the runtime
@@ -120,7 +126,15 @@ private:
   LogicalResult emitReturn(func::ReturnOp ret);
   void instruction(StringRef kernel, ArrayRef<int> in, ArrayRef<int> out,
                    json attrs, Operation *op);
-  static StringRef categoryOf(Value value);
+  /// `index`: the instruction computing `value` in the step's one list
+  /// (ZeRO's accounting below), or -1 in pipeline lists (a parameter
+  /// gradient is "grad").
+  StringRef categoryOf(Value value, int64_t index = -1) const;
+  /// The buffer of the argument `result` replaces when the step returns it
+  /// as that argument's update and nothing reads the argument from
+  /// instruction `index` on: the result is written there directly (no
+  /// copy, no second buffer). -1 otherwise.
+  int updatedArgumentBuffer(Value result, int64_t index);
 
   ModuleOp module;
   func::FuncOp step;
@@ -142,9 +156,17 @@ private:
   std::vector<int> bufferSlot;
   llvm::DenseMap<Value, int> bufferOf;
   llvm::DenseMap<Value, int64_t> lastUse;
+  /// Index of the first optimizer instruction (the return's when none).
+  int64_t optimizerStart = 0;
+  /// Whether categoryOf decides "grad" by lifetime (the one-list step,
+  /// where ZeRO's reduce-scatters place gradients); pipeline lists count
+  /// every parameter gradient.
+  bool gradLifetimes = false;
   /// Transposes (of the last two dims) only matmuls read: not emitted; the
   /// matmul reads their source with a transpose flag (sgemm does it free).
   llvm::DenseMap<Value, Value> foldedTransposes;
+  /// Values gathered from dtc.regather arguments (ZeRO-3's parameters).
+  llvm::DenseSet<Value> gathered;
   std::map<std::vector<int16_t>, std::string> &commNames;
 
   // Pipelines.
@@ -162,7 +184,7 @@ private:
 };
 
 int Emitter::newSlot(int64_t bytes, StringRef category, bool pinned, int chunk) {
-  slots.push_back({bytes, category.str(), pinned, 0, chunk});
+  slots.push_back({bytes, category.str(), category.str(), pinned, 0, chunk});
   return slots.size() - 1;
 }
 
@@ -172,9 +194,8 @@ FailureOr<int> Emitter::newBuffer(int slot, Value value, Location loc,
   std::optional<std::string> dtype = dtypeName(type.getElementType());
   if (!dtype)
     return emitError(loc) << "element type " << type.getElementType()
-                          << " is not supported by the runtime yet (f32 "
-                             "floats, i32/i64 ids); mixed precision arrives "
-                             "with --precision bf16-mixed";
+                          << " is not supported by the runtime yet (f32, "
+                             "bf16, f16 floats, i32/i64 ids)";
   int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
   slots[slot].bytes = std::max(slots[slot].bytes, bytes);
   slots[slot].liveValues++;
@@ -208,7 +229,10 @@ FailureOr<int> Emitter::allocate(Value value, StringRef category) {
   }
   // Best fit among free slots of this category; else grow the largest free
   // one (cheaper than a new slot); else a new slot.
-  FreePool &pool = freeSlots[key];
+  std::string poolName = key;
+  if (gathered.contains(value))
+    poolName += "/gathered";
+  FreePool &pool = freeSlots[poolName];
   int chosen = -1;
   if (!pool.empty()) {
     auto it = pool.lower_bound({bytes, 0, 0});
@@ -219,6 +243,7 @@ FailureOr<int> Emitter::allocate(Value value, StringRef category) {
   } else {
     chosen = newSlot(bytes, category, /*pinned=*/false, chunk);
   }
+  slots[chosen].pool = poolName;
   return newBuffer(chosen, value, value.getLoc());
 }
 
@@ -234,9 +259,7 @@ void Emitter::release(Value value) {
     return;
   Slot &slot = slots[bufferSlot[it->second]];
   if (--slot.liveValues == 0 && !slot.pinned)
-    freeSlots[slot.chunk < 0 ? slot.category
-                             : slot.category + "@chunk" + std::to_string(slot.chunk)]
-        .insert({slot.bytes, releases++, bufferSlot[it->second]});
+    freeSlots[slot.pool].insert({slot.bytes, releases++, bufferSlot[it->second]});
 }
 
 FailureOr<std::string> Emitter::communicator(ArrayRef<int16_t> axes) {
@@ -266,17 +289,37 @@ FailureOr<std::string> Emitter::communicator(ArrayRef<int16_t> axes) {
   return name;
 }
 
-StringRef Emitter::categoryOf(Value value) {
-  // Parameter gradients are "grad"; every other value of the step
-  // (activations, their gradients, backward and optimizer temporaries) is
-  // transient working memory, "activation".
+StringRef Emitter::categoryOf(Value value, int64_t index) const {
+  // Parameter gradients held from the backward into the optimizer are
+  // "grad": the reduced gradients of plain data parallelism, the full ones
+  // ZeRO-1 reduce-scatters in the optimizer, the pieces ZeRO-2/3 keep. Every
+  // other value of the step (activations, their gradients, a full gradient
+  // ZeRO-2 reduce-scatters as soon as it is complete, backward and
+  // optimizer temporaries) is transient working memory, "activation".
   if (auto result = dyn_cast<OpResult>(value))
     if (auto names = result.getOwner()->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
       if (result.getResultNumber() < names.size())
         if (auto name = dyn_cast<StringAttr>(names[result.getResultNumber()]);
-            name && !name.getValue().empty())
+            name && !name.getValue().empty() &&
+            (!gradLifetimes || index < 0 ||
+             (index < optimizerStart && lastUse.lookup(value) >= optimizerStart)))
           return "grad";
   return "activation";
+}
+
+int Emitter::updatedArgumentBuffer(Value result, int64_t index) {
+  if (!result.hasOneUse() || !isa<func::ReturnOp>(*result.user_begin()))
+    return -1;
+  auto updates = step.getResultAttrOfType<IntegerAttr>(result.use_begin()->getOperandNumber(),
+                                                       DtcDialect::kUpdatesAttr);
+  if (!updates || updates.getInt() < 0 || updates.getInt() >= step.getNumArguments())
+    return -1;
+  Value arg = step.getArgument(updates.getInt());
+  auto it = bufferOf.find(arg);
+  if (it == bufferOf.end() || arg.getType() != result.getType() ||
+      (lastUse.count(arg) && lastUse.lookup(arg) >= index))
+    return -1;
+  return alias(result, it->second);
 }
 
 void Emitter::instruction(StringRef kernel, ArrayRef<int> in, ArrayRef<int> out,
@@ -312,8 +355,8 @@ LogicalResult Emitter::emitArguments() {
       return emitError(arg.getLoc())
              << "\"" << name.getValue() << "\" has element type "
              << globalType.getElementType()
-             << ", which the runtime does not support yet (f32 floats, "
-                "i32/i64 ids)";
+             << ", which the runtime does not support yet (f32, bf16, "
+                "f16 floats, i32/i64 ids)";
     // The tensor lives on devices: a micro-batch axis is no device, and the
     // buffer holds the rank's piece of every micro-batch (each micro-batch
     // slices its own).
@@ -332,11 +375,17 @@ LogicalResult Emitter::emitArguments() {
       tensor["of"] = of.getValue().str();
     if (auto max = dyn_cast_or_null<IntegerAttr>(attr(DtcDialect::kMaxAttr)))
       tensor["max"] = max.getInt();
+    auto stateKind = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kStateKindAttr));
+    if (stateKind)
+      tensor["kind"] = stateKind.getValue().str();
     declareTensor(tensor);
 
+    // Step-wide optimizer state (loss scaling's scalars) is not per
+    // parameter: it counts with the step counter, not the optimizer bytes.
     StringRef r = role.getValue();
+    bool perParameter = static_cast<bool>(attr(DtcDialect::kOfAttr));
     StringRef category = r == "param" ? "param"
-                         : r == "optimizer_state" ? "optimizer"
+                         : r == "optimizer_state" && perParameter ? "optimizer"
                          : r == "input" ? "input"
                                         : "scalar";
     int slot = newSlot(0, category, /*pinned=*/true);
@@ -397,8 +446,10 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
       return failure();
     attrs["comm"] = *comm;
     Value result = op->getResult(0);
-    FailureOr<int> out = inPlace ? FailureOr<int>(alias(result, in[0]))
-                                 : allocate(result, categoryOf(result));
+    int direct = inPlace ? -1 : updatedArgumentBuffer(result, index);
+    FailureOr<int> out = inPlace       ? FailureOr<int>(alias(result, in[0]))
+                         : direct >= 0 ? FailureOr<int>(direct)
+                                       : allocate(result, categoryOf(result, index));
     if (failed(out))
       return failure();
     instruction(kernel, in, {*out}, std::move(attrs), op);
@@ -462,7 +513,7 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
               source = buffers.size() - 1;
               instruction("all_slice", in, {source}, {{"comm", *comm}, {"axis", axis}}, op);
             }
-            FailureOr<int> out = allocate(c.getResult(), categoryOf(c.getResult()));
+            FailureOr<int> out = allocate(c.getResult(), categoryOf(c.getResult(), index));
             if (failed(out))
               return failure();
             instruction("microbatch_slice", {source}, {*out}, {{"axis", axis}}, op);
@@ -483,7 +534,7 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
             int operandSlot = bufferSlot[in[0]];
             if (!slots[operandSlot].pinned)
               return newBuffer(operandSlot, result, op->getLoc());
-            FailureOr<int> out = allocate(result, categoryOf(result));
+            FailureOr<int> out = allocate(result, categoryOf(result, index));
             if (failed(out))
               return failure();
             instruction(op->getName().stripDialect(), in, {*out}, json::object(), op);
@@ -528,7 +579,11 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
                   }
                 }
               }
-              FailureOr<int> buffer = allocate(res, categoryOf(res));
+              if (int direct = updatedArgumentBuffer(res, index); direct >= 0) {
+                out.push_back(direct);
+                continue;
+              }
+              FailureOr<int> buffer = allocate(res, categoryOf(res, index));
               if (failed(buffer))
                 return failure();
               out.push_back(*buffer);
@@ -541,9 +596,13 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
 
   // Free what dies here; results nobody reads die at once.
   llvm::SmallDenseSet<Value> seen;
-  for (Value operand : op->getOperands())
+  for (Value operand : op->getOperands()) {
+    // A folded transpose's source is read here in its place.
+    if (Value source = foldedTransposes.lookup(operand))
+      operand = source;
     if (seen.insert(operand).second && lastUse.lookup(operand) == index)
       release(operand);
+  }
   for (Value res : op->getResults())
     if (res.use_empty())
       release(res);
@@ -613,8 +672,22 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
   for (Operation &op : body)
     if (auto transpose = dyn_cast<TransposeOp>(op); transpose && foldsIntoMatmuls(transpose))
       foldedTransposes[transpose.getResult()] = transpose.getX();
+  for (Operation &op : body)
+    if (isa<shard::AllGatherOp, shard::AllToAllOp, PadOp, TransposeOp>(op) &&
+        llvm::any_of(op.getOperands(), [&](Value v) {
+          auto arg = dyn_cast<BlockArgument>(v);
+          return gathered.contains(v) ||
+                 (arg && step.getArgAttr(arg.getArgNumber(), DtcDialect::kRegatherAttr));
+        }))
+      gathered.insert(op.getResult(0));
   int64_t index = 0;
+  optimizerStart = -1;
+  gradLifetimes = true;
   for (Operation &op : body) {
+    auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+    if (optimizerStart < 0 &&
+        ((phase && phase.getValue() == "optimizer") || isa<func::ReturnOp>(op)))
+      optimizerStart = index;
     for (Value operand : op.getOperands()) {
       lastUse[operand] = index;
       // A matmul reading a folded transpose reads its source.
@@ -836,8 +909,8 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
     auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
     int64_t p = phase ? phaseList(phase.getValue()) : -1;
     if (p < 0)
-      return op.emitError() << "internal error: a per-micro-batch op outside the forward "
-                               "and backward phases";
+      return op.emitError() << "internal error: a per-micro-batch op ('" << op.getName()
+                            << "') outside the forward and backward phases";
     listOf[&op] = 1 + 3 * chunkOf.lookup(&op) + p;
   }
 

@@ -34,7 +34,7 @@ func.func @matmul_result(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>) -> tensor<8
 // -----
 
 func.func @matmul_types(%a: tensor<8x16xf32>, %b: tensor<16x4xbf16>) -> tensor<8x4xf32> {
-  // expected-error @+1 {{'dtc.matmul' op operand #1 has element type 'bf16', which the kernels do not support yet (f32 floats, i32/i64 ids)}}
+  // expected-error @+1 {{'dtc.matmul' op a f32[8, 16] and b bf16[16, 4] have different dtypes}}
   %0 = "dtc.matmul"(%a, %b) : (tensor<8x16xf32>, tensor<16x4xbf16>) -> tensor<8x4xf32>
   return %0 : tensor<8x4xf32>
 }
@@ -50,7 +50,7 @@ func.func @add_shapes(%a: tensor<8x16xf32>, %b: tensor<4x16xf32>) -> tensor<8x16
 // -----
 
 func.func @add_types(%a: tensor<8xf32>, %b: tensor<8xf16>) -> tensor<8xf32> {
-  // expected-error @+1 {{'dtc.add' op operand #1 has element type 'f16', which the kernels do not support yet (f32 floats, i32/i64 ids)}}
+  // expected-error @+1 {{'dtc.add' op lhs f32[8] and rhs f16[8] have different dtypes}}
   %0 = "dtc.add"(%a, %b) : (tensor<8xf32>, tensor<8xf16>) -> tensor<8xf32>
   return %0 : tensor<8xf32>
 }
@@ -98,7 +98,7 @@ func.func @layer_norm_gamma(%x: tensor<4x8xf32>, %g: tensor<4xf32>, %b: tensor<8
 // -----
 
 func.func @layer_norm_beta_type(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xbf16>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{'dtc.layer_norm' op operand #2 has element type 'bf16', which the kernels do not support yet (f32 floats, i32/i64 ids)}}
+  // expected-error @+1 {{'dtc.layer_norm' op beta must be f32, got bf16[8]}}
   %0 = "dtc.layer_norm"(%x, %g, %b) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xbf16>) -> tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
@@ -323,21 +323,47 @@ func.func @cross_entropy_grad_type(%l: tensor<4x10xf32>, %y: tensor<4xi32>, %d: 
 
 func.func @adam_betas(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
   // expected-error @+1 {{'dtc.adam_update' op attribute 'beta1' must be in [0, 1)}}
-  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f64, beta1 = 1.5 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, decoupled = false} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f64, beta1 = 1.5 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, decoupled = false, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %0#0 : tensor<4xf32>
 }
 
 // -----
 
 func.func @sgd_types(%p: tensor<4xf32>, %g: tensor<5xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'dtc.sgd_update' op failed to verify that all of {param, grad, new_param} have same type}}
-  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{'dtc.sgd_update' op g must have p's shape and p's or a narrower float dtype (f32[4]), got f32[5]}}
+  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 
 // -----
 
-// expected-error @+1 {{argument 0: invalid 'dtc.init' "gauss(1)": unknown initializer 'gauss' (expected normal, uniform, zeros or ones)}}
+// Mixed precision: a narrower gradient updates f32 master weights; a wider
+// one, or loss scaling's inputs alone, are errors.
+func.func @sgd_wide_grad(%p: tensor<4xbf16>, %g: tensor<4xf32>) -> tensor<4xbf16> {
+  // expected-error @+1 {{'dtc.sgd_update' op g must have p's shape and p's or a narrower float dtype (bf16[4]), got f32[4]}}
+  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<4xbf16>, tensor<4xf32>) -> tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+func.func @adam_scale_alone(%p: tensor<4xf32>, %g: tensor<4xbf16>, %s: tensor<i64>, %f: tensor<f32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dtc.adam_update' op the loss-scaling inputs inv_scale and found_inf come together}}
+  %0:3 = "dtc.adam_update"(%p, %g, %p, %p, %s, %f) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, decoupled = false, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0>} : (tensor<4xf32>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<i64>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %0#0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @loss_scale_backoff(%s: tensor<f32>, %n: tensor<i64>) -> tensor<f32> {
+  // expected-error @+1 {{'dtc.loss_scale_update' op attribute 'backoff_factor' must be in (0, 1]}}
+  %0:3 = "dtc.loss_scale_update"(%s, %n, %n, %s) {growth_factor = 2.0 : f64, backoff_factor = 1.5 : f64, growth_interval = 10 : i64} : (tensor<f32>, tensor<i64>, tensor<i64>, tensor<f32>) -> (tensor<f32>, tensor<i64>, tensor<i64>)
+  return %0#0 : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: invalid 'dtc.init' "gauss(1)": unknown initializer 'gauss' (expected normal, uniform, fill, zeros or ones)}}
 func.func @bad_init(%w: tensor<4xf32> {dtc.param, dtc.init = "gauss(1)"}) {
   return
 }
@@ -468,14 +494,14 @@ func.func @sharding_twice(%x: tensor<4x4xf32> {dtc.sharding = #dtc.sharding<@mes
 
 func.func @adam_eps(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
   // expected-error @+1 {{'dtc.adam_update' op attribute 'eps' must be > 0}}
-  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 0.0 : f64, weight_decay = 0.0 : f64, decoupled = true} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 0.0 : f64, weight_decay = 0.0 : f64, decoupled = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %0#0 : tensor<4xf32>
 }
 
 // -----
 
 func.func @attention_types(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xf32> {
-  // expected-error @+1 {{'dtc.attention' op operand #1 has element type 'bf16', which the kernels do not support yet (f32 floats, i32/i64 ids)}}
+  // expected-error @+1 {{'dtc.attention' op k must be [B, H, Sk, Dh] with q's B, H and Dh (q is f32[1, 2, 4, 8]), got bf16[1, 2, 4, 8]}}
   %0 = "dtc.attention"(%q, %k, %k) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xf32>
   return %0 : tensor<1x2x4x8xf32>
 }
@@ -499,7 +525,7 @@ func.func @embedding_grad_rank(%ids: tensor<4xi32>, %dy: tensor<4x8xf32>) -> ten
 // -----
 
 func.func @embedding_grad_type(%ids: tensor<4xi32>, %dy: tensor<4x8xf32>) -> tensor<50x8xbf16> {
-  // expected-error @+1 {{'dtc.embedding_grad' op result #0 has element type 'bf16', which the kernels do not support yet (f32 floats, i32/i64 ids)}}
+  // expected-error @+1 {{'dtc.embedding_grad' op dy must be bf16, got f32[4, 8]}}
   %0 = "dtc.embedding_grad"(%ids, %dy) : (tensor<4xi32>, tensor<4x8xf32>) -> tensor<50x8xbf16>
   return %0 : tensor<50x8xbf16>
 }
@@ -507,7 +533,7 @@ func.func @embedding_grad_type(%ids: tensor<4xi32>, %dy: tensor<4x8xf32>) -> ten
 // -----
 
 func.func @broadcast_type(%x: tensor<4xf32>) -> tensor<2x4xf16> {
-  // expected-error @+1 {{'dtc.broadcast' op result #0 has element type 'f16', which the kernels do not support yet (f32 floats, i32/i64 ids)}}
+  // expected-error @+1 {{'dtc.broadcast' op the result must be f32, got f16[2, 4]}}
   %0 = "dtc.broadcast"(%x) : (tensor<4xf32>) -> tensor<2x4xf16>
   return %0 : tensor<2x4xf16>
 }
@@ -616,15 +642,4 @@ func.func @rms_norm_param_grad_dy(%x: tensor<4x8xf32>, %dy: tensor<8x4xf32>) -> 
   // expected-error @+1 {{'dtc.rms_norm_param_grad' op dy must match x (f32[4, 8]), got f32[8, 4]}}
   %0 = "dtc.rms_norm_param_grad"(%x, %dy) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<8xf32>
   return %0 : tensor<8xf32>
-}
-
-// -----
-
-// bf16/f16 are model-format element types, but an op is verified by its
-// kernel's rule, and the kernels have no bf16/f16 dtype yet: one clear error
-// naming the operand (this becomes a valid op when they do).
-func.func @low_precision(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>) -> tensor<4x2xbf16> {
-  // expected-error @+1 {{'dtc.matmul' op operand #0 has element type 'bf16', which the kernels do not support yet (f32 floats, i32/i64 ids)}}
-  %0 = "dtc.matmul"(%a, %b) : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
-  return %0 : tensor<4x2xbf16>
 }

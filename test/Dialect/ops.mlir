@@ -94,3 +94,14 @@ func.func @main(%w1: tensor<16x32xf32> {dtc.param, dtc.name = "w1"},
   %l = "dtc.cross_entropy"(%z, %y) : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// bf16/f16 are model-format element types the kernels compute with (in f32
+// inside, stored narrow).
+// CHECK-LABEL: func.func @low_precision
+// CHECK: dtc.matmul{{.*}}(tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
+// CHECK: dtc.gelu{{.*}}tensor<4x2xf16>
+func.func @low_precision(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %c: tensor<4x2xf16>) -> (tensor<4x2xbf16>, tensor<4x2xf16>) {
+  %0 = "dtc.matmul"(%a, %b) : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
+  %1 = "dtc.gelu"(%c) : (tensor<4x2xf16>) -> tensor<4x2xf16>
+  return %0, %1 : tensor<4x2xbf16>, tensor<4x2xf16>
+}

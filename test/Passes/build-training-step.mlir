@@ -42,7 +42,7 @@
 // The tied weight's two gradients are accumulated.
 // CHECK: %[[GEMB:.*]] = "dtc.add"(%[[DT]], %[[DEMB]]) {{.*}}dtc.gradient_of = ["emb"], {{.*}}dtc.phase = "backward_weight"}
 // CHECK: %[[ZERO:.*]] = arith.constant {{.*}}dtc.phase = "backward_weight"} dense<0.000000e+00> : tensor<3xf32>
-// CHECK: "dtc.adam_update"(%[[EMB]], %[[GEMB]], %[[M0]], %{{.*}}, %[[STEP]]) <{{{.*}}decoupled = true{{.*}}lr = 1.000000e-02 : f64, weight_decay = 1.000000e-01 : f64}> {{.*}}dtc.phase = "optimizer"}
+// CHECK: "dtc.adam_update"(%[[EMB]], %[[GEMB]], %[[M0]], %{{.*}}, %[[STEP]]) <{{{.*}}decoupled = true{{.*}}lr = 1.000000e-02 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>, weight_decay = 1.000000e-01 : f64}> {{.*}}dtc.phase = "optimizer"}
 // CHECK: "dtc.adam_update"(%[[LN]], %[[DG]],
 // CHECK: "dtc.adam_update"(%[[UNUSED]], %[[ZERO]],
 // CHECK: return %[[LOSS]],
@@ -50,7 +50,7 @@
 // SGD-LABEL: func.func @train_step(
 // SGD-NOT: optimizer_state
 // SGD-NOT: dtc.role = "step"
-// SGD: "dtc.sgd_update"({{.*}}) <{lr = 5.000000e-01 : f64, weight_decay = 0.000000e+00 : f64}> {{.*}}dtc.phase = "optimizer"}
+// SGD: "dtc.sgd_update"({{.*}}) <{lr = 5.000000e-01 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0>, weight_decay = 0.000000e+00 : f64}> {{.*}}dtc.phase = "optimizer"}
 
 // GRADS-LABEL: func.func @train_step(
 // GRADS-SAME: -> (tensor<f32> {dtc.name = "loss", dtc.role = "loss"}, tensor<10x4xf32> {dtc.name = "emb:grad", dtc.of = "emb", dtc.role = "grad"}

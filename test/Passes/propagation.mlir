@@ -90,3 +90,40 @@ module attributes {dtc.plan = {grid = @mesh}} {
     return %1 : tensor<8xf32>
   }
 }
+
+// -----
+
+// A storage pin fixes how a value is stored without proposing its split:
+// the weight stored split over axis 0 (ZeRO-3) does not pull the matmul
+// away from the batch split; the matmul plans as if it were whole (the
+// partitioner gathers it), and the ops downstream keep the batch split.
+// (As a user pin, the same split wins at the matmul: the first case above.)
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %arg1: tensor<16x4xf32> {dtc.pin_priority = "storage", dtc.sharding = #dtc.sharding<@mesh, {{\[\[}}0], []]>}
+// CHECK: "dtc.matmul"{{.*}}dtc.factor_axes = [array<i64: 0>, array<i64>, array<i64>]
+// CHECK: dtc.tanh {{.*}}dtc.factor_axes = [array<i64: 0>, array<i64>]
+module attributes {dtc.plan = {grid = @mesh}} {
+  shard.grid @mesh(shape = 2)
+  func.func @train_step(%x: tensor<8x16xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0], []]>, dtc.pin_priority = "strategy"},
+                        %w: tensor<16x4xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0], []]>, dtc.pin_priority = "storage"}) -> tensor<8x4xf32> {
+    %0 = "dtc.matmul"(%x, %w) : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    %1 = "dtc.tanh"(%0) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    return %1 : tensor<8x4xf32>
+  }
+}
+
+// -----
+
+// Nor does a storage pin reach the values it meets: %y stays whole (a
+// strategy pin on %w would split the add and %y).
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %arg1: tensor<8xf32> {dtc.sharding = #dtc.sharding<@mesh, {{\[\[}}]]>}
+// CHECK: "dtc.add"{{.*}}dtc.factor_axes = [array<i64>]
+module attributes {dtc.plan = {grid = @mesh}} {
+  shard.grid @mesh(shape = 2)
+  func.func @train_step(%w: tensor<8xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0]]>, dtc.pin_priority = "storage"},
+                        %y: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = "dtc.add"(%w, %y) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}

@@ -30,6 +30,7 @@ import math
 import os
 import struct
 import subprocess
+import tempfile
 import sys
 
 
@@ -60,7 +61,9 @@ def devices(mesh):
 
 def run(cmd, log):
     with open(log, "w") as out:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        with tempfile.TemporaryDirectory(prefix="dtc-") as tmp:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=dict(os.environ, TMPDIR=tmp))
         out.write(" ".join(cmd) + "\n" + proc.stdout)
     if proc.returncode != 0:
         raise SystemExit(f"FAILED ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout}")

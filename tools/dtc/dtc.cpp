@@ -73,6 +73,8 @@ Plan:
                         tp: Megatron tensor parallelism on the innermost
                         (fastest) mesh axes, pp pipeline stages on the next
                         ones, dp on the outer ones
+                        zero=1|2|3: ZeRO over dp (optimizer state; also
+                        gradients; also parameters, gathered per use)
   --pin NAME=SHARDING   pin a parameter's sharding, e.g.      (repeatable)
                         'h.0.attn.wq=[[],[1]]' (mesh axes per dimension);
                         it wins over the strategy, the rest follows
@@ -92,6 +94,14 @@ Plan:
                         activations), auto the least that fits the --hw
                         memory; the numbers stay bit for bit the same
   --precision P         f32|bf16-mixed|fp16-mixed            (default: f32)
+                        mixed: bf16/f16 parameters, activations and
+                        gradients (kernels accumulate in f32; the loss is
+                        f32); f32 master weights and optimizer state, which
+                        checkpoints save; fp16 scales the loss dynamically
+                        (an overflow skips the step and halves the scale)
+  --loss-scale S        fp16-mixed: initial loss scale       (default: 65536)
+  --loss-scale-window N fp16-mixed: good steps in a row
+                        before the scale doubles             (default: 2000)
   --grad-accum K        gradient accumulation steps          (default: 1)
                         K micro-steps per step, one gradient reduction and
                         one update; M·K micro-batches go through the schedule
@@ -321,6 +331,12 @@ int compileCommand(const std::vector<std::string> &args) {
   });
   flags.value("--precision", [&](const std::string &v) {
     return parseChoice("--precision", v, o.precision, {"f32", "bf16-mixed", "fp16-mixed"});
+  });
+  flags.value("--loss-scale", [&](const std::string &v) {
+    return parseDouble("--loss-scale", v, o.lossScale);
+  });
+  flags.value("--loss-scale-window", [&](const std::string &v) {
+    return parseInt("--loss-scale-window", v, o.lossScaleWindow, 1);
   });
   flags.value("--grad-accum", [&](const std::string &v) { return parseInt("--grad-accum", v, o.gradAccum, 1); });
   flags.value("--optimizer", [&](const std::string &v) {

@@ -44,6 +44,10 @@ def Dtc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kRoleAttr = "dtc.role";
     static constexpr ::llvm::StringLiteral kOfAttr = "dtc.of";
     static constexpr ::llvm::StringLiteral kUpdatesAttr = "dtc.updates";
+    // On optimizer state that is not a per-element moment: "master" (the
+    // f32 master weights of a bf16/f16 parameter, dtc.of names it),
+    // "loss_scale", "loss_scale_good_steps", "skipped_steps".
+    static constexpr ::llvm::StringLiteral kStateKindAttr = "dtc.state_kind";
     static constexpr ::llvm::StringLiteral kPhaseAttr = "dtc.phase";
     // On ops producing a parameter's (full, possibly clipped) gradient: one
     // string per result, the parameter's name or "".
@@ -52,11 +56,17 @@ def Dtc_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kFactorAxesAttr = "dtc.factor_axes";
     static constexpr ::llvm::StringLiteral kFactorPiecesAttr = "dtc.factor_pieces";
     // Pins for dtc-propagate-shardings: dtc.pin on an op (its first result),
-    // dtc.pin_priority = "user" | "strategy" beside it or beside an
-    // argument's dtc.sharding.
+    // dtc.pin_priority = "user" | "strategy" | "storage" beside it or beside
+    // an argument's dtc.sharding ("storage": how the value is stored, never
+    // proposed to the ops that use it).
     static constexpr ::llvm::StringLiteral kPinAttr = "dtc.pin";
     static constexpr ::llvm::StringLiteral kPinPriorityAttr = "dtc.pin_priority";
     static constexpr ::llvm::StringLiteral kGlobalTypeAttr = "dtc.global_type";
+    // On a @train_step argument stored split over axes its readers need
+    // whole (ZeRO-3 parameters): the partitioner gathers it once per region
+    // (phase and layer) rather than once per step, so the gathered copy dies
+    // between its uses.
+    static constexpr ::llvm::StringLiteral kRegatherAttr = "dtc.regather";
     static constexpr ::llvm::StringLiteral kPlanAttr = "dtc.plan";
     // Layers (training-step pass): every op of the step carries the layer
     // it belongs to; forward ops carry an id and backward ops the id of the

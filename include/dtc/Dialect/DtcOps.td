@@ -473,32 +473,68 @@ def Dtc_CrossEntropyShardGradOp : Dtc_Op<"cross_entropy_shard_grad",
 
 def Dtc_InPlace : DeclareOpInterfaceMethods<Dtc_InPlaceOpInterface>;
 
-def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "grad", "new_param"]>,
+def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "new_param"]>,
+                                            AttrSizedOperandSegments,
                                             Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlace]> {
   let summary = "p - lr * (g + weight_decay * p)";
+  let description = [{
+    `grad` has the parameter's shape; its element type may be narrower (the
+    bf16/f16 gradients of mixed precision update f32 master weights; the
+    update computes in f32). Dynamic loss scaling passes `inv_scale` and
+    `found_inf` together: the gradient is multiplied by `inv_scale` (in
+    f32), and the step is skipped, the parameter kept, unless `found_inf` is
+    exactly 0.
+  }];
   let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
+                       Optional<Dtc_LossTensor>:$inv_scale,
+                       Optional<Dtc_LossTensor>:$found_inf,
                        F64Attr:$lr, F64Attr:$weight_decay);
   let results = (outs Dtc_FloatTensor:$new_param);
 }
 
 def Dtc_AdamUpdateOp : Dtc_Op<"adam_update", [Pure,
-    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>,
-    Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlace]> {
+    AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>,
+    AttrSizedOperandSegments, Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlace]> {
   let summary = "one Adam (or AdamW, with decoupled) step, PyTorch semantics";
   let description = [{
     `step` is the number of updates already applied (t = step + 1 in the bias
     corrections). Without `decoupled`, weight decay is added to the gradient
-    (Adam's L2); with it, the parameter decays directly (AdamW).
+    (Adam's L2); with it, the parameter decays directly (AdamW). `grad` may
+    be narrower than the parameter (mixed precision: bf16/f16 gradients,
+    f32 master weights and moments; the update computes in f32). With
+    `inv_scale` and `found_inf` (dynamic loss scaling, as PyTorch's fused
+    Adam) the gradient is unscaled in f32 and the step is skipped,
+    parameter and moments kept, unless `found_inf` is exactly 0.
     The hyperparameters are f64: in f32, 1 - beta2 = 1 - 0.999 would be off
     by 1.3e-5 relative, and so would every second moment.
   }];
   let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
                        Dtc_FloatTensor:$m, Dtc_FloatTensor:$v,
-                       Dtc_StepTensor:$step,
+                       Dtc_StepTensor:$step, Optional<Dtc_LossTensor>:$inv_scale,
+                       Optional<Dtc_LossTensor>:$found_inf,
                        F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                        F64Attr:$weight_decay, BoolAttr:$decoupled);
   let results = (outs Dtc_FloatTensor:$new_param, Dtc_FloatTensor:$new_m,
                       Dtc_FloatTensor:$new_v);
+}
+
+def Dtc_LossScaleUpdateOp : Dtc_Op<"loss_scale_update", [Pure, Dtc_ShardingRule,
+                                                        Dtc_CostOpInterface, Dtc_InPlace]> {
+  let summary = "dynamic loss scaling: back off on overflow, grow after good steps";
+  let description = [{
+    `found_inf` is 0 when every gradient of the step was finite (the sum of
+    every gradient element times 0; NaN otherwise). On an overflow the scale
+    is multiplied by `backoff_factor`, the run of good steps restarts and
+    the count of skipped steps grows by one; otherwise the run grows by one
+    and, when it reaches `growth_interval`, the scale is multiplied by
+    `growth_factor` and the run restarts (PyTorch's GradScaler).
+  }];
+  let arguments = (ins Dtc_LossTensor:$scale, Dtc_StepTensor:$good_steps,
+                       Dtc_StepTensor:$skipped, Dtc_LossTensor:$found_inf,
+                       F64Attr:$growth_factor, F64Attr:$backoff_factor,
+                       I64Attr:$growth_interval);
+  let results = (outs Dtc_LossTensor:$new_scale, Dtc_StepTensor:$new_good_steps,
+                      Dtc_StepTensor:$new_skipped);
 }
 
 #endif // DTC_DIALECT_DTCOPS_TD

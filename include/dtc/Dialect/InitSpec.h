@@ -10,7 +10,7 @@ namespace mlir::dtc {
 
 /// `normal(STD)`, `uniform(LO,HI)`, `zeros` or `ones` (model-format.md).
 struct InitSpec {
-  enum class Kind { Normal, Uniform, Zeros, Ones } kind = Kind::Normal;
+  enum class Kind { Normal, Uniform, Zeros, Ones, Fill } kind = Kind::Normal;
   double a = 0.02; // std for normal, low for uniform
   double b = 0.0;  // high for uniform
   /// Canonical spelling, as the artifact carries it.

@@ -26,6 +26,10 @@ struct CompileOptions {
   int64_t virtualStages = 1;
   std::string remat = "none";
   std::string precision = "f32";
+  /// fp16-mixed's dynamic loss scaling: the initial scale, and the good
+  /// steps in a row after which it doubles (it halves on an overflow).
+  double lossScale = 65536.0;
+  int64_t lossScaleWindow = 2000;
   int64_t gradAccum = 1;
   std::string optimizer = "adam"; // sgd | adam | adamw | none (return gradients)
   double lr = 1e-3;

@@ -27,6 +27,17 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "::mlir::ModuleOp"> {
     activation gradients), `backward_weight` (only feeds parameter
     gradients) or `optimizer`. With `optimizer=none` the step returns
     `(loss, gradients...)` instead of updating.
+
+    Mixed precision (`precision=bf16-mixed|fp16-mixed`): parameters become
+    bf16/f16 and so do the forward's float values (float data inputs are
+    cast on entry; the loss stays f32, as cross entropy produces it; an op
+    with an f32 operand computes in f32). Each parameter gets f32 master
+    weights (optimizer state of dtc.state_kind "master"), which the update
+    reads and writes with the low-precision gradient; the parameter is the
+    updated master rounded. fp16 adds dynamic loss scaling: the backward
+    starts from the loss scale, found_inf (0 unless a gradient is inf/NaN)
+    gates the updates, which unscale the gradient in f32, and
+    dtc.loss_scale_update backs off or grows the scale.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adam\"",
@@ -39,6 +50,14 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "::mlir::ModuleOp"> {
     Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon">,
     Option<"gradClip", "grad-clip", "double", /*default=*/"0.0",
            "clip gradients to this global L2 norm (0: off)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
+           "f32, bf16-mixed or fp16-mixed (low-precision parameters, "
+           "activations and gradients; f32 master weights and optimizer "
+           "state; fp16 adds dynamic loss scaling)">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"65536.0",
+           "fp16-mixed: the initial loss scale">,
+    Option<"lossScaleWindow", "loss-scale-window", "int64_t", /*default=*/"2000",
+           "fp16-mixed: good steps in a row before the loss scale doubles">,
     Option<"keepForward", "keep-forward", "bool", /*default=*/"false",
            "keep @main beside @train_step">
   ];
@@ -55,9 +74,17 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
     (every data input's batch dimension over the dp axes; with tp > 1
     Megatron's vocab-parallel embedding tables and column-parallel weights)
     and lets sharding propagation derive a sharding for every argument and a
-    factor sharding (`dtc.factor_axes`) for every op. The partitioner reads
-    only these annotations, so a searched plan and a pinned one look the
-    same to it.
+    factor sharding (`dtc.factor_axes`) for every op. With `zero` >= 1 a
+    second round plans the optimizer phase split over the data-parallel axes
+    too: each rank updates its piece of every parameter, from the optimizer
+    state it stores (split by storage pins) and its piece of the gradient
+    (the partitioner reduce-scatters it); the updated pieces are gathered
+    back into the parameters. ZeRO-2 differs from 1 only in when the
+    reduce-scatter runs (dtc-schedule-collectives). With `zero` = 3 the
+    parameters are stored split as well (marked `dtc.regather`): the forward
+    and backward never see it, and the partitioner gathers each where it is
+    used. The partitioner reads only these annotations, so a searched plan
+    and a pinned one look the same to it.
 
     With `microbatches` M > 1 (and always with pp > 1) the grid gets one
     more, virtual axis of size M (no devices: the emitter turns it into a
@@ -73,6 +100,10 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
            "data-parallel degree (0: the devices tp and pp leave)">,
     Option<"tp", "tp", "int64_t", /*default=*/"1",
            "tensor-parallel degree (Megatron)">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage over the data-parallel axes: 1 splits the optimizer "
+           "state (and the update), 2 also the gradients, 3 also the "
+           "parameters (gathered where they are used)">,
     Option<"pp", "pp", "int64_t", /*default=*/"1",
            "pipeline stages (the mesh axes inside tp's multiplying to pp)">,
     Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
@@ -177,6 +208,26 @@ def Partition : Pass<"dtc-partition", "::mlir::ModuleOp"> {
     `dtc.fill_padding` before reductions).
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect", "::mlir::dtc::DtcDialect"];
+}
+
+def ScheduleCollectives : Pass<"dtc-schedule-collectives", "::mlir::ModuleOp"> {
+  let summary = "Orders ZeRO's collectives in the partitioned step";
+  let description = [{
+    Runs after `dtc-partition` on the plan's ZeRO stage (`dtc.plan`'s
+    `zero`); moves collectives, never changes what they compute, and every
+    rank moves them alike (their order stays matched):
+    - ZeRO-2 and 3: each parameter gradient's reduction (the reduce-scatter
+      into the rank's piece, with its padding) is issued as soon as the
+      gradient is complete instead of at the update, so the full gradient
+      dies there and only the piece is kept until the optimizer;
+    - ZeRO-3: the gathers of `dtc.regather` parameters are prefetched: the
+      gathers a region (a layer when ops carry `dtc.layer`, else one
+      consuming op) needs are issued before the previous region of the same
+      phase starts computing, so a backend with asynchronous collectives
+      overlaps them with that computation (the CPU runtime runs the list in
+      order: the gather simply comes earlier, and its memory lives a region
+      longer).
+  }];
 }
 
 def TestPrintShardingRules : Pass<"dtc-test-print-sharding-rules", "::mlir::ModuleOp"> {

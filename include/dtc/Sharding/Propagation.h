@@ -13,8 +13,13 @@
 // it terminates and a higher-priority pin is never overridden.
 //
 // Pins are closed: every dimension of a pinned value, split or not, stays as
-// pinned. Plans stay data: the result is written as the same annotations a
-// search would write (dtc.sharding, dtc.factor_axes).
+// pinned. A storage pin fixes how a value is stored without making it a
+// source: the ops that read or write it plan as if it had no split and the
+// partitioner reshards it for them (ZeRO's parameters and optimizer state,
+// split over the data-parallel axes, are gathered where they are used instead
+// of pushing that split into the activations they meet). Plans stay data: the
+// result is written as the same annotations a search would write
+// (dtc.sharding, dtc.factor_axes).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DTC_SHARDING_PROPAGATION_H
@@ -23,6 +28,7 @@
 #include "dtc/Sharding/Sharding.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include <functional>
 
 namespace mlir::dtc {
@@ -39,6 +45,13 @@ public:
   /// Fixes the sharding of `value` at `priority` (Strategy or User). A pin
   /// of a higher priority replaces a lower one; otherwise the first stays.
   void pin(Value value, const TensorSharding &sharding, ShardingPriority priority);
+  /// Fixes how `value` is stored (closed, like a pin) without proposing its
+  /// split to any op: readers and writers plan around it.
+  void pinStorage(Value value, const TensorSharding &sharding);
+  /// Plans only `ops`: every other op keeps the factor sharding it carries
+  /// and is neither planned nor annotated (a second planning round over one
+  /// phase of the step, e.g. ZeRO's optimizer).
+  void restrictTo(ArrayRef<Operation *> ops);
   /// Keeps `value` whole (constants: consumers slice what they need).
   void close(Value value);
   /// Propagates, then fixes every op's factor sharding.
@@ -63,6 +76,8 @@ private:
     /// Level of the pin an inferred split comes from.
     uint8_t origin = 0;
     bool closed = false;
+    /// A storage pin: kept, never proposed to ops.
+    bool storageOnly = false;
   };
   using ValueState = SmallVector<DimState, 4>;
 
@@ -82,6 +97,9 @@ private:
   llvm::DenseMap<Value, ValueState> states;
   llvm::DenseMap<Operation *, FactorAxes> opFactors;
   llvm::DenseMap<Operation *, ShardingRule> rules;
+  /// restrictTo()'s ops; empty: every op with a sharding rule.
+  llvm::DenseSet<Operation *> only;
+  bool restricted = false;
 };
 
 } // namespace mlir::dtc

@@ -100,6 +100,8 @@ struct KernelInfo {
   /// (out index, in index) pairs that may name the same buffer ("in place ok").
   std::vector<std::pair<int, int>> inPlace;
   CheckFn check;
+  /// Inputs that may follow the `numIn` required ones (optional operands).
+  int numOptionalIn = 0;
 };
 
 /// The one entry point to a kernel's rule for every caller: the runtime's
@@ -200,6 +202,15 @@ uint64_t contextWorkspaceBytes(std::string_view name, const std::vector<TensorDe
 /// Makes the calling thread's later kernel calls use `ctx.threads()` in the
 /// matrix library and OpenMP (call once per rank thread before running).
 void bindThreads(const KernelContext &ctx);
+
+/// dst = the f32 values of `n` elements of dtype `from` (f32, bf16 or f16).
+void toF32(const KernelContext &ctx, DType from, const void *src, float *dst, int64_t n);
+/// dst (dtype `to`: f32, bf16 or f16) = src rounded to nearest even.
+void fromF32(const KernelContext &ctx, DType to, const float *src, void *dst, int64_t n);
+/// Whether kernel `name` handles bf16/f16 operands itself (moves or converts
+/// their bits); every other float kernel gets them converted to f32 by the
+/// executor and its f32 results rounded back.
+bool handlesLowPrecision(std::string_view name);
 
 } // namespace dtc::kernels::cpu
 

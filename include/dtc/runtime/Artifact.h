@@ -37,10 +37,11 @@ const char *memCategoryName(MemCategory c);
 /// Per dimension: the mesh axes that split it, major first.
 using Sharding = std::vector<std::vector<int>>;
 
-/// `init` of a param / optimizer_state: normal(STD), uniform(LO,HI), zeros, ones.
+/// `init` of a param / optimizer_state: normal(STD), uniform(LO,HI), zeros,
+/// ones, fill(V).
 struct InitSpec {
-  enum Kind { Zeros, Ones, Normal, Uniform } kind = Zeros;
-  double a = 0, b = 0; ///< normal: a = STD; uniform: [a, b)
+  enum Kind { Zeros, Ones, Normal, Uniform, Fill } kind = Zeros;
+  double a = 0, b = 0; ///< normal: a = STD; uniform: [a, b); fill: a = V
 };
 /// Parses an init string; returns false if malformed.
 bool parseInitSpec(const std::string &text, InitSpec &out);
@@ -96,7 +97,12 @@ struct TensorDecl {
   std::vector<int64_t> pieces; ///< per dim piece size, 0 = ceil(G/n); may be empty
   InitSpec init;        ///< param, optimizer_state
   std::string initText; ///< as written
-  std::string of;       ///< optimizer_state: the parameter
+  std::string of;       ///< optimizer_state: the parameter ("" for step-wide state)
+  /// optimizer_state: "master" (the f32 master weights of `of`, a bf16/f16
+  /// parameter), "loss_scale" (dynamic loss scaling's scale),
+  /// "loss_scale_good_steps" (good steps in a row), "skipped_steps" (steps
+  /// it skipped), or "".
+  std::string kind;
   int64_t max = 0;      ///< integer input: exclusive bound (0 = none)
 };
 

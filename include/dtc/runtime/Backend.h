@@ -184,6 +184,12 @@ public:
   /// Called on the thread that runs the rank's steps, before each step
   /// (binds thread pools, or the device, to it).
   virtual void attachThread() = 0;
+
+  // ---- memory of its own ---------------------------------------------------------
+  /// High-water bytes the backend allocated for itself beyond allocate()
+  /// (e.g. the CPU backend's f32 copies of bf16/f16 operands); reported as
+  /// staging.
+  virtual uint64_t scratchBytes() const { return 0; }
 };
 
 /// Throws Error unless --backend NAME can run in this build: "cuda" says this

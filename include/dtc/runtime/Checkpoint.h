@@ -29,12 +29,26 @@ namespace dtc::rt {
 /// CKPT.optim; "" for a sharded checkpoint (a directory has no sidecar).
 std::string optimizerSidecarPath(const std::string &ckpt);
 
+/// The f32 master weights of param `param` (optimizer_state of kind
+/// "master"), or -1.
+int masterOf(const Artifact &a, int param);
+/// What a checkpoint file of `role` holds: (tensor whose values are saved,
+/// name in the file). Params are saved under their names from their master
+/// weights when they have some (so checkpoints keep f32 values whatever the
+/// compute precision); the optimizer sidecar holds the other optimizer state.
+std::vector<std::pair<int, std::string>> checkpointTensors(const Artifact &a, Role role);
+/// Reads `n` elements of entry `e` from element `first` into `dst` of
+/// `dtype`, converting between float dtypes (round to nearest even).
+void readConverted(const SafetensorsReader &file, const SafetensorsEntry &e, int64_t first,
+                   void *dst, DType dtype, int64_t n);
+
 /// For tensor `t`: the ranks that contribute its pieces when gathering (the
 /// lowest rank holding each distinct piece), in rank order.
 std::vector<int> contributorRanks(const Artifact &a, int t);
 
-/// Checks that `file` holds exactly the tensors of `role` of the artifact with
-/// the right dtypes and global shapes. Throws Error naming the file.
+/// Checks that `file` holds exactly the tensors of `role` of the artifact
+/// (checkpointTensors) with global shapes and dtypes that load (float dtypes
+/// convert). Throws Error naming the file.
 void checkCheckpointTensors(const Artifact &a, const SafetensorsReader &file, Role role);
 /// Value of an integer metadata key (`fallback` if absent). Throws if malformed.
 int64_t metadataInt(const SafetensorsReader &file, const std::string &key, int64_t fallback);

@@ -190,6 +190,14 @@ public:
   /// The loss buffer's value (must be held).
   float loss();
 
+  /// Fault injection for dynamic loss scaling's tests (DTC_INJECT_OVERFLOW,
+  /// docs/runtime.md): during the next run only, the first element of the
+  /// first parameter gradient this program computes (the first output of
+  /// category grad) becomes +inf right after the instruction that writes
+  /// it. Returns false (and arms nothing) when the program has no such
+  /// gradient.
+  bool injectOverflowNextRun();
+
   /// Runs the instruction list once and waits for it. A failing kernel
   /// does not stop the list (so collectives stay matched across ranks); the
   /// first error's message is returned ("" when all went well).
@@ -252,6 +260,12 @@ private:
   /// Packing buffer of the axis-wise collectives (sized once, at load).
   char *staging_ = nullptr;
   size_t stagingSize_ = 0;
+  /// The buffer injectOverflowNextRun poisons (-1: none), after which
+  /// instruction of the once-per-step list (-2: before the list after a
+  /// pipeline's micro-batches), and whether the next run does.
+  int overflowInstr_ = -1, overflowBuffer_ = -1;
+  bool overflowArmed_ = false;
+  void poisonGradient(bool afterCollective);
   uint64_t stagingAllocated_ = 0;
   /// Everything allocate() handed out, given back to the backend when the
   /// executor goes (also when its constructor fails).

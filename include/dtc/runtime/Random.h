@@ -46,6 +46,12 @@ int64_t intValue(int64_t max, PhiloxKey key, uint64_t index, uint64_t stream);
 /// `init`, evaluating each element at its global index.
 void fillInit(float *out, const InitSpec &init, uint64_t seed, std::string_view name,
               const Shape &global, const Piece &piece, uint64_t stream = kInitStream);
+/// The same for a tensor of any dtype: bf16 and f16 get the f32 value
+/// rounded to nearest even (so a bf16 parameter equals its f32 master weight
+/// rounded), i64 the value converted.
+void fillInit(void *out, DType dtype, const InitSpec &init, uint64_t seed,
+              std::string_view name, const Shape &global, const Piece &piece,
+              uint64_t stream = kInitStream);
 /// Fills the local piece of a synthetic input of step `step`: normal(1.0) for
 /// f32, floor(u * max) for integer dtypes.
 void fillSynthetic(void *out, DType dtype, int64_t max, uint64_t seed,

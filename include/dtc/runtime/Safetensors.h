@@ -48,7 +48,7 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t size);
 struct SafetensorsEntry {
   std::string name;
   std::string dtypeName; ///< as written ("F32", "BF16", ...)
-  bool supported = false; ///< dtype is F32, I32 or I64
+  bool supported = false; ///< dtype is F32, BF16, F16, I32 or I64
   DType dtype = DType::F32;
   Shape shape;
   uint64_t begin = 0, end = 0; ///< relative to the data section

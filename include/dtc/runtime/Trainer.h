@@ -93,7 +93,16 @@ struct StepReport {
   float loss = 0;
   double seconds = 0;
   double tokensPerSecond = 0;
+  /// Dynamic loss scaling (fp16-mixed artifacts): the scale this step ran
+  /// with, and whether its gradients overflowed so the update was skipped.
+  bool lossScaling = false;
+  float lossScale = 0;
+  bool skipped = false;
 };
+
+/// The steps DTC_INJECT_OVERFLOW names (docs/runtime.md): "K" or "K1,K2,...",
+/// global step indices. Throws Error on a malformed value.
+std::vector<int64_t> parseInjectOverflow(const std::string &text);
 
 class Trainer {
 public:
@@ -136,6 +145,9 @@ private:
   TokenBinding binding_;
   int lossRank_ = 0;
   int64_t step_ = 0, optStep_ = 0;
+  /// Loss scaling's scale and skipped-step count (-1: no loss scaling).
+  int lossScaleTensor_ = -1, skippedTensor_ = -1;
+  std::vector<int64_t> injectOverflow_;
 };
 
 /// Writes the per-rank maxima of memory bytes per category and per-step

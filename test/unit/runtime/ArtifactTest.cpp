@@ -177,7 +177,7 @@ TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
        "mesh axis 2 does not exist"},
       {"comm dup", [](json &b) { b["communicators"][1]["name"] = "dp"; }, "declared twice"},
       {"tensor role", [](json &b) { b["tensors"][0]["role"] = "weight"; }, "unknown role \"weight\""},
-      {"tensor dtype", [](json &b) { b["tensors"][0]["dtype"] = "f16"; }, "unknown dtype \"f16\""},
+      {"tensor dtype", [](json &b) { b["tensors"][0]["dtype"] = "f64"; }, "unknown dtype \"f64\""},
       {"tensor shape", [](json &b) { b["tensors"][0]["shape"] = {8, 0}; }, "dimension sizes must be >= 1"},
       {"sharding rank", [](json &b) { b["tensors"][0]["sharding"] = json::array({json::array()}); },
        "sharding has 1 entries for a rank-2 tensor"},

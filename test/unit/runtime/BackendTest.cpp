@@ -271,6 +271,7 @@ public:
   }
   // The CPU kernels' context (and its workspace) is the inner backend's.
   uint64_t kernelWorkspaceBytes() const override { return cpu_->kernelWorkspaceBytes(); }
+  uint64_t scratchBytes() const override { return cpu_->scratchBytes(); }
 
   Stream &computeStream() override { return compute_; }
   Stream &commStream() override { return comm_; }

@@ -99,7 +99,9 @@ inline std::string checkKernel(const std::string &name, const std::vector<HostTe
                                const std::vector<OutSpec> &outs, const json &attrs) {
   const kernels::KernelInfo *k = kernels::findKernel(name);
   if (!k) return "unknown kernel";
-  if (int(ins.size()) != k->numIn || int(outs.size()) != k->numOut) return "arity";
+  if (int(ins.size()) < k->numIn || int(ins.size()) > k->numIn + k->numOptionalIn ||
+      int(outs.size()) != k->numOut)
+    return "arity";
   std::vector<kernels::TensorDesc> di, dout;
   for (const auto &t : ins) di.push_back({t.dtype, t.shape});
   for (const auto &t : outs) dout.push_back({t.dtype, t.shape});

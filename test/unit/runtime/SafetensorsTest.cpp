@@ -77,17 +77,19 @@ TEST(Safetensors, RoundTrip) {
 }
 
 TEST(Safetensors, ReadsFilesOfOtherWriters) {
-  // Unpadded header, keys in any order, BF16 tensor (recognised, flagged
-  // unsupported), no metadata.
+  // Unpadded header, keys in any order, a BF16 and an I16 tensor (both
+  // recognised, I16 flagged unsupported), no metadata.
   const std::string p = tempDir() + "/other.safetensors";
   std::string data(4 + 4, '\0');
   float one = 1.0f;
   std::memcpy(data.data() + 4, &one, 4);
-  writeRaw(p, rawFile(R"({"w":{"data_offsets":[4,8],"shape":[1],"dtype":"F32"},"h":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", data));
+  writeRaw(p, rawFile(R"({"w":{"data_offsets":[4,8],"shape":[1],"dtype":"F32"},"h":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"s":{"dtype":"I16","shape":[0],"data_offsets":[8,8]}})", data));
   SafetensorsReader r(p);
   EXPECT_TRUE(r.metadata().empty());
   EXPECT_TRUE(r.find("w")->supported);
-  EXPECT_FALSE(r.find("h")->supported);
+  EXPECT_TRUE(r.find("h")->supported);
+  EXPECT_EQ(r.find("h")->dtype, DType::BF16);
+  EXPECT_FALSE(r.find("s")->supported);
   float got;
   r.read(*r.find("w"), 0, &got, 4);
   EXPECT_EQ(got, 1.0f);
