@@ -25,24 +25,8 @@ import subprocess
 import tempfile
 import sys
 
-import struct
-
-
-def read_safetensors(path):
-    """{name: (shape, values)} of F32 and I64 tensors, and the metadata."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack_from("<Q", data, 0)
-    header = json.loads(data[8:8 + n])
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        code = {"F32": "f", "I64": "q"}[info["dtype"]]
-        begin, end = info["data_offsets"]
-        count = (end - begin) // struct.calcsize(code)
-        tensors[name] = (info["shape"], struct.unpack_from(f"<{count}{code}", data, 8 + n + begin))
-    return tensors, header.get("__metadata__", {})
+# {name: (shape, values)} of a safetensors file, and its metadata.
+from compare_checkpoints import read as read_safetensors  # noqa: E402
 
 
 def run(cmd, inject=None):
