@@ -21,7 +21,9 @@ import sys
 _FORMATS = {"F32": "f", "I32": "i", "I64": "q"}
 
 
-def read(path):
+def read_raw(path):
+    """The tensors of a safetensors file as (dtype, shape, bytes), its
+    metadata, and where its data section starts."""
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack_from("<Q", data, 0)
@@ -31,10 +33,18 @@ def read(path):
         if name == "__metadata__":
             continue
         begin, end = info["data_offsets"]
-        code = _FORMATS[info["dtype"]]
-        count = (end - begin) // struct.calcsize(code)
-        tensors[name] = (info["shape"], struct.unpack_from(f"<{count}{code}", data, 8 + n + begin))
-    return tensors, header.get("__metadata__", {})
+        tensors[name] = (info["dtype"], info["shape"], data[8 + n + begin:8 + n + end])
+    return tensors, header.get("__metadata__", {}), 8 + n
+
+
+def read(path):
+    raw, metadata, _ = read_raw(path)
+    tensors = {}
+    for name, (dtype, shape, data) in raw.items():
+        code = _FORMATS[dtype]
+        count = len(data) // struct.calcsize(code)
+        tensors[name] = (shape, struct.unpack_from(f"<{count}{code}", data))
+    return tensors, metadata
 
 
 def index(i, shape):

@@ -34,22 +34,10 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-_FORMATS = {"F32": "f", "I32": "i", "I64": "q"}
+sys.path.insert(0, HERE)
+from compare_checkpoints import _FORMATS, read_raw as read_safetensors  # noqa: E402
+
 _DTYPES = {"f32": "F32", "i32": "I32", "i64": "I64"}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack_from("<Q", data, 0)
-    header = json.loads(data[8:8 + n])
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        tensors[name] = (info["dtype"], info["shape"], data[8 + n + begin:8 + n + end])
-    return tensors, header.get("__metadata__", {}), 8 + n
 
 
 def assemble(directory):
