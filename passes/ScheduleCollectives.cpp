@@ -46,15 +46,22 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
     ModuleOp module = getOperation();
     auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
     auto zero = plan ? plan.getAs<IntegerAttr>("zero") : nullptr;
-    if (!zero || zero.getInt() < 2)
+    if (!zero || zero.getInt() < 1)
       return;
+    SmallVector<int64_t> mbAxes = planAxes(module, kMicrobatchAxesKey);
     module.walk([&](func::FuncOp func) {
       if (func.isExternal())
         return;
       Block &body = func.getBody().front();
-      reduceGradientsEarly(body);
-      if (zero.getInt() >= 3)
-        prefetchGathers(func, body);
+      if (zero.getInt() == 1) {
+        if (!mbAxes.empty())
+          accumulateBeforeScattering(body, mbAxes);
+      } else {
+        reduceGradientsEarly(body);
+        if (zero.getInt() >= 3)
+          prefetchGathers(func, body);
+      }
+      sendEarly(func, body);
     });
   }
 
@@ -72,6 +79,89 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
     }
     if (after->isBeforeInBlock(op) && after->getNextNode() != op)
       op->moveAfter(after);
+  }
+
+  /// Pipelines: a message leaves with its pending sums reduced, and the
+  /// partitioner reduces right before the consumer, which for a message is
+  /// the return. Under ZeRO the global norm of clipping is such a sum (of
+  /// the gradient pieces' squares over dp): reduced at the end of the step,
+  /// its send would follow the receive of the norm the other stage sends
+  /// back, and the stages would wait for each other. The collectives that
+  /// only feed a send run right after their operand instead.
+  static void sendEarly(func::FuncOp func, Block &body) {
+    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
+    if (!ret)
+      return;
+    for (OpOperand &operand : ret->getOpOperands()) {
+      auto role = func.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
+                                                       DtcDialect::kRoleAttr);
+      if (!role || role.getValue() != "send")
+        continue;
+      SmallVector<Operation *> chain;
+      for (Operation *op = operand.get().getDefiningOp();
+           op && op->getBlock() == &body && isCollectiveOrPadding(op) &&
+           llvm::all_of(op->getUsers(), [&](Operation *user) {
+             return isa<func::ReturnOp>(user) || llvm::is_contained(chain, user);
+           });
+           op = op->getOperand(0).getDefiningOp())
+        chain.push_back(op);
+      for (Operation *op : llvm::reverse(chain))
+        hoist(op, body);
+    }
+  }
+
+  /// ZeRO-1 with micro-batches: a gradient is a pending sum over the dp
+  /// and micro-batch axes, and the partitioner reduce-scatters it over dp
+  /// before summing over the micro-batches, which the emitter would have to
+  /// run per micro-batch. ZeRO-1 keeps the whole gradient to the optimizer
+  /// anyway, so the sum over the micro-batches (the emitter's free
+  /// accumulation) goes first and the reduce-scatter runs once after the
+  /// flush: `all_reduce(mb, reduce_scatter(dp, g))` becomes
+  /// `reduce_scatter(dp, all_reduce(mb, g))` (Megatron's distributed
+  /// optimizer). Both are sums, so the value is the same up to rounding;
+  /// the padding between them is zero-filling, which commutes with a sum.
+  static void accumulateBeforeScattering(Block &body, ArrayRef<int64_t> mbAxes) {
+    auto overMicroBatchesOnly = [&](shard::AllReduceOp reduce) {
+      return reduce.getReduction() == shard::ReductionKind::Sum &&
+             llvm::all_of(reduce.getGridAxes(),
+                          [&](int16_t a) { return llvm::is_contained(mbAxes, a); });
+    };
+    auto commutesWithSum = [](Operation *op) {
+      if (auto fill = dyn_cast<FillPaddingOp>(op))
+        return fill.getFill() == "zero";
+      if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op))
+        return scatter.getReduction() == shard::ReductionKind::Sum;
+      return isa<PadOp>(op);
+    };
+    SmallVector<shard::AllReduceOp> sums;
+    for (Operation &op : body)
+      if (auto reduce = dyn_cast<shard::AllReduceOp>(op);
+          reduce && reduce->hasAttr(DtcDialect::kGradientOfAttr) && overMicroBatchesOnly(reduce))
+        sums.push_back(reduce);
+    for (shard::AllReduceOp sum : sums) {
+      // The chain from the gradient to the sum: padding and one
+      // reduce-scatter, each read only by the next.
+      Operation *head = nullptr;
+      bool scatters = false;
+      Value v = sum.getInput();
+      while (Operation *def = v.getDefiningOp()) {
+        if (def->getBlock() != &body || !v.hasOneUse() || !commutesWithSum(def) ||
+            !def->hasAttr(DtcDialect::kGradientOfAttr))
+          break;
+        scatters |= isa<shard::ReduceScatterOp>(def);
+        head = def;
+        v = def->getOperand(0);
+      }
+      if (!head || !scatters)
+        continue;
+      OpBuilder builder(head);
+      auto whole = shard::AllReduceOp::create(builder, sum.getLoc(), v.getType(), sum.getGridAttr(),
+                                              sum.getGridAxesAttr(), v, sum.getReductionAttr());
+      whole->setDiscardableAttrs(sum->getDiscardableAttrDictionary());
+      head->setOperand(0, whole.getResult());
+      sum.getResult().replaceAllUsesWith(sum.getInput());
+      sum.erase();
+    }
   }
 
   /// ZeRO-2/3: the optimizer-phase collectives on a parameter gradient (its

@@ -119,15 +119,6 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
       errors.flag("--strategy zero=" + std::to_string(o.zero) + ": expected 0, 1, 2 or 3");
       return false;
     }
-    // ZeRO's reduce-scatters and gathers are not yet placed around the
-    // per-micro-batch lists of a pipeline (or, for zero >= 2, of
-    // micro-batches): refused rather than planned wrong.
-    if (o.zero > 0 && o.pp > 1)
-      return notYet("--strategy zero=" + std::to_string(o.zero) + " with pp=" +
-                    std::to_string(o.pp) + ": ZeRO across pipeline stages");
-    if (o.zero > 1 && o.microbatches > 1)
-      return notYet("--strategy zero=" + std::to_string(o.zero) + " with --microbatches " +
-                    std::to_string(o.microbatches) + ": ZeRO-2/3 with micro-batches");
   }
   if (o.virtualStages > 1 && o.schedule != "interleaved") {
     errors.flag("--virtual-stages " + std::to_string(o.virtualStages) +

@@ -162,6 +162,10 @@ private:
   /// where ZeRO's reduce-scatters place gradients); pipeline lists count
   /// every parameter gradient.
   bool gradLifetimes = false;
+  /// Pipelines: a gradient's pieces cut after the flush, read only by the
+  /// update (ZeRO-1's reduce-scatter of the accumulated gradient): working
+  /// memory of the optimizer, not "grad".
+  llvm::DenseSet<Value> updatePieces;
   /// Transposes (of the last two dims) only matmuls read: not emitted; the
   /// matmul reads their source with a transpose flag (sgemm does it free).
   llvm::DenseMap<Value, Value> foldedTransposes;
@@ -296,6 +300,8 @@ StringRef Emitter::categoryOf(Value value, int64_t index) const {
   // other value of the step (activations, their gradients, a full gradient
   // ZeRO-2 reduce-scatters as soon as it is complete, backward and
   // optimizer temporaries) is transient working memory, "activation".
+  if (updatePieces.contains(value))
+    return "activation";
   if (auto result = dyn_cast<OpResult>(value))
     if (auto names = result.getOwner()->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
       if (result.getResultNumber() < names.size())
@@ -667,12 +673,20 @@ static bool foldsIntoMatmuls(TransposeOp transpose) {
          llvm::all_of(transpose->getUsers(), [](Operation *user) { return isa<MatmulOp>(user); });
 }
 
-FailureOr<json> Emitter::run(const ArtifactOptions &options) {
-  Block &body = step.getBody().front();
-  for (Operation &op : body)
-    if (auto transpose = dyn_cast<TransposeOp>(op); transpose && foldsIntoMatmuls(transpose))
-      foldedTransposes[transpose.getResult()] = transpose.getX();
-  for (Operation &op : body)
+/// The per-micro-batch list of a phase: forward, B or W (-1: none).
+int64_t phaseList(StringRef phase) {
+  return llvm::StringSwitch<int64_t>(phase)
+      .Case("forward", 0)
+      .Case("backward_input", 1)
+      .Case("backward_weight", 2)
+      .Default(-1);
+}
+
+/// ZeRO-3: the values gathered (and padded, cropped, transposed) from
+/// `dtc.regather` arguments, the stored pieces of parameters.
+llvm::DenseSet<Value> gatheredParameters(func::FuncOp step) {
+  llvm::DenseSet<Value> gathered;
+  for (Operation &op : step.getBody().front())
     if (isa<shard::AllGatherOp, shard::AllToAllOp, PadOp, TransposeOp>(op) &&
         llvm::any_of(op.getOperands(), [&](Value v) {
           auto arg = dyn_cast<BlockArgument>(v);
@@ -680,6 +694,15 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
                  (arg && step.getArgAttr(arg.getArgNumber(), DtcDialect::kRegatherAttr));
         }))
       gathered.insert(op.getResult(0));
+  return gathered;
+}
+
+FailureOr<json> Emitter::run(const ArtifactOptions &options) {
+  Block &body = step.getBody().front();
+  for (Operation &op : body)
+    if (auto transpose = dyn_cast<TransposeOp>(op); transpose && foldsIntoMatmuls(transpose))
+      foldedTransposes[transpose.getResult()] = transpose.getX();
+  gathered = gatheredParameters(step);
   int64_t index = 0;
   optimizerStart = -1;
   gradLifetimes = true;
@@ -772,10 +795,22 @@ LogicalResult classifyScopes(func::FuncOp step, ArrayRef<int64_t> mbAxes,
     auto reduce = dyn_cast<shard::AllReduceOp>(op);
     return reduce && isMb(reduce.getGridAxes());
   };
+  // ZeRO-3 gathers its parameters per micro-batch: a forward or backward
+  // gather of a stored piece runs in the list of the micro-batch that reads
+  // it and its copy dies there, instead of once per step with every
+  // parameter whole through all the micro-batches (which is ZeRO-2's
+  // memory). dp peers share a stage and its lists, so they issue the same
+  // gathers in the same order.
+  llvm::DenseSet<Value> gathered = gatheredParameters(step);
+  auto isPerMicroBatchGather = [&](Operation &op) {
+    auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+    return op.getNumResults() == 1 && gathered.contains(op.getResult(0)) && phase &&
+           phaseList(phase.getValue()) >= 0;
+  };
   for (Operation &op : body) {
     if (isa<func::ReturnOp>(op))
       continue;
-    bool perMicroBatch = false, accumulated = false;
+    bool perMicroBatch = isPerMicroBatchGather(op), accumulated = false;
     for (Value operand : op.getOperands()) {
       perMicroBatch |= scope.lookup(operand) == ValueScope::MicroBatch;
       accumulated |= scope.lookup(operand) == ValueScope::Accumulated;
@@ -828,14 +863,6 @@ struct Item {
   int64_t message = -1, peer = -1; // Recv, Send
 };
 
-int64_t phaseList(StringRef phase) {
-  return llvm::StringSwitch<int64_t>(phase)
-      .Case("forward", 0)
-      .Case("backward_input", 1)
-      .Case("backward_weight", 2)
-      .Default(-1);
-}
-
 } // namespace
 
 FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
@@ -855,6 +882,7 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
   llvm::DenseMap<Value, ValueScope> scope;
   if (failed(classifyScopes(step, mbAxes, scope)))
     return failure();
+  gathered = gatheredParameters(step);
   auto isMbReduce = [&](Operation *op) {
     auto reduce = dyn_cast<shard::AllReduceOp>(op);
     return reduce && isMb(reduce.getGridAxes());
@@ -913,6 +941,24 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
                             << "') outside the forward and backward phases";
     listOf[&op] = 1 + 3 * chunkOf.lookup(&op) + p;
   }
+
+  // Once-per-step work of the optimizer (ZeRO-1's slice of a whole
+  // parameter for its update) runs after the flush when everything reading
+  // it does, rather than holding its bytes through the micro-batches; not
+  // what leaves the step (the return, a message).
+  for (Operation &op : llvm::reverse(body)) {
+    auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+    if (op.getNumResults() && listOf.lookup(&op) == 0 && phase &&
+        phase.getValue() == "optimizer" && !op.use_empty() &&
+        llvm::all_of(op.getUsers(), [&](Operation *user) {
+          return !isa<func::ReturnOp>(user) && listOf.lookup(user) == post;
+        }))
+      listOf[&op] = post;
+  }
+  for (auto &[op, list] : listOf)
+    if (list == post && !isMbReduce(op) && op->getNumResults() == 1 &&
+        (isa<PadOp, FillPaddingOp>(op) || isa<shard::ShardDialect>(op->getDialect())))
+      updatePieces.insert(op->getResult(0));
 
   // 3. The items of every list.
   for (Operation &op : body)

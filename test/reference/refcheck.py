@@ -13,6 +13,9 @@ Checks, each a failure with its location when violated:
     step's loss, every saved parameter and (Adam) every moment m, v and the
     optimizer step against the float64 reference, to the f32-derived
     tolerance of dtcref/compare.py; NaN/Inf anywhere fails;
+  - per --plan NAME=FLAGS (repeatable, after the meshes): the same, for
+    `dtc compile` with those flags (mesh, strategy, micro-batches,
+    schedule...) instead of a data-parallel mesh;
   - with --resume-at K: training K steps on one mesh, saving, and resuming
     on the next mesh of the list (cyclically) ends at the same reference
     numbers (parameters AND optimizer state).
@@ -20,6 +23,7 @@ Prints one line per mesh; exits 1 on any mismatch.
 """
 import argparse
 import os
+import shlex
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -72,6 +76,9 @@ def main(argv):
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--meshes", default="1")
+    p.add_argument("--plan", action="append", default=[],
+                   help="NAME=FLAGS: dtc compile flags of a plan, e.g. "
+                        "'pp2=--mesh 2x2 --strategy dp=2,pp=2,zero=3 --microbatches 4'")
     p.add_argument("--data")
     p.add_argument("--data-dtype", default="uint16")
     p.add_argument("--auto", action="store_true", help="let dtc choose the plan (--auto)")
@@ -93,20 +100,31 @@ def main(argv):
     print(f"reference: {len(init)} parameters, {opt.kind}, losses "
           + ", ".join(f"{x:.7g}" for x in l64))
 
-    meshes = a.meshes.split(",")
+    meshes = a.meshes.split(",") if a.meshes else []
+    plans = {}
+    for plan in a.plan:
+        name, sep, flags = plan.partition("=")
+        if not sep or not name or not flags.strip():
+            raise SystemExit(f"--plan {plan!r}: expected NAME=FLAGS")
+        plans[name] = shlex.split(flags)
     failed = False
     data_flags = ["--data", a.data, "--data-dtype", a.data_dtype] if a.data else []
 
     def compile_for(mesh):
-        tag = mesh.replace("x", "_")
+        if mesh in plans:
+            tag = "plan-" + mesh
+            flags = plans[mesh]
+        else:
+            tag = mesh.replace("x", "_")
+            flags = ["--mesh", mesh] + (["--auto"] if a.auto
+                                        else ["--strategy", f"dp={tools.devices(mesh)}"])
         artifact = os.path.join(a.work, f"mesh{tag}.dtc")
-        plan = ["--auto"] if a.auto else ["--strategy", f"dp={tools.devices(mesh)}"]
-        tools.run([a.dtc, "compile", a.model, "--mesh", mesh, "-o", artifact] + plan + extra,
+        tools.run([a.dtc, "compile", a.model, "-o", artifact] + flags + extra,
                   os.path.join(a.work, f"compile{tag}.log"))
         return artifact, tag
 
     artifacts = {}
-    for i, mesh in enumerate(meshes):
+    for i, mesh in enumerate(meshes + list(plans)):
         artifact, tag = compile_for(mesh)
         artifacts[mesh] = artifact
         rep = compare.Report()
@@ -137,7 +155,8 @@ def main(argv):
         compare.compare_losses(rep, [losses.get(k, float("nan")) for k in range(a.steps)], l64, l32)
         check_checkpoint(rep, "", ckpt, model, opt, s64, s32, a.steps)
         status = "ok" if rep.ok else "FAIL"
-        print(f"mesh {mesh}: {status}: worst {rep.worst:.2f} of the tolerance ({rep.worst_what.strip()})")
+        label = f"plan {mesh}" if mesh in plans else f"mesh {mesh}"
+        print(f"{label}: {status}: worst {rep.worst:.2f} of the tolerance ({rep.worst_what.strip()})")
         for problem in rep.problems:
             print(f"  {problem}")
         failed |= not rep.ok

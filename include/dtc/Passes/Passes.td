@@ -216,6 +216,9 @@ def ScheduleCollectives : Pass<"dtc-schedule-collectives", "::mlir::ModuleOp"> {
     Runs after `dtc-partition` on the plan's ZeRO stage (`dtc.plan`'s
     `zero`); moves collectives, never changes what they compute, and every
     rank moves them alike (their order stays matched):
+    - ZeRO-1 with micro-batches: a gradient's sum over the micro-batch axis
+      goes before its reduce-scatter over dp (accumulated whole, scattered
+      once after the flush) instead of after it;
     - ZeRO-2 and 3: each parameter gradient's reduction (the reduce-scatter
       into the rank's piece, with its padding) is issued as soon as the
       gradient is complete instead of at the update, so the full gradient
@@ -226,7 +229,10 @@ def ScheduleCollectives : Pass<"dtc-schedule-collectives", "::mlir::ModuleOp"> {
       phase starts computing, so a backend with asynchronous collectives
       overlaps them with that computation (the CPU runtime runs the list in
       order: the gather simply comes earlier, and its memory lives a region
-      longer).
+      longer);
+    - pipelines: collectives that only feed a message (a `send` result)
+      run right after their operand rather than at the return, so a stage
+      sends before it waits for the answer (the clipping norm's shares).
   }];
 }
 
