@@ -6,7 +6,10 @@
 //    gradient alive until the optimizer (ZeRO-1's memory); issued as soon
 //    as the gradient is complete, the full gradient dies there (ZeRO-2);
 //  - a ZeRO-3 parameter gathered right before its use leaves nothing for
-//    the communication to overlap with; issued one region earlier, it can.
+//    the communication to overlap with; issued one region earlier, it can;
+//  - a ZeRO-1/2 parameter's new value, gathered from the updated pieces at
+//    the return, keeps every piece alive to the end of the step; gathered
+//    right after its update, each piece dies there.
 // Moving an op never changes what it computes: only its operands' defining
 // ops must stay before it, and all ranks move the same ops the same way.
 //
@@ -61,6 +64,7 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
         if (zero.getInt() >= 3)
           prefetchGathers(func, body);
       }
+      gatherUpdatesEarly(func, body);
       sendEarly(func, body);
     });
   }
@@ -81,6 +85,47 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
       op->moveAfter(after);
   }
 
+  /// The collectives (and padding) that lead only to the value a result
+  /// returns, innermost first: the ops from the returned value back to the
+  /// first operand that is not such an op, each read only by the next (or
+  /// the return).
+  static SmallVector<Operation *> chainToReturn(Value returned, Block &body) {
+    SmallVector<Operation *> chain;
+    for (Operation *op = returned.getDefiningOp();
+         op && op->getBlock() == &body && isCollectiveOrPadding(op) &&
+         llvm::all_of(op->getUsers(), [&](Operation *user) {
+           return isa<func::ReturnOp>(user) || llvm::is_contained(chain, user);
+         });
+         op = op->getOperand(0).getDefiningOp())
+      chain.push_back(op);
+    return chain;
+  }
+
+  /// ZeRO-1/2: a parameter is stored whole, its update computes the rank's
+  /// piece, and the partitioner gathers the new value (and crops its
+  /// padding) right before the consumer, the return: every updated piece
+  /// would live to the end of the step, about params / dp bytes of working
+  /// memory at once. Each parameter's gather runs right after the op that
+  /// produces its piece (the update, or mixed precision's cast of the master
+  /// piece) instead, so the piece dies there and the optimizer's working
+  /// memory is bounded by the largest piece. The order stays a function of
+  /// the program alone (return order, then position), so dp peers, which
+  /// share it, issue their gathers in the same order; under a pipeline the
+  /// update and its gather both run after the flush, in the same list.
+  static void gatherUpdatesEarly(func::FuncOp func, Block &body) {
+    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
+    if (!ret)
+      return;
+    for (OpOperand &operand : ret->getOpOperands()) {
+      auto role = func.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
+                                                       DtcDialect::kRoleAttr);
+      if (!role || role.getValue() != "update")
+        continue;
+      for (Operation *op : llvm::reverse(chainToReturn(operand.get(), body)))
+        hoist(op, body);
+    }
+  }
+
   /// Pipelines: a message leaves with its pending sums reduced, and the
   /// partitioner reduces right before the consumer, which for a message is
   /// the return. Under ZeRO the global norm of clipping is such a sum (of
@@ -97,15 +142,7 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
                                                        DtcDialect::kRoleAttr);
       if (!role || role.getValue() != "send")
         continue;
-      SmallVector<Operation *> chain;
-      for (Operation *op = operand.get().getDefiningOp();
-           op && op->getBlock() == &body && isCollectiveOrPadding(op) &&
-           llvm::all_of(op->getUsers(), [&](Operation *user) {
-             return isa<func::ReturnOp>(user) || llvm::is_contained(chain, user);
-           });
-           op = op->getOperand(0).getDefiningOp())
-        chain.push_back(op);
-      for (Operation *op : llvm::reverse(chain))
+      for (Operation *op : llvm::reverse(chainToReturn(operand.get(), body)))
         hoist(op, body);
     }
   }
