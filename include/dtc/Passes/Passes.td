@@ -223,6 +223,11 @@ def ScheduleCollectives : Pass<"dtc-schedule-collectives", "::mlir::ModuleOp"> {
       into the rank's piece, with its padding) is issued as soon as the
       gradient is complete instead of at the update, so the full gradient
       dies there and only the piece is kept until the optimizer;
+    - ZeRO-1/2: the gather of each parameter's updated piece (and the crop
+      of its padding), which the partitioner places at the return, runs
+      right after the op producing the piece (the update, or mixed
+      precision's cast of the master piece), so each piece dies there
+      rather than every piece living to the end of the step;
     - ZeRO-3: the gathers of `dtc.regather` parameters are prefetched: the
       gathers a region (a layer when ops carry `dtc.layer`, else one
       consuming op) needs are issued before the previous region of the same
