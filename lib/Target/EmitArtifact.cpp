@@ -566,20 +566,23 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
             auto inPlace = dyn_cast<InPlaceOpInterface>(op);
             for (OpResult res : op->getResults()) {
               // Update a parameter or optimizer state where it lives when
-              // this op is its last reader and the result replaces it.
+              // this op is its last reader and the result replaces it (is
+              // returned as its new value). Later readers of the result
+              // (mixed precision's cast of the new master) read it there;
+              // a buffer of its own would live to the return's copy.
               if (inPlace) {
                 int64_t operandIdx = inPlace.getInPlaceOperand(res.getResultNumber());
                 if (operandIdx >= 0) {
                   Value source = op->getOperand(operandIdx);
                   auto arg = dyn_cast<BlockArgument>(source);
-                  bool onlyReturned = res.hasOneUse() && isa<func::ReturnOp>(*res.user_begin());
-                  auto updates = onlyReturned
-                                     ? step.getResultAttrOfType<IntegerAttr>(
-                                           res.use_begin()->getOperandNumber(),
-                                           DtcDialect::kUpdatesAttr)
-                                     : nullptr;
-                  if (arg && updates && updates.getInt() == arg.getArgNumber() &&
-                      lastUse.lookup(source) == index) {
+                  bool replacesArg = arg && llvm::any_of(res.getUses(), [&](OpOperand &use) {
+                    if (!isa<func::ReturnOp>(use.getOwner()))
+                      return false;
+                    auto updates = step.getResultAttrOfType<IntegerAttr>(
+                        use.getOperandNumber(), DtcDialect::kUpdatesAttr);
+                    return updates && updates.getInt() == arg.getArgNumber();
+                  });
+                  if (replacesArg && lastUse.lookup(source) == index) {
                     out.push_back(alias(res, bufferOf[source]));
                     continue;
                   }
