@@ -893,7 +893,9 @@ void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
     if (e.microbatch >= 0) args += ",\"microbatch\":" + std::to_string(e.microbatch);
     if (pr.comm) {
       const CommDecl &c = a_.comms[size_t(pr.decl->comm)];
-      const BufferDecl &inBuf = program().buffers[size_t(pr.decl->in[0])];
+      // A receive has no input: its operand is the buffer it fills.
+      const int operand = pr.decl->pipe == PipeOp::Recv ? pr.decl->out[0] : pr.decl->in[0];
+      const BufferDecl &inBuf = program().buffers[size_t(operand)];
       args += ",\"communicator\":" + TraceWriter::quote(c.name) +
               ",\"group\":" + TraceWriter::quote(pr.members) +
               ",\"operand\":" + TraceWriter::quote(dtypeName(inBuf.dtype) + shapeStr(inBuf.shape)) +

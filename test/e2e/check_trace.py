@@ -2,7 +2,7 @@
 """Checks the traces of `dtc run --trace DIR` against the trace-event format
 (the JSON that chrome://tracing and Perfetto load) and against the run.
 
-  check_trace.py DIR --ranks N [--stats STATS.json] [--steps K]
+  check_trace.py DIR --ranks N [--stats STATS.json] [--steps K] [--stages]
   check_trace.py --file TRACE.json ...     (one file; for the negative tests)
 
 Format, per file: a JSON object with a "traceEvents" list and a
@@ -16,7 +16,10 @@ process_name metadata event, and a different process in every file.
 Against the run: every rank shows K "step" events, kernels on a compute
 thread and, when --stats is given, per step exactly the collectives the
 stats counted (calls and data bytes per kind and communicator), each with a
-communicator and its bytes; and memory counters per category.
+communicator and its bytes; and memory counters per category. With
+--stages (pipeline stages run different programs) each rank stays within
+the stats, which are maxima over ranks, some rank reaches each maximum, and
+the sends and receives carry a communicator, an operand and their bytes.
 Prints one line per finding and "trace ok" at the end; exits 1 on any
 finding.
 """
@@ -116,6 +119,7 @@ def check_format(path, data):
 
 def check_run(files, args):
     pids = {}
+    counted = collections.defaultdict(collections.Counter)
     for path, events in files.items():
         procs = {e["pid"] for e in events if isinstance(e, dict) and "pid" in e}
         if len(procs) != 1:
@@ -141,6 +145,13 @@ def check_run(files, args):
         elif memory[-1]["args"]["param"] <= 0:
             problem(f"{path}: the param memory counter is {memory[-1]['args']['param']}")
         colls = [e for e in x if e.get("cat") == "collective"]
+        for e in (e for e in x if e.get("cat") == "send_recv"):
+            a = e.get("args", {})
+            if not isinstance(a.get("communicator"), str) or not isinstance(a.get("bytes"), int) \
+                    or a["bytes"] <= 0 or not isinstance(a.get("operand"), str):
+                problem(f"{path}: {e.get('name')} without communicator, operand and bytes: {a}")
+            counted[path][("send_recv", e.get("name"), "calls")] += 1
+            counted[path][("send_recv", e.get("name"), "bytes")] += a.get("bytes", 0)
         for e in colls:
             a = e.get("args", {})
             if not isinstance(a.get("communicator"), str) or not isinstance(a.get("bytes"), int) \
@@ -155,14 +166,18 @@ def check_run(files, args):
                     if c["calls"]:
                         want[(comm, kind, "calls")] = c["calls"]
                         want[(comm, kind, "bytes")] = c["bytes"]
-            got = collections.Counter()
+            got = counted[path]
             for e in colls:
                 a = e.get("args", {})
                 got[(a.get("communicator"), e.get("name"), "calls")] += 1
                 got[(a.get("communicator"), e.get("name"), "bytes")] += a.get("bytes", 0)
             n = args.steps or 1
-            for key in set(want) | set(got):
-                if got[key] != want[key] * n:
+            for key in set(want) | {k for k in got if k[0] != "send_recv"}:
+                if args.stages:
+                    if got[key] > want[key] * n:
+                        problem(f"{path}: {key[1]} on '{key[0]}' {key[2]}: {got[key]} in the "
+                                f"trace, more than the stats' maximum {want[key]} per step x {n}")
+                elif got[key] != want[key] * n:
                     problem(f"{path}: {key[1]} on '{key[0]}' {key[2]}: {got[key]} in the trace, "
                             f"the stats count {want[key]} per step x {n} steps")
             if not want:
@@ -172,6 +187,30 @@ def check_run(files, args):
                     if what == "bytes" and path == min(files):
                         print(f"{kind} on '{comm}': {want[(comm, kind, 'calls')]} per step, "
                               f"{v} bytes per step")
+    if args.stats and args.stages:
+        # Pipeline stages run different programs: the stats hold each
+        # quantity's maximum over the ranks, which some rank's trace reaches.
+        with open(args.stats) as f:
+            stats = json.load(f)
+        n = args.steps or 1
+        want = {}
+        for comm, kinds in stats.get("collectives_per_step_by_comm", {}).items():
+            for kind, c in kinds.items():
+                if c["calls"]:
+                    want[(comm, kind, "calls")] = c["calls"]
+                    want[(comm, kind, "bytes")] = c["bytes"]
+        sends = stats.get("collectives_per_step", {}).get("send_recv", {})
+        if not sends.get("calls"):
+            problem(f"{args.stats}: the run counted no pipeline sends")
+        want[("send_recv", "send", "calls")] = sends.get("calls", 0)
+        want[("send_recv", "send", "bytes")] = sends.get("bytes", 0)
+        for key, v in sorted(want.items()):
+            most = max((c[key] for c in counted.values()), default=0)
+            if most != v * n:
+                problem(f"{key[1]} on '{key[0]}' {key[2]}: at most {most} on a rank's trace, "
+                        f"the stats' maximum over ranks is {v} per step x {n} steps")
+        print(f"send on pipeline stages: {sends.get('calls', 0)} per step, "
+              f"{sends.get('bytes', 0)} bytes per step")
     if args.ranks is not None and len(files) != args.ranks:
         problem(f"{len(files)} trace files, expected {args.ranks}")
 
@@ -183,6 +222,9 @@ def main():
     ap.add_argument("--ranks", type=int)
     ap.add_argument("--steps", type=int)
     ap.add_argument("--stats")
+    ap.add_argument("--stages", action="store_true",
+                    help="pipeline stages: ranks differ, the stats are maxima over ranks; "
+                         "also checks the sends and receives")
     args = ap.parse_args()
     paths = [args.file] if args.file else sorted(
         os.path.join(args.dir, n) for n in os.listdir(args.dir) if n.endswith(".json"))
