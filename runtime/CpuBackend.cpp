@@ -205,7 +205,7 @@ public:
         for (size_t i = 0; i < list.size(); ++i)
           if (isLowPrecision(list[i].dtype)) {
             ops.push_back({output, i, bytes});
-            bytes += (size_t(list[i].numel) * sizeof(float) + 63) / 64 * 64;
+            bytes += size_t(kernels::cpu::f32CopyBytes(list[i].numel));
           }
       }
     if (ops.empty()) return std::make_unique<CpuKernel>(fn);

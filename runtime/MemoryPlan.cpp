@@ -110,10 +110,11 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
       need.bytes[int(s.category)] +=
           slotAllocationBytes(s.bytes) * (s.chunk < 0 ? 1 : copies.at(size_t(s.chunk)));
     // Staging: one packing buffer (allocated like a slot), each
-    // communicator's kept scratch (the largest its collectives take) and
-    // one scalar per fill value. Workspace: what the kernel context keeps
-    // (the largest any kernel takes) plus the largest temporaries of one call.
-    uint64_t packing = 0, context = 0, temporaries = 0;
+    // communicator's kept scratch (the largest its collectives take), one
+    // scalar per fill value and the backend's f32 conversion copies.
+    // Workspace: what the kernel context keeps (the largest any kernel
+    // takes) plus the largest temporaries of one call.
+    uint64_t packing = 0, context = 0, temporaries = 0, conversion = 0;
     std::vector<uint64_t> commScratch(a.comms.size(), 0);
     std::set<std::pair<int, std::string>> fillScalars;
     int index = 0;
@@ -126,7 +127,17 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
             need.bytes[kStagingKind] += slotAllocationBytes(dtypeSize(dtype));
           continue;
         }
-        if (ins.pipe != PipeOp::None) continue; // send, recv, slices, accumulations
+        if (ins.pipe == PipeOp::Accumulate) {
+          // out += in, by the backend's add kernel (in place): converts out twice.
+          const kernels::TensorDesc sum{p.buffers[size_t(ins.out[0])].dtype,
+                                        p.buffers[size_t(ins.out[0])].shape};
+          const kernels::TensorDesc part{p.buffers[size_t(ins.in[0])].dtype,
+                                         p.buffers[size_t(ins.in[0])].shape};
+          conversion =
+              std::max(conversion, kernels::cpu::lowPrecisionCopyBytes("add", {sum, part}, {sum}));
+          continue;
+        }
+        if (ins.pipe != PipeOp::None) continue; // send, recv, slices
         if (ins.isCollective) {
           packing = std::max(packing, collectiveStagingBytes(p, ins));
           uint64_t &kept = commScratch[size_t(ins.comm)];
@@ -138,6 +149,7 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
         for (int id : ins.out) out.push_back({p.buffers[size_t(id)].dtype, p.buffers[size_t(id)].shape});
         context = std::max(context,
                            kernels::cpu::contextWorkspaceBytes(ins.op, in, out, ins.attrs, threads));
+        conversion = std::max(conversion, kernels::cpu::lowPrecisionCopyBytes(ins.op, in, out));
         const uint64_t scratch = kernels::scratchBytes(ins.op, in, out, ins.attrs, threads);
         if (scratch > temporaries) {
           temporaries = scratch;
@@ -154,6 +166,9 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
     visit(p.finish);
     need.bytes[kWorkspaceKind] = context + temporaries;
     if (packing > 0) need.bytes[kStagingKind] += slotAllocationBytes(packing);
+    // The CPU backend's f32 copies of bf16/f16 operands: one scratch, as
+    // large as the largest set one kernel converts.
+    need.bytes[kStagingKind] += conversion;
     for (uint64_t kept : commScratch) need.bytes[kStagingKind] += kept;
     for (uint64_t b : need.bytes) need.peak += b;
     needs.push_back(std::move(need));

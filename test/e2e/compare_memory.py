@@ -3,16 +3,20 @@
 allocator measured (`dtc run --stats`).
 
   compare_memory.py REPORT.json STATS.json [--tolerance 0.10]
+                    [--artifact A.dtc [--trace DIR]]
 
 The report's peak per device must be within the tolerance of the measured
 high-water mark, and so must each memory kind the report plans (parameters,
 gradients, optimizer state, activations, inputs, constants, scalars,
 collective staging and kernel workspace, whose planned values are the
-largest over the artifact's `memory.programs`). Prints one line per quantity and exits 1 on any
-miss.
+largest over the artifact's `memory.programs`). With --trace, each rank's
+memory counters (peak, parameters, gradients, optimizer state, staging)
+against the plan of its own program. Prints one line per quantity and exits
+1 on any miss.
 """
 import argparse
 import json
+import os
 import sys
 
 
@@ -22,6 +26,8 @@ def main(argv):
     p.add_argument("stats")
     p.add_argument("--artifact", help="the .dtc, for the planned bytes of every kind")
     p.add_argument("--tolerance", type=float, default=0.10)
+    p.add_argument("--trace", help="the run's --trace DIR (with --artifact): every rank "
+                   "against its own program's plan")
     a = p.parse_args(argv)
     report = json.load(open(a.report))["memory_bytes"]
     stats = json.load(open(a.stats))
@@ -40,6 +46,27 @@ def main(argv):
         planned = {kind: max(p["by_kind"][kind] for p in memory["programs"])
                    for kind in memory["peak_by_kind"]}
         pairs += [(kind, planned[kind], allocated[kind]) for kind in sorted(planned)]
+    if a.trace:
+        # Per rank: its program's plan against the rank's own memory
+        # counters (the stats above are maxima over ranks, which would hide
+        # a stage that needs more than planned behind a larger one).
+        with open(a.artifact, "rb") as f:
+            f.readline()
+            artifact = json.loads(f.read())
+        planned = {p["name"]: p for p in artifact["memory"]["programs"]}
+        for program in artifact["programs"]:
+            plan = planned[program["name"]]
+            for rank in program["ranks"]:
+                with open(os.path.join(a.trace, f"rank-{rank}.json")) as f:
+                    events = json.load(f)["traceEvents"]
+                counters = [e["args"] for e in events
+                            if e.get("ph") == "C" and e.get("name") == "memory bytes"]
+                got = {k: max(c.get(k, 0) for c in counters) for k in counters[-1]} if counters else {}
+                pairs.append((f"rank {rank} ({program['name']}) peak", plan["peak_bytes"],
+                              got.get("total", 0)))
+                pairs += [(f"rank {rank} ({program['name']}) {kind}", plan["by_kind"][kind],
+                           got.get(kind, 0))
+                          for kind in ("param", "grad", "optimizer", "staging")]
     ok = True
     for name, want, got in pairs:
         good = got > 0 and abs(want - got) <= a.tolerance * got if want or got else True

@@ -211,6 +211,14 @@ void fromF32(const KernelContext &ctx, DType to, const float *src, void *dst, in
 /// their bits); every other float kernel gets them converted to f32 by the
 /// executor and its f32 results rounded back.
 bool handlesLowPrecision(std::string_view name);
+/// Bytes of one f32 copy of `numel` elements as the CPU backend lays its
+/// conversion copies out (64-byte aligned, one after another).
+uint64_t f32CopyBytes(int64_t numel);
+/// Bytes of the f32 copies kernel `name` needs of its bf16/f16 operands
+/// (0 when it handles them itself): what the CPU backend's conversion
+/// scratch holds while the kernel runs, and what the memory plan counts.
+uint64_t lowPrecisionCopyBytes(std::string_view name, const std::vector<TensorDesc> &in,
+                               const std::vector<TensorDesc> &out);
 
 } // namespace dtc::kernels::cpu
 
