@@ -226,6 +226,8 @@ def main():
                     help="pipeline stages: ranks differ, the stats are maxima over ranks; "
                          "also checks the sends and receives")
     args = ap.parse_args()
+    if not args.file and not os.path.isdir(args.dir or ""):
+        ap.error(f"{args.dir}: not a directory of traces (or give --file)")
     paths = [args.file] if args.file else sorted(
         os.path.join(args.dir, n) for n in os.listdir(args.dir) if n.endswith(".json"))
     if args.dir and args.ranks is not None:
