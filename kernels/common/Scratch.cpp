@@ -57,8 +57,8 @@ uint64_t scratchBytes(std::string_view name, const std::vector<TensorDesc> &in,
   if (name == "reduce_sum" || name == "reduce_mean")
     return elements(out[0].shape) * 8;
   // A batch of products that does not fold into one GEMM: an offset pair
-  // (2 x i64) per product.
-  if (name == "matmul") {
+  // (2 x i64) per product (the fused epilogues run the same products).
+  if (name == "matmul" || name == "matmul_bias" || name == "matmul_gelu") {
     const Shape &a = in[0].shape, &b = in[1].shape, &c = out[0].shape;
     auto batch = [](const Shape &s) {
       return uint64_t(rt::numel(Shape(s.begin(), s.end() - 2)));
