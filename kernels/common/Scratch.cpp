@@ -30,6 +30,14 @@ ScratchCounter *setThreadScratchCounter(ScratchCounter *c) {
 
 ScratchCounter *threadScratchCounter() { return counter; }
 
+bool matmulComputesTransposed(bool transposeA, bool transposeB, int64_t products, int64_t M,
+                              int64_t N) {
+  // Measured on the benchmark GPTs' weight gradients (one core, oneDNN
+  // 2.6): M 2048, N 512, K 4096 ran at 109 GFLOP/s as a^T b and 142 as
+  // (b^T a)^T; at M <= 4N below 1024 rows both ran alike.
+  return transposeA && !transposeB && products == 1 && M >= 1024 && M >= 2 * N;
+}
+
 uint64_t scratchBytes(std::string_view name, const std::vector<TensorDesc> &in,
                       const std::vector<TensorDesc> &out, const nlohmann::json &attrs,
                       int threads) {
@@ -63,10 +71,14 @@ uint64_t scratchBytes(std::string_view name, const std::vector<TensorDesc> &in,
     auto batch = [](const Shape &s) {
       return uint64_t(rt::numel(Shape(s.begin(), s.end() - 2)));
     };
-    const bool ta = attrFlag(attrs, "transpose_a");
+    const bool ta = attrFlag(attrs, "transpose_a"), tb = attrFlag(attrs, "transpose_b");
     const uint64_t nb = batch(c);
     if (!ta && batch(b) == 1 && batch(a) == nb) return 0;
-    return nb * 16;
+    // Plus the transposed product, held beside the offsets.
+    const int64_t M = c[c.size() - 2], N = c.back();
+    const uint64_t transposed =
+        matmulComputesTransposed(ta, tb, int64_t(nb), M, N) ? uint64_t(M) * uint64_t(N) * 4 : 0;
+    return nb * 16 + transposed;
   }
   return 0;
 }

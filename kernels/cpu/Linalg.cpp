@@ -16,6 +16,21 @@ namespace {
 // every call, which costs more than the epilogue's one pass saves; kernels.md).
 constexpr int64_t kEpilogueRows = 512;
 
+/// y [cols, rows] = x^T for x [rows, cols], in 32 x 32 tiles, row bands
+/// of y split among the threads.
+void transposeInto(const KernelContext &ctx, const float *x, int64_t rows, int64_t cols,
+                   float *y) {
+  constexpr int64_t kTile = 32;
+  const int64_t bands = (cols + kTile - 1) / kTile;
+  parallelFor(ctx, bands, 1, [&](int64_t b0, int64_t b1, int) {
+    for (int64_t j0 = b0 * kTile; j0 < std::min(cols, b1 * kTile); j0 += kTile)
+      for (int64_t i0 = 0; i0 < rows; i0 += kTile)
+        for (int64_t j = j0; j < std::min(cols, j0 + kTile); ++j)
+          for (int64_t i = i0; i < std::min(rows, i0 + kTile); ++i)
+            y[j * rows + i] = x[i * cols + j];
+  });
+}
+
 /// The product of a.in[0] and a.in[1] (transposes from the attributes) into
 /// pc, [..., M, N]. `epilogue(rows, count, serial)` runs on each block of
 /// `count` output rows of N right after the block is computed; `serial`
@@ -54,10 +69,22 @@ void matmulInto(const KernelArgs &a, float *pc, bool hasEpilogue, Epilogue &&epi
                                 const std::array<int64_t, 2> &st) {
     for (int64_t i = 0; i < len; ++i) offsets.push_back({io[0] + i * st[0], io[1] + i * st[1]});
   });
+  // A tall a^T b (a weight gradient): b^T a into scratch, then transposed
+  // into place (the library is much faster that way round; kernels.md).
+  const bool swapped = matmulComputesTransposed(ta, tb, nb, M, N);
+  ScratchVector<float> transposed;
+  if (swapped) transposed.resize(size_t(M * N));
   auto one = [&](int64_t i, bool serial) {
-    sgemm(ctx, ta, tb, M, N, K, 1.0f, pa + offsets[size_t(i)].first * M * K, lda,
-          pb + offsets[size_t(i)].second * K * N, ldb, 0.0f, pc + i * M * N, N);
-    if (hasEpilogue) epilogue(pc + i * M * N, M, serial);
+    const float *ai = pa + offsets[size_t(i)].first * M * K;
+    const float *bi = pb + offsets[size_t(i)].second * K * N;
+    float *ci = pc + i * M * N;
+    if (swapped) {
+      sgemm(ctx, true, false, N, M, K, 1.0f, bi, N, ai, M, 0.0f, transposed.data(), M);
+      transposeInto(ctx, transposed.data(), N, M, ci);
+    } else {
+      sgemm(ctx, ta, tb, M, N, K, 1.0f, ai, lda, bi, ldb, 0.0f, ci, N);
+    }
+    if (hasEpilogue) epilogue(ci, M, serial);
   };
   // Enough products to keep every thread busy: one product per thread at a
   // time, each single-threaded; else one after another, each threaded.

@@ -81,7 +81,8 @@ def cases(gen):
 
     # matmul: every transpose flag combination, plain, batched, broadcast.
     shapes = [([7, 33], [33, 5]), ([3, 4, 17], [17, 6]), ([4, 9], [2, 9, 3]),
-              ([2, 1, 5, 8], [3, 8, 4]), ([1, 1], [1, 7]), ([2, 64, 48], [2, 48, 40])]
+              ([2, 1, 5, 8], [3, 8, 4]), ([1, 1], [1, 7]), ([2, 64, 48], [2, 48, 40]),
+              ([1100, 24], [24, 70])]  # with ta: a tall a^T b, computed transposed
     for sa, sb in shapes:
         for ta in (False, True):
             for tb in (False, True):

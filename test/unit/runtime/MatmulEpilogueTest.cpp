@@ -86,6 +86,7 @@ const std::vector<Case> &cases() {
       {{2, 11, 6}, {11, 5}, true, false},   // a transposed: a batch of products
       {{2, 3, 6, 11}, {3, 11, 13}},         // batch dims broadcast
       {{4, 9, 11}, {4, 13, 11}, false, true}, // per-product, transposed b
+      {{40, 1100}, {40, 70}, true, false},  // tall a^T b: computed transposed
   };
   return all;
 }
