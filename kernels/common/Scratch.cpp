@@ -34,8 +34,12 @@ bool matmulComputesTransposed(bool transposeA, bool transposeB, int64_t products
                               int64_t N) {
   // Measured on the benchmark GPTs' weight gradients (one core, oneDNN
   // 2.6): M 2048, N 512, K 4096 ran at 109 GFLOP/s as a^T b and 142 as
-  // (b^T a)^T; at M <= 4N below 1024 rows both ran alike.
-  return transposeA && !transposeB && products == 1 && M >= 1024 && M >= 2 * N;
+  // (b^T a)^T; at M <= 4N below 1024 rows both ran alike. The scratch is
+  // capped at 16 MiB (4M elements): larger products were not measured, and
+  // their scratch would raise the plan's peak (a 7B LLaMA's down-projection
+  // gradient would take 180 MB).
+  return transposeA && !transposeB && products == 1 && M >= 1024 && M >= 2 * N &&
+         M * N <= (int64_t(1) << 22);
 }
 
 uint64_t scratchBytes(std::string_view name, const std::vector<TensorDesc> &in,

@@ -124,7 +124,8 @@ std::string checkRule(const KernelInfo &kernel, const std::vector<TensorDesc> &i
 /// transposed, b not) as its transpose `b^T a` into scratch and transposes
 /// that back: oneDNN's sgemm is much slower on a^T b with M >> N (a weight
 /// gradient x^T dy whose output has more rows than columns) than on the
-/// swapped product (docs/kernels.md). Shared by the kernel and scratchBytes.
+/// swapped product (docs/kernels.md); products of at most 4M elements.
+/// Shared by the kernel and scratchBytes.
 bool matmulComputesTransposed(bool transposeA, bool transposeB, int64_t products, int64_t M,
                               int64_t N);
 
