@@ -15,7 +15,10 @@ double attentionPairs(const std::vector<TensorDesc> &in, const nlohmann::json &a
 
 double flopCount(std::string_view name, const std::vector<TensorDesc> &in,
                  const std::vector<TensorDesc> &out, const nlohmann::json &attrs) {
-  if (name == "matmul") {
+  // The fused epilogues count the product only: their GFLOP/s in --stats
+  // read like a plain matmul's, and the epilogue's time shows as a lower
+  // rate (its elementwise work is no flops the cost model charges a matmul).
+  if (name == "matmul" || name == "matmul_bias" || name == "matmul_gelu") {
     const Shape &a = in[0].shape, &c = out[0].shape;
     const size_t ra = a.size();
     const double k = double(a[ra - (attrFlag(attrs, "transpose_a") ? 2 : 1)]);

@@ -149,6 +149,26 @@ void checkMatmul(const Descs &in, const Descs &out, const json &attrs) {
   needShape(out[0], batch, "the result");
 }
 
+// The fused epilogues: matmul's rule on a, b and the result, then a bias
+// [N] (the result's last dimension) of a's dtype, and matmul_gelu's
+// pre-activation shaped like its result.
+void checkEpilogueBias(const TensorDesc &bias, const TensorDesc &a, const TensorDesc &result) {
+  needDtype(bias, a.dtype, "bias");
+  needShape(bias, Shape{result.shape.back()}, "bias");
+}
+
+void checkMatmulBias(const Descs &in, const Descs &out, const json &attrs) {
+  checkMatmul(in, out, attrs);
+  checkEpilogueBias(in[2], in[0], out[0]);
+}
+
+void checkMatmulGelu(const Descs &in, const Descs &out, const json &attrs) {
+  checkMatmul(in, out, attrs);
+  if (in.size() > 2)
+    checkEpilogueBias(in[2], in[0], out[0]);
+  needLike(out[1], out[0], "pre_activation", "the result");
+}
+
 enum class DT { Float, Any, IntOrFloat };
 
 template <DT kinds> void checkBinary(const Descs &in, const Descs &out, const json &) {
@@ -592,6 +612,8 @@ std::vector<KernelInfo> makeKernels() {
   using P = std::vector<std::pair<int, int>>;
   std::vector<KernelInfo> k = {
       {"matmul", 2, 1, {}, checkMatmul},
+      {"matmul_bias", 3, 1, {}, checkMatmulBias},
+      {"matmul_gelu", 2, 2, {}, checkMatmulGelu, 1},
       {"add", 2, 1, {}, checkBinary<DT::Any>},
       {"sub", 2, 1, {}, checkBinary<DT::Any>},
       {"mul", 2, 1, {}, checkBinary<DT::Any>},

@@ -2,6 +2,7 @@
 #include "Common.h"
 #include "Gemm.h"
 #include "Parallel.h"
+#include "VecMath.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +10,33 @@
 namespace dtc::kernels::cpu {
 namespace {
 
-void kMatmul(const KernelArgs &a) {
+// Rows of a folded product that get their epilogue right after their part
+// of the product, while they are still in cache. Smaller blocks measured no
+// faster on the benchmark GPTs' shapes (oneDNN's sgemm packs b again for
+// every call, which costs more than the epilogue's one pass saves; kernels.md).
+constexpr int64_t kEpilogueRows = 512;
+
+/// y [cols, rows] = x^T for x [rows, cols], in 32 x 32 tiles, row bands
+/// of y split among the threads.
+void transposeInto(const KernelContext &ctx, const float *x, int64_t rows, int64_t cols,
+                   float *y) {
+  constexpr int64_t kTile = 32;
+  const int64_t bands = (cols + kTile - 1) / kTile;
+  parallelFor(ctx, bands, 1, [&](int64_t b0, int64_t b1, int) {
+    for (int64_t j0 = b0 * kTile; j0 < std::min(cols, b1 * kTile); j0 += kTile)
+      for (int64_t i0 = 0; i0 < rows; i0 += kTile)
+        for (int64_t j = j0; j < std::min(cols, j0 + kTile); ++j)
+          for (int64_t i = i0; i < std::min(rows, i0 + kTile); ++i)
+            y[j * rows + i] = x[i * cols + j];
+  });
+}
+
+/// The product of a.in[0] and a.in[1] (transposes from the attributes) into
+/// pc, [..., M, N]. `epilogue(rows, count, serial)` runs on each block of
+/// `count` output rows of N right after the block is computed; `serial`
+/// when it is called from inside a parallel region (one product per thread).
+template <class Epilogue>
+void matmulInto(const KernelArgs &a, float *pc, bool hasEpilogue, Epilogue &&epilogue) {
   const TensorArg &A = a.in[0], &B = a.in[1], &C = a.out[0];
   const KernelContext &ctx = contextOf(a);
   // Transposed operands hold [..., K, M] (a) or [..., N, K] (b).
@@ -22,12 +49,16 @@ void kMatmul(const KernelArgs &a) {
   const Shape batchB(B.shape.begin(), B.shape.end() - 2);
   const Shape batchC(C.shape.begin(), C.shape.end() - 2);
   const float *pa = A.as<float>(), *pb = B.as<float>();
-  float *pc = C.as<float>();
   const int64_t nb = rt::numel(batchC);
   // One big GEMM when b is a single matrix and a is not broadcast: fold a's
-  // batch dims into M.
+  // batch dims into M (with an epilogue, one GEMM per block of rows).
   if (!ta && rt::numel(batchB) == 1 && rt::numel(batchA) == nb) {
-    sgemm(ctx, false, tb, nb * M, N, K, 1.0f, pa, lda, pb, ldb, 0.0f, pc, N);
+    const int64_t rows = nb * M, block = hasEpilogue ? kEpilogueRows : rows;
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+      const int64_t count = std::min(block, rows - r0);
+      sgemm(ctx, false, tb, count, N, K, 1.0f, pa + r0 * K, lda, pb, ldb, 0.0f, pc + r0 * N, N);
+      if (hasEpilogue) epilogue(pc + r0 * N, count, false);
+    }
     return;
   }
   // A batch of products: each a matrix offset pair from the broadcast plan.
@@ -38,16 +69,90 @@ void kMatmul(const KernelArgs &a) {
                                 const std::array<int64_t, 2> &st) {
     for (int64_t i = 0; i < len; ++i) offsets.push_back({io[0] + i * st[0], io[1] + i * st[1]});
   });
-  auto one = [&](int64_t i) {
-    sgemm(ctx, ta, tb, M, N, K, 1.0f, pa + offsets[size_t(i)].first * M * K, lda,
-          pb + offsets[size_t(i)].second * K * N, ldb, 0.0f, pc + i * M * N, N);
+  // A tall a^T b (a weight gradient): b^T a into scratch, then transposed
+  // into place (the library is much faster that way round; kernels.md).
+  const bool swapped = matmulComputesTransposed(ta, tb, nb, M, N);
+  ScratchVector<float> transposed;
+  if (swapped) transposed.resize(size_t(M * N));
+  auto one = [&](int64_t i, bool serial) {
+    const float *ai = pa + offsets[size_t(i)].first * M * K;
+    const float *bi = pb + offsets[size_t(i)].second * K * N;
+    float *ci = pc + i * M * N;
+    if (swapped) {
+      sgemm(ctx, true, false, N, M, K, 1.0f, bi, N, ai, M, 0.0f, transposed.data(), M);
+      transposeInto(ctx, transposed.data(), N, M, ci);
+    } else {
+      sgemm(ctx, ta, tb, M, N, K, 1.0f, ai, lda, bi, ldb, 0.0f, ci, N);
+    }
+    if (hasEpilogue) epilogue(ci, M, serial);
   };
   // Enough products to keep every thread busy: one product per thread at a
   // time, each single-threaded; else one after another, each threaded.
   if (nb >= ctx.threads() && ctx.threads() > 1)
-    parallelTasks(ctx, nb, [&](int64_t i, int) { one(i); });
+    parallelTasks(ctx, nb, [&](int64_t i, int) { one(i, true); });
   else
-    for (int64_t i = 0; i < nb; ++i) one(i);
+    for (int64_t i = 0; i < nb; ++i) one(i, false);
+}
+
+void kMatmul(const KernelArgs &a) {
+  matmulInto(a, a.out[0].as<float>(), false, [](float *, int64_t, bool) {});
+}
+
+// The epilogues' inner loops, one clone per ISA level (VecMath.h). The bias
+// add and the GELU are the `add` and `gelu` kernels' own operations on the
+// same values, so the fused result has their bits.
+DTC_VECTOR_CLONES void addBiasRows(float *rows, const float *bias, int64_t count, int64_t n) {
+  for (int64_t r = 0; r < count; ++r) {
+    float *row = rows + r * n;
+    for (int64_t j = 0; j < n; ++j) row[j] = row[j] + bias[j];
+  }
+}
+DTC_VECTOR_CLONES void geluRows(const float *pre, float *y, int64_t count, int64_t n) {
+  for (int64_t i = 0; i < count * n; ++i) y[i] = geluF(pre[i]);
+}
+DTC_VECTOR_CLONES void biasGeluRows(float *pre, const float *bias, float *y, int64_t count,
+                                    int64_t n) {
+  for (int64_t r = 0; r < count; ++r) {
+    float *p = pre + r * n, *o = y + r * n;
+    for (int64_t j = 0; j < n; ++j) {
+      const float x = p[j] + bias[j];
+      p[j] = x;
+      o[j] = geluF(x);
+    }
+  }
+}
+
+// Splits an epilogue over rows among the threads, unless already on one.
+template <class F>
+void epilogueRows(const KernelArgs &a, int64_t count, int64_t n, bool serial, F &&f) {
+  // About 16k elements per thread, like the elementwise kernels.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(n, 1));
+  if (serial) f(int64_t(0), count);
+  else parallelFor(contextOf(a), count, grain, [&](int64_t b, int64_t e, int) { f(b, e - b); });
+}
+
+void kMatmulBias(const KernelArgs &a) {
+  const float *bias = a.in[2].as<float>();
+  float *out = a.out[0].as<float>();
+  const int64_t n = a.out[0].shape.back();
+  matmulInto(a, out, true, [&](float *rows, int64_t count, bool serial) {
+    epilogueRows(a, count, n, serial,
+                 [&](int64_t r, int64_t c) { addBiasRows(rows + r * n, bias, c, n); });
+  });
+}
+
+void kMatmulGelu(const KernelArgs &a) {
+  const float *bias = a.in.size() > 2 ? a.in[2].as<float>() : nullptr;
+  float *out = a.out[0].as<float>(), *pre = a.out[1].as<float>();
+  const int64_t n = a.out[0].shape.back();
+  // The product goes into the pre-activation; the GELU reads it from there.
+  matmulInto(a, pre, true, [&](float *rows, int64_t count, bool serial) {
+    float *y = out + (rows - pre);
+    epilogueRows(a, count, n, serial, [&](int64_t r, int64_t c) {
+      if (bias) biasGeluRows(rows + r * n, bias, y + r * n, c, n);
+      else geluRows(rows + r * n, y + r * n, c, n);
+    });
+  });
 }
 
 template <class T> void transposeLoop(const KernelArgs &a, const std::vector<int64_t> &perm) {
@@ -111,6 +216,8 @@ void kTranspose(const KernelArgs &a) {
 const std::vector<Entry> &linalgKernels() {
   static const std::vector<Entry> e = {
       {"matmul", kMatmul},
+      {"matmul_bias", kMatmulBias},
+      {"matmul_gelu", kMatmulGelu},
       {"transpose", kTranspose},
   };
   return e;

@@ -167,6 +167,19 @@ int64_t MatmulOp::getFlopCount() {
   return 2 * out.getNumElements() * tensorType(getA()).getShape().back();
 }
 
+// The fused ops cost what the ops they replace cost: the product, and one
+// operation per element for the bias add and for the GELU.
+int64_t MatmulBiasOp::getFlopCount() {
+  auto out = tensorType(getResult());
+  return (2 * tensorType(getA()).getShape().back() + 1) * out.getNumElements();
+}
+
+int64_t MatmulGeluOp::getFlopCount() {
+  auto out = tensorType(getResult());
+  return (2 * tensorType(getA()).getShape().back() + (getBias() ? 2 : 1)) *
+         out.getNumElements();
+}
+
 //===----------------------------------------------------------------------===//
 // softmax, layer_norm, rms_norm
 //===----------------------------------------------------------------------===//

@@ -829,9 +829,12 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
           pm.addPass(mlir::dtc::createSplitPipeline());
         }) ||
         !runStageOn(target, print, "partitioned",
-                    [](PassManager &pm) {
+                    [&](PassManager &pm) {
                       pm.addPass(mlir::dtc::createPartition());
                       pm.addPass(mlir::dtc::createScheduleCollectives());
+                      // Last: on local shapes, with the collectives placed.
+                      if (o.fuseEpilogues)
+                        pm.addPass(mlir::dtc::createFuseMatmulEpilogues());
                     }))
       return false;
     mlir::dtc::ArtifactOptions artifactOptions;

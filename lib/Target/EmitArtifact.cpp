@@ -551,7 +551,7 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
               return op->emitError() << "'" << op->getName()
                                      << "' cannot be emitted into an artifact";
             json attrs = json::object();
-            if (isa<MatmulOp>(op)) {
+            if (isa<MatmulOp, MatmulBiasOp, MatmulGeluOp>(op)) {
               if (foldedTransposes.count(op->getOperand(0)))
                 attrs["transpose_a"] = true;
               if (foldedTransposes.count(op->getOperand(1)))
@@ -663,7 +663,8 @@ LogicalResult Emitter::emitReturn(func::ReturnOp ret) {
   return success();
 }
 
-/// A transpose swapping the last two dims whose every reader is a matmul.
+/// A transpose swapping the last two dims whose every reader is a matmul
+/// (plain or with a fused epilogue) reading it as `a` or `b`.
 static bool foldsIntoMatmuls(TransposeOp transpose) {
   ArrayRef<int64_t> perm = transpose.getPermutation();
   int64_t rank = perm.size();
@@ -673,7 +674,10 @@ static bool foldsIntoMatmuls(TransposeOp transpose) {
     if (perm[d] != d)
       return false;
   return !transpose->use_empty() &&
-         llvm::all_of(transpose->getUsers(), [](Operation *user) { return isa<MatmulOp>(user); });
+         llvm::all_of(transpose->getUses(), [](OpOperand &use) {
+           return isa<MatmulOp, MatmulBiasOp, MatmulGeluOp>(use.getOwner()) &&
+                  use.getOperandNumber() < 2;
+         });
 }
 
 /// The per-micro-batch list of a phase: forward, B or W (-1: none).

@@ -9,6 +9,22 @@ func.func @matmul_k(%a: tensor<8x16xf32>, %b: tensor<17x4xf32>) -> tensor<8x4xf3
 
 // -----
 
+func.func @matmul_bias_shape(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>, %bias: tensor<8xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'dtc.matmul_bias' op bias must have shape [4], got f32[8]}}
+  %0 = "dtc.matmul_bias"(%a, %b, %bias) : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<8xf32>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @matmul_gelu_pre(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'dtc.matmul_gelu' op pre_activation must match the result (f32[8, 4]), got f32[8, 5]}}
+  %0:2 = "dtc.matmul_gelu"(%a, %b) : (tensor<8x16xf32>, tensor<16x4xf32>) -> (tensor<8x4xf32>, tensor<8x5xf32>)
+  return %0#0 : tensor<8x4xf32>
+}
+
+// -----
+
 func.func @matmul_rank(%a: tensor<16xf32>, %b: tensor<16x4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'dtc.matmul' op a must have rank >= 2, got f32[16]}}
   %0 = "dtc.matmul"(%a, %b) : (tensor<16xf32>, tensor<16x4xf32>) -> tensor<4xf32>

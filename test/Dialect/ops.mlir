@@ -45,6 +45,12 @@ func.func @structured(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>, %g: tensor<16
                       %ids: tensor<2x4xi32>, %labels: tensor<2x4xi64>) -> tensor<f32> {
   // CHECK: "dtc.matmul"(%{{.*}}, %{{.*}}) : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
   %0 = "dtc.matmul"(%x, %w) : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  // CHECK: "dtc.matmul_bias"(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<2x4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  %fb = "dtc.matmul_bias"(%x, %w, %g) : (tensor<2x4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  // CHECK: "dtc.matmul_gelu"(%{{.*}}, %{{.*}}) : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>)
+  %fg:2 = "dtc.matmul_gelu"(%x, %w) : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>)
+  // CHECK: "dtc.matmul_gelu"(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<2x4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>)
+  %fgb:2 = "dtc.matmul_gelu"(%x, %w, %g) : (tensor<2x4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>)
   // CHECK: "dtc.softmax"(%{{.*}}) <{axis = 2 : i64}>
   // GENERIC: "dtc.softmax"(%{{.*}}) <{axis = 2 : i64}>
   %1 = "dtc.softmax"(%0) {axis = 2 : i64} : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>

@@ -81,7 +81,8 @@ def cases(gen):
 
     # matmul: every transpose flag combination, plain, batched, broadcast.
     shapes = [([7, 33], [33, 5]), ([3, 4, 17], [17, 6]), ([4, 9], [2, 9, 3]),
-              ([2, 1, 5, 8], [3, 8, 4]), ([1, 1], [1, 7]), ([2, 64, 48], [2, 48, 40])]
+              ([2, 1, 5, 8], [3, 8, 4]), ([1, 1], [1, 7]), ([2, 64, 48], [2, 48, 40]),
+              ([1100, 24], [24, 70])]  # with ta: a tall a^T b, computed transposed
     for sa, sb in shapes:
         for ta in (False, True):
             for tb in (False, True):
@@ -102,6 +103,29 @@ def cases(gen):
                 add("matmul", [(a, f), (b, f)], [(oshape, f)], attrs,
                     lambda a=a, b=b, ta=ta, tb=tb: [ops.matmul(exact(a), exact(b), ta, tb)],
                     f"matmul {sa}x{sb}{' ta' if ta else ''}{' tb' if tb else ''}")
+    # The fused epilogues: matmul + bias, GELU of matmul (+ bias) and its
+    # pre-activation; one GEMM in several row blocks, transposes, batches.
+    for sa, sb, ta, tb in (([7, 33], [33, 5], False, False), ([3, 4, 17], [17, 6], False, True),
+                           ([2, 64, 48], [2, 48, 40], True, False), ([600, 9], [9, 20], False, False),
+                           ([2, 1, 5, 8], [3, 8, 4], False, True)):
+        a, b = rnd(gen, sa, -1.5, 1.5), rnd(gen, sb, -1.5, 1.5)
+        oshape = list(np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))) + [sa[-2], sb[-1]]
+        bias = rnd(gen, [sb[-1]], -2, 2)
+        ka = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
+        kb = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+        attrs = {k: True for k, on in (("transpose_a", ta), ("transpose_b", tb)) if on}
+        label = f"{sa}x{sb}{' ta' if ta else ''}{' tb' if tb else ''}"
+
+        def biased(a=a, b=b, bias=bias, o=oshape):
+            return N.broadcast_to(ops.add(ops.matmul(exact(a), exact(b)), exact(bias)), o)
+
+        add("matmul_bias", [(ka, f), (kb, f), (bias, f)], [(oshape, f)], attrs,
+            lambda biased=biased: [biased()], f"matmul_bias {label}")
+        add("matmul_gelu", [(ka, f), (kb, f), (bias, f)], [(oshape, f), (oshape, f)], attrs,
+            lambda biased=biased: [ops.gelu(biased()), biased()], f"matmul_gelu {label} bias")
+        add("matmul_gelu", [(ka, f), (kb, f)], [(oshape, f), (oshape, f)], attrs,
+            lambda a=a, b=b: [ops.gelu(ops.matmul(exact(a), exact(b))), ops.matmul(exact(a), exact(b))],
+            f"matmul_gelu {label}")
     # Binary elementwise with broadcasting.
     for op in ("add", "sub", "mul", "div", "max"):
         for sa, sb in (([5, 6], [6]), ([3, 1, 4], [2, 1]), ([], [4, 3]), ([40, 50], [40, 50])):

@@ -105,6 +105,9 @@ Plan:
   --grad-accum K        gradient accumulation steps          (default: 1)
                         K micro-steps per step, one gradient reduction and
                         one update; M·K micro-batches go through the schedule
+  --no-fuse-epilogues   run a matmul's bias add and GELU as kernels of their
+                        own (default: fused into the matmul's kernel, same
+                        numbers)
 Optimizer:
   --optimizer O         sgd|adam|adamw|none                  (default: adam)
                         (none: no update; each step returns the (clipped)
@@ -361,6 +364,7 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.value("--beta2", number("--beta2", o.beta2));
   flags.value("--report", [&](const std::string &v) { o.report = v; return true; });
   flags.boolean("--timing", [&] { o.timing = true; });
+  flags.boolean("--no-fuse-epilogues", [&] { o.fuseEpilogues = false; });
   flags.boolean("--emit-generic", [&] { o.emitGeneric = true; });
   flags.value("--pin", [&](const std::string &v) { o.pins.push_back(v); return true; });
   flags.value("--emit-mlir", [&](const std::string &v) {

@@ -131,6 +131,33 @@ def Dtc_MatmulOp : Dtc_Op<"matmul", [Pure, InferTypeOpAdaptor, Dtc_Gradient,
   let results = (outs Dtc_FloatTensor:$result);
 }
 
+// Matmuls with a fused epilogue. Not model ops: dtc-fuse-matmul-epilogues
+// makes them from a matmul and the broadcast bias add and GELU after it,
+// on the partitioned (local) program just before emission, so no gradient
+// or sharding rule is ever asked of them. The kernel applies the epilogue
+// to each block of output rows right after the product (docs/kernels.md).
+def Dtc_MatmulBiasOp : Dtc_Op<"matmul_bias", [Pure, Dtc_Cost]> {
+  let summary = "matrix product plus a bias over its last dimension";
+  let description = [{
+    `matmul(a, b) + bias`, bias `[N]` broadcast over the rows of the
+    `[..., M, N]` product: what `dtc.add(dtc.matmul(a, b), bias)` computes.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$a, Dtc_FloatTensor:$b, Dtc_FloatTensor:$bias);
+  let results = (outs Dtc_FloatTensor:$result);
+}
+
+def Dtc_MatmulGeluOp : Dtc_Op<"matmul_gelu", [Pure, Dtc_Cost]> {
+  let summary = "GELU of a matrix product (plus an optional bias), and its input";
+  let description = [{
+    `pre_activation = matmul(a, b) (+ bias)` and `result =
+    gelu(pre_activation)`. Both are results because the backward's
+    `gelu_grad` reads the pre-activation.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$a, Dtc_FloatTensor:$b,
+                       Optional<Dtc_FloatTensor>:$bias);
+  let results = (outs Dtc_FloatTensor:$result, Dtc_FloatTensor:$pre_activation);
+}
+
 def Dtc_SoftmaxOp : Dtc_Op<"softmax", [Pure, SameOperandsAndResultType,
                                        Dtc_Gradient, Dtc_ShardingRule,
                                        Dtc_CostOpInterface, Dtc_CheapToRecompute]> {

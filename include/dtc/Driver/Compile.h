@@ -42,6 +42,9 @@ struct CompileOptions {
   std::string report;
   std::string emitMlirAfter; // parsed | training-step | planned | split | partitioned
   bool emitGeneric = false;  // print --emit-mlir in MLIR's generic op form
+  /// Fuse a matmul's bias add and GELU into its kernel
+  /// (dtc-fuse-matmul-epilogues); --no-fuse-epilogues turns it off.
+  bool fuseEpilogues = true;
   /// Print each stage's wall time to stderr ("dtc: time: STAGE SECONDS s").
   bool timing = false;
   /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.

@@ -241,6 +241,23 @@ def ScheduleCollectives : Pass<"dtc-schedule-collectives", "::mlir::ModuleOp"> {
   }];
 }
 
+def FuseMatmulEpilogues : Pass<"dtc-fuse-matmul-epilogues", "::mlir::ModuleOp"> {
+  let summary = "Fuses a matmul's bias add and GELU into its kernel";
+  let description = [{
+    On the partitioned step, just before emission: `dtc.matmul` followed by
+    `dtc.add` of a bias `[N]` (the product's last dimension, either operand
+    order) becomes `dtc.matmul_bias`; followed by `dtc.gelu` (after the bias
+    add or not) it becomes `dtc.matmul_gelu`, which returns the GELU and its
+    input (what `gelu_grad` reads). A chain stops where a value would be
+    lost: a product read by anything but the bias add is not fused with it
+    (a non-broadcast add, an add after a collective, a product read twice).
+    Only f32 ops of one phase, pipeline chunk and recomputation are fused;
+    the kernel computes the same operations on the same values, so the
+    numbers stay those of the separate kernels.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect"];
+}
+
 def TestPrintShardingRules : Pass<"dtc-test-print-sharding-rules", "::mlir::ModuleOp"> {
   let summary = "Emits each op's sharding rule as a remark (for lit tests)";
 }

@@ -120,6 +120,15 @@ std::string checkRule(const KernelInfo &kernel, const std::vector<TensorDesc> &i
 /// workspace and the executor measures both, so the two can be compared.
 /// Operands must have passed the kernel's check rule. Not counted: index
 /// vectors of O(rank) elements (shapes and strides).
+/// Whether the CPU matmul computes the single product `op(a) b` (a
+/// transposed, b not) as its transpose `b^T a` into scratch and transposes
+/// that back: oneDNN's sgemm is much slower on a^T b with M >> N (a weight
+/// gradient x^T dy whose output has more rows than columns) than on the
+/// swapped product (docs/kernels.md); products of at most 4M elements.
+/// Shared by the kernel and scratchBytes.
+bool matmulComputesTransposed(bool transposeA, bool transposeB, int64_t products, int64_t M,
+                              int64_t N);
+
 uint64_t scratchBytes(std::string_view name, const std::vector<TensorDesc> &in,
                       const std::vector<TensorDesc> &out, const nlohmann::json &attrs,
                       int threads);

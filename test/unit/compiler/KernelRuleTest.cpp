@@ -43,7 +43,7 @@ constexpr const char *kSamples = R"mlir(
 func.func @samples(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %v8: tensor<8xf32>,
                    %ids: tensor<4xi32>, %table: tensor<10x8xf32>, %q: tensor<1x2x4x8xf32>,
                    %logits: tensor<4x10xf32>, %labels: tensor<4xi64>, %dloss: tensor<f32>,
-                   %step: tensor<i64>, %row: tensor<4xf32>) {
+                   %step: tensor<i64>, %row: tensor<4xf32>, %v3: tensor<3xf32>) {
   %0 = "dtc.matmul"(%x, %w) : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
   %1 = "dtc.add"(%x, %v8) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   %2 = "dtc.sub"(%x, %x) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
@@ -96,6 +96,9 @@ func.func @samples(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %v8: tensor<8xf32>,
   %49 = "dtc.sgd_update"(%x, %x) {lr = 0.1 : f64, weight_decay = 0.01 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   %50:3 = "dtc.adam_update"(%x, %x, %x, %x, %step) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, decoupled = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<i64>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
   %51 = "dtc.cross_entropy"(%logits, %labels) : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+  %53 = "dtc.matmul_bias"(%x, %w, %v3) : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %54:2 = "dtc.matmul_gelu"(%x, %w) : (tensor<4x8xf32>, tensor<8x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
+  %55:2 = "dtc.matmul_gelu"(%x, %w, %v3) : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
   %52:3 = "dtc.loss_scale_update"(%51, %step, %step, %51) {growth_factor = 2.0 : f64, backoff_factor = 0.5 : f64, growth_interval = 2000 : i64} : (tensor<f32>, tensor<i64>, tensor<i64>, tensor<f32>) -> (tensor<f32>, tensor<i64>, tensor<i64>)
   return
 }

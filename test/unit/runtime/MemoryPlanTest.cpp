@@ -86,6 +86,11 @@ TEST(MemoryPlan, KernelScratchIsWhatTheKernelTakes) {
       {"reduce_sum", {{6, 5, 4}}, {{6, 1, 4}}, {{"axes", {1}}, {"keep_dims", true}}},
       {"matmul", {{3, 2, 4, 5}, {2, 5, 6}}, {{3, 2, 4, 6}}, json::object()},
       {"matmul", {{3, 4, 5}, {5, 6}}, {{3, 4, 6}}, json::object()},
+      // A tall a^T b: computed transposed in scratch.
+      {"matmul", {{40, 1100}, {40, 70}}, {{1100, 70}}, {{"transpose_a", true}}},
+      {"matmul", {{40, 1100}, {40, 600}}, {{1100, 600}}, {{"transpose_a", true}}},
+      {"matmul_gelu", {{3, 2, 4, 5}, {2, 5, 6}, {6}}, {{3, 2, 4, 6}, {3, 2, 4, 6}}, json::object()},
+      {"matmul_bias", {{40, 1100}, {40, 70}, {70}}, {{1100, 70}}, {{"transpose_a", true}}},
   };
   struct Meter final : dtc::kernels::ScratchCounter {
     uint64_t now = 0, peak = 0;
