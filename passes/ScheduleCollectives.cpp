@@ -64,8 +64,8 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
         if (zero.getInt() >= 3)
           prefetchGathers(func, body);
       }
-      gatherUpdatesEarly(func, body);
-      sendEarly(func, body);
+      hoistChainsToResults(func, body, "update");
+      hoistChainsToResults(func, body, "send");
     });
   }
 
@@ -101,46 +101,33 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
     return chain;
   }
 
-  /// ZeRO-1/2: a parameter is stored whole, its update computes the rank's
-  /// piece, and the partitioner gathers the new value (and crops its
-  /// padding) right before the consumer, the return: every updated piece
-  /// would live to the end of the step, about params / dp bytes of working
-  /// memory at once. Each parameter's gather runs right after the op that
-  /// produces its piece (the update, or mixed precision's cast of the master
-  /// piece) instead, so the piece dies there and the optimizer's working
-  /// memory is bounded by the largest piece. The order stays a function of
-  /// the program alone (return order, then position), so dp peers, which
-  /// share it, issue their gathers in the same order; under a pipeline the
-  /// update and its gather both run after the flush, in the same list.
-  static void gatherUpdatesEarly(func::FuncOp func, Block &body) {
+  /// Runs the collectives (and padding) that only feed the step's results
+  /// of `role` right after their operand instead of at the return, where
+  /// the partitioner put them (right before their consumer):
+  /// - "update", ZeRO-1/2: a parameter is stored whole, its update computes
+  ///   the rank's piece, and the gather of the new value (and the crop of
+  ///   its padding) at the return would keep every updated piece alive to
+  ///   the end of the step, about params / dp bytes at once. Right after
+  ///   the op producing the piece (the update, or mixed precision's cast of
+  ///   the master piece), the piece dies there and the optimizer's working
+  ///   memory is bounded by the largest piece.
+  /// - "send", pipelines: a message leaves with its pending sums reduced.
+  ///   Under ZeRO the global norm of clipping is such a sum (of the gradient
+  ///   pieces' squares over dp): reduced at the end of the step, its send
+  ///   would follow the receive of the norm the other stage sends back, and
+  ///   the stages would wait for each other.
+  /// The order stays a function of the program alone (return order, then
+  /// position), so dp peers, which share it, issue the same collectives in
+  /// the same order; under a pipeline the update and its gather both run
+  /// after the flush, in the same list.
+  static void hoistChainsToResults(func::FuncOp func, Block &body, StringRef role) {
     auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
     if (!ret)
       return;
     for (OpOperand &operand : ret->getOpOperands()) {
-      auto role = func.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
-                                                       DtcDialect::kRoleAttr);
-      if (!role || role.getValue() != "update")
-        continue;
-      for (Operation *op : llvm::reverse(chainToReturn(operand.get(), body)))
-        hoist(op, body);
-    }
-  }
-
-  /// Pipelines: a message leaves with its pending sums reduced, and the
-  /// partitioner reduces right before the consumer, which for a message is
-  /// the return. Under ZeRO the global norm of clipping is such a sum (of
-  /// the gradient pieces' squares over dp): reduced at the end of the step,
-  /// its send would follow the receive of the norm the other stage sends
-  /// back, and the stages would wait for each other. The collectives that
-  /// only feed a send run right after their operand instead.
-  static void sendEarly(func::FuncOp func, Block &body) {
-    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
-    if (!ret)
-      return;
-    for (OpOperand &operand : ret->getOpOperands()) {
-      auto role = func.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
-                                                       DtcDialect::kRoleAttr);
-      if (!role || role.getValue() != "send")
+      auto resultRole = func.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
+                                                             DtcDialect::kRoleAttr);
+      if (!resultRole || resultRole.getValue() != role)
         continue;
       for (Operation *op : llvm::reverse(chainToReturn(operand.get(), body)))
         hoist(op, body);
