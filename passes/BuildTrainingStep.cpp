@@ -27,11 +27,6 @@ namespace mlir::dtc {
 
 namespace {
 
-constexpr StringLiteral kForward = "forward";
-constexpr StringLiteral kBackwardInput = "backward_input";
-constexpr StringLiteral kBackwardWeight = "backward_weight";
-constexpr StringLiteral kOptimizerPhase = "optimizer";
-
 enum class Optimizer { None, Sgd, Adam, AdamW };
 
 struct ParamInfo {
@@ -267,7 +262,7 @@ struct BuildTrainingStepPass
     // an id its backward ops refer to (dtc.forward).
     SmallVector<Operation *> forwardOps;
     for (Operation &op : *body) {
-      op.setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(kForward));
+      op.setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(DtcDialect::kForwardPhase));
       op.setAttr(DtcDialect::kIdAttr, b.getI64IntegerAttr(forwardOps.size()));
       forwardOps.push_back(&op);
     }
@@ -288,7 +283,7 @@ struct BuildTrainingStepPass
     Location optLoc = NameLoc::get(b.getStringAttr("optimizer"), loc);
     auto markFrom = [&](Operation *first) {
       for (Operation *op = first; op; op = op->getNextNode())
-        op->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(kOptimizerPhase));
+        op->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(DtcDialect::kOptimizerPhase));
     };
     Operation *lastBefore = body->empty() ? nullptr : &body->back();
     auto markGradients = [&]() {
@@ -640,8 +635,8 @@ struct BuildTrainingStepPass
       }
       for (Operation *op = firstBackward; op; op = op->getNextNode())
         op->setAttr(DtcDialect::kPhaseAttr,
-                    b.getStringAttr(inputPath.contains(op) ? kBackwardInput
-                                                           : kBackwardWeight));
+                    b.getStringAttr(inputPath.contains(op) ? DtcDialect::kBackwardInputPhase
+                                                           : DtcDialect::kBackwardWeightPhase));
     }
     return paramGrads;
   }

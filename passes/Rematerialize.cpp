@@ -45,10 +45,6 @@ namespace mlir::dtc {
 
 namespace {
 
-constexpr StringLiteral kForward = "forward";
-constexpr StringLiteral kBackwardInput = "backward_input";
-constexpr StringLiteral kBackwardWeight = "backward_weight";
-
 StringRef phaseOf(Operation *op) {
   auto phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
   return phase ? phase.getValue() : StringRef();
@@ -59,7 +55,7 @@ StringRef phaseOf(Operation *op) {
 /// produced.
 bool isAfterForward(Operation *op) {
   StringRef phase = phaseOf(op);
-  return !phase.empty() && phase != kForward;
+  return !phase.empty() && phase != DtcDialect::kForwardPhase;
 }
 
 bool hasDirectBackwardReader(Value v) {
@@ -75,7 +71,7 @@ public:
     std::map<int64_t, SmallVector<Operation *>> forwardOfLayer;
     for (Operation &op : body) {
       position[&op] = position.size();
-      if (phaseOf(&op) != kForward || isa<arith::ConstantOp>(op) || op.getNumResults() == 0)
+      if (phaseOf(&op) != DtcDialect::kForwardPhase || isa<arith::ConstantOp>(op) || op.getNumResults() == 0)
         continue;
       auto layer = op.getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr);
       if (!layer)
@@ -158,7 +154,7 @@ private:
       clone->removeAttr(DtcDialect::kPinAttr);
       clone->removeAttr(DtcDialect::kPinPriorityAttr);
       clone->setAttr(DtcDialect::kRecomputeAttr, b.getUnitAttr());
-      clone->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(kBackwardWeight));
+      clone->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(DtcDialect::kBackwardWeightPhase));
       clones.push_back(clone);
       for (auto [original, copy] : llvm::zip(op->getResults(), clone->getResults()))
         original.replaceUsesWithIf(copy, [&](OpOperand &use) {
@@ -169,9 +165,9 @@ private:
     // A clone is B work when some B op (or B clone) reads it.
     for (Operation *clone : llvm::reverse(clones)) {
       bool input = llvm::any_of(clone->getUsers(),
-                                [](Operation *u) { return phaseOf(u) == kBackwardInput; });
+                                [](Operation *u) { return phaseOf(u) == DtcDialect::kBackwardInputPhase; });
       if (input)
-        clone->setAttr(DtcDialect::kPhaseAttr, OpBuilder(clone).getStringAttr(kBackwardInput));
+        clone->setAttr(DtcDialect::kPhaseAttr, OpBuilder(clone).getStringAttr(DtcDialect::kBackwardInputPhase));
     }
   }
 
