@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 #include "dtc/runtime/Backend.h"
 #include "dtc/runtime/CpuBackend.h"
+#if DTC_WITH_CUDA
+#include "dtc/runtime/CudaBackend.h"
+#endif
 
 #include <map>
 #include <mutex>
@@ -20,7 +23,12 @@ Backend::~Backend() = default;
 
 namespace {
 struct Registry {
-  Registry() { factories.emplace_back("cpu", makeCpuBackend); }
+  Registry() {
+    factories.emplace_back("cpu", makeCpuBackend);
+#if DTC_WITH_CUDA
+    factories.emplace_back("cuda", makeCudaBackend);
+#endif
+  }
   std::mutex mu;
   std::vector<std::pair<std::string, BackendFactory>> factories;
 };
@@ -59,7 +67,12 @@ std::vector<std::string> backendNames() {
 }
 
 void checkBackendAvailable(const std::string &name) {
-  if (find(name)) return;
+  if (find(name)) {
+#if DTC_WITH_CUDA
+    if (name == "cuda") checkCudaDevices();
+#endif
+    return;
+  }
   if (name == "cuda")
     throw Error("this build of dtc has no CUDA backend yet; use --backend cpu");
   std::string known;

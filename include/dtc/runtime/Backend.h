@@ -110,6 +110,14 @@ struct BackendOptions {
   /// device from them).
   int rank = 0;
   int ranksOnNode = 1;
+  /// How a device backend runs collectives: "" (its default), "nccl", or
+  /// "mpi" (through host memory and the host communicator: MPI ranks, or
+  /// threads under LocalRunner and dtc-run --local-ranks). The CPU backend
+  /// has only the host communicator and accepts "" and "mpi".
+  std::string collectives;
+  /// Longest wait for the device in synchronize() before a collective that
+  /// cannot complete is abandoned with CommFailure (0 = none); --timeout.
+  double timeoutSeconds = 0;
 };
 
 class Backend {
@@ -192,8 +200,9 @@ public:
   virtual uint64_t scratchBytes() const { return 0; }
 };
 
-/// Throws Error unless --backend NAME can run in this build: "cuda" says this
-/// build has none, an unknown name lists the known ones.
+/// Throws Error unless --backend NAME can run in this build and on this
+/// machine: "cuda" says when this build has none or the machine no usable
+/// GPU, an unknown name lists the known ones.
 void checkBackendAvailable(const std::string &name);
 /// A backend by name ("cpu", or one registered by registerBackend).
 std::unique_ptr<Backend> makeBackend(const std::string &name, const BackendOptions &options);
