@@ -72,8 +72,14 @@ std::unique_ptr<LocalRunner::Impl> build(std::unique_ptr<Artifact> a,
   else impl->threads = std::make_unique<ThreadWorld>(n, opts.timeoutSeconds);
   impl->execs.resize(size_t(n));
   std::string err = impl->forRanks([&](int r) {
-    impl->execs[size_t(r)] =
-        std::make_unique<RankExecutor>(*impl->artifact, impl->world(r), opts.backend);
+    BackendOptions bo;
+    bo.threads = opts.threads;
+    bo.rank = r;
+    bo.ranksOnNode = n;
+    bo.collectives = opts.collectives;
+    bo.timeoutSeconds = opts.timeoutSeconds;
+    impl->execs[size_t(r)] = std::make_unique<RankExecutor>(*impl->artifact, impl->world(r),
+                                                            makeBackend(opts.backend, bo));
     impl->execs[size_t(r)]->setThreads(opts.threads);
   });
   if (!err.empty()) throw Error(err);

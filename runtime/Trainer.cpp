@@ -145,7 +145,7 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     checkRankCount(*artifact_, world_.size());
     // Before anything is allocated: the kernel's OOM killer would end the
     // job later without a word.
-    if (opts_.checkMemory)
+    if (opts_.checkMemory && opts_.backend == "cpu")
       checkMemoryFits(*artifact_, world_.ranksOnNode(),
                       opts_.threads > 0 ? opts_.threads
                                         : defaultKernelThreads(world_.ranksOnNode()));
@@ -157,6 +157,8 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     bo.threads = opts_.threads > 0 ? opts_.threads : defaultKernelThreads(world_.ranksOnNode());
     bo.rank = world_.rank();
     bo.ranksOnNode = world_.ranksOnNode();
+    bo.collectives = opts_.collectives;
+    bo.timeoutSeconds = opts_.timeoutSeconds;
     exec_ = std::make_unique<RankExecutor>(*artifact_, world_, makeBackend(opts_.backend, bo));
     exec_->initPersistent(opts_.seed);
     const std::vector<int> loss = artifact_->tensorsWithRole(Role::Loss);

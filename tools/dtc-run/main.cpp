@@ -1,6 +1,9 @@
 //===- dtc-run - execute a .dtc artifact on CPU ranks (MPI) -----------------===//
 //
 //   mpirun -np N dtc-run OUT.dtc --steps N [options]     (or alone: 1 rank)
+//   dtc-run OUT.dtc --local-ranks N --steps N [options]  (N ranks as threads
+//                                                          of this process,
+//                                                          no MPI)
 //   dtc-run --launch OUT.dtc --steps N [options]          (what `dtc run`
 //                                                          execs: validates,
 //                                                          then supervises
@@ -37,6 +40,7 @@
 #include <sched.h>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -48,15 +52,27 @@ const char *kUsage =
     "usage: dtc-run OUT.dtc --steps N [options]\n"
     "       mpirun -np <devices> dtc-run OUT.dtc --steps N [options]\n"
     "       dtc-run --launch OUT.dtc --steps N [options]\n"
+    "       dtc-run OUT.dtc --local-ranks <devices> --steps N [options]\n"
     "\n"
-    "Runs the training program of a dtc artifact on CPU ranks (one MPI rank per\n"
-    "device of the artifact's mesh; run alone it is one rank).\n"
+    "Runs the training program of a dtc artifact on CPU or GPU ranks (one MPI rank\n"
+    "per device of the artifact's mesh; run alone it is one rank; with\n"
+    "--local-ranks the ranks are threads of this one process).\n"
     "\n"
     "options:\n"
     "  --steps N              training steps to run (required; 0 is allowed)\n"
     "  --seed S               seed of parameter init and synthetic inputs (default 0)\n"
-    "  --backend cpu|cuda     kernel backend (default cpu; this build has no cuda;\n"
-    "                         docs/backends.md describes the interface)\n"
+    "  --backend cpu|cuda     kernel backend (default cpu); cuda runs each rank on a\n"
+    "                         GPU of its node (rank % GPUs), where the build has\n"
+    "                         the CUDA backend (docs/backends.md)\n"
+    "  --collectives nccl|mpi how --backend cuda communicates: nccl (default, one GPU\n"
+    "                         per rank) or mpi: staged through host memory and the\n"
+    "                         host communicator (MPI, or threads with\n"
+    "                         --local-ranks), a test mode that lets several ranks\n"
+    "                         share one GPU; the cpu backend always uses the host\n"
+    "                         communicator\n"
+    "  --local-ranks N        run the artifact's N ranks as threads of this process,\n"
+    "                         without MPI (N must be the artifact's device count);\n"
+    "                         e.g. to check a partitioned plan on one GPU\n"
     "  --data FILE            token file for the model's ids/labels inputs\n"
     "                         (default: none, synthetic inputs)\n"
     "  --data-dtype uint16|uint32\n"
@@ -109,6 +125,8 @@ const char *kUsage =
 struct Options {
   std::string artifact;
   bool haveSteps = false, launch = false, guard = false;
+  /// --local-ranks: ranks as threads of this process (0: MPI or one rank).
+  int localRanks = 0;
   TrainOptions train;
 };
 
@@ -128,7 +146,8 @@ const std::vector<std::string> kBooleanFlags = {"--launch", "--help", "--guard",
                                                 "--no-memory-check"};
 const std::vector<std::string> kValueFlags = {
     "--steps", "--seed",    "--backend",    "--data",    "--data-dtype", "--log",      "--save",
-    "--load",  "--stats",   "--timeout",    "--save-every", "--threads", "--trace", "--save-step"};
+    "--load",  "--stats",   "--timeout",    "--save-every", "--threads", "--trace", "--save-step",
+    "--collectives", "--local-ranks"};
 
 bool isOneOf(const std::string &name, const std::vector<std::string> &flags) {
   return std::find(flags.begin(), flags.end(), name) != flags.end();
@@ -180,6 +199,15 @@ std::string parseArgs(int argc, char **argv, Options &o) {
         if (value != "cpu" && value != "cuda")
           return "--backend: expected cpu or cuda, got '" + value + "'";
         o.train.backend = value;
+      } else if (name == "--collectives") {
+        if (value != "nccl" && value != "mpi")
+          return "--collectives: expected nccl or mpi, got '" + value + "'";
+        o.train.collectives = value;
+      } else if (name == "--local-ranks") {
+        uint64_t v;
+        if (!parseU64(value, v) || v < 1 || v > 4096)
+          return "--local-ranks: expected an integer in [1, 4096], got '" + value + "'";
+        o.localRanks = int(v);
       } else if (name == "--data") {
         o.train.dataPath = value;
       } else if (name == "--data-dtype") {
@@ -230,6 +258,10 @@ std::string parseArgs(int argc, char **argv, Options &o) {
   if (!o.train.stepPath.empty() && o.train.steps == 0)
     return "--save-step needs at least one step (--steps >= 1)";
   if (o.train.saveEvery > 0 && o.train.savePath.empty()) return "--save-every needs --save CKPT";
+  if (o.train.collectives == "nccl" && o.train.backend != "cuda")
+    return "--collectives nccl needs --backend cuda (the " + o.train.backend +
+           " backend communicates through the host communicator)";
+  if (o.localRanks > 0 && o.launch) return "--local-ranks and --launch exclude each other";
   o.train.artifactPath = o.artifact;
   return "";
 }
@@ -469,6 +501,63 @@ int runRank(int argc, char **argv, const Options &o, const std::string &argError
   return code;
 }
 
+/// --local-ranks N: the artifact's ranks as threads of this process over a
+/// shared-memory world (ThreadWorld), without MPI. Errors are agreed as
+/// between MPI ranks, so one line is printed; a failure the ranks cannot
+/// agree on wakes the others (ThreadWorld::abort) instead of leaving them
+/// waiting.
+int runLocalRanks(const Options &o) {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = onStopSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  int64_t devices = 0;
+  try {
+    devices = validate(o);
+  } catch (const std::exception &e) {
+    printError(e.what());
+    return 1;
+  }
+  if (devices != o.localRanks) {
+    printError("--local-ranks " + std::to_string(o.localRanks) + ": " + o.artifact + " is for " +
+               std::to_string(devices) + " device" + (devices == 1 ? "" : "s") +
+               "; run it with --local-ranks " + std::to_string(devices));
+    return 1;
+  }
+  ThreadWorld world(o.localRanks, o.train.timeoutSeconds);
+  std::vector<int> codes(size_t(o.localRanks), 0);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < o.localRanks; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        TrainOptions train = o.train;
+        train.pendingSignal = [] { return int(gStopSignal); };
+        Trainer trainer(world.rankView(r), train, [](const std::string &note) {
+          std::fprintf(stderr, "dtc-run: note: %s\n", note.c_str());
+          std::fflush(stderr);
+        });
+        trainer.run([](const StepReport &rep) {
+          std::printf("step %lld loss %.8g\n", (long long)rep.step, double(rep.loss));
+          std::fflush(stdout);
+        });
+        if (!o.train.statsPath.empty() && r == 0) printKernelTable(trainer.executor());
+      } catch (const Interrupted &e) {
+        if (r == e.reporter()) printError(e.what());
+        codes[size_t(r)] = 128 + e.signal();
+      } catch (const AgreedError &e) {
+        if (r == e.reporter()) printError(e.what());
+        codes[size_t(r)] = 1;
+      } catch (const std::exception &e) {
+        printError("rank " + std::to_string(r) + ": " + e.what());
+        codes[size_t(r)] = 1;
+        world.abort("rank " + std::to_string(r) + " failed");
+      }
+    });
+  for (std::thread &t : ranks) t.join();
+  return *std::max_element(codes.begin(), codes.end());
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -495,6 +584,13 @@ int main(int argc, char **argv) {
     std::vector<std::string> mpirunArgs, rankArgs;
     launchArguments(o, devices, mpirunArgs, rankArgs);
     return superviseLaunch(devices, mpirunArgs, rankArgs, argc, argv);
+  }
+  if (o.localRanks > 0) {
+    if (!argError.empty()) {
+      printError(argError);
+      return 1;
+    }
+    return runLocalRanks(o);
   }
   return runRank(argc, argv, o, argError);
 }

@@ -54,6 +54,9 @@ namespace dtc::rt {
 
 struct LocalRunnerOptions {
   std::string backend = "cpu";
+  /// BackendOptions::collectives: "" (the backend's default) or "mpi"
+  /// (host memory and the threads' shared-memory communicator).
+  std::string collectives;
   /// Kernel threads per rank (ranks are threads of this process).
   int threads = 1;
   /// Longest wait of a rank thread in a collective before the step fails

@@ -37,6 +37,8 @@ struct TrainOptions {
   int64_t steps = 0;
   uint64_t seed = 0;
   std::string backend = "cpu";
+  /// --collectives: BackendOptions::collectives ("" = the backend's default).
+  std::string collectives;
   std::string dataPath; ///< "" = synthetic inputs
   TokenDType dataDtype = TokenDType::U16;
   std::string logPath, savePath, loadPath, statsPath;
@@ -54,7 +56,9 @@ struct TrainOptions {
   /// Kernel threads per rank; 0: defaultKernelThreads(ranks on this node).
   int threads = 0;
   /// Refuse to start when the ranks on this node need more memory than it
-  /// has available (checkMemoryFits); --no-memory-check turns it off.
+  /// has available (checkMemoryFits; host memory, so the CPU backend only:
+  /// a GPU's allocations fail with a message naming the slot);
+  /// --no-memory-check turns it off.
   bool checkMemory = true;
 };
 
