@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks every CPU kernel, forward and backward, against the reference.
 
-  check_kernels.py --kernel-eval build/bin/dtc-kernel-eval [--only NAME,...]
+  check_kernels.py --kernel-eval build/bin/dtc-kernel-eval [--only NAME,...] [--backend cuda]
 
 Each case runs one kernel (dtc-kernel-eval, with 1 and with 2 threads) on
 random f32 operands and
@@ -306,6 +306,8 @@ def main(argv):
     p.add_argument("--kernel-eval", required=True, help="path of dtc-kernel-eval")
     p.add_argument("--only", default="", help="comma-separated kernel names")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--backend", default="cpu",
+                   help="runtime backend of the kernels (cpu, or cuda on a GPU machine)")
     a = p.parse_args(argv)
     all_cases = cases(np.random.default_rng(a.seed))
     if a.only:
@@ -316,8 +318,8 @@ def main(argv):
         with open(cases_path, "w") as f:
             json.dump([c.json() for c in all_cases], f)
         runs = []
-        for threads in (1, 2):
-            proc = subprocess.run([a.kernel_eval, cases_path, results_path, str(threads)],
+        for threads in ((1, 2) if a.backend == "cpu" else (1,)):
+            proc = subprocess.run([a.kernel_eval, cases_path, results_path, str(threads), a.backend],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 print(f"FAIL: dtc-kernel-eval exited with {proc.returncode}: {proc.stderr}")

@@ -1,0 +1,106 @@
+//===- AttentionCases.cpp - CUDA kernel cases (see KernelCases.h) ---------------===//
+//
+// attention and attention_grad (kernels/cuda/Attention.cu) against the CPU
+// kernels. Shapes cover the SIMT path (f32; bf16/f16 with Dh outside
+// {64, 128}; Dh above 256, which splits the output columns over blocks),
+// the tensor-core path (bf16/f16 with Dh 64 and 128), sequence lengths that
+// are not multiples of the tiles (32 SIMT; 64 and 128 tensor cores), cross
+// attention (Sq != Sk), a single query over a key row longer than 1024,
+// B*H > 1, and no keys at all (the output is zeros, as on the CPU).
+//
+// Tolerances: f32 rtol 1e-4, atol 1e-5: the kernels sum the Dh products and
+// the softmax rows in another order than the CPU's blocked sgemm and 16-lane
+// row sums (measured against a float64 reference on an H100, the CUDA
+// results stay within 2% of these bounds). bf16/f16 use the defaults: the
+// tensor-core path rounds the probabilities (and dS) to the operand dtype
+// for the second product, which the CPU keeps in f32; measured against
+// float64 the outputs stay within one unit in the last place (a third of
+// the default bounds).
+//
+//===----------------------------------------------------------------------===//
+#include "KernelCases.h"
+
+#include <string>
+
+namespace dtc::test {
+namespace {
+using rt::DType;
+
+const char *dtypeLabel(DType t) {
+  return t == DType::F32 ? "f32" : t == DType::BF16 ? "bf16" : "f16";
+}
+
+std::string shapeLabel(DType t, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
+                       bool causal) {
+  return std::string(dtypeLabel(t)) + (causal ? " causal" : " full") + " B" + std::to_string(B) +
+         " H" + std::to_string(H) + " Sq" + std::to_string(Sq) + " Sk" + std::to_string(Sk) +
+         " Dh" + std::to_string(D);
+}
+
+/// attention and attention_grad on q [B, H, Sq, D], k and v [B, H, Sk, D].
+std::vector<KernelCase> both(DType t, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
+                             bool causal) {
+  const OperandSpec q{t, {B, H, Sq, D}}, kv{t, {B, H, Sk, D}};
+  const double rtol = t == DType::F32 ? 1e-4 : -1, atol = t == DType::F32 ? 1e-5 : -1;
+  const std::string shape = shapeLabel(t, B, H, Sq, Sk, D, causal);
+  KernelCase fwd{"attention " + shape, "attention", {q, kv, kv}, {q}, {{"causal", causal}}};
+  fwd.rtol = rtol;
+  fwd.atol = atol;
+  KernelCase grad{"attention_grad " + shape, "attention_grad", {q, kv, kv, q}, {q, kv, kv},
+                  {{"causal", causal}}};
+  grad.rtol = rtol;
+  grad.atol = atol;
+  return {fwd, grad};
+}
+
+std::vector<KernelCase> allCases() {
+  const DType F = DType::F32, B = DType::BF16, H = DType::F16;
+  struct S {
+    DType t;
+    int64_t B, H, Sq, Sk, D;
+    bool causal;
+  };
+  const S shapes[] = {
+      // f32 (SIMT): minimal, awkward lengths, every attribute value
+      {F, 1, 1, 1, 1, 8, false},
+      {F, 1, 1, 1, 1, 8, true},
+      {F, 2, 3, 17, 17, 16, true},
+      {F, 2, 3, 17, 17, 16, false},
+      {F, 1, 2, 65, 65, 32, true},
+      {F, 1, 2, 65, 65, 32, false},
+      {F, 1, 2, 130, 130, 64, true},
+      {F, 2, 1, 33, 70, 80, false},  // cross attention, Dh not a power of 2
+      {F, 1, 2, 130, 130, 128, true},
+      {F, 1, 1, 70, 200, 64, false}, // more keys than queries
+      {F, 1, 1, 64, 64, 256, false},
+      {F, 1, 1, 40, 40, 300, true},  // Dh > 256: output columns over two blocks
+      {F, 1, 1, 1, 1100, 32, false}, // one query, a row of 1100 keys
+      {F, 1, 1, 5, 0, 16, false},    // no keys: zeros
+      // bf16: tensor cores (Dh 64, 128) and SIMT (Dh 32)
+      {B, 1, 2, 256, 256, 64, true},
+      {B, 1, 2, 256, 256, 128, true},
+      {B, 2, 2, 130, 77, 64, false},
+      {B, 1, 1, 17, 17, 128, true},
+      {B, 1, 2, 100, 100, 32, true},
+      {B, 1, 1, 1, 300, 128, false},
+      {B, 1, 1, 300, 1, 64, false},
+      {B, 1, 1, 1000, 1000, 64, true},
+      {B, 1, 2, 1024, 1024, 128, true}, // a realistic size
+      // f16
+      {H, 1, 2, 256, 256, 64, true},
+      {H, 1, 2, 256, 256, 128, false},
+      {H, 2, 1, 130, 130, 128, true},
+      {H, 1, 1, 65, 190, 64, false},
+      {H, 1, 1, 33, 33, 80, true},
+  };
+  std::vector<KernelCase> cases;
+  for (const S &s : shapes)
+    for (KernelCase &c : both(s.t, s.B, s.H, s.Sq, s.Sk, s.D, s.causal))
+      cases.push_back(std::move(c));
+  return cases;
+}
+
+AddKernelCases cases(allCases());
+
+} // namespace
+} // namespace dtc::test
