@@ -10,12 +10,6 @@
 namespace dtc::kernels::cpu {
 namespace {
 
-// Rows of a folded product that get their epilogue right after their part
-// of the product, while they are still in cache. Smaller blocks measured no
-// faster on the benchmark GPTs' shapes (oneDNN's sgemm packs b again for
-// every call, which costs more than the epilogue's one pass saves; kernels.md).
-constexpr int64_t kEpilogueRows = 512;
-
 /// y [cols, rows] = x^T for x [rows, cols], in 32 x 32 tiles, row bands
 /// of y split among the threads.
 void transposeInto(const KernelContext &ctx, const float *x, int64_t rows, int64_t cols,
@@ -51,14 +45,13 @@ void matmulInto(const KernelArgs &a, float *pc, bool hasEpilogue, Epilogue &&epi
   const float *pa = A.as<float>(), *pb = B.as<float>();
   const int64_t nb = rt::numel(batchC);
   // One big GEMM when b is a single matrix and a is not broadcast: fold a's
-  // batch dims into M (with an epilogue, one GEMM per block of rows).
+  // batch dims into M. The epilogue runs after the whole product: the same
+  // GEMM call as the unfused matmul's, so the same bits on every ISA (split
+  // into row blocks, oneDNN's AVX2 sgemm rounds some rows differently).
   if (!ta && rt::numel(batchB) == 1 && rt::numel(batchA) == nb) {
-    const int64_t rows = nb * M, block = hasEpilogue ? kEpilogueRows : rows;
-    for (int64_t r0 = 0; r0 < rows; r0 += block) {
-      const int64_t count = std::min(block, rows - r0);
-      sgemm(ctx, false, tb, count, N, K, 1.0f, pa + r0 * K, lda, pb, ldb, 0.0f, pc + r0 * N, N);
-      if (hasEpilogue) epilogue(pc + r0 * N, count, false);
-    }
+    const int64_t rows = nb * M;
+    sgemm(ctx, false, tb, rows, N, K, 1.0f, pa, lda, pb, ldb, 0.0f, pc, N);
+    if (hasEpilogue) epilogue(pc, rows, false);
     return;
   }
   // A batch of products: each a matrix offset pair from the broadcast plan.
