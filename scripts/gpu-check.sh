@@ -47,10 +47,55 @@ prepare() {
   done | sort -u | grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|libcuda|libcudart|libcublas|libnccl' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
   python3 "$root/test/gpu/gpu_plans.py" prepare --dtc "$build/bin/dtc" --out "$stage/plans"
+  build_mutants "$stage/mutants"
   python3 "$root/bench/gpu_step_bench.py" prepare "$stage/bench"
   tar -C "$stage" -cJf "$dir/bundle.tar.xz" .
   rm -rf "$stage"
   ls -la "$dir/bundle.tar.xz"
+}
+
+# The CUDA mutations (test/mutations/cuda): each deliberate bug built into
+# its own test binary (or dtc-run, for the backend's), which the run stage
+# expects to fail. The tree is restored whatever happens.
+build_mutants() {
+  local into=$1 p name target
+  mkdir -p "$into"
+  for p in "$root"/test/mutations/cuda/*.patch; do
+    name=$(basename "$p" .patch)
+    target=dtc_cuda_tests
+    grep -q '^+++ b/runtime/' "$p" && target=dtc-run
+    git -C "$root" apply "$p" || { echo "gpu-check: $name does not apply" >&2; return 1; }
+    if ninja -C "$build" -j"${DTC_JOBS:-2}" "$target" >/dev/null; then
+      mkdir -p "$into/$name" && cp "$build/bin/$target" "$into/$name/"
+      strip --strip-unneeded "$into/$name/$target" 2>/dev/null || true
+    fi
+    git -C "$root" apply -R "$p"
+  done
+  ninja -C "$build" -j"${DTC_JOBS:-2}" dtc_cuda_tests dtc-run >/dev/null
+}
+
+# Each mutant must fail its check: the kernel tests of the mutated kernel,
+# or the ZeRO plans for the backend's own.
+check_mutants() {
+  local dir=$1 m name caught=0 total=0
+  for m in "$dir"/*/; do
+    name=$(basename "$m")
+    total=$((total + 1))
+    if [ -x "$m/dtc-run" ]; then
+      "$py" "$root/test/gpu/gpu_plans.py" run "$x/plans" --dtc-run "$m/dtc-run" --only zero \
+        --work "$out/mutant-$name" >"$out/mutant-$name.log" 2>&1
+    else
+      "$m/dtc_cuda_tests" --gtest_brief=1 >"$out/mutant-$name.log" 2>&1
+    fi
+    if [ $? -ne 0 ]; then
+      caught=$((caught + 1))
+      echo "$name: caught ($(grep -c 'FAIL\|Failure' "$out/mutant-$name.log") failure lines)"
+    else
+      echo "$name: SURVIVED"
+    fi
+  done
+  echo "mutants: $caught of $total caught"
+  [ "$caught" -eq "$total" ]
 }
 
 # Runs one stage with a time limit, logging to OUT/NAME.log; records the result.
@@ -61,7 +106,11 @@ stage() {
   shift 2
   local t0=$SECONDS
   echo "=== $name"
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  if declare -F "$1" >/dev/null; then
+    ("$@") >"$out/$name.log" 2>&1 # a function of this script: bounded by its own commands
+  else
+    timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  fi
   local code=$?
   tail -n "${TAILS:-25}" "$out/$name.log"
   summary+=("$(printf '%-14s exit %3d  %4d s' "$name" "$code" $((SECONDS - t0)))")
@@ -72,7 +121,7 @@ run_checks() {
   local bundle=$1
   out=${2:-$dir/out}
   mkdir -p "$out"
-  local x=${DTC_GPU_UNPACK:-/tmp/dtc-gpu}
+  x=${DTC_GPU_UNPACK:-/tmp/dtc-gpu}
   if [ -n "$bundle" ]; then
     rm -rf "$x" && mkdir -p "$x" && tar -C "$x" -xJf "$bundle"
   fi
@@ -89,13 +138,14 @@ run_checks() {
     ldd "$x/bin/dtc-run" | grep -E 'not found|cuda|cublas|nccl' || true
   } >"$out/env.log" 2>&1
   cat "$out/env.log"
-  local py=${PYTHON:-python3}
+  py=${PYTHON:-python3}
   stage kernels 180 "$x/bin/dtc_cuda_tests" --gtest_brief=1 --gtest_output=json:"$out/kernels.json"
   stage reference 90 "$py" "$root/test/reference/check_kernels.py" --kernel-eval "$x/bin/dtc-kernel-eval" --backend cuda
   stage plans 300 "$py" "$root/test/gpu/gpu_plans.py" run "$x/plans" --dtc-run "$x/bin/dtc-run" \
     --work "$out" --trace-dir "$out/trace"
   stage bench 200 "$py" "$root/bench/gpu_step_bench.py" run "$x/bench" --dtc-run "$x/bin/dtc-run" \
     --gemm-rate "$x/bin/dtc-cuda-gemm-rate" --torch --json "$out/bench.json"
+  stage mutants 150 check_mutants "$x/mutants"
   echo "=== summary"
   printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
   return $status

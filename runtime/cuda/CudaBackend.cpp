@@ -521,7 +521,7 @@ private:
                           (useNccl_ ? "; NCCL communicators aborted" : ""));
       }
       std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(200));
+      pause = std::min(pause * 2, std::chrono::microseconds(50));
     }
   }
 

@@ -247,10 +247,19 @@ def run_all(a):
     print(f"gpu plans: {len(plans) - failed} passed, {failed} failed")
     if a.trace_dir:
         art = os.path.join(a.dir, "gpt-dp2.dtc")
-        code, _, _, err = dtc_run(a, art, 2, a.device_backend, work, "trace-dp2", ["--trace", a.trace_dir])
+        stats = os.path.join(work, "trace-dp2-stats.json")
+        code, _, _, err = dtc_run(a, art, 2, a.device_backend, work, "trace-dp2",
+                                  ["--trace", a.trace_dir, "--stats", stats])
         if code:
             print(f"trace run failed: {err}")
+            failed += 1
         else:
+            # The trace-event format and the run's own counts (test/e2e/check_trace.py).
+            check = [sys.executable, os.path.join(ROOT, "test", "e2e", "check_trace.py"), a.trace_dir,
+                     "--ranks", "2", "--steps", str(a.steps), "--stats", stats]
+            ccode, cout, cerr = run(check)
+            print(f"trace format and counts: {'ok' if ccode == 0 else 'FAIL'}: {(cout + cerr).strip().splitlines()[-1]}")
+            failed += ccode != 0
             total, covered, n = trace_overlap(a.trace_dir)
             print(f"trace (gpt dp=2, rank 0, last step files in {a.trace_dir}): {n} collective events, "
                   f"{total * 1e3:.3f} ms in collectives, {covered * 1e3:.3f} ms of it overlapping kernels")
