@@ -4,7 +4,9 @@
 // Loss.cpp (reduce_sum, reduce_mean), Shard.cpp (pad, fill_padding,
 // reduce_max) and Norm.cpp (softmax, softmax_grad), with the same numerics:
 //
-// - transpose / pad move element bits (any dtype, by element size).
+// - transpose / pad move element bits (any dtype, by element size);
+//   transposes that keep the innermost dim move whole rows in vectors of
+//   up to 16 bytes.
 // - reduce_sum / reduce_mean accumulate floats in double and round once to
 //   f32 (then to the storage dtype, as the CPU's executor does); integers
 //   sum with two's complement wrap-around. reduce_max starts at -inf and
@@ -142,6 +144,40 @@ template <int kGroup> unsigned blocksForGroups(long long groups) {
 }
 
 // ---- transpose -------------------------------------------------------------------
+// Every path plans on the output's dims with size-1 dims dropped and
+// output-adjacent dims that are input-contiguous merged (as the CPU
+// kernel), listed innermost first with their input strides (MergedDims).
+//
+// - rows: the output's innermost merged dim is the input's contiguous one
+//   (input stride 1; e.g. the attention head split/merge [0, 2, 1, 3] on
+//   [B, S, H, Dh]). The transpose then permutes contiguous rows of
+//   R = inner extent x element size bytes: every input stride of the other
+//   dims is a multiple of the inner extent (they are the input's dims
+//   outside its innermost run), so each row starts R-aligned relative to
+//   the base pointers. Rows are copied with the widest vector V of 16, 8,
+//   4 or 2 bytes dividing R and both base pointers (the pointers are
+//   checked at launch; none fits -> the element paths), by a group of G
+//   threads (a power of two, min(32, vectors per row rounded up); longer
+//   rows are split into segments of G vectors). A thread computes its
+//   row's input offset once (precomputed strides in vectors; 32-bit index
+//   math when the whole index space fits in 2^31), then moves one vector;
+//   reads and writes are contiguous runs of R bytes. Each thread handles
+//   kRowUnroll vectors, all loads issued before the stores.
+//   Rows of exactly one 4-, 8- or 16-byte vector are elements of that wider
+//   type instead: when the tiled kernel applies to the remaining dims, it
+//   runs on them (a strided row of 4..16 bytes would waste most of each
+//   32-byte sector the rows kernel reads).
+// - tiled: the output's innermost dim is strided in the input and another
+//   output dim is the input's contiguous one: 32 x 32 tiles through shared
+//   memory, both reads and writes coalesced.
+// - gather: anything else, one element per thread.
+
+/// The output's dims (size-1 dropped, merged), innermost first, and their
+/// input strides in elements.
+struct MergedDims {
+  std::vector<long long> dims, strides;
+};
+
 /// y[i] = x[in offset of output element i].
 template <class U>
 __global__ void transposeGather(const U *__restrict__ x, U *__restrict__ y, Strides<1> plan,
@@ -180,62 +216,211 @@ __global__ void transposeTiled(const U *__restrict__ x, U *__restrict__ y, Strid
   }
 }
 
+/// The output dim d >= 1 that is the input's contiguous one (stride 1)
+/// when the tiled kernel applies to `m`: the output's innermost dim is
+/// strided in the input and both dims are at least 8 long. -1 otherwise.
+int tiledDim(const MergedDims &m) {
+  int kDim = -1;
+  for (size_t d = 1; d < m.dims.size(); ++d)
+    if (m.strides[d] == 1) kDim = int(d);
+  return kDim > 0 && m.dims[0] >= 8 && m.dims[size_t(kDim)] >= 8 ? kDim : -1;
+}
+
+/// Transposes n elements of type U: the tiled kernel when it applies, the
+/// gather kernel otherwise.
+template <class U>
+void launchElements(const U *x, U *y, const MergedDims &m, long long n, cudaStream_t stream) {
+  const int kDim = tiledDim(m);
+  if (kDim < 0) {
+    std::vector<std::array<long long, 1>> st;
+    for (long long s : m.strides) st.push_back({s});
+    const Strides<1> plan = makeStrides<1>(m.dims, st, "transpose");
+    transposeGather<U><<<gridFor(n), kThreads, 0, stream>>>(x, y, plan, n);
+    checkLaunch("transpose");
+    return;
+  }
+  // Output strides of the merged dims (innermost first).
+  std::vector<long long> ostride(m.dims.size(), 1);
+  for (size_t d = 1; d < m.dims.size(); ++d) ostride[d] = ostride[d - 1] * m.dims[d - 1];
+  std::vector<long long> bdims;
+  std::vector<std::array<long long, 2>> bst;
+  for (size_t d = 1; d < m.dims.size(); ++d) {
+    if (int(d) == kDim) continue;
+    bdims.push_back(m.dims[d]);
+    bst.push_back({m.strides[d], ostride[d]});
+  }
+  const Strides<2> batch = makeStrides<2>(bdims, bst, "transpose");
+  const long long nj = m.dims[0], nk = m.dims[size_t(kDim)];
+  const long long tilesJ = (nj + 31) / 32, tilesK = (nk + 31) / 32;
+  const long long nTiles = tilesJ * tilesK * (n / (nj * nk));
+  transposeTiled<U><<<cappedBlocks(nTiles), dim3(32, 8), 0, stream>>>(
+      x, y, batch, nk, nj, m.strides[0], ostride[size_t(kDim)], tilesK, tilesJ, nTiles);
+  checkLaunch("transpose");
+}
+
+/// Calls f(V{}) with V a type of `bytes` bytes (16, 8, 4 or 2) and that
+/// alignment.
+template <class F> void dispatchVec(int bytes, F &&f) {
+  switch (bytes) {
+  case 16: f(uint4{}); return;
+  case 8: f(uint2{}); return;
+  case 4: f(uint32_t{}); return;
+  case 2: f(uint16_t{}); return;
+  default: throw Error("cuda kernel transpose: unexpected vector size");
+  }
+}
+
+/// The rows kernel's outer dims (outermost first) with their input strides
+/// in vectors: output row index -> input vector offset of the row.
+template <class Idx> struct RowPlan {
+  int rank = 0;
+  Idx dims[kMaxDims] = {};
+  Idx strides[kMaxDims] = {};
+  /// Unrolled with constant indices (a dynamically indexed parameter
+  /// array is copied to local memory); the rank test is uniform.
+  __device__ __forceinline__ Idx offset(Idx r) const {
+    Idx off = 0;
+#pragma unroll
+    for (int d = kMaxDims - 1; d > 0; --d)
+      if (d < rank) {
+        const Idx q = r / dims[d];
+        off += (r - q * dims[d]) * strides[d];
+        r = q;
+      }
+    if (rank > 0) off += r * strides[0];
+    return off;
+  }
+};
+
+/// Vectors per thread of the rows kernel (loads in flight per thread).
+constexpr int kRowUnroll = 4;
+
+/// Thread index t (of `total` = rows x segsPerRow x 2^logG) moves vector
+/// col = segment x 2^logG + lane of output row `row` (when col < vpr):
+/// y[row * vpr + col] = x[p.offset(row) + col]. Block kThreads; thread
+/// indices base + u * kThreads (u < kRowUnroll) of one block iteration are
+/// loaded first, then stored. Idx: uint32_t when total < 2^31 (no
+/// intermediate reaches 2^32), else 64 bits.
+template <class V, class Idx>
+__global__ void __launch_bounds__(kThreads)
+    transposeRowsKernel(const V *__restrict__ x, V *__restrict__ y, RowPlan<Idx> p, Idx vpr,
+                        Idx segsPerRow, int logG, Idx total) {
+  const Idx laneMask = (Idx(1) << logG) - 1;
+  const Idx chunk = Idx(kThreads) * Idx(kRowUnroll);
+  const Idx step = Idx(gridDim.x) * chunk;
+  for (Idx base = Idx(blockIdx.x) * chunk + Idx(threadIdx.x); base < total; base += step) {
+    V v[kRowUnroll];
+    Idx dst[kRowUnroll];
+    bool live[kRowUnroll];
+#pragma unroll
+    for (int u = 0; u < kRowUnroll; ++u) {
+      const Idx t = base + Idx(u) * Idx(kThreads);
+      const Idx seg = t >> logG;
+      const Idx row = segsPerRow == 1 ? seg : seg / segsPerRow;
+      const Idx col = ((seg - row * segsPerRow) << logG) + (t & laneMask);
+      live[u] = t < total && col < vpr;
+      v[u] = V{};
+      dst[u] = 0;
+      if (live[u]) {
+        v[u] = x[p.offset(row) + col];
+        dst[u] = row * vpr + col;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kRowUnroll; ++u)
+      if (live[u]) y[dst[u]] = v[u];
+  }
+}
+
+/// The rows path (the output's innermost merged dim m.dims[0] has input
+/// stride 1). Returns false, launching nothing, when no vector size fits
+/// the row size and both pointers.
+bool transposeRows(const TensorArg &X, const TensorArg &Y, const MergedDims &m,
+                   cudaStream_t stream) {
+  const long long es = (long long)rt::dtypeSize(X.dtype);
+  const long long E = m.dims[0], R = E * es, rows = Y.numel / E;
+  const uintptr_t px = reinterpret_cast<uintptr_t>(X.data);
+  const uintptr_t py = reinterpret_cast<uintptr_t>(Y.data);
+  int vb = 0;
+  for (int b : {16, 8, 4, 2})
+    if (R % b == 0 && px % uintptr_t(b) == 0 && py % uintptr_t(b) == 0) {
+      vb = b;
+      break;
+    }
+  if (vb == 0) return false;
+  const long long vpr = R / vb;
+  const size_t outer = m.dims.size() - 1;
+  // One-vector rows of 4..16 bytes: elements of the vector type, tiled
+  // when the tiled kernel applies to the outer dims.
+  if (vpr == 1 && vb >= 4 && outer > 0) {
+    MergedDims w;
+    for (size_t d = 1; d < m.dims.size(); ++d) {
+      w.dims.push_back(m.dims[d]);
+      w.strides.push_back(m.strides[d] / E);
+    }
+    if (tiledDim(w) >= 0) {
+      dispatchVec(vb, [&](auto v) {
+        using V = decltype(v);
+        launchElements<V>(static_cast<const V *>(X.data), static_cast<V *>(Y.data), w, rows,
+                          stream);
+      });
+      return true;
+    }
+  }
+  if (outer > size_t(kMaxDims))
+    throw Error("cuda kernel transpose: more than 8 dimensions after merging");
+  int logG = 0;
+  while (logG < 5 && (1LL << logG) < vpr) ++logG;
+  const long long G = 1LL << logG;
+  const long long segsPerRow = (vpr + G - 1) / G;
+  const long long total = rows * segsPerRow * G;
+  const long long perBlock = kThreads * kRowUnroll;
+  const unsigned blocks = cappedBlocks((total + perBlock - 1) / perBlock);
+  auto launch = [&](auto idx) {
+    using Idx = decltype(idx);
+    RowPlan<Idx> p;
+    p.rank = int(outer);
+    for (int d = 0; d < p.rank; ++d) {
+      const size_t src = m.dims.size() - 1 - size_t(d); // outermost first
+      p.dims[d] = Idx(m.dims[src]);
+      // A multiple of E elements, so of R bytes, so of vb bytes.
+      p.strides[d] = Idx(m.strides[src] * es / vb);
+    }
+    dispatchVec(vb, [&](auto v) {
+      using V = decltype(v);
+      transposeRowsKernel<V, Idx><<<blocks, kThreads, 0, stream>>>(
+          static_cast<const V *>(X.data), static_cast<V *>(Y.data), p, Idx(vpr), Idx(segsPerRow),
+          logG, Idx(total));
+      checkLaunch("transpose");
+    });
+  };
+  if (total < (1LL << 31)) launch(uint32_t{});
+  else launch(static_cast<unsigned long long>(0));
+  return true;
+}
+
 void kTranspose(const KernelArgs &a, const Context &ctx) {
   const TensorArg &X = a.in[0], &Y = a.out[0];
   if (Y.numel == 0) return;
   const std::vector<int64_t> perm = attrInts(*a.attrs, "permutation");
   const rt::Shape &ys = Y.shape;
   const std::vector<long long> xstride = rowMajorStrides(X.shape);
-  // Output dims, innermost first, with their input strides; size-1 dims
-  // dropped, output-adjacent dims that are input-contiguous merged (as the
-  // CPU kernel).
-  std::vector<long long> dims, strides;
+  MergedDims m;
   for (size_t i = ys.size(); i-- > 0;) {
     const long long d = ys[i], s = xstride[size_t(perm[i])];
     if (d == 1) continue;
-    if (!dims.empty() && s == strides.back() * dims.back()) {
-      dims.back() *= d;
+    if (!m.dims.empty() && s == m.strides.back() * m.dims.back()) {
+      m.dims.back() *= d;
       continue;
     }
-    dims.push_back(d);
-    strides.push_back(s);
+    m.dims.push_back(d);
+    m.strides.push_back(s);
   }
+  if (!m.dims.empty() && m.strides[0] == 1 && transposeRows(X, Y, m, ctx.stream)) return;
   const long long n = Y.numel;
-  // Tiled path: the output's innermost dim j is strided in the input and
-  // another output dim k is the input's contiguous one.
-  int kDim = -1;
-  for (size_t d = 1; d < dims.size(); ++d)
-    if (strides[d] == 1) kDim = int(d);
-  const bool tiled = kDim > 0 && dims[0] >= 8 && dims[size_t(kDim)] >= 8;
   dispatchBits(X.dtype, [&](auto u) {
     using U = decltype(u);
-    const U *x = static_cast<const U *>(X.data);
-    U *y = static_cast<U *>(Y.data);
-    if (!tiled) {
-      std::vector<std::array<long long, 1>> st;
-      for (long long s : strides) st.push_back({s});
-      const Strides<1> plan = makeStrides<1>(dims, st, "transpose");
-      transposeGather<U><<<gridFor(n), kThreads, 0, ctx.stream>>>(x, y, plan, n);
-      checkLaunch("transpose");
-      return;
-    }
-    // Output strides of the merged dims (innermost first).
-    std::vector<long long> ostride(dims.size(), 1);
-    for (size_t d = 1; d < dims.size(); ++d) ostride[d] = ostride[d - 1] * dims[d - 1];
-    std::vector<long long> bdims;
-    std::vector<std::array<long long, 2>> bst;
-    for (size_t d = 1; d < dims.size(); ++d) {
-      if (int(d) == kDim) continue;
-      bdims.push_back(dims[d]);
-      bst.push_back({strides[d], ostride[d]});
-    }
-    const Strides<2> batch = makeStrides<2>(bdims, bst, "transpose");
-    const long long nj = dims[0], nk = dims[size_t(kDim)];
-    const long long tilesJ = (nj + 31) / 32, tilesK = (nk + 31) / 32;
-    const long long nTiles = tilesJ * tilesK * (n / (nj * nk));
-    transposeTiled<U><<<cappedBlocks(nTiles), dim3(32, 8), 0, ctx.stream>>>(
-        x, y, batch, nk, nj, strides[0], ostride[size_t(kDim)], tilesK, tilesJ, nTiles);
-    checkLaunch("transpose");
+    launchElements<U>(static_cast<const U *>(X.data), static_cast<U *>(Y.data), m, n, ctx.stream);
   });
 }
 

@@ -12,9 +12,12 @@
 //   order: the positions are stably sorted by their (local) row with CUB's
 //   radix sort, then every output element (row, column) sums its row's
 //   positions in position order in f32, starting from 0 (no atomics).
-// - cross entropy: per row, the f32 max, the sum of f32 exponentials in
-//   double (as logSumExpRow), the row's loss in double into the workspace,
-//   then one block adds the rows (64-row chunks, then a fixed tree).
+// - cross entropy: one block per row reads the row once (16-byte vectors,
+//   a shared-memory copy for the later passes): the f32 max, the sum of f32
+//   exponentials in double (f32 pairs within each vector, see "cross
+//   entropy" below), the row's loss in double into the workspace, then one
+//   block adds the rows (a fixed order); the gradient's rows are written
+//   by the same block from its copy.
 //   The shard statistics and gradient use double exponentials, as
 //   kernels/cpu/Shard.cpp.
 // - bf16/f16 results are rounded from the f32 value the CPU kernel computes
@@ -280,6 +283,141 @@ size_t embeddingGradWorkspace(const KernelArgs &a) {
 }
 
 // ---- cross entropy --------------------------------------------------------------
+// One block per row (a grid-stride loop over the rows beyond the grid). The
+// block reads its row from global memory ONCE, in 16-byte vectors (4 f32 or
+// 8 bf16/f16, scalar head and tail around them: a row of an odd V starts
+// anywhere), taking the max and, when the row fits (V * sizeof(T) up to the
+// device's opt-in shared memory per block, 227 KiB on an H100: 50304 bf16
+// or f32 columns fit), copying it into shared memory; the sum of
+// exponentials and the gradient then read the copy. cross_entropy thus
+// reads the logits once, cross_entropy_grad reads them once and writes
+// dlogits once. Wider rows read global memory again (L2, then HBM).
+//
+// Numerics, as the CPU's rowMaxF / logSumExpRow: mx is the exact f32 max
+// (NaN never wins; any order gives the same value), the terms are
+// expf(x - mx) with the same f32 subtraction. Each 16-byte vector's 4 or 8
+// terms are added in f32 pairwise (a tree of depth 2 or 3), converted to
+// double and added in double (per thread in vector order, then a fixed
+// block tree; the fewer than 2 W scalar head/tail terms go to double
+// singly).
+// All terms are >= 0, so each f32 partial is within (1 + 2^-24)^3 - 1 <
+// 1.8e-7 relative of its exact sum, and the double additions add ~1e-16 per
+// term: the row's sum is within 2e-7 relative of the exact sum of the same
+// terms (the CPU's double sum over 16 lanes: within ~1e-12). log(sum) moves
+// by < 2e-7 absolute, the probabilities by < 2e-7 relative: far inside the
+// tests' 1e-5 (CUDA's expf is within 2 ulp, the CPU's expF within 1.2e-7,
+// as before). The f32 partials cut the f32->f64 conversions (16 per clock
+// per SM on sm_80/sm_90, as many as the exponentials' MUFU.EX2) and double
+// adds 4-8x. The thread mapping depends only on V: results are
+// deterministic.
+//
+// Labels are checked first by checkIndices (a single-block scan of R labels
+// reporting the FIRST bad one: a few microseconds at R = 8192); the rows
+// kernel gives a bad label's row loss 0 / no one-hot term.
+
+/// 16-byte vectors of T: W elements, converted with toF / fromF (the scalar
+/// path's conversions). bf16/f16: element 2i in the low half of word i.
+template <class T> __device__ __forceinline__ T fromBits(unsigned short b);
+template <> __device__ __forceinline__ __nv_bfloat16 fromBits<__nv_bfloat16>(unsigned short b) {
+  return __ushort_as_bfloat16(b);
+}
+template <> __device__ __forceinline__ __half fromBits<__half>(unsigned short b) {
+  return __ushort_as_half(b);
+}
+__device__ __forceinline__ unsigned toBits(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ __forceinline__ unsigned toBits(__half x) { return __half_as_ushort(x); }
+
+template <class T> struct Vec16 { // bf16, f16
+  static constexpr int W = 8;
+  static __device__ __forceinline__ void unpack(const uint4 &u, float (&f)[W]) {
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = toF(fromBits<T>((unsigned short)(w[i] & 0xffffu)));
+      f[2 * i + 1] = toF(fromBits<T>((unsigned short)(w[i] >> 16)));
+    }
+  }
+  static __device__ __forceinline__ uint4 pack(const float (&f)[W]) {
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      w[i] = toBits(fromF<T>(f[2 * i])) | (toBits(fromF<T>(f[2 * i + 1])) << 16);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+};
+template <> struct Vec16<float> {
+  static constexpr int W = 4;
+  static __device__ __forceinline__ void unpack(const uint4 &u, float (&f)[W]) {
+    f[0] = __uint_as_float(u.x);
+    f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z);
+    f[3] = __uint_as_float(u.w);
+  }
+  static __device__ __forceinline__ uint4 pack(const float (&f)[W]) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                      __float_as_uint(f[3]));
+  }
+};
+
+/// A row's elements: scalar [0, head), nvec 16-byte vectors from head,
+/// scalar [tail, V). `off`: the row start's element offset from the 16-byte
+/// boundary below it (the shared copy keeps it, so its vectors align too).
+/// Without `vec`, every element is scalar.
+struct RowSplit {
+  int off = 0;
+  long long head = 0, nvec = 0, tail = 0;
+};
+template <int W, class T>
+__device__ __forceinline__ RowSplit splitRow(const T *row, long long V, bool vec) {
+  RowSplit s;
+  if (!vec) {
+    s.head = s.tail = V;
+    return s;
+  }
+  s.off = int((reinterpret_cast<uintptr_t>(row) & 15u) / sizeof(T));
+  s.head = s.off ? W - s.off : 0;
+  if (s.head > V) s.head = V;
+  s.nvec = (V - s.head) / W;
+  s.tail = s.head + s.nvec * W;
+  return s;
+}
+
+/// f(j) for this thread's scalar elements of the row.
+template <class F> __device__ __forceinline__ void forScalars(const RowSplit &s, long long V, F &&f) {
+  for (long long j = threadIdx.x; j < s.head; j += blockDim.x) f(j);
+  for (long long j = s.tail + threadIdx.x; j < V; j += blockDim.x) f(j);
+}
+
+/// f(k, v[k]) for this thread's vectors k of v[0, n) (k = threadIdx.x mod
+/// blockDim.x, increasing), kVecUnroll loads issued before they are used.
+constexpr int kVecUnroll = 4;
+template <class F> __device__ __forceinline__ void forVectors(const uint4 *v, long long n, F &&f) {
+  const long long step = (long long)kVecUnroll * blockDim.x;
+  for (long long k0 = threadIdx.x; k0 < n; k0 += step) {
+    uint4 u[kVecUnroll];
+#pragma unroll
+    for (int q = 0; q < kVecUnroll; ++q) {
+      const long long k = k0 + (long long)q * blockDim.x;
+      u[q] = k < n ? v[k] : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int q = 0; q < kVecUnroll; ++q) {
+      const long long k = k0 + (long long)q * blockDim.x;
+      if (k < n) f(k, u[q]);
+    }
+  }
+}
+
+/// Sum of W >= 0 terms as a balanced tree (depth log2 W).
+template <int W> __device__ __forceinline__ float pairwiseSum(float (&e)[W]) {
+#pragma unroll
+  for (int h = W / 2; h >= 1; h /= 2) {
+#pragma unroll
+    for (int i = 0; i < h; ++i) e[i] = e[i] + e[i + h];
+  }
+  return e[0];
+}
+
 /// Max over the block ignoring NaN (as the CPU's rowMaxF: NaN never wins,
 /// -inf when there is nothing else); every thread gets the result.
 __device__ float blockMaxF(float v, float *shared) {
@@ -293,49 +431,150 @@ __device__ float blockMaxF(float v, float *shared) {
   return total;
 }
 
-/// Per row (one block): the max mx and the double sum of expf(x - mx).
-template <class T>
-__device__ void rowSoftmaxStats(const T *row, long long V, float *sm, double *sd, float &mx,
-                                double &sum) {
-  float m = -INFINITY;
-  for (long long j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, toF(row[j]));
-  mx = blockMaxF(m, sm);
-  double s = 0.0;
-  for (long long j = threadIdx.x; j < V; j += blockDim.x) s += double(expf(toF(row[j]) - mx));
-  sum = blockSum(s, sd);
-}
+constexpr int kRowMaxThreads = 1024;
 
-/// rowLoss[r] = log sum exp(x - mx) + mx - x[label] (0 for a bad label).
-template <class T, class I>
-__global__ void crossEntropyRowsKernel(const T *z, const I *labels, long long R, long long V,
-                                       double *rowLoss) {
+/// One block per row r: mx, s = sum expf(x - mx) (see above); then
+/// - cross_entropy (!Grad): rowLoss[r] = log s + mx - x[label] (0 for a bad
+///   label);
+/// - cross_entropy_grad (Grad): dz = (softmax - onehot(label)) dloss scale
+///   as the CPU: p = expf(x - mx) * float(1 / s); p * float(coef) off the
+///   label, float((double(p) - 1) coef) on it.
+/// `cache`: the dynamic shared memory holds the row (V + W elements,
+/// 16-byte aligned). `vec`: 16-byte accesses (z, and dz for the gradient,
+/// element-aligned with the same offset from 16 bytes).
+template <class T, class I, bool Grad>
+__global__ void __launch_bounds__(kRowMaxThreads)
+    crossEntropyRowKernel(const T *z, const I *labels, long long R, long long V, int cache,
+                          int vec, double *rowLoss, const void *dloss, int dlossCode, double scale,
+                          T *dz) {
+  using VT = Vec16<T>;
+  constexpr int W = VT::W;
+  extern __shared__ uint4 rowCopy[];
   __shared__ float sm[32];
   __shared__ double sd[32];
+  double coef = 0.0;
+  if constexpr (Grad) coef = double(loadAny(dloss, dlossCode, 0)) * scale;
+  const float coefF = float(coef);
   for (long long r = blockIdx.x; r < R; r += gridDim.x) { // uniform over the block
     const T *row = z + r * V;
-    float mx;
-    double s;
-    rowSoftmaxStats(row, V, sm, sd, mx, s);
-    if (threadIdx.x == 0) {
-      const long long l = (long long)labels[r];
-      rowLoss[r] = (l >= 0 && l < V) ? log(s) + double(mx) - double(toF(row[l])) : 0.0;
+    const RowSplit sp = splitRow<W>(row, V, vec != 0);
+    T *copy = reinterpret_cast<T *>(rowCopy) + sp.off; // copy[j] = row[j] (when cache)
+
+    // Pass 1, over global memory: the max, and the copy.
+    float m = -INFINITY;
+    forScalars(sp, V, [&](long long j) {
+      const T x = row[j];
+      if (cache) copy[j] = x;
+      m = fmaxf(m, toF(x));
+    });
+    uint4 *copyVec = reinterpret_cast<uint4 *>(copy + sp.head); // 16-byte aligned
+    forVectors(reinterpret_cast<const uint4 *>(row + sp.head), sp.nvec,
+               [&](long long k, const uint4 &u) {
+                 if (cache) copyVec[k] = u;
+                 float f[W];
+                 VT::unpack(u, f);
+#pragma unroll
+                 for (int e = 0; e < W; ++e) m = fmaxf(m, f[e]);
+               });
+    const float mx = blockMaxF(m, sm);
+    __syncthreads(); // the copy is complete before anyone reads it
+
+    // Pass 2, over the copy (or global memory): the sum of exponentials.
+    const T *src = cache ? copy : row;
+    const uint4 *srcVec = reinterpret_cast<const uint4 *>(src + sp.head);
+    double s = 0.0;
+    forScalars(sp, V, [&](long long j) { s += double(expf(toF(src[j]) - mx)); });
+    forVectors(srcVec, sp.nvec, [&](long long, const uint4 &u) {
+      float f[W];
+      VT::unpack(u, f);
+#pragma unroll
+      for (int e = 0; e < W; ++e) f[e] = expf(f[e] - mx);
+      s += double(pairwiseSum(f));
+    });
+    s = blockSum(s, sd);
+
+    const long long l = (long long)labels[r];
+    if constexpr (!Grad) {
+      if (threadIdx.x == 0)
+        rowLoss[r] = (l >= 0 && l < V) ? log(s) + double(mx) - double(toF(src[l])) : 0.0;
+    } else {
+      // Pass 3: the gradient, from the copy (or global memory) to dz.
+      const float inv = float(1.0 / s);
+      auto grad = [&](long long j, float x) {
+        const float p = expf(x - mx) * inv;
+        return j == l ? float((double(p) - 1.0) * coef) : p * coefF;
+      };
+      T *drow = dz + r * V;
+      forScalars(sp, V, [&](long long j) { drow[j] = fromF<T>(grad(j, toF(src[j]))); });
+      uint4 *dVec = reinterpret_cast<uint4 *>(drow + sp.head); // aligned as row + head
+      forVectors(srcVec, sp.nvec, [&](long long k, const uint4 &u) {
+        float f[W];
+        VT::unpack(u, f);
+        const long long j0 = sp.head + k * W;
+#pragma unroll
+        for (int e = 0; e < W; ++e) f[e] = grad(j0 + e, f[e]);
+        dVec[k] = VT::pack(f);
+      });
     }
+    __syncthreads(); // the copy, sm and sd are read before the next row writes them
   }
 }
 
-constexpr long long kRowChunk = 64; // as the CPU kernel's chunks
+/// How the rows kernel runs for rows of V elements of `elemBytes`.
+struct RowPlan {
+  int threads = 32;
+  bool cache = false, vec = false;
+  size_t smem = 0; ///< dynamic shared memory (the row's copy)
+};
+constexpr long long kStaticSmemReserve = 1024; // the kernel's own sm, sd: 384 bytes
 
-/// One block: out = (sum of rowLoss) / R.
+/// `vec`: 16-byte accesses are possible (see crossEntropyRowKernel). Raises
+/// the kernel's dynamic shared memory limit (to the same per-device value
+/// every time) when the copy needs more than 48 KiB.
+template <class K>
+RowPlan rowPlan(K *kernel, long long V, int elemBytes, bool vec, const char *op) {
+  RowPlan p;
+  p.vec = vec;
+  const long long W = 16 / elemBytes;
+  int dev = 0, optin = 0, perSM = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+        "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&perSM, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
+        "cudaDeviceGetAttribute");
+  const long long copyBytes = ((V + W) * elemBytes + 15) / 16 * 16;
+  const long long limit = (long long)optin - kStaticSmemReserve;
+  p.cache = copyBytes <= std::max(limit, 48LL * 1024 - kStaticSmemReserve);
+  if (p.cache) {
+    p.smem = size_t(copyBytes);
+    if (copyBytes > 48LL * 1024 - kStaticSmemReserve)
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(limit)),
+            op);
+  }
+  // About 4 vectors per thread, 32 to 512 threads; 1024 when a row's copy
+  // leaves room for one block per SM (1 KiB per block is the system's).
+  long long want = (V + 4 * W - 1) / (4 * W);
+  want = (want + 31) / 32 * 32;
+  const bool oneBlockPerSM = p.cache && 2 * (copyBytes + kStaticSmemReserve + 1024) > perSM;
+  p.threads = int(std::max(32LL, std::min(want, oneBlockPerSM ? 1024LL : 512LL)));
+  return p;
+}
+
+/// 16-byte accesses: x element-aligned, y (when given) at the same offset
+/// from 16 bytes (rows of both then start equally misaligned).
+bool vecOk(const void *x, const void *y, size_t elemBytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(x), b = reinterpret_cast<uintptr_t>(y ? y : x);
+  return a % elemBytes == 0 && (a - b) % 16 == 0;
+}
+
+/// One block: out = (sum of rowLoss) / R. Thread t adds rows t, t +
+/// blockDim.x, ... in double, then a fixed tree (deterministic; the CPU's
+/// order of 64-row chunks differs only in double rounding).
 __global__ void crossEntropyMeanKernel(const double *rowLoss, long long R, void *out, int outCode) {
   __shared__ double sd[32];
   double acc = 0.0;
-  const long long chunks = (R + kRowChunk - 1) / kRowChunk;
-  for (long long c = threadIdx.x; c < chunks; c += blockDim.x) {
-    double chunk = 0.0;
-    const long long end = (c + 1) * kRowChunk < R ? (c + 1) * kRowChunk : R;
-    for (long long r = c * kRowChunk; r < end; ++r) chunk += rowLoss[r];
-    acc += chunk;
-  }
+#pragma unroll 4
+  for (long long r = threadIdx.x; r < R; r += blockDim.x) acc += rowLoss[r];
   acc = blockSum(acc, sd);
   if (threadIdx.x == 0) storeAny(out, outCode, 0, float(acc / double(R)));
 }
@@ -353,44 +592,23 @@ void kCrossEntropy(const KernelArgs &a, const Context &ctx) {
       using T = decltype(t);
       dispatchInt(labels.dtype, [&](auto i) {
         using I = decltype(i);
-        crossEntropyRowsKernel<T, I><<<gridRows(R), rowThreads(V), 0, ctx.stream>>>(
-            logits.as<T>(), labels.as<I>(), R, V, rowLoss);
+        auto *kernel = crossEntropyRowKernel<T, I, false>;
+        const RowPlan p = rowPlan(kernel, V, int(sizeof(T)),
+                                  vecOk(logits.data, nullptr, sizeof(T)), "cross_entropy");
+        kernel<<<gridRows(R), p.threads, p.smem, ctx.stream>>>(
+            logits.as<T>(), labels.as<I>(), R, V, int(p.cache), int(p.vec), rowLoss, nullptr,
+            kCodeF32, 0.0, nullptr);
         checkLaunch("cross_entropy");
       });
     });
   }
   // R == 0: 0 / 0, NaN, as the CPU.
-  crossEntropyMeanKernel<<<1, 256, 0, ctx.stream>>>(rowLoss, R, a.out[0].data,
-                                                     floatCode(a.out[0].dtype));
+  crossEntropyMeanKernel<<<1, 1024, 0, ctx.stream>>>(rowLoss, R, a.out[0].data,
+                                                      floatCode(a.out[0].dtype));
   checkLaunch("cross_entropy");
 }
 size_t crossEntropyWorkspace(const KernelArgs &a) {
   return size_t(std::max<int64_t>(a.in[1].numel, 1)) * sizeof(double);
-}
-
-/// dz = (softmax(z) - onehot(label)) * dloss * scale, one block per row, as
-/// the CPU: p = expf(x - mx) * float(1 / sum); p * float(coef) off the
-/// label, float((double(p) - 1) coef) on it.
-template <class T, class I>
-__global__ void crossEntropyGradKernel(const T *z, const I *labels, long long R, long long V,
-                                       const void *dloss, int dlossCode, double scale, T *dz) {
-  __shared__ float sm[32];
-  __shared__ double sd[32];
-  const double coef = double(loadAny(dloss, dlossCode, 0)) * scale;
-  const float coefF = float(coef);
-  for (long long r = blockIdx.x; r < R; r += gridDim.x) { // uniform over the block
-    const T *row = z + r * V;
-    float mx;
-    double s;
-    rowSoftmaxStats(row, V, sm, sd, mx, s);
-    const float inv = float(1.0 / s);
-    const long long l = (long long)labels[r];
-    T *drow = dz + r * V;
-    for (long long j = threadIdx.x; j < V; j += blockDim.x) {
-      const float p = expf(toF(row[j]) - mx) * inv;
-      drow[j] = fromF<T>(j == l ? float((double(p) - 1.0) * coef) : p * coefF);
-    }
-  }
 }
 
 void kCrossEntropyGrad(const KernelArgs &a, const Context &ctx) {
@@ -403,9 +621,12 @@ void kCrossEntropyGrad(const KernelArgs &a, const Context &ctx) {
     using T = decltype(t);
     dispatchInt(labels.dtype, [&](auto i) {
       using I = decltype(i);
-      crossEntropyGradKernel<T, I><<<gridRows(R), rowThreads(V), 0, ctx.stream>>>(
-          logits.as<T>(), labels.as<I>(), R, V, dloss.data, floatCode(dloss.dtype), scale,
-          a.out[0].as<T>());
+      auto *kernel = crossEntropyRowKernel<T, I, true>;
+      const RowPlan p = rowPlan(kernel, V, int(sizeof(T)),
+                                vecOk(logits.data, a.out[0].data, sizeof(T)), "cross_entropy_grad");
+      kernel<<<gridRows(R), p.threads, p.smem, ctx.stream>>>(
+          logits.as<T>(), labels.as<I>(), R, V, int(p.cache), int(p.vec), nullptr, dloss.data,
+          floatCode(dloss.dtype), scale, a.out[0].as<T>());
       checkLaunch("cross_entropy_grad");
     });
   });

@@ -78,6 +78,72 @@ std::vector<KernelCase> layoutCases() {
       transposeCase("transpose i32", DType::I32, {30, 50}, {1, 0}, -1000000, 1000000),
       transposeCase("transpose i64 rank3", DType::I64, {3, 40, 50}, {2, 0, 1}, -1e15, 1e15),
 
+      // transpose, rows path: the innermost (merged) dim keeps its place, so
+      // rows of R = inner extent x element size bytes move whole, in 16-,
+      // 8-, 4- or 2-byte vectors (the widest dividing R and both pointers;
+      // the harness cannot misalign the pointers, the kernel checks them).
+      // The attention head split / merge at GPT size (16-byte vectors,
+      // 16 lanes per 256-byte row), and smaller ones in f32 / f16.
+      transposeCase("transpose heads split bf16 gpt", DType::BF16, {4, 2048, 16, 128},
+                    {0, 2, 1, 3}),
+      transposeCase("transpose heads merge bf16", DType::BF16, {2, 12, 256, 64}, {0, 2, 1, 3}),
+      transposeCase("transpose heads split f32", DType::F32, {2, 128, 12, 64}, {0, 2, 1, 3}),
+      transposeCase("transpose heads merge f16", DType::F16, {2, 12, 128, 64}, {0, 2, 1, 3}),
+      transposeCase("transpose heads i64", DType::I64, {2, 33, 5, 64}, {0, 2, 1, 3}, -1e15, 1e15),
+      // Inner extent 1 (dropped: tiled / gather paths).
+      transposeCase("transpose rows inner1 f32", DType::F32, {33, 20, 1}, {1, 0, 2}),
+      transposeCase("transpose rows inner1 bf16", DType::BF16, {3, 4, 5, 1}, {2, 0, 1, 3}),
+      // Inner extent 3: 12-byte rows (4-byte vectors), 6-byte rows (2-byte).
+      transposeCase("transpose rows inner3 f32", DType::F32, {7, 9, 3}, {1, 0, 2}),
+      transposeCase("transpose rows inner3 bf16", DType::BF16, {10, 11, 3}, {1, 0, 2}),
+      transposeCase("transpose rows inner3 f16 rank4", DType::F16, {5, 6, 7, 3}, {2, 0, 1, 3}),
+      transposeCase("transpose rows inner3 i32", DType::I32, {30, 40, 3}, {1, 0, 2}, -1000000,
+                    1000000),
+      // One-vector rows (4, 8, 16 bytes) as wider elements: tiled when both
+      // outer dims are >= 8, else the rows kernel with one lane per row.
+      transposeCase("transpose rows inner2 bf16 tiled", DType::BF16, {33, 45, 2}, {1, 0, 2}),
+      transposeCase("transpose rows inner2 f32 tiled", DType::F32, {33, 45, 2}, {1, 0, 2}),
+      transposeCase("transpose rows inner2 i64 tiled", DType::I64, {20, 30, 2}, {1, 0, 2}, -1e15,
+                    1e15),
+      transposeCase("transpose rows inner8 bf16 tiled", DType::BF16, {40, 50, 8}, {1, 0, 2}),
+      transposeCase("transpose rows inner8 bf16 small", DType::BF16, {3, 5, 8}, {1, 0, 2}),
+      transposeCase("transpose rows inner4 f32 batched tiled", DType::F32, {3, 20, 9, 4},
+                    {0, 2, 1, 3}),
+      // Inner extent 8 / 64 in other dtypes (2 and 4+ vectors per row).
+      transposeCase("transpose rows inner8 f32", DType::F32, {40, 50, 8}, {1, 0, 2}),
+      transposeCase("transpose rows inner8 i64", DType::I64, {6, 7, 8}, {1, 0, 2}, -1e15, 1e15),
+      transposeCase("transpose rows inner64 bf16", DType::BF16, {3, 40, 5, 64}, {0, 2, 1, 3}),
+      transposeCase("transpose rows inner64 f32 rank4", DType::F32, {2, 33, 3, 64}, {2, 0, 1, 3}),
+      // Inner extent 100: 200-byte bf16 rows (8-byte vectors, 25 of 32
+      // lanes), 400-byte f32 rows, 800-byte i64 rows (2 segments of 32).
+      transposeCase("transpose rows inner100 bf16", DType::BF16, {3, 4, 5, 100}, {1, 2, 0, 3}),
+      transposeCase("transpose rows inner100 f32", DType::F32, {3, 4, 5, 100}, {2, 0, 1, 3}),
+      transposeCase("transpose rows inner100 f16", DType::F16, {7, 3, 100}, {1, 0, 2}),
+      transposeCase("transpose rows inner100 i64", DType::I64, {3, 4, 5, 100}, {1, 2, 0, 3},
+                    -1e15, 1e15),
+      // Odd row sizes: 50 bytes (2-byte vectors), 100 bytes (4-byte), 40
+      // bytes (8-byte).
+      transposeCase("transpose rows inner25 bf16", DType::BF16, {9, 10, 25}, {1, 0, 2}),
+      transposeCase("transpose rows inner50 f16", DType::F16, {9, 10, 50}, {1, 0, 2}),
+      transposeCase("transpose rows inner5 i64", DType::I64, {9, 10, 5}, {1, 0, 2}, -1e15, 1e15),
+      // Long rows split into segments of 32 vectors.
+      transposeCase("transpose rows long f32", DType::F32, {4, 5, 3000}, {1, 0, 2}),
+      transposeCase("transpose rows long bf16 odd", DType::BF16, {4, 5, 1001}, {1, 0, 2}),
+      // Inner run of several input dims merged (5 x 6), size-1 dims around.
+      transposeCase("transpose rows merged inner f32", DType::F32, {3, 4, 5, 6}, {1, 0, 2, 3}),
+      transposeCase("transpose rows merged inner bf16", DType::BF16, {3, 4, 5, 6}, {1, 0, 2, 3}),
+      transposeCase("transpose rows size1 dims", DType::F32, {4, 1, 6, 1, 32}, {2, 3, 0, 1, 4}),
+      // Rank 3 / 5 / 8 with the last dim kept.
+      transposeCase("transpose rows rank3 f16", DType::F16, {17, 19, 24}, {1, 0, 2}),
+      transposeCase("transpose rows rank5 f32", DType::F32, {2, 3, 4, 5, 16}, {3, 1, 0, 2, 4}),
+      transposeCase("transpose rows rank5 bf16", DType::BF16, {3, 2, 5, 4, 24}, {2, 0, 3, 1, 4}),
+      transposeCase("transpose rows rank8 f16", DType::F16, {2, 3, 2, 3, 2, 3, 2, 16},
+                    {6, 5, 4, 3, 2, 1, 0, 7}),
+      // Plain copies (every dim merges into one row), split into segments.
+      transposeCase("transpose identity bf16 large", DType::BF16, {512, 1024}, {0, 1}),
+      transposeCase("transpose identity size1 f16", DType::F16, {1, 37, 1}, {2, 1, 0}),
+      transposeCase("transpose rows empty", DType::BF16, {3, 0, 8}, {1, 0, 2}),
+
       // reduce_sum: every axis, several axes, keep_dims both ways.
       reduceCase("reduce_sum rows", "reduce_sum", DType::F32, {7, 33}, {1}, false),
       reduceCase("reduce_sum cols keep", "reduce_sum", DType::F32, {7, 33}, {0}, true),

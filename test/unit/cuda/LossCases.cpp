@@ -3,7 +3,9 @@
 // kernels/cuda/Loss.cu: embedding and its gradient (i32 and i64 ids, rank-0
 // to rank-2 ids, repeated ids summed in order, unused rows), cross entropy
 // and its gradient (one to many 64-row chunks, rows over 1024 columns, f32
-// losses of bf16/f16 logits), the vocabulary-parallel pieces (offset as an
+// losses of bf16/f16 logits, language-model rows of 50304 and odd 50257
+// columns, rows wider than shared memory, gradients held to a tight
+// absolute tolerance), the vocabulary-parallel pieces (offset as an
 // i64 scalar fixed with lo = hi, shards with padding columns past the
 // vocabulary, a shard entirely past it, f32 statistics beside bf16 logits)
 // and the out-of-range id and label errors with the CPU's exact message.
@@ -95,6 +97,13 @@ KernelCase shardGrad(std::string label, DType t, DType it, DType mt, DType st, D
           {op(t, with(lead, cols))},
           {{"vocab", vocab}, {"scale", scale}}};
 }
+/// A gradient case held to `atol` instead of the dtype's default: the
+/// default 1e-6 (f32) or 1e-2 (bf16) is above every probability of a wide
+/// row (about 1 / V times dloss scale), which would go unchecked.
+KernelCase tight(KernelCase c, double atol) {
+  c.atol = atol;
+  return c;
+}
 KernelCase withError(KernelCase c, std::string message) {
   c.expectError = std::move(message);
   return c;
@@ -152,6 +161,23 @@ AddKernelCases cases({
     crossEntropy("cross_entropy f16 logits f16 loss", F16, I32, F16, {70}, 33),
     crossEntropy("cross_entropy f32 logits bf16 loss", F32, I32, BF16, {10}, 20),
     crossEntropy("cross_entropy realistic", F32, I32, F32, {256}, 4096, -5, 5),
+    // Language-model rows: 16-byte vectors, the row copied into shared
+    // memory (50304 f32 or bf16 columns fit an H100's 227 KiB; f32 takes
+    // the one-block-per-SM plan); odd V puts every row start at another
+    // offset from 16 bytes (8 rows: all offsets of a bf16/f16 row, 4 of an
+    // f32 one); V 3 has rows shorter than their scalar head; rows of more
+    // than 227 KiB are read from global memory twice.
+    crossEntropy("cross_entropy realistic bf16 [2, 1024, 50304]", BF16, I32, F32, {2, 1024},
+                 50304, -4, 4),
+    crossEntropy("cross_entropy bf16 odd V 50257", BF16, I64, F32, {16}, 50257, -4, 4),
+    crossEntropy("cross_entropy f16 odd V 50257", F16, I32, F32, {2, 8}, 50257, -4, 4),
+    crossEntropy("cross_entropy f32 odd V 50257", F32, I32, F32, {8}, 50257, -4, 4),
+    crossEntropy("cross_entropy f32 V 50304", F32, I64, F32, {8}, 50304, -4, 4),
+    crossEntropy("cross_entropy bf16 V 3", BF16, I32, F32, {20}, 3, -4, 4),
+    crossEntropy("cross_entropy f16 V 13 f16 loss", F16, I64, F16, {24}, 13, -4, 4),
+    crossEntropy("cross_entropy f32 wider than shared memory", F32, I32, F32, {5}, 70001, -4, 4),
+    crossEntropy("cross_entropy bf16 wider than shared memory", BF16, I64, F32, {8}, 120001, -4,
+                 4),
     withError(allIds(crossEntropy("cross_entropy label == V", F32, I32, F32, {3, 4}, 10), 1, 10),
               "cross_entropy: label 10 at position [0, 0] is outside [0, 10)"),
     withError(allIds(crossEntropy("cross_entropy negative label", BF16, I64, F32, {5}, 10), 1, -1),
@@ -167,6 +193,34 @@ AddKernelCases cases({
     crossEntropyGrad("cross_entropy_grad bf16", BF16, I32, F32, {4, 9}, 130, 1.0 / 36, -4, 4),
     crossEntropyGrad("cross_entropy_grad f16", F16, I64, F16, {70}, 33, 1.0 / 70),
     crossEntropyGrad("cross_entropy_grad realistic", F32, I32, F32, {256}, 4096, 1.0 / 256, -5, 5),
+    // As the cross_entropy cases above, held to 1e-15 absolute (f32, bf16:
+    // every probability, down to e^-8 / V dloss scale ~ 1e-13, is compared
+    // relatively) or 1e-7 (f16: its subnormal spacing is 6e-8).
+    tight(crossEntropyGrad("cross_entropy_grad realistic bf16 [2, 1024, 50304]", BF16, I32, F32,
+                           {2, 1024}, 50304, 1.0 / 2048, -4, 4),
+          1e-15),
+    tight(crossEntropyGrad("cross_entropy_grad bf16 odd V 50257", BF16, I64, F32, {16}, 50257,
+                           1.0 / 16, -4, 4),
+          1e-15),
+    tight(crossEntropyGrad("cross_entropy_grad f16 odd V 50257", F16, I32, F16, {2, 8}, 50257,
+                           1.0, -4, 4),
+          1e-7),
+    tight(crossEntropyGrad("cross_entropy_grad f32 odd V 50257", F32, I32, F32, {8}, 50257,
+                           1.0 / 8, -4, 4),
+          1e-15),
+    tight(crossEntropyGrad("cross_entropy_grad f32 V 50304 bf16 dloss", F32, I64, BF16, {8}, 50304,
+                           1.0 / 8, -4, 4),
+          1e-15),
+    tight(crossEntropyGrad("cross_entropy_grad bf16 V 3", BF16, I32, F32, {20}, 3, 0.05, -4, 4),
+          1e-15),
+    tight(crossEntropyGrad("cross_entropy_grad f16 V 13", F16, I64, F32, {24}, 13, 1.0 / 24, -4, 4),
+          1e-7),
+    tight(crossEntropyGrad("cross_entropy_grad f32 wider than shared memory", F32, I32, F32, {5},
+                           70001, 0.2, -4, 4),
+          1e-15),
+    tight(crossEntropyGrad("cross_entropy_grad bf16 wider than shared memory", BF16, I64, F32,
+                           {8}, 120001, 0.125, -4, 4),
+          1e-15),
     withError(allIds(crossEntropyGrad("cross_entropy_grad label == V", F32, I64, F32, {2, 3}, 10,
                                       1.0),
                      1, 10),
