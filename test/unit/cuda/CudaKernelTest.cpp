@@ -36,8 +36,10 @@ std::vector<char> draw(const OperandSpec &spec, std::mt19937_64 &rng) {
   const int64_t n = rt::numel(spec.shape);
   std::vector<char> bytes(size_t(n) * rt::dtypeSize(spec.dtype));
   std::uniform_real_distribution<double> real(spec.lo, spec.hi);
-  std::uniform_int_distribution<int64_t> integer(int64_t(std::ceil(spec.lo)),
-                                                 int64_t(std::floor(spec.hi)));
+  // Only integer operands draw integers: a float range may hold none.
+  const bool isInt = rt::isInt(spec.dtype);
+  std::uniform_int_distribution<int64_t> integer(
+      isInt ? int64_t(std::ceil(spec.lo)) : 0, isInt ? int64_t(std::floor(spec.hi)) : 0);
   for (int64_t i = 0; i < n; ++i) {
     switch (spec.dtype) {
     case DType::F32: reinterpret_cast<float *>(bytes.data())[i] = float(real(rng)); break;

@@ -13,9 +13,7 @@
 // The generator draws every id of an error case equal (lo = hi), so the
 // first bad position, the one both backends report, is the first element.
 // Error cases keep fewer than 16 rows so the CPU kernels run on one thread
-// and report the first position too. Every float range holds an integer
-// (the generator builds an integer distribution from ceil(lo), floor(hi)
-// for every operand).
+// and report the first position too.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelCases.h"

@@ -8,9 +8,7 @@
 // place and not; loss_scale_update's growth, no growth and backoff, in
 // place and not.
 //
-// Scalars are fixed with lo = hi. Every float range holds an integer (the
-// generator builds an integer distribution from ceil(lo), floor(hi) for
-// every operand).
+// Scalars are fixed with lo = hi.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelCases.h"
