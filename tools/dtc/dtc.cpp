@@ -429,11 +429,14 @@ int runCommand(const char *argv0, const std::vector<std::string> &args) {
   std::string tool = siblingTool(argv0, "dtc-run");
   if (!llvm::sys::fs::can_execute(tool))
     return fail("cannot find dtc-run next to dtc (looked for " + tool + ")");
-  bool help = false;
-  for (const std::string &a : args)
+  bool help = false, local = false;
+  for (const std::string &a : args) {
     help |= a == "--help" || a == "-h";
+    // --local-ranks: the ranks are threads of dtc-run itself, no launcher.
+    local |= a.rfind("--local-ranks", 0) == 0;
+  }
   std::vector<std::string> argvStrings = {"dtc-run"};
-  if (!help)
+  if (!help && !local)
     argvStrings.push_back("--launch");
   argvStrings.insert(argvStrings.end(), args.begin(), args.end());
   std::vector<char *> argv;
