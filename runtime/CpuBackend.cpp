@@ -98,29 +98,29 @@ public:
   int rank() const override { return c_->rank(); }
   void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op, Stream &,
                  Traffic &traffic) override {
-    Counting counting(*c_, traffic);
+    CountTraffic counting(*c_, traffic);
     c_->allReduce(in, out, count, dtype, op);
   }
   void allGather(const void *in, void *out, size_t bytes, Stream &, Traffic &traffic) override {
-    Counting counting(*c_, traffic);
+    CountTraffic counting(*c_, traffic);
     c_->allGather(in, out, bytes);
   }
   void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op, Stream &,
                      Traffic &traffic) override {
-    Counting counting(*c_, traffic);
+    CountTraffic counting(*c_, traffic);
     c_->reduceScatter(in, out, count, dtype, op);
   }
   void allToAll(const void *in, void *out, size_t bytes, Stream &, Traffic &traffic) override {
-    Counting counting(*c_, traffic);
+    CountTraffic counting(*c_, traffic);
     c_->allToAll(in, out, bytes);
   }
   void send(const void *buf, size_t bytes, int peer, int tag, Stream &,
             Traffic &traffic) override {
-    Counting counting(*c_, traffic);
+    CountTraffic counting(*c_, traffic);
     c_->sendMessage(buf, bytes, peer, tag);
   }
   void recv(void *buf, size_t bytes, int peer, int tag, Stream &, Traffic &traffic) override {
-    Counting counting(*c_, traffic);
+    CountTraffic counting(*c_, traffic);
     c_->recvMessage(buf, bytes, peer, tag);
   }
   void flushSends() override { c_->flushSends(); }
@@ -128,21 +128,6 @@ public:
   void reserveScratch(size_t bytes) override { c_->reserveScratch(bytes); }
 
 private:
-  /// What the communicator's counters moved during one call.
-  class Counting {
-  public:
-    Counting(const Communicator &c, Traffic &t)
-        : c_(c), t_(t), sent0_(c.bytesSent()), received0_(c.bytesReceived()) {}
-    ~Counting() {
-      t_.sent += c_.bytesSent() - sent0_;
-      t_.received += c_.bytesReceived() - received0_;
-    }
-
-  private:
-    const Communicator &c_;
-    Traffic &t_;
-    uint64_t sent0_, received0_;
-  };
   std::unique_ptr<Communicator> c_;
 };
 

@@ -165,7 +165,7 @@ public:
     char *h = staging_.get(bytes);
     toHost(h, in, bytes, stream);
     {
-      Counting counting(*c_, traffic);
+      CountTraffic counting(*c_, traffic);
       c_->allReduce(h, h, count, dtype, op);
     }
     toDevice(out, h, bytes, stream);
@@ -182,7 +182,7 @@ public:
     char *h = staging_.get(bytes * (n + 1));
     toHost(h, in, bytes, stream);
     {
-      Counting counting(*c_, traffic);
+      CountTraffic counting(*c_, traffic);
       c_->allGather(h, h + bytes, bytes);
     }
     toDevice(out, h + bytes, bytes * n, stream);
@@ -201,7 +201,7 @@ public:
     char *h = staging_.get(piece * (n + 1));
     toHost(h, in, piece * n, stream);
     {
-      Counting counting(*c_, traffic);
+      CountTraffic counting(*c_, traffic);
       c_->reduceScatter(h, h + piece * n, count, dtype, op);
     }
     toDevice(out, h + piece * n, piece, stream);
@@ -228,7 +228,7 @@ public:
     char *h = staging_.get(2 * total);
     toHost(h, in, total, stream);
     {
-      Counting counting(*c_, traffic);
+      CountTraffic counting(*c_, traffic);
       c_->allToAll(h, h + total, bytes);
     }
     toDevice(out, h + total, total, stream);
@@ -238,14 +238,14 @@ public:
             Traffic &traffic) override {
     char *h = staging_.get(bytes);
     toHost(h, buf, bytes, stream);
-    Counting counting(*c_, traffic);
+    CountTraffic counting(*c_, traffic);
     c_->sendMessage(h, bytes, peer, tag); // copies: never waits for the receiver
   }
   void recv(void *buf, size_t bytes, int peer, int tag, Stream &stream,
             Traffic &traffic) override {
     char *h = staging_.get(bytes);
     {
-      Counting counting(*c_, traffic);
+      CountTraffic counting(*c_, traffic);
       c_->recvMessage(h, bytes, peer, tag);
     }
     toDevice(buf, h, bytes, stream);
@@ -259,21 +259,6 @@ public:
   }
 
 private:
-  /// What the host communicator's counters moved during one call.
-  class Counting {
-  public:
-    Counting(const Communicator &c, Traffic &t)
-        : c_(c), t_(t), sent0_(c.bytesSent()), received0_(c.bytesReceived()) {}
-    ~Counting() {
-      t_.sent += c_.bytesSent() - sent0_;
-      t_.received += c_.bytesReceived() - received0_;
-    }
-
-  private:
-    const Communicator &c_;
-    Traffic &t_;
-    uint64_t sent0_, received0_;
-  };
   size_t ringShare(size_t bytes) const {
     const size_t n = size_t(c_->size());
     return n <= 1 ? 0 : bytes / n * (n - 1);

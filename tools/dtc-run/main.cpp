@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sched.h>
 #include <string>
 #include <sys/stat.h>
@@ -446,6 +447,36 @@ int pendingSignal() {
   ::_exit(1);
 }
 
+/// One rank's training run over `world`: the exit status. Agreed errors
+/// and interruptions are printed by the rank that reports them; a failure
+/// the ranks could not agree on goes to `unagreed` (which may not return).
+int trainRank(World &world, int rank, const Options &o, std::function<int()> pendingSignal,
+              const std::function<void(const std::string &)> &unagreed) {
+  try {
+    TrainOptions train = o.train;
+    train.pendingSignal = std::move(pendingSignal);
+    Trainer trainer(world, train, [](const std::string &note) {
+      std::fprintf(stderr, "dtc-run: note: %s\n", note.c_str());
+      std::fflush(stderr);
+    });
+    trainer.run([](const StepReport &r) {
+      std::printf("step %lld loss %.8g\n", (long long)r.step, double(r.loss));
+      std::fflush(stdout);
+    });
+    if (!o.train.statsPath.empty() && rank == 0) printKernelTable(trainer.executor());
+    return 0;
+  } catch (const Interrupted &e) {
+    if (rank == e.reporter()) printError(e.what());
+    return 128 + e.signal();
+  } catch (const AgreedError &e) {
+    if (rank == e.reporter()) printError(e.what());
+    return 1;
+  } catch (const std::exception &e) {
+    unagreed(e.what());
+    return 1;
+  }
+}
+
 int runRank(int argc, char **argv, const Options &o, const std::string &argError) {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
@@ -471,29 +502,10 @@ int runRank(int argc, char **argv, const Options &o, const std::string &argError
     if (rank == 0) printError(argError);
     code = 1;
   } else {
-    try {
-      TrainOptions train = o.train;
-      train.pendingSignal = pendingSignal;
-      Trainer trainer(*world, train, [](const std::string &note) {
-        std::fprintf(stderr, "dtc-run: note: %s\n", note.c_str());
-        std::fflush(stderr);
-      });
-      trainer.run([](const StepReport &r) {
-        std::printf("step %lld loss %.8g\n", (long long)r.step, double(r.loss));
-        std::fflush(stdout);
-      });
-      if (!o.train.statsPath.empty() && rank == 0) printKernelTable(trainer.executor());
-    } catch (const Interrupted &e) {
-      if (rank == e.reporter()) printError(e.what());
-      code = 128 + e.signal();
-    } catch (const AgreedError &e) {
-      if (rank == e.reporter()) printError(e.what());
-      code = 1;
-    } catch (const std::exception &e) {
-      // Not agreed (a timeout, an MPI error): other ranks may be waiting in
-      // a collective this rank will never reach.
-      leaveAlone(rank, e.what());
-    }
+    // Not agreed (a timeout, an MPI error): other ranks may be waiting in a
+    // collective this rank will never reach.
+    code = trainRank(*world, rank, o, pendingSignal,
+                     [rank](const std::string &msg) { leaveAlone(rank, msg); });
   }
   progress::setState(code == 0 ? progress::State::Finished : progress::State::Failed);
   world.reset();
@@ -530,29 +542,12 @@ int runLocalRanks(const Options &o) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < o.localRanks; ++r)
     ranks.emplace_back([&, r] {
-      try {
-        TrainOptions train = o.train;
-        train.pendingSignal = [] { return int(gStopSignal); };
-        Trainer trainer(world.rankView(r), train, [](const std::string &note) {
-          std::fprintf(stderr, "dtc-run: note: %s\n", note.c_str());
-          std::fflush(stderr);
-        });
-        trainer.run([](const StepReport &rep) {
-          std::printf("step %lld loss %.8g\n", (long long)rep.step, double(rep.loss));
-          std::fflush(stdout);
-        });
-        if (!o.train.statsPath.empty() && r == 0) printKernelTable(trainer.executor());
-      } catch (const Interrupted &e) {
-        if (r == e.reporter()) printError(e.what());
-        codes[size_t(r)] = 128 + e.signal();
-      } catch (const AgreedError &e) {
-        if (r == e.reporter()) printError(e.what());
-        codes[size_t(r)] = 1;
-      } catch (const std::exception &e) {
-        printError("rank " + std::to_string(r) + ": " + e.what());
-        codes[size_t(r)] = 1;
-        world.abort("rank " + std::to_string(r) + " failed");
-      }
+      codes[size_t(r)] = trainRank(
+          world.rankView(r), r, o, [] { return int(gStopSignal); },
+          [&world, r](const std::string &msg) {
+            printError("rank " + std::to_string(r) + ": " + msg);
+            world.abort("rank " + std::to_string(r) + " failed");
+          });
     });
   for (std::thread &t : ranks) t.join();
   return *std::max_element(codes.begin(), codes.end());

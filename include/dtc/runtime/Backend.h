@@ -66,6 +66,26 @@ struct Traffic {
   uint64_t sent = 0, received = 0;
 };
 
+/// Adds to `traffic` what a host communicator's counters moved while it
+/// lives: the backends whose collectives run on a host Communicator (the
+/// CPU's, the CUDA backend's staged mode) count through it.
+class CountTraffic {
+public:
+  CountTraffic(const Communicator &c, Traffic &t)
+      : c_(c), t_(t), sent0_(c.bytesSent()), received0_(c.bytesReceived()) {}
+  ~CountTraffic() {
+    t_.sent += c_.bytesSent() - sent0_;
+    t_.received += c_.bytesReceived() - received0_;
+  }
+  CountTraffic(const CountTraffic &) = delete;
+  CountTraffic &operator=(const CountTraffic &) = delete;
+
+private:
+  const Communicator &c_;
+  Traffic &t_;
+  uint64_t sent0_, received0_;
+};
+
 /// The collectives of one group of ranks on device memory, enqueued on a
 /// stream. Semantics (element order, reductions, piece order) are those of
 /// Communicator (Communicator.h); every member enqueues the same sequence.
