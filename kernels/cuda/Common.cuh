@@ -189,9 +189,35 @@ __device__ __forceinline__ void reportDivByZero(DeviceError *e, const char *op) 
 // ---- launches ----------------------------------------------------------------
 constexpr int kThreads = 256;
 /// Blocks for a grid-stride loop over n elements.
-inline unsigned gridFor(long long n, int threads = kThreads) {
-  const long long blocks = (n + threads - 1) / threads;
+/// At least one block, at most 65535 * 16 (grid-stride loops cover the rest).
+inline unsigned cappedBlocks(long long blocks) {
   return unsigned(std::max<long long>(1, std::min<long long>(blocks, 65535LL * 16)));
+}
+inline unsigned gridFor(long long n, int threads = kThreads) {
+  return cappedBlocks((n + threads - 1) / threads);
+}
+
+/// The group of the calling thread: first group index, group stride and
+/// the thread's lane inside the group, for kGroup 32 (warps of the grid)
+/// or kGroup == blockDim.x (blocks).
+template <int kGroup> struct GroupIndex {
+  long long first, step;
+  int lane;
+  __device__ __forceinline__ GroupIndex() {
+    if constexpr (kGroup == 32) {
+      first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+      step = ((long long)gridDim.x * blockDim.x) >> 5;
+      lane = int(threadIdx.x & 31);
+    } else {
+      first = blockIdx.x;
+      step = gridDim.x;
+      lane = int(threadIdx.x);
+    }
+  }
+};
+/// Blocks of kThreads for `groups` groups of kGroup threads.
+template <int kGroup> unsigned blocksForGroups(long long groups) {
+  return cappedBlocks(kGroup == 32 ? (groups + kThreads / 32 - 1) / (kThreads / 32) : groups);
 }
 #define DTC_GRID_STRIDE(i, n)                                                                     \
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                  \

@@ -89,9 +89,6 @@ template <class F> void dispatchBits(DType t, F &&f) {
 __host__ __device__ __forceinline__ long long lmin(long long a, long long b) { return a < b ? a : b; }
 __host__ __device__ __forceinline__ long long lmax(long long a, long long b) { return a > b ? a : b; }
 
-unsigned cappedBlocks(long long blocks) {
-  return unsigned(std::max<long long>(1, std::min<long long>(blocks, 65535LL * 16)));
-}
 
 // ---- group reductions ----------------------------------------------------------
 struct SumOp {
@@ -120,28 +117,6 @@ template <int kGroup, class A, class Op> __device__ A groupReduce(A v, A *shm, O
   return v;
 }
 
-/// The group of the calling thread: first group index, group stride and
-/// the thread's lane inside the group, for kGroup 32 (warps of the grid)
-/// or kGroup == blockDim.x (blocks).
-template <int kGroup> struct GroupIndex {
-  long long first, step;
-  int lane;
-  __device__ __forceinline__ GroupIndex() {
-    if constexpr (kGroup == 32) {
-      first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-      step = ((long long)gridDim.x * blockDim.x) >> 5;
-      lane = int(threadIdx.x & 31);
-    } else {
-      first = blockIdx.x;
-      step = gridDim.x;
-      lane = int(threadIdx.x);
-    }
-  }
-};
-/// Blocks of kThreads for `groups` groups of kGroup threads.
-template <int kGroup> unsigned blocksForGroups(long long groups) {
-  return cappedBlocks(kGroup == 32 ? (groups + kThreads / 32 - 1) / (kThreads / 32) : groups);
-}
 
 // ---- transpose -------------------------------------------------------------------
 // Every path plans on the output's dims with size-1 dims dropped and

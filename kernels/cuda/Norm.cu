@@ -52,9 +52,6 @@ namespace {
 
 template <int N> using IntC = std::integral_constant<int, N>;
 
-unsigned cappedBlocks(long long blocks) {
-  return unsigned(std::max<long long>(1, std::min<long long>(blocks, 65535LL * 16)));
-}
 
 // ---- 16-byte packs ---------------------------------------------------------------
 /// Elements per 16-byte pack.
@@ -203,26 +200,6 @@ template <int G> __device__ void groupSum2(double &a, double &b, double *shm) {
   }
 }
 
-/// The calling thread's first row, row stride and lane: warps of the grid
-/// (G 32) or blocks (G == blockDim.x).
-template <int G> struct GroupIndex {
-  long long first, step;
-  int lane;
-  __device__ __forceinline__ GroupIndex() {
-    if constexpr (G == 32) {
-      first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-      step = ((long long)gridDim.x * blockDim.x) >> 5;
-      lane = int(threadIdx.x & 31);
-    } else {
-      first = blockIdx.x;
-      step = gridDim.x;
-      lane = int(threadIdx.x);
-    }
-  }
-};
-template <int G> unsigned blocksForGroups(long long groups) {
-  return cappedBlocks(G == 32 ? (groups + kThreads / 32 - 1) / (kThreads / 32) : groups);
-}
 
 /// Rows of at most this many packs get a warp each, longer ones a block.
 constexpr long long kWarpRowPacks = 256;
