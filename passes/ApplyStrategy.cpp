@@ -30,15 +30,15 @@
 //    where the residual stream needs it.
 //
 //===----------------------------------------------------------------------===//
-#include "dtc/Passes/Passes.h"
 #include "dtc/Dialect/Utils.h"
+#include "dtc/Passes/Passes.h"
 #include "dtc/Sharding/Propagation.h"
 
+#include "dtc/Sharding/TensorSharding.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringMap.h"
-#include "dtc/Sharding/TensorSharding.h"
 
 namespace mlir::dtc {
 #define GEN_PASS_DEF_APPLYSTRATEGY
@@ -51,15 +51,18 @@ constexpr StringLiteral kGridName = "mesh";
 /// Factor sharding of `op` from its operands alone, in operand order (the
 /// forward walk that decides Megatron's column and row weights).
 FactorAxes forwardFactors(Operation *op, const ShardingRule &rule,
-                          ArrayRef<TensorSharding> operands, ArrayRef<int64_t> grid) {
+                          ArrayRef<TensorSharding> operands,
+                          ArrayRef<int64_t> grid) {
   FactorAxes factors(rule.getNumFactors());
   llvm::SmallSet<int64_t, 8> used;
   for (auto [idx, sharding] : llvm::enumerate(operands))
     for (auto [dim, axes] : llvm::enumerate(sharding.dims))
-      for (const FactorSplit &split : dimensionToFactors(
-               rule, rule.operands[idx][dim], axes, sharding.piece(dim), grid)) {
+      for (const FactorSplit &split :
+           dimensionToFactors(rule, rule.operands[idx][dim], axes,
+                              sharding.piece(dim), grid)) {
         if (!factors[split.factor].empty() ||
-            llvm::any_of(split.axes, [&](int64_t a) { return used.contains(a); }))
+            llvm::any_of(split.axes,
+                         [&](int64_t a) { return used.contains(a); }))
           continue;
         factors[split.factor] = split.axes;
         factors.setPiece(split.factor, split.piece);
@@ -81,7 +84,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     ModuleOp module = getOperation();
     func::FuncOp step = findTrainStep(module);
     if (!step) {
-      module.emitError() << "no training step to plan (run dtc-build-training-step first)";
+      module.emitError()
+          << "no training step to plan (run dtc-build-training-step first)";
       return signalPassFailure();
     }
     if (failed(apply(module, step)))
@@ -91,7 +95,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
   LogicalResult apply(ModuleOp module, func::FuncOp step) {
     MLIRContext *ctx = &getContext();
     if (zero < 0 || zero > 3)
-      return module.emitError() << "zero must be 0, 1, 2 or 3, got " << static_cast<int64_t>(zero);
+      return module.emitError()
+             << "zero must be 0, 1, 2 or 3, got " << static_cast<int64_t>(zero);
     SmallVector<int64_t> grid(mesh.begin(), mesh.end());
     if (grid.empty())
       grid = {1};
@@ -105,16 +110,19 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     if (tpDegree < 1)
       return module.emitError() << "tp must be >= 1, got " << tpDegree;
     if (ppDegree < 1 || microbatchCount < 1 || virtualStages < 1)
-      return module.emitError() << "pp, virtual-stages and microbatches must be >= 1";
-    if (devices % (tpDegree * ppDegree) != 0)
-      return module.emitError() << "tp=" << tpDegree << " x pp=" << ppDegree
-                                << " does not divide the " << devices
-                                << " devices of the mesh";
-    int64_t dpDegree = dp == 0 ? devices / (tpDegree * ppDegree) : static_cast<int64_t>(dp);
-    if (dpDegree * tpDegree * ppDegree != devices)
       return module.emitError()
-             << "dp=" << dpDegree << " x tp=" << tpDegree << " x pp=" << ppDegree << " uses "
-             << dpDegree * tpDegree * ppDegree << " devices but the mesh has " << devices;
+             << "pp, virtual-stages and microbatches must be >= 1";
+    if (devices % (tpDegree * ppDegree) != 0)
+      return module.emitError()
+             << "tp=" << tpDegree << " x pp=" << ppDegree
+             << " does not divide the " << devices << " devices of the mesh";
+    int64_t dpDegree =
+        dp == 0 ? devices / (tpDegree * ppDegree) : static_cast<int64_t>(dp);
+    if (dpDegree * tpDegree * ppDegree != devices)
+      return module.emitError() << "dp=" << dpDegree << " x tp=" << tpDegree
+                                << " x pp=" << ppDegree << " uses "
+                                << dpDegree * tpDegree * ppDegree
+                                << " devices but the mesh has " << devices;
 
     // Tensor parallelism takes the innermost axes (the fastest links),
     // pipeline stages the next, data parallelism the rest; size-1 axes add
@@ -133,9 +141,11 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     }
     if (covered != tpDegree)
       return module.emitError()
-             << "tp=" << tpDegree << " is not a product of the innermost mesh axes of "
-             << shape << " (tensor parallelism takes whole axes from the last, "
-             << "fastest one; e.g. --mesh " << devices / tpDegree << "x" << tpDegree << ")";
+             << "tp=" << tpDegree
+             << " is not a product of the innermost mesh axes of " << shape
+             << " (tensor parallelism takes whole axes from the last, "
+             << "fastest one; e.g. --mesh " << devices / tpDegree << "x"
+             << tpDegree << ")";
     covered = 1;
     for (; axis >= 0 && covered < ppDegree; --axis) {
       if (grid[axis] == 1)
@@ -145,11 +155,14 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     }
     if (covered != ppDegree)
       return module.emitError()
-             << "pp=" << ppDegree << " is not a product of the mesh axes of " << shape
-             << " inside the data-parallel ones (pipeline stages take whole axes between "
+             << "pp=" << ppDegree << " is not a product of the mesh axes of "
+             << shape
+             << " inside the data-parallel ones (pipeline stages take whole "
+                "axes between "
              << "tensor parallelism's and data parallelism's; e.g. --mesh "
              << devices / (ppDegree * tpDegree) << "x" << ppDegree
-             << (tpDegree > 1 ? "x" + std::to_string(tpDegree) : std::string()) << ")";
+             << (tpDegree > 1 ? "x" + std::to_string(tpDegree) : std::string())
+             << ")";
     for (int64_t a = 0; a <= axis; ++a)
       if (grid[a] != 1)
         dpAxes.push_back(a);
@@ -168,8 +181,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
 
     if (auto existing = module.lookupSymbol<shard::GridOp>(kGridName)) {
       if (existing.getShape() != ArrayRef<int64_t>(grid))
-        return existing.emitError() << "a different grid @" << kGridName
-                                    << " already exists";
+        return existing.emitError()
+               << "a different grid @" << kGridName << " already exists";
     } else {
       OpBuilder b(ctx);
       b.setInsertionPointToStart(module.getBody());
@@ -196,8 +209,10 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
 
     // User pins (dtc-pin-sharding, --pin) come first and win.
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-      auto priority = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kPinPriorityAttr);
-      auto attr = step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr);
+      auto priority =
+          step.getArgAttrOfType<StringAttr>(i, DtcDialect::kPinPriorityAttr);
+      auto attr =
+          step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr);
       if (!priority || priority.getValue() != "user" || !attr)
         continue;
       BlockArgument arg = step.getArgument(i);
@@ -205,8 +220,9 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
       const int64_t meshAxes = (int64_t)grid.size() - (int64_t)mbAxes.size();
       for (int64_t a : sharding.usedAxes())
         if (a >= meshAxes)
-          return emitError(arg.getLoc()) << "a pinned sharding uses mesh axis " << a
-                                         << " but the mesh has " << meshAxes << " axes";
+          return emitError(arg.getLoc())
+                 << "a pinned sharding uses mesh axis " << a
+                 << " but the mesh has " << meshAxes << " axes";
       pins[arg] = sharding;
       propagation.pin(arg, sharding, ShardingPriority::User);
     }
@@ -222,11 +238,11 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
         auto name = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
         int64_t batch = type.getDimSize(0);
         if (batch % batchSplit != 0) {
-          InFlightDiagnostic diag = emitError(arg.getLoc())
-                                    << "the batch dimension of input \""
-                                    << (name ? name.getValue() : StringRef("?"))
-                                    << "\" has size " << batch
-                                    << ", which does not divide over dp=" << dpDegree;
+          InFlightDiagnostic diag =
+              emitError(arg.getLoc())
+              << "the batch dimension of input \""
+              << (name ? name.getValue() : StringRef("?")) << "\" has size "
+              << batch << ", which does not divide over dp=" << dpDegree;
           if (microbatchCount > 1)
             diag << " x " << microbatchCount << " micro-batches";
           return diag;
@@ -253,18 +269,22 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     if (!ppAxes.empty())
       axes.push_back(b.getNamedAttr("pp", b.getDenseI64ArrayAttr(ppAxes)));
     if (!mbAxes.empty())
-      axes.push_back(b.getNamedAttr(kMicrobatchAxesKey, b.getDenseI64ArrayAttr(mbAxes)));
-    module->setAttr(DtcDialect::kPlanAttr,
-                    b.getDictionaryAttr({
-                        b.getNamedAttr("grid", FlatSymbolRefAttr::get(ctx, kGridName)),
-                        b.getNamedAttr("dp", b.getI64IntegerAttr(dpDegree)),
-                        b.getNamedAttr("tp", b.getI64IntegerAttr(tpDegree)),
-                        b.getNamedAttr("pp", b.getI64IntegerAttr(ppDegree)),
-                        b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtualStages)),
-                        b.getNamedAttr("microbatches", b.getI64IntegerAttr(microbatchCount)),
-                        b.getNamedAttr("zero", b.getI64IntegerAttr(zero)),
-                        b.getNamedAttr("axes", b.getDictionaryAttr(axes)),
-                    }));
+      axes.push_back(
+          b.getNamedAttr(kMicrobatchAxesKey, b.getDenseI64ArrayAttr(mbAxes)));
+    module->setAttr(
+        DtcDialect::kPlanAttr,
+        b.getDictionaryAttr({
+            b.getNamedAttr("grid", FlatSymbolRefAttr::get(ctx, kGridName)),
+            b.getNamedAttr("dp", b.getI64IntegerAttr(dpDegree)),
+            b.getNamedAttr("tp", b.getI64IntegerAttr(tpDegree)),
+            b.getNamedAttr("pp", b.getI64IntegerAttr(ppDegree)),
+            b.getNamedAttr("virtual_stages",
+                           b.getI64IntegerAttr(virtualStages)),
+            b.getNamedAttr("microbatches",
+                           b.getI64IntegerAttr(microbatchCount)),
+            b.getNamedAttr("zero", b.getI64IntegerAttr(zero)),
+            b.getNamedAttr("axes", b.getDictionaryAttr(axes)),
+        }));
     return success();
   }
 
@@ -273,15 +293,18 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
   /// splits yet (padded pieces when it does not divide), else appended to a
   /// dimension split evenly that still divides; unchanged when neither
   /// exists (a scalar, or dimensions too small).
-  static TensorSharding zeroSharding(const TensorSharding &stored, ArrayRef<int64_t> shape,
-                                     const GridAxes &dpAxes, ArrayRef<int64_t> grid) {
+  static TensorSharding zeroSharding(const TensorSharding &stored,
+                                     ArrayRef<int64_t> shape,
+                                     const GridAxes &dpAxes,
+                                     ArrayRef<int64_t> grid) {
     int64_t n = shardCount(grid, dpAxes);
     int best = -1;
     auto better = [&](int d) {
       if (best < 0)
         return true;
       bool even = shape[d] % n == 0, bestEven = shape[best] % n == 0;
-      return std::make_pair(even, shape[d]) > std::make_pair(bestEven, shape[best]);
+      return std::make_pair(even, shape[d]) >
+             std::make_pair(bestEven, shape[best]);
     };
     for (int d = 0; d < (int)shape.size(); ++d)
       if (stored.dims[d].empty() && shape[d] >= 2 && better(d))
@@ -294,7 +317,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     }
     for (int d = 0; d < (int)shape.size(); ++d) {
       int64_t pieces = shardCount(grid, stored.dims[d]) * n;
-      if (!stored.dims[d].empty() && stored.piece(d) == 0 && shape[d] % pieces == 0) {
+      if (!stored.dims[d].empty() && stored.piece(d) == 0 &&
+          shape[d] % pieces == 0) {
         zeroed.dims[d].append(dpAxes.begin(), dpAxes.end());
         return zeroed;
       }
@@ -309,7 +333,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
   /// update, clipping and cast runs on the rank's piece and the partitioner
   /// reduce-scatters each gradient into it and gathers the updated
   /// parameter back where the stored one is whole.
-  LogicalResult planZero(func::FuncOp step, ArrayRef<int64_t> grid, const GridAxes &dpAxes) {
+  LogicalResult planZero(func::FuncOp step, ArrayRef<int64_t> grid,
+                         const GridAxes &dpAxes) {
     MLIRContext *ctx = &getContext();
     auto argRole = [&](unsigned i) {
       auto role = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kRoleAttr);
@@ -329,14 +354,15 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     llvm::StringMap<TensorSharding> layout;
     for (unsigned i = 0; i < step.getNumArguments(); ++i)
       if (argRole(i) == "param")
-        layout[argString(i, DtcDialect::kNameAttr)] =
-            zeroSharding(storedSharding(i), tensorTypeOf(step.getArgument(i)).getShape(),
-                         dpAxes, grid);
+        layout[argString(i, DtcDialect::kNameAttr)] = zeroSharding(
+            storedSharding(i), tensorTypeOf(step.getArgument(i)).getShape(),
+            dpAxes, grid);
 
     SmallVector<Operation *> optimizerOps;
     for (Operation &op : step.getBody().front()) {
       auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
-      if (phase && phase.getValue() == "optimizer" && isa<ShardingRuleOpInterface>(op))
+      if (phase && phase.getValue() == "optimizer" &&
+          isa<ShardingRuleOpInterface>(op))
         optimizerOps.push_back(&op);
     }
     ShardingPropagation propagation(step, grid);
@@ -345,9 +371,10 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
       BlockArgument arg = step.getArgument(i);
       StringRef role = argRole(i);
       TensorSharding stored = storedSharding(i);
-      StringRef owner = role == "param"             ? argString(i, DtcDialect::kNameAttr)
-                        : role == "optimizer_state" ? argString(i, DtcDialect::kOfAttr)
-                                                    : StringRef();
+      StringRef owner = role == "param" ? argString(i, DtcDialect::kNameAttr)
+                        : role == "optimizer_state"
+                            ? argString(i, DtcDialect::kOfAttr)
+                            : StringRef();
       auto it = owner.empty() ? layout.end() : layout.find(owner);
       if (it != layout.end() && it->second.dims.size() == stored.dims.size() &&
           (role == "optimizer_state" || zero >= 3))
@@ -362,7 +389,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
         auto result = dyn_cast<OpResult>(operand);
         if (!result || llvm::is_contained(optimizerOps, result.getOwner()))
           continue;
-        auto names = result.getOwner()->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr);
+        auto names = result.getOwner()->getAttrOfType<ArrayAttr>(
+            DtcDialect::kGradientOfAttr);
         auto name = names && result.getResultNumber() < names.size()
                         ? dyn_cast<StringAttr>(names[result.getResultNumber()])
                         : nullptr;
@@ -402,7 +430,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
           return 0;
         return pieceSize(heads, devices) * headSize;
       }
-      if (user->getNumResults() != 1 || user->getResult(0).getType() != v.getType() ||
+      if (user->getNumResults() != 1 ||
+          user->getResult(0).getType() != v.getType() ||
           !isa<AddOp, SubOp, MulOp>(user))
         return 0;
       v = user->getResult(0);
@@ -414,7 +443,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
   /// weights of matmuls whose input is whole on the tp axes (see the file
   /// comment). A forward walk (operands only) tells which inputs are split.
   template <class PinFn>
-  void pinMegatron(func::FuncOp step, ArrayRef<int64_t> grid, const GridAxes &tpAxes,
+  void pinMegatron(func::FuncOp step, ArrayRef<int64_t> grid,
+                   const GridAxes &tpAxes,
                    llvm::DenseMap<Value, TensorSharding> &pins, PinFn pin) {
     auto isParam = [&](Value v) {
       auto arg = dyn_cast<BlockArgument>(v);
@@ -424,7 +454,8 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
       return role && role.getValue() == "param";
     };
     auto usesTp = [&](ArrayRef<int64_t> axes) {
-      return llvm::any_of(axes, [&](int64_t a) { return llvm::is_contained(tpAxes, a); });
+      return llvm::any_of(
+          axes, [&](int64_t a) { return llvm::is_contained(tpAxes, a); });
     };
     for (Operation &op : step.getBody().front())
       if (auto embedding = dyn_cast<EmbeddingOp>(op))
@@ -434,8 +465,9 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     llvm::DenseMap<Value, TensorSharding> layout(pins.begin(), pins.end());
     auto layoutOf = [&](Value v) {
       auto it = layout.find(v);
-      return it != layout.end() ? it->second
-                                : TensorSharding::replicated(tensorTypeOf(v).getRank());
+      return it != layout.end()
+                 ? it->second
+                 : TensorSharding::replicated(tensorTypeOf(v).getRank());
     };
     for (Operation &op : step.getBody().front()) {
       auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
@@ -447,11 +479,13 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
       if (auto matmul = dyn_cast<MatmulOp>(op)) {
         Value weight = matmul.getB();
         auto a = tensorTypeOf(matmul.getA());
-        if (isParam(weight) && tensorTypeOf(weight).getRank() == 2 && !pins.count(weight) &&
+        if (isParam(weight) && tensorTypeOf(weight).getRank() == 2 &&
+            !pins.count(weight) &&
             !usesTp(layoutOf(matmul.getA()).dims[a.getRank() - 1])) {
           TensorSharding column = TensorSharding::replicated(2);
           column.dims[1] = tpAxes;
-          column.setPiece(1, headAlignedPiece(matmul, shardCount(grid, tpAxes)));
+          column.setPiece(1,
+                          headAlignedPiece(matmul, shardCount(grid, tpAxes)));
           normalizePieces(column, tensorTypeOf(weight).getShape(), grid);
           pin(weight, column);
           layout[weight] = column;

@@ -17,9 +17,9 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
+#include <cmath>
 #include <limits>
 #include <optional>
-#include <cmath>
 
 namespace mlir::dtc {
 #define GEN_PASS_DEF_BUILDTRAININGSTEP
@@ -98,7 +98,8 @@ struct BuildTrainingStepPass
       std::string argName = argumentName(main, i);
       if (main.getArgAttr(i, DtcDialect::kParamAttr)) {
         InitSpec init = defaultInitSpec();
-        if (auto text = main.getArgAttrOfType<StringAttr>(i, DtcDialect::kInitAttr)) {
+        if (auto text =
+                main.getArgAttrOfType<StringAttr>(i, DtcDialect::kInitAttr)) {
           std::string error;
           auto parsed = parseInitSpec(text.getValue(), error);
           if (!parsed)
@@ -108,7 +109,8 @@ struct BuildTrainingStepPass
         params.push_back({i, argName, init.str()});
       } else {
         inputs.push_back(
-            {i, argName, main.getArgAttrOfType<IntegerAttr>(i, DtcDialect::kMaxAttr)});
+            {i, argName,
+             main.getArgAttrOfType<IntegerAttr>(i, DtcDialect::kMaxAttr)});
       }
     }
     if (params.empty())
@@ -119,9 +121,10 @@ struct BuildTrainingStepPass
     bool adam = kind == Optimizer::Adam || kind == Optimizer::AdamW;
     // Mixed precision: the low-precision float type of parameters and
     // activations (null in f32). Master weights only matter to an update.
-    FloatType lowType = precision == "bf16-mixed"   ? FloatType(BFloat16Type::get(ctx))
-                        : precision == "fp16-mixed" ? FloatType(Float16Type::get(ctx))
-                                                    : FloatType();
+    FloatType lowType =
+        precision == "bf16-mixed"   ? FloatType(BFloat16Type::get(ctx))
+        : precision == "fp16-mixed" ? FloatType(Float16Type::get(ctx))
+                                    : FloatType();
     bool scaling = precision == "fp16-mixed";
     auto lowOf = [&](Type t) -> Type {
       auto ranked = dyn_cast<RankedTensorType>(t);
@@ -145,8 +148,9 @@ struct BuildTrainingStepPass
     };
     for (const ParamInfo &p : params) {
       argTypes.push_back(lowOf(main.getArgument(p.mainIndex).getType()));
-      argAttrs.push_back(dict({role("param"), named(DtcDialect::kNameAttr, p.name),
-                               named(DtcDialect::kInitAttr, p.init)}));
+      argAttrs.push_back(
+          dict({role("param"), named(DtcDialect::kNameAttr, p.name),
+                named(DtcDialect::kInitAttr, p.init)}));
     }
     auto derived = [&](StringRef base, StringRef suffix) {
       return (base + Twine(DtcDialect::kDerivedNameSeparator) + suffix).str();
@@ -169,28 +173,30 @@ struct BuildTrainingStepPass
         continue;
       masterIndex[idx] = argTypes.size();
       argTypes.push_back(stateType(p));
-      argAttrs.push_back(dict({role("optimizer_state"),
-                               named(DtcDialect::kNameAttr, derived(p.name, "master")),
-                               named(DtcDialect::kOfAttr, p.name),
-                               named(DtcDialect::kInitAttr, p.init),
-                               named(DtcDialect::kStateKindAttr, "master")}));
+      argAttrs.push_back(
+          dict({role("optimizer_state"),
+                named(DtcDialect::kNameAttr, derived(p.name, "master")),
+                named(DtcDialect::kOfAttr, p.name),
+                named(DtcDialect::kInitAttr, p.init),
+                named(DtcDialect::kStateKindAttr, "master")}));
     }
     unsigned momentBase = argTypes.size();
     if (adam)
       for (StringRef state : {"adam_m", "adam_v"})
         for (const ParamInfo &p : params) {
           argTypes.push_back(stateType(p));
-          argAttrs.push_back(dict({role("optimizer_state"),
-                                   named(DtcDialect::kNameAttr, derived(p.name, state)),
-                                   named(DtcDialect::kOfAttr, p.name),
-                                   named(DtcDialect::kInitAttr, "zeros")}));
+          argAttrs.push_back(
+              dict({role("optimizer_state"),
+                    named(DtcDialect::kNameAttr, derived(p.name, state)),
+                    named(DtcDialect::kOfAttr, p.name),
+                    named(DtcDialect::kInitAttr, "zeros")}));
         }
     int stepIndex = -1;
     if (adam) {
       stepIndex = argTypes.size();
       argTypes.push_back(RankedTensorType::get({}, IntegerType::get(ctx, 64)));
-      argAttrs.push_back(
-          dict({role("step"), named(DtcDialect::kNameAttr, DtcDialect::kStepName)}));
+      argAttrs.push_back(dict(
+          {role("step"), named(DtcDialect::kNameAttr, DtcDialect::kStepName)}));
     }
     // Dynamic loss scaling's state: the scale, the run of good steps and the
     // count of skipped steps (replicated scalars, saved with the optimizer).
@@ -199,21 +205,25 @@ struct BuildTrainingStepPass
     auto scalarI64 = RankedTensorType::get({}, IntegerType::get(ctx, 64));
     if (scaling && kind != Optimizer::None) {
       scaleIndex = argTypes.size();
-      auto state = [&](StringRef name, StringRef stateKind, Type type, std::string init) {
+      auto state = [&](StringRef name, StringRef stateKind, Type type,
+                       std::string init) {
         argTypes.push_back(type);
-        argAttrs.push_back(dict({role("optimizer_state"), named(DtcDialect::kNameAttr, name),
-                                 named(DtcDialect::kInitAttr, init),
-                                 named(DtcDialect::kStateKindAttr, stateKind)}));
+        argAttrs.push_back(
+            dict({role("optimizer_state"), named(DtcDialect::kNameAttr, name),
+                  named(DtcDialect::kInitAttr, init),
+                  named(DtcDialect::kStateKindAttr, stateKind)}));
       };
-      state("loss_scale", "loss_scale", scalarF32, "fill(" + formatNumber(lossScale) + ")");
-      state(derived("loss_scale", "good_steps"), "loss_scale_good_steps", scalarI64, "zeros");
+      state("loss_scale", "loss_scale", scalarF32,
+            "fill(" + formatNumber(lossScale) + ")");
+      state(derived("loss_scale", "good_steps"), "loss_scale_good_steps",
+            scalarI64, "zeros");
       state("skipped_steps", "skipped_steps", scalarI64, "zeros");
     }
     unsigned inputBase = argTypes.size();
     for (const InputInfo &in : inputs) {
       argTypes.push_back(main.getArgument(in.mainIndex).getType());
-      SmallVector<NamedAttribute> entries = {role("input"),
-                                             named(DtcDialect::kNameAttr, in.name)};
+      SmallVector<NamedAttribute> entries = {
+          role("input"), named(DtcDialect::kNameAttr, in.name)};
       if (in.max)
         entries.push_back(attrs.getNamedAttr(DtcDialect::kMaxAttr, in.max));
       argAttrs.push_back(dict(entries));
@@ -239,14 +249,16 @@ struct BuildTrainingStepPass
     for (auto [idx, p] : llvm::enumerate(params))
       mapping.map(main.getArgument(p.mainIndex), body->getArgument(idx));
     for (auto [idx, in] : llvm::enumerate(inputs))
-      mapping.map(main.getArgument(in.mainIndex), body->getArgument(inputBase + idx));
+      mapping.map(main.getArgument(in.mainIndex),
+                  body->getArgument(inputBase + idx));
     Value loss;
     if (lowType) {
       for (auto [idx, in] : llvm::enumerate(inputs)) {
         Value arg = body->getArgument(inputBase + idx);
         if (lowOf(arg.getType()) != arg.getType())
           mapping.map(main.getArgument(in.mainIndex),
-                      CastOp::create(b, arg.getLoc(), lowOf(arg.getType()), arg).getResult());
+                      CastOp::create(b, arg.getLoc(), lowOf(arg.getType()), arg)
+                          .getResult());
       }
       loss = cloneInPrecision(b, main, mapping, lowType);
     } else {
@@ -262,7 +274,8 @@ struct BuildTrainingStepPass
     // an id its backward ops refer to (dtc.forward).
     SmallVector<Operation *> forwardOps;
     for (Operation &op : *body) {
-      op.setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(DtcDialect::kForwardPhase));
+      op.setAttr(DtcDialect::kPhaseAttr,
+                 b.getStringAttr(DtcDialect::kForwardPhase));
       op.setAttr(DtcDialect::kIdAttr, b.getI64IntegerAttr(forwardOps.size()));
       forwardOps.push_back(&op);
     }
@@ -273,7 +286,8 @@ struct BuildTrainingStepPass
       paramArgs.push_back(body->getArgument(i));
     // fp16: the backward starts from the loss scale instead of 1, so small
     // gradients stay representable; the updates unscale them in f32.
-    Value lossScaleArg = scaleIndex >= 0 ? body->getArgument(scaleIndex) : Value();
+    Value lossScaleArg =
+        scaleIndex >= 0 ? body->getArgument(scaleIndex) : Value();
     FailureOr<SmallVector<Value>> grads =
         differentiate(b, loss, paramArgs, forwardOps, lossScaleArg);
     if (failed(grads))
@@ -283,7 +297,8 @@ struct BuildTrainingStepPass
     Location optLoc = NameLoc::get(b.getStringAttr("optimizer"), loc);
     auto markFrom = [&](Operation *first) {
       for (Operation *op = first; op; op = op->getNextNode())
-        op->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(DtcDialect::kOptimizerPhase));
+        op->setAttr(DtcDialect::kPhaseAttr,
+                    b.getStringAttr(DtcDialect::kOptimizerPhase));
     };
     Operation *lastBefore = body->empty() ? nullptr : &body->back();
     auto markGradients = [&]() {
@@ -293,7 +308,8 @@ struct BuildTrainingStepPass
           continue;
         Operation *def = result.getOwner();
         SmallVector<Attribute> names(def->getNumResults(), b.getStringAttr(""));
-        if (auto old = def->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
+        if (auto old =
+                def->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
           names.assign(old.begin(), old.end());
         names[result.getResultNumber()] = b.getStringAttr(params[idx].name);
         def->setAttr(DtcDialect::kGradientOfAttr, b.getArrayAttr(names));
@@ -307,22 +323,28 @@ struct BuildTrainingStepPass
     if (lossScaleArg) {
       for (Value g : *grads) {
         RankedTensorType type = typeOf(g);
-        Value zero = createSplatConstant(b, optLoc, RankedTensorType::get({}, type.getElementType()), 0.0);
+        Value zero = createSplatConstant(
+            b, optLoc, RankedTensorType::get({}, type.getElementType()), 0.0);
         // max(g, g) = g, but max is not linear: the probe reads the whole
         // gradient the update reads (reduced over data parallelism, summed
         // over micro-batches), not partial sums whose total could still
         // overflow.
         Value whole = MaxOp::create(b, optLoc, g, g);
         Value probe = MulOp::create(b, optLoc, whole, zero);
-        SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+        SmallVector<int64_t> axes =
+            llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
         if (!axes.empty())
-          probe = ReduceSumOp::create(b, optLoc, probe, axes, false).getResult();
+          probe =
+              ReduceSumOp::create(b, optLoc, probe, axes, false).getResult();
         if (!typeOf(probe).getElementType().isF32())
           probe = CastOp::create(b, optLoc, scalarF32, probe);
-        foundInf = foundInf ? AddOp::create(b, optLoc, foundInf, probe).getResult() : probe;
+        foundInf = foundInf
+                       ? AddOp::create(b, optLoc, foundInf, probe).getResult()
+                       : probe;
       }
 
-      invScale = DivOp::create(b, optLoc, createSplatConstant(b, optLoc, scalarF32, 1.0),
+      invScale = DivOp::create(b, optLoc,
+                               createSplatConstant(b, optLoc, scalarF32, 1.0),
                                lossScaleArg);
     }
     if (gradClip > 0) {
@@ -331,8 +353,8 @@ struct BuildTrainingStepPass
     }
 
     SmallVector<Value> results = {loss};
-    SmallVector<DictionaryAttr> resultAttrs = {
-        dict({role("loss"), named(DtcDialect::kNameAttr, DtcDialect::kLossName)})};
+    SmallVector<DictionaryAttr> resultAttrs = {dict(
+        {role("loss"), named(DtcDialect::kNameAttr, DtcDialect::kLossName)})};
     auto updates = [&](unsigned argIndex) {
       return attrs.getNamedAttr(DtcDialect::kUpdatesAttr,
                                 attrs.getI64IntegerAttr(argIndex));
@@ -340,33 +362,39 @@ struct BuildTrainingStepPass
     if (kind == Optimizer::None) {
       for (auto [idx, p] : llvm::enumerate(params)) {
         results.push_back((*grads)[idx]);
-        resultAttrs.push_back(dict({role("grad"),
-                                    named(DtcDialect::kNameAttr, p.name + DtcDialect::kDerivedNameSeparator + "grad"),
-                                    named(DtcDialect::kOfAttr, p.name)}));
+        resultAttrs.push_back(
+            dict({role("grad"),
+                  named(DtcDialect::kNameAttr,
+                        p.name + DtcDialect::kDerivedNameSeparator + "grad"),
+                  named(DtcDialect::kOfAttr, p.name)}));
       }
     } else {
       // The tensor each update reads and writes: the f32 master weights in
       // mixed precision (the parameter then becomes the new master rounded),
       // else the parameter itself.
       auto updated = [&](unsigned idx) {
-        return masterIndex[idx] >= 0 ? Value(body->getArgument(masterIndex[idx]))
-                                     : paramArgs[idx];
+        return masterIndex[idx] >= 0
+                   ? Value(body->getArgument(masterIndex[idx]))
+                   : paramArgs[idx];
       };
       SmallVector<std::pair<unsigned, Value>> newMasters;
       SmallVector<Value> newM, newV;
       for (unsigned idx = 0; idx < params.size(); ++idx) {
         Value next;
         if (kind == Optimizer::Sgd) {
-          next = SgdUpdateOp::create(b, optLoc, updated(idx), (*grads)[idx], invScale,
-                                     foundInf, b.getF64FloatAttr(lr),
+          next = SgdUpdateOp::create(b, optLoc, updated(idx), (*grads)[idx],
+                                     invScale, foundInf, b.getF64FloatAttr(lr),
                                      b.getF64FloatAttr(weightDecay));
         } else {
           auto update = AdamUpdateOp::create(
-              b, optLoc, updated(idx), (*grads)[idx], body->getArgument(momentBase + idx),
+              b, optLoc, updated(idx), (*grads)[idx],
+              body->getArgument(momentBase + idx),
               body->getArgument(momentBase + params.size() + idx),
-              body->getArgument(stepIndex), invScale, foundInf, b.getF64FloatAttr(lr),
-              b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
-              b.getF64FloatAttr(weightDecay), b.getBoolAttr(kind == Optimizer::AdamW));
+              body->getArgument(stepIndex), invScale, foundInf,
+              b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
+              b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+              b.getF64FloatAttr(weightDecay),
+              b.getBoolAttr(kind == Optimizer::AdamW));
           next = update.getNewParam();
           newM.push_back(update.getNewM());
           newV.push_back(update.getNewV());
@@ -385,21 +413,24 @@ struct BuildTrainingStepPass
       for (auto [k, values] : llvm::enumerate(std::array{&newM, &newV}))
         for (auto [idx, v] : llvm::enumerate(*values)) {
           results.push_back(v);
-          resultAttrs.push_back(
-              dict({role("update"), updates(momentBase + k * params.size() + idx)}));
+          resultAttrs.push_back(dict(
+              {role("update"), updates(momentBase + k * params.size() + idx)}));
         }
       if (lossScaleArg) {
         auto next = LossScaleUpdateOp::create(
-            b, optLoc, scalarF32, scalarI64, scalarI64, lossScaleArg, body->getArgument(scaleIndex + 1),
+            b, optLoc, scalarF32, scalarI64, scalarI64, lossScaleArg,
+            body->getArgument(scaleIndex + 1),
             body->getArgument(scaleIndex + 2), foundInf, b.getF64FloatAttr(2.0),
             b.getF64FloatAttr(0.5), b.getI64IntegerAttr(lossScaleWindow));
         for (unsigned k = 0; k < 3; ++k) {
           results.push_back(next->getResult(k));
-          resultAttrs.push_back(dict({role("update"), updates(scaleIndex + k)}));
+          resultAttrs.push_back(
+              dict({role("update"), updates(scaleIndex + k)}));
         }
       }
     }
-    Operation *optimizerStart = lastBefore ? lastBefore->getNextNode() : &body->front();
+    Operation *optimizerStart =
+        lastBefore ? lastBefore->getNextNode() : &body->front();
     if (optimizerStart)
       markFrom(optimizerStart);
 
@@ -430,7 +461,8 @@ struct BuildTrainingStepPass
     llvm::DenseMap<std::pair<Value, Type>, Value> converted;
     auto as = [&](Value v, Type element) -> Value {
       RankedTensorType type = typeOf(v);
-      if (!isa<FloatType>(type.getElementType()) || type.getElementType() == element)
+      if (!isa<FloatType>(type.getElementType()) ||
+          type.getElementType() == element)
         return v;
       Value &slot = converted[{v, element}];
       if (slot)
@@ -483,7 +515,8 @@ struct BuildTrainingStepPass
             r.setType(type.clone(compute));
     }
     if (!typeOf(loss).getElementType().isF32())
-      loss = CastOp::create(b, loss.getLoc(), typeOf(loss).clone(b.getF32Type()), loss);
+      loss = CastOp::create(b, loss.getLoc(),
+                            typeOf(loss).clone(b.getF32Type()), loss);
     return loss;
   }
 
@@ -498,7 +531,8 @@ struct BuildTrainingStepPass
     // Only values that depend on a parameter need a gradient.
     llvm::DenseSet<Value> needsGrad(params.begin(), params.end());
     for (Operation *op : forwardOps)
-      if (llvm::any_of(op->getOperands(), [&](Value v) { return needsGrad.contains(v); }))
+      if (llvm::any_of(op->getOperands(),
+                       [&](Value v) { return needsGrad.contains(v); }))
         for (Value r : op->getResults())
           if (isa<FloatType>(typeOf(r).getElementType()))
             needsGrad.insert(r);
@@ -513,7 +547,8 @@ struct BuildTrainingStepPass
         if (!isParam.contains(arg))
           fromData.insert(arg);
     for (Operation *op : forwardOps)
-      if (llvm::any_of(op->getOperands(), [&](Value v) { return fromData.contains(v); }))
+      if (llvm::any_of(op->getOperands(),
+                       [&](Value v) { return fromData.contains(v); }))
         fromData.insert(op->result_begin(), op->result_end());
 
     llvm::DenseMap<Value, Value> grads;
@@ -524,8 +559,9 @@ struct BuildTrainingStepPass
     };
     // d(scale * loss) / d loss under loss scaling (the loss is f32, as the
     // scale), else 1.
-    Value seed = lossScale ? lossScale
-                           : createSplatConstant(b, loss.getLoc(), typeOf(loss), 1.0);
+    Value seed = lossScale
+                     ? lossScale
+                     : createSplatConstant(b, loss.getLoc(), typeOf(loss), 1.0);
     if (Operation *def = seed.getDefiningOp()) {
       remember(def);
       if (Operation *lossOp = loss.getDefiningOp())
@@ -543,8 +579,9 @@ struct BuildTrainingStepPass
         resultGrads.push_back(grads.lookup(r));
         anyResultGrad |= static_cast<bool>(resultGrads.back());
       }
-      if (!anyResultGrad ||
-          llvm::none_of(op->getOperands(), [&](Value v) { return needsGrad.contains(v); }))
+      if (!anyResultGrad || llvm::none_of(op->getOperands(), [&](Value v) {
+            return needsGrad.contains(v);
+          }))
         continue;
       auto rule = dyn_cast<GradientOpInterface>(op);
       if (!rule)
@@ -573,7 +610,8 @@ struct BuildTrainingStepPass
         weight.push_back(needed && !fromData.contains(operand));
       }
       SmallVector<SmallVector<bool>, 2> requests;
-      if (llvm::is_contained(activation, true) && llvm::is_contained(weight, true))
+      if (llvm::is_contained(activation, true) &&
+          llvm::is_contained(weight, true))
         requests = {activation, weight};
       else
         requests = {SmallVector<bool>(op->getNumOperands(), true)};
@@ -581,31 +619,35 @@ struct BuildTrainingStepPass
       for (ArrayRef<bool> wanted : requests) {
         SmallVector<Value> built;
         if (failed(rule.buildGradientFor(b, resultGrads, wanted, built)))
-          return op->emitError() << "gradient rule of '" << op->getName() << "' failed";
+          return op->emitError()
+                 << "gradient rule of '" << op->getName() << "' failed";
         if (built.size() != op->getNumOperands())
-          return op->emitError() << "gradient rule of '" << op->getName()
-                                 << "' returned " << built.size()
-                                 << " gradients for " << op->getNumOperands()
-                                 << " operands";
+          return op->emitError()
+                 << "gradient rule of '" << op->getName() << "' returned "
+                 << built.size() << " gradients for " << op->getNumOperands()
+                 << " operands";
         for (auto [idx, g] : llvm::enumerate(built))
           if (wanted[idx])
             operandGrads[idx] = g;
       }
-      remember(before ? before->getNextNode() : &b.getInsertionBlock()->front());
+      remember(before ? before->getNextNode()
+                      : &b.getInsertionBlock()->front());
       for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
         if (!g || !needsGrad.contains(operand))
           continue;
         if (g.getType() != operand.getType())
-          return op->emitError() << "gradient rule of '" << op->getName()
-                                 << "' produced " << g.getType() << " for an operand of type "
-                                 << operand.getType();
+          return op->emitError()
+                 << "gradient rule of '" << op->getName() << "' produced "
+                 << g.getType() << " for an operand of type "
+                 << operand.getType();
         Value &slot = grads[operand];
         slot = slot ? AddOp::create(b, op->getLoc(), slot, g).getResult() : g;
       }
       // Everything built for `op` (its rule's ops, zeros it needed, the
       // accumulation of its operands' gradients) links back to it.
       Attribute id = op->getAttr(DtcDialect::kIdAttr);
-      for (Operation *built = before ? before->getNextNode() : &b.getInsertionBlock()->front();
+      for (Operation *built = before ? before->getNextNode()
+                                     : &b.getInsertionBlock()->front();
            built; built = built->getNextNode())
         built->setAttr(DtcDialect::kForwardAttr, id);
     }
@@ -625,18 +667,21 @@ struct BuildTrainingStepPass
     // zero-bubble schedules); the rest only feeds parameter gradients (W).
     if (firstBackward) {
       llvm::DenseSet<Operation *> inputPath;
-      SmallVector<Value> worklist(activationGrads.begin(), activationGrads.end());
+      SmallVector<Value> worklist(activationGrads.begin(),
+                                  activationGrads.end());
       while (!worklist.empty()) {
         Value v = worklist.pop_back_val();
         Operation *def = v.getDefiningOp();
-        if (!def || def->hasAttr(DtcDialect::kPhaseAttr) || !inputPath.insert(def).second)
+        if (!def || def->hasAttr(DtcDialect::kPhaseAttr) ||
+            !inputPath.insert(def).second)
           continue;
         worklist.append(def->operand_begin(), def->operand_end());
       }
       for (Operation *op = firstBackward; op; op = op->getNextNode())
         op->setAttr(DtcDialect::kPhaseAttr,
-                    b.getStringAttr(inputPath.contains(op) ? DtcDialect::kBackwardInputPhase
-                                                           : DtcDialect::kBackwardWeightPhase));
+                    b.getStringAttr(inputPath.contains(op)
+                                        ? DtcDialect::kBackwardInputPhase
+                                        : DtcDialect::kBackwardWeightPhase));
     }
     return paramGrads;
   }
@@ -660,7 +705,8 @@ struct BuildTrainingStepPass
     Block &body = step.front();
     llvm::DenseSet<Value> onParam, onData;
     for (BlockArgument arg : step.getArguments()) {
-      auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), DtcDialect::kRoleAttr);
+      auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    DtcDialect::kRoleAttr);
       if (arg.getArgNumber() < numParams)
         onParam.insert(arg);
       else if (role && role.getValue() == "input")
@@ -671,8 +717,10 @@ struct BuildTrainingStepPass
       if (op.hasAttr(DtcDialect::kIdAttr))
         forward.push_back(&op);
     for (Operation *op : forward) {
-      bool p = llvm::any_of(op->getOperands(), [&](Value v) { return onParam.contains(v); });
-      bool d = llvm::any_of(op->getOperands(), [&](Value v) { return onData.contains(v); });
+      bool p = llvm::any_of(op->getOperands(),
+                            [&](Value v) { return onParam.contains(v); });
+      bool d = llvm::any_of(op->getOperands(),
+                            [&](Value v) { return onData.contains(v); });
       for (Value r : op->getResults()) {
         if (p)
           onParam.insert(r);
@@ -680,8 +728,12 @@ struct BuildTrainingStepPass
           onData.insert(r);
       }
     }
-    auto isActivation = [&](Value v) { return onParam.contains(v) && onData.contains(v); };
-    auto isWeight = [&](Value v) { return onParam.contains(v) && !onData.contains(v); };
+    auto isActivation = [&](Value v) {
+      return onParam.contains(v) && onData.contains(v);
+    };
+    auto isWeight = [&](Value v) {
+      return onParam.contains(v) && !onData.contains(v);
+    };
 
     // The chain and the number of activations live across each boundary
     // (after chain[i], before chain[i + 1]).
@@ -763,7 +815,8 @@ struct BuildTrainingStepPass
     }
     auto argLayer = [&](BlockArgument arg) -> std::optional<int64_t> {
       unsigned i = arg.getArgNumber();
-      StringAttr name = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kOfAttr);
+      StringAttr name =
+          step.getArgAttrOfType<StringAttr>(i, DtcDialect::kOfAttr);
       if (!name && i < numParams)
         name = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
       if (!name)
@@ -771,7 +824,8 @@ struct BuildTrainingStepPass
       return home.lookup(name.getValue());
     };
     for (Operation &op : body) {
-      if (layerOf.count(&op) || isa<func::ReturnOp>(op) || isa<arith::ConstantOp>(op))
+      if (layerOf.count(&op) || isa<func::ReturnOp>(op) ||
+          isa<arith::ConstantOp>(op))
         continue;
       if (Attribute id = op.getAttr(DtcDialect::kForwardAttr)) {
         layerOf[&op] = layerOfId.lookup(id);
@@ -787,7 +841,8 @@ struct BuildTrainingStepPass
             layer = l;
       for (Value operand : op.getOperands())
         if (Operation *def = operand.getDefiningOp())
-          if (def->hasAttr(DtcDialect::kForwardAttr) && !isa<arith::ConstantOp>(def))
+          if (def->hasAttr(DtcDialect::kForwardAttr) &&
+              !isa<arith::ConstantOp>(def))
             if (auto it = layerOf.find(def); it != layerOf.end() && !layer)
               layer = it->second;
       if (!layer) {
@@ -814,19 +869,23 @@ struct BuildTrainingStepPass
   /// Low-precision gradients are squared and summed in f32 (squares of
   /// scaled f16 gradients overflow); `invScale` (loss scaling) unscales the
   /// norm.
-  void clipByGlobalNorm(OpBuilder &b, Location loc, SmallVectorImpl<Value> &grads,
-                        Value invScale) {
+  void clipByGlobalNorm(OpBuilder &b, Location loc,
+                        SmallVectorImpl<Value> &grads, Value invScale) {
     Value total;
     for (Value g : grads) {
-      SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, typeOf(g).getRank()));
+      SmallVector<int64_t> axes =
+          llvm::to_vector(llvm::seq<int64_t>(0, typeOf(g).getRank()));
       Value wide = g;
       if (!typeOf(g).getElementType().isF32())
         wide = CastOp::create(b, loc, typeOf(g).clone(b.getF32Type()), g);
       Value squares = MulOp::create(b, loc, wide, wide);
-      Value sum = axes.empty() ? squares
-                               : ReduceSumOp::create(b, loc, squares, axes, false).getResult();
+      Value sum =
+          axes.empty()
+              ? squares
+              : ReduceSumOp::create(b, loc, squares, axes, false).getResult();
       if (typeOf(sum).getElementType() != b.getF32Type())
-        sum = CastOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()), sum);
+        sum = CastOp::create(b, loc, RankedTensorType::get({}, b.getF32Type()),
+                             sum);
       total = total ? AddOp::create(b, loc, total, sum).getResult() : sum;
     }
     auto scalar = RankedTensorType::get({}, b.getF32Type());
@@ -834,12 +893,17 @@ struct BuildTrainingStepPass
     if (invScale)
       norm = MulOp::create(b, loc, norm, invScale);
     Value limit = createSplatConstant(b, loc, scalar, gradClip);
-    Value denom = MaxOp::create(b, loc, AddOp::create(b, loc, norm, createSplatConstant(b, loc, scalar, 1e-6)), limit);
+    Value denom = MaxOp::create(
+        b, loc,
+        AddOp::create(b, loc, norm, createSplatConstant(b, loc, scalar, 1e-6)),
+        limit);
     Value coef = DivOp::create(b, loc, limit, denom);
     for (Value &g : grads) {
       Value c = coef;
       if (typeOf(g).getElementType() != b.getF32Type())
-        c = CastOp::create(b, loc, RankedTensorType::get({}, typeOf(g).getElementType()), coef);
+        c = CastOp::create(
+            b, loc, RankedTensorType::get({}, typeOf(g).getElementType()),
+            coef);
       g = MulOp::create(b, loc, g, c);
     }
   }
@@ -860,31 +924,41 @@ bool checkTrainingStepOptions(const BuildTrainingStepOptions &o,
                                  "' (expected sgd, adam, adamw or none)");
   // Judged as f32 numbers, the precision of the tensors they act on (the
   // clip limit is an f32 constant of the step; the update ops keep f64).
-  auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
+  auto f32 = [](double v) {
+    return static_cast<double>(static_cast<float>(v));
+  };
   auto text = [](double v) { return formatNumber(v); };
   double lr = f32(o.lr), wd = f32(o.weightDecay), b1 = f32(o.beta1),
          b2 = f32(o.beta2), eps = f32(o.eps), clip = f32(o.gradClip);
   if (!std::isfinite(lr) || lr <= 0)
-    return fail("lr", "the learning rate must be a positive f32 number, got " + text(o.lr));
+    return fail("lr", "the learning rate must be a positive f32 number, got " +
+                          text(o.lr));
   if (!std::isfinite(wd) || wd < 0)
-    return fail("weight-decay", "must be a finite f32 number >= 0, got " + text(o.weightDecay));
+    return fail("weight-decay",
+                "must be a finite f32 number >= 0, got " + text(o.weightDecay));
   if (!std::isfinite(b1) || b1 < 0 || b1 >= 1)
-    return fail("beta1", "must be in [0, 1) as an f32 number, got " + text(o.beta1));
+    return fail("beta1",
+                "must be in [0, 1) as an f32 number, got " + text(o.beta1));
   if (!std::isfinite(b2) || b2 < 0 || b2 >= 1)
-    return fail("beta2", "must be in [0, 1) as an f32 number, got " + text(o.beta2));
+    return fail("beta2",
+                "must be in [0, 1) as an f32 number, got " + text(o.beta2));
   if (!std::isfinite(eps) || eps <= 0)
     return fail("eps", "must be a positive f32 number, got " + text(o.eps));
   if (!std::isfinite(clip) || clip < 0)
-    return fail("grad-clip", "must be a finite f32 number >= 0 (0 = off), got " +
-                                 text(o.gradClip));
-  if (o.precision != "f32" && o.precision != "bf16-mixed" && o.precision != "fp16-mixed")
+    return fail("grad-clip",
+                "must be a finite f32 number >= 0 (0 = off), got " +
+                    text(o.gradClip));
+  if (o.precision != "f32" && o.precision != "bf16-mixed" &&
+      o.precision != "fp16-mixed")
     return fail("precision", "unknown precision '" + o.precision +
                                  "' (expected f32, bf16-mixed or fp16-mixed)");
   double scale = f32(o.lossScale);
   if (!std::isfinite(scale) || scale <= 0)
-    return fail("loss-scale", "must be a positive f32 number, got " + text(o.lossScale));
+    return fail("loss-scale",
+                "must be a positive f32 number, got " + text(o.lossScale));
   if (o.lossScaleWindow < 1)
-    return fail("loss-scale-window", "must be >= 1, got " + std::to_string(o.lossScaleWindow));
+    return fail("loss-scale-window",
+                "must be >= 1, got " + std::to_string(o.lossScaleWindow));
   return true;
 }
 

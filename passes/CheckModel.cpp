@@ -42,9 +42,11 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
       return success();
     int64_t count = 1;
     for (int64_t size : type.getShape())
-      if (llvm::MulOverflow(count, size, count) || count > ::dtc::rt::kMaxTensorElements)
-        return emitError(loc) << type << " has more than 2^50 elements, more than "
-                                         "one tensor may hold";
+      if (llvm::MulOverflow(count, size, count) ||
+          count > ::dtc::rt::kMaxTensorElements)
+        return emitError(loc) << type
+                              << " has more than 2^50 elements, more than "
+                                 "one tensor may hold";
     return success();
   }
 
@@ -59,12 +61,14 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
       auto arg = dyn_cast<BlockArgument>(operand.get());
       if (!bound || !arg || arg.getOwner() != &main.getBody().front())
         continue;
-      auto max = main.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), DtcDialect::kMaxAttr);
+      auto max = main.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                    DtcDialect::kMaxAttr);
       if (max && max.getInt() > bound)
         return op->emitError()
                << "input \"" << argumentName(main, arg.getArgNumber())
-               << "\" has dtc.max = " << max.getInt() << ", but '" << op->getName()
-               << "' indexes only " << bound << " entries with it";
+               << "\" has dtc.max = " << max.getInt() << ", but '"
+               << op->getName() << "' indexes only " << bound
+               << " entries with it";
     }
     return success();
   }
@@ -72,24 +76,28 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
   /// The dtc.* attributes passes attach (a phase, a role, a sharding...)
   /// are the compiler's: in a model they would steer it silently. The
   /// verifiers have already refused names that exist nowhere.
-  static LogicalResult checkNotCompilerAttr(Location loc, const std::string &where,
+  static LogicalResult checkNotCompilerAttr(Location loc,
+                                            const std::string &where,
                                             NamedAttribute attr,
                                             ArrayRef<StringRef> allowed) {
     StringRef name = attr.getName().strref();
     if (!name.starts_with("dtc.") || llvm::is_contained(allowed, name))
       return success();
-    return emitError(loc) << where << ": '" << name
-                          << "' is set by the compiler; a model may not carry it";
+    return emitError(loc)
+           << where << ": '" << name
+           << "' is set by the compiler; a model may not carry it";
   }
 
   LogicalResult checkMain(func::FuncOp main) {
     if (main.isExternal())
       return main.emitError() << "@main has no body";
     if (!main.getBody().hasOneBlock())
-      return main.emitError() << "@main must be a single block (no control flow)";
+      return main.emitError()
+             << "@main must be a single block (no control flow)";
     FunctionType type = main.getFunctionType();
     if (type.getNumResults() != 1 ||
-        type.getResult(0) != RankedTensorType::get({}, Float32Type::get(&getContext())))
+        type.getResult(0) !=
+            RankedTensorType::get({}, Float32Type::get(&getContext())))
       return main.emitError() << "@main must return exactly one value, the "
                                  "scalar loss tensor<f32>; it returns "
                               << type.getResults();
@@ -101,16 +109,18 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
       Location loc = arg.getLoc();
       auto tensor = dyn_cast<RankedTensorType>(arg.getType());
       if (!tensor || !tensor.hasStaticShape())
-        return emitError(loc) << "argument " << i
-                              << " must be a statically shaped tensor, got "
-                              << arg.getType();
+        return emitError(loc)
+               << "argument " << i
+               << " must be a statically shaped tensor, got " << arg.getType();
       for (int64_t size : tensor.getShape())
         if (size == 0)
-          return emitError(loc) << "argument " << i << " has a zero-size dimension";
+          return emitError(loc)
+                 << "argument " << i << " has a zero-size dimension";
       for (NamedAttribute attr : function_interface_impl::getArgAttrs(main, i))
-        if (failed(checkNotCompilerAttr(loc, "argument " + std::to_string(i), attr,
-                                        {DtcDialect::kParamAttr, DtcDialect::kNameAttr,
-                                         DtcDialect::kInitAttr, DtcDialect::kMaxAttr})))
+        if (failed(checkNotCompilerAttr(
+                loc, "argument " + std::to_string(i), attr,
+                {DtcDialect::kParamAttr, DtcDialect::kNameAttr,
+                 DtcDialect::kInitAttr, DtcDialect::kMaxAttr})))
           return failure();
       bool isParam = main.getArgAttr(i, DtcDialect::kParamAttr) != nullptr;
       std::string argName = argumentName(main, i);
@@ -118,13 +128,15 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
         return emitError(loc) << "argument " << i << ": name \"" << argName
                               << "\" is used by another argument";
       if (argName == DtcDialect::kLossName || argName == DtcDialect::kStepName)
-        return emitError(loc) << "argument " << i << ": the name \"" << argName
-                              << "\" is reserved for the tensor the training step adds";
+        return emitError(loc)
+               << "argument " << i << ": the name \"" << argName
+               << "\" is reserved for the tensor the training step adds";
       if (StringRef(argName).contains(DtcDialect::kDerivedNameSeparator))
-        return emitError(loc) << "argument " << i << ": name \"" << argName
-                              << "\" contains '" << DtcDialect::kDerivedNameSeparator
-                              << "', which is reserved for derived tensors (e.g. w"
-                              << DtcDialect::kDerivedNameSeparator << "adam_m)";
+        return emitError(loc)
+               << "argument " << i << ": name \"" << argName << "\" contains '"
+               << DtcDialect::kDerivedNameSeparator
+               << "', which is reserved for derived tensors (e.g. w"
+               << DtcDialect::kDerivedNameSeparator << "adam_m)";
       if (failed(checkSize(loc, tensor)))
         return failure();
       if (isParam) {
@@ -133,13 +145,14 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
           return emitError(loc) << "parameter \"" << argName
                                 << "\" must be a float tensor, got " << tensor;
         if (main.getArgAttr(i, DtcDialect::kMaxAttr))
-          return emitError(loc) << "parameter \"" << argName
-                                << "\" cannot carry dtc.max";
+          return emitError(loc)
+                 << "parameter \"" << argName << "\" cannot carry dtc.max";
         continue;
       }
       if (main.getArgAttr(i, DtcDialect::kInitAttr))
-        return emitError(loc) << "data input \"" << argName
-                              << "\" has dtc.init; only dtc.param arguments are initialized";
+        return emitError(loc)
+               << "data input \"" << argName
+               << "\" has dtc.init; only dtc.param arguments are initialized";
       if (tensor.getRank() == 0)
         return emitError(loc) << "data input \"" << argName
                               << "\" must have a batch dimension (dim 0)";
@@ -153,8 +166,10 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
       return main.emitError() << "@main has no trainable parameter (mark "
                                  "arguments with dtc.param)";
     for (unsigned i = 0; i < main.getNumResults(); ++i)
-      for (NamedAttribute attr : function_interface_impl::getResultAttrs(main, i))
-        if (failed(checkNotCompilerAttr(main.getLoc(), "the result of @main", attr, {})))
+      for (NamedAttribute attr :
+           function_interface_impl::getResultAttrs(main, i))
+        if (failed(checkNotCompilerAttr(main.getLoc(), "the result of @main",
+                                        attr, {})))
           return failure();
 
     for (Operation &op : main.getBody().front()) {
@@ -172,8 +187,9 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
         continue;
       }
       for (NamedAttribute attr : op.getDiscardableAttrs())
-        if (failed(checkNotCompilerAttr(op.getLoc(), "'" + op.getName().getStringRef().str() + "'",
-                                        attr, {})))
+        if (failed(checkNotCompilerAttr(
+                op.getLoc(), "'" + op.getName().getStringRef().str() + "'",
+                attr, {})))
           return failure();
       if (op.getDialect() && isa<DtcDialect>(op.getDialect())) {
         if (failed(checkIndexBounds(main, &op)))

@@ -36,7 +36,9 @@ bool samePlace(Operation *a, Operation *b) {
   return true;
 }
 
-bool isF32(Value v) { return cast<RankedTensorType>(v.getType()).getElementType().isF32(); }
+bool isF32(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType().isF32();
+}
 
 /// The bias of `add` when it adds a rank-1 `[N]` tensor to `product`, the
 /// full-shaped matmul result (either operand order), else null.
@@ -52,7 +54,8 @@ Value biasOf(AddOp add, Value product) {
   return other;
 }
 
-struct FuseMatmulEpiloguesPass : impl::FuseMatmulEpiloguesBase<FuseMatmulEpiloguesPass> {
+struct FuseMatmulEpiloguesPass
+    : impl::FuseMatmulEpiloguesBase<FuseMatmulEpiloguesPass> {
   void runOnOperation() override {
     SmallVector<MatmulOp> matmuls;
     getOperation().walk([&](MatmulOp op) { matmuls.push_back(op); });
@@ -74,16 +77,18 @@ struct FuseMatmulEpiloguesPass : impl::FuseMatmulEpiloguesBase<FuseMatmulEpilogu
     Operation *last = matmul;
     if (product.hasOneUse())
       if (auto add = dyn_cast<AddOp>(*product.user_begin()))
-        if (Value b = biasOf(add, product); b && samePlace(matmul, add) &&
-                                            !add->hasAttr(DtcDialect::kGradientOfAttr)) {
+        if (Value b = biasOf(add, product);
+            b && samePlace(matmul, add) &&
+            !add->hasAttr(DtcDialect::kGradientOfAttr)) {
           bias = b;
           pre = add.getResult();
           last = add;
         }
     GeluOp gelu;
     for (Operation *user : pre.getUsers())
-      if (auto g = dyn_cast<GeluOp>(user); g && samePlace(matmul, g) &&
-                                           !g->hasAttr(DtcDialect::kGradientOfAttr)) {
+      if (auto g = dyn_cast<GeluOp>(user);
+          g && samePlace(matmul, g) &&
+          !g->hasAttr(DtcDialect::kGradientOfAttr)) {
         gelu = g;
         break;
       }
@@ -95,13 +100,14 @@ struct FuseMatmulEpiloguesPass : impl::FuseMatmulEpiloguesBase<FuseMatmulEpilogu
     OpBuilder b(last);
     Operation *fused;
     if (gelu) {
-      fused = MatmulGeluOp::create(b, gelu.getLoc(), TypeRange{gelu.getType(), pre.getType()},
+      fused = MatmulGeluOp::create(b, gelu.getLoc(),
+                                   TypeRange{gelu.getType(), pre.getType()},
                                    matmul.getA(), matmul.getB(), bias);
       gelu.getResult().replaceAllUsesWith(fused->getResult(0));
       pre.replaceAllUsesWith(fused->getResult(1));
     } else {
-      fused = MatmulBiasOp::create(b, last->getLoc(), pre.getType(), matmul.getA(),
-                                   matmul.getB(), bias);
+      fused = MatmulBiasOp::create(b, last->getLoc(), pre.getType(),
+                                   matmul.getA(), matmul.getB(), bias);
       pre.replaceAllUsesWith(fused->getResult(0));
     }
     // The matmul's place in the step (phase, layer, chunk) and identity.

@@ -46,8 +46,10 @@ RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
 /// the op's layer when it has one.
 std::string regionOf(Operation *op) {
   auto phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
-  std::string region = !phase ? "" : phase.getValue().starts_with("backward") ? "backward"
-                                                                              : phase.getValue().str();
+  std::string region = !phase ? ""
+                       : phase.getValue().starts_with("backward")
+                           ? "backward"
+                           : phase.getValue().str();
   if (auto layer = op->getAttrOfType<IntegerAttr>("dtc.layer"))
     region += ":" + std::to_string(layer.getInt());
   return region;
@@ -58,25 +60,29 @@ SmallVector<int16_t> toGridAxes(ArrayRef<int64_t> axes) {
 }
 
 shard::ReductionKind reductionOf(PartialKind kind) {
-  return kind == PartialKind::Max ? shard::ReductionKind::Max : shard::ReductionKind::Sum;
+  return kind == PartialKind::Max ? shard::ReductionKind::Max
+                                  : shard::ReductionKind::Sum;
 }
 
 int64_t elementBytes(Type type) {
-  return type.isInteger(64) || type.isF64() ? 8 : type.isF16() || type.isBF16() ? 2 : 4;
+  return type.isInteger(64) || type.isF64() ? 8
+         : type.isF16() || type.isBF16()    ? 2
+                                            : 4;
 }
 
 class Partitioner : public LocalLoweringContext {
 public:
   Partitioner(func::FuncOp step, StringRef grid, ArrayRef<int64_t> gridShape)
-      : step(step), gridName(grid), gridShape(gridShape), ctx(step.getContext()),
-        b(step.getContext()) {}
+      : step(step), gridName(grid), gridShape(gridShape),
+        ctx(step.getContext()), b(step.getContext()) {}
 
   LogicalResult run();
 
   // LocalLoweringContext
   OpBuilder &builder() override { return b; }
   ArrayRef<int64_t> grid() const override { return gridShape; }
-  Value shardOffset(Location loc, ArrayRef<int64_t> axes, int64_t pieceSize) override;
+  Value shardOffset(Location loc, ArrayRef<int64_t> axes,
+                    int64_t pieceSize) override;
   Value allReduce(Location loc, Value local, ArrayRef<int64_t> axes,
                   PartialKind kind) override;
   Value lookupShared(Value key, StringRef name) override {
@@ -157,30 +163,33 @@ void Partitioner::tagSince(Block::iterator mark) {
   for (; it != block->end(); ++it) {
     if (phase && !it->hasAttr(DtcDialect::kPhaseAttr))
       it->setAttr(DtcDialect::kPhaseAttr, phase);
-    bool collective = isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
-                          shard::AllSliceOp, shard::AllToAllOp, PadOp, FillPaddingOp>(*it);
+    bool collective =
+        isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
+            shard::AllSliceOp, shard::AllToAllOp, PadOp, FillPaddingOp>(*it);
     if (gradientOf && collective && !it->hasAttr(DtcDialect::kGradientOfAttr))
       it->setAttr(DtcDialect::kGradientOfAttr, gradientOf);
   }
 }
 
-Value Partitioner::shardOffset(Location loc, ArrayRef<int64_t> axes, int64_t pieceSize) {
+Value Partitioner::shardOffset(Location loc, ArrayRef<int64_t> axes,
+                               int64_t pieceSize) {
   auto key = std::make_pair(GridAxes(axes.begin(), axes.end()), pieceSize);
   if (Value v = offsets[key])
     return v;
   // At the top of the function: every later use is dominated.
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&local.getBody().front());
-  Value v = ShardOffsetOp::create(b, loc, RankedTensorType::get({}, b.getI64Type()),
-                                  axes, pieceSize);
-  v.getDefiningOp()->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr("forward"));
+  Value v = ShardOffsetOp::create(
+      b, loc, RankedTensorType::get({}, b.getI64Type()), axes, pieceSize);
+  v.getDefiningOp()->setAttr(DtcDialect::kPhaseAttr,
+                             b.getStringAttr("forward"));
   return offsets[key] = v;
 }
 
 Value Partitioner::allReduce(Location loc, Value v, ArrayRef<int64_t> axes,
                              PartialKind kind) {
-  return shard::AllReduceOp::create(b, loc, v.getType(), gridName, toGridAxes(axes), v,
-                                    reductionOf(kind));
+  return shard::AllReduceOp::create(b, loc, v.getType(), gridName,
+                                    toGridAxes(axes), v, reductionOf(kind));
 }
 
 Value Partitioner::fillPadding(Location loc, Value v, int64_t dim, int64_t size,
@@ -189,8 +198,8 @@ Value Partitioner::fillPadding(Location loc, Value v, int64_t dim, int64_t size,
   if (Value done = filled[key])
     return done;
   Value offset = shardOffset(loc, axes, typeOf(v).getDimSize(dim));
-  return filled[key] =
-             FillPaddingOp::create(b, loc, v, offset, dim, size, max ? "-inf" : "zero");
+  return filled[key] = FillPaddingOp::create(b, loc, v, offset, dim, size,
+                                             max ? "-inf" : "zero");
 }
 
 LogicalResult Partitioner::run() {
@@ -202,7 +211,8 @@ LogicalResult Partitioner::run() {
     BlockArgument arg = step.getArgument(i);
     auto global = typeOf(arg);
     TensorSharding sharding = TensorSharding::replicated(global.getRank());
-    if (auto attr = step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr))
+    if (auto attr =
+            step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr))
       sharding = fromShardingAttr(attr);
     if (sharding.isPartial())
       return emitError(arg.getLoc()) << "an argument cannot be a partial value";
@@ -226,8 +236,10 @@ LogicalResult Partitioner::run() {
   SmallVector<DictionaryAttr> argAttrs;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     NamedAttrList attrs(step.getArgAttrDict(i));
-    attrs.set(DtcDialect::kGlobalTypeAttr, TypeAttr::get(step.getArgument(i).getType()));
-    attrs.set(DtcDialect::kShardingAttr, toShardingAttr(argShardings[i], ctx, gridName));
+    attrs.set(DtcDialect::kGlobalTypeAttr,
+              TypeAttr::get(step.getArgument(i).getType()));
+    attrs.set(DtcDialect::kShardingAttr,
+              toShardingAttr(argShardings[i], ctx, gridName));
     argAttrs.push_back(attrs.getDictionary(ctx));
     locals[step.getArgument(i)] = {body->getArgument(i), argShardings[i], {}};
     if (step.getArgAttr(i, DtcDialect::kRegatherAttr))
@@ -245,7 +257,8 @@ LogicalResult Partitioner::run() {
     if (isa<arith::ConstantOp>(op)) {
       // Constants stay whole; consumers slice what they need.
       Value v = b.clone(op)->getResult(0);
-      locals[op.getResult(0)] = {v, TensorSharding::replicated(typeOf(v).getRank())};
+      locals[op.getResult(0)] = {
+          v, TensorSharding::replicated(typeOf(v).getRank())};
       continue;
     }
     if (failed(partitionOp(&op)))
@@ -258,8 +271,9 @@ LogicalResult Partitioner::run() {
 LogicalResult Partitioner::partitionOp(Operation *op) {
   auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
   if (!ruleOp)
-    return op->emitError() << "'" << op->getName()
-                           << "' has no sharding rule and cannot be partitioned";
+    return op->emitError()
+           << "'" << op->getName()
+           << "' has no sharding rule and cannot be partitioned";
   ShardingRule rule = ruleOp.getShardingRule();
   FailureOr<FactorAxes> factors = factorAxesFromAttr(op, rule, gridShape);
   if (failed(factors))
@@ -282,21 +296,25 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       llvm::sort(sorted);
       if (sorted != partialOperands)
         continue;
-      const TensorSharding &first = locals.lookup(op->getOperand(sorted.front())).sharding;
-      bool agree = first.partialKind == PartialKind::Sum &&
-                   llvm::all_of(sorted, [&](unsigned idx) {
-                     return locals.lookup(op->getOperand(idx)).sharding.partial ==
-                            first.partial;
-                   });
+      const TensorSharding &first =
+          locals.lookup(op->getOperand(sorted.front())).sharding;
+      bool agree =
+          first.partialKind == PartialKind::Sum &&
+          llvm::all_of(sorted, [&](unsigned idx) {
+            return locals.lookup(op->getOperand(idx)).sharding.partial ==
+                   first.partial;
+          });
       // The op's own factor shardings must not reuse those axes.
       bool disjoint = llvm::all_of(*factors, [&](const GridAxes &f) {
-        return llvm::none_of(f, [&](int64_t a) { return llvm::is_contained(first.partial, a); });
+        return llvm::none_of(
+            f, [&](int64_t a) { return llvm::is_contained(first.partial, a); });
       });
       // A partial operand already reduced for another consumer is cheaper to
       // reuse than to keep the sum pending (and reduce it again later).
       bool alreadyReduced = llvm::any_of(sorted, [&](unsigned idx) {
         Value operand = op->getOperand(idx);
-        TensorSharding wanted = requiredOperandSharding(rule, *factors, idx, gridShape);
+        TensorSharding wanted =
+            requiredOperandSharding(rule, *factors, idx, gridShape);
         return llvm::any_of(reshards.lookup(operand), [&](const Local &done) {
           return done.sharding == wanted;
         });
@@ -309,7 +327,8 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
 
   SmallVector<Value> localOperands;
   for (auto [idx, operand] : llvm::enumerate(op->getOperands())) {
-    TensorSharding target = requiredOperandSharding(rule, *factors, idx, gridShape);
+    TensorSharding target =
+        requiredOperandSharding(rule, *factors, idx, gridShape);
     if (!keptPartial.empty() && llvm::is_contained(partialOperands, idx))
       target.partial = keptPartial;
     FailureOr<Value> v = reshard(operand, target, op->getLoc());
@@ -328,25 +347,29 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     FactorKind kind = rule.factorKinds[factor];
     if (!isPaddedFactor(rule, *factors, factor, gridShape) ||
         llvm::is_contained(lowered, (int64_t)factor) ||
-        (kind != FactorKind::Sum && kind != FactorKind::Mean && kind != FactorKind::Max))
+        (kind != FactorKind::Sum && kind != FactorKind::Mean &&
+         kind != FactorKind::Max))
       continue;
     for (unsigned idx = 0; idx < rule.operands.size(); ++idx)
       for (auto [dim, dimFactors] : llvm::enumerate(rule.operands[idx]))
         if (llvm::is_contained(dimFactors, (int64_t)factor))
-          localOperands[idx] = fillPadding(op->getLoc(), localOperands[idx], dim,
-                                           typeOf(op->getOperand(idx)).getDimSize(dim),
-                                           axes, kind == FactorKind::Max);
+          localOperands[idx] =
+              fillPadding(op->getLoc(), localOperands[idx], dim,
+                          typeOf(op->getOperand(idx)).getDimSize(dim), axes,
+                          kind == FactorKind::Max);
   }
 
   SmallVector<TensorSharding> resultShardings;
   SmallVector<Type> localTypes;
   SmallVector<SmallVector<int64_t>> meanFactors(op->getNumResults());
   for (auto [idx, result] : llvm::enumerate(op->getResults())) {
-    TensorSharding sharding = resultSharding(rule, *factors, idx, gridShape, &meanFactors[idx]);
+    TensorSharding sharding =
+        resultSharding(rule, *factors, idx, gridShape, &meanFactors[idx]);
     if (!keptPartial.empty()) {
       sharding.partial.append(keptPartial.begin(), keptPartial.end());
       llvm::sort(sharding.partial);
-      sharding.partial.erase(llvm::unique(sharding.partial), sharding.partial.end());
+      sharding.partial.erase(llvm::unique(sharding.partial),
+                             sharding.partial.end());
     }
     if (failed(checkSharding(op->getLoc(), typeOf(result), sharding)))
       return failure();
@@ -378,14 +401,15 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   for (auto [idx, result] : llvm::enumerate(op->getResults())) {
     Value v = localResults[idx];
     if (v.getType() != localTypes[idx])
-      return op->emitError() << "local result " << idx << " has type " << v.getType()
-                             << ", expected " << localTypes[idx];
+      return op->emitError() << "local result " << idx << " has type "
+                             << v.getType() << ", expected " << localTypes[idx];
     if (!meanFactors[idx].empty()) {
       // A shard's mean times (local count / global count) is its share of
       // the global mean; padded pieces were zeroed above and count fully.
       double scale = 1.0;
       for (int64_t f : meanFactors[idx])
-        scale *= double(factorPiece(rule, *factors, f, gridShape)) / rule.factorSizes[f];
+        scale *= double(factorPiece(rule, *factors, f, gridShape)) /
+                 rule.factorSizes[f];
       auto scalarType = RankedTensorType::get({}, typeOf(v).getElementType());
       Value factor = createSplatConstant(b, op->getLoc(), scalarType, scale);
       v = MulOp::create(b, op->getLoc(), v, factor);
@@ -396,8 +420,8 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   return success();
 }
 
-Value Partitioner::emitStep(const ReshardStep &step, Value v, RankedTensorType global,
-                            Location loc) {
+Value Partitioner::emitStep(const ReshardStep &step, Value v,
+                            RankedTensorType global, Location loc) {
   RankedTensorType after = localType(global, step.after, gridShape);
   int64_t n = shardCount(gridShape, step.axes);
   auto gridAttr = FlatSymbolRefAttr::get(ctx, gridName);
@@ -407,7 +431,8 @@ Value Partitioner::emitStep(const ReshardStep &step, Value v, RankedTensorType g
     RankedTensorType type = typeOf(x);
     SmallVector<int64_t> shape(type.getShape());
     shape[dim] = size;
-    return PadOp::create(b, loc, RankedTensorType::get(shape, type.getElementType()), x);
+    return PadOp::create(
+        b, loc, RankedTensorType::get(shape, type.getElementType()), x);
   };
   if (step.padDim >= 0)
     v = fit(v, step.padDim, step.padSize);
@@ -428,16 +453,18 @@ Value Partitioner::emitStep(const ReshardStep &step, Value v, RankedTensorType g
         b.getIndexAttr(step.dim));
     break;
   case ReshardStep::Kind::AllSlice:
-    v = shard::AllSliceOp::create(b, loc, resultType, v, gridName, toGridAxes(step.axes),
-                                  step.dim);
+    v = shard::AllSliceOp::create(b, loc, resultType, v, gridName,
+                                  toGridAxes(step.axes), step.dim);
     break;
   case ReshardStep::Kind::AllGather:
-    v = shard::AllGatherOp::create(b, loc, resultType, gridName, toGridAxes(step.axes), v,
+    v = shard::AllGatherOp::create(b, loc, resultType, gridName,
+                                   toGridAxes(step.axes), v,
                                    APInt(64, step.dim));
     break;
   case ReshardStep::Kind::AllToAll:
     v = shard::AllToAllOp::create(b, loc, resultType, gridAttr, axesAttr, v,
-                                  b.getIndexAttr(step.dim), b.getIndexAttr(step.concatDim));
+                                  b.getIndexAttr(step.dim),
+                                  b.getIndexAttr(step.concatDim));
     break;
   }
   if (step.cropDim >= 0)
@@ -445,11 +472,12 @@ Value Partitioner::emitStep(const ReshardStep &step, Value v, RankedTensorType g
   return v;
 }
 
-FailureOr<Value> Partitioner::reshard(Value global, const TensorSharding &target,
-                                      Location loc) {
+FailureOr<Value>
+Partitioner::reshard(Value global, const TensorSharding &target, Location loc) {
   Local current = locals.lookup(global);
   if (!current.value)
-    return emitError(loc) << "internal error: value used before it was partitioned";
+    return emitError(loc)
+           << "internal error: value used before it was partitioned";
   if (current.sharding == target)
     return current.value;
   bool perRegion = regather.contains(global);
@@ -460,15 +488,18 @@ FailureOr<Value> Partitioner::reshard(Value global, const TensorSharding &target
   RankedTensorType globalType = typeOf(global);
   ReshardPlan plan;
   std::string problem;
-  if (!planReshard(globalType.getShape(), elementBytes(globalType.getElementType()),
-                   current.sharding, target, gridShape, plan, problem))
-    return emitError(loc) << "cannot reshard a value from " << current.sharding.str()
-                          << " to " << target.str() << ": " << problem;
+  if (!planReshard(globalType.getShape(),
+                   elementBytes(globalType.getElementType()), current.sharding,
+                   target, gridShape, plan, problem))
+    return emitError(loc) << "cannot reshard a value from "
+                          << current.sharding.str() << " to " << target.str()
+                          << ": " << problem;
 
   // Collectives on a parameter's gradient are still that gradient.
   ArrayAttr savedGradientOf = gradientOf;
   if (auto result = dyn_cast<OpResult>(global))
-    if (auto names = result.getOwner()->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
+    if (auto names = result.getOwner()->getAttrOfType<ArrayAttr>(
+            DtcDialect::kGradientOfAttr))
       if (result.getResultNumber() < names.size())
         gradientOf = ArrayAttr::get(ctx, {names[result.getResultNumber()]});
   Block::iterator start = mark();
@@ -493,15 +524,17 @@ LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
     // A state update keeps its argument's layout; everything else is
     // returned whole.
     TensorSharding target = TensorSharding::replicated(global.getRank());
-    if (auto updates = step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kUpdatesAttr))
-      if (auto attr = local.getArgAttrOfType<ShardingAttr>(updates.getInt(),
-                                                           DtcDialect::kShardingAttr)) {
+    if (auto updates = step.getResultAttrOfType<IntegerAttr>(
+            idx, DtcDialect::kUpdatesAttr))
+      if (auto attr = local.getArgAttrOfType<ShardingAttr>(
+              updates.getInt(), DtcDialect::kShardingAttr)) {
         target = fromShardingAttr(attr);
         normalizePieces(target, global.getShape(), gridShape);
       }
     // A result whose layout the plan fixed (a message to another pipeline
     // stage, which receives it with that layout) keeps it.
-    if (auto attr = step.getResultAttrOfType<ShardingAttr>(idx, DtcDialect::kShardingAttr)) {
+    if (auto attr = step.getResultAttrOfType<ShardingAttr>(
+            idx, DtcDialect::kShardingAttr)) {
       target = fromShardingAttr(attr);
       normalizePieces(target, global.getShape(), gridShape);
     }
@@ -537,7 +570,8 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
                             "dtc-apply-strategy first)";
       return signalPassFailure();
     }
-    FailureOr<SmallVector<int64_t>> shape = getGridShape(module, gridRef.getValue());
+    FailureOr<SmallVector<int64_t>> shape =
+        getGridShape(module, gridRef.getValue());
     if (failed(shape))
       return signalPassFailure();
     // Every step function (one per pipeline stage) on its own.

@@ -38,7 +38,8 @@ FailureOr<TensorSharding> parseDims(StringRef text, std::string &error) {
   text = text.trim();
   while (!text.empty()) {
     if (!text.consume_front("[")) {
-      error = "expected '[' before the axes of dimension " + std::to_string(sharding.dims.size());
+      error = "expected '[' before the axes of dimension " +
+              std::to_string(sharding.dims.size());
       return failure();
     }
     auto [inside, rest] = text.split(']');
@@ -75,7 +76,8 @@ struct PinShardingPass : impl::PinShardingBase<PinShardingPass> {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step) {
-      module.emitError() << "no @train_step to pin (run dtc-build-training-step first)";
+      module.emitError()
+          << "no @train_step to pin (run dtc-build-training-step first)";
       return signalPassFailure();
     }
     MLIRContext *ctx = &getContext();
@@ -85,30 +87,37 @@ struct PinShardingPass : impl::PinShardingBase<PinShardingPass> {
       FailureOr<TensorSharding> sharding = parseDims(spec, error);
       if (name.empty() || spec.empty() || failed(sharding)) {
         module.emitError() << "pin '" << pin << "': "
-                           << (error.empty() ? "expected NAME=[[axes], ...]" : error);
+                           << (error.empty() ? "expected NAME=[[axes], ...]"
+                                             : error);
         return signalPassFailure();
       }
       bool found = false;
       for (BlockArgument arg : step.getArguments()) {
         unsigned i = arg.getArgNumber();
-        auto argName = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
+        auto argName =
+            step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
         auto role = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kRoleAttr);
-        if (!argName || argName.getValue() != name || !role || role.getValue() != "param")
+        if (!argName || argName.getValue() != name || !role ||
+            role.getValue() != "param")
           continue;
         found = true;
         int64_t rank = tensorTypeOf(arg).getRank();
         if ((int64_t)sharding->dims.size() != rank) {
-          emitError(arg.getLoc()) << "pin '" << pin << "' lists " << sharding->dims.size()
-                                  << " dimensions for parameter \"" << name << "\" of rank "
-                                  << rank;
+          emitError(arg.getLoc())
+              << "pin '" << pin << "' lists " << sharding->dims.size()
+              << " dimensions for parameter \"" << name << "\" of rank "
+              << rank;
           return signalPassFailure();
         }
-        step.setArgAttr(i, DtcDialect::kShardingAttr, toShardingAttr(*sharding, ctx, grid));
-        step.setArgAttr(i, DtcDialect::kPinPriorityAttr, StringAttr::get(ctx, "user"));
+        step.setArgAttr(i, DtcDialect::kShardingAttr,
+                        toShardingAttr(*sharding, ctx, grid));
+        step.setArgAttr(i, DtcDialect::kPinPriorityAttr,
+                        StringAttr::get(ctx, "user"));
       }
       if (!found) {
-        module.emitError() << "pin '" << pin << "': the model has no parameter named \""
-                           << name << "\"";
+        module.emitError() << "pin '" << pin
+                           << "': the model has no parameter named \"" << name
+                           << "\"";
         return signalPassFailure();
       }
     }

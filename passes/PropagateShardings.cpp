@@ -5,8 +5,8 @@
 // propagation derive the rest (include/dtc/Sharding/Propagation.h).
 //
 //===----------------------------------------------------------------------===//
-#include "dtc/Passes/Passes.h"
 #include "dtc/Dialect/Utils.h"
+#include "dtc/Passes/Passes.h"
 #include "dtc/Sharding/Propagation.h"
 
 namespace mlir::dtc {
@@ -24,28 +24,35 @@ FailureOr<ShardingPriority> priorityOf(Attribute attr, Location loc) {
     return ShardingPriority::Strategy;
   if (name && name.getValue() == "storage")
     return ShardingPriority::None; // a storage pin (pinStorage)
-  return emitError(loc) << "dtc.pin_priority must be \"user\", \"strategy\" or \"storage\"";
+  return emitError(loc)
+         << "dtc.pin_priority must be \"user\", \"strategy\" or \"storage\"";
 }
 
-struct PropagateShardingsPass : impl::PropagateShardingsBase<PropagateShardingsPass> {
+struct PropagateShardingsPass
+    : impl::PropagateShardingsBase<PropagateShardingsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
     auto gridRef = plan ? plan.getAs<FlatSymbolRefAttr>("grid") : nullptr;
     if (!step || !gridRef) {
-      module.emitError() << "dtc-propagate-shardings needs a @train_step and a dtc.plan "
-                            "with a grid";
+      module.emitError()
+          << "dtc-propagate-shardings needs a @train_step and a dtc.plan "
+             "with a grid";
       return signalPassFailure();
     }
-    FailureOr<SmallVector<int64_t>> grid = getGridShape(module, gridRef.getValue());
+    FailureOr<SmallVector<int64_t>> grid =
+        getGridShape(module, gridRef.getValue());
     if (failed(grid))
       return signalPassFailure();
     ShardingPropagation propagation(step, *grid);
-    auto pin = [&](Value v, ShardingAttr attr, Attribute priority, Location loc) {
+    auto pin = [&](Value v, ShardingAttr attr, Attribute priority,
+                   Location loc) {
       TensorSharding sharding = fromShardingAttr(attr);
-      if (sharding.dims.size() != (size_t)tensorTypeOf(v).getRank() || sharding.isPartial()) {
-        emitError(loc) << "a pin must give one entry per dimension and no partial axes";
+      if (sharding.dims.size() != (size_t)tensorTypeOf(v).getRank() ||
+          sharding.isPartial()) {
+        emitError(loc)
+            << "a pin must give one entry per dimension and no partial axes";
         return failure();
       }
       FailureOr<ShardingPriority> p = priorityOf(priority, loc);
@@ -58,9 +65,11 @@ struct PropagateShardingsPass : impl::PropagateShardingsBase<PropagateShardingsP
       return success();
     };
     for (BlockArgument arg : step.getArguments())
-      if (auto attr = step.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
-                                                          DtcDialect::kShardingAttr))
-        if (failed(pin(arg, attr, step.getArgAttr(arg.getArgNumber(), DtcDialect::kPinPriorityAttr),
+      if (auto attr = step.getArgAttrOfType<ShardingAttr>(
+              arg.getArgNumber(), DtcDialect::kShardingAttr))
+        if (failed(pin(arg, attr,
+                       step.getArgAttr(arg.getArgNumber(),
+                                       DtcDialect::kPinPriorityAttr),
                        arg.getLoc())))
           return signalPassFailure();
     WalkResult walk = step.walk([&](Operation *op) {
@@ -70,8 +79,8 @@ struct PropagateShardingsPass : impl::PropagateShardingsBase<PropagateShardingsP
       if (!attr)
         return WalkResult::advance();
       if (op->getNumResults() == 0 ||
-          failed(pin(op->getResult(0), attr, op->getAttr(DtcDialect::kPinPriorityAttr),
-                     op->getLoc())))
+          failed(pin(op->getResult(0), attr,
+                     op->getAttr(DtcDialect::kPinPriorityAttr), op->getLoc())))
         return WalkResult::interrupt();
       return WalkResult::advance();
     });

@@ -64,19 +64,22 @@ bool hasDirectBackwardReader(Value v) {
 
 class Rematerializer {
 public:
-  Rematerializer(func::FuncOp step, bool selective) : step(step), selective(selective) {}
+  Rematerializer(func::FuncOp step, bool selective)
+      : step(step), selective(selective) {}
 
   LogicalResult run() {
     Block &body = step.front();
     std::map<int64_t, SmallVector<Operation *>> forwardOfLayer;
     for (Operation &op : body) {
       position[&op] = position.size();
-      if (phaseOf(&op) != DtcDialect::kForwardPhase || isa<arith::ConstantOp>(op) || op.getNumResults() == 0)
+      if (phaseOf(&op) != DtcDialect::kForwardPhase ||
+          isa<arith::ConstantOp>(op) || op.getNumResults() == 0)
         continue;
       auto layer = op.getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr);
       if (!layer)
-        return op.emitError() << "forward op without dtc.layer: rematerialization needs the "
-                                 "layers of dtc-build-training-step";
+        return op.emitError()
+               << "forward op without dtc.layer: rematerialization needs the "
+                  "layers of dtc-build-training-step";
       forwardOfLayer[layer.getInt()].push_back(&op);
     }
     for (auto &[layer, ops] : forwardOfLayer)
@@ -110,8 +113,8 @@ private:
         for (Operation *op : llvm::to_vector(candidates)) {
           bool operandsAlive = llvm::all_of(op->getOperands(), [&](Value v) {
             Operation *def = v.getDefiningOp();
-            return !def || !inLayer.contains(def) || isKept(def) || candidates.contains(def) ||
-                   hasDirectBackwardReader(v);
+            return !def || !inLayer.contains(def) || isKept(def) ||
+                   candidates.contains(def) || hasDirectBackwardReader(v);
           });
           if (!operandsAlive) {
             candidates.remove(op);
@@ -126,7 +129,9 @@ private:
       if (!candidates.contains(op))
         continue;
       bool read = llvm::any_of(op->getResults(), hasDirectBackwardReader) ||
-                  llvm::any_of(op->getUsers(), [&](Operation *u) { return needed.contains(u); });
+                  llvm::any_of(op->getUsers(), [&](Operation *u) {
+                    return needed.contains(u);
+                  });
       if (read)
         needed.insert(op);
     }
@@ -154,20 +159,26 @@ private:
       clone->removeAttr(DtcDialect::kPinAttr);
       clone->removeAttr(DtcDialect::kPinPriorityAttr);
       clone->setAttr(DtcDialect::kRecomputeAttr, b.getUnitAttr());
-      clone->setAttr(DtcDialect::kPhaseAttr, b.getStringAttr(DtcDialect::kBackwardWeightPhase));
+      clone->setAttr(DtcDialect::kPhaseAttr,
+                     b.getStringAttr(DtcDialect::kBackwardWeightPhase));
       clones.push_back(clone);
-      for (auto [original, copy] : llvm::zip(op->getResults(), clone->getResults()))
+      for (auto [original, copy] :
+           llvm::zip(op->getResults(), clone->getResults()))
         original.replaceUsesWithIf(copy, [&](OpOperand &use) {
           Operation *user = use.getOwner();
-          return isAfterForward(user) && !user->hasAttr(DtcDialect::kRecomputeAttr);
+          return isAfterForward(user) &&
+                 !user->hasAttr(DtcDialect::kRecomputeAttr);
         });
     }
     // A clone is B work when some B op (or B clone) reads it.
     for (Operation *clone : llvm::reverse(clones)) {
-      bool input = llvm::any_of(clone->getUsers(),
-                                [](Operation *u) { return phaseOf(u) == DtcDialect::kBackwardInputPhase; });
+      bool input = llvm::any_of(clone->getUsers(), [](Operation *u) {
+        return phaseOf(u) == DtcDialect::kBackwardInputPhase;
+      });
       if (input)
-        clone->setAttr(DtcDialect::kPhaseAttr, OpBuilder(clone).getStringAttr(DtcDialect::kBackwardInputPhase));
+        clone->setAttr(
+            DtcDialect::kPhaseAttr,
+            OpBuilder(clone).getStringAttr(DtcDialect::kBackwardInputPhase));
     }
   }
 
@@ -183,9 +194,10 @@ struct RematerializePass : impl::RematerializeBase<RematerializePass> {
     if (mode == "none")
       return;
     if (mode != "full" && mode != "selective") {
-      getOperation().emitError() << "dtc-rematerialize: mode must be none, full or selective, "
-                                    "got \""
-                                 << mode << "\"";
+      getOperation().emitError()
+          << "dtc-rematerialize: mode must be none, full or selective, "
+             "got \""
+          << mode << "\"";
       return signalPassFailure();
     }
     for (func::FuncOp step : trainSteps(getOperation()))

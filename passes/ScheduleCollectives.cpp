@@ -44,7 +44,8 @@ StringRef phaseGroup(Operation *op) {
   return phase.starts_with("backward") ? StringRef("backward") : phase;
 }
 
-struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectivesPass> {
+struct ScheduleCollectivesPass
+    : impl::ScheduleCollectivesBase<ScheduleCollectivesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
@@ -93,9 +94,11 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
     SmallVector<Operation *> chain;
     for (Operation *op = returned.getDefiningOp();
          op && op->getBlock() == &body && isCollectiveOrPadding(op) &&
-         llvm::all_of(op->getUsers(), [&](Operation *user) {
-           return isa<func::ReturnOp>(user) || llvm::is_contained(chain, user);
-         });
+         llvm::all_of(op->getUsers(),
+                      [&](Operation *user) {
+                        return isa<func::ReturnOp>(user) ||
+                               llvm::is_contained(chain, user);
+                      });
          op = op->getOperand(0).getDefiningOp())
       chain.push_back(op);
     return chain;
@@ -120,13 +123,14 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
   /// position), so dp peers, which share it, issue the same collectives in
   /// the same order; under a pipeline the update and its gather both run
   /// after the flush, in the same list.
-  static void hoistChainsToResults(func::FuncOp func, Block &body, StringRef role) {
+  static void hoistChainsToResults(func::FuncOp func, Block &body,
+                                   StringRef role) {
     auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
     if (!ret)
       return;
     for (OpOperand &operand : ret->getOpOperands()) {
-      auto resultRole = func.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
-                                                             DtcDialect::kRoleAttr);
+      auto resultRole = func.getResultAttrOfType<StringAttr>(
+          operand.getOperandNumber(), DtcDialect::kRoleAttr);
       if (!resultRole || resultRole.getValue() != role)
         continue;
       for (Operation *op : llvm::reverse(chainToReturn(operand.get(), body)))
@@ -144,11 +148,13 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
   /// `reduce_scatter(dp, all_reduce(mb, g))` (Megatron's distributed
   /// optimizer). Both are sums, so the value is the same up to rounding;
   /// the padding between them is zero-filling, which commutes with a sum.
-  static void accumulateBeforeScattering(Block &body, ArrayRef<int64_t> mbAxes) {
+  static void accumulateBeforeScattering(Block &body,
+                                         ArrayRef<int64_t> mbAxes) {
     auto overMicroBatchesOnly = [&](shard::AllReduceOp reduce) {
       return reduce.getReduction() == shard::ReductionKind::Sum &&
-             llvm::all_of(reduce.getGridAxes(),
-                          [&](int16_t a) { return llvm::is_contained(mbAxes, a); });
+             llvm::all_of(reduce.getGridAxes(), [&](int16_t a) {
+               return llvm::is_contained(mbAxes, a);
+             });
     };
     auto commutesWithSum = [](Operation *op) {
       if (auto fill = dyn_cast<FillPaddingOp>(op))
@@ -160,7 +166,8 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
     SmallVector<shard::AllReduceOp> sums;
     for (Operation &op : body)
       if (auto reduce = dyn_cast<shard::AllReduceOp>(op);
-          reduce && reduce->hasAttr(DtcDialect::kGradientOfAttr) && overMicroBatchesOnly(reduce))
+          reduce && reduce->hasAttr(DtcDialect::kGradientOfAttr) &&
+          overMicroBatchesOnly(reduce))
         sums.push_back(reduce);
     for (shard::AllReduceOp sum : sums) {
       // The chain from the gradient to the sum: padding and one
@@ -169,8 +176,8 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
       bool scatters = false;
       Value v = sum.getInput();
       while (Operation *def = v.getDefiningOp()) {
-        if (def->getBlock() != &body || !v.hasOneUse() || !commutesWithSum(def) ||
-            !def->hasAttr(DtcDialect::kGradientOfAttr))
+        if (def->getBlock() != &body || !v.hasOneUse() ||
+            !commutesWithSum(def) || !def->hasAttr(DtcDialect::kGradientOfAttr))
           break;
         scatters |= isa<shard::ReduceScatterOp>(def);
         head = def;
@@ -179,8 +186,9 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
       if (!head || !scatters)
         continue;
       OpBuilder builder(head);
-      auto whole = shard::AllReduceOp::create(builder, sum.getLoc(), v.getType(), sum.getGridAttr(),
-                                              sum.getGridAxesAttr(), v, sum.getReductionAttr());
+      auto whole = shard::AllReduceOp::create(
+          builder, sum.getLoc(), v.getType(), sum.getGridAttr(),
+          sum.getGridAxesAttr(), v, sum.getReductionAttr());
       whole->setDiscardableAttrs(sum->getDiscardableAttrDictionary());
       head->setOperand(0, whole.getResult());
       sum.getResult().replaceAllUsesWith(sum.getInput());
@@ -201,7 +209,8 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
       hoist(op, body);
       Operation *prev = op->getPrevNode();
       if (prev && phaseOf(prev) != "optimizer" && !phaseOf(prev).empty())
-        op->setAttr(DtcDialect::kPhaseAttr, prev->getAttr(DtcDialect::kPhaseAttr));
+        op->setAttr(DtcDialect::kPhaseAttr,
+                    prev->getAttr(DtcDialect::kPhaseAttr));
     }
   }
 
@@ -230,7 +239,8 @@ struct ScheduleCollectivesPass : impl::ScheduleCollectivesBase<ScheduleCollectiv
           op = next;
         }
         for (Operation *consumer : chain.ops.back()->getResult(0).getUsers())
-          if (!chain.firstConsumer || consumer->isBeforeInBlock(chain.firstConsumer))
+          if (!chain.firstConsumer ||
+              consumer->isBeforeInBlock(chain.firstConsumer))
             chain.firstConsumer = consumer;
         if (chain.firstConsumer && !isa<func::ReturnOp>(chain.firstConsumer))
           chains.push_back(std::move(chain));

@@ -66,8 +66,10 @@ SmallVector<int64_t> balance(ArrayRef<double> costs, int64_t groups) {
     prefix[i + 1] = prefix[i] + costs[i];
   const double inf = std::numeric_limits<double>::infinity();
   // best[g][i]: the smallest largest run covering items [0, i) with g runs.
-  std::vector<std::vector<double>> best(groups + 1, std::vector<double>(n + 1, inf));
-  std::vector<std::vector<int64_t>> cut(groups + 1, std::vector<int64_t>(n + 1, 0));
+  std::vector<std::vector<double>> best(groups + 1,
+                                        std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> cut(groups + 1,
+                                        std::vector<int64_t>(n + 1, 0));
   best[0][0] = 0;
   for (int64_t g = 1; g <= groups; ++g)
     for (int64_t i = g; i <= n; ++i)
@@ -92,9 +94,12 @@ enum class Scope { Step, MicroBatch, Accumulated };
 
 StringRef scopeName(Scope s) {
   switch (s) {
-  case Scope::Step: return "step";
-  case Scope::MicroBatch: return "microbatch";
-  case Scope::Accumulated: return "accumulated";
+  case Scope::Step:
+    return "step";
+  case Scope::MicroBatch:
+    return "microbatch";
+  case Scope::Accumulated:
+    return "accumulated";
   }
   return "step";
 }
@@ -141,8 +146,8 @@ struct Splitter {
   LogicalResult run();
   LogicalResult planShardings();
   LogicalResult place();
-  FailureOr<Value> operandOn(Device &dev, int64_t d, int64_t vstage, Value global,
-                             Operation *user);
+  FailureOr<Value> operandOn(Device &dev, int64_t d, int64_t vstage,
+                             Value global, Operation *user);
   Value argumentOn(Device &dev, BlockArgument global);
   TensorSharding boundarySharding(Value global);
 };
@@ -150,7 +155,8 @@ struct Splitter {
 LogicalResult Splitter::planShardings() {
   for (BlockArgument arg : step.getArguments()) {
     TensorSharding s = TensorSharding::replicated(typeOf(arg).getRank());
-    if (auto attr = step.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), DtcDialect::kShardingAttr))
+    if (auto attr = step.getArgAttrOfType<ShardingAttr>(
+            arg.getArgNumber(), DtcDialect::kShardingAttr))
       s = fromShardingAttr(attr);
     planned[arg] = s;
     scope[arg] = usesAny(s, mbAxes) ? Scope::MicroBatch : Scope::Step;
@@ -175,8 +181,9 @@ LogicalResult Splitter::planShardings() {
       factors = *read;
     }
     for (auto [idx, result] : llvm::enumerate(op.getResults())) {
-      TensorSharding s = factors ? resultSharding(*rule, *factors, idx, gridShape)
-                                 : TensorSharding::replicated(typeOf(result).getRank());
+      TensorSharding s =
+          factors ? resultSharding(*rule, *factors, idx, gridShape)
+                  : TensorSharding::replicated(typeOf(result).getRank());
       planned[result] = s;
       scope[result] = usesAny(s, mbAxes) ? Scope::MicroBatch : fromOperands;
     }
@@ -197,12 +204,13 @@ Value Splitter::argumentOn(Device &dev, BlockArgument global) {
   Value local = dev.body->addArgument(global.getType(), global.getLoc());
   dev.argOf[global.getArgNumber()] = dev.body->getNumArguments() - 1;
   DictionaryAttr attrs = step.getArgAttrDict(global.getArgNumber());
-  dev.argAttrs.push_back(attrs ? attrs : DictionaryAttr::get(step.getContext()));
+  dev.argAttrs.push_back(attrs ? attrs
+                               : DictionaryAttr::get(step.getContext()));
   return local;
 }
 
-FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage, Value global,
-                                     Operation *user) {
+FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage,
+                                     Value global, Operation *user) {
   if (auto arg = dyn_cast<BlockArgument>(global))
     return argumentOn(dev, arg);
   Operation *def = global.getDefiningOp();
@@ -221,8 +229,9 @@ FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage, Val
     if (updateStages.count(user) &&
         llvm::any_of(it->second, [&](int64_t k) { return deviceOf(k) == d; }))
       return dev.mapping.lookup(global);
-    return user->emitError() << "internal error: an optimizer update's result is read "
-                                "by another op of the step";
+    return user->emitError()
+           << "internal error: an optimizer update's result is read "
+              "by another op of the step";
   }
   int64_t from = vstageOf.lookup(def);
   if (from == vstage)
@@ -243,12 +252,13 @@ FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage, Val
               (phase == "backward_input" && from > vstage);
     if (!ok)
       return user->emitError()
-             << "a per-micro-batch value computed by '" << def->getName() << "' (phase "
-             << phase << ") on virtual stage " << from << " is needed on virtual stage "
-             << vstage << "; pipeline schedules only carry forward activations to later "
-                          "stages and their gradients to earlier ones";
+             << "a per-micro-batch value computed by '" << def->getName()
+             << "' (phase " << phase << ") on virtual stage " << from
+             << " is needed on virtual stage " << vstage
+             << "; pipeline schedules only carry forward activations to later "
+                "stages and their gradients to earlier ones";
   }
-  StringRef when = perMicroBatch ? scopeName(Scope::MicroBatch)
+  StringRef when = perMicroBatch               ? scopeName(Scope::MicroBatch)
                    : valueScope == Scope::Step ? scopeName(Scope::Step)
                                                : scopeName(Scope::Accumulated);
   MLIRContext *ctx = step.getContext();
@@ -260,7 +270,8 @@ FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage, Val
         b.getNamedAttr(DtcDialect::kMessageAttr, b.getI64IntegerAttr(id)),
         b.getNamedAttr(DtcDialect::kPeerAttr, b.getI64IntegerAttr(peer)),
         b.getNamedAttr(DtcDialect::kStageAttr, b.getI64IntegerAttr(stageAttr)),
-        b.getNamedAttr(DtcDialect::kShardingAttr, toShardingAttr(sharding, ctx, grid)),
+        b.getNamedAttr(DtcDialect::kShardingAttr,
+                       toShardingAttr(sharding, ctx, grid)),
         b.getNamedAttr(DtcDialect::kPhaseAttr, b.getStringAttr(phase)),
         b.getNamedAttr(DtcDialect::kScopeAttr, b.getStringAttr(when))};
   };
@@ -268,15 +279,18 @@ FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage, Val
   Device &src = devices[source];
   Value sent = src.mapping.lookup(global);
   if (!sent)
-    return user->emitError() << "internal error: a value is sent before it is computed";
+    return user->emitError()
+           << "internal error: a value is sent before it is computed";
   SmallVector<NamedAttribute> sendAttrs = common(d, from);
-  sendAttrs.push_back(b.getNamedAttr(DtcDialect::kRoleAttr, b.getStringAttr("send")));
+  sendAttrs.push_back(
+      b.getNamedAttr(DtcDialect::kRoleAttr, b.getStringAttr("send")));
   src.results.push_back(sent);
   src.resultAttrs.push_back(b.getDictionaryAttr(sendAttrs));
   // The receiver: a new argument.
   recv = dev.body->addArgument(global.getType(), global.getLoc());
   SmallVector<NamedAttribute> recvAttrs = common(source, vstage);
-  recvAttrs.push_back(b.getNamedAttr(DtcDialect::kRoleAttr, b.getStringAttr("recv")));
+  recvAttrs.push_back(
+      b.getNamedAttr(DtcDialect::kRoleAttr, b.getStringAttr("recv")));
   dev.argAttrs.push_back(b.getDictionaryAttr(recvAttrs));
   return recv;
 }
@@ -290,18 +304,21 @@ LogicalResult Splitter::place() {
       continue;
     auto layer = op.getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr);
     if (!layer)
-      return op.emitError() << "op without dtc.layer: pipeline stages need the layers the "
-                               "training-step pass assigns";
+      return op.emitError()
+             << "op without dtc.layer: pipeline stages need the layers the "
+                "training-step pass assigns";
     layers = std::max(layers, layer.getInt() + 1);
   }
   int64_t virtualStages = stages * chunks;
   if (layers < virtualStages)
-    return step.emitError() << "the model has " << layers << " layer"
-                            << (layers == 1 ? "" : "s") << " but pp=" << stages
-                            << (chunks > 1 ? " x " + std::to_string(chunks) + " virtual stages" : "")
-                            << " needs at least " << virtualStages
-                            << " (a layer is the stretch between two points where only "
-                               "one activation is live, e.g. a residual sublayer)";
+    return step.emitError()
+           << "the model has " << layers << " layer" << (layers == 1 ? "" : "s")
+           << " but pp=" << stages
+           << (chunks > 1 ? " x " + std::to_string(chunks) + " virtual stages"
+                          : "")
+           << " needs at least " << virtualStages
+           << " (a layer is the stretch between two points where only "
+              "one activation is live, e.g. a residual sublayer)";
   SmallVector<double> cost(layers, 1.0);
   for (Operation &op : body)
     if (auto costOp = dyn_cast<CostOpInterface>(op))
@@ -313,13 +330,16 @@ LogicalResult Splitter::place() {
   auto isUpdate = [&](Operation &op) {
     if (!isa<InPlaceOpInterface>(op))
       return false;
-    return llvm::any_of(op.getUsers(), [](Operation *u) { return isa<func::ReturnOp>(u); });
+    return llvm::any_of(op.getUsers(),
+                        [](Operation *u) { return isa<func::ReturnOp>(u); });
   };
   llvm::DenseMap<Value, llvm::SetVector<int64_t>> readers;
   for (Operation &op : body) {
     if (isa<func::ReturnOp>(op) || isa<arith::ConstantOp>(op))
       continue;
-    int64_t k = stageOfLayer[op.getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr).getInt()];
+    int64_t k =
+        stageOfLayer[op.getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr)
+                         .getInt()];
     if (!isUpdate(op)) {
       vstageOf[&op] = k;
       for (Value operand : op.getOperands())
@@ -330,7 +350,8 @@ LogicalResult Splitter::place() {
   // Master weights (mixed precision) are updated wherever their parameter
   // is read: the new parameter is the new master rounded.
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto kind = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kStateKindAttr);
+    auto kind =
+        step.getArgAttrOfType<StringAttr>(i, DtcDialect::kStateKindAttr);
     auto of = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kOfAttr);
     if (!kind || kind.getValue() != "master" || !of)
       continue;
@@ -348,7 +369,9 @@ LogicalResult Splitter::place() {
     // One update per pipeline stage holding the parameter (on the first of
     // its virtual stages there).
     Value param = op.getOperand(0);
-    int64_t home = stageOfLayer[op.getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr).getInt()];
+    int64_t home =
+        stageOfLayer[op.getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr)
+                         .getInt()];
     std::map<int64_t, int64_t> perDevice;
     perDevice[deviceOf(home)] = home;
     for (int64_t k : readers.lookup(param)) {
@@ -362,7 +385,8 @@ LogicalResult Splitter::place() {
   // Ops computing from an update's result (mixed precision's cast of the
   // new master weights to the parameter's type) run where the update runs.
   for (Operation &op : body) {
-    if (isa<func::ReturnOp>(op) || isa<arith::ConstantOp>(op) || updateStages.count(&op))
+    if (isa<func::ReturnOp>(op) || isa<arith::ConstantOp>(op) ||
+        updateStages.count(&op))
       continue;
     for (Value operand : op.getOperands())
       if (Operation *def = operand.getDefiningOp())
@@ -383,9 +407,11 @@ LogicalResult Splitter::run() {
   b.setInsertionPointAfter(step);
   for (int64_t d = 0; d < stages; ++d) {
     Device dev;
-    std::string name = stages == 1 ? step.getName().str()
-                                   : (step.getName() + "_stage" + std::to_string(d)).str();
-    dev.func = func::FuncOp::create(b, step.getLoc(), name, FunctionType::get(ctx, {}, {}));
+    std::string name =
+        stages == 1 ? step.getName().str()
+                    : (step.getName() + "_stage" + std::to_string(d)).str();
+    dev.func = func::FuncOp::create(b, step.getLoc(), name,
+                                    FunctionType::get(ctx, {}, {}));
     dev.body = dev.func.addEntryBlock();
     devices.push_back(std::move(dev));
   }
@@ -398,7 +424,9 @@ LogicalResult Splitter::run() {
   for (Operation &op : body)
     if (!isa<func::ReturnOp>(op) && !isa<arith::ConstantOp>(op))
       ordered.push_back(&op);
-  llvm::stable_sort(ordered, [](Operation *a, Operation *b) { return phaseRank(a) < phaseRank(b); });
+  llvm::stable_sort(ordered, [](Operation *a, Operation *b) {
+    return phaseRank(a) < phaseRank(b);
+  });
 
   for (Operation *op : ordered) {
     SmallVector<int64_t> where;
@@ -419,7 +447,8 @@ LogicalResult Splitter::run() {
       OpBuilder at = OpBuilder::atBlockEnd(dev.body);
       Operation *clone = at.clone(*op, operands);
       clone->setAttr(DtcDialect::kStageAttr, at.getI64IntegerAttr(k));
-      for (auto [global, local] : llvm::zip(op->getResults(), clone->getResults()))
+      for (auto [global, local] :
+           llvm::zip(op->getResults(), clone->getResults()))
         dev.mapping.map(global, local);
     }
   }
@@ -447,15 +476,18 @@ LogicalResult Splitter::run() {
         continue;
       }
       if (updateStages.count(def)) {
-        if (!llvm::any_of(updateStages[def], [&](int64_t k) { return deviceOf(k) == d; }))
+        if (!llvm::any_of(updateStages[def],
+                          [&](int64_t k) { return deviceOf(k) == d; }))
           continue;
-        auto updates = step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kUpdatesAttr);
+        auto updates = step.getResultAttrOfType<IntegerAttr>(
+            idx, DtcDialect::kUpdatesAttr);
         if (!updates)
           return ret.emitError() << "an update result without dtc.updates";
         Value localArg = argumentOn(dev, step.getArgument(updates.getInt()));
         NamedAttrList list(resultAttrs);
-        list.set(DtcDialect::kUpdatesAttr,
-                 b.getI64IntegerAttr(cast<BlockArgument>(localArg).getArgNumber()));
+        list.set(
+            DtcDialect::kUpdatesAttr,
+            b.getI64IntegerAttr(cast<BlockArgument>(localArg).getArgNumber()));
         results.push_back(dev.mapping.lookup(operand));
         attrs.push_back(list.getDictionary(ctx));
         continue;
@@ -491,12 +523,14 @@ struct SplitPipelinePass : impl::SplitPipelineBase<SplitPipelinePass> {
       return;
     func::FuncOp step = findTrainStep(module);
     if (!step) {
-      module.emitError() << "expected exactly one training step to split into pipeline stages";
+      module.emitError()
+          << "expected exactly one training step to split into pipeline stages";
       return signalPassFailure();
     }
     auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
     auto gridRef = plan.getAs<FlatSymbolRefAttr>("grid");
-    FailureOr<SmallVector<int64_t>> shape = getGridShape(module, gridRef.getValue());
+    FailureOr<SmallVector<int64_t>> shape =
+        getGridShape(module, gridRef.getValue());
     if (failed(shape))
       return signalPassFailure();
     Splitter splitter;

@@ -39,10 +39,9 @@ std::string hex64(uint64_t v) noexcept {
 
 std::string encodeArtifactBody(std::string_view body) noexcept {
   try {
-    std::string out = std::string(kMagic) + " " +
-                      std::to_string(kArtifactContainerVersion) + " " +
-                      std::to_string(body.size()) + " " + hex64(fnv1a64(body)) +
-                      "\n";
+    std::string out =
+        std::string(kMagic) + " " + std::to_string(kArtifactContainerVersion) +
+        " " + std::to_string(body.size()) + " " + hex64(fnv1a64(body)) + "\n";
     out.append(body.data(), body.size());
     return out;
   } catch (...) {
@@ -77,9 +76,11 @@ bool decodeArtifact(std::string_view file, std::string &body,
                     std::string &error) noexcept {
   try {
     body.clear();
-    if (file.size() < kMagic.size() || file.substr(0, kMagic.size()) != kMagic ||
+    if (file.size() < kMagic.size() ||
+        file.substr(0, kMagic.size()) != kMagic ||
         (file.size() > kMagic.size() && file[kMagic.size()] != ' ')) {
-      error = "not a dtc artifact (the file does not start with \"dtc-artifact\")";
+      error =
+          "not a dtc artifact (the file does not start with \"dtc-artifact\")";
       return false;
     }
     size_t nl = file.find('\n');
@@ -171,7 +172,8 @@ std::string base64Encode(std::string_view in) noexcept {
     out.reserve((in.size() + 2) / 3 * 4);
     size_t i = 0;
     for (; i + 2 < in.size(); i += 3) {
-      const uint32_t v = uint32_t(uint8_t(in[i])) << 16 | uint32_t(uint8_t(in[i + 1])) << 8 |
+      const uint32_t v = uint32_t(uint8_t(in[i])) << 16 |
+                         uint32_t(uint8_t(in[i + 1])) << 8 |
                          uint32_t(uint8_t(in[i + 2]));
       out += tbl[v >> 18];
       out += tbl[(v >> 12) & 63];
@@ -180,7 +182,8 @@ std::string base64Encode(std::string_view in) noexcept {
     }
     if (i < in.size()) {
       uint32_t v = uint32_t(uint8_t(in[i])) << 16;
-      if (i + 1 < in.size()) v |= uint32_t(uint8_t(in[i + 1])) << 8;
+      if (i + 1 < in.size())
+        v |= uint32_t(uint8_t(in[i + 1])) << 8;
       out += tbl[v >> 18];
       out += tbl[(v >> 12) & 63];
       out += i + 1 < in.size() ? tbl[(v >> 6) & 63] : '=';
@@ -194,17 +197,24 @@ std::string base64Encode(std::string_view in) noexcept {
 
 bool base64Decode(std::string_view in, std::string &out) noexcept {
   auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
+    if (c >= 'A' && c <= 'Z')
+      return c - 'A';
+    if (c >= 'a' && c <= 'z')
+      return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+      return c - '0' + 52;
+    if (c == '+')
+      return 62;
+    if (c == '/')
+      return 63;
     return -1;
   };
   try {
     size_t n = in.size();
-    while (n > 0 && in[n - 1] == '=') --n;
-    if (in.size() - n > 2 || (in.size() != n && in.size() % 4 != 0) || n % 4 == 1)
+    while (n > 0 && in[n - 1] == '=')
+      --n;
+    if (in.size() - n > 2 || (in.size() != n && in.size() % 4 != 0) ||
+        n % 4 == 1)
       return false;
     out.clear();
     out.reserve(n * 3 / 4);
@@ -212,7 +222,8 @@ bool base64Decode(std::string_view in, std::string &out) noexcept {
     int bits = 0;
     for (size_t i = 0; i < n; ++i) {
       const int v = val(in[i]);
-      if (v < 0) return false;
+      if (v < 0)
+        return false;
       acc = (acc << 6) | uint32_t(v);
       bits += 6;
       if (bits >= 8) {
@@ -235,7 +246,9 @@ struct ErrorCatcher {
   bool boolean(bool) { return true; }
   bool number_integer(json::number_integer_t) { return true; }
   bool number_unsigned(json::number_unsigned_t) { return true; }
-  bool number_float(json::number_float_t, const json::string_t &) { return true; }
+  bool number_float(json::number_float_t, const json::string_t &) {
+    return true;
+  }
   bool string(json::string_t &) { return true; }
   bool binary(json::binary_t &) { return true; }
   bool start_object(std::size_t) { return true; }
@@ -260,9 +273,12 @@ bool nestingWithin(std::string_view text, size_t limit, size_t &offset) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (inString) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') inString = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        inString = false;
     } else if (c == '"') {
       inString = true;
     } else if (c == '[' || c == '{') {
@@ -278,12 +294,14 @@ bool nestingWithin(std::string_view text, size_t limit, size_t &offset) {
 }
 } // namespace
 
-bool parseJsonText(std::string_view text, json &out, std::string &error) noexcept {
+bool parseJsonText(std::string_view text, json &out,
+                   std::string &error) noexcept {
   try {
     size_t offset = 0;
     if (!nestingWithin(text, kMaxJsonDepth, offset)) {
-      error = "invalid JSON: nesting deeper than " + std::to_string(kMaxJsonDepth) +
-              " levels at byte " + std::to_string(offset);
+      error = "invalid JSON: nesting deeper than " +
+              std::to_string(kMaxJsonDepth) + " levels at byte " +
+              std::to_string(offset);
       out = json();
       return false;
     }
@@ -319,8 +337,8 @@ bool decodeArtifactJson(std::string_view file, json &body,
   return true;
 }
 
-bool readFileBytes(const std::string &path, std::string &out, std::string &error,
-                   uint64_t maxBytes) noexcept {
+bool readFileBytes(const std::string &path, std::string &out,
+                   std::string &error, uint64_t maxBytes) noexcept {
   try {
     // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
     // below); reads of a regular file ignore the flag.
@@ -337,9 +355,10 @@ bool readFileBytes(const std::string &path, std::string &out, std::string &error
     }
     if (!S_ISREG(st.st_mode)) {
       ::close(fd);
-      error = S_ISDIR(st.st_mode) ? "cannot read: is a directory"
-                                  : "cannot read: not a regular file (a device, FIFO or "
-                                    "socket is refused)";
+      error = S_ISDIR(st.st_mode)
+                  ? "cannot read: is a directory"
+                  : "cannot read: not a regular file (a device, FIFO or "
+                    "socket is refused)";
       return false;
     }
     if (uint64_t(st.st_size) > maxBytes) {

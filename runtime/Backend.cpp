@@ -1,4 +1,5 @@
-//===- Backend.cpp - the interface's out-of-line parts and the registry -----===//
+//===- Backend.cpp - the interface's out-of-line parts and the registry
+//-----===//
 //
 // A new backend (CUDA) adds its factory to builtInBackends() under the CMake
 // option that builds it; nothing else in the runtime names backends.
@@ -42,7 +43,8 @@ BackendFactory find(const std::string &name) {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   for (auto &[n, f] : r.factories)
-    if (n == name) return f;
+    if (n == name)
+      return f;
   return nullptr;
 }
 } // namespace
@@ -62,25 +64,29 @@ std::vector<std::string> backendNames() {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<std::string> names;
-  for (auto &entry : r.factories) names.push_back(entry.first);
+  for (auto &entry : r.factories)
+    names.push_back(entry.first);
   return names;
 }
 
 void checkBackendAvailable(const std::string &name) {
   if (find(name)) {
 #if DTC_WITH_CUDA
-    if (name == "cuda") checkCudaDevices();
+    if (name == "cuda")
+      checkCudaDevices();
 #endif
     return;
   }
   if (name == "cuda")
     throw Error("this build of dtc has no CUDA backend yet; use --backend cpu");
   std::string known;
-  for (const std::string &n : backendNames()) known += (known.empty() ? "" : ", ") + n;
+  for (const std::string &n : backendNames())
+    known += (known.empty() ? "" : ", ") + n;
   throw Error("unknown backend '" + name + "' (this build has: " + known + ")");
 }
 
-std::unique_ptr<Backend> makeBackend(const std::string &name, const BackendOptions &options) {
+std::unique_ptr<Backend> makeBackend(const std::string &name,
+                                     const BackendOptions &options) {
   checkBackendAvailable(name);
   return find(name)(options);
 }

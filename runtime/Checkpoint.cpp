@@ -1,4 +1,5 @@
-//===- Checkpoint.cpp ----------------------------------------------------------===//
+//===- Checkpoint.cpp
+//----------------------------------------------------------===//
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/ShardedCheckpoint.h"
 
@@ -19,7 +20,6 @@ constexpr const char *kCkptFormat = "dtc-checkpoint-v1";
 constexpr const char *kOptimFormat = "dtc-optimizer-v1";
 constexpr const char *kStepFormat = "dtc-step-v1";
 
-
 bool fileExists(const std::string &p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0;
@@ -32,12 +32,14 @@ std::string optimizerSidecarPath(const std::string &ckpt) {
 
 int masterOf(const Artifact &a, int param) {
   for (int t : a.tensorsWithRole(Role::OptimizerState))
-    if (a.tensors[size_t(t)].kind == "master" && a.tensors[size_t(t)].of == a.tensors[size_t(param)].name)
+    if (a.tensors[size_t(t)].kind == "master" &&
+        a.tensors[size_t(t)].of == a.tensors[size_t(param)].name)
       return t;
   return -1;
 }
 
-std::vector<std::pair<int, std::string>> checkpointTensors(const Artifact &a, Role role) {
+std::vector<std::pair<int, std::string>> checkpointTensors(const Artifact &a,
+                                                           Role role) {
   std::vector<std::pair<int, std::string>> out;
   if (role == Role::Param) {
     for (int t : a.tensorsWithRole(Role::Param)) {
@@ -46,7 +48,8 @@ std::vector<std::pair<int, std::string>> checkpointTensors(const Artifact &a, Ro
     }
   } else {
     for (int t : a.tensorsWithRole(Role::OptimizerState))
-      if (a.tensors[size_t(t)].kind != "master") out.push_back({t, a.tensors[size_t(t)].name});
+      if (a.tensors[size_t(t)].kind != "master")
+        out.push_back({t, a.tensors[size_t(t)].name});
   }
   return out;
 }
@@ -57,15 +60,20 @@ std::vector<int> contributorRanks(const Artifact &a, int t) {
   std::vector<int> out;
   for (int64_t r = 0; r < a.devices; ++r) {
     const int p = a.programOf(r);
-    if (p < 0 || a.bufferOf(p, t) < 0) continue;
-    Piece piece = pieceOf(a.mesh, d.sharding, d.shape, a.mesh.coords(r), d.pieces);
-    if (first.emplace(piece.offset, int(r)).second) out.push_back(int(r));
+    if (p < 0 || a.bufferOf(p, t) < 0)
+      continue;
+    Piece piece =
+        pieceOf(a.mesh, d.sharding, d.shape, a.mesh.coords(r), d.pieces);
+    if (first.emplace(piece.offset, int(r)).second)
+      out.push_back(int(r));
   }
   return out;
 }
 
-void checkCheckpointTensors(const Artifact &a, const SafetensorsReader &file, Role role) {
-  const char *what = role == Role::Param ? "parameter" : "optimizer state tensor";
+void checkCheckpointTensors(const Artifact &a, const SafetensorsReader &file,
+                            Role role) {
+  const char *what =
+      role == Role::Param ? "parameter" : "optimizer state tensor";
   std::set<std::string> names;
   for (auto [t, name] : checkpointTensors(a, role)) {
     names.insert(name);
@@ -76,22 +84,25 @@ void checkCheckpointTensors(const Artifact &a, const SafetensorsReader &file, Ro
                   dtypeName(d.dtype) + shapeStr(d.shape) + ") of " + a.label);
     // Floats convert on load (an f32 checkpoint into bf16 weights, say);
     // integers must match.
-    const bool convertible = e->supported && isFloat(e->dtype) && isFloat(d.dtype);
+    const bool convertible =
+        e->supported && isFloat(e->dtype) && isFloat(d.dtype);
     if (!e->supported || (e->dtype != d.dtype && !convertible))
-      throw Error(file.path() + ": tensor '" + name + "' has dtype " + e->dtypeName +
-                  " but the model's " + what + " is " + safetensorsDtype(d.dtype));
+      throw Error(file.path() + ": tensor '" + name + "' has dtype " +
+                  e->dtypeName + " but the model's " + what + " is " +
+                  safetensorsDtype(d.dtype));
     if (e->shape != d.shape)
-      throw Error(file.path() + ": tensor '" + name + "' has shape " + shapeStr(e->shape) +
-                  " but the model's " + what + " has shape " + shapeStr(d.shape));
+      throw Error(file.path() + ": tensor '" + name + "' has shape " +
+                  shapeStr(e->shape) + " but the model's " + what +
+                  " has shape " + shapeStr(d.shape));
   }
   for (const SafetensorsEntry &e : file.entries())
     if (!names.count(e.name))
-      throw Error(file.path() + ": tensor '" + e.name + "' is not one of the " + what +
-                  "s of " + a.label);
+      throw Error(file.path() + ": tensor '" + e.name + "' is not one of the " +
+                  what + "s of " + a.label);
 }
 
-void readConverted(const SafetensorsReader &file, const SafetensorsEntry &e, int64_t first,
-                   void *dst, DType dtype, int64_t n) {
+void readConverted(const SafetensorsReader &file, const SafetensorsEntry &e,
+                   int64_t first, void *dst, DType dtype, int64_t n) {
   const size_t from = dtypeSize(e.dtype), to = dtypeSize(dtype);
   if (e.dtype == dtype) {
     file.read(e, uint64_t(first) * from, dst, size_t(n) * from);
@@ -118,15 +129,18 @@ void readConverted(const SafetensorsReader &file, const SafetensorsEntry &e, int
   }
 }
 
-int64_t metadataInt(const SafetensorsReader &file, const std::string &key, int64_t fallback) {
+int64_t metadataInt(const SafetensorsReader &file, const std::string &key,
+                    int64_t fallback) {
   auto it = file.metadata().find(key);
-  if (it == file.metadata().end()) return fallback;
+  if (it == file.metadata().end())
+    return fallback;
   const std::string &s = it->second;
   int64_t v = 0;
   bool ok = !s.empty() && s.size() <= 18;
   for (char c : s) {
     ok = ok && c >= '0' && c <= '9';
-    if (ok) v = v * 10 + (c - '0');
+    if (ok)
+      v = v * 10 + (c - '0');
   }
   if (!ok)
     throw Error(file.path() + ": metadata " + key + " = \"" + s +
@@ -153,10 +167,11 @@ LoadedCheckpoint examine(const Artifact &a, const std::string &path,
   sidecar = std::make_unique<SafetensorsReader>(side);
   const int64_t sideStep = metadataInt(*sidecar, kStepKey, -1);
   if (sideStep != info.step) {
-    info.note = side + " is from step " +
-                (sideStep < 0 ? std::string("(unknown)") : std::to_string(sideStep)) +
-                " but " + path + " is from step " + std::to_string(info.step) +
-                "; the optimizer state starts from zeros";
+    info.note =
+        side + " is from step " +
+        (sideStep < 0 ? std::string("(unknown)") : std::to_string(sideStep)) +
+        " but " + path + " is from step " + std::to_string(info.step) +
+        "; the optimizer state starts from zeros";
     sidecar.reset();
     return info;
   }
@@ -168,8 +183,9 @@ LoadedCheckpoint examine(const Artifact &a, const std::string &path,
   for (const SafetensorsEntry &e : sidecar->entries())
     held.insert(e.name);
   if (wanted != held) {
-    info.note = side + " holds the state of another optimizer; the optimizer state "
-                       "starts from zeros";
+    info.note = side +
+                " holds the state of another optimizer; the optimizer state "
+                "starts from zeros";
     sidecar.reset();
     return info;
   }
@@ -184,7 +200,8 @@ LoadedCheckpoint examine(const Artifact &a, const std::string &path,
 void copyPieces(RankExecutor &exec, const SafetensorsReader &file, Role role) {
   const Artifact &a = exec.artifact();
   auto copy = [&](int t, const std::string &name) {
-    if (!exec.holds(t)) return;
+    if (!exec.holds(t))
+      return;
     const TensorDecl &d = a.tensors[size_t(t)];
     const SafetensorsEntry *e = file.find(name);
     LocalTensor lt = exec.tensor(t);
@@ -215,7 +232,8 @@ void saveFile(RankExecutor &exec, World &world, const std::string &path,
   const bool root = world.rank() == 0;
   std::unique_ptr<SafetensorsWriter> writer;
   runAgreed(world, [&] {
-    if (!root) return;
+    if (!root)
+      return;
     std::vector<SafetensorsTensorInfo> infos;
     for (auto [t, name] : tensors) {
       const TensorDecl &d = a.tensors[size_t(t)];
@@ -231,7 +249,8 @@ void saveFile(RankExecutor &exec, World &world, const std::string &path,
     // write stops everyone at once.
     agree(world, err);
     const TensorDecl &d = a.tensors[size_t(t)];
-    const size_t elem = dtypeSize(d.dtype), bytes = size_t(numel(d.shape)) * elem;
+    const size_t elem = dtypeSize(d.dtype),
+                 bytes = size_t(numel(d.shape)) * elem;
     const std::vector<int> from = contributorRanks(a, t);
     const bool rootHoldsAll = from.size() == 1 && from[0] == 0;
     if (!root) {
@@ -263,7 +282,8 @@ void saveFile(RankExecutor &exec, World &world, const std::string &path,
         src = piece.data();
       }
       forEachPieceRun(d.shape, pc, [&](int64_t l, int64_t g, int64_t n) {
-        std::memcpy(whole.data() + size_t(g) * elem, src + size_t(l) * elem, size_t(n) * elem);
+        std::memcpy(whole.data() + size_t(g) * elem, src + size_t(l) * elem,
+                    size_t(n) * elem);
       });
     }
     try {
@@ -285,13 +305,16 @@ void saveFile(RankExecutor &exec, World &world, const std::string &path,
 } // namespace
 
 LoadedCheckpoint inspectCheckpoint(const Artifact &a, const std::string &path) {
-  if (isShardedCheckpointPath(path)) return inspectShardedCheckpoint(a, path);
+  if (isShardedCheckpointPath(path))
+    return inspectShardedCheckpoint(a, path);
   std::unique_ptr<SafetensorsReader> main, side;
   return examine(a, path, main, side);
 }
 
-LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::string &path) {
-  if (isShardedCheckpointPath(path)) return loadShardedCheckpoint(exec, world, path);
+LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world,
+                                const std::string &path) {
+  if (isShardedCheckpointPath(path))
+    return loadShardedCheckpoint(exec, world, path);
   LoadedCheckpoint info;
   std::unique_ptr<SafetensorsReader> main, side;
   runAgreed(world, [&] { info = examine(exec.artifact(), path, main, side); });
@@ -307,14 +330,17 @@ LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::str
       plan[1] = file->dataBytes();
     }
     world.world().broadcast(plan, sizeof plan, 0);
-    if (!plan[0]) continue;
+    if (!plan[0])
+      continue;
     uint32_t crc = 0;
     for (uint64_t at = 0; at < plan[1]; at += kChunk)
       runAgreed(world, [&] {
-        if (world.rank() == 0) crc = file->dataCrc(at, std::min(kChunk, plan[1] - at), crc);
+        if (world.rank() == 0)
+          crc = file->dataCrc(at, std::min(kChunk, plan[1] - at), crc);
       });
     runAgreed(world, [&] {
-      if (world.rank() == 0) file->checkChecksum(crc);
+      if (world.rank() == 0)
+        file->checkChecksum(crc);
     });
   }
   runAgreed(world, [&] {
@@ -331,11 +357,13 @@ LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::str
   return info;
 }
 
-void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path, int64_t step,
-                    int64_t optimizerStep) {
-  if (isShardedCheckpointPath(path)) return saveShardedCheckpoint(exec, world, path, step, optimizerStep);
+void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path,
+                    int64_t step, int64_t optimizerStep) {
+  if (isShardedCheckpointPath(path))
+    return saveShardedCheckpoint(exec, world, path, step, optimizerStep);
   const Artifact &a = exec.artifact();
-  saveFile(exec, world, optimizerSidecarPath(path), checkpointTensors(a, Role::OptimizerState),
+  saveFile(exec, world, optimizerSidecarPath(path),
+           checkpointTensors(a, Role::OptimizerState),
            {{kFormatKey, kOptimFormat},
             {kStepKey, std::to_string(step)},
             {kOptStepKey, std::to_string(optimizerStep)}});
@@ -343,12 +371,15 @@ void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path, i
            {{kFormatKey, kCkptFormat}, {kStepKey, std::to_string(step)}});
 }
 
-void saveStepTensors(RankExecutor &exec, World &world, const std::string &path, int64_t step) {
+void saveStepTensors(RankExecutor &exec, World &world, const std::string &path,
+                     int64_t step) {
   const Artifact &a = exec.artifact();
   std::vector<std::pair<int, std::string>> all;
   for (Role role : {Role::Input, Role::Output})
-    for (int t : a.tensorsWithRole(role)) all.push_back({t, a.tensors[size_t(t)].name});
-  saveFile(exec, world, path, all, {{kFormatKey, kStepFormat}, {kStepKey, std::to_string(step)}});
+    for (int t : a.tensorsWithRole(role))
+      all.push_back({t, a.tensors[size_t(t)].name});
+  saveFile(exec, world, path, all,
+           {{kFormatKey, kStepFormat}, {kStepKey, std::to_string(step)}});
 }
 
 } // namespace dtc::rt

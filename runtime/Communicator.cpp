@@ -23,8 +23,8 @@ namespace {
 void deliver(const std::string &message, void *buf, size_t bytes, int tag) {
   if (message.size() != bytes)
     throw CommFailure("message with tag " + std::to_string(tag) + " has " +
-                std::to_string(message.size()) + " bytes, the receiver expects " +
-                std::to_string(bytes));
+                      std::to_string(message.size()) +
+                      " bytes, the receiver expects " + std::to_string(bytes));
   std::memcpy(buf, message.data(), bytes);
 }
 
@@ -32,38 +32,55 @@ template <class T> void combine(T *acc, const T *x, size_t count, ReduceOp op) {
   switch (op) {
   case ReduceOp::Sum:
   case ReduceOp::Average:
-    for (size_t i = 0; i < count; ++i) acc[i] = acc[i] + x[i];
+    for (size_t i = 0; i < count; ++i)
+      acc[i] = acc[i] + x[i];
     break;
   case ReduceOp::Max:
-    for (size_t i = 0; i < count; ++i) acc[i] = x[i] > acc[i] ? x[i] : acc[i];
+    for (size_t i = 0; i < count; ++i)
+      acc[i] = x[i] > acc[i] ? x[i] : acc[i];
     break;
   case ReduceOp::Min:
-    for (size_t i = 0; i < count; ++i) acc[i] = x[i] < acc[i] ? x[i] : acc[i];
+    for (size_t i = 0; i < count; ++i)
+      acc[i] = x[i] < acc[i] ? x[i] : acc[i];
     break;
   }
 }
 
 /// bf16/f16: each step adds (or compares) in f32 and rounds back, as a
 /// kernel would.
-void combineLow(uint16_t *acc, const uint16_t *x, size_t count, DType dtype, ReduceOp op) {
+void combineLow(uint16_t *acc, const uint16_t *x, size_t count, DType dtype,
+                ReduceOp op) {
   for (size_t i = 0; i < count; ++i) {
     const float a = lowToF32(dtype, acc[i]), b = lowToF32(dtype, x[i]);
     float r = a + b;
-    if (op == ReduceOp::Max) r = b > a ? b : a;
-    if (op == ReduceOp::Min) r = b < a ? b : a;
+    if (op == ReduceOp::Max)
+      r = b > a ? b : a;
+    if (op == ReduceOp::Min)
+      r = b < a ? b : a;
     acc[i] = f32ToLow(dtype, r);
   }
 }
 
 /// acc[i] = acc[i] op x[i].
-void combineBuffers(void *acc, const void *x, size_t count, DType dtype, ReduceOp op) {
+void combineBuffers(void *acc, const void *x, size_t count, DType dtype,
+                    ReduceOp op) {
   switch (dtype) {
-  case DType::F32: combine(static_cast<float *>(acc), static_cast<const float *>(x), count, op); break;
-  case DType::I32: combine(static_cast<int32_t *>(acc), static_cast<const int32_t *>(x), count, op); break;
-  case DType::I64: combine(static_cast<int64_t *>(acc), static_cast<const int64_t *>(x), count, op); break;
+  case DType::F32:
+    combine(static_cast<float *>(acc), static_cast<const float *>(x), count,
+            op);
+    break;
+  case DType::I32:
+    combine(static_cast<int32_t *>(acc), static_cast<const int32_t *>(x), count,
+            op);
+    break;
+  case DType::I64:
+    combine(static_cast<int64_t *>(acc), static_cast<const int64_t *>(x), count,
+            op);
+    break;
   case DType::BF16:
   case DType::F16:
-    combineLow(static_cast<uint16_t *>(acc), static_cast<const uint16_t *>(x), count, dtype, op);
+    combineLow(static_cast<uint16_t *>(acc), static_cast<const uint16_t *>(x),
+               count, dtype, op);
     break;
   }
 }
@@ -71,17 +88,21 @@ void combineBuffers(void *acc, const void *x, size_t count, DType dtype, ReduceO
 void divideFloats(void *buf, size_t count, DType dtype, int n) {
   if (isLowPrecision(dtype)) {
     uint16_t *h = static_cast<uint16_t *>(buf);
-    for (size_t i = 0; i < count; ++i) h[i] = f32ToLow(dtype, lowToF32(dtype, h[i]) / float(n));
+    for (size_t i = 0; i < count; ++i)
+      h[i] = f32ToLow(dtype, lowToF32(dtype, h[i]) / float(n));
     return;
   }
-  if (dtype != DType::F32) return;
+  if (dtype != DType::F32)
+    return;
   float *f = static_cast<float *>(buf);
-  for (size_t i = 0; i < count; ++i) f[i] /= float(n);
+  for (size_t i = 0; i < count; ++i)
+    f[i] /= float(n);
 }
 
 } // namespace
 
-void Communicator::sendMessage(const void *buf, size_t bytes, int peer, int tag) {
+void Communicator::sendMessage(const void *buf, size_t bytes, int peer,
+                               int tag) {
   if (peer < 0 || peer >= size())
     throw Error("peer " + std::to_string(peer) + " is not a member of a " +
                 std::to_string(size()) + "-rank communicator");
@@ -97,8 +118,8 @@ void Communicator::recvMessage(void *buf, size_t bytes, int peer, int tag) {
   received_ += bytes;
 }
 
-void Communicator::exchange(const void *send, size_t sendBytes, int dst, void *recv,
-                            size_t recvBytes, int src) {
+void Communicator::exchange(const void *send, size_t sendBytes, int dst,
+                            void *recv, size_t recvBytes, int src) {
   sendRecv(send, sendBytes, dst, recv, recvBytes, src);
   sent_ += sendBytes;
   received_ += recvBytes;
@@ -106,26 +127,33 @@ void Communicator::exchange(const void *send, size_t sendBytes, int dst, void *r
 
 char *Communicator::scratch(size_t bytes) {
   // Exactly `bytes` (resize may reserve more): what is counted is what is held.
-  if (scratch_.size() < bytes) std::vector<char>(bytes).swap(scratch_);
+  if (scratch_.size() < bytes)
+    std::vector<char>(bytes).swap(scratch_);
   return scratch_.data();
 }
 
-size_t Communicator::allReduceScratch(size_t count, size_t elementBytes, int members) {
+size_t Communicator::allReduceScratch(size_t count, size_t elementBytes,
+                                      int members) {
   return members <= 1 ? 0 : (count / size_t(members) + 1) * elementBytes;
 }
 
-size_t Communicator::reduceScatterScratch(size_t count, size_t elementBytes, int members) {
+size_t Communicator::reduceScatterScratch(size_t count, size_t elementBytes,
+                                          int members) {
   return members <= 1 ? 0 : 2 * count * elementBytes;
 }
 
-void Communicator::allReduce(const void *in, void *out, size_t count, DType dtype,
-                             ReduceOp op) {
+void Communicator::allReduce(const void *in, void *out, size_t count,
+                             DType dtype, ReduceOp op) {
   const size_t elem = dtypeSize(dtype);
-  if (in != out) std::memcpy(out, in, count * elem);
+  if (in != out)
+    std::memcpy(out, in, count * elem);
   const int n = size(), r = rank();
-  if (n == 1) return;
+  if (n == 1)
+    return;
   const size_t base = count / size_t(n), extra = count % size_t(n);
-  auto offset = [&](int j) { return size_t(j) * base + std::min(size_t(j), extra); };
+  auto offset = [&](int j) {
+    return size_t(j) * base + std::min(size_t(j), extra);
+  };
   auto length = [&](int j) { return base + (size_t(j) < extra ? 1 : 0); };
   auto at = [&](int j) { return static_cast<char *>(out) + offset(j) * elem; };
   const int right = (r + 1) % n, left = (r + n - 1) % n;
@@ -133,39 +161,46 @@ void Communicator::allReduce(const void *in, void *out, size_t count, DType dtyp
   // Reduce-scatter: after n-1 steps this member holds chunk r+1 reduced.
   for (int s = 0; s < n - 1; ++s) {
     const int send = (r - s + n) % n, recv = (r - s - 1 + 2 * n) % n;
-    exchange(at(send), length(send) * elem, right, tmp, length(recv) * elem, left);
+    exchange(at(send), length(send) * elem, right, tmp, length(recv) * elem,
+             left);
     combineBuffers(at(recv), tmp, length(recv), dtype, op);
   }
   // All-gather of the reduced chunks.
   for (int s = 0; s < n - 1; ++s) {
     const int send = (r + 1 - s + n) % n, recv = (r - s + n) % n;
-    exchange(at(send), length(send) * elem, right, at(recv), length(recv) * elem, left);
+    exchange(at(send), length(send) * elem, right, at(recv),
+             length(recv) * elem, left);
   }
-  if (op == ReduceOp::Average) divideFloats(out, count, dtype, n);
+  if (op == ReduceOp::Average)
+    divideFloats(out, count, dtype, n);
 }
 
 void Communicator::allGather(const void *in, void *out, size_t bytes) {
   const int n = size(), r = rank();
   char *o = static_cast<char *>(out);
-  if (o + size_t(r) * bytes != in) std::memcpy(o + size_t(r) * bytes, in, bytes);
+  if (o + size_t(r) * bytes != in)
+    std::memcpy(o + size_t(r) * bytes, in, bytes);
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   for (int s = 0; s < n - 1; ++s) {
     const int send = (r - s + n) % n, recv = (r - s - 1 + 2 * n) % n;
-    exchange(o + size_t(send) * bytes, bytes, right, o + size_t(recv) * bytes, bytes, left);
+    exchange(o + size_t(send) * bytes, bytes, right, o + size_t(recv) * bytes,
+             bytes, left);
   }
 }
 
-void Communicator::reduceScatter(const void *in, void *out, size_t count, DType dtype,
-                                 ReduceOp op) {
+void Communicator::reduceScatter(const void *in, void *out, size_t count,
+                                 DType dtype, ReduceOp op) {
   const size_t elem = dtypeSize(dtype), bytes = count * elem;
   const int n = size(), r = rank();
   const char *pieces = static_cast<const char *>(in);
   if (n == 1) {
-    if (in != out) std::memcpy(out, in, bytes);
+    if (in != out)
+      std::memcpy(out, in, bytes);
     return;
   }
   const int right = (r + 1) % n, left = (r + n - 1) % n;
-  char *acc = scratch(reduceScatterScratch(count, elem, n)), *recv = acc + bytes;
+  char *acc = scratch(reduceScatterScratch(count, elem, n)),
+       *recv = acc + bytes;
   // Step s sends the partial sum of piece r-s-1 and receives piece r-s-2's,
   // adding this member's own piece; after n-1 steps piece r is complete.
   std::memcpy(acc, pieces + size_t((r - 1 + n) % n) * bytes, bytes);
@@ -176,7 +211,8 @@ void Communicator::reduceScatter(const void *in, void *out, size_t count, DType 
     combineBuffers(acc, recv, count, dtype, op);
   }
   std::memcpy(out, acc, bytes);
-  if (op == ReduceOp::Average) divideFloats(out, count, dtype, n);
+  if (op == ReduceOp::Average)
+    divideFloats(out, count, dtype, n);
 }
 
 void Communicator::allToAll(const void *in, void *out, size_t bytes) {
@@ -186,13 +222,15 @@ void Communicator::allToAll(const void *in, void *out, size_t bytes) {
   std::memcpy(o + size_t(r) * bytes, i + size_t(r) * bytes, bytes);
   for (int s = 1; s < n; ++s) {
     const int dst = (r + s) % n, src = (r - s + n) % n;
-    exchange(i + size_t(dst) * bytes, bytes, dst, o + size_t(src) * bytes, bytes, src);
+    exchange(i + size_t(dst) * bytes, bytes, dst, o + size_t(src) * bytes,
+             bytes, src);
   }
 }
 
 namespace {
 
-// ---- one rank ------------------------------------------------------------------
+// ---- one rank
+// ------------------------------------------------------------------
 
 class SelfComm final : public Communicator {
 public:
@@ -209,7 +247,8 @@ public:
   void barrier() override {}
 
 protected:
-  void sendRecv(const void *send, size_t sendBytes, int, void *recv, size_t, int) override {
+  void sendRecv(const void *send, size_t sendBytes, int, void *recv, size_t,
+                int) override {
     std::memcpy(recv, send, sendBytes);
   }
   void postMessage(const void *buf, size_t bytes, int, int tag) override {
@@ -218,8 +257,9 @@ protected:
   void takeMessage(void *buf, size_t bytes, int, int tag) override {
     auto it = mailbox_.find(tag);
     if (it == mailbox_.end() || it->second.empty())
-      throw Error("a receive (tag " + std::to_string(tag) +
-                  ") with no message sent before it on a one-rank communicator");
+      throw Error(
+          "a receive (tag " + std::to_string(tag) +
+          ") with no message sent before it on a one-rank communicator");
     deliver(it->second.front(), buf, bytes, tag);
     it->second.pop_front();
   }
@@ -245,9 +285,12 @@ private:
 
 } // namespace
 
-std::unique_ptr<World> makeLocalWorld() { return std::make_unique<LocalWorld>(); }
+std::unique_ptr<World> makeLocalWorld() {
+  return std::make_unique<LocalWorld>();
+}
 
-// ---- threads --------------------------------------------------------------------
+// ---- threads
+// --------------------------------------------------------------------
 
 namespace {
 struct Group {
@@ -272,7 +315,8 @@ struct ThreadWorld::Shared {
   std::shared_ptr<Group> worldGroup;
   std::map<std::pair<uint64_t, int>, std::shared_ptr<Group>> groups;
   /// Point-to-point messages in flight: (group, from, to, tag) -> bytes.
-  std::map<std::tuple<const Group *, int, int, int>, std::deque<std::string>> mailboxes;
+  std::map<std::tuple<const Group *, int, int, int>, std::deque<std::string>>
+      mailboxes;
   /// Point-to-point rendezvous per (group, from, to).
   struct Mail {
     const void *data = nullptr;
@@ -285,7 +329,8 @@ struct ThreadWorld::Shared {
   /// passes; the last two throw CommFailure, and a timeout aborts the world
   /// so that every other waiting rank leaves too.
   template <class Pred>
-  void waitFor(std::unique_lock<std::mutex> &lock, Pred ready, const char *what) {
+  void waitFor(std::unique_lock<std::mutex> &lock, Pred ready,
+               const char *what) {
     if (timeoutSeconds <= 0) {
       cv.wait(lock, [&] { return ready() || aborted; });
     } else {
@@ -294,7 +339,8 @@ struct ThreadWorld::Shared {
       if (!cv.wait_until(lock, deadline, [&] { return ready() || aborted; })) {
         char secs[32];
         std::snprintf(secs, sizeof secs, "%g", timeoutSeconds);
-        const std::string msg = std::string("timed out after ") + secs + " s in " + what +
+        const std::string msg = std::string("timed out after ") + secs +
+                                " s in " + what +
                                 ": another rank of the group made no progress";
         aborted = true;
         why = "another rank failed: " + msg;
@@ -302,12 +348,14 @@ struct ThreadWorld::Shared {
         throw CommFailure(msg);
       }
     }
-    if (!ready()) throw CommFailure(why);
+    if (!ready())
+      throw CommFailure(why);
   }
 
   void barrier(Group &g, const char *what) {
     std::unique_lock<std::mutex> lock(mu);
-    if (aborted) throw CommFailure(why);
+    if (aborted)
+      throw CommFailure(why);
     const uint64_t gen = g.generation;
     if (++g.arrived == int(g.members.size())) {
       g.arrived = 0;
@@ -323,19 +371,22 @@ namespace {
 
 class ThreadComm final : public Communicator {
 public:
-  ThreadComm(std::shared_ptr<ThreadWorld::Shared> s, std::shared_ptr<Group> g, int idx)
+  ThreadComm(std::shared_ptr<ThreadWorld::Shared> s, std::shared_ptr<Group> g,
+             int idx)
       : s_(std::move(s)), g_(std::move(g)), idx_(idx) {}
   int size() const override { return int(g_->members.size()); }
   int rank() const override { return idx_; }
 
   void broadcast(void *buf, size_t bytes, int root) override {
     post(buf, buf, "broadcast");
-    if (idx_ != root) std::memcpy(buf, g_->in[size_t(root)], bytes);
+    if (idx_ != root)
+      std::memcpy(buf, g_->in[size_t(root)], bytes);
     s_->barrier(*g_, "broadcast");
   }
   void send(const void *buf, size_t bytes, int dest) override {
     std::unique_lock<std::mutex> lock(s_->mu);
-    if (s_->aborted) throw CommFailure(s_->why);
+    if (s_->aborted)
+      throw CommFailure(s_->why);
     ThreadWorld::Shared::Mail &m = s_->mail[{g_.get(), idx_, dest}];
     s_->waitFor(lock, [&] { return !m.posted; }, "send");
     m.data = buf;
@@ -349,22 +400,25 @@ public:
   }
   void recv(void *buf, size_t bytes, int src) override {
     std::unique_lock<std::mutex> lock(s_->mu);
-    if (s_->aborted) throw CommFailure(s_->why);
+    if (s_->aborted)
+      throw CommFailure(s_->why);
     ThreadWorld::Shared::Mail &m = s_->mail[{g_.get(), src, idx_}];
     s_->waitFor(lock, [&] { return m.posted && !m.taken; }, "recv");
     const bool sizeOk = m.bytes == bytes;
-    if (sizeOk) std::memcpy(buf, m.data, bytes);
+    if (sizeOk)
+      std::memcpy(buf, m.data, bytes);
     m.taken = true;
     s_->cv.notify_all();
     if (!sizeOk)
-      throw CommFailure("internal error: a message of " + std::to_string(m.bytes) +
-                        " bytes arrived where " + std::to_string(bytes) + " were expected");
+      throw CommFailure("internal error: a message of " +
+                        std::to_string(m.bytes) + " bytes arrived where " +
+                        std::to_string(bytes) + " were expected");
   }
   void barrier() override { s_->barrier(*g_, "barrier"); }
 
 protected:
-  void sendRecv(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
-                int src) override {
+  void sendRecv(const void *send, size_t sendBytes, int dst, void *recv,
+                size_t recvBytes, int src) override {
     {
       std::lock_guard<std::mutex> lock(s_->mu);
       g_->in[size_t(idx_)] = send;
@@ -373,20 +427,24 @@ protected:
     }
     s_->barrier(*g_, "an exchange");
     if (g_->dsts[size_t(src)] != idx_ || g_->sizes[size_t(src)] != recvBytes)
-      throw CommFailure("internal error: mismatched sendRecv between group members " +
-                        std::to_string(src) + " and " + std::to_string(idx_));
+      throw CommFailure(
+          "internal error: mismatched sendRecv between group members " +
+          std::to_string(src) + " and " + std::to_string(idx_));
     std::memcpy(recv, g_->in[size_t(src)], recvBytes);
     s_->barrier(*g_, "an exchange");
   }
   void postMessage(const void *buf, size_t bytes, int peer, int tag) override {
     std::lock_guard<std::mutex> lock(s_->mu);
-    if (s_->aborted) throw CommFailure(s_->why);
-    s_->mailboxes[{g_.get(), idx_, peer, tag}].emplace_back(static_cast<const char *>(buf), bytes);
+    if (s_->aborted)
+      throw CommFailure(s_->why);
+    s_->mailboxes[{g_.get(), idx_, peer, tag}].emplace_back(
+        static_cast<const char *>(buf), bytes);
     s_->cv.notify_all();
   }
   void takeMessage(void *buf, size_t bytes, int peer, int tag) override {
     std::unique_lock<std::mutex> lock(s_->mu);
-    if (s_->aborted) throw CommFailure(s_->why);
+    if (s_->aborted)
+      throw CommFailure(s_->why);
     auto &box = s_->mailboxes[{g_.get(), peer, idx_, tag}];
     s_->waitFor(lock, [&] { return !box.empty(); }, "a pipeline receive");
     std::string message = std::move(box.front());
@@ -442,14 +500,16 @@ public:
     std::vector<int> members;
     int idx = 0;
     for (size_t i = 0; i < mates.size(); ++i) {
-      if (mates[i].second == rank_) idx = int(i);
+      if (mates[i].second == rank_)
+        idx = int(i);
       members.push_back(mates[i].second);
     }
     std::shared_ptr<Group> g;
     {
       std::lock_guard<std::mutex> lock(s_->mu);
       auto &slot = s_->groups[{splitSeq_, color}];
-      if (!slot) slot = makeGroup(members);
+      if (!slot)
+        slot = makeGroup(members);
       g = slot;
     }
     ++splitSeq_;
@@ -476,7 +536,8 @@ ThreadWorld::ThreadWorld(int ranks, double timeoutSeconds)
   shared_->n = ranks;
   shared_->timeoutSeconds = timeoutSeconds;
   std::vector<int> all;
-  for (int r = 0; r < ranks; ++r) all.push_back(r);
+  for (int r = 0; r < ranks; ++r)
+    all.push_back(r);
   shared_->worldGroup = makeGroup(all);
   for (int r = 0; r < ranks; ++r)
     views_.push_back(std::make_unique<ThreadRankWorld>(shared_, r));
@@ -493,11 +554,13 @@ void ThreadWorld::abort(const std::string &why) {
   shared_->cv.notify_all();
 }
 
-// ---- error agreement ---------------------------------------------------------------
+// ---- error agreement
+// ---------------------------------------------------------------
 
 void agree(World &w, const std::string &localError, int *stop) {
   if (w.size() == 1) {
-    if (!localError.empty()) throw AgreedError(localError, 0);
+    if (!localError.empty())
+      throw AgreedError(localError, 0);
     return;
   }
   // One all-reduce (min) for both: the lowest failing rank, and the
@@ -508,16 +571,20 @@ void agree(World &w, const std::string &localError, int *stop) {
   try {
     w.world().allReduce(mine, agreed, 2, DType::I32, ReduceOp::Min);
   } catch (const CommFailure &e) {
-    throw CommFailure(std::string("while the ranks compared how it went: ") + e.what());
+    throw CommFailure(std::string("while the ranks compared how it went: ") +
+                      e.what());
   }
-  if (stop) *stop = -agreed[1];
+  if (stop)
+    *stop = -agreed[1];
   const int32_t first = agreed[0];
-  if (first == INT32_MAX) return;
+  if (first == INT32_MAX)
+    return;
   std::string msg = w.rank() == first ? localError : std::string();
   uint64_t len = msg.size();
   w.world().broadcast(&len, sizeof len, first);
   msg.resize(size_t(len));
-  if (len) w.world().broadcast(msg.data(), size_t(len), first);
+  if (len)
+    w.world().broadcast(msg.data(), size_t(len), first);
   throw AgreedError(msg, first);
 }
 

@@ -1,11 +1,12 @@
-//===- CpuBackend.cpp - the CPU backend (see CpuBackend.h) ------------------===//
+//===- CpuBackend.cpp - the CPU backend (see CpuBackend.h)
+//------------------===//
 #include "dtc/runtime/CpuBackend.h"
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace dtc::rt {
 
@@ -24,7 +25,9 @@ public:
 class CpuKernel final : public BoundKernel {
 public:
   explicit CpuKernel(kernels::RunFn fn) : fn_(fn) {}
-  void enqueue(const kernels::KernelArgs &args, Stream &) override { fn_(args); }
+  void enqueue(const kernels::KernelArgs &args, Stream &) override {
+    fn_(args);
+  }
 
 private:
   kernels::RunFn fn_;
@@ -39,7 +42,9 @@ public:
   char *data() {
     if (have_ < want_) {
       mem_.reset(static_cast<char *>(std::aligned_alloc(64, want_)));
-      if (!mem_) throw Error("out of host memory for the f32 copies of bf16/f16 operands");
+      if (!mem_)
+        throw Error(
+            "out of host memory for the f32 copies of bf16/f16 operands");
       have_ = want_;
     }
     return mem_.get();
@@ -61,9 +66,11 @@ class CpuConvertingKernel final : public BoundKernel {
 public:
   struct Operand {
     bool output;
-    size_t index, offset; ///< into args.in / args.out; byte offset in the scratch
+    size_t index,
+        offset; ///< into args.in / args.out; byte offset in the scratch
   };
-  CpuConvertingKernel(kernels::RunFn fn, ConversionScratch &scratch, std::vector<Operand> ops)
+  CpuConvertingKernel(kernels::RunFn fn, ConversionScratch &scratch,
+                      std::vector<Operand> ops)
       : fn_(fn), scratch_(scratch), ops_(std::move(ops)) {}
   void enqueue(const kernels::KernelArgs &args, Stream &) override {
     kernels::KernelArgs wide = args;
@@ -71,7 +78,8 @@ public:
     for (const Operand &o : ops_) {
       kernels::TensorArg &t = o.output ? wide.out[o.index] : wide.in[o.index];
       float *copy = reinterpret_cast<float *>(base + o.offset);
-      if (!o.output) kernels::cpu::toF32(*args.ctx, t.dtype, t.data, copy, t.numel);
+      if (!o.output)
+        kernels::cpu::toF32(*args.ctx, t.dtype, t.data, copy, t.numel);
       t.dtype = DType::F32;
       t.data = copy;
     }
@@ -79,8 +87,8 @@ public:
     for (const Operand &o : ops_)
       if (o.output) {
         const kernels::TensorArg &t = args.out[o.index];
-        kernels::cpu::fromF32(*args.ctx, t.dtype, wide.out[o.index].as<float>(), t.data,
-                              t.numel);
+        kernels::cpu::fromF32(*args.ctx, t.dtype, wide.out[o.index].as<float>(),
+                              t.data, t.numel);
       }
   }
 
@@ -93,24 +101,27 @@ private:
 /// The host communicator's own collectives, on host memory.
 class CpuCommunicator final : public DeviceCommunicator {
 public:
-  explicit CpuCommunicator(std::unique_ptr<Communicator> group) : c_(std::move(group)) {}
+  explicit CpuCommunicator(std::unique_ptr<Communicator> group)
+      : c_(std::move(group)) {}
   int size() const override { return c_->size(); }
   int rank() const override { return c_->rank(); }
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op, Stream &,
-                 Traffic &traffic) override {
+  void allReduce(const void *in, void *out, size_t count, DType dtype,
+                 ReduceOp op, Stream &, Traffic &traffic) override {
     CountTraffic counting(*c_, traffic);
     c_->allReduce(in, out, count, dtype, op);
   }
-  void allGather(const void *in, void *out, size_t bytes, Stream &, Traffic &traffic) override {
+  void allGather(const void *in, void *out, size_t bytes, Stream &,
+                 Traffic &traffic) override {
     CountTraffic counting(*c_, traffic);
     c_->allGather(in, out, bytes);
   }
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op, Stream &,
-                     Traffic &traffic) override {
+  void reduceScatter(const void *in, void *out, size_t count, DType dtype,
+                     ReduceOp op, Stream &, Traffic &traffic) override {
     CountTraffic counting(*c_, traffic);
     c_->reduceScatter(in, out, count, dtype, op);
   }
-  void allToAll(const void *in, void *out, size_t bytes, Stream &, Traffic &traffic) override {
+  void allToAll(const void *in, void *out, size_t bytes, Stream &,
+                Traffic &traffic) override {
     CountTraffic counting(*c_, traffic);
     c_->allToAll(in, out, bytes);
   }
@@ -119,7 +130,8 @@ public:
     CountTraffic counting(*c_, traffic);
     c_->sendMessage(buf, bytes, peer, tag);
   }
-  void recv(void *buf, size_t bytes, int peer, int tag, Stream &, Traffic &traffic) override {
+  void recv(void *buf, size_t bytes, int peer, int tag, Stream &,
+            Traffic &traffic) override {
     CountTraffic counting(*c_, traffic);
     c_->recvMessage(buf, bytes, peer, tag);
   }
@@ -138,7 +150,8 @@ public:
   std::string name() const override { return "cpu"; }
   std::string description() const override {
     return "cpu: " + std::to_string(ctx_.threads()) + " thread" +
-           (ctx_.threads() == 1 ? "" : "s") + ", matmuls on " + kernels::cpu::gemmLibrary();
+           (ctx_.threads() == 1 ? "" : "s") + ", matmuls on " +
+           kernels::cpu::gemmLibrary();
   }
   std::vector<std::pair<std::string, std::string>> properties() const override {
     return {{"gemm_library", kernels::cpu::gemmLibrary()}};
@@ -146,38 +159,47 @@ public:
 
   void *allocate(size_t bytes) override {
     void *p = std::aligned_alloc(64, bytes);
-    if (!p) throw Error("out of host memory");
+    if (!p)
+      throw Error("out of host memory");
     std::memset(p, 0, bytes);
     return p;
   }
   void deallocate(void *p) noexcept override { std::free(p); }
   bool hostAddressable() const override { return true; }
-  void copyToHost(void *host, const void *device, size_t bytes, Stream &) override {
+  void copyToHost(void *host, const void *device, size_t bytes,
+                  Stream &) override {
     std::memcpy(host, device, bytes);
   }
-  void copyFromHost(void *device, const void *host, size_t bytes, Stream &) override {
+  void copyFromHost(void *device, const void *host, size_t bytes,
+                    Stream &) override {
     std::memcpy(device, host, bytes);
   }
-  void copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t rowBytes,
-              size_t rows, Stream &) override {
+  void copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
+              size_t rowBytes, size_t rows, Stream &) override {
     char *d = static_cast<char *>(dst);
     const char *s = static_cast<const char *>(src);
-    for (size_t r = 0; r < rows; ++r) std::memcpy(d + r * dstPitch, s + r * srcPitch, rowBytes);
+    for (size_t r = 0; r < rows; ++r)
+      std::memcpy(d + r * dstPitch, s + r * srcPitch, rowBytes);
   }
 
   std::unique_ptr<BoundKernel> bindKernel(std::string_view name,
                                           kernels::KernelArgs &args) override {
     kernels::RunFn fn = kernels::cpu::findKernel(name);
-    if (!fn) return nullptr;
+    if (!fn)
+      return nullptr;
     args.ctx = &ctx_;
     // The workspace for the largest kernel bound, now: it never grows
     // while steps run, and the plan's workspace is what is held.
     std::vector<kernels::TensorDesc> in, out;
-    for (const kernels::TensorArg &t : args.in) in.push_back({t.dtype, t.shape});
-    for (const kernels::TensorArg &t : args.out) out.push_back({t.dtype, t.shape});
-    const nlohmann::json attrs = args.attrs ? *args.attrs : nlohmann::json::object();
+    for (const kernels::TensorArg &t : args.in)
+      in.push_back({t.dtype, t.shape});
+    for (const kernels::TensorArg &t : args.out)
+      out.push_back({t.dtype, t.shape});
+    const nlohmann::json attrs =
+        args.attrs ? *args.attrs : nlohmann::json::object();
     if (kernels::cpu::contextWorkspaceBytes(name, in, out, attrs, 1) > 0) {
-      withWorkspace_.push_back({std::string(name), std::move(in), std::move(out), attrs});
+      withWorkspace_.push_back(
+          {std::string(name), std::move(in), std::move(out), attrs});
       reserveWorkspace();
     }
     // The kernels compute in f32: bf16/f16 operands go through f32 copies,
@@ -186,16 +208,19 @@ public:
     size_t bytes = 0;
     if (!kernels::cpu::handlesLowPrecision(name))
       for (bool output : {false, true}) {
-        const std::vector<kernels::TensorArg> &list = output ? args.out : args.in;
+        const std::vector<kernels::TensorArg> &list =
+            output ? args.out : args.in;
         for (size_t i = 0; i < list.size(); ++i)
           if (isLowPrecision(list[i].dtype)) {
             ops.push_back({output, i, bytes});
             bytes += size_t(kernels::cpu::f32CopyBytes(list[i].numel));
           }
       }
-    if (ops.empty()) return std::make_unique<CpuKernel>(fn);
+    if (ops.empty())
+      return std::make_unique<CpuKernel>(fn);
     conversion_.reserve(bytes);
-    return std::make_unique<CpuConvertingKernel>(fn, conversion_, std::move(ops));
+    return std::make_unique<CpuConvertingKernel>(fn, conversion_,
+                                                 std::move(ops));
   }
   uint64_t kernelWorkspaceBytes() const override {
     return uint64_t(ctx_.workspaceFloats()) * sizeof(float);
@@ -204,8 +229,12 @@ public:
 
   Stream &computeStream() override { return stream_; }
   Stream &commStream() override { return stream_; }
-  std::unique_ptr<Event> createEvent() override { return std::make_unique<CpuEvent>(); }
-  void record(Event &e, Stream &) override { static_cast<CpuEvent &>(e).at = Clock::now(); }
+  std::unique_ptr<Event> createEvent() override {
+    return std::make_unique<CpuEvent>();
+  }
+  void record(Event &e, Stream &) override {
+    static_cast<CpuEvent &>(e).at = Clock::now();
+  }
   void wait(Stream &, Event &) override {}
   void synchronize() override {}
   double elapsedSeconds(const Event &from, const Event &to) override {
@@ -237,9 +266,10 @@ private:
   void reserveWorkspace() {
     uint64_t most = 0;
     for (const Bound &b : withWorkspace_)
-      most = std::max(most, kernels::cpu::contextWorkspaceBytes(b.name, b.in, b.out, b.attrs,
-                                                                ctx_.threads()));
-    if (most > 0) ctx_.workspace(size_t(most / sizeof(float)));
+      most = std::max(most, kernels::cpu::contextWorkspaceBytes(
+                                b.name, b.in, b.out, b.attrs, ctx_.threads()));
+    if (most > 0)
+      ctx_.workspace(size_t(most / sizeof(float)));
   }
   std::vector<Bound> withWorkspace_;
   kernels::KernelContext ctx_;

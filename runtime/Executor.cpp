@@ -1,4 +1,5 @@
-//===- Executor.cpp - run one rank's program -------------------------------===//
+//===- Executor.cpp - run one rank's program
+//-------------------------------===//
 #include "dtc/runtime/Executor.h"
 #include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/Progress.h"
@@ -19,15 +20,18 @@ int defaultKernelThreads(int ranksOnNode) {
   for (const char *var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
     if (const char *v = std::getenv(var)) {
       const int n = std::atoi(v);
-      if (n > 0) return n;
+      if (n > 0)
+        return n;
     }
   // The cores this process may run on (its affinity mask, which a launcher
   // binding ranks to cores narrows), shared by the ranks of the node unless
   // the mask is already this rank's own.
   cpu_set_t set;
   int cores = 0;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
-  if (cores <= 0) cores = 1;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    cores = CPU_COUNT(&set);
+  if (cores <= 0)
+    cores = 1;
   const int per = cores / (ranksOnNode < 1 ? 1 : ranksOnNode);
   return per < 1 ? 1 : per;
 }
@@ -48,7 +52,8 @@ struct RankExecutor::Prepared {
   // collectives
   DeviceCommunicator *comm = nullptr;
   uint64_t dataBytes = 0;
-  std::string where; ///< "all_reduce on communicator 'dp' (ranks 0, 1) of f32[8, 4]"
+  std::string
+      where; ///< "all_reduce on communicator 'dp' (ranks 0, 1) of f32[8, 4]"
   std::string members; ///< "ranks 0, 1"
   // shard_offset: this rank's value, from its mesh coordinates
   bool isShardOffset = false;
@@ -60,16 +65,20 @@ struct RankExecutor::Prepared {
 
 namespace {
 /// "ranks 0, 1, 2" (the first few of a large group, and how many).
-std::string groupRanks(const Artifact &a, const CommDecl &c, const std::vector<int64_t> &coords) {
+std::string groupRanks(const Artifact &a, const CommDecl &c,
+                       const std::vector<int64_t> &coords) {
   const int64_t color = a.mesh.groupColor(coords, c.meshAxes);
   std::string s;
   int64_t n = 0;
   for (int64_t r = 0; r < a.devices; ++r) {
-    if (a.mesh.groupColor(a.mesh.coords(r), c.meshAxes) != color) continue;
-    if (n < 8) s += (n ? ", " : "") + std::to_string(r);
+    if (a.mesh.groupColor(a.mesh.coords(r), c.meshAxes) != color)
+      continue;
+    if (n < 8)
+      s += (n ? ", " : "") + std::to_string(r);
     ++n;
   }
-  if (n > 8) s += ", ... (" + std::to_string(n) + " ranks)";
+  if (n > 8)
+    s += ", ... (" + std::to_string(n) + " ranks)";
   return "rank" + std::string(n == 1 ? " " : "s ") + s;
 }
 
@@ -125,10 +134,12 @@ char *RankExecutor::allocate(size_t bytes, int category) {
   try {
     mem = backend_->allocate(size);
   } catch (const Error &e) {
-    throw Error(a_.label + ": cannot allocate " + std::to_string(bytes) + " bytes for " +
-                (category == kStaging ? std::string("collective staging")
-                                      : std::string("a ") + memCategoryName(MemCategory(category)) +
-                                            " slot") +
+    throw Error(a_.label + ": cannot allocate " + std::to_string(bytes) +
+                " bytes for " +
+                (category == kStaging
+                     ? std::string("collective staging")
+                     : std::string("a ") +
+                           memCategoryName(MemCategory(category)) + " slot") +
                 " on the " + backend_->name() + " backend: " + e.what());
   }
   allocations_.ptrs.push_back(static_cast<char *>(mem));
@@ -141,9 +152,12 @@ char *RankExecutor::allocate(size_t bytes, int category) {
 }
 
 uint64_t RankExecutor::persistentBytes() const {
-  uint64_t bytes = stagingAllocated_ + backend_->kernelWorkspaceBytes() + backend_->scratchBytes();
-  for (const auto &c : comms_) bytes += c->scratchBytes();
-  for (uint64_t slots : stats_.memoryBytes) bytes += slots;
+  uint64_t bytes = stagingAllocated_ + backend_->kernelWorkspaceBytes() +
+                   backend_->scratchBytes();
+  for (const auto &c : comms_)
+    bytes += c->scratchBytes();
+  for (uint64_t slots : stats_.memoryBytes)
+    bytes += slots;
   return bytes;
 }
 
@@ -151,13 +165,15 @@ const ExecStats &RankExecutor::stats() const {
   // The communicators' scratch (reserved at load) and the backend's kernel
   // workspace (reserved when the kernels were bound) beside the slots.
   stats_.stagingBytes = stagingAllocated_;
-  for (const auto &c : comms_) stats_.stagingBytes += c->scratchBytes();
+  for (const auto &c : comms_)
+    stats_.stagingBytes += c->scratchBytes();
   // bf16/f16 operands' f32 copies of the CPU backend (staging too).
   stats_.stagingBytes += backend_->scratchBytes();
   stats_.workspaceBytes = backend_->kernelWorkspaceBytes() + scratch_.peak();
   // The usual accounting: slot bytes as declared; activations at their
   // peak with the micro-batch copies in flight.
-  for (int c = 0; c < kNumMemCategories; ++c) stats_.slotBytes[c] = slotBytes_[c];
+  for (int c = 0; c < kNumMemCategories; ++c)
+    stats_.slotBytes[c] = slotBytes_[c];
   stats_.slotBytes[int(MemCategory::Activation)] = stats_.activationPeakBytes;
   scratch_.noteTotal(persistentBytes());
   stats_.totalMemoryBytes = scratch_.peakTotal();
@@ -165,7 +181,8 @@ const ExecStats &RankExecutor::stats() const {
 }
 
 namespace {
-std::unique_ptr<Backend> namedBackend(const std::string &name, const World &world) {
+std::unique_ptr<Backend> namedBackend(const std::string &name,
+                                      const World &world) {
   BackendOptions o;
   o.rank = world.rank();
   o.ranksOnNode = world.ranksOnNode();
@@ -173,10 +190,12 @@ std::unique_ptr<Backend> namedBackend(const std::string &name, const World &worl
 }
 } // namespace
 
-RankExecutor::RankExecutor(const Artifact &a, World &world, const std::string &backend)
+RankExecutor::RankExecutor(const Artifact &a, World &world,
+                           const std::string &backend)
     : RankExecutor(a, world, namedBackend(backend, world)) {}
 
-RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Backend> backend)
+RankExecutor::RankExecutor(const Artifact &a, World &world,
+                           std::unique_ptr<Backend> backend)
     : a_(a), world_(world), backend_(std::move(backend)) {
   allocations_.backend = backend_.get();
   rank_ = world.rank();
@@ -191,8 +210,9 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Back
                           int(a.mesh.groupIndex(coords_, c.meshAxes)));
     } catch (const CommFailure &e) {
       throw CommFailure(a.label + ": creating communicator '" + c.name + "' (" +
-                        std::to_string(comms_.size() + 1) + " of the artifact's " +
-                        std::to_string(a.comms.size()) + "): " + e.what());
+                        std::to_string(comms_.size() + 1) +
+                        " of the artifact's " + std::to_string(a.comms.size()) +
+                        "): " + e.what());
     }
     comms_.push_back(backend_->createCommunicator(std::move(group)));
   }
@@ -214,11 +234,13 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Back
     }
     slotMem_.push_back(allocate(size_t(s.bytes), int(s.category)));
     slotBytes_[int(s.category)] += s.bytes;
-    if (s.category == MemCategory::Activation) liveActivationBytes_ += s.bytes;
+    if (s.category == MemCategory::Activation)
+      liveActivationBytes_ += s.bytes;
   }
   stats_.activationPeakBytes = liveActivationBytes_;
   spare_.assign(p.chunks.size(), {});
-  for (const BufferDecl &b : p.buffers) bufPtr_.push_back(slotMem_[size_t(b.slot)]);
+  for (const BufferDecl &b : p.buffers)
+    bufPtr_.push_back(slotMem_[size_t(b.slot)]);
 
   stats_.perStepByComm.assign(a.comms.size(), {});
   slotBusyUntil_.assign(p.slots.size(), 0);
@@ -228,15 +250,16 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Back
                            prepare(p.chunks[c].backwardInput, int(c)),
                            prepare(p.chunks[c].backwardWeight, int(c))});
   finish_ = prepare(p.finish, -1);
-  if (stagingSize_ > 0) staging_ = allocate(stagingSize_, kStaging);
+  if (stagingSize_ > 0)
+    staging_ = allocate(stagingSize_, kStaging);
   // DTC_INJECT_OVERFLOW's target: the first gradient the once-per-step
   // list writes, right after it does; in a pipeline, the first gradient
   // the micro-batches accumulated, before the list after them (the
   // optimizer's) starts.
   auto isGrad = [&](int b) {
     const BufferDecl &bd = p.buffers[size_t(b)];
-    return p.slots[size_t(bd.slot)].category == MemCategory::Grad && isFloat(bd.dtype) &&
-           numel(bd.shape) > 0;
+    return p.slots[size_t(bd.slot)].category == MemCategory::Grad &&
+           isFloat(bd.dtype) && numel(bd.shape) > 0;
   };
   if (a_.pipeline.present) {
     for (size_t b = 0; b < p.buffers.size() && overflowBuffer_ < 0; ++b)
@@ -267,13 +290,15 @@ RankExecutor::RankExecutor(const Artifact &a, World &world, std::unique_ptr<Back
     const int64_t n = numel(b.shape);
     const size_t elem = dtypeSize(b.dtype);
     host.resize(size_t(b.bytes()));
-    for (int64_t i = 0; i < n; ++i) storeScalar(host.data() + size_t(i) * elem, b.dtype, c.splat);
+    for (int64_t i = 0; i < n; ++i)
+      storeScalar(host.data() + size_t(i) * elem, b.dtype, c.splat);
     backend_->copyFromHost(dst, host.data(), host.size(), stream);
   }
   backend_->synchronize();
 }
 
-RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int chunk) {
+RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list,
+                                         int chunk) {
   const ProgramDecl &p = program();
   List out;
   std::map<int, std::string> groupNames;
@@ -296,8 +321,10 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
       }
       args.push_back(t);
     };
-    for (int id : ins.in) add(id, false);
-    for (int id : ins.out) add(id, true);
+    for (int id : ins.in)
+      add(id, false);
+    for (int id : ins.out)
+      add(id, true);
     pr.args.attrs = &ins.attrs;
     for (const std::vector<int> *ids : {&ins.in, &ins.out})
       for (int id : *ids) {
@@ -311,40 +338,44 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
       const BufferDecl &buf = p.buffers[size_t(buffer)];
       const CommDecl &c = a_.comms[size_t(ins.comm)];
       std::string &members = groupNames[ins.comm];
-      if (members.empty()) members = groupRanks(a_, c, coords_);
+      if (members.empty())
+        members = groupRanks(a_, c, coords_);
       pr.members = members;
-      pr.where = what + " on communicator '" + c.name + "' (" + members + ") of " +
-                 dtypeName(buf.dtype) + shapeStr(buf.shape);
+      pr.where = what + " on communicator '" + c.name + "' (" + members +
+                 ") of " + dtypeName(buf.dtype) + shapeStr(buf.shape);
     };
     if (ins.pipe == PipeOp::Send || ins.pipe == PipeOp::Recv) {
       pr.comm = comms_[size_t(ins.comm)].get();
       const int buffer = ins.pipe == PipeOp::Send ? ins.in[0] : ins.out[0];
       pr.dataBytes = p.buffers[size_t(buffer)].bytes();
-      describe(ins.op + (ins.pipe == PipeOp::Send ? " to" : " from") + " member " +
-                   std::to_string(ins.peer),
+      describe(ins.op + (ins.pipe == PipeOp::Send ? " to" : " from") +
+                   " member " + std::to_string(ins.peer),
                buffer);
     } else if (ins.pipe == PipeOp::Accumulate) {
       // out += in, as the backend's own elementwise add (in place).
       pr.args.in.insert(pr.args.in.begin(), pr.args.out[0]);
       std::vector<std::tuple<bool, int, int>> moved;
       for (auto [isOut, arg, slot] : pr.perMicroBatch) {
-        if (isOut) moved.emplace_back(false, 0, slot);
+        if (isOut)
+          moved.emplace_back(false, 0, slot);
         moved.emplace_back(isOut, isOut ? arg : arg + 1, slot);
       }
       pr.perMicroBatch = std::move(moved);
       pr.kernel = backend_->bindKernel("add", pr.args);
       if (!pr.kernel)
-        throw Error(a_.label + ": kernel 'add' (for accumulate) has no " + backend_->name() +
-                    " implementation");
+        throw Error(a_.label + ": kernel 'add' (for accumulate) has no " +
+                    backend_->name() + " implementation");
     } else if (ins.pipe == PipeOp::Fill) {
       // A broadcast of the value, kept in a scalar on the device.
       const kernels::TensorArg &target = pr.args.out[0];
-      char *&scalar = fillSources_[{uint64_t(target.dtype), std::to_string(ins.fillValue)}];
+      char *&scalar =
+          fillSources_[{uint64_t(target.dtype), std::to_string(ins.fillValue)}];
       if (!scalar) {
         scalar = allocate(dtypeSize(target.dtype), kStaging);
         char host[8] = {};
         storeScalar(host, target.dtype, ins.fillValue);
-        backend_->copyFromHost(scalar, host, dtypeSize(target.dtype), backend_->computeStream());
+        backend_->copyFromHost(scalar, host, dtypeSize(target.dtype),
+                               backend_->computeStream());
       }
       kernels::TensorArg value;
       value.dtype = target.dtype;
@@ -353,8 +384,8 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
       pr.args.in = {value};
       pr.kernel = backend_->bindKernel("broadcast", pr.args);
       if (!pr.kernel)
-        throw Error(a_.label + ": kernel 'broadcast' (for fill) has no " + backend_->name() +
-                    " implementation");
+        throw Error(a_.label + ": kernel 'broadcast' (for fill) has no " +
+                    backend_->name() + " implementation");
     } else if (ins.pipe == PipeOp::MicrobatchSlice) {
       // copies on the compute stream (enqueueKernel)
     } else if (ins.isCollective) {
@@ -362,26 +393,30 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
       const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
                      outB = p.buffers[size_t(ins.out[0])].bytes();
       pr.dataBytes = inB > outB ? inB : outB;
-      stagingSize_ = std::max(stagingSize_, size_t(collectiveStagingBytes(p, ins)));
+      stagingSize_ =
+          std::max(stagingSize_, size_t(collectiveStagingBytes(p, ins)));
       // The ring's scratch now, so nothing grows while steps run.
       pr.comm->reserveScratch(size_t(collectiveScratchBytes(a_, p, ins)));
       describe(ins.op, ins.in[0]);
     } else if (ins.op == "shard_offset") {
       // The rank's index over grid_axes times piece_size (docs/kernels.md).
       std::vector<int> axes;
-      for (int64_t ax : kernels::attrInts(ins.attrs, "grid_axes")) axes.push_back(int(ax));
+      for (int64_t ax : kernels::attrInts(ins.attrs, "grid_axes"))
+        axes.push_back(int(ax));
       pr.isShardOffset = true;
-      pr.shardOffset =
-          a_.mesh.groupIndex(coords_, axes) * kernels::attrInt(ins.attrs, "piece_size");
+      pr.shardOffset = a_.mesh.groupIndex(coords_, axes) *
+                       kernels::attrInt(ins.attrs, "piece_size");
     } else {
       pr.kernel = backend_->bindKernel(ins.op, pr.args);
       if (!pr.kernel)
-        throw Error(a_.label + ": kernel '" + ins.op + "' has no " + backend_->name() +
-                    " implementation");
+        throw Error(a_.label + ": kernel '" + ins.op + "' has no " +
+                    backend_->name() + " implementation");
       std::vector<kernels::TensorDesc> in, out;
       std::string key = ins.op;
-      for (const kernels::TensorArg &t : pr.args.in) in.push_back({t.dtype, t.shape});
-      for (const kernels::TensorArg &t : pr.args.out) out.push_back({t.dtype, t.shape});
+      for (const kernels::TensorArg &t : pr.args.in)
+        in.push_back({t.dtype, t.shape});
+      for (const kernels::TensorArg &t : pr.args.out)
+        out.push_back({t.dtype, t.shape});
       pr.flops = kernels::flopCount(ins.op, in, out, ins.attrs);
       for (size_t k = 0; k < in.size(); ++k) {
         key += k ? " * " : " ";
@@ -392,7 +427,8 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list, int
         if (ins.attrs.is_object() && ins.attrs.value(flag, false) == true)
           key += std::string(" ") + flag;
       for (const kernels::TensorArg &t : pr.args.in)
-        if (isLowPrecision(t.dtype)) key += std::string(" ") + dtypeName(t.dtype);
+        if (isLowPrecision(t.dtype))
+          key += std::string(" ") + dtypeName(t.dtype);
       auto row = stats_.byKernelShape.try_emplace(key).first;
       pr.shapeStats = &row->second;
       pr.shapeKey = &row->first;
@@ -419,7 +455,8 @@ Piece RankExecutor::pieceFor(int t, int64_t r) const {
 }
 
 LocalTensor &LocalTensor::operator=(LocalTensor &&o) noexcept {
-  if (this == &o) return *this;
+  if (this == &o)
+    return *this;
   release();
   tensor = o.tensor;
   decl = o.decl;
@@ -443,7 +480,8 @@ void LocalTensor::release() noexcept {
                                      owner_->backend_->computeStream());
     } catch (const std::exception &e) {
       if (owner_->viewError_.empty())
-        owner_->viewError_ = "writing tensor '" + decl->name + "' to the device: " + e.what();
+        owner_->viewError_ =
+            "writing tensor '" + decl->name + "' to the device: " + e.what();
     }
   }
   copy_.reset();
@@ -454,8 +492,8 @@ void LocalTensor::release() noexcept {
 LocalTensor RankExecutor::tensor(int t, Access access) {
   const int b = a_.bufferOf(prog_, t);
   if (b < 0)
-    throw Error("tensor '" + a_.tensors[size_t(t)].name + "' is not held by rank " +
-                std::to_string(rank_));
+    throw Error("tensor '" + a_.tensors[size_t(t)].name +
+                "' is not held by rank " + std::to_string(rank_));
   LocalTensor lt;
   lt.tensor = t;
   lt.decl = &a_.tensors[size_t(t)];
@@ -479,20 +517,22 @@ LocalTensor RankExecutor::tensor(int t, Access access) {
 
 LocalTensor RankExecutor::tensor(const std::string &name, Access access) {
   const int t = a_.findTensor(name);
-  if (t < 0) throw Error("the artifact has no tensor named '" + name + "'");
+  if (t < 0)
+    throw Error("the artifact has no tensor named '" + name + "'");
   return tensor(t, access);
 }
 
 void RankExecutor::initPersistent(uint64_t seed) {
   for (size_t t = 0; t < a_.tensors.size(); ++t) {
     const TensorDecl &d = a_.tensors[t];
-    if (!holds(int(t))) continue;
+    if (!holds(int(t)))
+      continue;
     LocalTensor lt = tensor(int(t), Access::Write);
     // Master weights draw their parameter's numbers: the bf16/f16 parameter
     // starts as its master rounded.
     if (d.role == Role::Param || d.role == Role::OptimizerState)
-      fillInit(lt.data, d.dtype, d.init, seed, d.kind == "master" ? d.of : d.name, d.shape,
-               lt.piece);
+      fillInit(lt.data, d.dtype, d.init, seed,
+               d.kind == "master" ? d.of : d.name, d.shape, lt.piece);
     else if (d.role == Role::Step)
       *static_cast<int64_t *>(lt.data) = 0;
   }
@@ -501,22 +541,27 @@ void RankExecutor::initPersistent(uint64_t seed) {
 void RankExecutor::fillSyntheticInputs(uint64_t seed, int64_t step) {
   for (size_t t = 0; t < a_.tensors.size(); ++t) {
     const TensorDecl &d = a_.tensors[t];
-    if (d.role != Role::Input || !holds(int(t))) continue;
+    if (d.role != Role::Input || !holds(int(t)))
+      continue;
     LocalTensor lt = tensor(int(t), Access::Write);
-    fillSynthetic(lt.data, d.dtype, d.max, seed, d.name, d.shape, lt.piece, step);
+    fillSynthetic(lt.data, d.dtype, d.max, seed, d.name, d.shape, lt.piece,
+                  step);
   }
 }
 
 void RankExecutor::setOptimizerStep(int64_t value) {
   for (int t : a_.tensorsWithRole(Role::Step))
-    if (holds(t)) *static_cast<int64_t *>(tensor(t, Access::Write).data) = value;
+    if (holds(t))
+      *static_cast<int64_t *>(tensor(t, Access::Write).data) = value;
 }
 
 float RankExecutor::loss() {
-  return *static_cast<float *>(tensor(a_.tensorsWithRole(Role::Loss).at(0), Access::Read).data);
+  return *static_cast<float *>(
+      tensor(a_.tensorsWithRole(Role::Loss).at(0), Access::Read).data);
 }
 
-// ---- collectives ------------------------------------------------------------------
+// ---- collectives
+// ------------------------------------------------------------------
 
 namespace {
 struct AxisBlocks {
@@ -527,25 +572,28 @@ AxisBlocks blocks(const Shape &s, int axis, size_t elem) {
   AxisBlocks b;
   b.innerBytes = elem;
   for (int i = 0; i < int(s.size()); ++i) {
-    if (i < axis) b.outer *= s[size_t(i)];
-    else if (i == axis) b.mid = s[size_t(i)];
-    else b.innerBytes *= size_t(s[size_t(i)]);
+    if (i < axis)
+      b.outer *= s[size_t(i)];
+    else if (i == axis)
+      b.mid = s[size_t(i)];
+    else
+      b.innerBytes *= size_t(s[size_t(i)]);
   }
   return b;
 }
 // dst (contiguous, shape s with axis size len) = src[..., start:start+len, ...]
-void extractAxis(Backend &be, Stream &st, const char *src, const AxisBlocks &b, int64_t start,
-                 int64_t len, char *dst) {
+void extractAxis(Backend &be, Stream &st, const char *src, const AxisBlocks &b,
+                 int64_t start, int64_t len, char *dst) {
   const size_t row = size_t(len) * b.innerBytes;
-  be.copy2D(dst, row, src + size_t(start) * b.innerBytes, size_t(b.mid) * b.innerBytes, row,
-            size_t(b.outer), st);
+  be.copy2D(dst, row, src + size_t(start) * b.innerBytes,
+            size_t(b.mid) * b.innerBytes, row, size_t(b.outer), st);
 }
 // dst[..., start:start+len, ...] = src (contiguous piece)
-void insertAxis(Backend &be, Stream &st, const char *src, const AxisBlocks &b, int64_t start,
-                int64_t len, char *dst) {
+void insertAxis(Backend &be, Stream &st, const char *src, const AxisBlocks &b,
+                int64_t start, int64_t len, char *dst) {
   const size_t row = size_t(len) * b.innerBytes;
-  be.copy2D(dst + size_t(start) * b.innerBytes, size_t(b.mid) * b.innerBytes, src, row, row,
-            size_t(b.outer), st);
+  be.copy2D(dst + size_t(start) * b.innerBytes, size_t(b.mid) * b.innerBytes,
+            src, row, row, size_t(b.outer), st);
 }
 } // namespace
 
@@ -557,12 +605,14 @@ void RankExecutor::runCollective(Prepared &p, Traffic &traffic) {
   const kernels::TensorArg &in = p.args.in[0], &out = p.args.out[0];
   const size_t elem = dtypeSize(in.dtype);
   const int64_t n = c.size();
-  const size_t inBytes = size_t(in.numel) * elem, outBytes = size_t(out.numel) * elem;
+  const size_t inBytes = size_t(in.numel) * elem,
+               outBytes = size_t(out.numel) * elem;
   const char *src = static_cast<const char *>(in.data);
   char *dst = static_cast<char *>(out.data);
   switch (ins.coll) {
   case CollKind::AllReduce:
-    c.allReduce(in.data, out.data, size_t(in.numel), in.dtype, ins.reduce, st, traffic);
+    c.allReduce(in.data, out.data, size_t(in.numel), in.dtype, ins.reduce, st,
+                traffic);
     break;
   case CollKind::AllGather: {
     const AxisBlocks ob = blocks(out.shape, ins.axis, elem);
@@ -580,14 +630,16 @@ void RankExecutor::runCollective(Prepared &p, Traffic &traffic) {
   case CollKind::ReduceScatter: {
     const AxisBlocks ib = blocks(in.shape, ins.axis, elem);
     if (ib.outer == 1) {
-      c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype, ins.reduce, st, traffic);
+      c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype,
+                      ins.reduce, st, traffic);
       break;
     }
     char *tmp = staging_;
     const int64_t q = out.shape[size_t(ins.axis)];
     for (int64_t j = 0; j < n; ++j)
       extractAxis(be, st, src, ib, j * q, q, tmp + size_t(j) * outBytes);
-    c.reduceScatter(tmp, out.data, size_t(out.numel), in.dtype, ins.reduce, st, traffic);
+    c.reduceScatter(tmp, out.data, size_t(out.numel), in.dtype, ins.reduce, st,
+                    traffic);
     break;
   }
   case CollKind::AllSlice: {
@@ -617,10 +669,12 @@ void RankExecutor::runCollective(Prepared &p, Traffic &traffic) {
   }
 }
 
-// ---- running a program -------------------------------------------------------------
+// ---- running a program
+// -------------------------------------------------------------
 
 Event &RankExecutor::nextEvent() {
-  if (eventsUsed_ == events_.size()) events_.push_back(backend_->createEvent());
+  if (eventsUsed_ == events_.size())
+    events_.push_back(backend_->createEvent());
   return *events_[eventsUsed_++];
 }
 
@@ -630,7 +684,8 @@ void RankExecutor::enqueueKernel(Prepared &pr, int index, int microbatch) {
   // Wait for the collectives in flight that read or write what this
   // instruction touches (the latest covers the earlier ones: one stream).
   uint64_t need = 0;
-  for (int slot : pr.slots) need = std::max(need, slotBusyUntil_[size_t(slot)]);
+  for (int slot : pr.slots)
+    need = std::max(need, slotBusyUntil_[size_t(slot)]);
   if (need > computeWaitedFor_) {
     be.wait(compute, *collectiveDone_[size_t(need - runFirstCollective_ - 1)]);
     computeWaitedFor_ = need;
@@ -640,14 +695,15 @@ void RankExecutor::enqueueKernel(Prepared &pr, int index, int microbatch) {
   if (pr.kernel) {
     pr.kernel->enqueue(pr.args, compute);
   } else if (pr.isShardOffset) { // the value is the rank's own
-    be.copyFromHost(pr.args.out[0].data, &pr.shardOffset, sizeof pr.shardOffset, compute);
+    be.copyFromHost(pr.args.out[0].data, &pr.shardOffset, sizeof pr.shardOffset,
+                    compute);
   } else { // microbatch_slice: this micro-batch's rows of the whole batch
     const InstrDecl &ins = *pr.decl;
     const kernels::TensorArg &in = pr.args.in[0], &out = pr.args.out[0];
     const AxisBlocks b = blocks(in.shape, ins.axis, dtypeSize(in.dtype));
     const int64_t q = out.shape[size_t(ins.axis)];
-    extractAxis(be, compute, static_cast<const char *>(in.data), b, std::max(microbatch, 0) * q,
-                q, static_cast<char *>(out.data));
+    extractAxis(be, compute, static_cast<const char *>(in.data), b,
+                std::max(microbatch, 0) * q, q, static_cast<char *>(out.data));
   }
   Event &end = nextEvent();
   be.record(end, compute);
@@ -673,10 +729,12 @@ void RankExecutor::enqueueCollective(Prepared &pr, int index, int microbatch) {
   enqueued_.back().end = &end;
   const uint64_t seq = ++collectivesEnqueued_;
   collectiveDone_.push_back(&end);
-  for (int slot : pr.slots) slotBusyUntil_[size_t(slot)] = seq;
+  for (int slot : pr.slots)
+    slotBusyUntil_[size_t(slot)] = seq;
 }
 
-void RankExecutor::runPipeMessage(Prepared &pr, int microbatch, Traffic &traffic) {
+void RankExecutor::runPipeMessage(Prepared &pr, int microbatch,
+                                  Traffic &traffic) {
   const InstrDecl &ins = *pr.decl;
   const int64_t M = a_.pipeline.present ? a_.pipeline.microbatches : 1;
   // Message tags: one per (message, micro-batch); once-per-step messages
@@ -685,19 +743,24 @@ void RankExecutor::runPipeMessage(Prepared &pr, int microbatch, Traffic &traffic
   Stream &st = backend_->commStream();
   if (ins.pipe == PipeOp::Send) {
     const kernels::TensorArg &in = pr.args.in[0];
-    pr.comm->send(in.data, size_t(in.numel) * dtypeSize(in.dtype), ins.peer, tag, st, traffic);
+    pr.comm->send(in.data, size_t(in.numel) * dtypeSize(in.dtype), ins.peer,
+                  tag, st, traffic);
   } else {
     const kernels::TensorArg &out = pr.args.out[0];
-    pr.comm->recv(out.data, size_t(out.numel) * dtypeSize(out.dtype), ins.peer, tag, st, traffic);
+    pr.comm->recv(out.data, size_t(out.numel) * dtypeSize(out.dtype), ins.peer,
+                  tag, st, traffic);
   }
 }
 
-void RankExecutor::enqueueList(List &list, int chunk, int microbatch, std::string &first) {
+void RankExecutor::enqueueList(List &list, int chunk, int microbatch,
+                               std::string &first) {
   const ProgramDecl &p = program();
   const std::vector<char *> *copy = nullptr;
-  if (chunk >= 0) copy = &live_.at({chunk, microbatch});
-  const std::string where =
-      chunk >= 0 ? ", micro-batch " + std::to_string(microbatch) : std::string();
+  if (chunk >= 0)
+    copy = &live_.at({chunk, microbatch});
+  const std::string where = chunk >= 0
+                                ? ", micro-batch " + std::to_string(microbatch)
+                                : std::string();
   for (size_t i = 0; i < list.size(); ++i) {
     Prepared &pr = list[i];
     for (auto &[isOut, arg, slot] : pr.perMicroBatch)
@@ -713,13 +776,15 @@ void RankExecutor::enqueueList(List &list, int chunk, int microbatch, std::strin
         poisonGradient(pr.comm != nullptr);
     } catch (const CommFailure &e) {
       // The ranks cannot stay matched any more: stop here.
-      throw CommFailure("program '" + p.name + "' instruction " + std::to_string(i) + " (" +
-                        pr.where + where + "): " + e.what());
+      throw CommFailure("program '" + p.name + "' instruction " +
+                        std::to_string(i) + " (" + pr.where + where +
+                        "): " + e.what());
     } catch (const std::exception &e) {
-      if (!enqueued_.empty() && !enqueued_.back().end) enqueued_.pop_back();
+      if (!enqueued_.empty() && !enqueued_.back().end)
+        enqueued_.pop_back();
       if (first.empty())
-        first = "program '" + p.name + "' instruction " + std::to_string(i) + " (" +
-                pr.decl->op + where + "): " + e.what();
+        first = "program '" + p.name + "' instruction " + std::to_string(i) +
+                " (" + pr.decl->op + where + "): " + e.what();
     }
   }
 }
@@ -752,14 +817,22 @@ void RankExecutor::enqueuePipelineStep(std::string &first) {
       live_[key] = std::move(copy);
       liveActivationBytes_ += stats_.microbatchBytes[size_t(act.chunk)];
       ++liveMicrobatches_;
-      stats_.activationPeakBytes = std::max(stats_.activationPeakBytes, liveActivationBytes_);
-      stats_.microbatchesPeak = std::max(stats_.microbatchesPeak, liveMicrobatches_);
+      stats_.activationPeakBytes =
+          std::max(stats_.activationPeakBytes, liveActivationBytes_);
+      stats_.microbatchesPeak =
+          std::max(stats_.microbatchesPeak, liveMicrobatches_);
     }
     auto &lists = chunkLists_[size_t(act.chunk)];
     switch (act.kind) {
-    case sched::Kind::Forward: enqueueList(lists[0], act.chunk, act.microbatch, first); break;
-    case sched::Kind::Backward: enqueueList(lists[1], act.chunk, act.microbatch, first); break;
-    case sched::Kind::Weight: enqueueList(lists[2], act.chunk, act.microbatch, first); break;
+    case sched::Kind::Forward:
+      enqueueList(lists[0], act.chunk, act.microbatch, first);
+      break;
+    case sched::Kind::Backward:
+      enqueueList(lists[1], act.chunk, act.microbatch, first);
+      break;
+    case sched::Kind::Weight:
+      enqueueList(lists[2], act.chunk, act.microbatch, first);
+      break;
     case sched::Kind::BackwardWeight:
       enqueueList(lists[1], act.chunk, act.microbatch, first);
       enqueueList(lists[2], act.chunk, act.microbatch, first);
@@ -772,7 +845,8 @@ void RankExecutor::enqueuePipelineStep(std::string &first) {
       --liveMicrobatches_;
     }
   }
-  if (overflowArmed_ && overflowInstr_ == -2) poisonGradient(false);
+  if (overflowArmed_ && overflowInstr_ == -2)
+    poisonGradient(false);
   enqueueList(finish_, -1, 0, first);
 }
 
@@ -789,9 +863,11 @@ void RankExecutor::poisonGradient(bool afterCollective) {
   const float inf = bitsFloat(0x7f800000u);
   const uint16_t low = isLowPrecision(d) ? f32ToLow(d, inf) : 0;
   Stream &compute = backend_->computeStream();
-  if (afterCollective) backend_->wait(compute, *collectiveDone_.back());
+  if (afterCollective)
+    backend_->wait(compute, *collectiveDone_.back());
   backend_->copyFromHost(bufPtr_[size_t(overflowBuffer_)],
-                         isLowPrecision(d) ? static_cast<const void *>(&low) : &inf,
+                         isLowPrecision(d) ? static_cast<const void *>(&low)
+                                           : &inf,
                          dtypeSize(d), compute);
 }
 
@@ -804,8 +880,10 @@ std::string RankExecutor::run() {
     viewError_.clear();
   }
   backend_->attachThread();
-  for (auto &kinds : stats_.perStepByComm) kinds.fill({});
-  for (auto &kind : stats_.perStep) kind = {};
+  for (auto &kinds : stats_.perStepByComm)
+    kinds.fill({});
+  for (auto &kind : stats_.perStep)
+    kind = {};
   stats_.sendRecvPerStep = {};
   eventsUsed_ = 0;
   enqueued_.clear();
@@ -826,13 +904,15 @@ std::string RankExecutor::run() {
   } catch (const CommFailure &e) {
     throw CommFailure("program '" + p.name + "': " + e.what());
   } catch (const std::exception &e) {
-    if (first.empty()) first = "program '" + p.name + "': " + e.what();
+    if (first.empty())
+      first = "program '" + p.name + "': " + e.what();
   }
   computeWaitedFor_ = collectivesEnqueued_;
   if (a_.pipeline.present) {
     // The sends still in flight complete (their copies may go).
     try {
-      for (auto &comm : comms_) comm->flushSends();
+      for (auto &comm : comms_)
+        comm->flushSends();
     } catch (const CommFailure &e) {
       throw CommFailure("program '" + p.name + "': " + e.what());
     }
@@ -851,7 +931,8 @@ std::string RankExecutor::run() {
   ++stats_.runs;
   if (trace_) {
     const int64_t end = TraceWriter::nowNs();
-    trace_->complete(TraceWriter::kSteps, "program '" + p.name + "'", "run", traceStart, end,
+    trace_->complete(TraceWriter::kSteps, "program '" + p.name + "'", "run",
+                     traceStart, end,
                      "{\"run\":" + std::to_string(stats_.runs - 1) + "}");
     traceMemory(end);
   }
@@ -877,40 +958,49 @@ void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
       stats_.sendRecvPerStep.sentBytes += e.traffic.sent;
       stats_.sendRecvPerStep.receivedBytes += e.traffic.received;
     } else if (pr.comm) {
-      CollectiveStats &byComm = stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
-      for (CollectiveStats *c : {&byComm, &stats_.perStep[int(pr.decl->coll)]}) {
+      CollectiveStats &byComm =
+          stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
+      for (CollectiveStats *c :
+           {&byComm, &stats_.perStep[int(pr.decl->coll)]}) {
         c->calls += 1;
         c->bytes += pr.dataBytes;
         c->sentBytes += e.traffic.sent;
         c->receivedBytes += e.traffic.received;
       }
     }
-    if (!trace_) continue;
+    if (!trace_)
+      continue;
     const int64_t start =
-        traceStartNs + int64_t(be.elapsedSeconds(runStart, *e.start) * 1e9 + 0.5);
+        traceStartNs +
+        int64_t(be.elapsedSeconds(runStart, *e.start) * 1e9 + 0.5);
     const int64_t end = start + int64_t(seconds * 1e9 + 0.5);
     std::string args = "{\"instruction\":" + std::to_string(e.index);
-    if (e.microbatch >= 0) args += ",\"microbatch\":" + std::to_string(e.microbatch);
+    if (e.microbatch >= 0)
+      args += ",\"microbatch\":" + std::to_string(e.microbatch);
     if (pr.comm) {
       const CommDecl &c = a_.comms[size_t(pr.decl->comm)];
       // A receive has no input: its operand is the buffer it fills.
-      const int operand = pr.decl->pipe == PipeOp::Recv ? pr.decl->out[0] : pr.decl->in[0];
+      const int operand =
+          pr.decl->pipe == PipeOp::Recv ? pr.decl->out[0] : pr.decl->in[0];
       const BufferDecl &inBuf = program().buffers[size_t(operand)];
-      args += ",\"communicator\":" + TraceWriter::quote(c.name) +
-              ",\"group\":" + TraceWriter::quote(pr.members) +
-              ",\"operand\":" + TraceWriter::quote(dtypeName(inBuf.dtype) + shapeStr(inBuf.shape)) +
-              ",\"bytes\":" + std::to_string(pr.dataBytes) +
-              ",\"sent_bytes\":" + std::to_string(e.traffic.sent) +
-              ",\"received_bytes\":" + std::to_string(e.traffic.received) + "}";
+      args +=
+          ",\"communicator\":" + TraceWriter::quote(c.name) +
+          ",\"group\":" + TraceWriter::quote(pr.members) + ",\"operand\":" +
+          TraceWriter::quote(dtypeName(inBuf.dtype) + shapeStr(inBuf.shape)) +
+          ",\"bytes\":" + std::to_string(pr.dataBytes) +
+          ",\"sent_bytes\":" + std::to_string(e.traffic.sent) +
+          ",\"received_bytes\":" + std::to_string(e.traffic.received) + "}";
       trace_->complete(TraceWriter::kComm, pr.decl->op,
-                       pr.decl->pipe != PipeOp::None ? "send_recv" : "collective", start, end,
-                       args);
+                       pr.decl->pipe != PipeOp::None ? "send_recv"
+                                                     : "collective",
+                       start, end, args);
     } else {
       if (pr.shapeKey) {
         const size_t space = pr.shapeKey->find(' ');
         args += ",\"operands\":" +
-                TraceWriter::quote(space == std::string::npos ? std::string()
-                                                              : pr.shapeKey->substr(space + 1));
+                TraceWriter::quote(space == std::string::npos
+                                       ? std::string()
+                                       : pr.shapeKey->substr(space + 1));
       }
       if (pr.flops > 0) {
         char buf[64];
@@ -918,14 +1008,16 @@ void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
         args += buf;
       }
       args += "}";
-      trace_->complete(TraceWriter::kCompute, pr.decl->op, "kernel", start, end, args);
+      trace_->complete(TraceWriter::kCompute, pr.decl->op, "kernel", start, end,
+                       args);
     }
   }
 }
 
 void RankExecutor::setTrace(TraceWriter *trace) {
   trace_ = trace;
-  if (trace_) traceMemory(TraceWriter::nowNs());
+  if (trace_)
+    traceMemory(TraceWriter::nowNs());
 }
 
 void RankExecutor::traceMemory(int64_t atNs) {

@@ -1,4 +1,5 @@
-//===- MemoryPlan.cpp - what a rank of an artifact allocates -----------------===//
+//===- MemoryPlan.cpp - what a rank of an artifact allocates
+//-----------------===//
 #include "dtc/runtime/MemoryPlan.h"
 #include "dtc/kernels/Kernel.h"
 #include "dtc/runtime/Communicator.h"
@@ -24,29 +25,33 @@ const char *memKindName(int kind) {
 
 const char *memKindDescription(int kind) {
   static const char *names[kNumMemKinds] = {
-      "parameters", "gradients", "optimizer state",     "activations", "inputs",
+      "parameters", "gradients", "optimizer state",    "activations", "inputs",
       "constants",  "scalars",   "collective staging", "workspace"};
   return kind >= 0 && kind < kNumMemKinds ? names[kind] : "?";
 }
 
 std::string largestKinds(const MemoryNeed &need, int count) noexcept {
   int kinds[kNumMemKinds];
-  for (int k = 0; k < kNumMemKinds; ++k) kinds[k] = k;
+  for (int k = 0; k < kNumMemKinds; ++k)
+    kinds[k] = k;
   std::stable_sort(std::begin(kinds), std::end(kinds),
                    [&](int x, int y) { return need.bytes[x] > need.bytes[y]; });
   std::string text;
-  for (int i = 0; i < count && i < kNumMemKinds && need.bytes[kinds[i]] > 0; ++i)
+  for (int i = 0; i < count && i < kNumMemKinds && need.bytes[kinds[i]] > 0;
+       ++i)
     text += std::string(i ? ", " : "") + memKindDescription(kinds[i]) + " " +
             formatBytes(need.bytes[kinds[i]]);
   return text;
 }
 
 uint64_t collectiveStagingBytes(const ProgramDecl &p, const InstrDecl &ins) {
-  const BufferDecl &in = p.buffers[size_t(ins.in[0])], &out = p.buffers[size_t(ins.out[0])];
+  const BufferDecl &in = p.buffers[size_t(ins.in[0])],
+                   &out = p.buffers[size_t(ins.out[0])];
   // Elements before `axis`: pieces along it are contiguous only when 1.
   auto outer = [](const Shape &s, int axis) {
     int64_t n = 1;
-    for (int d = 0; d < axis; ++d) n *= s[size_t(d)];
+    for (int d = 0; d < axis; ++d)
+      n *= s[size_t(d)];
     return n;
   };
   switch (ins.coll) {
@@ -63,15 +68,19 @@ uint64_t collectiveStagingBytes(const ProgramDecl &p, const InstrDecl &ins) {
   return 0;
 }
 
-uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p, const InstrDecl &ins) {
-  if (!ins.isCollective) return 0;
+uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p,
+                                const InstrDecl &ins) {
+  if (!ins.isCollective)
+    return 0;
   const BufferDecl &out = p.buffers[size_t(ins.out[0])];
   const int members = int(a.mesh.groupSize(a.comms[size_t(ins.comm)].meshAxes));
   const size_t elem = dtypeSize(out.dtype);
   if (ins.coll == CollKind::AllReduce)
-    return Communicator::allReduceScratch(size_t(numel(out.shape)), elem, members);
+    return Communicator::allReduceScratch(size_t(numel(out.shape)), elem,
+                                          members);
   if (ins.coll == CollKind::ReduceScatter)
-    return Communicator::reduceScatterScratch(size_t(numel(out.shape)), elem, members);
+    return Communicator::reduceScatterScratch(size_t(numel(out.shape)), elem,
+                                              members);
   return 0;
 }
 
@@ -83,8 +92,10 @@ std::vector<uint64_t> microbatchCopiesInFlight(const ProgramDecl &p) {
   std::set<std::pair<int, int>> live;
   std::vector<uint64_t> now(p.chunks.size(), 0);
   for (size_t i = 0; i < p.schedule.size(); ++i) {
-    const std::pair<int, int> key{p.schedule[i].chunk, p.schedule[i].microbatch};
-    if (key.first < 0 || size_t(key.first) >= most.size()) continue;
+    const std::pair<int, int> key{p.schedule[i].chunk,
+                                  p.schedule[i].microbatch};
+    if (key.first < 0 || size_t(key.first) >= most.size())
+      continue;
     if (live.insert(key).second) {
       uint64_t &n = now[size_t(key.first)];
       most[size_t(key.first)] = std::max(most[size_t(key.first)], ++n);
@@ -108,7 +119,8 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
     const std::vector<uint64_t> copies = microbatchCopiesInFlight(p);
     for (const SlotDecl &s : p.slots)
       need.bytes[int(s.category)] +=
-          slotAllocationBytes(s.bytes) * (s.chunk < 0 ? 1 : copies.at(size_t(s.chunk)));
+          slotAllocationBytes(s.bytes) *
+          (s.chunk < 0 ? 1 : copies.at(size_t(s.chunk)));
     // Staging: one packing buffer (allocated like a slot), each
     // communicator's kept scratch (the largest its collectives take), one
     // scalar per fill value and the backend's f32 conversion copies.
@@ -123,21 +135,24 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
         const int at = index++;
         if (ins.pipe == PipeOp::Fill) {
           const DType dtype = p.buffers[size_t(ins.out[0])].dtype;
-          if (fillScalars.insert({int(dtype), std::to_string(ins.fillValue)}).second)
+          if (fillScalars.insert({int(dtype), std::to_string(ins.fillValue)})
+                  .second)
             need.bytes[kStagingKind] += slotAllocationBytes(dtypeSize(dtype));
           continue;
         }
         if (ins.pipe == PipeOp::Accumulate) {
-          // out += in, by the backend's add kernel (in place): converts out twice.
+          // out += in, by the backend's add kernel (in place): converts out
+          // twice.
           const kernels::TensorDesc sum{p.buffers[size_t(ins.out[0])].dtype,
                                         p.buffers[size_t(ins.out[0])].shape};
           const kernels::TensorDesc part{p.buffers[size_t(ins.in[0])].dtype,
                                          p.buffers[size_t(ins.in[0])].shape};
-          conversion =
-              std::max(conversion, kernels::cpu::lowPrecisionCopyBytes("add", {sum, part}, {sum}));
+          conversion = std::max(conversion, kernels::cpu::lowPrecisionCopyBytes(
+                                                "add", {sum, part}, {sum}));
           continue;
         }
-        if (ins.pipe != PipeOp::None) continue; // send, recv, slices
+        if (ins.pipe != PipeOp::None)
+          continue; // send, recv, slices
         if (ins.isCollective) {
           packing = std::max(packing, collectiveStagingBytes(p, ins));
           uint64_t &kept = commScratch[size_t(ins.comm)];
@@ -145,12 +160,18 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
           continue;
         }
         std::vector<kernels::TensorDesc> in, out;
-        for (int id : ins.in) in.push_back({p.buffers[size_t(id)].dtype, p.buffers[size_t(id)].shape});
-        for (int id : ins.out) out.push_back({p.buffers[size_t(id)].dtype, p.buffers[size_t(id)].shape});
-        context = std::max(context,
-                           kernels::cpu::contextWorkspaceBytes(ins.op, in, out, ins.attrs, threads));
-        conversion = std::max(conversion, kernels::cpu::lowPrecisionCopyBytes(ins.op, in, out));
-        const uint64_t scratch = kernels::scratchBytes(ins.op, in, out, ins.attrs, threads);
+        for (int id : ins.in)
+          in.push_back(
+              {p.buffers[size_t(id)].dtype, p.buffers[size_t(id)].shape});
+        for (int id : ins.out)
+          out.push_back(
+              {p.buffers[size_t(id)].dtype, p.buffers[size_t(id)].shape});
+        context = std::max(context, kernels::cpu::contextWorkspaceBytes(
+                                        ins.op, in, out, ins.attrs, threads));
+        conversion = std::max(
+            conversion, kernels::cpu::lowPrecisionCopyBytes(ins.op, in, out));
+        const uint64_t scratch =
+            kernels::scratchBytes(ins.op, in, out, ins.attrs, threads);
         if (scratch > temporaries) {
           temporaries = scratch;
           need.workspaceInstruction = at;
@@ -165,19 +186,23 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
     }
     visit(p.finish);
     need.bytes[kWorkspaceKind] = context + temporaries;
-    if (packing > 0) need.bytes[kStagingKind] += slotAllocationBytes(packing);
+    if (packing > 0)
+      need.bytes[kStagingKind] += slotAllocationBytes(packing);
     // The CPU backend's f32 copies of bf16/f16 operands: one scratch, as
     // large as the largest set one kernel converts.
     need.bytes[kStagingKind] += conversion;
-    for (uint64_t kept : commScratch) need.bytes[kStagingKind] += kept;
-    for (uint64_t b : need.bytes) need.peak += b;
+    for (uint64_t kept : commScratch)
+      need.bytes[kStagingKind] += kept;
+    for (uint64_t b : need.bytes)
+      need.peak += b;
     needs.push_back(std::move(need));
   }
   return needs;
 }
 
-bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label, int threads,
-                         std::vector<MemoryNeed> &needs, std::string &error) noexcept {
+bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label,
+                         int threads, std::vector<MemoryNeed> &needs,
+                         std::string &error) noexcept {
   try {
     needs = memoryNeeds(parseArtifact(body, label), threads);
     return true;
@@ -191,7 +216,8 @@ bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label, i
 
 int plannedKernelThreads(int64_t devices) noexcept {
   try {
-    return defaultKernelThreads(int(std::min<int64_t>(std::max<int64_t>(devices, 1), 1 << 20)));
+    return defaultKernelThreads(
+        int(std::min<int64_t>(std::max<int64_t>(devices, 1), 1 << 20)));
   } catch (...) {
     return 1;
   }
@@ -207,7 +233,8 @@ std::string formatBytes(uint64_t bytes) noexcept {
   }
   char text[32];
   if (unit == 0)
-    std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
+    std::snprintf(text, sizeof text, "%llu B",
+                  static_cast<unsigned long long>(bytes));
   else
     std::snprintf(text, sizeof text, "%.2f %s", value, units[unit]);
   return text;
@@ -215,20 +242,26 @@ std::string formatBytes(uint64_t bytes) noexcept {
 
 bool parseByteSize(std::string_view text, uint64_t &bytes) noexcept {
   size_t i = 0;
-  while (i < text.size() && (std::isdigit((unsigned char)text[i]) || text[i] == '.')) ++i;
+  while (i < text.size() &&
+         (std::isdigit((unsigned char)text[i]) || text[i] == '.'))
+    ++i;
   std::string number(text.substr(0, i));
-  if (number.empty() || number.find_first_of("0123456789") == std::string::npos ||
+  if (number.empty() ||
+      number.find_first_of("0123456789") == std::string::npos ||
       number.find('.') != number.rfind('.'))
     return false;
   std::string unit;
-  for (char c : text.substr(i)) unit += char(std::tolower((unsigned char)c));
-  if (unit.size() > 1 && unit.back() == 'b') unit.pop_back(); // GB, GiB -> g, gi
+  for (char c : text.substr(i))
+    unit += char(std::tolower((unsigned char)c));
+  if (unit.size() > 1 && unit.back() == 'b')
+    unit.pop_back(); // GB, GiB -> g, gi
   double scale = 0;
   const char *prefixes = "kmgtp";
   if (unit.empty() || unit == "b") {
     scale = 1;
   } else if (const char *at = std::strchr(prefixes, unit[0]);
-             at && *at && (unit.size() == 1 || unit == std::string(1, unit[0]) + "i")) {
+             at && *at &&
+             (unit.size() == 1 || unit == std::string(1, unit[0]) + "i")) {
     const int power = int(at - prefixes) + 1;
     scale = std::pow(unit.size() == 1 ? 1000.0 : 1024.0, power);
   } else {
@@ -253,10 +286,12 @@ uint64_t availableMemoryBytes() noexcept {
     std::string key, unit;
     uint64_t value = 0;
     while (in >> key >> value >> unit)
-      if (key == "MemAvailable:") return value * 1024;
+      if (key == "MemAvailable:")
+        return value * 1024;
   } catch (...) {
   }
-  const long pages = ::sysconf(_SC_AVPHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
+  const long pages = ::sysconf(_SC_AVPHYS_PAGES),
+             size = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && size > 0 ? uint64_t(pages) * uint64_t(size) : 0;
 }
 
@@ -264,18 +299,24 @@ void checkMemoryFits(const Artifact &a, int ranksOnNode, int threads) {
   const std::vector<MemoryNeed> needs = memoryNeeds(a, threads);
   const MemoryNeed *largest = &needs.at(0);
   for (const MemoryNeed &n : needs)
-    if (n.peak > largest->peak) largest = &n;
+    if (n.peak > largest->peak)
+      largest = &n;
   const uint64_t available = availableMemoryBytes();
   const uint64_t ranks = uint64_t(ranksOnNode < 1 ? 1 : ranksOnNode);
-  if (available == 0 || largest->peak <= available / ranks) return;
+  if (available == 0 || largest->peak <= available / ranks)
+    return;
   const std::string top = largestKinds(*largest, 3);
   const std::string need =
-      ranks == 1 ? "the rank on this node needs " + formatBytes(largest->peak) + " (" + top + ")"
-                 : "the " + std::to_string(ranks) + " ranks on this node need " +
-                       std::to_string(ranks) + " x " + formatBytes(largest->peak) + " = " +
-                       formatBytes(ranks * largest->peak) + " (per rank: " + top + ")";
+      ranks == 1
+          ? "the rank on this node needs " + formatBytes(largest->peak) + " (" +
+                top + ")"
+          : "the " + std::to_string(ranks) + " ranks on this node need " +
+                std::to_string(ranks) + " x " + formatBytes(largest->peak) +
+                " = " + formatBytes(ranks * largest->peak) +
+                " (per rank: " + top + ")";
   throw Error(a.label + ": " + need + ", but only " + formatBytes(available) +
-              " is available here; spread the ranks over more nodes, compile for a larger "
+              " is available here; spread the ranks over more nodes, compile "
+              "for a larger "
               "mesh, or pass --no-memory-check to start anyway");
 }
 

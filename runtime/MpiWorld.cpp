@@ -1,4 +1,5 @@
-//===- MpiWorld.cpp ------------------------------------------------------------===//
+//===- MpiWorld.cpp
+//------------------------------------------------------------===//
 //
 // Every communication is non-blocking and polled against the world's
 // timeout (MPI_I* + MPI_Test with a growing sleep, so a waiting rank does
@@ -33,12 +34,14 @@ namespace {
 std::string mpiErrorText(int rc) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(rc);
   return std::string(text, size_t(len));
 }
 
 void check(int rc, const char *call) {
-  if (rc != MPI_SUCCESS) throw CommFailure(std::string(call) + " failed: " + mpiErrorText(rc));
+  if (rc != MPI_SUCCESS)
+    throw CommFailure(std::string(call) + " failed: " + mpiErrorText(rc));
 }
 
 std::string seconds(double s) {
@@ -57,11 +60,13 @@ struct Settings {
 class Watchdog {
 public:
   static Watchdog &instance() {
-    static Watchdog *w = new Watchdog(); // never destroyed: outlives main's exit
+    static Watchdog *w =
+        new Watchdog(); // never destroyed: outlives main's exit
     return *w;
   }
   void arm(double timeoutSeconds, const std::string &what) {
-    if (timeoutSeconds <= 0) return;
+    if (timeoutSeconds <= 0)
+      return;
     std::lock_guard<std::mutex> lock(mu_);
     what_ = what;
     limit_ = timeoutSeconds;
@@ -69,7 +74,8 @@ public:
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::chrono::duration<double>(timeoutSeconds));
     armed_ = true;
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    if (!thread_.joinable())
+      thread_ = std::thread([this] { loop(); });
     cv_.notify_all();
   }
   void disarm() {
@@ -85,10 +91,11 @@ private:
         cv_.wait(lock);
         continue;
       }
-      if (cv_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
-          std::chrono::steady_clock::now() >= deadline_) {
-        const std::string msg = "timed out after " + seconds(limit_) + " s in " + what_ +
-                                ": another rank made no progress (see --timeout)";
+      if (cv_.wait_until(lock, deadline_) == std::cv_status::timeout &&
+          armed_ && std::chrono::steady_clock::now() >= deadline_) {
+        const std::string msg =
+            "timed out after " + seconds(limit_) + " s in " + what_ +
+            ": another rank made no progress (see --timeout)";
         if (!progress::reportFailure(msg)) {
           std::fprintf(stderr, "dtc-run: error: %s\n", msg.c_str());
           std::fflush(stderr);
@@ -124,7 +131,8 @@ void waitFor(MPI_Request *reqs, int n, const Settings &s, const char *what,
              MPI_Status *statuses = MPI_STATUSES_IGNORE) {
   int done = 0;
   check(MPI_Testall(n, reqs, &done, statuses), what);
-  if (done) return;
+  if (done)
+    return;
   progress::setState(progress::State::Waiting);
   const int64_t start = progress::nowNs();
   const int64_t limitNs =
@@ -135,24 +143,30 @@ void waitFor(MPI_Request *reqs, int n, const Settings &s, const char *what,
   int64_t lastPoll = start, stalledNs = 0;
   for (int polls = 0;; ++polls) {
     check(MPI_Testall(n, reqs, &done, statuses), what);
-    if (done) break;
+    if (done)
+      break;
     const int64_t now = progress::nowNs();
-    if (now - lastPoll > int64_t(5e8)) stalledNs += now - lastPoll;
+    if (now - lastPoll > int64_t(5e8))
+      stalledNs += now - lastPoll;
     lastPoll = now;
     if (now - start >= limitNs) {
       if (stalledNs * 2 >= now - start)
-        throw CommFailure("timed out after " + seconds(s.timeoutSeconds) + " s in " + what +
+        throw CommFailure("timed out after " + seconds(s.timeoutSeconds) +
+                          " s in " + what +
                           ", but this rank itself was not running for " +
                           seconds(std::round(double(stalledNs) / 1e8) / 10) +
                           " s of it (stopped: SIGSTOP or a debugger?)");
-      throw CommFailure("timed out after " + seconds(s.timeoutSeconds) + " s in " + what +
-                        ": another rank of the group made no progress (see --timeout)");
+      throw CommFailure(
+          "timed out after " + seconds(s.timeoutSeconds) + " s in " + what +
+          ": another rank of the group made no progress (see --timeout)");
     }
-    if (polls < 200) continue;
+    if (polls < 200)
+      continue;
     sleepNs = sleepNs == 0 ? 2000 : std::min(sleepNs * 2, 500000L);
     timespec ts{0, sleepNs};
     ::nanosleep(&ts, nullptr);
-    if ((polls & 63) == 0) progress::heartbeat();
+    if ((polls & 63) == 0)
+      progress::heartbeat();
   }
   progress::setState(progress::State::Computing);
 }
@@ -171,16 +185,19 @@ public:
   ~MpiComm() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (finalized) return;
+    if (finalized)
+      return;
     // Sends a failed step left in flight: their copies must outlive them,
     // and a receiver that is gone never completes them (so no waiting).
     bool inFlight = false;
     for (Pending &p : pending_) {
       int done = 0;
-      if (MPI_Test(&p.request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)
+      if (MPI_Test(&p.request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+          !done)
         inFlight = true;
     }
-    if (inFlight) new std::list<Pending>(std::move(pending_)); // leaked on purpose
+    if (inFlight)
+      new std::list<Pending>(std::move(pending_)); // leaked on purpose
     MPI_Comm_free(&c_);
   }
   int size() const override { return size_; }
@@ -202,7 +219,8 @@ public:
     do {
       const size_t chunk = bytes < kChunk ? bytes : kChunk;
       MPI_Request r;
-      check(MPI_Isend(p, int(chunk), MPI_BYTE, dest, kTag, c_, &r), "MPI_Isend");
+      check(MPI_Isend(p, int(chunk), MPI_BYTE, dest, kTag, c_, &r),
+            "MPI_Isend");
       waitFor(r, *s_, "a send");
       p += chunk;
       bytes -= chunk;
@@ -228,29 +246,34 @@ public:
   MPI_Comm handle() const { return c_; }
 
 protected:
-  void sendRecv(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
-                int src) override {
+  void sendRecv(const void *send, size_t sendBytes, int dst, void *recv,
+                size_t recvBytes, int src) override {
     // In pieces under MPI's int count; each direction is cut on its own
     // (messages between two ranks on one tag arrive in order).
     std::vector<MPI_Request> requests;
     char *in = static_cast<char *>(recv);
-    for (size_t done = 0; done < recvBytes || (done == 0 && recvBytes == 0); done += kChunk) {
+    for (size_t done = 0; done < recvBytes || (done == 0 && recvBytes == 0);
+         done += kChunk) {
       requests.emplace_back();
-      check(MPI_Irecv(in + done, int(std::min(kChunk, recvBytes - done)), MPI_BYTE, src,
-                      kDataTag, c_, &requests.back()),
+      check(MPI_Irecv(in + done, int(std::min(kChunk, recvBytes - done)),
+                      MPI_BYTE, src, kDataTag, c_, &requests.back()),
             "MPI_Irecv");
-      if (recvBytes == 0) break;
+      if (recvBytes == 0)
+        break;
     }
     const char *out = static_cast<const char *>(send);
-    for (size_t done = 0; done < sendBytes || (done == 0 && sendBytes == 0); done += kChunk) {
+    for (size_t done = 0; done < sendBytes || (done == 0 && sendBytes == 0);
+         done += kChunk) {
       requests.emplace_back();
-      check(MPI_Isend(out + done, int(std::min(kChunk, sendBytes - done)), MPI_BYTE, dst,
-                      kDataTag, c_, &requests.back()),
+      check(MPI_Isend(out + done, int(std::min(kChunk, sendBytes - done)),
+                      MPI_BYTE, dst, kDataTag, c_, &requests.back()),
             "MPI_Isend");
-      if (sendBytes == 0) break;
+      if (sendBytes == 0)
+        break;
     }
-    const std::string what = "an exchange (sending to member " + std::to_string(dst) +
-                             ", receiving from member " + std::to_string(src) + ")";
+    const std::string what = "an exchange (sending to member " +
+                             std::to_string(dst) + ", receiving from member " +
+                             std::to_string(src) + ")";
     waitFor(requests.data(), int(requests.size()), *s_, what.c_str());
   }
 
@@ -262,17 +285,19 @@ protected:
     pending_.emplace_back();
     Pending &p = pending_.back();
     p.bytes.assign(static_cast<const char *>(buf), bytes);
-    check(MPI_Isend(p.bytes.data(), checkedCount(bytes), MPI_BYTE, peer, mpiTag, c_,
-                    &p.request),
+    check(MPI_Isend(p.bytes.data(), checkedCount(bytes), MPI_BYTE, peer, mpiTag,
+                    c_, &p.request),
           "MPI_Isend");
   }
   void takeMessage(void *buf, size_t bytes, int peer, int tag) override {
     MPI_Request r;
     MPI_Status status;
-    check(MPI_Irecv(buf, checkedCount(bytes), MPI_BYTE, peer, messageTag(tag), c_, &r),
+    check(MPI_Irecv(buf, checkedCount(bytes), MPI_BYTE, peer, messageTag(tag),
+                    c_, &r),
           "MPI_Irecv");
-    const std::string what = "a pipeline receive (from member " + std::to_string(peer) +
-                             ", tag " + std::to_string(tag) + ")";
+    const std::string what = "a pipeline receive (from member " +
+                             std::to_string(peer) + ", tag " +
+                             std::to_string(tag) + ")";
     waitFor(r, *s_, what.c_str(), &status);
     int got = 0;
     MPI_Get_count(&status, MPI_BYTE, &got);
@@ -285,9 +310,11 @@ protected:
 public:
   void flushSends() override {
     std::vector<MPI_Request> requests;
-    for (Pending &p : pending_) requests.push_back(p.request);
+    for (Pending &p : pending_)
+      requests.push_back(p.request);
     if (!requests.empty())
-      waitFor(requests.data(), int(requests.size()), *s_, "completing pipeline sends");
+      waitFor(requests.data(), int(requests.size()), *s_,
+              "completing pipeline sends");
     pending_.clear();
   }
 
@@ -313,7 +340,8 @@ private:
       tagLimit_ = found && value ? *static_cast<int *>(value) : 32767;
     }
     if (tag < 0 || tag > tagLimit_ - kMessageTagBase)
-      throw Error("message tag " + std::to_string(tag) + " exceeds this MPI's limit (" +
+      throw Error("message tag " + std::to_string(tag) +
+                  " exceeds this MPI's limit (" +
                   std::to_string(tagLimit_ - kMessageTagBase) +
                   "); use fewer micro-batches or pipeline stages");
     return kMessageTagBase + tag;
@@ -334,7 +362,8 @@ public:
     check(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");
     world_ = std::make_unique<MpiComm>(dup, s_);
     MPI_Comm node;
-    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                              MPI_INFO_NULL, &node),
           "MPI_Comm_split_type");
     MPI_Comm_size(node, &onNode_);
     MPI_Comm_free(&node);
@@ -354,12 +383,13 @@ public:
       rc = MPI_Comm_split(MPI_COMM_WORLD, color, key, &c);
     }
     if (rc != MPI_SUCCESS)
-      throw CommFailure("MPI_Comm_split failed after this rank had created " +
-                        std::to_string(created_) + " communicators: " + mpiErrorText(rc) +
-                        (created_ >= 60000
-                             ? " (likely the MPI library's limit on communicators per "
-                               "process: 65536 in Open MPI, some of them its own)"
-                             : ""));
+      throw CommFailure(
+          "MPI_Comm_split failed after this rank had created " +
+          std::to_string(created_) + " communicators: " + mpiErrorText(rc) +
+          (created_ >= 60000
+               ? " (likely the MPI library's limit on communicators per "
+                 "process: 65536 in Open MPI, some of them its own)"
+               : ""));
     ++created_;
     return std::make_unique<MpiComm>(c, s_);
   }

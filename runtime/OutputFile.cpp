@@ -1,4 +1,5 @@
-//===- OutputFile.cpp - safe outputs (see OutputFile.h) ---------------------===//
+//===- OutputFile.cpp - safe outputs (see OutputFile.h)
+//---------------------===//
 #include "dtc/runtime/OutputFile.h"
 
 #include <atomic>
@@ -17,7 +18,8 @@
 
 namespace dtc::rt {
 
-// ---- the live temporary files, for signal handlers ---------------------------------
+// ---- the live temporary files, for signal handlers
+// ---------------------------------
 //
 // A fixed table of paths with a lock-free state per slot, so that a signal
 // handler may walk it: 0 = free, 1 = being filled, 2 = live.
@@ -30,7 +32,8 @@ struct TempSlot {
 TempSlot gTemps[kTempSlots];
 
 int registerTemp(const std::string &path) {
-  if (path.size() >= PATH_MAX) return -1;
+  if (path.size() >= PATH_MAX)
+    return -1;
   for (int i = 0; i < kTempSlots; ++i) {
     int expected = 0;
     if (gTemps[i].state.compare_exchange_strong(expected, 1)) {
@@ -43,7 +46,8 @@ int registerTemp(const std::string &path) {
 }
 
 void unregisterTemp(int &slot) {
-  if (slot >= 0) gTemps[slot].state.store(0, std::memory_order_release);
+  if (slot >= 0)
+    gTemps[slot].state.store(0, std::memory_order_release);
   slot = -1;
 }
 
@@ -56,7 +60,8 @@ void onFatalSignal(int sig) {
 
 void removeLiveTemporaryFiles() noexcept {
   for (int i = 0; i < kTempSlots; ++i)
-    if (gTemps[i].state.load(std::memory_order_acquire) == 2) ::unlink(gTemps[i].path);
+    if (gTemps[i].state.load(std::memory_order_acquire) == 2)
+      ::unlink(gTemps[i].path);
 }
 
 void removeTemporaryFilesOnSignals() noexcept {
@@ -65,14 +70,18 @@ void removeTemporaryFilesOnSignals() noexcept {
   sa.sa_handler = onFatalSignal;
   sa.sa_flags = SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    ::sigaction(sig, &sa, nullptr);
 }
 
-// ---- what a path names --------------------------------------------------------------
+// ---- what a path names
+// --------------------------------------------------------------
 
 namespace {
 
-std::string errnoText(const char *what) { return std::string(what) + ": " + std::strerror(errno); }
+std::string errnoText(const char *what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
 
 /// "dir/" for "dir/name", "" for "name", "/" for "/name".
 std::string dirPrefix(const std::string &p) {
@@ -83,14 +92,21 @@ std::string dirPrefix(const std::string &p) {
 /// /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N name a descriptor
 /// of this process: writing there means writing to it, whatever it is.
 bool descriptorAlias(const std::string &p, int &fd) {
-  if (p == "/dev/stdout") { fd = 1; return true; }
-  if (p == "/dev/stderr") { fd = 2; return true; }
+  if (p == "/dev/stdout") {
+    fd = 1;
+    return true;
+  }
+  if (p == "/dev/stderr") {
+    fd = 2;
+    return true;
+  }
   for (const char *prefix : {"/dev/fd/", "/proc/self/fd/"}) {
     const size_t n = std::strlen(prefix);
     if (p.size() > n && p.compare(0, n, prefix) == 0 && p.size() - n <= 6) {
       int v = 0;
       for (size_t i = n; i < p.size(); ++i) {
-        if (p[i] < '0' || p[i] > '9') return false;
+        if (p[i] < '0' || p[i] > '9')
+          return false;
         v = v * 10 + (p[i] - '0');
       }
       fd = v;
@@ -191,7 +207,8 @@ bool writeAll(int fd, const void *data, size_t size, std::string &error) {
     size_t chunk = size < (size_t(1) << 30) ? size : (size_t(1) << 30);
     ssize_t n = ::write(fd, p, chunk);
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       error = errnoText("write failed");
       return false;
     }
@@ -203,7 +220,8 @@ bool writeAll(int fd, const void *data, size_t size, std::string &error) {
 
 void fsyncDirectoryOf(const std::string &path) {
   std::string dir = dirPrefix(path);
-  if (dir.empty()) dir = ".";
+  if (dir.empty())
+    dir = ".";
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd); // best effort: some file systems refuse fsync on directories
@@ -213,7 +231,8 @@ void fsyncDirectoryOf(const std::string &path) {
 
 } // namespace
 
-// ---- OutputFile ------------------------------------------------------------------------
+// ---- OutputFile
+// ------------------------------------------------------------------------
 
 OutputFile::~OutputFile() { abort(); }
 
@@ -264,7 +283,8 @@ bool OutputFile::start(const std::string &path, bool append, bool startEmpty,
     return true;
   case Resolved::Socket:
     fd_ = connectSocket(r.path, error);
-    if (fd_ < 0) return false;
+    if (fd_ < 0)
+      return false;
     mode_ = Mode::InPlace;
     return true;
   case Resolved::Missing:
@@ -274,10 +294,12 @@ bool OutputFile::start(const std::string &path, bool append, bool startEmpty,
   if (append) {
     if (startEmpty) {
       OutputFile empty;
-      if (!empty.start(r.path, /*append=*/false, false, error) || !empty.commit(error))
+      if (!empty.start(r.path, /*append=*/false, false, error) ||
+          !empty.commit(error))
         return false;
     }
-    fd_ = ::open(r.path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
+    fd_ = ::open(r.path.c_str(),
+                 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
     if (fd_ < 0) {
       error = errnoText("cannot open");
       return false;
@@ -289,16 +311,19 @@ bool OutputFile::start(const std::string &path, bool append, bool startEmpty,
   std::random_device rd;
   for (int attempt = 0; attempt < 16; ++attempt) {
     char suffix[48];
-    std::snprintf(suffix, sizeof suffix, ".tmp.%ld.%08x", (long)::getpid(), (unsigned)rd());
+    std::snprintf(suffix, sizeof suffix, ".tmp.%ld.%08x", (long)::getpid(),
+                  (unsigned)rd());
     temp_ = dir + "." + base + suffix;
     // Registered before it exists, so no signal can leave it behind.
     tempSlot_ = registerTemp(temp_);
     fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ >= 0) break;
+    if (fd_ >= 0)
+      break;
     const int saved = errno;
     unregisterTemp(tempSlot_);
     errno = saved;
-    if (errno != EEXIST) break;
+    if (errno != EEXIST)
+      break;
   }
   if (fd_ < 0) {
     error = errnoText("cannot create a temporary file in its directory");
@@ -306,12 +331,14 @@ bool OutputFile::start(const std::string &path, bool append, bool startEmpty,
     return false;
   }
   // A replaced file keeps its permissions.
-  if (r.kind == Resolved::Regular) ::fchmod(fd_, r.mode);
+  if (r.kind == Resolved::Regular)
+    ::fchmod(fd_, r.mode);
   mode_ = Mode::Replace;
   return true;
 }
 
-bool OutputFile::write(const void *data, size_t size, std::string &error) noexcept {
+bool OutputFile::write(const void *data, size_t size,
+                       std::string &error) noexcept {
   if (fd_ < 0) {
     error = "file not open";
     return false;
@@ -329,7 +356,8 @@ bool OutputFile::writeAt(uint64_t offset, const void *data, size_t size,
   while (size > 0) {
     ssize_t n = ::pwrite(fd_, p, size, off_t(offset));
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       error = errnoText("write failed");
       return false;
     }
@@ -400,7 +428,8 @@ bool writeOutputFile(const std::string &path, std::string_view bytes,
          f.commit(error);
 }
 
-// ---- same-file checks ------------------------------------------------------------------
+// ---- same-file checks
+// ------------------------------------------------------------------
 
 namespace {
 struct Identity {
@@ -415,7 +444,8 @@ Identity identify(const std::string &path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {
     id.exists = true;
-    id.special = S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
+    id.special =
+        S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
     id.dev = st.st_dev;
     id.ino = st.st_ino;
     return id;
@@ -426,15 +456,18 @@ Identity identify(const std::string &path) {
   const std::string dir = dirPrefix(p), base = p.substr(dir.size());
   char real[PATH_MAX];
   if (::realpath(dir.empty() ? "." : dir.c_str(), real))
-    id.canonical = std::string(real) + (std::strcmp(real, "/") == 0 ? "" : "/") + base;
+    id.canonical =
+        std::string(real) + (std::strcmp(real, "/") == 0 ? "" : "/") + base;
   else
     id.canonical = p;
   return id;
 }
 
 bool sameFile(const Identity &a, const Identity &b) {
-  if (a.special || b.special || a.exists != b.exists) return false;
-  if (a.exists) return a.dev == b.dev && a.ino == b.ino;
+  if (a.special || b.special || a.exists != b.exists)
+    return false;
+  if (a.exists)
+    return a.dev == b.dev && a.ino == b.ino;
   return a.canonical == b.canonical;
 }
 } // namespace
@@ -444,23 +477,28 @@ bool checkOutputsDistinct(const std::vector<NamedPath> &inputs,
                           std::string &error) noexcept {
   try {
     std::vector<Identity> in, out;
-    for (const NamedPath &p : inputs) in.push_back(identify(p.path));
+    for (const NamedPath &p : inputs)
+      in.push_back(identify(p.path));
     for (size_t o = 0; o < outputs.size(); ++o) {
       out.push_back(identify(outputs[o].path));
-      if (outputs[o].path.empty()) continue;
+      if (outputs[o].path.empty())
+        continue;
       for (size_t i = 0; i < inputs.size(); ++i)
         // An input that does not exist cannot be overwritten (and fails
         // where it is read).
-        if (!inputs[i].path.empty() && in[i].exists && sameFile(out[o], in[i])) {
-          error = outputs[o].what + " " + outputs[o].path + " is the same file as " +
-                  inputs[i].what + " " + inputs[i].path +
-                  "; refusing to overwrite an input (write the output elsewhere)";
+        if (!inputs[i].path.empty() && in[i].exists &&
+            sameFile(out[o], in[i])) {
+          error =
+              outputs[o].what + " " + outputs[o].path +
+              " is the same file as " + inputs[i].what + " " + inputs[i].path +
+              "; refusing to overwrite an input (write the output elsewhere)";
           return false;
         }
       for (size_t p = 0; p < o; ++p)
         if (!outputs[p].path.empty() && sameFile(out[o], out[p])) {
-          error = outputs[o].what + " " + outputs[o].path + " and " + outputs[p].what + " " +
-                  outputs[p].path + " are the same file; give each output its own path";
+          error = outputs[o].what + " " + outputs[o].path + " and " +
+                  outputs[p].what + " " + outputs[p].path +
+                  " are the same file; give each output its own path";
           return false;
         }
     }

@@ -1,4 +1,5 @@
-//===- Progress.cpp - the rank's record for dtc run's supervisor ------------===//
+//===- Progress.cpp - the rank's record for dtc run's supervisor
+//------------===//
 #include "dtc/runtime/Progress.h"
 
 #include <atomic>
@@ -26,7 +27,9 @@ std::string recordPath(const std::string &dir, int rank) {
 std::string errorPath(const std::string &dir, int rank) {
   return dir + "/rank-" + std::to_string(rank) + ".error";
 }
-std::string stopSignalPath(const std::string &dir) { return dir + "/stop-signal"; }
+std::string stopSignalPath(const std::string &dir) {
+  return dir + "/stop-signal";
+}
 
 int64_t nowNs() {
   timespec ts;
@@ -35,17 +38,21 @@ int64_t nowNs() {
 }
 
 bool attach(const std::string &dir, int rank) {
-  if (gRecord) return true;
+  if (gRecord)
+    return true;
   const std::string path = recordPath(dir, rank);
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
+  if (fd < 0)
+    return false;
   if (::ftruncate(fd, sizeof(Record)) != 0) {
     ::close(fd);
     return false;
   }
-  void *m = ::mmap(nullptr, sizeof(Record), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *m = ::mmap(nullptr, sizeof(Record), PROT_READ | PROT_WRITE, MAP_SHARED,
+                   fd, 0);
   ::close(fd);
-  if (m == MAP_FAILED) return false;
+  if (m == MAP_FAILED)
+    return false;
   gRecord = static_cast<Record *>(m);
   gDir = dir;
   gRank = rank;
@@ -61,33 +68,39 @@ bool attach(const std::string &dir, int rank) {
 const std::string &directory() { return gDir; }
 
 void setStep(int64_t step) {
-  if (!gRecord) return;
+  if (!gRecord)
+    return;
   store(gRecord->step, step);
   store(gRecord->heartbeatNs, nowNs());
 }
 
 void setInstruction(int64_t instruction) {
-  if (!gRecord) return;
+  if (!gRecord)
+    return;
   store(gRecord->instruction, instruction);
   store(gRecord->heartbeatNs, nowNs());
 }
 
 void setState(State s) {
-  if (!gRecord) return;
+  if (!gRecord)
+    return;
   store(gRecord->state, s);
   store(gRecord->heartbeatNs, nowNs());
 }
 
 void heartbeat() {
-  if (gRecord) store(gRecord->heartbeatNs, nowNs());
+  if (gRecord)
+    store(gRecord->heartbeatNs, nowNs());
 }
 
 bool reportFailure(const std::string &message) {
-  if (!gRecord) return false;
+  if (!gRecord)
+    return false;
   // The file is complete when it appears (the supervisor polls for it).
   const std::string path = errorPath(gDir, gRank), temp = path + ".tmp";
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
+  if (fd < 0)
+    return false;
   const std::string line = message + "\n";
   const bool ok = ::write(fd, line.data(), line.size()) == ssize_t(line.size());
   ::close(fd);

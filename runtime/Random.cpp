@@ -1,4 +1,5 @@
-//===- Random.cpp - Philox-4x32-10 and the initialisers --------------------===//
+//===- Random.cpp - Philox-4x32-10 and the initialisers
+//--------------------===//
 #include "dtc/runtime/Random.h"
 #include "dtc/runtime/ArtifactFormat.h"
 
@@ -34,10 +35,12 @@ PhiloxKey tensorKey(uint64_t seed, std::string_view name) {
   return {uint32_t(k), uint32_t(k >> 32)};
 }
 
-void uniformPair(PhiloxKey key, uint64_t index, uint64_t stream, double &u, double &u2) {
-  const PhiloxCounter x = philox4x32_10(
-      {uint32_t(index), uint32_t(index >> 32), uint32_t(stream), uint32_t(stream >> 32)},
-      key);
+void uniformPair(PhiloxKey key, uint64_t index, uint64_t stream, double &u,
+                 double &u2) {
+  const PhiloxCounter x =
+      philox4x32_10({uint32_t(index), uint32_t(index >> 32), uint32_t(stream),
+                     uint32_t(stream >> 32)},
+                    key);
   constexpr double k24 = 1.0 / 16777216.0;
   u = double(x[0] >> 8) * k24;
   u2 = double((x[1] >> 8) + 1) * k24;
@@ -45,15 +48,20 @@ void uniformPair(PhiloxKey key, uint64_t index, uint64_t stream, double &u, doub
 
 static constexpr double kTwoPi = 6.283185307179586476925286766559;
 
-float initValue(const InitSpec &init, PhiloxKey key, uint64_t index, uint64_t stream) {
+float initValue(const InitSpec &init, PhiloxKey key, uint64_t index,
+                uint64_t stream) {
   switch (init.kind) {
-  case InitSpec::Zeros: return 0.0f;
-  case InitSpec::Ones: return 1.0f;
-  case InitSpec::Fill: return float(init.a);
+  case InitSpec::Zeros:
+    return 0.0f;
+  case InitSpec::Ones:
+    return 1.0f;
+  case InitSpec::Fill:
+    return float(init.a);
   case InitSpec::Normal: {
     double u, u2;
     uniformPair(key, index, stream, u, u2);
-    return float(init.a * std::sqrt(-2.0 * std::log(u2)) * std::cos(kTwoPi * u));
+    return float(init.a * std::sqrt(-2.0 * std::log(u2)) *
+                 std::cos(kTwoPi * u));
   }
   case InitSpec::Uniform: {
     double u, u2;
@@ -71,8 +79,9 @@ int64_t intValue(int64_t max, PhiloxKey key, uint64_t index, uint64_t stream) {
   return v >= max ? max - 1 : v; // guards rounding for max > 2^53
 }
 
-void fillInit(float *out, const InitSpec &init, uint64_t seed, std::string_view name,
-              const Shape &global, const Piece &piece, uint64_t stream) {
+void fillInit(float *out, const InitSpec &init, uint64_t seed,
+              std::string_view name, const Shape &global, const Piece &piece,
+              uint64_t stream) {
   const PhiloxKey key = tensorKey(seed, name);
   forEachPieceRun(global, piece, [&](int64_t l, int64_t g, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
@@ -81,25 +90,34 @@ void fillInit(float *out, const InitSpec &init, uint64_t seed, std::string_view 
 }
 
 void fillInit(void *out, DType dtype, const InitSpec &init, uint64_t seed,
-              std::string_view name, const Shape &global, const Piece &piece, uint64_t stream) {
+              std::string_view name, const Shape &global, const Piece &piece,
+              uint64_t stream) {
   const PhiloxKey key = tensorKey(seed, name);
   forEachPieceRun(global, piece, [&](int64_t l, int64_t g, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       const float v = initValue(init, key, uint64_t(g + i), stream);
       switch (dtype) {
-      case DType::F32: static_cast<float *>(out)[l + i] = v; break;
+      case DType::F32:
+        static_cast<float *>(out)[l + i] = v;
+        break;
       case DType::BF16:
-      case DType::F16: static_cast<uint16_t *>(out)[l + i] = f32ToLow(dtype, v); break;
-      case DType::I32: static_cast<int32_t *>(out)[l + i] = int32_t(v); break;
-      case DType::I64: static_cast<int64_t *>(out)[l + i] = int64_t(v); break;
+      case DType::F16:
+        static_cast<uint16_t *>(out)[l + i] = f32ToLow(dtype, v);
+        break;
+      case DType::I32:
+        static_cast<int32_t *>(out)[l + i] = int32_t(v);
+        break;
+      case DType::I64:
+        static_cast<int64_t *>(out)[l + i] = int64_t(v);
+        break;
       }
     }
   });
 }
 
 void fillSynthetic(void *out, DType dtype, int64_t max, uint64_t seed,
-                   std::string_view name, const Shape &global, const Piece &piece,
-                   int64_t step) {
+                   std::string_view name, const Shape &global,
+                   const Piece &piece, int64_t step) {
   const PhiloxKey key = tensorKey(seed, name);
   const uint64_t stream = inputStream(step);
   const InitSpec normal{InitSpec::Normal, 1.0, 0.0};
@@ -112,10 +130,12 @@ void fillSynthetic(void *out, DType dtype, int64_t max, uint64_t seed,
         break;
       case DType::BF16:
       case DType::F16:
-        static_cast<uint16_t *>(out)[l + i] = f32ToLow(dtype, initValue(normal, key, gi, stream));
+        static_cast<uint16_t *>(out)[l + i] =
+            f32ToLow(dtype, initValue(normal, key, gi, stream));
         break;
       case DType::I32:
-        static_cast<int32_t *>(out)[l + i] = int32_t(intValue(max, key, gi, stream));
+        static_cast<int32_t *>(out)[l + i] =
+            int32_t(intValue(max, key, gi, stream));
         break;
       case DType::I64:
         static_cast<int64_t *>(out)[l + i] = intValue(max, key, gi, stream);

@@ -13,10 +13,14 @@ namespace dtc::sched {
 
 const char *kindName(Kind k) {
   switch (k) {
-  case Kind::Forward: return "F";
-  case Kind::Backward: return "B";
-  case Kind::Weight: return "W";
-  case Kind::BackwardWeight: return "BW";
+  case Kind::Forward:
+    return "F";
+  case Kind::Backward:
+    return "B";
+  case Kind::Weight:
+    return "W";
+  case Kind::BackwardWeight:
+    return "BW";
   }
   return "?";
 }
@@ -24,7 +28,8 @@ const char *kindName(Kind k) {
 int64_t unitCost(Kind k) { return k == Kind::BackwardWeight ? 2 : 1; }
 
 const std::vector<std::string> &scheduleNames() {
-  static const std::vector<std::string> names = {"gpipe", "1f1b", "interleaved", "zb"};
+  static const std::vector<std::string> names = {"gpipe", "1f1b", "interleaved",
+                                                 "zb"};
   return names;
 }
 
@@ -36,8 +41,10 @@ Action BW(int m, int c = 0) { return {Kind::BackwardWeight, m, c}; }
 void gpipe(Schedule &s) {
   for (int d = 0; d < s.stages; ++d) {
     auto &list = s.perStage[size_t(d)];
-    for (int m = 0; m < s.microbatches; ++m) list.push_back(F(m));
-    for (int m = 0; m < s.microbatches; ++m) list.push_back(BW(m));
+    for (int m = 0; m < s.microbatches; ++m)
+      list.push_back(F(m));
+    for (int m = 0; m < s.microbatches; ++m)
+      list.push_back(BW(m));
   }
 }
 
@@ -47,12 +54,14 @@ void oneFOneB(Schedule &s) {
   for (int d = 0; d < P; ++d) {
     auto &list = s.perStage[size_t(d)];
     const int warmup = std::min(P - d - 1, M);
-    for (int m = 0; m < warmup; ++m) list.push_back(F(m));
+    for (int m = 0; m < warmup; ++m)
+      list.push_back(F(m));
     for (int i = 0; i < M - warmup; ++i) {
       list.push_back(F(warmup + i));
       list.push_back(BW(i));
     }
-    for (int i = M - warmup; i < M; ++i) list.push_back(BW(i));
+    for (int i = M - warmup; i < M; ++i)
+      list.push_back(BW(i));
   }
 }
 
@@ -64,19 +73,22 @@ void interleaved(Schedule &s) {
   const int total = M * v;
   auto at = [&](int k, bool forward) {
     int chunk = (k % (P * v)) / P;
-    if (!forward) chunk = v - 1 - chunk;
+    if (!forward)
+      chunk = v - 1 - chunk;
     int micro = (k / (P * v)) * P + k % P;
     return Action{forward ? Kind::Forward : Kind::BackwardWeight, micro, chunk};
   };
   for (int d = 0; d < P; ++d) {
     auto &list = s.perStage[size_t(d)];
     int warmup = std::min((P - d - 1) * 2 + (v - 1) * P, total);
-    for (int k = 0; k < warmup; ++k) list.push_back(at(k, true));
+    for (int k = 0; k < warmup; ++k)
+      list.push_back(at(k, true));
     for (int k = 0; k < total - warmup; ++k) {
       list.push_back(at(warmup + k, true));
       list.push_back(at(k, false));
     }
-    for (int k = total - warmup; k < total; ++k) list.push_back(at(k, false));
+    for (int k = total - warmup; k < total; ++k)
+      list.push_back(at(k, false));
   }
 }
 
@@ -101,20 +113,23 @@ void zeroBubbleH1(Schedule &s) {
         pending.pop_front();
       }
     };
-    for (int m = 0; m < warmup; ++m) list.push_back(F(m));
+    for (int m = 0; m < warmup; ++m)
+      list.push_back(F(m));
     for (int i = 0; i < M - warmup; ++i) {
       list.push_back(F(warmup + i));
       backward(i);
     }
-    for (int i = M - warmup; i < M; ++i) backward(i);
-    for (int m : pending) list.push_back({Kind::Weight, m, 0});
+    for (int i = M - warmup; i < M; ++i)
+      backward(i);
+    for (int m : pending)
+      list.push_back({Kind::Weight, m, 0});
   }
 }
 
 } // namespace
 
-bool generate(const std::string &name, int stages, int microbatches, int virtualStages,
-              Schedule &out, std::string &error) noexcept {
+bool generate(const std::string &name, int stages, int microbatches,
+              int virtualStages, Schedule &out, std::string &error) noexcept {
   try {
     if (stages < 1 || microbatches < 1 || virtualStages < 1) {
       error = "stages, micro-batches and virtual stages must be >= 1";
@@ -122,12 +137,14 @@ bool generate(const std::string &name, int stages, int microbatches, int virtual
     }
     if (virtualStages > 1 && name != "interleaved") {
       error = "--virtual-stages " + std::to_string(virtualStages) +
-              " needs --schedule interleaved (" + name + " runs one model chunk per stage)";
+              " needs --schedule interleaved (" + name +
+              " runs one model chunk per stage)";
       return false;
     }
     if (name == "interleaved" && microbatches % stages != 0) {
       error = "the interleaved schedule needs the micro-batches (" +
-              std::to_string(microbatches) + ") to be a multiple of the pipeline stages (" +
+              std::to_string(microbatches) +
+              ") to be a multiple of the pipeline stages (" +
               std::to_string(stages) + ")";
       return false;
     }
@@ -137,17 +154,23 @@ bool generate(const std::string &name, int stages, int microbatches, int virtual
     out.microbatches = microbatches;
     out.virtualStages = virtualStages;
     out.perStage.assign(size_t(stages), {});
-    if (name == "gpipe") gpipe(out);
-    else if (name == "1f1b") oneFOneB(out);
-    else if (name == "interleaved") interleaved(out);
-    else if (name == "zb") zeroBubbleH1(out);
+    if (name == "gpipe")
+      gpipe(out);
+    else if (name == "1f1b")
+      oneFOneB(out);
+    else if (name == "interleaved")
+      interleaved(out);
+    else if (name == "zb")
+      zeroBubbleH1(out);
     else {
-      error = "unknown schedule '" + name + "' (expected gpipe, 1f1b, interleaved or zb)";
+      error = "unknown schedule '" + name +
+              "' (expected gpipe, 1f1b, interleaved or zb)";
       return false;
     }
     std::string problem = check(out);
     if (!problem.empty()) {
-      error = "internal error: the " + name + " schedule is malformed: " + problem;
+      error =
+          "internal error: the " + name + " schedule is malformed: " + problem;
       return false;
     }
     return true;
@@ -162,12 +185,13 @@ std::string check(const Schedule &s) noexcept {
     if (s.stages < 1 || s.virtualStages < 1 || s.microbatches < 1)
       return "stages, virtual stages and micro-batches must be >= 1";
     if (int(s.perStage.size()) != s.stages)
-      return "the schedule lists " + std::to_string(s.perStage.size()) + " stages, not " +
-             std::to_string(s.stages);
+      return "the schedule lists " + std::to_string(s.perStage.size()) +
+             " stages, not " + std::to_string(s.stages);
     for (int d = 0; d < s.stages; ++d) {
       // state per (chunk, micro-batch): 0 none, 1 forward, 2 B, 3 done
       std::map<std::pair<int, int>, int> state;
-      std::vector<int> lastF(size_t(s.virtualStages), -1), lastB(size_t(s.virtualStages), -1),
+      std::vector<int> lastF(size_t(s.virtualStages), -1),
+          lastB(size_t(s.virtualStages), -1),
           lastW(size_t(s.virtualStages), -1);
       const std::string where = "stage " + std::to_string(d);
       for (size_t i = 0; i < s.perStage[size_t(d)].size(); ++i) {
@@ -183,21 +207,28 @@ std::string check(const Schedule &s) noexcept {
         const size_t c = size_t(a.chunk);
         switch (a.kind) {
         case Kind::Forward:
-          if (st != 0) return what + ": a second forward";
-          if (a.microbatch <= lastF[c]) return what + ": forwards out of micro-batch order";
+          if (st != 0)
+            return what + ": a second forward";
+          if (a.microbatch <= lastF[c])
+            return what + ": forwards out of micro-batch order";
           lastF[c] = a.microbatch;
           st = 1;
           break;
         case Kind::Backward:
         case Kind::BackwardWeight:
-          if (st != 1) return what + ": not right after its forward (and only once)";
-          if (a.microbatch <= lastB[c]) return what + ": backwards out of micro-batch order";
+          if (st != 1)
+            return what + ": not right after its forward (and only once)";
+          if (a.microbatch <= lastB[c])
+            return what + ": backwards out of micro-batch order";
           lastB[c] = a.microbatch;
           st = a.kind == Kind::Backward ? 2 : 3;
           break;
         case Kind::Weight:
-          if (st != 2) return what + ": a weight gradient before its input gradient (or twice)";
-          if (a.microbatch <= lastW[c]) return what + ": weight gradients out of micro-batch order";
+          if (st != 2)
+            return what +
+                   ": a weight gradient before its input gradient (or twice)";
+          if (a.microbatch <= lastW[c])
+            return what + ": weight gradients out of micro-batch order";
           lastW[c] = a.microbatch;
           st = 3;
           break;
@@ -209,8 +240,9 @@ std::string check(const Schedule &s) noexcept {
                std::to_string(s.microbatches * s.virtualStages);
       for (const auto &[key, st] : state)
         if (st != 3)
-          return where + ": micro-batch " + std::to_string(key.second) + " of chunk " +
-                 std::to_string(key.first) + " never finishes its backward";
+          return where + ": micro-batch " + std::to_string(key.second) +
+                 " of chunk " + std::to_string(key.first) +
+                 " never finishes its backward";
     }
     return "";
   } catch (const std::exception &e) {
@@ -222,11 +254,13 @@ Simulation simulate(const Schedule &s) noexcept {
   Simulation sim;
   try {
     sim.error = check(s);
-    if (!sim.error.empty()) return sim;
+    if (!sim.error.empty())
+      return sim;
     const int P = s.stages, K = s.virtualStageCount(), M = s.microbatches;
     const int64_t unknown = -1;
     auto table = [&] {
-      return std::vector<std::vector<int64_t>>(size_t(K), std::vector<int64_t>(size_t(M), unknown));
+      return std::vector<std::vector<int64_t>>(
+          size_t(K), std::vector<int64_t>(size_t(M), unknown));
     };
     auto fEnd = table(), bEnd = table();
     std::vector<size_t> pos(size_t(P), 0);
@@ -243,26 +277,33 @@ Simulation simulate(const Schedule &s) noexcept {
           int64_t ready = freeAt[size_t(d)];
           bool blocked = false;
           auto need = [&](int64_t end) {
-            if (end == unknown) blocked = true;
-            else ready = std::max(ready, end);
+            if (end == unknown)
+              blocked = true;
+            else
+              ready = std::max(ready, end);
           };
           switch (a.kind) {
           case Kind::Forward:
-            if (k > 0) need(fEnd[size_t(k - 1)][m]);
+            if (k > 0)
+              need(fEnd[size_t(k - 1)][m]);
             break;
           case Kind::Backward:
           case Kind::BackwardWeight:
             need(fEnd[size_t(k)][m]);
-            if (k < K - 1) need(bEnd[size_t(k + 1)][m]);
+            if (k < K - 1)
+              need(bEnd[size_t(k + 1)][m]);
             break;
           case Kind::Weight:
             need(bEnd[size_t(k)][m]);
             break;
           }
-          if (blocked) break;
+          if (blocked)
+            break;
           const int64_t end = ready + unitCost(a.kind);
-          if (a.kind == Kind::Forward) fEnd[size_t(k)][m] = end;
-          else if (a.kind != Kind::Weight) bEnd[size_t(k)][m] = end;
+          if (a.kind == Kind::Forward)
+            fEnd[size_t(k)][m] = end;
+          else if (a.kind != Kind::Weight)
+            bEnd[size_t(k)][m] = end;
           sim.timeline[size_t(d)].push_back({a, ready, end});
           freeAt[size_t(d)] = end;
           sim.busy += unitCost(a.kind);
@@ -274,20 +315,26 @@ Simulation simulate(const Schedule &s) noexcept {
     for (int d = 0; d < P; ++d)
       if (pos[size_t(d)] < s.perStage[size_t(d)].size()) {
         const Action &a = s.perStage[size_t(d)][pos[size_t(d)]];
-        sim.error = "deadlock: stage " + std::to_string(d) + " waits forever at action " +
+        sim.error = "deadlock: stage " + std::to_string(d) +
+                    " waits forever at action " +
                     std::to_string(pos[size_t(d)]) + " (" + kindName(a.kind) +
-                    " of micro-batch " + std::to_string(a.microbatch) + ", chunk " +
-                    std::to_string(a.chunk) + ")";
+                    " of micro-batch " + std::to_string(a.microbatch) +
+                    ", chunk " + std::to_string(a.chunk) + ")";
         return sim;
       }
-    for (int64_t t : freeAt) sim.makespan = std::max(sim.makespan, t);
-    sim.bubble = sim.makespan > 0 ? 1.0 - double(sim.busy) / double(int64_t(P) * sim.makespan) : 0.0;
+    for (int64_t t : freeAt)
+      sim.makespan = std::max(sim.makespan, t);
+    sim.bubble = sim.makespan > 0 ? 1.0 - double(sim.busy) /
+                                              double(int64_t(P) * sim.makespan)
+                                  : 0.0;
     // Micro-batches held: from a forward to the last backward part.
     for (int d = 0; d < P; ++d) {
       int held = 0, peak = 0;
       for (const Action &a : s.perStage[size_t(d)]) {
-        if (a.kind == Kind::Forward) peak = std::max(peak, ++held);
-        else if (a.kind != Kind::Backward) --held;
+        if (a.kind == Kind::Forward)
+          peak = std::max(peak, ++held);
+        else if (a.kind != Kind::Backward)
+          --held;
       }
       sim.peakInFlight.push_back(peak);
     }
@@ -302,7 +349,8 @@ Simulation simulate(const Schedule &s) noexcept {
 
 nlohmann::json actionsToJson(const std::vector<Action> &actions) {
   nlohmann::json list = nlohmann::json::array();
-  for (const Action &a : actions) list.push_back({kindName(a.kind), a.microbatch, a.chunk});
+  for (const Action &a : actions)
+    list.push_back({kindName(a.kind), a.microbatch, a.chunk});
   return list;
 }
 
@@ -320,16 +368,22 @@ bool actionsFromJson(const nlohmann::json &j, std::vector<Action> &out,
         error = "entry " + std::to_string(i) + ": " + why;
         return false;
       };
-      if (!e.is_array() || e.size() != 3 || !e[0].is_string() || !e[1].is_number_integer() ||
-          !e[2].is_number_integer())
-        return bad("expected [KIND, MICROBATCH, CHUNK] with KIND one of F, B, W, BW");
+      if (!e.is_array() || e.size() != 3 || !e[0].is_string() ||
+          !e[1].is_number_integer() || !e[2].is_number_integer())
+        return bad(
+            "expected [KIND, MICROBATCH, CHUNK] with KIND one of F, B, W, BW");
       Action a;
       const std::string kind = e[0].get<std::string>();
-      if (kind == "F") a.kind = Kind::Forward;
-      else if (kind == "B") a.kind = Kind::Backward;
-      else if (kind == "W") a.kind = Kind::Weight;
-      else if (kind == "BW") a.kind = Kind::BackwardWeight;
-      else return bad("unknown kind \"" + kind + "\" (expected F, B, W or BW)");
+      if (kind == "F")
+        a.kind = Kind::Forward;
+      else if (kind == "B")
+        a.kind = Kind::Backward;
+      else if (kind == "W")
+        a.kind = Kind::Weight;
+      else if (kind == "BW")
+        a.kind = Kind::BackwardWeight;
+      else
+        return bad("unknown kind \"" + kind + "\" (expected F, B, W or BW)");
       const int64_t m = e[1].get<int64_t>(), c = e[2].get<int64_t>();
       if (m < 0 || c < 0 || m > (1 << 24) || c > (1 << 24))
         return bad("micro-batch and chunk must be small non-negative integers");
@@ -348,7 +402,8 @@ namespace {
 std::string label(const Schedule &s, const Action &a) {
   std::string l = a.kind == Kind::BackwardWeight ? "B" : kindName(a.kind);
   l += std::to_string(a.microbatch);
-  if (s.virtualStages > 1) l += char('a' + a.chunk % 26);
+  if (s.virtualStages > 1)
+    l += char('a' + a.chunk % 26);
   return l;
 }
 } // namespace
@@ -357,26 +412,33 @@ std::string renderText(const Schedule &s, const Simulation &sim) {
   std::ostringstream out;
   size_t width = 1;
   for (const auto &row : sim.timeline)
-    for (const Placed &p : row) width = std::max(width, label(s, p.action).size());
-  out << "schedule " << s.name << ": " << s.stages << " stages x " << s.microbatches
-      << " micro-batches";
-  if (s.virtualStages > 1) out << " x " << s.virtualStages << " chunks";
-  out << "; one column per time unit (F 1, B 1, W 1; " << (s.name == "zb" ? "" : "a backward is B+W, 2")
+    for (const Placed &p : row)
+      width = std::max(width, label(s, p.action).size());
+  out << "schedule " << s.name << ": " << s.stages << " stages x "
+      << s.microbatches << " micro-batches";
+  if (s.virtualStages > 1)
+    out << " x " << s.virtualStages << " chunks";
+  out << "; one column per time unit (F 1, B 1, W 1; "
+      << (s.name == "zb" ? "" : "a backward is B+W, 2")
       << (s.name == "zb" ? "B and W separate" : "") << ")\n";
   for (size_t d = 0; d < sim.timeline.size(); ++d) {
     std::vector<std::string> cells(size_t(sim.makespan), ".");
     for (const Placed &p : sim.timeline[d])
-      for (int64_t t = p.start; t < p.end; ++t) cells[size_t(t)] = label(s, p.action);
+      for (int64_t t = p.start; t < p.end; ++t)
+        cells[size_t(t)] = label(s, p.action);
     char head[32];
     std::snprintf(head, sizeof head, "stage %-3zu|", d);
     out << head;
-    for (const std::string &c : cells) out << ' ' << c << std::string(width - c.size(), ' ');
+    for (const std::string &c : cells)
+      out << ' ' << c << std::string(width - c.size(), ' ');
     out << "\n";
   }
   char tail[128];
-  std::snprintf(tail, sizeof tail, "bubble %.4f (idle share; %lld time units, %lld busy of %lld)\n",
-                sim.bubble, (long long)sim.makespan, (long long)sim.busy,
-                (long long)(sim.makespan * int64_t(sim.timeline.size())));
+  std::snprintf(
+      tail, sizeof tail,
+      "bubble %.4f (idle share; %lld time units, %lld busy of %lld)\n",
+      sim.bubble, (long long)sim.makespan, (long long)sim.busy,
+      (long long)(sim.makespan * int64_t(sim.timeline.size())));
   out << tail;
   return out.str();
 }
@@ -386,48 +448,61 @@ std::string renderSvg(const Schedule &s, const Simulation &sim) {
   const int64_t width = left + sim.makespan * cell + 20;
   const int64_t height = top + int64_t(sim.timeline.size()) * rowH + 50;
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width
+    << "\" height=\"" << height
     << "\" font-family=\"monospace\" font-size=\"11\">\n";
   char title[160];
-  std::snprintf(title, sizeof title, "%s: %d stages, %d micro-batches%s, bubble %.4f",
-                s.name.c_str(), s.stages, s.microbatches,
-                s.virtualStages > 1 ? (", " + std::to_string(s.virtualStages) + " chunks").c_str() : "",
-                sim.bubble);
+  std::snprintf(
+      title, sizeof title, "%s: %d stages, %d micro-batches%s, bubble %.4f",
+      s.name.c_str(), s.stages, s.microbatches,
+      s.virtualStages > 1
+          ? (", " + std::to_string(s.virtualStages) + " chunks").c_str()
+          : "",
+      sim.bubble);
   o << "<text x=\"10\" y=\"20\" font-size=\"14\">" << title << "</text>\n";
   auto color = [](Kind k) {
     switch (k) {
-    case Kind::Forward: return "#4e79a7";
-    case Kind::Backward: return "#59a14f";
-    case Kind::Weight: return "#f28e2b";
-    case Kind::BackwardWeight: return "#59a14f";
+    case Kind::Forward:
+      return "#4e79a7";
+    case Kind::Backward:
+      return "#59a14f";
+    case Kind::Weight:
+      return "#f28e2b";
+    case Kind::BackwardWeight:
+      return "#59a14f";
     }
     return "#999999";
   };
   for (size_t d = 0; d < sim.timeline.size(); ++d) {
     const int64_t y = top + int64_t(d) * rowH;
     o << "<text x=\"10\" y=\"" << y + 19 << "\">stage " << d << "</text>\n";
-    o << "<rect x=\"" << left << "\" y=\"" << y << "\" width=\"" << sim.makespan * cell
-      << "\" height=\"" << rowH - 4 << "\" fill=\"#eeeeee\"/>\n";
+    o << "<rect x=\"" << left << "\" y=\"" << y << "\" width=\""
+      << sim.makespan * cell << "\" height=\"" << rowH - 4
+      << "\" fill=\"#eeeeee\"/>\n";
     for (const Placed &p : sim.timeline[d]) {
       const int64_t x = left + p.start * cell, w = (p.end - p.start) * cell;
       // Later chunks are drawn lighter.
-      const double opacity = 1.0 - 0.35 * double(p.action.chunk) / double(std::max(1, s.virtualStages));
-      o << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w - 1 << "\" height=\""
-        << rowH - 4 << "\" fill=\"" << color(p.action.kind) << "\" fill-opacity=\"" << opacity
-        << "\"><title>" << kindName(p.action.kind) << " micro-batch " << p.action.microbatch
+      const double opacity = 1.0 - 0.35 * double(p.action.chunk) /
+                                       double(std::max(1, s.virtualStages));
+      o << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w - 1
+        << "\" height=\"" << rowH - 4 << "\" fill=\"" << color(p.action.kind)
+        << "\" fill-opacity=\"" << opacity << "\"><title>"
+        << kindName(p.action.kind) << " micro-batch " << p.action.microbatch
         << " chunk " << p.action.chunk << "</title></rect>\n";
       o << "<text x=\"" << x + 3 << "\" y=\"" << y + 18 << "\" fill=\"white\">"
         << label(s, p.action) << "</text>\n";
     }
   }
   const int64_t ly = top + int64_t(sim.timeline.size()) * rowH + 20;
-  o << "<text x=\"10\" y=\"" << ly << "\">F forward</text><rect x=\"90\" y=\"" << ly - 10
-    << "\" width=\"12\" height=\"12\" fill=\"#4e79a7\"/>";
-  o << "<text x=\"120\" y=\"" << ly << "\">B backward</text><rect x=\"205\" y=\"" << ly - 10
+  o << "<text x=\"10\" y=\"" << ly << "\">F forward</text><rect x=\"90\" y=\""
+    << ly - 10 << "\" width=\"12\" height=\"12\" fill=\"#4e79a7\"/>";
+  o << "<text x=\"120\" y=\"" << ly
+    << "\">B backward</text><rect x=\"205\" y=\"" << ly - 10
     << "\" width=\"12\" height=\"12\" fill=\"#59a14f\"/>";
-  o << "<text x=\"235\" y=\"" << ly << "\">W weights</text><rect x=\"310\" y=\"" << ly - 10
-    << "\" width=\"12\" height=\"12\" fill=\"#f28e2b\"/>";
-  o << "<text x=\"340\" y=\"" << ly << "\">idle</text><rect x=\"375\" y=\"" << ly - 10
+  o << "<text x=\"235\" y=\"" << ly << "\">W weights</text><rect x=\"310\" y=\""
+    << ly - 10 << "\" width=\"12\" height=\"12\" fill=\"#f28e2b\"/>";
+  o << "<text x=\"340\" y=\"" << ly << "\">idle</text><rect x=\"375\" y=\""
+    << ly - 10
     << "\" width=\"12\" height=\"12\" fill=\"#eeeeee\" stroke=\"#999\"/>\n";
   o << "</svg>\n";
   return o.str();

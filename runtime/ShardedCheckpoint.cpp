@@ -1,4 +1,5 @@
-//===- ShardedCheckpoint.cpp - sharded checkpoints (ShardedCheckpoint.h) ----===//
+//===- ShardedCheckpoint.cpp - sharded checkpoints (ShardedCheckpoint.h)
+//----===//
 #include "dtc/runtime/ShardedCheckpoint.h"
 #include "dtc/runtime/ArtifactFormat.h"
 
@@ -28,13 +29,18 @@ constexpr const char *kPieceFormat = "dtc-sharded-checkpoint-piece";
 constexpr const char *kIdKey = "dtc.checkpoint_id";
 constexpr uint64_t kDefaultBlockBytes = uint64_t(1) << 20;
 
-std::string errnoText(const std::string &what) { return what + ": " + std::strerror(errno); }
+std::string errnoText(const std::string &what) {
+  return what + ": " + std::strerror(errno);
+}
 
-std::string rankFileName(int64_t r) { return "rank-" + std::to_string(r) + ".safetensors"; }
+std::string rankFileName(int64_t r) {
+  return "rank-" + std::to_string(r) + ".safetensors";
+}
 
 std::string parentOf(const std::string &p) {
   const size_t slash = p.rfind('/');
-  if (slash == std::string::npos) return ".";
+  if (slash == std::string::npos)
+    return ".";
   return slash == 0 ? "/" : p.substr(0, slash);
 }
 
@@ -62,7 +68,8 @@ void removeDirectory(const std::string &dir) {
   if (DIR *d = ::opendir(dir.c_str())) {
     while (dirent *e = ::readdir(d)) {
       const std::string name = e->d_name;
-      if (name != "." && name != "..") ::unlink(join(dir, name).c_str());
+      if (name != "." && name != "..")
+        ::unlink(join(dir, name).c_str());
     }
     ::closedir(d);
   }
@@ -71,19 +78,22 @@ void removeDirectory(const std::string &dir) {
 
 /// The temporaries of earlier saves to `base` that were killed before they
 /// could clean up: `.BASE.tmp.ID` beside it.
-void removeStaleTemporaries(const std::string &parent, const std::string &base) {
+void removeStaleTemporaries(const std::string &parent,
+                            const std::string &base) {
   const std::string prefix = "." + base + ".tmp.";
   std::vector<std::string> stale;
   if (DIR *d = ::opendir(parent.c_str())) {
     while (dirent *e = ::readdir(d)) {
       const std::string name = e->d_name;
-      if (name.compare(0, prefix.size(), prefix) == 0) stale.push_back(join(parent, name));
+      if (name.compare(0, prefix.size(), prefix) == 0)
+        stale.push_back(join(parent, name));
     }
     ::closedir(d);
   }
   for (const std::string &s : stale) {
     struct stat st;
-    if (::lstat(s.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) removeDirectory(s);
+    if (::lstat(s.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      removeDirectory(s);
   }
 }
 
@@ -96,21 +106,29 @@ std::string idHex(uint64_t v) {
 /// DTC_TEST_CHECKPOINT_FAULT = ACTION:RANK:WHEN (ShardedCheckpoint.h).
 void injectFault(int rank, const char *when) {
   const char *spec = std::getenv("DTC_TEST_CHECKPOINT_FAULT");
-  if (!spec) return;
+  if (!spec)
+    return;
   const std::string s = spec;
-  const size_t a = s.find(':'), b = s.find(':', a == std::string::npos ? a : a + 1);
-  if (a == std::string::npos || b == std::string::npos) return;
-  if (s.substr(a + 1, b - a - 1) != std::to_string(rank) || s.substr(b + 1) != when) return;
+  const size_t a = s.find(':'),
+               b = s.find(':', a == std::string::npos ? a : a + 1);
+  if (a == std::string::npos || b == std::string::npos)
+    return;
+  if (s.substr(a + 1, b - a - 1) != std::to_string(rank) ||
+      s.substr(b + 1) != when)
+    return;
   const std::string action = s.substr(0, a);
-  if (action == "kill") ::raise(SIGKILL);
+  if (action == "kill")
+    ::raise(SIGKILL);
   if (action == "fail")
-    throw Error("rank " + std::to_string(rank) + ": injected checkpoint failure (" + when +
+    throw Error("rank " + std::to_string(rank) +
+                ": injected checkpoint failure (" + when +
                 "; DTC_TEST_CHECKPOINT_FAULT)");
 }
 
 uint64_t blockBytes() {
   const char *v = std::getenv("DTC_CHECKPOINT_CRC_BLOCK_BYTES");
-  if (!v || !*v) return kDefaultBlockBytes;
+  if (!v || !*v)
+    return kDefaultBlockBytes;
   char *end = nullptr;
   const unsigned long long n = std::strtoull(v, &end, 10);
   if (*end || n == 0 || n > (uint64_t(1) << 32))
@@ -130,25 +148,29 @@ std::vector<OwnedPiece> ownedPieces(const Artifact &a, int t) {
   const TensorDecl &d = a.tensors[size_t(t)];
   std::vector<OwnedPiece> out;
   for (int r : contributorRanks(a, t)) {
-    const Piece p = pieceOf(a.mesh, d.sharding, d.shape, a.mesh.coords(r), d.pieces);
+    const Piece p =
+        pieceOf(a.mesh, d.sharding, d.shape, a.mesh.coords(r), d.pieces);
     OwnedPiece o{r, p.offset, p.offset};
     bool empty = false;
     for (size_t k = 0; k < d.shape.size(); ++k) {
       o.stop[k] += p.extent[k];
       empty = empty || p.extent[k] == 0;
     }
-    if (!empty) out.push_back(std::move(o));
+    if (!empty)
+      out.push_back(std::move(o));
   }
   return out;
 }
 
 std::vector<int> checkpointTensors(const Artifact &a) {
   std::vector<int> all = a.tensorsWithRole(Role::Param);
-  for (int t : a.tensorsWithRole(Role::OptimizerState)) all.push_back(t);
+  for (int t : a.tensorsWithRole(Role::OptimizerState))
+    all.push_back(t);
   return all;
 }
 
-// ---- the index --------------------------------------------------------------------------
+// ---- the index
+// --------------------------------------------------------------------------
 
 struct IndexPiece {
   size_t file;
@@ -169,7 +191,8 @@ struct Index {
   std::vector<IndexTensor> tensors;
   const IndexTensor *find(const std::string &name) const {
     for (const IndexTensor &t : tensors)
-      if (t.name == name) return &t;
+      if (t.name == name)
+        return &t;
     return nullptr;
   }
 };
@@ -177,21 +200,25 @@ struct Index {
 std::string sliceStr(const Shape &start, const Shape &stop) {
   std::string s = "[";
   for (size_t d = 0; d < start.size(); ++d)
-    s += (d ? ", " : "") + std::to_string(start[d]) + ":" + std::to_string(stop[d]);
+    s += (d ? ", " : "") + std::to_string(start[d]) + ":" +
+         std::to_string(stop[d]);
   return s + "]";
 }
 
 Index readIndex(const std::string &dir) {
   Index idx;
   idx.path = join(dir, kShardedIndexName);
-  auto fail = [&](const std::string &why) -> void { throw Error(idx.path + ": " + why); };
+  auto fail = [&](const std::string &why) -> void {
+    throw Error(idx.path + ": " + why);
+  };
   std::string text;
   {
     int fd = ::open(idx.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-      fail(errno == ENOENT ? "not found: " + dir +
-                                 " is not a complete sharded checkpoint (no index)"
-                           : errnoText("cannot open"));
+      fail(errno == ENOENT
+               ? "not found: " + dir +
+                     " is not a complete sharded checkpoint (no index)"
+               : errnoText("cannot open"));
     struct stat st;
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd);
@@ -201,7 +228,8 @@ Index readIndex(const std::string &dir) {
     size_t got = 0;
     while (got < text.size()) {
       const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EINTR)
+        continue;
       if (n <= 0) {
         ::close(fd);
         fail(errnoText("cannot read"));
@@ -212,60 +240,79 @@ Index readIndex(const std::string &dir) {
   }
   json j;
   std::string err;
-  if (!parseJsonText(text, j, err)) fail("bad JSON (" + err + "): the index is corrupted");
-  auto field = [&](const json &o, const char *key, const std::string &where) -> const json & {
+  if (!parseJsonText(text, j, err))
+    fail("bad JSON (" + err + "): the index is corrupted");
+  auto field = [&](const json &o, const char *key,
+                   const std::string &where) -> const json & {
     auto it = o.find(key);
-    if (it == o.end()) fail(where + "missing \"" + key + "\"");
+    if (it == o.end())
+      fail(where + "missing \"" + key + "\"");
     return *it;
   };
   auto integer = [&](const json &v, const std::string &what) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) fail(what + " is not a non-negative integer");
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      fail(what + " is not a non-negative integer");
     return v.get<int64_t>();
   };
   auto shape = [&](const json &v, const std::string &what) {
-    if (!v.is_array()) fail(what + " is not an array");
+    if (!v.is_array())
+      fail(what + " is not an array");
     Shape s;
-    for (const json &x : v) s.push_back(integer(x, what + " element"));
+    for (const json &x : v)
+      s.push_back(integer(x, what + " element"));
     return s;
   };
-  if (!j.is_object()) fail("not a JSON object: the index is corrupted");
+  if (!j.is_object())
+    fail("not a JSON object: the index is corrupted");
   const json &format = field(j, "format", "");
   if (!format.is_string() || format.get<std::string>() != kShardedFormat)
     fail(std::string("\"format\" is not \"") + kShardedFormat + "\"");
   const int64_t version = integer(field(j, "version", ""), "\"version\"");
   if (version != kShardedVersion)
-    fail("version " + std::to_string(version) + " is not supported (this dtc reads version " +
+    fail("version " + std::to_string(version) +
+         " is not supported (this dtc reads version " +
          std::to_string(kShardedVersion) + ")");
   idx.step = integer(field(j, "step", ""), "\"step\"");
-  idx.optimizerStep = integer(field(j, "optimizer_step", ""), "\"optimizer_step\"");
+  idx.optimizerStep =
+      integer(field(j, "optimizer_step", ""), "\"optimizer_step\"");
   const json &id = field(j, "id", "");
-  if (!id.is_string()) fail("\"id\" is not a string");
+  if (!id.is_string())
+    fail("\"id\" is not a string");
   idx.id = id.get<std::string>();
   const json &files = field(j, "files", "");
-  if (!files.is_array()) fail("\"files\" is not an array");
+  if (!files.is_array())
+    fail("\"files\" is not an array");
   std::map<std::string, size_t> fileIndex;
   for (const json &f : files) {
-    if (!f.is_object()) fail("a \"files\" entry is not an object");
+    if (!f.is_object())
+      fail("a \"files\" entry is not an object");
     const json &name = field(f, "name", "a file: ");
-    if (!name.is_string()) fail("a file's \"name\" is not a string");
+    if (!name.is_string())
+      fail("a file's \"name\" is not a string");
     const std::string n = name.get<std::string>();
     if (n.empty() || n.find('/') != std::string::npos || n[0] == '.')
       fail("file name '" + n + "' is not a plain file name in the directory");
-    if (!fileIndex.emplace(n, idx.files.size()).second) fail("file '" + n + "' is listed twice");
-    idx.files.push_back({n, uint64_t(integer(field(f, "bytes", "file '" + n + "': "),
-                                             "file '" + n + "' \"bytes\""))});
+    if (!fileIndex.emplace(n, idx.files.size()).second)
+      fail("file '" + n + "' is listed twice");
+    idx.files.push_back(
+        {n, uint64_t(integer(field(f, "bytes", "file '" + n + "': "),
+                             "file '" + n + "' \"bytes\""))});
   }
   const json &tensors = field(j, "tensors", "");
-  if (!tensors.is_array()) fail("\"tensors\" is not an array");
+  if (!tensors.is_array())
+    fail("\"tensors\" is not an array");
   std::set<std::string> seen;
   for (const json &t : tensors) {
-    if (!t.is_object()) fail("a \"tensors\" entry is not an object");
+    if (!t.is_object())
+      fail("a \"tensors\" entry is not an object");
     IndexTensor it;
     const json &name = field(t, "name", "a tensor: ");
-    if (!name.is_string()) fail("a tensor's \"name\" is not a string");
+    if (!name.is_string())
+      fail("a tensor's \"name\" is not a string");
     it.name = name.get<std::string>();
     const std::string w = "tensor '" + it.name + "': ";
-    if (!seen.insert(it.name).second) fail(w + "listed twice");
+    if (!seen.insert(it.name).second)
+      fail(w + "listed twice");
     const json &role = field(t, "role", w), &dtype = field(t, "dtype", w);
     if (role == "param")
       it.role = Role::Param;
@@ -277,30 +324,36 @@ Index readIndex(const std::string &dir) {
       fail(w + "unknown \"dtype\" " + dtype.dump());
     it.shape = shape(field(t, "shape", w), w + "\"shape\"");
     const json &pieces = field(t, "pieces", w);
-    if (!pieces.is_array()) fail(w + "\"pieces\" is not an array");
+    if (!pieces.is_array())
+      fail(w + "\"pieces\" is not an array");
     int64_t volume = 0;
     for (const json &p : pieces) {
-      if (!p.is_object()) fail(w + "a piece is not an object");
+      if (!p.is_object())
+        fail(w + "a piece is not an object");
       const json &file = field(p, "file", w + "a piece: ");
-      auto fi = file.is_string() ? fileIndex.find(file.get<std::string>()) : fileIndex.end();
-      if (fi == fileIndex.end()) fail(w + "a piece's \"file\" is not one of \"files\"");
+      auto fi = file.is_string() ? fileIndex.find(file.get<std::string>())
+                                 : fileIndex.end();
+      if (fi == fileIndex.end())
+        fail(w + "a piece's \"file\" is not one of \"files\"");
       IndexPiece ip{fi->second, shape(field(p, "start", w), w + "\"start\""),
                     shape(field(p, "stop", w), w + "\"stop\"")};
-      if (ip.start.size() != it.shape.size() || ip.stop.size() != it.shape.size())
+      if (ip.start.size() != it.shape.size() ||
+          ip.stop.size() != it.shape.size())
         fail(w + "a piece's slice has the wrong rank");
       int64_t v = 1;
       for (size_t d = 0; d < it.shape.size(); ++d) {
         if (ip.start[d] >= ip.stop[d] || ip.stop[d] > it.shape[d])
-          fail(w + "piece " + sliceStr(ip.start, ip.stop) + " is empty or outside the shape " +
-               shapeStr(it.shape));
+          fail(w + "piece " + sliceStr(ip.start, ip.stop) +
+               " is empty or outside the shape " + shapeStr(it.shape));
         v *= ip.stop[d] - ip.start[d];
       }
       volume += v;
       it.pieces.push_back(std::move(ip));
     }
     if (volume != numel(it.shape))
-      fail(w + "its pieces hold " + std::to_string(volume) + " elements but the shape " +
-           shapeStr(it.shape) + " has " + std::to_string(numel(it.shape)));
+      fail(w + "its pieces hold " + std::to_string(volume) +
+           " elements but the shape " + shapeStr(it.shape) + " has " +
+           std::to_string(numel(it.shape)));
     idx.tensors.push_back(std::move(it));
   }
   return idx;
@@ -309,26 +362,30 @@ Index readIndex(const std::string &dir) {
 /// Checks the index against the artifact: the parameters exactly; the
 /// optimizer state when the index holds the same optimizer's (else
 /// `restoreOptimizer` is false and info.note says why).
-LoadedCheckpoint checkIndex(const Artifact &a, const std::string &dir, const Index &idx,
-                            bool &restoreOptimizer) {
+LoadedCheckpoint checkIndex(const Artifact &a, const std::string &dir,
+                            const Index &idx, bool &restoreOptimizer) {
   LoadedCheckpoint info;
   info.step = idx.step;
   auto check = [&](int t, const char *what) {
     const TensorDecl &d = a.tensors[size_t(t)];
     const IndexTensor *it = idx.find(d.name);
     if (!it)
-      throw Error(dir + ": missing " + what + " '" + d.name + "' (" + dtypeName(d.dtype) +
-                  shapeStr(d.shape) + ") of " + a.label);
+      throw Error(dir + ": missing " + what + " '" + d.name + "' (" +
+                  dtypeName(d.dtype) + shapeStr(d.shape) + ") of " + a.label);
     if (it->dtype != d.dtype)
-      throw Error(dir + ": tensor '" + d.name + "' has dtype " + dtypeName(it->dtype) +
-                  " but the model's " + what + " is " + dtypeName(d.dtype));
+      throw Error(dir + ": tensor '" + d.name + "' has dtype " +
+                  dtypeName(it->dtype) + " but the model's " + what + " is " +
+                  dtypeName(d.dtype));
     if (it->shape != d.shape)
-      throw Error(dir + ": tensor '" + d.name + "' has shape " + shapeStr(it->shape) +
-                  " but the model's " + what + " has shape " + shapeStr(d.shape));
+      throw Error(dir + ": tensor '" + d.name + "' has shape " +
+                  shapeStr(it->shape) + " but the model's " + what +
+                  " has shape " + shapeStr(d.shape));
   };
-  for (int t : a.tensorsWithRole(Role::Param)) check(t, "parameter");
+  for (int t : a.tensorsWithRole(Role::Param))
+    check(t, "parameter");
   std::set<std::string> wanted, held;
-  for (int t : a.tensorsWithRole(Role::OptimizerState)) wanted.insert(a.tensors[size_t(t)].name);
+  for (int t : a.tensorsWithRole(Role::OptimizerState))
+    wanted.insert(a.tensors[size_t(t)].name);
   for (const IndexTensor &it : idx.tensors) {
     if (it.role == Role::OptimizerState) {
       held.insert(it.name);
@@ -336,14 +393,17 @@ LoadedCheckpoint checkIndex(const Artifact &a, const std::string &dir, const Ind
     }
     const int t = a.findTensor(it.name);
     if (t < 0 || a.tensors[size_t(t)].role != Role::Param)
-      throw Error(dir + ": tensor '" + it.name + "' is not one of the parameters of " + a.label);
+      throw Error(dir + ": tensor '" + it.name +
+                  "' is not one of the parameters of " + a.label);
   }
   restoreOptimizer = wanted == held;
   if (!restoreOptimizer) {
-    info.note = dir + " holds the state of another optimizer; the optimizer state starts from zeros";
+    info.note = dir + " holds the state of another optimizer; the optimizer "
+                      "state starts from zeros";
     return info;
   }
-  for (int t : a.tensorsWithRole(Role::OptimizerState)) check(t, "optimizer state tensor");
+  for (int t : a.tensorsWithRole(Role::OptimizerState))
+    check(t, "optimizer state tensor");
   info.optimizerRestored = true;
   info.optimizerStep = idx.optimizerStep;
   return info;
@@ -354,12 +414,14 @@ void checkFiles(const std::string &dir, const Index &idx) {
     const std::string path = join(dir, name);
     struct stat st;
     if (::stat(path.c_str(), &st) != 0)
-      throw Error(path + ": " + std::strerror(errno) + " (listed in " + idx.path +
-                  "): the checkpoint is incomplete");
-    if (!S_ISREG(st.st_mode)) throw Error(path + ": not a regular file");
+      throw Error(path + ": " + std::strerror(errno) + " (listed in " +
+                  idx.path + "): the checkpoint is incomplete");
+    if (!S_ISREG(st.st_mode))
+      throw Error(path + ": not a regular file");
     if (uint64_t(st.st_size) != bytes)
-      throw Error(path + ": has " + std::to_string(st.st_size) + " bytes but " + idx.path +
-                  " says " + std::to_string(bytes) + ": the checkpoint is corrupted");
+      throw Error(path + ": has " + std::to_string(st.st_size) + " bytes but " +
+                  idx.path + " says " + std::to_string(bytes) +
+                  ": the checkpoint is corrupted");
   }
 }
 
@@ -367,8 +429,9 @@ void checkFiles(const std::string &dir, const Index &idx) {
 /// piece `dst` (local buffer `out`) from the file, run by run: the runs are
 /// the longest stretches contiguous in both the stored piece (dense,
 /// row-major) and the local buffer (padded).
-void copyOverlap(const SafetensorsReader &file, const SafetensorsEntry &e, const Shape &start,
-                 const Shape &stop, const Piece &dst, char *out, size_t elem) {
+void copyOverlap(const SafetensorsReader &file, const SafetensorsEntry &e,
+                 const Shape &start, const Shape &stop, const Piece &dst,
+                 char *out, size_t elem) {
   const size_t R = start.size();
   if (R == 0) {
     file.readVerified(e, 0, out, elem);
@@ -378,7 +441,8 @@ void copyOverlap(const SafetensorsReader &file, const SafetensorsEntry &e, const
   for (size_t d = 0; d < R; ++d) {
     lo[d] = std::max(start[d], dst.offset[d]);
     hi[d] = std::min(stop[d], dst.offset[d] + dst.extent[d]);
-    if (lo[d] >= hi[d]) return;
+    if (lo[d] >= hi[d])
+      return;
     box[d] = hi[d] - lo[d];
   }
   std::vector<int64_t> sstride(R, 1), lstride(R, 1);
@@ -387,31 +451,38 @@ void copyOverlap(const SafetensorsReader &file, const SafetensorsEntry &e, const
     lstride[d] = lstride[d + 1] * dst.local[d + 1];
   }
   size_t k = R - 1;
-  while (k > 0 && box[k] == stop[k] - start[k] && box[k] == dst.local[k]) --k;
+  while (k > 0 && box[k] == stop[k] - start[k] && box[k] == dst.local[k])
+    --k;
   const int64_t runLen = box[k] * sstride[k];
   std::vector<int64_t> idx(k, 0);
   while (true) {
-    int64_t s = (lo[k] - start[k]) * sstride[k], l = (lo[k] - dst.offset[k]) * lstride[k];
+    int64_t s = (lo[k] - start[k]) * sstride[k],
+            l = (lo[k] - dst.offset[k]) * lstride[k];
     for (size_t d = 0; d < k; ++d) {
       s += (lo[d] + idx[d] - start[d]) * sstride[d];
       l += (lo[d] + idx[d] - dst.offset[d]) * lstride[d];
     }
-    file.readVerified(e, uint64_t(s) * elem, out + size_t(l) * elem, size_t(runLen) * elem);
+    file.readVerified(e, uint64_t(s) * elem, out + size_t(l) * elem,
+                      size_t(runLen) * elem);
     size_t d = k;
     while (true) {
-      if (d == 0) return;
+      if (d == 0)
+        return;
       --d;
-      if (++idx[d] < box[d]) break;
+      if (++idx[d] < box[d])
+        break;
       idx[d] = 0;
     }
   }
 }
 
-int64_t overlapVolume(const Shape &start, const Shape &stop, const Shape &lo, const Shape &hi) {
+int64_t overlapVolume(const Shape &start, const Shape &stop, const Shape &lo,
+                      const Shape &hi) {
   int64_t v = 1;
   for (size_t d = 0; d < start.size(); ++d) {
     const int64_t n = std::min(stop[d], hi[d]) - std::max(start[d], lo[d]);
-    if (n <= 0) return 0;
+    if (n <= 0)
+      return 0;
     v *= n;
   }
   return v;
@@ -430,7 +501,8 @@ void readPieces(RankExecutor &exec, const std::string &dir, const Index &idx,
   std::vector<std::vector<Want>> byFile(idx.files.size());
   for (int t : checkpointTensors(a)) {
     const TensorDecl &d = a.tensors[size_t(t)];
-    if (!exec.holds(t) || (d.role == Role::OptimizerState && !restoreOptimizer)) continue;
+    if (!exec.holds(t) || (d.role == Role::OptimizerState && !restoreOptimizer))
+      continue;
     const IndexTensor *it = idx.find(d.name);
     const Piece mine = exec.pieceFor(t, exec.rank());
     Shape lo = mine.offset, hi = mine.offset;
@@ -447,53 +519,65 @@ void readPieces(RankExecutor &exec, const std::string &dir, const Index &idx,
         for (const IndexPiece *q : over)
           if (overlapVolume(p.start, p.stop, q->start, q->stop))
             throw Error(idx.path + ": tensor '" + d.name + "': pieces " +
-                        sliceStr(q->start, q->stop) + " and " + sliceStr(p.start, p.stop) +
+                        sliceStr(q->start, q->stop) + " and " +
+                        sliceStr(p.start, p.stop) +
                         " overlap: the index is corrupted");
         over.push_back(&p);
         got += v;
       }
     if (need > 0 && got != need)
-      throw Error(idx.path + ": tensor '" + d.name + "': the pieces do not cover " +
-                  sliceStr(lo, hi) + ": the index is corrupted");
-    for (const IndexPiece *p : over) byFile[p->file].push_back({t, it, p});
+      throw Error(idx.path + ": tensor '" + d.name +
+                  "': the pieces do not cover " + sliceStr(lo, hi) +
+                  ": the index is corrupted");
+    for (const IndexPiece *p : over)
+      byFile[p->file].push_back({t, it, p});
   }
   for (size_t f = 0; f < byFile.size(); ++f) {
-    if (byFile[f].empty()) continue;
+    if (byFile[f].empty())
+      continue;
     const SafetensorsReader file(join(dir, idx.files[f].first));
     auto meta = file.metadata().find(kIdKey);
     if (meta == file.metadata().end() || meta->second != idx.id)
-      throw Error(file.path() + ": belongs to another checkpoint (" + kIdKey + " is " +
-                  (meta == file.metadata().end() ? std::string("missing") : meta->second) +
+      throw Error(file.path() + ": belongs to another checkpoint (" + kIdKey +
+                  " is " +
+                  (meta == file.metadata().end() ? std::string("missing")
+                                                 : meta->second) +
                   ", " + idx.path + " says " + idx.id + ")");
     if (!file.hasBlockChecksums())
-      throw Error(file.path() + ": has no block checksums (" + kBlockChecksumsKey +
+      throw Error(file.path() + ": has no block checksums (" +
+                  kBlockChecksumsKey +
                   "): not a piece file of a dtc checkpoint");
-    std::sort(byFile[f].begin(), byFile[f].end(), [&](const Want &x, const Want &y) {
-      const SafetensorsEntry *ex = file.find(x.stored->name), *ey = file.find(y.stored->name);
-      return (ex ? ex->begin : 0) < (ey ? ey->begin : 0);
-    });
+    std::sort(byFile[f].begin(), byFile[f].end(),
+              [&](const Want &x, const Want &y) {
+                const SafetensorsEntry *ex = file.find(x.stored->name),
+                                       *ey = file.find(y.stored->name);
+                return (ex ? ex->begin : 0) < (ey ? ey->begin : 0);
+              });
     for (const Want &w : byFile[f]) {
       const SafetensorsEntry *e = file.find(w.stored->name);
       Shape extent(w.piece->start.size());
-      for (size_t k = 0; k < extent.size(); ++k) extent[k] = w.piece->stop[k] - w.piece->start[k];
+      for (size_t k = 0; k < extent.size(); ++k)
+        extent[k] = w.piece->stop[k] - w.piece->start[k];
       if (!e)
-        throw Error(file.path() + ": missing tensor '" + w.stored->name + "' (its piece " +
-                    sliceStr(w.piece->start, w.piece->stop) + " per " + idx.path + ")");
+        throw Error(file.path() + ": missing tensor '" + w.stored->name +
+                    "' (its piece " + sliceStr(w.piece->start, w.piece->stop) +
+                    " per " + idx.path + ")");
       if (!e->supported || e->dtype != w.stored->dtype || e->shape != extent)
-        throw Error(file.path() + ": tensor '" + e->name + "' is " + e->dtypeName +
-                    shapeStr(e->shape) + " but " + idx.path + " says " +
-                    safetensorsDtype(w.stored->dtype) + shapeStr(extent));
+        throw Error(file.path() + ": tensor '" + e->name + "' is " +
+                    e->dtypeName + shapeStr(e->shape) + " but " + idx.path +
+                    " says " + safetensorsDtype(w.stored->dtype) +
+                    shapeStr(extent));
       LocalTensor lt = exec.tensor(w.tensor);
-      copyOverlap(file, *e, w.piece->start, w.piece->stop, lt.piece, static_cast<char *>(lt.data),
-                  dtypeSize(w.stored->dtype));
+      copyOverlap(file, *e, w.piece->start, w.piece->stop, lt.piece,
+                  static_cast<char *>(lt.data), dtypeSize(w.stored->dtype));
     }
   }
 }
 
 /// Writes this rank's pieces to DIR/rank-R.safetensors; returns the file's
 /// size (0: this rank owns no piece and writes no file).
-uint64_t writeRankFile(RankExecutor &exec, const std::string &dir, const std::string &id,
-                       int64_t step) {
+uint64_t writeRankFile(RankExecutor &exec, const std::string &dir,
+                       const std::string &id, int64_t step) {
   const Artifact &a = exec.artifact();
   std::vector<int> mine;
   std::vector<SafetensorsTensorInfo> infos;
@@ -502,11 +586,13 @@ uint64_t writeRankFile(RankExecutor &exec, const std::string &dir, const std::st
       if (p.rank == exec.rank()) {
         const TensorDecl &d = a.tensors[size_t(t)];
         Shape extent(p.start.size());
-        for (size_t k = 0; k < extent.size(); ++k) extent[k] = p.stop[k] - p.start[k];
+        for (size_t k = 0; k < extent.size(); ++k)
+          extent[k] = p.stop[k] - p.start[k];
         mine.push_back(t);
         infos.push_back({d.name, d.dtype, extent});
       }
-  if (mine.empty()) return 0;
+  if (mine.empty())
+    return 0;
   SafetensorsWriter writer(join(dir, rankFileName(exec.rank())), infos,
                            {{"dtc.format", kPieceFormat},
                             {kIdKey, id},
@@ -517,16 +603,18 @@ uint64_t writeRankFile(RankExecutor &exec, const std::string &dir, const std::st
     LocalTensor lt = exec.tensor(t, Access::Read);
     const size_t elem = dtypeSize(lt.decl->dtype);
     const char *src = static_cast<const char *>(lt.data);
-    forEachPieceRun(lt.decl->shape, lt.piece, [&](int64_t l, int64_t, int64_t n) {
-      writer.write(src + size_t(l) * elem, size_t(n) * elem);
-    });
+    forEachPieceRun(lt.decl->shape, lt.piece,
+                    [&](int64_t l, int64_t, int64_t n) {
+                      writer.write(src + size_t(l) * elem, size_t(n) * elem);
+                    });
   }
   writer.commit();
   return writer.fileBytes();
 }
 
 std::string indexText(const Artifact &a, const std::string &id, int64_t step,
-                      int64_t optimizerStep, const std::vector<int64_t> &fileBytes) {
+                      int64_t optimizerStep,
+                      const std::vector<int64_t> &fileBytes) {
   json j;
   j["format"] = kShardedFormat;
   j["version"] = kShardedVersion;
@@ -536,18 +624,22 @@ std::string indexText(const Artifact &a, const std::string &id, int64_t step,
   j["files"] = json::array();
   for (size_t r = 0; r < fileBytes.size(); ++r)
     if (fileBytes[r] > 0)
-      j["files"].push_back({{"name", rankFileName(int64_t(r))}, {"bytes", fileBytes[r]}});
+      j["files"].push_back(
+          {{"name", rankFileName(int64_t(r))}, {"bytes", fileBytes[r]}});
   j["tensors"] = json::array();
   for (int t : checkpointTensors(a)) {
     const TensorDecl &d = a.tensors[size_t(t)];
     json pieces = json::array();
     for (const OwnedPiece &p : ownedPieces(a, t))
-      pieces.push_back({{"file", rankFileName(p.rank)}, {"start", p.start}, {"stop", p.stop}});
-    j["tensors"].push_back({{"name", d.name},
-                            {"role", d.role == Role::Param ? "param" : "optimizer_state"},
-                            {"dtype", dtypeName(d.dtype)},
-                            {"shape", d.shape},
-                            {"pieces", pieces}});
+      pieces.push_back({{"file", rankFileName(p.rank)},
+                        {"start", p.start},
+                        {"stop", p.stop}});
+    j["tensors"].push_back(
+        {{"name", d.name},
+         {"role", d.role == Role::Param ? "param" : "optimizer_state"},
+         {"dtype", dtypeName(d.dtype)},
+         {"shape", d.shape},
+         {"pieces", pieces}});
   }
   return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -558,20 +650,24 @@ std::string indexText(const Artifact &a, const std::string &id, int64_t step,
 void moveIntoPlace(const std::string &tmp, const std::string &target) {
   struct stat st;
   if (::lstat(target.c_str(), &st) == 0) {
-    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(),
+                    RENAME_EXCHANGE) == 0) {
       fsyncDirectory(parentOf(target));
       removeDirectory(tmp); // the previous checkpoint
       return;
     }
     if (errno != EINVAL && errno != ENOSYS)
-      throw Error(target + ": " + errnoText("cannot move the new checkpoint into place"));
+      throw Error(target + ": " +
+                  errnoText("cannot move the new checkpoint into place"));
     // No atomic exchange on this file system: a moment without DIR, the
     // previous checkpoint still whole beside it.
     const std::string old = tmp + ".old";
     if (::rename(target.c_str(), old.c_str()) != 0)
-      throw Error(target + ": " + errnoText("cannot move the previous checkpoint aside"));
+      throw Error(target + ": " +
+                  errnoText("cannot move the previous checkpoint aside"));
     if (::rename(tmp.c_str(), target.c_str()) != 0) {
-      const std::string why = errnoText("cannot move the new checkpoint into place");
+      const std::string why =
+          errnoText("cannot move the new checkpoint into place");
       ::rename(old.c_str(), target.c_str());
       throw Error(target + ": " + why);
     }
@@ -580,7 +676,8 @@ void moveIntoPlace(const std::string &tmp, const std::string &target) {
     return;
   }
   if (::rename(tmp.c_str(), target.c_str()) != 0)
-    throw Error(target + ": " + errnoText("cannot move the new checkpoint into place"));
+    throw Error(target + ": " +
+                errnoText("cannot move the new checkpoint into place"));
   fsyncDirectory(parentOf(target));
 }
 
@@ -588,12 +685,14 @@ void moveIntoPlace(const std::string &tmp, const std::string &target) {
 
 std::string stripTrailingSlashes(const std::string &path) {
   std::string p = path;
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  while (p.size() > 1 && p.back() == '/')
+    p.pop_back();
   return p;
 }
 
 bool isShardedCheckpointPath(const std::string &path) {
-  if (!path.empty() && path.back() == '/') return true;
+  if (!path.empty() && path.back() == '/')
+    return true;
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
@@ -601,30 +700,38 @@ bool isShardedCheckpointPath(const std::string &path) {
 void checkShardedSavePath(const std::string &flag, const std::string &path) {
   const std::string target = stripTrailingSlashes(path), base = baseOf(target);
   if (base.empty() || base == "." || base == ".." || target == "/")
-    throw Error(flag + " " + path + ": name a checkpoint directory of its own (e.g. " +
-                (target == "/" ? std::string("/ckpt") : target + "/ckpt") + "/)");
+    throw Error(
+        flag + " " + path + ": name a checkpoint directory of its own (e.g. " +
+        (target == "/" ? std::string("/ckpt") : target + "/ckpt") + "/)");
   const std::string parent = parentOf(target);
   struct stat st;
   if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw Error(flag + " " + path + ": directory '" + parent + "' does not exist");
+    throw Error(flag + " " + path + ": directory '" + parent +
+                "' does not exist");
   if (::access(parent.c_str(), W_OK) != 0)
-    throw Error(flag + " " + path + ": directory '" + parent + "' is not writable");
-  if (::lstat(target.c_str(), &st) != 0) return;
+    throw Error(flag + " " + path + ": directory '" + parent +
+                "' is not writable");
+  if (::lstat(target.c_str(), &st) != 0)
+    return;
   if (!S_ISDIR(st.st_mode))
-    throw Error(flag + " " + path + ": exists and is not a directory (a sharded checkpoint is "
-                                    "a directory; name a new one, or a FILE.safetensors)");
+    throw Error(flag + " " + path +
+                ": exists and is not a directory (a sharded checkpoint is "
+                "a directory; name a new one, or a FILE.safetensors)");
   bool empty = true;
   if (DIR *d = ::opendir(target.c_str())) {
     while (dirent *e = ::readdir(d))
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) empty = false;
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        empty = false;
     ::closedir(d);
   }
   if (!empty && ::stat(join(target, kShardedIndexName).c_str(), &st) != 0)
-    throw Error(flag + " " + path + ": the directory exists and is not a dtc checkpoint (no " +
+    throw Error(flag + " " + path +
+                ": the directory exists and is not a dtc checkpoint (no " +
                 kShardedIndexName + "); refusing to replace it");
 }
 
-LoadedCheckpoint inspectShardedCheckpoint(const Artifact &a, const std::string &dir) {
+LoadedCheckpoint inspectShardedCheckpoint(const Artifact &a,
+                                          const std::string &dir) {
   const std::string d = stripTrailingSlashes(dir);
   const Index idx = readIndex(d);
   bool restore = false;
@@ -633,7 +740,8 @@ LoadedCheckpoint inspectShardedCheckpoint(const Artifact &a, const std::string &
   return info;
 }
 
-LoadedCheckpoint loadShardedCheckpoint(RankExecutor &exec, World &world, const std::string &dir) {
+LoadedCheckpoint loadShardedCheckpoint(RankExecutor &exec, World &world,
+                                       const std::string &dir) {
   const std::string d = stripTrailingSlashes(dir);
   Index idx;
   LoadedCheckpoint info;
@@ -641,7 +749,8 @@ LoadedCheckpoint loadShardedCheckpoint(RankExecutor &exec, World &world, const s
   runAgreed(world, [&] {
     idx = readIndex(d);
     info = checkIndex(exec.artifact(), d, idx, restore);
-    if (world.rank() == 0) checkFiles(d, idx);
+    if (world.rank() == 0)
+      checkFiles(d, idx);
   });
   runAgreed(world, [&] {
     readPieces(exec, d, idx, restore);
@@ -652,7 +761,8 @@ LoadedCheckpoint loadShardedCheckpoint(RankExecutor &exec, World &world, const s
   return info;
 }
 
-void saveShardedCheckpoint(RankExecutor &exec, World &world, const std::string &dir, int64_t step,
+void saveShardedCheckpoint(RankExecutor &exec, World &world,
+                           const std::string &dir, int64_t step,
                            int64_t optimizerStep) {
   const Artifact &a = exec.artifact();
   const std::string target = stripTrailingSlashes(dir);
@@ -666,11 +776,14 @@ void saveShardedCheckpoint(RankExecutor &exec, World &world, const std::string &
   const std::string id = idHex(nonce);
   const std::string tmp = join(parent, "." + base + ".tmp." + id);
   runAgreed(world, [&] {
-    if (world.rank() != 0) return;
+    if (world.rank() != 0)
+      return;
     checkShardedSavePath("--save", dir);
     removeStaleTemporaries(parent, base);
     if (::mkdir(tmp.c_str(), 0777) != 0)
-      throw Error(tmp + ": " + errnoText("cannot create the temporary checkpoint directory"));
+      throw Error(
+          tmp + ": " +
+          errnoText("cannot create the temporary checkpoint directory"));
   });
   // From here on a failure anywhere removes the temporary directory (rank 0,
   // once every rank has agreed, so nobody writes into it any more).
@@ -678,7 +791,8 @@ void saveShardedCheckpoint(RankExecutor &exec, World &world, const std::string &
     try {
       runAgreed(world, f);
     } catch (const AgreedError &) {
-      if (world.rank() == 0) removeDirectory(tmp);
+      if (world.rank() == 0)
+        removeDirectory(tmp);
       throw;
     }
   };
@@ -687,12 +801,14 @@ void saveShardedCheckpoint(RankExecutor &exec, World &world, const std::string &
     bytes[size_t(world.rank())] = int64_t(writeRankFile(exec, tmp, id, step));
     injectFault(world.rank(), "written");
   });
-  world.world().allReduce(bytes.data(), all.data(), all.size(), DType::I64, ReduceOp::Max);
+  world.world().allReduce(bytes.data(), all.data(), all.size(), DType::I64,
+                          ReduceOp::Max);
   agreeOrClean([&] {
-    if (world.rank() != 0) return;
+    if (world.rank() != 0)
+      return;
     std::string err;
-    if (!writeOutputFile(join(tmp, kShardedIndexName), indexText(a, id, step, optimizerStep, all),
-                         err))
+    if (!writeOutputFile(join(tmp, kShardedIndexName),
+                         indexText(a, id, step, optimizerStep, all), err))
       throw Error(join(tmp, kShardedIndexName) + ": cannot write: " + err);
     fsyncDirectory(tmp);
     injectFault(0, "indexed");

@@ -1,4 +1,5 @@
-//===- Trainer.cpp ---------------------------------------------------------------===//
+//===- Trainer.cpp
+//---------------------------------------------------------------===//
 #include "dtc/runtime/Trainer.h"
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/MemoryPlan.h"
@@ -22,7 +23,8 @@ namespace dtc::rt {
 namespace {
 
 std::string jsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
+  if (!std::isfinite(v))
+    return "null";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.8g", v);
   return buf;
@@ -36,35 +38,60 @@ bool sameFile(const std::string &a, const std::string &b) {
 
 std::string signalName(int sig) {
   switch (sig) {
-  case SIGHUP: return "SIGHUP";
-  case SIGINT: return "SIGINT";
-  case SIGQUIT: return "SIGQUIT";
-  case SIGILL: return "SIGILL";
-  case SIGTRAP: return "SIGTRAP";
-  case SIGABRT: return "SIGABRT";
-  case SIGBUS: return "SIGBUS";
-  case SIGFPE: return "SIGFPE";
-  case SIGKILL: return "SIGKILL";
-  case SIGUSR1: return "SIGUSR1";
-  case SIGSEGV: return "SIGSEGV";
-  case SIGUSR2: return "SIGUSR2";
-  case SIGPIPE: return "SIGPIPE";
-  case SIGALRM: return "SIGALRM";
-  case SIGTERM: return "SIGTERM";
-  case SIGXCPU: return "SIGXCPU";
-  case SIGXFSZ: return "SIGXFSZ";
-  case SIGSYS: return "SIGSYS";
-  default: return "signal " + std::to_string(sig);
+  case SIGHUP:
+    return "SIGHUP";
+  case SIGINT:
+    return "SIGINT";
+  case SIGQUIT:
+    return "SIGQUIT";
+  case SIGILL:
+    return "SIGILL";
+  case SIGTRAP:
+    return "SIGTRAP";
+  case SIGABRT:
+    return "SIGABRT";
+  case SIGBUS:
+    return "SIGBUS";
+  case SIGFPE:
+    return "SIGFPE";
+  case SIGKILL:
+    return "SIGKILL";
+  case SIGUSR1:
+    return "SIGUSR1";
+  case SIGSEGV:
+    return "SIGSEGV";
+  case SIGUSR2:
+    return "SIGUSR2";
+  case SIGPIPE:
+    return "SIGPIPE";
+  case SIGALRM:
+    return "SIGALRM";
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGXCPU:
+    return "SIGXCPU";
+  case SIGXFSZ:
+    return "SIGXFSZ";
+  case SIGSYS:
+    return "SIGSYS";
+  default:
+    return "signal " + std::to_string(sig);
   }
 }
 
 void checkRunPaths(const TrainOptions &o) {
-  const std::string saveOptim = o.savePath.empty() ? "" : optimizerSidecarPath(o.savePath);
-  const std::string loadOptim = o.loadPath.empty() ? "" : optimizerSidecarPath(o.loadPath);
+  const std::string saveOptim =
+      o.savePath.empty() ? "" : optimizerSidecarPath(o.savePath);
+  const std::string loadOptim =
+      o.loadPath.empty() ? "" : optimizerSidecarPath(o.loadPath);
   const std::vector<NamedPath> outputs = {
-      {"--log", o.logPath}, {"--stats", o.statsPath}, {"--save", o.savePath},
-      {"--save (its optimizer sidecar)", saveOptim}, {"--save-step", o.stepPath}};
-  std::vector<NamedPath> inputs = {{"the artifact", o.artifactPath}, {"--data", o.dataPath}};
+      {"--log", o.logPath},
+      {"--stats", o.statsPath},
+      {"--save", o.savePath},
+      {"--save (its optimizer sidecar)", saveOptim},
+      {"--save-step", o.stepPath}};
+  std::vector<NamedPath> inputs = {{"the artifact", o.artifactPath},
+                                   {"--data", o.dataPath}};
   // Saving over the checkpoint that was loaded is fine (see Trainer.h).
   const bool saveOverLoad = !o.savePath.empty() && !o.loadPath.empty() &&
                             sameFile(o.loadPath, o.savePath);
@@ -73,22 +100,29 @@ void checkRunPaths(const TrainOptions &o) {
     inputs.push_back({"--load (its optimizer sidecar)", loadOptim});
   }
   std::string error;
-  if (!checkOutputsDistinct(inputs, outputs, error)) throw Error(error);
+  if (!checkOutputsDistinct(inputs, outputs, error))
+    throw Error(error);
   if (saveOverLoad &&
-      !checkOutputsDistinct({{"--load", o.loadPath}, {"--load (its optimizer sidecar)", loadOptim}},
-                            {{"--log", o.logPath}, {"--stats", o.statsPath}}, error))
+      !checkOutputsDistinct({{"--load", o.loadPath},
+                             {"--load (its optimizer sidecar)", loadOptim}},
+                            {{"--log", o.logPath}, {"--stats", o.statsPath}},
+                            error))
     throw Error(error);
 }
 
 void checkTracePaths(const TrainOptions &o, const std::vector<int> &ranks) {
-  const std::string loadOptim = o.loadPath.empty() ? "" : optimizerSidecarPath(o.loadPath);
-  const std::string saveOptim = o.savePath.empty() ? "" : optimizerSidecarPath(o.savePath);
-  std::vector<NamedPath> outputs = {{"--log", o.logPath},
-                                    {"--stats", o.statsPath},
-                                    {"--save", o.savePath},
-                                    {"--save (its optimizer sidecar)", saveOptim}};
+  const std::string loadOptim =
+      o.loadPath.empty() ? "" : optimizerSidecarPath(o.loadPath);
+  const std::string saveOptim =
+      o.savePath.empty() ? "" : optimizerSidecarPath(o.savePath);
+  std::vector<NamedPath> outputs = {
+      {"--log", o.logPath},
+      {"--stats", o.statsPath},
+      {"--save", o.savePath},
+      {"--save (its optimizer sidecar)", saveOptim}};
   for (int r : ranks)
-    outputs.push_back({"--trace (rank " + std::to_string(r) + ")", TraceWriter::rankPath(o.traceDir, r)});
+    outputs.push_back({"--trace (rank " + std::to_string(r) + ")",
+                       TraceWriter::rankPath(o.traceDir, r)});
   std::string error;
   if (!checkOutputsDistinct({{"the artifact", o.artifactPath},
                              {"--data", o.dataPath},
@@ -99,38 +133,48 @@ void checkTracePaths(const TrainOptions &o, const std::vector<int> &ranks) {
 }
 
 bool continueLog(const std::string &path, bool resuming, int64_t step) {
-  if (!resuming) return false;
+  if (!resuming)
+    return false;
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return true;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+    return true;
   // The last line: read the tail.
   const off_t size = st.st_size, tail = size < 65536 ? size : 65536;
   std::string text(size_t(tail), '\0');
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot read the log: " + std::strerror(errno));
+  if (fd < 0)
+    throw Error(path + ": cannot read the log: " + std::strerror(errno));
   const ssize_t n = ::pread(fd, text.data(), text.size(), size - tail);
   ::close(fd);
-  if (n != ssize_t(text.size())) throw Error(path + ": cannot read the log");
+  if (n != ssize_t(text.size()))
+    throw Error(path + ": cannot read the log");
   if (text.back() != '\n')
-    throw Error(path + ": the log's last line is cut off (a run was killed while writing "
-                       "it?); repair the log or use a new --log");
+    throw Error(
+        path +
+        ": the log's last line is cut off (a run was killed while writing "
+        "it?); repair the log or use a new --log");
   const size_t begin = text.rfind('\n', text.size() - 2);
-  const std::string line = text.substr(begin == std::string::npos ? 0 : begin + 1);
+  const std::string line =
+      text.substr(begin == std::string::npos ? 0 : begin + 1);
   nlohmann::json j;
   std::string err;
   int64_t last = -1;
   if (!parseJsonText(line, j, err) || !j.is_object() || !j.contains("step") ||
       !j["step"].is_number_integer())
-    throw Error(path + ": the log's last line is not a step record; use a new --log");
+    throw Error(path +
+                ": the log's last line is not a step record; use a new --log");
   last = j["step"].get<int64_t>();
   if (last != step - 1)
     throw Error(path + ": the log ends at step " + std::to_string(last) +
-                " but the checkpoint continues from step " + std::to_string(step) +
-                "; appending would leave " + (last >= step ? "steps twice" : "a gap") +
+                " but the checkpoint continues from step " +
+                std::to_string(step) + "; appending would leave " +
+                (last >= step ? "steps twice" : "a gap") +
                 " in the log (use the log of that run, or a new --log)");
   return true;
 }
 
-Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::string &)> note)
+Trainer::Trainer(World &world, TrainOptions opts,
+                 std::function<void(const std::string &)> note)
     : world_(world), opts_(std::move(opts)), note_(std::move(note)) {
   world_.setTimeout(opts_.timeoutSeconds);
   // 1. The artifact, on every rank.
@@ -141,45 +185,55 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     } catch (const Error &e) {
       throw Error("--backend " + opts_.backend + ": " + e.what());
     }
-    artifact_ = std::make_unique<Artifact>(loadArtifactFile(opts_.artifactPath));
+    artifact_ =
+        std::make_unique<Artifact>(loadArtifactFile(opts_.artifactPath));
     checkRankCount(*artifact_, world_.size());
     // Before anything is allocated: the kernel's OOM killer would end the
     // job later without a word.
     if (opts_.checkMemory && opts_.backend == "cpu")
       checkMemoryFits(*artifact_, world_.ranksOnNode(),
-                      opts_.threads > 0 ? opts_.threads
-                                        : defaultKernelThreads(world_.ranksOnNode()));
+                      opts_.threads > 0
+                          ? opts_.threads
+                          : defaultKernelThreads(world_.ranksOnNode()));
   });
   // 2. The executor: its constructor splits communicators first (collective),
   //    then allocates; initialise parameters from the seed.
   runAgreed(world_, [&] {
     BackendOptions bo;
-    bo.threads = opts_.threads > 0 ? opts_.threads : defaultKernelThreads(world_.ranksOnNode());
+    bo.threads = opts_.threads > 0 ? opts_.threads
+                                   : defaultKernelThreads(world_.ranksOnNode());
     bo.rank = world_.rank();
     bo.ranksOnNode = world_.ranksOnNode();
     bo.collectives = opts_.collectives;
     bo.timeoutSeconds = opts_.timeoutSeconds;
-    exec_ = std::make_unique<RankExecutor>(*artifact_, world_, makeBackend(opts_.backend, bo));
+    exec_ = std::make_unique<RankExecutor>(*artifact_, world_,
+                                           makeBackend(opts_.backend, bo));
     exec_->initPersistent(opts_.seed);
     const std::vector<int> loss = artifact_->tensorsWithRole(Role::Loss);
     const std::vector<int> holders = contributorRanks(*artifact_, loss.at(0));
     lossRank_ = holders.at(0);
     for (int t : artifact_->tensorsWithRole(Role::OptimizerState)) {
       const std::string &kind = artifact_->tensors[size_t(t)].kind;
-      if (kind == "loss_scale") lossScaleTensor_ = t;
-      if (kind == "skipped_steps") skippedTensor_ = t;
+      if (kind == "loss_scale")
+        lossScaleTensor_ = t;
+      if (kind == "skipped_steps")
+        skippedTensor_ = t;
     }
     if ((lossScaleTensor_ >= 0) != (skippedTensor_ >= 0))
-      throw Error(opts_.artifactPath + ": dynamic loss scaling needs both a loss_scale and a "
-                                       "skipped_steps tensor");
+      throw Error(opts_.artifactPath +
+                  ": dynamic loss scaling needs both a loss_scale and a "
+                  "skipped_steps tensor");
     if (lossScaleTensor_ >= 0 && world_.rank() == lossRank_ &&
         (!exec_->holds(lossScaleTensor_) || !exec_->holds(skippedTensor_)))
-      throw Error(opts_.artifactPath + ": the rank holding the loss holds no loss scale");
-    if (const char *inject = std::getenv("DTC_INJECT_OVERFLOW"); inject && *inject) {
+      throw Error(opts_.artifactPath +
+                  ": the rank holding the loss holds no loss scale");
+    if (const char *inject = std::getenv("DTC_INJECT_OVERFLOW");
+        inject && *inject) {
       injectOverflow_ = parseInjectOverflow(inject);
       if (lossScaleTensor_ < 0)
         throw Error("DTC_INJECT_OVERFLOW: " + opts_.artifactPath +
-                    " has no dynamic loss scaling to survive an overflow (compile it with "
+                    " has no dynamic loss scaling to survive an overflow "
+                    "(compile it with "
                     "--precision fp16-mixed)");
     }
   });
@@ -197,7 +251,8 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     world_.world().broadcast(&tokens, sizeof tokens, 0);
     runAgreed(world_, [&] {
       if (data_->size() != tokens)
-        throw Error(opts_.dataPath + ": the token file changed while the ranks opened it (" +
+        throw Error(opts_.dataPath +
+                    ": the token file changed while the ranks opened it (" +
                     std::to_string(data_->size()) + " tokens here, " +
                     std::to_string(tokens) + " on rank 0)");
     });
@@ -213,28 +268,32 @@ Trainer::Trainer(World &world, TrainOptions opts, std::function<void(const std::
     LoadedCheckpoint info = loadCheckpoint(*exec_, world_, opts_.loadPath);
     step_ = info.step;
     optStep_ = info.optimizerRestored ? info.optimizerStep : 0;
-    if (!info.note.empty() && world_.rank() == 0 && note_) note_(info.note);
+    if (!info.note.empty() && world_.rank() == 0 && note_)
+      note_(info.note);
   }
   // 5. The trace of every rank (its own file in the directory).
   if (!opts_.traceDir.empty()) {
     runAgreed(world_, [&] {
       prepareTraceDirectory(opts_.traceDir);
-      const std::string path = TraceWriter::rankPath(opts_.traceDir, world_.rank());
+      const std::string path =
+          TraceWriter::rankPath(opts_.traceDir, world_.rank());
       checkTracePaths(opts_, {world_.rank()});
       trace_ = std::make_unique<TraceWriter>(
           path, world_.rank(),
           "{\"artifact\":" + TraceWriter::quote(artifact_->label) +
               ",\"rank\":" + std::to_string(world_.rank()) +
-              ",\"ranks\":" + std::to_string(world_.size()) +
-              ",\"backend\":" + TraceWriter::quote(exec_->backend().description()) + "}");
+              ",\"ranks\":" + std::to_string(world_.size()) + ",\"backend\":" +
+              TraceWriter::quote(exec_->backend().description()) + "}");
       exec_->setTrace(trace_.get());
     });
   }
   // 6. The log file (rank 0): a new one, or the resumed run's, continued.
   if (!opts_.logPath.empty()) {
     runAgreed(world_, [&] {
-      if (world_.rank() != 0) return;
-      const bool append = continueLog(opts_.logPath, !opts_.loadPath.empty(), step_);
+      if (world_.rank() != 0)
+        return;
+      const bool append =
+          continueLog(opts_.logPath, !opts_.loadPath.empty(), step_);
       log_ = std::make_unique<OutputFile>();
       std::string err;
       if (!log_->openAppend(opts_.logPath, /*startEmpty=*/!append, err))
@@ -248,7 +307,8 @@ Trainer::~Trainer() = default;
 int64_t Trainer::tokensPerStep() const {
   const std::vector<int> inputs = artifact_->tensorsWithRole(Role::Input);
   for (int t : inputs)
-    if (isInt(artifact_->tensors[size_t(t)].dtype)) return numel(artifact_->tensors[size_t(t)].shape);
+    if (isInt(artifact_->tensors[size_t(t)].dtype))
+      return numel(artifact_->tensors[size_t(t)].shape);
   if (!inputs.empty() && !artifact_->tensors[size_t(inputs[0])].shape.empty())
     return artifact_->tensors[size_t(inputs[0])].shape[0];
   return 0;
@@ -259,9 +319,11 @@ void Trainer::feed(int64_t step) {
   if (data_) {
     for (int which = 0; which < 2; ++which) {
       const int t = which == 0 ? binding_.ids : binding_.labels;
-      if (!exec_->holds(t)) continue;
+      if (!exec_->holds(t))
+        continue;
       LocalTensor lt = exec_->tensor(t);
-      fillTokens(*data_, binding_, step, which == 1, lt.data, lt.decl->dtype, lt.piece);
+      fillTokens(*data_, binding_, step, which == 1, lt.data, lt.decl->dtype,
+                 lt.piece);
     }
   }
   exec_->setOptimizerStep(optStep_);
@@ -272,16 +334,20 @@ std::vector<int64_t> parseInjectOverflow(const std::string &text) {
   size_t at = 0;
   while (true) {
     const size_t comma = text.find(',', at);
-    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos
-                                                                        : comma - at);
+    const std::string item = text.substr(
+        at, comma == std::string::npos ? std::string::npos : comma - at);
     char *end = nullptr;
     errno = 0;
     const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || item[0] < '0' || item[0] > '9' || *end != '\0' || errno != 0)
-      throw Error("DTC_INJECT_OVERFLOW: expected step numbers separated by commas (e.g. 3 or "
-                  "3,7), got '" + text + "'");
+    if (item.empty() || item[0] < '0' || item[0] > '9' || *end != '\0' ||
+        errno != 0)
+      throw Error("DTC_INJECT_OVERFLOW: expected step numbers separated by "
+                  "commas (e.g. 3 or "
+                  "3,7), got '" +
+                  text + "'");
     steps.push_back(int64_t(v));
-    if (comma == std::string::npos) break;
+    if (comma == std::string::npos)
+      break;
     at = comma + 1;
   }
   return steps;
@@ -292,10 +358,11 @@ void Trainer::appendLog(const StepReport &r) {
   if (r.lossScaling)
     scaling = ",\"loss_scale\":" + jsonNumber(r.lossScale) +
               ",\"skipped\":" + (r.skipped ? "true" : "false");
-  const std::string line = "{\"step\":" + std::to_string(r.step) + ",\"loss\":" +
-                           jsonNumber(r.loss) + ",\"step_time_s\":" + jsonNumber(r.seconds) +
-                           ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + scaling +
-                           "}\n";
+  const std::string line =
+      "{\"step\":" + std::to_string(r.step) +
+      ",\"loss\":" + jsonNumber(r.loss) +
+      ",\"step_time_s\":" + jsonNumber(r.seconds) +
+      ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + scaling + "}\n";
   std::string err;
   if (!log_->write(line.data(), line.size(), err))
     throw Error(opts_.logPath + ": cannot write the log: " + err);
@@ -309,7 +376,8 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
     try {
       runStep(k, i + 1 == opts_.steps, tokens, onStep);
     } catch (const CommFailure &e) {
-      throw CommFailure(artifact_->label + ": step " + std::to_string(k) + ": " + e.what());
+      throw CommFailure(artifact_->label + ": step " + std::to_string(k) +
+                        ": " + e.what());
     } catch (const Interrupted &) {
       throw;
     } catch (const AgreedError &) {
@@ -330,20 +398,23 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
     saveStepTensors(*exec_, world_, opts_.stepPath, step_ - 1);
   closeLog();
   closeTrace();
-  if (!opts_.statsPath.empty()) writeStatsFile(*exec_, world_, opts_.statsPath);
+  if (!opts_.statsPath.empty())
+    writeStatsFile(*exec_, world_, opts_.statsPath);
 }
 
 void Trainer::closeLog() {
   runAgreed(world_, [&] {
     std::string err;
-    if (log_ && !log_->commit(err)) throw Error(opts_.logPath + ": cannot write the log: " + err);
+    if (log_ && !log_->commit(err))
+      throw Error(opts_.logPath + ": cannot write the log: " + err);
     log_.reset();
   });
 }
 
 void Trainer::closeTrace() {
   runAgreed(world_, [&] {
-    if (!trace_) return;
+    if (!trace_)
+      return;
     exec_->setTrace(nullptr);
     trace_->finish();
     trace_.reset();
@@ -357,7 +428,8 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
   const int64_t stepStart = trace_ ? TraceWriter::nowNs() : 0;
   runAgreed(world_, [&] { feed(k); });
   if (trace_)
-    trace_->complete(TraceWriter::kSteps, "inputs", "host", stepStart, TraceWriter::nowNs(), "");
+    trace_->complete(TraceWriter::kSteps, "inputs", "host", stepStart,
+                     TraceWriter::nowNs(), "");
   // Loss scaling: the scale this step runs with and the skipped count
   // before it (read where the loss is, shared with the loss).
   struct {
@@ -366,38 +438,47 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
   } seen;
   const bool scaling = lossScaleTensor_ >= 0;
   if (scaling && world_.rank() == lossRank_) {
-    seen.scale = *static_cast<const float *>(exec_->tensor(lossScaleTensor_, Access::Read).data);
-    seen.skippedBefore = *static_cast<const int64_t *>(exec_->tensor(skippedTensor_, Access::Read).data);
+    seen.scale = *static_cast<const float *>(
+        exec_->tensor(lossScaleTensor_, Access::Read).data);
+    seen.skippedBefore = *static_cast<const int64_t *>(
+        exec_->tensor(skippedTensor_, Access::Read).data);
   }
-  if (std::find(injectOverflow_.begin(), injectOverflow_.end(), k) != injectOverflow_.end())
+  if (std::find(injectOverflow_.begin(), injectOverflow_.end(), k) !=
+      injectOverflow_.end())
     exec_->injectOverflowNextRun();
   const auto t0 = std::chrono::steady_clock::now();
   std::string err = exec_->run();
-  if (!err.empty()) err = artifact_->label + ": step " + std::to_string(k) + ": " + err;
+  if (!err.empty())
+    err = artifact_->label + ": step " + std::to_string(k) + ": " + err;
   stop = opts_.pendingSignal ? opts_.pendingSignal() : 0;
   const int64_t agreeStart = trace_ ? TraceWriter::nowNs() : 0;
   agree(world_, err, &stop);
   if (world_.rank() == lossRank_) {
     seen.loss = exec_->loss();
     if (scaling)
-      seen.skippedAfter = *static_cast<const int64_t *>(exec_->tensor(skippedTensor_, Access::Read).data);
+      seen.skippedAfter = *static_cast<const int64_t *>(
+          exec_->tensor(skippedTensor_, Access::Read).data);
   }
-  if (lossRank_ != 0) world_.world().broadcast(&seen, sizeof seen, lossRank_);
+  if (lossRank_ != 0)
+    world_.world().broadcast(&seen, sizeof seen, lossRank_);
   loss = seen.loss;
   const bool skipped = scaling && seen.skippedAfter != seen.skippedBefore;
   const auto t1 = std::chrono::steady_clock::now();
   if (trace_) {
     const int64_t now = TraceWriter::nowNs();
-    trace_->complete(TraceWriter::kSteps, "agree and loss", "host", agreeStart, now, "");
-    trace_->complete(TraceWriter::kSteps, "step " + std::to_string(k), "step", stepStart, now,
-                     "{\"step\":" + std::to_string(k) + "}");
+    trace_->complete(TraceWriter::kSteps, "agree and loss", "host", agreeStart,
+                     now, "");
+    trace_->complete(TraceWriter::kSteps, "step " + std::to_string(k), "step",
+                     stepStart, now, "{\"step\":" + std::to_string(k) + "}");
   }
   ++step_;
   // A skipped step applied no update: Adam's bias corrections count only
   // the applied ones (as PyTorch, whose GradScaler skips optimizer.step()).
-  if (!skipped) ++optStep_;
+  if (!skipped)
+    ++optStep_;
   runAgreed(world_, [&] {
-    if (world_.rank() != 0) return;
+    if (world_.rank() != 0)
+      return;
     StepReport r;
     r.step = k;
     r.loss = loss;
@@ -407,30 +488,37 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
     r.lossScale = seen.scale;
     r.skipped = skipped;
     if (skipped && note_)
-      note_("step " + std::to_string(k) + ": gradients overflowed at loss scale " +
-            jsonNumber(seen.scale) + "; the update was skipped and the scale halved");
-    if (onStep) onStep(r);
-    if (log_) appendLog(r);
+      note_("step " + std::to_string(k) +
+            ": gradients overflowed at loss scale " + jsonNumber(seen.scale) +
+            "; the update was skipped and the scale halved");
+    if (onStep)
+      onStep(r);
+    if (log_)
+      appendLog(r);
   });
   const bool periodic = opts_.saveEvery > 0 && step_ % opts_.saveEvery == 0;
   if (!opts_.savePath.empty() && (last || periodic || stop)) {
     const int64_t saveStart = trace_ ? TraceWriter::nowNs() : 0;
     saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
     if (trace_)
-      trace_->complete(TraceWriter::kSteps, "save checkpoint", "host", saveStart,
-                       TraceWriter::nowNs(), "{\"step\":" + std::to_string(step_) + "}");
+      trace_->complete(TraceWriter::kSteps, "save checkpoint", "host",
+                       saveStart, TraceWriter::nowNs(),
+                       "{\"step\":" + std::to_string(step_) + "}");
   }
-  if (trace_) runAgreed(world_, [&] { trace_->flush(); });
+  if (trace_)
+    runAgreed(world_, [&] { trace_->flush(); });
   if (stop) {
     closeLog();
     closeTrace();
-    const std::string done = std::to_string(step_) + " step" + (step_ == 1 ? "" : "s");
-    throw Interrupted("interrupted by " + signalName(stop) + " after step " + std::to_string(k) +
-                          ": " +
+    const std::string done =
+        std::to_string(step_) + " step" + (step_ == 1 ? "" : "s");
+    throw Interrupted("interrupted by " + signalName(stop) + " after step " +
+                          std::to_string(k) + ": " +
                           (opts_.savePath.empty()
                                ? done + " done, nothing saved (no --save)"
                                : opts_.savePath + " holds the " + done +
-                                     " done; resume with --load " + opts_.savePath),
+                                     " done; resume with --load " +
+                                     opts_.savePath),
                       stop);
   }
 }
@@ -440,8 +528,10 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
   const Artifact &a = exec.artifact();
   // Maxima over ranks, as the report gives them.
   std::vector<int64_t> v;
-  for (int c = 0; c < kNumMemCategories; ++c) v.push_back(int64_t(s.slotBytes[c]));
-  for (int c = 0; c < kNumMemCategories; ++c) v.push_back(int64_t(s.memoryBytes[c]));
+  for (int c = 0; c < kNumMemCategories; ++c)
+    v.push_back(int64_t(s.slotBytes[c]));
+  for (int c = 0; c < kNumMemCategories; ++c)
+    v.push_back(int64_t(s.memoryBytes[c]));
   v.push_back(int64_t(s.stagingBytes));
   v.push_back(int64_t(s.workspaceBytes));
   v.push_back(int64_t(s.totalMemoryBytes));
@@ -451,14 +541,17 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     v.push_back(int64_t(c.sentBytes));
     v.push_back(int64_t(c.receivedBytes));
   };
-  for (int k = 0; k < kNumCollKinds; ++k) push(s.perStep[k]);
+  for (int k = 0; k < kNumCollKinds; ++k)
+    push(s.perStep[k]);
   for (size_t comm = 0; comm < a.comms.size(); ++comm)
-    for (int k = 0; k < kNumCollKinds; ++k) push(s.perStepByComm[comm][size_t(k)]);
+    for (int k = 0; k < kNumCollKinds; ++k)
+      push(s.perStepByComm[comm][size_t(k)]);
   push(s.sendRecvPerStep);
   v.push_back(int64_t(s.activationPeakBytes));
   v.push_back(int64_t(s.microbatchesPeak));
   std::vector<int64_t> mx(v.size());
-  world.world().allReduce(v.data(), mx.data(), v.size(), DType::I64, ReduceOp::Max);
+  world.world().allReduce(v.data(), mx.data(), v.size(), DType::I64,
+                          ReduceOp::Max);
   std::string err;
   if (world.rank() == 0) {
     nlohmann::json j;
@@ -468,7 +561,8 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     // their peak with micro-batch copies), as the plan report gives it;
     // what the allocator really took per kind in allocated_bytes; staging,
     // workspace and the high-water of everything at once in both.
-    for (int c = 0; c < kNumMemCategories; ++c) j["memory_bytes"][memCategoryName(MemCategory(c))] = mx[i++];
+    for (int c = 0; c < kNumMemCategories; ++c)
+      j["memory_bytes"][memCategoryName(MemCategory(c))] = mx[i++];
     for (int c = 0; c < kNumMemCategories; ++c)
       j["allocated_bytes"][memCategoryName(MemCategory(c))] = mx[i++];
     for (const char *kind : {"staging", "workspace", "total"})
@@ -484,7 +578,8 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     j["collectives_per_step_by_comm"] = nlohmann::json::object();
     for (size_t comm = 0; comm < a.comms.size(); ++comm)
       for (int k = 0; k < kNumCollKinds; ++k)
-        read(j["collectives_per_step_by_comm"][a.comms[comm].name][collKindName(CollKind(k))]);
+        read(j["collectives_per_step_by_comm"][a.comms[comm].name]
+              [collKindName(CollKind(k))]);
     read(j["collectives_per_step"]["send_recv"]);
     // Measured while running: the most activation bytes live at once and
     // the most micro-batches in flight (pipelines keep a copy per
@@ -498,17 +593,22 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     // Per kernel and operand shapes; GFLOP/s where the kernel counts flops.
     j["threads"] = exec.threads();
     j["backend"] = exec.backend().name();
-    for (const auto &[key, value] : exec.backend().properties()) j[key] = value;
+    for (const auto &[key, value] : exec.backend().properties())
+      j[key] = value;
     j["kernels"] = nlohmann::json::array();
     for (const auto &[key, k] : s.byKernelShape) {
-      nlohmann::json row = {{"kernel", key},
-                            {"calls_per_step", s.runs ? double(k.calls) / double(s.runs) : 0.0},
-                            {"seconds_per_step", s.runs ? k.seconds / double(s.runs) : 0.0}};
-      if (k.flops > 0) row["gflops"] = k.seconds > 0 ? k.flops / k.seconds / 1e9 : 0.0;
+      nlohmann::json row = {
+          {"kernel", key},
+          {"calls_per_step", s.runs ? double(k.calls) / double(s.runs) : 0.0},
+          {"seconds_per_step", s.runs ? k.seconds / double(s.runs) : 0.0}};
+      if (k.flops > 0)
+        row["gflops"] = k.seconds > 0 ? k.flops / k.seconds / 1e9 : 0.0;
       j["kernels"].push_back(row);
     }
-    std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    if (!writeOutputFile(path, text, err)) err = path + ": cannot write: " + err;
+    std::string text =
+        j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    if (!writeOutputFile(path, text, err))
+      err = path + ": cannot write: " + err;
   }
   agree(world, err);
 }

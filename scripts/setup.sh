@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev
   libgtest-dev
   coinor-libcbc-dev
+  clang-format-22               # the tree's style (.clang-format; test/lint checks it)
   clang-22 libclang-rt-22-dev   # libFuzzer targets (test/fuzz), ASan/UBSan builds
   libomp-22-dev                 # OpenMP for the fuzz build's CPU kernels (clang)
 )

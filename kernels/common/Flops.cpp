@@ -1,4 +1,5 @@
-//===- Flops.cpp - floating-point work of the compute-bound kernels --------===//
+//===- Flops.cpp - floating-point work of the compute-bound kernels
+//--------===//
 #include "dtc/kernels/Kernel.h"
 
 namespace dtc::kernels {
@@ -6,15 +7,18 @@ namespace dtc::kernels {
 namespace {
 // Query-key pairs an attention computes: all of them, or with a causal mask
 // (Sq == Sk) the lower triangle with its diagonal.
-double attentionPairs(const std::vector<TensorDesc> &in, const nlohmann::json &attrs) {
+double attentionPairs(const std::vector<TensorDesc> &in,
+                      const nlohmann::json &attrs) {
   const Shape &q = in[0].shape, &k = in[1].shape;
-  const double bh = double(q[0]) * double(q[1]), sq = double(q[2]), sk = double(k[2]);
+  const double bh = double(q[0]) * double(q[1]), sq = double(q[2]),
+               sk = double(k[2]);
   return attrBool(attrs, "causal") ? bh * sq * (sq + 1) / 2 : bh * sq * sk;
 }
 } // namespace
 
 double flopCount(std::string_view name, const std::vector<TensorDesc> &in,
-                 const std::vector<TensorDesc> &out, const nlohmann::json &attrs) {
+                 const std::vector<TensorDesc> &out,
+                 const nlohmann::json &attrs) {
   // The fused epilogues count the product only: their GFLOP/s in --stats
   // read like a plain matmul's, and the epilogue's time shows as a lower
   // rate (its elementwise work is no flops the cost model charges a matmul).

@@ -37,11 +37,13 @@ void needInt(const TensorDesc &t, const char *what) {
 }
 void needDtype(const TensorDesc &t, DType d, const char *what) {
   if (t.dtype != d)
-    fail(std::string(what) + " must be " + rt::dtypeName(d) + ", got " + desc(t));
+    fail(std::string(what) + " must be " + rt::dtypeName(d) + ", got " +
+         desc(t));
 }
 void needShape(const TensorDesc &t, const Shape &s, const char *what) {
   if (t.shape != s)
-    fail(std::string(what) + " must have shape " + shapeStr(s) + ", got " + desc(t));
+    fail(std::string(what) + " must have shape " + shapeStr(s) + ", got " +
+         desc(t));
 }
 void needLike(const TensorDesc &t, const TensorDesc &ref, const char *what,
               const char *refName) {
@@ -66,8 +68,7 @@ const json *attr(const json &attrs, const char *key) {
 int64_t reqInt(const json &attrs, const char *key) {
   const json *v = attr(attrs, key);
   if (!v->is_number_integer() ||
-      (v->is_number_unsigned() &&
-       v->get<uint64_t>() > uint64_t(INT64_MAX)))
+      (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)))
     fail(std::string("attribute '") + key + "' must be an integer");
   return v->get<int64_t>();
 }
@@ -133,13 +134,15 @@ void checkMatmul(const Descs &in, const Descs &out, const json &attrs) {
   needDtype(out[0], a.dtype, "the result");
   needRankAtLeast(a, 2, "a");
   needRankAtLeast(b, 2, "b");
-  const bool ta = optBool(attrs, "transpose_a"), tb = optBool(attrs, "transpose_b");
+  const bool ta = optBool(attrs, "transpose_a"),
+             tb = optBool(attrs, "transpose_b");
   const size_t ra = a.shape.size(), rb = b.shape.size();
   int64_t M = a.shape[ra - (ta ? 1 : 2)], K = a.shape[ra - (ta ? 2 : 1)];
   int64_t K2 = b.shape[rb - (tb ? 1 : 2)], N = b.shape[rb - (tb ? 2 : 1)];
   if (K != K2)
     fail("contraction sizes differ: a is " + desc(a) + ", b is " + desc(b));
-  Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+  Shape ba(a.shape.begin(), a.shape.end() - 2),
+      bb(b.shape.begin(), b.shape.end() - 2);
   Shape batch;
   if (!broadcastShapes(ba, bb, batch))
     fail("batch dimensions of a " + desc(a) + " and b " + desc(b) +
@@ -152,7 +155,8 @@ void checkMatmul(const Descs &in, const Descs &out, const json &attrs) {
 // The fused epilogues: matmul's rule on a, b and the result, then a bias
 // [N] (the result's last dimension) of a's dtype, and matmul_gelu's
 // pre-activation shaped like its result.
-void checkEpilogueBias(const TensorDesc &bias, const TensorDesc &a, const TensorDesc &result) {
+void checkEpilogueBias(const TensorDesc &bias, const TensorDesc &a,
+                       const TensorDesc &result) {
   needDtype(bias, a.dtype, "bias");
   needShape(bias, Shape{result.shape.back()}, "bias");
 }
@@ -171,7 +175,8 @@ void checkMatmulGelu(const Descs &in, const Descs &out, const json &attrs) {
 
 enum class DT { Float, Any, IntOrFloat };
 
-template <DT kinds> void checkBinary(const Descs &in, const Descs &out, const json &) {
+template <DT kinds>
+void checkBinary(const Descs &in, const Descs &out, const json &) {
   const TensorDesc &l = in[0], &r = in[1];
   if (kinds == DT::Float) {
     needFloat(l, "lhs");
@@ -186,7 +191,8 @@ template <DT kinds> void checkBinary(const Descs &in, const Descs &out, const js
   needShape(out[0], s, "the result");
 }
 
-template <DT kinds> void checkUnary(const Descs &in, const Descs &out, const json &) {
+template <DT kinds>
+void checkUnary(const Descs &in, const Descs &out, const json &) {
   if (kinds == DT::Float)
     needFloat(in[0], "x");
   needLike(out[0], in[0], "the result", "x");
@@ -204,7 +210,8 @@ void checkEps(const json &attrs) {
     fail("attribute 'epsilon' must be >= 0");
 }
 
-void checkNormParams(const TensorDesc &x, const TensorDesc &p, const char *what) {
+void checkNormParams(const TensorDesc &x, const TensorDesc &p,
+                     const char *what) {
   needDtype(p, x.dtype, what);
   needShape(p, Shape{x.shape.back()}, what);
 }
@@ -246,14 +253,14 @@ void checkAttentionOperands(const Descs &in, size_t n, const json &attrs) {
   const TensorDesc &q = in[0], &k = in[1];
   if (k.dtype != q.dtype || k.shape.size() != 4 || k.shape[0] != q.shape[0] ||
       k.shape[1] != q.shape[1] || k.shape[3] != q.shape[3])
-    fail("k must be [B, H, Sk, Dh] with q's B, H and Dh (q is " + desc(q) + "), got " +
-         desc(k));
+    fail("k must be [B, H, Sk, Dh] with q's B, H and Dh (q is " + desc(q) +
+         "), got " + desc(k));
   needLike(in[2], k, "v", "k");
   if (n > 3)
     needLike(in[3], q, "dy", "q");
   if (reqBool(attrs, "causal") && k.shape[2] != q.shape[2])
-    fail("causal attention needs as many keys as queries, got " + desc(q) + " and " +
-         desc(k));
+    fail("causal attention needs as many keys as queries, got " + desc(q) +
+         " and " + desc(k));
 }
 
 void checkAttention(const Descs &in, const Descs &out, const json &attrs) {
@@ -266,7 +273,8 @@ void checkCrossEntropy(const Descs &in, const Descs &out, const json &) {
   needFloat(logits, "logits");
   needRankAtLeast(logits, 1, "logits");
   needInt(labels, "labels");
-  needShape(labels, Shape(logits.shape.begin(), logits.shape.end() - 1), "labels");
+  needShape(labels, Shape(logits.shape.begin(), logits.shape.end() - 1),
+            "labels");
   needFloat(out[0], "the result");
   needShape(out[0], Shape{}, "the result");
 }
@@ -277,7 +285,8 @@ Shape reducedShape(const TensorDesc &x, const json &attrs) {
   std::vector<bool> reduced(x.shape.size(), false);
   for (int64_t a : axes) {
     if (a < 0 || a >= int64_t(x.shape.size()))
-      fail("axis " + std::to_string(a) + " in 'axes' is out of range for " + desc(x));
+      fail("axis " + std::to_string(a) + " in 'axes' is out of range for " +
+           desc(x));
     if (reduced[size_t(a)])
       fail("axis " + std::to_string(a) + " appears twice in 'axes'");
     reduced[size_t(a)] = true;
@@ -292,7 +301,8 @@ Shape reducedShape(const TensorDesc &x, const json &attrs) {
   return s;
 }
 
-template <DT kinds> void checkReduce(const Descs &in, const Descs &out, const json &attrs) {
+template <DT kinds>
+void checkReduce(const Descs &in, const Descs &out, const json &attrs) {
   if (kinds == DT::Float)
     needFloat(in[0], "x");
   needDtype(out[0], in[0].dtype, "the result");
@@ -302,8 +312,8 @@ template <DT kinds> void checkReduce(const Descs &in, const Descs &out, const js
 void checkReshape(const Descs &in, const Descs &out, const json &) {
   needDtype(out[0], in[0].dtype, "the result");
   if (rt::numel(out[0].shape) != rt::numel(in[0].shape))
-    fail("the result " + desc(out[0]) + " has a different element count than x " +
-         desc(in[0]));
+    fail("the result " + desc(out[0]) +
+         " has a different element count than x " + desc(in[0]));
 }
 
 void checkTranspose(const Descs &in, const Descs &out, const json &attrs) {
@@ -421,12 +431,14 @@ void checkAttentionGrad(const Descs &in, const Descs &out, const json &attrs) {
   needLike(out[2], in[2], "dv", "v");
 }
 
-void checkCrossEntropyGrad(const Descs &in, const Descs &out, const json &attrs) {
+void checkCrossEntropyGrad(const Descs &in, const Descs &out,
+                           const json &attrs) {
   const TensorDesc &logits = in[0], &labels = in[1], &dloss = in[2];
   needFloat(logits, "logits");
   needRankAtLeast(logits, 1, "logits");
   needInt(labels, "labels");
-  needShape(labels, Shape(logits.shape.begin(), logits.shape.end() - 1), "labels");
+  needShape(labels, Shape(logits.shape.begin(), logits.shape.end() - 1),
+            "labels");
   needFloat(dloss, "dloss");
   needShape(dloss, Shape{}, "dloss");
   reqNum(attrs, "scale");
@@ -438,14 +450,15 @@ void checkCrossEntropyGrad(const Descs &in, const Descs &out, const json &attrs)
 void needGradOf(const TensorDesc &g, const TensorDesc &p) {
   needFloat(g, "g");
   if (g.shape != p.shape || rt::dtypeSize(g.dtype) > rt::dtypeSize(p.dtype))
-    fail("g must have p's shape and p's or a narrower float dtype (" + desc(p) + "), got " +
-         desc(g));
+    fail("g must have p's shape and p's or a narrower float dtype (" + desc(p) +
+         "), got " + desc(g));
 }
 
 /// The optional loss-scaling inputs of the updates, from `index`: inv_scale
 /// and found_inf, f32 scalars, both or neither.
 void checkScaling(const Descs &in, size_t index) {
-  if (in.size() == index) return;
+  if (in.size() == index)
+    return;
   if (in.size() != index + 2)
     fail("the loss-scaling inputs inv_scale and found_inf come together");
   const char *names[] = {"inv_scale", "found_inf"};
@@ -489,7 +502,8 @@ void checkAdam(const Descs &in, const Descs &out, const json &attrs) {
   needLike(out[2], in[0], "v'", "p");
 }
 
-void checkLossScaleUpdate(const Descs &in, const Descs &out, const json &attrs) {
+void checkLossScaleUpdate(const Descs &in, const Descs &out,
+                          const json &attrs) {
   const char *names[] = {"scale", "good_steps", "skipped", "found_inf"};
   const DType types[] = {DType::F32, DType::I64, DType::I64, DType::F32};
   for (size_t i = 0; i < 4; ++i) {
@@ -527,7 +541,8 @@ void checkShardOffset(const Descs &, const Descs &out, const json &attrs) {
       fail("'grid_axes' entries must be non-negative mesh axes, got " +
            std::to_string(axes[i]));
     if (std::find(axes.begin(), axes.begin() + i, axes[i]) != axes.begin() + i)
-      fail("mesh axis " + std::to_string(axes[i]) + " appears twice in 'grid_axes'");
+      fail("mesh axis " + std::to_string(axes[i]) +
+           " appears twice in 'grid_axes'");
   }
   reqPositive(attrs, "piece_size");
   needDtype(out[0], DType::I64, "the result");
@@ -537,7 +552,8 @@ void checkShardOffset(const Descs &, const Descs &out, const json &attrs) {
 void checkPad(const Descs &in, const Descs &out, const json &) {
   needDtype(out[0], in[0].dtype, "the result");
   if (out[0].shape.size() != in[0].shape.size())
-    fail("the result " + desc(out[0]) + " must have x's rank (x is " + desc(in[0]) + ")");
+    fail("the result " + desc(out[0]) + " must have x's rank (x is " +
+         desc(in[0]) + ")");
 }
 
 void checkFillPadding(const Descs &in, const Descs &out, const json &attrs) {
@@ -557,7 +573,8 @@ void checkEmbeddingShard(const Descs &in, const Descs &out, const json &attrs) {
   reqPositive(attrs, "vocab");
 }
 
-void checkEmbeddingShardGrad(const Descs &in, const Descs &out, const json &attrs) {
+void checkEmbeddingShardGrad(const Descs &in, const Descs &out,
+                             const json &attrs) {
   const TensorDesc &ids = in[0], &dy = in[1], &dt = out[0];
   needInt(ids, "ids");
   needOffset(in[2]);
@@ -582,12 +599,14 @@ void checkShardRows(const Descs &in, size_t rows) {
   // In the logits' dtype or f32 (mixed precision keeps the loss's sums over
   // low-precision logits in f32).
   for (size_t i = 2; i < 2 + rows; ++i) {
-    if (in[i].dtype != DType::F32) needDtype(in[i], logits.dtype, "a per-position statistic");
+    if (in[i].dtype != DType::F32)
+      needDtype(in[i], logits.dtype, "a per-position statistic");
     needShape(in[i], lead, "a per-position statistic");
   }
 }
 
-void checkCrossEntropyShardStats(const Descs &in, const Descs &out, const json &attrs) {
+void checkCrossEntropyShardStats(const Descs &in, const Descs &out,
+                                 const json &attrs) {
   checkShardRows(in, 1);
   needOffset(in[3]);
   reqPositive(attrs, "vocab");
@@ -598,7 +617,8 @@ void checkCrossEntropyShardStats(const Descs &in, const Descs &out, const json &
   needShape(out[1], in[2].shape, "target");
 }
 
-void checkCrossEntropyShardGrad(const Descs &in, const Descs &out, const json &attrs) {
+void checkCrossEntropyShardGrad(const Descs &in, const Descs &out,
+                                const json &attrs) {
   checkShardRows(in, 2);
   needFloat(in[4], "dloss");
   needShape(in[4], Shape{}, "dloss");
@@ -657,7 +677,8 @@ std::vector<KernelInfo> makeKernels() {
       {"cross_entropy_grad", 3, 1, {}, checkCrossEntropyGrad},
       {"sgd_update", 2, 1, P{{0, 0}}, checkSgd, 2},
       {"adam_update", 5, 3, P{{0, 0}, {1, 2}, {2, 3}}, checkAdam, 2},
-      {"loss_scale_update", 4, 3, P{{0, 0}, {1, 1}, {2, 2}}, checkLossScaleUpdate},
+      {"loss_scale_update", 4, 3, P{{0, 0}, {1, 1}, {2, 2}},
+       checkLossScaleUpdate},
       {"reduce_max", 1, 1, {}, checkReduce<DT::Float>},
       {"shard_offset", 0, 1, {}, checkShardOffset},
       {"pad", 1, 1, {}, checkPad},
@@ -684,18 +705,22 @@ const KernelInfo *findKernel(std::string_view name) {
   return nullptr;
 }
 
-std::string checkRule(const KernelInfo &kernel, const std::vector<TensorDesc> &in,
-                      const std::vector<TensorDesc> &out, const json &attrs) noexcept {
+std::string checkRule(const KernelInfo &kernel,
+                      const std::vector<TensorDesc> &in,
+                      const std::vector<TensorDesc> &out,
+                      const json &attrs) noexcept {
   try {
     if (in.size() < size_t(kernel.numIn) ||
         in.size() > size_t(kernel.numIn + kernel.numOptionalIn) ||
         out.size() != size_t(kernel.numOut))
-      return std::string(kernel.name) + " takes " + std::to_string(kernel.numIn) +
+      return std::string(kernel.name) + " takes " +
+             std::to_string(kernel.numIn) +
              (kernel.numOptionalIn
                   ? " to " + std::to_string(kernel.numIn + kernel.numOptionalIn)
                   : std::string()) +
-             " operand(s) and " + std::to_string(kernel.numOut) + " result(s), got " +
-             std::to_string(in.size()) + " and " + std::to_string(out.size());
+             " operand(s) and " + std::to_string(kernel.numOut) +
+             " result(s), got " + std::to_string(in.size()) + " and " +
+             std::to_string(out.size());
     kernel.check(in, out, attrs);
     return {};
   } catch (const Error &e) {
@@ -731,9 +756,15 @@ bool broadcastsTo(const Shape &from, const Shape &to) {
   return true;
 }
 
-int64_t attrInt(const json &attrs, const char *key) { return attrs.find(key)->get<int64_t>(); }
-double attrNum(const json &attrs, const char *key) { return attrs.find(key)->get<double>(); }
-bool attrBool(const json &attrs, const char *key) { return attrs.find(key)->get<bool>(); }
+int64_t attrInt(const json &attrs, const char *key) {
+  return attrs.find(key)->get<int64_t>();
+}
+double attrNum(const json &attrs, const char *key) {
+  return attrs.find(key)->get<double>();
+}
+bool attrBool(const json &attrs, const char *key) {
+  return attrs.find(key)->get<bool>();
+}
 bool attrFlag(const json &attrs, const char *key) {
   auto it = attrs.find(key);
   return it != attrs.end() && it->get<bool>();

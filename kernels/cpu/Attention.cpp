@@ -1,4 +1,5 @@
-//===- Attention.cpp - blocked online-softmax attention and its gradient ---===//
+//===- Attention.cpp - blocked online-softmax attention and its gradient
+//---===//
 #include "Attention.h"
 #include "Common.h"
 #include "Gemm.h"
@@ -18,13 +19,17 @@ constexpr int kLanes = 16;
 // results in a fixed order, so they vectorize without reassociating.
 DTC_VECTOR_CLONES float rowMax(const float *s, int64_t n) {
   float m[kLanes];
-  for (int l = 0; l < kLanes; ++l) m[l] = -std::numeric_limits<float>::infinity();
+  for (int l = 0; l < kLanes; ++l)
+    m[l] = -std::numeric_limits<float>::infinity();
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) m[l] = s[j + l] > m[l] ? s[j + l] : m[l];
-  for (int l = 0; j < n; ++j, ++l) m[l] = s[j] > m[l] ? s[j] : m[l];
+    for (int l = 0; l < kLanes; ++l)
+      m[l] = s[j + l] > m[l] ? s[j + l] : m[l];
+  for (int l = 0; j < n; ++j, ++l)
+    m[l] = s[j] > m[l] ? s[j] : m[l];
   float r = m[0];
-  for (int l = 1; l < kLanes; ++l) r = m[l] > r ? m[l] : r;
+  for (int l = 1; l < kLanes; ++l)
+    r = m[l] > r ? m[l] : r;
   return r;
 }
 
@@ -44,28 +49,35 @@ DTC_VECTOR_CLONES float expShiftSum(float *s, int64_t n, float shift) {
     acc[l] += e;
   }
   float r = 0;
-  for (int l = 0; l < kLanes; ++l) r += acc[l];
+  for (int l = 0; l < kLanes; ++l)
+    r += acc[l];
   return r;
 }
 
 DTC_VECTOR_CLONES void scaleRow(float *x, int64_t n, float f) {
-  for (int64_t j = 0; j < n; ++j) x[j] *= f;
+  for (int64_t j = 0; j < n; ++j)
+    x[j] *= f;
 }
 
 DTC_VECTOR_CLONES float dotRow(const float *a, const float *b, int64_t n) {
   float acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l] * b[j + l];
-  for (int l = 0; j < n; ++j, ++l) acc[l] += a[j] * b[j];
+    for (int l = 0; l < kLanes; ++l)
+      acc[l] += a[j + l] * b[j + l];
+  for (int l = 0; j < n; ++j, ++l)
+    acc[l] += a[j] * b[j];
   float r = 0;
-  for (int l = 0; l < kLanes; ++l) r += acc[l];
+  for (int l = 0; l < kLanes; ++l)
+    r += acc[l];
   return r;
 }
 
 // ds[j] = p[j] * (ds[j] - d): the softmax gradient of one row (ds holds dp).
-DTC_VECTOR_CLONES void softmaxGradRow(const float *p, float *ds, int64_t n, float d) {
-  for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - d);
+DTC_VECTOR_CLONES void softmaxGradRow(const float *p, float *ds, int64_t n,
+                                      float d) {
+  for (int64_t j = 0; j < n; ++j)
+    ds[j] = p[j] * (ds[j] - d);
 }
 
 // Keys of tile [c0, c0 + nk) that query row `row` sees: all, or with a
@@ -88,7 +100,9 @@ struct RowScratch {
   float *l;   // bq running sums
   float *aux; // bq (backward): rowsum(dy * y)
   // Each piece starts on its own 64-byte line.
-  static size_t line(int64_t n) { return size_t((n + kLanes - 1) / kLanes * kLanes); }
+  static size_t line(int64_t n) {
+    return size_t((n + kLanes - 1) / kLanes * kLanes);
+  }
   static size_t floats(const AttentionBlocks &b, int64_t D) {
     return 2 * line(b.rows * b.keys) + line(b.rows * D) + 3 * line(b.rows);
   }
@@ -109,9 +123,10 @@ struct RowScratch {
 
 // Rows [r0, r0 + nq) of one head: y rows (ldy = D) = softmax(q k^T scale) v,
 // with m and l the final row maximum and sum (logsumexp = m + log l).
-void forwardRows(const KernelContext &ctx, const float *q, const float *k, const float *v,
-                 float *y, int64_t r0, int64_t nq, int64_t Sk, int64_t D, bool causal,
-                 float scale, const AttentionBlocks &b, RowScratch &w) {
+void forwardRows(const KernelContext &ctx, const float *q, const float *k,
+                 const float *v, float *y, int64_t r0, int64_t nq, int64_t Sk,
+                 int64_t D, bool causal, float scale, const AttentionBlocks &b,
+                 RowScratch &w) {
   const int64_t kEnd = keyEnd(causal, r0, nq, Sk);
   std::memset(y, 0, size_t(nq * D) * sizeof(float));
   for (int64_t i = 0; i < nq; ++i) {
@@ -120,7 +135,8 @@ void forwardRows(const KernelContext &ctx, const float *q, const float *k, const
   }
   for (int64_t c0 = 0; c0 < kEnd; c0 += b.keys) {
     const int64_t nk = std::min(b.keys, kEnd - c0);
-    sgemm(ctx, false, true, nq, nk, D, scale, q + r0 * D, D, k + c0 * D, D, 0.0f, w.s, b.keys);
+    sgemm(ctx, false, true, nq, nk, D, scale, q + r0 * D, D, k + c0 * D, D,
+          0.0f, w.s, b.keys);
     for (int64_t i = 0; i < nq; ++i) {
       float *s = w.s + i * b.keys;
       const int64_t lim = visibleKeys(causal, r0 + i, c0, nk);
@@ -131,26 +147,31 @@ void forwardRows(const KernelContext &ctx, const float *q, const float *k, const
       const float mx = std::max(w.m[i], rowMax(s, lim));
       const float alpha = expF(w.m[i] - mx);
       const float sum = expShiftSum(s, lim, mx);
-      if (lim < nk) std::memset(s + lim, 0, size_t(nk - lim) * sizeof(float));
+      if (lim < nk)
+        std::memset(s + lim, 0, size_t(nk - lim) * sizeof(float));
       w.l[i] = w.l[i] * alpha + sum;
-      if (alpha != 1.0f) scaleRow(y + i * D, D, alpha);
+      if (alpha != 1.0f)
+        scaleRow(y + i * D, D, alpha);
       w.m[i] = mx;
     }
-    sgemm(ctx, false, false, nq, D, nk, 1.0f, w.s, b.keys, v + c0 * D, D, 1.0f, y, D);
+    sgemm(ctx, false, false, nq, D, nk, 1.0f, w.s, b.keys, v + c0 * D, D, 1.0f,
+          y, D);
   }
   for (int64_t i = 0; i < nq; ++i)
-    if (w.l[i] > 0.0f) scaleRow(y + i * D, D, 1.0f / w.l[i]);
+    if (w.l[i] > 0.0f)
+      scaleRow(y + i * D, D, 1.0f / w.l[i]);
 }
 
 void checkBlocks(const AttentionBlocks &b) {
-  if (b.rows < 1 || b.keys < 1) throw Error("attention: block sizes must be positive");
+  if (b.rows < 1 || b.keys < 1)
+    throw Error("attention: block sizes must be positive");
 }
 
 } // namespace
 
-void attentionForward(KernelContext &ctx, const float *q, const float *k, const float *v,
-                      float *y, int64_t BH, int64_t Sq, int64_t Sk, int64_t D, bool causal,
-                      AttentionBlocks b) {
+void attentionForward(KernelContext &ctx, const float *q, const float *k,
+                      const float *v, float *y, int64_t BH, int64_t Sq,
+                      int64_t Sk, int64_t D, bool causal, AttentionBlocks b) {
   checkBlocks(b);
   const float scale = float(1.0 / std::sqrt(double(D)));
   const int64_t rowBlocks = (Sq + b.rows - 1) / b.rows, tasks = BH * rowBlocks;
@@ -160,14 +181,15 @@ void attentionForward(KernelContext &ctx, const float *q, const float *k, const 
     RowScratch w(ws + per * size_t(worker), b, D);
     const int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * b.rows;
     const int64_t nq = std::min(b.rows, Sq - r0);
-    forwardRows(ctx, q + bh * Sq * D, k + bh * Sk * D, v + bh * Sk * D, y + (bh * Sq + r0) * D,
-                r0, nq, Sk, D, causal, scale, b, w);
+    forwardRows(ctx, q + bh * Sq * D, k + bh * Sk * D, v + bh * Sk * D,
+                y + (bh * Sq + r0) * D, r0, nq, Sk, D, causal, scale, b, w);
   });
 }
 
-void attentionBackward(KernelContext &ctx, const float *q, const float *k, const float *v,
-                       const float *dy, float *dq, float *dk, float *dv, int64_t BH, int64_t Sq,
-                       int64_t Sk, int64_t D, bool causal, AttentionBlocks b) {
+void attentionBackward(KernelContext &ctx, const float *q, const float *k,
+                       const float *v, const float *dy, float *dq, float *dk,
+                       float *dv, int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
+                       bool causal, AttentionBlocks b) {
   checkBlocks(b);
   const float scale = float(1.0 / std::sqrt(double(D)));
   const size_t per = RowScratch::floats(b, D);
@@ -175,13 +197,15 @@ void attentionBackward(KernelContext &ctx, const float *q, const float *k, const
   // One head per task: dk and dv of a head gather every row block's share.
   parallelTasks(ctx, BH, [&](int64_t bh, int worker) {
     RowScratch w(ws + per * size_t(worker), b, D);
-    const float *Q = q + bh * Sq * D, *K = k + bh * Sk * D, *V = v + bh * Sk * D,
-                *dY = dy + bh * Sq * D;
-    float *dQ = dq + bh * Sq * D, *dK = dk + bh * Sk * D, *dV = dv + bh * Sk * D;
+    const float *Q = q + bh * Sq * D, *K = k + bh * Sk * D,
+                *V = v + bh * Sk * D, *dY = dy + bh * Sq * D;
+    float *dQ = dq + bh * Sq * D, *dK = dk + bh * Sk * D,
+          *dV = dv + bh * Sk * D;
     std::memset(dK, 0, size_t(Sk * D) * sizeof(float));
     std::memset(dV, 0, size_t(Sk * D) * sizeof(float));
     for (int64_t r0 = 0; r0 < Sq; r0 += b.rows) {
-      const int64_t nq = std::min(b.rows, Sq - r0), kEnd = keyEnd(causal, r0, nq, Sk);
+      const int64_t nq = std::min(b.rows, Sq - r0),
+                    kEnd = keyEnd(causal, r0, nq, Sk);
       std::memset(dQ + r0 * D, 0, size_t(nq * D) * sizeof(float));
       // The output rows and logsumexp again; rowsum(dy * y) per row.
       forwardRows(ctx, Q, K, V, w.o, r0, nq, Sk, D, causal, scale, b, w);
@@ -192,40 +216,52 @@ void attentionBackward(KernelContext &ctx, const float *q, const float *k, const
       const float *dYb = dY + r0 * D, *Qb = Q + r0 * D;
       for (int64_t c0 = 0; c0 < kEnd; c0 += b.keys) {
         const int64_t nk = std::min(b.keys, kEnd - c0);
-        sgemm(ctx, false, true, nq, nk, D, scale, Qb, D, K + c0 * D, D, 0.0f, w.s, b.keys);
+        sgemm(ctx, false, true, nq, nk, D, scale, Qb, D, K + c0 * D, D, 0.0f,
+              w.s, b.keys);
         for (int64_t i = 0; i < nq; ++i) {
           float *s = w.s + i * b.keys;
-          const int64_t lim = std::max<int64_t>(0, visibleKeys(causal, r0 + i, c0, nk));
+          const int64_t lim =
+              std::max<int64_t>(0, visibleKeys(causal, r0 + i, c0, nk));
           expShiftSum(s, lim, w.m[i]); // probabilities
-          if (lim < nk) std::memset(s + lim, 0, size_t(nk - lim) * sizeof(float));
+          if (lim < nk)
+            std::memset(s + lim, 0, size_t(nk - lim) * sizeof(float));
         }
         // dv += p^T dy ; dp = dy v^T ; ds = p (dp - rowsum(dy y))
-        sgemm(ctx, true, false, nk, D, nq, 1.0f, w.s, b.keys, dYb, D, 1.0f, dV + c0 * D, D);
-        sgemm(ctx, false, true, nq, nk, D, 1.0f, dYb, D, V + c0 * D, D, 0.0f, w.dp, b.keys);
+        sgemm(ctx, true, false, nk, D, nq, 1.0f, w.s, b.keys, dYb, D, 1.0f,
+              dV + c0 * D, D);
+        sgemm(ctx, false, true, nq, nk, D, 1.0f, dYb, D, V + c0 * D, D, 0.0f,
+              w.dp, b.keys);
         for (int64_t i = 0; i < nq; ++i)
           softmaxGradRow(w.s + i * b.keys, w.dp + i * b.keys, nk, w.aux[i]);
         // dq += scale ds k ; dk += scale ds^T q
-        sgemm(ctx, false, false, nq, D, nk, scale, w.dp, b.keys, K + c0 * D, D, 1.0f,
-              dQ + r0 * D, D);
-        sgemm(ctx, true, false, nk, D, nq, scale, w.dp, b.keys, Qb, D, 1.0f, dK + c0 * D, D);
+        sgemm(ctx, false, false, nq, D, nk, scale, w.dp, b.keys, K + c0 * D, D,
+              1.0f, dQ + r0 * D, D);
+        sgemm(ctx, true, false, nk, D, nq, scale, w.dp, b.keys, Qb, D, 1.0f,
+              dK + c0 * D, D);
       }
     }
   });
 }
 
-uint64_t contextWorkspaceBytes(std::string_view name, const std::vector<TensorDesc> &in,
-                               const std::vector<TensorDesc> &, const nlohmann::json &,
-                               int threads) {
-  if (name != "attention" && name != "attention_grad") return 0;
+uint64_t contextWorkspaceBytes(std::string_view name,
+                               const std::vector<TensorDesc> &in,
+                               const std::vector<TensorDesc> &,
+                               const nlohmann::json &, int threads) {
+  if (name != "attention" && name != "attention_grad")
+    return 0;
   // q [B, H, Sq, D]: the forward hands out one task per row block of every
   // head, the backward one per head (attentionForward / attentionBackward).
   const AttentionBlocks b;
   const Shape &q = in[0].shape;
   const int64_t BH = q[0] * q[1], Sq = q[2], D = q[3];
-  const int64_t tasks = name == "attention" ? BH * ((Sq + b.rows - 1) / b.rows) : BH;
-  const int64_t workers = std::min<int64_t>(std::max(threads, 1), std::max<int64_t>(1, tasks));
-  const uint64_t floats = uint64_t(RowScratch::floats(b, D)) * uint64_t(workers);
-  return (floats * sizeof(float) + 63) / 64 * 64; // KernelContext::workspace's rounding
+  const int64_t tasks =
+      name == "attention" ? BH * ((Sq + b.rows - 1) / b.rows) : BH;
+  const int64_t workers =
+      std::min<int64_t>(std::max(threads, 1), std::max<int64_t>(1, tasks));
+  const uint64_t floats =
+      uint64_t(RowScratch::floats(b, D)) * uint64_t(workers);
+  return (floats * sizeof(float) + 63) / 64 *
+         64; // KernelContext::workspace's rounding
 }
 
 namespace {
@@ -233,16 +269,18 @@ namespace {
 void kAttention(const KernelArgs &a) {
   const TensorArg &q = a.in[0], &k = a.in[1], &v = a.in[2];
   attentionForward(contextOf(a), q.as<float>(), k.as<float>(), v.as<float>(),
-                   a.out[0].as<float>(), q.shape[0] * q.shape[1], q.shape[2], k.shape[2],
-                   q.shape[3], attrBool(*a.attrs, "causal"), AttentionBlocks{});
+                   a.out[0].as<float>(), q.shape[0] * q.shape[1], q.shape[2],
+                   k.shape[2], q.shape[3], attrBool(*a.attrs, "causal"),
+                   AttentionBlocks{});
 }
 
 void kAttentionGrad(const KernelArgs &a) {
   const TensorArg &q = a.in[0], &k = a.in[1], &v = a.in[2], &dy = a.in[3];
-  attentionBackward(contextOf(a), q.as<float>(), k.as<float>(), v.as<float>(), dy.as<float>(),
-                    a.out[0].as<float>(), a.out[1].as<float>(), a.out[2].as<float>(),
-                    q.shape[0] * q.shape[1], q.shape[2], k.shape[2], q.shape[3],
-                    attrBool(*a.attrs, "causal"), AttentionBlocks{});
+  attentionBackward(contextOf(a), q.as<float>(), k.as<float>(), v.as<float>(),
+                    dy.as<float>(), a.out[0].as<float>(), a.out[1].as<float>(),
+                    a.out[2].as<float>(), q.shape[0] * q.shape[1], q.shape[2],
+                    k.shape[2], q.shape[3], attrBool(*a.attrs, "causal"),
+                    AttentionBlocks{});
 }
 
 } // namespace

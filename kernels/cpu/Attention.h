@@ -1,4 +1,5 @@
-//===- Attention.h - the blocked attention kernels' entry points --*- C++ -*-===//
+//===- Attention.h - the blocked attention kernels' entry points --*- C++
+//-*-===//
 //
 // attention and attention_grad (docs/kernels.md) as blocked, online-softmax
 // kernels in the style of FlashAttention: the forward walks key blocks per
@@ -31,14 +32,15 @@ struct AttentionBlocks {
 };
 
 /// q [B, H, Sq, D], k and v [B, H, Sk, D] -> y [B, H, Sq, D].
-void attentionForward(KernelContext &ctx, const float *q, const float *k, const float *v,
-                      float *y, int64_t BH, int64_t Sq, int64_t Sk, int64_t D, bool causal,
+void attentionForward(KernelContext &ctx, const float *q, const float *k,
+                      const float *v, float *y, int64_t BH, int64_t Sq,
+                      int64_t Sk, int64_t D, bool causal,
                       AttentionBlocks blocks);
 /// dq, dk, dv of attention for the upstream gradient dy (shaped like q).
 void attentionBackward(KernelContext &ctx, const float *q, const float *k,
-                       const float *v, const float *dy, float *dq, float *dk, float *dv,
-                       int64_t BH, int64_t Sq, int64_t Sk, int64_t D, bool causal,
-                       AttentionBlocks blocks);
+                       const float *v, const float *dy, float *dq, float *dk,
+                       float *dv, int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
+                       bool causal, AttentionBlocks blocks);
 
 } // namespace dtc::kernels::cpu
 

@@ -1,4 +1,5 @@
-//===- Common.h - helpers shared by the CPU kernels --------------*- C++ -*-===//
+//===- Common.h - helpers shared by the CPU kernels --------------*- C++
+//-*-===//
 #ifndef DTC_KERNELS_CPU_COMMON_H
 #define DTC_KERNELS_CPU_COMMON_H
 
@@ -23,7 +24,8 @@ template <int N> struct BcastPlan {
 };
 
 template <int N>
-BcastPlan<N> planBroadcast(const Shape &out, const std::array<const Shape *, N> &ins) {
+BcastPlan<N> planBroadcast(const Shape &out,
+                           const std::array<const Shape *, N> &ins) {
   const size_t R = out.size();
   std::vector<std::array<int64_t, N>> full(R);
   for (int k = 0; k < N; ++k) {
@@ -49,8 +51,8 @@ BcastPlan<N> planBroadcast(const Shape &out, const std::array<const Shape *, N> 
     if (!dims.empty()) {
       bool merge = true;
       for (int k = 0; k < N; ++k)
-        merge = merge && full[d][size_t(k)] ==
-                             strides.back()[size_t(k)] * dims.back();
+        merge = merge &&
+                full[d][size_t(k)] == strides.back()[size_t(k)] * dims.back();
       if (merge) {
         dims.back() *= out[d];
         continue;
@@ -104,16 +106,20 @@ struct AxisView {
 inline AxisView axisView(const Shape &s, int64_t axis) {
   AxisView v;
   for (int64_t i = 0; i < int64_t(s.size()); ++i) {
-    if (i < axis) v.outer *= s[size_t(i)];
-    else if (i == axis) v.n = s[size_t(i)];
-    else v.inner *= s[size_t(i)];
+    if (i < axis)
+      v.outer *= s[size_t(i)];
+    else if (i == axis)
+      v.n = s[size_t(i)];
+    else
+      v.inner *= s[size_t(i)];
   }
   return v;
 }
 
 /// Reads element i of an integer tensor (i32 or i64) as int64.
 inline int64_t intAt(const TensorArg &t, int64_t i) {
-  return t.dtype == DType::I32 ? int64_t(t.as<int32_t>()[i]) : t.as<int64_t>()[i];
+  return t.dtype == DType::I32 ? int64_t(t.as<int32_t>()[i])
+                               : t.as<int64_t>()[i];
 }
 
 // Per-file registration tables.

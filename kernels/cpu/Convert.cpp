@@ -1,4 +1,5 @@
-//===- Convert.cpp - bulk f32 <-> bf16 / f16 conversions -------------------===//
+//===- Convert.cpp - bulk f32 <-> bf16 / f16 conversions
+//-------------------===//
 //
 // The storage types of mixed precision: every kernel on bf16 or f16 operands
 // computes in f32 (the executor converts its operands here and rounds its
@@ -29,14 +30,16 @@ namespace {
 #define DTC_HAVE_X86_F16 0
 #endif
 
-DTC_VECTOR_CLONES void bf16ToF32Loop(const uint16_t *src, float *dst, int64_t n) {
+DTC_VECTOR_CLONES void bf16ToF32Loop(const uint16_t *src, float *dst,
+                                     int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t u = uint32_t(src[i]) << 16;
     std::memcpy(dst + i, &u, 4);
   }
 }
 
-DTC_VECTOR_CLONES void f32ToBf16Loop(const float *src, uint16_t *dst, int64_t n) {
+DTC_VECTOR_CLONES void f32ToBf16Loop(const float *src, uint16_t *dst,
+                                     int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
     std::memcpy(&u, src + i, 4);
@@ -52,10 +55,12 @@ DTC_VECTOR_CLONES void f32ToBf16Loop(const float *src, uint16_t *dst, int64_t n)
 // scalar functions, whose bits the instructions match (round to nearest
 // even, quiet NaN, overflow to infinity).
 void f16ToF32Scalar(const uint16_t *src, float *dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = rt::f16ToF32(src[i]);
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = rt::f16ToF32(src[i]);
 }
 void f32ToF16Scalar(const float *src, uint16_t *dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = rt::f32ToF16(src[i]);
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = rt::f32ToF16(src[i]);
 }
 
 #if DTC_HAVE_X86_F16
@@ -63,39 +68,41 @@ void f32ToF16Scalar(const float *src, uint16_t *dst, int64_t n) {
 // (unused) merge source, which -Wmaybe-uninitialized reports.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f"))) void f16ToF32Avx512(const uint16_t *src, float *dst,
-                                                       int64_t n) {
+__attribute__((target("avx512f"))) void f16ToF32Avx512(const uint16_t *src,
+                                                       float *dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(
                                   reinterpret_cast<const __m256i *>(src + i))));
   f16ToF32Scalar(src + i, dst + i, n - i);
 }
-__attribute__((target("avx512f"))) void f32ToF16Avx512(const float *src, uint16_t *dst,
-                                                       int64_t n) {
+__attribute__((target("avx512f"))) void
+f32ToF16Avx512(const float *src, uint16_t *dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + i),
-                        _mm512_cvtps_ph(_mm512_loadu_ps(src + i),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i *>(dst + i),
+        _mm512_cvtps_ph(_mm512_loadu_ps(src + i),
+                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   f32ToF16Scalar(src + i, dst + i, n - i);
 }
 #pragma GCC diagnostic pop
-__attribute__((target("avx,f16c"))) void f16ToF32F16c(const uint16_t *src, float *dst,
-                                                     int64_t n) {
+__attribute__((target("avx,f16c"))) void f16ToF32F16c(const uint16_t *src,
+                                                      float *dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(
                                   reinterpret_cast<const __m128i *>(src + i))));
   f16ToF32Scalar(src + i, dst + i, n - i);
 }
-__attribute__((target("avx,f16c"))) void f32ToF16F16c(const float *src, uint16_t *dst,
-                                                     int64_t n) {
+__attribute__((target("avx,f16c"))) void
+f32ToF16F16c(const float *src, uint16_t *dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i *>(dst + i),
+        _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
+                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   f32ToF16Scalar(src + i, dst + i, n - i);
 }
 #endif
@@ -111,7 +118,8 @@ struct F16Loops {
     if (__builtin_cpu_supports("avx512f")) {
       toF32 = f16ToF32Avx512;
       fromF32 = f32ToF16Avx512;
-    } else if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+    } else if (__builtin_cpu_supports("f16c") &&
+               __builtin_cpu_supports("avx")) {
       toF32 = f16ToF32F16c;
       fromF32 = f32ToF16F16c;
     }
@@ -127,9 +135,11 @@ constexpr int64_t kGrain = int64_t(1) << 16;
 
 } // namespace
 
-void toF32(const KernelContext &ctx, DType from, const void *src, float *dst, int64_t n) {
+void toF32(const KernelContext &ctx, DType from, const void *src, float *dst,
+           int64_t n) {
   if (from == DType::F32) {
-    if (static_cast<const void *>(dst) != src) std::memcpy(dst, src, size_t(n) * 4);
+    if (static_cast<const void *>(dst) != src)
+      std::memcpy(dst, src, size_t(n) * 4);
     return;
   }
   const uint16_t *s = static_cast<const uint16_t *>(src);
@@ -141,9 +151,11 @@ void toF32(const KernelContext &ctx, DType from, const void *src, float *dst, in
   });
 }
 
-void fromF32(const KernelContext &ctx, DType to, const float *src, void *dst, int64_t n) {
+void fromF32(const KernelContext &ctx, DType to, const float *src, void *dst,
+             int64_t n) {
   if (to == DType::F32) {
-    if (dst != static_cast<const void *>(src)) std::memcpy(dst, src, size_t(n) * 4);
+    if (dst != static_cast<const void *>(src))
+      std::memcpy(dst, src, size_t(n) * 4);
     return;
   }
   uint16_t *d = static_cast<uint16_t *>(dst);

@@ -20,37 +20,52 @@ constexpr int64_t kGrain = 1 << 14;
 // The inner loops. Float ones get one clone per ISA level (VecMath.h);
 // integer ones stay plain: they may throw (division by zero), and an
 // exception must not unwind through a clone's dispatcher.
-template <class T, class Op> void runBothPlain(const T *xs, const T *ys, T *dst, int64_t len, Op op) {
-  for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], ys[i]);
+template <class T, class Op>
+void runBothPlain(const T *xs, const T *ys, T *dst, int64_t len, Op op) {
+  for (int64_t i = 0; i < len; ++i)
+    dst[i] = op(xs[i], ys[i]);
 }
 template <class T, class Op>
-DTC_VECTOR_CLONES void runBothVec(const T *xs, const T *ys, T *dst, int64_t len, Op op) {
-  for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], ys[i]);
-}
-template <class T, class Op> void runBoth(const T *xs, const T *ys, T *dst, int64_t len, Op op) {
-  if constexpr (std::is_floating_point_v<T>) runBothVec(xs, ys, dst, len, op);
-  else runBothPlain(xs, ys, dst, len, op);
+DTC_VECTOR_CLONES void runBothVec(const T *xs, const T *ys, T *dst, int64_t len,
+                                  Op op) {
+  for (int64_t i = 0; i < len; ++i)
+    dst[i] = op(xs[i], ys[i]);
 }
 template <class T, class Op>
-DTC_VECTOR_CLONES void runLeftVec(const T *xs, T yv, T *dst, int64_t len, Op op) {
-  for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], yv);
+void runBoth(const T *xs, const T *ys, T *dst, int64_t len, Op op) {
+  if constexpr (std::is_floating_point_v<T>)
+    runBothVec(xs, ys, dst, len, op);
+  else
+    runBothPlain(xs, ys, dst, len, op);
 }
-template <class T, class Op> void runLeft(const T *xs, T yv, T *dst, int64_t len, Op op) {
+template <class T, class Op>
+DTC_VECTOR_CLONES void runLeftVec(const T *xs, T yv, T *dst, int64_t len,
+                                  Op op) {
+  for (int64_t i = 0; i < len; ++i)
+    dst[i] = op(xs[i], yv);
+}
+template <class T, class Op>
+void runLeft(const T *xs, T yv, T *dst, int64_t len, Op op) {
   if constexpr (std::is_floating_point_v<T>) {
     runLeftVec(xs, yv, dst, len, op);
   } else {
-    for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i], yv);
+    for (int64_t i = 0; i < len; ++i)
+      dst[i] = op(xs[i], yv);
   }
 }
 template <class T, class Op>
-DTC_VECTOR_CLONES void runRightVec(T xv, const T *ys, T *dst, int64_t len, Op op) {
-  for (int64_t i = 0; i < len; ++i) dst[i] = op(xv, ys[i]);
+DTC_VECTOR_CLONES void runRightVec(T xv, const T *ys, T *dst, int64_t len,
+                                   Op op) {
+  for (int64_t i = 0; i < len; ++i)
+    dst[i] = op(xv, ys[i]);
 }
-template <class T, class Op> void runRight(T xv, const T *ys, T *dst, int64_t len, Op op) {
+template <class T, class Op>
+void runRight(T xv, const T *ys, T *dst, int64_t len, Op op) {
   if constexpr (std::is_floating_point_v<T>) {
     runRightVec(xv, ys, dst, len, op);
   } else {
-    for (int64_t i = 0; i < len; ++i) dst[i] = op(xv, ys[i]);
+    for (int64_t i = 0; i < len; ++i)
+      dst[i] = op(xv, ys[i]);
   }
 }
 
@@ -60,7 +75,8 @@ template <class T, class Op> void binaryLoop(const KernelArgs &a, Op op) {
   T *z = o.as<T>();
   auto plan = planBroadcast<2>(o.shape, {&l.shape, &r.shape});
   // Same shapes (one contiguous run): split it across the threads.
-  if (plan.dims.size() == 1 && plan.strides[0][0] == 1 && plan.strides[0][1] == 1) {
+  if (plan.dims.size() == 1 && plan.strides[0][0] == 1 &&
+      plan.strides[0][1] == 1) {
     parallelFor(contextOf(a), o.numel, kGrain, [&](int64_t b, int64_t e, int) {
       runBoth(x + b, y + b, z + b, e - b, op);
     });
@@ -77,7 +93,8 @@ template <class T, class Op> void binaryLoop(const KernelArgs &a, Op op) {
     } else if (st[0] == 0 && st[1] == 1) {
       runRight(*xs, ys, dst, len, op);
     } else {
-      for (int64_t i = 0; i < len; ++i) dst[i] = op(xs[i * st[0]], ys[i * st[1]]);
+      for (int64_t i = 0; i < len; ++i)
+        dst[i] = op(xs[i * st[0]], ys[i * st[1]]);
     }
   });
 }
@@ -115,11 +132,16 @@ template <BinOp op> void binary(const KernelArgs &a) {
   switch (a.in[0].dtype) {
   case DType::F32:
     binaryLoop<float>(a, [](float x, float y) {
-      if constexpr (op == BinOp::Add) return x + y;
-      else if constexpr (op == BinOp::Sub) return x - y;
-      else if constexpr (op == BinOp::Mul) return x * y;
-      else if constexpr (op == BinOp::Div) return x / y;
-      else return maxOf(x, y);
+      if constexpr (op == BinOp::Add)
+        return x + y;
+      else if constexpr (op == BinOp::Sub)
+        return x - y;
+      else if constexpr (op == BinOp::Mul)
+        return x * y;
+      else if constexpr (op == BinOp::Div)
+        return x / y;
+      else
+        return maxOf(x, y);
     });
     break;
   case DType::I32:
@@ -127,15 +149,22 @@ template <BinOp op> void binary(const KernelArgs &a) {
     auto run = [&](auto tag) {
       using T = decltype(tag);
       binaryLoop<T>(a, [](T x, T y) {
-        if constexpr (op == BinOp::Add) return wrapAdd(x, y);
-        else if constexpr (op == BinOp::Sub) return wrapSub(x, y);
-        else if constexpr (op == BinOp::Mul) return wrapMul(x, y);
-        else if constexpr (op == BinOp::Div) return intDiv(x, y);
-        else return maxOf(x, y);
+        if constexpr (op == BinOp::Add)
+          return wrapAdd(x, y);
+        else if constexpr (op == BinOp::Sub)
+          return wrapSub(x, y);
+        else if constexpr (op == BinOp::Mul)
+          return wrapMul(x, y);
+        else if constexpr (op == BinOp::Div)
+          return intDiv(x, y);
+        else
+          return maxOf(x, y);
       });
     };
-    if (a.in[0].dtype == DType::I32) run(int32_t());
-    else run(int64_t());
+    if (a.in[0].dtype == DType::I32)
+      run(int32_t());
+    else
+      run(int64_t());
     break;
   }
   }
@@ -143,14 +172,17 @@ template <BinOp op> void binary(const KernelArgs &a) {
 
 // ---- unary ops --------------------------------------------------------------
 
-template <class F> DTC_VECTOR_CLONES void mapUnary(const float *x, float *y, int64_t n, F f) {
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+template <class F>
+DTC_VECTOR_CLONES void mapUnary(const float *x, float *y, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = f(x[i]);
 }
 template <class F> void unaryF32(const KernelArgs &a, F f) {
   const float *x = a.in[0].as<float>();
   float *y = a.out[0].as<float>();
-  parallelFor(contextOf(a), a.in[0].numel, kGrain,
-              [&](int64_t b, int64_t e, int) { mapUnary(x + b, y + b, e - b, f); });
+  parallelFor(
+      contextOf(a), a.in[0].numel, kGrain,
+      [&](int64_t b, int64_t e, int) { mapUnary(x + b, y + b, e - b, f); });
 }
 
 inline float geluDeriv(float x) {
@@ -190,37 +222,60 @@ inline float sigmoidF(float x) { return 1.0f / (1.0f + expF(-x)); }
 void kNeg(const KernelArgs &a) {
   const int64_t n = a.in[0].numel;
   switch (a.in[0].dtype) {
-  case DType::F32: unaryF32(a, [](float x) { return -x; }); break;
+  case DType::F32:
+    unaryF32(a, [](float x) { return -x; });
+    break;
   case DType::I32: {
     const int32_t *x = a.in[0].as<int32_t>();
     int32_t *y = a.out[0].as<int32_t>();
-    for (int64_t i = 0; i < n; ++i) y[i] = wrapSub(int32_t(0), x[i]);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = wrapSub(int32_t(0), x[i]);
     break;
   }
   case DType::I64: {
     const int64_t *x = a.in[0].as<int64_t>();
     int64_t *y = a.out[0].as<int64_t>();
-    for (int64_t i = 0; i < n; ++i) y[i] = wrapSub(int64_t(0), x[i]);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = wrapSub(int64_t(0), x[i]);
     break;
   }
   }
 }
-void kExp(const KernelArgs &a) { unaryF32(a, [](float x) { return std::exp(x); }); }
-void kLog(const KernelArgs &a) { unaryF32(a, [](float x) { return std::log(x); }); }
-void kTanh(const KernelArgs &a) { unaryF32(a, [](float x) { return tanhF(x); }); }
-void kSqrt(const KernelArgs &a) { unaryF32(a, [](float x) { return std::sqrt(x); }); }
-void kRsqrt(const KernelArgs &a) { unaryF32(a, [](float x) { return 1.0f / std::sqrt(x); }); }
-void kRelu(const KernelArgs &a) { unaryF32(a, [](float x) { return x > 0.0f ? x : 0.0f; }); }
-void kGelu(const KernelArgs &a) { unaryF32(a, [](float x) { return geluF(x); }); }
-void kSilu(const KernelArgs &a) { unaryF32(a, [](float x) { return x * sigmoidF(x); }); }
+void kExp(const KernelArgs &a) {
+  unaryF32(a, [](float x) { return std::exp(x); });
+}
+void kLog(const KernelArgs &a) {
+  unaryF32(a, [](float x) { return std::log(x); });
+}
+void kTanh(const KernelArgs &a) {
+  unaryF32(a, [](float x) { return tanhF(x); });
+}
+void kSqrt(const KernelArgs &a) {
+  unaryF32(a, [](float x) { return std::sqrt(x); });
+}
+void kRsqrt(const KernelArgs &a) {
+  unaryF32(a, [](float x) { return 1.0f / std::sqrt(x); });
+}
+void kRelu(const KernelArgs &a) {
+  unaryF32(a, [](float x) { return x > 0.0f ? x : 0.0f; });
+}
+void kGelu(const KernelArgs &a) {
+  unaryF32(a, [](float x) { return geluF(x); });
+}
+void kSilu(const KernelArgs &a) {
+  unaryF32(a, [](float x) { return x * sigmoidF(x); });
+}
 
-// ---- activation gradients ------------------------------------------------------
+// ---- activation gradients
+// ------------------------------------------------------
 
 template <class F> void gradF32(const KernelArgs &a, F f) {
   const float *x = a.in[0].as<float>(), *dy = a.in[1].as<float>();
   float *dx = a.out[0].as<float>();
   parallelFor(contextOf(a), a.in[0].numel, kGrain,
-              [&](int64_t b, int64_t e, int) { runBoth(x + b, dy + b, dx + b, e - b, f); });
+              [&](int64_t b, int64_t e, int) {
+                runBoth(x + b, dy + b, dx + b, e - b, f);
+              });
 }
 void kReluGrad(const KernelArgs &a) {
   gradF32(a, [](float x, float dy) { return x > 0.0f ? dy : 0.0f; });
@@ -243,16 +298,19 @@ void kMaxGrad(const KernelArgs &a) {
   forEachBroadcast<2>(plan, [&](int64_t oo, const std::array<int64_t, 2> &io,
                                 int64_t len, const std::array<int64_t, 2> &st) {
     for (int64_t i = 0; i < len; ++i) {
-      float lv = x[io[0] + i * st[0]], rv = y[io[1] + i * st[1]], gv = g[oo + i];
+      float lv = x[io[0] + i * st[0]], rv = y[io[1] + i * st[1]],
+            gv = g[oo + i];
       dl[oo + i] = lv >= rv ? gv : 0.0f;
       dr[oo + i] = rv > lv ? gv : 0.0f;
     }
   });
 }
 
-// ---- data movement -------------------------------------------------------------
+// ---- data movement
+// -------------------------------------------------------------
 
-template <class T> void broadcastCopy(const TensorArg &in, const TensorArg &out) {
+template <class T>
+void broadcastCopy(const TensorArg &in, const TensorArg &out) {
   const T *x = in.as<T>();
   T *y = out.as<T>();
   auto plan = planBroadcast<1>(out.shape, {&in.shape});
@@ -262,16 +320,23 @@ template <class T> void broadcastCopy(const TensorArg &in, const TensorArg &out)
       std::memcpy(y + oo, x + io[0], size_t(len) * sizeof(T));
     } else {
       const T v = x[io[0]];
-      for (int64_t i = 0; i < len; ++i) y[oo + i] = v;
+      for (int64_t i = 0; i < len; ++i)
+        y[oo + i] = v;
     }
   });
 }
 
 void kBroadcast(const KernelArgs &a) {
   switch (rt::dtypeSize(a.in[0].dtype)) {
-  case 8: broadcastCopy<uint64_t>(a.in[0], a.out[0]); break;
-  case 2: broadcastCopy<uint16_t>(a.in[0], a.out[0]); break;
-  default: broadcastCopy<uint32_t>(a.in[0], a.out[0]); break;
+  case 8:
+    broadcastCopy<uint64_t>(a.in[0], a.out[0]);
+    break;
+  case 2:
+    broadcastCopy<uint16_t>(a.in[0], a.out[0]);
+    break;
+  default:
+    broadcastCopy<uint32_t>(a.in[0], a.out[0]);
+    break;
   }
 }
 
@@ -287,10 +352,13 @@ template <class To, class From> To convert(From v) {
   if constexpr (std::is_floating_point_v<To>) {
     return To(v);
   } else if constexpr (std::is_floating_point_v<From>) {
-    if (std::isnan(v)) return 0;
+    if (std::isnan(v))
+      return 0;
     double t = std::trunc(double(v));
-    if (t <= double(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
-    if (t >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    if (t <= double(std::numeric_limits<To>::min()))
+      return std::numeric_limits<To>::min();
+    if (t >= double(std::numeric_limits<To>::max()))
+      return std::numeric_limits<To>::max();
     return To(t);
   } else {
     if (v < From(0) && int64_t(v) < int64_t(std::numeric_limits<To>::min()))
@@ -305,21 +373,29 @@ template <class To, class From> void castLoop(const KernelArgs &a) {
   const From *x = a.in[0].as<From>();
   To *y = a.out[0].as<To>();
   const int64_t n = a.in[0].numel;
-  for (int64_t i = 0; i < n; ++i) y[i] = convert<To>(x[i]);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = convert<To>(x[i]);
 }
 
 template <class To> void castTo(const KernelArgs &a) {
   switch (a.in[0].dtype) {
-  case DType::F32: castLoop<To, float>(a); break;
-  case DType::I32: castLoop<To, int32_t>(a); break;
-  case DType::I64: castLoop<To, int64_t>(a); break;
+  case DType::F32:
+    castLoop<To, float>(a);
+    break;
+  case DType::I32:
+    castLoop<To, int32_t>(a);
+    break;
+  case DType::I64:
+    castLoop<To, int64_t>(a);
+    break;
   case DType::BF16:
   case DType::F16: {
     // Through the input's exact f32 values.
     std::vector<float> f(size_t(a.in[0].numel));
     toF32(contextOf(a), a.in[0].dtype, a.in[0].data, f.data(), a.in[0].numel);
     To *y = a.out[0].as<To>();
-    for (int64_t i = 0; i < a.in[0].numel; ++i) y[i] = convert<To>(f[size_t(i)]);
+    for (int64_t i = 0; i < a.in[0].numel; ++i)
+      y[i] = convert<To>(f[size_t(i)]);
     break;
   }
   }
@@ -345,14 +421,21 @@ void kCast(const KernelArgs &a) {
   switch (a.out[0].dtype) {
   case DType::F32:
     if (rt::isLowPrecision(a.in[0].dtype))
-      toF32(contextOf(a), a.in[0].dtype, a.in[0].data, a.out[0].as<float>(), a.in[0].numel);
+      toF32(contextOf(a), a.in[0].dtype, a.in[0].data, a.out[0].as<float>(),
+            a.in[0].numel);
     else
       castTo<float>(a);
     break;
-  case DType::I32: castTo<int32_t>(a); break;
-  case DType::I64: castTo<int64_t>(a); break;
+  case DType::I32:
+    castTo<int32_t>(a);
+    break;
+  case DType::I64:
+    castTo<int64_t>(a);
+    break;
   case DType::BF16:
-  case DType::F16: castToLow(a); break;
+  case DType::F16:
+    castToLow(a);
+    break;
   }
 }
 
@@ -360,17 +443,28 @@ void kCast(const KernelArgs &a) {
 
 const std::vector<Entry> &elementwiseKernels() {
   static const std::vector<Entry> e = {
-      {"add", binary<BinOp::Add>}, {"sub", binary<BinOp::Sub>},
-      {"mul", binary<BinOp::Mul>}, {"div", binary<BinOp::Div>},
-      {"max", binary<BinOp::Max>}, {"neg", kNeg},
-      {"exp", kExp},               {"log", kLog},
-      {"tanh", kTanh},             {"sqrt", kSqrt},
-      {"rsqrt", kRsqrt},           {"relu", kRelu},
-      {"gelu", kGelu},             {"silu", kSilu},
-      {"relu_grad", kReluGrad},    {"gelu_grad", kGeluGrad},
-      {"silu_grad", kSiluGrad},    {"max_grad", kMaxGrad},
-      {"broadcast", kBroadcast},   {"copy", kCopy},
-      {"reshape", kCopy},          {"cast", kCast},
+      {"add", binary<BinOp::Add>},
+      {"sub", binary<BinOp::Sub>},
+      {"mul", binary<BinOp::Mul>},
+      {"div", binary<BinOp::Div>},
+      {"max", binary<BinOp::Max>},
+      {"neg", kNeg},
+      {"exp", kExp},
+      {"log", kLog},
+      {"tanh", kTanh},
+      {"sqrt", kSqrt},
+      {"rsqrt", kRsqrt},
+      {"relu", kRelu},
+      {"gelu", kGelu},
+      {"silu", kSilu},
+      {"relu_grad", kReluGrad},
+      {"gelu_grad", kGeluGrad},
+      {"silu_grad", kSiluGrad},
+      {"max_grad", kMaxGrad},
+      {"broadcast", kBroadcast},
+      {"copy", kCopy},
+      {"reshape", kCopy},
+      {"cast", kCast},
   };
   return e;
 }

@@ -1,4 +1,5 @@
-//===- Gemm.h - the CPU kernels' matrix multiply ------------------*- C++ -*-===//
+//===- Gemm.h - the CPU kernels' matrix multiply ------------------*- C++
+//-*-===//
 //
 // One entry point for every matrix product of the CPU kernels, row-major,
 // transposes passed as flags (never materialised). The library is chosen at
@@ -20,9 +21,9 @@ namespace dtc::kernels::cpu {
 
 /// C[M,N] = alpha * op(A) op(B) + beta * C, row-major; op(A) is A^T when
 /// transA (A then holds [K, M]); lda/ldb/ldc are row strides in elements.
-void sgemm(const KernelContext &ctx, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-           float *C, int64_t ldc);
+void sgemm(const KernelContext &ctx, bool transA, bool transB, int64_t M,
+           int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+           const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 } // namespace dtc::kernels::cpu
 

@@ -1,4 +1,5 @@
-//===- Loss.cpp - embedding, cross_entropy, reductions ---------------------===//
+//===- Loss.cpp - embedding, cross_entropy, reductions
+//---------------------===//
 #include "Common.h"
 #include "Parallel.h"
 #include "VecMath.h"
@@ -49,34 +50,41 @@ void kEmbeddingGrad(const KernelArgs &a) {
                   std::to_string(V) + ")");
     float *row = out + id * D;
     const float *gr = g + p * D;
-    for (int64_t j = 0; j < D; ++j) row[j] += gr[j];
+    for (int64_t j = 0; j < D; ++j)
+      row[j] += gr[j];
   }
 }
 
-int64_t checkedLabel(const TensorArg &labels, int64_t p, int64_t V, const char *op) {
+int64_t checkedLabel(const TensorArg &labels, int64_t p, int64_t V,
+                     const char *op) {
   const int64_t l = intAt(labels, p);
   if (l < 0 || l >= V)
-    throw Error(std::string(op) + ": label " + std::to_string(l) + " at position " +
-                positionStr(labels.shape, p) + " is outside [0, " +
-                std::to_string(V) + ")");
+    throw Error(std::string(op) + ": label " + std::to_string(l) +
+                " at position " + positionStr(labels.shape, p) +
+                " is outside [0, " + std::to_string(V) + ")");
   return l;
 }
 
 // log sum_j e^(row[j] - mx) of one row of logits, and (when `probs`) the
 // probabilities e^(row[j] - mx) / sum. f32 exponentials (VecMath.h, within
 // 1.2e-7), summed over 16 lanes in double.
-DTC_VECTOR_CLONES double logSumExpRow(const float *row, int64_t V, float mx, float *probs) {
+DTC_VECTOR_CLONES double logSumExpRow(const float *row, int64_t V, float mx,
+                                      float *probs) {
   constexpr int kLanes = 16;
   double acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= V; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += double(expF(row[j + l] - mx));
-  for (int l = 0; j < V; ++j, ++l) acc[l] += double(expF(row[j] - mx));
+    for (int l = 0; l < kLanes; ++l)
+      acc[l] += double(expF(row[j + l] - mx));
+  for (int l = 0; j < V; ++j, ++l)
+    acc[l] += double(expF(row[j] - mx));
   double s = 0;
-  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  for (int l = 0; l < kLanes; ++l)
+    s += acc[l];
   if (probs) {
     const float inv = float(1.0 / s);
-    for (int64_t k = 0; k < V; ++k) probs[k] = expF(row[k] - mx) * inv;
+    for (int64_t k = 0; k < V; ++k)
+      probs[k] = expF(row[k] - mx) * inv;
   }
   return std::log(s);
 }
@@ -84,18 +92,24 @@ DTC_VECTOR_CLONES double logSumExpRow(const float *row, int64_t V, float mx, flo
 DTC_VECTOR_CLONES float rowMaxF(const float *row, int64_t V) {
   constexpr int kLanes = 16;
   float m[kLanes];
-  for (int l = 0; l < kLanes; ++l) m[l] = -std::numeric_limits<float>::infinity();
+  for (int l = 0; l < kLanes; ++l)
+    m[l] = -std::numeric_limits<float>::infinity();
   int64_t j = 0;
   for (; j + kLanes <= V; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) m[l] = row[j + l] > m[l] ? row[j + l] : m[l];
-  for (int l = 0; j < V; ++j, ++l) m[l] = row[j] > m[l] ? row[j] : m[l];
+    for (int l = 0; l < kLanes; ++l)
+      m[l] = row[j + l] > m[l] ? row[j + l] : m[l];
+  for (int l = 0; j < V; ++j, ++l)
+    m[l] = row[j] > m[l] ? row[j] : m[l];
   float r = m[0];
-  for (int l = 1; l < kLanes; ++l) r = m[l] > r ? m[l] : r;
+  for (int l = 1; l < kLanes; ++l)
+    r = m[l] > r ? m[l] : r;
   return r;
 }
 
-DTC_VECTOR_CLONES void scaleInto(const float *p, float *d, int64_t V, float coef) {
-  for (int64_t j = 0; j < V; ++j) d[j] = p[j] * coef;
+DTC_VECTOR_CLONES void scaleInto(const float *p, float *d, int64_t V,
+                                 float coef) {
+  for (int64_t j = 0; j < V; ++j)
+    d[j] = p[j] * coef;
 }
 
 // Rows per chunk of the loss sum: chunks are summed in order, so the result
@@ -111,7 +125,8 @@ void kCrossEntropy(const KernelArgs &a) {
   parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int) {
     for (int64_t c = c0; c < c1; ++c) {
       double total = 0;
-      for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk); ++r) {
+      for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk);
+           ++r) {
         const int64_t l = checkedLabel(labels, r, V, "cross_entropy");
         const float *row = z + r * V;
         const float mx = rowMaxF(row, V);
@@ -121,7 +136,8 @@ void kCrossEntropy(const KernelArgs &a) {
     }
   });
   double total = 0;
-  for (double p : partial) total += p;
+  for (double p : partial)
+    total += p;
   a.out[0].as<float>()[0] = float(total / double(R));
 }
 
@@ -129,7 +145,8 @@ void kCrossEntropyGrad(const KernelArgs &a) {
   const TensorArg &logits = a.in[0], &labels = a.in[1];
   const int64_t V = logits.shape.back(), R = labels.numel;
   const float *z = logits.as<float>();
-  const double coef = double(a.in[2].as<float>()[0]) * attrNum(*a.attrs, "scale");
+  const double coef =
+      double(a.in[2].as<float>()[0]) * attrNum(*a.attrs, "scale");
   float *dz = a.out[0].as<float>();
   parallelFor(contextOf(a), R, 16, [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -155,10 +172,12 @@ void reduceLoop(const KernelArgs &a, const Shape &keep, bool mean) {
                                 int64_t len, const std::array<int64_t, 1> &st) {
     if (st[0] == 0) {
       Acc s = 0;
-      for (int64_t i = 0; i < len; ++i) s += Acc(x[xo + i]);
+      for (int64_t i = 0; i < len; ++i)
+        s += Acc(x[xo + i]);
       acc[size_t(ko[0])] += s;
     } else {
-      for (int64_t i = 0; i < len; ++i) acc[size_t(ko[0] + i)] += Acc(x[xo + i]);
+      for (int64_t i = 0; i < len; ++i)
+        acc[size_t(ko[0] + i)] += Acc(x[xo + i]);
     }
   });
   T *y = a.out[0].as<T>();
@@ -169,20 +188,29 @@ void reduceLoop(const KernelArgs &a, const Shape &keep, bool mean) {
 
 Shape keepShape(const KernelArgs &a) {
   Shape keep = a.in[0].shape;
-  for (int64_t ax : attrInts(*a.attrs, "axes")) keep[size_t(ax)] = 1;
+  for (int64_t ax : attrInts(*a.attrs, "axes"))
+    keep[size_t(ax)] = 1;
   return keep;
 }
 
 void kReduceSum(const KernelArgs &a) {
   const Shape keep = keepShape(a);
   switch (a.in[0].dtype) {
-  case DType::F32: reduceLoop<float, double>(a, keep, false); break;
-  case DType::I32: reduceLoop<int32_t, int64_t>(a, keep, false); break;
-  case DType::I64: reduceLoop<int64_t, int64_t>(a, keep, false); break;
+  case DType::F32:
+    reduceLoop<float, double>(a, keep, false);
+    break;
+  case DType::I32:
+    reduceLoop<int32_t, int64_t>(a, keep, false);
+    break;
+  case DType::I64:
+    reduceLoop<int64_t, int64_t>(a, keep, false);
+    break;
   }
 }
 
-void kReduceMean(const KernelArgs &a) { reduceLoop<float, double>(a, keepShape(a), true); }
+void kReduceMean(const KernelArgs &a) {
+  reduceLoop<float, double>(a, keepShape(a), true);
+}
 
 } // namespace
 

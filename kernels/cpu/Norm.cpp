@@ -18,21 +18,23 @@ void kSoftmax(const KernelArgs &a) {
   // across the threads.
   parallelFor(contextOf(a), v.outer * v.inner, std::max<int64_t>(1, 4096 / v.n),
               [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t o = r / v.inner, in = r % v.inner;
-      const int64_t base = o * v.n * v.inner + in, st = v.inner;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < v.n; ++j) mx = std::max(mx, x[base + j * st]);
-      double sum = 0;
-      for (int64_t j = 0; j < v.n; ++j) {
-        float e = std::exp(x[base + j * st] - mx);
-        y[base + j * st] = e;
-        sum += e;
-      }
-      const float inv = float(1.0 / sum);
-      for (int64_t j = 0; j < v.n; ++j) y[base + j * st] *= inv;
-    }
-  });
+                for (int64_t r = r0; r < r1; ++r) {
+                  const int64_t o = r / v.inner, in = r % v.inner;
+                  const int64_t base = o * v.n * v.inner + in, st = v.inner;
+                  float mx = -std::numeric_limits<float>::infinity();
+                  for (int64_t j = 0; j < v.n; ++j)
+                    mx = std::max(mx, x[base + j * st]);
+                  double sum = 0;
+                  for (int64_t j = 0; j < v.n; ++j) {
+                    float e = std::exp(x[base + j * st] - mx);
+                    y[base + j * st] = e;
+                    sum += e;
+                  }
+                  const float inv = float(1.0 / sum);
+                  for (int64_t j = 0; j < v.n; ++j)
+                    y[base + j * st] *= inv;
+                }
+              });
 }
 
 void kSoftmaxGrad(const KernelArgs &a) {
@@ -41,57 +43,69 @@ void kSoftmaxGrad(const KernelArgs &a) {
   float *dx = a.out[0].as<float>();
   parallelFor(contextOf(a), v.outer * v.inner, std::max<int64_t>(1, 4096 / v.n),
               [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t o = r / v.inner, in = r % v.inner;
-      const int64_t base = o * v.n * v.inner + in, st = v.inner;
-      double dot = 0;
-      for (int64_t j = 0; j < v.n; ++j)
-        dot += double(dy[base + j * st]) * y[base + j * st];
-      const float fd = float(dot);
-      for (int64_t j = 0; j < v.n; ++j)
-        dx[base + j * st] = y[base + j * st] * (dy[base + j * st] - fd);
-    }
-  });
+                for (int64_t r = r0; r < r1; ++r) {
+                  const int64_t o = r / v.inner, in = r % v.inner;
+                  const int64_t base = o * v.n * v.inner + in, st = v.inner;
+                  double dot = 0;
+                  for (int64_t j = 0; j < v.n; ++j)
+                    dot += double(dy[base + j * st]) * y[base + j * st];
+                  const float fd = float(dot);
+                  for (int64_t j = 0; j < v.n; ++j)
+                    dx[base + j * st] =
+                        y[base + j * st] * (dy[base + j * st] - fd);
+                }
+              });
 }
 
 constexpr int kLanes = 8; // doubles per AVX-512 vector
 
 // Mean and biased variance of one row, accumulated in double over kLanes
 // partial sums (a fixed order: the same result on any thread).
-DTC_VECTOR_CLONES void rowMeanVar(const float *xr, int64_t D, double &mean, double &var) {
+DTC_VECTOR_CLONES void rowMeanVar(const float *xr, int64_t D, double &mean,
+                                  double &var) {
   double acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= D; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += double(xr[j + l]);
-  for (int l = 0; j < D; ++j, ++l) acc[l] += double(xr[j]);
+    for (int l = 0; l < kLanes; ++l)
+      acc[l] += double(xr[j + l]);
+  for (int l = 0; j < D; ++j, ++l)
+    acc[l] += double(xr[j]);
   mean = 0;
-  for (int l = 0; l < kLanes; ++l) mean += acc[l];
+  for (int l = 0; l < kLanes; ++l)
+    mean += acc[l];
   mean /= double(D);
   double sq[kLanes] = {};
   for (j = 0; j + kLanes <= D; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
-  for (int l = 0; j < D; ++j, ++l) sq[l] += (xr[j] - mean) * (xr[j] - mean);
+    for (int l = 0; l < kLanes; ++l)
+      sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
+  for (int l = 0; j < D; ++j, ++l)
+    sq[l] += (xr[j] - mean) * (xr[j] - mean);
   var = 0;
-  for (int l = 0; l < kLanes; ++l) var += sq[l];
+  for (int l = 0; l < kLanes; ++l)
+    var += sq[l];
   var /= double(D);
 }
 
-DTC_VECTOR_CLONES void layerNormRow(const float *xr, const float *g, const float *b, float *yr,
-                                    int64_t D, float eps) {
+DTC_VECTOR_CLONES void layerNormRow(const float *xr, const float *g,
+                                    const float *b, float *yr, int64_t D,
+                                    float eps) {
   double mean, var;
   rowMeanVar(xr, D, mean, var);
   const float rstd = float(1.0 / std::sqrt(var + double(eps)));
   const float fm = float(mean);
-  for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - fm) * rstd * g[j] + b[j];
+  for (int64_t j = 0; j < D; ++j)
+    yr[j] = (xr[j] - fm) * rstd * g[j] + b[j];
 }
 
 void kLayerNorm(const KernelArgs &a) {
   const TensorArg &X = a.in[0];
   const int64_t D = X.shape.back(), R = X.numel / D;
   const float eps = float(attrNum(*a.attrs, "epsilon"));
-  const float *x = X.as<float>(), *g = a.in[1].as<float>(), *b = a.in[2].as<float>();
+  const float *x = X.as<float>(), *g = a.in[1].as<float>(),
+              *b = a.in[2].as<float>();
   float *y = a.out[0].as<float>();
-  parallelFor(contextOf(a), R, std::max<int64_t>(1, 8192 / std::max<int64_t>(D, 1)),
+  parallelFor(contextOf(a), R,
+              std::max<int64_t>(1, 8192 / std::max<int64_t>(D, 1)),
               [&](int64_t r0, int64_t r1, int) {
                 for (int64_t r = r0; r < r1; ++r)
                   layerNormRow(x + r * D, g, b, y + r * D, D, eps);
@@ -102,21 +116,25 @@ void kLayerNorm(const KernelArgs &a) {
 // (double, D each) accumulate this row's share when dg is non-null. The
 // same arithmetic in every variant, so the split input / parameter kernels
 // reproduce the fused one bit for bit.
-DTC_VECTOR_CLONES void layerNormGradRow(const float *xr, const float *g, const float *dyr,
-                                        float *dxr, int64_t D, double eps, double *dg,
-                                        double *db, double *xhat, double *dxhat) {
+DTC_VECTOR_CLONES void layerNormGradRow(const float *xr, const float *g,
+                                        const float *dyr, float *dxr, int64_t D,
+                                        double eps, double *dg, double *db,
+                                        double *xhat, double *dxhat) {
   double mean, var;
   rowMeanVar(xr, D, mean, var);
   const double rstd = 1.0 / std::sqrt(var + eps);
-  for (int64_t j = 0; j < D; ++j) xhat[j] = (xr[j] - mean) * rstd;
+  for (int64_t j = 0; j < D; ++j)
+    xhat[j] = (xr[j] - mean) * rstd;
   if (dg)
     for (int64_t j = 0; j < D; ++j) {
       dg[j] += double(dyr[j]) * xhat[j];
       db[j] += dyr[j];
     }
-  if (!dxr) return;
+  if (!dxr)
+    return;
   double a1[kLanes] = {}, a2[kLanes] = {};
-  for (int64_t j = 0; j < D; ++j) dxhat[j] = double(dyr[j]) * g[j];
+  for (int64_t j = 0; j < D; ++j)
+    dxhat[j] = double(dyr[j]) * g[j];
   int64_t j = 0;
   for (; j + kLanes <= D; j += kLanes)
     for (int l = 0; l < kLanes; ++l) {
@@ -134,7 +152,8 @@ DTC_VECTOR_CLONES void layerNormGradRow(const float *xr, const float *g, const f
   }
   m1 /= double(D);
   m2 /= double(D);
-  for (int64_t k = 0; k < D; ++k) dxr[k] = float(rstd * (dxhat[k] - m1 - xhat[k] * m2));
+  for (int64_t k = 0; k < D; ++k)
+    dxr[k] = float(rstd * (dxhat[k] - m1 - xhat[k] * m2));
 }
 
 // Rows per chunk of dgamma/dbeta: chunk sums are added in order, so the
@@ -143,8 +162,8 @@ constexpr int64_t kRowChunk = 32;
 
 // The exact gradient of layer_norm; dx, or dgamma and dbeta, may be null
 // (the split kernels).
-void layerNormGrad(const KernelArgs &a, const float *g, const float *dy, float *dx, float *pdg,
-                   float *pdb) {
+void layerNormGrad(const KernelArgs &a, const float *g, const float *dy,
+                   float *dx, float *pdg, float *pdb) {
   const TensorArg &X = a.in[0];
   const int64_t D = X.shape.back(), R = X.numel / D;
   const double eps = attrNum(*a.attrs, "epsilon");
@@ -155,16 +174,18 @@ void layerNormGrad(const KernelArgs &a, const float *g, const float *dy, float *
   const int workers = workersFor(contextOf(a), chunks);
   ScratchVector<double> rowScratch(size_t(workers * 2 * D));
   parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int w) {
-    double *xhat = rowScratch.data() + size_t(w) * 2 * size_t(D), *dxhat = xhat + D;
+    double *xhat = rowScratch.data() + size_t(w) * 2 * size_t(D),
+           *dxhat = xhat + D;
     for (int64_t c = c0; c < c1; ++c) {
       double *dg = pdg ? partial.data() + size_t(c) * 2 * size_t(D) : nullptr;
       double *db = pdg ? dg + D : nullptr;
       for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk); ++r)
-        layerNormGradRow(x + r * D, g, dy + r * D, dx ? dx + r * D : nullptr, D, eps, dg, db,
-                         xhat, dxhat);
+        layerNormGradRow(x + r * D, g, dy + r * D, dx ? dx + r * D : nullptr, D,
+                         eps, dg, db, xhat, dxhat);
     }
   });
-  if (!pdg) return;
+  if (!pdg)
+    return;
   for (int64_t j = 0; j < D; ++j) {
     double sg = 0, sb = 0;
     for (int64_t c = 0; c < chunks; ++c) {
@@ -178,14 +199,15 @@ void layerNormGrad(const KernelArgs &a, const float *g, const float *dy, float *
 
 // in: x, gamma, dy -> dx, dgamma, dbeta
 void kLayerNormGrad(const KernelArgs &a) {
-  layerNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(),
-                a.out[1].as<float>(), a.out[2].as<float>());
+  layerNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(),
+                a.out[0].as<float>(), a.out[1].as<float>(),
+                a.out[2].as<float>());
 }
 
 // in: x, gamma, dy -> dx
 void kLayerNormInputGrad(const KernelArgs &a) {
-  layerNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(), nullptr,
-                nullptr);
+  layerNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(),
+                a.out[0].as<float>(), nullptr, nullptr);
 }
 
 // in: x, dy -> dgamma, dbeta
@@ -200,21 +222,25 @@ void kRmsNorm(const KernelArgs &a) {
   const double eps = attrNum(*a.attrs, "epsilon");
   const float *x = X.as<float>(), *g = a.in[1].as<float>();
   float *y = a.out[0].as<float>();
-  parallelFor(contextOf(a), R, std::max<int64_t>(1, 8192 / std::max<int64_t>(D, 1)),
+  parallelFor(contextOf(a), R,
+              std::max<int64_t>(1, 8192 / std::max<int64_t>(D, 1)),
               [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float *xr = x + r * D;
-      double ms = 0;
-      for (int64_t j = 0; j < D; ++j) ms += double(xr[j]) * xr[j];
-      const float rr = float(1.0 / std::sqrt(ms / double(D) + eps));
-      for (int64_t j = 0; j < D; ++j) y[r * D + j] = xr[j] * rr * g[j];
-    }
-  });
+                for (int64_t r = r0; r < r1; ++r) {
+                  const float *xr = x + r * D;
+                  double ms = 0;
+                  for (int64_t j = 0; j < D; ++j)
+                    ms += double(xr[j]) * xr[j];
+                  const float rr = float(1.0 / std::sqrt(ms / double(D) + eps));
+                  for (int64_t j = 0; j < D; ++j)
+                    y[r * D + j] = xr[j] * rr * g[j];
+                }
+              });
 }
 
 // The exact gradient of rms_norm; dx or dgamma may be null (the split
 // kernels, bit for bit the fused one's outputs).
-void rmsNormGrad(const KernelArgs &a, const float *g, const float *dy, float *dx, float *pdg) {
+void rmsNormGrad(const KernelArgs &a, const float *g, const float *dy,
+                 float *dx, float *pdg) {
   const TensorArg &X = a.in[0];
   const int64_t D = X.shape.back(), R = X.numel / D;
   const double eps = attrNum(*a.attrs, "epsilon");
@@ -225,26 +251,33 @@ void rmsNormGrad(const KernelArgs &a, const float *g, const float *dy, float *dx
   parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int) {
     for (int64_t c = c0; c < c1; ++c) {
       double *dg = pdg ? partial.data() + size_t(c * D) : nullptr;
-      for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk); ++r) {
+      for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk);
+           ++r) {
         const float *xr = x + r * D, *dyr = dy + r * D;
         double ms = 0;
-        for (int64_t j = 0; j < D; ++j) ms += double(xr[j]) * xr[j];
+        for (int64_t j = 0; j < D; ++j)
+          ms += double(xr[j]) * xr[j];
         const double rr = 1.0 / std::sqrt(ms / double(D) + eps);
         if (dg)
-          for (int64_t j = 0; j < D; ++j) dg[j] += double(dyr[j]) * xr[j] * rr;
-        if (!dx) continue;
+          for (int64_t j = 0; j < D; ++j)
+            dg[j] += double(dyr[j]) * xr[j] * rr;
+        if (!dx)
+          continue;
         double dot = 0; // sum(dxhat * x)
-        for (int64_t j = 0; j < D; ++j) dot += double(dyr[j]) * g[j] * xr[j];
+        for (int64_t j = 0; j < D; ++j)
+          dot += double(dyr[j]) * g[j] * xr[j];
         const double cc = rr * rr * dot / double(D);
         for (int64_t j = 0; j < D; ++j)
           dx[r * D + j] = float(rr * (double(dyr[j]) * g[j] - xr[j] * cc));
       }
     }
   });
-  if (!pdg) return;
+  if (!pdg)
+    return;
   for (int64_t j = 0; j < D; ++j) {
     double sg = 0;
-    for (int64_t c = 0; c < chunks; ++c) sg += partial[size_t(c * D + j)];
+    for (int64_t c = 0; c < chunks; ++c)
+      sg += partial[size_t(c * D + j)];
     pdg[j] = float(sg);
   }
 }
@@ -257,7 +290,8 @@ void kRmsNormGrad(const KernelArgs &a) {
 
 // in: x, gamma, dy -> dx
 void kRmsNormInputGrad(const KernelArgs &a) {
-  rmsNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(), nullptr);
+  rmsNormGrad(a, a.in[1].as<float>(), a.in[2].as<float>(), a.out[0].as<float>(),
+              nullptr);
 }
 
 // in: x, dy -> dgamma
@@ -269,9 +303,12 @@ void kRmsNormParamGrad(const KernelArgs &a) {
 
 const std::vector<Entry> &normKernels() {
   static const std::vector<Entry> e = {
-      {"softmax", kSoftmax},       {"softmax_grad", kSoftmaxGrad},
-      {"layer_norm", kLayerNorm},  {"layer_norm_grad", kLayerNormGrad},
-      {"rms_norm", kRmsNorm},      {"rms_norm_grad", kRmsNormGrad},
+      {"softmax", kSoftmax},
+      {"softmax_grad", kSoftmaxGrad},
+      {"layer_norm", kLayerNorm},
+      {"layer_norm_grad", kLayerNormGrad},
+      {"rms_norm", kRmsNorm},
+      {"rms_norm_grad", kRmsNormGrad},
       {"layer_norm_input_grad", kLayerNormInputGrad},
       {"layer_norm_param_grad", kLayerNormParamGrad},
       {"rms_norm_input_grad", kRmsNormInputGrad},

@@ -1,4 +1,5 @@
-//===- Optimizer.cpp - sgd_update and adam_update ---------------------------===//
+//===- Optimizer.cpp - sgd_update and adam_update
+//---------------------------===//
 #include "Common.h"
 #include "Parallel.h"
 #include "VecMath.h"
@@ -21,26 +22,31 @@ struct Scaling {
 Scaling scalingOf(const KernelArgs &a, size_t first,
                   std::initializer_list<std::pair<size_t, size_t>> keep) {
   Scaling s;
-  if (a.in.size() <= first) return s;
+  if (a.in.size() <= first)
+    return s;
   s.invScale = double(a.in[first].as<float>()[0]);
   s.skip = a.in[first + 1].as<float>()[0] != 0.0f;
   if (s.skip)
     for (auto [out, in] : keep)
       if (a.out[out].data != a.in[in].data)
-        std::memcpy(a.out[out].data, a.in[in].data, size_t(a.in[in].numel) * sizeof(float));
+        std::memcpy(a.out[out].data, a.in[in].data,
+                    size_t(a.in[in].numel) * sizeof(float));
   return s;
 }
 
 // p' = p - lr (g + wd p). p' may be p (in place).
 void kSgd(const KernelArgs &a) {
   const Scaling sc = scalingOf(a, 2, {{0, 0}});
-  if (sc.skip) return;
-  const double lr = attrNum(*a.attrs, "lr"), wd = attrNum(*a.attrs, "weight_decay");
+  if (sc.skip)
+    return;
+  const double lr = attrNum(*a.attrs, "lr"),
+               wd = attrNum(*a.attrs, "weight_decay");
   const float *p = a.in[0].as<float>(), *g = a.in[1].as<float>();
   float *out = a.out[0].as<float>();
   const int64_t n = a.in[0].numel;
   for (int64_t i = 0; i < n; ++i)
-    out[i] = float(double(p[i]) - lr * (double(g[i]) * sc.invScale + wd * double(p[i])));
+    out[i] = float(double(p[i]) -
+                   lr * (double(g[i]) * sc.invScale + wd * double(p[i])));
 }
 
 struct AdamCoefs {
@@ -49,21 +55,24 @@ struct AdamCoefs {
 };
 
 template <bool Decoupled>
-DTC_VECTOR_CLONES void adamRange(AdamCoefs c, const float *p, const float *g, const float *m,
-                                 const float *v, float *po, float *mo, float *vo, int64_t n) {
-  const double lr = c.lr, b1 = c.b1, b2 = c.b2, eps = c.eps, wd = c.wd, bc1 = c.bc1,
-               bc2 = c.bc2, invScale = c.invScale;
+DTC_VECTOR_CLONES void adamRange(AdamCoefs c, const float *p, const float *g,
+                                 const float *m, const float *v, float *po,
+                                 float *mo, float *vo, int64_t n) {
+  const double lr = c.lr, b1 = c.b1, b2 = c.b2, eps = c.eps, wd = c.wd,
+               bc1 = c.bc1, bc2 = c.bc2, invScale = c.invScale;
   // Each iteration reads and writes element i only, so it vectorizes also
   // in place (p' = p, m' = m, v' = v: the usual case), which the compiler's
   // own overlap check would send to the scalar loop.
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     double pi = p[i], gi = double(g[i]) * invScale;
-    if (!Decoupled) gi += wd * pi;
+    if (!Decoupled)
+      gi += wd * pi;
     const double mi = b1 * double(m[i]) + (1.0 - b1) * gi;
     const double vi = b2 * double(v[i]) + (1.0 - b2) * gi * gi;
     const double mh = mi / bc1, vh = vi / bc2;
-    if (Decoupled) pi -= lr * wd * pi;
+    if (Decoupled)
+      pi -= lr * wd * pi;
     pi -= lr * mh / (std::sqrt(vh) + eps);
     mo[i] = float(mi);
     vo[i] = float(vi);
@@ -74,7 +83,8 @@ DTC_VECTOR_CLONES void adamRange(AdamCoefs c, const float *p, const float *g, co
 // PyTorch Adam / AdamW (docs/kernels.md), element by element in double.
 void kAdam(const KernelArgs &a) {
   const Scaling sc = scalingOf(a, 5, {{0, 0}, {1, 2}, {2, 3}});
-  if (sc.skip) return;
+  if (sc.skip)
+    return;
   const nlohmann::json &at = *a.attrs;
   const double lr = attrNum(at, "lr"), b1 = attrNum(at, "beta1"),
                b2 = attrNum(at, "beta2"), eps = attrNum(at, "eps"),
@@ -88,16 +98,22 @@ void kAdam(const KernelArgs &a) {
   float *po = a.out[0].as<float>(), *mo = a.out[1].as<float>(),
         *vo = a.out[2].as<float>();
   const AdamCoefs c{lr, b1, b2, eps, wd, bc1, bc2, sc.invScale, decoupled};
-  parallelFor(contextOf(a), a.in[0].numel, 1 << 14, [&](int64_t b, int64_t e, int) {
-    if (decoupled) adamRange<true>(c, p + b, g + b, m + b, v + b, po + b, mo + b, vo + b, e - b);
-    else adamRange<false>(c, p + b, g + b, m + b, v + b, po + b, mo + b, vo + b, e - b);
-  });
+  parallelFor(contextOf(a), a.in[0].numel, 1 << 14,
+              [&](int64_t b, int64_t e, int) {
+                if (decoupled)
+                  adamRange<true>(c, p + b, g + b, m + b, v + b, po + b, mo + b,
+                                  vo + b, e - b);
+                else
+                  adamRange<false>(c, p + b, g + b, m + b, v + b, po + b,
+                                   mo + b, vo + b, e - b);
+              });
 }
 
 // PyTorch's GradScaler update, on one rank's replicated scalars.
 void kLossScaleUpdate(const KernelArgs &a) {
   const float scale = a.in[0].as<float>()[0], found = a.in[3].as<float>()[0];
-  int64_t good = a.in[1].as<int64_t>()[0], skippedSteps = a.in[2].as<int64_t>()[0];
+  int64_t good = a.in[1].as<int64_t>()[0],
+          skippedSteps = a.in[2].as<int64_t>()[0];
   float next = scale;
   if (found != 0.0f) { // an overflow (NaN compares unequal too)
     next = float(double(scale) * attrNum(*a.attrs, "backoff_factor"));

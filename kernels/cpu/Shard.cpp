@@ -1,4 +1,5 @@
-//===- Shard.cpp - kernels of the partitioner's local ops ------------------===//
+//===- Shard.cpp - kernels of the partitioner's local ops
+//------------------===//
 //
 // What one device runs for sharded ops: padding of uneven pieces,
 // vocabulary-shard lookups and the vocab-parallel cross entropy pieces
@@ -28,12 +29,13 @@ std::string positionStr(const Shape &shape, int64_t linear) {
 int64_t offsetOf(const TensorArg &t) { return t.as<int64_t>()[0]; }
 
 /// An id or label in [0, vocab), or a run-time error naming it.
-int64_t checkedId(const TensorArg &ids, int64_t p, int64_t vocab, const char *op,
-                  const char *what) {
+int64_t checkedId(const TensorArg &ids, int64_t p, int64_t vocab,
+                  const char *op, const char *what) {
   const int64_t id = intAt(ids, p);
   if (id < 0 || id >= vocab)
-    throw Error(std::string(op) + ": " + what + " " + std::to_string(id) + " at position " +
-                positionStr(ids.shape, p) + " is outside [0, " + std::to_string(vocab) + ")");
+    throw Error(std::string(op) + ": " + what + " " + std::to_string(id) +
+                " at position " + positionStr(ids.shape, p) +
+                " is outside [0, " + std::to_string(vocab) + ")");
   return id;
 }
 
@@ -48,12 +50,15 @@ void padRecursive(const char *src, const Shape &in, char *dst, const Shape &out,
   const int64_t common = std::min(in[dim], out[dim]);
   if (dim + 1 == in.size()) {
     std::memcpy(dst, src, size_t(common) * elem);
-    std::memset(dst + size_t(common) * elem, 0, size_t(out[dim] - common) * elem);
+    std::memset(dst + size_t(common) * elem, 0,
+                size_t(out[dim] - common) * elem);
     return;
   }
   for (int64_t i = 0; i < common; ++i)
-    padRecursive(src + size_t(i) * inner, in, dst + size_t(i) * outInner, out, dim + 1, elem);
-  std::memset(dst + size_t(common) * outInner, 0, size_t(out[dim] - common) * outInner);
+    padRecursive(src + size_t(i) * inner, in, dst + size_t(i) * outInner, out,
+                 dim + 1, elem);
+  std::memset(dst + size_t(common) * outInner, 0,
+              size_t(out[dim] - common) * outInner);
 }
 
 void kPad(const KernelArgs &a) {
@@ -63,29 +68,33 @@ void kPad(const KernelArgs &a) {
     std::memcpy(y.data, x.data, elem);
     return;
   }
-  padRecursive(static_cast<const char *>(x.data), x.shape, static_cast<char *>(y.data),
-               y.shape, 0, elem);
+  padRecursive(static_cast<const char *>(x.data), x.shape,
+               static_cast<char *>(y.data), y.shape, 0, elem);
 }
 
 void kFillPadding(const KernelArgs &a) {
   const TensorArg &x = a.in[0], &y = a.out[0];
-  const int64_t axis = attrInt(*a.attrs, "axis"), size = attrInt(*a.attrs, "size");
+  const int64_t axis = attrInt(*a.attrs, "axis"),
+                size = attrInt(*a.attrs, "size");
   const float fill = a.attrs->at("fill").get<std::string>() == "zero"
                          ? 0.0f
                          : -std::numeric_limits<float>::infinity();
   if (y.data != x.data)
     std::memcpy(y.data, x.data, size_t(x.numel) * sizeof(float));
   const AxisView v = axisView(x.shape, axis);
-  const int64_t first = std::max<int64_t>(0, std::min(v.n, size - offsetOf(a.in[1])));
+  const int64_t first =
+      std::max<int64_t>(0, std::min(v.n, size - offsetOf(a.in[1])));
   float *out = y.as<float>();
   for (int64_t o = 0; o < v.outer; ++o)
-    std::fill(out + (o * v.n + first) * v.inner, out + (o + 1) * v.n * v.inner, fill);
+    std::fill(out + (o * v.n + first) * v.inner, out + (o + 1) * v.n * v.inner,
+              fill);
 }
 
 void kReduceMax(const KernelArgs &a) {
   const TensorArg &x = a.in[0], &y = a.out[0];
   std::vector<bool> reduced(x.shape.size(), false);
-  for (int64_t ax : attrInts(*a.attrs, "axes")) reduced[size_t(ax)] = true;
+  for (int64_t ax : attrInts(*a.attrs, "axes"))
+    reduced[size_t(ax)] = true;
   float *out = y.as<float>();
   std::fill(out, out + y.numel, -std::numeric_limits<float>::infinity());
   const float *in = x.as<float>();
@@ -100,11 +109,14 @@ void kReduceMax(const KernelArgs &a) {
   std::vector<int64_t> idx(x.shape.size(), 0);
   for (int64_t i = 0; i < x.numel; ++i) {
     int64_t o = 0;
-    for (size_t d = 0; d < idx.size(); ++d) o += idx[d] * ostride[d];
+    for (size_t d = 0; d < idx.size(); ++d)
+      o += idx[d] * ostride[d];
     const float v = in[i];
-    if (v > out[o] || std::isnan(v)) out[o] = v;
+    if (v > out[o] || std::isnan(v))
+      out[o] = v;
     for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < x.shape[d]) break;
+      if (++idx[d] < x.shape[d])
+        break;
       idx[d] = 0;
     }
   }
@@ -112,7 +124,8 @@ void kReduceMax(const KernelArgs &a) {
 
 void kEmbeddingShard(const KernelArgs &a) {
   const TensorArg &table = a.in[0], &ids = a.in[1];
-  const int64_t rows = table.shape[0], D = table.shape[1], off = offsetOf(a.in[2]);
+  const int64_t rows = table.shape[0], D = table.shape[1],
+                off = offsetOf(a.in[2]);
   const int64_t vocab = attrInt(*a.attrs, "vocab");
   const float *t = table.as<float>();
   float *y = a.out[0].as<float>();
@@ -133,11 +146,14 @@ void kEmbeddingShardGrad(const KernelArgs &a) {
   const float *g = dy.as<float>();
   std::fill(out, out + rows * D, 0.0f);
   for (int64_t p = 0; p < ids.numel; ++p) {
-    const int64_t row = checkedId(ids, p, vocab, "embedding_shard_grad", "id") - off;
-    if (row < 0 || row >= rows) continue;
+    const int64_t row =
+        checkedId(ids, p, vocab, "embedding_shard_grad", "id") - off;
+    if (row < 0 || row >= rows)
+      continue;
     float *dst = out + row * D;
     const float *src = g + p * D;
-    for (int64_t j = 0; j < D; ++j) dst[j] += src[j];
+    for (int64_t j = 0; j < D; ++j)
+      dst[j] += src[j];
   }
 }
 
@@ -148,15 +164,19 @@ int64_t validColumns(int64_t cols, int64_t vocab, int64_t off) {
 
 void kCrossEntropyShardStats(const KernelArgs &a) {
   const TensorArg &logits = a.in[0], &labels = a.in[1];
-  const int64_t cols = logits.shape.back(), R = labels.numel, off = offsetOf(a.in[3]);
-  const int64_t vocab = attrInt(*a.attrs, "vocab"), valid = validColumns(cols, vocab, off);
+  const int64_t cols = logits.shape.back(), R = labels.numel,
+                off = offsetOf(a.in[3]);
+  const int64_t vocab = attrInt(*a.attrs, "vocab"),
+                valid = validColumns(cols, vocab, off);
   const float *z = logits.as<float>(), *mx = a.in[2].as<float>();
   float *sumExp = a.out[0].as<float>(), *target = a.out[1].as<float>();
   for (int64_t r = 0; r < R; ++r) {
-    const int64_t col = checkedId(labels, r, vocab, "cross_entropy_shard_stats", "label") - off;
+    const int64_t col =
+        checkedId(labels, r, vocab, "cross_entropy_shard_stats", "label") - off;
     const float *row = z + r * cols;
     double s = 0;
-    for (int64_t j = 0; j < valid; ++j) s += std::exp(double(row[j]) - mx[r]);
+    for (int64_t j = 0; j < valid; ++j)
+      s += std::exp(double(row[j]) - mx[r]);
     sumExp[r] = float(s);
     target[r] = col >= 0 && col < valid ? row[col] : 0.0f;
   }
@@ -164,20 +184,25 @@ void kCrossEntropyShardStats(const KernelArgs &a) {
 
 void kCrossEntropyShardGrad(const KernelArgs &a) {
   const TensorArg &logits = a.in[0], &labels = a.in[1];
-  const int64_t cols = logits.shape.back(), R = labels.numel, off = offsetOf(a.in[5]);
-  const int64_t vocab = attrInt(*a.attrs, "vocab"), valid = validColumns(cols, vocab, off);
+  const int64_t cols = logits.shape.back(), R = labels.numel,
+                off = offsetOf(a.in[5]);
+  const int64_t vocab = attrInt(*a.attrs, "vocab"),
+                valid = validColumns(cols, vocab, off);
   const float *z = logits.as<float>(), *mx = a.in[2].as<float>(),
               *sumExp = a.in[3].as<float>();
-  const double coef = double(a.in[4].as<float>()[0]) * attrNum(*a.attrs, "scale");
+  const double coef =
+      double(a.in[4].as<float>()[0]) * attrNum(*a.attrs, "scale");
   float *dz = a.out[0].as<float>();
   for (int64_t r = 0; r < R; ++r) {
-    const int64_t col = checkedId(labels, r, vocab, "cross_entropy_shard_grad", "label") - off;
+    const int64_t col =
+        checkedId(labels, r, vocab, "cross_entropy_shard_grad", "label") - off;
     const float *row = z + r * cols;
     float *drow = dz + r * cols;
     const double inv = 1.0 / double(sumExp[r]);
     for (int64_t j = 0; j < valid; ++j) {
       double p = std::exp(double(row[j]) - mx[r]) * inv;
-      if (j == col) p -= 1.0;
+      if (j == col)
+        p -= 1.0;
       drow[j] = float(p * coef);
     }
     std::fill(drow + valid, drow + cols, 0.0f);

@@ -1,4 +1,5 @@
-//===- VecMath.h - vectorizable float math for the CPU kernels ----*- C++ -*-===//
+//===- VecMath.h - vectorizable float math for the CPU kernels ----*- C++
+//-*-===//
 //
 // Plain float arithmetic that GCC vectorizes (libm's expf is a scalar call).
 // Loops over these run through DTC_VECTOR_CLONES functions: one clone per
@@ -16,7 +17,7 @@
 #include <cstdint>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define DTC_VECTOR_CLONES                                                                    \
+#define DTC_VECTOR_CLONES                                                      \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define DTC_VECTOR_CLONES

@@ -1,4 +1,5 @@
-//===- Attention.cu - attention and attention_grad (CUDA) -------------------===//
+//===- Attention.cu - attention and attention_grad (CUDA)
+//-------------------===//
 //
 // docs/kernels.md "Attention"; the reference is kernels/cpu/Attention.cpp.
 // q [B, H, Sq, Dh], k and v [B, H, Sk, Dh], all contiguous; scores
@@ -60,9 +61,10 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kSimtThreads = 128; // 4 warps
 constexpr int kST = 32;           // query rows and keys per tile
 constexpr int kSRows = 8;         // rows per warp (kST / 4)
-constexpr int kSC = 64;           // head-dimension chunk staged in shared memory
-constexpr int kFwdCols = 256;     // output columns per block: forward, dq
-constexpr int kKvCols = 128;      // output columns per block: dk/dv (two accumulators)
+constexpr int kSC = 64;       // head-dimension chunk staged in shared memory
+constexpr int kFwdCols = 256; // output columns per block: forward, dq
+constexpr int kKvCols =
+    128; // output columns per block: dk/dv (two accumulators)
 
 struct SimtSmem {
   float a[kST][kSC + 1]; // +1: a lane per row reads conflict-free
@@ -74,12 +76,13 @@ struct SimtSmem {
 /// dst = rows [r0, r0 + n) x columns [d0, d0 + kSC) of a row-major [*, D]
 /// matrix, zeros outside the rows < n and columns < D. All threads.
 template <class T>
-__device__ __forceinline__ void simtLoad(float (*dst)[kSC + 1], const T *src, int r0, int n,
-                                         int D, int d0) {
+__device__ __forceinline__ void simtLoad(float (*dst)[kSC + 1], const T *src,
+                                         int r0, int n, int D, int d0) {
   for (int e = threadIdx.x; e < kST * kSC; e += kSimtThreads) {
     const int r = e / kSC, c = e % kSC;
     float x = 0.0f;
-    if (r < n && d0 + c < D) x = toF(src[(long long)(r0 + r) * D + d0 + c]);
+    if (r < n && d0 + c < D)
+      x = toF(src[(long long)(r0 + r) * D + d0 + c]);
     dst[r][c] = x;
   }
 }
@@ -88,11 +91,13 @@ __device__ __forceinline__ void simtLoad(float (*dst)[kSC + 1], const T *src, in
 /// count as zeros). Called by all threads; starts and ends with the shared
 /// buffers a, b free to reuse after the next __syncthreads.
 template <class TA, class TB>
-__device__ __forceinline__ void simtScores(float (&acc)[kSRows], SimtSmem &sm, const TA *A, int a0,
-                                           int na, const TB *B, int b0, int nb, int D) {
+__device__ __forceinline__ void simtScores(float (&acc)[kSRows], SimtSmem &sm,
+                                           const TA *A, int a0, int na,
+                                           const TB *B, int b0, int nb, int D) {
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-  for (int i = 0; i < kSRows; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < kSRows; ++i)
+    acc[i] = 0.0f;
   for (int d0 = 0; d0 < D; d0 += kSC) {
     __syncthreads(); // everyone is done with sm.a / sm.b
     simtLoad(sm.a, A, a0, na, D, d0);
@@ -102,7 +107,8 @@ __device__ __forceinline__ void simtScores(float (&acc)[kSRows], SimtSmem &sm, c
     for (int d = 0; d < dn; ++d) {
       const float bv = sm.b[lane][d];
 #pragma unroll
-      for (int i = 0; i < kSRows; ++i) acc[i] = fmaf(sm.a[w * kSRows + i][d], bv, acc[i]);
+      for (int i = 0; i < kSRows; ++i)
+        acc[i] = fmaf(sm.a[w * kSRows + i][d], bv, acc[i]);
     }
   }
 }
@@ -111,9 +117,10 @@ __device__ __forceinline__ void simtScores(float (&acc)[kSRows], SimtSmem &sm, c
 /// kST rows j of M from m0 (rows past nm count as zeros). P lives in shared
 /// memory and was written before the call. All threads.
 template <int NC, class TM>
-__device__ __forceinline__ void simtAccumulate(float (&acc)[kSRows][NC], SimtSmem &sm,
-                                               const float (*P)[kST + 1], const TM *M, int m0,
-                                               int nm, int D, int c0) {
+__device__ __forceinline__ void
+simtAccumulate(float (&acc)[kSRows][NC], SimtSmem &sm,
+               const float (*P)[kST + 1], const TM *M, int m0, int nm, int D,
+               int c0) {
   static_assert(NC % 2 == 0, "columns come in chunks of 64");
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
@@ -138,9 +145,9 @@ __device__ __forceinline__ void simtAccumulate(float (&acc)[kSRows][NC], SimtSme
 /// tiles with the most keys (causal) are scheduled first.
 template <class T, int NC>
 __global__ void __launch_bounds__(kSimtThreads)
-    attnFwdSimt(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-                T *__restrict__ out, int BH, int Sq, int Sk, int D, int causal, float scale,
-                int nQT, int nCC) {
+    attnFwdSimt(const T *__restrict__ q, const T *__restrict__ k,
+                const T *__restrict__ v, T *__restrict__ out, int BH, int Sq,
+                int Sk, int D, int causal, float scale, int nQT, int nCC) {
   __shared__ SimtSmem sm;
   long long blk = blockIdx.x;
   const int cc = int(blk % nCC);
@@ -158,7 +165,8 @@ __global__ void __launch_bounds__(kSimtThreads)
     m[i] = -INFINITY;
     l[i] = 0.0f;
 #pragma unroll
-    for (int c = 0; c < NC; ++c) o[i][c] = 0.0f;
+    for (int c = 0; c < NC; ++c)
+      o[i][c] = 0.0f;
   }
   for (int k0 = 0; k0 < kEnd; k0 += kST) {
     const int nk = min(kST, Sk - k0);
@@ -169,13 +177,15 @@ __global__ void __launch_bounds__(kSimtThreads)
       const int row = q0 + w * kSRows + i;
       const bool vis = key < Sk && (!causal || key <= row);
       const float x = vis ? s[i] * scale : -INFINITY;
-      const float mx = fmaxf(m[i], warpMax(x)); // -inf only while no key is visible
+      const float mx =
+          fmaxf(m[i], warpMax(x)); // -inf only while no key is visible
       const float p = vis ? expf(x - mx) : 0.0f;
       const float alpha = mx == -INFINITY ? 1.0f : expf(m[i] - mx);
       l[i] = l[i] * alpha + warpSum(p);
       m[i] = mx;
 #pragma unroll
-      for (int c = 0; c < NC; ++c) o[i][c] *= alpha;
+      for (int c = 0; c < NC; ++c)
+        o[i][c] *= alpha;
       sm.p[w * kSRows + i][lane] = p;
     }
     simtAccumulate<NC>(o, sm, sm.p, V, k0, nk, D, c0);
@@ -183,13 +193,15 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
   for (int i = 0; i < kSRows; ++i) {
     const int row = q0 + w * kSRows + i;
-    if (row >= Sq) continue;
+    if (row >= Sq)
+      continue;
     const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
     T *y = out + ((long long)bh * Sq + row) * D;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       const int d = c0 + c * 32 + lane;
-      if (d < D) y[d] = fromF<T>(o[i][c] * inv);
+      if (d < D)
+        y[d] = fromF<T>(o[i][c] * inv);
     }
   }
 }
@@ -199,11 +211,13 @@ __global__ void __launch_bounds__(kSimtThreads)
 /// any Dh). One block per (query tile, b*h).
 template <class T>
 __global__ void __launch_bounds__(kSimtThreads)
-    attnStatsSimt(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-                  const T *__restrict__ dy, float *__restrict__ lse, float *__restrict__ dsum,
-                  int BH, int Sq, int Sk, int D, int causal, float scale, int nQT) {
+    attnStatsSimt(const T *__restrict__ q, const T *__restrict__ k,
+                  const T *__restrict__ v, const T *__restrict__ dy,
+                  float *__restrict__ lse, float *__restrict__ dsum, int BH,
+                  int Sq, int Sk, int D, int causal, float scale, int nQT) {
   __shared__ SimtSmem sm;
-  const int bh = int(blockIdx.x % unsigned(BH)), qt = nQT - 1 - int(blockIdx.x / unsigned(BH));
+  const int bh = int(blockIdx.x % unsigned(BH)),
+            qt = nQT - 1 - int(blockIdx.x / unsigned(BH));
   const int q0 = qt * kST, nq = min(kST, Sq - q0);
   const long long hq = (long long)bh * Sq * D, hk = (long long)bh * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
@@ -239,7 +253,8 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
     for (int i = 0; i < kSRows; ++i) {
       const int row = q0 + w * kSRows + i;
-      if (row >= Sq) continue;
+      if (row >= Sq)
+        continue;
       const long long at = (long long)bh * Sq + row;
       lse[at] = l[i] > 0.0f ? m[i] + logf(l[i]) : 0.0f;
       dsum[at] = l[i] > 0.0f ? acc[i] * (1.0f / l[i]) : 0.0f;
@@ -252,15 +267,17 @@ __global__ void __launch_bounds__(kSimtThreads)
 /// ds = p (dy . v - D), dk += scale ds^T q.
 template <class T, int NC>
 __global__ void __launch_bounds__(kSimtThreads)
-    attnDkvSimt(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-                const T *__restrict__ dy, const float *__restrict__ lse,
-                const float *__restrict__ dsum, T *__restrict__ dk, T *__restrict__ dv, int BH,
-                int Sq, int Sk, int D, int causal, float scale, int nCC) {
+    attnDkvSimt(const T *__restrict__ q, const T *__restrict__ k,
+                const T *__restrict__ v, const T *__restrict__ dy,
+                const float *__restrict__ lse, const float *__restrict__ dsum,
+                T *__restrict__ dk, T *__restrict__ dv, int BH, int Sq, int Sk,
+                int D, int causal, float scale, int nCC) {
   __shared__ SimtSmem sm;
   long long blk = blockIdx.x;
   const int cc = int(blk % nCC);
   blk /= nCC;
-  const int bh = int(blk % BH), kt = int(blk / BH); // causal: the first key tiles have most work
+  const int bh = int(blk % BH),
+            kt = int(blk / BH); // causal: the first key tiles have most work
   const int k0 = kt * kST, nk = min(kST, Sk - k0), c0 = cc * kKvCols;
   const long long hq = (long long)bh * Sq * D, hk = (long long)bh * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
@@ -271,7 +288,8 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
   for (int i = 0; i < kSRows; ++i)
 #pragma unroll
-    for (int c = 0; c < NC; ++c) gk[i][c] = gv[i][c] = 0.0f;
+    for (int c = 0; c < NC; ++c)
+      gk[i][c] = gv[i][c] = 0.0f;
   // Queries before k0 see none of these keys (causal).
   for (int q0 = causal ? k0 : 0; q0 < Sq; q0 += kST) {
     const int nq = min(kST, Sq - q0);
@@ -294,7 +312,8 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
   for (int i = 0; i < kSRows; ++i) {
     const int key = k0 + w * kSRows + i;
-    if (key >= Sk) continue;
+    if (key >= Sk)
+      continue;
     const long long at = ((long long)bh * Sk + key) * D;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
@@ -311,10 +330,11 @@ __global__ void __launch_bounds__(kSimtThreads)
 /// key tiles: ds = p (dy . v - D), dq += scale ds k.
 template <class T, int NC>
 __global__ void __launch_bounds__(kSimtThreads)
-    attnDqSimt(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-               const T *__restrict__ dy, const float *__restrict__ lse,
-               const float *__restrict__ dsum, T *__restrict__ dq, int BH, int Sq, int Sk, int D,
-               int causal, float scale, int nQT, int nCC) {
+    attnDqSimt(const T *__restrict__ q, const T *__restrict__ k,
+               const T *__restrict__ v, const T *__restrict__ dy,
+               const float *__restrict__ lse, const float *__restrict__ dsum,
+               T *__restrict__ dq, int BH, int Sq, int Sk, int D, int causal,
+               float scale, int nQT, int nCC) {
   __shared__ SimtSmem sm;
   long long blk = blockIdx.x;
   const int cc = int(blk % nCC);
@@ -333,7 +353,8 @@ __global__ void __launch_bounds__(kSimtThreads)
     lr[i] = row < Sq ? lse[(long long)bh * Sq + row] : 0.0f;
     dr[i] = row < Sq ? dsum[(long long)bh * Sq + row] : 0.0f;
 #pragma unroll
-    for (int c = 0; c < NC; ++c) g[i][c] = 0.0f;
+    for (int c = 0; c < NC; ++c)
+      g[i][c] = 0.0f;
   }
   for (int k0 = 0; k0 < kEnd; k0 += kST) {
     const int nk = min(kST, Sk - k0);
@@ -352,12 +373,14 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
   for (int i = 0; i < kSRows; ++i) {
     const int row = q0 + w * kSRows + i;
-    if (row >= Sq) continue;
+    if (row >= Sq)
+      continue;
     T *y = dq + ((long long)bh * Sq + row) * D;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       const int d = c0 + c * 32 + lane;
-      if (d < D) y[d] = fromF<T>(g[i][c] * scale);
+      if (d < D)
+        y[d] = fromF<T>(g[i][c] * scale);
     }
   }
 }
@@ -366,8 +389,8 @@ __global__ void __launch_bounds__(kSimtThreads)
 // Tensor-core path: bf16/f16, Dh in {64, 128}
 // =============================================================================
 // Fragments of mma.sync.m16n8k16 (PTX ISA), lane = 4 g + t:
-//   A 16x16 (row-major): a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)
-//   B 16x8 (k x n):      b0 (k 2t..2t+1, n g), b1 (k 2t+8.., n g)
+//   A 16x16 (row-major): a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3
+//   (g+8, 2t+8..) B 16x8 (k x n):      b0 (k 2t..2t+1, n g), b1 (k 2t+8.., n g)
 //   C 16x8 f32:          c0,c1 (g, 2t..2t+1), c2,c3 (g+8, 2t..2t+1)
 // so a C tile pair converts to an A fragment in registers (P, dS).
 // Shared tiles are row-major with a row stride of Dh + 8 elements: the 8 rows
@@ -378,79 +401,95 @@ __device__ __forceinline__ unsigned smemAddr(const void *p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 /// 16 bytes global -> shared, zero-filled when !valid (src is then not read).
-__device__ __forceinline__ void cpAsync16(unsigned dst, const void *src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0)
+__device__ __forceinline__ void cpAsync16(unsigned dst, const void *src,
+                                          bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(src), "r"(valid ? 16 : 0)
                : "memory");
 }
-__device__ __forceinline__ void cpAsync4(unsigned dst, const void *src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 4 : 0)
+__device__ __forceinline__ void cpAsync4(unsigned dst, const void *src,
+                                         bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
+               "l"(src), "r"(valid ? 4 : 0)
                : "memory");
 }
-__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 /// Waits until at most N of this thread's committed groups are pending.
 template <int N> __device__ __forceinline__ void cpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ void ldsm4(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(addr));
 }
 __device__ __forceinline__ void ldsm4t(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(addr));
 }
 // Lane addresses for ldmatrix.x4 on a row-major tile with row stride LD,
 // 16 x 16 block at (r0, c0):
 //  A fragment (rows m, cols k), or B from a [k][n] tile with .trans giving
 //  the b0,b1 of n-tiles c0 and c0 + 8:
-template <int LD> __device__ __forceinline__ int offA(int r0, int c0, int lane) {
+template <int LD>
+__device__ __forceinline__ int offA(int r0, int c0, int lane) {
   return (r0 + (lane & 15)) * LD + c0 + (lane >> 4) * 8;
 }
 //  B from an [n][k] tile (no .trans): b0,b1 of n-tile r0, then of r0 + 8.
-template <int LD> __device__ __forceinline__ int offB(int r0, int c0, int lane) {
-  return (r0 + (lane & 7) + ((lane >> 4) << 3)) * LD + c0 + ((lane >> 3) & 1) * 8;
+template <int LD>
+__device__ __forceinline__ int offB(int r0, int c0, int lane) {
+  return (r0 + (lane & 7) + ((lane >> 4) << 3)) * LD + c0 +
+         ((lane >> 3) & 1) * 8;
 }
 
 template <class T> struct Mma;
 template <> struct Mma<__nv_bfloat16> {
-  static __device__ __forceinline__ void run(float (&c)[4], const unsigned (&a)[4], unsigned b0,
-                                             unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  static __device__ __forceinline__ void
+  run(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
   static __device__ __forceinline__ unsigned pack(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<unsigned *>(&h);
   }
-  static __device__ __forceinline__ float2 unpack(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+  static __device__ __forceinline__ float2 unpack(__nv_bfloat162 h) {
+    return __bfloat1622float2(h);
+  }
   using Pair = __nv_bfloat162;
 };
 template <> struct Mma<__half> {
-  static __device__ __forceinline__ void run(float (&c)[4], const unsigned (&a)[4], unsigned b0,
-                                             unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  static __device__ __forceinline__ void
+  run(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
   static __device__ __forceinline__ unsigned pack(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<unsigned *>(&h);
   }
-  static __device__ __forceinline__ float2 unpack(__half2 h) { return __half22float2(h); }
+  static __device__ __forceinline__ float2 unpack(__half2 h) {
+    return __half22float2(h);
+  }
   using Pair = __half2;
 };
 
 /// The A fragment of keys/queries [16 kk, 16 kk + 16) from C tiles 2kk, 2kk+1.
 template <class T, int N>
-__device__ __forceinline__ void toA(unsigned (&a)[4], const float (&c)[N][4], int kk) {
+__device__ __forceinline__ void toA(unsigned (&a)[4], const float (&c)[N][4],
+                                    int kk) {
   a[0] = Mma<T>::pack(c[2 * kk][0], c[2 * kk][1]);
   a[1] = Mma<T>::pack(c[2 * kk][2], c[2 * kk][3]);
   a[2] = Mma<T>::pack(c[2 * kk + 1][0], c[2 * kk + 1][1]);
@@ -467,10 +506,11 @@ __device__ __forceinline__ void tcLoad(T *sm, const T *g, int r0, int nRows) {
   for (int i = 0; i < ROWS * CPR / NT; ++i) {
     const int e = threadIdx.x + i * NT, r = e / CPR, c = e % CPR;
     const bool ok = r0 + r < nRows;
-    cpAsync16(smemAddr(sm + r * (D + kTcPad) + c * 8),
-              ok ? static_cast<const void *>(g + ((long long)(r0 + r) * D + c * 8))
-                 : static_cast<const void *>(g),
-              ok);
+    cpAsync16(
+        smemAddr(sm + r * (D + kTcPad) + c * 8),
+        ok ? static_cast<const void *>(g + ((long long)(r0 + r) * D + c * 8))
+           : static_cast<const void *>(g),
+        ok);
   }
 }
 
@@ -479,7 +519,8 @@ __device__ __forceinline__ void tcLoad(T *sm, const T *g, int r0, int nRows) {
 /// (which nobody else reads any more): coalesced 16-byte stores.
 template <class T, int D>
 __device__ __forceinline__ void tcStore(T *stage, T *dst, int row0, int nRows,
-                                        const float (&acc)[D / 8][4], float f0, float f1) {
+                                        const float (&acc)[D / 8][4], float f0,
+                                        float f1) {
   constexpr int LD = D + kTcPad, CPR = D / 8;
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -501,12 +542,17 @@ __device__ __forceinline__ void tcStore(T *stage, T *dst, int row0, int nRows,
 
 constexpr float kLog2e = 1.44269504088896341f;
 
-template <int D, int BQ, int BK> constexpr int fwdTcSmem() { return (BQ + 2 * BK) * (D + kTcPad) * 2; }
+template <int D, int BQ, int BK> constexpr int fwdTcSmem() {
+  return (BQ + 2 * BK) * (D + kTcPad) * 2;
+}
 template <int D> constexpr int dkvTcRows() { return D == 128 ? 32 : 64; }
 template <int D> constexpr int dkvTcSmem() {
-  return (2 * 64 + 4 * dkvTcRows<D>()) * (D + kTcPad) * 2 + 4 * dkvTcRows<D>() * 4;
+  return (2 * 64 + 4 * dkvTcRows<D>()) * (D + kTcPad) * 2 +
+         4 * dkvTcRows<D>() * 4;
 }
-template <int D, int BQ, int BK> constexpr int dqTcSmem() { return (2 * BQ + 4 * BK) * (D + kTcPad) * 2; }
+template <int D, int BQ, int BK> constexpr int dqTcSmem() {
+  return (2 * BQ + 4 * BK) * (D + kTcPad) * 2;
+}
 
 /// Forward (STATS false: out) or backward pass 1 (STATS true: log2-domain
 /// logsumexp lse2 = m scale log2(e) + log2(l) and D = rowsum(dy * y) into
@@ -516,26 +562,32 @@ template <int D, int BQ, int BK> constexpr int dqTcSmem() { return (2 * BQ + 4 *
 /// products (FA2's pipeline). Q fragments stay in registers when they fit.
 template <class T, int D, int NW, int MT, int BK, bool STATS>
 __global__ void __launch_bounds__(NW * 32)
-    attnFwdTc(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-              T *__restrict__ out, const T *__restrict__ dy, float *__restrict__ lse2,
-              float *__restrict__ dsum, int BH, int Sq, int Sk, int causal, float scale,
-              int nQT) {
+    attnFwdTc(const T *__restrict__ q, const T *__restrict__ k,
+              const T *__restrict__ v, T *__restrict__ out,
+              const T *__restrict__ dy, float *__restrict__ lse2,
+              float *__restrict__ dsum, int BH, int Sq, int Sk, int causal,
+              float scale, int nQT) {
   constexpr int BQ = 16 * MT * NW, NT = NW * 32, LD = D + kTcPad, WR = 16 * MT;
-  constexpr bool kQReg = MT * D <= 128; // Q fragments in registers (else reread per k-step)
+  constexpr bool kQReg =
+      MT * D <= 128; // Q fragments in registers (else reread per k-step)
   extern __shared__ __align__(16) unsigned char tcSmem[];
   T *sQ = reinterpret_cast<T *>(tcSmem), *sK = sQ + BQ * LD, *sV = sK + BK * LD;
-  const int bh = int(blockIdx.x % unsigned(BH)), qt = nQT - 1 - int(blockIdx.x / unsigned(BH));
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int bh = int(blockIdx.x % unsigned(BH)),
+            qt = nQT - 1 - int(blockIdx.x / unsigned(BH));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
+            t4 = lane & 3;
   const int q0 = qt * BQ;
   const long long hq = (long long)bh * Sq * D, hk = (long long)bh * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk;
   const int kEnd = causal ? min(Sk, q0 + BQ) : Sk, nKT = (kEnd + BK - 1) / BK;
   const float c = scale * kLog2e;
   const int wr0 = warp * WR; // the warp's first row in the tile
-  // Row of accumulator element e of m-tile mt: q0 + wr0 + 16 mt + g + 8 (e >> 1).
+  // Row of accumulator element e of m-tile mt: q0 + wr0 + 16 mt + g + 8 (e >>
+  // 1).
 
   tcLoad<BQ, D, NT>(sQ, Q, q0, Sq);
-  if (nKT > 0) tcLoad<BK, D, NT>(sK, K, 0, Sk);
+  if (nKT > 0)
+    tcLoad<BK, D, NT>(sK, K, 0, Sk);
   cpAsyncCommit();
 
   unsigned qf[kQReg ? MT : 1][kQReg ? D / 16 : 1][4];
@@ -544,7 +596,8 @@ __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt) o[mt][nt][0] = o[mt][nt][1] = o[mt][nt][2] = o[mt][nt][3] = 0.0f;
+    for (int nt = 0; nt < D / 8; ++nt)
+      o[mt][nt][0] = o[mt][nt][1] = o[mt][nt][2] = o[mt][nt][3] = 0.0f;
     m[mt][0] = m[mt][1] = -INFINITY;
     l[mt][0] = l[mt][1] = 0.0f;
   }
@@ -559,7 +612,8 @@ __global__ void __launch_bounds__(NW * 32)
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
           for (int kk = 0; kk < D / 16; ++kk)
-            ldsm4(qf[mt][kk], smemAddr(sQ + offA<LD>(wr0 + 16 * mt, kk * 16, lane)));
+            ldsm4(qf[mt][kk],
+                  smemAddr(sQ + offA<LD>(wr0 + 16 * mt, kk * 16, lane)));
       }
     }
     tcLoad<BK, D, NT>(sV, V, k0, Sk);
@@ -569,7 +623,8 @@ __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < BK / 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+      for (int nt = 0; nt < BK / 8; ++nt)
+        s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       unsigned a[MT][4];
@@ -577,7 +632,8 @@ __global__ void __launch_bounds__(NW * 32)
       for (int mt = 0; mt < MT; ++mt) {
         if constexpr (kQReg) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][kk][e];
+          for (int e = 0; e < 4; ++e)
+            a[mt][e] = qf[mt][kk][e];
         } else {
           ldsm4(a[mt], smemAddr(sQ + offA<LD>(wr0 + 16 * mt, kk * 16, lane)));
         }
@@ -602,7 +658,8 @@ __global__ void __launch_bounds__(NW * 32)
           for (int e = 0; e < 4; ++e) {
             const int key = k0 + nt * 8 + 2 * t4 + (e & 1);
             const int row = q0 + wr0 + 16 * mt + g + (e >> 1) * 8;
-            if (key >= Sk || (causal && key > row)) s[mt][nt][e] = -INFINITY;
+            if (key >= Sk || (causal && key > row))
+              s[mt][nt][e] = -INFINITY;
           }
     }
     // Online softmax on the raw scores (scale > 0 commutes with the max).
@@ -616,7 +673,8 @@ __global__ void __launch_bounds__(NW * 32)
           mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-        const float mUse = mx == -INFINITY ? 0.0f : mx; // no key visible yet: p = 0
+        const float mUse =
+            mx == -INFINITY ? 0.0f : mx; // no key visible yet: p = 0
         const float alpha = exp2f((m[mt][h] - mUse) * c);
         m[mt][h] = mx;
         l[mt][h] *= alpha;
@@ -637,13 +695,15 @@ __global__ void __launch_bounds__(NW * 32)
       }
     cpAsyncWait<0>(); // V(kt) landed
     __syncthreads();  // ... for every thread; everyone is done with K(kt)
-    if (kt + 1 < nKT) tcLoad<BK, D, NT>(sK, K, k0 + BK, Sk);
+    if (kt + 1 < nKT)
+      tcLoad<BK, D, NT>(sK, K, k0 + BK, Sk);
     cpAsyncCommit();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
       unsigned a[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) toA<T>(a[mt], s[mt], kk);
+      for (int mt = 0; mt < MT; ++mt)
+        toA<T>(a[mt], s[mt], kk);
 #pragma unroll
       for (int np = 0; np < D / 16; ++np) {
         unsigned b[4];
@@ -677,7 +737,8 @@ __global__ void __launch_bounds__(NW * 32)
         const int row = q0 + r0 + g + 8 * h;
         float part = 0.0f;
         if (row < Sq) {
-          const Pair *dyr = reinterpret_cast<const Pair *>(dy + hq + (long long)row * D);
+          const Pair *dyr =
+              reinterpret_cast<const Pair *>(dy + hq + (long long)row * D);
 #pragma unroll
           for (int nt = 0; nt < D / 8; ++nt) {
             const float2 d2 = Mma<T>::unpack(dyr[nt * 4 + t4]);
@@ -703,17 +764,20 @@ __global__ void __launch_bounds__(NW * 32)
 /// fragments in registers for dv += P^T dY and dk += dS^T Q.
 template <class T, int D>
 __global__ void __launch_bounds__(128)
-    attnDkvTc(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-              const T *__restrict__ dy, const float *__restrict__ lse2,
-              const float *__restrict__ dsum, T *__restrict__ dk, T *__restrict__ dv, int BH,
-              int Sq, int Sk, int causal, float scale) {
+    attnDkvTc(const T *__restrict__ q, const T *__restrict__ k,
+              const T *__restrict__ v, const T *__restrict__ dy,
+              const float *__restrict__ lse2, const float *__restrict__ dsum,
+              T *__restrict__ dk, T *__restrict__ dv, int BH, int Sq, int Sk,
+              int causal, float scale) {
   constexpr int BK = 64, BQ = dkvTcRows<D>(), NT = 128, LD = D + kTcPad;
   extern __shared__ __align__(16) unsigned char tcSmem[];
   T *sK = reinterpret_cast<T *>(tcSmem), *sV = sK + BK * LD, *sQ = sV + BK * LD,
     *sY = sQ + 2 * BQ * LD;
   float *sL = reinterpret_cast<float *>(sY + 2 * BQ * LD), *sD = sL + 2 * BQ;
-  const int bh = int(blockIdx.x % unsigned(BH)), kt = int(blockIdx.x / unsigned(BH));
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int bh = int(blockIdx.x % unsigned(BH)),
+            kt = int(blockIdx.x / unsigned(BH));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
+            t4 = lane & 3;
   const int k0 = kt * BK;
   const long long hq = (long long)bh * Sq * D, hk = (long long)bh * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
@@ -736,18 +800,21 @@ __global__ void __launch_bounds__(128)
   };
   tcLoad<BK, D, NT>(sK, K, k0, Sk);
   tcLoad<BK, D, NT>(sV, V, k0, Sk);
-  if (nIt > 0) loadQ(0);
+  if (nIt > 0)
+    loadQ(0);
   cpAsyncCommit();
 
   float gk[D / 8][4], gv[D / 8][4];
 #pragma unroll
   for (int nt = 0; nt < D / 8; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) gk[nt][e] = gv[nt][e] = 0.0f;
+    for (int e = 0; e < 4; ++e)
+      gk[nt][e] = gv[nt][e] = 0.0f;
 
   for (int it = 0; it < nIt; ++it) {
     const int buf = it & 1, qb = qStart + it * BQ;
-    if (it + 1 < nIt) loadQ(it + 1); // into the other buffer, free since the last iteration
+    if (it + 1 < nIt)
+      loadQ(it + 1); // into the other buffer, free since the last iteration
     cpAsyncCommit();
     cpAsyncWait<1>(); // everything but the prefetch landed
     __syncthreads();
@@ -757,7 +824,8 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.0f;
+      for (int e = 0; e < 4; ++e)
+        s[nt][e] = dp[nt][e] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       unsigned ak[4], av[4];
@@ -778,7 +846,8 @@ __global__ void __launch_bounds__(128)
     for (int nt = 0; nt < BQ / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int qi = nt * 8 + 2 * t4 + (e & 1), query = qb + qi, key = keyA + (e >> 1) * 8;
+        const int qi = nt * 8 + 2 * t4 + (e & 1), query = qb + qi,
+                  key = keyA + (e >> 1) * 8;
         const bool vis = query < Sq && (!causal || key <= query);
         const float p = vis ? exp2f(fmaf(s[nt][e], c, -cL[qi])) : 0.0f;
         s[nt][e] = p;
@@ -804,8 +873,10 @@ __global__ void __launch_bounds__(128)
   }
   cpAsyncWait<0>();
   __syncthreads(); // every load landed; each warp now owns its rows of sK, sV
-  tcStore<T, D>(sK + warp * 16 * LD, dk + hk, k0 + warp * 16, Sk, gk, scale, scale);
-  tcStore<T, D>(sV + warp * 16 * LD, dv + hk, k0 + warp * 16, Sk, gv, 1.0f, 1.0f);
+  tcStore<T, D>(sK + warp * 16 * LD, dk + hk, k0 + warp * 16, Sk, gk, scale,
+                scale);
+  tcStore<T, D>(sV + warp * 16 * LD, dv + hk, k0 + warp * 16, Sk, gv, 1.0f,
+                1.0f);
 }
 
 /// dq: one block of 4 warps per (query tile of 64 MT, b*h), each warp MT
@@ -813,16 +884,19 @@ __global__ void __launch_bounds__(128)
 /// S = Q K^T, dP = dY V^T, dS = P (dP - D) in registers, dq += dS K.
 template <class T, int D, int MT, int BK>
 __global__ void __launch_bounds__(128)
-    attnDqTc(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-             const T *__restrict__ dy, const float *__restrict__ lse2,
-             const float *__restrict__ dsum, T *__restrict__ dq, int BH, int Sq, int Sk,
-             int causal, float scale, int nQT) {
+    attnDqTc(const T *__restrict__ q, const T *__restrict__ k,
+             const T *__restrict__ v, const T *__restrict__ dy,
+             const float *__restrict__ lse2, const float *__restrict__ dsum,
+             T *__restrict__ dq, int BH, int Sq, int Sk, int causal,
+             float scale, int nQT) {
   constexpr int BQ = 64 * MT, NT = 128, LD = D + kTcPad, WR = 16 * MT;
   extern __shared__ __align__(16) unsigned char tcSmem[];
   T *sQ = reinterpret_cast<T *>(tcSmem), *sY = sQ + BQ * LD, *sK = sY + BQ * LD,
     *sV = sK + 2 * BK * LD;
-  const int bh = int(blockIdx.x % unsigned(BH)), qt = nQT - 1 - int(blockIdx.x / unsigned(BH));
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int bh = int(blockIdx.x % unsigned(BH)),
+            qt = nQT - 1 - int(blockIdx.x / unsigned(BH));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
+            t4 = lane & 3;
   const int q0 = qt * BQ, wr0 = warp * WR;
   const long long hq = (long long)bh * Sq * D, hk = (long long)bh * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
@@ -847,7 +921,8 @@ __global__ void __launch_bounds__(128)
       dr[mt][h] = row < Sq ? dsum[(long long)bh * Sq + row] : 0.0f;
     }
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt) gq[mt][nt][0] = gq[mt][nt][1] = gq[mt][nt][2] = gq[mt][nt][3] = 0.0f;
+    for (int nt = 0; nt < D / 8; ++nt)
+      gq[mt][nt][0] = gq[mt][nt][1] = gq[mt][nt][2] = gq[mt][nt][3] = 0.0f;
   }
 
   for (int it = 0; it < nIt; ++it) {
@@ -866,7 +941,8 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nt][e] = dp[mt][nt][e] = 0.0f;
+        for (int e = 0; e < 4; ++e)
+          s[mt][nt][e] = dp[mt][nt][e] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       unsigned aq[MT][4], ay[MT][4];
@@ -908,7 +984,8 @@ __global__ void __launch_bounds__(128)
     for (int kk = 0; kk < BK / 16; ++kk) {
       unsigned a[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) toA<T>(a[mt], s[mt], kk);
+      for (int mt = 0; mt < MT; ++mt)
+        toA<T>(a[mt], s[mt], kk);
 #pragma unroll
       for (int np = 0; np < D / 16; ++np) {
         unsigned b[4];
@@ -926,7 +1003,8 @@ __global__ void __launch_bounds__(128)
   __syncthreads();
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
-    tcStore<T, D>(sQ + (wr0 + 16 * mt) * LD, dq + hq, q0 + wr0 + 16 * mt, Sq, gq[mt], scale, scale);
+    tcStore<T, D>(sQ + (wr0 + 16 * mt) * LD, dq + hq, q0 + wr0 + 16 * mt, Sq,
+                  gq[mt], scale, scale);
 }
 
 // =============================================================================
@@ -967,7 +1045,8 @@ struct Dims {
 
 int toInt(long long x, const char *what) {
   if (x < 0 || x > INT_MAX)
-    throw Error(std::string("cuda attention: ") + what + " " + std::to_string(x) +
+    throw Error(std::string("cuda attention: ") + what + " " +
+                std::to_string(x) +
                 " does not fit the kernels' 32-bit indices");
   return int(x);
 }
@@ -989,13 +1068,15 @@ Dims dimsOf(const KernelArgs &a) {
 }
 
 unsigned blocksFor(long long n, const char *kernel) {
-  if (n > INT_MAX) throw Error(std::string("cuda ") + kernel + ": too many blocks");
+  if (n > INT_MAX)
+    throw Error(std::string("cuda ") + kernel + ": too many blocks");
   return unsigned(n);
 }
 
 size_t gradWorkspace(const KernelArgs &a) {
   const TensorArg &q = a.in[0];
-  return size_t(2) * size_t(q.shape[0] * q.shape[1] * q.shape[2]) * sizeof(float);
+  return size_t(2) * size_t(q.shape[0] * q.shape[1] * q.shape[2]) *
+         sizeof(float);
 }
 
 /// Raises the dynamic shared memory limit of the tensor-core kernels for
@@ -1003,163 +1084,219 @@ size_t gradWorkspace(const KernelArgs &a) {
 template <class T, int D, class C = TcTiles<D>> bool prepareTc(bool grad) {
   int dev = 0, optin = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                               dev),
         "cudaDeviceGetAttribute");
-  constexpr int fwdBytes = fwdTcSmem<D, 16 * C::fwdMT * C::fwdWarps, C::fwdBK>();
+  constexpr int fwdBytes =
+      fwdTcSmem<D, 16 * C::fwdMT * C::fwdWarps, C::fwdBK>();
   constexpr int dqBytes = dqTcSmem<D, 64 * C::dqMT, C::dqBK>();
-  const int need = grad ? std::max({fwdBytes, dkvTcSmem<D>(), dqBytes}) : fwdBytes;
-  if (optin < need) return false;
+  const int need =
+      grad ? std::max({fwdBytes, dkvTcSmem<D>(), dqBytes}) : fwdBytes;
+  if (optin < need)
+    return false;
   if (!grad) {
-    check(cudaFuncSetAttribute(attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, false>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, fwdBytes),
+    check(cudaFuncSetAttribute(
+              attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, false>,
+              cudaFuncAttributeMaxDynamicSharedMemorySize, fwdBytes),
           "cudaFuncSetAttribute(attention)");
   } else {
-    check(cudaFuncSetAttribute(attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, true>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, fwdBytes),
+    check(cudaFuncSetAttribute(
+              attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, true>,
+              cudaFuncAttributeMaxDynamicSharedMemorySize, fwdBytes),
           "cudaFuncSetAttribute(attention_grad stats)");
-    check(cudaFuncSetAttribute(attnDkvTc<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    check(cudaFuncSetAttribute(attnDkvTc<T, D>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                dkvTcSmem<D>()),
           "cudaFuncSetAttribute(attention_grad dk dv)");
     check(cudaFuncSetAttribute(attnDqTc<T, D, C::dqMT, C::dqBK>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, dqBytes),
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               dqBytes),
           "cudaFuncSetAttribute(attention_grad dq)");
   }
   return true;
 }
 
-bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
 
-// ---- SIMT launches -----------------------------------------------------------
+// ---- SIMT launches
+// -----------------------------------------------------------
 template <class T>
-void runFwdSimt(const Dims &d, const T *q, const T *k, const T *v, T *out, cudaStream_t st) {
+void runFwdSimt(const Dims &d, const T *q, const T *k, const T *v, T *out,
+                cudaStream_t st) {
   const int nQT = (d.Sq + kST - 1) / kST, nCC = (d.D + kFwdCols - 1) / kFwdCols;
   const int width = std::min(d.D, kFwdCols), NC = 2 * ((width + kSC - 1) / kSC);
   const unsigned blocks = blocksFor((long long)nQT * d.BH * nCC, "attention");
   auto go = [&](auto kernel) {
-    kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, out, d.BH, d.Sq, d.Sk, d.D, int(d.causal),
-                                            d.scale, nQT, nCC);
+    kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, out, d.BH, d.Sq, d.Sk, d.D,
+                                            int(d.causal), d.scale, nQT, nCC);
   };
   switch (NC) {
-  case 2: go(attnFwdSimt<T, 2>); break;
-  case 4: go(attnFwdSimt<T, 4>); break;
-  case 6: go(attnFwdSimt<T, 6>); break;
-  default: go(attnFwdSimt<T, 8>); break;
+  case 2:
+    go(attnFwdSimt<T, 2>);
+    break;
+  case 4:
+    go(attnFwdSimt<T, 4>);
+    break;
+  case 6:
+    go(attnFwdSimt<T, 6>);
+    break;
+  default:
+    go(attnFwdSimt<T, 8>);
+    break;
   }
   checkLaunch("attention");
 }
 
 template <class T>
-void runGradSimt(const Dims &d, const T *q, const T *k, const T *v, const T *dy, T *dq, T *dk,
-                 T *dv, float *lse, float *dsum, cudaStream_t st) {
+void runGradSimt(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
+                 T *dq, T *dk, T *dv, float *lse, float *dsum,
+                 cudaStream_t st) {
   const int nQT = (d.Sq + kST - 1) / kST, nKT = (d.Sk + kST - 1) / kST;
   if (d.Sq > 0) {
     const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention_grad");
-    attnStatsSimt<T><<<blocks, kSimtThreads, 0, st>>>(q, k, v, dy, lse, dsum, d.BH, d.Sq, d.Sk,
-                                                      d.D, int(d.causal), d.scale, nQT);
+    attnStatsSimt<T><<<blocks, kSimtThreads, 0, st>>>(
+        q, k, v, dy, lse, dsum, d.BH, d.Sq, d.Sk, d.D, int(d.causal), d.scale,
+        nQT);
     checkLaunch("attention_grad");
   }
   if (d.Sk > 0) {
     const int nCC = (d.D + kKvCols - 1) / kKvCols;
-    const int width = std::min(d.D, kKvCols), NC = 2 * ((width + kSC - 1) / kSC);
-    const unsigned blocks = blocksFor((long long)nKT * d.BH * nCC, "attention_grad");
+    const int width = std::min(d.D, kKvCols),
+              NC = 2 * ((width + kSC - 1) / kSC);
+    const unsigned blocks =
+        blocksFor((long long)nKT * d.BH * nCC, "attention_grad");
     auto go = [&](auto kernel) {
-      kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, dy, lse, dsum, dk, dv, d.BH, d.Sq, d.Sk,
-                                              d.D, int(d.causal), d.scale, nCC);
+      kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, dy, lse, dsum, dk, dv,
+                                              d.BH, d.Sq, d.Sk, d.D,
+                                              int(d.causal), d.scale, nCC);
     };
-    if (NC == 2) go(attnDkvSimt<T, 2>);
-    else go(attnDkvSimt<T, 4>);
+    if (NC == 2)
+      go(attnDkvSimt<T, 2>);
+    else
+      go(attnDkvSimt<T, 4>);
     checkLaunch("attention_grad");
   }
   if (d.Sq > 0) {
     const int nCC = (d.D + kFwdCols - 1) / kFwdCols;
-    const int width = std::min(d.D, kFwdCols), NC = 2 * ((width + kSC - 1) / kSC);
-    const unsigned blocks = blocksFor((long long)nQT * d.BH * nCC, "attention_grad");
+    const int width = std::min(d.D, kFwdCols),
+              NC = 2 * ((width + kSC - 1) / kSC);
+    const unsigned blocks =
+        blocksFor((long long)nQT * d.BH * nCC, "attention_grad");
     auto go = [&](auto kernel) {
-      kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, dy, lse, dsum, dq, d.BH, d.Sq, d.Sk, d.D,
-                                              int(d.causal), d.scale, nQT, nCC);
+      kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, dy, lse, dsum, dq, d.BH,
+                                              d.Sq, d.Sk, d.D, int(d.causal),
+                                              d.scale, nQT, nCC);
     };
     switch (NC) {
-    case 2: go(attnDqSimt<T, 2>); break;
-    case 4: go(attnDqSimt<T, 4>); break;
-    case 6: go(attnDqSimt<T, 6>); break;
-    default: go(attnDqSimt<T, 8>); break;
+    case 2:
+      go(attnDqSimt<T, 2>);
+      break;
+    case 4:
+      go(attnDqSimt<T, 4>);
+      break;
+    case 6:
+      go(attnDqSimt<T, 6>);
+      break;
+    default:
+      go(attnDqSimt<T, 8>);
+      break;
     }
     checkLaunch("attention_grad");
   }
 }
 
-// ---- tensor-core launches ----------------------------------------------------
+// ---- tensor-core launches
+// ----------------------------------------------------
 template <class T, int D, class C = TcTiles<D>>
-void runFwdTc(const Dims &d, const T *q, const T *k, const T *v, T *out, cudaStream_t st) {
+void runFwdTc(const Dims &d, const T *q, const T *k, const T *v, T *out,
+              cudaStream_t st) {
   constexpr int BQ = 16 * C::fwdMT * C::fwdWarps;
   const int nQT = (d.Sq + BQ - 1) / BQ;
   const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention");
   attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, false>
       <<<blocks, C::fwdWarps * 32, fwdTcSmem<D, BQ, C::fwdBK>(), st>>>(
-          q, k, v, out, nullptr, nullptr, nullptr, d.BH, d.Sq, d.Sk, int(d.causal), d.scale, nQT);
+          q, k, v, out, nullptr, nullptr, nullptr, d.BH, d.Sq, d.Sk,
+          int(d.causal), d.scale, nQT);
   checkLaunch("attention");
 }
 
 template <class T, int D, class C = TcTiles<D>>
-void runGradTc(const Dims &d, const T *q, const T *k, const T *v, const T *dy, T *dq, T *dk,
-               T *dv, float *lse2, float *dsum, cudaStream_t st) {
+void runGradTc(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
+               T *dq, T *dk, T *dv, float *lse2, float *dsum, cudaStream_t st) {
   if (d.Sq > 0) {
     constexpr int BQ = 16 * C::fwdMT * C::fwdWarps;
     const int nQT = (d.Sq + BQ - 1) / BQ;
     const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention_grad");
     attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, true>
         <<<blocks, C::fwdWarps * 32, fwdTcSmem<D, BQ, C::fwdBK>(), st>>>(
-            q, k, v, nullptr, dy, lse2, dsum, d.BH, d.Sq, d.Sk, int(d.causal), d.scale, nQT);
+            q, k, v, nullptr, dy, lse2, dsum, d.BH, d.Sq, d.Sk, int(d.causal),
+            d.scale, nQT);
     checkLaunch("attention_grad");
   }
   if (d.Sk > 0) {
     const int nKT = (d.Sk + 63) / 64;
     const unsigned blocks = blocksFor((long long)nKT * d.BH, "attention_grad");
-    attnDkvTc<T, D><<<blocks, 128, dkvTcSmem<D>(), st>>>(q, k, v, dy, lse2, dsum, dk, dv, d.BH,
-                                                         d.Sq, d.Sk, int(d.causal), d.scale);
+    attnDkvTc<T, D><<<blocks, 128, dkvTcSmem<D>(), st>>>(
+        q, k, v, dy, lse2, dsum, dk, dv, d.BH, d.Sq, d.Sk, int(d.causal),
+        d.scale);
     checkLaunch("attention_grad");
   }
   if (d.Sq > 0) {
     constexpr int BQ = 64 * C::dqMT;
     const int nQT = (d.Sq + BQ - 1) / BQ;
     const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention_grad");
-    attnDqTc<T, D, C::dqMT, C::dqBK><<<blocks, 128, dqTcSmem<D, BQ, C::dqBK>(), st>>>(
-        q, k, v, dy, lse2, dsum, dq, d.BH, d.Sq, d.Sk, int(d.causal), d.scale, nQT);
+    attnDqTc<T, D, C::dqMT, C::dqBK>
+        <<<blocks, 128, dqTcSmem<D, BQ, C::dqBK>(), st>>>(
+            q, k, v, dy, lse2, dsum, dq, d.BH, d.Sq, d.Sk, int(d.causal),
+            d.scale, nQT);
     checkLaunch("attention_grad");
   }
 }
 
-// ---- the bound kernels -------------------------------------------------------
+// ---- the bound kernels
+// -------------------------------------------------------
 class AttentionLaunch final : public Launch {
 public:
-  AttentionLaunch(const KernelArgs &a, const Context &ctx, bool grad) : grad_(grad), d_(dimsOf(a)) {
+  AttentionLaunch(const KernelArgs &a, const Context &ctx, bool grad)
+      : grad_(grad), d_(dimsOf(a)) {
     tc_ = !simtForced() && ctx.computeCapability >= 80 &&
-          (d_.dtype == DType::BF16 || d_.dtype == DType::F16) && (d_.D == 64 || d_.D == 128);
+          (d_.dtype == DType::BF16 || d_.dtype == DType::F16) &&
+          (d_.D == 64 || d_.D == 128);
     if (tc_) {
       if (d_.dtype == DType::BF16)
-        tc_ = d_.D == 64 ? prepareTc<__nv_bfloat16, 64>(grad) : prepareTc<__nv_bfloat16, 128>(grad);
+        tc_ = d_.D == 64 ? prepareTc<__nv_bfloat16, 64>(grad)
+                         : prepareTc<__nv_bfloat16, 128>(grad);
       else
-        tc_ = d_.D == 64 ? prepareTc<__half, 64>(grad) : prepareTc<__half, 128>(grad);
+        tc_ = d_.D == 64 ? prepareTc<__half, 64>(grad)
+                         : prepareTc<__half, 128>(grad);
     }
   }
 
   void run(const KernelArgs &a, const Context &ctx) override {
-    if (grad_) runGrad(a, ctx);
-    else runFwd(a, ctx);
+    if (grad_)
+      runGrad(a, ctx);
+    else
+      runFwd(a, ctx);
   }
 
 private:
   bool useTc(const KernelArgs &a) const {
-    if (!tc_) return false;
+    if (!tc_)
+      return false;
     for (const TensorArg &t : a.in)
-      if (!aligned16(t.data)) return false;
+      if (!aligned16(t.data))
+        return false;
     for (const TensorArg &t : a.out)
-      if (!aligned16(t.data)) return false;
+      if (!aligned16(t.data))
+        return false;
     return true;
   }
 
   void runFwd(const KernelArgs &a, const Context &ctx) {
-    if (a.out[0].numel == 0) return;
+    if (a.out[0].numel == 0)
+      return;
     const bool tc = useTc(a);
     dispatchFloat(d_.dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -1167,8 +1304,10 @@ private:
       T *out = a.out[0].as<T>();
       if constexpr (!std::is_same_v<T, float>) {
         if (tc) {
-          if (d_.D == 64) runFwdTc<T, 64>(d_, q, k, v, out, ctx.stream);
-          else runFwdTc<T, 128>(d_, q, k, v, out, ctx.stream);
+          if (d_.D == 64)
+            runFwdTc<T, 64>(d_, q, k, v, out, ctx.stream);
+          else
+            runFwdTc<T, 128>(d_, q, k, v, out, ctx.stream);
           return;
         }
       }
@@ -1177,11 +1316,13 @@ private:
   }
 
   void runGrad(const KernelArgs &a, const Context &ctx) {
-    if (a.out[0].numel == 0 && a.out[1].numel == 0) return; // B*H*Dh == 0 or Sq == Sk == 0
+    if (a.out[0].numel == 0 && a.out[1].numel == 0)
+      return; // B*H*Dh == 0 or Sq == Sk == 0
     const size_t need = gradWorkspace(a);
     if (need > 0 && (ctx.workspace == nullptr || ctx.workspaceBytes < need))
-      throw Error("cuda attention_grad: the workspace holds " + std::to_string(ctx.workspaceBytes) +
-                  " bytes, needs " + std::to_string(need));
+      throw Error("cuda attention_grad: the workspace holds " +
+                  std::to_string(ctx.workspaceBytes) + " bytes, needs " +
+                  std::to_string(need));
     float *lse = static_cast<float *>(ctx.workspace);
     float *dsum = lse + (long long)d_.BH * d_.Sq;
     const bool tc = useTc(a);
@@ -1192,8 +1333,12 @@ private:
       T *dq = a.out[0].as<T>(), *dk = a.out[1].as<T>(), *dv = a.out[2].as<T>();
       if constexpr (!std::is_same_v<T, float>) {
         if (tc) {
-          if (d_.D == 64) runGradTc<T, 64>(d_, q, k, v, dy, dq, dk, dv, lse, dsum, ctx.stream);
-          else runGradTc<T, 128>(d_, q, k, v, dy, dq, dk, dv, lse, dsum, ctx.stream);
+          if (d_.D == 64)
+            runGradTc<T, 64>(d_, q, k, v, dy, dq, dk, dv, lse, dsum,
+                             ctx.stream);
+          else
+            runGradTc<T, 128>(d_, q, k, v, dy, dq, dk, dv, lse, dsum,
+                              ctx.stream);
           return;
         }
       }
@@ -1209,7 +1354,8 @@ private:
 std::unique_ptr<Launch> bindAttention(const KernelArgs &a, const Context &ctx) {
   return std::make_unique<AttentionLaunch>(a, ctx, false);
 }
-std::unique_ptr<Launch> bindAttentionGrad(const KernelArgs &a, const Context &ctx) {
+std::unique_ptr<Launch> bindAttentionGrad(const KernelArgs &a,
+                                          const Context &ctx) {
   return std::make_unique<AttentionLaunch>(a, ctx, true);
 }
 

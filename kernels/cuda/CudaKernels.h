@@ -1,4 +1,5 @@
-//===- CudaKernels.h - the CUDA kernels' host interface -----------*- C++ -*-===//
+//===- CudaKernels.h - the CUDA kernels' host interface -----------*- C++
+//-*-===//
 //
 // The CUDA implementations of docs/kernels.md, for the CUDA backend
 // (runtime/cuda). Plain C++ with CUDA's runtime API types: the backend's
@@ -37,8 +38,9 @@ namespace dtc::kernels::cuda {
 /// written by the device (mapped pinned memory), read by the host after a
 /// synchronisation. `flag` is set last-writer-free with atomicCAS.
 struct DeviceError {
-  int flag = 0;       ///< 0: none; 1: an index out of range; 2: integer division by zero
-  int rank = 0;       ///< of the index tensor, for the position's multi-index
+  int flag =
+      0; ///< 0: none; 1: an index out of range; 2: integer division by zero
+  int rank = 0; ///< of the index tensor, for the position's multi-index
   long long value = 0, position = 0, bound = 0;
   long long dims[8] = {};
   const char *op = nullptr;   ///< the kernel's name (a host string literal)
@@ -77,7 +79,8 @@ public:
 /// Stateless kernels: one function per kernel.
 using RunFn = void (*)(const KernelArgs &args, const Context &ctx);
 /// Kernels that plan at bind time.
-using BindFn = std::unique_ptr<Launch> (*)(const KernelArgs &args, const Context &ctx);
+using BindFn = std::unique_ptr<Launch> (*)(const KernelArgs &args,
+                                           const Context &ctx);
 /// Bytes of Context::workspace one launch needs with these operands.
 using WorkspaceFn = size_t (*)(const KernelArgs &args);
 struct Entry {
@@ -98,8 +101,8 @@ const std::vector<Entry> &optimizerKernels();
 
 /// Kernel `name` bound to `args` (operands already accepted by the check
 /// rule), or nullptr when the CUDA table has none.
-std::unique_ptr<Launch> bindKernel(std::string_view name, const KernelArgs &args,
-                                   const Context &ctx);
+std::unique_ptr<Launch> bindKernel(std::string_view name,
+                                   const KernelArgs &args, const Context &ctx);
 /// Bytes of workspace kernel `name` needs for `args` (0 when none).
 size_t workspaceBytes(std::string_view name, const KernelArgs &args);
 /// Every kernel name the CUDA table has.

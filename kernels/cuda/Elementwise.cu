@@ -32,7 +32,8 @@
 namespace dtc::kernels::cuda {
 namespace {
 
-// ---- launch plumbing -----------------------------------------------------------
+// ---- launch plumbing
+// -----------------------------------------------------------
 
 /// Elements of T in one 16-byte access.
 template <class T> constexpr int kVec = int(16 / sizeof(T));
@@ -40,7 +41,9 @@ template <class T> struct alignas(16) Pack {
   T v[kVec<T>];
 };
 
-inline bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+inline bool aligned16(const void *p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 /// A Bcast<N> with Idx (unsigned 32 or 64 bit) dims and strides; the
 /// outermost dim needs no division (the index is below its size).
@@ -51,15 +54,18 @@ template <int N, class Idx> struct Plan {
   Idx strides[kMaxDims][N] = {};
   __device__ __forceinline__ void offsets(Idx i, Idx (&off)[N]) const {
 #pragma unroll
-    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (int k = 0; k < N; ++k)
+      off[k] = 0;
     for (int d = rank - 1; d > 0; --d) {
       const Idx q = i / dims[d], r = i - q * dims[d];
 #pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += r * strides[d][k];
+      for (int k = 0; k < N; ++k)
+        off[k] += r * strides[d][k];
       i = q;
     }
 #pragma unroll
-    for (int k = 0; k < N; ++k) off[k] += i * strides[0][k];
+    for (int k = 0; k < N; ++k)
+      off[k] += i * strides[0][k];
   }
 };
 
@@ -68,7 +74,8 @@ template <int N, class Idx> Plan<N, Idx> toPlan(const Bcast<N> &b) {
   p.rank = b.rank;
   for (int d = 0; d < b.rank; ++d) {
     p.dims[d] = Idx(b.dims[d]);
-    for (int k = 0; k < N; ++k) p.strides[d][k] = Idx(b.strides[d][k]);
+    for (int k = 0; k < N; ++k)
+      p.strides[d][k] = Idx(b.strides[d][k]);
   }
   return p;
 }
@@ -76,30 +83,36 @@ template <int N, class Idx> Plan<N, Idx> toPlan(const Bcast<N> &b) {
 /// Whether the plan is one contiguous run in every input (same shapes up
 /// to size-1 dims): the caller takes the flat path.
 template <int N> bool isFlat(const Bcast<N> &b) {
-  if (b.rank != 1) return false;
+  if (b.rank != 1)
+    return false;
   for (int k = 0; k < N; ++k)
-    if (b.strides[0][k] != 1) return false;
+    if (b.strides[0][k] != 1)
+      return false;
   return true;
 }
 
 /// Calls launch(plan) with a 32-bit plan when the output and every input
 /// have fewer than 2^31 elements (all offsets then fit), else a 64-bit one.
 template <int N, class L>
-void withPlan(const Bcast<N> &b, long long outNumel, const std::array<long long, N> &inNumel,
-              L &&launch) {
+void withPlan(const Bcast<N> &b, long long outNumel,
+              const std::array<long long, N> &inNumel, L &&launch) {
   bool small = outNumel <= 0x7fffffffLL;
-  for (long long m : inNumel) small = small && m <= 0x7fffffffLL;
-  if (small) launch(toPlan<N, unsigned>(b));
-  else launch(toPlan<N, unsigned long long>(b));
+  for (long long m : inNumel)
+    small = small && m <= 0x7fffffffLL;
+  if (small)
+    launch(toPlan<N, unsigned>(b));
+  else
+    launch(toPlan<N, unsigned long long>(b));
 }
 
 /// Grid-stride index in the plan's type (no overflow: n < 2^31 for the
 /// 32-bit type and the stride is below 2^29).
-#define DTC_PLAN_STRIDE(Idx, i, n)                                                                \
-  for (Idx i = Idx(blockIdx.x) * Idx(blockDim.x) + Idx(threadIdx.x); i < (n);                     \
+#define DTC_PLAN_STRIDE(Idx, i, n)                                             \
+  for (Idx i = Idx(blockIdx.x) * Idx(blockDim.x) + Idx(threadIdx.x); i < (n);  \
        i += Idx(gridDim.x) * Idx(blockDim.x))
 
-// ---- flat (same-shape) maps ----------------------------------------------------------
+// ---- flat (same-shape) maps
+// ----------------------------------------------------------
 
 /// y[i] = f(x[i]) for i < n; 16-byte accesses when `vec` (all pointers
 /// 16-byte aligned). Each element is read and written by one thread.
@@ -114,7 +127,8 @@ __global__ void map1Kernel(const T *x, T *y, long long n, bool vec, F f) {
       const Pack<T> a = xp[j];
       Pack<T> r;
 #pragma unroll
-      for (int k = 0; k < V; ++k) r.v[k] = f(a.v[k]);
+      for (int k = 0; k < V; ++k)
+        r.v[k] = f(a.v[k]);
       yp[j] = r;
     }
     const long long start = packs * V;
@@ -126,7 +140,8 @@ __global__ void map1Kernel(const T *x, T *y, long long n, bool vec, F f) {
 
 /// z[i] = f(x[i], y[i]) for i < n; vector accesses as map1Kernel.
 template <class T, class F>
-__global__ void map2Kernel(const T *x, const T *y, T *z, long long n, bool vec, F f) {
+__global__ void map2Kernel(const T *x, const T *y, T *z, long long n, bool vec,
+                           F f) {
   if (vec) {
     constexpr int V = kVec<T>;
     const long long packs = n / V;
@@ -137,7 +152,8 @@ __global__ void map2Kernel(const T *x, const T *y, T *z, long long n, bool vec, 
       const Pack<T> a = xp[j], b = yp[j];
       Pack<T> r;
 #pragma unroll
-      for (int k = 0; k < V; ++k) r.v[k] = f(a.v[k], b.v[k]);
+      for (int k = 0; k < V; ++k)
+        r.v[k] = f(a.v[k], b.v[k]);
       zp[j] = r;
     }
     const long long start = packs * V;
@@ -148,8 +164,10 @@ __global__ void map2Kernel(const T *x, const T *y, T *z, long long n, bool vec, 
 }
 
 template <class T, class F>
-void launchMap1(const T *x, T *y, long long n, F f, const Context &ctx, const char *name) {
-  if (n <= 0) return;
+void launchMap1(const T *x, T *y, long long n, F f, const Context &ctx,
+                const char *name) {
+  if (n <= 0)
+    return;
   const bool vec = aligned16(x) && aligned16(y);
   const long long work = vec ? (n + kVec<T> - 1) / kVec<T> : n;
   map1Kernel<T, F><<<gridFor(work), kThreads, 0, ctx.stream>>>(x, y, n, vec, f);
@@ -157,16 +175,19 @@ void launchMap1(const T *x, T *y, long long n, F f, const Context &ctx, const ch
 }
 
 template <class T, class F>
-void launchMap2(const T *x, const T *y, T *z, long long n, F f, const Context &ctx,
-                const char *name) {
-  if (n <= 0) return;
+void launchMap2(const T *x, const T *y, T *z, long long n, F f,
+                const Context &ctx, const char *name) {
+  if (n <= 0)
+    return;
   const bool vec = aligned16(x) && aligned16(y) && aligned16(z);
   const long long work = vec ? (n + kVec<T> - 1) / kVec<T> : n;
-  map2Kernel<T, F><<<gridFor(work), kThreads, 0, ctx.stream>>>(x, y, z, n, vec, f);
+  map2Kernel<T, F>
+      <<<gridFor(work), kThreads, 0, ctx.stream>>>(x, y, z, n, vec, f);
   checkLaunch(name);
 }
 
-// ---- the CPU's float functions (kernels/cpu/VecMath.h, Elementwise.cpp) --------
+// ---- the CPU's float functions (kernels/cpu/VecMath.h, Elementwise.cpp)
+// --------
 
 /// std::min(std::max(x, lo), hi) as the CPU evaluates it: NaN stays NaN.
 __device__ __forceinline__ float clampLikeStd(float x, float lo, float hi) {
@@ -181,9 +202,15 @@ __device__ __forceinline__ float clampLikeStd(float x, float lo, float hi) {
 // clamp (p/q of two nearly equal sums): contracting its Horner steps moves
 // tanhF(+-7.905) from exactly +-1 to 1 - 2.4e-7, which shows in gelu and
 // gelu_grad for |x| > 5 (|x| 1e-7 and more).
-__device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ float sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float mul(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ __forceinline__ float add(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ float sub(float a, float b) {
+  return __fsub_rn(a, b);
+}
 
 /// kernels/cpu/VecMath.h's tanhF: a [13/6] rational function on
 /// [-7.905, 7.905], within 4e-7 of tanh.
@@ -208,7 +235,7 @@ __device__ __forceinline__ float tanhCpu(float x) {
 
 constexpr float kGeluC = 0.7978845608028654f; // sqrt(2/pi), as VecMath.h
 constexpr float kGeluA = 0.044715f;
-constexpr float kGelu3A = 3.0f * kGeluA;      // folded in f32, as GCC does
+constexpr float kGelu3A = 3.0f * kGeluA; // folded in f32, as GCC does
 
 /// tanh(kGeluC (x + kGeluA x^3)), the CPU's argument order.
 __device__ __forceinline__ float geluTanh(float x) {
@@ -228,14 +255,19 @@ __device__ __forceinline__ float geluDerivCpu(float x) {
   return add(a, b);
 }
 /// 1 / (1 + e^-x) (the CPU's form; accurate for x << 0 too).
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float sigmoid(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
 
-// ---- functors ------------------------------------------------------------------------
+// ---- functors
+// ------------------------------------------------------------------------
 
 /// A float function applied to a stored element: load to f32, round once.
 template <class T, class Op> struct Lift1 {
   Op op;
-  __device__ __forceinline__ T operator()(T x) const { return fromF<T>(op(toF(x))); }
+  __device__ __forceinline__ T operator()(T x) const {
+    return fromF<T>(op(toF(x)));
+  }
 };
 template <class T, class Op> struct Lift2 {
   Op op;
@@ -272,10 +304,14 @@ struct SiluF {
   __device__ float operator()(float x) const { return x * sigmoid(x); }
 };
 struct ReluGradF {
-  __device__ float operator()(float x, float dy) const { return x > 0.0f ? dy : 0.0f; }
+  __device__ float operator()(float x, float dy) const {
+    return x > 0.0f ? dy : 0.0f;
+  }
 };
 struct GeluGradF {
-  __device__ float operator()(float x, float dy) const { return dy * geluDerivCpu(x); }
+  __device__ float operator()(float x, float dy) const {
+    return dy * geluDerivCpu(x);
+  }
 };
 struct SiluGradF {
   __device__ float operator()(float x, float dy) const {
@@ -295,11 +331,17 @@ enum class Bin { Add, Sub, Mul, Div, Max };
 
 template <Bin op> struct BinF {
   __device__ float operator()(float x, float y) const {
-    if constexpr (op == Bin::Add) return x + y;
-    else if constexpr (op == Bin::Sub) return x - y;
-    else if constexpr (op == Bin::Mul) return x * y;
-    else if constexpr (op == Bin::Div) return x / y;
-    else return (x > y || x != x) ? x : y; // the CPU's maxOf: NaN wins, ties give y
+    if constexpr (op == Bin::Add)
+      return x + y;
+    else if constexpr (op == Bin::Sub)
+      return x - y;
+    else if constexpr (op == Bin::Mul)
+      return x * y;
+    else if constexpr (op == Bin::Div)
+      return x / y;
+    else
+      return (x > y || x != x) ? x
+                               : y; // the CPU's maxOf: NaN wins, ties give y
   }
 };
 
@@ -310,15 +352,20 @@ template <Bin op, class T> struct BinInt {
   const char *name = nullptr; // a HOST string literal: stored, never read here
   __device__ T operator()(T a, T b) const {
     using U = std::make_unsigned_t<T>;
-    if constexpr (op == Bin::Add) return T(U(a) + U(b));
-    else if constexpr (op == Bin::Sub) return T(U(a) - U(b));
-    else if constexpr (op == Bin::Mul) return T(U(a) * U(b));
+    if constexpr (op == Bin::Add)
+      return T(U(a) + U(b));
+    else if constexpr (op == Bin::Sub)
+      return T(U(a) - U(b));
+    else if constexpr (op == Bin::Mul)
+      return T(U(a) * U(b));
     else if constexpr (op == Bin::Div) {
       if (b == T(0)) {
-        if (err) reportDivByZero(err, name);
+        if (err)
+          reportDivByZero(err, name);
         return T(0);
       }
-      if (b == T(-1)) return T(U(0) - U(a)); // no INT_MIN / -1 trap
+      if (b == T(-1))
+        return T(U(0) - U(a)); // no INT_MIN / -1 trap
       return a / b;
     } else {
       return a > b ? a : b;
@@ -326,10 +373,12 @@ template <Bin op, class T> struct BinInt {
   }
 };
 
-// ---- binary ops ------------------------------------------------------------------
+// ---- binary ops
+// ------------------------------------------------------------------
 
 template <class T, class F, class P>
-__global__ void binaryBcastKernel(const T *x, const T *y, T *z, typename P::Index n,
+__global__ void binaryBcastKernel(const T *x, const T *y, T *z,
+                                  typename P::Index n,
                                   const __grid_constant__ P plan, F f) {
   using Idx = typename P::Index;
   DTC_PLAN_STRIDE(Idx, i, n) {
@@ -339,11 +388,13 @@ __global__ void binaryBcastKernel(const T *x, const T *y, T *z, typename P::Inde
   }
 }
 
-template <class T, class F> void launchBinary(const KernelArgs &a, const Context &ctx, F f,
-                                              const char *name) {
+template <class T, class F>
+void launchBinary(const KernelArgs &a, const Context &ctx, F f,
+                  const char *name) {
   const TensorArg &l = a.in[0], &r = a.in[1], &o = a.out[0];
   const long long n = o.numel;
-  if (n <= 0) return;
+  if (n <= 0)
+    return;
   const T *x = l.as<T>(), *y = r.as<T>();
   T *z = o.as<T>();
   const Bcast<2> b = makeBcast<2>(o.shape, {&l.shape, &r.shape});
@@ -354,21 +405,28 @@ template <class T, class F> void launchBinary(const KernelArgs &a, const Context
   withPlan<2>(b, n, {l.numel, r.numel}, [&](auto plan) {
     using P = decltype(plan);
     using Idx = typename P::Index;
-    binaryBcastKernel<T, F, P><<<gridFor(n), kThreads, 0, ctx.stream>>>(x, y, z, Idx(n), plan, f);
+    binaryBcastKernel<T, F, P>
+        <<<gridFor(n), kThreads, 0, ctx.stream>>>(x, y, z, Idx(n), plan, f);
     checkLaunch(name);
   });
 }
 
 template <Bin op> constexpr const char *binName() {
-  if constexpr (op == Bin::Add) return "add";
-  else if constexpr (op == Bin::Sub) return "sub";
-  else if constexpr (op == Bin::Mul) return "mul";
-  else if constexpr (op == Bin::Div) return "div";
-  else return "max";
+  if constexpr (op == Bin::Add)
+    return "add";
+  else if constexpr (op == Bin::Sub)
+    return "sub";
+  else if constexpr (op == Bin::Mul)
+    return "mul";
+  else if constexpr (op == Bin::Div)
+    return "div";
+  else
+    return "max";
 }
 
 template <Bin op> void kBinary(const KernelArgs &a, const Context &ctx) {
-  const char *name = binName<op>(); // host address: DeviceError::op must be a host string
+  const char *name =
+      binName<op>(); // host address: DeviceError::op must be a host string
   dispatchAny(a.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kIsFloatType<T>) {
@@ -382,12 +440,15 @@ template <Bin op> void kBinary(const KernelArgs &a, const Context &ctx) {
   });
 }
 
-// ---- unary ops and activation gradients ------------------------------------------
+// ---- unary ops and activation gradients
+// ------------------------------------------
 
-template <class Op> void unaryFloat(const KernelArgs &a, const Context &ctx, const char *name) {
+template <class Op>
+void unaryFloat(const KernelArgs &a, const Context &ctx, const char *name) {
   dispatchFloat(a.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    launchMap1(a.in[0].as<T>(), a.out[0].as<T>(), a.in[0].numel, Lift1<T, Op>{}, ctx, name);
+    launchMap1(a.in[0].as<T>(), a.out[0].as<T>(), a.in[0].numel, Lift1<T, Op>{},
+               ctx, name);
   });
 }
 
@@ -395,38 +456,63 @@ void kNeg(const KernelArgs &a, const Context &ctx) {
   dispatchAny(a.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kIsFloatType<T>)
-      launchMap1(a.in[0].as<T>(), a.out[0].as<T>(), a.in[0].numel, Lift1<T, NegF>{}, ctx, "neg");
+      launchMap1(a.in[0].as<T>(), a.out[0].as<T>(), a.in[0].numel,
+                 Lift1<T, NegF>{}, ctx, "neg");
     else
-      launchMap1(a.in[0].as<T>(), a.out[0].as<T>(), a.in[0].numel, NegInt<T>{}, ctx, "neg");
+      launchMap1(a.in[0].as<T>(), a.out[0].as<T>(), a.in[0].numel, NegInt<T>{},
+                 ctx, "neg");
   });
 }
-void kExp(const KernelArgs &a, const Context &ctx) { unaryFloat<ExpF>(a, ctx, "exp"); }
-void kLog(const KernelArgs &a, const Context &ctx) { unaryFloat<LogF>(a, ctx, "log"); }
-void kTanh(const KernelArgs &a, const Context &ctx) { unaryFloat<TanhF>(a, ctx, "tanh"); }
-void kSqrt(const KernelArgs &a, const Context &ctx) { unaryFloat<SqrtF>(a, ctx, "sqrt"); }
-void kRsqrt(const KernelArgs &a, const Context &ctx) { unaryFloat<RsqrtF>(a, ctx, "rsqrt"); }
-void kRelu(const KernelArgs &a, const Context &ctx) { unaryFloat<ReluF>(a, ctx, "relu"); }
-void kGelu(const KernelArgs &a, const Context &ctx) { unaryFloat<GeluF>(a, ctx, "gelu"); }
-void kSilu(const KernelArgs &a, const Context &ctx) { unaryFloat<SiluF>(a, ctx, "silu"); }
+void kExp(const KernelArgs &a, const Context &ctx) {
+  unaryFloat<ExpF>(a, ctx, "exp");
+}
+void kLog(const KernelArgs &a, const Context &ctx) {
+  unaryFloat<LogF>(a, ctx, "log");
+}
+void kTanh(const KernelArgs &a, const Context &ctx) {
+  unaryFloat<TanhF>(a, ctx, "tanh");
+}
+void kSqrt(const KernelArgs &a, const Context &ctx) {
+  unaryFloat<SqrtF>(a, ctx, "sqrt");
+}
+void kRsqrt(const KernelArgs &a, const Context &ctx) {
+  unaryFloat<RsqrtF>(a, ctx, "rsqrt");
+}
+void kRelu(const KernelArgs &a, const Context &ctx) {
+  unaryFloat<ReluF>(a, ctx, "relu");
+}
+void kGelu(const KernelArgs &a, const Context &ctx) {
+  unaryFloat<GeluF>(a, ctx, "gelu");
+}
+void kSilu(const KernelArgs &a, const Context &ctx) {
+  unaryFloat<SiluF>(a, ctx, "silu");
+}
 
 /// dx = f(x, dy), all one shape.
-template <class Op> void gradFloat(const KernelArgs &a, const Context &ctx, const char *name) {
+template <class Op>
+void gradFloat(const KernelArgs &a, const Context &ctx, const char *name) {
   dispatchFloat(a.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    launchMap2(a.in[0].as<T>(), a.in[1].as<T>(), a.out[0].as<T>(), a.in[0].numel,
-               Lift2<T, Op>{}, ctx, name);
+    launchMap2(a.in[0].as<T>(), a.in[1].as<T>(), a.out[0].as<T>(),
+               a.in[0].numel, Lift2<T, Op>{}, ctx, name);
   });
 }
-void kReluGrad(const KernelArgs &a, const Context &ctx) { gradFloat<ReluGradF>(a, ctx, "relu_grad"); }
-void kGeluGrad(const KernelArgs &a, const Context &ctx) { gradFloat<GeluGradF>(a, ctx, "gelu_grad"); }
-void kSiluGrad(const KernelArgs &a, const Context &ctx) { gradFloat<SiluGradF>(a, ctx, "silu_grad"); }
+void kReluGrad(const KernelArgs &a, const Context &ctx) {
+  gradFloat<ReluGradF>(a, ctx, "relu_grad");
+}
+void kGeluGrad(const KernelArgs &a, const Context &ctx) {
+  gradFloat<GeluGradF>(a, ctx, "gelu_grad");
+}
+void kSiluGrad(const KernelArgs &a, const Context &ctx) {
+  gradFloat<SiluGradF>(a, ctx, "silu_grad");
+}
 
 /// dlhs = dy where lhs >= rhs, drhs = dy where rhs > lhs (0 elsewhere; NaN
 /// compares false both ways), lhs and rhs broadcast to dy's shape.
 template <class T, class P>
 __global__ void maxGradKernel(const T *x, const T *y, const T *dy, T *dl, T *dr,
                               typename P::Index n,
-                                  const __grid_constant__ P plan) {
+                              const __grid_constant__ P plan) {
   using Idx = typename P::Index;
   DTC_PLAN_STRIDE(Idx, i, n) {
     Idx off[2];
@@ -440,7 +526,8 @@ __global__ void maxGradKernel(const T *x, const T *y, const T *dy, T *dl, T *dr,
 void kMaxGrad(const KernelArgs &a, const Context &ctx) {
   const TensorArg &l = a.in[0], &r = a.in[1], &dy = a.in[2];
   const long long n = dy.numel;
-  if (n <= 0) return;
+  if (n <= 0)
+    return;
   const Bcast<2> b = makeBcast<2>(dy.shape, {&l.shape, &r.shape});
   dispatchFloat(dy.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -448,34 +535,41 @@ void kMaxGrad(const KernelArgs &a, const Context &ctx) {
       using P = decltype(plan);
       using Idx = typename P::Index;
       maxGradKernel<T, P><<<gridFor(n), kThreads, 0, ctx.stream>>>(
-          l.as<T>(), r.as<T>(), dy.as<T>(), a.out[0].as<T>(), a.out[1].as<T>(), Idx(n), plan);
+          l.as<T>(), r.as<T>(), dy.as<T>(), a.out[0].as<T>(), a.out[1].as<T>(),
+          Idx(n), plan);
       checkLaunch("max_grad");
     });
   });
 }
 
-// ---- data movement ----------------------------------------------------------------
+// ---- data movement
+// ----------------------------------------------------------------
 
 /// Device-to-device copy of `bytes` on the stream (nothing when in place).
-void copyBytes(void *dst, const void *src, size_t bytes, const Context &ctx, const char *what) {
-  if (bytes == 0 || dst == src) return;
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx.stream), what);
+void copyBytes(void *dst, const void *src, size_t bytes, const Context &ctx,
+               const char *what) {
+  if (bytes == 0 || dst == src)
+    return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx.stream),
+        what);
 }
 
 void kCopy(const KernelArgs &a, const Context &ctx) {
-  copyBytes(a.out[0].data, a.in[0].data, size_t(a.in[0].numel) * rt::dtypeSize(a.in[0].dtype),
-            ctx, "cuda kernel copy: cudaMemcpyAsync");
+  copyBytes(a.out[0].data, a.in[0].data,
+            size_t(a.in[0].numel) * rt::dtypeSize(a.in[0].dtype), ctx,
+            "cuda kernel copy: cudaMemcpyAsync");
 }
 /// Same elements in row-major order; in place (out == in) does nothing.
 void kReshape(const KernelArgs &a, const Context &ctx) {
-  copyBytes(a.out[0].data, a.in[0].data, size_t(a.in[0].numel) * rt::dtypeSize(a.in[0].dtype),
-            ctx, "cuda kernel reshape: cudaMemcpyAsync");
+  copyBytes(a.out[0].data, a.in[0].data,
+            size_t(a.in[0].numel) * rt::dtypeSize(a.in[0].dtype), ctx,
+            "cuda kernel reshape: cudaMemcpyAsync");
 }
 
 /// y[i] = x[offset of i], elements moved as raw words of their size.
 template <class W, class P>
 __global__ void broadcastKernel(const W *x, W *y, typename P::Index n,
-                                  const __grid_constant__ P plan) {
+                                const __grid_constant__ P plan) {
   using Idx = typename P::Index;
   DTC_PLAN_STRIDE(Idx, i, n) {
     Idx off[1];
@@ -484,9 +578,12 @@ __global__ void broadcastKernel(const W *x, W *y, typename P::Index n,
   }
 }
 
-template <class W> void broadcastAs(const TensorArg &in, const TensorArg &out, const Context &ctx) {
+template <class W>
+void broadcastAs(const TensorArg &in, const TensorArg &out,
+                 const Context &ctx) {
   const long long n = out.numel;
-  if (n <= 0) return;
+  if (n <= 0)
+    return;
   const Bcast<1> b = makeBcast<1>(out.shape, {&in.shape});
   if (isFlat(b)) { // nothing broadcast: the same elements
     copyBytes(out.data, in.data, size_t(n) * sizeof(W), ctx,
@@ -496,17 +593,23 @@ template <class W> void broadcastAs(const TensorArg &in, const TensorArg &out, c
   withPlan<1>(b, n, {in.numel}, [&](auto plan) {
     using P = decltype(plan);
     using Idx = typename P::Index;
-    broadcastKernel<W, P><<<gridFor(n), kThreads, 0, ctx.stream>>>(in.as<W>(), out.as<W>(),
-                                                                    Idx(n), plan);
+    broadcastKernel<W, P><<<gridFor(n), kThreads, 0, ctx.stream>>>(
+        in.as<W>(), out.as<W>(), Idx(n), plan);
     checkLaunch("broadcast");
   });
 }
 
 void kBroadcast(const KernelArgs &a, const Context &ctx) {
   switch (rt::dtypeSize(a.in[0].dtype)) {
-  case 8: broadcastAs<unsigned long long>(a.in[0], a.out[0], ctx); break;
-  case 2: broadcastAs<uint16_t>(a.in[0], a.out[0], ctx); break;
-  default: broadcastAs<uint32_t>(a.in[0], a.out[0], ctx); break;
+  case 8:
+    broadcastAs<unsigned long long>(a.in[0], a.out[0], ctx);
+    break;
+  case 2:
+    broadcastAs<uint16_t>(a.in[0], a.out[0], ctx);
+    break;
+  default:
+    broadcastAs<uint32_t>(a.in[0], a.out[0], ctx);
+    break;
   }
 }
 
@@ -520,17 +623,21 @@ template <class To, class From> __device__ __forceinline__ To castOne(From v) {
     if constexpr (kIsFloatType<To>) {
       return fromF<To>(f);
     } else {
-      if (f != f) return To(0);
+      if (f != f)
+        return To(0);
       const double t = trunc(double(f));
-      if (t <= double(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
-      if (t >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+      if (t <= double(std::numeric_limits<To>::min()))
+        return std::numeric_limits<To>::min();
+      if (t >= double(std::numeric_limits<To>::max()))
+        return std::numeric_limits<To>::max();
       return To(t);
     }
   } else {
     if constexpr (kIsFloatType<To>) {
       return fromF<To>(float(v)); // cvt.rn: round to nearest even
     } else {
-      if (v < From(0) && (long long)v < (long long)std::numeric_limits<To>::min())
+      if (v < From(0) &&
+          (long long)v < (long long)std::numeric_limits<To>::min())
         return std::numeric_limits<To>::min();
       if ((long long)v > (long long)std::numeric_limits<To>::max())
         return std::numeric_limits<To>::max();
@@ -539,19 +646,21 @@ template <class To, class From> __device__ __forceinline__ To castOne(From v) {
   }
 }
 
-template <class To, class From> __global__ void castKernel(const From *x, To *y, long long n) {
+template <class To, class From>
+__global__ void castKernel(const From *x, To *y, long long n) {
   DTC_GRID_STRIDE(i, n) y[i] = castOne<To, From>(x[i]);
 }
 
 void kCast(const KernelArgs &a, const Context &ctx) {
   const long long n = a.in[0].numel;
-  if (n <= 0) return;
+  if (n <= 0)
+    return;
   dispatchAny(a.in[0].dtype, [&](auto fromTag) {
     using From = decltype(fromTag);
     dispatchAny(a.out[0].dtype, [&](auto toTag) {
       using To = decltype(toTag);
-      castKernel<To, From><<<gridFor(n), kThreads, 0, ctx.stream>>>(a.in[0].as<From>(),
-                                                                     a.out[0].as<To>(), n);
+      castKernel<To, From><<<gridFor(n), kThreads, 0, ctx.stream>>>(
+          a.in[0].as<From>(), a.out[0].as<To>(), n);
       checkLaunch("cast");
     });
   });
@@ -561,17 +670,28 @@ void kCast(const KernelArgs &a, const Context &ctx) {
 
 const std::vector<Entry> &elementwiseKernels() {
   static const std::vector<Entry> entries = {
-      {"add", kBinary<Bin::Add>},  {"sub", kBinary<Bin::Sub>},
-      {"mul", kBinary<Bin::Mul>},  {"div", kBinary<Bin::Div>},
-      {"max", kBinary<Bin::Max>},  {"neg", kNeg},
-      {"exp", kExp},               {"log", kLog},
-      {"tanh", kTanh},             {"sqrt", kSqrt},
-      {"rsqrt", kRsqrt},           {"relu", kRelu},
-      {"gelu", kGelu},             {"silu", kSilu},
-      {"relu_grad", kReluGrad},    {"gelu_grad", kGeluGrad},
-      {"silu_grad", kSiluGrad},    {"max_grad", kMaxGrad},
-      {"broadcast", kBroadcast},   {"copy", kCopy},
-      {"reshape", kReshape},       {"cast", kCast},
+      {"add", kBinary<Bin::Add>},
+      {"sub", kBinary<Bin::Sub>},
+      {"mul", kBinary<Bin::Mul>},
+      {"div", kBinary<Bin::Div>},
+      {"max", kBinary<Bin::Max>},
+      {"neg", kNeg},
+      {"exp", kExp},
+      {"log", kLog},
+      {"tanh", kTanh},
+      {"sqrt", kSqrt},
+      {"rsqrt", kRsqrt},
+      {"relu", kRelu},
+      {"gelu", kGelu},
+      {"silu", kSilu},
+      {"relu_grad", kReluGrad},
+      {"gelu_grad", kGeluGrad},
+      {"silu_grad", kSiluGrad},
+      {"max_grad", kMaxGrad},
+      {"broadcast", kBroadcast},
+      {"copy", kCopy},
+      {"reshape", kReshape},
+      {"cast", kCast},
   };
   return entries;
 }

@@ -1,4 +1,5 @@
-//===- Gemm.cu - matmul, matmul_bias, matmul_gelu on cuBLASLt -----------------===//
+//===- Gemm.cu - matmul, matmul_bias, matmul_gelu on cuBLASLt
+//-----------------===//
 //
 // The products of docs/kernels.md ("Model ops" matmul, "Fused ops"
 // matmul_bias and matmul_gelu) through cuBLASLt, planned once per
@@ -56,7 +57,8 @@ namespace dtc::kernels::cuda {
 /// ctx.stream: the median of `reps` timed products after 3 warm-ups, on
 /// operands of its own (random, allocated and freed here). Synchronises:
 /// for benchmarks only. (To be declared in CudaKernels.h.)
-double measureGemmTflops(int m, int n, int k, DType dtype, int reps, const Context &ctx);
+double measureGemmTflops(int m, int n, int k, DType dtype, int reps,
+                         const Context &ctx);
 /// One line saying how a bound matmul / matmul_bias / matmul_gelu runs
 /// (the cuBLASLt epilogue of each plan, or the fallback kernel); "" for any
 /// other Launch. For tests and benchmark reports.
@@ -71,17 +73,23 @@ constexpr unsigned kFastAlign = 16;
 
 enum class Op { Matmul, Bias, Gelu };
 const char *opName(Op op) {
-  return op == Op::Matmul ? "matmul" : op == Op::Bias ? "matmul_bias" : "matmul_gelu";
+  return op == Op::Matmul ? "matmul"
+         : op == Op::Bias ? "matmul_bias"
+                          : "matmul_gelu";
 }
 
 /// The epilogue a cuBLASLt plan runs.
 enum class Epi { Default, Bias, GeluAux, GeluAuxBias };
 const char *epiName(Epi e) {
   switch (e) {
-  case Epi::Default: return "DEFAULT";
-  case Epi::Bias: return "BIAS";
-  case Epi::GeluAux: return "GELU_AUX";
-  case Epi::GeluAuxBias: return "GELU_AUX_BIAS";
+  case Epi::Default:
+    return "DEFAULT";
+  case Epi::Bias:
+    return "BIAS";
+  case Epi::GeluAux:
+    return "GELU_AUX";
+  case Epi::GeluAuxBias:
+    return "GELU_AUX_BIAS";
   }
   return "?";
 }
@@ -89,10 +97,14 @@ bool epiHasBias(Epi e) { return e == Epi::Bias || e == Epi::GeluAuxBias; }
 bool epiHasAux(Epi e) { return e == Epi::GeluAux || e == Epi::GeluAuxBias; }
 cublasLtEpilogue_t ltEpilogue(Epi e) {
   switch (e) {
-  case Epi::Default: return CUBLASLT_EPILOGUE_DEFAULT;
-  case Epi::Bias: return CUBLASLT_EPILOGUE_BIAS;
-  case Epi::GeluAux: return CUBLASLT_EPILOGUE_GELU_AUX;
-  case Epi::GeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  case Epi::Default:
+    return CUBLASLT_EPILOGUE_DEFAULT;
+  case Epi::Bias:
+    return CUBLASLT_EPILOGUE_BIAS;
+  case Epi::GeluAux:
+    return CUBLASLT_EPILOGUE_GELU_AUX;
+  case Epi::GeluAuxBias:
+    return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -104,27 +116,35 @@ std::string statusText(cublasStatus_t s) {
 /// Throws naming the kernel and the cuBLASLt call when `s` is not success.
 void checkLt(cublasStatus_t s, const char *op, const char *what) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    throw Error(std::string(op) + ": cuBLASLt " + what + " failed: " + statusText(s));
+    throw Error(std::string(op) + ": cuBLASLt " + what +
+                " failed: " + statusText(s));
 }
 
 cudaDataType_t cudaType(DType t) {
   switch (t) {
-  case DType::F32: return CUDA_R_32F;
-  case DType::BF16: return CUDA_R_16BF;
-  case DType::F16: return CUDA_R_16F;
-  default: break;
+  case DType::F32:
+    return CUDA_R_32F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  case DType::F16:
+    return CUDA_R_16F;
+  default:
+    break;
   }
-  throw Error(std::string("matmul: expected a float dtype, got ") + rt::dtypeName(t));
+  throw Error(std::string("matmul: expected a float dtype, got ") +
+              rt::dtypeName(t));
 }
 
 /// Largest power of two dividing v (v > 0), capped at `cap`; `cap` for 0.
 long long lowBit(long long v, long long cap) {
-  if (v == 0) return cap;
+  if (v == 0)
+    return cap;
   const long long b = v & -v;
   return b < cap ? b : cap;
 }
 
-// ---- the products of one instruction ------------------------------------------
+// ---- the products of one instruction
+// ------------------------------------------
 /// What one instruction computes, in row-major terms: launches of `batch`
 /// products each, [M, K] (or [K, M] with ta) times [K, N] (or [N, K] with
 /// tb) into [M, N]; consecutive products of a launch `stride*` elements
@@ -146,7 +166,8 @@ Problem expand(const Problem &p) {
   q.launches.reserve(p.launches.size() * size_t(p.batch));
   for (const auto &o : p.launches)
     for (long long j = 0; j < p.batch; ++j)
-      q.launches.push_back({o[0] + j * p.strideA, o[1] + j * p.strideB, o[2] + j * p.strideC});
+      q.launches.push_back(
+          {o[0] + j * p.strideA, o[1] + j * p.strideB, o[2] + j * p.strideC});
   return q;
 }
 
@@ -169,7 +190,8 @@ Problem makeProblem(const KernelArgs &args) {
   const rt::Shape batchB(B.shape.begin(), B.shape.end() - 2);
   const rt::Shape batchC(C.shape.begin(), C.shape.end() - 2);
   const long long nb = rt::numel(batchC);
-  if (nb == 0 || p.M == 0 || p.N == 0) return p; // nothing to compute
+  if (nb == 0 || p.M == 0 || p.N == 0)
+    return p; // nothing to compute
   const long long matA = p.M * p.K, matB = p.K * p.N, matC = p.M * p.N;
   // b one matrix, a not transposed and not broadcast: a's batch is rows.
   if (!p.ta && rt::numel(batchB) == 1 && rt::numel(batchA) == nb) {
@@ -196,7 +218,8 @@ Problem makeProblem(const KernelArgs &args) {
   std::vector<std::array<long long, 2>> strides;
   for (size_t i = 0; i < R; ++i) {
     const size_t d = R - 1 - i;
-    if (batchC[d] == 1) continue;
+    if (batchC[d] == 1)
+      continue;
     if (!dims.empty() && full[d][0] == strides.back()[0] * dims.back() &&
         full[d][1] == strides.back()[1] * dims.back()) {
       dims.back() *= batchC[d];
@@ -226,13 +249,15 @@ Problem makeProblem(const KernelArgs &args) {
     }
     p.launches.push_back({offA * matA, offB * matB, o * inner * matC});
   }
-  if (p.batch > INT_MAX) return expand(p); // cuBLASLt's batch count is an int32
+  if (p.batch > INT_MAX)
+    return expand(p); // cuBLASLt's batch count is an int32
   return p;
 }
 
-// ---- device code ---------------------------------------------------------------
-// The CPU's GELU (kernels/cpu/VecMath.h): tanh as its [13/6] rational
-// function, the same constants and clamp (NaN propagates as in std::min/max).
+// ---- device code
+// --------------------------------------------------------------- The CPU's
+// GELU (kernels/cpu/VecMath.h): tanh as its [13/6] rational function, the same
+// constants and clamp (NaN propagates as in std::min/max).
 __device__ __forceinline__ float tanhRational(float x) {
   constexpr float kClamp = 7.90531110763549805f;
   x = x < -kClamp ? -kClamp : x;
@@ -259,14 +284,17 @@ __device__ __forceinline__ float geluTanh(float x) {
 }
 
 /// out[i] += bias[i % n] (in f32, one rounding).
-template <class T> __global__ void addBiasKernel(T *out, const T *bias, long long total, long long n) {
+template <class T>
+__global__ void addBiasKernel(T *out, const T *bias, long long total,
+                              long long n) {
   DTC_GRID_STRIDE(i, total) out[i] = fromF<T>(toF(out[i]) + toF(bias[i % n]));
 }
 
 /// With bias: pre[i] += bias[i % n]. Then result[i] = gelu(pre[i]) of the
 /// f32 value (before pre's rounding, as the CPU does).
 template <class T>
-__global__ void biasGeluKernel(T *pre, const T *bias, T *result, long long total, long long n) {
+__global__ void biasGeluKernel(T *pre, const T *bias, T *result,
+                               long long total, long long n) {
   DTC_GRID_STRIDE(i, total) {
     float v = toF(pre[i]);
     if (bias) {
@@ -289,8 +317,8 @@ constexpr int kTile = 16;
 /// out = gelu(pre).
 template <class T>
 __global__ void __launch_bounds__(kTile *kTile)
-    tileGemmKernel(const T *__restrict__ a, const T *__restrict__ b, const T *__restrict__ bias,
-                   T *out, T *pre, TileDims d) {
+    tileGemmKernel(const T *__restrict__ a, const T *__restrict__ b,
+                   const T *__restrict__ bias, T *out, T *pre, TileDims d) {
   __shared__ float as[kTile][kTile + 1]; // as[m][k]
   __shared__ float bs[kTile][kTile + 1]; // bs[k][n]
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -305,15 +333,20 @@ __global__ void __launch_bounds__(kTile *kTile)
       for (long long k0 = 0; k0 < d.K; k0 += kTile) {
         {
           const long long mm = tm * kTile + ty, kk = k0 + tx;
-          as[ty][tx] = (mm < d.M && kk < d.K) ? toF(az[d.ta ? kk * d.M + mm : mm * d.K + kk]) : 0.0f;
+          as[ty][tx] = (mm < d.M && kk < d.K)
+                           ? toF(az[d.ta ? kk * d.M + mm : mm * d.K + kk])
+                           : 0.0f;
         }
         {
           const long long kk = k0 + ty, nn = (long long)blockIdx.x * kTile + tx;
-          bs[ty][tx] = (kk < d.K && nn < d.N) ? toF(bz[d.tb ? nn * d.K + kk : kk * d.N + nn]) : 0.0f;
+          bs[ty][tx] = (kk < d.K && nn < d.N)
+                           ? toF(bz[d.tb ? nn * d.K + kk : kk * d.N + nn])
+                           : 0.0f;
         }
         __syncthreads();
 #pragma unroll
-        for (int kk = 0; kk < kTile; ++kk) acc = fmaf(as[ty][kk], bs[kk][tx], acc);
+        for (int kk = 0; kk < kTile; ++kk)
+          acc = fmaf(as[ty][kk], bs[kk][tx], acc);
         __syncthreads();
       }
       if (m < d.M && n < d.N) {
@@ -330,48 +363,61 @@ __global__ void __launch_bounds__(kTile *kTile)
   }
 }
 
-// ---- cuBLASLt plans --------------------------------------------------------------
+// ---- cuBLASLt plans
+// --------------------------------------------------------------
 /// One cuBLASLt configuration: descriptors, layouts and algorithm, and the
 /// base-pointer alignment the run-time operands need for it.
 struct LtPlan {
   Problem prob;
   Epi epi = Epi::Default;
   cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t layA = nullptr, layB = nullptr, layD = nullptr; // cuBLASLt's A (our b), B (our a), C = D
+  cublasLtMatrixLayout_t layA = nullptr, layB = nullptr,
+                         layD =
+                             nullptr; // cuBLASLt's A (our b), B (our a), C = D
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
-  long long alignA = 1, alignB = 1, alignD = 1; // bytes, our a, b and the product's output
+  long long alignA = 1, alignB = 1,
+            alignD = 1; // bytes, our a, b and the product's output
   long long alignBias = 1, alignAux = 1;
   LtPlan() = default;
   LtPlan(const LtPlan &) = delete;
   LtPlan &operator=(const LtPlan &) = delete;
   ~LtPlan() {
     // No throwing from a destructor: a failed destroy leaks the descriptor.
-    if (layD) cublasLtMatrixLayoutDestroy(layD);
-    if (layB) cublasLtMatrixLayoutDestroy(layB);
-    if (layA) cublasLtMatrixLayoutDestroy(layA);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (layD)
+      cublasLtMatrixLayoutDestroy(layD);
+    if (layB)
+      cublasLtMatrixLayoutDestroy(layB);
+    if (layA)
+      cublasLtMatrixLayoutDestroy(layA);
+    if (desc)
+      cublasLtMatmulDescDestroy(desc);
   }
 };
 
 struct PreferenceGuard {
   cublasLtMatmulPreference_t pref = nullptr;
   ~PreferenceGuard() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (pref)
+      cublasLtMatmulPreferenceDestroy(pref);
   }
 };
 
 template <class V>
-void setDesc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V &v, const char *op) {
-  checkLt(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)), op, "MatmulDescSetAttribute");
+void setDesc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+             const V &v, const char *op) {
+  checkLt(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)), op,
+          "MatmulDescSetAttribute");
 }
 template <class V>
-void setLayout(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, const V &v,
-               const char *op) {
-  checkLt(cublasLtMatrixLayoutSetAttribute(l, attr, &v, sizeof(v)), op, "MatrixLayoutSetAttribute");
+void setLayout(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr,
+               const V &v, const char *op) {
+  checkLt(cublasLtMatrixLayoutSetAttribute(l, attr, &v, sizeof(v)), op,
+          "MatrixLayoutSetAttribute");
 }
 template <class V>
-void setPref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const V &v,
+void setPref(cublasLtMatmulPreference_t p,
+             cublasLtMatmulPreferenceAttributes_t attr, const V &v,
              const char *op) {
   checkLt(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)), op,
           "MatmulPreferenceSetAttribute");
@@ -381,14 +427,16 @@ void setPref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t 
 /// heuristic (which reads the bias / aux pointers' alignment, never their
 /// memory); run-time pointers are checked against it.
 const void *alignedProbe(long long align) {
-  return reinterpret_cast<const void *>((uintptr_t(1) << 40) + uintptr_t(align));
+  return reinterpret_cast<const void *>((uintptr_t(1) << 40) +
+                                        uintptr_t(align));
 }
 
 /// The plan for `prob` with epilogue `epi`, assuming base pointers aligned to
 /// `want` bytes (each operand's offsets may lower it), or nullptr when the
 /// heuristic has no algorithm for it.
-std::unique_ptr<LtPlan> tryPlan(cublasLtHandle_t lt, const Problem &prob, DType dtype, Epi epi,
-                                long long want, const char *op) {
+std::unique_ptr<LtPlan> tryPlan(cublasLtHandle_t lt, const Problem &prob,
+                                DType dtype, Epi epi, long long want,
+                                const char *op) {
   auto plan = std::make_unique<LtPlan>();
   plan->prob = prob;
   plan->epi = epi;
@@ -415,8 +463,8 @@ std::unique_ptr<LtPlan> tryPlan(cublasLtHandle_t lt, const Problem &prob, DType 
   plan->alignBias = epiHasBias(epi) ? want : 1;
   plan->alignAux = epiHasAux(epi) ? want : 1;
 
-  checkLt(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), op,
-          "MatmulDescCreate");
+  checkLt(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+          op, "MatmulDescCreate");
   // cuBLASLt's A is our b, its B our a (see the file comment).
   const cublasOperation_t opA = prob.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opB = prob.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -426,61 +474,81 @@ std::unique_ptr<LtPlan> tryPlan(cublasLtHandle_t lt, const Problem &prob, DType 
   setDesc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue, op);
   if (epiHasBias(epi)) {
     // Bias [N]: one per row of the column-major D [N, M], D's dtype.
-    setDesc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, alignedProbe(want), op);
+    setDesc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, alignedProbe(want),
+            op);
     setDesc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(type), op);
     setDesc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, int64_t(0), op);
   }
   if (epiHasAux(epi)) {
     // The pre-activation laid out as D (ld N, a multiple of 8), D's dtype.
-    setDesc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, alignedProbe(want), op);
+    setDesc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+            alignedProbe(want), op);
     setDesc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(N), op);
-    setDesc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, int32_t(type), op);
+    setDesc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
+            int32_t(type), op);
   }
 
   // Column-major layouts of the stored matrices.
-  const uint64_t rowsA = uint64_t(prob.tb ? K : N), colsA = uint64_t(prob.tb ? N : K);
-  const uint64_t rowsB = uint64_t(prob.ta ? M : K), colsB = uint64_t(prob.ta ? K : M);
-  checkLt(cublasLtMatrixLayoutCreate(&plan->layA, type, rowsA, colsA, int64_t(rowsA)), op,
-          "MatrixLayoutCreate");
-  checkLt(cublasLtMatrixLayoutCreate(&plan->layB, type, rowsB, colsB, int64_t(rowsB)), op,
-          "MatrixLayoutCreate");
-  checkLt(cublasLtMatrixLayoutCreate(&plan->layD, type, uint64_t(N), uint64_t(M), int64_t(N)), op,
-          "MatrixLayoutCreate");
+  const uint64_t rowsA = uint64_t(prob.tb ? K : N),
+                 colsA = uint64_t(prob.tb ? N : K);
+  const uint64_t rowsB = uint64_t(prob.ta ? M : K),
+                 colsB = uint64_t(prob.ta ? K : M);
+  checkLt(cublasLtMatrixLayoutCreate(&plan->layA, type, rowsA, colsA,
+                                     int64_t(rowsA)),
+          op, "MatrixLayoutCreate");
+  checkLt(cublasLtMatrixLayoutCreate(&plan->layB, type, rowsB, colsB,
+                                     int64_t(rowsB)),
+          op, "MatrixLayoutCreate");
+  checkLt(cublasLtMatrixLayoutCreate(&plan->layD, type, uint64_t(N),
+                                     uint64_t(M), int64_t(N)),
+          op, "MatrixLayoutCreate");
   if (prob.batch > 1) {
     const int32_t count = int32_t(prob.batch);
     setLayout(plan->layA, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, count, op);
     setLayout(plan->layB, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, count, op);
     setLayout(plan->layD, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, count, op);
-    setLayout(plan->layA, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, int64_t(prob.strideB), op);
-    setLayout(plan->layB, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, int64_t(prob.strideA), op);
-    setLayout(plan->layD, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, int64_t(prob.strideC), op);
+    setLayout(plan->layA, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+              int64_t(prob.strideB), op);
+    setLayout(plan->layB, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+              int64_t(prob.strideA), op);
+    setLayout(plan->layD, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+              int64_t(prob.strideC), op);
   }
 
   PreferenceGuard pg;
-  checkLt(cublasLtMatmulPreferenceCreate(&pg.pref), op, "MatmulPreferenceCreate");
-  setPref(pg.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(kLtWorkspaceBytes), op);
-  setPref(pg.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t(gB), op);
-  setPref(pg.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(gA), op);
-  setPref(pg.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(gC), op);
-  setPref(pg.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(gC), op);
+  checkLt(cublasLtMatmulPreferenceCreate(&pg.pref), op,
+          "MatmulPreferenceCreate");
+  setPref(pg.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+          uint64_t(kLtWorkspaceBytes), op);
+  setPref(pg.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t(gB),
+          op);
+  setPref(pg.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(gA),
+          op);
+  setPref(pg.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(gC),
+          op);
+  setPref(pg.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(gC),
+          op);
   // Split-K partial sums in f32 only: the INPLACE and OUTPUT_TYPE reductions
   // keep them in the output's dtype, which rounds a bf16 / f16 result
   // several times (seen: errors of several bf16 units with K = 1024).
-  const uint32_t reductions = rt::isLowPrecision(dtype)
-                                  ? uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
-                                  : uint32_t(CUBLASLT_REDUCTION_SCHEME_MASK);
+  const uint32_t reductions =
+      rt::isLowPrecision(dtype)
+          ? uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
+          : uint32_t(CUBLASLT_REDUCTION_SCHEME_MASK);
   setPref(pg.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reductions, op);
 
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  const cublasStatus_t s =
-      cublasLtMatmulAlgoGetHeuristic(lt, plan->desc, plan->layA, plan->layB, plan->layD,
-                                     plan->layD, pg.pref, 1, &result, &returned);
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
+      lt, plan->desc, plan->layA, plan->layB, plan->layD, plan->layD, pg.pref,
+      1, &result, &returned);
   // No algorithm for this configuration (NOT_SUPPORTED, or a combination
   // this cuBLASLt refuses): the caller tries the next one.
-  if (s != CUBLAS_STATUS_SUCCESS || returned < 1 || result.state != CUBLAS_STATUS_SUCCESS)
+  if (s != CUBLAS_STATUS_SUCCESS || returned < 1 ||
+      result.state != CUBLAS_STATUS_SUCCESS)
     return nullptr;
-  if (result.workspaceSize > kLtWorkspaceBytes) return nullptr;
+  if (result.workspaceSize > kLtWorkspaceBytes)
+    return nullptr;
   plan->algo = result.algo;
   plan->workspace = result.workspaceSize;
   return plan;
@@ -490,39 +558,49 @@ bool aligned(const void *p, long long align) {
   return align <= 1 || reinterpret_cast<uintptr_t>(p) % uintptr_t(align) == 0;
 }
 
-// ---- the bound kernel --------------------------------------------------------------
+// ---- the bound kernel
+// --------------------------------------------------------------
 class GemmLaunch final : public Launch {
 public:
   GemmLaunch(const KernelArgs &args, const Context &ctx, Op op)
       : op_(op), dtype_(args.in[0].dtype), hasBias_(args.in.size() > 2),
         prob_(makeProblem(args)) {
     (void)cudaType(dtype_); // float dtypes only
-    if (prob_.launches.empty() || prob_.K == 0 || !ctx.lt) return; // fallback kernel (or nothing)
+    if (prob_.launches.empty() || prob_.K == 0 || !ctx.lt)
+      return; // fallback kernel (or nothing)
     const long long elt = (long long)rt::dtypeSize(dtype_);
     const bool low = rt::isLowPrecision(dtype_);
     std::vector<Problem> candidates{prob_};
-    if (prob_.batch > 1) candidates.push_back(expand(prob_));
+    if (prob_.batch > 1)
+      candidates.push_back(expand(prob_));
     for (const Problem &p : candidates) {
       // Fast: 16-byte aligned pointers, the most fused epilogue cuBLASLt takes.
       std::vector<Epi> order;
-      if (op_ == Op::Gelu && low && p.batch == 1 && p.launches.size() == 1 && p.N % 8 == 0)
+      if (op_ == Op::Gelu && low && p.batch == 1 && p.launches.size() == 1 &&
+          p.N % 8 == 0)
         order.push_back(hasBias_ ? Epi::GeluAuxBias : Epi::GeluAux);
-      if (hasBias_) order.push_back(Epi::Bias);
+      if (hasBias_)
+        order.push_back(Epi::Bias);
       order.push_back(Epi::Default);
       for (Epi e : order)
-        if ((fast_ = tryPlan(ctx.lt, p, dtype_, e, kFastAlign, opName(op_)))) break;
+        if ((fast_ = tryPlan(ctx.lt, p, dtype_, e, kFastAlign, opName(op_))))
+          break;
       // Safe: element-aligned pointers, no cuBLASLt epilogue.
       safe_ = tryPlan(ctx.lt, p, dtype_, Epi::Default, elt, opName(op_));
-      if (fast_ || safe_) break;
+      if (fast_ || safe_)
+        break;
     }
   }
 
   void run(const KernelArgs &args, const Context &ctx) override {
-    if (prob_.launches.empty()) return; // an empty result
+    if (prob_.launches.empty())
+      return; // an empty result
     const LtPlan *plan = nullptr;
     if (!ltFailed_) {
-      if (fast_ && fits(*fast_, args)) plan = fast_.get();
-      else if (safe_) plan = safe_.get();
+      if (fast_ && fits(*fast_, args))
+        plan = fast_.get();
+      else if (safe_)
+        plan = safe_.get();
     }
     if (plan) {
       if (runLt(*plan, args, ctx)) {
@@ -531,7 +609,8 @@ public:
       }
       ltFailed_ = true; // from now on the fallback kernel, for every call
       std::fprintf(stderr,
-                   "dtc: %s: cuBLASLt refused a planned product; using the fallback kernel\n",
+                   "dtc: %s: cuBLASLt refused a planned product; using the "
+                   "fallback kernel\n",
                    opName(op_));
     }
     runFallback(args, ctx);
@@ -539,28 +618,36 @@ public:
 
   std::string summary() const {
     std::string s = std::string(opName(op_)) + " " + rt::dtypeName(dtype_) +
-                    ": M=" + std::to_string(prob_.M) + " N=" + std::to_string(prob_.N) +
-                    " K=" + std::to_string(prob_.K) + " batch=" + std::to_string(prob_.batch) +
+                    ": M=" + std::to_string(prob_.M) +
+                    " N=" + std::to_string(prob_.N) +
+                    " K=" + std::to_string(prob_.K) +
+                    " batch=" + std::to_string(prob_.batch) +
                     " launches=" + std::to_string(prob_.launches.size());
     auto one = [](const char *what, const std::unique_ptr<LtPlan> &p) {
-      if (!p) return std::string("; ") + what + " none";
-      return std::string("; ") + what + " " + epiName(p->epi) + " batch=" +
-             std::to_string(p->prob.batch) + " launches=" + std::to_string(p->prob.launches.size()) +
+      if (!p)
+        return std::string("; ") + what + " none";
+      return std::string("; ") + what + " " + epiName(p->epi) +
+             " batch=" + std::to_string(p->prob.batch) +
+             " launches=" + std::to_string(p->prob.launches.size()) +
              " ws=" + std::to_string(p->workspace);
     };
-    if (prob_.launches.empty()) return s + "; empty";
-    return s + one("fast", fast_) + one("safe", safe_) + (ltFailed_ ? "; cuBLASLt failed" : "");
+    if (prob_.launches.empty())
+      return s + "; empty";
+    return s + one("fast", fast_) + one("safe", safe_) +
+           (ltFailed_ ? "; cuBLASLt failed" : "");
   }
 
 private:
   /// The pointer cuBLASLt writes its D to.
   void *productOut(Epi epi, const KernelArgs &args) const {
-    if (op_ == Op::Gelu && !epiHasAux(epi)) return args.out[1].data; // pre-activation
+    if (op_ == Op::Gelu && !epiHasAux(epi))
+      return args.out[1].data; // pre-activation
     return args.out[0].data;
   }
 
   bool fits(const LtPlan &p, const KernelArgs &args) const {
-    return aligned(args.in[0].data, p.alignA) && aligned(args.in[1].data, p.alignB) &&
+    return aligned(args.in[0].data, p.alignA) &&
+           aligned(args.in[1].data, p.alignB) &&
            aligned(productOut(p.epi, args), p.alignD) &&
            (!epiHasBias(p.epi) || aligned(args.in[2].data, p.alignBias)) &&
            (!epiHasAux(p.epi) || aligned(args.out[1].data, p.alignAux));
@@ -570,12 +657,16 @@ private:
   bool runLt(const LtPlan &p, const KernelArgs &args, const Context &ctx) {
     const char *op = opName(op_);
     if (p.workspace > 0 && (!ctx.workspace || ctx.workspaceBytes < p.workspace))
-      throw Error(std::string(op) + ": cuBLASLt needs " + std::to_string(p.workspace) +
-                  " bytes of workspace, the context has " + std::to_string(ctx.workspaceBytes));
+      throw Error(std::string(op) + ": cuBLASLt needs " +
+                  std::to_string(p.workspace) +
+                  " bytes of workspace, the context has " +
+                  std::to_string(ctx.workspaceBytes));
     if (epiHasBias(p.epi))
-      setDesc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void *>(args.in[2].data), op);
+      setDesc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+              static_cast<const void *>(args.in[2].data), op);
     if (epiHasAux(p.epi))
-      setDesc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, args.out[1].data, op);
+      setDesc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+              args.out[1].data, op);
     const size_t elt = rt::dtypeSize(dtype_);
     const char *a = static_cast<const char *>(args.in[0].data);
     const char *b = static_cast<const char *>(args.in[1].data);
@@ -586,29 +677,34 @@ private:
     for (const auto &o : p.prob.launches) {
       const void *pa = a + size_t(o[0]) * elt, *pb = b + size_t(o[1]) * elt;
       void *pd = d + size_t(o[2]) * elt;
-      const cublasStatus_t s =
-          cublasLtMatmul(ctx.lt, p.desc, &alpha, pb, p.layA, pa, p.layB, &beta, pd, p.layD, pd,
-                         p.layD, &p.algo, ws, wsBytes, ctx.stream);
-      if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE) return false;
+      const cublasStatus_t s = cublasLtMatmul(
+          ctx.lt, p.desc, &alpha, pb, p.layA, pa, p.layB, &beta, pd, p.layD, pd,
+          p.layD, &p.algo, ws, wsBytes, ctx.stream);
+      if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE)
+        return false;
       checkLt(s, op, "Matmul");
     }
     return true;
   }
 
   /// This file's bias / GELU kernels for what the plan's epilogue left out.
-  void epilogueAfter(Epi epi, const KernelArgs &args, const Context &ctx) const {
+  void epilogueAfter(Epi epi, const KernelArgs &args,
+                     const Context &ctx) const {
     const long long total = args.out[0].numel, n = prob_.N;
-    if (total == 0) return;
+    if (total == 0)
+      return;
     const void *bias = hasBias_ ? args.in[2].data : nullptr;
     if (op_ == Op::Bias && epi == Epi::Default) {
       dispatchFloat(dtype_, [&](auto tag) {
         using T = decltype(tag);
         addBiasKernel<T><<<gridFor(total), kThreads, 0, ctx.stream>>>(
-            static_cast<T *>(args.out[0].data), static_cast<const T *>(bias), total, n);
+            static_cast<T *>(args.out[0].data), static_cast<const T *>(bias),
+            total, n);
       });
       checkLaunch(opName(op_));
     } else if (op_ == Op::Gelu && !epiHasAux(epi)) {
-      const void *b = epi == Epi::Default ? bias : nullptr; // BIAS added it already
+      const void *b =
+          epi == Epi::Default ? bias : nullptr; // BIAS added it already
       dispatchFloat(dtype_, [&](auto tag) {
         using T = decltype(tag);
         biasGeluKernel<T><<<gridFor(total), kThreads, 0, ctx.stream>>>(
@@ -621,22 +717,26 @@ private:
 
   void runFallback(const KernelArgs &args, const Context &ctx) const {
     const Problem &p = prob_;
-    TileDims d{p.M, p.N, p.K, p.batch, p.strideA, p.strideB, p.strideC,
-               (p.M + kTile - 1) / kTile, p.ta ? 1 : 0, p.tb ? 1 : 0};
+    TileDims d{p.M,          p.N,         p.K,       p.batch,
+               p.strideA,    p.strideB,   p.strideC, (p.M + kTile - 1) / kTile,
+               p.ta ? 1 : 0, p.tb ? 1 : 0};
     const dim3 block(kTile, kTile);
-    const dim3 grid(unsigned((p.N + kTile - 1) / kTile), unsigned(std::min<long long>(d.tilesM, 65535)),
+    const dim3 grid(unsigned((p.N + kTile - 1) / kTile),
+                    unsigned(std::min<long long>(d.tilesM, 65535)),
                     unsigned(std::min<long long>(p.batch, 65535)));
     const bool gelu = op_ == Op::Gelu;
     dispatchFloat(dtype_, [&](auto tag) {
       using T = decltype(tag);
       const T *a = static_cast<const T *>(args.in[0].data);
       const T *b = static_cast<const T *>(args.in[1].data);
-      const T *bias = hasBias_ ? static_cast<const T *>(args.in[2].data) : nullptr;
+      const T *bias =
+          hasBias_ ? static_cast<const T *>(args.in[2].data) : nullptr;
       T *out = static_cast<T *>(args.out[0].data);
       T *pre = gelu ? static_cast<T *>(args.out[1].data) : nullptr;
       for (const auto &o : p.launches) {
-        tileGemmKernel<T><<<grid, block, 0, ctx.stream>>>(a + o[0], b + o[1], bias, out + o[2],
-                                                          pre ? pre + o[2] : nullptr, d);
+        tileGemmKernel<T><<<grid, block, 0, ctx.stream>>>(
+            a + o[0], b + o[1], bias, out + o[2], pre ? pre + o[2] : nullptr,
+            d);
         checkLaunch(opName(op_));
       }
     });
@@ -653,17 +753,21 @@ private:
 std::unique_ptr<Launch> bindMatmul(const KernelArgs &a, const Context &ctx) {
   return std::make_unique<GemmLaunch>(a, ctx, Op::Matmul);
 }
-std::unique_ptr<Launch> bindMatmulBias(const KernelArgs &a, const Context &ctx) {
+std::unique_ptr<Launch> bindMatmulBias(const KernelArgs &a,
+                                       const Context &ctx) {
   return std::make_unique<GemmLaunch>(a, ctx, Op::Bias);
 }
-std::unique_ptr<Launch> bindMatmulGelu(const KernelArgs &a, const Context &ctx) {
+std::unique_ptr<Launch> bindMatmulGelu(const KernelArgs &a,
+                                       const Context &ctx) {
   return std::make_unique<GemmLaunch>(a, ctx, Op::Gelu);
 }
 size_t gemmWorkspace(const KernelArgs &) { return kLtWorkspaceBytes; }
 
-// ---- measureGemmTflops -------------------------------------------------------------
+// ---- measureGemmTflops
+// -------------------------------------------------------------
 /// Uniform values in [-1, 1) from a hash of the index and the seed.
-template <class T> __global__ void fillRandomKernel(T *x, long long n, unsigned seed) {
+template <class T>
+__global__ void fillRandomKernel(T *x, long long n, unsigned seed) {
   DTC_GRID_STRIDE(i, n) {
     unsigned long long h = (unsigned long long)i * 0x9E3779B97F4A7C15ull + seed;
     h ^= h >> 33;
@@ -675,11 +779,14 @@ template <class T> __global__ void fillRandomKernel(T *x, long long n, unsigned 
 
 struct DeviceBuffer {
   void *p = nullptr;
-  explicit DeviceBuffer(size_t bytes) { check(cudaMalloc(&p, bytes ? bytes : 1), "measureGemmTflops: cudaMalloc"); }
+  explicit DeviceBuffer(size_t bytes) {
+    check(cudaMalloc(&p, bytes ? bytes : 1), "measureGemmTflops: cudaMalloc");
+  }
   DeviceBuffer(const DeviceBuffer &) = delete;
   DeviceBuffer &operator=(const DeviceBuffer &) = delete;
   ~DeviceBuffer() {
-    if (p) cudaFree(p);
+    if (p)
+      cudaFree(p);
   }
 };
 struct EventPair {
@@ -691,14 +798,17 @@ struct EventPair {
   EventPair(const EventPair &) = delete;
   EventPair &operator=(const EventPair &) = delete;
   ~EventPair() {
-    if (stop) cudaEventDestroy(stop);
-    if (start) cudaEventDestroy(start);
+    if (stop)
+      cudaEventDestroy(stop);
+    if (start)
+      cudaEventDestroy(start);
   }
 };
 
 } // namespace
 
-double measureGemmTflops(int m, int n, int k, DType dtype, int reps, const Context &ctx) {
+double measureGemmTflops(int m, int n, int k, DType dtype, int reps,
+                         const Context &ctx) {
   if (m <= 0 || n <= 0 || k <= 0 || reps <= 0)
     throw Error("measureGemmTflops: m, n, k and reps must be positive");
   const size_t elt = rt::dtypeSize(dtype);
@@ -715,9 +825,11 @@ double measureGemmTflops(int m, int n, int k, DType dtype, int reps, const Conte
   dispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
     const long long na = (long long)m * k, nb = (long long)k * n;
-    fillRandomKernel<T><<<gridFor(na), kThreads, 0, local.stream>>>(static_cast<T *>(a.p), na, 1u);
+    fillRandomKernel<T><<<gridFor(na), kThreads, 0, local.stream>>>(
+        static_cast<T *>(a.p), na, 1u);
     checkLaunch("measureGemmTflops");
-    fillRandomKernel<T><<<gridFor(nb), kThreads, 0, local.stream>>>(static_cast<T *>(b.p), nb, 2u);
+    fillRandomKernel<T><<<gridFor(nb), kThreads, 0, local.stream>>>(
+        static_cast<T *>(b.p), nb, 2u);
     checkLaunch("measureGemmTflops");
   });
   const nlohmann::json attrs = nlohmann::json::object();
@@ -738,22 +850,31 @@ double measureGemmTflops(int m, int n, int k, DType dtype, int reps, const Conte
   args.out = {tc};
   GemmLaunch launch(args, local, Op::Matmul);
   EventPair ev;
-  for (int i = 0; i < 3; ++i) launch.run(args, local);
+  for (int i = 0; i < 3; ++i)
+    launch.run(args, local);
   std::vector<float> ms;
   for (int r = 0; r < reps; ++r) {
-    check(cudaEventRecord(ev.start, local.stream), "measureGemmTflops: cudaEventRecord");
+    check(cudaEventRecord(ev.start, local.stream),
+          "measureGemmTflops: cudaEventRecord");
     launch.run(args, local);
-    check(cudaEventRecord(ev.stop, local.stream), "measureGemmTflops: cudaEventRecord");
-    check(cudaEventSynchronize(ev.stop), "measureGemmTflops: cudaEventSynchronize");
+    check(cudaEventRecord(ev.stop, local.stream),
+          "measureGemmTflops: cudaEventRecord");
+    check(cudaEventSynchronize(ev.stop),
+          "measureGemmTflops: cudaEventSynchronize");
     float t = 0;
-    check(cudaEventElapsedTime(&t, ev.start, ev.stop), "measureGemmTflops: cudaEventElapsedTime");
+    check(cudaEventElapsedTime(&t, ev.start, ev.stop),
+          "measureGemmTflops: cudaEventElapsedTime");
     ms.push_back(t);
   }
-  check(cudaStreamSynchronize(local.stream), "measureGemmTflops: cudaStreamSynchronize");
+  check(cudaStreamSynchronize(local.stream),
+        "measureGemmTflops: cudaStreamSynchronize");
   std::sort(ms.begin(), ms.end());
-  const double median = reps % 2 ? ms[size_t(reps / 2)]
-                                 : 0.5 * (double(ms[size_t(reps / 2 - 1)]) + ms[size_t(reps / 2)]);
-  if (!(median > 0)) throw Error("measureGemmTflops: the product took no measurable time");
+  const double median =
+      reps % 2
+          ? ms[size_t(reps / 2)]
+          : 0.5 * (double(ms[size_t(reps / 2 - 1)]) + ms[size_t(reps / 2)]);
+  if (!(median > 0))
+    throw Error("measureGemmTflops: the product took no measurable time");
   return 2.0 * double(m) * double(n) * double(k) / (median * 1e-3) / 1e12;
 }
 

@@ -39,21 +39,32 @@ namespace {
 enum FloatCode : int { kCodeF32 = 0, kCodeBF16 = 1, kCodeF16 = 2 };
 int floatCode(DType t) {
   switch (t) {
-  case DType::F32: return kCodeF32;
-  case DType::BF16: return kCodeBF16;
-  case DType::F16: return kCodeF16;
-  default: throw Error("cuda kernel: expected a float dtype, got " + std::string(rt::dtypeName(t)));
+  case DType::F32:
+    return kCodeF32;
+  case DType::BF16:
+    return kCodeBF16;
+  case DType::F16:
+    return kCodeF16;
+  default:
+    throw Error("cuda kernel: expected a float dtype, got " +
+                std::string(rt::dtypeName(t)));
   }
 }
 __device__ __forceinline__ float loadAny(const void *p, int code, long long i) {
-  if (code == kCodeBF16) return toF(static_cast<const __nv_bfloat16 *>(p)[i]);
-  if (code == kCodeF16) return toF(static_cast<const __half *>(p)[i]);
+  if (code == kCodeBF16)
+    return toF(static_cast<const __nv_bfloat16 *>(p)[i]);
+  if (code == kCodeF16)
+    return toF(static_cast<const __half *>(p)[i]);
   return static_cast<const float *>(p)[i];
 }
-__device__ __forceinline__ void storeAny(void *p, int code, long long i, float v) {
-  if (code == kCodeBF16) static_cast<__nv_bfloat16 *>(p)[i] = fromF<__nv_bfloat16>(v);
-  else if (code == kCodeF16) static_cast<__half *>(p)[i] = fromF<__half>(v);
-  else static_cast<float *>(p)[i] = v;
+__device__ __forceinline__ void storeAny(void *p, int code, long long i,
+                                         float v) {
+  if (code == kCodeBF16)
+    static_cast<__nv_bfloat16 *>(p)[i] = fromF<__nv_bfloat16>(v);
+  else if (code == kCodeF16)
+    static_cast<__half *>(p)[i] = fromF<__half>(v);
+  else
+    static_cast<float *>(p)[i] = v;
 }
 
 constexpr unsigned kMaxGrid = 65535u * 16u;
@@ -69,7 +80,8 @@ constexpr int kScanUnroll = 4;
 
 /// One block: scans ids in order, reports the first outside [0, c.bound).
 template <class I>
-__global__ void firstBadKernel(const I *ids, long long n, IndexCheck c, DeviceError *err) {
+__global__ void firstBadKernel(const I *ids, long long n, IndexCheck c,
+                               DeviceError *err) {
   __shared__ long long warpMin[32];
   const long long step = (long long)blockDim.x * kScanUnroll;
   for (long long base = 0; base < n; base += step) { // uniform over the block
@@ -79,7 +91,8 @@ __global__ void firstBadKernel(const I *ids, long long n, IndexCheck c, DeviceEr
       const long long i = base + (long long)k * blockDim.x + threadIdx.x;
       if (i < n) {
         const long long v = (long long)ids[i];
-        if ((v < 0 || v >= c.bound) && i < mine) mine = i;
+        if ((v < 0 || v >= c.bound) && i < mine)
+          mine = i;
       }
     }
     if (__syncthreads_or(mine != LLONG_MAX)) { // the same for every thread
@@ -88,11 +101,13 @@ __global__ void firstBadKernel(const I *ids, long long n, IndexCheck c, DeviceEr
         const long long other = __shfl_xor_sync(0xffffffffu, m, o);
         m = other < m ? other : m;
       }
-      if ((threadIdx.x & 31) == 0) warpMin[threadIdx.x >> 5] = m;
+      if ((threadIdx.x & 31) == 0)
+        warpMin[threadIdx.x >> 5] = m;
       __syncthreads();
       if (threadIdx.x == 0) {
         long long best = LLONG_MAX;
-        for (int w = 0; w < int(blockDim.x >> 5); ++w) best = warpMin[w] < best ? warpMin[w] : best;
+        for (int w = 0; w < int(blockDim.x >> 5); ++w)
+          best = warpMin[w] < best ? warpMin[w] : best;
         reportBadIndex(err, c, (long long)ids[best], best);
       }
       return; // every thread of the block
@@ -101,14 +116,16 @@ __global__ void firstBadKernel(const I *ids, long long n, IndexCheck c, DeviceEr
 }
 
 /// Enqueues the check of `ids` against [0, bound) (nothing when empty).
-void checkIndices(const TensorArg &ids, long long bound, const char *op, const char *what,
-                  const Context &ctx) {
-  if (ids.numel <= 0) return;
+void checkIndices(const TensorArg &ids, long long bound, const char *op,
+                  const char *what, const Context &ctx) {
+  if (ids.numel <= 0)
+    return;
   const IndexCheck c = makeIndexCheck(op, what, ids.shape, bound);
   const int threads = ids.numel <= 256 * kScanUnroll ? 256 : 1024;
   dispatchInt(ids.dtype, [&](auto i) {
     using I = decltype(i);
-    firstBadKernel<I><<<1, threads, 0, ctx.stream>>>(ids.as<I>(), ids.numel, c, ctx.error);
+    firstBadKernel<I>
+        <<<1, threads, 0, ctx.stream>>>(ids.as<I>(), ids.numel, c, ctx.error);
     checkLaunch(op);
   });
 }
@@ -117,71 +134,86 @@ void checkIndices(const TensorArg &ids, long long bound, const char *op, const c
 /// out[p, j] = table[ids[p] - offset, j] where that row is in [0, rows), 0
 /// elsewhere; ids outside [0, bound) are skipped (reported by the check).
 template <class T, class I>
-__global__ void embeddingKernel(const T *table, const I *ids, const int64_t *offset, long long rows,
-                                long long bound, long long D, long long n, T *out) {
+__global__ void embeddingKernel(const T *table, const I *ids,
+                                const int64_t *offset, long long rows,
+                                long long bound, long long D, long long n,
+                                T *out) {
   const long long off = offset ? (long long)*offset : 0;
   DTC_GRID_STRIDE(i, n) {
     const long long p = i / D, j = i - p * D;
     const long long id = (long long)ids[p];
-    if (id < 0 || id >= bound) continue;
+    if (id < 0 || id >= bound)
+      continue;
     const long long row = id - off;
     out[i] = (row >= 0 && row < rows) ? table[row * D + j] : fromF<T>(0.0f);
   }
 }
 
-void runEmbedding(const KernelArgs &a, const Context &ctx, const char *op, bool shard) {
+void runEmbedding(const KernelArgs &a, const Context &ctx, const char *op,
+                  bool shard) {
   const TensorArg &table = a.in[0], &ids = a.in[1], &y = a.out[0];
   const long long rows = table.shape[0], D = table.shape[1];
   const long long bound = shard ? attrInt(*a.attrs, "vocab") : rows;
   const int64_t *offset = shard ? a.in[2].as<int64_t>() : nullptr;
   checkIndices(ids, bound, op, "id", ctx);
-  if (y.numel <= 0) return;
+  if (y.numel <= 0)
+    return;
   dispatchFloat(table.dtype, [&](auto t) {
     using T = decltype(t);
     dispatchInt(ids.dtype, [&](auto i) {
       using I = decltype(i);
       embeddingKernel<T, I><<<gridFor(y.numel), kThreads, 0, ctx.stream>>>(
-          table.as<T>(), ids.as<I>(), offset, rows, bound, D, y.numel, y.as<T>());
+          table.as<T>(), ids.as<I>(), offset, rows, bound, D, y.numel,
+          y.as<T>());
       checkLaunch(op);
     });
   });
 }
-void kEmbedding(const KernelArgs &a, const Context &ctx) { runEmbedding(a, ctx, "embedding", false); }
+void kEmbedding(const KernelArgs &a, const Context &ctx) {
+  runEmbedding(a, ctx, "embedding", false);
+}
 void kEmbeddingShard(const KernelArgs &a, const Context &ctx) {
   runEmbedding(a, ctx, "embedding_shard", true);
 }
 
-// ---- embedding_grad, embedding_shard_grad -------------------------------------
-// Keys: the local row of each position (id - offset in [0, rows)), or `rows`
-// for positions outside the table (another shard's, or a bad id); values:
-// the positions. A stable radix sort on the key's bits groups each row's
-// positions in position order.
+// ---- embedding_grad, embedding_shard_grad
+// ------------------------------------- Keys: the local row of each position
+// (id - offset in [0, rows)), or `rows` for positions outside the table
+// (another shard's, or a bad id); values: the positions. A stable radix sort on
+// the key's bits groups each row's positions in position order.
 using Key = uint32_t;
 using Pos = int32_t;
 
 int keyBits(long long rows) { // rows < 2^bits, so the sentinel `rows` fits
   int b = 1;
-  while (b < 32 && (1LL << b) <= rows) ++b;
+  while (b < 32 && (1LL << b) <= rows)
+    ++b;
   return b;
 }
 
 struct SortPlan {
   long long n = 0; ///< positions
   int bits = 1;
-  size_t keysIn = 0, keysOut = 0, valsIn = 0, valsOut = 0, temp = 0, tempBytes = 0, total = 0;
+  size_t keysIn = 0, keysOut = 0, valsIn = 0, valsOut = 0, temp = 0,
+         tempBytes = 0, total = 0;
 };
 /// The workspace layout for sorting n positions with keys in [0, rows].
 SortPlan sortPlan(long long n, long long rows) {
-  if (n > (long long)INT32_MAX) throw Error("embedding_grad: more than 2^31 - 1 ids");
-  if (rows >= (long long)UINT32_MAX) throw Error("embedding_grad: a table of 2^32 rows or more");
+  if (n > (long long)INT32_MAX)
+    throw Error("embedding_grad: more than 2^31 - 1 ids");
+  if (rows >= (long long)UINT32_MAX)
+    throw Error("embedding_grad: a table of 2^32 rows or more");
   SortPlan s;
   s.n = n;
   s.bits = keyBits(rows);
-  if (n <= 0) return s;
-  check(cub::DeviceRadixSort::SortPairs(nullptr, s.tempBytes, (const Key *)nullptr, (Key *)nullptr,
-                                        (const Pos *)nullptr, (Pos *)nullptr, int(n), 0, s.bits),
+  if (n <= 0)
+    return s;
+  check(cub::DeviceRadixSort::SortPairs(
+            nullptr, s.tempBytes, (const Key *)nullptr, (Key *)nullptr,
+            (const Pos *)nullptr, (Pos *)nullptr, int(n), 0, s.bits),
         "embedding_grad: sizing the sort");
-  const size_t keys = alignUp(size_t(n) * sizeof(Key)), vals = alignUp(size_t(n) * sizeof(Pos));
+  const size_t keys = alignUp(size_t(n) * sizeof(Key)),
+               vals = alignUp(size_t(n) * sizeof(Pos));
   s.keysIn = 0;
   s.keysOut = s.keysIn + keys;
   s.valsIn = s.keysOut + keys;
@@ -192,15 +224,17 @@ SortPlan sortPlan(long long n, long long rows) {
 }
 
 template <class I>
-__global__ void rowKeysKernel(const I *ids, long long n, const int64_t *offset, long long bound,
-                              long long rows, Key *keys, Pos *pos) {
+__global__ void rowKeysKernel(const I *ids, long long n, const int64_t *offset,
+                              long long bound, long long rows, Key *keys,
+                              Pos *pos) {
   const long long off = offset ? (long long)*offset : 0;
   DTC_GRID_STRIDE(p, n) {
     const long long id = (long long)ids[p];
     long long k = rows;
     if (id >= 0 && id < bound) {
       const long long row = id - off;
-      if (row >= 0 && row < rows) k = row;
+      if (row >= 0 && row < rows)
+        k = row;
     }
     keys[p] = Key(k);
     pos[p] = Pos(p);
@@ -208,12 +242,15 @@ __global__ void rowKeysKernel(const I *ids, long long n, const int64_t *offset, 
 }
 
 /// First index in sorted[0, n) whose key is >= key.
-__device__ __forceinline__ long long lowerBound(const Key *sorted, long long n, Key key) {
+__device__ __forceinline__ long long lowerBound(const Key *sorted, long long n,
+                                                Key key) {
   long long lo = 0, hi = n;
   while (lo < hi) {
     const long long mid = lo + (hi - lo) / 2;
-    if (sorted[mid] < key) lo = mid + 1;
-    else hi = mid;
+    if (sorted[mid] < key)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -221,32 +258,38 @@ __device__ __forceinline__ long long lowerBound(const Key *sorted, long long n, 
 /// One block per table row v: dtable[v, j] = sum over the row's positions
 /// p (in order) of dy[p, j], in f32 from 0.
 template <class T>
-__global__ void rowSumsKernel(const Key *keys, const Pos *pos, long long n, const T *dy, long long D,
-                              long long rows, T *dt) {
+__global__ void rowSumsKernel(const Key *keys, const Pos *pos, long long n,
+                              const T *dy, long long D, long long rows, T *dt) {
   for (long long v = blockIdx.x; v < rows; v += gridDim.x) {
-    const long long s = lowerBound(keys, n, Key(v)), e = lowerBound(keys, n, Key(v + 1));
+    const long long s = lowerBound(keys, n, Key(v)),
+                    e = lowerBound(keys, n, Key(v + 1));
     for (long long j = threadIdx.x; j < D; j += blockDim.x) {
       float acc = 0.0f;
-      for (long long k = s; k < e; ++k) acc += toF(dy[(long long)pos[k] * D + j]);
+      for (long long k = s; k < e; ++k)
+        acc += toF(dy[(long long)pos[k] * D + j]);
       dt[v * D + j] = fromF<T>(acc);
     }
   }
 }
 
-void runEmbeddingGrad(const KernelArgs &a, const Context &ctx, const char *op, bool shard) {
+void runEmbeddingGrad(const KernelArgs &a, const Context &ctx, const char *op,
+                      bool shard) {
   const TensorArg &ids = a.in[0], &dy = a.in[1], &dt = a.out[0];
   const long long rows = dt.shape[0], D = dt.shape[1];
   const long long bound = shard ? attrInt(*a.attrs, "vocab") : rows;
   const int64_t *offset = shard ? a.in[2].as<int64_t>() : nullptr;
   checkIndices(ids, bound, op, "id", ctx);
-  if (dt.numel <= 0) return;
-  const long long n = D > 0 ? ids.numel : 0; // with D == 0 there is nothing to write
+  if (dt.numel <= 0)
+    return;
+  const long long n =
+      D > 0 ? ids.numel : 0; // with D == 0 there is nothing to write
   const SortPlan plan = sortPlan(n, rows);
   Key *sortedKeys = nullptr;
   Pos *sortedPos = nullptr;
   if (n > 0) {
     if (!ctx.workspace || ctx.workspaceBytes < plan.total)
-      throw Error(std::string(op) + ": the workspace is smaller than the kernel asked for");
+      throw Error(std::string(op) +
+                  ": the workspace is smaller than the kernel asked for");
     char *ws = static_cast<char *>(ctx.workspace);
     Key *keysIn = reinterpret_cast<Key *>(ws + plan.keysIn);
     sortedKeys = reinterpret_cast<Key *>(ws + plan.keysOut);
@@ -254,13 +297,14 @@ void runEmbeddingGrad(const KernelArgs &a, const Context &ctx, const char *op, b
     sortedPos = reinterpret_cast<Pos *>(ws + plan.valsOut);
     dispatchInt(ids.dtype, [&](auto i) {
       using I = decltype(i);
-      rowKeysKernel<I><<<gridFor(n), kThreads, 0, ctx.stream>>>(ids.as<I>(), n, offset, bound, rows,
-                                                                keysIn, posIn);
+      rowKeysKernel<I><<<gridFor(n), kThreads, 0, ctx.stream>>>(
+          ids.as<I>(), n, offset, bound, rows, keysIn, posIn);
       checkLaunch(op);
     });
     size_t tempBytes = plan.tempBytes;
-    check(cub::DeviceRadixSort::SortPairs(ws + plan.temp, tempBytes, keysIn, sortedKeys, posIn,
-                                          sortedPos, int(n), 0, plan.bits, ctx.stream),
+    check(cub::DeviceRadixSort::SortPairs(ws + plan.temp, tempBytes, keysIn,
+                                          sortedKeys, posIn, sortedPos, int(n),
+                                          0, plan.bits, ctx.stream),
           op);
   }
   dispatchFloat(dt.dtype, [&](auto t) {
@@ -278,20 +322,22 @@ void kEmbeddingShardGrad(const KernelArgs &a, const Context &ctx) {
 }
 size_t embeddingGradWorkspace(const KernelArgs &a) {
   const TensorArg &ids = a.in[0], &dt = a.out[0];
-  if (dt.numel <= 0 || dt.shape[1] <= 0) return 0;
+  if (dt.numel <= 0 || dt.shape[1] <= 0)
+    return 0;
   return sortPlan(ids.numel, dt.shape[0]).total;
 }
 
-// ---- cross entropy --------------------------------------------------------------
-// One block per row (a grid-stride loop over the rows beyond the grid). The
-// block reads its row from global memory ONCE, in 16-byte vectors (4 f32 or
-// 8 bf16/f16, scalar head and tail around them: a row of an odd V starts
-// anywhere), taking the max and, when the row fits (V * sizeof(T) up to the
-// device's opt-in shared memory per block, 227 KiB on an H100: 50304 bf16
-// or f32 columns fit), copying it into shared memory; the sum of
-// exponentials and the gradient then read the copy. cross_entropy thus
-// reads the logits once, cross_entropy_grad reads them once and writes
-// dlogits once. Wider rows read global memory again (L2, then HBM).
+// ---- cross entropy
+// -------------------------------------------------------------- One block per
+// row (a grid-stride loop over the rows beyond the grid). The block reads its
+// row from global memory ONCE, in 16-byte vectors (4 f32 or 8 bf16/f16, scalar
+// head and tail around them: a row of an odd V starts anywhere), taking the max
+// and, when the row fits (V * sizeof(T) up to the device's opt-in shared memory
+// per block, 227 KiB on an H100: 50304 bf16 or f32 columns fit), copying it
+// into shared memory; the sum of exponentials and the gradient then read the
+// copy. cross_entropy thus reads the logits once, cross_entropy_grad reads them
+// once and writes dlogits once. Wider rows read global memory again (L2, then
+// HBM).
 //
 // Numerics, as the CPU's rowMaxF / logSumExpRow: mx is the exact f32 max
 // (NaN never wins; any order gives the same value), the terms are
@@ -318,14 +364,21 @@ size_t embeddingGradWorkspace(const KernelArgs &a) {
 /// 16-byte vectors of T: W elements, converted with toF / fromF (the scalar
 /// path's conversions). bf16/f16: element 2i in the low half of word i.
 template <class T> __device__ __forceinline__ T fromBits(unsigned short b);
-template <> __device__ __forceinline__ __nv_bfloat16 fromBits<__nv_bfloat16>(unsigned short b) {
+template <>
+__device__ __forceinline__ __nv_bfloat16
+fromBits<__nv_bfloat16>(unsigned short b) {
   return __ushort_as_bfloat16(b);
 }
-template <> __device__ __forceinline__ __half fromBits<__half>(unsigned short b) {
+template <>
+__device__ __forceinline__ __half fromBits<__half>(unsigned short b) {
   return __ushort_as_half(b);
 }
-__device__ __forceinline__ unsigned toBits(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
-__device__ __forceinline__ unsigned toBits(__half x) { return __half_as_ushort(x); }
+__device__ __forceinline__ unsigned toBits(__nv_bfloat16 x) {
+  return __bfloat16_as_ushort(x);
+}
+__device__ __forceinline__ unsigned toBits(__half x) {
+  return __half_as_ushort(x);
+}
 
 template <class T> struct Vec16 { // bf16, f16
   static constexpr int W = 8;
@@ -341,7 +394,8 @@ template <class T> struct Vec16 { // bf16, f16
     unsigned w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      w[i] = toBits(fromF<T>(f[2 * i])) | (toBits(fromF<T>(f[2 * i + 1])) << 16);
+      w[i] =
+          toBits(fromF<T>(f[2 * i])) | (toBits(fromF<T>(f[2 * i + 1])) << 16);
     return make_uint4(w[0], w[1], w[2], w[3]);
   }
 };
@@ -354,8 +408,8 @@ template <> struct Vec16<float> {
     f[3] = __uint_as_float(u.w);
   }
   static __device__ __forceinline__ uint4 pack(const float (&f)[W]) {
-    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
-                      __float_as_uint(f[3]));
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]),
+                      __float_as_uint(f[2]), __float_as_uint(f[3]));
   }
 };
 
@@ -368,7 +422,8 @@ struct RowSplit {
   long long head = 0, nvec = 0, tail = 0;
 };
 template <int W, class T>
-__device__ __forceinline__ RowSplit splitRow(const T *row, long long V, bool vec) {
+__device__ __forceinline__ RowSplit splitRow(const T *row, long long V,
+                                             bool vec) {
   RowSplit s;
   if (!vec) {
     s.head = s.tail = V;
@@ -376,22 +431,28 @@ __device__ __forceinline__ RowSplit splitRow(const T *row, long long V, bool vec
   }
   s.off = int((reinterpret_cast<uintptr_t>(row) & 15u) / sizeof(T));
   s.head = s.off ? W - s.off : 0;
-  if (s.head > V) s.head = V;
+  if (s.head > V)
+    s.head = V;
   s.nvec = (V - s.head) / W;
   s.tail = s.head + s.nvec * W;
   return s;
 }
 
 /// f(j) for this thread's scalar elements of the row.
-template <class F> __device__ __forceinline__ void forScalars(const RowSplit &s, long long V, F &&f) {
-  for (long long j = threadIdx.x; j < s.head; j += blockDim.x) f(j);
-  for (long long j = s.tail + threadIdx.x; j < V; j += blockDim.x) f(j);
+template <class F>
+__device__ __forceinline__ void forScalars(const RowSplit &s, long long V,
+                                           F &&f) {
+  for (long long j = threadIdx.x; j < s.head; j += blockDim.x)
+    f(j);
+  for (long long j = s.tail + threadIdx.x; j < V; j += blockDim.x)
+    f(j);
 }
 
 /// f(k, v[k]) for this thread's vectors k of v[0, n) (k = threadIdx.x mod
 /// blockDim.x, increasing), kVecUnroll loads issued before they are used.
 constexpr int kVecUnroll = 4;
-template <class F> __device__ __forceinline__ void forVectors(const uint4 *v, long long n, F &&f) {
+template <class F>
+__device__ __forceinline__ void forVectors(const uint4 *v, long long n, F &&f) {
   const long long step = (long long)kVecUnroll * blockDim.x;
   for (long long k0 = threadIdx.x; k0 < n; k0 += step) {
     uint4 u[kVecUnroll];
@@ -403,7 +464,8 @@ template <class F> __device__ __forceinline__ void forVectors(const uint4 *v, lo
 #pragma unroll
     for (int q = 0; q < kVecUnroll; ++q) {
       const long long k = k0 + (long long)q * blockDim.x;
-      if (k < n) f(k, u[q]);
+      if (k < n)
+        f(k, u[q]);
     }
   }
 }
@@ -413,7 +475,8 @@ template <int W> __device__ __forceinline__ float pairwiseSum(float (&e)[W]) {
 #pragma unroll
   for (int h = W / 2; h >= 1; h /= 2) {
 #pragma unroll
-    for (int i = 0; i < h; ++i) e[i] = e[i] + e[i + h];
+    for (int i = 0; i < h; ++i)
+      e[i] = e[i] + e[i + h];
   }
   return e[0];
 }
@@ -421,13 +484,17 @@ template <int W> __device__ __forceinline__ float pairwiseSum(float (&e)[W]) {
 /// Max over the block ignoring NaN (as the CPU's rowMaxF: NaN never wins,
 /// -inf when there is nothing else); every thread gets the result.
 __device__ float blockMaxF(float v, float *shared) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5,
+            warps = (blockDim.x + 31) >> 5;
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   __syncthreads();
-  if (lane == 0) shared[warp] = v;
+  if (lane == 0)
+    shared[warp] = v;
   __syncthreads();
   float total = lane < warps ? shared[lane] : -INFINITY;
-  for (int o = 16; o > 0; o >>= 1) total = fmaxf(total, __shfl_xor_sync(0xffffffffu, total, o));
+  for (int o = 16; o > 0; o >>= 1)
+    total = fmaxf(total, __shfl_xor_sync(0xffffffffu, total, o));
   return total;
 }
 
@@ -444,8 +511,9 @@ constexpr int kRowMaxThreads = 1024;
 /// element-aligned with the same offset from 16 bytes).
 template <class T, class I, bool Grad>
 __global__ void __launch_bounds__(kRowMaxThreads)
-    crossEntropyRowKernel(const T *z, const I *labels, long long R, long long V, int cache,
-                          int vec, double *rowLoss, const void *dloss, int dlossCode, double scale,
+    crossEntropyRowKernel(const T *z, const I *labels, long long R, long long V,
+                          int cache, int vec, double *rowLoss,
+                          const void *dloss, int dlossCode, double scale,
                           T *dz) {
   using VT = Vec16<T>;
   constexpr int W = VT::W;
@@ -453,28 +521,35 @@ __global__ void __launch_bounds__(kRowMaxThreads)
   __shared__ float sm[32];
   __shared__ double sd[32];
   double coef = 0.0;
-  if constexpr (Grad) coef = double(loadAny(dloss, dlossCode, 0)) * scale;
+  if constexpr (Grad)
+    coef = double(loadAny(dloss, dlossCode, 0)) * scale;
   const float coefF = float(coef);
-  for (long long r = blockIdx.x; r < R; r += gridDim.x) { // uniform over the block
+  for (long long r = blockIdx.x; r < R;
+       r += gridDim.x) { // uniform over the block
     const T *row = z + r * V;
     const RowSplit sp = splitRow<W>(row, V, vec != 0);
-    T *copy = reinterpret_cast<T *>(rowCopy) + sp.off; // copy[j] = row[j] (when cache)
+    T *copy = reinterpret_cast<T *>(rowCopy) +
+              sp.off; // copy[j] = row[j] (when cache)
 
     // Pass 1, over global memory: the max, and the copy.
     float m = -INFINITY;
     forScalars(sp, V, [&](long long j) {
       const T x = row[j];
-      if (cache) copy[j] = x;
+      if (cache)
+        copy[j] = x;
       m = fmaxf(m, toF(x));
     });
-    uint4 *copyVec = reinterpret_cast<uint4 *>(copy + sp.head); // 16-byte aligned
+    uint4 *copyVec =
+        reinterpret_cast<uint4 *>(copy + sp.head); // 16-byte aligned
     forVectors(reinterpret_cast<const uint4 *>(row + sp.head), sp.nvec,
                [&](long long k, const uint4 &u) {
-                 if (cache) copyVec[k] = u;
+                 if (cache)
+                   copyVec[k] = u;
                  float f[W];
                  VT::unpack(u, f);
 #pragma unroll
-                 for (int e = 0; e < W; ++e) m = fmaxf(m, f[e]);
+                 for (int e = 0; e < W; ++e)
+                   m = fmaxf(m, f[e]);
                });
     const float mx = blockMaxF(m, sm);
     __syncthreads(); // the copy is complete before anyone reads it
@@ -483,12 +558,14 @@ __global__ void __launch_bounds__(kRowMaxThreads)
     const T *src = cache ? copy : row;
     const uint4 *srcVec = reinterpret_cast<const uint4 *>(src + sp.head);
     double s = 0.0;
-    forScalars(sp, V, [&](long long j) { s += double(expf(toF(src[j]) - mx)); });
+    forScalars(sp, V,
+               [&](long long j) { s += double(expf(toF(src[j]) - mx)); });
     forVectors(srcVec, sp.nvec, [&](long long, const uint4 &u) {
       float f[W];
       VT::unpack(u, f);
 #pragma unroll
-      for (int e = 0; e < W; ++e) f[e] = expf(f[e] - mx);
+      for (int e = 0; e < W; ++e)
+        f[e] = expf(f[e] - mx);
       s += double(pairwiseSum(f));
     });
     s = blockSum(s, sd);
@@ -496,7 +573,8 @@ __global__ void __launch_bounds__(kRowMaxThreads)
     const long long l = (long long)labels[r];
     if constexpr (!Grad) {
       if (threadIdx.x == 0)
-        rowLoss[r] = (l >= 0 && l < V) ? log(s) + double(mx) - double(toF(src[l])) : 0.0;
+        rowLoss[r] =
+            (l >= 0 && l < V) ? log(s) + double(mx) - double(toF(src[l])) : 0.0;
     } else {
       // Pass 3: the gradient, from the copy (or global memory) to dz.
       const float inv = float(1.0 / s);
@@ -505,18 +583,23 @@ __global__ void __launch_bounds__(kRowMaxThreads)
         return j == l ? float((double(p) - 1.0) * coef) : p * coefF;
       };
       T *drow = dz + r * V;
-      forScalars(sp, V, [&](long long j) { drow[j] = fromF<T>(grad(j, toF(src[j]))); });
-      uint4 *dVec = reinterpret_cast<uint4 *>(drow + sp.head); // aligned as row + head
+      forScalars(sp, V, [&](long long j) {
+        drow[j] = fromF<T>(grad(j, toF(src[j])));
+      });
+      uint4 *dVec =
+          reinterpret_cast<uint4 *>(drow + sp.head); // aligned as row + head
       forVectors(srcVec, sp.nvec, [&](long long k, const uint4 &u) {
         float f[W];
         VT::unpack(u, f);
         const long long j0 = sp.head + k * W;
 #pragma unroll
-        for (int e = 0; e < W; ++e) f[e] = grad(j0 + e, f[e]);
+        for (int e = 0; e < W; ++e)
+          f[e] = grad(j0 + e, f[e]);
         dVec[k] = VT::pack(f);
       });
     }
-    __syncthreads(); // the copy, sm and sd are read before the next row writes them
+    __syncthreads(); // the copy, sm and sd are read before the next row writes
+                     // them
   }
 }
 
@@ -526,21 +609,25 @@ struct RowPlan {
   bool cache = false, vec = false;
   size_t smem = 0; ///< dynamic shared memory (the row's copy)
 };
-constexpr long long kStaticSmemReserve = 1024; // the kernel's own sm, sd: 384 bytes
+constexpr long long kStaticSmemReserve =
+    1024; // the kernel's own sm, sd: 384 bytes
 
 /// `vec`: 16-byte accesses are possible (see crossEntropyRowKernel). Raises
 /// the kernel's dynamic shared memory limit (to the same per-device value
 /// every time) when the copy needs more than 48 KiB.
 template <class K>
-RowPlan rowPlan(K *kernel, long long V, int elemBytes, bool vec, const char *op) {
+RowPlan rowPlan(K *kernel, long long V, int elemBytes, bool vec,
+                const char *op) {
   RowPlan p;
   p.vec = vec;
   const long long W = 16 / elemBytes;
   int dev = 0, optin = 0, perSM = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                               dev),
         "cudaDeviceGetAttribute");
-  check(cudaDeviceGetAttribute(&perSM, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
+  check(cudaDeviceGetAttribute(
+            &perSM, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
         "cudaDeviceGetAttribute");
   const long long copyBytes = ((V + W) * elemBytes + 15) / 16 * 16;
   const long long limit = (long long)optin - kStaticSmemReserve;
@@ -548,35 +635,43 @@ RowPlan rowPlan(K *kernel, long long V, int elemBytes, bool vec, const char *op)
   if (p.cache) {
     p.smem = size_t(copyBytes);
     if (copyBytes > 48LL * 1024 - kStaticSmemReserve)
-      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(limit)),
+      check(cudaFuncSetAttribute(kernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(limit)),
             op);
   }
   // About 4 vectors per thread, 32 to 512 threads; 1024 when a row's copy
   // leaves room for one block per SM (1 KiB per block is the system's).
   long long want = (V + 4 * W - 1) / (4 * W);
   want = (want + 31) / 32 * 32;
-  const bool oneBlockPerSM = p.cache && 2 * (copyBytes + kStaticSmemReserve + 1024) > perSM;
-  p.threads = int(std::max(32LL, std::min(want, oneBlockPerSM ? 1024LL : 512LL)));
+  const bool oneBlockPerSM =
+      p.cache && 2 * (copyBytes + kStaticSmemReserve + 1024) > perSM;
+  p.threads =
+      int(std::max(32LL, std::min(want, oneBlockPerSM ? 1024LL : 512LL)));
   return p;
 }
 
 /// 16-byte accesses: x element-aligned, y (when given) at the same offset
 /// from 16 bytes (rows of both then start equally misaligned).
 bool vecOk(const void *x, const void *y, size_t elemBytes) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(x), b = reinterpret_cast<uintptr_t>(y ? y : x);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(x),
+                  b = reinterpret_cast<uintptr_t>(y ? y : x);
   return a % elemBytes == 0 && (a - b) % 16 == 0;
 }
 
 /// One block: out = (sum of rowLoss) / R. Thread t adds rows t, t +
 /// blockDim.x, ... in double, then a fixed tree (deterministic; the CPU's
 /// order of 64-row chunks differs only in double rounding).
-__global__ void crossEntropyMeanKernel(const double *rowLoss, long long R, void *out, int outCode) {
+__global__ void crossEntropyMeanKernel(const double *rowLoss, long long R,
+                                       void *out, int outCode) {
   __shared__ double sd[32];
   double acc = 0.0;
 #pragma unroll 4
-  for (long long r = threadIdx.x; r < R; r += blockDim.x) acc += rowLoss[r];
+  for (long long r = threadIdx.x; r < R; r += blockDim.x)
+    acc += rowLoss[r];
   acc = blockSum(acc, sd);
-  if (threadIdx.x == 0) storeAny(out, outCode, 0, float(acc / double(R)));
+  if (threadIdx.x == 0)
+    storeAny(out, outCode, 0, float(acc / double(R)));
 }
 
 void kCrossEntropy(const KernelArgs &a, const Context &ctx) {
@@ -586,25 +681,27 @@ void kCrossEntropy(const KernelArgs &a, const Context &ctx) {
   double *rowLoss = nullptr;
   if (R > 0) {
     if (!ctx.workspace || ctx.workspaceBytes < size_t(R) * sizeof(double))
-      throw Error("cross_entropy: the workspace is smaller than the kernel asked for");
+      throw Error(
+          "cross_entropy: the workspace is smaller than the kernel asked for");
     rowLoss = static_cast<double *>(ctx.workspace);
     dispatchFloat(logits.dtype, [&](auto t) {
       using T = decltype(t);
       dispatchInt(labels.dtype, [&](auto i) {
         using I = decltype(i);
         auto *kernel = crossEntropyRowKernel<T, I, false>;
-        const RowPlan p = rowPlan(kernel, V, int(sizeof(T)),
-                                  vecOk(logits.data, nullptr, sizeof(T)), "cross_entropy");
+        const RowPlan p =
+            rowPlan(kernel, V, int(sizeof(T)),
+                    vecOk(logits.data, nullptr, sizeof(T)), "cross_entropy");
         kernel<<<gridRows(R), p.threads, p.smem, ctx.stream>>>(
-            logits.as<T>(), labels.as<I>(), R, V, int(p.cache), int(p.vec), rowLoss, nullptr,
-            kCodeF32, 0.0, nullptr);
+            logits.as<T>(), labels.as<I>(), R, V, int(p.cache), int(p.vec),
+            rowLoss, nullptr, kCodeF32, 0.0, nullptr);
         checkLaunch("cross_entropy");
       });
     });
   }
   // R == 0: 0 / 0, NaN, as the CPU.
   crossEntropyMeanKernel<<<1, 1024, 0, ctx.stream>>>(rowLoss, R, a.out[0].data,
-                                                      floatCode(a.out[0].dtype));
+                                                     floatCode(a.out[0].dtype));
   checkLaunch("cross_entropy");
 }
 size_t crossEntropyWorkspace(const KernelArgs &a) {
@@ -615,7 +712,8 @@ void kCrossEntropyGrad(const KernelArgs &a, const Context &ctx) {
   const TensorArg &logits = a.in[0], &labels = a.in[1], &dloss = a.in[2];
   const long long V = logits.shape.back(), R = labels.numel;
   checkIndices(labels, V, "cross_entropy_grad", "label", ctx);
-  if (R <= 0 || V <= 0) return;
+  if (R <= 0 || V <= 0)
+    return;
   const double scale = attrNum(*a.attrs, "scale");
   dispatchFloat(logits.dtype, [&](auto t) {
     using T = decltype(t);
@@ -623,18 +721,21 @@ void kCrossEntropyGrad(const KernelArgs &a, const Context &ctx) {
       using I = decltype(i);
       auto *kernel = crossEntropyRowKernel<T, I, true>;
       const RowPlan p = rowPlan(kernel, V, int(sizeof(T)),
-                                vecOk(logits.data, a.out[0].data, sizeof(T)), "cross_entropy_grad");
+                                vecOk(logits.data, a.out[0].data, sizeof(T)),
+                                "cross_entropy_grad");
       kernel<<<gridRows(R), p.threads, p.smem, ctx.stream>>>(
-          logits.as<T>(), labels.as<I>(), R, V, int(p.cache), int(p.vec), nullptr, dloss.data,
-          floatCode(dloss.dtype), scale, a.out[0].as<T>());
+          logits.as<T>(), labels.as<I>(), R, V, int(p.cache), int(p.vec),
+          nullptr, dloss.data, floatCode(dloss.dtype), scale, a.out[0].as<T>());
       checkLaunch("cross_entropy_grad");
     });
   });
 }
 
-// ---- vocabulary-parallel cross entropy --------------------------------------------
+// ---- vocabulary-parallel cross entropy
+// --------------------------------------------
 /// Columns of the shard inside the vocabulary (the rest is padding).
-__device__ __forceinline__ long long validColumns(long long cols, long long vocab, long long off) {
+__device__ __forceinline__ long long
+validColumns(long long cols, long long vocab, long long off) {
   const long long v = vocab - off;
   return v < 0 ? 0 : (v < cols ? v : cols);
 }
@@ -642,17 +743,21 @@ __device__ __forceinline__ long long validColumns(long long cols, long long voca
 /// One block per row: sum_exp = sum over the valid columns of exp(double(x)
 /// - max) in double; target = the label's logit where it is in the shard.
 template <class T, class I>
-__global__ void shardStatsKernel(const T *z, const I *labels, long long R, long long cols,
-                                 const void *mx, int mxCode, const int64_t *offset, long long vocab,
-                                 void *sumExp, int sumCode, void *target, int targetCode) {
+__global__ void shardStatsKernel(const T *z, const I *labels, long long R,
+                                 long long cols, const void *mx, int mxCode,
+                                 const int64_t *offset, long long vocab,
+                                 void *sumExp, int sumCode, void *target,
+                                 int targetCode) {
   __shared__ double sd[32];
   const long long off = (long long)*offset;
   const long long valid = validColumns(cols, vocab, off);
-  for (long long r = blockIdx.x; r < R; r += gridDim.x) { // uniform over the block
+  for (long long r = blockIdx.x; r < R;
+       r += gridDim.x) { // uniform over the block
     const T *row = z + r * cols;
     const double m = double(loadAny(mx, mxCode, r));
     double s = 0.0;
-    for (long long j = threadIdx.x; j < valid; j += blockDim.x) s += exp(double(toF(row[j])) - m);
+    for (long long j = threadIdx.x; j < valid; j += blockDim.x)
+      s += exp(double(toF(row[j])) - m);
     s = blockSum(s, sd);
     if (threadIdx.x == 0) {
       const long long l = (long long)labels[r];
@@ -660,7 +765,8 @@ __global__ void shardStatsKernel(const T *z, const I *labels, long long R, long 
       float t = 0.0f;
       if (l >= 0 && l < vocab) {
         const long long col = l - off;
-        if (col >= 0 && col < valid) t = toF(row[col]);
+        if (col >= 0 && col < valid)
+          t = toF(row[col]);
       }
       storeAny(target, targetCode, r, t);
     }
@@ -668,19 +774,21 @@ __global__ void shardStatsKernel(const T *z, const I *labels, long long R, long 
 }
 
 void kCrossEntropyShardStats(const KernelArgs &a, const Context &ctx) {
-  const TensorArg &logits = a.in[0], &labels = a.in[1], &mx = a.in[2], &offset = a.in[3];
+  const TensorArg &logits = a.in[0], &labels = a.in[1], &mx = a.in[2],
+                  &offset = a.in[3];
   const long long cols = logits.shape.back(), R = labels.numel;
   const long long vocab = attrInt(*a.attrs, "vocab");
   checkIndices(labels, vocab, "cross_entropy_shard_stats", "label", ctx);
-  if (R <= 0) return;
+  if (R <= 0)
+    return;
   dispatchFloat(logits.dtype, [&](auto t) {
     using T = decltype(t);
     dispatchInt(labels.dtype, [&](auto i) {
       using I = decltype(i);
       shardStatsKernel<T, I><<<gridRows(R), rowThreads(cols), 0, ctx.stream>>>(
           logits.as<T>(), labels.as<I>(), R, cols, mx.data, floatCode(mx.dtype),
-          offset.as<int64_t>(), vocab, a.out[0].data, floatCode(a.out[0].dtype), a.out[1].data,
-          floatCode(a.out[1].dtype));
+          offset.as<int64_t>(), vocab, a.out[0].data, floatCode(a.out[0].dtype),
+          a.out[1].data, floatCode(a.out[1].dtype));
       checkLaunch("cross_entropy_shard_stats");
     });
   });
@@ -689,8 +797,9 @@ void kCrossEntropyShardStats(const KernelArgs &a, const Context &ctx) {
 /// Elementwise: dz = (exp(double(x) - max) / sum_exp - onehot(label -
 /// offset)) * dloss * scale on the valid columns, 0 on the padding.
 template <class T, class I>
-__global__ void shardGradKernel(const T *z, const I *labels, long long n, long long cols,
-                                const void *mx, int mxCode, const void *sumExp, int sumCode,
+__global__ void shardGradKernel(const T *z, const I *labels, long long n,
+                                long long cols, const void *mx, int mxCode,
+                                const void *sumExp, int sumCode,
                                 const void *dloss, int dlossCode, double scale,
                                 const int64_t *offset, long long vocab, T *dz) {
   const long long off = (long long)*offset;
@@ -705,27 +814,30 @@ __global__ void shardGradKernel(const T *z, const I *labels, long long n, long l
     const double inv = 1.0 / double(loadAny(sumExp, sumCode, r));
     double p = exp(double(toF(z[i])) - double(loadAny(mx, mxCode, r))) * inv;
     const long long l = (long long)labels[r];
-    if (l >= 0 && l < vocab && j == l - off) p -= 1.0;
+    if (l >= 0 && l < vocab && j == l - off)
+      p -= 1.0;
     dz[i] = fromF<T>(float(p * coef));
   }
 }
 
 void kCrossEntropyShardGrad(const KernelArgs &a, const Context &ctx) {
-  const TensorArg &logits = a.in[0], &labels = a.in[1], &mx = a.in[2], &sumExp = a.in[3],
-                  &dloss = a.in[4], &offset = a.in[5];
+  const TensorArg &logits = a.in[0], &labels = a.in[1], &mx = a.in[2],
+                  &sumExp = a.in[3], &dloss = a.in[4], &offset = a.in[5];
   const long long cols = logits.shape.back(), n = logits.numel;
   const long long vocab = attrInt(*a.attrs, "vocab");
   checkIndices(labels, vocab, "cross_entropy_shard_grad", "label", ctx);
-  if (n <= 0) return;
+  if (n <= 0)
+    return;
   const double scale = attrNum(*a.attrs, "scale");
   dispatchFloat(logits.dtype, [&](auto t) {
     using T = decltype(t);
     dispatchInt(labels.dtype, [&](auto i) {
       using I = decltype(i);
       shardGradKernel<T, I><<<gridFor(n), kThreads, 0, ctx.stream>>>(
-          logits.as<T>(), labels.as<I>(), n, cols, mx.data, floatCode(mx.dtype), sumExp.data,
-          floatCode(sumExp.dtype), dloss.data, floatCode(dloss.dtype), scale,
-          offset.as<int64_t>(), vocab, a.out[0].as<T>());
+          logits.as<T>(), labels.as<I>(), n, cols, mx.data, floatCode(mx.dtype),
+          sumExp.data, floatCode(sumExp.dtype), dloss.data,
+          floatCode(dloss.dtype), scale, offset.as<int64_t>(), vocab,
+          a.out[0].as<T>());
       checkLaunch("cross_entropy_shard_grad");
     });
   });
@@ -740,7 +852,8 @@ const std::vector<Entry> &lossKernels() {
       {"cross_entropy", kCrossEntropy, nullptr, crossEntropyWorkspace},
       {"cross_entropy_grad", kCrossEntropyGrad},
       {"embedding_shard", kEmbeddingShard},
-      {"embedding_shard_grad", kEmbeddingShardGrad, nullptr, embeddingGradWorkspace},
+      {"embedding_shard_grad", kEmbeddingShardGrad, nullptr,
+       embeddingGradWorkspace},
       {"cross_entropy_shard_stats", kCrossEntropyShardStats},
       {"cross_entropy_shard_grad", kCrossEntropyShardGrad},
   };

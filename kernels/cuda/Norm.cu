@@ -1,4 +1,5 @@
-//===- Norm.cu - layer_norm, rms_norm and their gradients ---------------------===//
+//===- Norm.cu - layer_norm, rms_norm and their gradients
+//---------------------===//
 //
 // CUDA versions of kernels/cpu/Norm.cpp with the same numerics: rows of D
 // (the last dim; leading dims flattened), row statistics accumulated in
@@ -52,17 +53,24 @@ namespace {
 
 template <int N> using IntC = std::integral_constant<int, N>;
 
-
-// ---- 16-byte packs ---------------------------------------------------------------
+// ---- 16-byte packs
+// ---------------------------------------------------------------
 /// Elements per 16-byte pack.
 template <class T> constexpr int kW = int(16 / sizeof(T));
 
-__device__ __forceinline__ unsigned bitsOf(float v) { return __float_as_uint(v); }
-__device__ __forceinline__ unsigned bitsOf(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
-__device__ __forceinline__ unsigned bitsOf(__half v) { return __half_as_ushort(v); }
+__device__ __forceinline__ unsigned bitsOf(float v) {
+  return __float_as_uint(v);
+}
+__device__ __forceinline__ unsigned bitsOf(__nv_bfloat16 v) {
+  return __bfloat16_as_ushort(v);
+}
+__device__ __forceinline__ unsigned bitsOf(__half v) {
+  return __half_as_ushort(v);
+}
 
 /// Elements of pack v (elements v W .. v W + W - 1) inside a row of D.
-template <class T> __device__ __forceinline__ int packLen(long long v, long long D) {
+template <class T>
+__device__ __forceinline__ int packLen(long long v, long long D) {
   const long long n = D - v * kW<T>;
   return n < kW<T> ? int(n) : kW<T>;
 }
@@ -70,23 +78,27 @@ template <class T> __device__ __forceinline__ int packLen(long long v, long long
 /// Pack v of a row: one 16-byte load when `vec` (row 16-byte aligned, D a
 /// multiple of W), else element loads; elements past D read as 0 bits.
 template <class T>
-__device__ __forceinline__ uint4 loadPack(const T *__restrict__ row, long long v, long long D,
-                                          bool vec) {
-  if (vec) return __ldg(reinterpret_cast<const uint4 *>(row) + v);
+__device__ __forceinline__ uint4 loadPack(const T *__restrict__ row,
+                                          long long v, long long D, bool vec) {
+  if (vec)
+    return __ldg(reinterpret_cast<const uint4 *>(row) + v);
   unsigned w[4] = {0u, 0u, 0u, 0u};
   const int n = packLen<T>(v, D);
   const T *p = row + v * kW<T>;
 #pragma unroll
   for (int k = 0; k < kW<T>; ++k)
     if (k < n) {
-      if constexpr (kW<T> == 4) w[k] = bitsOf(p[k]);
-      else w[k >> 1] |= bitsOf(p[k]) << (16 * (k & 1));
+      if constexpr (kW<T> == 4)
+        w[k] = bitsOf(p[k]);
+      else
+        w[k >> 1] |= bitsOf(p[k]) << (16 * (k & 1));
     }
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 /// The f32 values of a pack's elements.
-template <class T> __device__ __forceinline__ void unpack(const uint4 &u, float (&f)[kW<T>]) {
+template <class T>
+__device__ __forceinline__ void unpack(const uint4 &u, float (&f)[kW<T>]) {
   const unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int k = 0; k < kW<T>; ++k) {
@@ -94,8 +106,10 @@ template <class T> __device__ __forceinline__ void unpack(const uint4 &u, float 
       f[k] = __uint_as_float(w[k]);
     } else {
       const unsigned h = (w[k >> 1] >> (16 * (k & 1))) & 0xffffu;
-      if constexpr (std::is_same_v<T, __nv_bfloat16>) f[k] = __uint_as_float(h << 16);
-      else f[k] = __half2float(__ushort_as_half((unsigned short)h));
+      if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        f[k] = __uint_as_float(h << 16);
+      else
+        f[k] = __half2float(__ushort_as_half((unsigned short)h));
     }
   }
 }
@@ -103,14 +117,17 @@ template <class T> __device__ __forceinline__ void unpack(const uint4 &u, float 
 /// Stores pack v of a row (each value rounded once to T); elements past D
 /// are not written.
 template <class T>
-__device__ __forceinline__ void storePack(T *__restrict__ row, long long v, long long D, bool vec,
+__device__ __forceinline__ void storePack(T *__restrict__ row, long long v,
+                                          long long D, bool vec,
                                           const float (&f)[kW<T>]) {
   if (vec) {
     unsigned w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
     for (int k = 0; k < kW<T>; ++k) {
-      if constexpr (kW<T> == 4) w[k] = __float_as_uint(f[k]);
-      else w[k >> 1] |= bitsOf(fromF<T>(f[k])) << (16 * (k & 1));
+      if constexpr (kW<T> == 4)
+        w[k] = __float_as_uint(f[k]);
+      else
+        w[k >> 1] |= bitsOf(fromF<T>(f[k])) << (16 * (k & 1));
     }
     reinterpret_cast<uint4 *>(row)[v] = make_uint4(w[0], w[1], w[2], w[3]);
     return;
@@ -119,7 +136,8 @@ __device__ __forceinline__ void storePack(T *__restrict__ row, long long v, long
   T *p = row + v * kW<T>;
 #pragma unroll
   for (int k = 0; k < kW<T>; ++k)
-    if (k < n) p[k] = fromF<T>(f[k]);
+    if (k < n)
+      p[k] = fromF<T>(f[k]);
 }
 
 /// double(f), exactly, for finite f without a conversion instruction: f's
@@ -128,22 +146,29 @@ __device__ __forceinline__ void storePack(T *__restrict__ row, long long v, long
 /// (subnormal when f is zero or subnormal), and scaling by 2^896 is exact.
 __device__ __forceinline__ double finiteToDouble(float f) {
   const unsigned u = __float_as_uint(f);
-  const unsigned hi = unsigned(int(u) >> 3) & 0x8fffffffu; // sign, e, top 20 bits of m
+  const unsigned hi =
+      unsigned(int(u) >> 3) & 0x8fffffffu; // sign, e, top 20 bits of m
   return __hiloint2double(int(hi), int(u << 29)) * 0x1p896;
 }
 /// Whether every value is finite: the sum of their products with 0 is 0
 /// (NaN when any is inf or NaN).
-template <int W> __device__ __forceinline__ bool allFinite(const float (&f)[W]) {
+template <int W>
+__device__ __forceinline__ bool allFinite(const float (&f)[W]) {
   float t = 0.0f;
 #pragma unroll
-  for (int k = 0; k < W; ++k) t = __fmaf_rn(f[k], 0.0f, t);
+  for (int k = 0; k < W; ++k)
+    t = __fmaf_rn(f[k], 0.0f, t);
   return t == 0.0f;
 }
 struct FiniteToDouble {
-  __device__ __forceinline__ double operator()(float f) const { return finiteToDouble(f); }
+  __device__ __forceinline__ double operator()(float f) const {
+    return finiteToDouble(f);
+  }
 };
 struct CvtToDouble {
-  __device__ __forceinline__ double operator()(float f) const { return double(f); }
+  __device__ __forceinline__ double operator()(float f) const {
+    return double(f);
+  }
 };
 /// body(cv) with cv(f) == double(f) for the values of these packs.
 /// Conversions to and from 64-bit types issue at a quarter of the double
@@ -152,26 +177,34 @@ struct CvtToDouble {
 /// instructions and one double multiply); a pack with an inf or NaN
 /// converts. The same values either way.
 template <class F, int W, class... More>
-__device__ __forceinline__ void withToDouble(F &&body, const float (&f)[W], const More &...more) {
-  if ((allFinite(f) && ... && allFinite(more))) body(FiniteToDouble{});
-  else body(CvtToDouble{});
+__device__ __forceinline__ void withToDouble(F &&body, const float (&f)[W],
+                                             const More &...more) {
+  if ((allFinite(f) && ... && allFinite(more)))
+    body(FiniteToDouble{});
+  else
+    body(CvtToDouble{});
 }
 
-// ---- groups of threads per row ---------------------------------------------------
+// ---- groups of threads per row
+// ---------------------------------------------------
 /// Sum over a group of G threads: a warp (32) or the whole block
 /// (blockDim.x == G). Every thread of the group gets the same value.
 /// For G > 32 every thread of the block must call it (it synchronises);
 /// `shm` holds 32 doubles.
 template <int G> __device__ double groupSum(double v, double *shm) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
   if constexpr (G > 32) {
-    static_assert(G % 32 == 0 && G <= 1024, "block reductions need whole warps");
+    static_assert(G % 32 == 0 && G <= 1024,
+                  "block reductions need whole warps");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     __syncthreads(); // earlier readers of shm are done
-    if (lane == 0) shm[warp] = v;
+    if (lane == 0)
+      shm[warp] = v;
     __syncthreads();
     v = lane < G / 32 ? shm[lane] : 0.0;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = 16; o > 0; o >>= 1)
+      v += __shfl_xor_sync(0xffffffffu, v, o);
   }
   return v;
 }
@@ -183,7 +216,8 @@ template <int G> __device__ void groupSum2(double &a, double &b, double *shm) {
     b += __shfl_xor_sync(0xffffffffu, b, o);
   }
   if constexpr (G > 32) {
-    static_assert(G % 32 == 0 && G <= 1024, "block reductions need whole warps");
+    static_assert(G % 32 == 0 && G <= 1024,
+                  "block reductions need whole warps");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     __syncthreads();
     if (lane == 0) {
@@ -200,7 +234,6 @@ template <int G> __device__ void groupSum2(double &a, double &b, double *shm) {
   }
 }
 
-
 /// Rows of at most this many packs get a warp each, longer ones a block.
 constexpr long long kWarpRowPacks = 256;
 
@@ -212,11 +245,13 @@ __device__ __forceinline__ void forPacks(long long nv, int lane, F &&f) {
 #pragma unroll
     for (int i = 0; i < kV; ++i) {
       const long long v = lane + (long long)i * G;
-      if (v < nv) f(i, v);
+      if (v < nv)
+        f(i, v);
     }
   } else {
 #pragma unroll 4
-    for (long long v = lane; v < nv; v += G) f(0, v);
+    for (long long v = lane; v < nv; v += G)
+      f(0, v);
   }
 }
 
@@ -227,8 +262,8 @@ template <class T, int G, int kV> struct RowPacks {
   long long D;
   bool vec;
   uint4 p[kV > 0 ? kV : 1];
-  __device__ __forceinline__ RowPacks(const T *row_, long long nv, long long D_, int lane,
-                                      bool vec_)
+  __device__ __forceinline__ RowPacks(const T *row_, long long nv, long long D_,
+                                      int lane, bool vec_)
       : row(row_), D(D_), vec(vec_) {
     if constexpr (kV > 0) {
 #pragma unroll
@@ -238,17 +273,21 @@ template <class T, int G, int kV> struct RowPacks {
       }
     }
   }
-  __device__ __forceinline__ void get(int i, long long v, float (&f)[kW<T>]) const {
-    if constexpr (kV > 0) unpack<T>(p[i], f);
-    else unpack<T>(loadPack(row, v, D, vec), f);
+  __device__ __forceinline__ void get(int i, long long v,
+                                      float (&f)[kW<T>]) const {
+    if constexpr (kV > 0)
+      unpack<T>(p[i], f);
+    else
+      unpack<T>(loadPack(row, v, D, vec), f);
   }
 };
 
 /// Mean and biased variance of one row (two passes, double), as the CPU's
 /// rowMeanVar. Each lane sums its packs' elements in order, then the group.
 template <class T, int G, int kV>
-__device__ __forceinline__ void rowMeanVar(const RowPacks<T, G, kV> &x, long long nv, int lane,
-                                           double *shm, double &mean, double &var) {
+__device__ __forceinline__ void rowMeanVar(const RowPacks<T, G, kV> &x,
+                                           long long nv, int lane, double *shm,
+                                           double &mean, double &var) {
   const long long D = x.D;
   double s = 0;
   forPacks<G, kV>(nv, lane, [&](int i, long long v) {
@@ -259,7 +298,8 @@ __device__ __forceinline__ void rowMeanVar(const RowPacks<T, G, kV> &x, long lon
         [&](auto cv) {
 #pragma unroll
           for (int k = 0; k < kW<T>; ++k)
-            if (k < n) s += cv(f[k]);
+            if (k < n)
+              s += cv(f[k]);
         },
         f);
   });
@@ -285,8 +325,8 @@ __device__ __forceinline__ void rowMeanVar(const RowPacks<T, G, kV> &x, long lon
 
 /// Sum of squares of one row (double), summed over the group.
 template <class T, int G, int kV>
-__device__ __forceinline__ double rowSumSq(const RowPacks<T, G, kV> &x, long long nv, int lane,
-                                           double *shm) {
+__device__ __forceinline__ double
+rowSumSq(const RowPacks<T, G, kV> &x, long long nv, int lane, double *shm) {
   const long long D = x.D;
   double ms = 0;
   forPacks<G, kV>(nv, lane, [&](int i, long long v) {
@@ -307,15 +347,18 @@ __device__ __forceinline__ double rowSumSq(const RowPacks<T, G, kV> &x, long lon
   return groupSum<G>(ms, shm);
 }
 
-template <class T> __host__ __device__ __forceinline__ long long packsOf(long long D) {
+template <class T>
+__host__ __device__ __forceinline__ long long packsOf(long long D) {
   return (D + kW<T> - 1) / kW<T>;
 }
 
-// ---- forward ---------------------------------------------------------------------
+// ---- forward
+// ---------------------------------------------------------------------
 template <class T, int G, int kV>
 __global__ void __launch_bounds__(kThreads)
-    layerNormRows(const T *__restrict__ x, const T *__restrict__ g, const T *__restrict__ b,
-                  T *__restrict__ y, long long R, long long D, float eps, bool vec) {
+    layerNormRows(const T *__restrict__ x, const T *__restrict__ g,
+                  const T *__restrict__ b, T *__restrict__ y, long long R,
+                  long long D, float eps, bool vec) {
   __shared__ double shm[32];
   const GroupIndex<G> gi;
   const long long nv = packsOf<T>(D);
@@ -332,7 +375,8 @@ __global__ void __launch_bounds__(kThreads)
       unpack<T>(loadPack(g, v, D, vec), gf);
       unpack<T>(loadPack(b, v, D, vec), bf);
 #pragma unroll
-      for (int k = 0; k < kW<T>; ++k) o[k] = (xf[k] - fm) * rstd * gf[k] + bf[k];
+      for (int k = 0; k < kW<T>; ++k)
+        o[k] = (xf[k] - fm) * rstd * gf[k] + bf[k];
       storePack(yr, v, D, vec, o);
     });
   }
@@ -340,8 +384,9 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T, int G, int kV>
 __global__ void __launch_bounds__(kThreads)
-    rmsNormRows(const T *__restrict__ x, const T *__restrict__ g, T *__restrict__ y, long long R,
-                long long D, double eps, bool vec) {
+    rmsNormRows(const T *__restrict__ x, const T *__restrict__ g,
+                T *__restrict__ y, long long R, long long D, double eps,
+                bool vec) {
   __shared__ double shm[32];
   const GroupIndex<G> gi;
   const long long nv = packsOf<T>(D);
@@ -355,13 +400,15 @@ __global__ void __launch_bounds__(kThreads)
       xr.get(i, v, xf);
       unpack<T>(loadPack(g, v, D, vec), gf);
 #pragma unroll
-      for (int k = 0; k < kW<T>; ++k) o[k] = xf[k] * rr * gf[k];
+      for (int k = 0; k < kW<T>; ++k)
+        o[k] = xf[k] * rr * gf[k];
       storePack(yr, v, D, vec, o);
     });
   }
 }
 
-// ---- gradients: dx ---------------------------------------------------------------
+// ---- gradients: dx
+// ---------------------------------------------------------------
 /// The dx kernels hold x's packs in registers (read four times) and dy's
 /// (read twice) only up to 4 packs a lane: with 8, holding both would take
 /// more than the 128 registers that let two blocks share an SM.
@@ -369,8 +416,9 @@ template <int kV> constexpr int kDyHeld = kV <= 4 ? kV : 0;
 
 template <class T, int G, int kV>
 __global__ void __launch_bounds__(kThreads, 2)
-    layerNormDxRows(const T *__restrict__ x, const T *__restrict__ g, const T *__restrict__ dy,
-                    T *__restrict__ dx, long long R, long long D, double eps, bool vec) {
+    layerNormDxRows(const T *__restrict__ x, const T *__restrict__ g,
+                    const T *__restrict__ dy, T *__restrict__ dx, long long R,
+                    long long D, double eps, bool vec) {
   __shared__ double shm[64];
   const GroupIndex<G> gi;
   const long long nv = packsOf<T>(D);
@@ -425,8 +473,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 template <class T, int G, int kV>
 __global__ void __launch_bounds__(kThreads, 2)
-    rmsNormDxRows(const T *__restrict__ x, const T *__restrict__ g, const T *__restrict__ dy,
-                  T *__restrict__ dx, long long R, long long D, double eps, bool vec) {
+    rmsNormDxRows(const T *__restrict__ x, const T *__restrict__ g,
+                  const T *__restrict__ dy, T *__restrict__ dx, long long R,
+                  long long D, double eps, bool vec) {
   __shared__ double shm[32];
   const GroupIndex<G> gi;
   const long long nv = packsOf<T>(D);
@@ -447,7 +496,8 @@ __global__ void __launch_bounds__(kThreads, 2)
           [&](auto cv) {
 #pragma unroll
             for (int k = 0; k < kW<T>; ++k)
-              if (k < n) dot += cv(df[k]) * cv(gf[k]) * cv(xf[k]);
+              if (k < n)
+                dot += cv(df[k]) * cv(gf[k]) * cv(xf[k]);
           },
           xf, df, gf);
     });
@@ -470,13 +520,14 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// ---- gradients: parameters -------------------------------------------------------
+// ---- gradients: parameters
+// -------------------------------------------------------
 /// One row's statistics as the parameter sums use them: layer norm's mean
 /// and rstd (a, b), rms norm's 1 / rms (a). Every lane of the group has them.
 template <class T, int G, bool kLayer>
-__device__ __forceinline__ void rowStats(const T *xr, long long nv, long long D, int lane,
-                                         double eps, bool vec, double *shm, double &a,
-                                         double &b) {
+__device__ __forceinline__ void rowStats(const T *xr, long long nv, long long D,
+                                         int lane, double eps, bool vec,
+                                         double *shm, double &a, double &b) {
   const RowPacks<T, G, 0> xp(xr, nv, D, lane, vec);
   if constexpr (kLayer) {
     double var;
@@ -494,8 +545,8 @@ __device__ __forceinline__ void rowStats(const T *xr, long long nv, long long D,
 /// wide for normParamTile to compute them itself.
 template <class T, int G, bool kLayer>
 __global__ void __launch_bounds__(kThreads)
-    normStatsRows(const T *__restrict__ x, double *__restrict__ stats, long long R, long long D,
-                  double eps, bool vec) {
+    normStatsRows(const T *__restrict__ x, double *__restrict__ stats,
+                  long long R, long long D, double eps, bool vec) {
   __shared__ double shm[32];
   const GroupIndex<G> gi;
   const long long nv = packsOf<T>(D);
@@ -532,8 +583,9 @@ constexpr int kUnroll = 4;   ///< rows a thread loads at once
 template <class T, bool kLayer, bool kFuse>
 __global__ void __launch_bounds__(kThreads, 2)
     normParamTile(const T *__restrict__ x, const T *__restrict__ dy,
-                  const double *__restrict__ stats, double *__restrict__ partial, long long R,
-                  long long D, long long chunkLen, int ct, double eps, bool vec) {
+                  const double *__restrict__ stats,
+                  double *__restrict__ partial, long long R, long long D,
+                  long long chunkLen, int ct, double eps, bool vec) {
   constexpr int W = kW<T>, NV = kTileCols / W;
   constexpr long long P = kLayer ? 2 : 1;
   static_assert(NV * W == kTileCols, "a thread's columns are whole packs");
@@ -546,10 +598,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   const long long r1 = r0 + chunkLen < R ? r0 + chunkLen : R;
   long long vq[NV];
 #pragma unroll
-  for (int q = 0; q < NV; ++q) vq[q] = (long long)blockIdx.x * ct * NV + (long long)q * ct + ci;
+  for (int q = 0; q < NV; ++q)
+    vq[q] = (long long)blockIdx.x * ct * NV + (long long)q * ct + ci;
   double dg[kTileCols], db[kTileCols];
 #pragma unroll
-  for (int e = 0; e < kTileCols; ++e) dg[e] = db[e] = 0;
+  for (int e = 0; e < kTileCols; ++e)
+    dg[e] = db[e] = 0;
 
   for (long long rs = r0; rs < r1; rs += kSub) {
     const int nr = int(r1 - rs < kSub ? r1 - rs : kSub);
@@ -559,9 +613,11 @@ __global__ void __launch_bounds__(kThreads, 2)
         const char *dyb = reinterpret_cast<const char *>(dy + (rs + h) * D);
         const long long bytes = D * (long long)sizeof(T);
         for (long long o = (long long)lane * 128; o < bytes; o += 32 * 128)
-          asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(dyb + o)));
+          asm volatile("prefetch.global.L2 [%0];" ::"l"(
+              __cvta_generic_to_global(dyb + o)));
         double a, b;
-        rowStats<T, 32, kLayer>(x + (rs + h) * D, nv, D, lane, eps, vec, nullptr, a, b);
+        rowStats<T, 32, kLayer>(x + (rs + h) * D, nv, D, lane, eps, vec,
+                                nullptr, a, b);
         if (lane == 0) {
           sA[h] = a;
           sB[h] = b;
@@ -628,28 +684,33 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int s2 = 1; s2 < S; ++s2) {
     if (s == s2) {
 #pragma unroll
-      for (int e = 0; e < kTileCols; ++e) buf[e * (kThreads / 2) + ci] = dg[e];
+      for (int e = 0; e < kTileCols; ++e)
+        buf[e * (kThreads / 2) + ci] = dg[e];
     }
     __syncthreads();
     if (s == 0) {
 #pragma unroll
-      for (int e = 0; e < kTileCols; ++e) dg[e] += buf[e * (kThreads / 2) + ci];
+      for (int e = 0; e < kTileCols; ++e)
+        dg[e] += buf[e * (kThreads / 2) + ci];
     }
     __syncthreads();
     if constexpr (kLayer) {
       if (s == s2) {
 #pragma unroll
-        for (int e = 0; e < kTileCols; ++e) buf[e * (kThreads / 2) + ci] = db[e];
+        for (int e = 0; e < kTileCols; ++e)
+          buf[e * (kThreads / 2) + ci] = db[e];
       }
       __syncthreads();
       if (s == 0) {
 #pragma unroll
-        for (int e = 0; e < kTileCols; ++e) db[e] += buf[e * (kThreads / 2) + ci];
+        for (int e = 0; e < kTileCols; ++e)
+          db[e] += buf[e * (kThreads / 2) + ci];
       }
       __syncthreads();
     }
   }
-  if (s != 0) return;
+  if (s != 0)
+    return;
 #pragma unroll
   for (int q = 0; q < NV; ++q)
 #pragma unroll
@@ -657,7 +718,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       const long long j = vq[q] * W + k;
       if (vq[q] < nv && j < D) {
         partial[c * P * D + j] = dg[q * W + k];
-        if constexpr (kLayer) partial[(c * P + 1) * D + j] = db[q * W + k];
+        if constexpr (kLayer)
+          partial[(c * P + 1) * D + j] = db[q * W + k];
       }
     }
 }
@@ -672,36 +734,46 @@ __global__ void __launch_bounds__(kFinishCols *kFinishLanes)
     normParamFinish(const double *__restrict__ partial, T *__restrict__ dgamma,
                     T *__restrict__ dbeta, long long D, long long chunks) {
   constexpr long long P = kLayer ? 2 : 1;
-  __shared__ double sg[kFinishLanes][kFinishCols + 1], sb[kFinishLanes][kFinishCols + 1];
+  __shared__ double sg[kFinishLanes][kFinishCols + 1],
+      sb[kFinishLanes][kFinishCols + 1];
   const int tx = int(threadIdx.x), ty = int(threadIdx.y);
   const long long j = (long long)blockIdx.x * kFinishCols + tx;
   double g = 0, b = 0;
   if (j < D)
     for (long long c = ty; c < chunks; c += kFinishLanes) {
       g += partial[c * P * D + j];
-      if constexpr (kLayer) b += partial[(c * P + 1) * D + j];
+      if constexpr (kLayer)
+        b += partial[(c * P + 1) * D + j];
     }
   sg[ty][tx] = g;
   sb[ty][tx] = b;
   __syncthreads();
-  if (ty != 0 || j >= D) return;
+  if (ty != 0 || j >= D)
+    return;
   double tg = 0, tb = 0;
   for (int y = 0; y < kFinishLanes; ++y) {
     tg += sg[y][tx];
     tb += sb[y][tx];
   }
   dgamma[j] = fromF<T>(float(tg));
-  if constexpr (kLayer) dbeta[j] = fromF<T>(float(tb));
+  if constexpr (kLayer)
+    dbeta[j] = fromF<T>(float(tb));
 }
 
-// ---- host ------------------------------------------------------------------------
-bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+// ---- host
+// ------------------------------------------------------------------------
+bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 /// Whether every row of these operands (rows of D, or one row of D) starts
 /// 16-byte aligned; null operands are ignored.
-template <class T> bool packsAligned(long long D, std::initializer_list<const void *> ptrs) {
-  if (D % kW<T> != 0) return false;
+template <class T>
+bool packsAligned(long long D, std::initializer_list<const void *> ptrs) {
+  if (D % kW<T> != 0)
+    return false;
   for (const void *p : ptrs)
-    if (p && !aligned16(p)) return false;
+    if (p && !aligned16(p))
+      return false;
   return true;
 }
 
@@ -709,11 +781,16 @@ template <class T> bool packsAligned(long long D, std::initializer_list<const vo
 /// packs each lane keeps in registers for rows of D elements.
 template <class T, class F> void withRowPlan(long long D, F &&f) {
   const long long nv = packsOf<T>(D);
-  if (nv <= 32 * 4) f(IntC<32>{}, IntC<4>{});
-  else if (nv <= kWarpRowPacks) f(IntC<32>{}, IntC<8>{});
-  else if (nv <= kThreads * 4LL) f(IntC<kThreads>{}, IntC<4>{});
-  else if (nv <= kThreads * 8LL) f(IntC<kThreads>{}, IntC<8>{});
-  else f(IntC<kThreads>{}, IntC<0>{});
+  if (nv <= 32 * 4)
+    f(IntC<32>{}, IntC<4>{});
+  else if (nv <= kWarpRowPacks)
+    f(IntC<32>{}, IntC<8>{});
+  else if (nv <= kThreads * 4LL)
+    f(IntC<kThreads>{}, IntC<4>{});
+  else if (nv <= kThreads * 8LL)
+    f(IntC<kThreads>{}, IntC<8>{});
+  else
+    f(IntC<kThreads>{}, IntC<0>{});
 }
 
 /// Rows, row length, the parameter sums' chunking and column tiling, and
@@ -752,20 +829,26 @@ NormPlan planNorm(const KernelArgs &a, bool layer) {
   p.fuse = p.tiles == 1 && p.nv <= kWarpRowPacks;
   const size_t perRow = layer ? 2 : 1;
   p.statsBytes = align256(size_t(p.R) * perRow * sizeof(double));
-  p.partialBytes = align256(size_t(p.chunks) * perRow * size_t(p.D) * sizeof(double));
+  p.partialBytes =
+      align256(size_t(p.chunks) * perRow * size_t(p.D) * sizeof(double));
   return p;
 }
 
-size_t wsLayerNormParams(const KernelArgs &a) { return planNorm(a, true).total(); }
-size_t wsRmsNormParams(const KernelArgs &a) { return planNorm(a, false).total(); }
+size_t wsLayerNormParams(const KernelArgs &a) {
+  return planNorm(a, true).total();
+}
+size_t wsRmsNormParams(const KernelArgs &a) {
+  return planNorm(a, false).total();
+}
 
 /// The whole layer_norm / rms_norm gradient: dx when `dx` is non-null,
 /// dgamma (and dbeta for layer norm) when `dgamma` is non-null.
 template <class T, bool kLayer>
-void normGrad(const KernelArgs &a, const Context &ctx, const T *g, const T *dy, T *dx, T *dgamma,
-              T *dbeta, const char *name) {
+void normGrad(const KernelArgs &a, const Context &ctx, const T *g, const T *dy,
+              T *dx, T *dgamma, T *dbeta, const char *name) {
   const NormPlan p = planNorm(a, kLayer);
-  if (p.D == 0) return; // every operand is empty
+  if (p.D == 0)
+    return; // every operand is empty
   const T *x = static_cast<const T *>(a.in[0].data);
   const double eps = attrNum(*a.attrs, "epsilon");
   if (dx && p.R > 0) {
@@ -773,20 +856,25 @@ void normGrad(const KernelArgs &a, const Context &ctx, const T *g, const T *dy, 
     withRowPlan<T>(p.D, [&](auto gTag, auto vTag) {
       constexpr int G = decltype(gTag)::value, kV = decltype(vTag)::value;
       if constexpr (kLayer)
-        layerNormDxRows<T, G, kV><<<blocksForGroups<G>(p.R), kThreads, 0, ctx.stream>>>(
-            x, g, dy, dx, p.R, p.D, eps, vec);
+        layerNormDxRows<T, G, kV>
+            <<<blocksForGroups<G>(p.R), kThreads, 0, ctx.stream>>>(
+                x, g, dy, dx, p.R, p.D, eps, vec);
       else
-        rmsNormDxRows<T, G, kV><<<blocksForGroups<G>(p.R), kThreads, 0, ctx.stream>>>(
-            x, g, dy, dx, p.R, p.D, eps, vec);
+        rmsNormDxRows<T, G, kV>
+            <<<blocksForGroups<G>(p.R), kThreads, 0, ctx.stream>>>(
+                x, g, dy, dx, p.R, p.D, eps, vec);
       checkLaunch(name);
     });
   }
-  if (!dgamma) return;
+  if (!dgamma)
+    return;
   if (!ctx.workspace || ctx.workspaceBytes < p.total())
     throw Error(std::string("cuda kernel ") + name + ": workspace too small");
-  if (p.tiles > 0x7fffffffLL) throw Error(std::string("cuda kernel ") + name + ": rows too long");
+  if (p.tiles > 0x7fffffffLL)
+    throw Error(std::string("cuda kernel ") + name + ": rows too long");
   double *stats = static_cast<double *>(ctx.workspace);
-  double *partial = reinterpret_cast<double *>(static_cast<char *>(ctx.workspace) + p.statsBytes);
+  double *partial = reinterpret_cast<double *>(
+      static_cast<char *>(ctx.workspace) + p.statsBytes);
   const bool vec = packsAligned<T>(p.D, {x, dy});
   const dim3 grid(unsigned(p.tiles), unsigned(p.chunks));
   if (p.fuse) {
@@ -799,8 +887,8 @@ void normGrad(const KernelArgs &a, const Context &ctx, const T *g, const T *dy, 
       // than kWarpRowPacks packs (tiles > 1 needs more than kThreads
       // column threads), so a block per row there too.
       normStatsRows<T, kThreads, kLayer>
-          <<<blocksForGroups<kThreads>(p.R), kThreads, 0, ctx.stream>>>(x, stats, p.R, p.D, eps,
-                                                                        vec);
+          <<<blocksForGroups<kThreads>(p.R), kThreads, 0, ctx.stream>>>(
+              x, stats, p.R, p.D, eps, vec);
       checkLaunch(name);
     }
     normParamTile<T, kLayer, false><<<grid, kThreads, 0, ctx.stream>>>(
@@ -808,20 +896,25 @@ void normGrad(const KernelArgs &a, const Context &ctx, const T *g, const T *dy, 
     checkLaunch(name);
   }
   normParamFinish<T, kLayer>
-      <<<unsigned((p.D + kFinishCols - 1) / kFinishCols), dim3(kFinishCols, kFinishLanes), 0,
-         ctx.stream>>>(partial, dgamma, dbeta, p.D, p.chunks);
+      <<<unsigned((p.D + kFinishCols - 1) / kFinishCols),
+         dim3(kFinishCols, kFinishLanes), 0, ctx.stream>>>(
+          partial, dgamma, dbeta, p.D, p.chunks);
   checkLaunch(name);
 }
 
-// ---- entries ---------------------------------------------------------------------
+// ---- entries
+// ---------------------------------------------------------------------
 template <class T> const T *in(const KernelArgs &a, size_t i) {
   return static_cast<const T *>(a.in[i].data);
 }
-template <class T> T *out(const KernelArgs &a, size_t i) { return static_cast<T *>(a.out[i].data); }
+template <class T> T *out(const KernelArgs &a, size_t i) {
+  return static_cast<T *>(a.out[i].data);
+}
 
 void kLayerNorm(const KernelArgs &a, const Context &ctx) {
   const TensorArg &X = a.in[0];
-  if (X.numel == 0) return;
+  if (X.numel == 0)
+    return;
   const long long D = X.shape.back(), R = X.numel / D;
   const float eps = float(attrNum(*a.attrs, "epsilon"));
   dispatchFloat(X.dtype, [&](auto t) {
@@ -831,8 +924,9 @@ void kLayerNorm(const KernelArgs &a, const Context &ctx) {
     const bool vec = packsAligned<T>(D, {x, g, b, y});
     withRowPlan<T>(D, [&](auto gTag, auto vTag) {
       constexpr int G = decltype(gTag)::value, kV = decltype(vTag)::value;
-      layerNormRows<T, G, kV><<<blocksForGroups<G>(R), kThreads, 0, ctx.stream>>>(x, g, b, y, R,
-                                                                                  D, eps, vec);
+      layerNormRows<T, G, kV>
+          <<<blocksForGroups<G>(R), kThreads, 0, ctx.stream>>>(x, g, b, y, R, D,
+                                                               eps, vec);
       checkLaunch("layer_norm");
     });
   });
@@ -840,7 +934,8 @@ void kLayerNorm(const KernelArgs &a, const Context &ctx) {
 
 void kRmsNorm(const KernelArgs &a, const Context &ctx) {
   const TensorArg &X = a.in[0];
-  if (X.numel == 0) return;
+  if (X.numel == 0)
+    return;
   const long long D = X.shape.back(), R = X.numel / D;
   const double eps = attrNum(*a.attrs, "epsilon");
   dispatchFloat(X.dtype, [&](auto t) {
@@ -850,8 +945,8 @@ void kRmsNorm(const KernelArgs &a, const Context &ctx) {
     const bool vec = packsAligned<T>(D, {x, g, y});
     withRowPlan<T>(D, [&](auto gTag, auto vTag) {
       constexpr int G = decltype(gTag)::value, kV = decltype(vTag)::value;
-      rmsNormRows<T, G, kV><<<blocksForGroups<G>(R), kThreads, 0, ctx.stream>>>(x, g, y, R, D,
-                                                                                eps, vec);
+      rmsNormRows<T, G, kV><<<blocksForGroups<G>(R), kThreads, 0, ctx.stream>>>(
+          x, g, y, R, D, eps, vec);
       checkLaunch("rms_norm");
     });
   });
@@ -861,48 +956,48 @@ void kRmsNorm(const KernelArgs &a, const Context &ctx) {
 void kLayerNormGrad(const KernelArgs &a, const Context &ctx) {
   dispatchFloat(a.in[0].dtype, [&](auto t) {
     using T = decltype(t);
-    normGrad<T, true>(a, ctx, in<T>(a, 1), in<T>(a, 2), out<T>(a, 0), out<T>(a, 1), out<T>(a, 2),
-                      "layer_norm_grad");
+    normGrad<T, true>(a, ctx, in<T>(a, 1), in<T>(a, 2), out<T>(a, 0),
+                      out<T>(a, 1), out<T>(a, 2), "layer_norm_grad");
   });
 }
 // in: x, gamma, dy -> dx
 void kLayerNormInputGrad(const KernelArgs &a, const Context &ctx) {
   dispatchFloat(a.in[0].dtype, [&](auto t) {
     using T = decltype(t);
-    normGrad<T, true>(a, ctx, in<T>(a, 1), in<T>(a, 2), out<T>(a, 0), nullptr, nullptr,
-                      "layer_norm_input_grad");
+    normGrad<T, true>(a, ctx, in<T>(a, 1), in<T>(a, 2), out<T>(a, 0), nullptr,
+                      nullptr, "layer_norm_input_grad");
   });
 }
 // in: x, dy -> dgamma, dbeta
 void kLayerNormParamGrad(const KernelArgs &a, const Context &ctx) {
   dispatchFloat(a.in[0].dtype, [&](auto t) {
     using T = decltype(t);
-    normGrad<T, true>(a, ctx, nullptr, in<T>(a, 1), nullptr, out<T>(a, 0), out<T>(a, 1),
-                      "layer_norm_param_grad");
+    normGrad<T, true>(a, ctx, nullptr, in<T>(a, 1), nullptr, out<T>(a, 0),
+                      out<T>(a, 1), "layer_norm_param_grad");
   });
 }
 // in: x, gamma, dy -> dx, dgamma
 void kRmsNormGrad(const KernelArgs &a, const Context &ctx) {
   dispatchFloat(a.in[0].dtype, [&](auto t) {
     using T = decltype(t);
-    normGrad<T, false>(a, ctx, in<T>(a, 1), in<T>(a, 2), out<T>(a, 0), out<T>(a, 1), nullptr,
-                       "rms_norm_grad");
+    normGrad<T, false>(a, ctx, in<T>(a, 1), in<T>(a, 2), out<T>(a, 0),
+                       out<T>(a, 1), nullptr, "rms_norm_grad");
   });
 }
 // in: x, gamma, dy -> dx
 void kRmsNormInputGrad(const KernelArgs &a, const Context &ctx) {
   dispatchFloat(a.in[0].dtype, [&](auto t) {
     using T = decltype(t);
-    normGrad<T, false>(a, ctx, in<T>(a, 1), in<T>(a, 2), out<T>(a, 0), nullptr, nullptr,
-                       "rms_norm_input_grad");
+    normGrad<T, false>(a, ctx, in<T>(a, 1), in<T>(a, 2), out<T>(a, 0), nullptr,
+                       nullptr, "rms_norm_input_grad");
   });
 }
 // in: x, dy -> dgamma
 void kRmsNormParamGrad(const KernelArgs &a, const Context &ctx) {
   dispatchFloat(a.in[0].dtype, [&](auto t) {
     using T = decltype(t);
-    normGrad<T, false>(a, ctx, nullptr, in<T>(a, 1), nullptr, out<T>(a, 0), nullptr,
-                       "rms_norm_param_grad");
+    normGrad<T, false>(a, ctx, nullptr, in<T>(a, 1), nullptr, out<T>(a, 0),
+                       nullptr, "rms_norm_param_grad");
   });
 }
 
@@ -915,7 +1010,8 @@ const std::vector<Entry> &normKernels() {
       {"layer_norm_grad", kLayerNormGrad, nullptr, wsLayerNormParams},
       {"rms_norm_grad", kRmsNormGrad, nullptr, wsRmsNormParams},
       {"layer_norm_input_grad", kLayerNormInputGrad},
-      {"layer_norm_param_grad", kLayerNormParamGrad, nullptr, wsLayerNormParams},
+      {"layer_norm_param_grad", kLayerNormParamGrad, nullptr,
+       wsLayerNormParams},
       {"rms_norm_input_grad", kRmsNormInputGrad},
       {"rms_norm_param_grad", kRmsNormParamGrad, nullptr, wsRmsNormParams},
   };

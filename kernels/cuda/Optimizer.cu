@@ -1,4 +1,5 @@
-//===- Optimizer.cu - sgd_update, adam_update, loss_scale_update -------------===//
+//===- Optimizer.cu - sgd_update, adam_update, loss_scale_update
+//-------------===//
 //
 // As kernels/cpu/Optimizer.cpp: each element is updated in double from the
 // f32 values of its operands (g may be narrower than p) and rounded to f32
@@ -39,8 +40,8 @@ ScalingArgs scalingArgs(const KernelArgs &a, size_t first) {
 
 // p' = p - lr (g inv_scale + wd p).
 template <class T, class G>
-__global__ void sgdKernel(const T *p, const G *g, T *out, long long n, double lr, double wd,
-                          ScalingArgs sc) {
+__global__ void sgdKernel(const T *p, const G *g, T *out, long long n,
+                          double lr, double wd, ScalingArgs sc) {
   const bool skip = sc.foundInf && *sc.foundInf != 0.0f;
   const double invScale = sc.invScale ? double(*sc.invScale) : 1.0;
   DTC_GRID_STRIDE(i, n) {
@@ -57,8 +58,10 @@ __global__ void sgdKernel(const T *p, const G *g, T *out, long long n, double lr
 void kSgd(const KernelArgs &a, const Context &ctx) {
   const TensorArg &p = a.in[0], &g = a.in[1];
   const long long n = p.numel;
-  if (n <= 0) return;
-  const double lr = attrNum(*a.attrs, "lr"), wd = attrNum(*a.attrs, "weight_decay");
+  if (n <= 0)
+    return;
+  const double lr = attrNum(*a.attrs, "lr"),
+               wd = attrNum(*a.attrs, "weight_decay");
   const ScalingArgs sc = scalingArgs(a, 2);
   dispatchFloat(p.dtype, [&](auto pt) {
     using T = decltype(pt);
@@ -78,8 +81,9 @@ struct AdamCoefs {
 
 // PyTorch Adam / AdamW (docs/kernels.md), element by element in double.
 template <class T, class G>
-__global__ void adamKernel(const T *p, const G *g, const T *m, const T *v, const int64_t *step,
-                           T *po, T *mo, T *vo, long long n, AdamCoefs c, ScalingArgs sc) {
+__global__ void adamKernel(const T *p, const G *g, const T *m, const T *v,
+                           const int64_t *step, T *po, T *mo, T *vo,
+                           long long n, AdamCoefs c, ScalingArgs sc) {
   const bool skip = sc.foundInf && *sc.foundInf != 0.0f;
   const double invScale = sc.invScale ? double(*sc.invScale) : 1.0;
   const double t = double(*step) + 1.0;
@@ -94,11 +98,13 @@ __global__ void adamKernel(const T *p, const G *g, const T *m, const T *v, const
       continue;
     }
     double pi = double(toF(p0)), gi = double(toF(g[i])) * invScale;
-    if (!c.decoupled) gi += c.wd * pi;
+    if (!c.decoupled)
+      gi += c.wd * pi;
     const double mi = c.b1 * double(toF(m0)) + (1.0 - c.b1) * gi;
     const double vi = c.b2 * double(toF(v0)) + (1.0 - c.b2) * gi * gi;
     const double mh = mi / bc1, vh = vi / bc2;
-    if (c.decoupled) pi -= c.lr * c.wd * pi;
+    if (c.decoupled)
+      pi -= c.lr * c.wd * pi;
     pi -= c.lr * mh / (sqrt(vh) + c.eps);
     mo[i] = fromF<T>(float(mi));
     vo[i] = fromF<T>(float(vi));
@@ -107,20 +113,23 @@ __global__ void adamKernel(const T *p, const G *g, const T *m, const T *v, const
 }
 
 void kAdam(const KernelArgs &a, const Context &ctx) {
-  const TensorArg &p = a.in[0], &g = a.in[1], &m = a.in[2], &v = a.in[3], &step = a.in[4];
+  const TensorArg &p = a.in[0], &g = a.in[1], &m = a.in[2], &v = a.in[3],
+                  &step = a.in[4];
   const long long n = p.numel;
-  if (n <= 0) return;
+  if (n <= 0)
+    return;
   const nlohmann::json &at = *a.attrs;
-  const AdamCoefs c{attrNum(at, "lr"),  attrNum(at, "beta1"),        attrNum(at, "beta2"),
-                    attrNum(at, "eps"), attrNum(at, "weight_decay"), attrBool(at, "decoupled")};
+  const AdamCoefs c{attrNum(at, "lr"),           attrNum(at, "beta1"),
+                    attrNum(at, "beta2"),        attrNum(at, "eps"),
+                    attrNum(at, "weight_decay"), attrBool(at, "decoupled")};
   const ScalingArgs sc = scalingArgs(a, 5);
   dispatchFloat(p.dtype, [&](auto pt) {
     using T = decltype(pt);
     dispatchFloat(g.dtype, [&](auto gt) {
       using G = decltype(gt);
       adamKernel<T, G><<<updateGrid(n, ctx), kThreads, 0, ctx.stream>>>(
-          p.as<T>(), g.as<G>(), m.as<T>(), v.as<T>(), step.as<int64_t>(), a.out[0].as<T>(),
-          a.out[1].as<T>(), a.out[2].as<T>(), n, c, sc);
+          p.as<T>(), g.as<G>(), m.as<T>(), v.as<T>(), step.as<int64_t>(),
+          a.out[0].as<T>(), a.out[1].as<T>(), a.out[2].as<T>(), n, c, sc);
       checkLaunch("adam_update");
     });
   });
@@ -128,10 +137,11 @@ void kAdam(const KernelArgs &a, const Context &ctx) {
 
 // PyTorch's GradScaler update on the rank's scalars (one thread; every input
 // is read before an output is written, so in place is safe).
-__global__ void lossScaleKernel(const float *scale, const int64_t *good, const int64_t *skipped,
-                                const float *found, float *scaleOut, int64_t *goodOut,
-                                int64_t *skippedOut, double growth, double backoff,
-                                long long interval) {
+__global__ void lossScaleKernel(const float *scale, const int64_t *good,
+                                const int64_t *skipped, const float *found,
+                                float *scaleOut, int64_t *goodOut,
+                                int64_t *skippedOut, double growth,
+                                double backoff, long long interval) {
   const float s = *scale, f = *found;
   long long gd = (long long)*good, sk = (long long)*skipped;
   float next = s;
@@ -150,9 +160,10 @@ __global__ void lossScaleKernel(const float *scale, const int64_t *good, const i
 
 void kLossScaleUpdate(const KernelArgs &a, const Context &ctx) {
   lossScaleKernel<<<1, 1, 0, ctx.stream>>>(
-      a.in[0].as<float>(), a.in[1].as<int64_t>(), a.in[2].as<int64_t>(), a.in[3].as<float>(),
-      a.out[0].as<float>(), a.out[1].as<int64_t>(), a.out[2].as<int64_t>(),
-      attrNum(*a.attrs, "growth_factor"), attrNum(*a.attrs, "backoff_factor"),
+      a.in[0].as<float>(), a.in[1].as<int64_t>(), a.in[2].as<int64_t>(),
+      a.in[3].as<float>(), a.out[0].as<float>(), a.out[1].as<int64_t>(),
+      a.out[2].as<int64_t>(), attrNum(*a.attrs, "growth_factor"),
+      attrNum(*a.attrs, "backoff_factor"),
       (long long)attrInt(*a.attrs, "growth_interval"));
   checkLaunch("loss_scale_update");
 }

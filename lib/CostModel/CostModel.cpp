@@ -25,14 +25,14 @@ HardwareProfile builtin(const std::string &name) {
     hw.peakFlopsBf16 = 312e12;
     hw.memoryBytes = 80e9;
     hw.memoryBandwidth = 2.0e12;
-    hw.nodeLink = {300e9, 3e-6};   // NVLink 3, per direction
+    hw.nodeLink = {300e9, 3e-6};    // NVLink 3, per direction
     hw.clusterLink = {25e9, 10e-6}; // 200 Gb/s HDR per GPU
   } else if (name == "h100") {
     hw.peakFlopsF32 = 67e12;
     hw.peakFlopsBf16 = 989e12;
     hw.memoryBytes = 80e9;
     hw.memoryBandwidth = 3.35e12;
-    hw.nodeLink = {450e9, 3e-6};   // NVLink 4, per direction
+    hw.nodeLink = {450e9, 3e-6};    // NVLink 4, per direction
     hw.clusterLink = {50e9, 10e-6}; // 400 Gb/s NDR per GPU
   }
   return hw;
@@ -63,8 +63,8 @@ std::string HardwareProfile::forMesh(const std::vector<int64_t> &mesh) {
   return "";
 }
 
-std::optional<HardwareProfile> dtc::cost::loadHardware(const std::string &nameOrFile,
-                                                       std::string &error) {
+std::optional<HardwareProfile>
+dtc::cost::loadHardware(const std::string &nameOrFile, std::string &error) {
   if (nameOrFile == "cpu" || nameOrFile == "a100" || nameOrFile == "h100")
     return builtin(nameOrFile);
   std::ifstream in(nameOrFile);
@@ -73,7 +73,8 @@ std::optional<HardwareProfile> dtc::cost::loadHardware(const std::string &nameOr
             "' (expected cpu, a100, h100 or a readable JSON file)";
     return std::nullopt;
   }
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j =
+      nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     error = nameOrFile + ": not a JSON object";
     return std::nullopt;
@@ -81,7 +82,8 @@ std::optional<HardwareProfile> dtc::cost::loadHardware(const std::string &nameOr
   HardwareProfile hw;
   hw.name = j.value("name", nameOrFile);
   if (!j.contains("peak_flops") || !j["peak_flops"].is_object()) {
-    error = nameOrFile + ": field 'peak_flops' must be an object of dtype -> FLOP/s";
+    error = nameOrFile +
+            ": field 'peak_flops' must be an object of dtype -> FLOP/s";
     return std::nullopt;
   }
   const auto &peak = j["peak_flops"];
@@ -98,13 +100,16 @@ std::optional<HardwareProfile> dtc::cost::loadHardware(const std::string &nameOr
     return std::nullopt;
   }
   if (!j.contains("axes") || !j["axes"].is_array() || j["axes"].empty()) {
-    error = nameOrFile + ": field 'axes' must list {bandwidth, latency} per mesh axis";
+    error = nameOrFile +
+            ": field 'axes' must list {bandwidth, latency} per mesh axis";
     return std::nullopt;
   }
   for (const auto &axis : j["axes"]) {
     Link link;
-    if (!axis.is_object() || !positiveNumber(axis, "bandwidth", link.bandwidth, error)) {
-      error = nameOrFile + ": axes: " + (error.empty() ? "entries must be objects" : error);
+    if (!axis.is_object() ||
+        !positiveNumber(axis, "bandwidth", link.bandwidth, error)) {
+      error = nameOrFile +
+              ": axes: " + (error.empty() ? "entries must be objects" : error);
       return std::nullopt;
     }
     if (!axis.contains("latency") || !axis["latency"].is_number() ||
@@ -118,8 +123,9 @@ std::optional<HardwareProfile> dtc::cost::loadHardware(const std::string &nameOr
   return hw;
 }
 
-int64_t dtc::cost::collectiveSentBytes(Collective kind, int64_t n, int64_t inElements,
-                                       int64_t outElements, int64_t elementBytes) {
+int64_t dtc::cost::collectiveSentBytes(Collective kind, int64_t n,
+                                       int64_t inElements, int64_t outElements,
+                                       int64_t elementBytes) {
   if (n <= 1)
     return 0;
   switch (kind) {
@@ -143,14 +149,16 @@ int64_t dtc::cost::collectiveSentBytes(Collective kind, int64_t n, int64_t inEle
   return 0;
 }
 
-int64_t dtc::cost::collectiveSentBytesOf(Collective kind, int64_t n, int64_t member,
-                                         int64_t inElements, int64_t outElements,
+int64_t dtc::cost::collectiveSentBytesOf(Collective kind, int64_t n,
+                                         int64_t member, int64_t inElements,
+                                         int64_t outElements,
                                          int64_t elementBytes) {
   if (kind != Collective::AllReduce || n <= 1)
     return collectiveSentBytes(kind, n, inElements, outElements, elementBytes);
   int64_t base = inElements / n, extra = inElements % n;
   auto chunk = [&](int64_t j) { return base + (j % n < extra ? 1 : 0); };
-  return (2 * inElements - chunk(member + 1) - chunk(member + 2)) * elementBytes;
+  return (2 * inElements - chunk(member + 1) - chunk(member + 2)) *
+         elementBytes;
 }
 
 bool dtc::cost::collectiveFromName(const std::string &op, Collective &kind) {
@@ -171,7 +179,7 @@ double dtc::cost::collectiveTime(Collective kind, int64_t n, double sentBytes,
                                  const Link &link) {
   if (n <= 1)
     return 0;
-  double steps = kind == Collective::AllReduce ? 2.0 * (n - 1)
+  double steps = kind == Collective::AllReduce  ? 2.0 * (n - 1)
                  : kind == Collective::SendRecv ? 1.0
                                                 : double(n - 1);
   return steps * link.latency + sentBytes / link.bandwidth;

@@ -37,10 +37,12 @@ namespace {
 /// dtc.* attributes passes attach to ops of any dialect (collectives and
 /// constants carry a phase too).
 constexpr StringLiteral kPassOpAttrs[] = {
-    DtcDialect::kPhaseAttr,        DtcDialect::kGradientOfAttr, DtcDialect::kFactorAxesAttr,
-    DtcDialect::kFactorPiecesAttr, DtcDialect::kPinAttr,        DtcDialect::kPinPriorityAttr,
-    // Layers and the B/W split (training step), virtual stages (pipeline split).
-    DtcDialect::kLayerAttr,        DtcDialect::kIdAttr,         DtcDialect::kForwardAttr,
+    DtcDialect::kPhaseAttr, DtcDialect::kGradientOfAttr,
+    DtcDialect::kFactorAxesAttr, DtcDialect::kFactorPiecesAttr,
+    DtcDialect::kPinAttr, DtcDialect::kPinPriorityAttr,
+    // Layers and the B/W split (training step), virtual stages (pipeline
+    // split).
+    DtcDialect::kLayerAttr, DtcDialect::kIdAttr, DtcDialect::kForwardAttr,
     DtcDialect::kStageAttr,
     // Forward ops recomputed in the backward (dtc-rematerialize).
     DtcDialect::kRecomputeAttr};
@@ -50,19 +52,20 @@ constexpr StringLiteral kFunctionAttrs[] = {DtcDialect::kTrainStepAttr,
                                             DtcDialect::kPipelineStageAttr};
 /// Messages between pipeline stages (dtc-split-pipeline): on the arguments
 /// (receives) and results (sends) of a stage's step.
-constexpr StringLiteral kMessageAttrs[] = {DtcDialect::kMessageAttr, DtcDialect::kPeerAttr,
-                                           DtcDialect::kStageAttr, DtcDialect::kScopeAttr,
-                                           DtcDialect::kPhaseAttr};
+constexpr StringLiteral kMessageAttrs[] = {
+    DtcDialect::kMessageAttr, DtcDialect::kPeerAttr, DtcDialect::kStageAttr,
+    DtcDialect::kScopeAttr, DtcDialect::kPhaseAttr};
 /// Argument attributes of the model format, then the training step's.
-constexpr StringLiteral kModelArgAttrs[] = {DtcDialect::kParamAttr, DtcDialect::kNameAttr,
-                                            DtcDialect::kInitAttr, DtcDialect::kMaxAttr};
-constexpr StringLiteral kStepArgAttrs[] = {DtcDialect::kRoleAttr, DtcDialect::kOfAttr,
-                                           DtcDialect::kGlobalTypeAttr,
-                                           DtcDialect::kShardingAttr,
-                                           DtcDialect::kPinPriorityAttr};
+constexpr StringLiteral kModelArgAttrs[] = {
+    DtcDialect::kParamAttr, DtcDialect::kNameAttr, DtcDialect::kInitAttr,
+    DtcDialect::kMaxAttr};
+constexpr StringLiteral kStepArgAttrs[] = {
+    DtcDialect::kRoleAttr, DtcDialect::kOfAttr, DtcDialect::kGlobalTypeAttr,
+    DtcDialect::kShardingAttr, DtcDialect::kPinPriorityAttr};
 constexpr StringLiteral kStepResultAttrs[] = {
-    DtcDialect::kRoleAttr,    DtcDialect::kNameAttr,       DtcDialect::kUpdatesAttr,
-    DtcDialect::kOfAttr,      DtcDialect::kGlobalTypeAttr, DtcDialect::kShardingAttr};
+    DtcDialect::kRoleAttr,       DtcDialect::kNameAttr,
+    DtcDialect::kUpdatesAttr,    DtcDialect::kOfAttr,
+    DtcDialect::kGlobalTypeAttr, DtcDialect::kShardingAttr};
 
 template <typename... Lists>
 std::vector<std::string> names(const Lists &...lists) {
@@ -101,25 +104,33 @@ LogicalResult mlir::dtc::verifyKnownAttributes(Operation *op) {
   return success();
 }
 
-LogicalResult DtcDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+LogicalResult DtcDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
   StringRef name = attr.getName().strref();
-  if (llvm::is_contained(kPassOpAttrs, name) || (name == kPlanAttr && isa<ModuleOp>(op)) ||
-      (llvm::is_contained(kFunctionAttrs, name) && isa<FunctionOpInterface>(op)))
+  if (llvm::is_contained(kPassOpAttrs, name) ||
+      (name == kPlanAttr && isa<ModuleOp>(op)) ||
+      (llvm::is_contained(kFunctionAttrs, name) &&
+       isa<FunctionOpInterface>(op)))
     return success();
-  return op->emitError() << "unknown attribute '" << name << "' on '" << op->getName()
-                         << "'"
-                         << ::dtc::didYouMean(name, names(kPassOpAttrs, kFunctionAttrs,
-                                                          ArrayRef<StringRef>{kPlanAttr}));
+  return op->emitError() << "unknown attribute '" << name << "' on '"
+                         << op->getName() << "'"
+                         << ::dtc::didYouMean(
+                                name, names(kPassOpAttrs, kFunctionAttrs,
+                                            ArrayRef<StringRef>{kPlanAttr}));
 }
 
-LogicalResult DtcDialect::verifyRegionResultAttribute(Operation *op, unsigned regionIndex,
+LogicalResult DtcDialect::verifyRegionResultAttribute(Operation *op,
+                                                      unsigned regionIndex,
                                                       unsigned resultIndex,
                                                       NamedAttribute attr) {
   StringRef name = attr.getName().strref();
-  if (llvm::is_contained(kStepResultAttrs, name) || llvm::is_contained(kMessageAttrs, name))
+  if (llvm::is_contained(kStepResultAttrs, name) ||
+      llvm::is_contained(kMessageAttrs, name))
     return success();
-  return op->emitError() << "result " << resultIndex << ": unknown attribute '" << name
-                         << "'" << ::dtc::didYouMean(name, names(kStepResultAttrs, kMessageAttrs));
+  return op->emitError() << "result " << resultIndex << ": unknown attribute '"
+                         << name << "'"
+                         << ::dtc::didYouMean(
+                                name, names(kStepResultAttrs, kMessageAttrs));
 }
 
 //===----------------------------------------------------------------------===//
@@ -132,7 +143,8 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
                                                    NamedAttribute attr) {
   StringRef name = attr.getName().strref();
   BlockArgument arg;
-  if (regionIndex < op->getNumRegions() && !op->getRegion(regionIndex).empty() &&
+  if (regionIndex < op->getNumRegions() &&
+      !op->getRegion(regionIndex).empty() &&
       argIndex < op->getRegion(regionIndex).getNumArguments())
     arg = op->getRegion(regionIndex).getArgument(argIndex);
   // Point at the argument itself when the function has a body.
@@ -164,15 +176,19 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
   if (name == kMaxAttr) {
     auto value = dyn_cast<IntegerAttr>(attr.getValue());
     if (!value || !value.getType().isInteger(64))
-      return fail() << "'dtc.max' must be an i64 integer (e.g. dtc.max = 50257 : i64)";
+      return fail()
+             << "'dtc.max' must be an i64 integer (e.g. dtc.max = 50257 : i64)";
     if (value.getInt() <= 0)
       return fail() << "'dtc.max' must be positive, got " << value.getInt();
     if (arg) {
       auto tensor = dyn_cast<RankedTensorType>(arg.getType());
-      auto intType = tensor ? dyn_cast<IntegerType>(tensor.getElementType()) : nullptr;
+      auto intType =
+          tensor ? dyn_cast<IntegerType>(tensor.getElementType()) : nullptr;
       if (!intType)
-        return fail() << "'dtc.max' only applies to integer inputs (ids, labels), "
-                         "not to " << arg.getType();
+        return fail()
+               << "'dtc.max' only applies to integer inputs (ids, labels), "
+                  "not to "
+               << arg.getType();
       if (intType.getWidth() < 64 &&
           value.getInt() > (int64_t(1) << (intType.getWidth() - 1)))
         return fail() << "'dtc.max' = " << value.getInt() << " does not fit "
@@ -189,7 +205,8 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
     auto str = dyn_cast<StringAttr>(attr.getValue());
     if (!str || (str.getValue() != "user" && str.getValue() != "strategy" &&
                  str.getValue() != "storage"))
-      return fail() << "'dtc.pin_priority' must be \"user\", \"strategy\" or \"storage\"";
+      return fail() << "'dtc.pin_priority' must be \"user\", \"strategy\" or "
+                       "\"storage\"";
     return success();
   }
   if (name == kRegatherAttr) {
@@ -197,7 +214,8 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
       return fail() << "'dtc.regather' is a unit attribute";
     return success();
   }
-  if (name == kRoleAttr || name == kOfAttr || name == kStateKindAttr || name == kGlobalTypeAttr)
+  if (name == kRoleAttr || name == kOfAttr || name == kStateKindAttr ||
+      name == kGlobalTypeAttr)
     return success();
   // Messages between pipeline stages (dtc-split-pipeline).
   if (name == kMessageAttr || name == kPeerAttr || name == kStageAttr) {
@@ -211,8 +229,8 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
       return fail() << "'" << name << "' must be a string";
     return success();
   }
-  if (std::string hint =
-          ::dtc::didYouMean(name, names(kModelArgAttrs, kStepArgAttrs, kMessageAttrs));
+  if (std::string hint = ::dtc::didYouMean(
+          name, names(kModelArgAttrs, kStepArgAttrs, kMessageAttrs));
       !hint.empty())
     return fail() << "unknown attribute '" << name << "'" << hint;
   return fail() << "unknown attribute '" << name
@@ -226,18 +244,19 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
 
 bool ShardingAttr::isReplicated() const {
   return !isPartial() && llvm::all_of(getDims(), [](DenseI64ArrayAttr axes) {
-           return axes.empty();
-         });
+    return axes.empty();
+  });
 }
 
-LogicalResult
-ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     FlatSymbolRefAttr grid, ArrayRef<DenseI64ArrayAttr> dims,
-                     ArrayRef<int64_t> partial, PartialKind partialKind,
-                     ArrayRef<int64_t> pieces) {
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   FlatSymbolRefAttr grid,
+                                   ArrayRef<DenseI64ArrayAttr> dims,
+                                   ArrayRef<int64_t> partial,
+                                   PartialKind partialKind,
+                                   ArrayRef<int64_t> pieces) {
   if (pieces.size() > dims.size())
-    return emitError() << "sharding lists " << pieces.size() << " piece sizes for "
-                       << dims.size() << " dimensions";
+    return emitError() << "sharding lists " << pieces.size()
+                       << " piece sizes for " << dims.size() << " dimensions";
   for (int64_t piece : pieces)
     if (piece < 0)
       return emitError() << "piece sizes must be non-negative, got " << piece;
@@ -248,7 +267,8 @@ ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (axis < 0)
       return emitError() << "grid axis must be non-negative, got " << axis;
     if (!seen.insert(axis).second)
-      return emitError() << "grid axis " << axis << " used twice in one sharding";
+      return emitError() << "grid axis " << axis
+                         << " used twice in one sharding";
     return success();
   };
   for (DenseI64ArrayAttr axes : dims) {
@@ -266,14 +286,14 @@ ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 static ParseResult parseIntList(AsmParser &parser,
                                 SmallVectorImpl<int64_t> &values) {
-  return parser.parseCommaSeparatedList(
-      AsmParser::Delimiter::Square, [&]() -> ParseResult {
-        int64_t value;
-        if (parser.parseInteger(value))
-          return failure();
-        values.push_back(value);
-        return success();
-      });
+  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                        [&]() -> ParseResult {
+                                          int64_t value;
+                                          if (parser.parseInteger(value))
+                                            return failure();
+                                          values.push_back(value);
+                                          return success();
+                                        });
 }
 
 Attribute ShardingAttr::parse(AsmParser &parser, Type) {

@@ -74,7 +74,7 @@ LogicalResult AddOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                    SmallVectorImpl<Value> &grads) {
   Value dy = dys[0];
   grads.assign({unbroadcast(b, getLoc(), dy, typeOf(getLhs())),
-           unbroadcast(b, getLoc(), dy, typeOf(getRhs()))});
+                unbroadcast(b, getLoc(), dy, typeOf(getRhs()))});
   return success();
 }
 
@@ -83,7 +83,7 @@ LogicalResult SubOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   Value dy = dys[0];
   Value negDy = NegOp::create(b, getLoc(), dy);
   grads.assign({unbroadcast(b, getLoc(), dy, typeOf(getLhs())),
-           unbroadcast(b, getLoc(), negDy, typeOf(getRhs()))});
+                unbroadcast(b, getLoc(), negDy, typeOf(getRhs()))});
   return success();
 }
 
@@ -91,8 +91,10 @@ LogicalResult MulOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                    SmallVectorImpl<Value> &grads) {
   Location loc = getLoc();
   Value dy = dys[0];
-  grads.assign({unbroadcast(b, loc, MulOp::create(b, loc, dy, getRhs()), typeOf(getLhs())),
-           unbroadcast(b, loc, MulOp::create(b, loc, dy, getLhs()), typeOf(getRhs()))});
+  grads.assign({unbroadcast(b, loc, MulOp::create(b, loc, dy, getRhs()),
+                            typeOf(getLhs())),
+                unbroadcast(b, loc, MulOp::create(b, loc, dy, getLhs()),
+                            typeOf(getRhs()))});
   return success();
 }
 
@@ -103,9 +105,10 @@ LogicalResult DivOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   // d(l/r)/dl = 1/r; d(l/r)/dr = -(l/r)/r.
   Value dl = DivOp::create(b, loc, dy, getRhs());
   Value dr = NegOp::create(
-      b, loc, DivOp::create(b, loc, MulOp::create(b, loc, dy, getResult()), getRhs()));
+      b, loc,
+      DivOp::create(b, loc, MulOp::create(b, loc, dy, getResult()), getRhs()));
   grads.assign({unbroadcast(b, loc, dl, typeOf(getLhs())),
-           unbroadcast(b, loc, dr, typeOf(getRhs()))});
+                unbroadcast(b, loc, dr, typeOf(getRhs()))});
   return success();
 }
 
@@ -116,14 +119,15 @@ LogicalResult MaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   auto routed = MaxGradOp::create(b, loc, dy.getType(), dy.getType(), getLhs(),
                                   getRhs(), dy);
   grads.assign({unbroadcast(b, loc, routed.getDlhs(), typeOf(getLhs())),
-           unbroadcast(b, loc, routed.getDrhs(), typeOf(getRhs()))});
+                unbroadcast(b, loc, routed.getDrhs(), typeOf(getRhs()))});
   return success();
 }
 
 LogicalResult NegOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                    SmallVectorImpl<Value> &grads) {
-  return unaryGradient(*this, dys, grads,
-                       [&](Value dy) { return NegOp::create(b, getLoc(), dy); });
+  return unaryGradient(*this, dys, grads, [&](Value dy) {
+    return NegOp::create(b, getLoc(), dy);
+  });
 }
 
 LogicalResult ExpOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
@@ -146,8 +150,8 @@ LogicalResult TanhOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
     // dy * (1 - y^2) = dy - dy * y * y
     Location loc = getLoc();
     Value y = getResult();
-    return SubOp::create(b, loc, dy,
-                         MulOp::create(b, loc, dy, MulOp::create(b, loc, y, y)));
+    return SubOp::create(
+        b, loc, dy, MulOp::create(b, loc, dy, MulOp::create(b, loc, y, y)));
   });
 }
 
@@ -202,7 +206,8 @@ LogicalResult MatmulOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   RankedTensorType aType = typeOf(getA()), bType = typeOf(getB());
   // da = dy b^T, summed over the batch dims a was broadcast along.
   Value da = unbroadcast(
-      b, loc, MatmulOp::create(b, loc, dy, transposeLastTwo(b, loc, getB())), aType);
+      b, loc, MatmulOp::create(b, loc, dy, transposeLastTwo(b, loc, getB())),
+      aType);
   Value db;
   if (bType.getRank() == 2 && aType.getRank() > 2) {
     // A shared weight: fold a's batch dims into M so that db is one product
@@ -210,13 +215,15 @@ LogicalResult MatmulOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
     int64_t k = aType.getShape().back(), n = bType.getShape().back();
     int64_t rows = aType.getNumElements() / k;
     Value a2 = ReshapeOp::create(
-        b, loc, RankedTensorType::get({rows, k}, aType.getElementType()), getA());
+        b, loc, RankedTensorType::get({rows, k}, aType.getElementType()),
+        getA());
     Value dy2 = ReshapeOp::create(
         b, loc, RankedTensorType::get({rows, n}, aType.getElementType()), dy);
     db = MatmulOp::create(b, loc, transposeLastTwo(b, loc, a2), dy2);
   } else {
     db = unbroadcast(
-        b, loc, MatmulOp::create(b, loc, transposeLastTwo(b, loc, getA()), dy), bType);
+        b, loc, MatmulOp::create(b, loc, transposeLastTwo(b, loc, getA()), dy),
+        bType);
   }
   grads.assign({da, db});
   return success();
@@ -248,12 +255,13 @@ LogicalResult LayerNormOp::buildGradientFor(OpBuilder &b, ArrayRef<Value> dys,
     return buildGradient(b, dys, grads);
   grads.assign(3, Value());
   if (input)
-    grads[0] = LayerNormInputGradOp::create(b, getLoc(), getX().getType(), getX(),
-                                            getGamma(), dys[0], getEpsilonAttr());
+    grads[0] =
+        LayerNormInputGradOp::create(b, getLoc(), getX().getType(), getX(),
+                                     getGamma(), dys[0], getEpsilonAttr());
   if (params) {
     auto grad = LayerNormParamGradOp::create(b, getLoc(), getGamma().getType(),
-                                             getGamma().getType(), getX(), dys[0],
-                                             getEpsilonAttr());
+                                             getGamma().getType(), getX(),
+                                             dys[0], getEpsilonAttr());
     grads[1] = grad.getDgamma();
     grads[2] = grad.getDbeta();
   }
@@ -262,9 +270,9 @@ LogicalResult LayerNormOp::buildGradientFor(OpBuilder &b, ArrayRef<Value> dys,
 
 LogicalResult RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &grads) {
-  auto grad = RmsNormGradOp::create(b, getLoc(), getX().getType(),
-                                    getGamma().getType(), getX(), getGamma(),
-                                    dys[0], getEpsilonAttr());
+  auto grad =
+      RmsNormGradOp::create(b, getLoc(), getX().getType(), getGamma().getType(),
+                            getX(), getGamma(), dys[0], getEpsilonAttr());
   grads.assign({grad.getDx(), grad.getDgamma()});
   return success();
 }
@@ -279,24 +287,24 @@ LogicalResult RmsNormOp::buildGradientFor(OpBuilder &b, ArrayRef<Value> dys,
     grads[0] = RmsNormInputGradOp::create(b, getLoc(), getX().getType(), getX(),
                                           getGamma(), dys[0], getEpsilonAttr());
   if (wanted[1])
-    grads[1] = RmsNormParamGradOp::create(b, getLoc(), getGamma().getType(), getX(),
-                                          dys[0], getEpsilonAttr());
+    grads[1] = RmsNormParamGradOp::create(b, getLoc(), getGamma().getType(),
+                                          getX(), dys[0], getEpsilonAttr());
   return success();
 }
 
 LogicalResult EmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                          SmallVectorImpl<Value> &grads) {
-  grads.assign({EmbeddingGradOp::create(b, getLoc(), getTable().getType(), getIds(),
-                                   dys[0]),
-           Value()});
+  grads.assign({EmbeddingGradOp::create(b, getLoc(), getTable().getType(),
+                                        getIds(), dys[0]),
+                Value()});
   return success();
 }
 
 LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                          SmallVectorImpl<Value> &grads) {
-  auto grad = AttentionGradOp::create(b, getLoc(), getQ().getType(),
-                                      getK().getType(), getV().getType(), getQ(),
-                                      getK(), getV(), dys[0], getCausal());
+  auto grad = AttentionGradOp::create(
+      b, getLoc(), getQ().getType(), getK().getType(), getV().getType(), getQ(),
+      getK(), getV(), dys[0], getCausal());
   grads.assign({grad.getDq(), grad.getDk(), grad.getDv()});
   return success();
 }
@@ -307,9 +315,9 @@ LogicalResult CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   // batch shard later computes its exact share.
   int64_t positions = typeOf(getLabels()).getNumElements();
   grads.assign({CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(),
-                                      getLogits(), getLabels(), dys[0],
-                                      b.getF32FloatAttr(1.0 / positions)),
-           Value()});
+                                           getLogits(), getLabels(), dys[0],
+                                           b.getF32FloatAttr(1.0 / positions)),
+                Value()});
   return success();
 }
 
@@ -340,7 +348,8 @@ LogicalResult ReduceMeanOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
     int64_t count = 1;
     for (int64_t axis : getAxes())
       count *= typeOf(getX()).getDimSize(axis);
-    Value expanded = expandReduced(b, getLoc(), dy, getX(), getAxes(), getKeepDims());
+    Value expanded =
+        expandReduced(b, getLoc(), dy, getX(), getAxes(), getKeepDims());
     return scale(b, getLoc(), expanded, 1.0 / count);
   });
 }

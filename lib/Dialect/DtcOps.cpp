@@ -55,9 +55,10 @@ mlir::dtc::broadcastShapes(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs) {
   return out;
 }
 
-LogicalResult mlir::dtc::inferBroadcastElementwiseType(
-    std::optional<Location> loc, Type lhs, Type rhs,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+mlir::dtc::inferBroadcastElementwiseType(std::optional<Location> loc, Type lhs,
+                                         Type rhs,
+                                         SmallVectorImpl<Type> &inferred) {
   auto l = cast<RankedTensorType>(lhs), r = cast<RankedTensorType>(rhs);
   if (l.getElementType() != r.getElementType())
     return emitOptionalError(loc, "operands have different element types ",
@@ -105,19 +106,21 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   auto a = cast<RankedTensorType>(adaptor.getA().getType());
   auto b = cast<RankedTensorType>(adaptor.getB().getType());
   if (a.getRank() < 2 || b.getRank() < 2)
-    return emitOptionalError(loc, "dtc.matmul needs operands of rank >= 2, got ",
-                             ShapeStr{a.getShape()}, " and ",
-                             ShapeStr{b.getShape()});
+    return emitOptionalError(
+        loc, "dtc.matmul needs operands of rank >= 2, got ",
+        ShapeStr{a.getShape()}, " and ", ShapeStr{b.getShape()});
   if (a.getElementType() != b.getElementType())
-    return emitOptionalError(loc, "dtc.matmul operands have different element types ",
-                             a.getElementType(), " and ", b.getElementType());
+    return emitOptionalError(
+        loc, "dtc.matmul operands have different element types ",
+        a.getElementType(), " and ", b.getElementType());
   int64_t k = a.getShape().back(), kb = b.getShape()[b.getRank() - 2];
   if (k != kb)
-    return emitOptionalError(loc, "dtc.matmul contracting dimensions differ: a ",
+    return emitOptionalError(loc,
+                             "dtc.matmul contracting dimensions differ: a ",
                              ShapeStr{a.getShape()}, " has K=", k, ", b ",
                              ShapeStr{b.getShape()}, " has K=", kb);
-  auto batch = broadcastShapes(a.getShape().drop_back(2),
-                               b.getShape().drop_back(2));
+  auto batch =
+      broadcastShapes(a.getShape().drop_back(2), b.getShape().drop_back(2));
   if (failed(batch))
     return emitOptionalError(loc, "dtc.matmul batch dimensions of ",
                              ShapeStr{a.getShape()}, " and ",
@@ -205,9 +208,10 @@ static ShardingRule normRule(Operation *op, FactorKind leadingKind) {
   auto x = tensorType(op->getOperand(0));
   TensorFactors xFactors;
   for (int64_t d = 0; d + 1 < x.getRank(); ++d)
-    xFactors.push_back(x.getDimSize(d) == 1
-                           ? DimFactors{}
-                           : DimFactors{rule.addFactor(x.getDimSize(d), leadingKind)});
+    xFactors.push_back(
+        x.getDimSize(d) == 1
+            ? DimFactors{}
+            : DimFactors{rule.addFactor(x.getDimSize(d), leadingKind)});
   int64_t feature = rule.addFactor(x.getShape().back(), FactorKind::Blocked);
   xFactors.push_back({feature});
   TensorFactors vector = {{feature}};
@@ -259,8 +263,9 @@ ShardingRule EmbeddingOp::getShardingRule() {
   int64_t feature = rule.addFactor(table.getDimSize(1), FactorKind::Parallel);
   TensorFactors idFactors;
   for (int64_t size : ids.getShape())
-    idFactors.push_back(size == 1 ? DimFactors{}
-                                  : DimFactors{rule.addFactor(size, FactorKind::Parallel)});
+    idFactors.push_back(
+        size == 1 ? DimFactors{}
+                  : DimFactors{rule.addFactor(size, FactorKind::Parallel)});
   rule.operands.push_back({{vocab}, {feature}});
   rule.operands.push_back(idFactors);
   TensorFactors out = idFactors;
@@ -277,9 +282,9 @@ LogicalResult EmbeddingOp::buildLocal(LocalLoweringContext &ctx,
                                       SmallVectorImpl<Value> &results) {
   int64_t pieceRows = tensorType(operands[0]).getDimSize(0);
   Value offset = ctx.shardOffset(getLoc(), factors[0], pieceRows);
-  results.push_back(EmbeddingShardOp::create(ctx.builder(), getLoc(), types[0],
-                                             operands[0], operands[1], offset,
-                                             tensorType(getTable()).getDimSize(0)));
+  results.push_back(EmbeddingShardOp::create(
+      ctx.builder(), getLoc(), types[0], operands[0], operands[1], offset,
+      tensorType(getTable()).getDimSize(0)));
   return success();
 }
 
@@ -303,14 +308,14 @@ static ShardingRule attentionRule(Operation *op, bool causal, bool gradient) {
   auto q = tensorType(op->getOperand(0)), k = tensorType(op->getOperand(1));
   int64_t b = rule.addFactor(q.getDimSize(0), FactorKind::Parallel);
   int64_t h = rule.addFactor(q.getDimSize(1), FactorKind::Parallel);
-  int64_t sq = rule.addFactor(q.getDimSize(2),
-                              causal ? FactorKind::Blocked
-                                     : (gradient ? FactorKind::Sum
-                                                 : FactorKind::Parallel));
+  int64_t sq = rule.addFactor(
+      q.getDimSize(2),
+      causal ? FactorKind::Blocked
+             : (gradient ? FactorKind::Sum : FactorKind::Parallel));
   int64_t sk = rule.addFactor(k.getDimSize(2), FactorKind::Blocked);
   int64_t dqk = rule.addFactor(q.getDimSize(3), FactorKind::Blocked);
-  int64_t dv = rule.addFactor(q.getDimSize(3),
-                              gradient ? FactorKind::Blocked : FactorKind::Parallel);
+  int64_t dv = rule.addFactor(q.getDimSize(3), gradient ? FactorKind::Blocked
+                                                        : FactorKind::Parallel);
   auto dims = [](int64_t b, int64_t h, int64_t s, int64_t d) {
     auto one = [](int64_t f) { return DimFactors{f}; };
     return TensorFactors{one(b), one(h), one(s), one(d)};
@@ -333,7 +338,8 @@ ShardingRule AttentionOp::getShardingRule() {
 
 int64_t AttentionOp::getFlopCount() {
   auto q = tensorType(getQ()), k = tensorType(getK());
-  int64_t pairs = q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * k.getDimSize(2);
+  int64_t pairs =
+      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * k.getDimSize(2);
   int64_t flops = 4 * pairs * q.getDimSize(3) + 5 * pairs;
   return getCausal() ? flops / 2 : flops;
 }
@@ -351,16 +357,18 @@ static ShardingRule crossEntropyRule(Operation *op, FactorKind positions,
   auto logits = tensorType(op->getOperand(0));
   TensorFactors lead;
   for (int64_t d = 0; d + 1 < logits.getRank(); ++d)
-    lead.push_back(logits.getDimSize(d) == 1
-                       ? DimFactors{}
-                       : DimFactors{rule.addFactor(logits.getDimSize(d), positions)});
+    lead.push_back(
+        logits.getDimSize(d) == 1
+            ? DimFactors{}
+            : DimFactors{rule.addFactor(logits.getDimSize(d), positions)});
   int64_t vocab = rule.addFactor(logits.getShape().back(), vocabKind);
   TensorFactors logitFactors = lead;
   logitFactors.push_back({vocab});
   rule.operands = {logitFactors, lead};
   for (unsigned i = 2; i < op->getNumOperands(); ++i)
     rule.operands.push_back({}); // dloss scalar
-  rule.results = {positions == FactorKind::Mean ? TensorFactors{} : logitFactors};
+  rule.results = {positions == FactorKind::Mean ? TensorFactors{}
+                                                : logitFactors};
   return rule;
 }
 
@@ -401,17 +409,22 @@ static VocabStats vocabShardStats(LocalLoweringContext &ctx, Location loc,
   Value rowInput = logits;
   // Padding columns past the vocabulary must not win the maximum.
   if (isUneven(vocab, shardCount(ctx.grid(), axes)))
-    rowInput = FillPaddingOp::create(b, loc, logits, offset, last, vocab, "-inf");
-  Value localMax = ReduceMaxOp::create(b, loc, rowInput, ArrayRef<int64_t>{last}, false);
+    rowInput =
+        FillPaddingOp::create(b, loc, logits, offset, last, vocab, "-inf");
+  Value localMax =
+      ReduceMaxOp::create(b, loc, rowInput, ArrayRef<int64_t>{last}, false);
   VocabStats stats;
   stats.max = ctx.allReduce(loc, localMax, axes, PartialKind::Max);
   // The sums are f32 whatever the logits' type: the loss's reductions
   // (over the shard in the kernel, over shards in the all-reduce) keep f32.
   auto rowType = tensorType(stats.max).clone(b.getF32Type());
   auto shardStats = CrossEntropyShardStatsOp::create(
-      b, loc, TypeRange{rowType, rowType}, logits, labels, stats.max, offset, vocab);
-  stats.sumExp = ctx.allReduce(loc, shardStats.getSumExp(), axes, PartialKind::Sum);
-  stats.target = ctx.allReduce(loc, shardStats.getTarget(), axes, PartialKind::Sum);
+      b, loc, TypeRange{rowType, rowType}, logits, labels, stats.max, offset,
+      vocab);
+  stats.sumExp =
+      ctx.allReduce(loc, shardStats.getSumExp(), axes, PartialKind::Sum);
+  stats.target =
+      ctx.allReduce(loc, shardStats.getTarget(), axes, PartialKind::Sum);
   ctx.share(logits, "cross_entropy.max", stats.max);
   ctx.share(logits, "cross_entropy.sum_exp", stats.sumExp);
   return stats;
@@ -422,7 +435,8 @@ SmallVector<int64_t> CrossEntropyOp::getLoweredFactors() {
 }
 
 LogicalResult CrossEntropyOp::buildLocal(LocalLoweringContext &ctx,
-                                         ArrayRef<Value> operands, TypeRange types,
+                                         ArrayRef<Value> operands,
+                                         TypeRange types,
                                          const FactorAxes &factors,
                                          SmallVectorImpl<Value> &results) {
   OpBuilder &b = ctx.builder();
@@ -430,19 +444,22 @@ LogicalResult CrossEntropyOp::buildLocal(LocalLoweringContext &ctx,
   const GridAxes &axes = factors[vocabFactorOf(*this)];
   Value logits = operands[0], labels = operands[1];
   int64_t vocab = tensorType(getLogits()).getShape().back();
-  Value offset = ctx.shardOffset(loc, axes, tensorType(logits).getShape().back());
-  VocabStats stats = vocabShardStats(ctx, loc, logits, labels, offset, vocab, axes);
+  Value offset =
+      ctx.shardOffset(loc, axes, tensorType(logits).getShape().back());
+  VocabStats stats =
+      vocabShardStats(ctx, loc, logits, labels, offset, vocab, axes);
   // -log softmax(logits)[label] = log(sum_exp) + max - logits[label], in f32
   Value max = stats.max;
-  if (tensorType(max).getElementType() != tensorType(stats.target).getElementType())
+  if (tensorType(max).getElementType() !=
+      tensorType(stats.target).getElementType())
     max = CastOp::create(b, loc, tensorType(stats.target), max);
   Value rows = AddOp::create(b, loc, LogOp::create(b, loc, stats.sumExp),
                              SubOp::create(b, loc, max, stats.target));
   int64_t rank = tensorType(rows).getRank();
   Value loss = rows;
   if (rank > 0)
-    loss = ReduceMeanOp::create(b, loc, rows,
-                                llvm::to_vector(llvm::seq<int64_t>(0, rank)), false);
+    loss = ReduceMeanOp::create(
+        b, loc, rows, llvm::to_vector(llvm::seq<int64_t>(0, rank)), false);
   if (loss.getType() != types[0])
     return emitOpError() << "local lowering produced " << loss.getType()
                          << " for a result of type " << types[0];
@@ -488,8 +505,9 @@ ShardingRule TransposeOp::getShardingRule() {
   auto x = tensorType(getX());
   TensorFactors in;
   for (int64_t size : x.getShape())
-    in.push_back(size == 1 ? DimFactors{}
-                           : DimFactors{rule.addFactor(size, FactorKind::Parallel)});
+    in.push_back(size == 1
+                     ? DimFactors{}
+                     : DimFactors{rule.addFactor(size, FactorKind::Parallel)});
   TensorFactors out;
   for (int64_t p : getPermutation())
     out.push_back(in[p]);
@@ -557,8 +575,9 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
   auto table = tensorType(getDtable()), ids = tensorType(getIds());
   TensorFactors idFactors;
   for (int64_t size : ids.getShape())
-    idFactors.push_back(size == 1 ? DimFactors{}
-                                  : DimFactors{rule.addFactor(size, FactorKind::Sum)});
+    idFactors.push_back(
+        size == 1 ? DimFactors{}
+                  : DimFactors{rule.addFactor(size, FactorKind::Sum)});
   int64_t feature = rule.addFactor(table.getDimSize(1), FactorKind::Parallel);
   // A vocabulary shard scatters only its own rows (buildLocal).
   int64_t vocab = rule.addFactor(table.getDimSize(0), FactorKind::Parallel);
@@ -575,15 +594,16 @@ SmallVector<int64_t> EmbeddingGradOp::getLoweredFactors() {
 }
 
 LogicalResult EmbeddingGradOp::buildLocal(LocalLoweringContext &ctx,
-                                          ArrayRef<Value> operands, TypeRange types,
+                                          ArrayRef<Value> operands,
+                                          TypeRange types,
                                           const FactorAxes &factors,
                                           SmallVectorImpl<Value> &results) {
   const GridAxes &axes = factors[getLoweredFactors().front()];
   int64_t pieceRows = cast<RankedTensorType>(types[0]).getDimSize(0);
   Value offset = ctx.shardOffset(getLoc(), axes, pieceRows);
-  results.push_back(EmbeddingShardGradOp::create(ctx.builder(), getLoc(), types[0],
-                                                 operands[0], operands[1], offset,
-                                                 tensorType(getDtable()).getDimSize(0)));
+  results.push_back(EmbeddingShardGradOp::create(
+      ctx.builder(), getLoc(), types[0], operands[0], operands[1], offset,
+      tensorType(getDtable()).getDimSize(0)));
   return success();
 }
 
@@ -593,7 +613,8 @@ ShardingRule AttentionGradOp::getShardingRule() {
 
 int64_t AttentionGradOp::getFlopCount() {
   auto q = tensorType(getQ()), k = tensorType(getK());
-  int64_t pairs = q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * k.getDimSize(2);
+  int64_t pairs =
+      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * k.getDimSize(2);
   int64_t flops = 10 * pairs * q.getDimSize(3) + 8 * pairs;
   return getCausal() ? flops / 2 : flops;
 }
@@ -621,12 +642,14 @@ LogicalResult CrossEntropyGradOp::buildLocal(LocalLoweringContext &ctx,
   const GridAxes &axes = factors[vocabFactorOf(*this)];
   Value logits = operands[0], labels = operands[1], dloss = operands[2];
   int64_t vocab = tensorType(getLogits()).getShape().back();
-  Value offset = ctx.shardOffset(loc, axes, tensorType(logits).getShape().back());
+  Value offset =
+      ctx.shardOffset(loc, axes, tensorType(logits).getShape().back());
   // The forward's statistics when it ran on the same local logits.
   Value max = ctx.lookupShared(logits, "cross_entropy.max");
   Value sumExp = ctx.lookupShared(logits, "cross_entropy.sum_exp");
   if (!max || !sumExp) {
-    VocabStats stats = vocabShardStats(ctx, loc, logits, labels, offset, vocab, axes);
+    VocabStats stats =
+        vocabShardStats(ctx, loc, logits, labels, offset, vocab, axes);
     max = stats.max;
     sumExp = stats.sumExp;
   }

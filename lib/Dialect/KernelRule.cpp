@@ -38,11 +38,13 @@ mlir::dtc::kernelTensorDesc(Operation *op, Type type, StringRef what) {
   std::optional<std::string> name = kernelDTypeName(tensor.getElementType());
   ::dtc::rt::DType dtype;
   if (!name || !::dtc::rt::parseDType(*name, dtype))
-    return op->emitOpError() << what << " has element type " << tensor.getElementType()
-                             << ", which the kernels do not support (f32, bf16 or f16 floats, "
-                                "i32/i64 ids)";
-  return ::dtc::kernels::TensorDesc{dtype, ::dtc::rt::Shape(tensor.getShape().begin(),
-                                               tensor.getShape().end())};
+    return op->emitOpError()
+           << what << " has element type " << tensor.getElementType()
+           << ", which the kernels do not support (f32, bf16 or f16 floats, "
+              "i32/i64 ids)";
+  return ::dtc::kernels::TensorDesc{
+      dtype,
+      ::dtc::rt::Shape(tensor.getShape().begin(), tensor.getShape().end())};
 }
 
 FailureOr<json> mlir::dtc::kernelAttributeJson(Operation *op, Attribute attr) {
@@ -55,14 +57,16 @@ FailureOr<json> mlir::dtc::kernelAttributeJson(Operation *op, Attribute attr) {
   if (auto s = dyn_cast<StringAttr>(attr))
     return json(s.getValue().str());
   if (auto a = dyn_cast<DenseI64ArrayAttr>(attr))
-    return json(std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end()));
+    return json(
+        std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end()));
   return op->emitError() << "cannot serialize attribute " << attr
                          << " into the artifact";
 }
 
 FailureOr<json> mlir::dtc::kernelAttributes(Operation *op) {
   json attrs = json::object();
-  if (auto props = dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
+  if (auto props =
+          dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
     for (NamedAttribute attr : props) {
       // Which optional operands are present shows in the operands themselves.
       if (attr.getName() == "operandSegmentSizes")
@@ -76,14 +80,15 @@ FailureOr<json> mlir::dtc::kernelAttributes(Operation *op) {
 }
 
 LogicalResult mlir::dtc::verifyKernelRule(Operation *op, StringRef kernelName) {
-  const ::dtc::kernels::KernelInfo *kernel = ::dtc::kernels::findKernel(kernelName.str());
+  const ::dtc::kernels::KernelInfo *kernel =
+      ::dtc::kernels::findKernel(kernelName.str());
   if (!kernel)
     return op->emitOpError() << "has no kernel '" << kernelName
                              << "' (docs/kernels.md) to check it against";
   std::vector<::dtc::kernels::TensorDesc> in, out;
   for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
-    FailureOr<::dtc::kernels::TensorDesc> desc =
-        kernelTensorDesc(op, operand.getType(), "operand #" + std::to_string(i));
+    FailureOr<::dtc::kernels::TensorDesc> desc = kernelTensorDesc(
+        op, operand.getType(), "operand #" + std::to_string(i));
     if (failed(desc))
       return failure();
     in.push_back(std::move(*desc));

@@ -11,11 +11,13 @@ Value mlir::dtc::createSplatConstant(OpBuilder &b, Location loc,
                                      RankedTensorType type, double value) {
   return arith::ConstantOp::create(
       b, loc, type,
-      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
+      DenseElementsAttr::get(type,
+                             b.getFloatAttr(type.getElementType(), value)));
 }
 
 std::string mlir::dtc::argumentName(func::FuncOp main, unsigned index) {
-  if (auto name = main.getArgAttrOfType<StringAttr>(index, DtcDialect::kNameAttr))
+  if (auto name =
+          main.getArgAttrOfType<StringAttr>(index, DtcDialect::kNameAttr))
     return name.getValue().str();
   return "arg" + std::to_string(index);
 }
@@ -42,7 +44,9 @@ SmallVector<func::FuncOp> mlir::dtc::trainSteps(ModuleOp module) {
     auto stage = f->getAttrOfType<IntegerAttr>(DtcDialect::kPipelineStageAttr);
     return stage ? stage.getInt() : 0;
   };
-  llvm::stable_sort(steps, [&](func::FuncOp a, func::FuncOp b) { return stageOf(a) < stageOf(b); });
+  llvm::stable_sort(steps, [&](func::FuncOp a, func::FuncOp b) {
+    return stageOf(a) < stageOf(b);
+  });
   return steps;
 }
 

@@ -14,21 +14,21 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <set>
 
 using namespace mlir;
 using json = nlohmann::json;
@@ -62,8 +62,10 @@ public:
               // The IR dump MLIR attaches adds nothing for a model author.
               if (!StringRef(note.str()).starts_with("see current operation"))
                 message += " (" + note.str() + ")";
-            emit(locationString(diag.getLocation(), this->file) + ": error: " + message);
-          } else if (diag.getSeverity() == DiagnosticSeverity::Warning && !this->capture) {
+            emit(locationString(diag.getLocation(), this->file) +
+                 ": error: " + message);
+          } else if (diag.getSeverity() == DiagnosticSeverity::Warning &&
+                     !this->capture) {
             llvm::errs() << locationString(diag.getLocation(), this->file)
                          << ": warning: " << diag.str() << "\n";
           }
@@ -96,27 +98,31 @@ private:
 };
 
 /// Checks flag combinations this build can honour; one message per problem.
-bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &errors) {
+bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices,
+                    Errors &errors) {
   auto notYet = [&](const std::string &what) {
     errors.flag(what + " is not implemented yet; this build plans data and "
-                     "tensor parallelism (--strategy dp=D,tp=T or --auto)");
+                       "tensor parallelism (--strategy dp=D,tp=T or --auto)");
     return false;
   };
   if (!o.autoPlan) {
     int64_t product = o.dp * o.tp * o.pp;
     if (product != devices) {
       errors.flag("--strategy dp=" + std::to_string(o.dp) + ",tp=" +
-                std::to_string(o.tp) + ",pp=" + std::to_string(o.pp) + " uses " +
-                std::to_string(product) + " devices but the mesh has " +
-                std::to_string(devices));
+                  std::to_string(o.tp) + ",pp=" + std::to_string(o.pp) +
+                  " uses " + std::to_string(product) +
+                  " devices but the mesh has " + std::to_string(devices));
       return false;
     }
     if (o.sp != 1)
-      return notYet("--strategy sp=" + std::to_string(o.sp) + ": sequence parallelism");
+      return notYet("--strategy sp=" + std::to_string(o.sp) +
+                    ": sequence parallelism");
     if (o.ep != 1)
-      return notYet("--strategy ep=" + std::to_string(o.ep) + ": expert parallelism");
+      return notYet("--strategy ep=" + std::to_string(o.ep) +
+                    ": expert parallelism");
     if (o.zero < 0 || o.zero > 3) {
-      errors.flag("--strategy zero=" + std::to_string(o.zero) + ": expected 0, 1, 2 or 3");
+      errors.flag("--strategy zero=" + std::to_string(o.zero) +
+                  ": expected 0, 1, 2 or 3");
       return false;
     }
   }
@@ -127,7 +133,8 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
   }
   if (o.virtualStages > 1 && (o.autoPlan || o.pp < 2)) {
     errors.flag("--virtual-stages " + std::to_string(o.virtualStages) +
-                " interleaves model chunks over pipeline stages; it needs --strategy pp=P "
+                " interleaves model chunks over pipeline stages; it needs "
+                "--strategy pp=P "
                 "with P > 1");
     return false;
   }
@@ -135,7 +142,9 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices, Errors &err
 }
 
 json optimizerJson(const ::dtc::CompileOptions &o, double weightDecay) {
-  json j = {{"kind", o.optimizer}, {"lr", o.lr}, {"weight_decay", weightDecay},
+  json j = {{"kind", o.optimizer},
+            {"lr", o.lr},
+            {"weight_decay", weightDecay},
             {"grad_clip", o.gradClip}};
   if (o.optimizer == "adam" || o.optimizer == "adamw") {
     j["beta1"] = o.beta1;
@@ -150,15 +159,20 @@ json optimizerJson(const ::dtc::CompileOptions &o, double weightDecay) {
 json plannerJson(const ::dtc::CompileOptions &o, const json &plan) {
   json planner;
   if (!o.autoPlan)
-    planner = {{"mode", "strategy"},
-               {"why", "degrees pinned by --strategy; shardings by Megatron's rules and "
-                       "propagation"}};
+    planner = {
+        {"mode", "strategy"},
+        {"why",
+         "degrees pinned by --strategy; shardings by Megatron's rules and "
+         "propagation"}};
   else
-    planner = {{"mode", "auto"},
-               {"searched", false},
-               {"chose", "dp=" + std::to_string(plan.value("dp", 1))},
-               {"why", "no cost-model search exists yet: --auto plans data parallelism "
-                       "over every device; pin tensor parallelism with --strategy dp=D,tp=T"}};
+    planner = {
+        {"mode", "auto"},
+        {"searched", false},
+        {"chose", "dp=" + std::to_string(plan.value("dp", 1))},
+        {"why",
+         "no cost-model search exists yet: --auto plans data parallelism "
+         "over every device; pin tensor parallelism with --strategy "
+         "dp=D,tp=T"}};
   if (plan.contains("remat_choice"))
     planner["remat"] = plan["remat_choice"];
   return planner;
@@ -179,7 +193,8 @@ std::optional<::dtc::sched::Schedule> artifactSchedule(const json &artifact) {
     int stage = program.value("stage", 0);
     std::string error;
     if (stage >= 0 && stage < s.stages)
-      ::dtc::sched::actionsFromJson(program["schedule"], s.perStage[size_t(stage)], error);
+      ::dtc::sched::actionsFromJson(program["schedule"],
+                                    s.perStage[size_t(stage)], error);
   }
   return s;
 }
@@ -207,8 +222,9 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
                           const ::dtc::cost::HardwareProfile &hw) {
   ProgramCosts c;
   // Slot bytes per category: the usual accounting.
-  c.memory = {{"params", 0},    {"grads", 0},     {"optimizer", 0}, {"activations", 0},
-              {"inputs", 0},    {"constants", 0}, {"scalars", 0},   {"total", 0}};
+  c.memory = {{"params", 0},      {"grads", 0},  {"optimizer", 0},
+              {"activations", 0}, {"inputs", 0}, {"constants", 0},
+              {"scalars", 0},     {"total", 0}};
   std::map<int, int64_t> copyBytes; // chunk -> bytes of one micro-batch copy
   for (const json &slot : program["slots"]) {
     int64_t bytes = slot["bytes"];
@@ -274,8 +290,9 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
         c.sendBytes += times * bytes;
         c.calls["send_recv"] = c.calls.value("send_recv", int64_t(0)) + times;
         c.seconds += double(times) *
-                     ::dtc::cost::collectiveTime(::dtc::cost::Collective::SendRecv, 2,
-                                                 double(bytes), slowestOf(commAxes[inst["attrs"]["comm"]]));
+                     ::dtc::cost::collectiveTime(
+                         ::dtc::cost::Collective::SendRecv, 2, double(bytes),
+                         slowestOf(commAxes[inst["attrs"]["comm"]]));
         continue;
       }
       ::dtc::cost::Collective kind;
@@ -291,12 +308,14 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
       std::vector<int64_t> &members = c.byMember[name][op];
       members.resize(size_t(n), 0);
       for (int64_t m = 0; m < n; ++m)
-        members[size_t(m)] += times * ::dtc::cost::collectiveSentBytesOf(
-                                          kind, n, m, elements(in), elements(out), elementBytes);
+        members[size_t(m)] +=
+            times * ::dtc::cost::collectiveSentBytesOf(
+                        kind, n, m, elements(in), elements(out), elementBytes);
       c.calls[op] = c.calls.value(op, int64_t(0)) + times;
-      int64_t sent = ::dtc::cost::collectiveSentBytes(kind, n, elements(in), elements(out),
-                                                      elementBytes);
-      c.seconds += double(times) * ::dtc::cost::collectiveTime(kind, n, double(sent), slowestOf(axes));
+      int64_t sent = ::dtc::cost::collectiveSentBytes(
+          kind, n, elements(in), elements(out), elementBytes);
+      c.seconds += double(times) * ::dtc::cost::collectiveTime(
+                                       kind, n, double(sent), slowestOf(axes));
     }
   };
   countList(program["instructions"], 1);
@@ -313,12 +332,15 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
 /// runtime will really allocate and send) and the cost model. Bytes are per
 /// device and per step, the maximum over devices (each runs the program of
 /// its pipeline stage).
-json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOptions &o,
+json buildReport(ModuleOp module, const json &artifact,
+                 const ::dtc::CompileOptions &o,
                  ::dtc::cost::HardwareProfile &hw, double compileSeconds) {
   std::vector<int64_t> mesh = artifact["mesh"].get<std::vector<int64_t>>();
   hw.forMesh(mesh);
   const int64_t microbatches =
-      artifact.contains("pipeline") ? artifact["pipeline"].value("microbatches", int64_t(1)) : 1;
+      artifact.contains("pipeline")
+          ? artifact["pipeline"].value("microbatches", int64_t(1))
+          : 1;
 
   int64_t params = 0;
   for (const json &t : artifact["tensors"])
@@ -363,10 +385,13 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
 
   // Per communicator: the busiest member; in total: the busiest device,
   // summing each communicator's share at that device's index in it.
-  const std::vector<std::string> kinds = {"all_reduce", "all_gather", "reduce_scatter",
-                                           "all_to_all"};
-  json comm = {{"all_reduce", 0}, {"all_gather", 0}, {"reduce_scatter", 0},
-               {"all_to_all", 0}, {"send_recv", 0}};
+  const std::vector<std::string> kinds = {"all_reduce", "all_gather",
+                                          "reduce_scatter", "all_to_all"};
+  json comm = {{"all_reduce", 0},
+               {"all_gather", 0},
+               {"reduce_scatter", 0},
+               {"all_to_all", 0},
+               {"send_recv", 0}};
   json commByName = json::object();
   for (const ProgramCosts &c : costs)
     for (auto &[name, perKind] : c.byMember) {
@@ -374,10 +399,12 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
         commByName[name] = {{"mesh_axes", commAxes[name]}};
       for (const std::string &kind : kinds) {
         auto it = perKind.find(kind);
-        int64_t busiest = it == perKind.end() || it->second.empty()
-                              ? 0
-                              : *std::max_element(it->second.begin(), it->second.end());
-        commByName[name][kind] = std::max(commByName[name].value(kind, int64_t(0)), busiest);
+        int64_t busiest =
+            it == perKind.end() || it->second.empty()
+                ? 0
+                : *std::max_element(it->second.begin(), it->second.end());
+        commByName[name][kind] =
+            std::max(commByName[name].value(kind, int64_t(0)), busiest);
       }
     }
   int64_t devices = 1;
@@ -412,7 +439,8 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
   double peak = o.precision == "f32" ? hw.peakFlopsF32 : hw.peakFlopsBf16;
   // A pipeline stage idles for the bubble of its schedule (unit costs).
   double bubble = 0;
-  if (std::optional<::dtc::sched::Schedule> schedule = artifactSchedule(artifact)) {
+  if (std::optional<::dtc::sched::Schedule> schedule =
+          artifactSchedule(artifact)) {
     ::dtc::sched::Simulation sim = ::dtc::sched::simulate(*schedule);
     if (sim.ok)
       bubble = sim.bubble;
@@ -426,13 +454,19 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
       {"hw", hw.name},
       {"params", params},
       {"strategy",
-       {{"dp", plan.value("dp", 1)}, {"tp", plan.value("tp", 1)},
-        {"pp", plan.value("pp", 1)}, {"sp", o.sp}, {"ep", o.ep},
-        {"zero", plan.value("zero", 0)}, {"microbatches", o.microbatches},
-        {"schedule", artifact.contains("pipeline") ? o.schedule : std::string("none")},
+       {{"dp", plan.value("dp", 1)},
+        {"tp", plan.value("tp", 1)},
+        {"pp", plan.value("pp", 1)},
+        {"sp", o.sp},
+        {"ep", o.ep},
+        {"zero", plan.value("zero", 0)},
+        {"microbatches", o.microbatches},
+        {"schedule",
+         artifact.contains("pipeline") ? o.schedule : std::string("none")},
         {"virtual_stages", o.virtualStages},
         {"remat", plan.value("remat", std::string("none"))},
-        {"precision", o.precision}, {"grad_accum", o.gradAccum}}},
+        {"precision", o.precision},
+        {"grad_accum", o.gradAccum}}},
       {"axes", plan.value("axes", json::object())},
       {"planner", plannerJson(o, plan)},
       {"memory_bytes", memory},
@@ -445,24 +479,25 @@ json buildReport(ModuleOp module, const json &artifact, const ::dtc::CompileOpti
         {"compute_time_s", computeSeconds},
         {"comm_time_s", commSeconds},
         {"flops_per_device", flops},
-        {"tflops_per_device", stepSeconds > 0 ? flops / stepSeconds / 1e12 : 0.0},
+        {"tflops_per_device",
+         stepSeconds > 0 ? flops / stepSeconds / 1e12 : 0.0},
         {"mfu", stepSeconds > 0 ? flops / stepSeconds / peak : 0.0}}},
       {"compile_time_s", compileSeconds}};
 }
 
 } // namespace
 
-const std::vector<std::string> &::dtc::emitStages() {
-  static const std::vector<std::string> stages = {"parsed", "training-step", "planned",
-                                                  "split", "partitioned"};
+const std::vector<std::string> & ::dtc::emitStages() {
+  static const std::vector<std::string> stages = {
+      "parsed", "training-step", "planned", "split", "partitioned"};
   return stages;
 }
 
 namespace {
 
 /// Wall and CPU time per stage, printed with --timing
-/// (bench/compile_scaling_bench.py reads them to show where compile time goes; the
-/// CPU time is the compiler's own work, whatever else the machine runs).
+/// (bench/compile_scaling_bench.py reads them to show where compile time goes;
+/// the CPU time is the compiler's own work, whatever else the machine runs).
 class StageTimer {
 public:
   explicit StageTimer(bool enabled) : enabled(enabled) {}
@@ -471,9 +506,13 @@ public:
     std::clock_t cpu = std::clock();
     if (enabled)
       llvm::errs() << "dtc: time: " << stage << " "
-                   << llvm::format("%.3f", std::chrono::duration<double>(now - last).count())
+                   << llvm::format(
+                          "%.3f",
+                          std::chrono::duration<double>(now - last).count())
                    << " s (cpu "
-                   << llvm::format("%.3f", double(cpu - lastCpu) / CLOCKS_PER_SEC) << " s)\n";
+                   << llvm::format("%.3f",
+                                   double(cpu - lastCpu) / CLOCKS_PER_SEC)
+                   << " s)\n";
     last = now;
     lastCpu = cpu;
   }
@@ -549,11 +588,14 @@ const char *fileKind(mode_t mode) {
 /// /dev/zero, FIFOs, sockets) and anything over `limit` bytes. A pipe on
 /// standard input is read up to the limit. On failure returns null and sets
 /// `error` (without the path); `what` names the file's purpose.
-std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path, uint64_t limit,
-                                                  const char *what, std::string &error) {
+std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path,
+                                                  uint64_t limit,
+                                                  const char *what,
+                                                  std::string &error) {
   const bool isStdin = path == "-";
   // Non-blocking: opening a FIFO nobody writes would wait forever.
-  int fd = isStdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  int fd = isStdin ? STDIN_FILENO
+                   : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     error = std::strerror(errno);
     return nullptr;
@@ -569,11 +611,13 @@ std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path, uint6
   }
   const bool pipe = isStdin && S_ISFIFO(st.st_mode);
   if (!S_ISREG(st.st_mode) && !pipe) {
-    error = std::string("it is ") + fileKind(st.st_mode) + ", not a regular file";
+    error =
+        std::string("it is ") + fileKind(st.st_mode) + ", not a regular file";
     return nullptr;
   }
   auto tooLarge = [&] {
-    error = std::string("larger than ") + ::dtc::rt::formatBytes(limit) + ", the limit for " + what;
+    error = std::string("larger than ") + ::dtc::rt::formatBytes(limit) +
+            ", the limit for " + what;
     return nullptr;
   };
   if (!pipe && uint64_t(st.st_size) > limit)
@@ -600,16 +644,17 @@ std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path, uint6
 }
 
 /// The memory budget of one device and where it comes from (for messages).
-std::pair<uint64_t, std::string> deviceBudget(const ::dtc::CompileOptions &o,
-                                              const ::dtc::cost::HardwareProfile &hw,
-                                              int64_t devices) {
+std::pair<uint64_t, std::string>
+deviceBudget(const ::dtc::CompileOptions &o,
+             const ::dtc::cost::HardwareProfile &hw, int64_t devices) {
   if (o.deviceMemory)
     return {*o.deviceMemory, "--device-memory"};
   if (o.hw == "cpu") {
     uint64_t ram = ::dtc::rt::physicalMemoryBytes();
     return {ram / uint64_t(devices),
             "this machine's " + ::dtc::rt::formatBytes(ram) + " of RAM / " +
-                std::to_string(devices) + " device" + (devices == 1 ? "" : "s")};
+                std::to_string(devices) + " device" +
+                (devices == 1 ? "" : "s")};
   }
   return {uint64_t(hw.memoryBytes), "--hw " + hw.name};
 }
@@ -617,10 +662,12 @@ std::pair<uint64_t, std::string> deviceBudget(const ::dtc::CompileOptions &o,
 /// The most memory a rank of the artifact allocates (MemoryPlan.h, as
 /// checkMemory computes it): what `--remat auto` holds against the budget.
 /// -1 when the artifact does not validate (checkMemory reports it).
-int64_t plannedPeakMemory(const json &artifact, const std::string &label, int64_t devices) {
+int64_t plannedPeakMemory(const json &artifact, const std::string &label,
+                          int64_t devices) {
   std::vector<::dtc::rt::MemoryNeed> needs;
   std::string error;
-  if (!::dtc::rt::artifactMemoryNeeds(artifact, label, ::dtc::rt::plannedKernelThreads(devices),
+  if (!::dtc::rt::artifactMemoryNeeds(artifact, label,
+                                      ::dtc::rt::plannedKernelThreads(devices),
                                       needs, error))
     return -1;
   int64_t peak = 0;
@@ -632,8 +679,9 @@ int64_t plannedPeakMemory(const json &artifact, const std::string &label, int64_
 /// Validates the artifact as the runtime will, computes each rank's peak
 /// memory (what the runtime will allocate, MemoryPlan.h), refuses a plan
 /// that exceeds the device budget and records budget and peak.
-bool checkMemory(const ::dtc::CompileOptions &o, const ::dtc::cost::HardwareProfile &hw,
-                 int64_t devices, json &artifact, Errors &errors) {
+bool checkMemory(const ::dtc::CompileOptions &o,
+                 const ::dtc::cost::HardwareProfile &hw, int64_t devices,
+                 json &artifact, Errors &errors) {
   namespace rt = ::dtc::rt;
   std::vector<rt::MemoryNeed> needs;
   std::string error;
@@ -641,7 +689,8 @@ bool checkMemory(const ::dtc::CompileOptions &o, const ::dtc::cost::HardwareProf
   // the whole mesh runs on this machine (what `dtc run` starts here).
   const int threads = rt::plannedKernelThreads(devices);
   if (!rt::artifactMemoryNeeds(artifact, o.input, threads, needs, error)) {
-    errors.flag("internal error: the emitted artifact does not validate: " + error);
+    errors.flag("internal error: the emitted artifact does not validate: " +
+                error);
     return false;
   }
   const rt::MemoryNeed *largest = &needs.front();
@@ -658,7 +707,9 @@ bool checkMemory(const ::dtc::CompileOptions &o, const ::dtc::cost::HardwareProf
     json kinds = json::object();
     for (int k = 0; k < rt::kNumMemKinds; ++k)
       kinds[rt::memKindName(k)] = need.bytes[k];
-    perProgram.push_back({{"name", need.program}, {"peak_bytes", need.peak}, {"by_kind", kinds}});
+    perProgram.push_back({{"name", need.program},
+                          {"peak_bytes", need.peak},
+                          {"by_kind", kinds}});
   }
   artifact["memory"] = {{"budget_bytes", budget},
                         {"peak_bytes", largest->peak},
@@ -667,10 +718,12 @@ bool checkMemory(const ::dtc::CompileOptions &o, const ::dtc::cost::HardwareProf
                         {"programs", std::move(perProgram)}};
   if (budget == 0 || largest->peak <= budget)
     return true;
-  errors.flag("the plan needs " + rt::formatBytes(largest->peak) + " per device (" +
-              rt::largestKinds(*largest, 3) + "), more than the budget of " +
-              rt::formatBytes(budget) + " per device (" + source +
-              "); use a larger mesh, or --device-memory SIZE for the devices it will run on");
+  errors.flag("the plan needs " + rt::formatBytes(largest->peak) +
+              " per device (" + rt::largestKinds(*largest, 3) +
+              "), more than the budget of " + rt::formatBytes(budget) +
+              " per device (" + source +
+              "); use a larger mesh, or --device-memory SIZE for the devices "
+              "it will run on");
   return false;
 }
 
@@ -679,7 +732,8 @@ bool checkMemory(const ::dtc::CompileOptions &o, const ::dtc::cost::HardwareProf
 bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                    const ::dtc::CompileOptions &o, MLIRContext &ctx,
                    Errors &errors, OwningOpRef<ModuleOp> &module,
-                   json &artifact, std::optional<::dtc::cost::HardwareProfile> &hw,
+                   json &artifact,
+                   std::optional<::dtc::cost::HardwareProfile> &hw,
                    StageTimer &timer) {
   int64_t devices = 1;
   for (int64_t size : o.mesh)
@@ -687,8 +741,10 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   if (!checkSupported(o, devices, errors))
     return false;
   std::string hwError;
-  if (o.hw != "cpu" && o.hw != "a100" && o.hw != "h100" && llvm::sys::fs::exists(o.hw) &&
-      !readInputFile(o.hw, kMaxHardwareFileBytes, "a hardware profile", hwError)) {
+  if (o.hw != "cpu" && o.hw != "a100" && o.hw != "h100" &&
+      llvm::sys::fs::exists(o.hw) &&
+      !readInputFile(o.hw, kMaxHardwareFileBytes, "a hardware profile",
+                     hwError)) {
     errors.flag("--hw " + o.hw + ": " + hwError);
     return false;
   }
@@ -702,7 +758,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     return false;
   }
 
-  double weightDecay = o.weightDecay.value_or(o.optimizer == "adamw" ? 0.01 : 0.0);
+  double weightDecay =
+      o.weightDecay.value_or(o.optimizer == "adamw" ? 0.01 : 0.0);
   mlir::dtc::BuildTrainingStepOptions stepOptions;
   stepOptions.optimizer = o.optimizer;
   stepOptions.lr = o.lr;
@@ -722,10 +779,11 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
 
   // MLIR's parser recurses once per nesting level; a pathological file
   // would overflow the stack instead of failing cleanly.
-  if (std::string where = tooDeeplyNested(buffer->getBuffer()); !where.empty()) {
+  if (std::string where = tooDeeplyNested(buffer->getBuffer());
+      !where.empty()) {
     errors.source(o.input + ":" + where, "nesting deeper than " +
-                                           std::to_string(kMaxNesting) +
-                                           " levels; no model needs that");
+                                             std::to_string(kMaxNesting) +
+                                             " levels; no model needs that");
     return false;
   }
 
@@ -791,7 +849,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     }
     ::dtc::sched::Simulation simulation = ::dtc::sched::simulate(schedule);
     if (!simulation.ok) {
-      errors.flag("--schedule " + o.schedule + ": internal error: " + simulation.error);
+      errors.flag("--schedule " + o.schedule +
+                  ": internal error: " + simulation.error);
       return false;
     }
     json perStage = json::array();
@@ -804,10 +863,13 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                 {"per_stage", perStage}};
   }
 
-  if (!runStage("parsed", [](PassManager &pm) { pm.addPass(mlir::dtc::createCheckModel()); }) ||
-      !runStage("training-step", [&](PassManager &pm) {
-        pm.addPass(mlir::dtc::createBuildTrainingStep(stepOptions));
-      }) ||
+  if (!runStage(
+          "parsed",
+          [](PassManager &pm) { pm.addPass(mlir::dtc::createCheckModel()); }) ||
+      !runStage("training-step",
+                [&](PassManager &pm) {
+                  pm.addPass(mlir::dtc::createBuildTrainingStep(stepOptions));
+                }) ||
       !runStage("planned", [&](PassManager &pm) {
         if (!o.pins.empty()) {
           mlir::dtc::PinShardingOptions pinOptions;
@@ -824,30 +886,34 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                    const json &rematChoice, json &out) -> bool {
     mlir::dtc::RematerializeOptions rematOptions;
     rematOptions.mode = remat;
-    if (!runStageOn(target, print, "split", [&](PassManager &pm) {
-          pm.addPass(mlir::dtc::createRematerialize(rematOptions));
-          pm.addPass(mlir::dtc::createSplitPipeline());
-        }) ||
-        !runStageOn(target, print, "partitioned",
+    if (!runStageOn(target, print, "split",
                     [&](PassManager &pm) {
-                      pm.addPass(mlir::dtc::createPartition());
-                      pm.addPass(mlir::dtc::createScheduleCollectives());
-                      // Last: on local shapes, with the collectives placed.
-                      if (o.fuseEpilogues)
-                        pm.addPass(mlir::dtc::createFuseMatmulEpilogues());
-                    }))
+                      pm.addPass(mlir::dtc::createRematerialize(rematOptions));
+                      pm.addPass(mlir::dtc::createSplitPipeline());
+                    }) ||
+        !runStageOn(target, print, "partitioned", [&](PassManager &pm) {
+          pm.addPass(mlir::dtc::createPartition());
+          pm.addPass(mlir::dtc::createScheduleCollectives());
+          // Last: on local shapes, with the collectives placed.
+          if (o.fuseEpilogues)
+            pm.addPass(mlir::dtc::createFuseMatmulEpilogues());
+        }))
       return false;
     mlir::dtc::ArtifactOptions artifactOptions;
     artifactOptions.sourceName = o.input;
     artifactOptions.optimizer = optimizerJson(o, weightDecay);
     artifactOptions.planExtras = {
-        {"planner", o.autoPlan ? "auto (no search yet: data parallelism over every device)"
-                               : "strategy"},
-        {"sp", o.sp}, {"ep", o.ep},
+        {"planner",
+         o.autoPlan ? "auto (no search yet: data parallelism over every device)"
+                    : "strategy"},
+        {"sp", o.sp},
+        {"ep", o.ep},
         {"microbatches", o.microbatches},
         {"schedule", pipelined ? o.schedule : std::string("none")},
         {"virtual_stages", o.virtualStages},
-        {"remat", remat}, {"precision", o.precision}, {"grad_accum", o.gradAccum},
+        {"remat", remat},
+        {"precision", o.precision},
+        {"grad_accum", o.gradAccum},
         {"hw", hw->name}};
     if (!rematChoice.is_null())
       artifactOptions.planExtras["remat_choice"] = rematChoice;
@@ -880,8 +946,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         return false;
       int64_t total = plannedPeakMemory(probeArtifact, o.input, devices);
       if (total < 0) {
-        errors.flag("internal error: the artifact of --remat " + std::string(candidate) +
-                    " does not validate");
+        errors.flag("internal error: the artifact of --remat " +
+                    std::string(candidate) + " does not validate");
         return false;
       }
       tried[candidate] = total;
@@ -890,16 +956,18 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         break;
       }
     }
-    rematChoice = {{"mode", "auto"},
-                   {"chose", remat},
-                   {"device_memory_bytes", budget},
-                   {"memory_bytes_total_of", tried},
-                   {"why", remat == "none" ? "the plan fits without recomputation"
-                           : remat == "selective"
-                               ? "the plan does not fit without recomputation; selective "
-                                 "recomputation fits"
-                               : "neither no recomputation nor selective recomputation fits; "
-                                 "full recomputation keeps only layer boundaries"}};
+    rematChoice = {
+        {"mode", "auto"},
+        {"chose", remat},
+        {"device_memory_bytes", budget},
+        {"memory_bytes_total_of", tried},
+        {"why",
+         remat == "none" ? "the plan fits without recomputation"
+         : remat == "selective"
+             ? "the plan does not fit without recomputation; selective "
+               "recomputation fits"
+             : "neither no recomputation nor selective recomputation fits; "
+               "full recomputation keeps only layer boundaries"}};
   }
   if (!lower(*module, remat, /*print=*/true, rematChoice, artifact))
     return false;
@@ -926,7 +994,8 @@ int ::dtc::runCompile(const CompileOptions &o) {
   Errors errors(ctx, o.input);
   StageTimer timer(o.timing);
   std::string readError;
-  std::unique_ptr<llvm::MemoryBuffer> buffer = readInputFile(o.input, kMaxModelBytes, "a model", readError);
+  std::unique_ptr<llvm::MemoryBuffer> buffer =
+      readInputFile(o.input, kMaxModelBytes, "a model", readError);
   if (!buffer) {
     errors.flag("cannot read model " + o.input + ": " + readError);
     return 1;
@@ -935,7 +1004,8 @@ int ::dtc::runCompile(const CompileOptions &o) {
   OwningOpRef<ModuleOp> module;
   json artifact;
   std::optional<cost::HardwareProfile> hw;
-  if (!compileBuffer(std::move(buffer), o, ctx, errors, module, artifact, hw, timer))
+  if (!compileBuffer(std::move(buffer), o, ctx, errors, module, artifact, hw,
+                     timer))
     return 1;
 
   std::string writeError;
@@ -946,7 +1016,8 @@ int ::dtc::runCompile(const CompileOptions &o) {
   timer.done("write");
   if (!o.report.empty()) {
     double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     json report = buildReport(*module, artifact, o, *hw, seconds);
     std::string reportError;
     if (!rt::writeOutputFile(o.report, report.dump(2) + "\n", reportError)) {
@@ -958,9 +1029,10 @@ int ::dtc::runCompile(const CompileOptions &o) {
   return 0;
 }
 
-bool ::dtc::compileToArtifact(const std::string &source, const std::string &label,
-                              const CompileOptions &options, nlohmann::json &artifact,
-                              std::string &error) {
+bool ::dtc::compileToArtifact(const std::string &source,
+                              const std::string &label,
+                              const CompileOptions &options,
+                              nlohmann::json &artifact, std::string &error) {
   error.clear();
   CompileOptions o = options;
   o.input = label;
@@ -972,8 +1044,8 @@ bool ::dtc::compileToArtifact(const std::string &source, const std::string &labe
   OwningOpRef<ModuleOp> module;
   std::optional<cost::HardwareProfile> hw;
   StageTimer timer(false);
-  bool ok = compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, label), o, ctx,
-                          errors, module, artifact, hw, timer);
+  bool ok = compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, label),
+                          o, ctx, errors, module, artifact, hw, timer);
   if (!ok && error.empty())
     error = label + ": compilation failed";
   return ok;

@@ -2,16 +2,17 @@
 #include "dtc/Sharding/Propagation.h"
 #include "dtc/Dialect/Utils.h"
 
-#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include <deque>
 
 using namespace mlir;
 using namespace mlir::dtc;
 
-ShardingPropagation::ShardingPropagation(func::FuncOp func, ArrayRef<int64_t> grid,
-                                         std::function<bool(Value, int64_t)> mayUse)
+ShardingPropagation::ShardingPropagation(
+    func::FuncOp func, ArrayRef<int64_t> grid,
+    std::function<bool(Value, int64_t)> mayUse)
     : func(func), grid(grid.begin(), grid.end()), mayUse(std::move(mayUse)) {}
 
 ShardingPropagation::ValueState &ShardingPropagation::state(Value v) {
@@ -26,13 +27,15 @@ void ShardingPropagation::pin(Value value, const TensorSharding &sharding,
                               ShardingPriority priority) {
   ValueState &s = state(value);
   uint8_t level = static_cast<uint8_t>(priority);
-  if (llvm::any_of(s, [&](const DimState &d) { return d.level >= level && d.closed; }))
+  if (llvm::any_of(
+          s, [&](const DimState &d) { return d.level >= level && d.closed; }))
     return;
   for (auto [dim, axes] : llvm::enumerate(sharding.dims))
     s[dim] = DimState{axes, sharding.piece(dim), level, level, true};
 }
 
-void ShardingPropagation::pinStorage(Value value, const TensorSharding &sharding) {
+void ShardingPropagation::pinStorage(Value value,
+                                     const TensorSharding &sharding) {
   ValueState &s = state(value);
   uint8_t level = static_cast<uint8_t>(ShardingPriority::Strategy);
   for (auto [dim, axes] : llvm::enumerate(sharding.dims))
@@ -97,8 +100,10 @@ FactorAxes ShardingPropagation::assign(Operation *op, const ShardingRule &rule,
       if (it == states.end())
         continue;
       for (auto [dim, d] : llvm::enumerate(it->second))
-        if (!d.axes.empty() && !d.storageOnly && d.origin >= minOrigin && dim < tensor.size())
-          candidates.push_back({d.level, d.origin, &tensor[dim], &d.axes, d.piece});
+        if (!d.axes.empty() && !d.storageOnly && d.origin >= minOrigin &&
+            dim < tensor.size())
+          candidates.push_back(
+              {d.level, d.origin, &tensor[dim], &d.axes, d.piece});
     }
   };
   collect(op->getOperands(), rule.operands);
@@ -130,11 +135,13 @@ FactorAxes ShardingPropagation::assign(Operation *op, const ShardingRule &rule,
   return factors;
 }
 
-SmallVector<Value> ShardingPropagation::project(Operation *op, const ShardingRule &rule,
+SmallVector<Value> ShardingPropagation::project(Operation *op,
+                                                const ShardingRule &rule,
                                                 const FactorAxes &factors,
                                                 ArrayRef<uint8_t> origins) {
   SmallVector<Value> changed;
-  auto update = [&](Value value, const TensorFactors &tensor, const TensorSharding &want) {
+  auto update = [&](Value value, const TensorFactors &tensor,
+                    const TensorSharding &want) {
     ValueState &s = state(value);
     bool any = false;
     for (auto [dim, axes] : llvm::enumerate(want.dims)) {
@@ -164,7 +171,8 @@ SmallVector<Value> ShardingPropagation::project(Operation *op, const ShardingRul
       changed.push_back(value);
   };
   for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
-    update(operand, rule.operands[idx], requiredOperandSharding(rule, factors, idx, grid));
+    update(operand, rule.operands[idx],
+           requiredOperandSharding(rule, factors, idx, grid));
   for (auto [idx, result] : llvm::enumerate(op->getResults()))
     update(result, rule.results[idx], resultSharding(rule, factors, idx, grid));
   return changed;
@@ -189,7 +197,8 @@ LogicalResult ShardingPropagation::run() {
   if (walk.wasInterrupted())
     return failure();
 
-  for (uint8_t level : {uint8_t(ShardingPriority::User), uint8_t(ShardingPriority::Strategy)}) {
+  for (uint8_t level :
+       {uint8_t(ShardingPriority::User), uint8_t(ShardingPriority::Strategy)}) {
     std::deque<Operation *> worklist(ops.begin(), ops.end());
     llvm::DenseSet<Operation *> queued(ops.begin(), ops.end());
     auto enqueue = [&](Operation *op) {
@@ -225,7 +234,8 @@ void ShardingPropagation::annotate(StringRef gridName) {
   SmallVector<DictionaryAttr> argAttrs;
   for (BlockArgument arg : func.getArguments()) {
     NamedAttrList attrs(func.getArgAttrDict(arg.getArgNumber()));
-    attrs.set(DtcDialect::kShardingAttr, toShardingAttr(shardingOf(arg), ctx, gridName));
+    attrs.set(DtcDialect::kShardingAttr,
+              toShardingAttr(shardingOf(arg), ctx, gridName));
     argAttrs.push_back(attrs.getDictionary(ctx));
   }
   func.setAllArgAttrs(argAttrs);

@@ -80,7 +80,9 @@ private:
     return isPadded(probe, dim, shape[dim], grid);
   }
   /// Dimension `dim` of the current state is split with padding.
-  bool paddedNow(int64_t dim) const { return isPadded(s, dim, shape[dim], grid); }
+  bool paddedNow(int64_t dim) const {
+    return isPadded(s, dim, shape[dim], grid);
+  }
   /// Whether dimension `dim` may go from its current axes to current +
   /// `more`: padded dimensions only go from whole to split.
   bool canExtend(int64_t dim, ArrayRef<int64_t> more) const {
@@ -90,9 +92,11 @@ private:
     // split would not line up with its pieces).
     if (padded(dim, to.dims[dim], to.piece(dim)) && next == to.dims[dim])
       return s.dims[dim].empty();
-    if (padded(dim, to.dims[dim], to.piece(dim)) && isPrefix(next, to.dims[dim]))
+    if (padded(dim, to.dims[dim], to.piece(dim)) &&
+        isPrefix(next, to.dims[dim]))
       return false;
-    return s.dims[dim].empty() || (!paddedNow(dim) && !padded(dim, next, pieceFor(dim, next)));
+    return s.dims[dim].empty() ||
+           (!paddedNow(dim) && !padded(dim, next, pieceFor(dim, next)));
   }
   /// `sharding` with dimension `dim` split over `axes` (and its piece).
   TensorSharding withDim(const TensorSharding &sharding, int64_t dim,
@@ -102,7 +106,9 @@ private:
     next.setPiece(dim, pieceFor(dim, axes));
     return next;
   }
-  bool usedNow(int64_t axis) const { return llvm::is_contained(s.usedAxes(), axis); }
+  bool usedNow(int64_t axis) const {
+    return llvm::is_contained(s.usedAxes(), axis);
+  }
   /// Target axes following the current ones of `dim`, if the current ones
   /// are a prefix of the target.
   ArrayRef<int64_t> pending(int64_t dim) const {
@@ -153,7 +159,8 @@ void Planner::add(ReshardStep step, const TensorSharding &after) {
   namespace cost = ::dtc::cost;
   switch (step.kind) {
   case ReshardStep::Kind::AllReduce:
-    step.bytes = cost::collectiveSentBytes(Collective::AllReduce, n, in, in, elementBytes);
+    step.bytes = cost::collectiveSentBytes(Collective::AllReduce, n, in, in,
+                                           elementBytes);
     break;
   case ReshardStep::Kind::ReduceScatter:
     step.bytes = cost::collectiveSentBytes(Collective::ReduceScatter, n, in,
@@ -170,8 +177,9 @@ void Planner::add(ReshardStep step, const TensorSharding &after) {
     SmallVector<int64_t> piece = localShape(shape, after, grid);
     piece[step.concatDim] = localShape(shape, s, grid)[step.concatDim];
     int64_t pieceElements = numElements(piece);
-    step.bytes = cost::collectiveSentBytes(Collective::AllToAll, n, pieceElements * n,
-                                           pieceElements * n, elementBytes);
+    step.bytes =
+        cost::collectiveSentBytes(Collective::AllToAll, n, pieceElements * n,
+                                  pieceElements * n, elementBytes);
     break;
   }
   case ReshardStep::Kind::AllSlice:
@@ -234,15 +242,18 @@ bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
       GridAxes axes = s.dims[d];
       axes.append(take.begin(), take.end());
       TensorSharding after = withDim(s, d, axes);
-      llvm::erase_if(after.partial, [&](int64_t a) { return llvm::is_contained(take, a); });
+      llvm::erase_if(after.partial,
+                     [&](int64_t a) { return llvm::is_contained(take, a); });
       ReshardStep step{Kind::ReduceScatter, take, d};
       step.reduction = s.partialKind;
       add(step, after);
-      llvm::erase_if(reduce, [&](int64_t a) { return llvm::is_contained(take, a); });
+      llvm::erase_if(reduce,
+                     [&](int64_t a) { return llvm::is_contained(take, a); });
     }
     if (!reduce.empty()) {
       TensorSharding after = s;
-      llvm::erase_if(after.partial, [&](int64_t a) { return llvm::is_contained(reduce, a); });
+      llvm::erase_if(after.partial,
+                     [&](int64_t a) { return llvm::is_contained(reduce, a); });
       ReshardStep step{Kind::AllReduce, reduce};
       step.reduction = s.partialKind;
       add(step, after);
@@ -266,7 +277,8 @@ bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
             continue;
           ArrayRef<int64_t> next = pending(d);
           // The longest tail of c that d wants next, in order.
-          for (size_t len = std::min(cur.size(), next.size()); len > 0 && !moved; --len) {
+          for (size_t len = std::min(cur.size(), next.size());
+               len > 0 && !moved; --len) {
             ArrayRef<int64_t> tail = ArrayRef<int64_t>(cur).take_back(len);
             if (tail != next.take_front(len))
               continue;
@@ -276,7 +288,8 @@ bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
             GridAxes grown = s.dims[d];
             grown.append(tail.begin(), tail.end());
             TensorSharding after = withDim(withDim(s, c, rest), d, grown);
-            ReshardStep step{Kind::AllToAll, GridAxes(tail.begin(), tail.end()), d, c};
+            ReshardStep step{Kind::AllToAll, GridAxes(tail.begin(), tail.end()),
+                             d, c};
             add(step, after);
             moved = true;
           }
@@ -295,20 +308,23 @@ bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
     // Padded splits change only between whole and split; a split with the
     // right axes but another piece size is gathered too.
     bool same = cur == tgt && s.piece(d) == to.piece(d);
-    bool mustGatherAll = keep > 0 && !same &&
-                         (paddedNow(d) || padded(d, tgt, to.piece(d)) || cur == tgt);
+    bool mustGatherAll =
+        keep > 0 && !same &&
+        (paddedNow(d) || padded(d, tgt, to.piece(d)) || cur == tgt);
     if (mustGatherAll)
       keep = 0;
     if (keep == cur.size())
       continue;
-    ReshardStep step{Kind::AllGather, GridAxes(cur.begin() + keep, cur.end()), d};
+    ReshardStep step{Kind::AllGather, GridAxes(cur.begin() + keep, cur.end()),
+                     d};
     add(step, withDim(s, d, ArrayRef<int64_t>(cur).take_front(keep)));
   }
   for (int64_t d = 0; d < rank; ++d) {
     const GridAxes &cur = s.dims[d], &tgt = to.dims[d];
     if (cur == tgt)
       continue;
-    ReshardStep step{Kind::AllSlice, GridAxes(tgt.begin() + cur.size(), tgt.end()), d};
+    ReshardStep step{Kind::AllSlice,
+                     GridAxes(tgt.begin() + cur.size(), tgt.end()), d};
     add(step, withDim(s, d, tgt));
   }
   return s == to;
@@ -317,9 +333,9 @@ bool Planner::build(const TensorSharding &from, bool earlySlices, bool allToAll,
 } // namespace
 
 bool mlir::dtc::planReshard(ArrayRef<int64_t> shape, int64_t elementBytes,
-                            const TensorSharding &from, const TensorSharding &to,
-                            ArrayRef<int64_t> grid, ReshardPlan &plan,
-                            std::string &error) {
+                            const TensorSharding &from,
+                            const TensorSharding &to, ArrayRef<int64_t> grid,
+                            ReshardPlan &plan, std::string &error) {
   plan = ReshardPlan();
   for (int64_t axis : to.partial)
     if (!llvm::is_contained(from.partial, axis)) {
@@ -328,8 +344,9 @@ bool mlir::dtc::planReshard(ArrayRef<int64_t> shape, int64_t elementBytes,
       return false;
     }
   if (to.isPartial() && to.partialKind != from.partialKind) {
-    error = "cannot turn a pending " + stringifyPartialKind(from.partialKind).str() +
-            " into a pending " + stringifyPartialKind(to.partialKind).str();
+    error = "cannot turn a pending " +
+            stringifyPartialKind(from.partialKind).str() + " into a pending " +
+            stringifyPartialKind(to.partialKind).str();
     return false;
   }
   if (from == to)
@@ -340,16 +357,19 @@ bool mlir::dtc::planReshard(ArrayRef<int64_t> shape, int64_t elementBytes,
     for (bool allToAll : {true, false})
       for (bool reduceScatter : {true, false}) {
         ReshardPlan candidate;
-        if (!planner.build(from, earlySlices, allToAll, reduceScatter, candidate))
+        if (!planner.build(from, earlySlices, allToAll, reduceScatter,
+                           candidate))
           continue;
         if (!found || candidate.bytes < plan.bytes ||
-            (candidate.bytes == plan.bytes && candidate.steps.size() < plan.steps.size())) {
+            (candidate.bytes == plan.bytes &&
+             candidate.steps.size() < plan.steps.size())) {
           plan = std::move(candidate);
           found = true;
         }
       }
   if (!found) {
-    error = "no sequence of collectives turns " + from.str() + " into " + to.str();
+    error =
+        "no sequence of collectives turns " + from.str() + " into " + to.str();
     return false;
   }
   return true;

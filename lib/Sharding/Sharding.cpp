@@ -13,11 +13,10 @@ ShardingAttr mlir::dtc::toShardingAttr(const TensorSharding &sharding,
   SmallVector<DenseI64ArrayAttr> dimAttrs;
   for (const GridAxes &axes : sharding.dims)
     dimAttrs.push_back(DenseI64ArrayAttr::get(ctx, axes));
-  return ShardingAttr::get(ctx, FlatSymbolRefAttr::get(ctx, grid), dimAttrs,
-                           sharding.partial,
-                           sharding.partial.empty() ? PartialKind::Sum
-                                                    : sharding.partialKind,
-                           sharding.pieces);
+  return ShardingAttr::get(
+      ctx, FlatSymbolRefAttr::get(ctx, grid), dimAttrs, sharding.partial,
+      sharding.partial.empty() ? PartialKind::Sum : sharding.partialKind,
+      sharding.pieces);
 }
 
 TensorSharding mlir::dtc::fromShardingAttr(ShardingAttr attr) {
@@ -39,12 +38,10 @@ RankedTensorType mlir::dtc::localType(RankedTensorType global,
                                global.getElementType());
 }
 
-SmallVector<FactorSplit> mlir::dtc::dimensionToFactors(const ShardingRule &rule,
-                                                       const DimFactors &dim,
-                                                       ArrayRef<int64_t> axes,
-                                                       int64_t piece,
-                                                       ArrayRef<int64_t> grid,
-                                                       GridAxes *dropped) {
+SmallVector<FactorSplit>
+mlir::dtc::dimensionToFactors(const ShardingRule &rule, const DimFactors &dim,
+                              ArrayRef<int64_t> axes, int64_t piece,
+                              ArrayRef<int64_t> grid, GridAxes *dropped) {
   SmallVector<FactorSplit> out;
   if (dropped)
     dropped->clear();
@@ -61,8 +58,9 @@ SmallVector<FactorSplit> mlir::dtc::dimensionToFactors(const ShardingRule &rule,
   int64_t dimPieceSize = piece ? piece : pieceSize(dimSize, pieces);
   // A lone factor takes the split as it is, padded or not.
   if (dim.size() == 1) {
-    out.push_back({major, GridAxes(axes.begin(), axes.end()),
-                   dimPieceSize == pieceSize(majorSize, pieces) ? 0 : dimPieceSize});
+    out.push_back(
+        {major, GridAxes(axes.begin(), axes.end()),
+         dimPieceSize == pieceSize(majorSize, pieces) ? 0 : dimPieceSize});
     return out;
   }
   // A padded split of a merged dimension: pieces on the major factor's
@@ -71,8 +69,9 @@ SmallVector<FactorSplit> mlir::dtc::dimensionToFactors(const ShardingRule &rule,
     int64_t majorPiece = dimPieceSize / rest;
     if (dimPieceSize % rest == 0 && majorPiece * pieces >= majorSize &&
         majorPiece <= majorSize) {
-      out.push_back({major, GridAxes(axes.begin(), axes.end()),
-                     majorPiece == pieceSize(majorSize, pieces) ? 0 : majorPiece});
+      out.push_back(
+          {major, GridAxes(axes.begin(), axes.end()),
+           majorPiece == pieceSize(majorSize, pieces) ? 0 : majorPiece});
     } else if (dropped) {
       dropped->assign(axes.begin(), axes.end());
     }
@@ -101,21 +100,26 @@ SmallVector<FactorSplit> mlir::dtc::dimensionToFactors(const ShardingRule &rule,
   return out;
 }
 
-int64_t mlir::dtc::factorPiece(const ShardingRule &rule, const FactorAxes &factors,
-                               int64_t factor, ArrayRef<int64_t> grid) {
+int64_t mlir::dtc::factorPiece(const ShardingRule &rule,
+                               const FactorAxes &factors, int64_t factor,
+                               ArrayRef<int64_t> grid) {
   if (int64_t piece = factors.piece(factor))
     return piece;
   return pieceSize(rule.factorSizes[factor], shardCount(grid, factors[factor]));
 }
 
-bool mlir::dtc::isPaddedFactor(const ShardingRule &rule, const FactorAxes &factors,
-                               int64_t factor, ArrayRef<int64_t> grid) {
+bool mlir::dtc::isPaddedFactor(const ShardingRule &rule,
+                               const FactorAxes &factors, int64_t factor,
+                               ArrayRef<int64_t> grid) {
   int64_t n = shardCount(grid, factors[factor]);
-  return n > 1 && factorPiece(rule, factors, factor, grid) * n != rule.factorSizes[factor];
+  return n > 1 && factorPiece(rule, factors, factor, grid) * n !=
+                      rule.factorSizes[factor];
 }
 
-static TensorSharding shardingOf(const ShardingRule &rule, const TensorFactors &tensor,
-                                 const FactorAxes &factors, ArrayRef<int64_t> grid) {
+static TensorSharding shardingOf(const ShardingRule &rule,
+                                 const TensorFactors &tensor,
+                                 const FactorAxes &factors,
+                                 ArrayRef<int64_t> grid) {
   TensorSharding s;
   for (const DimFactors &dim : tensor) {
     GridAxes axes;
@@ -139,14 +143,15 @@ static TensorSharding shardingOf(const ShardingRule &rule, const TensorFactors &
 
 TensorSharding mlir::dtc::requiredOperandSharding(const ShardingRule &rule,
                                                   const FactorAxes &factors,
-                                                  unsigned idx, ArrayRef<int64_t> grid) {
+                                                  unsigned idx,
+                                                  ArrayRef<int64_t> grid) {
   return shardingOf(rule, rule.operands[idx], factors, grid);
 }
 
-TensorSharding mlir::dtc::resultSharding(const ShardingRule &rule,
-                                         const FactorAxes &factors, unsigned idx,
-                                         ArrayRef<int64_t> grid,
-                                         SmallVectorImpl<int64_t> *meanFactors) {
+TensorSharding
+mlir::dtc::resultSharding(const ShardingRule &rule, const FactorAxes &factors,
+                          unsigned idx, ArrayRef<int64_t> grid,
+                          SmallVectorImpl<int64_t> *meanFactors) {
   TensorSharding s = shardingOf(rule, rule.results[idx], factors, grid);
   for (unsigned f = 0; f < rule.getNumFactors(); ++f) {
     FactorKind kind = rule.factorKinds[f];
@@ -207,7 +212,8 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
          << " cannot be sharded by this op (its rule blocks it)";
       return message;
     }
-    if (kind == FactorKind::Resolved && !llvm::is_contained(lowered, (int64_t)factor)) {
+    if (kind == FactorKind::Resolved &&
+        !llvm::is_contained(lowered, (int64_t)factor)) {
       os << "dtc.factor_axes: factor " << factor
          << " is resolved by a local lowering this op does not have";
       return message;
@@ -222,15 +228,15 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
       for (auto [idx, tensor] : llvm::enumerate(rule.operands))
         for (auto [dim, dimFactors] : llvm::enumerate(tensor))
           if (llvm::is_contained(dimFactors, (int64_t)factor)) {
-            w << "dimension " << dim << " (size " << size << ") of operand " << idx
-              << " of '" << op->getName() << "'";
+            w << "dimension " << dim << " (size " << size << ") of operand "
+              << idx << " of '" << op->getName() << "'";
             return text;
           }
       for (auto [idx, tensor] : llvm::enumerate(rule.results))
         for (auto [dim, dimFactors] : llvm::enumerate(tensor))
           if (llvm::is_contained(dimFactors, (int64_t)factor)) {
-            w << "dimension " << dim << " (size " << size << ") of result " << idx
-              << " of '" << op->getName() << "'";
+            w << "dimension " << dim << " (size " << size << ") of result "
+              << idx << " of '" << op->getName() << "'";
             return text;
           }
       return text;
@@ -238,14 +244,16 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
     // A padded factor must be the major factor of its dimensions, and the
     // only one split there (padding sits at the end of the dimension).
     bool major = true;
-    for (ArrayRef<TensorFactors> tensors : {ArrayRef<TensorFactors>(rule.operands),
-                                            ArrayRef<TensorFactors>(rule.results)})
+    for (ArrayRef<TensorFactors> tensors :
+         {ArrayRef<TensorFactors>(rule.operands),
+          ArrayRef<TensorFactors>(rule.results)})
       for (const TensorFactors &tensor : tensors)
         for (const DimFactors &dim : tensor)
           if (llvm::is_contained(dim, (int64_t)factor))
-            major &= dim.front() == (int64_t)factor &&
-                     llvm::all_of(llvm::ArrayRef(dim).drop_front(),
-                                  [&](int64_t f) { return factors[f].empty(); });
+            major &=
+                dim.front() == (int64_t)factor &&
+                llvm::all_of(llvm::ArrayRef(dim).drop_front(),
+                             [&](int64_t f) { return factors[f].empty(); });
     if (!major) {
       os << "cannot split " << where() << " into " << pieces
          << " pieces: it does not divide, and it is not the major factor of a "
@@ -257,7 +265,8 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
       for (unsigned idx = 0; idx < rule.operands.size(); ++idx)
         if (rule.operandHasFactor(idx, factor) && !rule.isLinearIn(idx)) {
           os << "cannot split " << where() << " into " << pieces
-             << " pieces: it does not divide, and the op reduces over it non-linearly "
+             << " pieces: it does not divide, and the op reduces over it "
+                "non-linearly "
              << "(padding would change its result)";
           return message;
         }
@@ -274,7 +283,8 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
         for (int64_t i = 0; i < last; ++i) {
           int64_t factor = dimFactors[i];
           if (shardCount(grid, factors[factor]) != rule.factorSizes[factor]) {
-            os << "dtc.factor_axes: factor " << dimFactors[last] << " is sharded "
+            os << "dtc.factor_axes: factor " << dimFactors[last]
+               << " is sharded "
                << "inside dimension " << dim << " of " << what << " " << idx
                << " while its major factor " << factor << " (size "
                << rule.factorSizes[factor] << ") is not split completely";
@@ -284,7 +294,8 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
       }
     return true;
   };
-  if (!checkDims(rule.operands, "operand") || !checkDims(rule.results, "result"))
+  if (!checkDims(rule.operands, "operand") ||
+      !checkDims(rule.results, "result"))
     return message;
   for (unsigned r = 0; r < rule.results.size(); ++r) {
     bool sum = false, max = false;
@@ -296,7 +307,8 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
       max |= kind == FactorKind::Max;
     }
     if (sum && max) {
-      os << "dtc.factor_axes: result " << r << " would be pending both a sum and a max";
+      os << "dtc.factor_axes: result " << r
+         << " would be pending both a sum and a max";
       return message;
     }
   }
@@ -313,7 +325,8 @@ void mlir::dtc::setFactorAxesAttr(Operation *op, const FactorAxes &factors) {
     SmallVector<int64_t> pieces(factors.size(), 0);
     for (unsigned f = 0; f < factors.size(); ++f)
       pieces[f] = factors.piece(f);
-    op->setAttr(DtcDialect::kFactorPiecesAttr, DenseI64ArrayAttr::get(ctx, pieces));
+    op->setAttr(DtcDialect::kFactorPiecesAttr,
+                DenseI64ArrayAttr::get(ctx, pieces));
   } else {
     op->removeAttr(DtcDialect::kFactorPiecesAttr);
   }
@@ -336,7 +349,8 @@ FailureOr<FactorAxes> mlir::dtc::factorAxesFromAttr(Operation *op,
       return op->emitError() << "dtc.factor_axes entries must be array<i64>";
     factors[idx].assign(axes.asArrayRef().begin(), axes.asArrayRef().end());
   }
-  if (auto pieces = op->getAttrOfType<DenseI64ArrayAttr>(DtcDialect::kFactorPiecesAttr)) {
+  if (auto pieces =
+          op->getAttrOfType<DenseI64ArrayAttr>(DtcDialect::kFactorPiecesAttr)) {
     if (pieces.size() != (int64_t)rule.getNumFactors())
       return op->emitError() << "dtc.factor_pieces lists " << pieces.size()
                              << " factors but the op's sharding rule has "

@@ -129,12 +129,12 @@ std::string ShardingRule::str() const {
   os << " -> ";
   printTensors(results);
   os << " {";
-  llvm::interleaveComma(llvm::seq<int64_t>(0, factorSizes.size()), os,
-                        [&](int64_t factor) {
-                          os << name(factor) << "=" << factorSizes[factor];
-                          if (factorKinds[factor] != FactorKind::Parallel)
-                            os << " " << stringifyFactorKind(factorKinds[factor]);
-                        });
+  llvm::interleaveComma(
+      llvm::seq<int64_t>(0, factorSizes.size()), os, [&](int64_t factor) {
+        os << name(factor) << "=" << factorSizes[factor];
+        if (factorKinds[factor] != FactorKind::Parallel)
+          os << " " << stringifyFactorKind(factorKinds[factor]);
+      });
   os << "}";
   if (!linearGroups.empty()) {
     os << " linear";
@@ -172,8 +172,9 @@ ShardingRule mlir::dtc::buildElementwiseRule(Operation *op,
   ArrayRef<int64_t> shape = shapeOf(op->getResult(0).getType());
   TensorFactors factors;
   for (int64_t size : shape)
-    factors.push_back(size == 1 ? DimFactors{}
-                                : DimFactors{rule.addFactor(size, FactorKind::Parallel)});
+    factors.push_back(
+        size == 1 ? DimFactors{}
+                  : DimFactors{rule.addFactor(size, FactorKind::Parallel)});
   for (Type type : op->getOperandTypes())
     rule.operands.push_back(alignRight(shapeOf(type), shape, factors));
   for (unsigned i = 0; i < op->getNumResults(); ++i)

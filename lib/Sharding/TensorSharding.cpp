@@ -31,13 +31,15 @@ bool TensorSharding::operator==(const TensorSharding &other) const {
   return true;
 }
 
-int64_t mlir::dtc::dimPiece(const TensorSharding &sharding, unsigned dim, int64_t size,
-                            ArrayRef<int64_t> grid) {
+int64_t mlir::dtc::dimPiece(const TensorSharding &sharding, unsigned dim,
+                            int64_t size, ArrayRef<int64_t> grid) {
   int64_t explicitPiece = sharding.piece(dim);
-  return explicitPiece ? explicitPiece : pieceSize(size, shardCount(grid, sharding.dims[dim]));
+  return explicitPiece ? explicitPiece
+                       : pieceSize(size, shardCount(grid, sharding.dims[dim]));
 }
 
-void mlir::dtc::normalizePieces(TensorSharding &sharding, ArrayRef<int64_t> shape,
+void mlir::dtc::normalizePieces(TensorSharding &sharding,
+                                ArrayRef<int64_t> shape,
                                 ArrayRef<int64_t> grid) {
   for (unsigned dim = 0; dim < sharding.dims.size(); ++dim) {
     int64_t n = shardCount(grid, sharding.dims[dim]);
@@ -46,8 +48,8 @@ void mlir::dtc::normalizePieces(TensorSharding &sharding, ArrayRef<int64_t> shap
   }
 }
 
-bool mlir::dtc::isPadded(const TensorSharding &sharding, unsigned dim, int64_t size,
-                         ArrayRef<int64_t> grid) {
+bool mlir::dtc::isPadded(const TensorSharding &sharding, unsigned dim,
+                         int64_t size, ArrayRef<int64_t> grid) {
   int64_t n = shardCount(grid, sharding.dims[dim]);
   return n > 1 && dimPiece(sharding, dim, size, grid) * n != size;
 }

@@ -8,15 +8,15 @@
 // slot, and optimizer updates write their parameter and state in place.
 //
 //===----------------------------------------------------------------------===//
-#include "dtc/Target/Artifact.h"
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/KernelRule.h"
 #include "dtc/Dialect/Utils.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/StringSwitch.h"
+#include "dtc/Sharding/Sharding.h"
+#include "dtc/Target/Artifact.h"
 #include "dtc/Version.h"
 #include "dtc/runtime/ArtifactFormat.h"
-#include "dtc/Sharding/Sharding.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSwitch.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -35,18 +35,23 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
 
-std::optional<std::string> dtypeName(Type type) { return kernelDTypeName(type); }
+std::optional<std::string> dtypeName(Type type) {
+  return kernelDTypeName(type);
+}
 
 int64_t elementBytes(Type type) {
   return type.isInteger(64) ? 8 : type.isBF16() || type.isF16() ? 2 : 4;
 }
 
-json shapeJson(ArrayRef<int64_t> shape) { return json(std::vector<int64_t>(shape.begin(), shape.end())); }
+json shapeJson(ArrayRef<int64_t> shape) {
+  return json(std::vector<int64_t>(shape.begin(), shape.end()));
+}
 
 json shardingJson(ShardingAttr sharding) {
   json dims = json::array();
   for (DenseI64ArrayAttr axes : sharding.getDims())
-    dims.push_back(std::vector<int64_t>(axes.asArrayRef().begin(), axes.asArrayRef().end()));
+    dims.push_back(std::vector<int64_t>(axes.asArrayRef().begin(),
+                                        axes.asArrayRef().end()));
   return dims;
 }
 
@@ -178,7 +183,9 @@ private:
   SmallVector<int64_t> mbAxes;
   /// Pool of each value (absent: Step) and, for MicroBatch, its chunk.
   llvm::DenseMap<Value, std::pair<Pool, int>> pools;
-  bool isMicroBatchAxis(int64_t axis) const { return llvm::is_contained(mbAxes, axis); }
+  bool isMicroBatchAxis(int64_t axis) const {
+    return llvm::is_contained(mbAxes, axis);
+  }
   /// Declares a global tensor unless another program already did.
   void declareTensor(const json &tensor) {
     std::string name = tensor["name"].get<std::string>();
@@ -187,13 +194,15 @@ private:
   }
 };
 
-int Emitter::newSlot(int64_t bytes, StringRef category, bool pinned, int chunk) {
+int Emitter::newSlot(int64_t bytes, StringRef category, bool pinned,
+                     int chunk) {
   slots.push_back({bytes, category.str(), category.str(), pinned, 0, chunk});
   return slots.size() - 1;
 }
 
 FailureOr<int> Emitter::newBuffer(int slot, Value value, Location loc,
-                                  std::optional<std::string> tensor, bool bind) {
+                                  std::optional<std::string> tensor,
+                                  bool bind) {
   RankedTensorType type = typeOf(value);
   std::optional<std::string> dtype = dtypeName(type.getElementType());
   if (!dtype)
@@ -203,7 +212,8 @@ FailureOr<int> Emitter::newBuffer(int slot, Value value, Location loc,
   int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
   slots[slot].bytes = std::max(slots[slot].bytes, bytes);
   slots[slot].liveValues++;
-  json buffer = {{"slot", slot}, {"dtype", *dtype}, {"shape", shapeJson(type.getShape())}};
+  json buffer = {
+      {"slot", slot}, {"dtype", *dtype}, {"shape", shapeJson(type.getShape())}};
   if (tensor)
     buffer["tensor"] = *tensor;
   buffers.push_back(std::move(buffer));
@@ -263,7 +273,8 @@ void Emitter::release(Value value) {
     return;
   Slot &slot = slots[bufferSlot[it->second]];
   if (--slot.liveValues == 0 && !slot.pinned)
-    freeSlots[slot.pool].insert({slot.bytes, releases++, bufferSlot[it->second]});
+    freeSlots[slot.pool].insert(
+        {slot.bytes, releases++, bufferSlot[it->second]});
 }
 
 FailureOr<std::string> Emitter::communicator(ArrayRef<int16_t> axes) {
@@ -280,15 +291,17 @@ FailureOr<std::string> Emitter::communicator(ArrayRef<int16_t> axes) {
   if (auto axesDict = plan ? plan.getAs<DictionaryAttr>("axes") : nullptr)
     for (NamedAttribute entry : axesDict)
       if (auto planAxes = dyn_cast<DenseI64ArrayAttr>(entry.getValue()))
-        if (std::equal(planAxes.asArrayRef().begin(), planAxes.asArrayRef().end(),
-                       key.begin(), key.end()))
+        if (std::equal(planAxes.asArrayRef().begin(),
+                       planAxes.asArrayRef().end(), key.begin(), key.end()))
           name = entry.getName().str();
   if (name.empty()) {
     name = "axes";
     for (int16_t axis : axes)
       name += "_" + std::to_string(axis);
   }
-  communicators.push_back({{"name", name}, {"mesh_axes", std::vector<int64_t>(key.begin(), key.end())}});
+  communicators.push_back(
+      {{"name", name},
+       {"mesh_axes", std::vector<int64_t>(key.begin(), key.end())}});
   commNames[key] = name;
   return name;
 }
@@ -303,12 +316,14 @@ StringRef Emitter::categoryOf(Value value, int64_t index) const {
   if (updatePieces.contains(value))
     return "activation";
   if (auto result = dyn_cast<OpResult>(value))
-    if (auto names = result.getOwner()->getAttrOfType<ArrayAttr>(DtcDialect::kGradientOfAttr))
+    if (auto names = result.getOwner()->getAttrOfType<ArrayAttr>(
+            DtcDialect::kGradientOfAttr))
       if (result.getResultNumber() < names.size())
         if (auto name = dyn_cast<StringAttr>(names[result.getResultNumber()]);
             name && !name.getValue().empty() &&
             (!gradLifetimes || index < 0 ||
-             (index < optimizerStart && lastUse.lookup(value) >= optimizerStart)))
+             (index < optimizerStart &&
+              lastUse.lookup(value) >= optimizerStart)))
           return "grad";
   return "activation";
 }
@@ -316,9 +331,10 @@ StringRef Emitter::categoryOf(Value value, int64_t index) const {
 int Emitter::updatedArgumentBuffer(Value result, int64_t index) {
   if (!result.hasOneUse() || !isa<func::ReturnOp>(*result.user_begin()))
     return -1;
-  auto updates = step.getResultAttrOfType<IntegerAttr>(result.use_begin()->getOperandNumber(),
-                                                       DtcDialect::kUpdatesAttr);
-  if (!updates || updates.getInt() < 0 || updates.getInt() >= step.getNumArguments())
+  auto updates = step.getResultAttrOfType<IntegerAttr>(
+      result.use_begin()->getOperandNumber(), DtcDialect::kUpdatesAttr);
+  if (!updates || updates.getInt() < 0 ||
+      updates.getInt() >= step.getNumArguments())
     return -1;
   Value arg = step.getArgument(updates.getInt());
   auto it = bufferOf.find(arg);
@@ -330,7 +346,8 @@ int Emitter::updatedArgumentBuffer(Value result, int64_t index) {
 
 void Emitter::instruction(StringRef kernel, ArrayRef<int> in, ArrayRef<int> out,
                           json attrs, Operation *op) {
-  json inst = {{"op", kernel.str()}, {"in", std::vector<int>(in.begin(), in.end())},
+  json inst = {{"op", kernel.str()},
+               {"in", std::vector<int>(in.begin(), in.end())},
                {"out", std::vector<int>(out.begin(), out.end())}};
   if (!attrs.empty())
     inst["attrs"] = std::move(attrs);
@@ -350,10 +367,12 @@ LogicalResult Emitter::emitArguments() {
       continue;
     auto name = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kNameAttr));
     auto global = dyn_cast_or_null<TypeAttr>(attr(DtcDialect::kGlobalTypeAttr));
-    auto sharding = dyn_cast_or_null<ShardingAttr>(attr(DtcDialect::kShardingAttr));
+    auto sharding =
+        dyn_cast_or_null<ShardingAttr>(attr(DtcDialect::kShardingAttr));
     if (!role || !name || !global || !sharding)
       return emitError(arg.getLoc())
-             << "argument " << i << " lacks dtc.role, dtc.name, "
+             << "argument " << i
+             << " lacks dtc.role, dtc.name, "
                 "dtc.global_type or dtc.sharding (is the module partitioned?)";
     auto globalType = cast<RankedTensorType>(global.getValue());
     std::optional<std::string> dtype = dtypeName(globalType.getElementType());
@@ -381,7 +400,8 @@ LogicalResult Emitter::emitArguments() {
       tensor["of"] = of.getValue().str();
     if (auto max = dyn_cast_or_null<IntegerAttr>(attr(DtcDialect::kMaxAttr)))
       tensor["max"] = max.getInt();
-    auto stateKind = dyn_cast_or_null<StringAttr>(attr(DtcDialect::kStateKindAttr));
+    auto stateKind =
+        dyn_cast_or_null<StringAttr>(attr(DtcDialect::kStateKindAttr));
     if (stateKind)
       tensor["kind"] = stateKind.getValue().str();
     declareTensor(tensor);
@@ -390,17 +410,19 @@ LogicalResult Emitter::emitArguments() {
     // parameter: it counts with the step counter, not the optimizer bytes.
     StringRef r = role.getValue();
     bool perParameter = static_cast<bool>(attr(DtcDialect::kOfAttr));
-    StringRef category = r == "param" ? "param"
+    StringRef category = r == "param"                             ? "param"
                          : r == "optimizer_state" && perParameter ? "optimizer"
-                         : r == "input" ? "input"
-                                        : "scalar";
+                         : r == "input"                           ? "input"
+                                                                  : "scalar";
     int slot = newSlot(0, category, /*pinned=*/true);
     RankedTensorType local = localType(globalType, deviceSharding, grid);
     std::optional<std::string> localDtype = dtypeName(local.getElementType());
-    int64_t bytes = local.getNumElements() * elementBytes(local.getElementType());
+    int64_t bytes =
+        local.getNumElements() * elementBytes(local.getElementType());
     slots[slot].bytes = bytes;
     slots[slot].liveValues++;
-    buffers.push_back({{"slot", slot}, {"dtype", *localDtype},
+    buffers.push_back({{"slot", slot},
+                       {"dtype", *localDtype},
                        {"shape", shapeJson(local.getShape())},
                        {"tensor", name.getValue().str()}});
     bufferSlot.push_back(slot);
@@ -453,9 +475,10 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
     attrs["comm"] = *comm;
     Value result = op->getResult(0);
     int direct = inPlace ? -1 : updatedArgumentBuffer(result, index);
-    FailureOr<int> out = inPlace       ? FailureOr<int>(alias(result, in[0]))
-                         : direct >= 0 ? FailureOr<int>(direct)
-                                       : allocate(result, categoryOf(result, index));
+    FailureOr<int> out = inPlace ? FailureOr<int>(alias(result, in[0]))
+                         : direct >= 0
+                             ? FailureOr<int>(direct)
+                             : allocate(result, categoryOf(result, index));
     if (failed(out))
       return failure();
     instruction(kernel, in, {*out}, std::move(attrs), op);
@@ -473,11 +496,13 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
             Value input = c.getInput();
             int inputSlot = bufferSlot[in[0]];
             // ... and no other live value (a reshape view) shares its bytes.
-            bool inPlace = lastUse.lookup(input) == index && !slots[inputSlot].pinned &&
+            bool inPlace = lastUse.lookup(input) == index &&
+                           !slots[inputSlot].pinned &&
                            slots[inputSlot].liveValues == 1 &&
                            input.getType() == c.getResult().getType();
             return collective("all_reduce", c.getGridAxes(),
-                              {{"reduction", reduction(c.getReduction())}}, inPlace);
+                              {{"reduction", reduction(c.getReduction())}},
+                              inPlace);
           })
           .Case([&](shard::AllGatherOp c) {
             return collective("all_gather", c.getGridAxes(),
@@ -491,13 +516,15 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
           .Case([&](shard::AllSliceOp c) -> LogicalResult {
             ArrayRef<int16_t> axes = c.getGridAxes();
             int64_t axis = c.getSliceAxis().getSExtValue();
-            auto mb = llvm::find_if(axes, [&](int16_t a) { return isMicroBatchAxis(a); });
+            auto mb = llvm::find_if(
+                axes, [&](int16_t a) { return isMicroBatchAxis(a); });
             if (mb == axes.end())
               return collective("all_slice", axes, {{"axis", axis}});
             // A micro-batch's piece: the device axes (major) first, then the
             // micro-batch (minor) axis, which selects the running one.
             if (mb != axes.end() - 1)
-              return op->emitError() << "a slice over the micro-batch axis must have it last";
+              return op->emitError()
+                     << "a slice over the micro-batch axis must have it last";
             SmallVector<int16_t> deviceAxes(axes.begin(), mb);
             int source = in[0];
             int scratchSlot = -1;
@@ -508,7 +535,8 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
               RankedTensorType whole = typeOf(c.getResult());
               SmallVector<int64_t> shape(whole.getShape());
               shape[axis] *= grid[*mb];
-              auto scratchType = RankedTensorType::get(shape, whole.getElementType());
+              auto scratchType =
+                  RankedTensorType::get(shape, whole.getElementType());
               scratchSlot = newSlot(scratchType.getNumElements() *
                                         elementBytes(whole.getElementType()),
                                     "activation", /*pinned=*/false);
@@ -517,21 +545,25 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
                                  {"shape", shapeJson(shape)}});
               bufferSlot.push_back(scratchSlot);
               source = buffers.size() - 1;
-              instruction("all_slice", in, {source}, {{"comm", *comm}, {"axis", axis}}, op);
+              instruction("all_slice", in, {source},
+                          {{"comm", *comm}, {"axis", axis}}, op);
             }
-            FailureOr<int> out = allocate(c.getResult(), categoryOf(c.getResult(), index));
+            FailureOr<int> out =
+                allocate(c.getResult(), categoryOf(c.getResult(), index));
             if (failed(out))
               return failure();
-            instruction("microbatch_slice", {source}, {*out}, {{"axis", axis}}, op);
+            instruction("microbatch_slice", {source}, {*out}, {{"axis", axis}},
+                        op);
             if (scratchSlot >= 0)
               freeSlots["activation"].insert(
                   {slots[scratchSlot].bytes, releases++, scratchSlot});
             return success();
           })
           .Case([&](shard::AllToAllOp c) {
-            return collective("all_to_all", c.getGridAxes(),
-                              {{"split_axis", c.getSplitAxis().getSExtValue()},
-                               {"concat_axis", c.getConcatAxis().getSExtValue()}});
+            return collective(
+                "all_to_all", c.getGridAxes(),
+                {{"split_axis", c.getSplitAxis().getSExtValue()},
+                 {"concat_axis", c.getConcatAxis().getSExtValue()}});
           })
           .Case([&](ViewOpInterface view) -> LogicalResult {
             // A view of the operand's bytes unless the operand's slot is
@@ -543,7 +575,8 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
             FailureOr<int> out = allocate(result, categoryOf(result, index));
             if (failed(out))
               return failure();
-            instruction(op->getName().stripDialect(), in, {*out}, json::object(), op);
+            instruction(op->getName().stripDialect(), in, {*out},
+                        json::object(), op);
             return success();
           })
           .Default([&](Operation *op) -> LogicalResult {
@@ -571,17 +604,20 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
               // (mixed precision's cast of the new master) read it there;
               // a buffer of its own would live to the return's copy.
               if (inPlace) {
-                int64_t operandIdx = inPlace.getInPlaceOperand(res.getResultNumber());
+                int64_t operandIdx =
+                    inPlace.getInPlaceOperand(res.getResultNumber());
                 if (operandIdx >= 0) {
                   Value source = op->getOperand(operandIdx);
                   auto arg = dyn_cast<BlockArgument>(source);
-                  bool replacesArg = arg && llvm::any_of(res.getUses(), [&](OpOperand &use) {
-                    if (!isa<func::ReturnOp>(use.getOwner()))
-                      return false;
-                    auto updates = step.getResultAttrOfType<IntegerAttr>(
-                        use.getOperandNumber(), DtcDialect::kUpdatesAttr);
-                    return updates && updates.getInt() == arg.getArgNumber();
-                  });
+                  bool replacesArg =
+                      arg && llvm::any_of(res.getUses(), [&](OpOperand &use) {
+                        if (!isa<func::ReturnOp>(use.getOwner()))
+                          return false;
+                        auto updates = step.getResultAttrOfType<IntegerAttr>(
+                            use.getOperandNumber(), DtcDialect::kUpdatesAttr);
+                        return updates &&
+                               updates.getInt() == arg.getArgNumber();
+                      });
                   if (replacesArg && lastUse.lookup(source) == index) {
                     out.push_back(alias(res, bufferOf[source]));
                     continue;
@@ -597,7 +633,8 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
                 return failure();
               out.push_back(*buffer);
             }
-            instruction(op->getName().stripDialect(), in, out, std::move(attrs), op);
+            instruction(op->getName().stripDialect(), in, out, std::move(attrs),
+                        op);
             return success();
           });
   if (failed(result))
@@ -620,16 +657,19 @@ LogicalResult Emitter::emitOp(Operation *op, int64_t index) {
 
 LogicalResult Emitter::emitReturn(func::ReturnOp ret) {
   for (auto [idx, value] : llvm::enumerate(ret.getOperands())) {
-    auto role = step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kRoleAttr);
+    auto role =
+        step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kRoleAttr);
     if (!role)
       return ret.emitError() << "result " << idx << " has no dtc.role";
     if (role.getValue() == "send")
       continue; // emitted where the value is computed
     int source = bufferOf.lookup(value);
     if (role.getValue() == "update") {
-      auto updates = step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kUpdatesAttr);
+      auto updates =
+          step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kUpdatesAttr);
       if (!updates)
-        return ret.emitError() << "update result " << idx << " has no dtc.updates";
+        return ret.emitError()
+               << "update result " << idx << " has no dtc.updates";
       int target = bufferOf.lookup(step.getArgument(updates.getInt()));
       if (source != target)
         instruction("copy", {source}, {target}, json::object(), nullptr);
@@ -637,12 +677,16 @@ LogicalResult Emitter::emitReturn(func::ReturnOp ret) {
     }
     // The loss and returned values (gradients) get a buffer of their own,
     // bound to a tensor the runtime reads after the step.
-    auto name = step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kNameAttr);
-    auto global = step.getResultAttrOfType<TypeAttr>(idx, DtcDialect::kGlobalTypeAttr);
-    auto sharding = step.getResultAttrOfType<ShardingAttr>(idx, DtcDialect::kShardingAttr);
+    auto name =
+        step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kNameAttr);
+    auto global =
+        step.getResultAttrOfType<TypeAttr>(idx, DtcDialect::kGlobalTypeAttr);
+    auto sharding =
+        step.getResultAttrOfType<ShardingAttr>(idx, DtcDialect::kShardingAttr);
     if (!name || !global || !sharding)
-      return ret.emitError() << "result " << idx
-                             << " lacks dtc.name, dtc.global_type or dtc.sharding";
+      return ret.emitError()
+             << "result " << idx
+             << " lacks dtc.name, dtc.global_type or dtc.sharding";
     auto globalType = cast<RankedTensorType>(global.getValue());
     bool isLoss = role.getValue() == "loss";
     json tensor = {{"name", name.getValue().str()},
@@ -650,12 +694,13 @@ LogicalResult Emitter::emitReturn(func::ReturnOp ret) {
                    {"dtype", *dtypeName(globalType.getElementType())},
                    {"shape", shapeJson(globalType.getShape())}};
     addSharding(tensor, sharding);
-    if (auto of = step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kOfAttr))
+    if (auto of =
+            step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kOfAttr))
       tensor["of"] = of.getValue().str();
     declareTensor(tensor);
     int slot = newSlot(0, isLoss ? "scalar" : "grad", /*pinned=*/true);
-    FailureOr<int> target =
-        newBuffer(slot, value, ret.getLoc(), name.getValue().str(), /*bind=*/false);
+    FailureOr<int> target = newBuffer(slot, value, ret.getLoc(),
+                                      name.getValue().str(), /*bind=*/false);
     if (failed(target))
       return failure();
     instruction("copy", {source}, {*target}, json::object(), nullptr);
@@ -698,7 +743,8 @@ llvm::DenseSet<Value> gatheredParameters(func::FuncOp step) {
         llvm::any_of(op.getOperands(), [&](Value v) {
           auto arg = dyn_cast<BlockArgument>(v);
           return gathered.contains(v) ||
-                 (arg && step.getArgAttr(arg.getArgNumber(), DtcDialect::kRegatherAttr));
+                 (arg && step.getArgAttr(arg.getArgNumber(),
+                                         DtcDialect::kRegatherAttr));
         }))
       gathered.insert(op.getResult(0));
   return gathered;
@@ -707,7 +753,8 @@ llvm::DenseSet<Value> gatheredParameters(func::FuncOp step) {
 FailureOr<json> Emitter::run(const ArtifactOptions &options) {
   Block &body = step.getBody().front();
   for (Operation &op : body)
-    if (auto transpose = dyn_cast<TransposeOp>(op); transpose && foldsIntoMatmuls(transpose))
+    if (auto transpose = dyn_cast<TransposeOp>(op);
+        transpose && foldsIntoMatmuls(transpose))
       foldedTransposes[transpose.getResult()] = transpose.getX();
   gathered = gatheredParameters(step);
   int64_t index = 0;
@@ -731,7 +778,8 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
   index = 0;
   for (Operation &op : body) {
     LogicalResult result = success();
-    if (foldedTransposes.count(op.getNumResults() ? op.getResult(0) : Value())) {
+    if (foldedTransposes.count(op.getNumResults() ? op.getResult(0)
+                                                  : Value())) {
       ++index;
       continue;
     }
@@ -773,7 +821,9 @@ FailureOr<json> Emitter::run(const ArtifactOptions &options) {
 LogicalResult classifyScopes(func::FuncOp step, ArrayRef<int64_t> mbAxes,
                              llvm::DenseMap<Value, ValueScope> &scope) {
   Block &body = step.getBody().front();
-  auto isMicroBatchAxis = [&](int64_t a) { return llvm::is_contained(mbAxes, a); };
+  auto isMicroBatchAxis = [&](int64_t a) {
+    return llvm::is_contained(mbAxes, a);
+  };
   auto isMb = [&](ArrayRef<int16_t> axes) {
     return llvm::any_of(axes, [&](int16_t a) { return isMicroBatchAxis(a); });
   };
@@ -794,7 +844,8 @@ LogicalResult classifyScopes(func::FuncOp step, ArrayRef<int64_t> mbAxes,
       s = when.getValue() == "microbatch"    ? ValueScope::MicroBatch
           : when.getValue() == "accumulated" ? ValueScope::Accumulated
                                              : ValueScope::Step;
-    else if (shardingHasMb(step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr)))
+    else if (shardingHasMb(step.getArgAttrOfType<ShardingAttr>(
+                 i, DtcDialect::kShardingAttr)))
       s = ValueScope::MicroBatch;
     scope[arg] = s;
   }
@@ -811,8 +862,8 @@ LogicalResult classifyScopes(func::FuncOp step, ArrayRef<int64_t> mbAxes,
   llvm::DenseSet<Value> gathered = gatheredParameters(step);
   auto isPerMicroBatchGather = [&](Operation &op) {
     auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
-    return op.getNumResults() == 1 && gathered.contains(op.getResult(0)) && phase &&
-           phaseList(phase.getValue()) >= 0;
+    return op.getNumResults() == 1 && gathered.contains(op.getResult(0)) &&
+           phase && phaseList(phase.getValue()) >= 0;
   };
   for (Operation &op : body) {
     if (isa<func::ReturnOp>(op))
@@ -828,10 +879,12 @@ LogicalResult classifyScopes(func::FuncOp step, ArrayRef<int64_t> mbAxes,
     if (isMbReduce(&op)) {
       auto reduce = cast<shard::AllReduceOp>(op);
       if (!perMicroBatch || reduce.getReduction() != shard::ReductionKind::Sum)
-        return op.emitError() << "internal error: a reduction over micro-batches of a value "
-                                 "that is not a per-micro-batch partial sum";
+        return op.emitError()
+               << "internal error: a reduction over micro-batches of a value "
+                  "that is not a per-micro-batch partial sum";
       s = ValueScope::Accumulated;
-    } else if (auto slice = dyn_cast<shard::AllSliceOp>(op); slice && isMb(slice.getGridAxes())) {
+    } else if (auto slice = dyn_cast<shard::AllSliceOp>(op);
+               slice && isMb(slice.getGridAxes())) {
       s = ValueScope::MicroBatch;
     } else if (op.getDialect() && isa<shard::ShardDialect>(op.getDialect())) {
       SmallVector<int16_t> axes;
@@ -843,14 +896,17 @@ LogicalResult classifyScopes(func::FuncOp step, ArrayRef<int64_t> mbAxes,
         axes.assign(c.getGridAxes().begin(), c.getGridAxes().end());
       if (isMb(axes))
         return op.emitError()
-               << "'" << op.getName() << "' over the micro-batch axis: this op needs the "
-               << "whole batch at once (it mixes examples), so it cannot run per micro-batch";
+               << "'" << op.getName()
+               << "' over the micro-batch axis: this op needs the "
+               << "whole batch at once (it mixes examples), so it cannot run "
+                  "per micro-batch";
     }
     if (perMicroBatch && accumulated && !isMbReduce(&op))
-      return op.emitError() << "'" << op.getName()
-                            << "' needs a value summed over the whole batch inside a "
-                               "micro-batch; the model mixes examples across the batch, so it "
-                               "cannot be micro-batched";
+      return op.emitError()
+             << "'" << op.getName()
+             << "' needs a value summed over the whole batch inside a "
+                "micro-batch; the model mixes examples across the batch, so it "
+                "cannot be micro-batched";
     for (Value r : op.getResults())
       scope[r] = s;
   }
@@ -862,11 +918,20 @@ namespace {
 
 /// One entry of a pipeline program's instruction lists.
 struct Item {
-  enum Kind { Op, Recv, Slice, Fill, Accumulate, ReduceRest, Send, Return } kind;
+  enum Kind {
+    Op,
+    Recv,
+    Slice,
+    Fill,
+    Accumulate,
+    ReduceRest,
+    Send,
+    Return
+  } kind;
   Operation *op = nullptr; // Op, ReduceRest (the all-reduce), Return
-  Value value;             // Recv, Slice (the input), Fill / Accumulate / ReduceRest / Send
-  Value source;            // Accumulate: the micro-batch's partial sum
-  int64_t chunk = 0;       // Slice
+  Value value; // Recv, Slice (the input), Fill / Accumulate / ReduceRest / Send
+  Value source;                    // Accumulate: the micro-batch's partial sum
+  int64_t chunk = 0;               // Slice
   int64_t message = -1, peer = -1; // Recv, Send
 };
 
@@ -876,7 +941,8 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
   const json &pipe = options.pipeline;
   const int64_t stages = pipe.value("stages", int64_t(1));
   const int64_t chunks = pipe.value("virtual_stages", int64_t(1));
-  auto stageAttr = step->getAttrOfType<IntegerAttr>(DtcDialect::kPipelineStageAttr);
+  auto stageAttr =
+      step->getAttrOfType<IntegerAttr>(DtcDialect::kPipelineStageAttr);
   const int64_t stage = stageAttr ? stageAttr.getInt() : 0;
   mbAxes = planAxes(module, kMicrobatchAxesKey);
   SmallVector<int64_t> ppAxes = planAxes(module, "pp");
@@ -901,7 +967,8 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
   llvm::DenseMap<Operation *, int64_t> chunkOf;
   auto chunkOfValue = [&](Value v) -> std::optional<int64_t> {
     if (auto arg = dyn_cast<BlockArgument>(v)) {
-      if (auto k = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), DtcDialect::kStageAttr))
+      if (auto k = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                      DtcDialect::kStageAttr))
         return k.getInt() / stages;
       return std::nullopt;
     }
@@ -944,8 +1011,9 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
     auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
     int64_t p = phase ? phaseList(phase.getValue()) : -1;
     if (p < 0)
-      return op.emitError() << "internal error: a per-micro-batch op ('" << op.getName()
-                            << "') outside the forward and backward phases";
+      return op.emitError()
+             << "internal error: a per-micro-batch op ('" << op.getName()
+             << "') outside the forward and backward phases";
     listOf[&op] = 1 + 3 * chunkOf.lookup(&op) + p;
   }
 
@@ -964,22 +1032,28 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
   }
   for (auto &[op, list] : listOf)
     if (list == post && !isMbReduce(op) && op->getNumResults() == 1 &&
-        (isa<PadOp, FillPaddingOp>(op) || isa<shard::ShardDialect>(op->getDialect())))
+        (isa<PadOp, FillPaddingOp>(op) ||
+         isa<shard::ShardDialect>(op->getDialect())))
       updatePieces.insert(op->getResult(0));
 
   // 3. The items of every list.
   for (Operation &op : body)
-    if (auto transpose = dyn_cast<TransposeOp>(op); transpose && foldsIntoMatmuls(transpose))
+    if (auto transpose = dyn_cast<TransposeOp>(op);
+        transpose && foldsIntoMatmuls(transpose))
       foldedTransposes[transpose.getResult()] = transpose.getX();
   std::vector<std::vector<Item>> items(lists);
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  llvm::DenseMap<Value, SmallVector<std::pair<int64_t, int64_t>, 1>> sends; // value -> (message, peer)
+  llvm::DenseMap<Value, SmallVector<std::pair<int64_t, int64_t>, 1>>
+      sends; // value -> (message, peer)
   for (auto [idx, value] : llvm::enumerate(ret.getOperands())) {
-    auto role = step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kRoleAttr);
+    auto role =
+        step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kRoleAttr);
     if (!role || role.getValue() != "send")
       continue;
-    auto message = step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kMessageAttr);
-    auto peer = step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kPeerAttr);
+    auto message =
+        step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kMessageAttr);
+    auto peer =
+        step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kPeerAttr);
     if (!message || !peer)
       return ret.emitError() << "a send without dtc.message and dtc.peer";
     sends[value].push_back({message.getInt(), peer.getInt()});
@@ -1037,7 +1111,8 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
       acc.source = partial;
       items[listOfValue(partial)].push_back(acc);
       auto reduce = cast<shard::AllReduceOp>(op);
-      if (llvm::any_of(reduce.getGridAxes(), [&](int16_t a) { return !isMicroBatchAxis(a); })) {
+      if (llvm::any_of(reduce.getGridAxes(),
+                       [&](int16_t a) { return !isMicroBatchAxis(a); })) {
         Item rest{Item::ReduceRest};
         rest.op = &op;
         rest.value = sum;
@@ -1045,7 +1120,8 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
       }
       size_t before = items[post].size();
       queueSends(sum, post);
-      postFront.insert(postFront.end(), items[post].begin() + before, items[post].end());
+      postFront.insert(postFront.end(), items[post].begin() + before,
+                       items[post].end());
       items[post].resize(before);
       continue;
     }
@@ -1056,7 +1132,8 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
         auto arg = dyn_cast<BlockArgument>(operand);
         if (!arg || scope.lookup(arg) != ValueScope::MicroBatch)
           continue;
-        auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), DtcDialect::kRoleAttr);
+        auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      DtcDialect::kRoleAttr);
         if (role && role.getValue() == "recv")
           continue;
         int64_t chunk = (list - 1) / 3;
@@ -1098,19 +1175,24 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
     }
   };
   for (BlockArgument arg : step.getArguments()) {
-    auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), DtcDialect::kRoleAttr);
+    auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  DtcDialect::kRoleAttr);
     if (!role || role.getValue() != "recv")
       continue;
-    auto message = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), DtcDialect::kMessageAttr);
-    auto peer = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), DtcDialect::kPeerAttr);
+    auto message = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                      DtcDialect::kMessageAttr);
+    auto peer = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                   DtcDialect::kPeerAttr);
     if (!message || !peer)
-      return emitError(arg.getLoc()) << "a recv without dtc.message and dtc.peer";
+      return emitError(arg.getLoc())
+             << "a recv without dtc.message and dtc.peer";
     Item recv{Item::Recv};
     recv.value = arg;
     recv.message = message.getInt();
     recv.peer = peer.getInt();
     std::vector<Item> &list = items[listOfValue(arg)];
-    auto first = llvm::find_if(list, [&](const Item &item) { return reads(item, arg); });
+    auto first =
+        llvm::find_if(list, [&](const Item &item) { return reads(item, arg); });
     list.insert(first, recv);
   }
 
@@ -1182,12 +1264,14 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
   // place: a per-micro-batch value read through them stays alive as long as
   // they are, in a copy per micro-batch if they are read by a later list.
   for (Operation &op : llvm::reverse(body))
-    if ((isa<ViewOpInterface>(op) || isa<shard::AllReduceOp>(op)) && op.getNumOperands() &&
-        op.getNumResults()) {
+    if ((isa<ViewOpInterface>(op) || isa<shard::AllReduceOp>(op)) &&
+        op.getNumOperands() && op.getNumResults()) {
       Value operand = op.getOperand(0), view = op.getResult(0);
-      lastUse[operand] = std::max(lastUse.lookup(operand), lastUse.lookup(view));
+      lastUse[operand] =
+          std::max(lastUse.lookup(operand), lastUse.lookup(view));
       auto viewPool = pools.find(view), operandPool = pools.find(operand);
-      if (viewPool != pools.end() && viewPool->second.first == Pool::MicroBatch &&
+      if (viewPool != pools.end() &&
+          viewPool->second.first == Pool::MicroBatch &&
           operandPool != pools.end())
         operandPool->second = viewPool->second;
     }
@@ -1195,7 +1279,8 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
   // 5. Emit.
   if (failed(emitArguments()))
     return failure();
-  llvm::DenseMap<Value, int> wholeInput; // per-micro-batch input -> all its rows
+  llvm::DenseMap<Value, int>
+      wholeInput; // per-micro-batch input -> all its rows
   for (BlockArgument arg : step.getArguments())
     if (scope.lookup(arg) == ValueScope::MicroBatch && bufferOf.count(arg))
       wholeInput[arg] = bufferOf[arg];
@@ -1207,12 +1292,14 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
   auto bufferOfValue = [&](Value v) -> FailureOr<int> {
     auto it = bufferOf.find(v);
     if (it == bufferOf.end())
-      return step.emitError() << "internal error: a value has no buffer when it is read";
+      return step.emitError()
+             << "internal error: a value has no buffer when it is read";
     return it->second;
   };
   auto pointToPoint = [&]() -> FailureOr<std::string> {
     if (ppAxes.empty())
-      return step.emitError() << "messages between stages but the plan has no pp axes";
+      return step.emitError()
+             << "messages between stages but the plan has no pp axes";
     return communicator(SmallVector<int16_t>(ppAxes.begin(), ppAxes.end()));
   };
   for (int64_t l = 0; l < lists; ++l) {
@@ -1221,7 +1308,8 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
     for (auto &[arg, whole] : wholeInput) {
       bufferOf[arg] = whole;
       if (l >= 1 && l < post)
-        if (auto it = sliced.find({arg.getAsOpaquePointer(), (l - 1) / 3}); it != sliced.end())
+        if (auto it = sliced.find({arg.getAsOpaquePointer(), (l - 1) / 3});
+            it != sliced.end())
           bufferOf[arg] = it->second;
     }
     for (auto [i, item] : llvm::enumerate(items[l])) {
@@ -1233,40 +1321,50 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
         continue; // emitOp releases what dies
       case Item::Recv: {
         FailureOr<std::string> comm = pointToPoint();
-        FailureOr<int> out = succeeded(comm) ? allocate(item.value, categoryOf(item.value))
-                                             : FailureOr<int>(failure());
+        FailureOr<int> out = succeeded(comm)
+                                 ? allocate(item.value, categoryOf(item.value))
+                                 : FailureOr<int>(failure());
         if (failed(out))
           return failure();
-        instruction("recv", {}, {*out},
-                    {{"comm", *comm}, {"peer", item.peer}, {"message", item.message}}, nullptr);
+        instruction(
+            "recv", {}, {*out},
+            {{"comm", *comm}, {"peer", item.peer}, {"message", item.message}},
+            nullptr);
         if (item.value.use_empty())
           release(item.value);
         break;
       }
       case Item::Send: {
         FailureOr<std::string> comm = pointToPoint();
-        FailureOr<int> in = succeeded(comm) ? bufferOfValue(item.value) : FailureOr<int>(failure());
+        FailureOr<int> in = succeeded(comm) ? bufferOfValue(item.value)
+                                            : FailureOr<int>(failure());
         if (failed(in))
           return failure();
-        instruction("send", {*in}, {},
-                    {{"comm", *comm}, {"peer", item.peer}, {"message", item.message}}, nullptr);
+        instruction(
+            "send", {*in}, {},
+            {{"comm", *comm}, {"peer", item.peer}, {"message", item.message}},
+            nullptr);
         break;
       }
       case Item::Slice: {
         BlockArgument arg = cast<BlockArgument>(item.value);
-        auto attr = step.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), DtcDialect::kShardingAttr);
+        auto attr = step.getArgAttrOfType<ShardingAttr>(
+            arg.getArgNumber(), DtcDialect::kShardingAttr);
         int64_t axis = -1;
         for (auto [d, dim] : llvm::enumerate(attr.getDims()))
-          if (llvm::any_of(dim.asArrayRef(), [&](int64_t a) { return isMicroBatchAxis(a); }))
+          if (llvm::any_of(dim.asArrayRef(),
+                           [&](int64_t a) { return isMicroBatchAxis(a); }))
             axis = d;
         // The micro-batch's rows, in a slot of its own for this chunk (the
         // input's buffer holds every micro-batch).
         int slot = newSlot(0, "activation", /*pinned=*/true, int(item.chunk));
-        FailureOr<int> piece = newBuffer(slot, arg, arg.getLoc(), std::nullopt, /*bind=*/false);
+        FailureOr<int> piece =
+            newBuffer(slot, arg, arg.getLoc(), std::nullopt, /*bind=*/false);
         if (failed(piece))
           return failure();
         int whole = wholeInput.lookup(arg);
-        instruction("microbatch_slice", {whole}, {*piece}, {{"axis", axis}}, nullptr);
+        instruction("microbatch_slice", {whole}, {*piece}, {{"axis", axis}},
+                    nullptr);
         sliced[{arg.getAsOpaquePointer(), item.chunk}] = *piece;
         bufferOf[arg] = *piece;
         break;
@@ -1275,14 +1373,17 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
         FailureOr<int> out = allocate(item.value, categoryOf(item.value));
         if (failed(out))
           return failure();
-        instruction("fill", {}, {*out}, {{"value", 0.0}}, item.value.getDefiningOp());
+        instruction("fill", {}, {*out}, {{"value", 0.0}},
+                    item.value.getDefiningOp());
         break;
       }
       case Item::Accumulate: {
-        FailureOr<int> in = bufferOfValue(item.source), out = bufferOfValue(item.value);
+        FailureOr<int> in = bufferOfValue(item.source),
+                       out = bufferOfValue(item.value);
         if (failed(in) || failed(out))
           return failure();
-        instruction("accumulate", {*in}, {*out}, json::object(), item.source.getDefiningOp());
+        instruction("accumulate", {*in}, {*out}, json::object(),
+                    item.source.getDefiningOp());
         if (lastUse.lookup(item.source) == at)
           release(item.source);
         break;
@@ -1294,7 +1395,8 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
           if (!isMicroBatchAxis(a))
             rest.push_back(a);
         FailureOr<std::string> comm = communicator(rest);
-        FailureOr<int> buffer = succeeded(comm) ? bufferOfValue(item.value) : FailureOr<int>(failure());
+        FailureOr<int> buffer = succeeded(comm) ? bufferOfValue(item.value)
+                                                : FailureOr<int>(failure());
         if (failed(buffer))
           return failure();
         instruction("all_reduce", {*buffer}, {*buffer},
@@ -1367,8 +1469,8 @@ json planToJson(DictionaryAttr plan, const ArtifactOptions &options) {
       json axesJson = json::object();
       for (NamedAttribute entry : axes)
         if (auto list = dyn_cast<DenseI64ArrayAttr>(entry.getValue()))
-          axesJson[entry.getName().str()] =
-              std::vector<int64_t>(list.asArrayRef().begin(), list.asArrayRef().end());
+          axesJson[entry.getName().str()] = std::vector<int64_t>(
+              list.asArrayRef().begin(), list.asArrayRef().end());
       planJson["axes"] = axesJson;
     }
   }
@@ -1385,8 +1487,10 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
   auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
   auto gridRef = plan ? plan.getAs<FlatSymbolRefAttr>("grid") : nullptr;
   if (!gridRef)
-    return module.emitError() << "the module has no dtc.plan grid (not partitioned)";
-  FailureOr<SmallVector<int64_t>> grid = getGridShape(module, gridRef.getValue());
+    return module.emitError()
+           << "the module has no dtc.plan grid (not partitioned)";
+  FailureOr<SmallVector<int64_t>> grid =
+      getGridShape(module, gridRef.getValue());
   if (failed(grid))
     return failure();
   // Devices: the grid without its virtual micro-batch axes (the last ones).
@@ -1403,7 +1507,8 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
     return module.emitError() << "a pipelined step needs a schedule to emit";
   for (func::FuncOp step : steps) {
     Emitter emitter(module, step, *grid, plan, shared);
-    FailureOr<json> program = pipelined ? emitter.runPipeline(options) : emitter.run(options);
+    FailureOr<json> program =
+        pipelined ? emitter.runPipeline(options) : emitter.run(options);
     if (failed(program))
       return failure();
     programs.push_back(std::move(*program));
@@ -1431,13 +1536,15 @@ int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches) {
   auto module = step->getParentOfType<ModuleOp>();
   SmallVector<int64_t> mbAxes = planAxes(module, kMicrobatchAxesKey);
   llvm::DenseMap<Value, ValueScope> scope;
-  bool perMicroBatch = !mbAxes.empty() && succeeded(classifyScopes(step, mbAxes, scope));
+  bool perMicroBatch =
+      !mbAxes.empty() && succeeded(classifyScopes(step, mbAxes, scope));
   int64_t flops = 0;
   step.walk([&](CostOpInterface op) {
-    int64_t times = perMicroBatch && op->getNumResults() &&
-                            scope.lookup(op->getResult(0)) == ValueScope::MicroBatch
-                        ? microbatches
-                        : 1;
+    int64_t times =
+        perMicroBatch && op->getNumResults() &&
+                scope.lookup(op->getResult(0)) == ValueScope::MicroBatch
+            ? microbatches
+            : 1;
     flops += op.getFlopCount() * times;
   });
   return flops;

@@ -1,4 +1,5 @@
-//===- CudaBackend.cpp - the CUDA backend (see CudaBackend.h) ---------------===//
+//===- CudaBackend.cpp - the CUDA backend (see CudaBackend.h)
+//---------------===//
 //
 // One GPU per rank: device = rank % GPUs on the node. Kernels go to a
 // compute stream, collectives to a communication stream; the executor
@@ -50,21 +51,30 @@ cudaStream_t streamOf(Stream &s) { return static_cast<CudaStream &>(s).stream; }
 
 ncclDataType_t ncclTypeOf(DType t) {
   switch (t) {
-  case DType::F32: return ncclFloat32;
-  case DType::BF16: return ncclBfloat16;
-  case DType::F16: return ncclFloat16;
-  case DType::I32: return ncclInt32;
-  case DType::I64: return ncclInt64;
+  case DType::F32:
+    return ncclFloat32;
+  case DType::BF16:
+    return ncclBfloat16;
+  case DType::F16:
+    return ncclFloat16;
+  case DType::I32:
+    return ncclInt32;
+  case DType::I64:
+    return ncclInt64;
   }
   return ncclFloat32;
 }
 
 ncclRedOp_t ncclOpOf(ReduceOp op) {
   switch (op) {
-  case ReduceOp::Sum: return ncclSum;
-  case ReduceOp::Max: return ncclMax;
-  case ReduceOp::Min: return ncclMin;
-  case ReduceOp::Average: return ncclAvg;
+  case ReduceOp::Sum:
+    return ncclSum;
+  case ReduceOp::Max:
+    return ncclMax;
+  case ReduceOp::Min:
+    return ncclMin;
+  case ReduceOp::Average:
+    return ncclAvg;
   }
   return ncclSum;
 }
@@ -87,14 +97,16 @@ struct NcclRegistry {
     std::lock_guard<std::mutex> lock(mu);
     for (ncclComm_t c : comms) {
       ncclResult_t state = ncclSuccess;
-      if (ncclCommGetAsyncError(c, &state) != ncclSuccess || state != ncclSuccess)
+      if (ncclCommGetAsyncError(c, &state) != ncclSuccess ||
+          state != ncclSuccess)
         return std::string("NCCL: ") + ncclGetErrorString(state);
     }
     return "";
   }
   void abortAll() {
     std::lock_guard<std::mutex> lock(mu);
-    for (ncclComm_t c : comms) ncclCommAbort(c);
+    for (ncclComm_t c : comms)
+      ncclCommAbort(c);
     comms.clear();
   }
 };
@@ -104,11 +116,13 @@ struct NcclRegistry {
 class PinnedBuffer {
 public:
   ~PinnedBuffer() {
-    if (data_) cudaFreeHost(data_);
+    if (data_)
+      cudaFreeHost(data_);
   }
   char *get(size_t bytes) {
     if (bytes > size_) {
-      if (data_) check(cudaFreeHost(data_), "cudaFreeHost");
+      if (data_)
+        check(cudaFreeHost(data_), "cudaFreeHost");
       data_ = nullptr;
       size_ = 0;
       check(cudaMallocHost(reinterpret_cast<void **>(&data_), bytes),
@@ -130,15 +144,18 @@ private:
 /// which an ncclSend on the communication stream would.
 class CudaCommunicator final : public DeviceCommunicator {
 public:
-  CudaCommunicator(std::unique_ptr<Communicator> group, int device, bool useNccl,
-                   std::shared_ptr<NcclRegistry> registry)
+  CudaCommunicator(std::unique_ptr<Communicator> group, int device,
+                   bool useNccl, std::shared_ptr<NcclRegistry> registry)
       : c_(std::move(group)), device_(device), registry_(std::move(registry)) {
-    if (!useNccl) return;
+    if (!useNccl)
+      return;
     ncclUniqueId id;
-    if (c_->rank() == 0) checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (c_->rank() == 0)
+      checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
     c_->broadcast(&id, sizeof id, 0);
     check(cudaSetDevice(device_), "cudaSetDevice");
-    checkNccl(ncclCommInitRank(&nccl_, c_->size(), id, c_->rank()), "ncclCommInitRank");
+    checkNccl(ncclCommInitRank(&nccl_, c_->size(), id, c_->rank()),
+              "ncclCommInitRank");
     registry_->add(nccl_);
   }
   ~CudaCommunicator() override {
@@ -151,12 +168,12 @@ public:
   int size() const override { return c_->size(); }
   int rank() const override { return c_->rank(); }
 
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op, Stream &stream,
-                 Traffic &traffic) override {
+  void allReduce(const void *in, void *out, size_t count, DType dtype,
+                 ReduceOp op, Stream &stream, Traffic &traffic) override {
     const size_t bytes = count * dtypeSize(dtype);
     if (nccl_) {
-      checkNccl(ncclAllReduce(in, out, count, ncclTypeOf(dtype), ncclOpOf(op), nccl_,
-                              streamOf(stream)),
+      checkNccl(ncclAllReduce(in, out, count, ncclTypeOf(dtype), ncclOpOf(op),
+                              nccl_, streamOf(stream)),
                 "ncclAllReduce");
       // A ring: every member sends and receives 2 (n - 1) / n of the data.
       count2(traffic, 2 * ringShare(bytes));
@@ -175,7 +192,9 @@ public:
                  Traffic &traffic) override {
     const size_t n = size_t(c_->size());
     if (nccl_) {
-      checkNccl(ncclAllGather(in, out, bytes, ncclInt8, nccl_, streamOf(stream)), "ncclAllGather");
+      checkNccl(
+          ncclAllGather(in, out, bytes, ncclInt8, nccl_, streamOf(stream)),
+          "ncclAllGather");
       count2(traffic, (n - 1) * bytes);
       return;
     }
@@ -188,12 +207,12 @@ public:
     toDevice(out, h + bytes, bytes * n, stream);
   }
 
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op,
-                     Stream &stream, Traffic &traffic) override {
+  void reduceScatter(const void *in, void *out, size_t count, DType dtype,
+                     ReduceOp op, Stream &stream, Traffic &traffic) override {
     const size_t n = size_t(c_->size()), piece = count * dtypeSize(dtype);
     if (nccl_) {
-      checkNccl(ncclReduceScatter(in, out, count, ncclTypeOf(dtype), ncclOpOf(op), nccl_,
-                                  streamOf(stream)),
+      checkNccl(ncclReduceScatter(in, out, count, ncclTypeOf(dtype),
+                                  ncclOpOf(op), nccl_, streamOf(stream)),
                 "ncclReduceScatter");
       count2(traffic, (n - 1) * piece);
       return;
@@ -215,9 +234,11 @@ public:
       char *dst = static_cast<char *>(out);
       checkNccl(ncclGroupStart(), "ncclGroupStart");
       for (int p = 0; p < n; ++p) {
-        checkNccl(ncclSend(src + size_t(p) * bytes, bytes, ncclInt8, p, nccl_, streamOf(stream)),
+        checkNccl(ncclSend(src + size_t(p) * bytes, bytes, ncclInt8, p, nccl_,
+                           streamOf(stream)),
                   "ncclSend");
-        checkNccl(ncclRecv(dst + size_t(p) * bytes, bytes, ncclInt8, p, nccl_, streamOf(stream)),
+        checkNccl(ncclRecv(dst + size_t(p) * bytes, bytes, ncclInt8, p, nccl_,
+                           streamOf(stream)),
                   "ncclRecv");
       }
       checkNccl(ncclGroupEnd(), "ncclGroupEnd");
@@ -239,7 +260,8 @@ public:
     char *h = staging_.get(bytes);
     toHost(h, buf, bytes, stream);
     CountTraffic counting(*c_, traffic);
-    c_->sendMessage(h, bytes, peer, tag); // copies: never waits for the receiver
+    c_->sendMessage(h, bytes, peer,
+                    tag); // copies: never waits for the receiver
   }
   void recv(void *buf, size_t bytes, int peer, int tag, Stream &stream,
             Traffic &traffic) override {
@@ -253,9 +275,12 @@ public:
   void flushSends() override { c_->flushSends(); }
   /// The host ring's scratch in the staged mode (host memory, counted as the
   /// CPU backend counts it); NCCL's own buffers are not visible here.
-  uint64_t scratchBytes() const override { return nccl_ ? 0 : c_->scratchBytes(); }
+  uint64_t scratchBytes() const override {
+    return nccl_ ? 0 : c_->scratchBytes();
+  }
   void reserveScratch(size_t bytes) override {
-    if (!nccl_) c_->reserveScratch(bytes);
+    if (!nccl_)
+      c_->reserveScratch(bytes);
   }
 
 private:
@@ -273,12 +298,16 @@ private:
   void toHost(char *host, const void *device, size_t bytes, Stream &stream) {
     check(cudaSetDevice(device_), "cudaSetDevice");
     const cudaStream_t s = streamOf(stream);
-    if (bytes) check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, s), "staging copy to the host");
+    if (bytes)
+      check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, s),
+            "staging copy to the host");
     check(cudaStreamSynchronize(s), "staging copy to the host");
   }
   void toDevice(void *device, const char *host, size_t bytes, Stream &stream) {
     const cudaStream_t s = streamOf(stream);
-    if (bytes) check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, s), "staging copy to the device");
+    if (bytes)
+      check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, s),
+            "staging copy to the device");
     // The staging buffer is reused by the next call.
     check(cudaStreamSynchronize(s), "staging copy to the device");
   }
@@ -294,7 +323,8 @@ class CudaBackend;
 
 class CudaBoundKernel final : public BoundKernel {
 public:
-  CudaBoundKernel(std::unique_ptr<kernels::cuda::Launch> launch, const kernels::cuda::Context &ctx)
+  CudaBoundKernel(std::unique_ptr<kernels::cuda::Launch> launch,
+                  const kernels::cuda::Context &ctx)
       : launch_(std::move(launch)), ctx_(ctx) {}
   void enqueue(const kernels::KernelArgs &args, Stream &stream) override {
     kernels::cuda::Context c = ctx_;
@@ -322,12 +352,15 @@ public:
     if (o.collectives.empty() || o.collectives == "nccl") {
       useNccl_ = true;
       if (o.ranksOnNode > count)
-        throw Error(std::to_string(o.ranksOnNode) + " ranks on this node share " +
-                    std::to_string(count) + " GPU" + (count == 1 ? "" : "s") +
-                    ": NCCL needs a GPU per rank; use --collectives mpi (collectives staged "
+        throw Error(std::to_string(o.ranksOnNode) +
+                    " ranks on this node share " + std::to_string(count) +
+                    " GPU" + (count == 1 ? "" : "s") +
+                    ": NCCL needs a GPU per rank; use --collectives mpi "
+                    "(collectives staged "
                     "through host memory, a test mode)");
     } else if (o.collectives != "mpi") {
-      throw Error("--collectives: expected nccl or mpi, got '" + o.collectives + "'");
+      throw Error("--collectives: expected nccl or mpi, got '" + o.collectives +
+                  "'");
     }
     check(cudaSetDevice(device_), "cudaSetDevice");
     cudaDeviceProp prop;
@@ -335,35 +368,49 @@ public:
     deviceName_ = prop.name;
     ctx_.smCount = prop.multiProcessorCount;
     ctx_.computeCapability = prop.major * 10 + prop.minor;
-    check(cudaStreamCreateWithFlags(&compute_.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cudaStreamCreateWithFlags(&comm_.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    if (cublasLtCreate(&ctx_.lt) != CUBLAS_STATUS_SUCCESS) throw Error("cublasLtCreate failed");
-    check(cudaHostAlloc(reinterpret_cast<void **>(&errorHost_), sizeof(kernels::cuda::DeviceError),
+    check(cudaStreamCreateWithFlags(&compute_.stream, cudaStreamNonBlocking),
+          "cudaStreamCreate");
+    check(cudaStreamCreateWithFlags(&comm_.stream, cudaStreamNonBlocking),
+          "cudaStreamCreate");
+    if (cublasLtCreate(&ctx_.lt) != CUBLAS_STATUS_SUCCESS)
+      throw Error("cublasLtCreate failed");
+    check(cudaHostAlloc(reinterpret_cast<void **>(&errorHost_),
+                        sizeof(kernels::cuda::DeviceError),
                         cudaHostAllocMapped | cudaHostAllocPortable),
           "cudaHostAlloc (kernel error report)");
     *errorHost_ = kernels::cuda::DeviceError{};
-    check(cudaHostGetDevicePointer(reinterpret_cast<void **>(&ctx_.error), errorHost_, 0),
+    check(cudaHostGetDevicePointer(reinterpret_cast<void **>(&ctx_.error),
+                                   errorHost_, 0),
           "cudaHostGetDevicePointer");
     int runtime = 0;
     cudaRuntimeGetVersion(&runtime);
     int nccl = 0;
     ncclGetVersion(&nccl);
-    description_ = "cuda: " + deviceName_ + " (sm_" + std::to_string(ctx_.computeCapability) +
-                   ", " + std::to_string(ctx_.smCount) + " SMs), GPU " + std::to_string(device_) +
-                   ", CUDA " + cudaVersionString(runtime) + ", matmuls on " +
-                   kernels::cuda::gemmLibrary() + ", collectives on " +
-                   (useNccl_ ? "NCCL " + std::to_string(nccl / 10000) + "." +
-                                   std::to_string(nccl / 100 % 100) + "." + std::to_string(nccl % 100)
-                             : std::string("host memory + the host communicator (test mode)"));
+    description_ =
+        "cuda: " + deviceName_ + " (sm_" +
+        std::to_string(ctx_.computeCapability) + ", " +
+        std::to_string(ctx_.smCount) + " SMs), GPU " + std::to_string(device_) +
+        ", CUDA " + cudaVersionString(runtime) + ", matmuls on " +
+        kernels::cuda::gemmLibrary() + ", collectives on " +
+        (useNccl_
+             ? "NCCL " + std::to_string(nccl / 10000) + "." +
+                   std::to_string(nccl / 100 % 100) + "." +
+                   std::to_string(nccl % 100)
+             : std::string("host memory + the host communicator (test mode)"));
   }
   ~CudaBackend() override {
     cudaSetDevice(device_);
     cudaDeviceSynchronize();
-    if (ctx_.workspace) cudaFree(ctx_.workspace);
-    if (ctx_.lt) cublasLtDestroy(ctx_.lt);
-    if (compute_.stream) cudaStreamDestroy(compute_.stream);
-    if (comm_.stream) cudaStreamDestroy(comm_.stream);
-    if (errorHost_) cudaFreeHost(errorHost_);
+    if (ctx_.workspace)
+      cudaFree(ctx_.workspace);
+    if (ctx_.lt)
+      cublasLtDestroy(ctx_.lt);
+    if (compute_.stream)
+      cudaStreamDestroy(compute_.stream);
+    if (comm_.stream)
+      cudaStreamDestroy(comm_.stream);
+    if (errorHost_)
+      cudaFreeHost(errorHost_);
   }
 
   std::string name() const override { return "cuda"; }
@@ -381,8 +428,8 @@ public:
     const cudaError_t status = cudaMalloc(&p, bytes);
     if (status != cudaSuccess) {
       cudaGetLastError(); // not sticky: clear it
-      throw Error("out of GPU memory (" + std::to_string(bytes) + " bytes: " +
-                  cudaGetErrorString(status) + ")");
+      throw Error("out of GPU memory (" + std::to_string(bytes) +
+                  " bytes: " + cudaGetErrorString(status) + ")");
     }
     check(cudaMemsetAsync(p, 0, bytes, compute_.stream), "cudaMemset");
     return p;
@@ -394,22 +441,27 @@ public:
     cudaFree(p);
   }
   bool hostAddressable() const override { return false; }
-  void copyToHost(void *host, const void *device, size_t bytes, Stream &stream) override {
+  void copyToHost(void *host, const void *device, size_t bytes,
+                  Stream &stream) override {
     check(cudaSetDevice(device_), "cudaSetDevice");
-    check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, streamOf(stream)),
+    check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
+                          streamOf(stream)),
           "copy to the host");
     check(cudaStreamSynchronize(streamOf(stream)), "copy to the host");
   }
-  void copyFromHost(void *device, const void *host, size_t bytes, Stream &stream) override {
+  void copyFromHost(void *device, const void *host, size_t bytes,
+                    Stream &stream) override {
     check(cudaSetDevice(device_), "cudaSetDevice");
     // From pageable memory the call returns once the host bytes are taken
     // (staged), so `host` may be reused at once, as the interface asks.
-    check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, streamOf(stream)),
+    check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
+                          streamOf(stream)),
           "copy to the device");
   }
-  void copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t rowBytes,
-              size_t rows, Stream &stream) override {
-    if (rows == 0 || rowBytes == 0) return;
+  void copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
+              size_t rowBytes, size_t rows, Stream &stream) override {
+    if (rows == 0 || rowBytes == 0)
+      return;
     check(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, rowBytes, rows,
                             cudaMemcpyDeviceToDevice, streamOf(stream)),
           "cudaMemcpy2DAsync");
@@ -422,33 +474,40 @@ public:
     if (need > ctx_.workspaceBytes) {
       // Bound before the steps run: nothing uses the old workspace now.
       check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-      if (ctx_.workspace) check(cudaFree(ctx_.workspace), "cudaFree");
+      if (ctx_.workspace)
+        check(cudaFree(ctx_.workspace), "cudaFree");
       ctx_.workspace = nullptr;
       ctx_.workspaceBytes = 0;
       const size_t bytes = (need + 255) / 256 * 256;
       const cudaError_t status = cudaMalloc(&ctx_.workspace, bytes);
       if (status != cudaSuccess) {
         cudaGetLastError();
-        throw Error("out of GPU memory for kernel '" + std::string(name) + "''s workspace (" +
-                    std::to_string(bytes) + " bytes)");
+        throw Error("out of GPU memory for kernel '" + std::string(name) +
+                    "''s workspace (" + std::to_string(bytes) + " bytes)");
       }
       ctx_.workspaceBytes = bytes;
     }
-    std::unique_ptr<kernels::cuda::Launch> launch = kernels::cuda::bindKernel(name, args, ctx_);
-    if (!launch) return nullptr;
+    std::unique_ptr<kernels::cuda::Launch> launch =
+        kernels::cuda::bindKernel(name, args, ctx_);
+    if (!launch)
+      return nullptr;
     return std::make_unique<CudaBoundKernel>(std::move(launch), ctx_);
   }
   uint64_t kernelWorkspaceBytes() const override { return ctx_.workspaceBytes; }
 
   Stream &computeStream() override { return compute_; }
   Stream &commStream() override { return comm_; }
-  std::unique_ptr<Event> createEvent() override { return std::make_unique<CudaEvent>(device_); }
+  std::unique_ptr<Event> createEvent() override {
+    return std::make_unique<CudaEvent>(device_);
+  }
   void record(Event &e, Stream &s) override {
-    check(cudaEventRecord(static_cast<CudaEvent &>(e).event, streamOf(s)), "cudaEventRecord");
+    check(cudaEventRecord(static_cast<CudaEvent &>(e).event, streamOf(s)),
+          "cudaEventRecord");
   }
   void wait(Stream &s, Event &e) override {
-    check(cudaStreamWaitEvent(streamOf(s), static_cast<CudaEvent &>(e).event, 0),
-          "cudaStreamWaitEvent");
+    check(
+        cudaStreamWaitEvent(streamOf(s), static_cast<CudaEvent &>(e).event, 0),
+        "cudaStreamWaitEvent");
   }
   void synchronize() override {
     check(cudaSetDevice(device_), "cudaSetDevice");
@@ -471,12 +530,15 @@ public:
 
   std::unique_ptr<DeviceCommunicator>
   createCommunicator(std::unique_ptr<Communicator> group) override {
-    return std::make_unique<CudaCommunicator>(std::move(group), device_, useNccl_, nccl_);
+    return std::make_unique<CudaCommunicator>(std::move(group), device_,
+                                              useNccl_, nccl_);
   }
 
   void setThreads(int threads) override { threads_ = std::max(1, threads); }
   int threads() const override { return threads_; }
-  void attachThread() override { check(cudaSetDevice(device_), "cudaSetDevice"); }
+  void attachThread() override {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+  }
 
 private:
   /// Waits for `s`, watching the NCCL communicators: an asynchronous NCCL
@@ -487,8 +549,10 @@ private:
     auto pause = std::chrono::microseconds(5);
     while (true) {
       const cudaError_t status = cudaStreamQuery(s);
-      if (status == cudaSuccess) return;
-      if (status != cudaErrorNotReady) check(status, "a kernel failed");
+      if (status == cudaSuccess)
+        return;
+      if (status != cudaErrorNotReady)
+        check(status, "a kernel failed");
       if (useNccl_) {
         const std::string failed = nccl_->asyncError();
         if (!failed.empty()) {
@@ -496,10 +560,12 @@ private:
           throw CommFailure(failed);
         }
       }
-      const double waited =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double waited = std::chrono::duration<double>(
+                                std::chrono::steady_clock::now() - start)
+                                .count();
       if (options_.timeoutSeconds > 0 && waited > options_.timeoutSeconds) {
-        if (useNccl_) nccl_->abortAll();
+        if (useNccl_)
+          nccl_->abortAll();
         throw CommFailure("the GPU's work did not complete within " +
                           std::to_string(int64_t(options_.timeoutSeconds)) +
                           " s (--timeout): a collective is blocked" +
@@ -529,7 +595,8 @@ void checkCudaDevices() {
   if (status != cudaSuccess)
     throw Error(std::string("this machine has no usable CUDA device (CUDA: ") +
                 cudaGetErrorString(status) + "); use --backend cpu");
-  if (count == 0) throw Error("this machine has no CUDA device; use --backend cpu");
+  if (count == 0)
+    throw Error("this machine has no CUDA device; use --backend cpu");
 }
 
 std::unique_ptr<Backend> makeCudaBackend(const BackendOptions &options) {

@@ -1,4 +1,5 @@
-//===- ArtifactFuzzer.cpp - libFuzzer target: the artifact loader ----------===//
+//===- ArtifactFuzzer.cpp - libFuzzer target: the artifact loader
+//----------===//
 //
 // Feeds arbitrary bytes to the runtime's loader and validator. An input that
 // starts with the container's magic word is a whole .dtc file; anything else
@@ -23,15 +24,17 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const std::string input(reinterpret_cast<const char *>(data), size);
-  const std::string file =
-      input.rfind("dtc-artifact", 0) == 0 ? input : dtc::rt::encodeArtifactBody(input);
+  const std::string file = input.rfind("dtc-artifact", 0) == 0
+                               ? input
+                               : dtc::rt::encodeArtifactBody(input);
   bool small = false;
   try {
     dtc::rt::Artifact a = dtc::rt::loadArtifactBytes(file, "fuzz.dtc");
     uint64_t peak = 0;
     for (const dtc::rt::MemoryNeed &need : dtc::rt::memoryNeeds(a, 2))
       peak = std::max(peak, need.peak);
-    small = a.programs.size() == 1 && a.devices <= 4 && peak * uint64_t(a.devices) <= (8u << 20);
+    small = a.programs.size() == 1 && a.devices <= 4 &&
+            peak * uint64_t(a.devices) <= (8u << 20);
   } catch (const dtc::rt::Error &e) {
     if (std::string(e.what()).rfind("fuzz.dtc: ", 0) != 0) {
       std::fprintf(stderr, "error without the file name: %s\n", e.what());

@@ -1,4 +1,5 @@
-//===- LlvmAllocatorAsan.h - force-included by the fuzz build's compiler ---===//
+//===- LlvmAllocatorAsan.h - force-included by the fuzz build's compiler
+//---===//
 //
 // Under ASan, LLVM's header-only BumpPtrAllocator poisons its slabs and
 // unpoisons each allocation. libMLIR.so is not built with ASan: it allocates

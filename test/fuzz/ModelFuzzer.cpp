@@ -1,4 +1,5 @@
-//===- ModelFuzzer.cpp - libFuzzer target: model text -> artifact -----------===//
+//===- ModelFuzzer.cpp - libFuzzer target: model text -> artifact
+//-----------===//
 //
 // Feeds arbitrary text through everything `dtc compile` does in memory:
 // parse, verify, the model checks, the training step, the planner, the
@@ -35,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string error;
   if (!dtc::compileToArtifact(text, "fuzz.mlir", options, artifact, error) &&
       (error.empty() || error.find('\n') != std::string::npos)) {
-    std::fprintf(stderr, "failure without exactly one error line: '%s'\n", error.c_str());
+    std::fprintf(stderr, "failure without exactly one error line: '%s'\n",
+                 error.c_str());
     std::abort();
   }
   return 0;

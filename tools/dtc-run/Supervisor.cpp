@@ -1,4 +1,5 @@
-//===- Supervisor.cpp - dtc run's launcher and each rank's guard -------------===//
+//===- Supervisor.cpp - dtc run's launcher and each rank's guard
+//-------------===//
 #include "Supervisor.h"
 
 #include "dtc/runtime/Progress.h"
@@ -37,7 +38,8 @@ void printError(const std::string &msg) {
 std::string selfPath() {
   char self[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "";
+  if (n <= 0)
+    return "";
   self[n] = '\0';
   return self;
 }
@@ -54,7 +56,8 @@ bool exists(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-// ---- the guard ------------------------------------------------------------------------------
+// ---- the guard
+// ------------------------------------------------------------------------------
 
 volatile sig_atomic_t gChild = 0;
 
@@ -62,13 +65,15 @@ volatile sig_atomic_t gChild = 0;
 // supervisor must still see it stopped when it looks, and ends it itself.
 void forwardToChild(int sig) {
   const pid_t child = gChild;
-  if (child > 0) ::kill(child, sig);
+  if (child > 0)
+    ::kill(child, sig);
 }
 
 /// The rank as the launcher numbered it (Open MPI, PMIx, MPICH), -1 if none.
 int rankFromEnvironment() {
   for (const char *var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char *v = std::getenv(var); v && *v) return std::atoi(v);
+    if (const char *v = std::getenv(var); v && *v)
+      return std::atoi(v);
   return -1;
 }
 
@@ -78,22 +83,26 @@ int guardRank(int argc, char **argv) {
   const std::string self = selfPath();
   std::vector<std::string> args = {self};
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) != "--guard") args.push_back(argv[i]);
+    if (std::string(argv[i]) != "--guard")
+      args.push_back(argv[i]);
   std::vector<char *> cargs;
-  for (std::string &s : args) cargs.push_back(s.data());
+  for (std::string &s : args)
+    cargs.push_back(s.data());
   cargs.push_back(nullptr);
 
   const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR2};
   sigset_t block, old;
   sigemptyset(&block);
-  for (int sig : forwarded) sigaddset(&block, sig);
+  for (int sig : forwarded)
+    sigaddset(&block, sig);
   ::sigprocmask(SIG_BLOCK, &block, &old);
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = forwardToChild;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : forwarded) ::sigaction(sig, &sa, nullptr);
+  for (int sig : forwarded)
+    ::sigaction(sig, &sa, nullptr);
 
   const pid_t child = ::fork();
   if (child < 0) {
@@ -115,9 +124,11 @@ int guardRank(int argc, char **argv) {
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const int code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (const char *dir = std::getenv("DTC_RUN_STATUS_DIR"); dir && *dir) {
-    const std::string path = std::string(dir) + "/guard-" + std::to_string(child) + ".exit";
+    const std::string path =
+        std::string(dir) + "/guard-" + std::to_string(child) + ".exit";
     std::ofstream out(path + ".tmp");
     out << "rank " << rankFromEnvironment() << "\npid " << child << "\n";
     if (WIFSIGNALED(status))
@@ -130,7 +141,8 @@ int guardRank(int argc, char **argv) {
   return code;
 }
 
-// ---- the launcher -------------------------------------------------------------------------
+// ---- the launcher
+// -------------------------------------------------------------------------
 
 namespace {
 
@@ -150,10 +162,13 @@ std::vector<pid_t> descendants() {
   if (DIR *d = ::opendir("/proc")) {
     while (dirent *e = ::readdir(d)) {
       const pid_t pid = pid_t(std::atoi(e->d_name));
-      if (pid <= 0) continue;
-      const std::string stat = readSmallFile("/proc/" + std::string(e->d_name) + "/stat");
+      if (pid <= 0)
+        continue;
+      const std::string stat =
+          readSmallFile("/proc/" + std::string(e->d_name) + "/stat");
       const size_t close = stat.rfind(')');
-      if (close == std::string::npos) continue;
+      if (close == std::string::npos)
+        continue;
       std::istringstream rest(stat.substr(close + 2));
       char state;
       pid_t ppid = 0;
@@ -187,15 +202,18 @@ void killJob() {
     // Zombies are already gone; only count the living.
     left.erase(std::remove_if(left.begin(), left.end(),
                               [](pid_t p) {
-                                const std::string s =
-                                    readSmallFile("/proc/" + std::to_string(p) + "/stat");
+                                const std::string s = readSmallFile(
+                                    "/proc/" + std::to_string(p) + "/stat");
                                 const size_t close = s.rfind(')');
-                                return close == std::string::npos || s.size() < close + 3 ||
+                                return close == std::string::npos ||
+                                       s.size() < close + 3 ||
                                        s[close + 2] == 'Z';
                               }),
                left.end());
-    if (left.empty()) return;
-    for (pid_t p : left) ::kill(p, SIGKILL);
+    if (left.empty())
+      return;
+    for (pid_t p : left)
+      ::kill(p, SIGKILL);
     ::usleep(20000);
   }
 }
@@ -204,13 +222,16 @@ void killJob() {
 char processState(pid_t pid) {
   const std::string s = readSmallFile("/proc/" + std::to_string(pid) + "/stat");
   const size_t close = s.rfind(')');
-  if (close == std::string::npos || s.size() < close + 3) return '?';
+  if (close == std::string::npos || s.size() < close + 3)
+    return '?';
   return s[close + 2];
 }
 
 bool readRecord(const std::string &dir, int rank, progress::Record &rec) {
-  const int fd = ::open(progress::recordPath(dir, rank).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  const int fd =
+      ::open(progress::recordPath(dir, rank).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
   const bool ok = ::pread(fd, &rec, sizeof rec, 0) == ssize_t(sizeof rec) &&
                   rec.magic == progress::kMagic;
   ::close(fd);
@@ -218,27 +239,33 @@ bool readRecord(const std::string &dir, int rank, progress::Record &rec) {
 }
 
 std::string where(const progress::Record &rec) {
-  if (rec.step < 0) return "before the first step";
+  if (rec.step < 0)
+    return "before the first step";
   std::string s = "in step " + std::to_string(rec.step);
-  if (rec.instruction >= 0) s += ", instruction " + std::to_string(rec.instruction);
+  if (rec.instruction >= 0)
+    s += ", instruction " + std::to_string(rec.instruction);
   return s;
 }
 
 std::string listRanks(const std::vector<int> &ranks) {
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(ranks[i]);
   return s;
 }
 
 /// Why ranks without an error of their own are holding the others up.
-std::string stuckRanks(const std::string &dir, int64_t devices, const std::set<int> &failed) {
+std::string stuckRanks(const std::string &dir, int64_t devices,
+                       const std::set<int> &failed) {
   const int64_t now = progress::nowNs();
   std::string out;
   for (int r = 0; r < int(devices); ++r) {
-    if (failed.count(r)) continue;
+    if (failed.count(r))
+      continue;
     progress::Record rec;
     if (!readRecord(dir, r, rec)) {
-      out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
+      out += (out.empty() ? "" : "; ") + std::string("rank ") +
+             std::to_string(r) +
              " never reported (it did not start, or runs on another node)";
       continue;
     }
@@ -257,12 +284,16 @@ std::string stuckRanks(const std::string &dir, int64_t devices, const std::set<i
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.0f", idle);
       why = std::string("has shown no sign of life for ") + buf + " s" +
-            (rec.state == int64_t(progress::State::Computing) ? " (busy computing?)" : "");
+            (rec.state == int64_t(progress::State::Computing)
+                 ? " (busy computing?)"
+                 : "");
     }
-    if (why.empty()) continue; // waiting like the others
+    if (why.empty())
+      continue; // waiting like the others
 
-    out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " (pid " +
-           std::to_string(rec.pid) + ") stopped making progress " + where(rec) + ": it " + why;
+    out += (out.empty() ? "" : "; ") + std::string("rank ") +
+           std::to_string(r) + " (pid " + std::to_string(rec.pid) +
+           ") stopped making progress " + where(rec) + ": it " + why;
   }
   return out;
 }
@@ -286,10 +317,14 @@ std::vector<GuardExit> guardExits(const std::string &dir) {
       std::string key;
       long value;
       while (in >> key >> value) {
-        if (key == "rank") g.rank = int(value);
-        else if (key == "pid") g.pid = pid_t(value);
-        else if (key == "signal") g.signal = int(value);
-        else if (key == "exit") g.code = int(value);
+        if (key == "rank")
+          g.rank = int(value);
+        else if (key == "pid")
+          g.pid = pid_t(value);
+        else if (key == "signal")
+          g.signal = int(value);
+        else if (key == "exit")
+          g.code = int(value);
       }
       out.push_back(g);
     }
@@ -305,7 +340,8 @@ void removeDirectory(const std::string &dir) {
   if (DIR *d = ::opendir(dir.c_str())) {
     while (dirent *e = ::readdir(d)) {
       const std::string name = e->d_name;
-      if (name != "." && name != "..") ::unlink((dir + "/" + name).c_str());
+      if (name != "." && name != "..")
+        ::unlink((dir + "/" + name).c_str());
     }
     ::closedir(d);
   }
@@ -320,39 +356,47 @@ bool isBannerRule(const std::string &line) {
 std::string summarize(const std::vector<std::string> &held) {
   std::string s;
   for (const std::string &line : held) {
-    if (isBannerRule(line)) continue;
+    if (isBannerRule(line))
+      continue;
     std::string t = line;
     t.erase(0, t.find_first_not_of(" \t"));
-    if (t.empty()) continue;
+    if (t.empty())
+      continue;
     s += (s.empty() ? "" : " ") + t;
   }
-  if (s.size() > 600) s = s.substr(0, 600) + " ...";
+  if (s.size() > 600)
+    s = s.substr(0, 600) + " ...";
   return s;
 }
 
 } // namespace
 
 int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
-                    const std::vector<std::string> &rankArgs, int argc, char **argv) {
+                    const std::vector<std::string> &rankArgs, int argc,
+                    char **argv) {
   const char *env = std::getenv("DTC_MPIRUN");
   const std::string mpirun = env && *env ? env : "mpirun";
   const std::string self = selfPath();
   if (self.empty()) {
-    printError(std::string("cannot find this program's path: ") + std::strerror(errno));
+    printError(std::string("cannot find this program's path: ") +
+               std::strerror(errno));
     return 1;
   }
   const char *tmp = std::getenv("TMPDIR");
-  std::string dirTemplate = std::string(tmp && *tmp ? tmp : "/tmp") + "/dtc-run-XXXXXX";
+  std::string dirTemplate =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/dtc-run-XXXXXX";
   if (!::mkdtemp(dirTemplate.data())) {
-    printError("cannot create a status directory in " + std::string(tmp && *tmp ? tmp : "/tmp") +
-               ": " + std::strerror(errno));
+    printError("cannot create a status directory in " +
+               std::string(tmp && *tmp ? tmp : "/tmp") + ": " +
+               std::strerror(errno));
     return 1;
   }
   const std::string dir = dirTemplate;
   ::setenv("DTC_RUN_STATUS_DIR", dir.c_str(), 1);
 
   std::vector<std::string> args = {mpirun, "-np", std::to_string(devices)};
-  if (::geteuid() == 0) args.push_back("--allow-run-as-root");
+  if (::geteuid() == 0)
+    args.push_back("--allow-run-as-root");
   args.push_back("--oversubscribe");
   args.push_back("-x");
   args.push_back("DTC_RUN_STATUS_DIR");
@@ -360,17 +404,19 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
   args.push_back(self);
   args.push_back("--guard");
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) != "--launch") args.push_back(argv[i]);
+    if (std::string(argv[i]) != "--launch")
+      args.push_back(argv[i]);
   args.insert(args.end(), rankArgs.begin(), rankArgs.end());
   std::vector<char *> cargs;
-  for (std::string &s : args) cargs.push_back(s.data());
+  for (std::string &s : args)
+    cargs.push_back(s.data());
   cargs.push_back(nullptr);
 
   // Orphans of the job (a rank whose guard died) become our children.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   int errPipe[2], execPipe[2];
-  if (::pipe2(gSignalPipe, O_CLOEXEC | O_NONBLOCK) != 0 || ::pipe2(errPipe, O_CLOEXEC) != 0 ||
-      ::pipe2(execPipe, O_CLOEXEC) != 0) {
+  if (::pipe2(gSignalPipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
+      ::pipe2(errPipe, O_CLOEXEC) != 0 || ::pipe2(execPipe, O_CLOEXEC) != 0) {
     printError(std::string("cannot create a pipe: ") + std::strerror(errno));
     removeDirectory(dir);
     return 1;
@@ -380,7 +426,8 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
   sa.sa_handler = onLauncherSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    ::sigaction(sig, &sa, nullptr);
   // SIGCHLD only wakes the loop below (mpirun ended, or an adopted rank).
   ::sigaction(SIGCHLD, &sa, nullptr);
 
@@ -395,9 +442,11 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
     // mpirun in a group of its own: a terminal's Ctrl-C reaches only us,
     // and we decide what the ranks get.
     ::setpgid(0, 0);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) ::signal(sig, SIG_DFL);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD})
+      ::signal(sig, SIG_DFL);
     const int null = ::open("/dev/null", O_RDONLY);
-    if (null >= 0) ::dup2(null, 0);
+    if (null >= 0)
+      ::dup2(null, 0);
     ::dup2(errPipe[1], 2);
     ::execvp(cargs[0], cargs.data());
     const int err = errno;
@@ -408,7 +457,8 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
   ::close(errPipe[1]);
   ::close(execPipe[1]);
   int execErr = 0;
-  if (::read(execPipe[0], &execErr, sizeof execErr) == ssize_t(sizeof execErr)) {
+  if (::read(execPipe[0], &execErr, sizeof execErr) ==
+      ssize_t(sizeof execErr)) {
     ::waitpid(job, nullptr, 0);
     printError("cannot run " + mpirun + ": " + std::strerror(execErr) +
                " (set DTC_MPIRUN to the mpirun to use)");
@@ -448,26 +498,32 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
   int jobStatus = 0, signals = 0, userSignal = 0;
   int64_t firstSignalNs = 0;
   bool jobDone = false, weKilled = false, stderrOpen = true;
-  std::set<int> failed;          // ranks that left a failure of their own
+  std::set<int> failed; // ranks that left a failure of their own
   std::map<int, std::string> failures;
-  std::string stuck;             // the analysis at the first failure
+  std::string stuck; // the analysis at the first failure
   int64_t killAtNs = 0;
   const int64_t graceNs = int64_t(5e9);
   while (!jobDone || stderrOpen) {
     pollfd fds[2] = {{errPipe[0], POLLIN, 0}, {gSignalPipe[0], POLLIN, 0}};
     const int n = ::poll(stderrOpen ? fds : fds + 1, stderrOpen ? 2 : 1, 200);
-    if (n < 0 && errno != EINTR) break;
+    if (n < 0 && errno != EINTR)
+      break;
     if (stderrOpen && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
       char buf[4096];
       const ssize_t got = ::read(errPipe[0], buf, sizeof buf);
-      if (got > 0) takeBytes(buf, size_t(got));
-      else if (got == 0 || errno != EINTR) stderrOpen = false;
+      if (got > 0)
+        takeBytes(buf, size_t(got));
+      else if (got == 0 || errno != EINTR)
+        stderrOpen = false;
     }
     unsigned char sig;
     while (::read(gSignalPipe[0], &sig, 1) == 1) {
-      if (sig == SIGCHLD) continue;
-      if (signals > 0 && progress::nowNs() - firstSignalNs < kRepeatedSignalNs) continue;
-      if (signals == 0) firstSignalNs = progress::nowNs();
+      if (sig == SIGCHLD)
+        continue;
+      if (signals > 0 && progress::nowNs() - firstSignalNs < kRepeatedSignalNs)
+        continue;
+      if (signals == 0)
+        firstSignalNs = progress::nowNs();
       ++signals;
       if (signals == 1) {
         // Finish the step, save, stop: SIGUSR2 passes through mpirun.
@@ -489,16 +545,20 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
         jobDone = true;
         jobStatus = status;
         // Ranks (and their output) may still be draining; give them a moment.
-        if (!killAtNs) killAtNs = progress::nowNs() + int64_t(2e9);
+        if (!killAtNs)
+          killAtNs = progress::nowNs() + int64_t(2e9);
       }
     }
     const bool firstFailure = failed.empty();
     for (int r = 0; r < int(devices); ++r) {
-      if (failed.count(r)) continue;
+      if (failed.count(r))
+        continue;
       const std::string path = progress::errorPath(dir, r);
-      if (!exists(path)) continue;
+      if (!exists(path))
+        continue;
       std::string msg = readSmallFile(path);
-      while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+      while (!msg.empty() && msg.back() == '\n')
+        msg.pop_back();
       failed.insert(r);
       failures[r] = msg;
     }
@@ -509,7 +569,8 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
         killAtNs = progress::nowNs() + graceNs;
     }
     if (killAtNs && progress::nowNs() >= killAtNs) {
-      if (!jobDone) weKilled = true;
+      if (!jobDone)
+        weKilled = true;
       killJob();
       if (!jobDone) {
         int status = 0;
@@ -521,24 +582,30 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
       killAtNs = 0;
     }
   }
-  if (!partial.empty()) takeLine(partial);
+  if (!partial.empty())
+    takeLine(partial);
   killJob();
 
   // What to say.
   const std::vector<GuardExit> exits = guardExits(dir);
-  const int jobCode = WIFEXITED(jobStatus) ? WEXITSTATUS(jobStatus) : 128 + WTERMSIG(jobStatus);
+  const int jobCode =
+      WIFEXITED(jobStatus) ? WEXITSTATUS(jobStatus) : 128 + WTERMSIG(jobStatus);
   std::string message;
   for (const GuardExit &g : exits) {
-    if (g.signal == 0 || weKilled) continue;
+    if (g.signal == 0 || weKilled)
+      continue;
     progress::Record rec;
-    const std::string at =
-        g.rank >= 0 && readRecord(dir, g.rank, rec) ? " " + where(rec) : std::string();
-    message = "rank " + std::to_string(g.rank) + " (pid " + std::to_string(g.pid) + ") " +
-              (g.signal == SIGKILL ? "was killed by SIGKILL" + at +
-                                         ": likely out of memory (the kernel's OOM killer "
-                                         "sends SIGKILL; see dmesg)"
-                                   : "died of " + signalName(g.signal) + at + " (" +
-                                         strsignal(g.signal) + ")");
+    const std::string at = g.rank >= 0 && readRecord(dir, g.rank, rec)
+                               ? " " + where(rec)
+                               : std::string();
+    message = "rank " + std::to_string(g.rank) + " (pid " +
+              std::to_string(g.pid) + ") " +
+              (g.signal == SIGKILL
+                   ? "was killed by SIGKILL" + at +
+                         ": likely out of memory (the kernel's OOM killer "
+                         "sends SIGKILL; see dmesg)"
+                   : "died of " + signalName(g.signal) + at + " (" +
+                         strsignal(g.signal) + ")");
     break;
   }
   if (message.empty() && !failures.empty()) {
@@ -550,30 +617,37 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
   if (message.empty() && !rankErrorShown && !(userSignal && !weKilled)) {
     for (const GuardExit &g : exits)
       if (g.code != 0 && g.signal == 0) {
-        message = "rank " + std::to_string(g.rank) + " (pid " + std::to_string(g.pid) +
-                  ") exited with status " + std::to_string(g.code) + " without a message";
+        message = "rank " + std::to_string(g.rank) + " (pid " +
+                  std::to_string(g.pid) + ") exited with status " +
+                  std::to_string(g.code) + " without a message";
         break;
       }
     if (message.empty() && jobCode != 0 && exits.empty()) {
       const std::string text = summarize(held);
-      message = "mpirun failed (exit status " + std::to_string(jobCode) + ")" +
-                (text.empty() ? std::string(" without a message") : ": " + text);
+      message =
+          "mpirun failed (exit status " + std::to_string(jobCode) + ")" +
+          (text.empty() ? std::string(" without a message") : ": " + text);
       held.clear();
     }
   }
   if (userSignal && weKilled && message.empty())
     message = "interrupted by " + signalName(userSignal) +
-              " twice: the ranks were stopped at once (a --save-every checkpoint, if any, "
+              " twice: the ranks were stopped at once (a --save-every "
+              "checkpoint, if any, "
               "is the last one saved)";
 
   const bool ok = jobCode == 0 && failures.empty() && message.empty();
   // mpirun's own text is only shown when nothing went wrong (a warning);
   // otherwise the line above (or the ranks' own) says what happened.
   if (ok)
-    for (const std::string &line : held) std::fprintf(stderr, "%s\n", line.c_str());
-  if (!message.empty()) printError(message);
+    for (const std::string &line : held)
+      std::fprintf(stderr, "%s\n", line.c_str());
+  if (!message.empty())
+    printError(message);
   removeDirectory(dir);
-  if (ok) return 0;
-  if (userSignal) return 128 + userSignal;
+  if (ok)
+    return 0;
+  if (userSignal)
+    return 128 + userSignal;
   return 1;
 }

@@ -1,4 +1,5 @@
-//===- Supervisor.h - how `dtc run` starts, watches and ends its ranks -*- C++ -*-===//
+//===- Supervisor.h - how `dtc run` starts, watches and ends its ranks -*- C++
+//-*-===//
 //
 // `dtc run` = `dtc-run --launch`: after validating, it starts
 //
@@ -36,7 +37,8 @@ constexpr int64_t kRepeatedSignalNs = 500000000;
 /// after the supervisor's own, each rank with this program's arguments (less
 /// --launch) and `rankArgs`; returns the exit status.
 int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
-                    const std::vector<std::string> &rankArgs, int argc, char **argv);
+                    const std::vector<std::string> &rankArgs, int argc,
+                    char **argv);
 
 /// `dtc-run --guard ARGS`: runs `dtc-run ARGS` as a child, forwards signals
 /// to it and records how it ended. Returns its exit status (128 + signal

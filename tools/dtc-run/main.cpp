@@ -1,4 +1,5 @@
-//===- dtc-run - execute a .dtc artifact on CPU ranks (MPI) -----------------===//
+//===- dtc-run - execute a .dtc artifact on CPU ranks (MPI)
+//-----------------===//
 //
 //   mpirun -np N dtc-run OUT.dtc --steps N [options]     (or alone: 1 rank)
 //   dtc-run OUT.dtc --local-ranks N --steps N [options]  (N ranks as threads
@@ -19,10 +20,10 @@
 #include "Supervisor.h"
 
 #include "dtc/runtime/Checkpoint.h"
-#include "dtc/runtime/ShardedCheckpoint.h"
 #include "dtc/runtime/MpiWorld.h"
-#include "dtc/runtime/Suggest.h"
 #include "dtc/runtime/Progress.h"
+#include "dtc/runtime/ShardedCheckpoint.h"
+#include "dtc/runtime/Suggest.h"
 #include "dtc/runtime/TokenData.h"
 #include "dtc/runtime/Trainer.h"
 
@@ -55,72 +56,110 @@ const char *kUsage =
     "       dtc-run --launch OUT.dtc --steps N [options]\n"
     "       dtc-run OUT.dtc --local-ranks <devices> --steps N [options]\n"
     "\n"
-    "Runs the training program of a dtc artifact on CPU or GPU ranks (one MPI rank\n"
+    "Runs the training program of a dtc artifact on CPU or GPU ranks (one MPI "
+    "rank\n"
     "per device of the artifact's mesh; run alone it is one rank; with\n"
     "--local-ranks the ranks are threads of this one process).\n"
     "\n"
     "options:\n"
     "  --steps N              training steps to run (required; 0 is allowed)\n"
-    "  --seed S               seed of parameter init and synthetic inputs (default 0)\n"
-    "  --backend cpu|cuda     kernel backend (default cpu); cuda runs each rank on a\n"
-    "                         GPU of its node (rank % GPUs), where the build has\n"
+    "  --seed S               seed of parameter init and synthetic inputs "
+    "(default 0)\n"
+    "  --backend cpu|cuda     kernel backend (default cpu); cuda runs each "
+    "rank on a\n"
+    "                         GPU of its node (rank % GPUs), where the build "
+    "has\n"
     "                         the CUDA backend (docs/backends.md)\n"
-    "  --collectives nccl|mpi how --backend cuda communicates: nccl (default, one GPU\n"
-    "                         per rank) or mpi: staged through host memory and the\n"
+    "  --collectives nccl|mpi how --backend cuda communicates: nccl (default, "
+    "one GPU\n"
+    "                         per rank) or mpi: staged through host memory and "
+    "the\n"
     "                         host communicator (MPI, or threads with\n"
-    "                         --local-ranks), a test mode that lets several ranks\n"
-    "                         share one GPU; the cpu backend always uses the host\n"
+    "                         --local-ranks), a test mode that lets several "
+    "ranks\n"
+    "                         share one GPU; the cpu backend always uses the "
+    "host\n"
     "                         communicator\n"
-    "  --local-ranks N        run the artifact's N ranks as threads of this process,\n"
-    "                         without MPI (N must be the artifact's device count);\n"
+    "  --local-ranks N        run the artifact's N ranks as threads of this "
+    "process,\n"
+    "                         without MPI (N must be the artifact's device "
+    "count);\n"
     "                         e.g. to check a partitioned plan on one GPU\n"
     "  --data FILE            token file for the model's ids/labels inputs\n"
     "                         (default: none, synthetic inputs)\n"
     "  --data-dtype uint16|uint32\n"
     "                         token width of --data (default uint16)\n"
     "  --log LOG.jsonl        per-step JSON lines {step, loss, step_time_s,\n"
-    "                         tokens_per_s}; with --load, continues the log of the\n"
+    "                         tokens_per_s}; with --load, continues the log of "
+    "the\n"
     "                         run that wrote the checkpoint (default: none)\n"
-    "  --save CKPT            write parameters (safetensors) at the end, and the\n"
+    "  --save CKPT            write parameters (safetensors) at the end, and "
+    "the\n"
     "                         optimizer state to CKPT.optim (default: none);\n"
-    "                         --save DIR/ (a directory) writes a sharded checkpoint:\n"
+    "                         --save DIR/ (a directory) writes a sharded "
+    "checkpoint:\n"
     "                         every rank its own pieces, in parallel\n"
-    "  --save-every N         also save CKPT every N steps (default 0: at the end only)\n"
-    "  --load CKPT|DIR        start from a checkpoint (a file or a sharded directory,\n"
-    "                         saved under any mesh and plan), continuing its step count\n"
+    "  --save-every N         also save CKPT every N steps (default 0: at the "
+    "end only)\n"
+    "  --load CKPT|DIR        start from a checkpoint (a file or a sharded "
+    "directory,\n"
+    "                         saved under any mesh and plan), continuing its "
+    "step count\n"
     "                         (default: none)\n"
-    "  --stats FILE.json      write memory bytes per category (the slots, and the\n"
-    "                         allocator's measured peak with staging and kernel\n"
-    "                         workspace), collective bytes per step and time per\n"
+    "  --stats FILE.json      write memory bytes per category (the slots, and "
+    "the\n"
+    "                         allocator's measured peak with staging and "
+    "kernel\n"
+    "                         workspace), collective bytes per step and time "
+    "per\n"
     "                         kernel and shape (with\n"
-    "                         GFLOP/s), and print the kernels that took longest\n"
+    "                         GFLOP/s), and print the kernels that took "
+    "longest\n"
     "                         with their share of the step (default: none)\n"
-    "  --trace DIR            write a timeline per rank, DIR/rank-R.json (Chrome /\n"
-    "                         Perfetto trace events: kernels, collectives with bytes\n"
-    "                         and communicator, steps, memory per category); DIR is\n"
+    "  --trace DIR            write a timeline per rank, DIR/rank-R.json "
+    "(Chrome /\n"
+    "                         Perfetto trace events: kernels, collectives with "
+    "bytes\n"
+    "                         and communicator, steps, memory per category); "
+    "DIR is\n"
     "                         created if missing (default: none)\n"
-    "  --save-step FILE       write the last step's inputs and outputs (e.g. the\n"
-    "                         gradients NAME:grad of dtc compile --optimizer none),\n"
-    "                         gathered, as safetensors (default: none; needs --steps >= 1)\n"
-    "  --threads N            kernel threads per rank (default: OMP_NUM_THREADS or\n"
-    "                         OPENBLAS_NUM_THREADS if set, else cores / ranks on\n"
-    "                         the node; with --launch each rank is bound to N cores\n"
+    "  --save-step FILE       write the last step's inputs and outputs (e.g. "
+    "the\n"
+    "                         gradients NAME:grad of dtc compile --optimizer "
+    "none),\n"
+    "                         gathered, as safetensors (default: none; needs "
+    "--steps >= 1)\n"
+    "  --threads N            kernel threads per rank (default: "
+    "OMP_NUM_THREADS or\n"
+    "                         OPENBLAS_NUM_THREADS if set, else cores / ranks "
+    "on\n"
+    "                         the node; with --launch each rank is bound to N "
+    "cores\n"
     "                         of its own when the node has enough)\n"
-    "  --timeout SECONDS      longest wait in any collective before every rank that\n"
-    "                         is still alive gives up with an error naming the step\n"
-    "                         and the collective (default 300; 0 = wait forever)\n"
-    "  --no-memory-check      start even if the ranks on this node need more memory\n"
-    "                         than it has available (checked by default, before\n"
+    "  --timeout SECONDS      longest wait in any collective before every rank "
+    "that\n"
+    "                         is still alive gives up with an error naming the "
+    "step\n"
+    "                         and the collective (default 300; 0 = wait "
+    "forever)\n"
+    "  --no-memory-check      start even if the ranks on this node need more "
+    "memory\n"
+    "                         than it has available (checked by default, "
+    "before\n"
     "                         anything is allocated)\n"
-    "  --launch               validate everything here, then start and supervise\n"
+    "  --launch               validate everything here, then start and "
+    "supervise\n"
     "                         mpirun -np <devices> with the same arguments\n"
-    "                         (env DTC_MPIRUN: mpirun path, DTC_MPIRUN_ARGS: extra flags)\n"
+    "                         (env DTC_MPIRUN: mpirun path, DTC_MPIRUN_ARGS: "
+    "extra flags)\n"
     "  --help                 this text\n"
     "\n"
-    "Outputs (--log, --save, --stats, --trace, --save-step) never overwrite an\n"
+    "Outputs (--log, --save, --stats, --trace, --save-step) never overwrite "
+    "an\n"
     "input; a regular file is replaced atomically, /dev/null, /dev/stdout and\n"
     "FIFOs are written in place.\n"
-    "SIGINT or SIGTERM: the step in progress finishes, --save is written, and the\n"
+    "SIGINT or SIGTERM: the step in progress finishes, --save is written, and "
+    "the\n"
     "run exits with status 128+signal; a second signal stops at once.\n";
 
 struct Options {
@@ -132,12 +171,15 @@ struct Options {
 };
 
 bool parseU64(const std::string &s, uint64_t &v) {
-  if (s.empty() || s.size() > 20) return false;
+  if (s.empty() || s.size() > 20)
+    return false;
   unsigned __int128 acc = 0;
   for (char c : s) {
-    if (c < '0' || c > '9') return false;
+    if (c < '0' || c > '9')
+      return false;
     acc = acc * 10 + unsigned(c - '0');
-    if (acc > UINT64_MAX) return false;
+    if (acc > UINT64_MAX)
+      return false;
   }
   v = uint64_t(acc);
   return true;
@@ -146,9 +188,10 @@ bool parseU64(const std::string &s, uint64_t &v) {
 const std::vector<std::string> kBooleanFlags = {"--launch", "--help", "--guard",
                                                 "--no-memory-check"};
 const std::vector<std::string> kValueFlags = {
-    "--steps", "--seed",    "--backend",    "--data",    "--data-dtype", "--log",      "--save",
-    "--load",  "--stats",   "--timeout",    "--save-every", "--threads", "--trace", "--save-step",
-    "--collectives", "--local-ranks"};
+    "--steps",      "--seed",      "--backend",     "--data",
+    "--data-dtype", "--log",       "--save",        "--load",
+    "--stats",      "--timeout",   "--save-every",  "--threads",
+    "--trace",      "--save-step", "--collectives", "--local-ranks"};
 
 bool isOneOf(const std::string &name, const std::vector<std::string> &flags) {
   return std::find(flags.begin(), flags.end(), name) != flags.end();
@@ -175,27 +218,36 @@ std::string parseArgs(int argc, char **argv, Options &o) {
         inlineValue = true;
       }
       if (isOneOf(name, kBooleanFlags)) {
-        if (inlineValue) return name + " takes no value";
-        if (name == "--launch") o.launch = true;
-        if (name == "--guard") o.guard = true;
-        if (name == "--no-memory-check") o.train.checkMemory = false;
+        if (inlineValue)
+          return name + " takes no value";
+        if (name == "--launch")
+          o.launch = true;
+        if (name == "--guard")
+          o.guard = true;
+        if (name == "--no-memory-check")
+          o.train.checkMemory = false;
         continue;
       }
-      if (!isOneOf(name, kValueFlags)) return unknownFlag(name);
+      if (!isOneOf(name, kValueFlags))
+        return unknownFlag(name);
       if (!inlineValue) {
-        if (i + 1 >= argc) return name + " needs a value";
+        if (i + 1 >= argc)
+          return name + " needs a value";
         value = argv[++i];
       }
-      if (value.empty()) return name + " needs a non-empty value";
+      if (value.empty())
+        return name + " needs a non-empty value";
       if (name == "--steps") {
         uint64_t v;
         if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
-          return "--steps: expected a non-negative integer, got '" + value + "'";
+          return "--steps: expected a non-negative integer, got '" + value +
+                 "'";
         o.train.steps = int64_t(v);
         o.haveSteps = true;
       } else if (name == "--seed") {
         if (!parseU64(value, o.train.seed))
-          return "--seed: expected an integer in [0, 2^64), got '" + value + "'";
+          return "--seed: expected an integer in [0, 2^64), got '" + value +
+                 "'";
       } else if (name == "--backend") {
         if (value != "cpu" && value != "cuda")
           return "--backend: expected cpu or cuda, got '" + value + "'";
@@ -207,7 +259,8 @@ std::string parseArgs(int argc, char **argv, Options &o) {
       } else if (name == "--local-ranks") {
         uint64_t v;
         if (!parseU64(value, v) || v < 1 || v > 4096)
-          return "--local-ranks: expected an integer in [1, 4096], got '" + value + "'";
+          return "--local-ranks: expected an integer in [1, 4096], got '" +
+                 value + "'";
         o.localRanks = int(v);
       } else if (name == "--data") {
         o.train.dataPath = value;
@@ -229,19 +282,24 @@ std::string parseArgs(int argc, char **argv, Options &o) {
       } else if (name == "--save-every") {
         uint64_t v;
         if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
-          return "--save-every: expected a non-negative integer, got '" + value + "'";
+          return "--save-every: expected a non-negative integer, got '" +
+                 value + "'";
         o.train.saveEvery = int64_t(v);
       } else if (name == "--timeout") {
         char *end = nullptr;
         errno = 0;
         const double v = std::strtod(value.c_str(), &end);
-        if (*end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0 || v > 1e9)
-          return "--timeout: expected a number of seconds >= 0 (0 = none), got '" + value + "'";
+        if (*end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0 ||
+            v > 1e9)
+          return "--timeout: expected a number of seconds >= 0 (0 = none), got "
+                 "'" +
+                 value + "'";
         o.train.timeoutSeconds = v;
       } else if (name == "--threads") {
         uint64_t v;
         if (!parseU64(value, v) || v < 1 || v > 4096)
-          return "--threads: expected an integer in [1, 4096], got '" + value + "'";
+          return "--threads: expected an integer in [1, 4096], got '" + value +
+                 "'";
         o.train.threads = int(v);
       }
     } else if (arg == "-h") {
@@ -250,19 +308,24 @@ std::string parseArgs(int argc, char **argv, Options &o) {
       return unknownFlag(arg);
     } else {
       if (!o.artifact.empty())
-        return "more than one artifact given ('" + o.artifact + "' and '" + arg + "')";
+        return "more than one artifact given ('" + o.artifact + "' and '" +
+               arg + "')";
       o.artifact = arg;
     }
   }
-  if (o.artifact.empty()) return "no artifact given (usage: dtc-run OUT.dtc --steps N; see --help)";
-  if (!o.haveSteps) return "--steps N is required";
+  if (o.artifact.empty())
+    return "no artifact given (usage: dtc-run OUT.dtc --steps N; see --help)";
+  if (!o.haveSteps)
+    return "--steps N is required";
   if (!o.train.stepPath.empty() && o.train.steps == 0)
     return "--save-step needs at least one step (--steps >= 1)";
-  if (o.train.saveEvery > 0 && o.train.savePath.empty()) return "--save-every needs --save CKPT";
+  if (o.train.saveEvery > 0 && o.train.savePath.empty())
+    return "--save-every needs --save CKPT";
   if (o.train.collectives == "nccl" && o.train.backend != "cuda")
     return "--collectives nccl needs --backend cuda (the " + o.train.backend +
            " backend communicates through the host communicator)";
-  if (o.localRanks > 0 && o.launch) return "--local-ranks and --launch exclude each other";
+  if (o.localRanks > 0 && o.launch)
+    return "--local-ranks and --launch exclude each other";
   o.train.artifactPath = o.artifact;
   return "";
 }
@@ -276,7 +339,8 @@ void printError(const std::string &msg) {
 void checkOutputPath(const std::string &flag, const std::string &path) {
   std::string dir = ".";
   size_t slash = path.rfind('/');
-  if (slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
+  if (slash != std::string::npos)
+    dir = slash == 0 ? "/" : path.substr(0, slash);
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw Error(flag + " " + path + ": directory '" + dir + "' does not exist");
@@ -285,33 +349,41 @@ void checkOutputPath(const std::string &flag, const std::string &path) {
   // A device or FIFO is written in place: its directory need not be writable.
   const bool inPlace = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
   if (!inPlace && ::access(dir.c_str(), W_OK) != 0)
-    throw Error(flag + " " + path + ": directory '" + dir + "' is not writable");
+    throw Error(flag + " " + path + ": directory '" + dir +
+                "' is not writable");
 }
 
 // The kernels (per operand shapes) that took longest in rank 0's steps, with
 // their share of the step and, for matmuls and attention, GFLOP/s.
 void printKernelTable(const RankExecutor &exec) {
   const ExecStats &s = exec.stats();
-  if (s.runs == 0) return;
+  if (s.runs == 0)
+    return;
   double step = 0;
-  for (const auto &[op, seconds] : s.secondsByOp) step += seconds;
-  std::vector<std::pair<std::string, ExecStats::KernelShapeStats>> rows(s.byKernelShape.begin(),
-                                                                      s.byKernelShape.end());
-  std::sort(rows.begin(), rows.end(),
-            [](const auto &a, const auto &b) { return a.second.seconds > b.second.seconds; });
+  for (const auto &[op, seconds] : s.secondsByOp)
+    step += seconds;
+  std::vector<std::pair<std::string, ExecStats::KernelShapeStats>> rows(
+      s.byKernelShape.begin(), s.byKernelShape.end());
+  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+    return a.second.seconds > b.second.seconds;
+  });
   const size_t shown = std::min<size_t>(rows.size(), 12);
-  std::printf("kernels, rank 0, per step (%.2f ms: kernels and collectives; %s), top %zu of "
+  std::printf("kernels, rank 0, per step (%.2f ms: kernels and collectives; "
+              "%s), top %zu of "
               "%zu by time:\n",
-              step / double(s.runs) * 1e3, exec.backend().description().c_str(), shown,
-              rows.size());
-  std::printf("  %6s %9s %8s %6s  %s\n", "share", "ms", "GFLOP/s", "calls", "kernel and operand shapes");
+              step / double(s.runs) * 1e3, exec.backend().description().c_str(),
+              shown, rows.size());
+  std::printf("  %6s %9s %8s %6s  %s\n", "share", "ms", "GFLOP/s", "calls",
+              "kernel and operand shapes");
   for (size_t i = 0; i < shown; ++i) {
     const auto &[key, k] = rows[i];
     char gflops[32] = "-";
-    if (k.flops > 0 && k.seconds > 0) std::snprintf(gflops, sizeof gflops, "%.1f", k.flops / k.seconds / 1e9);
-    std::printf("  %5.1f%% %9.3f %8s %6.0f  %s\n", step > 0 ? 100.0 * k.seconds / step : 0.0,
-                k.seconds / double(s.runs) * 1e3, gflops, double(k.calls) / double(s.runs),
-                key.c_str());
+    if (k.flops > 0 && k.seconds > 0)
+      std::snprintf(gflops, sizeof gflops, "%.1f", k.flops / k.seconds / 1e9);
+    std::printf("  %5.1f%% %9.3f %8s %6.0f  %s\n",
+                step > 0 ? 100.0 * k.seconds / step : 0.0,
+                k.seconds / double(s.runs) * 1e3, gflops,
+                double(k.calls) / double(s.runs), key.c_str());
   }
   std::fflush(stdout);
 }
@@ -319,7 +391,8 @@ void printKernelTable(const RankExecutor &exec) {
 // Cores this process may run on.
 int64_t availableCores() {
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    return CPU_COUNT(&set);
   return 1;
 }
 
@@ -328,14 +401,16 @@ int64_t availableCores() {
 // (mpirun binds it to them, OpenMP keeps its threads on them) when the node
 // has enough; otherwise nothing is bound and the ranks share the cores.
 // Binding flags in DTC_MPIRUN_ARGS take precedence.
-void launchArguments(const Options &o, int64_t devices, std::vector<std::string> &mpirunArgs,
+void launchArguments(const Options &o, int64_t devices,
+                     std::vector<std::string> &mpirunArgs,
                      std::vector<std::string> &rankArgs) {
   std::vector<std::string> extraArgs;
   if (const char *extra = std::getenv("DTC_MPIRUN_ARGS")) {
     std::string s = extra, cur;
     for (char c : s + " ") {
       if (c == ' ' || c == '\t' || c == '\n') {
-        if (!cur.empty()) extraArgs.push_back(cur);
+        if (!cur.empty())
+          extraArgs.push_back(cur);
         cur.clear();
       } else {
         cur += c;
@@ -346,15 +421,18 @@ void launchArguments(const Options &o, int64_t devices, std::vector<std::string>
                                           : defaultKernelThreads(int(devices));
   bool userPlacement = false;
   for (const std::string &e : extraArgs)
-    userPlacement |= e.rfind("--bind-to", 0) == 0 || e.rfind("--map-by", 0) == 0 ||
+    userPlacement |= e.rfind("--bind-to", 0) == 0 ||
+                     e.rfind("--map-by", 0) == 0 ||
                      e.rfind("--cpus-per-proc", 0) == 0;
   const int64_t cores = availableCores();
   if (!userPlacement) {
     if (devices * threads <= cores) {
-      mpirunArgs.insert(mpirunArgs.end(), {"--map-by", "slot:PE=" + std::to_string(threads),
-                                           "--bind-to", "core"});
+      mpirunArgs.insert(mpirunArgs.end(),
+                        {"--map-by", "slot:PE=" + std::to_string(threads),
+                         "--bind-to", "core"});
       for (const char *kv : {"OMP_PLACES=cores", "OMP_PROC_BIND=close"})
-        if (!std::getenv(std::string(kv).substr(0, std::string(kv).find('=')).c_str()))
+        if (!std::getenv(
+                std::string(kv).substr(0, std::string(kv).find('=')).c_str()))
           mpirunArgs.insert(mpirunArgs.end(), {"-x", kv});
     } else {
       // Ranks share cores: OpenMP threads that spin while they wait for work
@@ -365,7 +443,8 @@ void launchArguments(const Options &o, int64_t devices, std::vector<std::string>
     }
   }
   mpirunArgs.insert(mpirunArgs.end(), extraArgs.begin(), extraArgs.end());
-  if (o.train.threads <= 0) rankArgs.push_back("--threads=" + std::to_string(threads));
+  if (o.train.threads <= 0)
+    rankArgs.push_back("--threads=" + std::to_string(threads));
 }
 
 /// Everything that can be checked in one process before starting ranks.
@@ -383,7 +462,8 @@ int64_t validate(const Options &o) {
     f.validate(b);
   }
   int64_t step = 0;
-  if (!o.train.loadPath.empty()) step = inspectCheckpoint(a, o.train.loadPath).step;
+  if (!o.train.loadPath.empty())
+    step = inspectCheckpoint(a, o.train.loadPath).step;
   if (!o.train.logPath.empty()) {
     checkOutputPath("--log", o.train.logPath);
     continueLog(o.train.logPath, !o.train.loadPath.empty(), step);
@@ -394,18 +474,22 @@ int64_t validate(const Options &o) {
     else
       checkOutputPath("--save", o.train.savePath);
   }
-  if (!o.train.statsPath.empty()) checkOutputPath("--stats", o.train.statsPath);
+  if (!o.train.statsPath.empty())
+    checkOutputPath("--stats", o.train.statsPath);
   if (!o.train.traceDir.empty()) {
     prepareTraceDirectory(o.train.traceDir);
     std::vector<int> ranks;
-    for (int64_t r = 0; r < a.devices; ++r) ranks.push_back(int(r));
+    for (int64_t r = 0; r < a.devices; ++r)
+      ranks.push_back(int(r));
     checkTracePaths(o.train, ranks);
   }
-  if (!o.train.stepPath.empty()) checkOutputPath("--save-step", o.train.stepPath);
+  if (!o.train.stepPath.empty())
+    checkOutputPath("--save-step", o.train.stepPath);
   return a.devices;
 }
 
-// ---- one rank ----------------------------------------------------------------------------
+// ---- one rank
+// ----------------------------------------------------------------------------
 
 volatile sig_atomic_t gStopSignal = 0;
 int64_t gStopAtNs = 0;
@@ -418,7 +502,8 @@ void onStopSignal(int sig) {
   }
   // A copy of the same signal (a wrapper passing on what the process group
   // got) is not a second request.
-  if (progress::nowNs() - gStopAtNs < kRepeatedSignalNs) return;
+  if (progress::nowNs() - gStopAtNs < kRepeatedSignalNs)
+    return;
   // Second signal: stop now, leaving no temporary file behind.
   removeLiveTemporaryFiles();
   ::_exit(128 + sig);
@@ -428,13 +513,17 @@ void onStopSignal(int sig) {
 /// supervisor received (mpirun passes SIGUSR2 on without ending the job).
 int pendingSignal() {
   const int sig = gStopSignal;
-  if (sig != SIGUSR2 || progress::directory().empty()) return sig;
+  if (sig != SIGUSR2 || progress::directory().empty())
+    return sig;
   std::ifstream in(progress::stopSignalPath(progress::directory()));
   std::string name;
   in >> name;
-  if (name == "SIGINT") return SIGINT;
-  if (name == "SIGTERM") return SIGTERM;
-  if (name == "SIGHUP") return SIGHUP;
+  if (name == "SIGINT")
+    return SIGINT;
+  if (name == "SIGTERM")
+    return SIGTERM;
+  if (name == "SIGHUP")
+    return SIGHUP;
   return sig;
 }
 
@@ -442,7 +531,8 @@ int pendingSignal() {
 /// supervisor, or on stderr) and leaves at once.
 [[noreturn]] void leaveAlone(int rank, const std::string &msg) {
   const std::string line = "rank " + std::to_string(rank) + ": " + msg;
-  if (!progress::reportFailure(line)) printError(line);
+  if (!progress::reportFailure(line))
+    printError(line);
   std::fflush(stdout);
   ::_exit(1);
 }
@@ -450,7 +540,8 @@ int pendingSignal() {
 /// One rank's training run over `world`: the exit status. Agreed errors
 /// and interruptions are printed by the rank that reports them; a failure
 /// the ranks could not agree on goes to `unagreed` (which may not return).
-int trainRank(World &world, int rank, const Options &o, std::function<int()> pendingSignal,
+int trainRank(World &world, int rank, const Options &o,
+              std::function<int()> pendingSignal,
               const std::function<void(const std::string &)> &unagreed) {
   try {
     TrainOptions train = o.train;
@@ -463,13 +554,16 @@ int trainRank(World &world, int rank, const Options &o, std::function<int()> pen
       std::printf("step %lld loss %.8g\n", (long long)r.step, double(r.loss));
       std::fflush(stdout);
     });
-    if (!o.train.statsPath.empty() && rank == 0) printKernelTable(trainer.executor());
+    if (!o.train.statsPath.empty() && rank == 0)
+      printKernelTable(trainer.executor());
     return 0;
   } catch (const Interrupted &e) {
-    if (rank == e.reporter()) printError(e.what());
+    if (rank == e.reporter())
+      printError(e.what());
     return 128 + e.signal();
   } catch (const AgreedError &e) {
-    if (rank == e.reporter()) printError(e.what());
+    if (rank == e.reporter())
+      printError(e.what());
     return 1;
   } catch (const std::exception &e) {
     unagreed(e.what());
@@ -477,14 +571,17 @@ int trainRank(World &world, int rank, const Options &o, std::function<int()> pen
   }
 }
 
-int runRank(int argc, char **argv, const Options &o, const std::string &argError) {
+int runRank(int argc, char **argv, const Options &o,
+            const std::string &argError) {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = onStopSignal;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR2}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR2})
+    ::sigaction(sig, &sa, nullptr);
 
-  const double timeout = argError.empty() ? o.train.timeoutSeconds : kDefaultTimeoutSeconds;
+  const double timeout =
+      argError.empty() ? o.train.timeoutSeconds : kDefaultTimeoutSeconds;
   runBlockingMpiCall(timeout, "MPI_Init", [&] { MPI_Init(&argc, &argv); });
   int code = 0;
   std::unique_ptr<World> world;
@@ -499,7 +596,8 @@ int runRank(int argc, char **argv, const Options &o, const std::string &argError
   if (const char *dir = std::getenv("DTC_RUN_STATUS_DIR"); dir && *dir)
     progress::attach(dir, rank);
   if (!argError.empty()) {
-    if (rank == 0) printError(argError);
+    if (rank == 0)
+      printError(argError);
     code = 1;
   } else {
     // Not agreed (a timeout, an MPI error): other ranks may be waiting in a
@@ -507,7 +605,8 @@ int runRank(int argc, char **argv, const Options &o, const std::string &argError
     code = trainRank(*world, rank, o, pendingSignal,
                      [rank](const std::string &msg) { leaveAlone(rank, msg); });
   }
-  progress::setState(code == 0 ? progress::State::Finished : progress::State::Failed);
+  progress::setState(code == 0 ? progress::State::Finished
+                               : progress::State::Failed);
   world.reset();
   runBlockingMpiCall(timeout, "MPI_Finalize", [] { MPI_Finalize(); });
   return code;
@@ -523,7 +622,8 @@ int runLocalRanks(const Options &o) {
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = onStopSignal;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    ::sigaction(sig, &sa, nullptr);
   int64_t devices = 0;
   try {
     devices = validate(o);
@@ -532,9 +632,10 @@ int runLocalRanks(const Options &o) {
     return 1;
   }
   if (devices != o.localRanks) {
-    printError("--local-ranks " + std::to_string(o.localRanks) + ": " + o.artifact + " is for " +
-               std::to_string(devices) + " device" + (devices == 1 ? "" : "s") +
-               "; run it with --local-ranks " + std::to_string(devices));
+    printError("--local-ranks " + std::to_string(o.localRanks) + ": " +
+               o.artifact + " is for " + std::to_string(devices) + " device" +
+               (devices == 1 ? "" : "s") + "; run it with --local-ranks " +
+               std::to_string(devices));
     return 1;
   }
   ThreadWorld world(o.localRanks, o.train.timeoutSeconds);
@@ -549,7 +650,8 @@ int runLocalRanks(const Options &o) {
             world.abort("rank " + std::to_string(r) + " failed");
           });
     });
-  for (std::thread &t : ranks) t.join();
+  for (std::thread &t : ranks)
+    t.join();
   return *std::max_element(codes.begin(), codes.end());
 }
 
@@ -563,7 +665,8 @@ int main(int argc, char **argv) {
     }
   Options o;
   const std::string argError = parseArgs(argc, argv, o);
-  if (o.guard) return guardRank(argc, argv);
+  if (o.guard)
+    return guardRank(argc, argv);
   if (o.launch) {
     if (!argError.empty()) {
       printError(argError);

@@ -11,9 +11,9 @@
 #include "dtc/Version.h"
 #include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/MemoryPlan.h"
-#include "dtc/runtime/Suggest.h"
 #include "dtc/runtime/OutputFile.h"
 #include "dtc/runtime/Schedule.h"
+#include "dtc/runtime/Suggest.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -132,15 +132,19 @@ Output:
 class Flags {
 public:
   using Handler = std::function<bool(const std::string &)>;
-  void value(const std::string &name, Handler handler) { values[name] = handler; }
+  void value(const std::string &name, Handler handler) {
+    values[name] = handler;
+  }
   void boolean(const std::string &name, std::function<void()> handler) {
     booleans[name] = handler;
   }
-  void alias(const std::string &from, const std::string &to) { aliases[from] = to; }
+  void alias(const std::string &from, const std::string &to) {
+    aliases[from] = to;
+  }
 
   /// Returns false after printing an error.
-  bool parse(const std::vector<std::string> &args, std::vector<std::string> &positional,
-             const std::string &command) {
+  bool parse(const std::vector<std::string> &args,
+             std::vector<std::string> &positional, const std::string &command) {
     for (size_t i = 0; i < args.size(); ++i) {
       std::string arg = args[i];
       if (arg.size() < 2 || arg[0] != '-') {
@@ -149,7 +153,8 @@ public:
       }
       std::string name = arg, inlineValue;
       bool hasInline = false;
-      if (auto eq = arg.find('='); eq != std::string::npos && arg.rfind("--", 0) == 0) {
+      if (auto eq = arg.find('=');
+          eq != std::string::npos && arg.rfind("--", 0) == 0) {
         name = arg.substr(0, eq);
         inlineValue = arg.substr(eq + 1);
         hasInline = true;
@@ -167,7 +172,8 @@ public:
       auto v = values.find(name);
       if (v == values.end()) {
         fail("unknown flag " + name + " for 'dtc " + command + "'" +
-             dtc::didYouMean(name, names()) + " (see dtc " + command + " --help)");
+             dtc::didYouMean(name, names()) + " (see dtc " + command +
+             " --help)");
         return false;
       }
       std::string value;
@@ -207,14 +213,16 @@ bool parseInt(const std::string &flag, const std::string &text, int64_t &out,
   errno = 0;
   long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || errno == ERANGE || v < min) {
-    fail(flag + ": expected an integer >= " + std::to_string(min) + ", got '" + text + "'");
+    fail(flag + ": expected an integer >= " + std::to_string(min) + ", got '" +
+         text + "'");
     return false;
   }
   out = v;
   return true;
 }
 
-bool parseDouble(const std::string &flag, const std::string &text, double &out) {
+bool parseDouble(const std::string &flag, const std::string &text,
+                 double &out) {
   char *end = nullptr;
   errno = 0;
   double v = std::strtod(text.c_str(), &end);
@@ -226,7 +234,8 @@ bool parseDouble(const std::string &flag, const std::string &text, double &out) 
   return true;
 }
 
-bool parseChoice(const std::string &flag, const std::string &text, std::string &out,
+bool parseChoice(const std::string &flag, const std::string &text,
+                 std::string &out,
                  std::initializer_list<const char *> choices) {
   std::string list;
   for (const char *c : choices) {
@@ -245,14 +254,16 @@ bool parseMesh(const std::string &text, std::vector<int64_t> &mesh) {
   size_t start = 0;
   while (true) {
     size_t x = text.find('x', start);
-    std::string part = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    std::string part = text.substr(
+        start, x == std::string::npos ? std::string::npos : x - start);
     int64_t size;
     char *end = nullptr;
     errno = 0;
     long long v = std::strtoll(part.c_str(), &end, 10);
     if (part.empty() || *end != '\0' || errno == ERANGE || v < 1) {
       fail("--mesh: expected sizes like 8 or 2x4 (positive integers joined by "
-           "'x'), got '" + text + "'");
+           "'x'), got '" +
+           text + "'");
       return false;
     }
     size = v;
@@ -273,21 +284,25 @@ bool parseMesh(const std::string &text, std::vector<int64_t> &mesh) {
 }
 
 bool parseStrategy(const std::string &text, dtc::CompileOptions &o) {
-  std::map<std::string, int64_t *> keys = {{"dp", &o.dp}, {"tp", &o.tp}, {"pp", &o.pp},
-                                           {"sp", &o.sp}, {"ep", &o.ep}, {"zero", &o.zero}};
+  std::map<std::string, int64_t *> keys = {{"dp", &o.dp}, {"tp", &o.tp},
+                                           {"pp", &o.pp}, {"sp", &o.sp},
+                                           {"ep", &o.ep}, {"zero", &o.zero}};
   o.dp = 0;
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item = text.substr(
+        start, comma == std::string::npos ? std::string::npos : comma - start);
     size_t eq = item.find('=');
     std::string key = eq == std::string::npos ? item : item.substr(0, eq);
     if (eq == std::string::npos || !keys.count(key)) {
       fail("--strategy: expected KEY=N items with KEY in dp, tp, pp, zero, sp, "
-           "ep, got '" + item + "'");
+           "ep, got '" +
+           item + "'");
       return false;
     }
-    if (!parseInt("--strategy " + key, item.substr(eq + 1), *keys[key], key == "zero" ? 0 : 1))
+    if (!parseInt("--strategy " + key, item.substr(eq + 1), *keys[key],
+                  key == "zero" ? 0 : 1))
       return false;
     if (key == "zero" && o.zero > 3) {
       fail("--strategy zero: expected 0, 1, 2 or 3");
@@ -309,31 +324,52 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.boolean("--help", [&] { help = true; });
   flags.alias("-h", "--help");
   flags.alias("-o", "--output");
-  flags.value("--output", [&](const std::string &v) { o.output = v; return true; });
-  flags.value("--mesh", [&](const std::string &v) { return parseMesh(v, o.mesh); });
-  flags.value("--hw", [&](const std::string &v) { o.hw = v; return true; });
+  flags.value("--output", [&](const std::string &v) {
+    o.output = v;
+    return true;
+  });
+  flags.value("--mesh",
+              [&](const std::string &v) { return parseMesh(v, o.mesh); });
+  flags.value("--hw", [&](const std::string &v) {
+    o.hw = v;
+    return true;
+  });
   flags.value("--device-memory", [&](const std::string &v) {
     uint64_t bytes;
     if (!dtc::rt::parseByteSize(v, bytes)) {
-      fail("--device-memory: expected a size such as 80GiB, 512MiB, 16G or 1000000 "
-           "(bytes; K/M/G/T are powers of 1000, KiB/MiB/GiB/TiB of 1024), got '" + v + "'");
+      fail("--device-memory: expected a size such as 80GiB, 512MiB, 16G or "
+           "1000000 "
+           "(bytes; K/M/G/T are powers of 1000, KiB/MiB/GiB/TiB of 1024), got "
+           "'" +
+           v + "'");
       return false;
     }
     o.deviceMemory = bytes;
     return true;
   });
   flags.boolean("--auto", [&] { autoGiven = true; });
-  flags.value("--strategy", [&](const std::string &v) { strategyGiven = true; strategy = v; return true; });
-  flags.value("--microbatches", [&](const std::string &v) { return parseInt("--microbatches", v, o.microbatches, 1); });
-  flags.value("--virtual-stages", [&](const std::string &v) { return parseInt("--virtual-stages", v, o.virtualStages, 1); });
+  flags.value("--strategy", [&](const std::string &v) {
+    strategyGiven = true;
+    strategy = v;
+    return true;
+  });
+  flags.value("--microbatches", [&](const std::string &v) {
+    return parseInt("--microbatches", v, o.microbatches, 1);
+  });
+  flags.value("--virtual-stages", [&](const std::string &v) {
+    return parseInt("--virtual-stages", v, o.virtualStages, 1);
+  });
   flags.value("--schedule", [&](const std::string &v) {
-    return parseChoice("--schedule", v, o.schedule, {"gpipe", "1f1b", "interleaved", "zb"});
+    return parseChoice("--schedule", v, o.schedule,
+                       {"gpipe", "1f1b", "interleaved", "zb"});
   });
   flags.value("--remat", [&](const std::string &v) {
-    return parseChoice("--remat", v, o.remat, {"none", "full", "selective", "auto"});
+    return parseChoice("--remat", v, o.remat,
+                       {"none", "full", "selective", "auto"});
   });
   flags.value("--precision", [&](const std::string &v) {
-    return parseChoice("--precision", v, o.precision, {"f32", "bf16-mixed", "fp16-mixed"});
+    return parseChoice("--precision", v, o.precision,
+                       {"f32", "bf16-mixed", "fp16-mixed"});
   });
   flags.value("--loss-scale", [&](const std::string &v) {
     return parseDouble("--loss-scale", v, o.lossScale);
@@ -341,14 +377,18 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.value("--loss-scale-window", [&](const std::string &v) {
     return parseInt("--loss-scale-window", v, o.lossScaleWindow, 1);
   });
-  flags.value("--grad-accum", [&](const std::string &v) { return parseInt("--grad-accum", v, o.gradAccum, 1); });
+  flags.value("--grad-accum", [&](const std::string &v) {
+    return parseInt("--grad-accum", v, o.gradAccum, 1);
+  });
   flags.value("--optimizer", [&](const std::string &v) {
-    return parseChoice("--optimizer", v, o.optimizer, {"sgd", "adam", "adamw", "none"});
+    return parseChoice("--optimizer", v, o.optimizer,
+                       {"sgd", "adam", "adamw", "none"});
   });
   // Numbers are parsed here; their ranges are the training step's to judge
   // (checkTrainingStepOptions), in the f32 precision the optimizer uses.
   auto number = [&](const char *flag, double &out) {
-    return [&, flag](const std::string &v) { return parseDouble(flag, v, out); };
+    return
+        [&, flag](const std::string &v) { return parseDouble(flag, v, out); };
   };
   flags.value("--lr", number("--lr", o.lr));
   flags.value("--weight-decay", [&](const std::string &v) {
@@ -362,18 +402,26 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.value("--grad-clip", number("--grad-clip", o.gradClip));
   flags.value("--beta1", number("--beta1", o.beta1));
   flags.value("--beta2", number("--beta2", o.beta2));
-  flags.value("--report", [&](const std::string &v) { o.report = v; return true; });
+  flags.value("--report", [&](const std::string &v) {
+    o.report = v;
+    return true;
+  });
   flags.boolean("--timing", [&] { o.timing = true; });
   flags.boolean("--no-fuse-epilogues", [&] { o.fuseEpilogues = false; });
   flags.boolean("--emit-generic", [&] { o.emitGeneric = true; });
-  flags.value("--pin", [&](const std::string &v) { o.pins.push_back(v); return true; });
+  flags.value("--pin", [&](const std::string &v) {
+    o.pins.push_back(v);
+    return true;
+  });
   flags.value("--emit-mlir", [&](const std::string &v) {
     for (const std::string &stage : dtc::emitStages())
       if (v == stage) {
         o.emitMlirAfter = v;
         return true;
       }
-    fail("--emit-mlir: expected parsed|training-step|planned|split|partitioned, got '" + v + "'");
+    fail("--emit-mlir: expected "
+         "parsed|training-step|planned|split|partitioned, got '" +
+         v + "'");
     return false;
   });
 
@@ -385,8 +433,10 @@ int compileCommand(const std::vector<std::string> &args) {
     return 0;
   }
   if (positional.size() != 1)
-    return fail(positional.empty() ? "dtc compile needs a MODEL.mlir (see dtc compile --help)"
-                                   : "dtc compile takes one model, got '" + positional[1] + "' too");
+    return fail(positional.empty()
+                    ? "dtc compile needs a MODEL.mlir (see dtc compile --help)"
+                    : "dtc compile takes one model, got '" + positional[1] +
+                          "' too");
   o.input = positional[0];
   if (strategyGiven && autoGiven)
     return fail("--auto and --strategy are exclusive");
@@ -400,7 +450,8 @@ int compileCommand(const std::vector<std::string> &args) {
       o.dp = devices % (o.tp * o.pp) == 0 ? devices / (o.tp * o.pp) : 0;
       if (o.dp == 0)
         return fail("--strategy: tp*pp=" + std::to_string(o.tp * o.pp) +
-                    " does not divide the " + std::to_string(devices) + " devices");
+                    " does not divide the " + std::to_string(devices) +
+                    " devices");
     }
   }
   if (o.output.empty()) {
@@ -419,7 +470,8 @@ int compileCommand(const std::vector<std::string> &args) {
 
 /// dtc-run lives next to dtc.
 std::string siblingTool(const char *argv0, const std::string &name) {
-  std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&siblingTool);
+  std::string self =
+      llvm::sys::fs::getMainExecutable(argv0, (void *)&siblingTool);
   llvm::SmallString<256> path(llvm::sys::path::parent_path(self));
   llvm::sys::path::append(path, name);
   return std::string(path);
@@ -455,19 +507,27 @@ int scheduleCommand(const std::vector<std::string> &args) {
   flags.boolean("--help", [&] { help = true; });
   flags.alias("-h", "--help");
   flags.alias("-o", "--output");
-  flags.value("--output", [&](const std::string &v) { output = v; return true; });
+  flags.value("--output", [&](const std::string &v) {
+    output = v;
+    return true;
+  });
   std::vector<std::string> positional;
   if (!flags.parse(args, positional, "schedule"))
     return 1;
   if (help) {
-    llvm::outs() << "usage: dtc schedule OUT.dtc [-o PICTURE.svg]\n\n"
-                    "Draws the pipeline schedule an artifact carries: every pipeline stage's\n"
-                    "forwards (F), input-gradient backwards (B) and weight-gradient backwards\n"
-                    "(W; a fused backward is drawn as B over two units) over time, with unit\n"
-                    "costs (F 1, B 1, W 1, B+W 2), as text and as an SVG picture, and the\n"
-                    "bubble (idle share) of that schedule.\n"
-                    "  -o, --output FILE   the SVG picture   (default: OUT with .svg)\n"
-                    "  -h, --help          this help\n";
+    llvm::outs()
+        << "usage: dtc schedule OUT.dtc [-o PICTURE.svg]\n\n"
+           "Draws the pipeline schedule an artifact carries: every pipeline "
+           "stage's\n"
+           "forwards (F), input-gradient backwards (B) and weight-gradient "
+           "backwards\n"
+           "(W; a fused backward is drawn as B over two units) over time, with "
+           "unit\n"
+           "costs (F 1, B 1, W 1, B+W 2), as text and as an SVG picture, and "
+           "the\n"
+           "bubble (idle share) of that schedule.\n"
+           "  -o, --output FILE   the SVG picture   (default: OUT with .svg)\n"
+           "  -h, --help          this help\n";
     return 0;
   }
   if (positional.size() != 1)
@@ -479,8 +539,10 @@ int scheduleCommand(const std::vector<std::string> &args) {
     output = std::string(out);
   }
   std::string bytes, error;
-  // Before anything is read or written: the picture may not replace the artifact.
-  if (!dtc::rt::checkOutputsDistinct({{"the artifact", input}}, {{"-o", output}}, error))
+  // Before anything is read or written: the picture may not replace the
+  // artifact.
+  if (!dtc::rt::checkOutputsDistinct({{"the artifact", input}},
+                                     {{"-o", output}}, error))
     return fail(error);
   if (!dtc::rt::readFileBytes(input, bytes, error))
     return fail(input + ": " + error);
@@ -488,37 +550,47 @@ int scheduleCommand(const std::vector<std::string> &args) {
   if (!dtc::rt::decodeArtifactJson(bytes, body, error))
     return fail(input + ": " + error);
   if (!body.is_object() || !body.contains("pipeline"))
-    return fail(input + ": the artifact has no pipeline schedule (compile with --strategy "
-                        "pp=P or --microbatches M)");
+    return fail(
+        input +
+        ": the artifact has no pipeline schedule (compile with --strategy "
+        "pp=P or --microbatches M)");
   const nlohmann::json &pipe = body["pipeline"];
   auto count = [&](const char *key, int &out) {
     auto it = pipe.find(key);
-    if (it == pipe.end() || !it->is_number_integer() || it->get<int64_t>() < 1 ||
-        it->get<int64_t>() > (1 << 20))
+    if (it == pipe.end() || !it->is_number_integer() ||
+        it->get<int64_t>() < 1 || it->get<int64_t>() > (1 << 20))
       return false;
     out = it->get<int>();
     return true;
   };
   dtc::sched::Schedule schedule;
-  if (!pipe.is_object() || !pipe.contains("schedule") || !pipe["schedule"].is_string() ||
-      !count("stages", schedule.stages) || !count("virtual_stages", schedule.virtualStages) ||
-      !count("microbatches", schedule.microbatches) || !body.contains("programs") ||
-      !body["programs"].is_array())
+  if (!pipe.is_object() || !pipe.contains("schedule") ||
+      !pipe["schedule"].is_string() || !count("stages", schedule.stages) ||
+      !count("virtual_stages", schedule.virtualStages) ||
+      !count("microbatches", schedule.microbatches) ||
+      !body.contains("programs") || !body["programs"].is_array())
     return fail(input + ": malformed pipeline section (see docs/artifact.md)");
   schedule.name = pipe["schedule"].get<std::string>();
   schedule.perStage.assign(size_t(schedule.stages), {});
   std::vector<std::string> ranksOf(size_t(schedule.stages));
   for (const nlohmann::json &program : body["programs"]) {
-    if (!program.is_object() || !program.contains("stage") || !program["stage"].is_number_integer() ||
-        program["stage"].get<int64_t>() < 0 || program["stage"].get<int64_t>() >= schedule.stages ||
-        !program.contains("schedule") || !program.contains("ranks") || !program["ranks"].is_array())
-      return fail(input + ": a program without a valid stage, schedule and ranks");
+    if (!program.is_object() || !program.contains("stage") ||
+        !program["stage"].is_number_integer() ||
+        program["stage"].get<int64_t>() < 0 ||
+        program["stage"].get<int64_t>() >= schedule.stages ||
+        !program.contains("schedule") || !program.contains("ranks") ||
+        !program["ranks"].is_array())
+      return fail(input +
+                  ": a program without a valid stage, schedule and ranks");
     size_t stage = program["stage"].get<size_t>();
-    if (!dtc::sched::actionsFromJson(program["schedule"], schedule.perStage[stage], error))
-      return fail(input + ": stage " + std::to_string(stage) + " schedule: " + error);
+    if (!dtc::sched::actionsFromJson(program["schedule"],
+                                     schedule.perStage[stage], error))
+      return fail(input + ": stage " + std::to_string(stage) +
+                  " schedule: " + error);
     for (const nlohmann::json &r : program["ranks"])
       if (r.is_number_integer())
-        ranksOf[stage] += (ranksOf[stage].empty() ? "" : ", ") + std::to_string(r.get<int64_t>());
+        ranksOf[stage] += (ranksOf[stage].empty() ? "" : ", ") +
+                          std::to_string(r.get<int64_t>());
   }
   dtc::sched::Simulation sim = dtc::sched::simulate(schedule);
   if (!sim.ok)
@@ -526,7 +598,8 @@ int scheduleCommand(const std::vector<std::string> &args) {
   llvm::outs() << dtc::sched::renderText(schedule, sim);
   for (size_t d = 0; d < ranksOf.size(); ++d)
     llvm::outs() << "stage " << d << ": ranks " << ranksOf[d] << "\n";
-  if (!dtc::rt::writeOutputFile(output, dtc::sched::renderSvg(schedule, sim), error))
+  if (!dtc::rt::writeOutputFile(output, dtc::sched::renderSvg(schedule, sim),
+                                error))
     return fail("cannot write " + output + ": " + error);
   llvm::outs() << "picture: " << output << "\n";
   return 0;
@@ -534,15 +607,17 @@ int scheduleCommand(const std::vector<std::string> &args) {
 
 int inspectCommand(const std::vector<std::string> &args) {
   if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
-    llvm::outs() << "usage: dtc inspect OUT.dtc\n\nChecks the artifact's container "
-                    "(magic, version, length, hash) and prints its JSON body.\n"
-                    "  -h, --help   this help\n";
+    llvm::outs()
+        << "usage: dtc inspect OUT.dtc\n\nChecks the artifact's container "
+           "(magic, version, length, hash) and prints its JSON body.\n"
+           "  -h, --help   this help\n";
     return 0;
   }
   for (const std::string &arg : args)
     if (arg.size() > 1 && arg[0] == '-')
       return fail("unknown flag " + arg + " for 'dtc inspect'" +
-                  dtc::didYouMean(arg, {"--help"}) + " (see dtc inspect --help)");
+                  dtc::didYouMean(arg, {"--help"}) +
+                  " (see dtc inspect --help)");
   if (args.size() != 1)
     return fail("dtc inspect takes one artifact (see dtc inspect --help)");
   std::string bytes, error;
@@ -560,7 +635,8 @@ int inspectCommand(const std::vector<std::string> &args) {
 int main(int argc, char **argv) {
   dtc::rt::removeTemporaryFilesOnSignals();
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" ||
+      args[0] == "help") {
     llvm::outs() << kTopHelp;
     return args.empty() ? 1 : 0;
   }
@@ -579,7 +655,7 @@ int main(int argc, char **argv) {
   if (command == "schedule")
     return scheduleCommand(rest);
   return fail("unknown command '" + command + "'" +
-              dtc::didYouMean(command,
-                              {"compile", "run", "inspect", "schedule", "--help", "--version"}) +
+              dtc::didYouMean(command, {"compile", "run", "inspect", "schedule",
+                                        "--help", "--version"}) +
               " (expected compile, run, inspect or schedule; see dtc --help)");
 }

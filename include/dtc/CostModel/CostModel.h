@@ -43,7 +43,13 @@ struct HardwareProfile {
 std::optional<HardwareProfile> loadHardware(const std::string &nameOrFile,
                                             std::string &error);
 
-enum class Collective { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv };
+enum class Collective {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  SendRecv
+};
 
 /// Bytes one device sends in the runtime's collective algorithms
 /// (docs/runtime.md "Collectives"), the maximum over the group, from the
@@ -62,7 +68,8 @@ int64_t collectiveSentBytes(Collective kind, int64_t n, int64_t inElements,
 /// The same for the group member of index `member` (all-reduce chunks
 /// differ in size when n does not divide the element count).
 int64_t collectiveSentBytesOf(Collective kind, int64_t n, int64_t member,
-                              int64_t inElements, int64_t outElements, int64_t elementBytes);
+                              int64_t inElements, int64_t outElements,
+                              int64_t elementBytes);
 /// Kind names of the artifact's collectives ("all_reduce", ...); false for
 /// all_slice and anything else that moves no data.
 bool collectiveFromName(const std::string &op, Collective &kind);
@@ -71,7 +78,8 @@ bool collectiveFromName(const std::string &op, Collective &kind);
 /// when each device sends `sentBytes` (collectiveSentBytes): its steps'
 /// latencies (2(n-1) for the all-reduce ring, n-1 for the others) plus the
 /// bytes over the bandwidth.
-double collectiveTime(Collective kind, int64_t n, double sentBytes, const Link &link);
+double collectiveTime(Collective kind, int64_t n, double sentBytes,
+                      const Link &link);
 
 /// Idle share of a pipeline of `stages` stages and `microbatches`
 /// micro-batches under GPipe/1F1B: (p-1)/(m+p-1).
@@ -82,7 +90,8 @@ double bubbleFraction(int64_t stages, int64_t microbatches);
 struct BytesPerParam {
   double params, grads, optimizer;
 };
-BytesPerParam bytesPerParam(const std::string &precision, const std::string &optimizer);
+BytesPerParam bytesPerParam(const std::string &precision,
+                            const std::string &optimizer);
 
 } // namespace dtc::cost
 

@@ -39,7 +39,8 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
 /// Marks ops that `--remat selective` recomputes rather than keeps
 /// (DtcOps.td, Dtc_CheapToRecompute).
 template <typename ConcreteType>
-class CheapToRecompute : public OpTrait::TraitBase<ConcreteType, CheapToRecompute> {};
+class CheapToRecompute
+    : public OpTrait::TraitBase<ConcreteType, CheapToRecompute> {};
 /// Fails, naming the closest valid name, when `op` carries an attribute that
 /// is neither one of its own (ODS) nor one the passes attach (dtc.phase,
 /// dtc.gradient_of, dtc.factor_axes, dtc.factor_pieces, dtc.pin...).
@@ -50,7 +51,9 @@ template <typename ConcreteType>
 class KnownAttributesOnly
     : public ::mlir::OpTrait::TraitBase<ConcreteType, KnownAttributesOnly> {
 public:
-  static LogicalResult verifyTrait(Operation *op) { return verifyKnownAttributes(op); }
+  static LogicalResult verifyTrait(Operation *op) {
+    return verifyKnownAttributes(op);
+  }
 };
 } // namespace OpTrait
 } // namespace mlir::dtc

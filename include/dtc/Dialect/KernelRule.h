@@ -29,7 +29,7 @@ std::optional<std::string> kernelDTypeName(Type elementType);
 /// What a check rule sees of a value of type `type`; on failure reports at
 /// `op` which `what` ("operand #1", "result #0") has an unsupported type.
 FailureOr<::dtc::kernels::TensorDesc> kernelTensorDesc(Operation *op, Type type,
-                                                StringRef what);
+                                                       StringRef what);
 
 /// One inherent attribute as its artifact JSON (docs/kernels.md attribute
 /// types); failure, reported at `op`, for a kind the artifact has no form for.

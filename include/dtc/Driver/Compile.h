@@ -31,7 +31,8 @@ struct CompileOptions {
   double lossScale = 65536.0;
   int64_t lossScaleWindow = 2000;
   int64_t gradAccum = 1;
-  std::string optimizer = "adam"; // sgd | adam | adamw | none (return gradients)
+  std::string optimizer =
+      "adam"; // sgd | adam | adamw | none (return gradients)
   double lr = 1e-3;
   /// Unset: the optimizer's default (0, or 0.01 for adamw).
   std::optional<double> weightDecay;
@@ -40,8 +41,9 @@ struct CompileOptions {
   /// cpu this machine's RAM divided by the mesh's device count.
   std::optional<uint64_t> deviceMemory;
   std::string report;
-  std::string emitMlirAfter; // parsed | training-step | planned | split | partitioned
-  bool emitGeneric = false;  // print --emit-mlir in MLIR's generic op form
+  std::string
+      emitMlirAfter; // parsed | training-step | planned | split | partitioned
+  bool emitGeneric = false; // print --emit-mlir in MLIR's generic op form
   /// Fuse a matmul's bias add and GELU into its kernel
   /// (dtc-fuse-matmul-epilogues); --no-fuse-epilogues turns it off.
   bool fuseEpilogues = true;

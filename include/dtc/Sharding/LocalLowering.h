@@ -1,4 +1,5 @@
-//===- LocalLowering.h - what an op's local lowering may ask for -*- C++ -*-===//
+//===- LocalLowering.h - what an op's local lowering may ask for -*- C++
+//-*-===//
 //
 // An op whose per-device computation differs from its global one when some
 // factor is sharded (a vocab-split embedding needs an id offset and a mask;

@@ -33,7 +33,12 @@
 
 namespace mlir::dtc {
 
-enum class ShardingPriority : uint8_t { None = 0, Inferred = 1, Strategy = 2, User = 3 };
+enum class ShardingPriority : uint8_t {
+  None = 0,
+  Inferred = 1,
+  Strategy = 2,
+  User = 3
+};
 
 class ShardingPropagation {
 public:
@@ -44,7 +49,8 @@ public:
 
   /// Fixes the sharding of `value` at `priority` (Strategy or User). A pin
   /// of a higher priority replaces a lower one; otherwise the first stays.
-  void pin(Value value, const TensorSharding &sharding, ShardingPriority priority);
+  void pin(Value value, const TensorSharding &sharding,
+           ShardingPriority priority);
   /// Fixes how `value` is stored (closed, like a pin) without proposing its
   /// split to any op: readers and writers plan around it.
   void pinStorage(Value value, const TensorSharding &sharding);
@@ -89,7 +95,8 @@ private:
   /// Fills the open, empty dimensions of the op's operands and results from
   /// `factors`; returns the values that changed.
   SmallVector<Value> project(Operation *op, const ShardingRule &rule,
-                             const FactorAxes &factors, ArrayRef<uint8_t> origins);
+                             const FactorAxes &factors,
+                             ArrayRef<uint8_t> origins);
 
   func::FuncOp func;
   SmallVector<int64_t> grid;

@@ -1,4 +1,5 @@
-//===- Sharding.h - shardings as attributes, factors <-> dimensions -*- C++ -*-===//
+//===- Sharding.h - shardings as attributes, factors <-> dimensions -*- C++
+//-*-===//
 //
 // The plan vocabulary shared by every planner (pinned strategies, the
 // propagation, the cost-model search later) and the partitioner: value
@@ -28,7 +29,8 @@ ShardingAttr toShardingAttr(const TensorSharding &sharding, MLIRContext *ctx,
 TensorSharding fromShardingAttr(ShardingAttr attr);
 
 /// The local (padded) type of `global` under `sharding`.
-RankedTensorType localType(RankedTensorType global, const TensorSharding &sharding,
+RankedTensorType localType(RankedTensorType global,
+                           const TensorSharding &sharding,
                            ArrayRef<int64_t> grid);
 
 /// One factor's share of a dimension's split.
@@ -45,10 +47,10 @@ struct FactorSplit {
 /// split completely; a padded split reaches only the major factor, and only
 /// when its pieces fall on that factor's boundaries. What cannot be
 /// expressed is dropped (returned in `dropped` when given).
-SmallVector<FactorSplit> dimensionToFactors(const ShardingRule &rule, const DimFactors &dim,
-                                            ArrayRef<int64_t> axes, int64_t piece,
-                                            ArrayRef<int64_t> grid,
-                                            GridAxes *dropped = nullptr);
+SmallVector<FactorSplit>
+dimensionToFactors(const ShardingRule &rule, const DimFactors &dim,
+                   ArrayRef<int64_t> axes, int64_t piece,
+                   ArrayRef<int64_t> grid, GridAxes *dropped = nullptr);
 
 /// Sharding an op needs of operand `idx` (never partial).
 TensorSharding requiredOperandSharding(const ShardingRule &rule,
@@ -57,15 +59,16 @@ TensorSharding requiredOperandSharding(const ShardingRule &rule,
 /// Dimension sharding of result `idx`, and the axes it is pending over
 /// because of sharded Sum/Mean/Max factors it lacks. `meanFactors` receives
 /// the sharded Mean factors among them (the result needs rescaling).
-TensorSharding resultSharding(const ShardingRule &rule, const FactorAxes &factors,
-                              unsigned idx, ArrayRef<int64_t> grid,
+TensorSharding resultSharding(const ShardingRule &rule,
+                              const FactorAxes &factors, unsigned idx,
+                              ArrayRef<int64_t> grid,
                               SmallVectorImpl<int64_t> *meanFactors = nullptr);
 /// Size of one piece of `factor` under `factors` (its size when unsplit).
-int64_t factorPiece(const ShardingRule &rule, const FactorAxes &factors, int64_t factor,
-                    ArrayRef<int64_t> grid);
+int64_t factorPiece(const ShardingRule &rule, const FactorAxes &factors,
+                    int64_t factor, ArrayRef<int64_t> grid);
 /// Whether `factor` is split with padding.
-bool isPaddedFactor(const ShardingRule &rule, const FactorAxes &factors, int64_t factor,
-                    ArrayRef<int64_t> grid);
+bool isPaddedFactor(const ShardingRule &rule, const FactorAxes &factors,
+                    int64_t factor, ArrayRef<int64_t> grid);
 
 /// Why `factors` is not a legal factor sharding of `op` (with rule `rule`)
 /// on `grid`, or "" when it is: axes exist and shard one factor each,
@@ -82,7 +85,8 @@ std::string checkFactorAxes(Operation *op, const ShardingRule &rule,
 void setFactorAxesAttr(Operation *op, const FactorAxes &factors);
 /// Reads an op's dtc.factor_axes and checks it (checkFactorAxes): plans are
 /// data, possibly written by a search or by hand.
-FailureOr<FactorAxes> factorAxesFromAttr(Operation *op, const ShardingRule &rule,
+FailureOr<FactorAxes> factorAxesFromAttr(Operation *op,
+                                         const ShardingRule &rule,
                                          ArrayRef<int64_t> grid);
 
 /// Reads the grid shape of `shard.grid @name` in `module`.

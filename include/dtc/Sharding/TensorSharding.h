@@ -71,13 +71,17 @@ struct TensorSharding {
   }
   bool isPartial() const { return !partial.empty(); }
   /// The explicit piece size of `dim` (0: the default).
-  int64_t piece(unsigned dim) const { return dim < pieces.size() ? pieces[dim] : 0; }
+  int64_t piece(unsigned dim) const {
+    return dim < pieces.size() ? pieces[dim] : 0;
+  }
   void setPiece(unsigned dim, int64_t piece);
   bool isReplicated() const;
   /// Every grid axis the sharding uses (dims and partial).
   GridAxes usedAxes() const;
   bool operator==(const TensorSharding &other) const;
-  bool operator!=(const TensorSharding &other) const { return !(*this == other); }
+  bool operator!=(const TensorSharding &other) const {
+    return !(*this == other);
+  }
   /// e.g. "[[0], []] partial [1] sum".
   std::string str() const;
 };

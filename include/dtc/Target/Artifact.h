@@ -1,4 +1,5 @@
-//===- Artifact.h - emit the .dtc artifact from a partitioned module --*- C++ -*-===//
+//===- Artifact.h - emit the .dtc artifact from a partitioned module --*- C++
+//-*-===//
 //
 // Lowers a partitioned @train_step (local shapes, shard collectives) to the
 // artifact body of docs/artifact.md: global tensors, communicators, and a

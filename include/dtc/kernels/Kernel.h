@@ -1,4 +1,5 @@
-//===- Kernel.h - the kernel interface shared by all backends ----*- C++ -*-===//
+//===- Kernel.h - the kernel interface shared by all backends ----*- C++
+//-*-===//
 //
 // docs/kernels.md lists every kernel. For each one this library (`dtc_kernels`,
 // backend independent, MLIR-free) holds its check rule: the dtypes, shapes
@@ -109,7 +110,8 @@ struct KernelInfo {
 /// include/dtc/Dialect/KernelRule.h). Checks the operand counts, then runs
 /// `kernel.check`. Returns "" when accepted, else the rule's message. Never
 /// throws, so code built without exceptions (MLIR's) may call it.
-std::string checkRule(const KernelInfo &kernel, const std::vector<TensorDesc> &in,
+std::string checkRule(const KernelInfo &kernel,
+                      const std::vector<TensorDesc> &in,
                       const std::vector<TensorDesc> &out,
                       const nlohmann::json &attrs) noexcept;
 /// Host memory one call of kernel `name` holds in ScratchVector (its CPU
@@ -126,12 +128,12 @@ std::string checkRule(const KernelInfo &kernel, const std::vector<TensorDesc> &i
 /// gradient x^T dy whose output has more rows than columns) than on the
 /// swapped product (docs/kernels.md); products of at most 4M elements.
 /// Shared by the kernel and scratchBytes.
-bool matmulComputesTransposed(bool transposeA, bool transposeB, int64_t products, int64_t M,
-                              int64_t N);
+bool matmulComputesTransposed(bool transposeA, bool transposeB,
+                              int64_t products, int64_t M, int64_t N);
 
 uint64_t scratchBytes(std::string_view name, const std::vector<TensorDesc> &in,
-                      const std::vector<TensorDesc> &out, const nlohmann::json &attrs,
-                      int threads);
+                      const std::vector<TensorDesc> &out,
+                      const nlohmann::json &attrs, int threads);
 
 /// Receives the scratch allocations of the thread it is installed on (the
 /// executor installs its counting allocator around every instruction).
@@ -154,15 +156,21 @@ template <class T> struct ScratchAllocator {
   template <class U> ScratchAllocator(const ScratchAllocator<U> &) {}
   T *allocate(size_t n) {
     T *p = std::allocator<T>().allocate(n);
-    if (ScratchCounter *c = threadScratchCounter()) c->allocated(n * sizeof(T));
+    if (ScratchCounter *c = threadScratchCounter())
+      c->allocated(n * sizeof(T));
     return p;
   }
   void deallocate(T *p, size_t n) {
-    if (ScratchCounter *c = threadScratchCounter()) c->released(n * sizeof(T));
+    if (ScratchCounter *c = threadScratchCounter())
+      c->released(n * sizeof(T));
     std::allocator<T>().deallocate(p, n);
   }
-  template <class U> bool operator==(const ScratchAllocator<U> &) const { return true; }
-  template <class U> bool operator!=(const ScratchAllocator<U> &) const { return false; }
+  template <class U> bool operator==(const ScratchAllocator<U> &) const {
+    return true;
+  }
+  template <class U> bool operator!=(const ScratchAllocator<U> &) const {
+    return false;
+  }
 };
 template <class T> using ScratchVector = std::vector<T, ScratchAllocator<T>>;
 
@@ -191,7 +199,8 @@ std::vector<int64_t> attrInts(const nlohmann::json &attrs, const char *key);
 /// diagonal), 0 for kernels whose cost is memory traffic. Used for GFLOP/s
 /// in `--stats`.
 double flopCount(std::string_view name, const std::vector<TensorDesc> &in,
-                 const std::vector<TensorDesc> &out, const nlohmann::json &attrs);
+                 const std::vector<TensorDesc> &out,
+                 const nlohmann::json &attrs);
 
 } // namespace dtc::kernels
 
@@ -205,17 +214,20 @@ const char *gemmLibrary();
 /// per-thread tiles; 0 for the others), as the context allocates them
 /// (rounded up to 64 bytes). The CPU backend reserves the largest when it
 /// binds the kernels; plans count it as workspace.
-uint64_t contextWorkspaceBytes(std::string_view name, const std::vector<TensorDesc> &in,
-                               const std::vector<TensorDesc> &out, const nlohmann::json &attrs,
-                               int threads);
+uint64_t contextWorkspaceBytes(std::string_view name,
+                               const std::vector<TensorDesc> &in,
+                               const std::vector<TensorDesc> &out,
+                               const nlohmann::json &attrs, int threads);
 /// Makes the calling thread's later kernel calls use `ctx.threads()` in the
 /// matrix library and OpenMP (call once per rank thread before running).
 void bindThreads(const KernelContext &ctx);
 
 /// dst = the f32 values of `n` elements of dtype `from` (f32, bf16 or f16).
-void toF32(const KernelContext &ctx, DType from, const void *src, float *dst, int64_t n);
+void toF32(const KernelContext &ctx, DType from, const void *src, float *dst,
+           int64_t n);
 /// dst (dtype `to`: f32, bf16 or f16) = src rounded to nearest even.
-void fromF32(const KernelContext &ctx, DType to, const float *src, void *dst, int64_t n);
+void fromF32(const KernelContext &ctx, DType to, const float *src, void *dst,
+             int64_t n);
 /// Whether kernel `name` handles bf16/f16 operands itself (moves or converts
 /// their bits); every other float kernel gets them converted to f32 by the
 /// executor and its f32 results rounded back.
@@ -226,7 +238,8 @@ uint64_t f32CopyBytes(int64_t numel);
 /// Bytes of the f32 copies kernel `name` needs of its bf16/f16 operands
 /// (0 when it handles them itself): what the CPU backend's conversion
 /// scratch holds while the kernel runs, and what the memory plan counts.
-uint64_t lowPrecisionCopyBytes(std::string_view name, const std::vector<TensorDesc> &in,
+uint64_t lowPrecisionCopyBytes(std::string_view name,
+                               const std::vector<TensorDesc> &in,
                                const std::vector<TensorDesc> &out);
 
 } // namespace dtc::kernels::cpu

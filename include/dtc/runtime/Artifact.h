@@ -30,7 +30,15 @@ enum class Role { Param, OptimizerState, Input, Step, Loss, Output };
 const char *roleName(Role r);
 
 /// Memory categories of slots (docs/artifact.md "Programs").
-enum class MemCategory { Param, Grad, Optimizer, Activation, Input, Constant, Scalar };
+enum class MemCategory {
+  Param,
+  Grad,
+  Optimizer,
+  Activation,
+  Input,
+  Constant,
+  Scalar
+};
 constexpr int kNumMemCategories = 7;
 const char *memCategoryName(MemCategory c);
 
@@ -59,9 +67,11 @@ public:
   /// Product of the sizes of `axes`.
   int64_t groupSize(const std::vector<int> &axes) const;
   /// Row-major index of `c` over `axes` in the listed order.
-  int64_t groupIndex(const std::vector<int64_t> &c, const std::vector<int> &axes) const;
+  int64_t groupIndex(const std::vector<int64_t> &c,
+                     const std::vector<int> &axes) const;
   /// Row-major index of `c` over the axes NOT in `axes` (identifies the group).
-  int64_t groupColor(const std::vector<int64_t> &c, const std::vector<int> &axes) const;
+  int64_t groupColor(const std::vector<int64_t> &c,
+                     const std::vector<int> &axes) const;
   /// "2x2"
   std::string str() const;
 
@@ -81,7 +91,8 @@ struct Piece {
 /// `pieces[d]`, when given and non-zero, is dimension d's piece size
 /// instead of ceil(G/n) (the artifact's "pieces").
 Piece pieceOf(const Mesh &mesh, const Sharding &sharding, const Shape &global,
-              const std::vector<int64_t> &coords, const std::vector<int64_t> &pieces = {});
+              const std::vector<int64_t> &coords,
+              const std::vector<int64_t> &pieces = {});
 /// Calls f(localStart, globalStart, length) for each contiguous run of the
 /// piece's elements inside the global tensor (row-major element indices
 /// into the local buffer and the global tensor); padding is skipped.
@@ -94,16 +105,17 @@ struct TensorDecl {
   DType dtype = DType::F32;
   Shape shape; ///< global
   Sharding sharding;
-  std::vector<int64_t> pieces; ///< per dim piece size, 0 = ceil(G/n); may be empty
+  std::vector<int64_t>
+      pieces;           ///< per dim piece size, 0 = ceil(G/n); may be empty
   InitSpec init;        ///< param, optimizer_state
   std::string initText; ///< as written
-  std::string of;       ///< optimizer_state: the parameter ("" for step-wide state)
+  std::string of; ///< optimizer_state: the parameter ("" for step-wide state)
   /// optimizer_state: "master" (the f32 master weights of `of`, a bf16/f16
   /// parameter), "loss_scale" (dynamic loss scaling's scale),
   /// "loss_scale_good_steps" (good steps in a row), "skipped_steps" (steps
   /// it skipped), or "".
   std::string kind;
-  int64_t max = 0;      ///< integer input: exclusive bound (0 = none)
+  int64_t max = 0; ///< integer input: exclusive bound (0 = none)
 };
 
 struct CommDecl {
@@ -122,7 +134,7 @@ struct SlotDecl {
 struct BufferDecl {
   int slot = 0;
   DType dtype = DType::F32;
-  Shape shape; ///< local
+  Shape shape;     ///< local
   int tensor = -1; ///< index into Artifact::tensors, -1 if none
   uint64_t bytes() const { return uint64_t(numel(shape)) * dtypeSize(dtype); }
 };
@@ -180,9 +192,9 @@ struct ProgramDecl {
   /// Filled by the parser so Artifact::bufferOf is O(1).
   std::vector<int> tensorBuffer;
   // Pipelines only:
-  int stage = -1;                 ///< pipeline stage
-  std::vector<ChunkDecl> chunks;  ///< one per virtual stage on this stage
-  std::vector<InstrDecl> finish;  ///< once after the micro-batches
+  int stage = -1;                      ///< pipeline stage
+  std::vector<ChunkDecl> chunks;       ///< one per virtual stage on this stage
+  std::vector<InstrDecl> finish;       ///< once after the micro-batches
   std::vector<sched::Action> schedule; ///< this stage's order of actions
 };
 
@@ -226,7 +238,8 @@ struct Artifact {
 /// Parses and validates a JSON body; `label` prefixes every message.
 Artifact parseArtifact(const nlohmann::json &body, const std::string &label);
 /// Checks the container, parses and validates.
-Artifact loadArtifactBytes(std::string_view fileBytes, const std::string &label);
+Artifact loadArtifactBytes(std::string_view fileBytes,
+                           const std::string &label);
 /// Reads the file, then loadArtifactBytes with the path as label.
 Artifact loadArtifactFile(const std::string &path);
 /// Throws unless the artifact's device count equals `ranks`.

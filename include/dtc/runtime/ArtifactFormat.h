@@ -1,4 +1,5 @@
-//===- ArtifactFormat.h - the .dtc container (docs/artifact.md) --*- C++ -*-===//
+//===- ArtifactFormat.h - the .dtc container (docs/artifact.md) --*- C++
+//-*-===//
 //
 // The container of a `.dtc` artifact:
 //
@@ -80,7 +81,8 @@ bool writeArtifactFile(const std::string &path, const nlohmann::json &body,
 /// device, FIFO or directory is refused before anything is read). On
 /// failure sets `error` ("cannot open: No such file or directory") without
 /// the path.
-bool readFileBytes(const std::string &path, std::string &out, std::string &error,
+bool readFileBytes(const std::string &path, std::string &out,
+                   std::string &error,
                    uint64_t maxBytes = kMaxArtifactFileBytes) noexcept;
 
 /// Standard base64 (RFC 4648, with '=' padding): the encoding of a constant's

@@ -1,4 +1,5 @@
-//===- Backend.h - what the executor needs from a device ----------*- C++ -*-===//
+//===- Backend.h - what the executor needs from a device ----------*- C++
+//-*-===//
 //
 // The executor (Executor.h) runs one rank's program of an artifact through a
 // Backend and never touches device memory itself: it allocates slots from
@@ -94,20 +95,21 @@ public:
   virtual ~DeviceCommunicator();
   virtual int size() const = 0;
   virtual int rank() const = 0;
-  virtual void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op,
+  virtual void allReduce(const void *in, void *out, size_t count, DType dtype,
+                         ReduceOp op, Stream &stream, Traffic &traffic) = 0;
+  virtual void allGather(const void *in, void *out, size_t bytes,
                          Stream &stream, Traffic &traffic) = 0;
-  virtual void allGather(const void *in, void *out, size_t bytes, Stream &stream,
-                         Traffic &traffic) = 0;
-  virtual void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op,
-                             Stream &stream, Traffic &traffic) = 0;
+  virtual void reduceScatter(const void *in, void *out, size_t count,
+                             DType dtype, ReduceOp op, Stream &stream,
+                             Traffic &traffic) = 0;
   virtual void allToAll(const void *in, void *out, size_t bytes, Stream &stream,
                         Traffic &traffic) = 0;
   /// Pipelines: point to point between two members (Communicator's
   /// sendMessage / recvMessage semantics: a send never waits for its
   /// receiver; messages of one sender and tag arrive in order; a receive
   /// waits at most the world's timeout, then CommFailure).
-  virtual void send(const void *buf, size_t bytes, int peer, int tag, Stream &stream,
-                    Traffic &traffic) = 0;
+  virtual void send(const void *buf, size_t bytes, int peer, int tag,
+                    Stream &stream, Traffic &traffic) = 0;
   virtual void recv(void *buf, size_t bytes, int peer, int tag, Stream &stream,
                     Traffic &traffic) = 0;
   /// Completes this member's sends still in flight; at the end of a step.
@@ -148,9 +150,11 @@ public:
   /// One line for people: "cpu: 2 threads, matmuls on oneDNN 2.6.3".
   virtual std::string description() const = 0;
   /// Facts for --stats, e.g. {"gemm_library", "oneDNN 2.6.3"}.
-  virtual std::vector<std::pair<std::string, std::string>> properties() const = 0;
+  virtual std::vector<std::pair<std::string, std::string>>
+  properties() const = 0;
 
-  // ---- memory ----------------------------------------------------------------
+  // ---- memory
+  // ----------------------------------------------------------------
   /// `bytes` (> 0, a multiple of 64) of zeroed device memory, 64-byte
   /// aligned. Throws Error when there is not enough.
   virtual void *allocate(size_t bytes) = 0;
@@ -161,29 +165,34 @@ public:
   /// Copies after the work enqueued on `stream` so far; when the call
   /// returns, the host side of the copy is complete (`host` may be read, or
   /// reused).
-  virtual void copyToHost(void *host, const void *device, size_t bytes, Stream &stream) = 0;
-  virtual void copyFromHost(void *device, const void *host, size_t bytes, Stream &stream) = 0;
+  virtual void copyToHost(void *host, const void *device, size_t bytes,
+                          Stream &stream) = 0;
+  virtual void copyFromHost(void *device, const void *host, size_t bytes,
+                            Stream &stream) = 0;
   /// Enqueues a copy within device memory of `rows` rows of `rowBytes`,
   /// row i from `src + i * srcPitch` to `dst + i * dstPitch` (the packing
   /// of axis-wise collectives). The ranges never overlap.
-  virtual void copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
-                      size_t rowBytes, size_t rows, Stream &stream) = 0;
+  virtual void copy2D(void *dst, size_t dstPitch, const void *src,
+                      size_t srcPitch, size_t rowBytes, size_t rows,
+                      Stream &stream) = 0;
 
-  // ---- kernels -----------------------------------------------------------------
+  // ---- kernels
+  // -----------------------------------------------------------------
   /// Kernel `name` (docs/kernels.md) from this backend's table for the
   /// operands of `args` (dtypes, shapes and attributes already accepted by
   /// the kernel's check rule), or nullptr when the table has none. May fill
   /// the backend's own fields of `args` (the CPU backend sets `ctx`); must
   /// not keep its device addresses.
-  virtual std::unique_ptr<BoundKernel> bindKernel(std::string_view name,
-                                                  kernels::KernelArgs &args) = 0;
+  virtual std::unique_ptr<BoundKernel>
+  bindKernel(std::string_view name, kernels::KernelArgs &args) = 0;
   /// Memory the backend keeps for its kernels' temporaries now (the CPU
   /// backend: its KernelContext's workspace, which bindKernel sizes for the
   /// largest kernel bound, kernels::cpu::contextWorkspaceBytes). The
   /// executor counts it as workspace; 0 for a backend that keeps none.
   virtual uint64_t kernelWorkspaceBytes() const = 0;
 
-  // ---- streams and events --------------------------------------------------------
+  // ---- streams and events
+  // --------------------------------------------------------
   /// Where kernels go, and where collectives go (may be the same stream).
   virtual Stream &computeStream() = 0;
   virtual Stream &commStream() = 0;
@@ -199,21 +208,24 @@ public:
   /// Seconds from `from` to `to`, both recorded and complete.
   virtual double elapsedSeconds(const Event &from, const Event &to) = 0;
 
-  // ---- communicators -----------------------------------------------------------
+  // ---- communicators
+  // -----------------------------------------------------------
   /// The data plane for the ranks of `group` (a host communicator created
   /// by World::split, which the result owns and may use to set itself up:
   /// a GPU backend exchanges its own communicator's id over it).
   virtual std::unique_ptr<DeviceCommunicator>
   createCommunicator(std::unique_ptr<Communicator> group) = 0;
 
-  // ---- host threads --------------------------------------------------------------
+  // ---- host threads
+  // --------------------------------------------------------------
   virtual void setThreads(int threads) = 0;
   virtual int threads() const = 0;
   /// Called on the thread that runs the rank's steps, before each step
   /// (binds thread pools, or the device, to it).
   virtual void attachThread() = 0;
 
-  // ---- memory of its own ---------------------------------------------------------
+  // ---- memory of its own
+  // ---------------------------------------------------------
   /// High-water bytes the backend allocated for itself beyond allocate()
   /// (e.g. the CPU backend's f32 copies of bf16/f16 operands); reported as
   /// staging.
@@ -225,8 +237,10 @@ public:
 /// GPU, an unknown name lists the known ones.
 void checkBackendAvailable(const std::string &name);
 /// A backend by name ("cpu", or one registered by registerBackend).
-std::unique_ptr<Backend> makeBackend(const std::string &name, const BackendOptions &options);
-using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions &)>;
+std::unique_ptr<Backend> makeBackend(const std::string &name,
+                                     const BackendOptions &options);
+using BackendFactory =
+    std::function<std::unique_ptr<Backend>(const BackendOptions &)>;
 /// Makes `name` available to makeBackend (e.g. a test backend). Replaces an
 /// earlier registration of the same name.
 void registerBackend(const std::string &name, BackendFactory factory);

@@ -1,4 +1,5 @@
-//===- Checkpoint.h - --save / --load (spec/cli.md) --------------*- C++ -*-===//
+//===- Checkpoint.h - --save / --load (spec/cli.md) --------------*- C++
+//-*-===//
 //
 // A checkpoint CKPT is a safetensors file holding every `param` tensor,
 // gathered to its global shape, under its name, with metadata
@@ -36,11 +37,12 @@ int masterOf(const Artifact &a, int param);
 /// name in the file). Params are saved under their names from their master
 /// weights when they have some (so checkpoints keep f32 values whatever the
 /// compute precision); the optimizer sidecar holds the other optimizer state.
-std::vector<std::pair<int, std::string>> checkpointTensors(const Artifact &a, Role role);
+std::vector<std::pair<int, std::string>> checkpointTensors(const Artifact &a,
+                                                           Role role);
 /// Reads `n` elements of entry `e` from element `first` into `dst` of
 /// `dtype`, converting between float dtypes (round to nearest even).
-void readConverted(const SafetensorsReader &file, const SafetensorsEntry &e, int64_t first,
-                   void *dst, DType dtype, int64_t n);
+void readConverted(const SafetensorsReader &file, const SafetensorsEntry &e,
+                   int64_t first, void *dst, DType dtype, int64_t n);
 
 /// For tensor `t`: the ranks that contribute its pieces when gathering (the
 /// lowest rank holding each distinct piece), in rank order.
@@ -49,15 +51,18 @@ std::vector<int> contributorRanks(const Artifact &a, int t);
 /// Checks that `file` holds exactly the tensors of `role` of the artifact
 /// (checkpointTensors) with global shapes and dtypes that load (float dtypes
 /// convert). Throws Error naming the file.
-void checkCheckpointTensors(const Artifact &a, const SafetensorsReader &file, Role role);
-/// Value of an integer metadata key (`fallback` if absent). Throws if malformed.
-int64_t metadataInt(const SafetensorsReader &file, const std::string &key, int64_t fallback);
+void checkCheckpointTensors(const Artifact &a, const SafetensorsReader &file,
+                            Role role);
+/// Value of an integer metadata key (`fallback` if absent). Throws if
+/// malformed.
+int64_t metadataInt(const SafetensorsReader &file, const std::string &key,
+                    int64_t fallback);
 
 struct LoadedCheckpoint {
-  int64_t step = 0;          ///< global steps done (main file's dtc.step, 0 if absent)
+  int64_t step = 0; ///< global steps done (main file's dtc.step, 0 if absent)
   bool optimizerRestored = false;
   int64_t optimizerStep = 0; ///< value for the step tensor
-  std::string note;          ///< why the optimizer state was not restored ("" if it was)
+  std::string note; ///< why the optimizer state was not restored ("" if it was)
 };
 
 /// Validates CKPT (and CKPT.optim when it applies) against the artifact
@@ -67,20 +72,22 @@ LoadedCheckpoint inspectCheckpoint(const Artifact &a, const std::string &path);
 /// Collective: rank 0 verifies the files' checksums (dtc.data_crc32c), then
 /// every rank reads the pieces it holds of every param (and of the
 /// optimizer state + step when the sidecar matches) straight from the file.
-LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world, const std::string &path);
+LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world,
+                                const std::string &path);
 
 /// Collective: writes CKPT.optim then CKPT on rank 0, each through an
 /// OutputFile (atomic for regular files), tensor by tensor: rank 0 holds at
 /// most one gathered tensor at a time beyond its own state.
-void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path, int64_t step,
-                    int64_t optimizerStep);
+void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path,
+                    int64_t step, int64_t optimizerStep);
 
 /// Collective: gathers the `input` tensors the last step was fed and the
 /// `output` tensors it produced (e.g. NAME:grad of `dtc compile --optimizer
 /// none`) and writes them to `path` (rank 0, atomic) as safetensors with
 /// metadata {"dtc.format": "dtc-step-v1", "dtc.step": "K"}, K that step's
 /// global index. For tests and debugging: what a step saw and returned.
-void saveStepTensors(RankExecutor &exec, World &world, const std::string &path, int64_t step);
+void saveStepTensors(RankExecutor &exec, World &world, const std::string &path,
+                     int64_t step);
 
 } // namespace dtc::rt
 

@@ -1,4 +1,5 @@
-//===- Communicator.h - collectives behind an abstract interface -*- C++ -*-===//
+//===- Communicator.h - collectives behind an abstract interface -*- C++
+//-*-===//
 //
 // A Communicator is one group of ranks. Every member must make the same
 // sequence of calls (like MPI). Contiguous primitives only: the executor packs
@@ -51,13 +52,15 @@ public:
   /// equal `out`. Average is Sum followed by division (floats only). A ring:
   /// reduce-scatter then all-gather over size() chunks (chunk j has
   /// count/size() elements, one more for j < count % size()).
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op);
+  void allReduce(const void *in, void *out, size_t count, DType dtype,
+                 ReduceOp op);
   /// out = concatenation of every member's `bytes` bytes, in member order
   /// (a ring).
   void allGather(const void *in, void *out, size_t bytes);
   /// in holds size() pieces of `count` elements; out = reduction of piece
   /// rank() over members (a ring).
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op);
+  void reduceScatter(const void *in, void *out, size_t count, DType dtype,
+                     ReduceOp op);
   /// in holds size() pieces of `bytes`; piece j goes to member j; out[j] is
   /// the piece received from member j (pairwise exchanges). in != out.
   void allToAll(const void *in, void *out, size_t bytes);
@@ -72,8 +75,10 @@ public:
   /// The scratch one call of these algorithms takes on a group of `members`
   /// (`count` as passed; 0 for allGather and allToAll), so plans can count
   /// it (MemoryPlan.h).
-  static size_t allReduceScratch(size_t count, size_t elementBytes, int members);
-  static size_t reduceScatterScratch(size_t count, size_t elementBytes, int members);
+  static size_t allReduceScratch(size_t count, size_t elementBytes,
+                                 int members);
+  static size_t reduceScatterScratch(size_t count, size_t elementBytes,
+                                     int members);
 
   // ---- point to point (pipeline stages), counted like the collectives ------
   /// Not collective. `sendMessage` never waits for the receiver: it copies
@@ -99,7 +104,8 @@ public:
 protected:
   /// Point to point: hand a copy of the bytes over without waiting for the
   /// receiver / wait for a message (and check its size).
-  virtual void postMessage(const void *buf, size_t bytes, int peer, int tag) = 0;
+  virtual void postMessage(const void *buf, size_t bytes, int peer,
+                           int tag) = 0;
   virtual void takeMessage(void *buf, size_t bytes, int peer, int tag) = 0;
   /// The one primitive the data plane is built on. Every member calls it at
   /// the same time: sends `sendBytes` from `send` to member `dst` and
@@ -109,8 +115,8 @@ protected:
                         size_t recvBytes, int src) = 0;
 
 private:
-  void exchange(const void *send, size_t sendBytes, int dst, void *recv, size_t recvBytes,
-                int src);
+  void exchange(const void *send, size_t sendBytes, int dst, void *recv,
+                size_t recvBytes, int src);
   char *scratch(size_t bytes);
   uint64_t sent_ = 0, received_ = 0;
   std::vector<char> scratch_;
@@ -166,7 +172,8 @@ private:
 /// number (0 = none) and gets back the largest one any rank passed.
 class AgreedError : public Error {
 public:
-  AgreedError(const std::string &msg, int reporter) : Error(msg), reporter_(reporter) {}
+  AgreedError(const std::string &msg, int reporter)
+      : Error(msg), reporter_(reporter) {}
   int reporter() const { return reporter_; }
 
 private:
@@ -188,7 +195,8 @@ template <class F> void runAgreed(World &w, F &&f) {
     throw;
   } catch (const std::exception &e) {
     err = e.what();
-    if (err.empty()) err = "unknown error";
+    if (err.empty())
+      err = "unknown error";
   }
   agree(w, err);
 }

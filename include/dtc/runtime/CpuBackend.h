@@ -1,4 +1,5 @@
-//===- CpuBackend.h - the CPU backend ----------------------------*- C++ -*-===//
+//===- CpuBackend.h - the CPU backend ----------------------------*- C++
+//-*-===//
 //
 // Host memory (64-byte aligned), the kernels of kernels/cpu with a kernel
 // context per rank (threads, workspace), one synchronous stream (a kernel or

@@ -1,4 +1,5 @@
-//===- CudaBackend.h - the CUDA backend ---------------------------*- C++ -*-===//
+//===- CudaBackend.h - the CUDA backend ---------------------------*- C++
+//-*-===//
 //
 // Kernels on one GPU per rank (kernels/cuda: cuBLASLt products and CUDA C++
 // kernels), a compute and a communication stream with CUDA events between

@@ -1,4 +1,5 @@
-//===- Executor.h - one rank's program: memory, kernels, collectives -*- C++ -*-===//
+//===- Executor.h - one rank's program: memory, kernels, collectives -*- C++
+//-*-===//
 //
 // RankExecutor holds what one rank needs to run its program of an artifact:
 // a backend (Backend.h) with one allocation per slot, typed buffer views,
@@ -110,7 +111,9 @@ public:
   const TensorDecl *decl = nullptr;
   void *data = nullptr; ///< host address of the piece
   Piece piece;          ///< local shape + global offset
-  size_t bytes() const { return size_t(numel(piece.local)) * dtypeSize(decl->dtype); }
+  size_t bytes() const {
+    return size_t(numel(piece.local)) * dtypeSize(decl->dtype);
+  }
 
   LocalTensor() = default;
   LocalTensor(LocalTensor &&other) noexcept { *this = std::move(other); }
@@ -139,7 +142,9 @@ public:
   uint64_t peak() const { return peak_; }
   /// High-water of everything: persistent allocations plus scratch.
   uint64_t peakTotal() const { return peakTotal_; }
-  void noteTotal(uint64_t persistent) { peakTotal_ = std::max(peakTotal_, persistent + current_); }
+  void noteTotal(uint64_t persistent) {
+    peakTotal_ = std::max(peakTotal_, persistent + current_);
+  }
 
 private:
   const RankExecutor &exec_;
@@ -157,9 +162,11 @@ public:
   /// communicator, in artifact order, before anything that can fail), then
   /// allocates the slots, binds kernels from the backend's table and fills
   /// constants. The artifact must outlive the executor.
-  RankExecutor(const Artifact &artifact, World &world, std::unique_ptr<Backend> backend);
+  RankExecutor(const Artifact &artifact, World &world,
+               std::unique_ptr<Backend> backend);
   /// The same with the backend of that name (makeBackend), one thread.
-  RankExecutor(const Artifact &artifact, World &world, const std::string &backend = "cpu");
+  RankExecutor(const Artifact &artifact, World &world,
+               const std::string &backend = "cpu");
   ~RankExecutor();
 
   Backend &backend() { return *backend_; }
@@ -176,7 +183,8 @@ public:
   /// The local piece of tensor `t` (must be held), in host memory while
   /// the view lives (see LocalTensor).
   LocalTensor tensor(int t, Access access = Access::ReadWrite);
-  LocalTensor tensor(const std::string &name, Access access = Access::ReadWrite);
+  LocalTensor tensor(const std::string &name,
+                     Access access = Access::ReadWrite);
   /// The piece rank `r` holds of tensor `t` under its sharding.
   Piece pieceFor(int t, int64_t r) const;
 
@@ -273,7 +281,8 @@ private:
     Backend *backend = nullptr;
     std::vector<char *> ptrs;
     ~Allocations() {
-      for (char *p : ptrs) backend->deallocate(p);
+      for (char *p : ptrs)
+        backend->deallocate(p);
     }
   } allocations_;
   mutable ScratchMeter scratch_{*this};

@@ -1,4 +1,5 @@
-//===- LocalRunner.h - run an artifact in process (no MPI) -------*- C++ -*-===//
+//===- LocalRunner.h - run an artifact in process (no MPI) -------*- C++
+//-*-===//
 //
 // The in-process API for compiler tests and tools. It runs an artifact's
 // ranks inside this process: one rank directly, N ranks as N threads that
@@ -66,8 +67,8 @@ struct LocalRunnerOptions {
 
 /// Measurements (per rank, maximum over ranks).
 struct LocalRunStats {
-  /// memory kind ("param", "grad", ..., "staging", "workspace", "total") -> bytes
-  /// allocated (high-water, maximum over ranks)
+  /// memory kind ("param", "grad", ..., "staging", "workspace", "total") ->
+  /// bytes allocated (high-water, maximum over ranks)
   std::map<std::string, uint64_t> memoryBytes;
   /// collective kind ("all_reduce", ...) -> calls / data bytes / bytes
   /// really sent in ONE step (maximum over ranks)
@@ -86,16 +87,17 @@ class LocalRunner {
 public:
   /// From the bytes of a .dtc file (container checked). `label` names it in
   /// messages. Returns nullptr and sets `error` on failure.
-  static std::unique_ptr<LocalRunner> loadBytes(std::string_view fileBytes,
-                                                const std::string &label, std::string &error,
-                                                const LocalRunnerOptions &opts = {}) noexcept;
+  static std::unique_ptr<LocalRunner>
+  loadBytes(std::string_view fileBytes, const std::string &label,
+            std::string &error, const LocalRunnerOptions &opts = {}) noexcept;
   /// From a .dtc file.
-  static std::unique_ptr<LocalRunner> loadFile(const std::string &path, std::string &error,
-                                               const LocalRunnerOptions &opts = {}) noexcept;
+  static std::unique_ptr<LocalRunner>
+  loadFile(const std::string &path, std::string &error,
+           const LocalRunnerOptions &opts = {}) noexcept;
   /// From a JSON body (no container), e.g. straight from the emitter.
-  static std::unique_ptr<LocalRunner> loadJson(const nlohmann::json &body,
-                                               const std::string &label, std::string &error,
-                                               const LocalRunnerOptions &opts = {}) noexcept;
+  static std::unique_ptr<LocalRunner>
+  loadJson(const nlohmann::json &body, const std::string &label,
+           std::string &error, const LocalRunnerOptions &opts = {}) noexcept;
   ~LocalRunner();
 
   /// Number of ranks (the artifact's devices).
@@ -114,18 +116,25 @@ public:
   /// the tensor's dtype.
   bool setTensor(const std::string &name, const void *data, size_t bytes,
                  std::string &error) noexcept;
-  bool setTensor(const std::string &name, const std::vector<float> &v, std::string &error) noexcept;
-  bool setTensor(const std::string &name, const std::vector<int32_t> &v, std::string &error) noexcept;
-  bool setTensor(const std::string &name, const std::vector<int64_t> &v, std::string &error) noexcept;
+  bool setTensor(const std::string &name, const std::vector<float> &v,
+                 std::string &error) noexcept;
+  bool setTensor(const std::string &name, const std::vector<int32_t> &v,
+                 std::string &error) noexcept;
+  bool setTensor(const std::string &name, const std::vector<int64_t> &v,
+                 std::string &error) noexcept;
   /// The GLOBAL value, assembled from the ranks' pieces.
-  bool getTensorBytes(const std::string &name, std::vector<char> &out, std::string &error) noexcept;
-  bool getTensor(const std::string &name, std::vector<float> &out, std::string &error) noexcept;
-  bool getTensor(const std::string &name, std::vector<int64_t> &out, std::string &error) noexcept; // i32/i64 widened
-  /// Rank `rank`'s local piece (f32 tensors), e.g. to inspect a shard.
-  bool getLocalTensor(int rank, const std::string &name, std::vector<float> &out,
+  bool getTensorBytes(const std::string &name, std::vector<char> &out,
                       std::string &error) noexcept;
+  bool getTensor(const std::string &name, std::vector<float> &out,
+                 std::string &error) noexcept;
+  bool getTensor(const std::string &name, std::vector<int64_t> &out,
+                 std::string &error) noexcept; // i32/i64 widened
+  /// Rank `rank`'s local piece (f32 tensors), e.g. to inspect a shard.
+  bool getLocalTensor(int rank, const std::string &name,
+                      std::vector<float> &out, std::string &error) noexcept;
 
-  /// Writes the step tensor (optimizer updates applied), if the artifact has one.
+  /// Writes the step tensor (optimizer updates applied), if the artifact has
+  /// one.
   bool setOptimizerStep(int64_t value, std::string &error) noexcept;
   /// Runs the instruction list once on every rank. Nothing else: inputs and
   /// the step tensor are what was last set.
@@ -136,7 +145,8 @@ public:
   /// The dtc-run loop without files: for each of `steps` steps, synthetic
   /// inputs of global step K (K counts from 0 after initialize()), step
   /// tensor = K, runStep, loss appended to `losses`.
-  bool train(int64_t steps, std::vector<float> &losses, std::string &error) noexcept;
+  bool train(int64_t steps, std::vector<float> &losses,
+             std::string &error) noexcept;
   /// Global steps done by train().
   int64_t stepsDone() const noexcept;
 
@@ -147,9 +157,9 @@ public:
 private:
   explicit LocalRunner(std::unique_ptr<Impl> impl);
   template <class Parse>
-  static std::unique_ptr<LocalRunner> loadWith(Parse &&parse, const std::string &label,
-                                               std::string &error,
-                                               const LocalRunnerOptions &opts) noexcept;
+  static std::unique_ptr<LocalRunner>
+  loadWith(Parse &&parse, const std::string &label, std::string &error,
+           const LocalRunnerOptions &opts) noexcept;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,4 +1,5 @@
-//===- MemoryPlan.h - what a rank of an artifact allocates -------*- C++ -*-===//
+//===- MemoryPlan.h - what a rank of an artifact allocates -------*- C++
+//-*-===//
 //
 // One definition of a rank's memory, used on both sides: `dtc compile`
 // refuses a plan whose peak exceeds the device budget (and records the
@@ -75,7 +76,8 @@ uint64_t collectiveStagingBytes(const ProgramDecl &p, const InstrDecl &ins);
 /// Ring scratch collective `ins` of `p` takes on its communicator
 /// (Communicator::allReduceScratch, reduceScatterScratch; 0 for the others).
 /// The executor reserves the largest per communicator at load.
-uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p, const InstrDecl &ins);
+uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p,
+                                const InstrDecl &ins);
 /// Pipelines: per chunk of `p`, the most micro-batch copies of its slots
 /// alive at once in p's schedule (a copy lives from its micro-batch's first
 /// action on the chunk to its last). The executor allocates exactly that
@@ -88,8 +90,9 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads);
 
 /// For the compiler: validates `body` like the runtime does, then fills
 /// `needs`. On failure returns false with `error` prefixed by `label`.
-bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label, int threads,
-                         std::vector<MemoryNeed> &needs, std::string &error) noexcept;
+bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label,
+                         int threads, std::vector<MemoryNeed> &needs,
+                         std::string &error) noexcept;
 
 /// The kernel threads a rank gets by default when all `devices` ranks of a
 /// mesh run on this machine (defaultKernelThreads): what the compiler plans

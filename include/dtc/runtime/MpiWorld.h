@@ -1,4 +1,5 @@
-//===- MpiWorld.h - the MPI implementation of World --------------*- C++ -*-===//
+//===- MpiWorld.h - the MPI implementation of World --------------*- C++
+//-*-===//
 //
 // Library dtc_runtime_mpi. Group communicators come from MPI_Comm_split with
 // color = the rank's coordinates on the axes NOT in the group and key = its

@@ -1,4 +1,5 @@
-//===- OutputFile.h - every file the tools write goes through here -*- C++ -*-===//
+//===- OutputFile.h - every file the tools write goes through here -*- C++
+//-*-===//
 //
 // One helper for every path dtc and dtc-run write (-o, --report, --save,
 // --log, --stats, checkpoints), so that writing never destroys what the user
@@ -47,13 +48,15 @@ public:
   /// extended in place (created if missing; with `startEmpty`, first
   /// replaced atomically by an empty file), other kinds are written as by
   /// open().
-  bool openAppend(const std::string &path, bool startEmpty, std::string &error) noexcept;
+  bool openAppend(const std::string &path, bool startEmpty,
+                  std::string &error) noexcept;
   /// Appends bytes (short writes and EINTR handled).
   bool write(const void *data, size_t size, std::string &error) noexcept;
   /// Whether writeAt() is possible: the bytes go to a temporary file.
   bool seekable() const { return mode_ == Mode::Replace; }
   /// Overwrites bytes already written (e.g. a checksum placeholder).
-  bool writeAt(uint64_t offset, const void *data, size_t size, std::string &error) noexcept;
+  bool writeAt(uint64_t offset, const void *data, size_t size,
+               std::string &error) noexcept;
   /// Replace: fsync, rename over the target, fsync the directory. Others:
   /// close (and fsync an appended regular file).
   bool commit(std::string &error) noexcept;
@@ -65,7 +68,8 @@ public:
 
 private:
   enum class Mode { None, Replace, Append, InPlace };
-  bool start(const std::string &path, bool append, bool startEmpty, std::string &error);
+  bool start(const std::string &path, bool append, bool startEmpty,
+             std::string &error);
   int fd_ = -1;
   int tempSlot_ = -1;
   Mode mode_ = Mode::None;

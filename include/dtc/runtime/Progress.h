@@ -1,4 +1,5 @@
-//===- Progress.h - where a rank is, for the supervisor of `dtc run` -*- C++ -*-===//
+//===- Progress.h - where a rank is, for the supervisor of `dtc run` -*- C++
+//-*-===//
 //
 // `dtc run` (dtc-run --launch) supervises its ranks through a status
 // directory: each rank maps a small record there and keeps in it its
@@ -34,7 +35,7 @@ enum class State : int32_t {
 /// that plain aligned loads and stores are atomic on every platform dtc
 /// supports).
 struct Record {
-  int64_t magic;       ///< kMagic once initialised
+  int64_t magic; ///< kMagic once initialised
   int64_t pid;
   int64_t step;        ///< global step, -1 before the first
   int64_t instruction; ///< index in the program, -1 between instructions

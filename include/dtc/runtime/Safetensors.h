@@ -1,4 +1,5 @@
-//===- Safetensors.h - read and write .safetensors files ---------*- C++ -*-===//
+//===- Safetensors.h - read and write .safetensors files ---------*- C++
+//-*-===//
 //
 // Format: 8-byte little-endian header length N, N bytes of JSON header
 // {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]}, ...,
@@ -47,7 +48,7 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t size);
 
 struct SafetensorsEntry {
   std::string name;
-  std::string dtypeName; ///< as written ("F32", "BF16", ...)
+  std::string dtypeName;  ///< as written ("F32", "BF16", ...)
   bool supported = false; ///< dtype is F32, BF16, F16, I32 or I64
   DType dtype = DType::F32;
   Shape shape;
@@ -68,7 +69,8 @@ public:
   const std::vector<SafetensorsEntry> &entries() const { return entries_; }
   const SafetensorsEntry *find(const std::string &name) const;
   /// Reads `size` bytes at byte `offset` of tensor `e` into `dst`.
-  void read(const SafetensorsEntry &e, uint64_t offset, void *dst, size_t size) const;
+  void read(const SafetensorsEntry &e, uint64_t offset, void *dst,
+            size_t size) const;
   /// Verifies dtc.data_crc32c when the file carries one (reading the data
   /// section once); returns whether it did.
   bool verifyChecksum() const;
@@ -87,7 +89,8 @@ public:
   /// and the block on a mismatch). The last verified block is kept, so
   /// reads in increasing order read every block once; that one block is
   /// all the memory this needs. Requires hasBlockChecksums().
-  void readVerified(const SafetensorsEntry &e, uint64_t offset, void *dst, size_t size) const;
+  void readVerified(const SafetensorsEntry &e, uint64_t offset, void *dst,
+                    size_t size) const;
 
 private:
   void readAt(uint64_t offset, void *dst, size_t size) const;
@@ -119,8 +122,10 @@ class SafetensorsWriter {
 public:
   /// With `blockBytes` > 0 (and a seekable output) the file also gets
   /// block checksums (kBlockChecksumsKey) over blocks of that size.
-  SafetensorsWriter(const std::string &path, std::vector<SafetensorsTensorInfo> tensors,
-                    std::map<std::string, std::string> metadata, uint64_t blockBytes = 0);
+  SafetensorsWriter(const std::string &path,
+                    std::vector<SafetensorsTensorInfo> tensors,
+                    std::map<std::string, std::string> metadata,
+                    uint64_t blockBytes = 0);
   /// Bytes written so far, header included (the file's size after commit()).
   uint64_t fileBytes() const { return headerBytes_ + written_; }
   /// Appends bytes of the current tensor (any split; in tensor order).
@@ -138,7 +143,8 @@ private:
   uint64_t checksumOffset_ = 0; ///< of the 8 placeholder digits, 0 = none
   uint32_t crc_ = 0;
   uint64_t headerBytes_ = 0;
-  uint64_t blockBytes_ = 0, blockOffset_ = 0; ///< block size, its placeholder's offset
+  uint64_t blockBytes_ = 0,
+           blockOffset_ = 0; ///< block size, its placeholder's offset
   uint32_t blockCrc_ = 0;
   std::string blockDigits_; ///< of the blocks done
 };
@@ -151,7 +157,8 @@ struct SafetensorsTensor {
 };
 
 /// A whole file at once (through SafetensorsWriter).
-void writeSafetensors(const std::string &path, const std::vector<SafetensorsTensor> &tensors,
+void writeSafetensors(const std::string &path,
+                      const std::vector<SafetensorsTensor> &tensors,
                       const std::map<std::string, std::string> &metadata);
 
 } // namespace dtc::rt

@@ -1,4 +1,5 @@
-//===- Schedule.h - pipeline schedules: generate, check, simulate -*- C++ -*-===//
+//===- Schedule.h - pipeline schedules: generate, check, simulate -*- C++
+//-*-===//
 //
 // A pipeline schedule is, for every pipeline stage (device), the exact order
 // of its actions: the forward (F) of one micro-batch on one of its model
@@ -48,7 +49,7 @@ struct Action {
 };
 
 struct Schedule {
-  std::string name; ///< gpipe | 1f1b | interleaved | zb
+  std::string name;      ///< gpipe | 1f1b | interleaved | zb
   int stages = 1;        ///< P: pipeline stages (devices along the pipeline)
   int virtualStages = 1; ///< v: model chunks per stage
   int microbatches = 1;  ///< M
@@ -69,8 +70,8 @@ const std::vector<std::string> &scheduleNames();
 /// deferred into the bubbles (stage d keeps up to d pending), never holding
 /// more micro-batches on a stage than 1f1b's first stage.
 /// Returns false with a one-line reason on bad arguments.
-bool generate(const std::string &name, int stages, int microbatches, int virtualStages,
-              Schedule &out, std::string &error) noexcept;
+bool generate(const std::string &name, int stages, int microbatches,
+              int virtualStages, Schedule &out, std::string &error) noexcept;
 
 /// Structural checks: every (micro-batch, chunk) of every stage has exactly
 /// one F and either one BW or one B and one W, in that order on its stage;
@@ -87,7 +88,8 @@ struct Placed {
 
 struct Simulation {
   bool ok = false;
-  std::string error; ///< why not ok (a deadlock names the stuck stage and action)
+  std::string
+      error; ///< why not ok (a deadlock names the stuck stage and action)
   int64_t makespan = 0;
   int64_t busy = 0; ///< sum of all action costs over all stages
   /// busy / (stages * makespan) is the useful share; bubble = 1 - that.

@@ -1,4 +1,5 @@
-//===- ShardedCheckpoint.h - --save DIR / --load DIR -------------*- C++ -*-===//
+//===- ShardedCheckpoint.h - --save DIR / --load DIR -------------*- C++
+//-*-===//
 //
 // A sharded checkpoint is a directory (docs/runtime.md "Sharded
 // checkpoints"):
@@ -44,10 +45,12 @@ void checkShardedSavePath(const std::string &flag, const std::string &path);
 
 /// Validates DIR's index against the artifact (and that its files exist
 /// with the sizes the index gives) without an executor. Throws Error.
-LoadedCheckpoint inspectShardedCheckpoint(const Artifact &a, const std::string &dir);
+LoadedCheckpoint inspectShardedCheckpoint(const Artifact &a,
+                                          const std::string &dir);
 
 /// Collective: see the file comment.
-LoadedCheckpoint loadShardedCheckpoint(RankExecutor &exec, World &world, const std::string &dir);
+LoadedCheckpoint loadShardedCheckpoint(RankExecutor &exec, World &world,
+                                       const std::string &dir);
 
 /// Collective: see the file comment. Test hook: DTC_TEST_CHECKPOINT_FAULT =
 /// "ACTION:RANK:WHEN" makes rank RANK, at WHEN (`written`: its file is on
@@ -55,7 +58,8 @@ LoadedCheckpoint loadShardedCheckpoint(RankExecutor &exec, World &world, const s
 /// into place), either `fail` (an ordinary error) or `kill` (SIGKILL
 /// itself). DTC_CHECKPOINT_CRC_BLOCK_BYTES sets the checksum block size
 /// (default 1 MiB).
-void saveShardedCheckpoint(RankExecutor &exec, World &world, const std::string &dir, int64_t step,
+void saveShardedCheckpoint(RankExecutor &exec, World &world,
+                           const std::string &dir, int64_t step,
                            int64_t optimizerStep);
 
 } // namespace dtc::rt

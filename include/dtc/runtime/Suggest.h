@@ -1,4 +1,5 @@
-//===- Suggest.h - "did you mean ...?" for misspelled names ------*- C++ -*-===//
+//===- Suggest.h - "did you mean ...?" for misspelled names ------*- C++
+//-*-===//
 //
 // One rule for every place that refuses a name it does not know (command-line
 // flags of dtc and dtc-run, attributes of dtc ops): suggest the known name
@@ -24,7 +25,8 @@ inline size_t editDistance(std::string_view a, std::string_view b) {
   const size_t n = a.size(), m = b.size();
   // Three rows: the one before last is needed for swaps.
   std::vector<size_t> prev2(m + 1), prev(m + 1), row(m + 1);
-  for (size_t j = 0; j <= m; ++j) prev[j] = j;
+  for (size_t j = 0; j <= m; ++j)
+    prev[j] = j;
   for (size_t i = 1; i <= n; ++i) {
     row[0] = i;
     for (size_t j = 1; j <= m; ++j) {
@@ -45,7 +47,8 @@ inline size_t editDistance(std::string_view a, std::string_view b) {
 inline std::string closestMatch(std::string_view name,
                                 const std::vector<std::string> &candidates) {
   auto core = [](std::string_view s) {
-    while (!s.empty() && s.front() == '-') s.remove_prefix(1);
+    while (!s.empty() && s.front() == '-')
+      s.remove_prefix(1);
     return s;
   };
   const std::string_view wanted = core(name);
@@ -53,9 +56,11 @@ inline std::string closestMatch(std::string_view name,
   size_t bestDistance = 0;
   for (const std::string &candidate : candidates) {
     const std::string_view c = core(candidate);
-    if (c.empty() || candidate == name) continue;
+    if (c.empty() || candidate == name)
+      continue;
     const size_t distance = editDistance(wanted, c);
-    const size_t allowed = std::max<size_t>(1, std::max(wanted.size(), c.size()) / 3);
+    const size_t allowed =
+        std::max<size_t>(1, std::max(wanted.size(), c.size()) / 3);
     if (distance <= allowed && (best.empty() || distance < bestDistance)) {
       best = candidate;
       bestDistance = distance;

@@ -1,4 +1,5 @@
-//===- TokenData.h - token files for --data (spec/cli.md) --------*- C++ -*-===//
+//===- TokenData.h - token files for --data (spec/cli.md) --------*- C++
+//-*-===//
 //
 // A token file is raw little-endian uint16 or uint32 tokens. With B, S the
 // shape of the ids input, step k fills global row r from the window starting
@@ -31,8 +32,8 @@ bool parseTokenDType(const std::string &s, TokenDType &out);
 struct TokenBinding {
   int ids = -1, labels = -1; ///< tensor indices
   int64_t B = 0, S = 0;
-  int64_t bound = 0;         ///< min of the two inputs' max
-  std::string boundInput;    ///< name of the input whose max is `bound`
+  int64_t bound = 0;      ///< min of the two inputs' max
+  std::string boundInput; ///< name of the input whose max is `bound`
 };
 TokenBinding bindTokenInputs(const Artifact &a);
 
@@ -65,12 +66,13 @@ private:
 };
 
 /// Start of the window of global row r at step k.
-int64_t windowStart(int64_t step, int64_t row, int64_t B, int64_t S, int64_t nTokens);
+int64_t windowStart(int64_t step, int64_t row, int64_t B, int64_t S,
+                    int64_t nTokens);
 
 /// Fills the local piece (at `piece`) of the ids (`labels` = false) or labels
 /// input of global shape [B, S] for step `step`.
-void fillTokens(const TokenFile &f, const TokenBinding &b, int64_t step, bool labels,
-                void *out, DType dtype, const Piece &piece);
+void fillTokens(const TokenFile &f, const TokenBinding &b, int64_t step,
+                bool labels, void *out, DType dtype, const Piece &piece);
 
 } // namespace dtc::rt
 

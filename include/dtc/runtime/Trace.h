@@ -1,4 +1,5 @@
-//===- Trace.h - one rank's timeline as a Chrome / Perfetto trace -*- C++ -*-===//
+//===- Trace.h - one rank's timeline as a Chrome / Perfetto trace -*- C++
+//-*-===//
 //
 // `dtc run --trace DIR` writes DIR/rank-R.json per rank in the trace-event
 // format (docs/runtime.md "Traces"): a JSON object with "traceEvents" and
@@ -37,7 +38,8 @@ public:
 
   /// Starts `path` for rank `rank` of `ranks`; `otherData` (a JSON object's
   /// text or "") is stored under "otherData".
-  TraceWriter(const std::string &path, int rank, const std::string &otherData = "");
+  TraceWriter(const std::string &path, int rank,
+              const std::string &otherData = "");
   ~TraceWriter();
 
   /// The trace's clock: CLOCK_MONOTONIC in nanoseconds.
@@ -49,8 +51,8 @@ public:
 
   /// A complete event from `startNs` to `endNs` (>= startNs) on thread
   /// `tid`; `args` is a JSON object's text or "".
-  void complete(int tid, std::string_view name, std::string_view category, int64_t startNs,
-                int64_t endNs, std::string_view args);
+  void complete(int tid, std::string_view name, std::string_view category,
+                int64_t startNs, int64_t endNs, std::string_view args);
   /// A counter event: one track per value.
   void counter(std::string_view name, int64_t atNs,
                const std::vector<std::pair<std::string, uint64_t>> &values);

@@ -1,4 +1,5 @@
-//===- Trainer.h - the training loop of dtc-run ------------------*- C++ -*-===//
+//===- Trainer.h - the training loop of dtc-run ------------------*- C++
+//-*-===//
 //
 // A thin layer over RankExecutor: load + validate the artifact, initialise
 // from the seed, optionally load a checkpoint and open a token file, then per
@@ -69,7 +70,8 @@ std::string signalName(int sig);
 /// by rank 0).
 class Interrupted : public AgreedError {
 public:
-  Interrupted(const std::string &msg, int signal) : AgreedError(msg, 0), signal_(signal) {}
+  Interrupted(const std::string &msg, int signal)
+      : AgreedError(msg, 0), signal_(signal) {}
   int signal() const { return signal_; }
 
 private:

@@ -1,4 +1,5 @@
-//===- Types.h - dtypes, shapes and the runtime error type -------*- C++ -*-===//
+//===- Types.h - dtypes, shapes and the runtime error type -------*- C++
+//-*-===//
 //
 // Plain C++17, header-only, no exceptions thrown from inline code: this
 // header may be included by code built with -fno-exceptions.
@@ -24,11 +25,16 @@ enum class DType : uint8_t { F32, I32, I64, BF16, F16 };
 
 inline const char *dtypeName(DType t) {
   switch (t) {
-  case DType::F32: return "f32";
-  case DType::I32: return "i32";
-  case DType::I64: return "i64";
-  case DType::BF16: return "bf16";
-  case DType::F16: return "f16";
+  case DType::F32:
+    return "f32";
+  case DType::I32:
+    return "i32";
+  case DType::I64:
+    return "i64";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
   }
   return "?";
 }
@@ -36,18 +42,37 @@ inline const char *dtypeName(DType t) {
 inline size_t dtypeSize(DType t) {
   return t == DType::I64 ? 8 : (t == DType::BF16 || t == DType::F16) ? 2 : 4;
 }
-inline bool isFloat(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+inline bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
 /// bf16 or f16: stored in 16 bits, computed in f32.
-inline bool isLowPrecision(DType t) { return t == DType::BF16 || t == DType::F16; }
+inline bool isLowPrecision(DType t) {
+  return t == DType::BF16 || t == DType::F16;
+}
 inline bool isInt(DType t) { return t == DType::I32 || t == DType::I64; }
 
 /// Parses "f32", "i32", "i64", "bf16", "f16". Returns false for anything else.
 inline bool parseDType(std::string_view s, DType &out) {
-  if (s == "f32") { out = DType::F32; return true; }
-  if (s == "i32") { out = DType::I32; return true; }
-  if (s == "i64") { out = DType::I64; return true; }
-  if (s == "bf16") { out = DType::BF16; return true; }
-  if (s == "f16") { out = DType::F16; return true; }
+  if (s == "f32") {
+    out = DType::F32;
+    return true;
+  }
+  if (s == "i32") {
+    out = DType::I32;
+    return true;
+  }
+  if (s == "i64") {
+    out = DType::I64;
+    return true;
+  }
+  if (s == "bf16") {
+    out = DType::BF16;
+    return true;
+  }
+  if (s == "f16") {
+    out = DType::F16;
+    return true;
+  }
   return false;
 }
 
@@ -67,12 +92,15 @@ inline float bitsFloat(uint32_t u) {
 inline float bf16ToF32(uint16_t h) { return bitsFloat(uint32_t(h) << 16); }
 inline uint16_t f32ToBf16(float f) {
   const uint32_t u = floatBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u); // quiet NaN
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((u >> 16) | 0x40u); // quiet NaN
   return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 inline float f16ToF32(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  if (exp == 0x1f) return bitsFloat(sign | 0x7f800000u | (man << 13)); // inf, NaN
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu,
+                 man = h & 0x3ffu;
+  if (exp == 0x1f)
+    return bitsFloat(sign | 0x7f800000u | (man << 13)); // inf, NaN
   if (exp == 0) {
     // Zero or subnormal: man * 2^-24, exact in f32.
     const float v = float(man) * 5.9604644775390625e-8f;
@@ -84,32 +112,41 @@ inline uint16_t f32ToF16(float f) {
   const uint32_t u = floatBits(f);
   const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); // NaN
-  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u); // rounds to >= 65520: inf
-  if (a >= 0x38800000u) { // normal in f16 (>= 2^-14)
+  if (a > 0x7f800000u)
+    return uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); // NaN
+  if (a >= 0x477ff000u)
+    return uint16_t(sign | 0x7c00u);    // rounds to >= 65520: inf
+  if (a >= 0x38800000u) {               // normal in f16 (>= 2^-14)
     const uint32_t r = a - 0x38000000u; // rebias the exponent (127 - 15)
     return uint16_t(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
   }
-  if (a < 0x33000000u) return sign; // below half the smallest subnormal: 0
+  if (a < 0x33000000u)
+    return sign; // below half the smallest subnormal: 0
   // Subnormal: the significand with its implicit bit, shifted into place,
   // rounded to nearest even.
   const uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
   const uint32_t shift = 126 - e; // 14..24
   const uint32_t half = 1u << (shift - 1), rest = m & ((1u << shift) - 1);
   uint32_t h = m >> shift;
-  if (rest > half || (rest == half && (h & 1u))) ++h;
+  if (rest > half || (rest == half && (h & 1u)))
+    ++h;
   return uint16_t(sign | h);
 }
 /// f32 value of a low-precision element.
-inline float lowToF32(DType t, uint16_t h) { return t == DType::BF16 ? bf16ToF32(h) : f16ToF32(h); }
-inline uint16_t f32ToLow(DType t, float f) { return t == DType::BF16 ? f32ToBf16(f) : f32ToF16(f); }
+inline float lowToF32(DType t, uint16_t h) {
+  return t == DType::BF16 ? bf16ToF32(h) : f16ToF32(h);
+}
+inline uint16_t f32ToLow(DType t, float f) {
+  return t == DType::BF16 ? f32ToBf16(f) : f32ToF16(f);
+}
 
 /// A row-major shape; `{}` is a scalar.
 using Shape = std::vector<int64_t>;
 
 inline int64_t numel(const Shape &s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    n *= d;
   return n;
 }
 
@@ -117,7 +154,8 @@ inline int64_t numel(const Shape &s) {
 inline std::string shapeStr(const Shape &s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) {
-    if (i) r += ", ";
+    if (i)
+      r += ", ";
     r += std::to_string(s[i]);
   }
   return r + "]";

@@ -41,20 +41,30 @@ std::string layer(int l, const std::string &x) {
   std::string L = std::to_string(l), p = "%l" + L + "_";
   auto proj = [&](const std::string &w, const std::string &out) {
     return "  " + p + out + "0 = \"dtc.matmul\"(" + x + ", %" + w + L +
-           ") : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>\n  " + p + out +
-           "1 = \"dtc.reshape\"(" + p + out + "0) : (tensor<2x8x8xf32>) -> tensor<2x8x2x4xf32>\n  " + p +
-           out + " = \"dtc.transpose\"(" + p + out +
-           "1) {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x4xf32>) -> tensor<2x2x8x4xf32>\n";
+           ") : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>\n  " +
+           p + out + "1 = \"dtc.reshape\"(" + p + out +
+           "0) : (tensor<2x8x8xf32>) -> tensor<2x8x2x4xf32>\n  " + p + out +
+           " = \"dtc.transpose\"(" + p + out +
+           "1) {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x4xf32>) "
+           "-> tensor<2x2x8x4xf32>\n";
   };
-  return proj("wq", "q") + proj("wk", "k") + proj("wv", "v") +
-         "  " + p + "a = \"dtc.attention\"(" + p + "q, " + p + "k, " + p +
-         "v) {causal = true} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>\n"
-         "  " + p + "t = \"dtc.transpose\"(" + p +
-         "a) {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x4xf32>) -> tensor<2x8x2x4xf32>\n"
-         "  " + p + "r = \"dtc.reshape\"(" + p + "t) : (tensor<2x8x2x4xf32>) -> tensor<2x8x8xf32>\n"
-         "  " + p + "n = \"dtc.rms_norm\"(" + p + "r, %g" + L +
-         ") {epsilon = 1.0e-5 : f32} : (tensor<2x8x8xf32>, tensor<8xf32>) -> tensor<2x8x8xf32>\n"
-         "  " + p + "out = \"dtc.add\"(" + x + ", " + p +
+  return proj("wq", "q") + proj("wk", "k") + proj("wv", "v") + "  " + p +
+         "a = \"dtc.attention\"(" + p + "q, " + p + "k, " + p +
+         "v) {causal = true} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, "
+         "tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>\n"
+         "  " +
+         p + "t = \"dtc.transpose\"(" + p +
+         "a) {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x4xf32>) -> "
+         "tensor<2x8x2x4xf32>\n"
+         "  " +
+         p + "r = \"dtc.reshape\"(" + p +
+         "t) : (tensor<2x8x2x4xf32>) -> tensor<2x8x8xf32>\n"
+         "  " +
+         p + "n = \"dtc.rms_norm\"(" + p + "r, %g" + L +
+         ") {epsilon = 1.0e-5 : f32} : (tensor<2x8x8xf32>, tensor<8xf32>) -> "
+         "tensor<2x8x8xf32>\n"
+         "  " +
+         p + "out = \"dtc.add\"(" + x + ", " + p +
          "n) : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>\n";
 }
 
@@ -62,28 +72,46 @@ std::string modelText() {
   std::string params;
   for (int l = 0; l < 2; ++l)
     for (const char *w : {"wq", "wk", "wv"})
-      params += std::string(",\n    %") + w + std::to_string(l) + ": tensor<8x8xf32> {dtc.param, dtc.name = \"" +
-                w + std::to_string(l) + "\", dtc.init = \"normal(0.6)\"}";
+      params += std::string(",\n    %") + w + std::to_string(l) +
+                ": tensor<8x8xf32> {dtc.param, dtc.name = \"" + w +
+                std::to_string(l) + "\", dtc.init = \"normal(0.6)\"}";
   for (int l = 0; l < 2; ++l)
-    params += ",\n    %g" + std::to_string(l) + ": tensor<8xf32> {dtc.param, dtc.name = \"g" +
-              std::to_string(l) + "\", dtc.init = \"ones\"}";
-  return "func.func @main(%ids: tensor<2x8xi32> {dtc.name = \"ids\", dtc.max = 16 : i64},\n"
-         "    %labels: tensor<2x8xi32> {dtc.name = \"labels\", dtc.max = 16 : i64},\n"
+    params += ",\n    %g" + std::to_string(l) +
+              ": tensor<8xf32> {dtc.param, dtc.name = \"g" + std::to_string(l) +
+              "\", dtc.init = \"ones\"}";
+  return "func.func @main(%ids: tensor<2x8xi32> {dtc.name = \"ids\", dtc.max = "
+         "16 : i64},\n"
+         "    %labels: tensor<2x8xi32> {dtc.name = \"labels\", dtc.max = 16 : "
+         "i64},\n"
          "    %mask: tensor<2x8xf32> {dtc.name = \"mask\"},\n"
-         "    %wte: tensor<16x8xf32> {dtc.param, dtc.name = \"wte\", dtc.init = \"normal(1)\"},\n"
-         "    %head: tensor<8x16xf32> {dtc.param, dtc.name = \"head\", dtc.init = \"normal(0.5)\"}" +
-         params + ") -> tensor<f32> {\n"
-         "  %e = \"dtc.embedding\"(%wte, %ids) : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>\n" +
+         "    %wte: tensor<16x8xf32> {dtc.param, dtc.name = \"wte\", dtc.init "
+         "= \"normal(1)\"},\n"
+         "    %head: tensor<8x16xf32> {dtc.param, dtc.name = \"head\", "
+         "dtc.init = \"normal(0.5)\"}" +
+         params +
+         ") -> tensor<f32> {\n"
+         "  %e = \"dtc.embedding\"(%wte, %ids) : (tensor<16x8xf32>, "
+         "tensor<2x8xi32>) -> tensor<2x8x8xf32>\n" +
          layer(0, "%e") + layer(1, "%l0_out") +
-         "  %logits = \"dtc.matmul\"(%l1_out, %head) : (tensor<2x8x8xf32>, tensor<8x16xf32>) -> tensor<2x8x16xf32>\n"
-         "  %p = \"dtc.softmax\"(%logits) {axis = 2 : i64} : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>\n"
-         "  %lp = \"dtc.log\"(%p) : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>\n"
-         "  %eye = arith.constant " + identity() + " : tensor<16x16xf32>\n"
-         "  %onehot = \"dtc.embedding\"(%eye, %labels) : (tensor<16x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>\n"
-         "  %picked = \"dtc.mul\"(%onehot, %lp) : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>\n"
-         "  %nll = \"dtc.reduce_sum\"(%picked) {axes = array<i64: 2>} : (tensor<2x8x16xf32>) -> tensor<2x8xf32>\n"
-         "  %masked = \"dtc.mul\"(%nll, %mask) : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>\n"
-         "  %total = \"dtc.reduce_sum\"(%masked) {axes = array<i64: 0, 1>} : (tensor<2x8xf32>) -> tensor<f32>\n"
+         "  %logits = \"dtc.matmul\"(%l1_out, %head) : (tensor<2x8x8xf32>, "
+         "tensor<8x16xf32>) -> tensor<2x8x16xf32>\n"
+         "  %p = \"dtc.softmax\"(%logits) {axis = 2 : i64} : "
+         "(tensor<2x8x16xf32>) -> tensor<2x8x16xf32>\n"
+         "  %lp = \"dtc.log\"(%p) : (tensor<2x8x16xf32>) -> "
+         "tensor<2x8x16xf32>\n"
+         "  %eye = arith.constant " +
+         identity() +
+         " : tensor<16x16xf32>\n"
+         "  %onehot = \"dtc.embedding\"(%eye, %labels) : (tensor<16x16xf32>, "
+         "tensor<2x8xi32>) -> tensor<2x8x16xf32>\n"
+         "  %picked = \"dtc.mul\"(%onehot, %lp) : (tensor<2x8x16xf32>, "
+         "tensor<2x8x16xf32>) -> tensor<2x8x16xf32>\n"
+         "  %nll = \"dtc.reduce_sum\"(%picked) {axes = array<i64: 2>} : "
+         "(tensor<2x8x16xf32>) -> tensor<2x8xf32>\n"
+         "  %masked = \"dtc.mul\"(%nll, %mask) : (tensor<2x8xf32>, "
+         "tensor<2x8xf32>) -> tensor<2x8xf32>\n"
+         "  %total = \"dtc.reduce_sum\"(%masked) {axes = array<i64: 0, 1>} : "
+         "(tensor<2x8xf32>) -> tensor<f32>\n"
          "  %loss = \"dtc.neg\"(%total) : (tensor<f32>) -> tensor<f32>\n"
          "  return %loss : tensor<f32>\n}\n";
 }
@@ -96,8 +124,10 @@ protected:
     options.mesh = {GetParam()};
     nlohmann::json artifact;
     std::string error;
-    ASSERT_TRUE(dtc::compileToArtifact(modelText(), "causal_lm.mlir", options, artifact, error))
-        << error << "\n" << modelText();
+    ASSERT_TRUE(dtc::compileToArtifact(modelText(), "causal_lm.mlir", options,
+                                       artifact, error))
+        << error << "\n"
+        << modelText();
     run = dtc::rt::LocalRunner::loadJson(artifact, "causal_lm", error);
     ASSERT_TRUE(run) << error;
     ASSERT_TRUE(run->initialize(/*seed=*/5, error)) << error;
@@ -123,7 +153,8 @@ protected:
       EXPECT_TRUE(run->setTensor("mask", mask, error)) << error;
       EXPECT_TRUE(run->runStep(error)) << error;
       EXPECT_TRUE(run->loss(loss, error)) << error;
-      EXPECT_TRUE(std::isfinite(loss)) << "row " << i / kS << " position " << i % kS;
+      EXPECT_TRUE(std::isfinite(loss))
+          << "row " << i / kS << " position " << i % kS;
       out.push_back(loss);
     }
     return out;
@@ -135,7 +166,9 @@ protected:
 
 // Equal up to a few roundings: a causal computation of position t reads
 // nothing after t, so in practice the numbers are identical.
-bool same(float a, float b) { return std::fabs(a - b) <= 8 * FLT_EPSILON * std::fabs(a); }
+bool same(float a, float b) {
+  return std::fabs(a - b) <= 8 * FLT_EPSILON * std::fabs(a);
+}
 
 TEST_P(Causality, FutureTokensDoNotChangeEarlierLosses) {
   const std::vector<float> base = perPositionLosses(ids);
@@ -151,12 +184,14 @@ TEST_P(Causality, FutureTokensDoNotChangeEarlierLosses) {
         const int i = r * kS + s;
         if (s <= t)
           EXPECT_TRUE(same(after[i], base[i]))
-              << "row " << r << " position " << s << ": ids after position " << t
-              << " changed its loss from " << base[i] << " to " << after[i];
+              << "row " << r << " position " << s << ": ids after position "
+              << t << " changed its loss from " << base[i] << " to "
+              << after[i];
         else
           moved += !same(after[i], base[i]);
       }
-    EXPECT_GT(moved, 0) << "changing ids after position " << t << " changed no later loss";
+    EXPECT_GT(moved, 0) << "changing ids after position " << t
+                        << " changed no later loss";
   }
 }
 

@@ -44,8 +44,10 @@ std::string modelText(const GradCase &c) {
   return "func.func @main(" + std::string(c.args) + ", %r: " + projType +
          " {dtc.name = \"r\"}) -> tensor<f32> {\n" + c.body +
          "\n  %proj = \"dtc.mul\"(%out, %r) : (" + c.outType + ", " + projType +
-         ") -> " + projType + "\n  %loss = \"dtc.reduce_sum\"(%proj) {axes = array<i64: " +
-         axes + ">} : (" + projType + ") -> tensor<f32>\n  return %loss : tensor<f32>\n}\n";
+         ") -> " + projType +
+         "\n  %loss = \"dtc.reduce_sum\"(%proj) {axes = array<i64: " + axes +
+         ">} : (" + projType +
+         ") -> tensor<f32>\n  return %loss : tensor<f32>\n}\n";
 }
 
 class GradCheck : public ::testing::TestWithParam<GradCase> {};
@@ -57,9 +59,10 @@ TEST_P(GradCheck, MatchesCentralDifferences) {
   options.optimizer = "none";
   nlohmann::json artifact;
   std::string error;
-  ASSERT_TRUE(dtc::compileToArtifact(source, std::string(c.name) + ".mlir", options,
-                                     artifact, error))
-      << error << "\n" << source;
+  ASSERT_TRUE(dtc::compileToArtifact(source, std::string(c.name) + ".mlir",
+                                     options, artifact, error))
+      << error << "\n"
+      << source;
   auto run = dtc::rt::LocalRunner::loadJson(artifact, c.name, error);
   ASSERT_TRUE(run) << error;
   ASSERT_TRUE(run->initialize(/*seed=*/7, error)) << error;
@@ -96,11 +99,13 @@ TEST_P(GradCheck, MatchesCentralDifferences) {
       // A kink (relu, max) between x-h and x+h makes the one-sided slopes
       // disagree; central differences mean nothing there.
       double right = (plus - center) / h, left = (center - minus) / h;
-      if (std::fabs(right - left) > 0.05 * (std::fabs(right) + std::fabs(left)) + 0.05)
+      if (std::fabs(right - left) >
+          0.05 * (std::fabs(right) + std::fabs(left)) + 0.05)
         continue;
       double analytic = grad[i];
-      double tolerance = 1e-2 * std::max(std::fabs(central), std::fabs(analytic)) +
-                         2e-3 * std::max(1.0, std::fabs(center));
+      double tolerance =
+          1e-2 * std::max(std::fabs(central), std::fabs(analytic)) +
+          2e-3 * std::max(1.0, std::fabs(center));
       EXPECT_NEAR(analytic, central, tolerance)
           << c.name << ": d loss / d " << param << "[" << i << "]";
       ++checked;
@@ -111,115 +116,197 @@ TEST_P(GradCheck, MatchesCentralDifferences) {
 }
 
 // Arguments for the cases: W is a parameter, X a data input.
-#define W(name, type, init) "%" name ": " type " {dtc.param, dtc.name = \"" name "\", dtc.init = \"" init "\"}"
+#define W(name, type, init)                                                    \
+  "%" name ": " type " {dtc.param, dtc.name = \"" name                         \
+  "\", dtc.init = \"" init "\"}"
 #define X(name, type) "%" name ": " type " {dtc.name = \"" name "\"}"
-#define IDS(name, type, max) "%" name ": " type " {dtc.name = \"" name "\", dtc.max = " max " : i64}"
+#define IDS(name, type, max)                                                   \
+  "%" name ": " type " {dtc.name = \"" name "\", dtc.max = " max " : i64}"
 
 const GradCase kCases[] = {
-    {"add_broadcast", W("a", "tensor<3x4xf32>", "normal(1)") ", " W("b", "tensor<4xf32>", "normal(1)"),
-     "  %out = \"dtc.add\"(%a, %b) : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>",
+    {"add_broadcast",
+     W("a", "tensor<3x4xf32>", "normal(1)") ", " W("b", "tensor<4xf32>",
+                                                   "normal(1)"),
+     "  %out = \"dtc.add\"(%a, %b) : (tensor<3x4xf32>, tensor<4xf32>) -> "
+     "tensor<3x4xf32>",
      "tensor<3x4xf32>", 2},
-    {"sub_broadcast", W("a", "tensor<3x1xf32>", "normal(1)") ", " W("b", "tensor<2x3x4xf32>", "normal(1)"),
-     "  %out = \"dtc.sub\"(%a, %b) : (tensor<3x1xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>",
+    {"sub_broadcast",
+     W("a", "tensor<3x1xf32>", "normal(1)") ", " W("b", "tensor<2x3x4xf32>",
+                                                   "normal(1)"),
+     "  %out = \"dtc.sub\"(%a, %b) : (tensor<3x1xf32>, tensor<2x3x4xf32>) -> "
+     "tensor<2x3x4xf32>",
      "tensor<2x3x4xf32>", 3},
-    {"mul_broadcast", W("a", "tensor<3x4xf32>", "normal(1)") ", " W("b", "tensor<f32>", "normal(1)"),
-     "  %out = \"dtc.mul\"(%a, %b) : (tensor<3x4xf32>, tensor<f32>) -> tensor<3x4xf32>",
+    {"mul_broadcast",
+     W("a", "tensor<3x4xf32>", "normal(1)") ", " W("b", "tensor<f32>",
+                                                   "normal(1)"),
+     "  %out = \"dtc.mul\"(%a, %b) : (tensor<3x4xf32>, tensor<f32>) -> "
+     "tensor<3x4xf32>",
      "tensor<3x4xf32>", 2},
-    {"div", W("a", "tensor<3x4xf32>", "normal(1)") ", " W("b", "tensor<3x1xf32>", "uniform(1,2)"),
-     "  %out = \"dtc.div\"(%a, %b) : (tensor<3x4xf32>, tensor<3x1xf32>) -> tensor<3x4xf32>",
+    {"div",
+     W("a", "tensor<3x4xf32>", "normal(1)") ", " W("b", "tensor<3x1xf32>",
+                                                   "uniform(1,2)"),
+     "  %out = \"dtc.div\"(%a, %b) : (tensor<3x4xf32>, tensor<3x1xf32>) -> "
+     "tensor<3x4xf32>",
      "tensor<3x4xf32>", 2},
-    {"max", W("a", "tensor<3x4xf32>", "normal(1)") ", " W("b", "tensor<4xf32>", "normal(1)"),
-     "  %out = \"dtc.max\"(%a, %b) : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>",
+    {"max",
+     W("a", "tensor<3x4xf32>", "normal(1)") ", " W("b", "tensor<4xf32>",
+                                                   "normal(1)"),
+     "  %out = \"dtc.max\"(%a, %b) : (tensor<3x4xf32>, tensor<4xf32>) -> "
+     "tensor<3x4xf32>",
      "tensor<3x4xf32>", 2},
     {"neg", W("a", "tensor<5xf32>", "normal(1)"),
-     "  %out = \"dtc.neg\"(%a) : (tensor<5xf32>) -> tensor<5xf32>", "tensor<5xf32>", 1},
+     "  %out = \"dtc.neg\"(%a) : (tensor<5xf32>) -> tensor<5xf32>",
+     "tensor<5xf32>", 1},
     {"exp", W("a", "tensor<5xf32>", "normal(1)"),
-     "  %out = \"dtc.exp\"(%a) : (tensor<5xf32>) -> tensor<5xf32>", "tensor<5xf32>", 1},
+     "  %out = \"dtc.exp\"(%a) : (tensor<5xf32>) -> tensor<5xf32>",
+     "tensor<5xf32>", 1},
     {"log", W("a", "tensor<5xf32>", "uniform(0.5,3)"),
-     "  %out = \"dtc.log\"(%a) : (tensor<5xf32>) -> tensor<5xf32>", "tensor<5xf32>", 1},
+     "  %out = \"dtc.log\"(%a) : (tensor<5xf32>) -> tensor<5xf32>",
+     "tensor<5xf32>", 1},
     {"tanh", W("a", "tensor<5xf32>", "normal(1)"),
-     "  %out = \"dtc.tanh\"(%a) : (tensor<5xf32>) -> tensor<5xf32>", "tensor<5xf32>", 1},
+     "  %out = \"dtc.tanh\"(%a) : (tensor<5xf32>) -> tensor<5xf32>",
+     "tensor<5xf32>", 1},
     {"sqrt", W("a", "tensor<5xf32>", "uniform(0.5,3)"),
-     "  %out = \"dtc.sqrt\"(%a) : (tensor<5xf32>) -> tensor<5xf32>", "tensor<5xf32>", 1},
+     "  %out = \"dtc.sqrt\"(%a) : (tensor<5xf32>) -> tensor<5xf32>",
+     "tensor<5xf32>", 1},
     {"rsqrt", W("a", "tensor<5xf32>", "uniform(0.5,3)"),
-     "  %out = \"dtc.rsqrt\"(%a) : (tensor<5xf32>) -> tensor<5xf32>", "tensor<5xf32>", 1},
+     "  %out = \"dtc.rsqrt\"(%a) : (tensor<5xf32>) -> tensor<5xf32>",
+     "tensor<5xf32>", 1},
     {"relu", W("a", "tensor<12xf32>", "normal(1)"),
-     "  %out = \"dtc.relu\"(%a) : (tensor<12xf32>) -> tensor<12xf32>", "tensor<12xf32>", 1},
+     "  %out = \"dtc.relu\"(%a) : (tensor<12xf32>) -> tensor<12xf32>",
+     "tensor<12xf32>", 1},
     {"gelu", W("a", "tensor<12xf32>", "normal(2)"),
-     "  %out = \"dtc.gelu\"(%a) : (tensor<12xf32>) -> tensor<12xf32>", "tensor<12xf32>", 1},
+     "  %out = \"dtc.gelu\"(%a) : (tensor<12xf32>) -> tensor<12xf32>",
+     "tensor<12xf32>", 1},
     {"silu", W("a", "tensor<12xf32>", "normal(2)"),
-     "  %out = \"dtc.silu\"(%a) : (tensor<12xf32>) -> tensor<12xf32>", "tensor<12xf32>", 1},
-    {"matmul", W("a", "tensor<3x5xf32>", "normal(1)") ", " W("b", "tensor<5x4xf32>", "normal(1)"),
-     "  %out = \"dtc.matmul\"(%a, %b) : (tensor<3x5xf32>, tensor<5x4xf32>) -> tensor<3x4xf32>",
+     "  %out = \"dtc.silu\"(%a) : (tensor<12xf32>) -> tensor<12xf32>",
+     "tensor<12xf32>", 1},
+    {"matmul",
+     W("a", "tensor<3x5xf32>", "normal(1)") ", " W("b", "tensor<5x4xf32>",
+                                                   "normal(1)"),
+     "  %out = \"dtc.matmul\"(%a, %b) : (tensor<3x5xf32>, tensor<5x4xf32>) -> "
+     "tensor<3x4xf32>",
      "tensor<3x4xf32>", 2},
-    {"matmul_shared_weight", W("a", "tensor<2x3x5xf32>", "normal(1)") ", " W("b", "tensor<5x4xf32>", "normal(1)"),
-     "  %out = \"dtc.matmul\"(%a, %b) : (tensor<2x3x5xf32>, tensor<5x4xf32>) -> tensor<2x3x4xf32>",
+    {"matmul_shared_weight",
+     W("a", "tensor<2x3x5xf32>", "normal(1)") ", " W("b", "tensor<5x4xf32>",
+                                                     "normal(1)"),
+     "  %out = \"dtc.matmul\"(%a, %b) : (tensor<2x3x5xf32>, tensor<5x4xf32>) "
+     "-> tensor<2x3x4xf32>",
      "tensor<2x3x4xf32>", 3},
-    {"matmul_batch_broadcast", W("a", "tensor<2x1x3x5xf32>", "normal(1)") ", " W("b", "tensor<3x5x4xf32>", "normal(1)"),
-     "  %out = \"dtc.matmul\"(%a, %b) : (tensor<2x1x3x5xf32>, tensor<3x5x4xf32>) -> tensor<2x3x3x4xf32>",
+    {"matmul_batch_broadcast",
+     W("a", "tensor<2x1x3x5xf32>", "normal(1)") ", " W("b", "tensor<3x5x4xf32>",
+                                                       "normal(1)"),
+     "  %out = \"dtc.matmul\"(%a, %b) : (tensor<2x1x3x5xf32>, "
+     "tensor<3x5x4xf32>) -> tensor<2x3x3x4xf32>",
      "tensor<2x3x3x4xf32>", 4},
     {"softmax_last", W("a", "tensor<3x6xf32>", "normal(1)"),
-     "  %out = \"dtc.softmax\"(%a) {axis = 1 : i64} : (tensor<3x6xf32>) -> tensor<3x6xf32>",
+     "  %out = \"dtc.softmax\"(%a) {axis = 1 : i64} : (tensor<3x6xf32>) -> "
+     "tensor<3x6xf32>",
      "tensor<3x6xf32>", 2},
     {"softmax_first", W("a", "tensor<4x3xf32>", "normal(1)"),
-     "  %out = \"dtc.softmax\"(%a) {axis = 0 : i64} : (tensor<4x3xf32>) -> tensor<4x3xf32>",
+     "  %out = \"dtc.softmax\"(%a) {axis = 0 : i64} : (tensor<4x3xf32>) -> "
+     "tensor<4x3xf32>",
      "tensor<4x3xf32>", 2},
-    {"layer_norm", W("x", "tensor<3x8xf32>", "normal(1)") ", " W("g", "tensor<8xf32>", "normal(1)") ", " W("b", "tensor<8xf32>", "normal(1)"),
-     "  %out = \"dtc.layer_norm\"(%x, %g, %b) {epsilon = 1.0e-5 : f32} : (tensor<3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<3x8xf32>",
+    {"layer_norm",
+     W("x", "tensor<3x8xf32>", "normal(1)") ", " W(
+         "g", "tensor<8xf32>", "normal(1)") ", " W("b", "tensor<8xf32>",
+                                                   "normal(1)"),
+     "  %out = \"dtc.layer_norm\"(%x, %g, %b) {epsilon = 1.0e-5 : f32} : "
+     "(tensor<3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<3x8xf32>",
      "tensor<3x8xf32>", 2},
-    {"rms_norm", W("x", "tensor<2x3x8xf32>", "normal(1)") ", " W("g", "tensor<8xf32>", "normal(1)"),
-     "  %out = \"dtc.rms_norm\"(%x, %g) {epsilon = 1.0e-5 : f32} : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>",
+    {"rms_norm",
+     W("x", "tensor<2x3x8xf32>", "normal(1)") ", " W("g", "tensor<8xf32>",
+                                                     "normal(1)"),
+     "  %out = \"dtc.rms_norm\"(%x, %g) {epsilon = 1.0e-5 : f32} : "
+     "(tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>",
      "tensor<2x3x8xf32>", 3},
     // Norms whose input is an activation (computed from data): the
     // gradient splits into the input part (reaching `w` through x) and the
     // parameter part.
-    {"layer_norm_split", X("d", "tensor<3x8xf32>") ", " W("w", "tensor<8xf32>", "normal(1)") ", " W("g", "tensor<8xf32>", "normal(1)") ", " W("b", "tensor<8xf32>", "normal(1)"),
-     "  %x = \"dtc.mul\"(%d, %w) : (tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>\n"
-     "  %out = \"dtc.layer_norm\"(%x, %g, %b) {epsilon = 1.0e-5 : f32} : (tensor<3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<3x8xf32>",
+    {"layer_norm_split",
+     X("d", "tensor<3x8xf32>") ", " W("w", "tensor<8xf32>", "normal(1)") ", " W(
+         "g", "tensor<8xf32>", "normal(1)") ", " W("b", "tensor<8xf32>",
+                                                   "normal(1)"),
+     "  %x = \"dtc.mul\"(%d, %w) : (tensor<3x8xf32>, tensor<8xf32>) -> "
+     "tensor<3x8xf32>\n"
+     "  %out = \"dtc.layer_norm\"(%x, %g, %b) {epsilon = 1.0e-5 : f32} : "
+     "(tensor<3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<3x8xf32>",
      "tensor<3x8xf32>", 2},
-    {"rms_norm_split", X("d", "tensor<3x8xf32>") ", " W("w", "tensor<8xf32>", "normal(1)") ", " W("g", "tensor<8xf32>", "normal(1)"),
-     "  %x = \"dtc.mul\"(%d, %w) : (tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>\n"
-     "  %out = \"dtc.rms_norm\"(%x, %g) {epsilon = 1.0e-5 : f32} : (tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>",
+    {"rms_norm_split",
+     X("d", "tensor<3x8xf32>") ", " W("w", "tensor<8xf32>", "normal(1)") ", " W(
+         "g", "tensor<8xf32>", "normal(1)"),
+     "  %x = \"dtc.mul\"(%d, %w) : (tensor<3x8xf32>, tensor<8xf32>) -> "
+     "tensor<3x8xf32>\n"
+     "  %out = \"dtc.rms_norm\"(%x, %g) {epsilon = 1.0e-5 : f32} : "
+     "(tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>",
      "tensor<3x8xf32>", 2},
-    {"embedding", W("t", "tensor<7x4xf32>", "normal(1)") ", " IDS("ids", "tensor<3x5xi32>", "7"),
-     "  %out = \"dtc.embedding\"(%t, %ids) : (tensor<7x4xf32>, tensor<3x5xi32>) -> tensor<3x5x4xf32>",
+    {"embedding",
+     W("t", "tensor<7x4xf32>", "normal(1)") ", " IDS("ids", "tensor<3x5xi32>",
+                                                     "7"),
+     "  %out = \"dtc.embedding\"(%t, %ids) : (tensor<7x4xf32>, "
+     "tensor<3x5xi32>) -> tensor<3x5x4xf32>",
      "tensor<3x5x4xf32>", 3},
-    {"attention_causal", W("q", "tensor<2x2x5x4xf32>", "normal(1)") ", " W("k", "tensor<2x2x5x4xf32>", "normal(1)") ", " W("v", "tensor<2x2x5x4xf32>", "normal(1)"),
-     "  %out = \"dtc.attention\"(%q, %k, %v) {causal = true} : (tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>) -> tensor<2x2x5x4xf32>",
+    {"attention_causal",
+     W("q", "tensor<2x2x5x4xf32>", "normal(1)") ", " W(
+         "k", "tensor<2x2x5x4xf32>",
+         "normal(1)") ", " W("v", "tensor<2x2x5x4xf32>", "normal(1)"),
+     "  %out = \"dtc.attention\"(%q, %k, %v) {causal = true} : "
+     "(tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>) -> "
+     "tensor<2x2x5x4xf32>",
      "tensor<2x2x5x4xf32>", 4},
-    {"attention_full", W("q", "tensor<1x2x3x4xf32>", "normal(1)") ", " W("k", "tensor<1x2x6x4xf32>", "normal(1)") ", " W("v", "tensor<1x2x6x4xf32>", "normal(1)"),
-     "  %out = \"dtc.attention\"(%q, %k, %v) : (tensor<1x2x3x4xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x4xf32>) -> tensor<1x2x3x4xf32>",
+    {"attention_full",
+     W("q", "tensor<1x2x3x4xf32>", "normal(1)") ", " W(
+         "k", "tensor<1x2x6x4xf32>",
+         "normal(1)") ", " W("v", "tensor<1x2x6x4xf32>", "normal(1)"),
+     "  %out = \"dtc.attention\"(%q, %k, %v) : (tensor<1x2x3x4xf32>, "
+     "tensor<1x2x6x4xf32>, tensor<1x2x6x4xf32>) -> tensor<1x2x3x4xf32>",
      "tensor<1x2x3x4xf32>", 4},
-    {"cross_entropy", W("logits", "tensor<3x4x6xf32>", "normal(1)") ", " IDS("y", "tensor<3x4xi32>", "6"),
-     "  %out = \"dtc.cross_entropy\"(%logits, %y) : (tensor<3x4x6xf32>, tensor<3x4xi32>) -> tensor<f32>",
+    {"cross_entropy",
+     W("logits", "tensor<3x4x6xf32>",
+       "normal(1)") ", " IDS("y", "tensor<3x4xi32>", "6"),
+     "  %out = \"dtc.cross_entropy\"(%logits, %y) : (tensor<3x4x6xf32>, "
+     "tensor<3x4xi32>) -> tensor<f32>",
      "tensor<f32>", 0},
     {"reduce_sum", W("a", "tensor<2x3x4xf32>", "normal(1)"),
-     "  %out = \"dtc.reduce_sum\"(%a) {axes = array<i64: 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3xf32>",
+     "  %out = \"dtc.reduce_sum\"(%a) {axes = array<i64: 0, 2>} : "
+     "(tensor<2x3x4xf32>) -> tensor<3xf32>",
      "tensor<3xf32>", 1},
     {"reduce_sum_keep", W("a", "tensor<2x3x4xf32>", "normal(1)"),
-     "  %out = \"dtc.reduce_sum\"(%a) {axes = array<i64: 1>, keep_dims = true} : (tensor<2x3x4xf32>) -> tensor<2x1x4xf32>",
+     "  %out = \"dtc.reduce_sum\"(%a) {axes = array<i64: 1>, keep_dims = true} "
+     ": (tensor<2x3x4xf32>) -> tensor<2x1x4xf32>",
      "tensor<2x1x4xf32>", 3},
     {"reduce_mean", W("a", "tensor<2x3x4xf32>", "normal(1)"),
-     "  %out = \"dtc.reduce_mean\"(%a) {axes = array<i64: 1, 2>} : (tensor<2x3x4xf32>) -> tensor<2xf32>",
+     "  %out = \"dtc.reduce_mean\"(%a) {axes = array<i64: 1, 2>} : "
+     "(tensor<2x3x4xf32>) -> tensor<2xf32>",
      "tensor<2xf32>", 1},
     {"reshape", W("a", "tensor<2x6xf32>", "normal(1)"),
-     "  %out = \"dtc.reshape\"(%a) : (tensor<2x6xf32>) -> tensor<3x4xf32>", "tensor<3x4xf32>", 2},
+     "  %out = \"dtc.reshape\"(%a) : (tensor<2x6xf32>) -> tensor<3x4xf32>",
+     "tensor<3x4xf32>", 2},
     {"transpose", W("a", "tensor<2x3x4xf32>", "normal(1)"),
-     "  %out = \"dtc.transpose\"(%a) {permutation = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>",
+     "  %out = \"dtc.transpose\"(%a) {permutation = array<i64: 2, 0, 1>} : "
+     "(tensor<2x3x4xf32>) -> tensor<4x2x3xf32>",
      "tensor<4x2x3xf32>", 3},
     {"cast", W("a", "tensor<5xf32>", "normal(1)"),
-     "  %out = \"dtc.cast\"(%a) : (tensor<5xf32>) -> tensor<5xf32>", "tensor<5xf32>", 1},
+     "  %out = \"dtc.cast\"(%a) : (tensor<5xf32>) -> tensor<5xf32>",
+     "tensor<5xf32>", 1},
     {"broadcast", W("a", "tensor<3x1xf32>", "normal(1)"),
-     "  %out = \"dtc.broadcast\"(%a) : (tensor<3x1xf32>) -> tensor<2x3x4xf32>", "tensor<2x3x4xf32>", 3},
+     "  %out = \"dtc.broadcast\"(%a) : (tensor<3x1xf32>) -> tensor<2x3x4xf32>",
+     "tensor<2x3x4xf32>", 3},
     // Composite: a transformer-style block mixing the rules above, with a
     // parameter used twice (its gradients accumulate).
     {"composite_block",
-     W("x", "tensor<2x4x8xf32>", "normal(1)") ", " W("w", "tensor<8x8xf32>", "normal(0.3)") ", " W("g", "tensor<8xf32>", "ones"),
-     "  %n = \"dtc.rms_norm\"(%x, %g) {epsilon = 1.0e-5 : f32} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>\n"
-     "  %h = \"dtc.matmul\"(%n, %w) : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>\n"
+     W("x", "tensor<2x4x8xf32>",
+       "normal(1)") ", " W("w", "tensor<8x8xf32>",
+                           "normal(0.3)") ", " W("g", "tensor<8xf32>", "ones"),
+     "  %n = \"dtc.rms_norm\"(%x, %g) {epsilon = 1.0e-5 : f32} : "
+     "(tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>\n"
+     "  %h = \"dtc.matmul\"(%n, %w) : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> "
+     "tensor<2x4x8xf32>\n"
      "  %s = \"dtc.silu\"(%h) : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>\n"
-     "  %h2 = \"dtc.matmul\"(%s, %w) : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>\n"
-     "  %out = \"dtc.add\"(%x, %h2) : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>",
+     "  %h2 = \"dtc.matmul\"(%s, %w) : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> "
+     "tensor<2x4x8xf32>\n"
+     "  %out = \"dtc.add\"(%x, %h2) : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) "
+     "-> tensor<2x4x8xf32>",
      "tensor<2x4x8xf32>", 3},
 };
 

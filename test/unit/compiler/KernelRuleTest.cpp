@@ -13,8 +13,8 @@
 // may word a rejection the rule also makes, but never reject what it accepts.
 //
 //===----------------------------------------------------------------------===//
-#include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/KernelRule.h"
+#include "dtc/Dialect/DtcOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -107,8 +107,8 @@ func.func @samples(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %v8: tensor<8xf32>,
 class KernelRuleTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    context.loadDialect<mlir::dtc::DtcDialect, func::FuncDialect, arith::ArithDialect,
-                        shard::ShardDialect>();
+    context.loadDialect<mlir::dtc::DtcDialect, func::FuncDialect,
+                        arith::ArithDialect, shard::ShardDialect>();
     module = parseSourceString<ModuleOp>(kSamples, &context);
     ASSERT_TRUE(module) << "the samples must parse and verify";
   }
@@ -121,7 +121,8 @@ protected:
         first = diag.str();
       return success();
     });
-    return succeeded(verify(op)) ? "" : (first.empty() ? "<no message>" : first);
+    return succeeded(verify(op)) ? ""
+                                 : (first.empty() ? "<no message>" : first);
   }
 
   /// The shared rule's verdict on `op`, computed as the runtime sees the
@@ -131,12 +132,12 @@ protected:
     auto desc = [](Type type) {
       auto tensor = cast<RankedTensorType>(type);
       Type e = tensor.getElementType();
-      rt::DType dtype = e.isF32()            ? rt::DType::F32
-                        : e.isInteger(32)    ? rt::DType::I32
-                                             : rt::DType::I64;
+      rt::DType dtype = e.isF32()         ? rt::DType::F32
+                        : e.isInteger(32) ? rt::DType::I32
+                                          : rt::DType::I64;
       EXPECT_TRUE(e.isF32() || e.isInteger(32) || e.isInteger(64));
-      return kernels::TensorDesc{dtype, rt::Shape(tensor.getShape().begin(),
-                                                   tensor.getShape().end())};
+      return kernels::TensorDesc{
+          dtype, rt::Shape(tensor.getShape().begin(), tensor.getShape().end())};
     };
     std::vector<kernels::TensorDesc> in, out;
     for (Type t : op->getOperandTypes())
@@ -181,15 +182,16 @@ std::vector<Attribute> attributeVariants(Attribute attr) {
   if (auto b = dyn_cast<BoolAttr>(attr)) {
     v.push_back(BoolAttr::get(ctx, !b.getValue()));
   } else if (auto i = dyn_cast<IntegerAttr>(attr)) {
-    for (int64_t n : {int64_t(-1), int64_t(0), int64_t(1), int64_t(2), int64_t(99)})
+    for (int64_t n :
+         {int64_t(-1), int64_t(0), int64_t(1), int64_t(2), int64_t(99)})
       v.push_back(IntegerAttr::get(i.getType(), n));
   } else if (auto f = dyn_cast<FloatAttr>(attr)) {
     for (double d : {-1.0, -1e-9, 0.0, 1.0, 2.0, std::nan(""),
                      std::numeric_limits<double>::infinity()})
       v.push_back(FloatAttr::get(f.getType(), d));
   } else if (auto a = dyn_cast<DenseI64ArrayAttr>(attr)) {
-    for (std::vector<int64_t> list :
-         std::vector<std::vector<int64_t>>{{}, {0}, {1}, {-1}, {0, 0}, {2}, {0, 1, 2}, {1, 0}})
+    for (std::vector<int64_t> list : std::vector<std::vector<int64_t>>{
+             {}, {0}, {1}, {-1}, {0, 0}, {2}, {0, 1, 2}, {1, 0}})
       v.push_back(DenseI64ArrayAttr::get(ctx, list));
   } else if (isa<StringAttr>(attr)) {
     for (const char *s : {"zero", "-inf", "bogus", ""})
@@ -210,8 +212,9 @@ TEST_F(KernelRuleTest, VerifierAndRuntimeRuleAgreeOnEveryVariantOfEveryOp) {
   for (Operation *op : samples)
     sampled.insert(op->getName().stripDialect().str());
   for (const kernels::KernelInfo &k : kernels::allKernels()) {
-    bool isOp = RegisteredOperationName::lookup("dtc." + std::string(k.name), &context)
-                    .has_value();
+    bool isOp =
+        RegisteredOperationName::lookup("dtc." + std::string(k.name), &context)
+            .has_value();
     if (isOp) {
       EXPECT_TRUE(sampled.count(k.name)) << "no sample of dtc." << k.name;
     }
@@ -228,8 +231,9 @@ TEST_F(KernelRuleTest, VerifierAndRuntimeRuleAgreeOnEveryVariantOfEveryOp) {
     ASSERT_EQ(ruleMessage(op), "") << name;
 
     OpBuilder b(op);
-    auto check = [&](SmallVector<Type> operandTypes, SmallVector<Type> resultTypes,
-                     NamedAttrList props, const std::string &what) {
+    auto check = [&](SmallVector<Type> operandTypes,
+                     SmallVector<Type> resultTypes, NamedAttrList props,
+                     const std::string &what) {
       SmallVector<Operation *> producers;
       SmallVector<Value> operands;
       for (auto [value, type] : llvm::zip(op->getOperands(), operandTypes)) {
@@ -237,8 +241,8 @@ TEST_F(KernelRuleTest, VerifierAndRuntimeRuleAgreeOnEveryVariantOfEveryOp) {
           operands.push_back(value);
           continue;
         }
-        auto cast = UnrealizedConversionCastOp::create(b, op->getLoc(), TypeRange{type},
-                                                       ValueRange{});
+        auto cast = UnrealizedConversionCastOp::create(
+            b, op->getLoc(), TypeRange{type}, ValueRange{});
         producers.push_back(cast);
         operands.push_back(cast.getResult(0));
       }
@@ -248,7 +252,8 @@ TEST_F(KernelRuleTest, VerifierAndRuntimeRuleAgreeOnEveryVariantOfEveryOp) {
       Operation *variant = b.create(state);
       if (!props.empty()) {
         EXPECT_TRUE(succeeded(variant->setPropertiesFromAttribute(
-            props.getDictionary(&context), [&] { return variant->emitError(); })));
+            props.getDictionary(&context),
+            [&] { return variant->emitError(); })));
       }
       std::string verifier = verifierMessage(variant);
       std::string rule = ruleMessage(variant);
@@ -257,12 +262,14 @@ TEST_F(KernelRuleTest, VerifierAndRuntimeRuleAgreeOnEveryVariantOfEveryOp) {
       bool odsType = (verifier.find("' op operand #") != std::string::npos ||
                       verifier.find("' op result #") != std::string::npos) &&
                      verifier.find(" must be ") != std::string::npos;
-      bool odsTypesMatch = verifier.find("' op failed to verify that all of {") !=
-                           std::string::npos;
+      bool odsTypesMatch =
+          verifier.find("' op failed to verify that all of {") !=
+          std::string::npos;
       if (odsType || (odsTypesMatch && !rule.empty())) {
         ++odsStricter;
       } else if (rule.empty()) {
-        EXPECT_EQ(verifier, "") << name << " " << what << ": the runtime's rule accepts it";
+        EXPECT_EQ(verifier, "")
+            << name << " " << what << ": the runtime's rule accepts it";
       } else {
         EXPECT_EQ(verifier, "'" + name + "' op " + rule) << name << " " << what;
         if (verifier == "'" + name + "' op " + rule)
@@ -276,7 +283,8 @@ TEST_F(KernelRuleTest, VerifierAndRuntimeRuleAgreeOnEveryVariantOfEveryOp) {
     SmallVector<Type> operandTypes(op->getOperandTypes()),
         resultTypes(op->getResultTypes());
     NamedAttrList props;
-    if (auto dict = dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
+    if (auto dict =
+            dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
       props = NamedAttrList(dict);
 
     auto typeVariants = [&](Type type) {
@@ -285,7 +293,8 @@ TEST_F(KernelRuleTest, VerifierAndRuntimeRuleAgreeOnEveryVariantOfEveryOp) {
       if (tensor.getRank() >= 1)
         for (auto &shape : shapeVariants(tensor.getShape()))
           v.push_back(RankedTensorType::get(shape, tensor.getElementType()));
-      for (Type e : {Type(Float32Type::get(&context)), Type(IntegerType::get(&context, 32)),
+      for (Type e : {Type(Float32Type::get(&context)),
+                     Type(IntegerType::get(&context, 32)),
                      Type(IntegerType::get(&context, 64))})
         if (e != tensor.getElementType())
           v.push_back(RankedTensorType::get(tensor.getShape(), e));
@@ -331,7 +340,8 @@ TEST_F(KernelRuleTest, AdamEpsMustBePositiveOnBothSides) {
   OpBuilder b(adam);
   auto zeroEps = cast<mlir::dtc::AdamUpdateOp>(b.clone(*adam));
   zeroEps.setEpsAttr(b.getF64FloatAttr(0.0));
-  EXPECT_EQ(verifierMessage(zeroEps), "'dtc.adam_update' op attribute 'eps' must be > 0");
+  EXPECT_EQ(verifierMessage(zeroEps),
+            "'dtc.adam_update' op attribute 'eps' must be > 0");
   EXPECT_EQ(ruleMessage(zeroEps), "attribute 'eps' must be > 0");
   zeroEps.setEpsAttr(b.getF64FloatAttr(1e-12));
   EXPECT_EQ(verifierMessage(zeroEps), "");
@@ -346,7 +356,8 @@ TEST_F(KernelRuleTest, DiscardableAttributesAreNotKernelAttributes) {
   module->walk([&](mlir::dtc::SoftmaxOp op) { softmax = op; });
   ASSERT_TRUE(softmax);
   softmax->setAttr("dtc.forward", StringAttr::get(&context, "x"));
-  softmax->setAttr("dtc.layer", IntegerAttr::get(IntegerType::get(&context, 64), -3));
+  softmax->setAttr("dtc.layer",
+                   IntegerAttr::get(IntegerType::get(&context, 64), -3));
   FailureOr<nlohmann::json> attrs = mlir::dtc::kernelAttributes(softmax);
   ASSERT_TRUE(succeeded(attrs));
   EXPECT_EQ(*attrs, nlohmann::json({{"axis", 1}}));

@@ -15,10 +15,10 @@
 
 #include <cmath>
 #include <cstdio>
-#include <map>
-#include <tuple>
 #include <iostream>
+#include <map>
 #include <string>
+#include <tuple>
 
 namespace {
 
@@ -53,7 +53,8 @@ Measured runPlan(const std::string &model, int stages, int microbatches,
   nlohmann::json artifact;
   std::string error;
   Measured m;
-  EXPECT_TRUE(dtc::compileToArtifact(model, "gpt.mlir", o, artifact, error)) << error;
+  EXPECT_TRUE(dtc::compileToArtifact(model, "gpt.mlir", o, artifact, error))
+      << error;
   auto run = dtc::rt::LocalRunner::loadJson(artifact, schedule, error);
   EXPECT_TRUE(run) << error;
   if (!run)
@@ -68,7 +69,8 @@ Measured runPlan(const std::string &model, int stages, int microbatches,
 }
 
 TEST(Pipeline, ActivationMemoryGPipeHoldsEveryMicrobatch1F1BAtMostTheStages) {
-  std::string model = generate("gpt --layers 8 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 16");
+  std::string model = generate(
+      "gpt --layers 8 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 16");
   ASSERT_FALSE(model.empty());
   const int M = 8;
   for (int P : {2, 4}) {
@@ -93,8 +95,10 @@ TEST(Pipeline, ActivationMemoryGPipeHoldsEveryMicrobatch1F1BAtMostTheStages) {
               << zb.microbatches[0] << ")\n";
     // The same numbers either way.
     for (size_t i = 0; i < gpipe.losses.size(); ++i) {
-      EXPECT_NEAR(gpipe.losses[i], oneF.losses[i], 1e-6 * std::abs(oneF.losses[i]));
-      EXPECT_NEAR(zb.losses[i], oneF.losses[i], 1e-6 * std::abs(oneF.losses[i]));
+      EXPECT_NEAR(gpipe.losses[i], oneF.losses[i],
+                  1e-6 * std::abs(oneF.losses[i]));
+      EXPECT_NEAR(zb.losses[i], oneF.losses[i],
+                  1e-6 * std::abs(oneF.losses[i]));
     }
   }
 }
@@ -104,63 +108,70 @@ TEST(Pipeline, ActivationMemoryGPipeHoldsEveryMicrobatch1F1BAtMostTheStages) {
 // one device's.
 TEST(Pipeline, GradientsEqualOneDevice) {
   for (const char *kind : {"gpt", "llama"}) {
-  SCOPED_TRACE(kind);
-  std::string model =
-      generate(std::string(kind) + " --layers 4 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 8");
-  ASSERT_FALSE(model.empty());
-  // tp > 1: tensor parallelism inside every stage (mesh stages x tp).
-  auto gradients = [&](int stages, int microbatches, const std::string &schedule, int tp = 1) {
-    dtc::CompileOptions o;
-    o.optimizer = "none";
-    o.mesh = tp > 1 ? std::vector<int64_t>{stages, tp} : std::vector<int64_t>{stages};
-    o.autoPlan = false;
-    o.dp = 1;
-    o.tp = tp;
-    o.pp = stages;
-    o.microbatches = microbatches;
-    o.schedule = schedule;
-    nlohmann::json artifact;
-    std::string error;
-    std::map<std::string, std::vector<float>> out;
-    EXPECT_TRUE(dtc::compileToArtifact(model, "gpt.mlir", o, artifact, error)) << error;
-    auto run = dtc::rt::LocalRunner::loadJson(artifact, "gpt", error);
-    EXPECT_TRUE(run) << error;
-    if (!run)
+    SCOPED_TRACE(kind);
+    std::string model = generate(
+        std::string(kind) +
+        " --layers 4 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 8");
+    ASSERT_FALSE(model.empty());
+    // tp > 1: tensor parallelism inside every stage (mesh stages x tp).
+    auto gradients = [&](int stages, int microbatches,
+                         const std::string &schedule, int tp = 1) {
+      dtc::CompileOptions o;
+      o.optimizer = "none";
+      o.mesh = tp > 1 ? std::vector<int64_t>{stages, tp}
+                      : std::vector<int64_t>{stages};
+      o.autoPlan = false;
+      o.dp = 1;
+      o.tp = tp;
+      o.pp = stages;
+      o.microbatches = microbatches;
+      o.schedule = schedule;
+      nlohmann::json artifact;
+      std::string error;
+      std::map<std::string, std::vector<float>> out;
+      EXPECT_TRUE(dtc::compileToArtifact(model, "gpt.mlir", o, artifact, error))
+          << error;
+      auto run = dtc::rt::LocalRunner::loadJson(artifact, "gpt", error);
+      EXPECT_TRUE(run) << error;
+      if (!run)
+        return out;
+      EXPECT_TRUE(run->initialize(9, error)) << error;
+      EXPECT_TRUE(run->fillSyntheticInputs(0, error)) << error;
+      EXPECT_TRUE(run->runStep(error)) << error;
+      for (const std::string &param : run->tensorNames("param"))
+        EXPECT_TRUE(run->getTensor(param + ":grad", out[param], error))
+            << error;
       return out;
-    EXPECT_TRUE(run->initialize(9, error)) << error;
-    EXPECT_TRUE(run->fillSyntheticInputs(0, error)) << error;
-    EXPECT_TRUE(run->runStep(error)) << error;
-    for (const std::string &param : run->tensorNames("param"))
-      EXPECT_TRUE(run->getTensor(param + ":grad", out[param], error)) << error;
-    return out;
-  };
-  auto reference = gradients(1, 1, "1f1b");
-  // GPT: wte, wpe, 10 per block, ln_f weight and bias; LLaMA: the embedding,
-  // 9 per block, the final norm and the head.
-  ASSERT_EQ(reference.size(), std::string(kind) == "gpt" ? 44u : 39u);
-  for (auto [stages, microbatches, schedule, tp] :
-       {std::tuple{1, 4, "1f1b", 1}, std::tuple{2, 4, "zb", 1}, std::tuple{4, 2, "gpipe", 1},
-        std::tuple{2, 2, "1f1b", 2}}) {
-    SCOPED_TRACE(std::to_string(stages) + " stages, " + std::to_string(microbatches) +
-                 " micro-batches, " + schedule + ", tp=" + std::to_string(tp));
-    auto got = gradients(stages, microbatches, schedule, tp);
-    ASSERT_EQ(got.size(), reference.size());
-    for (const auto &[name, want] : reference) {
-      const std::vector<float> &g = got[name];
-      ASSERT_EQ(g.size(), want.size()) << name;
-      double diff = 0, norm = 0;
-      for (size_t i = 0; i < g.size(); ++i) {
-        diff += (double(g[i]) - want[i]) * (double(g[i]) - want[i]);
-        norm += double(want[i]) * want[i];
+    };
+    auto reference = gradients(1, 1, "1f1b");
+    // GPT: wte, wpe, 10 per block, ln_f weight and bias; LLaMA: the embedding,
+    // 9 per block, the final norm and the head.
+    ASSERT_EQ(reference.size(), std::string(kind) == "gpt" ? 44u : 39u);
+    for (auto [stages, microbatches, schedule, tp] :
+         {std::tuple{1, 4, "1f1b", 1}, std::tuple{2, 4, "zb", 1},
+          std::tuple{4, 2, "gpipe", 1}, std::tuple{2, 2, "1f1b", 2}}) {
+      SCOPED_TRACE(std::to_string(stages) + " stages, " +
+                   std::to_string(microbatches) + " micro-batches, " +
+                   schedule + ", tp=" + std::to_string(tp));
+      auto got = gradients(stages, microbatches, schedule, tp);
+      ASSERT_EQ(got.size(), reference.size());
+      for (const auto &[name, want] : reference) {
+        const std::vector<float> &g = got[name];
+        ASSERT_EQ(g.size(), want.size()) << name;
+        double diff = 0, norm = 0;
+        for (size_t i = 0; i < g.size(); ++i) {
+          diff += (double(g[i]) - want[i]) * (double(g[i]) - want[i]);
+          norm += double(want[i]) * want[i];
+        }
+        EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-9) << name;
       }
-      EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-9) << name;
     }
-  }
   }
 }
 
 TEST(Pipeline, CompileErrorsAreOneLine) {
-  std::string model = generate("gpt --layers 1 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 8");
+  std::string model = generate(
+      "gpt --layers 1 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 8");
   ASSERT_FALSE(model.empty());
   dtc::CompileOptions o;
   o.autoPlan = false;
@@ -171,7 +182,8 @@ TEST(Pipeline, CompileErrorsAreOneLine) {
   std::string error;
   // One block: embedding, position, two sublayers, final norm, head.
   EXPECT_FALSE(dtc::compileToArtifact(model, "gpt.mlir", o, artifact, error));
-  EXPECT_NE(error.find("the model has 6 layers but pp=8 needs at least 8"), std::string::npos)
+  EXPECT_NE(error.find("the model has 6 layers but pp=8 needs at least 8"),
+            std::string::npos)
       << error;
   o.mesh = {2};
   o.pp = 2;
@@ -179,7 +191,8 @@ TEST(Pipeline, CompileErrorsAreOneLine) {
   o.schedule = "interleaved";
   o.virtualStages = 2;
   EXPECT_FALSE(dtc::compileToArtifact(model, "gpt.mlir", o, artifact, error));
-  EXPECT_NE(error.find("multiple of the pipeline stages"), std::string::npos) << error;
+  EXPECT_NE(error.find("multiple of the pipeline stages"), std::string::npos)
+      << error;
 }
 
 } // namespace

@@ -34,7 +34,8 @@ constexpr float kPadding = 7777.0f;
 
 int64_t numel(const Shape &s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    n *= d;
   return n;
 }
 
@@ -43,24 +44,30 @@ struct Array {
   std::vector<float> data;
   float &at(const Shape &idx) {
     int64_t o = 0;
-    for (size_t d = 0; d < shape.size(); ++d) o = o * shape[d] + idx[d];
+    for (size_t d = 0; d < shape.size(); ++d)
+      o = o * shape[d] + idx[d];
     return data[size_t(o)];
   }
-  float at(const Shape &idx) const { return const_cast<Array *>(this)->at(idx); }
+  float at(const Shape &idx) const {
+    return const_cast<Array *>(this)->at(idx);
+  }
 };
 
 /// Calls f(index) for every index of `shape`, row-major.
 void forEach(const Shape &shape, const std::function<void(const Shape &)> &f) {
-  if (numel(shape) == 0) return;
+  if (numel(shape) == 0)
+    return;
   Shape idx(shape.size(), 0);
   while (true) {
     f(idx);
     size_t d = shape.size();
     while (d > 0) {
-      if (++idx[d - 1] < shape[d - 1]) break;
+      if (++idx[d - 1] < shape[d - 1])
+        break;
       idx[--d] = 0;
     }
-    if (d == 0) return;
+    if (d == 0)
+      return;
   }
 }
 
@@ -77,7 +84,8 @@ struct Mesh {
   }
   int64_t groupIndex(const Shape &c, const GridAxes &group) const {
     int64_t idx = 0;
-    for (int64_t a : group) idx = idx * axes[size_t(a)] + c[size_t(a)];
+    for (int64_t a : group)
+      idx = idx * axes[size_t(a)] + c[size_t(a)];
     return idx;
   }
   /// Devices of r's group over `group`, in group order.
@@ -88,13 +96,16 @@ struct Mesh {
       Shape c = coords(q);
       bool same = true;
       for (size_t a = 0; a < axes.size(); ++a)
-        if (std::find(group.begin(), group.end(), int64_t(a)) == group.end() && c[a] != mine[a])
+        if (std::find(group.begin(), group.end(), int64_t(a)) == group.end() &&
+            c[a] != mine[a])
           same = false;
-      if (same) found.push_back({groupIndex(c, group), q});
+      if (same)
+        found.push_back({groupIndex(c, group), q});
     }
     std::sort(found.begin(), found.end());
     std::vector<int64_t> out;
-    for (auto &[idx, q] : found) out.push_back(q);
+    for (auto &[idx, q] : found)
+      out.push_back(q);
     return out;
   }
 };
@@ -105,14 +116,17 @@ Shape localOf(const Shape &global, const TensorSharding &s, const Mesh &mesh) {
   Shape local = global;
   for (size_t d = 0; d < local.size(); ++d) {
     int64_t n = 1;
-    for (int64_t a : s.dims[d]) n *= mesh.axes[size_t(a)];
-    local[d] = s.piece(unsigned(d)) ? s.piece(unsigned(d)) : (local[d] + n - 1) / n;
+    for (int64_t a : s.dims[d])
+      n *= mesh.axes[size_t(a)];
+    local[d] =
+        s.piece(unsigned(d)) ? s.piece(unsigned(d)) : (local[d] + n - 1) / n;
   }
   return local;
 }
 
 /// Device r's piece of global `g` under `s` (padding = sentinel).
-Array pieceOf(const Array &g, const TensorSharding &s, const Mesh &mesh, int64_t r) {
+Array pieceOf(const Array &g, const TensorSharding &s, const Mesh &mesh,
+              int64_t r) {
   Shape local = localOf(g.shape, s, mesh);
   Shape offset(g.shape.size(), 0);
   Shape c = mesh.coords(r);
@@ -123,7 +137,8 @@ Array pieceOf(const Array &g, const TensorSharding &s, const Mesh &mesh, int64_t
     Shape gi(i.size());
     for (size_t d = 0; d < i.size(); ++d) {
       gi[d] = offset[d] + i[d];
-      if (gi[d] >= g.shape[d]) return;
+      if (gi[d] >= g.shape[d])
+        return;
     }
     out.at(i) = g.at(gi);
   });
@@ -136,7 +151,8 @@ Array fit(const Array &x, int64_t dim, int64_t size) {
   shape[size_t(dim)] = size;
   Array out{shape, std::vector<float>(size_t(numel(shape)), 0.0f)};
   forEach(shape, [&](const Shape &i) {
-    if (i[size_t(dim)] < x.shape[size_t(dim)]) out.at(i) = x.at(i);
+    if (i[size_t(dim)] < x.shape[size_t(dim)])
+      out.at(i) = x.at(i);
   });
   return out;
 }
@@ -144,8 +160,8 @@ Array fit(const Array &x, int64_t dim, int64_t size) {
 /// Pieces of `x` along `dim` (n equal ones), concatenation of pieces.
 Array pieceAlong(const Array &x, int64_t dim, int64_t n, int64_t idx) {
   // What the collective ops verify: the split dimension divides.
-  EXPECT_EQ(x.shape[size_t(dim)] % n, 0) << "splitting a dimension of " << x.shape[size_t(dim)]
-                                         << " into " << n;
+  EXPECT_EQ(x.shape[size_t(dim)] % n, 0)
+      << "splitting a dimension of " << x.shape[size_t(dim)] << " into " << n;
   Shape shape = x.shape;
   shape[size_t(dim)] /= n;
   Array out{shape, std::vector<float>(size_t(numel(shape)))};
@@ -172,30 +188,34 @@ Array reduce(const std::vector<Array> &parts, PartialKind kind) {
   Array out = parts[0];
   for (size_t p = 1; p < parts.size(); ++p)
     for (size_t i = 0; i < out.data.size(); ++i)
-      out.data[i] = kind == PartialKind::Sum ? out.data[i] + parts[p].data[i]
-                                             : std::max(out.data[i], parts[p].data[i]);
+      out.data[i] = kind == PartialKind::Sum
+                        ? out.data[i] + parts[p].data[i]
+                        : std::max(out.data[i], parts[p].data[i]);
   return out;
 }
 
 /// Runs `plan` on every device's local array, as the partitioner emits it.
-std::vector<Array> execute(const ReshardPlan &plan, std::vector<Array> locals, const Mesh &mesh,
-                           const Shape &globalShape) {
+std::vector<Array> execute(const ReshardPlan &plan, std::vector<Array> locals,
+                           const Mesh &mesh, const Shape &globalShape) {
   for (const ReshardStep &step : plan.steps) {
     const int64_t n = mlir::dtc::shardCount(mesh.axes, step.axes);
     if (step.padDim >= 0)
-      for (Array &x : locals) x = fit(x, step.padDim, step.padSize);
+      for (Array &x : locals)
+        x = fit(x, step.padDim, step.padSize);
     std::vector<Array> next(locals.size());
     for (int64_t r = 0; r < mesh.devices(); ++r) {
       std::vector<int64_t> group = mesh.members(r, step.axes);
       const int64_t idx = mesh.groupIndex(mesh.coords(r), step.axes);
       std::vector<Array> ins;
-      for (int64_t q : group) ins.push_back(locals[size_t(q)]);
+      for (int64_t q : group)
+        ins.push_back(locals[size_t(q)]);
       switch (step.kind) {
       case ReshardStep::Kind::AllReduce:
         next[size_t(r)] = reduce(ins, step.reduction);
         break;
       case ReshardStep::Kind::ReduceScatter:
-        next[size_t(r)] = pieceAlong(reduce(ins, step.reduction), step.dim, n, idx);
+        next[size_t(r)] =
+            pieceAlong(reduce(ins, step.reduction), step.dim, n, idx);
         break;
       case ReshardStep::Kind::AllSlice:
         next[size_t(r)] = pieceAlong(locals[size_t(r)], step.dim, n, idx);
@@ -205,7 +225,8 @@ std::vector<Array> execute(const ReshardPlan &plan, std::vector<Array> locals, c
         break;
       case ReshardStep::Kind::AllToAll: {
         std::vector<Array> received;
-        for (const Array &from : ins) received.push_back(pieceAlong(from, step.dim, n, idx));
+        for (const Array &from : ins)
+          received.push_back(pieceAlong(from, step.dim, n, idx));
         next[size_t(r)] = concatAlong(received, step.concatDim);
         break;
       }
@@ -213,7 +234,8 @@ std::vector<Array> execute(const ReshardPlan &plan, std::vector<Array> locals, c
     }
     locals = std::move(next);
     if (step.cropDim >= 0)
-      for (Array &x : locals) x = fit(x, step.cropDim, step.cropSize);
+      for (Array &x : locals)
+        x = fit(x, step.cropDim, step.cropSize);
     // Every step lands on its stated sharding's local shape.
     for (const Array &x : locals)
       EXPECT_EQ(x.shape, localOf(globalShape, step.after, mesh)) << plan.str();
@@ -235,14 +257,17 @@ std::vector<TensorSharding> allShardings(const Mesh &mesh, const Shape &shape,
       bool anyPartial = false;
       std::vector<std::vector<int64_t>> perDim(2);
       for (size_t a = 0; a < m; ++a) {
-        if (choice[a] == 1) perDim[0].push_back(int64_t(a));
-        if (choice[a] == 2) perDim[1].push_back(int64_t(a));
+        if (choice[a] == 1)
+          perDim[0].push_back(int64_t(a));
+        if (choice[a] == 2)
+          perDim[1].push_back(int64_t(a));
         if (choice[a] == 3) {
           base.partial.push_back(int64_t(a));
           anyPartial = true;
         }
       }
-      if (!anyPartial && kind == PartialKind::Max) continue;
+      if (!anyPartial && kind == PartialKind::Max)
+        continue;
       base.partialKind = kind;
       std::vector<int64_t> d0 = perDim[0], d1 = perDim[1];
       std::sort(d0.begin(), d0.end());
@@ -263,8 +288,10 @@ std::vector<TensorSharding> allShardings(const Mesh &mesh, const Shape &shape,
       } while (std::next_permutation(d0.begin(), d0.end()));
     }
     size_t a = 0;
-    while (a < m && ++choice[a] == 4) choice[a++] = 0;
-    if (a == m) break;
+    while (a < m && ++choice[a] == 4)
+      choice[a++] = 0;
+    if (a == m)
+      break;
   }
   return out;
 }
@@ -278,7 +305,9 @@ double gatherThenSliceBytes(const Shape &shape, const TensorSharding &from,
   TensorSharding whole = TensorSharding::replicated(2);
   whole.partial = to.partial;
   whole.partialKind = to.partialKind;
-  EXPECT_TRUE(mlir::dtc::planReshard(shape, 4, from, whole, mesh.axes, plan, error)) << error;
+  EXPECT_TRUE(
+      mlir::dtc::planReshard(shape, 4, from, whole, mesh.axes, plan, error))
+      << error;
   return plan.bytes; // slicing is free
 }
 
@@ -300,15 +329,20 @@ TEST_P(ReshardEveryPair, MatchesGatherThenSlice) {
   int pairs = 0;
   for (const TensorSharding &from : shardings)
     for (const TensorSharding &to : shardings) {
-      bool subset = std::all_of(to.partial.begin(), to.partial.end(), [&](int64_t a) {
-        return std::find(from.partial.begin(), from.partial.end(), a) != from.partial.end();
-      });
-      if (!subset || (to.isPartial() && to.partialKind != from.partialKind)) continue;
+      bool subset =
+          std::all_of(to.partial.begin(), to.partial.end(), [&](int64_t a) {
+            return std::find(from.partial.begin(), from.partial.end(), a) !=
+                   from.partial.end();
+          });
+      if (!subset || (to.isPartial() && to.partialKind != from.partialKind))
+        continue;
       ++pairs;
       SCOPED_TRACE(from.str() + " -> " + to.str());
       ReshardPlan plan;
       std::string error;
-      ASSERT_TRUE(mlir::dtc::planReshard(c.shape, 4, from, to, mesh.axes, plan, error)) << error;
+      ASSERT_TRUE(
+          mlir::dtc::planReshard(c.shape, 4, from, to, mesh.axes, plan, error))
+          << error;
       if (from == to) {
         EXPECT_TRUE(plan.steps.empty()) << plan.str();
       }
@@ -319,7 +353,8 @@ TEST_P(ReshardEveryPair, MatchesGatherThenSlice) {
       std::vector<Array> contributions;
       for (int64_t j = 0; j < parts; ++j) {
         Array a{c.shape, std::vector<float>(size_t(numel(c.shape)))};
-        for (float &v : a.data) v = uniform(rng);
+        for (float &v : a.data)
+          v = uniform(rng);
         contributions.push_back(a);
       }
       std::vector<Array> locals;
@@ -343,30 +378,41 @@ TEST_P(ReshardEveryPair, MatchesGatherThenSlice) {
             jc[size_t(axis)] = rem % mesh.axes[size_t(axis)];
             rem /= mesh.axes[size_t(axis)];
           }
-          bool match = std::all_of(to.partial.begin(), to.partial.end(),
-                                   [&](int64_t a) { return jc[size_t(a)] == mine[size_t(a)]; });
-          if (match) kept.push_back(contributions[size_t(j)]);
+          bool match =
+              std::all_of(to.partial.begin(), to.partial.end(), [&](int64_t a) {
+                return jc[size_t(a)] == mine[size_t(a)];
+              });
+          if (match)
+            kept.push_back(contributions[size_t(j)]);
         }
         Array expected = pieceOf(reduce(kept, from.partialKind), to, mesh, r);
-        ASSERT_EQ(result[size_t(r)].shape, expected.shape) << "device " << r << ": " << plan.str();
+        ASSERT_EQ(result[size_t(r)].shape, expected.shape)
+            << "device " << r << ": " << plan.str();
         for (size_t i = 0; i < expected.data.size(); ++i) {
-          if (expected.data[i] == kPadding) continue; // padding: any value
+          if (expected.data[i] == kPadding)
+            continue; // padding: any value
           ASSERT_NEAR(result[size_t(r)].data[i], expected.data[i], 1e-5)
               << "device " << r << " element " << i << ": " << plan.str();
         }
       }
-      EXPECT_LE(plan.bytes, gatherThenSliceBytes(c.shape, from, to, mesh) + 1e-9) << plan.str();
+      EXPECT_LE(plan.bytes,
+                gatherThenSliceBytes(c.shape, from, to, mesh) + 1e-9)
+          << plan.str();
     }
   EXPECT_GT(pairs, 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Meshes, ReshardEveryPair,
-    ::testing::Values(Case{"mesh4_even", {4}, {8, 12}, 6}, Case{"mesh4_padded", {4}, {6, 5}},
+    ::testing::Values(Case{"mesh4_even", {4}, {8, 12}, 6},
+                      Case{"mesh4_padded", {4}, {6, 5}},
                       Case{"mesh3_padded", {3}, {6, 5}},
-                      Case{"mesh2x3_padded", {2, 3}, {6, 5}}, Case{"mesh2x2_even", {2, 2}, {4, 8}},
+                      Case{"mesh2x3_padded", {2, 3}, {6, 5}},
+                      Case{"mesh2x2_even", {2, 2}, {4, 8}},
                       Case{"mesh3x2_mixed", {3, 2}, {7, 6}}),
-    [](const ::testing::TestParamInfo<Case> &info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<Case> &info) {
+      return std::string(info.param.name);
+    });
 
 // The plans themselves, where one collective is the right answer.
 TEST(ReshardPlan, ChoosesTheDirectCollective) {
@@ -374,10 +420,12 @@ TEST(ReshardPlan, ChoosesTheDirectCollective) {
   auto plan = [&](const TensorSharding &from, const TensorSharding &to) {
     ReshardPlan p;
     std::string error;
-    EXPECT_TRUE(mlir::dtc::planReshard({8, 16}, 4, from, to, grid, p, error)) << error;
+    EXPECT_TRUE(mlir::dtc::planReshard({8, 16}, 4, from, to, grid, p, error))
+        << error;
     return p.str();
   };
-  TensorSharding rows = TensorSharding::replicated(2), cols = rows, whole = rows, pending = rows;
+  TensorSharding rows = TensorSharding::replicated(2), cols = rows,
+                 whole = rows, pending = rows;
   rows.dims[0] = {1};
   cols.dims[1] = {1};
   pending.partial = {1};
@@ -393,18 +441,22 @@ TEST(ReshardPlan, ChoosesTheDirectCollective) {
   cols0.dims[1] = {0};
   TensorSharding pendingCols = whole;
   pendingCols.partial = {1};
-  EXPECT_EQ(plan(pendingCols, cols0), "all_slice(dim 1, axes [0]); all_reduce(axes [1])");
+  EXPECT_EQ(plan(pendingCols, cols0),
+            "all_slice(dim 1, axes [0]); all_reduce(axes [1])");
   // Max stays max.
   TensorSharding pendingMax = pending;
   pendingMax.partialKind = PartialKind::Max;
   ReshardPlan p;
   std::string error;
-  ASSERT_TRUE(mlir::dtc::planReshard({8, 16}, 4, pendingMax, whole, grid, p, error));
+  ASSERT_TRUE(
+      mlir::dtc::planReshard({8, 16}, 4, pendingMax, whole, grid, p, error));
   ASSERT_EQ(p.steps.size(), 1u);
   EXPECT_EQ(p.steps[0].reduction, PartialKind::Max);
   // A whole value never becomes pending.
-  EXPECT_FALSE(mlir::dtc::planReshard({8, 16}, 4, whole, pending, grid, p, error));
-  EXPECT_NE(error.find("cannot turn a whole value into a pending partial one"), std::string::npos);
+  EXPECT_FALSE(
+      mlir::dtc::planReshard({8, 16}, 4, whole, pending, grid, p, error));
+  EXPECT_NE(error.find("cannot turn a whole value into a pending partial one"),
+            std::string::npos);
 }
 
 } // namespace

@@ -1,4 +1,5 @@
-//===- AttentionCases.cpp - CUDA kernel cases (see KernelCases.h) ---------------===//
+//===- AttentionCases.cpp - CUDA kernel cases (see KernelCases.h)
+//---------------===//
 //
 // attention and attention_grad (kernels/cuda/Attention.cu) against the CPU
 // kernels. Shapes cover the SIMT path (f32; bf16/f16 with Dh outside
@@ -30,23 +31,32 @@ const char *dtypeLabel(DType t) {
   return t == DType::F32 ? "f32" : t == DType::BF16 ? "bf16" : "f16";
 }
 
-std::string shapeLabel(DType t, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
-                       bool causal) {
-  return std::string(dtypeLabel(t)) + (causal ? " causal" : " full") + " B" + std::to_string(B) +
-         " H" + std::to_string(H) + " Sq" + std::to_string(Sq) + " Sk" + std::to_string(Sk) +
-         " Dh" + std::to_string(D);
+std::string shapeLabel(DType t, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
+                       int64_t D, bool causal) {
+  return std::string(dtypeLabel(t)) + (causal ? " causal" : " full") + " B" +
+         std::to_string(B) + " H" + std::to_string(H) + " Sq" +
+         std::to_string(Sq) + " Sk" + std::to_string(Sk) + " Dh" +
+         std::to_string(D);
 }
 
 /// attention and attention_grad on q [B, H, Sq, D], k and v [B, H, Sk, D].
-std::vector<KernelCase> both(DType t, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
-                             bool causal) {
+std::vector<KernelCase> both(DType t, int64_t B, int64_t H, int64_t Sq,
+                             int64_t Sk, int64_t D, bool causal) {
   const OperandSpec q{t, {B, H, Sq, D}}, kv{t, {B, H, Sk, D}};
-  const double rtol = t == DType::F32 ? 1e-4 : -1, atol = t == DType::F32 ? 1e-5 : -1;
+  const double rtol = t == DType::F32 ? 1e-4 : -1,
+               atol = t == DType::F32 ? 1e-5 : -1;
   const std::string shape = shapeLabel(t, B, H, Sq, Sk, D, causal);
-  KernelCase fwd{"attention " + shape, "attention", {q, kv, kv}, {q}, {{"causal", causal}}};
+  KernelCase fwd{"attention " + shape,
+                 "attention",
+                 {q, kv, kv},
+                 {q},
+                 {{"causal", causal}}};
   fwd.rtol = rtol;
   fwd.atol = atol;
-  KernelCase grad{"attention_grad " + shape, "attention_grad", {q, kv, kv, q}, {q, kv, kv},
+  KernelCase grad{"attention_grad " + shape,
+                  "attention_grad",
+                  {q, kv, kv, q},
+                  {q, kv, kv},
                   {{"causal", causal}}};
   grad.rtol = rtol;
   grad.atol = atol;
@@ -69,7 +79,7 @@ std::vector<KernelCase> allCases() {
       {F, 1, 2, 65, 65, 32, true},
       {F, 1, 2, 65, 65, 32, false},
       {F, 1, 2, 130, 130, 64, true},
-      {F, 2, 1, 33, 70, 80, false},  // cross attention, Dh not a power of 2
+      {F, 2, 1, 33, 70, 80, false}, // cross attention, Dh not a power of 2
       {F, 1, 2, 130, 130, 128, true},
       {F, 1, 1, 70, 200, 64, false}, // more keys than queries
       {F, 1, 1, 64, 64, 256, false},

@@ -1,4 +1,5 @@
-//===- CudaCommunicatorTest.cpp - the CUDA backend's collectives -----------===//
+//===- CudaCommunicatorTest.cpp - the CUDA backend's collectives
+//-----------===//
 //
 // Every collective of the CUDA backend's DeviceCommunicator on device
 // memory: staged through the host (--collectives mpi) between ranks that are
@@ -28,12 +29,14 @@ struct Device {
   rt::Backend &be;
   std::vector<void *> owned;
   ~Device() {
-    for (void *p : owned) be.deallocate(p);
+    for (void *p : owned)
+      be.deallocate(p);
   }
   template <class T> void *put(const std::vector<T> &v) {
     void *p = be.allocate((v.size() * sizeof(T) + 63) / 64 * 64 + 64);
     owned.push_back(p);
-    if (!v.empty()) be.copyFromHost(p, v.data(), v.size() * sizeof(T), be.computeStream());
+    if (!v.empty())
+      be.copyFromHost(p, v.data(), v.size() * sizeof(T), be.computeStream());
     be.synchronize(); // the collectives run on the communication stream
     return p;
   }
@@ -46,7 +49,8 @@ struct Device {
 };
 
 /// Rank r's collectives on a group of `n`, checked against host values.
-void exerciseCollectives(rt::Backend &be, rt::DeviceCommunicator &c, int n, int r) {
+void exerciseCollectives(rt::Backend &be, rt::DeviceCommunicator &c, int n,
+                         int r) {
   Device d{be, {}};
   rt::Stream &s = be.commStream();
   rt::Traffic t;
@@ -56,15 +60,18 @@ void exerciseCollectives(rt::Backend &be, rt::DeviceCommunicator &c, int n, int 
   c.allReduce(xin, xout, 4, DType::F32, rt::ReduceOp::Sum, s, t);
   const float sumR = float(n * (n - 1) / 2);
   EXPECT_EQ(d.get<float>(xout, 4),
-            (std::vector<float>{sumR + float(n), -sumR, 0.5f * sumR, 3.0f * float(n)}));
+            (std::vector<float>{sumR + float(n), -sumR, 0.5f * sumR,
+                                3.0f * float(n)}));
   c.allReduce(xin, xout, 4, DType::F32, rt::ReduceOp::Max, s, t);
-  EXPECT_EQ(d.get<float>(xout, 4), (std::vector<float>{float(n), 0.f, 0.5f * float(n - 1), 3.f}));
+  EXPECT_EQ(d.get<float>(xout, 4),
+            (std::vector<float>{float(n), 0.f, 0.5f * float(n - 1), 3.f}));
   c.allReduce(xin, xout, 4, DType::F32, rt::ReduceOp::Average, s, t);
   EXPECT_FLOAT_EQ(d.get<float>(xout, 4)[0], (sumR + float(n)) / float(n));
   std::vector<int64_t> k = {int64_t(r) << 40, 7};
   void *kin = d.put(k);
   c.allReduce(kin, kin, 2, DType::I64, rt::ReduceOp::Sum, s, t); // in place
-  EXPECT_EQ(d.get<int64_t>(kin, 2), (std::vector<int64_t>{int64_t(sumR) << 40, 7 * n}));
+  EXPECT_EQ(d.get<int64_t>(kin, 2),
+            (std::vector<int64_t>{int64_t(sumR) << 40, 7 * n}));
   // All-gather of 3 bytes per member, in member order.
   std::vector<char> g = {char('a' + r), char('A' + r), char(r)};
   void *gin = d.put(g), *gout = d.put(std::vector<char>(size_t(3 * n), 0));
@@ -76,18 +83,22 @@ void exerciseCollectives(rt::Backend &be, rt::DeviceCommunicator &c, int n, int 
   }
   // Reduce-scatter: piece j of every member summed, member r keeps piece r.
   std::vector<float> rs(size_t(2 * n));
-  for (int j = 0; j < 2 * n; ++j) rs[size_t(j)] = float(100 * r + j);
+  for (int j = 0; j < 2 * n; ++j)
+    rs[size_t(j)] = float(100 * r + j);
   void *rsin = d.put(rs), *rsout = d.put(std::vector<float>(2, 0.f));
   c.reduceScatter(rsin, rsout, 2, DType::F32, rt::ReduceOp::Sum, s, t);
   EXPECT_EQ(d.get<float>(rsout, 2),
-            (std::vector<float>{100.f * sumR + float(n * 2 * r), 100.f * sumR + float(n * (2 * r + 1))}));
+            (std::vector<float>{100.f * sumR + float(n * 2 * r),
+                                100.f * sumR + float(n * (2 * r + 1))}));
   // All-to-all: piece j of member r goes to member j.
   std::vector<int32_t> a(static_cast<size_t>(n));
-  for (int j = 0; j < n; ++j) a[size_t(j)] = 10 * r + j;
+  for (int j = 0; j < n; ++j)
+    a[size_t(j)] = 10 * r + j;
   void *ain = d.put(a), *aout = d.put(std::vector<int32_t>(size_t(n), -1));
   c.allToAll(ain, aout, sizeof(int32_t), s, t);
   std::vector<int32_t> got = d.get<int32_t>(aout, size_t(n));
-  for (int j = 0; j < n; ++j) EXPECT_EQ(got[size_t(j)], 10 * j + r);
+  for (int j = 0; j < n; ++j)
+    EXPECT_EQ(got[size_t(j)], 10 * j + r);
   // Point to point around a ring (pipelines' sends never wait).
   if (n > 1) {
     std::vector<float> msg = {float(r), 2.f * float(r)};
@@ -102,7 +113,8 @@ void exerciseCollectives(rt::Backend &be, rt::DeviceCommunicator &c, int n, int 
 }
 
 /// Three ranks as threads, each with its own backend `name`.
-void collectivesOnThreads(const std::string &name, const std::string &collectives) {
+void collectivesOnThreads(const std::string &name,
+                          const std::string &collectives) {
   const int n = 3;
   rt::ThreadWorld tw(n, /*timeoutSeconds=*/60);
   std::vector<std::string> errors(n);
@@ -123,42 +135,52 @@ void collectivesOnThreads(const std::string &name, const std::string &collective
         errors[size_t(r)] = e.what();
       }
     });
-  for (std::thread &t : ranks) t.join();
-  for (const std::string &e : errors) EXPECT_EQ(e, "");
+  for (std::thread &t : ranks)
+    t.join();
+  for (const std::string &e : errors)
+    EXPECT_EQ(e, "");
 }
 
 TEST(CudaCommunicator, StagedThroughTheHostBetweenThreads) {
   std::string why;
-  if (!cudaDeviceAvailable(why)) GTEST_SKIP() << why;
+  if (!cudaDeviceAvailable(why))
+    GTEST_SKIP() << why;
   collectivesOnThreads("cuda", "mpi");
 }
 
 /// The same checks on the CPU backend (runs everywhere: it holds the
 /// expectations themselves to a backend that the rest of the suite checks).
-TEST(CudaCommunicator, SameChecksPassOnTheCpuBackend) { collectivesOnThreads("cpu", ""); }
+TEST(CudaCommunicator, SameChecksPassOnTheCpuBackend) {
+  collectivesOnThreads("cpu", "");
+}
 
 TEST(CudaCommunicator, NcclGroupOfOne) {
   std::string why;
-  if (!cudaDeviceAvailable(why)) GTEST_SKIP() << why;
+  if (!cudaDeviceAvailable(why))
+    GTEST_SKIP() << why;
   std::unique_ptr<rt::World> world = rt::makeLocalWorld();
   rt::BackendOptions o;
   o.collectives = "nccl";
   std::unique_ptr<rt::Backend> be = rt::makeBackend("cuda", o);
   be->attachThread();
-  std::unique_ptr<rt::DeviceCommunicator> c = be->createCommunicator(world->split(0, 0));
+  std::unique_ptr<rt::DeviceCommunicator> c =
+      be->createCommunicator(world->split(0, 0));
   exerciseCollectives(*be, *c, 1, 0);
 }
 
 TEST(CudaCommunicator, NcclRefusesRanksSharingAGpu) {
   std::string why;
-  if (!cudaDeviceAvailable(why)) GTEST_SKIP() << why;
+  if (!cudaDeviceAvailable(why))
+    GTEST_SKIP() << why;
   rt::BackendOptions o;
   o.ranksOnNode = 64;
   try {
     rt::makeBackend("cuda", o);
     FAIL() << "64 ranks were given NCCL on this node";
   } catch (const rt::Error &e) {
-    EXPECT_NE(std::string(e.what()).find("use --collectives mpi"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("use --collectives mpi"),
+              std::string::npos)
+        << e.what();
   }
 }
 

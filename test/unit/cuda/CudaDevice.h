@@ -1,4 +1,5 @@
-//===- CudaDevice.h - whether the CUDA tests can run -------------*- C++ -*-===//
+//===- CudaDevice.h - whether the CUDA tests can run -------------*- C++
+//-*-===//
 #ifndef DTC_TEST_CUDA_CUDADEVICE_H
 #define DTC_TEST_CUDA_CUDADEVICE_H
 

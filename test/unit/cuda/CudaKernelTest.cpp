@@ -1,4 +1,5 @@
-//===- CudaKernelTest.cpp - every CUDA kernel against the CPU kernel -------===//
+//===- CudaKernelTest.cpp - every CUDA kernel against the CPU kernel
+//-------===//
 //
 // Runs the cases of KernelCases.h. Without a GPU every case is skipped with
 // the reason (the CUDA backend's own error), so the list stays visible.
@@ -24,7 +25,8 @@ std::vector<KernelCase> &kernelCases() {
   return cases;
 }
 AddKernelCases::AddKernelCases(std::vector<KernelCase> cases) {
-  for (KernelCase &c : cases) kernelCases().push_back(std::move(c));
+  for (KernelCase &c : cases)
+    kernelCases().push_back(std::move(c));
 }
 
 namespace {
@@ -39,18 +41,27 @@ std::vector<char> draw(const OperandSpec &spec, std::mt19937_64 &rng) {
   // Only integer operands draw integers: a float range may hold none.
   const bool isInt = rt::isInt(spec.dtype);
   std::uniform_int_distribution<int64_t> integer(
-      isInt ? int64_t(std::ceil(spec.lo)) : 0, isInt ? int64_t(std::floor(spec.hi)) : 0);
+      isInt ? int64_t(std::ceil(spec.lo)) : 0,
+      isInt ? int64_t(std::floor(spec.hi)) : 0);
   for (int64_t i = 0; i < n; ++i) {
     switch (spec.dtype) {
-    case DType::F32: reinterpret_cast<float *>(bytes.data())[i] = float(real(rng)); break;
+    case DType::F32:
+      reinterpret_cast<float *>(bytes.data())[i] = float(real(rng));
+      break;
     case DType::BF16:
-      reinterpret_cast<uint16_t *>(bytes.data())[i] = rt::f32ToBf16(float(real(rng)));
+      reinterpret_cast<uint16_t *>(bytes.data())[i] =
+          rt::f32ToBf16(float(real(rng)));
       break;
     case DType::F16:
-      reinterpret_cast<uint16_t *>(bytes.data())[i] = rt::f32ToF16(float(real(rng)));
+      reinterpret_cast<uint16_t *>(bytes.data())[i] =
+          rt::f32ToF16(float(real(rng)));
       break;
-    case DType::I32: reinterpret_cast<int32_t *>(bytes.data())[i] = int32_t(integer(rng)); break;
-    case DType::I64: reinterpret_cast<int64_t *>(bytes.data())[i] = integer(rng); break;
+    case DType::I32:
+      reinterpret_cast<int32_t *>(bytes.data())[i] = int32_t(integer(rng));
+      break;
+    case DType::I64:
+      reinterpret_cast<int64_t *>(bytes.data())[i] = integer(rng);
+      break;
     }
   }
   return bytes;
@@ -58,11 +69,16 @@ std::vector<char> draw(const OperandSpec &spec, std::mt19937_64 &rng) {
 
 double element(DType t, const std::vector<char> &bytes, int64_t i) {
   switch (t) {
-  case DType::F32: return reinterpret_cast<const float *>(bytes.data())[i];
-  case DType::BF16: return rt::bf16ToF32(reinterpret_cast<const uint16_t *>(bytes.data())[i]);
-  case DType::F16: return rt::f16ToF32(reinterpret_cast<const uint16_t *>(bytes.data())[i]);
-  case DType::I32: return reinterpret_cast<const int32_t *>(bytes.data())[i];
-  case DType::I64: return double(reinterpret_cast<const int64_t *>(bytes.data())[i]);
+  case DType::F32:
+    return reinterpret_cast<const float *>(bytes.data())[i];
+  case DType::BF16:
+    return rt::bf16ToF32(reinterpret_cast<const uint16_t *>(bytes.data())[i]);
+  case DType::F16:
+    return rt::f16ToF32(reinterpret_cast<const uint16_t *>(bytes.data())[i]);
+  case DType::I32:
+    return reinterpret_cast<const int32_t *>(bytes.data())[i];
+  case DType::I64:
+    return double(reinterpret_cast<const int64_t *>(bytes.data())[i]);
   }
   return 0;
 }
@@ -77,7 +93,8 @@ Outcome runOn(const std::string &backendName, const KernelCase &c,
               const std::vector<std::vector<char>> &inputs) {
   Outcome result;
   try {
-    std::unique_ptr<rt::Backend> be = rt::makeBackend(backendName, rt::BackendOptions{});
+    std::unique_ptr<rt::Backend> be =
+        rt::makeBackend(backendName, rt::BackendOptions{});
     be->attachThread();
     std::vector<void *> buffers;
     auto alloc = [&](size_t bytes) {
@@ -94,7 +111,8 @@ Outcome runOn(const std::string &backendName, const KernelCase &c,
       t.numel = rt::numel(t.shape);
       t.data = alloc(inputs[i].size());
       if (!inputs[i].empty())
-        be->copyFromHost(t.data, inputs[i].data(), inputs[i].size(), be->computeStream());
+        be->copyFromHost(t.data, inputs[i].data(), inputs[i].size(),
+                         be->computeStream());
       args.in.push_back(t);
     }
     for (size_t o = 0; o < c.out.size(); ++o) {
@@ -105,24 +123,30 @@ Outcome runOn(const std::string &backendName, const KernelCase &c,
       const size_t bytes = size_t(t.numel) * rt::dtypeSize(t.dtype);
       t.data = nullptr;
       for (auto [out, in] : c.inPlace)
-        if (size_t(out) == o) t.data = args.in[size_t(in)].data;
+        if (size_t(out) == o)
+          t.data = args.in[size_t(in)].data;
       if (!t.data) {
         t.data = alloc(bytes);
         std::vector<char> poison(bytes, char(0xff));
-        if (bytes) be->copyFromHost(t.data, poison.data(), bytes, be->computeStream());
+        if (bytes)
+          be->copyFromHost(t.data, poison.data(), bytes, be->computeStream());
       }
       args.out.push_back(t);
     }
     std::unique_ptr<rt::BoundKernel> k = be->bindKernel(c.kernel, args);
-    if (!k) throw rt::Error("kernel '" + c.kernel + "' has no " + backendName + " implementation");
+    if (!k)
+      throw rt::Error("kernel '" + c.kernel + "' has no " + backendName +
+                      " implementation");
     k->enqueue(args, be->computeStream());
     be->synchronize();
     for (const kernels::TensorArg &t : args.out) {
       std::vector<char> host(size_t(t.numel) * rt::dtypeSize(t.dtype));
-      if (!host.empty()) be->copyToHost(host.data(), t.data, host.size(), be->computeStream());
+      if (!host.empty())
+        be->copyToHost(host.data(), t.data, host.size(), be->computeStream());
       result.out.push_back(std::move(host));
     }
-    for (void *p : buffers) be->deallocate(p);
+    for (void *p : buffers)
+      be->deallocate(p);
   } catch (const std::exception &e) {
     result.error = e.what();
   }
@@ -133,19 +157,24 @@ class CudaKernel : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(CudaKernel, MatchesCpu) {
   std::string why;
-  if (!cudaDeviceAvailable(why)) GTEST_SKIP() << why;
+  if (!cudaDeviceAvailable(why))
+    GTEST_SKIP() << why;
   const KernelCase &c = kernelCases()[GetParam()];
   ASSERT_NE(kernels::findKernel(c.kernel), nullptr) << c.kernel;
   {
     std::vector<kernels::TensorDesc> in, out;
-    for (const OperandSpec &s : c.in) in.push_back({s.dtype, s.shape});
-    for (const OperandSpec &s : c.out) out.push_back({s.dtype, s.shape});
-    const std::string refused = kernels::checkRule(*kernels::findKernel(c.kernel), in, out, c.attrs);
+    for (const OperandSpec &s : c.in)
+      in.push_back({s.dtype, s.shape});
+    for (const OperandSpec &s : c.out)
+      out.push_back({s.dtype, s.shape});
+    const std::string refused =
+        kernels::checkRule(*kernels::findKernel(c.kernel), in, out, c.attrs);
     ASSERT_EQ(refused, "") << "the case itself breaks the kernel's rule";
   }
   std::mt19937_64 rng(std::hash<std::string>()(c.label));
   std::vector<std::vector<char>> inputs;
-  for (const OperandSpec &s : c.in) inputs.push_back(draw(s, rng));
+  for (const OperandSpec &s : c.in)
+    inputs.push_back(draw(s, rng));
   const Outcome cpu = runOn("cpu", c, inputs), gpu = runOn("cuda", c, inputs);
   if (!c.expectError.empty()) {
     EXPECT_EQ(cpu.error, c.expectError);
@@ -158,19 +187,28 @@ TEST_P(CudaKernel, MatchesCpu) {
   for (size_t o = 0; o < c.out.size(); ++o) {
     const DType t = c.out[o].dtype;
     double rtol = c.rtol, atol = c.atol;
-    if (rtol < 0) rtol = t == DType::F32 ? 1e-5 : t == DType::BF16 ? 1.6e-2 : t == DType::F16 ? 2e-3 : 0;
-    if (atol < 0) atol = t == DType::F32 ? 1e-6 : t == DType::BF16 ? 1e-2 : t == DType::F16 ? 1e-3 : 0;
+    if (rtol < 0)
+      rtol = t == DType::F32    ? 1e-5
+             : t == DType::BF16 ? 1.6e-2
+             : t == DType::F16  ? 2e-3
+                                : 0;
+    if (atol < 0)
+      atol = t == DType::F32    ? 1e-6
+             : t == DType::BF16 ? 1e-2
+             : t == DType::F16  ? 1e-3
+                                : 0;
     const int64_t n = rt::numel(c.out[o].shape);
     int bad = 0;
     for (int64_t i = 0; i < n && bad < 5; ++i) {
-      const double want = element(t, cpu.out[o], i), got = element(t, gpu.out[o], i);
+      const double want = element(t, cpu.out[o], i),
+                   got = element(t, gpu.out[o], i);
       const bool ok = (std::isnan(want) && std::isnan(got)) ||
                       (std::isinf(want) && got == want) ||
                       std::fabs(got - want) <= atol + rtol * std::fabs(want);
       if (!ok) {
         ++bad;
-        ADD_FAILURE() << c.label << ": output " << o << " element " << i << " is " << got
-                      << " on cuda, " << want << " on cpu";
+        ADD_FAILURE() << c.label << ": output " << o << " element " << i
+                      << " is " << got << " on cuda, " << want << " on cpu";
       }
     }
   }
@@ -178,7 +216,8 @@ TEST_P(CudaKernel, MatchesCpu) {
 
 std::vector<size_t> caseIndices() {
   std::vector<size_t> v(kernelCases().size());
-  for (size_t i = 0; i < v.size(); ++i) v[i] = i;
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = i;
   return v;
 }
 
@@ -215,19 +254,24 @@ TEST(CudaDeviceError, ReadsAsTheCpuMessage) {
   kernels::cuda::DeviceError d;
   d.flag = 2;
   d.op = "div";
-  EXPECT_EQ(kernels::cuda::describeDeviceError(d), "div: integer division by zero");
+  EXPECT_EQ(kernels::cuda::describeDeviceError(d),
+            "div: integer division by zero");
 }
 
-INSTANTIATE_TEST_SUITE_P(All, CudaKernel, ::testing::ValuesIn(caseIndices()), caseName);
+INSTANTIATE_TEST_SUITE_P(All, CudaKernel, ::testing::ValuesIn(caseIndices()),
+                         caseName);
 
 /// Every kernel of the shared table has a CUDA implementation and cases.
 TEST(CudaKernelTable, EveryKernelHasCases) {
   std::string why;
-  if (!cudaDeviceAvailable(why)) GTEST_SKIP() << why;
+  if (!cudaDeviceAvailable(why))
+    GTEST_SKIP() << why;
   for (const kernels::KernelInfo &k : kernels::allKernels()) {
-    if (std::string(k.name) == "shard_offset") continue; // computed by the executor
+    if (std::string(k.name) == "shard_offset")
+      continue; // computed by the executor
     bool covered = false;
-    for (const KernelCase &c : kernelCases()) covered |= c.kernel == k.name;
+    for (const KernelCase &c : kernelCases())
+      covered |= c.kernel == k.name;
     EXPECT_TRUE(covered) << "no CUDA kernel case for " << k.name;
   }
 }

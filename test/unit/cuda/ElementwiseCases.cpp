@@ -1,4 +1,5 @@
-//===- ElementwiseCases.cpp - CUDA kernel cases (see KernelCases.h) ---------------===//
+//===- ElementwiseCases.cpp - CUDA kernel cases (see KernelCases.h)
+//---------------===//
 //
 // kernels/cuda/Elementwise.cu: the binary ops with broadcasting (F and I,
 // wrap-around, truncating division, division by zero), the unary ops, the
@@ -20,8 +21,8 @@ namespace {
 using rt::DType;
 using rt::Shape;
 
-constexpr DType F32 = DType::F32, BF16 = DType::BF16, F16 = DType::F16, I32 = DType::I32,
-                I64 = DType::I64;
+constexpr DType F32 = DType::F32, BF16 = DType::BF16, F16 = DType::F16,
+                I32 = DType::I32, I64 = DType::I64;
 
 constexpr double kI32Min = -2147483648.0, kI32Max = 2147483647.0;
 // The widest i64 range the generator can take (its bounds go through int64_t).
@@ -44,45 +45,61 @@ Shape bcast(const Shape &a, const Shape &b) {
   return s;
 }
 
-KernelCase binary(std::string label, std::string kernel, DType t, Shape l, Shape r,
-                  double llo = -1.0, double lhi = 1.0, double rlo = -1.0, double rhi = 1.0) {
+KernelCase binary(std::string label, std::string kernel, DType t, Shape l,
+                  Shape r, double llo = -1.0, double lhi = 1.0,
+                  double rlo = -1.0, double rhi = 1.0) {
   const Shape o = bcast(l, r);
-  return KernelCase{std::move(label), std::move(kernel),
-                    {op(t, std::move(l), llo, lhi), op(t, std::move(r), rlo, rhi)},
-                    {op(t, o)}};
+  return KernelCase{
+      std::move(label),
+      std::move(kernel),
+      {op(t, std::move(l), llo, lhi), op(t, std::move(r), rlo, rhi)},
+      {op(t, o)}};
 }
 
-KernelCase unary(std::string label, std::string kernel, DType t, Shape s, double lo = -1.0,
-                 double hi = 1.0) {
-  return KernelCase{std::move(label), std::move(kernel), {op(t, s, lo, hi)}, {op(t, s)}};
+KernelCase unary(std::string label, std::string kernel, DType t, Shape s,
+                 double lo = -1.0, double hi = 1.0) {
+  return KernelCase{
+      std::move(label), std::move(kernel), {op(t, s, lo, hi)}, {op(t, s)}};
 }
 
 /// x in [lo, hi], dy in [-1, 1].
-KernelCase actGrad(std::string label, std::string kernel, DType t, Shape s, double lo = -1.0,
-                   double hi = 1.0) {
-  return KernelCase{std::move(label), std::move(kernel), {op(t, s, lo, hi), op(t, s)},
+KernelCase actGrad(std::string label, std::string kernel, DType t, Shape s,
+                   double lo = -1.0, double hi = 1.0) {
+  return KernelCase{std::move(label),
+                    std::move(kernel),
+                    {op(t, s, lo, hi), op(t, s)},
                     {op(t, s)}};
 }
 
 /// lhs, rhs in [lo, hi] (a narrow range of a low-precision dtype makes ties).
-KernelCase maxGrad(std::string label, DType t, Shape l, Shape r, double lo = -1.0,
-                   double hi = 1.0) {
+KernelCase maxGrad(std::string label, DType t, Shape l, Shape r,
+                   double lo = -1.0, double hi = 1.0) {
   const Shape o = bcast(l, r);
-  return KernelCase{std::move(label), "max_grad",
-                    {op(t, std::move(l), lo, hi), op(t, std::move(r), lo, hi), op(t, o)},
-                    {op(t, o), op(t, o)}};
+  return KernelCase{
+      std::move(label),
+      "max_grad",
+      {op(t, std::move(l), lo, hi), op(t, std::move(r), lo, hi), op(t, o)},
+      {op(t, o), op(t, o)}};
 }
 
-KernelCase move(std::string label, std::string kernel, DType t, Shape in, Shape out,
-                double lo = -1.0, double hi = 1.0) {
-  return KernelCase{std::move(label), std::move(kernel), {op(t, std::move(in), lo, hi)},
+KernelCase move(std::string label, std::string kernel, DType t, Shape in,
+                Shape out, double lo = -1.0, double hi = 1.0) {
+  return KernelCase{std::move(label),
+                    std::move(kernel),
+                    {op(t, std::move(in), lo, hi)},
                     {op(t, std::move(out))}};
 }
 
-KernelCase reshapeInPlace(std::string label, DType t, Shape in, Shape out, double lo = -1.0,
-                          double hi = 1.0) {
-  return KernelCase{std::move(label), "reshape", {op(t, std::move(in), lo, hi)},
-                    {op(t, std::move(out))}, nlohmann::json::object(), -1, -1, {{0, 0}}};
+KernelCase reshapeInPlace(std::string label, DType t, Shape in, Shape out,
+                          double lo = -1.0, double hi = 1.0) {
+  return KernelCase{std::move(label),
+                    "reshape",
+                    {op(t, std::move(in), lo, hi)},
+                    {op(t, std::move(out))},
+                    nlohmann::json::object(),
+                    -1,
+                    -1,
+                    {{0, 0}}};
 }
 
 /// A case with its own tolerances (KernelCase::rtol, atol; negative: the
@@ -100,19 +117,24 @@ KernelCase withTol(KernelCase c, double rtol, double atol) {
   return c;
 }
 
-KernelCase divByZero(std::string label, DType t, Shape l, Shape r, double rlo, double rhi) {
-  KernelCase c = binary(std::move(label), "div", t, std::move(l), std::move(r), -100, 100, rlo,
-                        rhi);
+KernelCase divByZero(std::string label, DType t, Shape l, Shape r, double rlo,
+                     double rhi) {
+  KernelCase c = binary(std::move(label), "div", t, std::move(l), std::move(r),
+                        -100, 100, rlo, rhi);
   c.expectError = "div: integer division by zero";
   return c;
 }
 
 const char *dtypeLabel(DType t) { return rt::dtypeName(t); }
 
-KernelCase cast(DType from, DType to, Shape s, double lo, double hi, std::string what = "") {
-  std::string label = std::string("cast ") + dtypeLabel(from) + " to " + dtypeLabel(to);
-  if (!what.empty()) label += " " + what;
-  return KernelCase{std::move(label), "cast", {op(from, s, lo, hi)}, {op(to, s)}};
+KernelCase cast(DType from, DType to, Shape s, double lo, double hi,
+                std::string what = "") {
+  std::string label =
+      std::string("cast ") + dtypeLabel(from) + " to " + dtypeLabel(to);
+  if (!what.empty())
+    label += " " + what;
+  return KernelCase{
+      std::move(label), "cast", {op(from, s, lo, hi)}, {op(to, s)}};
 }
 
 /// Every (from, to) pair with a range that exercises the target's limits:
@@ -125,24 +147,34 @@ std::vector<KernelCase> castPairs() {
   auto range = [](DType from, DType to) -> Range {
     switch (from) {
     case DType::F32:
-      if (to == DType::I32) return {-3e9, 3e9};
-      if (to == DType::I64) return {-1e15, 1e15};
-      if (to == DType::F16) return {-1e5, 1e5};
-      if (to == DType::BF16) return {kI64Lo, kI64Hi};
+      if (to == DType::I32)
+        return {-3e9, 3e9};
+      if (to == DType::I64)
+        return {-1e15, 1e15};
+      if (to == DType::F16)
+        return {-1e5, 1e5};
+      if (to == DType::BF16)
+        return {kI64Lo, kI64Hi};
       return {-1e3, 1e3};
     case DType::BF16:
-      if (to == DType::I32) return {-3e9, 3e9};
-      if (to == DType::I64) return {-1e15, 1e15};
-      if (to == DType::F16) return {-1e5, 1e5};
-      if (to == DType::F32) return {kI64Lo, kI64Hi};
+      if (to == DType::I32)
+        return {-3e9, 3e9};
+      if (to == DType::I64)
+        return {-1e15, 1e15};
+      if (to == DType::F16)
+        return {-1e5, 1e5};
+      if (to == DType::F32)
+        return {kI64Lo, kI64Hi};
       return {-10, 10};
     case DType::F16: // beyond 65504 the drawn values are +-inf
       return {-1e5, 1e5};
     case DType::I32:
       return {kI32Min, kI32Max};
     case DType::I64:
-      if (to == DType::I32) return {-1e10, 1e10};
-      if (to == DType::F16) return {-1e5, 1e5};
+      if (to == DType::I32)
+        return {-1e10, 1e10};
+      if (to == DType::F16)
+        return {-1e5, 1e5};
       return {kI64Lo, kI64Hi};
     }
     return {-1, 1};
@@ -162,11 +194,13 @@ std::vector<KernelCase> makeCases() {
       // ---- binary, f32 ----
       binary("add f32 same shape", "add", F32, {7, 33}, {7, 33}),
       binary("add f32 flat odd length", "add", F32, {3001}, {3001}),
-      binary("add f32 bias 4x256x1024 + 1024", "add", F32, {4, 256, 1024}, {1024}),
+      binary("add f32 bias 4x256x1024 + 1024", "add", F32, {4, 256, 1024},
+             {1024}),
       binary("add f32 leading ones", "add", F32, {1, 4, 3}, {4, 3}),
       binary("add f32 scalars", "add", F32, {}, {}),
       binary("add f32 ones", "add", F32, {1}, {1, 1}),
-      binary("add f32 column 1100x3 + 1100x1", "add", F32, {1100, 3}, {1100, 1}),
+      binary("add f32 column 1100x3 + 1100x1", "add", F32, {1100, 3},
+             {1100, 1}),
       binary("add f32 empty", "add", F32, {0, 5}, {0, 5}),
       binary("sub f32 3x1x4 - 2x1", "sub", F32, {3, 1, 4}, {2, 1}),
       binary("sub f32 rank 5", "sub", F32, {2, 1, 3, 1, 5}, {3, 4, 1}),
@@ -174,7 +208,8 @@ std::vector<KernelCase> makeCases() {
       binary("mul f32 4x3 * scalar", "mul", F32, {4, 3}, {}),
       binary("mul f32 outer 37x1 * 1x41", "mul", F32, {37, 1}, {1, 41}),
       binary("div f32 5x6 / 6", "div", F32, {5, 6}, {6}, -1, 1, 0.5, 2),
-      binary("div f32 6 / 5x6 negative", "div", F32, {6}, {5, 6}, -1, 1, -2, -0.5),
+      binary("div f32 6 / 5x6 negative", "div", F32, {6}, {5, 6}, -1, 1, -2,
+             -0.5),
       binary("div f32 same 1031", "div", F32, {1031}, {1031}, -10, 10, 0.25, 4),
       binary("max f32 rank 4", "max", F32, {2, 3, 4, 5}, {3, 1, 5}),
       binary("max f32 same 1030", "max", F32, {1030}, {1030}),
@@ -183,34 +218,49 @@ std::vector<KernelCase> makeCases() {
       binary("add bf16 33x65 + 65", "add", BF16, {33, 65}, {65}),
       binary("sub bf16 scalar - 300", "sub", BF16, {}, {300}),
       binary("mul bf16 same 129x7", "mul", BF16, {129, 7}, {129, 7}),
-      binary("div bf16 8x1x16 / 5x1", "div", BF16, {8, 1, 16}, {5, 1}, -4, 4, 1, 3),
-      binary("max bf16 ties", "max", BF16, {64, 50}, {64, 50}, 1, 1.05, 1, 1.05),
+      binary("div bf16 8x1x16 / 5x1", "div", BF16, {8, 1, 16}, {5, 1}, -4, 4, 1,
+             3),
+      binary("max bf16 ties", "max", BF16, {64, 50}, {64, 50}, 1, 1.05, 1,
+             1.05),
       binary("add f16 same 1029", "add", F16, {1029}, {1029}),
       binary("sub f16 5x7x9 - 7x1", "sub", F16, {5, 7, 9}, {7, 1}),
-      binary("mul f16 2x2 * scalar", "mul", F16, {2, 2}, {}, -100, 100, -100, 100),
+      binary("mul f16 2x2 * scalar", "mul", F16, {2, 2}, {}, -100, 100, -100,
+             100),
       binary("div f16 same 1000", "div", F16, {1000}, {1000}, -10, 10, 0.5, 2),
       binary("max f16 ties", "max", F16, {3, 40}, {40}, 2, 2.02, 2, 2.02),
       // ---- binary, i32 / i64 ----
-      binary("add i32 wraps", "add", I32, {1000}, {1000}, -2.1e9, 2.1e9, -2.1e9, 2.1e9),
-      binary("sub i32 wraps broadcast", "sub", I32, {10, 100}, {100}, -2.1e9, 2.1e9, -2.1e9,
+      binary("add i32 wraps", "add", I32, {1000}, {1000}, -2.1e9, 2.1e9, -2.1e9,
              2.1e9),
-      binary("mul i32 wraps", "mul", I32, {513}, {513}, -2.1e9, 2.1e9, -2.1e9, 2.1e9),
-      binary("mul i32 small", "mul", I32, {3, 1, 4}, {2, 1}, -1000, 1000, -1000, 1000),
+      binary("sub i32 wraps broadcast", "sub", I32, {10, 100}, {100}, -2.1e9,
+             2.1e9, -2.1e9, 2.1e9),
+      binary("mul i32 wraps", "mul", I32, {513}, {513}, -2.1e9, 2.1e9, -2.1e9,
+             2.1e9),
+      binary("mul i32 small", "mul", I32, {3, 1, 4}, {2, 1}, -1000, 1000, -1000,
+             1000),
       binary("max i32 5x6 6", "max", I32, {5, 6}, {6}, -1e9, 1e9, -1e9, 1e9),
       binary("max i32 ties", "max", I32, {300}, {300}, -3, 3, -3, 3),
-      binary("add i64 wraps", "add", I64, {257}, {257}, kI64Lo, kI64Hi, kI64Lo, kI64Hi),
-      binary("sub i64 3x1x4 - 2x1", "sub", I64, {3, 1, 4}, {2, 1}, -1e12, 1e12, -1e12, 1e12),
-      binary("mul i64 wraps broadcast", "mul", I64, {4, 33}, {33}, kI64Lo, kI64Hi, kI64Lo,
+      binary("add i64 wraps", "add", I64, {257}, {257}, kI64Lo, kI64Hi, kI64Lo,
              kI64Hi),
-      binary("max i64 scalar 9", "max", I64, {}, {9}, kI64Lo, kI64Hi, kI64Lo, kI64Hi),
-      binary("div i32 negative divisor", "div", I32, {37, 5}, {5}, -1000, 1000, -9, -1),
-      binary("div i32 positive divisor", "div", I32, {6, 5}, {5}, -100, 100, 1, 9),
-      binary("div i32 mixed signs same", "div", I32, {777}, {777}, kI32Min, kI32Max, 1, 1000),
-      binary("div i32 INT_MIN by -1", "div", I32, {64}, {64}, kI32Min, kI32Min + 2, -1, -1),
-      binary("div i64 negative divisor", "div", I64, {300}, {300}, kI64Lo, kI64Hi, -7, -1),
-      binary("div i64 positive divisor broadcast", "div", I64, {3, 1, 4}, {2, 1}, -1e6, 1e6, 1,
-             1000),
-      binary("div i64 INT64_MIN by -1", "div", I64, {16}, {}, kI64Min, kI64Min, -1, -1),
+      binary("sub i64 3x1x4 - 2x1", "sub", I64, {3, 1, 4}, {2, 1}, -1e12, 1e12,
+             -1e12, 1e12),
+      binary("mul i64 wraps broadcast", "mul", I64, {4, 33}, {33}, kI64Lo,
+             kI64Hi, kI64Lo, kI64Hi),
+      binary("max i64 scalar 9", "max", I64, {}, {9}, kI64Lo, kI64Hi, kI64Lo,
+             kI64Hi),
+      binary("div i32 negative divisor", "div", I32, {37, 5}, {5}, -1000, 1000,
+             -9, -1),
+      binary("div i32 positive divisor", "div", I32, {6, 5}, {5}, -100, 100, 1,
+             9),
+      binary("div i32 mixed signs same", "div", I32, {777}, {777}, kI32Min,
+             kI32Max, 1, 1000),
+      binary("div i32 INT_MIN by -1", "div", I32, {64}, {64}, kI32Min,
+             kI32Min + 2, -1, -1),
+      binary("div i64 negative divisor", "div", I64, {300}, {300}, kI64Lo,
+             kI64Hi, -7, -1),
+      binary("div i64 positive divisor broadcast", "div", I64, {3, 1, 4},
+             {2, 1}, -1e6, 1e6, 1, 1000),
+      binary("div i64 INT64_MIN by -1", "div", I64, {16}, {}, kI64Min, kI64Min,
+             -1, -1),
       divByZero("div i32 by zero", I32, {100}, {100}, 0, 0),
       divByZero("div i64 by some zeros", I64, {4, 64}, {64}, 0, 2),
       divByZero("div i32 by zero scalar", I32, {3, 5}, {}, 0, 0),
@@ -245,7 +295,8 @@ std::vector<KernelCase> makeCases() {
       unary("relu bf16", "relu", BF16, {1000}),
       unary("relu f16", "relu", F16, {31}),
       unary("gelu f32", "gelu", F32, {7, 33}),
-      withTol(unary("gelu f32 2048x512", "gelu", F32, {2048, 512}, -6, 6), -1, 3e-6),
+      withTol(unary("gelu f32 2048x512", "gelu", F32, {2048, 512}, -6, 6), -1,
+              3e-6),
       withTol(unary("gelu f32 tails", "gelu", F32, {4097}, -12, 12), -1, 3e-6),
       unary("gelu bf16", "gelu", BF16, {33, 65}, -6, 6),
       unary("gelu f16", "gelu", F16, {1000}, -6, 6),
@@ -258,7 +309,8 @@ std::vector<KernelCase> makeCases() {
       actGrad("relu_grad bf16", "relu_grad", BF16, {1000}),
       actGrad("relu_grad f16", "relu_grad", F16, {3, 7}),
       actGrad("gelu_grad f32", "gelu_grad", F32, {4099}, -3, 3),
-      withTol(actGrad("gelu_grad f32 tails", "gelu_grad", F32, {4099}, -8, 8), -1, 5e-5),
+      withTol(actGrad("gelu_grad f32 tails", "gelu_grad", F32, {4099}, -8, 8),
+              -1, 5e-5),
       actGrad("gelu_grad f32 2x3x4x5", "gelu_grad", F32, {2, 3, 4, 5}),
       actGrad("gelu_grad bf16", "gelu_grad", BF16, {65, 17}, -6, 6),
       actGrad("gelu_grad f16", "gelu_grad", F16, {1001}, -6, 6),
@@ -287,19 +339,24 @@ std::vector<KernelCase> makeCases() {
       move("reshape i32", "reshape", I32, {10}, {2, 5}, kI32Min, kI32Max),
       move("reshape i64", "reshape", I64, {3, 5}, {15}, kI64Lo, kI64Hi),
       reshapeInPlace("reshape f32 in place", F32, {6, 4}, {24}),
-      reshapeInPlace("reshape i64 in place", I64, {3, 5}, {5, 3}, kI64Lo, kI64Hi),
+      reshapeInPlace("reshape i64 in place", I64, {3, 5}, {5, 3}, kI64Lo,
+                     kI64Hi),
       reshapeInPlace("reshape f16 in place", F16, {1000}, {10, 100}),
       move("broadcast f32 4 to 3x4", "broadcast", F32, {4}, {3, 4}),
       move("broadcast f32 3x1 to 3x5", "broadcast", F32, {3, 1}, {3, 5}),
       move("broadcast f32 scalar to 2x3", "broadcast", F32, {}, {2, 3}),
-      move("broadcast f32 2x1x4 to 3x2x5x4", "broadcast", F32, {2, 1, 4}, {3, 2, 5, 4}),
+      move("broadcast f32 2x1x4 to 3x2x5x4", "broadcast", F32, {2, 1, 4},
+           {3, 2, 5, 4}),
       move("broadcast f32 same shape", "broadcast", F32, {4, 5}, {4, 5}),
       move("broadcast f32 leading one", "broadcast", F32, {5}, {1, 5}),
-      move("broadcast f32 1024 to 1024x1024", "broadcast", F32, {1024}, {1024, 1024}),
+      move("broadcast f32 1024 to 1024x1024", "broadcast", F32, {1024},
+           {1024, 1024}),
       move("broadcast bf16 65 to 33x65", "broadcast", BF16, {65}, {33, 65}),
       move("broadcast f16 7x1 to 7x300", "broadcast", F16, {7, 1}, {7, 300}),
-      move("broadcast i32 5 to 4x5", "broadcast", I32, {5}, {4, 5}, kI32Min, kI32Max),
-      move("broadcast i64 3x1 to 2x3x7", "broadcast", I64, {3, 1}, {2, 3, 7}, kI64Lo, kI64Hi),
+      move("broadcast i32 5 to 4x5", "broadcast", I32, {5}, {4, 5}, kI32Min,
+           kI32Max),
+      move("broadcast i64 3x1 to 2x3x7", "broadcast", I64, {3, 1}, {2, 3, 7},
+           kI64Lo, kI64Hi),
       // ---- cast: special ranges (every pair follows) ----
       cast(F32, I32, {1000}, -10, 10, "truncation"),
       cast(F32, I64, {1000}, -10, 10, "truncation"),
@@ -314,7 +371,8 @@ std::vector<KernelCase> makeCases() {
       cast(F32, I32, {0, 3}, -1, 1, "empty"),
       cast(F32, F32, {}, -1, 1, "scalar"),
   };
-  for (KernelCase &c : castPairs()) v.push_back(std::move(c));
+  for (KernelCase &c : castPairs())
+    v.push_back(std::move(c));
   return v;
 }
 

@@ -1,4 +1,5 @@
-//===- KernelCases.h - table-driven CUDA kernel checks -----------*- C++ -*-===//
+//===- KernelCases.h - table-driven CUDA kernel checks -----------*- C++
+//-*-===//
 //
 // Every CUDA kernel is checked against the CPU kernel of the same name (the
 // reference implementation, itself held to float64 by test/reference) on
@@ -11,7 +12,8 @@
 // Each kernel group adds its cases from its own file:
 //
 //   static AddKernelCases cases({
-//     {"softmax rows", "softmax", {{DType::F32, {7, 300}}}, {{DType::F32, {7, 300}}},
+//     {"softmax rows", "softmax", {{DType::F32, {7, 300}}}, {{DType::F32, {7,
+//     300}}},
 //      {{"axis", 1}}},
 //   });
 //

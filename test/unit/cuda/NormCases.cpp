@@ -1,4 +1,5 @@
-//===- NormCases.cpp - CUDA kernel cases (see KernelCases.h) ---------------===//
+//===- NormCases.cpp - CUDA kernel cases (see KernelCases.h)
+//---------------===//
 //
 // layer_norm, rms_norm and their gradients (kernels/cuda/Norm.cu): row
 // lengths 1, 7, 33, 1000, 1025, 4096, many rows, ranks 1 to 3, bf16 / f16,
@@ -15,32 +16,60 @@ rt::Shape lastDim(const rt::Shape &x) { return {x.back()}; }
 
 // x in [-2, 3] (a nonzero mean), gamma in [0.5, 1.5], beta and dy in [-1, 1].
 OperandSpec xSpec(DType t, const rt::Shape &s) { return {t, s, -2, 3}; }
-OperandSpec gSpec(DType t, const rt::Shape &x) { return {t, lastDim(x), 0.5, 1.5}; }
-OperandSpec bSpec(DType t, const rt::Shape &x) { return {t, lastDim(x), -1, 1}; }
+OperandSpec gSpec(DType t, const rt::Shape &x) {
+  return {t, lastDim(x), 0.5, 1.5};
+}
+OperandSpec bSpec(DType t, const rt::Shape &x) {
+  return {t, lastDim(x), -1, 1};
+}
 OperandSpec dySpec(DType t, const rt::Shape &s) { return {t, s, -1, 1}; }
 OperandSpec outSpec(DType t, const rt::Shape &s) { return {t, s}; }
 
 /// Every norm kernel on one shape and dtype.
-void addShape(std::vector<KernelCase> &v, const std::string &tag, DType t, const rt::Shape &x,
-              double eps = 1e-5) {
+void addShape(std::vector<KernelCase> &v, const std::string &tag, DType t,
+              const rt::Shape &x, double eps = 1e-5) {
   const nlohmann::json attrs = {{"epsilon", eps}};
   const rt::Shape p = lastDim(x);
-  v.push_back({"layer_norm " + tag, "layer_norm", {xSpec(t, x), gSpec(t, x), bSpec(t, x)},
-               {outSpec(t, x)}, attrs});
-  v.push_back({"rms_norm " + tag, "rms_norm", {xSpec(t, x), gSpec(t, x)}, {outSpec(t, x)}, attrs});
-  v.push_back({"layer_norm_grad " + tag, "layer_norm_grad",
+  v.push_back({"layer_norm " + tag,
+               "layer_norm",
+               {xSpec(t, x), gSpec(t, x), bSpec(t, x)},
+               {outSpec(t, x)},
+               attrs});
+  v.push_back({"rms_norm " + tag,
+               "rms_norm",
+               {xSpec(t, x), gSpec(t, x)},
+               {outSpec(t, x)},
+               attrs});
+  v.push_back({"layer_norm_grad " + tag,
+               "layer_norm_grad",
                {xSpec(t, x), gSpec(t, x), dySpec(t, x)},
-               {outSpec(t, x), outSpec(t, p), outSpec(t, p)}, attrs});
-  v.push_back({"rms_norm_grad " + tag, "rms_norm_grad", {xSpec(t, x), gSpec(t, x), dySpec(t, x)},
-               {outSpec(t, x), outSpec(t, p)}, attrs});
-  v.push_back({"layer_norm_input_grad " + tag, "layer_norm_input_grad",
-               {xSpec(t, x), gSpec(t, x), dySpec(t, x)}, {outSpec(t, x)}, attrs});
-  v.push_back({"layer_norm_param_grad " + tag, "layer_norm_param_grad",
-               {xSpec(t, x), dySpec(t, x)}, {outSpec(t, p), outSpec(t, p)}, attrs});
-  v.push_back({"rms_norm_input_grad " + tag, "rms_norm_input_grad",
-               {xSpec(t, x), gSpec(t, x), dySpec(t, x)}, {outSpec(t, x)}, attrs});
-  v.push_back({"rms_norm_param_grad " + tag, "rms_norm_param_grad", {xSpec(t, x), dySpec(t, x)},
-               {outSpec(t, p)}, attrs});
+               {outSpec(t, x), outSpec(t, p), outSpec(t, p)},
+               attrs});
+  v.push_back({"rms_norm_grad " + tag,
+               "rms_norm_grad",
+               {xSpec(t, x), gSpec(t, x), dySpec(t, x)},
+               {outSpec(t, x), outSpec(t, p)},
+               attrs});
+  v.push_back({"layer_norm_input_grad " + tag,
+               "layer_norm_input_grad",
+               {xSpec(t, x), gSpec(t, x), dySpec(t, x)},
+               {outSpec(t, x)},
+               attrs});
+  v.push_back({"layer_norm_param_grad " + tag,
+               "layer_norm_param_grad",
+               {xSpec(t, x), dySpec(t, x)},
+               {outSpec(t, p), outSpec(t, p)},
+               attrs});
+  v.push_back({"rms_norm_input_grad " + tag,
+               "rms_norm_input_grad",
+               {xSpec(t, x), gSpec(t, x), dySpec(t, x)},
+               {outSpec(t, x)},
+               attrs});
+  v.push_back({"rms_norm_param_grad " + tag,
+               "rms_norm_param_grad",
+               {xSpec(t, x), dySpec(t, x)},
+               {outSpec(t, p)},
+               attrs});
 }
 
 /// The kernels whose GPT-size performance the paths of Norm.cu target.
@@ -48,12 +77,21 @@ void addParamShape(std::vector<KernelCase> &v, const std::string &tag, DType t,
                    const rt::Shape &x, double eps = 1e-5) {
   const nlohmann::json attrs = {{"epsilon", eps}};
   const rt::Shape p = lastDim(x);
-  v.push_back({"layer_norm_param_grad " + tag, "layer_norm_param_grad",
-               {xSpec(t, x), dySpec(t, x)}, {outSpec(t, p), outSpec(t, p)}, attrs});
-  v.push_back({"layer_norm_input_grad " + tag, "layer_norm_input_grad",
-               {xSpec(t, x), gSpec(t, x), dySpec(t, x)}, {outSpec(t, x)}, attrs});
-  v.push_back({"rms_norm_param_grad " + tag, "rms_norm_param_grad", {xSpec(t, x), dySpec(t, x)},
-               {outSpec(t, p)}, attrs});
+  v.push_back({"layer_norm_param_grad " + tag,
+               "layer_norm_param_grad",
+               {xSpec(t, x), dySpec(t, x)},
+               {outSpec(t, p), outSpec(t, p)},
+               attrs});
+  v.push_back({"layer_norm_input_grad " + tag,
+               "layer_norm_input_grad",
+               {xSpec(t, x), gSpec(t, x), dySpec(t, x)},
+               {outSpec(t, x)},
+               attrs});
+  v.push_back({"rms_norm_param_grad " + tag,
+               "rms_norm_param_grad",
+               {xSpec(t, x), dySpec(t, x)},
+               {outSpec(t, p)},
+               attrs});
 }
 
 std::vector<KernelCase> normCases() {

@@ -1,4 +1,5 @@
-//===- OptimizerCases.cpp - CUDA kernel cases (see KernelCases.h) ---------------===//
+//===- OptimizerCases.cpp - CUDA kernel cases (see KernelCases.h)
+//---------------===//
 //
 // kernels/cuda/Optimizer.cu: sgd_update and adam_update for every dtype pair
 // the rule allows (g as wide as p or narrower: bf16/f16 gradients of f32
@@ -18,7 +19,8 @@ namespace {
 using rt::DType;
 using rt::Shape;
 
-constexpr DType F32 = DType::F32, BF16 = DType::BF16, F16 = DType::F16, I64 = DType::I64;
+constexpr DType F32 = DType::F32, BF16 = DType::BF16, F16 = DType::F16,
+                I64 = DType::I64;
 
 OperandSpec op(DType t, Shape s, double lo = -1.0, double hi = 1.0) {
   return OperandSpec{t, std::move(s), lo, hi};
@@ -32,14 +34,19 @@ std::vector<OperandSpec> scaling(double foundInf) {
 
 KernelCase sgd(std::string label, DType p, DType g, Shape s, double wd = 0.01,
                std::vector<OperandSpec> extra = {}) {
-  KernelCase c{std::move(label), "sgd_update", {op(p, s), op(g, s)}, {op(p, s)},
+  KernelCase c{std::move(label),
+               "sgd_update",
+               {op(p, s), op(g, s)},
+               {op(p, s)},
                {{"lr", 0.1}, {"weight_decay", wd}}};
-  for (OperandSpec &e : extra) c.in.push_back(std::move(e));
+  for (OperandSpec &e : extra)
+    c.in.push_back(std::move(e));
   return c;
 }
 
-KernelCase adam(std::string label, DType p, DType g, Shape s, int64_t step, bool decoupled,
-                double wd = 0.01, std::vector<OperandSpec> extra = {}) {
+KernelCase adam(std::string label, DType p, DType g, Shape s, int64_t step,
+                bool decoupled, double wd = 0.01,
+                std::vector<OperandSpec> extra = {}) {
   KernelCase c{std::move(label),
                "adam_update",
                {op(p, s), op(g, s), op(p, s, -0.1, 0.1), op(p, s, 0.0, 0.01),
@@ -51,7 +58,8 @@ KernelCase adam(std::string label, DType p, DType g, Shape s, int64_t step, bool
                 {"eps", 1e-8},
                 {"weight_decay", wd},
                 {"decoupled", decoupled}}};
-  for (OperandSpec &e : extra) c.in.push_back(std::move(e));
+  for (OperandSpec &e : extra)
+    c.in.push_back(std::move(e));
   return c;
 }
 
@@ -61,14 +69,16 @@ KernelCase inPlace(KernelCase c, std::vector<std::pair<int, int>> pairs) {
 }
 const std::vector<std::pair<int, int>> kAdamInPlace = {{0, 0}, {1, 2}, {2, 3}};
 
-KernelCase lossScale(std::string label, double scale, int64_t good, int64_t skipped,
-                     double found, int64_t interval) {
+KernelCase lossScale(std::string label, double scale, int64_t good,
+                     int64_t skipped, double found, int64_t interval) {
   return {std::move(label),
           "loss_scale_update",
-          {fixed(F32, scale), fixed(I64, double(good)), fixed(I64, double(skipped)),
-           fixed(F32, found)},
+          {fixed(F32, scale), fixed(I64, double(good)),
+           fixed(I64, double(skipped)), fixed(F32, found)},
           {op(F32, {}), op(I64, {}), op(I64, {})},
-          {{"growth_factor", 2.0}, {"backoff_factor", 0.5}, {"growth_interval", interval}}};
+          {{"growth_factor", 2.0},
+           {"backoff_factor", 0.5},
+           {"growth_interval", interval}}};
 }
 
 AddKernelCases cases({
@@ -89,8 +99,12 @@ AddKernelCases cases({
     sgd("sgd_update found_inf skips bf16", BF16, BF16, {300}, 0.01, scaling(3)),
     inPlace(sgd("sgd_update in place", F32, F32, {777}), {{0, 0}}),
     inPlace(sgd("sgd_update in place bf16 g", F32, BF16, {777}), {{0, 0}}),
-    inPlace(sgd("sgd_update in place scaled", F32, F32, {777}, 0.01, scaling(0)), {{0, 0}}),
-    inPlace(sgd("sgd_update in place found_inf", F32, F32, {777}, 0.01, scaling(1)), {{0, 0}}),
+    inPlace(sgd("sgd_update in place scaled", F32, F32, {777}, 0.01,
+                scaling(0)),
+            {{0, 0}}),
+    inPlace(sgd("sgd_update in place found_inf", F32, F32, {777}, 0.01,
+                scaling(1)),
+            {{0, 0}}),
     sgd("sgd_update realistic", F32, F32, {1 << 20}),
 
     // ---- adam_update ----
@@ -107,17 +121,27 @@ AddKernelCases cases({
     adam("adam_update bf16", BF16, BF16, {513}, 1, true),
     adam("adam_update f16", F16, F16, {513}, 6, false),
     adam("adam_update bf16 g f16 p", F16, BF16, {100}, 1, true),
-    adam("adam_update scaled adam", F32, F32, {1000}, 1, false, 0.01, scaling(0)),
-    adam("adam_update scaled adamw bf16 g", F32, BF16, {1000}, 6, true, 0.01, scaling(0)),
-    adam("adam_update found_inf skips", F32, F32, {1000}, 1, true, 0.01, scaling(1)),
-    adam("adam_update found_inf skips bf16", BF16, BF16, {300}, 0, false, 0.01, scaling(2)),
-    inPlace(adam("adam_update in place adamw", F32, F32, {1000}, 1, true), kAdamInPlace),
-    inPlace(adam("adam_update in place adam bf16 g", F32, BF16, {1000}, 6, false), kAdamInPlace),
-    inPlace(adam("adam_update in place scaled", F32, F32, {1000}, 1, true, 0.01, scaling(0)),
+    adam("adam_update scaled adam", F32, F32, {1000}, 1, false, 0.01,
+         scaling(0)),
+    adam("adam_update scaled adamw bf16 g", F32, BF16, {1000}, 6, true, 0.01,
+         scaling(0)),
+    adam("adam_update found_inf skips", F32, F32, {1000}, 1, true, 0.01,
+         scaling(1)),
+    adam("adam_update found_inf skips bf16", BF16, BF16, {300}, 0, false, 0.01,
+         scaling(2)),
+    inPlace(adam("adam_update in place adamw", F32, F32, {1000}, 1, true),
             kAdamInPlace),
-    inPlace(adam("adam_update in place found_inf", F32, F32, {1000}, 1, true, 0.01, scaling(1)),
+    inPlace(adam("adam_update in place adam bf16 g", F32, BF16, {1000}, 6,
+                 false),
             kAdamInPlace),
-    inPlace(adam("adam_update in place p only", F32, F32, {500}, 0, true), {{0, 0}}),
+    inPlace(adam("adam_update in place scaled", F32, F32, {1000}, 1, true, 0.01,
+                 scaling(0)),
+            kAdamInPlace),
+    inPlace(adam("adam_update in place found_inf", F32, F32, {1000}, 1, true,
+                 0.01, scaling(1)),
+            kAdamInPlace),
+    inPlace(adam("adam_update in place p only", F32, F32, {500}, 0, true),
+            {{0, 0}}),
     adam("adam_update realistic", F32, BF16, {1 << 20}, 6, true),
 
     // ---- loss_scale_update ----
@@ -125,7 +149,8 @@ AddKernelCases cases({
     lossScale("loss_scale_update counts", 1024, 3, 2, 0, 10),
     lossScale("loss_scale_update backs off", 1024, 3, 2, 1, 4),
     lossScale("loss_scale_update backs off any non-zero", 65536, 7, 0, -5, 100),
-    inPlace(lossScale("loss_scale_update in place grows", 512, 0, 1, 0, 1), {{0, 0}, {1, 1}, {2, 2}}),
+    inPlace(lossScale("loss_scale_update in place grows", 512, 0, 1, 0, 1),
+            {{0, 0}, {1, 1}, {2, 2}}),
     inPlace(lossScale("loss_scale_update in place backs off", 512, 9, 1, 1, 10),
             {{0, 0}, {1, 1}, {2, 2}}),
 });

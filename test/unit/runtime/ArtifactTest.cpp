@@ -8,8 +8,8 @@
 
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,7 +28,8 @@ json validBody() {
   return dtc::test::mlpArtifact(c);
 }
 
-// ---- container -------------------------------------------------------------------
+// ---- container
+// -------------------------------------------------------------------
 
 TEST(Container, RoundTrip) {
   json body = validBody();
@@ -54,20 +55,28 @@ std::string decodeError(const std::string &file) {
 
 TEST(Container, CorruptFilesAreRejected) {
   const std::string good = encodeArtifact(validBody());
-  EXPECT_NE(decodeError(good.substr(0, good.size() - 1)).find("truncated"), std::string::npos);
-  EXPECT_NE(decodeError(good.substr(0, 20)).find("bad artifact header"), std::string::npos);
-  EXPECT_NE(decodeError(good + "\n").find("unexpected data after"), std::string::npos);
+  EXPECT_NE(decodeError(good.substr(0, good.size() - 1)).find("truncated"),
+            std::string::npos);
+  EXPECT_NE(decodeError(good.substr(0, 20)).find("bad artifact header"),
+            std::string::npos);
+  EXPECT_NE(decodeError(good + "\n").find("unexpected data after"),
+            std::string::npos);
   std::string edited = good;
   edited[edited.size() - 5] ^= 1;
   EXPECT_NE(decodeError(edited).find("hash mismatch"), std::string::npos);
   std::string v2 = good;
   v2[13] = '2';
-  EXPECT_NE(decodeError(v2).find("unsupported artifact version 2"), std::string::npos);
-  EXPECT_NE(decodeError("PK\x03\x04 zip").find("not a dtc artifact"), std::string::npos);
+  EXPECT_NE(decodeError(v2).find("unsupported artifact version 2"),
+            std::string::npos);
+  EXPECT_NE(decodeError("PK\x03\x04 zip").find("not a dtc artifact"),
+            std::string::npos);
   EXPECT_NE(decodeError("").find("not a dtc artifact"), std::string::npos);
-  EXPECT_NE(decodeError("dtc-artifact 1 3 xyz\n{}x").find("hash"), std::string::npos);
-  EXPECT_NE(decodeError("dtc-artifact 1 -3 0000000000000000\n").find("length"), std::string::npos);
-  EXPECT_NE(decodeError("dtc-artifact 1 2 0000000000000000 extra\n{}").find("bad artifact header"),
+  EXPECT_NE(decodeError("dtc-artifact 1 3 xyz\n{}x").find("hash"),
+            std::string::npos);
+  EXPECT_NE(decodeError("dtc-artifact 1 -3 0000000000000000\n").find("length"),
+            std::string::npos);
+  EXPECT_NE(decodeError("dtc-artifact 1 2 0000000000000000 extra\n{}")
+                .find("bad artifact header"),
             std::string::npos);
   // Valid container, invalid JSON body.
   std::string bad = encodeArtifactBody("{\"format\": ");
@@ -89,7 +98,8 @@ TEST(Container, AtomicWriteAndRead) {
   EXPECT_EQ(a.devices, 4);
   Artifact b = loadArtifactFile(path);
   EXPECT_EQ(b.label, path);
-  EXPECT_FALSE(writeArtifactFile(tempDir() + "/no/such/dir/a.dtc", validBody(), err));
+  EXPECT_FALSE(
+      writeArtifactFile(tempDir() + "/no/such/dir/a.dtc", validBody(), err));
   EXPECT_NE(err.find("no/such/dir/a.dtc"), std::string::npos) << err;
   EXPECT_FALSE(readFileBytes(tempDir(), bytes, err));
   EXPECT_NE(err.find("directory"), std::string::npos);
@@ -97,14 +107,21 @@ TEST(Container, AtomicWriteAndRead) {
     loadArtifactFile(tempDir() + "/missing.dtc");
     FAIL();
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("missing.dtc: cannot open"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("missing.dtc: cannot open"),
+              std::string::npos);
   }
 }
 
 TEST(Container, Base64) {
   const std::pair<std::string, std::string> vectors[] = {
-      {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="},
-      {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}, {std::string("\0\xff\x10", 3), "AP8Q"}};
+      {"", ""},
+      {"f", "Zg=="},
+      {"fo", "Zm8="},
+      {"foo", "Zm9v"},
+      {"foob", "Zm9vYg=="},
+      {"fooba", "Zm9vYmE="},
+      {"foobar", "Zm9vYmFy"},
+      {std::string("\0\xff\x10", 3), "AP8Q"}};
   for (const auto &[raw, enc] : vectors) {
     EXPECT_EQ(base64Encode(raw), enc);
     std::string back;
@@ -119,24 +136,28 @@ TEST(Container, Base64) {
   EXPECT_FALSE(base64Decode("Zm8===", out));
 }
 
-// ---- validator ----------------------------------------------------------------------
+// ---- validator
+// ----------------------------------------------------------------------
 
 std::string validationError(const json &body, int64_t ranks = 4) {
   std::string err;
-  if (checkArtifact(body, "m.dtc", ranks, err)) return "";
+  if (checkArtifact(body, "m.dtc", ranks, err))
+    return "";
   EXPECT_EQ(err.rfind("m.dtc: ", 0), 0u) << err;
   return err;
 }
 
 json &instr(json &b, const std::string &op, int nth = 0) {
   for (json &i : b["programs"][0]["instructions"])
-    if (i["op"] == op && nth-- == 0) return i;
+    if (i["op"] == op && nth-- == 0)
+      return i;
   throw Error("no such instruction " + op);
 }
 int bufferOf(const json &b, const std::string &tensor) {
   const json &bufs = b["programs"][0]["buffers"];
   for (size_t i = 0; i < bufs.size(); ++i)
-    if (bufs[i].contains("tensor") && bufs[i]["tensor"] == tensor) return int(i);
+    if (bufs[i].contains("tensor") && bufs[i]["tensor"] == tensor)
+      return int(i);
   throw Error("no buffer for " + tensor);
 }
 
@@ -155,7 +176,8 @@ TEST(Validator, AcceptsValidArtifacts) {
   Artifact a = parseArtifact(validBody(), "m.dtc");
   EXPECT_EQ(a.mesh.str(), "2x2");
   EXPECT_EQ(a.programOf(3), 0);
-  EXPECT_EQ(a.tensors[size_t(a.findTensor("w1"))].sharding, (Sharding{{}, {1}}));
+  EXPECT_EQ(a.tensors[size_t(a.findTensor("w1"))].sharding,
+            (Sharding{{}, {1}}));
 }
 
 struct Case {
@@ -166,26 +188,43 @@ struct Case {
 
 TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
   const std::vector<Case> cases = {
-      {"not an object", [](json &b) { b = json::array(); }, "must be an object"},
-      {"format", [](json &b) { b["format"] = "onnx"; }, "format: expected \"dtc-artifact\""},
-      {"version", [](json &b) { b["version"] = 1; }, "unsupported body version 1"},
-      {"missing mesh", [](json &b) { b.erase("mesh"); }, "missing required key \"mesh\""},
-      {"mesh type", [](json &b) { b["mesh"] = "2x2"; }, "mesh: must be an array"},
-      {"devices", [](json &b) { b["devices"] = 8; }, "devices: 8 does not match the mesh 2x2"},
+      {"not an object", [](json &b) { b = json::array(); },
+       "must be an object"},
+      {"format", [](json &b) { b["format"] = "onnx"; },
+       "format: expected \"dtc-artifact\""},
+      {"version", [](json &b) { b["version"] = 1; },
+       "unsupported body version 1"},
+      {"missing mesh", [](json &b) { b.erase("mesh"); },
+       "missing required key \"mesh\""},
+      {"mesh type", [](json &b) { b["mesh"] = "2x2"; },
+       "mesh: must be an array"},
+      {"devices", [](json &b) { b["devices"] = 8; },
+       "devices: 8 does not match the mesh 2x2"},
       {"plan type", [](json &b) { b["plan"] = 3; }, "plan: must be an object"},
       {"comm axis", [](json &b) { b["communicators"][0]["mesh_axes"] = {2}; },
        "mesh axis 2 does not exist"},
-      {"comm dup", [](json &b) { b["communicators"][1]["name"] = "dp"; }, "declared twice"},
-      {"tensor role", [](json &b) { b["tensors"][0]["role"] = "weight"; }, "unknown role \"weight\""},
-      {"tensor dtype", [](json &b) { b["tensors"][0]["dtype"] = "f64"; }, "unknown dtype \"f64\""},
-      {"tensor shape", [](json &b) { b["tensors"][0]["shape"] = {8, 0}; }, "dimension sizes must be >= 1"},
-      {"sharding rank", [](json &b) { b["tensors"][0]["sharding"] = json::array({json::array()}); },
+      {"comm dup", [](json &b) { b["communicators"][1]["name"] = "dp"; },
+       "declared twice"},
+      {"tensor role", [](json &b) { b["tensors"][0]["role"] = "weight"; },
+       "unknown role \"weight\""},
+      {"tensor dtype", [](json &b) { b["tensors"][0]["dtype"] = "f64"; },
+       "unknown dtype \"f64\""},
+      {"tensor shape", [](json &b) { b["tensors"][0]["shape"] = {8, 0}; },
+       "dimension sizes must be >= 1"},
+      {"sharding rank",
+       [](json &b) {
+         b["tensors"][0]["sharding"] = json::array({json::array()});
+       },
        "sharding has 1 entries for a rank-2 tensor"},
       // 9 rows over 2 ranks are padded pieces of 5, not the buffer's 4.
       {"sharding pieces", [](json &b) { b["tensors"][0]["shape"] = {9, 16}; },
-       "does not match its global shape [9, 16] divided by its sharding, [5, 16]"},
+       "does not match its global shape [9, 16] divided by its sharding, [5, "
+       "16]"},
       {"sharding axis twice",
-       [](json &b) { b["tensors"][0]["sharding"] = json::array({json::array({0}), json::array({0})}); },
+       [](json &b) {
+         b["tensors"][0]["sharding"] =
+             json::array({json::array({0}), json::array({0})});
+       },
        "uses mesh axis 0 twice"},
       // Pieces of 1 row cannot cover 8 rows over 2 ranks.
       {"pieces too small", [](json &b) { b["tensors"][0]["pieces"] = {1, 0}; },
@@ -194,42 +233,61 @@ TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
        "pieces has 1 entries for a rank-2 tensor"},
       {"shard_offset axis",
        [](json &b) {
-         b["programs"][0]["slots"].push_back({{"bytes", 8}, {"category", "activation"}});
+         b["programs"][0]["slots"].push_back(
+             {{"bytes", 8}, {"category", "activation"}});
          int slot = int(b["programs"][0]["slots"].size()) - 1;
-         b["programs"][0]["buffers"].push_back({{"slot", slot}, {"dtype", "i64"}, {"shape", json::array()}});
+         b["programs"][0]["buffers"].push_back(
+             {{"slot", slot}, {"dtype", "i64"}, {"shape", json::array()}});
          int id = int(b["programs"][0]["buffers"].size()) - 1;
          b["programs"][0]["instructions"].push_back(
-             {{"op", "shard_offset"}, {"in", json::array()}, {"out", {id}},
+             {{"op", "shard_offset"},
+              {"in", json::array()},
+              {"out", {id}},
               {"attrs", {{"grid_axes", {5}}, {"piece_size", 4}}}});
        },
        "attribute 'grid_axes' names mesh axis 5 beyond the mesh 2x2"},
       {"shard_offset axis twice",
        [](json &b) {
-         b["programs"][0]["slots"].push_back({{"bytes", 8}, {"category", "activation"}});
+         b["programs"][0]["slots"].push_back(
+             {{"bytes", 8}, {"category", "activation"}});
          int slot = int(b["programs"][0]["slots"].size()) - 1;
-         b["programs"][0]["buffers"].push_back({{"slot", slot}, {"dtype", "i64"}, {"shape", json::array()}});
+         b["programs"][0]["buffers"].push_back(
+             {{"slot", slot}, {"dtype", "i64"}, {"shape", json::array()}});
          int id = int(b["programs"][0]["buffers"].size()) - 1;
          b["programs"][0]["instructions"].push_back(
-             {{"op", "shard_offset"}, {"in", json::array()}, {"out", {id}},
+             {{"op", "shard_offset"},
+              {"in", json::array()},
+              {"out", {id}},
               {"attrs", {{"grid_axes", {1, 1}}, {"piece_size", 4}}}});
        },
        "mesh axis 1 appears twice in 'grid_axes'"},
-      {"int input max", [](json &b) { b["tensors"][1].erase("max"); }, "needs \"max\""},
-      {"param init", [](json &b) { b["tensors"][2]["init"] = "xavier"; }, "bad init \"xavier\""},
-      {"param dtype", [](json &b) { b["tensors"][2]["dtype"] = "i32"; }, "a param tensor must be f32"},
+      {"int input max", [](json &b) { b["tensors"][1].erase("max"); },
+       "needs \"max\""},
+      {"param init", [](json &b) { b["tensors"][2]["init"] = "xavier"; },
+       "bad init \"xavier\""},
+      {"param dtype", [](json &b) { b["tensors"][2]["dtype"] = "i32"; },
+       "a param tensor must be f32"},
       {"no loss",
        [](json &b) {
          for (json &t : b["tensors"])
-           if (t["role"] == "loss") t["role"] = "input";
+           if (t["role"] == "loss")
+             t["role"] = "input";
        },
        "exactly one tensor with role \"loss\""},
-      {"optimizer_state of", [](json &b) {
+      {"optimizer_state of",
+       [](json &b) {
          for (json &t : b["tensors"])
-           if (t["role"] == "optimizer_state") { t["of"] = "nope"; break; }
-       }, "\"of\" names 'nope'"},
-      {"rank out of range", [](json &b) { b["programs"][0]["ranks"] = {0, 1, 2, 4}; },
+           if (t["role"] == "optimizer_state") {
+             t["of"] = "nope";
+             break;
+           }
+       },
+       "\"of\" names 'nope'"},
+      {"rank out of range",
+       [](json &b) { b["programs"][0]["ranks"] = {0, 1, 2, 4}; },
        "rank 4 is out of range"},
-      {"rank not covered", [](json &b) { b["programs"][0]["ranks"] = {0, 1, 2}; },
+      {"rank not covered",
+       [](json &b) { b["programs"][0]["ranks"] = {0, 1, 2}; },
        "rank 3 is not run by any program"},
       {"rank twice",
        [](json &b) {
@@ -239,62 +297,108 @@ TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
          b["programs"].push_back(p);
        },
        "rank 3 is already run by program 'spmd'"},
-      {"slot id", [](json &b) { b["programs"][0]["buffers"][0]["slot"] = 999; }, "slot 999 does not exist"},
-      {"slot too small", [](json &b) { b["programs"][0]["slots"][0]["bytes"] = 4; }, "needs 256 bytes but slot 0 has 4"},
-      {"category", [](json &b) { b["programs"][0]["slots"][0]["category"] = "heap"; },
+      {"slot id", [](json &b) { b["programs"][0]["buffers"][0]["slot"] = 999; },
+       "slot 999 does not exist"},
+      {"slot too small",
+       [](json &b) { b["programs"][0]["slots"][0]["bytes"] = 4; },
+       "needs 256 bytes but slot 0 has 4"},
+      {"category",
+       [](json &b) { b["programs"][0]["slots"][0]["category"] = "heap"; },
        "unknown memory category \"heap\""},
-      {"unknown tensor", [](json &b) { b["programs"][0]["buffers"][0]["tensor"] = "zz"; },
+      {"unknown tensor",
+       [](json &b) { b["programs"][0]["buffers"][0]["tensor"] = "zz"; },
        "tensor 'zz' is not declared"},
       {"local shape",
        [](json &b) {
          int i = bufferOf(b, "w1");
          b["programs"][0]["buffers"][size_t(i)]["shape"] = {16, 32};
-         b["programs"][0]["slots"][size_t(b["programs"][0]["buffers"][size_t(i)]["slot"].get<int>())]["bytes"] = 4096;
+         b["programs"][0]["slots"]
+          [size_t(b["programs"][0]["buffers"][size_t(i)]["slot"].get<int>())]
+          ["bytes"] = 4096;
        },
-       "local shape [16, 32] of tensor 'w1' does not match its global shape [16, 32] divided by its sharding, [16, 16]"},
+       "local shape [16, 32] of tensor 'w1' does not match its global shape "
+       "[16, 32] divided by its sharding, [16, 16]"},
       {"buffer dtype vs tensor",
-       [](json &b) { b["programs"][0]["buffers"][size_t(bufferOf(b, "y"))]["dtype"] = "f32"; },
+       [](json &b) {
+         b["programs"][0]["buffers"][size_t(bufferOf(b, "y"))]["dtype"] = "f32";
+       },
        "differs from tensor 'y'"},
-      {"unknown kernel", [](json &b) { instr(b, "gelu")["op"] = "swish"; }, "unknown kernel \"swish\""},
-      {"kernel arity", [](json &b) { instr(b, "gelu")["in"].push_back(0); }, "expects 1 input(s) and 1 output(s)"},
-      {"buffer id", [](json &b) { instr(b, "gelu")["in"] = {12345}; }, "names buffer 12345, which does not exist"},
-      {"kernel shapes", [](json &b) { instr(b, "matmul")["in"] = json::array({instr(b, "matmul")["in"][1], instr(b, "matmul")["in"][0]}); },
+      {"unknown kernel", [](json &b) { instr(b, "gelu")["op"] = "swish"; },
+       "unknown kernel \"swish\""},
+      {"kernel arity", [](json &b) { instr(b, "gelu")["in"].push_back(0); },
+       "expects 1 input(s) and 1 output(s)"},
+      {"buffer id", [](json &b) { instr(b, "gelu")["in"] = {12345}; },
+       "names buffer 12345, which does not exist"},
+      {"kernel shapes",
+       [](json &b) {
+         instr(b, "matmul")["in"] = json::array(
+             {instr(b, "matmul")["in"][1], instr(b, "matmul")["in"][0]});
+       },
        "instruction 0 (matmul): contraction sizes differ"},
-      {"kernel attrs", [](json &b) { instr(b, "transpose")["attrs"]["permutation"] = {0, 0}; },
+      {"kernel attrs",
+       [](json &b) { instr(b, "transpose")["attrs"]["permutation"] = {0, 0}; },
        "(transpose): 'permutation' is not a permutation"},
-      {"missing attr", [](json &b) { instr(b, "adam_update")["attrs"].erase("beta2"); },
+      {"missing attr",
+       [](json &b) { instr(b, "adam_update")["attrs"].erase("beta2"); },
        "missing attribute 'beta2'"},
-      {"attrs type", [](json &b) { instr(b, "gelu")["attrs"] = json::array(); }, "attrs: must be an object"},
-      {"unknown comm", [](json &b) { instr(b, "all_reduce")["attrs"]["comm"] = "pp"; },
+      {"attrs type", [](json &b) { instr(b, "gelu")["attrs"] = json::array(); },
+       "attrs: must be an object"},
+      {"unknown comm",
+       [](json &b) { instr(b, "all_reduce")["attrs"]["comm"] = "pp"; },
        "communicator 'pp' is not declared"},
-      {"bad reduction", [](json &b) { instr(b, "all_reduce")["attrs"]["reduction"] = "prod"; },
+      {"bad reduction",
+       [](json &b) { instr(b, "all_reduce")["attrs"]["reduction"] = "prod"; },
        "unknown reduction \"prod\""},
-      {"in place not allowed", [](json &b) { instr(b, "gelu")["out"] = instr(b, "gelu")["in"]; },
+      {"in place not allowed",
+       [](json &b) { instr(b, "gelu")["out"] = instr(b, "gelu")["in"]; },
        "cannot run in place"},
-      {"foreign buffer in an input slot", [](json &b) {
-         b["programs"][0]["buffers"].push_back({{"slot", 0}, {"dtype", "i32"}, {"shape", {1}}});
-       }, "shares slot 0"},
-      {"constant on tensor", [](json &b) {
-         b["programs"][0]["constants"].push_back({{"buffer", bufferOf(b, "w1")}, {"splat", 1.0}});
-       }, "holds tensor 'w1' and cannot be a constant"},
-      {"constant data size", [](json &b) { b["programs"][0]["constants"][0] = {{"buffer", b["programs"][0]["constants"][0]["buffer"]}, {"data", "AAAA"}}; },
+      {"foreign buffer in an input slot",
+       [](json &b) {
+         b["programs"][0]["buffers"].push_back(
+             {{"slot", 0}, {"dtype", "i32"}, {"shape", {1}}});
+       },
+       "shares slot 0"},
+      {"constant on tensor",
+       [](json &b) {
+         b["programs"][0]["constants"].push_back(
+             {{"buffer", bufferOf(b, "w1")}, {"splat", 1.0}});
+       },
+       "holds tensor 'w1' and cannot be a constant"},
+      {"constant data size",
+       [](json &b) {
+         b["programs"][0]["constants"][0] = {
+             {"buffer", b["programs"][0]["constants"][0]["buffer"]},
+             {"data", "AAAA"}};
+       },
        "\"data\" has 3 bytes but buffer"},
-      {"constant base64", [](json &b) { b["programs"][0]["constants"][0] = {{"buffer", b["programs"][0]["constants"][0]["buffer"]}, {"data", "A*=="}}; },
+      {"constant base64",
+       [](json &b) {
+         b["programs"][0]["constants"][0] = {
+             {"buffer", b["programs"][0]["constants"][0]["buffer"]},
+             {"data", "A*=="}};
+       },
        "not valid base64"},
-      {"unbound param", [](json &b) { b["programs"][0]["buffers"][size_t(bufferOf(b, "b1"))].erase("tensor"); },
+      {"unbound param",
+       [](json &b) {
+         b["programs"][0]["buffers"][size_t(bufferOf(b, "b1"))].erase("tensor");
+       },
        "no program binds this param tensor"},
   };
   for (const Case &c : cases) {
     json b = validBody();
     c.edit(b);
     const std::string err = validationError(b);
-    EXPECT_NE(err.find(c.expect), std::string::npos) << c.name << ": got \"" << err << "\"";
+    EXPECT_NE(err.find(c.expect), std::string::npos)
+        << c.name << ": got \"" << err << "\"";
   }
 }
 
 TEST(Validator, RankCount) {
   std::string err = validationError(validBody(), 3);
-  EXPECT_NE(err.find("compiled for 4 devices (mesh 2x2) but 3 ranks are running"), std::string::npos) << err;
+  EXPECT_NE(
+      err.find("compiled for 4 devices (mesh 2x2) but 3 ranks are running"),
+      std::string::npos)
+      << err;
 }
 
 TEST(Validator, SplatsAndDataConstants) {
@@ -302,13 +406,19 @@ TEST(Validator, SplatsAndDataConstants) {
   json &p = b["programs"][0];
   // A data constant for an f32[2] buffer: 1.0f, -2.0f little-endian.
   p["slots"].push_back({{"bytes", 8}, {"category", "constant"}});
-  p["buffers"].push_back({{"slot", p["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {2}}});
-  p["constants"].push_back({{"buffer", p["buffers"].size() - 1}, {"data", "AACAPwAAAMA="}});
+  p["buffers"].push_back(
+      {{"slot", p["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {2}}});
+  p["constants"].push_back(
+      {{"buffer", p["buffers"].size() - 1}, {"data", "AACAPwAAAMA="}});
   p["slots"].push_back({{"bytes", 8}, {"category", "constant"}});
-  p["buffers"].push_back({{"slot", p["slots"].size() - 1}, {"dtype", "i64"}, {"shape", json::array()}});
-  p["constants"].push_back({{"buffer", p["buffers"].size() - 1}, {"splat", 1.5}});
+  p["buffers"].push_back({{"slot", p["slots"].size() - 1},
+                          {"dtype", "i64"},
+                          {"shape", json::array()}});
+  p["constants"].push_back(
+      {{"buffer", p["buffers"].size() - 1}, {"splat", 1.5}});
   std::string err = validationError(b, 1);
-  EXPECT_NE(err.find("splat value is not a valid i64"), std::string::npos) << err;
+  EXPECT_NE(err.find("splat value is not a valid i64"), std::string::npos)
+      << err;
   p["constants"].back()["splat"] = -7;
   EXPECT_EQ(validationError(b, 1), "");
   Artifact a = parseArtifact(b, "m.dtc");
@@ -325,38 +435,50 @@ TEST(Validator, ViewsOfPersistentSlotsAndInPlaceRules) {
   json b = dtc::test::mlpArtifact({});
   json &p = b["programs"][0];
   const int w1 = bufferOf(b, "w1");
-  p["buffers"].push_back({{"slot", p["buffers"][size_t(w1)]["slot"]}, {"dtype", "f32"}, {"shape", {512}}});
+  p["buffers"].push_back({{"slot", p["buffers"][size_t(w1)]["slot"]},
+                          {"dtype", "f32"},
+                          {"shape", {512}}});
   EXPECT_EQ(validationError(b, 1), "");
   p["buffers"].back()["shape"] = {256};
-  EXPECT_NE(validationError(b, 1).find("a param slot holds nothing else"), std::string::npos);
+  EXPECT_NE(validationError(b, 1).find("a param slot holds nothing else"),
+            std::string::npos);
   // reshape may run in place; adam_update on (p, m, v) too (the builder does).
   json c = dtc::test::mlpArtifact({});
   json &q = c["programs"][0];
   q["slots"].push_back({{"bytes", 64}, {"category", "activation"}});
-  q["buffers"].push_back({{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {4, 4}}});
-  q["buffers"].push_back({{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {16}}});
+  q["buffers"].push_back(
+      {{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {4, 4}}});
+  q["buffers"].push_back(
+      {{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {16}}});
   const int v1 = int(q["buffers"].size()) - 2, v2 = v1 + 1;
   q["instructions"].push_back({{"op", "reshape"}, {"in", {v1}}, {"out", {v2}}});
   EXPECT_EQ(validationError(c, 1), "");
   q["instructions"].push_back({{"op", "neg"}, {"in", {v1}}, {"out", {v1}}});
-  EXPECT_NE(validationError(c, 1).find("cannot run in place"), std::string::npos);
-  q["buffers"].push_back({{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {4, 4}}});
+  EXPECT_NE(validationError(c, 1).find("cannot run in place"),
+            std::string::npos);
+  q["buffers"].push_back(
+      {{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {4, 4}}});
   const int v3 = int(q["buffers"].size()) - 1;
   q["slots"].push_back({{"bytes", 64}, {"category", "activation"}});
-  q["buffers"].push_back({{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {4, 4}}});
+  q["buffers"].push_back(
+      {{"slot", q["slots"].size() - 1}, {"dtype", "f32"}, {"shape", {4, 4}}});
   const int u = int(q["buffers"].size()) - 1;
-  q["instructions"].back() = {{"op", "max_grad"}, {"in", {u, u, u}}, {"out", {v1, v3}}};
-  EXPECT_NE(validationError(c, 1).find("outputs 0 and 1 share memory"), std::string::npos)
+  q["instructions"].back() = {
+      {"op", "max_grad"}, {"in", {u, u, u}}, {"out", {v1, v3}}};
+  EXPECT_NE(validationError(c, 1).find("outputs 0 and 1 share memory"),
+            std::string::npos)
       << validationError(c, 1);
 }
 
-// ---- the programs against each other ---------------------------------------------
+// ---- the programs against each other
+// ---------------------------------------------
 
 TEST(Validator, ProgramsMustAgreeOnTheirCollectives) {
   using dtc::test::CollectiveSpec;
   using dtc::test::programsArtifact;
   const CollectiveSpec sum8{"all_reduce", 8, "sum", "a"};
-  const std::vector<CollectiveSpec> agreed = {sum8, {"all_gather", 4, "", "b"},
+  const std::vector<CollectiveSpec> agreed = {sum8,
+                                              {"all_gather", 4, "", "b"},
                                               {"reduce_scatter", 8, "max", "a"},
                                               {"all_to_all", 6, "", "a"}};
   EXPECT_EQ(validationError(programsArtifact(agreed, agreed), 2), "");
@@ -366,14 +488,20 @@ TEST(Validator, ProgramsMustAgreeOnTheirCollectives) {
   };
   const Mismatch cases[] = {
       {{{"all_reduce", 4, "sum", "a"}},
-       "programs 'p0' (rank 0) and 'p1' (rank 1) disagree on communicator 'a' (the group of "
-       "ranks 0, 1): its collective #1 is all_reduce (sum) of 8 f32 on 'a' ('p0' instruction "
-       "1) in one and all_reduce (sum) of 4 f32 on 'a' ('p1' instruction 1) in the other"},
+       "programs 'p0' (rank 0) and 'p1' (rank 1) disagree on communicator 'a' "
+       "(the group of "
+       "ranks 0, 1): its collective #1 is all_reduce (sum) of 8 f32 on 'a' "
+       "('p0' instruction "
+       "1) in one and all_reduce (sum) of 4 f32 on 'a' ('p1' instruction 1) in "
+       "the other"},
       {{{"all_reduce", 8, "max", "a"}}, "all_reduce (max) of 8 f32"},
       {{{"all_gather", 8, "", "a"}}, "all_gather of 8 f32 into 16"},
-      {{{"all_reduce", 8, "sum", "a", DType::I32}}, "all_reduce (sum) of 8 i32"},
-      {{}, "'p0' makes 1 collective on it and 'p1' 0; the first without a partner is "
-           "all_reduce (sum) of 8 f32 on 'a' ('p0' instruction 1)"},
+      {{{"all_reduce", 8, "sum", "a", DType::I32}},
+       "all_reduce (sum) of 8 i32"},
+      {{},
+       "'p0' makes 1 collective on it and 'p1' 0; the first without a partner "
+       "is "
+       "all_reduce (sum) of 8 f32 on 'a' ('p0' instruction 1)"},
       {{sum8, sum8}, "'p0' makes 1 collective on it and 'p1' 2"},
   };
   for (const Mismatch &m : cases) {
@@ -382,14 +510,18 @@ TEST(Validator, ProgramsMustAgreeOnTheirCollectives) {
   }
   // Each communicator agrees, but the order waits forever: rank 0 is in
   // 'a' while rank 1 is in 'b'.
-  const std::string err = validationError(
-      programsArtifact({sum8, {"all_reduce", 8, "sum", "b"}},
-                       {{"all_reduce", 8, "sum", "b"}, sum8}),
-      2);
-  EXPECT_NE(err.find("the programs' collectives wait for each other forever: rank 0 waits in "
-                     "all_reduce (sum) of 8 f32 on 'a' ('p0' instruction 1) for rank 1, which "
-                     "waits in all_reduce (sum) of 8 f32 on 'b' ('p1' instruction 1)"),
-            std::string::npos)
+  const std::string err =
+      validationError(programsArtifact({sum8, {"all_reduce", 8, "sum", "b"}},
+                                       {{"all_reduce", 8, "sum", "b"}, sum8}),
+                      2);
+  EXPECT_NE(
+      err.find(
+          "the programs' collectives wait for each other forever: rank 0 waits "
+          "in "
+          "all_reduce (sum) of 8 f32 on 'a' ('p0' instruction 1) for rank 1, "
+          "which "
+          "waits in all_reduce (sum) of 8 f32 on 'b' ('p1' instruction 1)"),
+      std::string::npos)
       << err;
 }
 
@@ -399,22 +531,29 @@ TEST(Container, HostileInputIsRefusedBeforeParsing) {
   json j;
   std::string err;
   EXPECT_FALSE(parseJsonText(deep, j, err));
-  EXPECT_NE(err.find("nesting deeper than 100 levels at byte 100"), std::string::npos) << err;
-  EXPECT_FALSE(decodeArtifactJson(encodeArtifactBody("{\"a\":" + deep + "}"), j, err));
+  EXPECT_NE(err.find("nesting deeper than 100 levels at byte 100"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(
+      decodeArtifactJson(encodeArtifactBody("{\"a\":" + deep + "}"), j, err));
   EXPECT_NE(err.find("nesting deeper"), std::string::npos) << err;
   // Brackets inside strings do not count.
-  EXPECT_TRUE(parseJsonText("{\"s\": \"" + std::string(500, '[') + "\\\"[\"}", j, err)) << err;
+  EXPECT_TRUE(
+      parseJsonText("{\"s\": \"" + std::string(500, '[') + "\\\"[\"}", j, err))
+      << err;
   // Devices, FIFOs and oversize files are not read at all.
   std::string bytes;
   EXPECT_FALSE(readFileBytes("/dev/zero", bytes, err));
   EXPECT_NE(err.find("not a regular file"), std::string::npos) << err;
   const std::string fifo = tempDir() + "/fifo.dtc";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_FALSE(readFileBytes(fifo, bytes, err)) << "must not block waiting for a writer";
+  EXPECT_FALSE(readFileBytes(fifo, bytes, err))
+      << "must not block waiting for a writer";
   const std::string big = tempDir() + "/big.dtc";
   ASSERT_TRUE(writeOutputFile(big, std::string(1000, 'x'), err));
   EXPECT_FALSE(readFileBytes(big, bytes, err, 999));
-  EXPECT_NE(err.find("the file has 1000 bytes, more than the 999 allowed"), std::string::npos)
+  EXPECT_NE(err.find("the file has 1000 bytes, more than the 999 allowed"),
+            std::string::npos)
       << err;
 }
 

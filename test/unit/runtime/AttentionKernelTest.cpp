@@ -31,8 +31,9 @@ struct Grads {
 };
 
 // The unfused path in double: the full Sq x Sk probability matrix per head.
-std::vector<double> probabilities(const std::vector<float> &q, const std::vector<float> &k,
-                                  const Dims &d, bool causal, int64_t bh) {
+std::vector<double> probabilities(const std::vector<float> &q,
+                                  const std::vector<float> &k, const Dims &d,
+                                  bool causal, int64_t bh) {
   std::vector<double> p(size_t(d.Sq * d.Sk), 0.0);
   const double scale = 1.0 / std::sqrt(double(d.D));
   for (int64_t i = 0; i < d.Sq; ++i) {
@@ -41,18 +42,23 @@ std::vector<double> probabilities(const std::vector<float> &q, const std::vector
     for (int64_t j = 0; j < lim; ++j) {
       double s = 0;
       for (int64_t x = 0; x < d.D; ++x)
-        s += double(q[size_t((bh * d.Sq + i) * d.D + x)]) * k[size_t((bh * d.Sk + j) * d.D + x)];
+        s += double(q[size_t((bh * d.Sq + i) * d.D + x)]) *
+             k[size_t((bh * d.Sk + j) * d.D + x)];
       p[size_t(i * d.Sk + j)] = s * scale;
       mx = std::max(mx, s * scale);
     }
-    for (int64_t j = 0; j < lim; ++j) sum += (p[size_t(i * d.Sk + j)] = std::exp(p[size_t(i * d.Sk + j)] - mx));
-    for (int64_t j = 0; j < lim; ++j) p[size_t(i * d.Sk + j)] /= sum;
+    for (int64_t j = 0; j < lim; ++j)
+      sum += (p[size_t(i * d.Sk + j)] = std::exp(p[size_t(i * d.Sk + j)] - mx));
+    for (int64_t j = 0; j < lim; ++j)
+      p[size_t(i * d.Sk + j)] /= sum;
   }
   return p;
 }
 
-std::vector<double> refForward(const std::vector<float> &q, const std::vector<float> &k,
-                               const std::vector<float> &v, const Dims &d, bool causal) {
+std::vector<double> refForward(const std::vector<float> &q,
+                               const std::vector<float> &k,
+                               const std::vector<float> &v, const Dims &d,
+                               bool causal) {
   std::vector<double> y(size_t(d.BH * d.Sq * d.D), 0.0);
   for (int64_t bh = 0; bh < d.BH; ++bh) {
     const std::vector<double> p = probabilities(q, k, d, causal, bh);
@@ -66,28 +72,39 @@ std::vector<double> refForward(const std::vector<float> &q, const std::vector<fl
 }
 
 Grads refBackward(const std::vector<float> &q, const std::vector<float> &k,
-                  const std::vector<float> &v, const std::vector<float> &dy, const Dims &d,
-                  bool causal) {
-  Grads g{std::vector<double>(q.size(), 0.0), std::vector<double>(k.size(), 0.0),
+                  const std::vector<float> &v, const std::vector<float> &dy,
+                  const Dims &d, bool causal) {
+  Grads g{std::vector<double>(q.size(), 0.0),
+          std::vector<double>(k.size(), 0.0),
           std::vector<double>(v.size(), 0.0)};
   const double scale = 1.0 / std::sqrt(double(d.D));
   for (int64_t bh = 0; bh < d.BH; ++bh) {
     const std::vector<double> p = probabilities(q, k, d, causal, bh);
-    auto Q = [&](int64_t i, int64_t x) { return double(q[size_t((bh * d.Sq + i) * d.D + x)]); };
-    auto K = [&](int64_t j, int64_t x) { return double(k[size_t((bh * d.Sk + j) * d.D + x)]); };
-    auto V = [&](int64_t j, int64_t x) { return double(v[size_t((bh * d.Sk + j) * d.D + x)]); };
-    auto DY = [&](int64_t i, int64_t x) { return double(dy[size_t((bh * d.Sq + i) * d.D + x)]); };
+    auto Q = [&](int64_t i, int64_t x) {
+      return double(q[size_t((bh * d.Sq + i) * d.D + x)]);
+    };
+    auto K = [&](int64_t j, int64_t x) {
+      return double(k[size_t((bh * d.Sk + j) * d.D + x)]);
+    };
+    auto V = [&](int64_t j, int64_t x) {
+      return double(v[size_t((bh * d.Sk + j) * d.D + x)]);
+    };
+    auto DY = [&](int64_t i, int64_t x) {
+      return double(dy[size_t((bh * d.Sq + i) * d.D + x)]);
+    };
     for (int64_t i = 0; i < d.Sq; ++i) {
       std::vector<double> dp(size_t(d.Sk));
       double rowsum = 0;
       for (int64_t j = 0; j < d.Sk; ++j) {
         double s = 0;
-        for (int64_t x = 0; x < d.D; ++x) s += DY(i, x) * V(j, x);
+        for (int64_t x = 0; x < d.D; ++x)
+          s += DY(i, x) * V(j, x);
         dp[size_t(j)] = s;
         rowsum += s * p[size_t(i * d.Sk + j)];
       }
       for (int64_t j = 0; j < d.Sk; ++j) {
-        const double pij = p[size_t(i * d.Sk + j)], ds = pij * (dp[size_t(j)] - rowsum);
+        const double pij = p[size_t(i * d.Sk + j)],
+                     ds = pij * (dp[size_t(j)] - rowsum);
         for (int64_t x = 0; x < d.D; ++x) {
           g.dv[size_t((bh * d.Sk + j) * d.D + x)] += pij * DY(i, x);
           g.dq[size_t((bh * d.Sq + i) * d.D + x)] += ds * K(j, x) * scale;
@@ -103,19 +120,21 @@ std::vector<float> randomFloats(size_t n, uint32_t seed, double amplitude) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<double> u(-amplitude, amplitude);
   std::vector<float> x(n);
-  for (float &f : x) f = float(u(gen));
+  for (float &f : x)
+    f = float(u(gen));
   return x;
 }
 
-void expectClose(const std::vector<float> &got, const std::vector<double> &want, double tol,
-                 const std::string &what) {
+void expectClose(const std::vector<float> &got, const std::vector<double> &want,
+                 double tol, const std::string &what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t bad = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     const double err = std::fabs(double(got[i]) - want[i]);
     if (!(err <= tol * (1.0 + std::fabs(want[i])))) {
       if (++bad <= 3)
-        ADD_FAILURE() << what << " element " << i << ": got " << got[i] << ", want " << want[i];
+        ADD_FAILURE() << what << " element " << i << ": got " << got[i]
+                      << ", want " << want[i];
     }
   }
   EXPECT_EQ(bad, 0u) << what;
@@ -130,19 +149,22 @@ struct Case {
 std::string label(const Case &c, int threads) {
   return "BH=" + std::to_string(c.d.BH) + " Sq=" + std::to_string(c.d.Sq) +
          " Sk=" + std::to_string(c.d.Sk) + " D=" + std::to_string(c.d.D) +
-         (c.causal ? " causal" : " full") + " blocks " + std::to_string(c.blocks.rows) + "x" +
-         std::to_string(c.blocks.keys) + " threads " + std::to_string(threads);
+         (c.causal ? " causal" : " full") + " blocks " +
+         std::to_string(c.blocks.rows) + "x" + std::to_string(c.blocks.keys) +
+         " threads " + std::to_string(threads);
 }
 
 std::vector<Case> cases() {
   std::vector<Case> cs;
   for (bool causal : {true, false})
-    for (AttentionBlocks b : {AttentionBlocks{64, 64}, AttentionBlocks{4, 3}, AttentionBlocks{5, 8},
-                              AttentionBlocks{1, 1}, AttentionBlocks{7, 16}}) {
+    for (AttentionBlocks b :
+         {AttentionBlocks{64, 64}, AttentionBlocks{4, 3}, AttentionBlocks{5, 8},
+          AttentionBlocks{1, 1}, AttentionBlocks{7, 16}}) {
       cs.push_back({{3, 13, 13, 5}, causal, b});
       cs.push_back({{2, 67, 67, 16}, causal, b});
       cs.push_back({{1, 1, 1, 3}, causal, b});
-      if (!causal) cs.push_back({{2, 9, 21, 4}, causal, b}); // cross attention
+      if (!causal)
+        cs.push_back({{2, 9, 21, 4}, causal, b}); // cross attention
     }
   cs.push_back({{2, 130, 130, 32}, true, {64, 64}});
   cs.push_back({{1, 200, 200, 8}, true, {32, 48}});
@@ -161,11 +183,15 @@ TEST(AttentionKernel, ForwardMatchesUnfused) {
     for (int threads : {1, 3}) {
       KernelContext ctx(threads);
       std::vector<float> y(q.size(), std::nanf(""));
-      dtc::kernels::cpu::attentionForward(ctx, q.data(), k.data(), v.data(), y.data(), d.BH,
-                                          d.Sq, d.Sk, d.D, c.causal, c.blocks);
+      dtc::kernels::cpu::attentionForward(ctx, q.data(), k.data(), v.data(),
+                                          y.data(), d.BH, d.Sq, d.Sk, d.D,
+                                          c.causal, c.blocks);
       expectClose(y, want, 2e-6, label(c, threads));
-      if (first.empty()) first = y;
-      else EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * 4), 0) << label(c, threads);
+      if (first.empty())
+        first = y;
+      else
+        EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * 4), 0)
+            << label(c, threads);
     }
   }
 }
@@ -181,16 +207,19 @@ TEST(AttentionKernel, BackwardMatchesUnfused) {
     std::vector<float> firstDq;
     for (int threads : {1, 3}) {
       KernelContext ctx(threads);
-      std::vector<float> dq(q.size(), std::nanf("")), dk(k.size(), std::nanf("")),
-          dv(v.size(), std::nanf(""));
-      dtc::kernels::cpu::attentionBackward(ctx, q.data(), k.data(), v.data(), dy.data(),
-                                           dq.data(), dk.data(), dv.data(), d.BH, d.Sq, d.Sk,
-                                           d.D, c.causal, c.blocks);
+      std::vector<float> dq(q.size(), std::nanf("")),
+          dk(k.size(), std::nanf("")), dv(v.size(), std::nanf(""));
+      dtc::kernels::cpu::attentionBackward(
+          ctx, q.data(), k.data(), v.data(), dy.data(), dq.data(), dk.data(),
+          dv.data(), d.BH, d.Sq, d.Sk, d.D, c.causal, c.blocks);
       expectClose(dq, want.dq, 1e-5, "dq " + label(c, threads));
       expectClose(dk, want.dk, 1e-5, "dk " + label(c, threads));
       expectClose(dv, want.dv, 1e-5, "dv " + label(c, threads));
-      if (firstDq.empty()) firstDq = dq;
-      else EXPECT_EQ(std::memcmp(firstDq.data(), dq.data(), dq.size() * 4), 0) << label(c, threads);
+      if (firstDq.empty())
+        firstDq = dq;
+      else
+        EXPECT_EQ(std::memcmp(firstDq.data(), dq.data(), dq.size() * 4), 0)
+            << label(c, threads);
     }
   }
 }
@@ -199,18 +228,22 @@ TEST(AttentionKernel, BackwardMatchesUnfused) {
 // everything before it): still no overflow, no NaN.
 TEST(AttentionKernel, LargeScoresRescaleStably) {
   const Dims d{1, 40, 40, 4};
-  auto q = randomFloats(size_t(d.Sq * d.D), 8, 1.0), k = randomFloats(size_t(d.Sk * d.D), 9, 1.0),
+  auto q = randomFloats(size_t(d.Sq * d.D), 8, 1.0),
+       k = randomFloats(size_t(d.Sk * d.D), 9, 1.0),
        v = randomFloats(size_t(d.Sk * d.D), 10, 1.0);
   for (int64_t x = 0; x < d.D; ++x) {
     q[size_t(39 * d.D + x)] *= 60.0f; // last row: huge scores
-    k[size_t(37 * d.D + x)] = q[size_t(39 * d.D + x)] / 30.0f; // its maximum is key 37
+    k[size_t(37 * d.D + x)] =
+        q[size_t(39 * d.D + x)] / 30.0f; // its maximum is key 37
   }
   for (bool causal : {true, false}) {
     KernelContext ctx(1);
     std::vector<float> y(q.size());
-    dtc::kernels::cpu::attentionForward(ctx, q.data(), k.data(), v.data(), y.data(), d.BH, d.Sq,
-                                        d.Sk, d.D, causal, {8, 5});
-    expectClose(y, refForward(q, k, v, d, causal), 2e-6, causal ? "causal" : "full");
+    dtc::kernels::cpu::attentionForward(ctx, q.data(), k.data(), v.data(),
+                                        y.data(), d.BH, d.Sq, d.Sk, d.D, causal,
+                                        {8, 5});
+    expectClose(y, refForward(q, k, v, d, causal), 2e-6,
+                causal ? "causal" : "full");
   }
 }
 
@@ -224,8 +257,8 @@ TEST(AttentionKernel, ScratchDoesNotGrowWithSequence) {
     const auto q = randomFloats(size_t(S * D), 11, 1.0);
     std::vector<float> y(q.size());
     KernelContext ctx(1);
-    dtc::kernels::cpu::attentionForward(ctx, q.data(), q.data(), q.data(), y.data(), 1, S, S, D,
-                                        true, {});
+    dtc::kernels::cpu::attentionForward(ctx, q.data(), q.data(), q.data(),
+                                        y.data(), 1, S, S, D, true, {});
     scratch[i++] = ctx.workspaceFloats();
   }
   EXPECT_EQ(scratch[0], scratch[1]);
@@ -237,12 +270,16 @@ TEST(AttentionKernel, ScratchDoesNotGrowWithSequence) {
 TEST(AttentionKernel, RegisteredKernelsMatchUnfused) {
   const Dims d{2, 100, 100, 8};
   const Shape s{1, 2, 100, 8};
-  HostTensor q = randF(s, 12, -2, 2), k = randF(s, 13, -2, 2), v = randF(s, 14), dy = randF(s, 15);
-  auto toF = [](const HostTensor &t) { return std::vector<float>(t.v.begin(), t.v.end()); };
+  HostTensor q = randF(s, 12, -2, 2), k = randF(s, 13, -2, 2), v = randF(s, 14),
+             dy = randF(s, 15);
+  auto toF = [](const HostTensor &t) {
+    return std::vector<float>(t.v.begin(), t.v.end());
+  };
   for (bool causal : {true, false}) {
     const json at = {{"causal", causal}};
     HostTensor y = run1("attention", {q, k, v}, {DType::F32, s}, at);
-    expectClose(toF(y), refForward(toF(q), toF(k), toF(v), d, causal), 2e-6, "attention");
+    expectClose(toF(y), refForward(toF(q), toF(k), toF(v), d, causal), 2e-6,
+                "attention");
     auto g = runKernel("attention_grad", {q, k, v, dy},
                        {{DType::F32, s}, {DType::F32, s}, {DType::F32, s}}, at);
     const Grads want = refBackward(toF(q), toF(k), toF(v), toF(dy), d, causal);

@@ -1,4 +1,5 @@
-//===- BackendTest.cpp - the executor on a second, test-only backend -------===//
+//===- BackendTest.cpp - the executor on a second, test-only backend
+//-------===//
 //
 // "recording" is a backend that exists only here. It keeps what the CPU
 // backend computes (it delegates kernels and collectives to it) but behaves
@@ -51,7 +52,8 @@ struct Log {
   int64_t allocations = 0, deallocations = 0;
   uint64_t liveBytes = 0, peakBytes = 0;
   std::map<std::string, int64_t> kernelCalls;
-  int64_t collectives = 0, copiesToHost = 0, copiesFromHost = 0, synchronizations = 0;
+  int64_t collectives = 0, copiesToHost = 0, copiesFromHost = 0,
+          synchronizations = 0;
   /// Most collectives or packing copies still queued when a kernel ran.
   size_t mostPendingAtKernel = 0;
   /// Kernels bound per name (at load).
@@ -78,12 +80,14 @@ std::vector<std::shared_ptr<Log>> takeLogs() {
 void *toHost(const void *device) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(device);
   if (!(a & kDeviceBit))
-    throw Error("recording backend: a host address was passed as a device address");
+    throw Error(
+        "recording backend: a host address was passed as a device address");
   return reinterpret_cast<void *>(a & ~kDeviceBit);
 }
 
 void *toDevice(void *host) {
-  return reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(host) | kDeviceBit);
+  return reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(host) |
+                                  kDeviceBit);
 }
 
 class RecStream final : public Stream {
@@ -98,7 +102,8 @@ public:
     while (!queue.empty() && !(until && until())) {
       std::function<void()> work = std::move(queue.front());
       queue.pop_front();
-      if (failure) continue;
+      if (failure)
+        continue;
       try {
         work();
       } catch (...) {
@@ -123,21 +128,24 @@ public:
 
 class RecKernel final : public BoundKernel {
 public:
-  RecKernel(std::unique_ptr<BoundKernel> inner, Stream &innerStream, std::string name,
-            std::shared_ptr<Log> log, RecStream &comm)
-      : inner_(std::move(inner)), innerStream_(innerStream), name_(std::move(name)),
-        log_(std::move(log)), comm_(comm) {}
+  RecKernel(std::unique_ptr<BoundKernel> inner, Stream &innerStream,
+            std::string name, std::shared_ptr<Log> log, RecStream &comm)
+      : inner_(std::move(inner)), innerStream_(innerStream),
+        name_(std::move(name)), log_(std::move(log)), comm_(comm) {}
   void enqueue(const dtc::kernels::KernelArgs &args, Stream &stream) override {
     dtc::kernels::KernelArgs host = args;
     for (auto *list : {&host.in, &host.out})
-      for (auto &t : *list) t.data = toHost(t.data);
+      for (auto &t : *list)
+        t.data = toHost(t.data);
     {
       std::lock_guard<std::mutex> lock(log_->mu);
       log_->kernelCalls[name_] += 1;
-      log_->mostPendingAtKernel = std::max(log_->mostPendingAtKernel, comm_.queue.size());
+      log_->mostPendingAtKernel =
+          std::max(log_->mostPendingAtKernel, comm_.queue.size());
     }
-    static_cast<RecStream &>(stream).run(
-        [this, host = std::move(host)] { inner_->enqueue(host, innerStream_); });
+    static_cast<RecStream &>(stream).run([this, host = std::move(host)] {
+      inner_->enqueue(host, innerStream_);
+    });
   }
 
 private:
@@ -150,29 +158,34 @@ private:
 
 class RecCommunicator final : public DeviceCommunicator {
 public:
-  RecCommunicator(std::unique_ptr<DeviceCommunicator> inner, Stream &innerStream,
-                  std::shared_ptr<Log> log)
-      : inner_(std::move(inner)), innerStream_(innerStream), log_(std::move(log)) {}
+  RecCommunicator(std::unique_ptr<DeviceCommunicator> inner,
+                  Stream &innerStream, std::shared_ptr<Log> log)
+      : inner_(std::move(inner)), innerStream_(innerStream),
+        log_(std::move(log)) {}
   int size() const override { return inner_->size(); }
   int rank() const override { return inner_->rank(); }
-  void allReduce(const void *in, void *out, size_t count, DType dtype, ReduceOp op, Stream &s,
-                 Traffic &traffic) override {
+  void allReduce(const void *in, void *out, size_t count, DType dtype,
+                 ReduceOp op, Stream &s, Traffic &traffic) override {
     submit(s, [=, &traffic] {
-      inner_->allReduce(toHost(in), toHost(out), count, dtype, op, innerStream_, traffic);
+      inner_->allReduce(toHost(in), toHost(out), count, dtype, op, innerStream_,
+                        traffic);
     });
   }
-  void allGather(const void *in, void *out, size_t bytes, Stream &s, Traffic &traffic) override {
+  void allGather(const void *in, void *out, size_t bytes, Stream &s,
+                 Traffic &traffic) override {
     submit(s, [=, &traffic] {
       inner_->allGather(toHost(in), toHost(out), bytes, innerStream_, traffic);
     });
   }
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype, ReduceOp op, Stream &s,
-                     Traffic &traffic) override {
+  void reduceScatter(const void *in, void *out, size_t count, DType dtype,
+                     ReduceOp op, Stream &s, Traffic &traffic) override {
     submit(s, [=, &traffic] {
-      inner_->reduceScatter(toHost(in), toHost(out), count, dtype, op, innerStream_, traffic);
+      inner_->reduceScatter(toHost(in), toHost(out), count, dtype, op,
+                            innerStream_, traffic);
     });
   }
-  void allToAll(const void *in, void *out, size_t bytes, Stream &s, Traffic &traffic) override {
+  void allToAll(const void *in, void *out, size_t bytes, Stream &s,
+                Traffic &traffic) override {
     submit(s, [=, &traffic] {
       inner_->allToAll(toHost(in), toHost(out), bytes, innerStream_, traffic);
     });
@@ -183,7 +196,8 @@ public:
       inner_->send(toHost(buf), bytes, peer, tag, innerStream_, traffic);
     });
   }
-  void recv(void *buf, size_t bytes, int peer, int tag, Stream &s, Traffic &traffic) override {
+  void recv(void *buf, size_t bytes, int peer, int tag, Stream &s,
+            Traffic &traffic) override {
     submit(s, [=, &traffic] {
       inner_->recv(toHost(buf), bytes, peer, tag, innerStream_, traffic);
     });
@@ -214,7 +228,9 @@ public:
     gLogs.push_back(log_);
   }
   std::string name() const override { return "recording"; }
-  std::string description() const override { return "recording: " + cpu_->description(); }
+  std::string description() const override {
+    return "recording: " + cpu_->description();
+  }
   std::vector<std::pair<std::string, std::string>> properties() const override {
     return {{"test_backend", "recording"}};
   }
@@ -229,7 +245,8 @@ public:
     return toDevice(p);
   }
   void deallocate(void *device) noexcept override {
-    void *p = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(device) & ~kDeviceBit);
+    void *p = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(device) &
+                                       ~kDeviceBit);
     {
       std::lock_guard<std::mutex> lock(log_->mu);
       log_->deallocations += 1;
@@ -239,43 +256,58 @@ public:
     cpu_->deallocate(p);
   }
   bool hostAddressable() const override { return false; }
-  void copyToHost(void *host, const void *device, size_t bytes, Stream &s) override {
-    { std::lock_guard<std::mutex> lock(log_->mu); log_->copiesToHost += 1; }
+  void copyToHost(void *host, const void *device, size_t bytes,
+                  Stream &s) override {
+    {
+      std::lock_guard<std::mutex> lock(log_->mu);
+      log_->copiesToHost += 1;
+    }
     drainBefore(s);
     cpu_->copyToHost(host, toHost(device), bytes, cpu_->computeStream());
   }
-  void copyFromHost(void *device, const void *host, size_t bytes, Stream &s) override {
-    { std::lock_guard<std::mutex> lock(log_->mu); log_->copiesFromHost += 1; }
+  void copyFromHost(void *device, const void *host, size_t bytes,
+                    Stream &s) override {
+    {
+      std::lock_guard<std::mutex> lock(log_->mu);
+      log_->copiesFromHost += 1;
+    }
     drainBefore(s);
     cpu_->copyFromHost(toHost(device), host, bytes, cpu_->computeStream());
   }
-  void copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch, size_t rowBytes,
-              size_t rows, Stream &s) override {
+  void copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
+              size_t rowBytes, size_t rows, Stream &s) override {
     void *d = toHost(dst), *sr = toHost(src);
     static_cast<RecStream &>(s).run([=] {
-      cpu_->copy2D(d, dstPitch, sr, srcPitch, rowBytes, rows, cpu_->computeStream());
+      cpu_->copy2D(d, dstPitch, sr, srcPitch, rowBytes, rows,
+                   cpu_->computeStream());
     });
   }
 
-  std::unique_ptr<BoundKernel> bindKernel(std::string_view name,
-                                          dtc::kernels::KernelArgs &args) override {
-    if (gMissingKernels.count(std::string(name))) return nullptr;
+  std::unique_ptr<BoundKernel>
+  bindKernel(std::string_view name, dtc::kernels::KernelArgs &args) override {
+    if (gMissingKernels.count(std::string(name)))
+      return nullptr;
     auto inner = cpu_->bindKernel(name, args);
-    if (!inner) return nullptr;
+    if (!inner)
+      return nullptr;
     {
       std::lock_guard<std::mutex> lock(log_->mu);
       log_->kernelsBound[std::string(name)] += 1;
     }
-    return std::make_unique<RecKernel>(std::move(inner), cpu_->computeStream(), std::string(name),
-                                       log_, comm_);
+    return std::make_unique<RecKernel>(std::move(inner), cpu_->computeStream(),
+                                       std::string(name), log_, comm_);
   }
   // The CPU kernels' context (and its workspace) is the inner backend's.
-  uint64_t kernelWorkspaceBytes() const override { return cpu_->kernelWorkspaceBytes(); }
+  uint64_t kernelWorkspaceBytes() const override {
+    return cpu_->kernelWorkspaceBytes();
+  }
   uint64_t scratchBytes() const override { return cpu_->scratchBytes(); }
 
   Stream &computeStream() override { return compute_; }
   Stream &commStream() override { return comm_; }
-  std::unique_ptr<Event> createEvent() override { return std::make_unique<RecEvent>(); }
+  std::unique_ptr<Event> createEvent() override {
+    return std::make_unique<RecEvent>();
+  }
   void record(Event &e, Stream &s) override {
     auto &ev = static_cast<RecEvent &>(e);
     auto &st = static_cast<RecStream &>(s);
@@ -295,7 +327,10 @@ public:
       ev.stream->drain([&ev] { return ev.done; });
   }
   void synchronize() override {
-    { std::lock_guard<std::mutex> lock(log_->mu); log_->synchronizations += 1; }
+    {
+      std::lock_guard<std::mutex> lock(log_->mu);
+      log_->synchronizations += 1;
+    }
     comm_.drain();
     if (comm_.failure) {
       std::exception_ptr f = comm_.failure;
@@ -304,15 +339,17 @@ public:
     }
   }
   double elapsedSeconds(const Event &from, const Event &to) override {
-    auto &a = static_cast<const RecEvent &>(from), &b = static_cast<const RecEvent &>(to);
-    if (!a.done || !b.done) throw Error("recording backend: elapsed time of an unfinished event");
+    auto &a = static_cast<const RecEvent &>(from),
+         &b = static_cast<const RecEvent &>(to);
+    if (!a.done || !b.done)
+      throw Error("recording backend: elapsed time of an unfinished event");
     return std::chrono::duration<double>(b.at - a.at).count();
   }
 
   std::unique_ptr<DeviceCommunicator>
   createCommunicator(std::unique_ptr<Communicator> group) override {
-    return std::make_unique<RecCommunicator>(cpu_->createCommunicator(std::move(group)),
-                                             cpu_->commStream(), log_);
+    return std::make_unique<RecCommunicator>(
+        cpu_->createCommunicator(std::move(group)), cpu_->commStream(), log_);
   }
 
   void setThreads(int threads) override { cpu_->setThreads(threads); }
@@ -323,7 +360,8 @@ private:
   /// A copy on a stream comes after that stream's earlier work.
   void drainBefore(Stream &s) {
     auto &st = static_cast<RecStream &>(s);
-    if (st.deferred) st.drain();
+    if (st.deferred)
+      st.drain();
   }
   std::unique_ptr<Backend> cpu_;
   std::shared_ptr<Log> log_;
@@ -332,12 +370,14 @@ private:
 };
 
 [[maybe_unused]] const bool gRegistered = [] {
-  registerBackend("recording",
-                  [](const BackendOptions &o) { return std::make_unique<RecordingBackend>(o); });
+  registerBackend("recording", [](const BackendOptions &o) {
+    return std::make_unique<RecordingBackend>(o);
+  });
   return true;
 }();
 
-// ---- helpers -------------------------------------------------------------------------
+// ---- helpers
+// -------------------------------------------------------------------------
 
 struct Outcome {
   std::vector<float> losses;
@@ -377,8 +417,9 @@ std::vector<KernelCount> kernelInstructions(const json &body) {
   auto kernels = [](const std::vector<InstrDecl> &list) {
     int64_t n = 0;
     for (const InstrDecl &ins : list)
-      n += !ins.isCollective && ins.op != "shard_offset" && ins.pipe != PipeOp::Send &&
-           ins.pipe != PipeOp::Recv && ins.pipe != PipeOp::MicrobatchSlice;
+      n += !ins.isCollective && ins.op != "shard_offset" &&
+           ins.pipe != PipeOp::Send && ins.pipe != PipeOp::Recv &&
+           ins.pipe != PipeOp::MicrobatchSlice;
     return n;
   };
   std::vector<KernelCount> perRank;
@@ -388,13 +429,20 @@ std::vector<KernelCount> kernelInstructions(const json &body) {
     k.bound = kernels(p.instructions) + kernels(p.finish);
     k.callsPerStep = k.bound;
     for (const ChunkDecl &c : p.chunks)
-      k.bound += kernels(c.forward) + kernels(c.backwardInput) + kernels(c.backwardWeight);
+      k.bound += kernels(c.forward) + kernels(c.backwardInput) +
+                 kernels(c.backwardWeight);
     for (const dtc::sched::Action &act : p.schedule) {
       const ChunkDecl &c = p.chunks[size_t(act.chunk)];
       switch (act.kind) {
-      case dtc::sched::Kind::Forward: k.callsPerStep += kernels(c.forward); break;
-      case dtc::sched::Kind::Backward: k.callsPerStep += kernels(c.backwardInput); break;
-      case dtc::sched::Kind::Weight: k.callsPerStep += kernels(c.backwardWeight); break;
+      case dtc::sched::Kind::Forward:
+        k.callsPerStep += kernels(c.forward);
+        break;
+      case dtc::sched::Kind::Backward:
+        k.callsPerStep += kernels(c.backwardInput);
+        break;
+      case dtc::sched::Kind::Weight:
+        k.callsPerStep += kernels(c.backwardWeight);
+        break;
       case dtc::sched::Kind::BackwardWeight:
         k.callsPerStep += kernels(c.backwardInput) + kernels(c.backwardWeight);
         break;
@@ -420,15 +468,17 @@ std::vector<Case> cases() {
   tp.tpAxis = 1;
   dtc::test::LmConfig lm;
   lm.mesh = {2};
-  return {{"mlp, one rank", dtc::test::mlpArtifact({})},
-          {"mlp, dp 4", dtc::test::mlpArtifact(dp4)},
-          {"mlp, dp 2 x tp 2", dtc::test::mlpArtifact(tp)},
-          {"lm, dp 2", dtc::test::lmArtifact(lm)},
-          {"every collective kind", dtc::test::collectivesArtifact()},
-          {"pipeline, 2 stages x 4 micro-batches", dtc::test::pipelineArtifact()}};
+  return {
+      {"mlp, one rank", dtc::test::mlpArtifact({})},
+      {"mlp, dp 4", dtc::test::mlpArtifact(dp4)},
+      {"mlp, dp 2 x tp 2", dtc::test::mlpArtifact(tp)},
+      {"lm, dp 2", dtc::test::lmArtifact(lm)},
+      {"every collective kind", dtc::test::collectivesArtifact()},
+      {"pipeline, 2 stages x 4 micro-batches", dtc::test::pipelineArtifact()}};
 }
 
-// ---- tests ---------------------------------------------------------------------------
+// ---- tests
+// ---------------------------------------------------------------------------
 
 TEST(Backend, TheExecutorGivesTheSameBitsOnAnotherBackend) {
   constexpr int kSteps = 3;
@@ -448,9 +498,12 @@ TEST(Backend, TheExecutorGivesTheSameBitsOnAnotherBackend) {
     EXPECT_EQ(rec.params, cpu.params);
     // The executor counts the same memory and traffic whatever it drives.
     EXPECT_EQ(rec.stats.memoryBytes, cpu.stats.memoryBytes);
-    EXPECT_EQ(rec.stats.collectiveCallsPerStep, cpu.stats.collectiveCallsPerStep);
-    EXPECT_EQ(rec.stats.collectiveBytesPerStep, cpu.stats.collectiveBytesPerStep);
-    EXPECT_EQ(rec.stats.collectiveSentBytesPerStep, cpu.stats.collectiveSentBytesPerStep);
+    EXPECT_EQ(rec.stats.collectiveCallsPerStep,
+              cpu.stats.collectiveCallsPerStep);
+    EXPECT_EQ(rec.stats.collectiveBytesPerStep,
+              cpu.stats.collectiveBytesPerStep);
+    EXPECT_EQ(rec.stats.collectiveSentBytesPerStep,
+              cpu.stats.collectiveSentBytesPerStep);
     EXPECT_EQ(rec.stats.activationPeakBytes, cpu.stats.activationPeakBytes);
     EXPECT_EQ(rec.stats.microbatchesPeak, cpu.stats.microbatchesPeak);
 
@@ -460,8 +513,10 @@ TEST(Backend, TheExecutorGivesTheSameBitsOnAnotherBackend) {
     for (size_t r = 0; r < logs.size(); ++r) {
       const Log &log = *logs[r];
       int64_t calls = 0, bound = 0;
-      for (const auto &[name, n] : log.kernelCalls) calls += n;
-      for (const auto &[name, n] : log.kernelsBound) bound += n;
+      for (const auto &[name, n] : log.kernelCalls)
+        calls += n;
+      for (const auto &[name, n] : log.kernelsBound)
+        bound += n;
       EXPECT_EQ(bound, kernels[r].bound) << "rank " << r;
       EXPECT_EQ(calls, kernels[r].callsPerStep * kSteps) << "rank " << r;
       EXPECT_GT(log.allocations, 0);
@@ -474,12 +529,14 @@ TEST(Backend, TheExecutorGivesTheSameBitsOnAnotherBackend) {
       // program (pipeline stages differ).
       uint64_t slots = 0;
       for (const auto &[category, bytes] : rec.stats.memoryBytes)
-        if (category != "staging" && category != "workspace" && category != "total")
+        if (category != "staging" && category != "workspace" &&
+            category != "total")
           slots += bytes;
       if (parseArtifact(c.body, "t.dtc").programs.size() == 1) {
         EXPECT_GE(log.peakBytes, slots) << "rank " << r;
       }
-      EXPECT_LE(log.peakBytes, rec.stats.memoryBytes.at("total")) << "rank " << r;
+      EXPECT_LE(log.peakBytes, rec.stats.memoryBytes.at("total"))
+          << "rank " << r;
       EXPECT_GT(log.copiesToHost + log.copiesFromHost, 0) << "host views copy";
     }
   }
@@ -498,7 +555,8 @@ TEST(Backend, CollectivesOverlapKernelsAndTheirResultsAreAwaited) {
   ASSERT_EQ(logs.size(), 4u);
   for (const auto &log : logs) {
     EXPECT_GT(log->collectives, 0);
-    EXPECT_GT(log->mostPendingAtKernel, 0u) << "kernels never ran while a collective was pending";
+    EXPECT_GT(log->mostPendingAtKernel, 0u)
+        << "kernels never ran while a collective was pending";
   }
   const Outcome cpu = trainOn("cpu", dtc::test::mlpArtifact(dp4), 2);
   EXPECT_EQ(rec.losses, cpu.losses);
@@ -508,7 +566,8 @@ TEST(Backend, KernelErrorsAreTheSameOnEveryBackend) {
   dtc::test::LmConfig c;
   c.idsMax = 80; // ids beyond the vocabulary of 50
   std::string cpuErr, recErr;
-  for (auto [backend, err] : {std::pair{"cpu", &cpuErr}, std::pair{"recording", &recErr}}) {
+  for (auto [backend, err] :
+       {std::pair{"cpu", &cpuErr}, std::pair{"recording", &recErr}}) {
     LocalRunnerOptions o;
     o.backend = backend;
     std::string e;
@@ -517,7 +576,8 @@ TEST(Backend, KernelErrorsAreTheSameOnEveryBackend) {
     std::vector<float> l;
     ASSERT_TRUE(r->initialize(0, e)) << e;
     bool ok = true;
-    for (int i = 0; i < 20 && ok; ++i) ok = r->train(1, l, e);
+    for (int i = 0; i < 20 && ok; ++i)
+      ok = r->train(1, l, e);
     ASSERT_FALSE(ok) << backend << ": no step saw an id out of range";
     *err = e;
   }
@@ -536,7 +596,9 @@ TEST(Backend, TrainerCheckpointsThroughHostViews) {
   TrainOptions o;
   o.artifactPath = dir + "/tp.dtc";
   std::string err;
-  ASSERT_TRUE(writeArtifactFile(o.artifactPath, dtc::test::mlpArtifact(tp), err)) << err;
+  ASSERT_TRUE(
+      writeArtifactFile(o.artifactPath, dtc::test::mlpArtifact(tp), err))
+      << err;
   o.seed = 5;
   o.threads = 1;
   o.timeoutSeconds = 60;
@@ -554,10 +616,12 @@ TEST(Backend, TrainerCheckpointsThroughHostViews) {
         } catch (const std::exception &e) {
           tw.abort(e.what());
           std::lock_guard<std::mutex> lock(mu);
-          if (error.empty()) error = e.what();
+          if (error.empty())
+            error = e.what();
         }
       });
-    for (auto &t : ts) t.join();
+    for (auto &t : ts)
+      t.join();
     EXPECT_EQ(error, "");
     return losses;
   };
@@ -609,13 +673,17 @@ TEST(Backend, NamesAndTheMissingCudaBackend) {
     FAIL() << "a CUDA backend on a machine without a GPU";
   } catch (const Error &e) {
     // No CUDA backend in the build, or no GPU for it: either says so.
-    EXPECT_NE(std::string(e.what()).find("; use --backend cpu"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("; use --backend cpu"),
+              std::string::npos)
+        << e.what();
   }
   try {
     makeBackend("tpu", {});
     FAIL() << "an unknown backend was made";
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("unknown backend 'tpu'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown backend 'tpu'"),
+              std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("cpu"), std::string::npos) << e.what();
   }
 }

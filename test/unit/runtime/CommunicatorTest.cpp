@@ -1,4 +1,5 @@
-//===- CommunicatorTest.cpp - thread worlds: point to point, timeouts -------===//
+//===- CommunicatorTest.cpp - thread worlds: point to point, timeouts
+//-------===//
 //
 // The MPI world gets the same checks end to end in mpi_tests.sh (liveness).
 //
@@ -30,7 +31,8 @@ template <class F> std::vector<std::string> onThreads(ThreadWorld &tw, F f) {
         errs[size_t(r)] = e.what();
       }
     });
-  for (auto &t : ts) t.join();
+  for (auto &t : ts)
+    t.join();
   return errs;
 }
 
@@ -56,7 +58,8 @@ TEST(ThreadWorld, SendAndReceiveInOrder) {
       }
     }
   });
-  for (const std::string &e : errs) EXPECT_EQ(e, "");
+  for (const std::string &e : errs)
+    EXPECT_EQ(e, "");
   EXPECT_EQ(got, (std::vector<int>{7, 10, 20, 0}));
 }
 
@@ -67,7 +70,8 @@ TEST(ThreadWorld, AbsentRankTimesOut) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<bool> commFailure(3, false);
   auto errs = onThreads(tw, [&](int r, World &w) {
-    if (r == 2) return; // "stopped": never calls the collective
+    if (r == 2)
+      return; // "stopped": never calls the collective
     float x = 1, y = 0;
     try {
       w.world().allReduce(&x, &y, 1, DType::F32, ReduceOp::Sum);
@@ -77,14 +81,17 @@ TEST(ThreadWorld, AbsentRankTimesOut) {
     }
   });
   const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   EXPECT_LT(seconds, 30.0);
   EXPECT_TRUE(commFailure[0] && commFailure[1]);
   // One of them times out; the other is woken by it.
   const std::string both = errs[0] + " | " + errs[1];
-  EXPECT_NE(both.find("timed out after 0.3 s in an exchange: another rank of the group made no "
+  EXPECT_NE(both.find("timed out after 0.3 s in an exchange: another rank of "
+                      "the group made no "
                       "progress"),
-            std::string::npos) << both;
+            std::string::npos)
+      << both;
   EXPECT_EQ(errs[2], "");
 }
 
@@ -93,19 +100,23 @@ TEST(ThreadWorld, AbsentRankTimesOut) {
 // longer stay matched).
 TEST(ThreadWorld, TimeoutInAProgramNamesTheCollective) {
   using dtc::test::CollectiveSpec;
-  const dtc::test::json body =
-      dtc::test::programsArtifact({{"all_reduce", 8, "sum", "a"}}, {{"all_reduce", 8, "sum", "a"}});
+  const dtc::test::json body = dtc::test::programsArtifact(
+      {{"all_reduce", 8, "sum", "a"}}, {{"all_reduce", 8, "sum", "a"}});
   Artifact a = parseArtifact(body, "two.dtc");
   ThreadWorld tw(2, /*timeoutSeconds=*/0.3);
   std::vector<std::unique_ptr<RankExecutor>> execs(2);
   auto errs = onThreads(tw, [&](int r, World &w) {
     execs[size_t(r)] = std::make_unique<RankExecutor>(a, w);
-    if (r == 1) return; // rank 1 never runs its step
+    if (r == 1)
+      return; // rank 1 never runs its step
     execs[size_t(r)]->run();
   });
-  EXPECT_NE(errs[0].find("program 'p0' instruction 1 (all_reduce on communicator 'a' (ranks "
-                         "0, 1) of f32[8]): timed out after 0.3 s in an exchange"),
-            std::string::npos) << errs[0];
+  EXPECT_NE(
+      errs[0].find(
+          "program 'p0' instruction 1 (all_reduce on communicator 'a' (ranks "
+          "0, 1) of f32[8]): timed out after 0.3 s in an exchange"),
+      std::string::npos)
+      << errs[0];
   // Both ranks running it: the collective completes.
   ThreadWorld ok(2, 30);
   auto none = onThreads(ok, [&](int r, World &w) {

@@ -21,7 +21,8 @@ using dtc::test::json;
 
 namespace {
 
-std::unique_ptr<LocalRunner> load(const json &body, const std::string &label = "t.dtc") {
+std::unique_ptr<LocalRunner> load(const json &body,
+                                  const std::string &label = "t.dtc") {
   std::string err;
   auto r = LocalRunner::loadBytes(encodeArtifact(body), label, err);
   EXPECT_TRUE(r) << err;
@@ -43,11 +44,12 @@ std::vector<float> tensor(LocalRunner &r, const std::string &name) {
   return v;
 }
 
-void expectClose(const std::vector<float> &a, const std::vector<float> &b, double tol,
-                 const std::string &what) {
+void expectClose(const std::vector<float> &a, const std::vector<float> &b,
+                 double tol, const std::string &what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i]))) << what << " [" << i << "]";
+    EXPECT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i])))
+        << what << " [" << i << "]";
 }
 
 TEST(Collectives, EveryKindOnSeveralCommunicators) {
@@ -60,7 +62,8 @@ TEST(Collectives, EveryKindOnSeveralCommunicators) {
   const std::vector<float> X = tensor(*r, "x");
   ASSERT_EQ(X.size(), 24u);
   double sum = 0;
-  for (float x : X) sum += x;
+  for (float x : X)
+    sum += x;
   float loss;
   ASSERT_TRUE(r->loss(loss, err));
   EXPECT_NEAR(loss, sum, 1e-5);
@@ -83,37 +86,47 @@ TEST(Collectives, EveryKindOnSeveralCommunicators) {
 TEST(Collectives, RingAlgorithmsAndTheirCountedBytes) {
   for (int n : {1, 2, 3, 4}) {
     for (size_t count : {size_t(1), size_t(5), size_t(7), size_t(64)}) {
-      SCOPED_TRACE("n=" + std::to_string(n) + " count=" + std::to_string(count));
+      SCOPED_TRACE("n=" + std::to_string(n) +
+                   " count=" + std::to_string(count));
       ThreadWorld tw(n);
       const size_t ranks = size_t(n);
-      std::vector<std::vector<float>> sum(ranks), mx(ranks), gathered(ranks), scattered(ranks),
-          exchanged(ranks);
+      std::vector<std::vector<float>> sum(ranks), mx(ranks), gathered(ranks),
+          scattered(ranks), exchanged(ranks);
       std::vector<uint64_t> sent(ranks), received(ranks);
-      auto input = [&](int r, size_t i) { return float(r * 1000 + int(i)) * 0.5f; };
+      auto input = [&](int r, size_t i) {
+        return float(r * 1000 + int(i)) * 0.5f;
+      };
       std::vector<std::thread> threads;
       for (int r = 0; r < n; ++r)
         threads.emplace_back([&, r] {
           Communicator &c = tw.rankView(r).world();
           std::vector<float> in(count);
-          for (size_t i = 0; i < count; ++i) in[i] = input(r, i);
+          for (size_t i = 0; i < count; ++i)
+            in[i] = input(r, i);
           sum[size_t(r)].resize(count);
-          c.allReduce(in.data(), sum[size_t(r)].data(), count, DType::F32, ReduceOp::Sum);
+          c.allReduce(in.data(), sum[size_t(r)].data(), count, DType::F32,
+                      ReduceOp::Sum);
           mx[size_t(r)] = in;
-          c.allReduce(mx[size_t(r)].data(), mx[size_t(r)].data(), count, DType::F32, ReduceOp::Max);
+          c.allReduce(mx[size_t(r)].data(), mx[size_t(r)].data(), count,
+                      DType::F32, ReduceOp::Max);
           gathered[size_t(r)].resize(count * size_t(n));
           c.allGather(in.data(), gathered[size_t(r)].data(), count * 4);
           std::vector<float> pieces(count * size_t(n));
-          for (size_t i = 0; i < pieces.size(); ++i) pieces[i] = input(r, i);
+          for (size_t i = 0; i < pieces.size(); ++i)
+            pieces[i] = input(r, i);
           scattered[size_t(r)].resize(count);
-          c.reduceScatter(pieces.data(), scattered[size_t(r)].data(), count, DType::F32,
-                          ReduceOp::Sum);
+          c.reduceScatter(pieces.data(), scattered[size_t(r)].data(), count,
+                          DType::F32, ReduceOp::Sum);
           exchanged[size_t(r)].resize(count * size_t(n));
           c.allToAll(pieces.data(), exchanged[size_t(r)].data(), count * 4);
           sent[size_t(r)] = c.bytesSent();
           received[size_t(r)] = c.bytesReceived();
         });
-      for (auto &t : threads) t.join();
-      auto chunk = [&](int j) { return count / size_t(n) + (size_t(j % n) < count % size_t(n)); };
+      for (auto &t : threads)
+        t.join();
+      auto chunk = [&](int j) {
+        return count / size_t(n) + (size_t(j % n) < count % size_t(n));
+      };
       for (int r = 0; r < n; ++r) {
         for (size_t i = 0; i < count; ++i) {
           float s = 0, m = -1e30f;
@@ -125,25 +138,31 @@ TEST(Collectives, RingAlgorithmsAndTheirCountedBytes) {
           EXPECT_EQ(mx[size_t(r)][i], m);
           for (int q = 0; q < n; ++q) {
             EXPECT_EQ(gathered[size_t(r)][size_t(q) * count + i], input(q, i));
-            EXPECT_EQ(exchanged[size_t(r)][size_t(q) * count + i], input(q, size_t(r) * count + i));
+            EXPECT_EQ(exchanged[size_t(r)][size_t(q) * count + i],
+                      input(q, size_t(r) * count + i));
           }
           float piece = 0;
-          for (int q = 0; q < n; ++q) piece += input(q, size_t(r) * count + i);
+          for (int q = 0; q < n; ++q)
+            piece += input(q, size_t(r) * count + i);
           EXPECT_NEAR(scattered[size_t(r)][i], piece, 1e-3f);
         }
         // Two all-reduces, then gather, reduce-scatter, all-to-all.
         // ... and receives every chunk but r, then every chunk but r+1.
-        uint64_t ringSent = n == 1 ? 0 : 2 * count - chunk(r + 1) - chunk(r + 2);
-        uint64_t ringReceived = n == 1 ? 0 : 2 * count - chunk(r) - chunk(r + 1);
+        uint64_t ringSent =
+            n == 1 ? 0 : 2 * count - chunk(r + 1) - chunk(r + 2);
+        uint64_t ringReceived =
+            n == 1 ? 0 : 2 * count - chunk(r) - chunk(r + 1);
         uint64_t others = 3 * uint64_t(n - 1) * count;
         EXPECT_EQ(sent[size_t(r)], 4 * (2 * ringSent + others)) << "rank " << r;
-        EXPECT_EQ(received[size_t(r)], 4 * (2 * ringReceived + others)) << "rank " << r;
+        EXPECT_EQ(received[size_t(r)], 4 * (2 * ringReceived + others))
+            << "rank " << r;
       }
     }
   }
 }
 
-json mlp(std::vector<int64_t> mesh, std::vector<int> dp, int tp = -1, std::string opt = "adam") {
+json mlp(std::vector<int64_t> mesh, std::vector<int> dp, int tp = -1,
+         std::string opt = "adam") {
   dtc::test::MlpConfig c;
   c.mesh = mesh;
   c.dpAxes = dp;
@@ -172,7 +191,8 @@ TEST(MultiRank, MlpLossesAndParamsMatchOneDevice) {
       auto r = load(v.body);
       expectClose(losses(*r, 6, 11), ref, 2e-5, opt + " " + v.name + " losses");
       for (const char *p : {"w1", "b1", "w2"})
-        expectClose(tensor(*r, p), tensor(*one, p), 2e-5, opt + " " + v.name + " " + p);
+        expectClose(tensor(*r, p), tensor(*one, p), 2e-5,
+                    opt + " " + v.name + " " + p);
     }
   }
 }
@@ -181,7 +201,8 @@ TEST(MultiRank, LmMatchesOneDevice) {
   dtc::test::LmConfig c;
   auto one = load(dtc::test::lmArtifact(c));
   const std::vector<float> ref = losses(*one, 4, 3);
-  for (std::vector<int64_t> mesh : {std::vector<int64_t>{2}, std::vector<int64_t>{2, 2}}) {
+  for (std::vector<int64_t> mesh :
+       {std::vector<int64_t>{2}, std::vector<int64_t>{2, 2}}) {
     c.mesh = mesh;
     auto r = load(dtc::test::lmArtifact(c));
     expectClose(losses(*r, 4, 3), ref, 2e-5, "lm losses");
@@ -215,13 +236,15 @@ TEST(MultiRank, ShardedInitIsTheSameGlobalTensor) {
   std::string err;
   ASSERT_TRUE(one->initialize(7, err));
   ASSERT_TRUE(tp->initialize(7, err));
-  for (const char *p : {"w1", "b1", "w2"}) EXPECT_EQ(tensor(*one, p), tensor(*tp, p)) << p;
+  for (const char *p : {"w1", "b1", "w2"})
+    EXPECT_EQ(tensor(*one, p), tensor(*tp, p)) << p;
   // Rank 1 (c = (0, 1)) holds columns 16..31 of w1.
   std::vector<float> local, w1 = tensor(*one, "w1");
   ASSERT_TRUE(tp->getLocalTensor(1, "w1", local, err)) << err;
   ASSERT_EQ(local.size(), 16u * 16u);
   for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 16; ++j) EXPECT_EQ(local[size_t(i * 16 + j)], w1[size_t(i * 32 + 16 + j)]);
+    for (int j = 0; j < 16; ++j)
+      EXPECT_EQ(local[size_t(i * 16 + j)], w1[size_t(i * 32 + 16 + j)]);
   // Synthetic inputs too.
   ASSERT_TRUE(one->fillSyntheticInputs(4, err));
   ASSERT_TRUE(tp->fillSyntheticInputs(4, err));
@@ -237,7 +260,8 @@ TEST(LocalRunner, SetGetAndStepByStep) {
   std::string err;
   ASSERT_TRUE(r->initialize(0, err));
   std::vector<float> w(16 * 32);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i) * 0.001f;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = float(i) * 0.001f;
   ASSERT_TRUE(r->setTensor("w1", w, err)) << err;
   EXPECT_EQ(tensor(*r, "w1"), w);
   std::vector<float> x(8 * 16, 0.5f);
@@ -259,7 +283,8 @@ TEST(LocalRunner, SetGetAndStepByStep) {
   ASSERT_TRUE(one->runStep(err));
   ASSERT_TRUE(one->loss(l2, err));
   EXPECT_NEAR(l1, l2, 1e-5);
-  EXPECT_EQ(r->tensorNames("param"), (std::vector<std::string>{"w1", "b1", "w2"}));
+  EXPECT_EQ(r->tensorNames("param"),
+            (std::vector<std::string>{"w1", "b1", "w2"}));
   EXPECT_EQ(r->tensorNames("input"), (std::vector<std::string>{"x", "y"}));
   // Errors come back as messages.
   EXPECT_FALSE(r->setTensor("w1", std::vector<float>(3), err));
@@ -278,11 +303,15 @@ TEST(LocalRunner, LoadErrorsAndStats) {
   EXPECT_EQ(LocalRunner::loadBytes("garbage", "g.dtc", err), nullptr);
   EXPECT_NE(err.find("g.dtc: not a dtc artifact"), std::string::npos) << err;
   EXPECT_EQ(LocalRunner::loadFile("/nonexistent/x.dtc", err), nullptr);
-  EXPECT_NE(err.find("/nonexistent/x.dtc: cannot open"), std::string::npos) << err;
+  EXPECT_NE(err.find("/nonexistent/x.dtc: cannot open"), std::string::npos)
+      << err;
   json bad = mlp({1}, {});
   bad["programs"][0]["instructions"][0]["op"] = "conv2d";
   EXPECT_EQ(LocalRunner::loadJson(bad, "b.dtc", err), nullptr);
-  EXPECT_NE(err.find("b.dtc: program 'spmd': instruction 0 (conv2d): unknown kernel"), std::string::npos) << err;
+  EXPECT_NE(
+      err.find("b.dtc: program 'spmd': instruction 0 (conv2d): unknown kernel"),
+      std::string::npos)
+      << err;
   LocalRunnerOptions cuda;
   cuda.backend = "cuda";
   EXPECT_EQ(LocalRunner::loadJson(mlp({1}, {}), "c.dtc", err, cuda), nullptr);
@@ -296,7 +325,8 @@ TEST(LocalRunner, LoadErrorsAndStats) {
   // What the allocator really handed out: each slot 64-byte aligned plus a
   // 64-byte guard. Per rank: params w1 16x32, b1 32, w2 32x10; Adam m and v.
   auto aligned = [](uint64_t b) { return (b + 63) / 64 * 64 + 64; };
-  const uint64_t params = aligned(16 * 32 * 4) + aligned(32 * 4) + aligned(32 * 10 * 4);
+  const uint64_t params =
+      aligned(16 * 32 * 4) + aligned(32 * 4) + aligned(32 * 10 * 4);
   EXPECT_EQ(s.memoryBytes["param"], params);
   EXPECT_EQ(s.memoryBytes["grad"], params);
   EXPECT_EQ(s.memoryBytes["optimizer"], 2 * params);
@@ -318,7 +348,10 @@ TEST(LocalRunner, RunTimeKernelErrorOnSomeRanksDoesNotHang) {
   std::vector<float> l;
   ASSERT_TRUE(r->initialize(0, err));
   EXPECT_FALSE(r->train(2, l, err));
-  EXPECT_NE(err.find("lm.dtc: program 'spmd' instruction 0 (embedding): embedding: id "), std::string::npos)
+  EXPECT_NE(
+      err.find(
+          "lm.dtc: program 'spmd' instruction 0 (embedding): embedding: id "),
+      std::string::npos)
       << err;
   EXPECT_NE(err.find("is outside [0, 50)"), std::string::npos) << err;
 }

@@ -38,7 +38,8 @@ namespace {
 
 /// Runs `args` (host operands) through `backend`: device copies of every
 /// operand, the bound kernel, the outputs copied back into args.out.
-void runOnBackend(rt::Backend &backend, const std::string &name, kernels::KernelArgs &args) {
+void runOnBackend(rt::Backend &backend, const std::string &name,
+                  kernels::KernelArgs &args) {
   kernels::KernelArgs dev = args;
   std::vector<void *> buffers;
   rt::Stream &stream = backend.computeStream();
@@ -46,25 +47,34 @@ void runOnBackend(rt::Backend &backend, const std::string &name, kernels::Kernel
     const size_t bytes = size_t(t.numel) * rt::dtypeSize(t.dtype);
     void *p = backend.allocate((bytes + 63) / 64 * 64 + 64);
     buffers.push_back(p);
-    if (bytes) backend.copyFromHost(p, t.data, bytes, stream);
+    if (bytes)
+      backend.copyFromHost(p, t.data, bytes, stream);
     t.data = p;
   };
   try {
-    for (kernels::TensorArg &t : dev.in) place(t);
-    for (kernels::TensorArg &t : dev.out) place(t); // poisoned like the host outputs
+    for (kernels::TensorArg &t : dev.in)
+      place(t);
+    for (kernels::TensorArg &t : dev.out)
+      place(t); // poisoned like the host outputs
     std::unique_ptr<rt::BoundKernel> k = backend.bindKernel(name, dev);
-    if (!k) throw rt::Error("kernel '" + name + "' has no " + backend.name() + " implementation");
+    if (!k)
+      throw rt::Error("kernel '" + name + "' has no " + backend.name() +
+                      " implementation");
     k->enqueue(dev, stream);
     backend.synchronize();
     for (size_t i = 0; i < dev.out.size(); ++i) {
-      const size_t bytes = size_t(dev.out[i].numel) * rt::dtypeSize(dev.out[i].dtype);
-      if (bytes) backend.copyToHost(args.out[i].data, dev.out[i].data, bytes, stream);
+      const size_t bytes =
+          size_t(dev.out[i].numel) * rt::dtypeSize(dev.out[i].dtype);
+      if (bytes)
+        backend.copyToHost(args.out[i].data, dev.out[i].data, bytes, stream);
     }
   } catch (...) {
-    for (void *p : buffers) backend.deallocate(p);
+    for (void *p : buffers)
+      backend.deallocate(p);
     throw;
   }
-  for (void *p : buffers) backend.deallocate(p);
+  for (void *p : buffers)
+    backend.deallocate(p);
 }
 
 json runCase(const json &c, kernels::KernelContext &ctx, rt::Backend *backend) {
@@ -95,7 +105,8 @@ json runCase(const json &c, kernels::KernelContext &ctx, rt::Backend *backend) {
     d.shape = t.at("shape").get<rt::Shape>();
     outDesc.push_back(d);
     // 0xff bytes: a NaN for f32, -1 for integers.
-    outBytes.emplace_back(size_t(rt::numel(d.shape)) * rt::dtypeSize(d.dtype), char(0xff));
+    outBytes.emplace_back(size_t(rt::numel(d.shape)) * rt::dtypeSize(d.dtype),
+                          char(0xff));
   }
   if (int(inDesc.size()) < info->numIn ||
       int(inDesc.size()) > info->numIn + info->numOptionalIn ||
@@ -107,11 +118,15 @@ json runCase(const json &c, kernels::KernelContext &ctx, rt::Backend *backend) {
     args.attrs = &attrs;
     args.ctx = &ctx;
     for (size_t i = 0; i < inDesc.size(); ++i)
-      args.in.push_back({inDesc[i].dtype, inDesc[i].shape, inBytes[i].data(), rt::numel(inDesc[i].shape)});
+      args.in.push_back({inDesc[i].dtype, inDesc[i].shape, inBytes[i].data(),
+                         rt::numel(inDesc[i].shape)});
     for (size_t i = 0; i < outDesc.size(); ++i)
-      args.out.push_back({outDesc[i].dtype, outDesc[i].shape, outBytes[i].data(), rt::numel(outDesc[i].shape)});
-    if (backend) runOnBackend(*backend, name, args);
-    else run(args);
+      args.out.push_back({outDesc[i].dtype, outDesc[i].shape,
+                          outBytes[i].data(), rt::numel(outDesc[i].shape)});
+    if (backend)
+      runOnBackend(*backend, name, args);
+    else
+      run(args);
   } catch (const std::exception &e) {
     return {{"error", e.what()}};
   }
@@ -125,7 +140,9 @@ json runCase(const json &c, kernels::KernelContext &ctx, rt::Backend *backend) {
 
 int main(int argc, char **argv) {
   if (argc < 3 || argc > 5) {
-    std::fprintf(stderr, "usage: dtc-kernel-eval CASES.json RESULTS.json [THREADS [BACKEND]]\n");
+    std::fprintf(
+        stderr,
+        "usage: dtc-kernel-eval CASES.json RESULTS.json [THREADS [BACKEND]]\n");
     return 2;
   }
   kernels::KernelContext ctx(argc >= 4 ? std::atoi(argv[3]) : 1);

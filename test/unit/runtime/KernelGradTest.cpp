@@ -12,16 +12,18 @@ using namespace dtc::test;
 
 namespace {
 
-double objective(const std::string &fwd, const std::vector<HostTensor> &ins, const OutSpec &out,
-                 const json &attrs, const HostTensor &w) {
+double objective(const std::string &fwd, const std::vector<HostTensor> &ins,
+                 const OutSpec &out, const json &attrs, const HostTensor &w) {
   HostTensor y = run1(fwd, ins, out, attrs);
   double s = 0;
-  for (int64_t i = 0; i < y.numel(); ++i) s += y[i] * w[i];
+  for (int64_t i = 0; i < y.numel(); ++i)
+    s += y[i] * w[i];
   return s;
 }
 
-HostTensor finiteDiff(const std::string &fwd, std::vector<HostTensor> ins, size_t arg,
-                      const OutSpec &out, const json &attrs, const HostTensor &w, double h) {
+HostTensor finiteDiff(const std::string &fwd, std::vector<HostTensor> ins,
+                      size_t arg, const OutSpec &out, const json &attrs,
+                      const HostTensor &w, double h) {
   HostTensor g = ins[arg];
   for (int64_t i = 0; i < g.numel(); ++i) {
     const double x0 = ins[arg][i];
@@ -44,14 +46,17 @@ struct GradCheck {
   json attrs;
 };
 
-void checkActivation(const std::string &name, double lo, double hi, uint32_t seed) {
+void checkActivation(const std::string &name, double lo, double hi,
+                     uint32_t seed) {
   HostTensor x = randF({4, 6}, seed, lo, hi);
   if (name == "relu")
     for (double &v : x.v)
-      if (std::fabs(v) < 0.05) v = 0.3; // stay away from the kink
+      if (std::fabs(v) < 0.05)
+        v = 0.3; // stay away from the kink
   HostTensor w = randF({4, 6}, seed + 1);
   HostTensor dx = run1(name + "_grad", {x, w}, {DType::F32, x.shape});
-  expectNear(dx, finiteDiff(name, {x}, 0, {DType::F32, x.shape}, {}, w, 1e-2), 2e-3, 1e-2, name);
+  expectNear(dx, finiteDiff(name, {x}, 0, {DType::F32, x.shape}, {}, w, 1e-2),
+             2e-3, 1e-2, name);
 }
 
 TEST(KernelGrad, Activations) {
@@ -64,13 +69,20 @@ TEST(KernelGrad, MaxGradWithBroadcast) {
   HostTensor l = randF({3, 4}, 7), r = randF({4}, 8);
   // dlhs/drhs have dy's shape: compare against FD wrt the broadcast operands.
   HostTensor rb{DType::F32, {3, 4}, std::vector<double>(12)};
-  for (int i = 0; i < 12; ++i) rb[i] = r[i % 4];
   for (int i = 0; i < 12; ++i)
-    if (std::fabs(l[i] - rb[i]) < 0.05) l[i] += 0.2; // no ties within the FD step
+    rb[i] = r[i % 4];
+  for (int i = 0; i < 12; ++i)
+    if (std::fabs(l[i] - rb[i]) < 0.05)
+      l[i] += 0.2; // no ties within the FD step
   HostTensor w = randF({3, 4}, 9);
-  auto outs = runKernel("max_grad", {l, r, w}, {{DType::F32, {3, 4}}, {DType::F32, {3, 4}}});
-  expectNear(outs[0], finiteDiff("max", {l, rb}, 0, {DType::F32, {3, 4}}, {}, w, 1e-2), 1e-4, 1e-3, "dlhs");
-  expectNear(outs[1], finiteDiff("max", {l, rb}, 1, {DType::F32, {3, 4}}, {}, w, 1e-2), 1e-4, 1e-3, "drhs");
+  auto outs = runKernel("max_grad", {l, r, w},
+                        {{DType::F32, {3, 4}}, {DType::F32, {3, 4}}});
+  expectNear(outs[0],
+             finiteDiff("max", {l, rb}, 0, {DType::F32, {3, 4}}, {}, w, 1e-2),
+             1e-4, 1e-3, "dlhs");
+  expectNear(outs[1],
+             finiteDiff("max", {l, rb}, 1, {DType::F32, {3, 4}}, {}, w, 1e-2),
+             1e-4, 1e-3, "drhs");
   // Ties go to lhs.
   auto tie = runKernel("max_grad", {F({2}, {1, 2}), F({}, {1}), F({2}, {5, 6})},
                        {{DType::F32, {2}}, {DType::F32, {2}}});
@@ -85,30 +97,40 @@ TEST(KernelGrad, Softmax) {
     HostTensor y = run1("softmax", {x}, {DType::F32, x.shape}, at);
     HostTensor w = randF(x.shape, 11);
     HostTensor dx = run1("softmax_grad", {y, w}, {DType::F32, x.shape}, at);
-    expectNear(dx, finiteDiff("softmax", {x}, 0, {DType::F32, x.shape}, at, w, 1e-2), 2e-4, 1e-2);
+    expectNear(
+        dx, finiteDiff("softmax", {x}, 0, {DType::F32, x.shape}, at, w, 1e-2),
+        2e-4, 1e-2);
   }
 }
 
 TEST(KernelGrad, LayerNorm) {
-  HostTensor x = randF({2, 3, 6}, 12, -2, 2), g = randF({6}, 13, 0.5, 1.5), b = randF({6}, 14);
+  HostTensor x = randF({2, 3, 6}, 12, -2, 2), g = randF({6}, 13, 0.5, 1.5),
+             b = randF({6}, 14);
   HostTensor w = randF(x.shape, 15);
   json at = {{"epsilon", 1e-5}};
-  auto outs = runKernel("layer_norm_grad", {x, g, w},
-                        {{DType::F32, x.shape}, {DType::F32, {6}}, {DType::F32, {6}}}, at);
+  auto outs = runKernel(
+      "layer_norm_grad", {x, g, w},
+      {{DType::F32, x.shape}, {DType::F32, {6}}, {DType::F32, {6}}}, at);
   const OutSpec o{DType::F32, x.shape};
-  expectNear(outs[0], finiteDiff("layer_norm", {x, g, b}, 0, o, at, w, 1e-2), 3e-3, 1e-2, "dx");
-  expectNear(outs[1], finiteDiff("layer_norm", {x, g, b}, 1, o, at, w, 1e-2), 3e-3, 1e-2, "dgamma");
-  expectNear(outs[2], finiteDiff("layer_norm", {x, g, b}, 2, o, at, w, 1e-2), 3e-3, 1e-2, "dbeta");
+  expectNear(outs[0], finiteDiff("layer_norm", {x, g, b}, 0, o, at, w, 1e-2),
+             3e-3, 1e-2, "dx");
+  expectNear(outs[1], finiteDiff("layer_norm", {x, g, b}, 1, o, at, w, 1e-2),
+             3e-3, 1e-2, "dgamma");
+  expectNear(outs[2], finiteDiff("layer_norm", {x, g, b}, 2, o, at, w, 1e-2),
+             3e-3, 1e-2, "dbeta");
 }
 
 TEST(KernelGrad, RmsNorm) {
   HostTensor x = randF({4, 5}, 16, -2, 2), g = randF({5}, 17, 0.5, 1.5);
   HostTensor w = randF(x.shape, 18);
   json at = {{"epsilon", 1e-6}};
-  auto outs = runKernel("rms_norm_grad", {x, g, w}, {{DType::F32, x.shape}, {DType::F32, {5}}}, at);
+  auto outs = runKernel("rms_norm_grad", {x, g, w},
+                        {{DType::F32, x.shape}, {DType::F32, {5}}}, at);
   const OutSpec o{DType::F32, x.shape};
-  expectNear(outs[0], finiteDiff("rms_norm", {x, g}, 0, o, at, w, 1e-2), 3e-3, 1e-2, "dx");
-  expectNear(outs[1], finiteDiff("rms_norm", {x, g}, 1, o, at, w, 1e-2), 3e-3, 1e-2, "dgamma");
+  expectNear(outs[0], finiteDiff("rms_norm", {x, g}, 0, o, at, w, 1e-2), 3e-3,
+             1e-2, "dx");
+  expectNear(outs[1], finiteDiff("rms_norm", {x, g}, 1, o, at, w, 1e-2), 3e-3,
+             1e-2, "dgamma");
 }
 
 // The split kernels (input part for B, parameter part for W) compute the
@@ -137,25 +159,36 @@ TEST(KernelGrad, Embedding) {
     HostTensor ids{dt, {2, 3}, {1, 4, 1, 0, 5, 1}}; // repeated ids accumulate
     HostTensor w = randF({2, 3, 3}, 20);
     HostTensor dt_ = run1("embedding_grad", {ids, w}, {DType::F32, {6, 3}});
-    expectNear(dt_, finiteDiff("embedding", {table, ids}, 0, {DType::F32, {2, 3, 3}}, {}, w, 1e-2),
+    expectNear(dt_,
+               finiteDiff("embedding", {table, ids}, 0, {DType::F32, {2, 3, 3}},
+                          {}, w, 1e-2),
                1e-4, 1e-3);
-    EXPECT_THROW(run1("embedding_grad", {HostTensor{dt, {1}, {6}}, randF({1, 3}, 1)}, {DType::F32, {6, 3}}),
+    EXPECT_THROW(run1("embedding_grad",
+                      {HostTensor{dt, {1}, {6}}, randF({1, 3}, 1)},
+                      {DType::F32, {6, 3}}),
                  dtc::rt::Error);
   }
-  EXPECT_NE(checkKernel("embedding_grad", {I32({2}, {0, 1}), randF({2, 4}, 1)}, {{DType::F32, {6, 3}}}, {}), "");
+  EXPECT_NE(checkKernel("embedding_grad", {I32({2}, {0, 1}), randF({2, 4}, 1)},
+                        {{DType::F32, {6, 3}}}, {}),
+            "");
 }
 
 TEST(KernelGrad, Attention) {
   const Shape s{1, 2, 4, 3};
-  HostTensor q = randF(s, 21), k = randF(s, 22), v = randF(s, 23), w = randF(s, 24);
+  HostTensor q = randF(s, 21), k = randF(s, 22), v = randF(s, 23),
+             w = randF(s, 24);
   for (bool causal : {false, true}) {
     json at = {{"causal", causal}};
-    auto outs = runKernel("attention_grad", {q, k, v, w},
-                          {{DType::F32, s}, {DType::F32, s}, {DType::F32, s}}, at);
+    auto outs =
+        runKernel("attention_grad", {q, k, v, w},
+                  {{DType::F32, s}, {DType::F32, s}, {DType::F32, s}}, at);
     const OutSpec o{DType::F32, s};
-    expectNear(outs[0], finiteDiff("attention", {q, k, v}, 0, o, at, w, 1e-2), 1e-3, 1e-2, "dq");
-    expectNear(outs[1], finiteDiff("attention", {q, k, v}, 1, o, at, w, 1e-2), 1e-3, 1e-2, "dk");
-    expectNear(outs[2], finiteDiff("attention", {q, k, v}, 2, o, at, w, 1e-2), 1e-3, 1e-2, "dv");
+    expectNear(outs[0], finiteDiff("attention", {q, k, v}, 0, o, at, w, 1e-2),
+               1e-3, 1e-2, "dq");
+    expectNear(outs[1], finiteDiff("attention", {q, k, v}, 1, o, at, w, 1e-2),
+               1e-3, 1e-2, "dk");
+    expectNear(outs[2], finiteDiff("attention", {q, k, v}, 2, o, at, w, 1e-2),
+               1e-3, 1e-2, "dv");
   }
 }
 
@@ -164,14 +197,16 @@ TEST(KernelGrad, CrossEntropy) {
   HostTensor y = randInt(DType::I64, {3, 2}, 26, 5);
   const double dloss = 0.7;
   // scale = 1/positions reproduces the gradient of the mean.
-  HostTensor dz = run1("cross_entropy_grad", {z, y, F({}, {dloss})}, {DType::F32, z.shape},
-                       {{"scale", 1.0 / 6.0}});
-  HostTensor fd = finiteDiff("cross_entropy", {z, y}, 0, {DType::F32, {}}, {}, F({}, {dloss}), 1e-2);
+  HostTensor dz = run1("cross_entropy_grad", {z, y, F({}, {dloss})},
+                       {DType::F32, z.shape}, {{"scale", 1.0 / 6.0}});
+  HostTensor fd = finiteDiff("cross_entropy", {z, y}, 0, {DType::F32, {}}, {},
+                             F({}, {dloss}), 1e-2);
   expectNear(dz, fd, 2e-4, 1e-2);
   // A batch shard with the GLOBAL scale gets its share: scale 1/12 halves it.
-  HostTensor half = run1("cross_entropy_grad", {z, y, F({}, {dloss})}, {DType::F32, z.shape},
-                         {{"scale", 1.0 / 12.0}});
-  for (int64_t i = 0; i < z.numel(); ++i) EXPECT_NEAR(half[i], dz[i] / 2, 1e-7);
+  HostTensor half = run1("cross_entropy_grad", {z, y, F({}, {dloss})},
+                         {DType::F32, z.shape}, {{"scale", 1.0 / 12.0}});
+  for (int64_t i = 0; i < z.numel(); ++i)
+    EXPECT_NEAR(half[i], dz[i] / 2, 1e-7);
 }
 
 } // namespace

@@ -1,4 +1,5 @@
-//===- MatmulEpilogueTest.cpp - fused epilogues equal the separate kernels ---===//
+//===- MatmulEpilogueTest.cpp - fused epilogues equal the separate kernels
+//---===//
 //
 // matmul_bias and matmul_gelu (what dtc-fuse-matmul-epilogues emits) must
 // give what matmul, add and gelu give one after the other: bit for bit on
@@ -36,17 +37,20 @@ Shape productShape(const Case &c) {
 
 json flags(const Case &c) {
   json attrs = json::object();
-  if (c.ta) attrs["transpose_a"] = true;
-  if (c.tb) attrs["transpose_b"] = true;
+  if (c.ta)
+    attrs["transpose_a"] = true;
+  if (c.tb)
+    attrs["transpose_b"] = true;
   return attrs;
 }
 
 /// float64: op(a) op(b) (+ bias), and its GELU in the tanh form.
-void reference(const Case &c, const HostTensor &a, const HostTensor &b, const HostTensor *bias,
-               HostTensor &pre, HostTensor &gelu) {
+void reference(const Case &c, const HostTensor &a, const HostTensor &b,
+               const HostTensor *bias, HostTensor &pre, HostTensor &gelu) {
   const Shape out = productShape(c);
   const size_t r = out.size();
-  const int64_t M = out[r - 2], N = out[r - 1], K = c.a[c.a.size() - (c.ta ? 2 : 1)];
+  const int64_t M = out[r - 2], N = out[r - 1],
+                K = c.a[c.a.size() - (c.ta ? 2 : 1)];
   pre = F(out, std::vector<double>(size_t(rt::numel(out))));
   gelu = pre;
   const Shape batch(out.begin(), out.end() - 2);
@@ -62,31 +66,37 @@ void reference(const Case &c, const HostTensor &a, const HostTensor &b, const Ho
           const double y = b[pb * K * N + (c.tb ? j * K + k : k * N + j)];
           s += x * y;
         }
-        if (bias) s += (*bias)[j];
+        if (bias)
+          s += (*bias)[j];
         const int64_t o = (p * M + i) * N + j;
         pre[o] = s;
-        gelu[o] = 0.5 * s * (1 + std::tanh(std::sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
+        gelu[o] =
+            0.5 * s *
+            (1 + std::tanh(std::sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
       }
   }
 }
 
-void expectSameBits(const HostTensor &got, const HostTensor &want, const std::string &what) {
+void expectSameBits(const HostTensor &got, const HostTensor &want,
+                    const std::string &what) {
   ASSERT_EQ(got.shape, want.shape) << what;
   size_t diff = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) diff += got[i] != want[i];
-  EXPECT_EQ(diff, 0u) << what << ": elements that differ from the separate kernels";
+  for (int64_t i = 0; i < want.numel(); ++i)
+    diff += got[i] != want[i];
+  EXPECT_EQ(diff, 0u) << what
+                      << ": elements that differ from the separate kernels";
 }
 
 const std::vector<Case> &cases() {
   static const std::vector<Case> all = {
-      {{5, 7}, {7, 3}},                     // odd, smaller than a vector
-      {{3, 200, 33}, {33, 17}},             // 600 rows: blocks of 512 and 88
+      {{5, 7}, {7, 3}},                      // odd, smaller than a vector
+      {{3, 200, 33}, {33, 17}},              // 600 rows: blocks of 512 and 88
       {{2, 300, 40}, {24, 40}, false, true}, // b transposed, one GEMM
-      {{1100, 9}, {9, 130}},                // three row blocks, N past 128
-      {{2, 11, 6}, {11, 5}, true, false},   // a transposed: a batch of products
-      {{2, 3, 6, 11}, {3, 11, 13}},         // batch dims broadcast
+      {{1100, 9}, {9, 130}},                 // three row blocks, N past 128
+      {{2, 11, 6}, {11, 5}, true, false}, // a transposed: a batch of products
+      {{2, 3, 6, 11}, {3, 11, 13}},       // batch dims broadcast
       {{4, 9, 11}, {4, 13, 11}, false, true}, // per-product, transposed b
-      {{40, 1100}, {40, 70}, true, false},  // tall a^T b: computed transposed
+      {{40, 1100}, {40, 70}, true, false},    // tall a^T b: computed transposed
   };
   return all;
 }
@@ -94,22 +104,30 @@ const std::vector<Case> &cases() {
 TEST(MatmulEpilogue, EqualsMatmulAddGelu) {
   uint32_t seed = 1;
   for (const Case &c : cases()) {
-    const std::string what = "a " + rt::shapeStr(c.a) + " b " + rt::shapeStr(c.b) +
-                             (c.ta ? " ta" : "") + (c.tb ? " tb" : "");
+    const std::string what = "a " + rt::shapeStr(c.a) + " b " +
+                             rt::shapeStr(c.b) + (c.ta ? " ta" : "") +
+                             (c.tb ? " tb" : "");
     const Shape out = productShape(c);
     const OutSpec o{DType::F32, out};
     const json attrs = flags(c);
     // Products of size ~1 and spread biases: the GELU sees both tails.
-    const HostTensor a = randF(c.a, seed++, -1.5, 1.5), b = randF(c.b, seed++, -1.5, 1.5);
+    const HostTensor a = randF(c.a, seed++, -1.5, 1.5),
+                     b = randF(c.b, seed++, -1.5, 1.5);
     const HostTensor bias = randF({out.back()}, seed++, -2, 2);
     for (int threads : {1, 2, 3}) {
-      const std::string at = what + ", " + std::to_string(threads) + " thread(s)";
-      const HostTensor product = runKernel("matmul", {a, b}, {o}, attrs, threads)[0];
-      const HostTensor biased = runKernel("add", {product, bias}, {o}, {}, threads)[0];
-      const HostTensor geluBiased = runKernel("gelu", {biased}, {o}, {}, threads)[0];
-      const HostTensor geluPlain = runKernel("gelu", {product}, {o}, {}, threads)[0];
+      const std::string at =
+          what + ", " + std::to_string(threads) + " thread(s)";
+      const HostTensor product =
+          runKernel("matmul", {a, b}, {o}, attrs, threads)[0];
+      const HostTensor biased =
+          runKernel("add", {product, bias}, {o}, {}, threads)[0];
+      const HostTensor geluBiased =
+          runKernel("gelu", {biased}, {o}, {}, threads)[0];
+      const HostTensor geluPlain =
+          runKernel("gelu", {product}, {o}, {}, threads)[0];
 
-      const HostTensor fusedBias = runKernel("matmul_bias", {a, b, bias}, {o}, attrs, threads)[0];
+      const HostTensor fusedBias =
+          runKernel("matmul_bias", {a, b, bias}, {o}, attrs, threads)[0];
       const std::vector<HostTensor> fusedGelu =
           runKernel("matmul_gelu", {a, b, bias}, {o, o}, attrs, threads);
       const std::vector<HostTensor> fusedGeluPlain =
@@ -117,13 +135,18 @@ TEST(MatmulEpilogue, EqualsMatmulAddGelu) {
       if (threads == 1) {
         expectSameBits(fusedBias, biased, "matmul_bias " + at);
         expectSameBits(fusedGelu[0], geluBiased, "matmul_gelu result " + at);
-        expectSameBits(fusedGelu[1], biased, "matmul_gelu pre_activation " + at);
-        expectSameBits(fusedGeluPlain[0], geluPlain, "matmul_gelu (no bias) result " + at);
-        expectSameBits(fusedGeluPlain[1], product, "matmul_gelu (no bias) pre_activation " + at);
+        expectSameBits(fusedGelu[1], biased,
+                       "matmul_gelu pre_activation " + at);
+        expectSameBits(fusedGeluPlain[0], geluPlain,
+                       "matmul_gelu (no bias) result " + at);
+        expectSameBits(fusedGeluPlain[1], product,
+                       "matmul_gelu (no bias) pre_activation " + at);
       } else {
         expectNear(fusedBias, biased, 1e-5, 1e-5, "matmul_bias " + at);
-        expectNear(fusedGelu[0], geluBiased, 1e-5, 1e-5, "matmul_gelu result " + at);
-        expectNear(fusedGelu[1], biased, 1e-5, 1e-5, "matmul_gelu pre_activation " + at);
+        expectNear(fusedGelu[0], geluBiased, 1e-5, 1e-5,
+                   "matmul_gelu result " + at);
+        expectNear(fusedGelu[1], biased, 1e-5, 1e-5,
+                   "matmul_gelu pre_activation " + at);
       }
 
       // And against float64: K products of size <= 2.25 and the tanh
@@ -132,8 +155,10 @@ TEST(MatmulEpilogue, EqualsMatmulAddGelu) {
       reference(c, a, b, &bias, pre, gelu);
       reference(c, a, b, nullptr, prePlain, geluPlainRef);
       expectNear(fusedBias, pre, 2e-5, 1e-5, "matmul_bias vs float64 " + at);
-      expectNear(fusedGelu[1], pre, 2e-5, 1e-5, "matmul_gelu pre_activation vs float64 " + at);
-      expectNear(fusedGelu[0], gelu, 2e-5, 1e-5, "matmul_gelu vs float64 " + at);
+      expectNear(fusedGelu[1], pre, 2e-5, 1e-5,
+                 "matmul_gelu pre_activation vs float64 " + at);
+      expectNear(fusedGelu[0], gelu, 2e-5, 1e-5,
+                 "matmul_gelu vs float64 " + at);
       expectNear(fusedGeluPlain[0], geluPlainRef, 2e-5, 1e-5,
                  "matmul_gelu (no bias) vs float64 " + at);
     }
@@ -150,8 +175,9 @@ TEST(MatmulEpilogue, RulesNameTheOperandAtFault) {
             "bias must have shape [3], got f32[1, 3]");
   EXPECT_EQ(checkKernel("matmul_bias", {a, b, I32({3}, {0, 0, 0})}, {o}, {}),
             "bias must be f32, got i32[3]");
-  EXPECT_EQ(checkKernel("matmul_bias", {a, randF({7, 3}, 4), randF({3}, 3)}, {o}, {}),
-            "contraction sizes differ: a is f32[4, 8], b is f32[7, 3]");
+  EXPECT_EQ(
+      checkKernel("matmul_bias", {a, randF({7, 3}, 4), randF({3}, 3)}, {o}, {}),
+      "contraction sizes differ: a is f32[4, 8], b is f32[7, 3]");
   EXPECT_EQ(checkKernel("matmul_gelu", {a, b}, {o, o}, {}), "");
   EXPECT_EQ(checkKernel("matmul_gelu", {a, b}, {o, {DType::F32, {4, 4}}}, {}),
             "pre_activation must match the result (f32[4, 3]), got f32[4, 4]");

@@ -1,4 +1,5 @@
-//===- MemoryPlanTest.cpp - planned memory vs. the counting allocator ------===//
+//===- MemoryPlanTest.cpp - planned memory vs. the counting allocator
+//------===//
 //
 // The peak a rank's plan predicts (MemoryPlan.h, what dtc compile checks
 // against the device budget) equals what the executor's counting allocator
@@ -21,7 +22,8 @@ using dtc::test::json;
 
 namespace {
 
-void expectPlanMatchesMeasured(const json &body, const char *what, int threads = 1) {
+void expectPlanMatchesMeasured(const json &body, const char *what,
+                               int threads = 1) {
   std::vector<MemoryNeed> needs;
   std::string err;
   ASSERT_TRUE(artifactMemoryNeeds(body, "m.dtc", threads, needs, err)) << err;
@@ -36,10 +38,13 @@ void expectPlanMatchesMeasured(const json &body, const char *what, int threads =
   uint64_t peak = 0;
   for (int k = 0; k < kNumMemKinds; ++k) {
     uint64_t planned = 0;
-    for (const MemoryNeed &n : needs) planned = std::max(planned, n.bytes[k]);
-    EXPECT_EQ(s.memoryBytes[memKindName(k)], planned) << what << ": " << memKindName(k);
+    for (const MemoryNeed &n : needs)
+      planned = std::max(planned, n.bytes[k]);
+    EXPECT_EQ(s.memoryBytes[memKindName(k)], planned)
+        << what << ": " << memKindName(k);
   }
-  for (const MemoryNeed &n : needs) peak = std::max(peak, n.peak);
+  for (const MemoryNeed &n : needs)
+    peak = std::max(peak, n.peak);
   EXPECT_EQ(s.memoryBytes["total"], peak) << what;
 }
 
@@ -74,23 +79,43 @@ TEST(MemoryPlan, KernelScratchIsWhatTheKernelTakes) {
   };
   const json eps = {{"epsilon", 1e-5}};
   const std::vector<Case> cases = {
-      {"attention", {{2, 3, 130, 8}, {2, 3, 70, 8}, {2, 3, 70, 8}}, {{2, 3, 130, 8}}, {{"causal", false}}},
-      {"attention_grad", {{1, 2, 70, 16}, {1, 2, 70, 16}, {1, 2, 70, 16}, {1, 2, 70, 16}},
-       {{1, 2, 70, 16}, {1, 2, 70, 16}, {1, 2, 70, 16}}, {{"causal", true}}},
-      {"layer_norm_grad", {{100, 24}, {24}, {100, 24}}, {{100, 24}, {24}, {24}}, eps},
+      {"attention",
+       {{2, 3, 130, 8}, {2, 3, 70, 8}, {2, 3, 70, 8}},
+       {{2, 3, 130, 8}},
+       {{"causal", false}}},
+      {"attention_grad",
+       {{1, 2, 70, 16}, {1, 2, 70, 16}, {1, 2, 70, 16}, {1, 2, 70, 16}},
+       {{1, 2, 70, 16}, {1, 2, 70, 16}, {1, 2, 70, 16}},
+       {{"causal", true}}},
+      {"layer_norm_grad",
+       {{100, 24}, {24}, {100, 24}},
+       {{100, 24}, {24}, {24}},
+       eps},
       {"layer_norm_input_grad", {{100, 24}, {24}, {100, 24}}, {{100, 24}}, eps},
       {"layer_norm_param_grad", {{100, 24}, {100, 24}}, {{24}, {24}}, eps},
       {"rms_norm_grad", {{70, 24}, {24}, {70, 24}}, {{70, 24}, {24}}, eps},
       {"rms_norm_input_grad", {{70, 24}, {24}, {70, 24}}, {{70, 24}}, eps},
       {"rms_norm_param_grad", {{70, 24}, {70, 24}}, {{24}}, eps},
-      {"reduce_sum", {{6, 5, 4}}, {{6, 1, 4}}, {{"axes", {1}}, {"keep_dims", true}}},
+      {"reduce_sum",
+       {{6, 5, 4}},
+       {{6, 1, 4}},
+       {{"axes", {1}}, {"keep_dims", true}}},
       {"matmul", {{3, 2, 4, 5}, {2, 5, 6}}, {{3, 2, 4, 6}}, json::object()},
       {"matmul", {{3, 4, 5}, {5, 6}}, {{3, 4, 6}}, json::object()},
       // A tall a^T b: computed transposed in scratch.
       {"matmul", {{40, 1100}, {40, 70}}, {{1100, 70}}, {{"transpose_a", true}}},
-      {"matmul", {{40, 1100}, {40, 600}}, {{1100, 600}}, {{"transpose_a", true}}},
-      {"matmul_gelu", {{3, 2, 4, 5}, {2, 5, 6}, {6}}, {{3, 2, 4, 6}, {3, 2, 4, 6}}, json::object()},
-      {"matmul_bias", {{40, 1100}, {40, 70}, {70}}, {{1100, 70}}, {{"transpose_a", true}}},
+      {"matmul",
+       {{40, 1100}, {40, 600}},
+       {{1100, 600}},
+       {{"transpose_a", true}}},
+      {"matmul_gelu",
+       {{3, 2, 4, 5}, {2, 5, 6}, {6}},
+       {{3, 2, 4, 6}, {3, 2, 4, 6}},
+       json::object()},
+      {"matmul_bias",
+       {{40, 1100}, {40, 70}, {70}},
+       {{1100, 70}},
+       {{"transpose_a", true}}},
   };
   struct Meter final : dtc::kernels::ScratchCounter {
     uint64_t now = 0, peak = 0;
@@ -99,7 +124,8 @@ TEST(MemoryPlan, KernelScratchIsWhatTheKernelTakes) {
   };
   for (const Case &c : cases)
     for (int threads : {1, 2, 5}) {
-      const std::string what = std::string(c.name) + " on " + std::to_string(threads) + " threads";
+      const std::string what =
+          std::string(c.name) + " on " + std::to_string(threads) + " threads";
       std::vector<TensorDesc> in, out;
       std::vector<std::vector<float>> data;
       data.reserve(c.in.size() + c.out.size());
@@ -115,7 +141,8 @@ TEST(MemoryPlan, KernelScratchIsWhatTheKernelTakes) {
         args.out.push_back({DType::F32, s, data.back().data(), numel(s)});
       }
       // data never reallocates after the pointers were taken: reserve first.
-      ASSERT_NO_THROW(dtc::kernels::findKernel(c.name)->check(in, out, c.attrs)) << what;
+      ASSERT_NO_THROW(dtc::kernels::findKernel(c.name)->check(in, out, c.attrs))
+          << what;
       dtc::kernels::KernelContext ctx(threads);
       args.ctx = &ctx;
       args.attrs = &c.attrs;
@@ -123,9 +150,12 @@ TEST(MemoryPlan, KernelScratchIsWhatTheKernelTakes) {
       auto *previous = dtc::kernels::setThreadScratchCounter(&meter);
       dtc::kernels::cpu::findKernel(c.name)(args);
       dtc::kernels::setThreadScratchCounter(previous);
-      EXPECT_EQ(meter.peak, dtc::kernels::scratchBytes(c.name, in, out, c.attrs, threads)) << what;
+      EXPECT_EQ(meter.peak,
+                dtc::kernels::scratchBytes(c.name, in, out, c.attrs, threads))
+          << what;
       EXPECT_EQ(uint64_t(ctx.workspaceFloats()) * 4,
-                dtc::kernels::cpu::contextWorkspaceBytes(c.name, in, out, c.attrs, threads))
+                dtc::kernels::cpu::contextWorkspaceBytes(c.name, in, out,
+                                                         c.attrs, threads))
           << what;
     }
 }
@@ -140,18 +170,21 @@ TEST(MemoryPlan, EachCollectivesStagingIsMeasured) {
   std::vector<std::string> unstaged;
   for (size_t i = 0; i < instructions.size(); ++i) {
     CollKind kind;
-    if (!parseCollKind(instructions[i]["op"].get<std::string>(), kind)) continue;
+    if (!parseCollKind(instructions[i]["op"].get<std::string>(), kind))
+      continue;
     json one = full;
     one["programs"][0]["instructions"] = json::array({instructions[i]});
     std::vector<MemoryNeed> needs;
     std::string err;
     ASSERT_TRUE(artifactMemoryNeeds(one, "one.dtc", 1, needs, err)) << err;
     if (needs[0].bytes[kStagingKind] == 0)
-      unstaged.push_back(instructions[i]["op"].get<std::string>() + " " +
-                         instructions[i]["attrs"].value("axis", json(-1)).dump());
+      unstaged.push_back(
+          instructions[i]["op"].get<std::string>() + " " +
+          instructions[i]["attrs"].value("axis", json(-1)).dump());
     expectPlanMatchesMeasured(one, instructions[i].dump().c_str());
   }
-  EXPECT_EQ(unstaged, (std::vector<std::string>{"all_gather 0", "all_slice 0"}));
+  EXPECT_EQ(unstaged,
+            (std::vector<std::string>{"all_gather 0", "all_slice 0"}));
 }
 
 TEST(MemoryPlan, WorkspaceIsTheLargestScratch) {
@@ -159,7 +192,9 @@ TEST(MemoryPlan, WorkspaceIsTheLargestScratch) {
   std::string err;
   dtc::test::LmConfig lm;
   lm.seq = 8;
-  ASSERT_TRUE(artifactMemoryNeeds(dtc::test::lmArtifact(lm), "lm.dtc", 1, needs, err)) << err;
+  ASSERT_TRUE(
+      artifactMemoryNeeds(dtc::test::lmArtifact(lm), "lm.dtc", 1, needs, err))
+      << err;
   ASSERT_EQ(needs.size(), 1u);
   // The attention's tiles (no seq x seq scores: two 64 x 128 tiles, 64 rows
   // of the head and three 64-row vectors, f32, on one thread) plus the
@@ -169,7 +204,8 @@ TEST(MemoryPlan, WorkspaceIsTheLargestScratch) {
   EXPECT_LT(needs[0].bytes[kWorkspaceKind], tiles + 4096);
   EXPECT_GE(needs[0].workspaceInstruction, 0);
   uint64_t sum = 0;
-  for (uint64_t b : needs[0].bytes) sum += b;
+  for (uint64_t b : needs[0].bytes)
+    sum += b;
   EXPECT_EQ(needs[0].peak, sum);
   EXPECT_EQ(slotAllocationBytes(1), 128u);
   EXPECT_EQ(slotAllocationBytes(64), 128u);
@@ -203,8 +239,8 @@ TEST(MemoryPlan, ParseByteSize) {
   EXPECT_EQ(parse("3T"), 3000000000000ull);
   EXPECT_EQ(parse("1TiB"), 1ull << 40);
   EXPECT_EQ(parse("100B"), 100u);
-  for (const char *bad : {"", "0", "GiB", "-1", "1e9", "1.3", "80 GiB", "80XB", "1.2.3",
-                          "80GiBs", "9999999999TiB", "."})
+  for (const char *bad : {"", "0", "GiB", "-1", "1e9", "1.3", "80 GiB", "80XB",
+                          "1.2.3", "80GiBs", "9999999999TiB", "."})
     EXPECT_EQ(parse(bad), 0u) << bad;
 }
 
@@ -216,8 +252,10 @@ TEST(MemoryPlan, FormatBytes) {
 
 TEST(Suggest, ClosestNameWithinATypo) {
   using dtc::closestMatch;
-  const std::vector<std::string> flags = {"--steps", "--seed", "--save", "--stats", "--data"};
-  EXPECT_EQ(closestMatch("--stpes", flags), "--steps"); // swapped letters: one edit
+  const std::vector<std::string> flags = {"--steps", "--seed", "--save",
+                                          "--stats", "--data"};
+  EXPECT_EQ(closestMatch("--stpes", flags),
+            "--steps"); // swapped letters: one edit
   EXPECT_EQ(closestMatch("--step", flags), "--steps");
   EXPECT_EQ(closestMatch("--seeds", flags), "--seed");
   EXPECT_EQ(closestMatch("--frobnicate", flags), "");

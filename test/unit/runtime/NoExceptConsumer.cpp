@@ -1,4 +1,5 @@
-//===- NoExceptConsumer.cpp - the compiler's view of the runtime API -------===//
+//===- NoExceptConsumer.cpp - the compiler's view of the runtime API
+//-------===//
 //
 // Built with -fno-exceptions -fno-rtti, like the MLIR-based compiler: checks
 // that the compiler-facing headers (ArtifactFormat.h, LocalRunner.h,
@@ -22,41 +23,68 @@
 #error "this file must be built with -fno-exceptions -fno-rtti"
 #endif
 
-#define CHECK(cond)                                                                      \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);      \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,    \
+                   #cond);                                                     \
+      std::exit(1);                                                            \
+    }                                                                          \
   } while (0)
 
 int main() {
   using nlohmann::json;
   // A one-device artifact: loss = cross_entropy(x @ w, y), SGD.
   json body = {
-      {"format", "dtc-artifact"}, {"version", 2}, {"mesh", {1}}, {"devices", 1},
+      {"format", "dtc-artifact"},
+      {"version", 2},
+      {"mesh", {1}},
+      {"devices", 1},
       {"communicators", json::array()},
       {"tensors",
-       {{{"name", "w"}, {"role", "param"}, {"dtype", "f32"}, {"shape", {4, 3}},
-         {"init", "normal(0.5)"}, {"sharding", {json::array(), json::array()}}},
-        {{"name", "x"}, {"role", "input"}, {"dtype", "f32"}, {"shape", {2, 4}},
+       {{{"name", "w"},
+         {"role", "param"},
+         {"dtype", "f32"},
+         {"shape", {4, 3}},
+         {"init", "normal(0.5)"},
          {"sharding", {json::array(), json::array()}}},
-        {{"name", "y"}, {"role", "input"}, {"dtype", "i64"}, {"shape", {2}}, {"max", 3},
+        {{"name", "x"},
+         {"role", "input"},
+         {"dtype", "f32"},
+         {"shape", {2, 4}},
+         {"sharding", {json::array(), json::array()}}},
+        {{"name", "y"},
+         {"role", "input"},
+         {"dtype", "i64"},
+         {"shape", {2}},
+         {"max", 3},
          {"sharding", {json::array()}}},
-        {{"name", "loss"}, {"role", "loss"}, {"dtype", "f32"}, {"shape", json::array()},
+        {{"name", "loss"},
+         {"role", "loss"},
+         {"dtype", "f32"},
+         {"shape", json::array()},
          {"sharding", json::array()}}}},
       {"programs",
-       {{{"name", "main"}, {"ranks", {0}},
-         {"slots", {{{"bytes", 48}, {"category", "param"}}, {{"bytes", 32}, {"category", "input"}},
-                    {{"bytes", 16}, {"category", "input"}}, {{"bytes", 4}, {"category", "scalar"}},
-                    {{"bytes", 24}, {"category", "activation"}}}},
-         {"buffers", {{{"slot", 0}, {"dtype", "f32"}, {"shape", {4, 3}}, {"tensor", "w"}},
-                      {{"slot", 1}, {"dtype", "f32"}, {"shape", {2, 4}}, {"tensor", "x"}},
-                      {{"slot", 2}, {"dtype", "i64"}, {"shape", {2}}, {"tensor", "y"}},
-                      {{"slot", 3}, {"dtype", "f32"}, {"shape", json::array()}, {"tensor", "loss"}},
-                      {{"slot", 4}, {"dtype", "f32"}, {"shape", {2, 3}}}}},
-         {"instructions", {{{"op", "matmul"}, {"in", {1, 0}}, {"out", {4}}},
-                           {{"op", "cross_entropy"}, {"in", {4, 2}}, {"out", {3}}}}}}}}};
+       {{{"name", "main"},
+         {"ranks", {0}},
+         {"slots",
+          {{{"bytes", 48}, {"category", "param"}},
+           {{"bytes", 32}, {"category", "input"}},
+           {{"bytes", 16}, {"category", "input"}},
+           {{"bytes", 4}, {"category", "scalar"}},
+           {{"bytes", 24}, {"category", "activation"}}}},
+         {"buffers",
+          {{{"slot", 0}, {"dtype", "f32"}, {"shape", {4, 3}}, {"tensor", "w"}},
+           {{"slot", 1}, {"dtype", "f32"}, {"shape", {2, 4}}, {"tensor", "x"}},
+           {{"slot", 2}, {"dtype", "i64"}, {"shape", {2}}, {"tensor", "y"}},
+           {{"slot", 3},
+            {"dtype", "f32"},
+            {"shape", json::array()},
+            {"tensor", "loss"}},
+           {{"slot", 4}, {"dtype", "f32"}, {"shape", {2, 3}}}}},
+         {"instructions",
+          {{{"op", "matmul"}, {"in", {1, 0}}, {"out", {4}}},
+           {{"op", "cross_entropy"}, {"in", {4, 2}}, {"out", {3}}}}}}}}};
 
   std::string error;
   CHECK(dtc::rt::checkArtifact(body, "c.dtc", 1, error));
@@ -90,7 +118,8 @@ int main() {
   CHECK(run->loss(loss, error));
   CHECK(loss > 0);
   // Errors come back as values.
-  CHECK(!run->setTensor("y", std::vector<int64_t>{0, 7}, error) || !run->runStep(error));
+  CHECK(!run->setTensor("y", std::vector<int64_t>{0, 7}, error) ||
+        !run->runStep(error));
   CHECK(error.find("label 7") != std::string::npos);
   CHECK(!run->setTensor("nope", std::vector<float>{1}, error));
   CHECK(dtc::rt::LocalRunner::loadBytes("junk", "j.dtc", error) == nullptr);

@@ -1,11 +1,12 @@
-//===- OutputFileTest.cpp - safe outputs: atomic files, devices, links ------===//
+//===- OutputFileTest.cpp - safe outputs: atomic files, devices, links
+//------===//
 //
 // Every kind of path an output can name, made in a temporary directory
 // (mkfifo, mknod, symlink), and the same-file refusals.
 //
 //===----------------------------------------------------------------------===//
-#include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/OutputFile.h"
+#include "dtc/runtime/ArtifactFormat.h"
 
 #include <gtest/gtest.h>
 
@@ -33,14 +34,17 @@ public:
     path_ = mkdtemp(tmpl);
   }
   ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  std::string operator/(const std::string &name) const { return path_ + "/" + name; }
+  std::string operator/(const std::string &name) const {
+    return path_ + "/" + name;
+  }
   const std::string &path() const { return path_; }
   /// Every entry but . and .. (hidden temporaries included).
   std::vector<std::string> entries() const {
     std::vector<std::string> names;
     DIR *d = opendir(path_.c_str());
     while (dirent *e = readdir(d))
-      if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) names.push_back(e->d_name);
+      if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, ".."))
+        names.push_back(e->d_name);
     closedir(d);
     std::sort(names.begin(), names.end());
     return names;
@@ -75,7 +79,8 @@ TEST(OutputFile, RegularFilesAreReplacedAtomicallyAndKeepTheirMode) {
   struct stat after;
   stat((d / "a").c_str(), &after);
   EXPECT_EQ(slurp(d / "a"), "second");
-  EXPECT_NE(before.st_ino, after.st_ino) << "replaced by rename, not rewritten in place";
+  EXPECT_NE(before.st_ino, after.st_ino)
+      << "replaced by rename, not rewritten in place";
   EXPECT_EQ(after.st_mode & 07777, 0600u);
   // An abandoned write leaves the old file and no temporary.
   {
@@ -87,7 +92,8 @@ TEST(OutputFile, RegularFilesAreReplacedAtomicallyAndKeepTheirMode) {
   EXPECT_EQ(d.entries(), std::vector<std::string>{"a"});
   // A missing directory: an error, nothing created.
   EXPECT_FALSE(writeOutputFile(d / "no/such/file", "x", err));
-  EXPECT_NE(err.find("cannot create a temporary file"), std::string::npos) << err;
+  EXPECT_NE(err.find("cannot create a temporary file"), std::string::npos)
+      << err;
 }
 
 TEST(OutputFile, FifoIsWrittenInPlace) {
@@ -139,7 +145,8 @@ TEST(OutputFile, SymlinksAreFollowedAndKept) {
   ASSERT_TRUE(writeOutputFile(d / "dangling", "made", err)) << err;
   EXPECT_EQ(kindOf(d / "dangling"), mode_t(S_IFLNK));
   EXPECT_EQ(slurp(d / "later"), "made");
-  EXPECT_EQ(d.entries(), (std::vector<std::string>{"dangling", "later", "link", "link2", "target"}));
+  EXPECT_EQ(d.entries(), (std::vector<std::string>{"dangling", "later", "link",
+                                                   "link2", "target"}));
   // A loop is an error, not a hang.
   ASSERT_EQ(symlink("loop", (d / "loop").c_str()), 0);
   EXPECT_FALSE(writeOutputFile(d / "loop", "x", err));
@@ -150,8 +157,11 @@ TEST(OutputFile, DescriptorPathsWriteToTheDescriptor) {
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
   std::string err;
-  EXPECT_TRUE(writeOutputFile("/proc/self/fd/" + std::to_string(fds[1]), "via fd", err)) << err;
-  EXPECT_TRUE(writeOutputFile("/dev/fd/" + std::to_string(fds[1]), "!", err)) << err;
+  EXPECT_TRUE(
+      writeOutputFile("/proc/self/fd/" + std::to_string(fds[1]), "via fd", err))
+      << err;
+  EXPECT_TRUE(writeOutputFile("/dev/fd/" + std::to_string(fds[1]), "!", err))
+      << err;
   close(fds[1]);
   char buf[32] = {};
   EXPECT_EQ(read(fds[0], buf, sizeof buf), 7);
@@ -189,25 +199,35 @@ TEST(OutputFile, SameFileOutputsAreRefused) {
   ASSERT_EQ(link((d / "model.mlir").c_str(), (d / "hard").c_str()), 0);
   const std::vector<NamedPath> in = {{"the model", d / "model.mlir"}};
   EXPECT_FALSE(checkOutputsDistinct(in, {{"-o", d / "model.mlir"}}, err));
-  EXPECT_NE(err.find("-o " + (d / "model.mlir") + " is the same file as the model"),
-            std::string::npos) << err;
-  EXPECT_FALSE(checkOutputsDistinct(in, {{"-o", d / "alias"}}, err)) << "through a link";
-  EXPECT_FALSE(checkOutputsDistinct(in, {{"-o", d / "hard"}}, err)) << "a hard link";
-  EXPECT_FALSE(checkOutputsDistinct(in, {{"-o", d.path() + "/./model.mlir"}}, err));
+  EXPECT_NE(
+      err.find("-o " + (d / "model.mlir") + " is the same file as the model"),
+      std::string::npos)
+      << err;
+  EXPECT_FALSE(checkOutputsDistinct(in, {{"-o", d / "alias"}}, err))
+      << "through a link";
+  EXPECT_FALSE(checkOutputsDistinct(in, {{"-o", d / "hard"}}, err))
+      << "a hard link";
+  EXPECT_FALSE(
+      checkOutputsDistinct(in, {{"-o", d.path() + "/./model.mlir"}}, err));
   // Two outputs that do not exist yet, named differently.
-  EXPECT_FALSE(checkOutputsDistinct(in, {{"-o", d / "x.dtc"}, {"--report", d.path() + "//x.dtc"}},
-                                    err));
+  EXPECT_FALSE(checkOutputsDistinct(
+      in, {{"-o", d / "x.dtc"}, {"--report", d.path() + "//x.dtc"}}, err));
   EXPECT_NE(err.find("are the same file"), std::string::npos) << err;
-  EXPECT_TRUE(checkOutputsDistinct(in, {{"-o", d / "x.dtc"}, {"--report", d / "x.json"}}, err))
+  EXPECT_TRUE(checkOutputsDistinct(
+      in, {{"-o", d / "x.dtc"}, {"--report", d / "x.json"}}, err))
       << err;
   // FIFOs and devices never clash; inputs that do not exist cannot be
   // overwritten.
   ASSERT_EQ(mkfifo((d / "fifo").c_str(), 0600), 0);
-  EXPECT_TRUE(checkOutputsDistinct({{"the model", d / "fifo"}},
-                                   {{"-o", d / "fifo"}, {"--report", d / "fifo"}}, err))
+  EXPECT_TRUE(
+      checkOutputsDistinct({{"the model", d / "fifo"}},
+                           {{"-o", d / "fifo"}, {"--report", d / "fifo"}}, err))
       << err;
-  EXPECT_TRUE(checkOutputsDistinct({{"--hw", d / "cpu"}}, {{"-o", d / "cpu"}}, err)) << err;
-  EXPECT_EQ(d.entries(), (std::vector<std::string>{"alias", "fifo", "hard", "model.mlir"}))
+  EXPECT_TRUE(
+      checkOutputsDistinct({{"--hw", d / "cpu"}}, {{"-o", d / "cpu"}}, err))
+      << err;
+  EXPECT_EQ(d.entries(),
+            (std::vector<std::string>{"alias", "fifo", "hard", "model.mlir"}))
       << "nothing written";
 }
 
@@ -222,7 +242,8 @@ TEST(OutputFile, SignalsRemoveTemporaryFiles) {
     removeTemporaryFilesOnSignals();
     OutputFile f;
     std::string e;
-    if (!f.open(d / "ckpt", e) || !f.write("half of the new", 15, e)) _exit(2);
+    if (!f.open(d / "ckpt", e) || !f.write("half of the new", 15, e))
+      _exit(2);
     raise(SIGTERM);
     _exit(3); // not reached: the default action ends the process
   }
@@ -231,7 +252,8 @@ TEST(OutputFile, SignalsRemoveTemporaryFiles) {
   ASSERT_TRUE(WIFSIGNALED(status)) << status;
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
   EXPECT_EQ(slurp(d / "ckpt"), "old");
-  EXPECT_EQ(d.entries(), std::vector<std::string>{"ckpt"}) << "no .ckpt.tmp.* left";
+  EXPECT_EQ(d.entries(), std::vector<std::string>{"ckpt"})
+      << "no .ckpt.tmp.* left";
 }
 
 } // namespace

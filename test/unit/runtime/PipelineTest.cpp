@@ -25,13 +25,16 @@ namespace {
 
 json buf(int slot, std::vector<int64_t> shape, const char *tensor = nullptr) {
   json b = {{"slot", slot}, {"dtype", "f32"}, {"shape", shape}};
-  if (tensor) b["tensor"] = tensor;
+  if (tensor)
+    b["tensor"] = tensor;
   return b;
 }
 
-json ins(const char *op, std::vector<int> in, std::vector<int> out, json attrs = json::object()) {
+json ins(const char *op, std::vector<int> in, std::vector<int> out,
+         json attrs = json::object()) {
   json i = {{"op", op}, {"in", in}, {"out", out}};
-  if (!attrs.empty()) i["attrs"] = attrs;
+  if (!attrs.empty())
+    i["attrs"] = attrs;
   return i;
 }
 
@@ -39,7 +42,8 @@ using dtc::test::pipelineArtifact;
 
 TEST(Pipeline, TwoStagesAccumulateOverMicrobatches) {
   std::string err;
-  auto run = LocalRunner::loadBytes(encodeArtifact(pipelineArtifact()), "pp.dtc", err);
+  auto run =
+      LocalRunner::loadBytes(encodeArtifact(pipelineArtifact()), "pp.dtc", err);
   ASSERT_TRUE(run) << err;
   ASSERT_TRUE(run->initialize(1, err)) << err;
   ASSERT_TRUE(run->fillSyntheticInputs(0, err)) << err;
@@ -53,7 +57,8 @@ TEST(Pipeline, TwoStagesAccumulateOverMicrobatches) {
   double h[4][4] = {}, want = 0;
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) {
-      for (int k = 0; k < 4; ++k) h[i][j] += double(x[size_t(i * 4 + k)]) * w[size_t(k * 4 + j)];
+      for (int k = 0; k < 4; ++k)
+        h[i][j] += double(x[size_t(i * 4 + k)]) * w[size_t(k * 4 + j)];
       want += h[i][j] * h[i][j];
     }
   EXPECT_NEAR(loss, want, 1e-5 * want);
@@ -62,8 +67,10 @@ TEST(Pipeline, TwoStagesAccumulateOverMicrobatches) {
   for (int k = 0; k < 4; ++k)
     for (int j = 0; j < 4; ++j) {
       double g = 0;
-      for (int i = 0; i < 4; ++i) g += double(x[size_t(i * 4 + k)]) * 2 * h[i][j];
-      EXPECT_NEAR(updated[size_t(k * 4 + j)], w[size_t(k * 4 + j)] - 0.1 * g, 1e-5)
+      for (int i = 0; i < 4; ++i)
+        g += double(x[size_t(i * 4 + k)]) * 2 * h[i][j];
+      EXPECT_NEAR(updated[size_t(k * 4 + j)], w[size_t(k * 4 + j)] - 0.1 * g,
+                  1e-5)
           << "w[" << k << "][" << j << "]";
     }
   // Stage 0 holds both micro-batches (1F1B's warm-up of P-1 = 1, plus one).
@@ -85,21 +92,30 @@ TEST(Pipeline, BrokenPipelinesAreRejectedOnLoad) {
     const char *expect;
     std::function<void(json &)> breakIt;
   };
-  auto stage = [](json &a, int s) -> json & { return a["programs"][size_t(s)]; };
+  auto stage = [](json &a, int s) -> json & {
+    return a["programs"][size_t(s)];
+  };
   std::vector<Case> cases = {
       {"message 0: is sent but never received",
-       [&](json &a) { stage(a, 1)["chunks"][0]["forward"][0]["attrs"]["message"] = 7; }},
+       [&](json &a) {
+         stage(a, 1)["chunks"][0]["forward"][0]["attrs"]["message"] = 7;
+       }},
       {"expects it from stage 1",
-       [&](json &a) { stage(a, 1)["chunks"][0]["forward"][0]["attrs"]["peer"] = 1; }},
+       [&](json &a) {
+         stage(a, 1)["chunks"][0]["forward"][0]["attrs"]["peer"] = 1;
+       }},
       {"is sent as f32[2, 4] but received as f32[8]",
        [&](json &a) {
-         stage(a, 1)["buffers"].push_back(buf(0, {8})); // a flat view of the same bytes
+         stage(a, 1)["buffers"].push_back(
+             buf(0, {8})); // a flat view of the same bytes
          stage(a, 1)["chunks"][0]["forward"][0]["out"] = {7};
        }},
       {"deadlock: stage",
        [&](json &a) {
-         stage(a, 1)["schedule"] = {{"F", 0, 0}, {"F", 1, 0}, {"BW", 0, 0}, {"BW", 1, 0}};
-         stage(a, 0)["schedule"] = {{"F", 0, 0}, {"BW", 0, 0}, {"F", 1, 0}, {"BW", 1, 0}};
+         stage(a, 1)["schedule"] = {
+             {"F", 0, 0}, {"F", 1, 0}, {"BW", 0, 0}, {"BW", 1, 0}};
+         stage(a, 0)["schedule"] = {
+             {"F", 0, 0}, {"BW", 0, 0}, {"F", 1, 0}, {"BW", 1, 0}};
        }},
       {"travels where the schedule cannot order it",
        [&](json &a) {
@@ -108,7 +124,9 @@ TEST(Pipeline, BrokenPipelinesAreRejectedOnLoad) {
          stage(a, 1)["chunks"][0]["backward_weight"].push_back(send);
        }},
       {"outside the micro-batches uses buffer 2, a micro-batch buffer",
-       [&](json &a) { stage(a, 0)["finish"].push_back(ins("copy", {2}, {3})); }},
+       [&](json &a) {
+         stage(a, 0)["finish"].push_back(ins("copy", {2}, {3}));
+       }},
       {"never finishes its backward",
        [&](json &a) { stage(a, 0)["schedule"].erase(3); }},
       {"does not split into 3 micro-batches",
@@ -117,13 +135,18 @@ TEST(Pipeline, BrokenPipelinesAreRejectedOnLoad) {
        [&](json &a) {
          a.erase("pipeline");
          for (json &p : a["programs"]) {
-           for (const char *k : {"chunks", "finish", "schedule", "stage"}) p.erase(k);
-           for (json &s : p["slots"]) s.erase("scope"), s.erase("chunk");
+           for (const char *k : {"chunks", "finish", "schedule", "stage"})
+             p.erase(k);
+           for (json &s : p["slots"])
+             s.erase("scope"), s.erase("chunk");
          }
        }},
       {"peer 2 is not a member of communicator 'pp'",
-       [&](json &a) { stage(a, 0)["chunks"][0]["forward"][2]["attrs"]["peer"] = 2; }},
-      {"chunk 1: microbatch_slice uses buffer 2, a micro-batch buffer of chunk 0",
+       [&](json &a) {
+         stage(a, 0)["chunks"][0]["forward"][2]["attrs"]["peer"] = 2;
+       }},
+      {"chunk 1: microbatch_slice uses buffer 2, a micro-batch buffer of chunk "
+       "0",
        [&](json &a) {
          a["pipeline"]["virtual_stages"] = 2;
          for (json &p : a["programs"]) {
@@ -137,27 +160,32 @@ TEST(Pipeline, BrokenPipelinesAreRejectedOnLoad) {
   // only after its first gradient arrived, which stage 1 sends later.
   auto withCollectives = [&](json &a, const char *reduction0) {
     a["communicators"].push_back({{"name", "all"}, {"mesh_axes", {0}}});
-    stage(a, 0)["chunks"][0]["backward_weight"].push_back(
-        ins("all_reduce", {3}, {3}, {{"comm", "all"}, {"reduction", reduction0}}));
+    stage(a, 0)["chunks"][0]["backward_weight"].push_back(ins(
+        "all_reduce", {3}, {3}, {{"comm", "all"}, {"reduction", reduction0}}));
     stage(a, 1)["chunks"][0]["forward"].insert(
         stage(a, 1)["chunks"][0]["forward"].begin(),
         ins("all_reduce", {1}, {1}, {{"comm", "all"}, {"reduction", "sum"}}));
   };
   cases.push_back(
-      {"the programs' communications wait for each other forever: rank 0 waits in receive from "
-       "member 1 of message 1 (8 f32) on 'pp' ('stage0' input-gradient list of chunk 0, "
-       "micro-batch 0, instruction 0) from rank 1, which waits in all_reduce (sum) of 8 f32 on "
+      {"the programs' communications wait for each other forever: rank 0 waits "
+       "in receive from "
+       "member 1 of message 1 (8 f32) on 'pp' ('stage0' input-gradient list of "
+       "chunk 0, "
+       "micro-batch 0, instruction 0) from rank 1, which waits in all_reduce "
+       "(sum) of 8 f32 on "
        "'all' ('stage1' forward list of chunk 0, micro-batch 0, instruction 0)",
        [&](json &a) { withCollectives(a, "sum"); }});
-  cases.push_back({"its collective #1 is all_reduce (max) of 8 f32 on 'all' ('stage0' "
-                   "weight-gradient list of chunk 0, micro-batch 0, instruction 2)",
-                   [&](json &a) { withCollectives(a, "max"); }});
+  cases.push_back(
+      {"its collective #1 is all_reduce (max) of 8 f32 on 'all' ('stage0' "
+       "weight-gradient list of chunk 0, micro-batch 0, instruction 2)",
+       [&](json &a) { withCollectives(a, "max"); }});
   for (const Case &c : cases) {
     json a = pipelineArtifact();
     c.breakIt(a);
     std::string err;
     EXPECT_FALSE(checkArtifact(a, "pp.dtc", 2, err)) << c.expect;
-    EXPECT_NE(err.find(c.expect), std::string::npos) << "expected: " << c.expect << "\ngot: " << err;
+    EXPECT_NE(err.find(c.expect), std::string::npos)
+        << "expected: " << c.expect << "\ngot: " << err;
     EXPECT_EQ(err.find('\n'), std::string::npos) << err;
   }
 }
@@ -217,9 +245,11 @@ TEST(PointToPoint, AbortWakesAWaitingReceiverAndSizesMustMatch) {
     self->recvMessage(&f, 4, 0, 3);
     ADD_FAILURE() << "a size mismatch was accepted";
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("has 8 bytes, the receiver expects 4"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("has 8 bytes, the receiver expects 4"),
+              std::string::npos);
   }
-  EXPECT_THROW(self->recvMessage(&f, 4, 0, 4), Error); // nothing sent with that tag
+  EXPECT_THROW(self->recvMessage(&f, 4, 0, 4),
+               Error); // nothing sent with that tag
 }
 
 // A receive whose message never comes (a mismatched tag, a dead peer) gives
@@ -243,7 +273,9 @@ TEST(PointToPoint, AReceiveTimesOut) {
   });
   sender.join();
   receiver.join();
-  EXPECT_NE(error.find("timed out after 0.2 s in a pipeline receive"), std::string::npos) << error;
+  EXPECT_NE(error.find("timed out after 0.2 s in a pipeline receive"),
+            std::string::npos)
+      << error;
 }
 
 } // namespace

@@ -36,7 +36,8 @@ void writeRaw(const std::string &p, const std::string &bytes) {
 std::string rawFile(const std::string &header, const std::string &data) {
   std::string s(8, '\0');
   uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) s[size_t(i)] = char((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    s[size_t(i)] = char((n >> (8 * i)) & 0xff);
   return s + header + data;
 }
 
@@ -45,14 +46,16 @@ TEST(Safetensors, RoundTrip) {
   std::vector<float> a = {1, 2, 3, 4, 5, 6};
   std::vector<int64_t> b = {-1, 1LL << 40};
   std::vector<int32_t> c = {7};
-  writeSafetensors(p,
-                   {{"layer.a", DType::F32, {2, 3}, a.data()},
-                    {"b", DType::I64, {2}, b.data()},
-                    {"c", DType::I32, {}, c.data()}},
-                   {{"dtc.step", "12"}, {"note", "quote \" and unicode \xc3\xa9"}});
+  writeSafetensors(
+      p,
+      {{"layer.a", DType::F32, {2, 3}, a.data()},
+       {"b", DType::I64, {2}, b.data()},
+       {"c", DType::I32, {}, c.data()}},
+      {{"dtc.step", "12"}, {"note", "quote \" and unicode \xc3\xa9"}});
   const std::string bytes = readAll(p);
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | uint8_t(bytes[size_t(i)]);
   EXPECT_EQ((8 + n) % 8, 0u) << "header padded to 8 bytes";
   SafetensorsReader r(p);
   EXPECT_EQ(r.metadata().at("dtc.step"), "12");
@@ -70,7 +73,8 @@ TEST(Safetensors, RoundTrip) {
   int64_t b1 = 0;
   r.read(*eb, 8, &b1, 8);
   EXPECT_EQ(b1, b[1]);
-  EXPECT_THROW(r.read(*eb, 8, &b1, 16), Error) << "reads stay inside the tensor";
+  EXPECT_THROW(r.read(*eb, 8, &b1, 16), Error)
+      << "reads stay inside the tensor";
   EXPECT_TRUE(r.verifyChecksum()) << "dtc writes a checksum of the data";
   EXPECT_EQ(r.find("c")->shape, Shape{});
   EXPECT_EQ(r.find("zz"), nullptr);
@@ -83,7 +87,11 @@ TEST(Safetensors, ReadsFilesOfOtherWriters) {
   std::string data(4 + 4, '\0');
   float one = 1.0f;
   std::memcpy(data.data() + 4, &one, 4);
-  writeRaw(p, rawFile(R"({"w":{"data_offsets":[4,8],"shape":[1],"dtype":"F32"},"h":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"s":{"dtype":"I16","shape":[0],"data_offsets":[8,8]}})", data));
+  writeRaw(
+      p,
+      rawFile(
+          R"({"w":{"data_offsets":[4,8],"shape":[1],"dtype":"F32"},"h":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"s":{"dtype":"I16","shape":[0],"data_offsets":[8,8]}})",
+          data));
   SafetensorsReader r(p);
   EXPECT_TRUE(r.metadata().empty());
   EXPECT_TRUE(r.find("w")->supported);
@@ -111,27 +119,64 @@ std::string openError(const std::string &bytes) {
 
 TEST(Safetensors, CorruptFilesAreRejected) {
   const std::string d4(4, '\0');
-  EXPECT_NE(openError("abc").find("shorter than its 8-byte header"), std::string::npos);
-  EXPECT_NE(openError(rawFile("{}", "").substr(0, 9)).find("exceeds the file size"), std::string::npos);
-  EXPECT_NE(openError(rawFile("{\"a\":", "")).find("bad safetensors header"), std::string::npos);
-  EXPECT_NE(openError(rawFile("[]", "")).find("not a JSON object"), std::string::npos);
-  EXPECT_NE(openError(rawFile(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})", d4))
-                .find("out of range"), std::string::npos);
-  EXPECT_NE(openError(rawFile(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", d4))
-                .find("needs 8"), std::string::npos);
-  EXPECT_NE(openError(rawFile(R"({"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,4]}})", d4))
-                .find("unknown dtype \"Q4\""), std::string::npos);
-  EXPECT_NE(openError(rawFile(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", d4))
-                .find("shape"), std::string::npos);
-  EXPECT_NE(openError(rawFile(R"({"a":{"dtype":"F32","shape":[1]}})", d4)).find("data_offsets"),
+  EXPECT_NE(openError("abc").find("shorter than its 8-byte header"),
             std::string::npos);
-  EXPECT_NE(openError(rawFile(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", d4))
-                .find("overlaps"), std::string::npos);
-  EXPECT_NE(openError(rawFile(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", d4 + d4))
-                .find("gap"), std::string::npos);
-  EXPECT_NE(openError(rawFile(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", d4 + "xx"))
-                .find("unexpected bytes"), std::string::npos);
-  EXPECT_NE(openError(rawFile(R"({"__metadata__":{"k":1}})", "")).find("not a string"), std::string::npos);
+  EXPECT_NE(
+      openError(rawFile("{}", "").substr(0, 9)).find("exceeds the file size"),
+      std::string::npos);
+  EXPECT_NE(openError(rawFile("{\"a\":", "")).find("bad safetensors header"),
+            std::string::npos);
+  EXPECT_NE(openError(rawFile("[]", "")).find("not a JSON object"),
+            std::string::npos);
+  EXPECT_NE(
+      openError(
+          rawFile(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})",
+                  d4))
+          .find("out of range"),
+      std::string::npos);
+  EXPECT_NE(
+      openError(
+          rawFile(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})",
+                  d4))
+          .find("needs 8"),
+      std::string::npos);
+  EXPECT_NE(
+      openError(
+          rawFile(R"({"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,4]}})",
+                  d4))
+          .find("unknown dtype \"Q4\""),
+      std::string::npos);
+  EXPECT_NE(
+      openError(
+          rawFile(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
+                  d4))
+          .find("shape"),
+      std::string::npos);
+  EXPECT_NE(openError(rawFile(R"({"a":{"dtype":"F32","shape":[1]}})", d4))
+                .find("data_offsets"),
+            std::string::npos);
+  EXPECT_NE(
+      openError(
+          rawFile(
+              R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+              d4))
+          .find("overlaps"),
+      std::string::npos);
+  EXPECT_NE(
+      openError(
+          rawFile(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                  d4 + d4))
+          .find("gap"),
+      std::string::npos);
+  EXPECT_NE(
+      openError(
+          rawFile(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                  d4 + "xx"))
+          .find("unexpected bytes"),
+      std::string::npos);
+  EXPECT_NE(openError(rawFile(R"({"__metadata__":{"k":1}})", ""))
+                .find("not a string"),
+            std::string::npos);
   try {
     SafetensorsReader r(tempDir() + "/nope.safetensors");
     FAIL();
@@ -144,7 +189,8 @@ std::vector<std::string> listDir(const std::string &d) {
   std::vector<std::string> names;
   DIR *dir = opendir(d.c_str());
   while (dirent *e = readdir(dir))
-    if (e->d_name[0] != '.' || std::strstr(e->d_name, ".tmp.")) names.push_back(e->d_name);
+    if (e->d_name[0] != '.' || std::strstr(e->d_name, ".tmp."))
+      names.push_back(e->d_name);
   closedir(dir);
   return names;
 }
@@ -155,7 +201,8 @@ TEST(Safetensors, FailedWriteLeavesTheOldFile) {
   const std::string dir = dtc::test::scratchDir("dtc-st-atomic");
   const std::string p = dir + "/ckpt.safetensors";
   std::vector<float> small = {1, 2, 3};
-  writeSafetensors(p, {{"w", DType::F32, {3}, small.data()}}, {{"dtc.step", "1"}});
+  writeSafetensors(p, {{"w", DType::F32, {3}, small.data()}},
+                   {{"dtc.step", "1"}});
   const std::string before = readAll(p);
   auto failingWrite = [&p]() {
     std::signal(SIGXFSZ, SIG_IGN);
@@ -163,14 +210,16 @@ TEST(Safetensors, FailedWriteLeavesTheOldFile) {
     setrlimit(RLIMIT_FSIZE, &rl);
     std::vector<float> big(100000, 1.0f);
     try {
-      writeSafetensors(p, {{"w", DType::F32, {100000}, big.data()}}, {{"dtc.step", "2"}});
+      writeSafetensors(p, {{"w", DType::F32, {100000}, big.data()}},
+                       {{"dtc.step", "2"}});
     } catch (const Error &e) {
-      std::exit(std::string(e.what()).find("cannot write") != std::string::npos ? 3 : 4);
+      std::exit(std::string(e.what()).find("cannot write") != std::string::npos
+                    ? 3
+                    : 4);
     }
     std::exit(5);
   };
-  EXPECT_EXIT(failingWrite(),
-      ::testing::ExitedWithCode(3), "");
+  EXPECT_EXIT(failingWrite(), ::testing::ExitedWithCode(3), "");
   EXPECT_EQ(readAll(p), before);
   EXPECT_EQ(listDir(dir), std::vector<std::string>{"ckpt.safetensors"});
   // A directory that does not exist: error names the path.
@@ -178,7 +227,8 @@ TEST(Safetensors, FailedWriteLeavesTheOldFile) {
     writeSafetensors(dir + "/missing/x.safetensors", {}, {});
     FAIL();
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("missing/x.safetensors: cannot write"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("missing/x.safetensors: cannot write"),
+              std::string::npos);
   }
 }
 
@@ -187,17 +237,21 @@ TEST(Safetensors, Crc32cKnownAnswers) {
   EXPECT_EQ(crc32c(0, "", 0), 0u);
   // Streaming in pieces (and at any alignment) gives the same value.
   std::string s(1000, '\0');
-  for (size_t i = 0; i < s.size(); ++i) s[i] = char(i * 31 + 7);
+  for (size_t i = 0; i < s.size(); ++i)
+    s[i] = char(i * 31 + 7);
   const uint32_t whole = crc32c(0, s.data(), s.size());
-  EXPECT_EQ(crc32c(crc32c(0, s.data(), 333), s.data() + 333, s.size() - 333), whole);
-  EXPECT_EQ(crc32c(0, s.data() + 1, 9), crc32c(crc32c(0, s.data() + 1, 4), s.data() + 5, 5));
+  EXPECT_EQ(crc32c(crc32c(0, s.data(), 333), s.data() + 333, s.size() - 333),
+            whole);
+  EXPECT_EQ(crc32c(0, s.data() + 1, 9),
+            crc32c(crc32c(0, s.data() + 1, 4), s.data() + 5, 5));
 }
 
 // Every byte of the data section is covered by the checksum.
 TEST(Safetensors, FlippedBytesAreCaught) {
   const std::string p = tempDir() + "/flip.safetensors";
   std::vector<float> w(64);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i) * 0.5f;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = float(i) * 0.5f;
   writeSafetensors(p, {{"w", DType::F32, {64}, w.data()}}, {{"dtc.step", "3"}});
   const std::string good = readAll(p);
   {
@@ -214,19 +268,23 @@ TEST(Safetensors, FlippedBytesAreCaught) {
       r.verifyChecksum();
       FAIL() << "flip at " << at;
     } catch (const Error &e) {
-      EXPECT_NE(std::string(e.what()).find("flip.safetensors: data checksum mismatch"),
-                std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(
+                    "flip.safetensors: data checksum mismatch"),
+                std::string::npos)
+          << e.what();
     }
   }
   std::string bad = good;
-  const size_t digits = bad.find(kDataChecksumKey) + std::strlen(kDataChecksumKey) + 3;
+  const size_t digits =
+      bad.find(kDataChecksumKey) + std::strlen(kDataChecksumKey) + 3;
   bad[digits] = 'x';
   writeRaw(p, bad);
   try {
     SafetensorsReader r(p);
     FAIL();
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("is not 8 lowercase hex digits"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("is not 8 lowercase hex digits"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -243,14 +301,17 @@ TEST(Safetensors, AFileThatShrinksIsAnError) {
     r.read(*r.find("w"), 0, got.data(), got.size() * 4);
     FAIL();
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("shrink.safetensors: the file shrank while it was read"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "shrink.safetensors: the file shrank while it was read"),
+              std::string::npos)
+        << e.what();
   }
 }
 
 // An output that cannot seek (a FIFO) gets the file without a checksum.
 TEST(Safetensors, StreamsToAFifo) {
-  const std::string fifo = tempDir() + "/ckpt.fifo", copy = tempDir() + "/copy.safetensors";
+  const std::string fifo = tempDir() + "/ckpt.fifo",
+                    copy = tempDir() + "/copy.safetensors";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   std::string bytes;
   std::thread reader([&] {
@@ -260,7 +321,8 @@ TEST(Safetensors, StreamsToAFifo) {
     bytes = ss.str();
   });
   std::vector<float> w = {1, 2, 3};
-  writeSafetensors(fifo, {{"w", DType::F32, {3}, w.data()}}, {{"dtc.step", "1"}});
+  writeSafetensors(fifo, {{"w", DType::F32, {3}, w.data()}},
+                   {{"dtc.step", "1"}});
   reader.join();
   writeRaw(copy, bytes);
   SafetensorsReader r(copy);

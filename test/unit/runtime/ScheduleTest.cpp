@@ -29,8 +29,10 @@ std::vector<Case> allCases() {
     for (int p : {1, 2, 3, 4, 8})
       for (int m : {1, 2, 3, 4, 8, 16})
         for (int v : {1, 2, 3}) {
-          if (v > 1 && name != "interleaved") continue;
-          if (name == "interleaved" && m % p != 0) continue;
+          if (v > 1 && name != "interleaved")
+            continue;
+          if (name == "interleaved" && m % p != 0)
+            continue;
           cases.push_back({name, p, m, v});
         }
   return cases;
@@ -39,12 +41,14 @@ std::vector<Case> allCases() {
 Schedule make(const Case &c) {
   Schedule s;
   std::string error;
-  EXPECT_TRUE(generate(c.name, c.stages, c.microbatches, c.chunks, s, error)) << error;
+  EXPECT_TRUE(generate(c.name, c.stages, c.microbatches, c.chunks, s, error))
+      << error;
   return s;
 }
 
 std::string describe(const Case &c) {
-  return c.name + " P=" + std::to_string(c.stages) + " M=" + std::to_string(c.microbatches) +
+  return c.name + " P=" + std::to_string(c.stages) +
+         " M=" + std::to_string(c.microbatches) +
          " v=" + std::to_string(c.chunks);
 }
 
@@ -62,10 +66,14 @@ TEST(Schedule, EveryScheduleRunsWithoutDeadlockAndRespectsDependencies) {
     for (int d = 0; d < P; ++d) {
       int64_t last = 0;
       for (const Placed &p : sim.timeline[size_t(d)]) {
-        EXPECT_GE(p.start, last) << "stage " << d << " runs two actions at once";
+        EXPECT_GE(p.start, last)
+            << "stage " << d << " runs two actions at once";
         last = p.end;
-        int kind = p.action.kind == Kind::Forward ? 0 : p.action.kind == Kind::Weight ? 2 : 1;
-        when[{kind, p.action.microbatch, p.action.chunk * P + d}] = {p.start, p.end};
+        int kind = p.action.kind == Kind::Forward  ? 0
+                   : p.action.kind == Kind::Weight ? 2
+                                                   : 1;
+        when[{kind, p.action.microbatch, p.action.chunk * P + d}] = {p.start,
+                                                                     p.end};
         ++actions;
       }
       EXPECT_EQ(sim.timeline[size_t(d)].size(), s.perStage[size_t(d)].size());
@@ -73,18 +81,22 @@ TEST(Schedule, EveryScheduleRunsWithoutDeadlockAndRespectsDependencies) {
     for (int m = 0; m < c.microbatches; ++m)
       for (int k = 0; k < K; ++k) {
         auto f = when.at({0, m, k}), b = when.at({1, m, k});
-        EXPECT_LE(f.second, b.first) << "forward after backward, mb " << m << " vstage " << k;
+        EXPECT_LE(f.second, b.first)
+            << "forward after backward, mb " << m << " vstage " << k;
         if (k > 0) {
-          EXPECT_GE(f.first, when.at({0, m, k - 1}).second) << "F input not ready";
+          EXPECT_GE(f.first, when.at({0, m, k - 1}).second)
+              << "F input not ready";
         }
         if (k + 1 < K) {
-          EXPECT_GE(b.first, when.at({1, m, k + 1}).second) << "B gradient not ready";
+          EXPECT_GE(b.first, when.at({1, m, k + 1}).second)
+              << "B gradient not ready";
         }
         if (c.name == "zb") {
           EXPECT_GE(when.at({2, m, k}).first, b.second) << "W before B";
         }
       }
-    EXPECT_EQ(actions, size_t(K) * size_t(c.microbatches) * (c.name == "zb" ? 3 : 2));
+    EXPECT_EQ(actions,
+              size_t(K) * size_t(c.microbatches) * (c.name == "zb" ? 3 : 2));
   }
 }
 
@@ -117,7 +129,8 @@ TEST(Schedule, MicroBatchesHeldPerStage) {
       Simulation zb = simulate(make({"zb", p, m, 1}));
       for (int d = 0; d < p; ++d) {
         EXPECT_EQ(gpipe.peakInFlight[size_t(d)], m);
-        EXPECT_EQ(oneF.peakInFlight[size_t(d)], std::min(p - d, m)) << "stage " << d;
+        EXPECT_EQ(oneF.peakInFlight[size_t(d)], std::min(p - d, m))
+            << "stage " << d;
         // Deferred weight gradients keep micro-batches alive: every stage
         // holds as many as 1F1B's first stage, no more.
         EXPECT_EQ(zb.peakInFlight[size_t(d)], std::min(p, m)) << "stage " << d;
@@ -132,9 +145,13 @@ TEST(Schedule, DeadlockIsFound) {
   s.name = "1f1b";
   s.stages = 2;
   s.microbatches = 2;
-  s.perStage = {{{Kind::Forward, 0, 0}, {Kind::BackwardWeight, 0, 0}, {Kind::Forward, 1, 0},
+  s.perStage = {{{Kind::Forward, 0, 0},
+                 {Kind::BackwardWeight, 0, 0},
+                 {Kind::Forward, 1, 0},
                  {Kind::BackwardWeight, 1, 0}},
-                {{Kind::Forward, 0, 0}, {Kind::Forward, 1, 0}, {Kind::BackwardWeight, 0, 0},
+                {{Kind::Forward, 0, 0},
+                 {Kind::Forward, 1, 0},
+                 {Kind::BackwardWeight, 0, 0},
                  {Kind::BackwardWeight, 1, 0}}};
   EXPECT_EQ(check(s), "");
   Simulation sim = simulate(s);
@@ -149,10 +166,12 @@ TEST(Schedule, MalformedSchedulesAreRejected) {
   EXPECT_NE(check(swapped).find("out of micro-batch order"), std::string::npos);
   Schedule missing = s;
   missing.perStage[0].pop_back();
-  EXPECT_NE(check(missing).find("never finishes"), std::string::npos) << check(missing);
+  EXPECT_NE(check(missing).find("never finishes"), std::string::npos)
+      << check(missing);
   Schedule early = make({"zb", 2, 2, 1});
   for (auto &a : early.perStage[1])
-    if (a.kind == Kind::Backward) a.kind = Kind::Weight; // W without B
+    if (a.kind == Kind::Backward)
+      a.kind = Kind::Weight; // W without B
   EXPECT_NE(check(early), "");
 }
 
@@ -160,9 +179,11 @@ TEST(Schedule, BadArgumentsAreOneLineErrors) {
   Schedule s;
   std::string error;
   EXPECT_FALSE(generate("interleaved", 4, 6, 2, s, error));
-  EXPECT_NE(error.find("multiple of the pipeline stages"), std::string::npos) << error;
+  EXPECT_NE(error.find("multiple of the pipeline stages"), std::string::npos)
+      << error;
   EXPECT_FALSE(generate("1f1b", 4, 8, 2, s, error));
-  EXPECT_NE(error.find("needs --schedule interleaved"), std::string::npos) << error;
+  EXPECT_NE(error.find("needs --schedule interleaved"), std::string::npos)
+      << error;
   EXPECT_FALSE(generate("pipedream", 4, 8, 1, s, error));
   EXPECT_NE(error.find("unknown schedule"), std::string::npos) << error;
   EXPECT_FALSE(generate("gpipe", 0, 8, 1, s, error));
@@ -178,9 +199,11 @@ TEST(Schedule, JsonRoundTrip) {
   }
   std::vector<Action> out;
   std::string error;
-  EXPECT_FALSE(actionsFromJson(nlohmann::json::parse(R"([["F", 0, 0], ["X", 1, 0]])"), out, error));
+  EXPECT_FALSE(actionsFromJson(
+      nlohmann::json::parse(R"([["F", 0, 0], ["X", 1, 0]])"), out, error));
   EXPECT_NE(error.find("entry 1"), std::string::npos) << error;
-  EXPECT_FALSE(actionsFromJson(nlohmann::json::parse(R"([["F", -1, 0]])"), out, error));
+  EXPECT_FALSE(
+      actionsFromJson(nlohmann::json::parse(R"([["F", -1, 0]])"), out, error));
 }
 
 TEST(Schedule, Drawings) {
@@ -188,8 +211,12 @@ TEST(Schedule, Drawings) {
   Simulation sim = simulate(s);
   std::string text = renderText(s, sim);
   // makespan 3 (M + P - 1) * 3 = 9 units; stage 0 idles 3 of them.
-  EXPECT_NE(text.find("stage 0  | F0 F1 .  .  B0 B0 .  B1 B1"), std::string::npos) << text;
-  EXPECT_NE(text.find("stage 1  | .  F0 B0 B0 F1 B1 B1 .  ."), std::string::npos) << text;
+  EXPECT_NE(text.find("stage 0  | F0 F1 .  .  B0 B0 .  B1 B1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("stage 1  | .  F0 B0 B0 F1 B1 B1 .  ."),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("bubble 0.3333"), std::string::npos) << text;
   std::string svg = renderSvg(s, sim);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);

@@ -1,4 +1,5 @@
-//===- TestArtifacts.cpp ----------------------------------------------------===//
+//===- TestArtifacts.cpp
+//----------------------------------------------------===//
 #include "TestArtifacts.h"
 #include "dtc/runtime/ArtifactFormat.h"
 
@@ -16,9 +17,11 @@ struct ScratchDirs {
   std::map<std::string, std::string> dirs;
   ~ScratchDirs() {
     // A forked child (a death test) must not remove the parent's files.
-    if (::getpid() != owner) return;
+    if (::getpid() != owner)
+      return;
     std::error_code ec;
-    for (const auto &[prefix, dir] : dirs) std::filesystem::remove_all(dir, ec);
+    for (const auto &[prefix, dir] : dirs)
+      std::filesystem::remove_all(dir, ec);
   }
 };
 } // namespace
@@ -32,7 +35,8 @@ std::string scratchDir(const std::string &prefix) {
     const char *tmp = std::getenv("TMPDIR");
     const std::string base = tmp && *tmp ? tmp : "/tmp";
     std::string tmpl = base + "/" + prefix + "-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) throw rt::Error("cannot create a directory under " + base);
+    if (!::mkdtemp(tmpl.data()))
+      throw rt::Error("cannot create a directory under " + base);
     dir = tmpl;
   }
   return dir;
@@ -44,32 +48,41 @@ using rt::Shape;
 static const char *dt(DType d) { return rt::dtypeName(d); }
 
 ProgramBuilder::ProgramBuilder(std::string name, std::vector<int> ranks) {
-  prog_ = {{"name", name}, {"ranks", ranks}, {"slots", json::array()},
-           {"buffers", json::array()}, {"constants", json::array()},
+  prog_ = {{"name", name},
+           {"ranks", ranks},
+           {"slots", json::array()},
+           {"buffers", json::array()},
+           {"constants", json::array()},
            {"instructions", json::array()}};
 }
 
-int ProgramBuilder::buffer(DType dtype, const Shape &shape, const std::string &category,
+int ProgramBuilder::buffer(DType dtype, const Shape &shape,
+                           const std::string &category,
                            const std::string &tensor) {
   const int slot = int(prog_["slots"].size());
   prog_["slots"].push_back(
-      {{"bytes", uint64_t(rt::numel(shape)) * rt::dtypeSize(dtype)}, {"category", category}});
+      {{"bytes", uint64_t(rt::numel(shape)) * rt::dtypeSize(dtype)},
+       {"category", category}});
   json b = {{"slot", slot}, {"dtype", dt(dtype)}, {"shape", shape}};
-  if (!tensor.empty()) b["tensor"] = tensor;
+  if (!tensor.empty())
+    b["tensor"] = tensor;
   prog_["buffers"].push_back(b);
   return int(prog_["buffers"].size()) - 1;
 }
 
 int ProgramBuilder::view(int of, DType dtype, const Shape &shape) {
-  json b = {{"slot", prog_["buffers"][size_t(of)]["slot"]}, {"dtype", dt(dtype)}, {"shape", shape}};
+  json b = {{"slot", prog_["buffers"][size_t(of)]["slot"]},
+            {"dtype", dt(dtype)},
+            {"shape", shape}};
   prog_["buffers"].push_back(b);
   return int(prog_["buffers"].size()) - 1;
 }
 
-void ProgramBuilder::op(const std::string &op, std::vector<int> in, std::vector<int> out,
-                        json attrs) {
+void ProgramBuilder::op(const std::string &op, std::vector<int> in,
+                        std::vector<int> out, json attrs) {
   json i = {{"op", op}, {"in", in}, {"out", out}};
-  if (!attrs.empty()) i["attrs"] = attrs;
+  if (!attrs.empty())
+    i["attrs"] = attrs;
   prog_["instructions"].push_back(i);
 }
 
@@ -79,7 +92,8 @@ void ProgramBuilder::splat(int buffer, double value) {
 
 ArtifactBuilder::ArtifactBuilder(std::vector<int64_t> mesh) {
   int64_t devices = 1;
-  for (int64_t m : mesh) devices *= m;
+  for (int64_t m : mesh)
+    devices *= m;
   body_ = {{"format", "dtc-artifact"},
            {"version", 2},
            {"producer", "dtc runtime tests"},
@@ -95,42 +109,62 @@ void ArtifactBuilder::comm(const std::string &name, std::vector<int> axes) {
   body_["communicators"].push_back({{"name", name}, {"mesh_axes", axes}});
 }
 
-void ArtifactBuilder::param(const std::string &name, const Shape &shape, const std::string &init,
-                            json sharding) {
-  tensor({{"name", name}, {"role", "param"}, {"dtype", "f32"}, {"shape", shape},
-          {"init", init}, {"sharding", sharding}});
+void ArtifactBuilder::param(const std::string &name, const Shape &shape,
+                            const std::string &init, json sharding) {
+  tensor({{"name", name},
+          {"role", "param"},
+          {"dtype", "f32"},
+          {"shape", shape},
+          {"init", init},
+          {"sharding", sharding}});
 }
 
-void ArtifactBuilder::optState(const std::string &name, const std::string &of, const Shape &shape,
-                               json sharding) {
-  tensor({{"name", name}, {"role", "optimizer_state"}, {"of", of}, {"dtype", "f32"},
-          {"shape", shape}, {"init", "zeros"}, {"sharding", sharding}});
+void ArtifactBuilder::optState(const std::string &name, const std::string &of,
+                               const Shape &shape, json sharding) {
+  tensor({{"name", name},
+          {"role", "optimizer_state"},
+          {"of", of},
+          {"dtype", "f32"},
+          {"shape", shape},
+          {"init", "zeros"},
+          {"sharding", sharding}});
 }
 
-void ArtifactBuilder::input(const std::string &name, DType dtype, const Shape &shape,
-                            json sharding, int64_t max) {
-  json t = {{"name", name}, {"role", "input"}, {"dtype", dt(dtype)}, {"shape", shape},
+void ArtifactBuilder::input(const std::string &name, DType dtype,
+                            const Shape &shape, json sharding, int64_t max) {
+  json t = {{"name", name},
+            {"role", "input"},
+            {"dtype", dt(dtype)},
+            {"shape", shape},
             {"sharding", sharding}};
-  if (max) t["max"] = max;
+  if (max)
+    t["max"] = max;
   tensor(t);
 }
 
-void ArtifactBuilder::scalar(const std::string &name, const std::string &role, DType dtype) {
-  tensor({{"name", name}, {"role", role}, {"dtype", dt(dtype)}, {"shape", json::array()},
+void ArtifactBuilder::scalar(const std::string &name, const std::string &role,
+                             DType dtype) {
+  tensor({{"name", name},
+          {"role", role},
+          {"dtype", dt(dtype)},
+          {"shape", json::array()},
           {"sharding", json::array()}});
 }
 
 static std::vector<int> allRanks(const std::vector<int64_t> &mesh) {
   int64_t n = 1;
-  for (int64_t m : mesh) n *= m;
+  for (int64_t m : mesh)
+    n *= m;
   std::vector<int> r;
-  for (int i = 0; i < n; ++i) r.push_back(i);
+  for (int i = 0; i < n; ++i)
+    r.push_back(i);
   return r;
 }
 
 // Emits the optimizer update of one parameter buffer.
-static void update(ArtifactBuilder &ab, ProgramBuilder &pb, const std::string &opt,
-                   const std::string &name, const Shape &global, const json &sharding,
+static void update(ArtifactBuilder &ab, ProgramBuilder &pb,
+                   const std::string &opt, const std::string &name,
+                   const Shape &global, const json &sharding,
                    const Shape &local, int w, int g, int step) {
   if (opt == "sgd") {
     pb.op("sgd_update", {w, g}, {w}, {{"lr", 0.1}, {"weight_decay", 0.01}});
@@ -141,18 +175,25 @@ static void update(ArtifactBuilder &ab, ProgramBuilder &pb, const std::string &o
   const int m = pb.buffer(DType::F32, local, "optimizer", name + ":adam_m");
   const int v = pb.buffer(DType::F32, local, "optimizer", name + ":adam_v");
   pb.op("adam_update", {w, g, m, v, step}, {w, m, v},
-        {{"lr", 0.01}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8},
-         {"weight_decay", opt == "adamw" ? 0.01 : 0.0}, {"decoupled", opt == "adamw"}});
+        {{"lr", 0.01},
+         {"beta1", 0.9},
+         {"beta2", 0.999},
+         {"eps", 1e-8},
+         {"weight_decay", opt == "adamw" ? 0.01 : 0.0},
+         {"decoupled", opt == "adamw"}});
 }
 
 json mlpArtifact(const MlpConfig &c) {
   ArtifactBuilder ab(c.mesh);
   int64_t ndp = 1;
-  for (int a : c.dpAxes) ndp *= c.mesh[size_t(a)];
+  for (int a : c.dpAxes)
+    ndp *= c.mesh[size_t(a)];
   const int64_t ntp = c.tpAxis >= 0 ? c.mesh[size_t(c.tpAxis)] : 1;
   const int64_t B = c.batch, I = 16, H = 32, C = 10, Bl = B / ndp, Hl = H / ntp;
-  if (ndp > 1) ab.comm("dp", c.dpAxes);
-  if (c.tpAxis >= 0) ab.comm("tp", {c.tpAxis});
+  if (ndp > 1)
+    ab.comm("dp", c.dpAxes);
+  if (c.tpAxis >= 0)
+    ab.comm("tp", {c.tpAxis});
   const json tp = c.tpAxis >= 0 ? json::array({c.tpAxis}) : json::array();
   const json dp = c.dpAxes;
   ab.body()["plan"] = {{"dp", ndp}, {"tp", ntp}};
@@ -177,7 +218,8 @@ json mlpArtifact(const MlpConfig &c) {
   const int one = pb.buffer(DType::F32, {}, "constant");
   pb.splat(one, 1.0);
   auto act = [&](Shape s) { return pb.buffer(DType::F32, s, "activation"); };
-  const int h = act({Bl, Hl}), h2 = act({Bl, Hl}), a = act({Bl, Hl}), zp = act({Bl, C});
+  const int h = act({Bl, Hl}), h2 = act({Bl, Hl}), a = act({Bl, Hl}),
+            zp = act({Bl, C});
   pb.op("matmul", {x, w1}, {h});
   pb.op("add", {h, b1}, {h2});
   pb.op("gelu", {h2}, {a});
@@ -190,12 +232,13 @@ json mlpArtifact(const MlpConfig &c) {
   if (ndp > 1) {
     const int lloc = pb.buffer(DType::F32, {}, "scalar");
     pb.op("cross_entropy", {z, y}, {lloc});
-    pb.op("all_reduce", {lloc}, {loss}, {{"comm", "dp"}, {"reduction", "average"}});
+    pb.op("all_reduce", {lloc}, {loss},
+          {{"comm", "dp"}, {"reduction", "average"}});
   } else {
     pb.op("cross_entropy", {z, y}, {loss});
   }
-  const int dz = act({Bl, C}), aT = act({Hl, Bl}), w2T = act({C, Hl}), da = act({Bl, Hl}),
-            dh2 = act({Bl, Hl}), xT = act({I, Bl});
+  const int dz = act({Bl, C}), aT = act({Hl, Bl}), w2T = act({C, Hl}),
+            da = act({Bl, Hl}), dh2 = act({Bl, Hl}), xT = act({I, Bl});
   const int dw2 = pb.buffer(DType::F32, {Hl, C}, "grad");
   const int db1 = pb.buffer(DType::F32, {Hl}, "grad");
   const int dw1 = pb.buffer(DType::F32, {I, Hl}, "grad");
@@ -211,9 +254,12 @@ json mlpArtifact(const MlpConfig &c) {
   if (ndp > 1)
     for (int g : {dw1, db1, dw2})
       pb.op("all_reduce", {g}, {g}, {{"comm", "dp"}, {"reduction", "sum"}});
-  update(ab, pb, c.optimizer, "w1", {I, H}, json::array({json::array(), tp}), {I, Hl}, w1, dw1, step);
-  update(ab, pb, c.optimizer, "b1", {H}, json::array({tp}), {Hl}, b1, db1, step);
-  update(ab, pb, c.optimizer, "w2", {H, C}, json::array({tp, json::array()}), {Hl, C}, w2, dw2, step);
+  update(ab, pb, c.optimizer, "w1", {I, H}, json::array({json::array(), tp}),
+         {I, Hl}, w1, dw1, step);
+  update(ab, pb, c.optimizer, "b1", {H}, json::array({tp}), {Hl}, b1, db1,
+         step);
+  update(ab, pb, c.optimizer, "w2", {H, C}, json::array({tp, json::array()}),
+         {Hl, C}, w2, dw2, step);
   ab.program(pb);
   return ab.body();
 }
@@ -227,13 +273,17 @@ json lmArtifact(const LmConfig &c) {
     ndp *= c.mesh[i];
   }
   const int64_t B = c.batch, S = c.seq, V = c.vocab, D = c.dim, Bl = B / ndp;
-  if (ndp > 1) ab.comm("dp", axes);
+  if (ndp > 1)
+    ab.comm("dp", axes);
   const json dp = axes;
-  ab.input("ids", DType::I32, {B, S}, json::array({dp, json::array()}), c.idsMax ? c.idsMax : V);
+  ab.input("ids", DType::I32, {B, S}, json::array({dp, json::array()}),
+           c.idsMax ? c.idsMax : V);
   ab.input("labels", DType::I32, {B, S}, json::array({dp, json::array()}), V);
-  ab.param("emb", {V, D}, "normal(0.5)", json::array({json::array(), json::array()}));
+  ab.param("emb", {V, D}, "normal(0.5)",
+           json::array({json::array(), json::array()}));
   ab.param("norm.g", {D}, "ones", json::array({json::array()}));
-  ab.param("wout", {D, V}, "normal(0.3)", json::array({json::array(), json::array()}));
+  ab.param("wout", {D, V}, "normal(0.3)",
+           json::array({json::array(), json::array()}));
   ab.scalar("step", "step", DType::I64);
   ab.scalar("loss", "loss", DType::F32);
 
@@ -258,12 +308,16 @@ json lmArtifact(const LmConfig &c) {
   pb.op("attention", {n4, n4, n4}, {att4}, {{"causal", true}});
   pb.op("matmul", {att, wout}, {logits});
   int lossOut = loss;
-  if (ndp > 1) lossOut = pb.buffer(DType::F32, {}, "scalar");
+  if (ndp > 1)
+    lossOut = pb.buffer(DType::F32, {}, "scalar");
   pb.op("cross_entropy", {logits, labels}, {lossOut});
-  if (ndp > 1) pb.op("all_reduce", {lossOut}, {loss}, {{"comm", "dp"}, {"reduction", "average"}});
+  if (ndp > 1)
+    pb.op("all_reduce", {lossOut}, {loss},
+          {{"comm", "dp"}, {"reduction", "average"}});
   // Backward.
   const int dlogits = act({Bl, S, V});
-  pb.op("cross_entropy_grad", {logits, labels, one}, {dlogits}, {{"scale", 1.0 / double(B * S)}});
+  pb.op("cross_entropy_grad", {logits, labels, one}, {dlogits},
+        {{"scale", 1.0 / double(B * S)}});
   const int att2 = act({Bl * S, D});
   pb.op("reshape", {att}, {att2});
   const int attT = act({D, Bl * S});
@@ -276,8 +330,10 @@ json lmArtifact(const LmConfig &c) {
   const int datt = act({Bl, S, D});
   pb.op("matmul", {dlogits, woutT}, {datt});
   const int datt4 = pb.view(datt, DType::F32, {Bl, 1, S, D});
-  const int dq = act({Bl, 1, S, D}), dk = act({Bl, 1, S, D}), dv = act({Bl, 1, S, D});
-  pb.op("attention_grad", {n4, n4, n4, datt4}, {dq, dk, dv}, {{"causal", true}});
+  const int dq = act({Bl, 1, S, D}), dk = act({Bl, 1, S, D}),
+            dv = act({Bl, 1, S, D});
+  pb.op("attention_grad", {n4, n4, n4, datt4}, {dq, dk, dv},
+        {{"causal", true}});
   const int dqk = act({Bl, 1, S, D}), dn4 = act({Bl, 1, S, D});
   pb.op("add", {dq, dk}, {dqk});
   pb.op("add", {dqk, dv}, {dn4});
@@ -292,7 +348,8 @@ json lmArtifact(const LmConfig &c) {
       pb.op("all_reduce", {gr}, {gr}, {{"comm", "dp"}, {"reduction", "sum"}});
   const json rep2 = json::array({json::array(), json::array()});
   update(ab, pb, "adam", "emb", {V, D}, rep2, {V, D}, emb, demb, step);
-  update(ab, pb, "adam", "norm.g", {D}, json::array({json::array()}), {D}, g, dg, step);
+  update(ab, pb, "adam", "norm.g", {D}, json::array({json::array()}), {D}, g,
+         dg, step);
   update(ab, pb, "adam", "wout", {D, V}, rep2, {D, V}, wout, dwout, step);
   ab.program(pb);
   return ab.body();
@@ -308,7 +365,8 @@ json collectivesArtifact() {
   ab.comm("rows", {0});     // groups {0,2}, {1,3}; index c0
   ab.comm("cols", {1});     // groups {0,1}, {2,3}; index c1
   ab.comm("all10", {1, 0}); // one group; index c1*2 + c0
-  ab.input("x", DType::F32, {4, 6}, json::array({json::array({0}), json::array({1})}));
+  ab.input("x", DType::F32, {4, 6},
+           json::array({json::array({0}), json::array({1})}));
   ProgramBuilder pb("spmd", {0, 1, 2, 3});
   const int x = pb.buffer(DType::F32, {2, 3}, "input", "x");
   auto out = [&](const std::string &name, Shape local) {
@@ -316,22 +374,30 @@ json collectivesArtifact() {
              json::array({json::array({0, 1}), json::array()}));
     return pb.buffer(DType::F32, local, "param", name);
   };
-  const int ar = out("ar", {2, 3}), mx = out("mx", {2, 3}), avg = out("avg", {2, 3});
-  const int ag = out("ag", {4, 3}), xc = out("xc", {2, 6}), rs = out("rs", {2, 3});
-  const int rs0 = out("rs0", {2, 3}), a2a = out("a2a", {1, 12}), a2b = out("a2b", {4, 3});
+  const int ar = out("ar", {2, 3}), mx = out("mx", {2, 3}),
+            avg = out("avg", {2, 3});
+  const int ag = out("ag", {4, 3}), xc = out("xc", {2, 6}),
+            rs = out("rs", {2, 3});
+  const int rs0 = out("rs0", {2, 3}), a2a = out("a2a", {1, 12}),
+            a2b = out("a2b", {4, 3});
   const int sl = out("sl", {2, 3}), isum = out("isum", {2, 3});
   ab.scalar("loss", "loss", DType::F32);
   const int loss = pb.buffer(DType::F32, {}, "scalar", "loss");
   pb.op("all_reduce", {x}, {ar}, {{"comm", "rows"}, {"reduction", "sum"}});
   pb.op("all_reduce", {x}, {mx}, {{"comm", "all10"}, {"reduction", "max"}});
   pb.op("copy", {x}, {avg});
-  pb.op("all_reduce", {avg}, {avg}, {{"comm", "cols"}, {"reduction", "average"}});
+  pb.op("all_reduce", {avg}, {avg},
+        {{"comm", "cols"}, {"reduction", "average"}});
   pb.op("all_gather", {x}, {ag}, {{"comm", "rows"}, {"axis", 0}});
   pb.op("all_gather", {x}, {xc}, {{"comm", "cols"}, {"axis", 1}});
-  pb.op("reduce_scatter", {xc}, {rs}, {{"comm", "cols"}, {"axis", 1}, {"reduction", "sum"}});
-  pb.op("reduce_scatter", {ag}, {rs0}, {{"comm", "rows"}, {"axis", 0}, {"reduction", "sum"}});
-  pb.op("all_to_all", {ag}, {a2a}, {{"comm", "all10"}, {"split_axis", 0}, {"concat_axis", 1}});
-  pb.op("all_to_all", {xc}, {a2b}, {{"comm", "cols"}, {"split_axis", 1}, {"concat_axis", 0}});
+  pb.op("reduce_scatter", {xc}, {rs},
+        {{"comm", "cols"}, {"axis", 1}, {"reduction", "sum"}});
+  pb.op("reduce_scatter", {ag}, {rs0},
+        {{"comm", "rows"}, {"axis", 0}, {"reduction", "sum"}});
+  pb.op("all_to_all", {ag}, {a2a},
+        {{"comm", "all10"}, {"split_axis", 0}, {"concat_axis", 1}});
+  pb.op("all_to_all", {xc}, {a2b},
+        {{"comm", "cols"}, {"split_axis", 1}, {"concat_axis", 0}});
   pb.op("all_slice", {ag}, {sl}, {{"comm", "rows"}, {"axis", 0}});
   // Integer all_reduce: trunc(100 x) summed over the whole mesh.
   const int hundred = pb.buffer(DType::F32, {}, "constant");
@@ -346,14 +412,18 @@ json collectivesArtifact() {
   // loss = sum(X), replicated.
   const int part = pb.buffer(DType::F32, {}, "scalar");
   pb.op("reduce_sum", {x}, {part}, {{"axes", {0, 1}}, {"keep_dims", false}});
-  pb.op("all_reduce", {part}, {loss}, {{"comm", "all10"}, {"reduction", "sum"}});
+  pb.op("all_reduce", {part}, {loss},
+        {{"comm", "all10"}, {"reduction", "sum"}});
   ab.program(pb);
   return ab.body();
 }
 
-std::map<std::string, std::vector<float>> collectivesExpected(const std::vector<float> &X) {
+std::map<std::string, std::vector<float>>
+collectivesExpected(const std::vector<float> &X) {
   auto at = [&](int64_t i, int64_t j) { return X[size_t(i * 6 + j)]; };
-  auto local = [&](int c0, int c1, int64_t i, int64_t j) { return at(2 * c0 + i, 3 * c1 + j); };
+  auto local = [&](int c0, int c1, int64_t i, int64_t j) {
+    return at(2 * c0 + i, 3 * c1 + j);
+  };
   std::map<std::string, std::vector<float>> e;
   for (int r = 0; r < 4; ++r) {
     const int c0 = r / 2, c1 = r % 2;
@@ -361,28 +431,34 @@ std::map<std::string, std::vector<float>> collectivesExpected(const std::vector<
       for (int64_t j = 0; j < 3; ++j) {
         e["ar"].push_back(local(0, c1, i, j) + local(1, c1, i, j));
         float m = local(0, 0, i, j);
-        for (int q = 1; q < 4; ++q) m = std::max(m, local(q / 2, q % 2, i, j));
+        for (int q = 1; q < 4; ++q)
+          m = std::max(m, local(q / 2, q % 2, i, j));
         e["mx"].push_back(m);
         e["avg"].push_back((local(c0, 0, i, j) + local(c0, 1, i, j)) / 2.0f);
         e["rs"].push_back(local(c0, c1, i, j) + local(c0, c1, i, j));
         e["rs0"].push_back(local(c0, c1, i, j) + local(c0, c1, i, j));
         e["sl"].push_back(local(c0, c1, i, j));
         int64_t s = 0;
-        for (int q = 0; q < 4; ++q) s += int64_t(100.0f * local(q / 2, q % 2, i, j));
+        for (int q = 0; q < 4; ++q)
+          s += int64_t(100.0f * local(q / 2, q % 2, i, j));
         e["isum"].push_back(float(s));
       }
     for (int64_t i = 0; i < 4; ++i)
-      for (int64_t j = 0; j < 3; ++j) e["ag"].push_back(at(i, 3 * c1 + j));
+      for (int64_t j = 0; j < 3; ++j)
+        e["ag"].push_back(at(i, 3 * c1 + j));
     for (int64_t i = 0; i < 2; ++i)
-      for (int64_t j = 0; j < 6; ++j) e["xc"].push_back(at(2 * c0 + i, j));
+      for (int64_t j = 0; j < 6; ++j)
+        e["xc"].push_back(at(2 * c0 + i, j));
     const int me = c1 * 2 + c0; // index in all10
     for (int m = 0; m < 4; ++m) {
       const int mc1 = m / 2;
-      for (int64_t k = 0; k < 3; ++k) e["a2a"].push_back(at(me, 3 * mc1 + k));
+      for (int64_t k = 0; k < 3; ++k)
+        e["a2a"].push_back(at(me, 3 * mc1 + k));
     }
     for (int m = 0; m < 2; ++m)
       for (int64_t i = 0; i < 2; ++i)
-        for (int64_t j = 0; j < 3; ++j) e["a2b"].push_back(local(c0, c1, i, j));
+        for (int64_t j = 0; j < 3; ++j)
+          e["a2b"].push_back(local(c0, c1, i, j));
   }
   return e;
 }
@@ -404,10 +480,14 @@ json programsArtifact(const std::vector<CollectiveSpec> &p0,
       const CollectiveSpec &c = (*lists[r])[i];
       int64_t outCount = c.count;
       json attrs = {{"comm", c.comm}};
-      if (c.op == "all_reduce" || c.op == "reduce_scatter") attrs["reduction"] = c.reduction;
-      if (c.op == "all_gather") outCount = c.count * 2;
-      if (c.op == "reduce_scatter") outCount = c.count / 2;
-      if (c.op == "all_gather" || c.op == "reduce_scatter") attrs["axis"] = 0;
+      if (c.op == "all_reduce" || c.op == "reduce_scatter")
+        attrs["reduction"] = c.reduction;
+      if (c.op == "all_gather")
+        outCount = c.count * 2;
+      if (c.op == "reduce_scatter")
+        outCount = c.count / 2;
+      if (c.op == "all_gather" || c.op == "reduce_scatter")
+        attrs["axis"] = 0;
       if (c.op == "all_to_all") {
         attrs["split_axis"] = 0;
         attrs["concat_axis"] = 0;
@@ -416,8 +496,10 @@ json programsArtifact(const std::vector<CollectiveSpec> &p0,
       pb.splat(in, double(r + 1));
       const int out = pb.buffer(c.dtype, {outCount}, "activation");
       pb.op(c.op, {in}, {out}, attrs);
-      if (i == 0 && c.op == "all_reduce" && c.count == 8 && c.dtype == DType::F32)
-        pb.op("sgd_update", {w, out}, {w}, {{"lr", 0.1}, {"weight_decay", 0.0}});
+      if (i == 0 && c.op == "all_reduce" && c.count == 8 &&
+          c.dtype == DType::F32)
+        pb.op("sgd_update", {w, out}, {w},
+              {{"lr", 0.1}, {"weight_decay", 0.0}});
     }
     ab.program(pb);
   }
@@ -436,17 +518,22 @@ json ppSlot(int bytes, const char *category, int chunk = -1) {
 
 json ppBuf(int slot, std::vector<int64_t> shape, const char *tensor = nullptr) {
   json b = {{"slot", slot}, {"dtype", "f32"}, {"shape", shape}};
-  if (tensor) b["tensor"] = tensor;
+  if (tensor)
+    b["tensor"] = tensor;
   return b;
 }
 
-json ppIns(const char *op, std::vector<int> in, std::vector<int> out, json attrs = json::object()) {
+json ppIns(const char *op, std::vector<int> in, std::vector<int> out,
+           json attrs = json::object()) {
   json i = {{"op", op}, {"in", in}, {"out", out}};
-  if (!attrs.empty()) i["attrs"] = attrs;
+  if (!attrs.empty())
+    i["attrs"] = attrs;
   return i;
 }
 
-json ppMessage(int peer, int id) { return {{"comm", "pp"}, {"peer", peer}, {"message", id}}; }
+json ppMessage(int peer, int id) {
+  return {{"comm", "pp"}, {"peer", peer}, {"message", id}};
+}
 
 } // namespace
 
@@ -455,38 +542,49 @@ json pipelineArtifact() {
       {"name", "stage0"},
       {"ranks", {0}},
       {"stage", 0},
-      {"slots", {ppSlot(64, "param"), ppSlot(64, "input"), ppSlot(32, "activation", 0),
-                 ppSlot(32, "activation"), ppSlot(32, "activation", 0), ppSlot(64, "activation"),
-                 ppSlot(64, "grad")}},
-      {"buffers", {ppBuf(0, {4, 4}, "w"), ppBuf(1, {4, 4}, "x"), ppBuf(2, {2, 4}), ppBuf(3, {2, 4}),
-                   ppBuf(4, {2, 4}), ppBuf(5, {4, 4}), ppBuf(6, {4, 4})}},
+      {"slots",
+       {ppSlot(64, "param"), ppSlot(64, "input"), ppSlot(32, "activation", 0),
+        ppSlot(32, "activation"), ppSlot(32, "activation", 0),
+        ppSlot(64, "activation"), ppSlot(64, "grad")}},
+      {"buffers",
+       {ppBuf(0, {4, 4}, "w"), ppBuf(1, {4, 4}, "x"), ppBuf(2, {2, 4}),
+        ppBuf(3, {2, 4}), ppBuf(4, {2, 4}), ppBuf(5, {4, 4}),
+        ppBuf(6, {4, 4})}},
       {"instructions", {ppIns("fill", {}, {6}, {{"value", 0}})}},
       {"chunks",
        {{{"forward",
-          {ppIns("microbatch_slice", {1}, {2}, {{"axis", 0}}), ppIns("matmul", {2, 0}, {3}),
+          {ppIns("microbatch_slice", {1}, {2}, {{"axis", 0}}),
+           ppIns("matmul", {2, 0}, {3}),
            ppIns("send", {3}, {}, ppMessage(1, 0))}},
          {"backward_input", {ppIns("recv", {}, {4}, ppMessage(1, 1))}},
          {"backward_weight",
-          {ppIns("matmul", {2, 4}, {5}, {{"transpose_a", true}}), ppIns("accumulate", {5}, {6})}}}}},
-      {"finish", {ppIns("sgd_update", {0, 6}, {0}, {{"lr", 0.1}, {"weight_decay", 0.0}})}},
+          {ppIns("matmul", {2, 4}, {5}, {{"transpose_a", true}}),
+           ppIns("accumulate", {5}, {6})}}}}},
+      {"finish",
+       {ppIns("sgd_update", {0, 6}, {0},
+              {{"lr", 0.1}, {"weight_decay", 0.0}})}},
       {"schedule", {{"F", 0, 0}, {"F", 1, 0}, {"BW", 0, 0}, {"BW", 1, 0}}}};
   json stage1 = {
       {"name", "stage1"},
       {"ranks", {1}},
       {"stage", 1},
-      {"slots", {ppSlot(32, "activation", 0), ppSlot(32, "activation"), ppSlot(4, "activation"),
-                 ppSlot(4, "activation"), ppSlot(4, "scalar"), ppSlot(32, "activation"),
-                 ppSlot(4, "constant")}},
-      {"buffers", {ppBuf(0, {2, 4}), ppBuf(1, {2, 4}), ppBuf(2, {}), ppBuf(3, {}), ppBuf(4, {}, "loss"),
-                   ppBuf(5, {2, 4}), ppBuf(6, {})}},
+      {"slots",
+       {ppSlot(32, "activation", 0), ppSlot(32, "activation"),
+        ppSlot(4, "activation"), ppSlot(4, "activation"), ppSlot(4, "scalar"),
+        ppSlot(32, "activation"), ppSlot(4, "constant")}},
+      {"buffers",
+       {ppBuf(0, {2, 4}), ppBuf(1, {2, 4}), ppBuf(2, {}), ppBuf(3, {}),
+        ppBuf(4, {}, "loss"), ppBuf(5, {2, 4}), ppBuf(6, {})}},
       {"constants", {{{"buffer", 6}, {"splat", 2.0}}}},
       {"instructions", {ppIns("fill", {}, {3}, {{"value", 0}})}},
       {"chunks",
        {{{"forward",
           {ppIns("recv", {}, {0}, ppMessage(0, 0)), ppIns("mul", {0, 0}, {1}),
-           ppIns("reduce_sum", {1}, {2}, {{"axes", {0, 1}}, {"keep_dims", false}}),
+           ppIns("reduce_sum", {1}, {2},
+                 {{"axes", {0, 1}}, {"keep_dims", false}}),
            ppIns("accumulate", {2}, {3})}},
-         {"backward_input", {ppIns("mul", {0, 6}, {5}), ppIns("send", {5}, {}, ppMessage(0, 1))}},
+         {"backward_input",
+          {ppIns("mul", {0, 6}, {5}), ppIns("send", {5}, {}, ppMessage(0, 1))}},
          {"backward_weight", json::array()}}}},
       {"finish", {ppIns("copy", {3}, {4})}},
       {"schedule", {{"F", 0, 0}, {"BW", 0, 0}, {"F", 1, 0}, {"BW", 1, 0}}}};
@@ -494,15 +592,28 @@ json pipelineArtifact() {
           {"version", rt::kArtifactVersion},
           {"mesh", {2}},
           {"devices", 2},
-          {"pipeline", {{"stages", 2}, {"virtual_stages", 1}, {"microbatches", 2},
-                        {"schedule", "1f1b"}}},
+          {"pipeline",
+           {{"stages", 2},
+            {"virtual_stages", 1},
+            {"microbatches", 2},
+            {"schedule", "1f1b"}}},
           {"communicators", {{{"name", "pp"}, {"mesh_axes", {0}}}}},
           {"tensors",
-           {{{"name", "w"}, {"role", "param"}, {"dtype", "f32"}, {"shape", {4, 4}},
-             {"init", "normal(0.5)"}, {"sharding", {json::array(), json::array()}}},
-            {{"name", "x"}, {"role", "input"}, {"dtype", "f32"}, {"shape", {4, 4}},
+           {{{"name", "w"},
+             {"role", "param"},
+             {"dtype", "f32"},
+             {"shape", {4, 4}},
+             {"init", "normal(0.5)"},
              {"sharding", {json::array(), json::array()}}},
-            {{"name", "loss"}, {"role", "loss"}, {"dtype", "f32"}, {"shape", json::array()},
+            {{"name", "x"},
+             {"role", "input"},
+             {"dtype", "f32"},
+             {"shape", {4, 4}},
+             {"sharding", {json::array(), json::array()}}},
+            {{"name", "loss"},
+             {"role", "loss"},
+             {"dtype", "f32"},
+             {"shape", json::array()},
              {"sharding", json::array()}}}},
           {"programs", {stage0, stage1}}};
 }

@@ -1,4 +1,5 @@
-//===- TestArtifacts.h - hand-written artifacts for runtime tests -*- C++ -*-===//
+//===- TestArtifacts.h - hand-written artifacts for runtime tests -*- C++
+//-*-===//
 //
 // Builders for artifact bodies as the compiler would emit them (per-rank
 // programs with slots, buffers, constants, kernels and collectives), used by
@@ -20,16 +21,17 @@ namespace dtc::test {
 
 using json = nlohmann::json;
 
-/// A fresh directory under $TMPDIR (default /tmp) for this test process (one per `prefix`),
-/// removed with everything in it when the process that made it exits.
+/// A fresh directory under $TMPDIR (default /tmp) for this test process (one
+/// per `prefix`), removed with everything in it when the process that made it
+/// exits.
 std::string scratchDir(const std::string &prefix);
 
 class ProgramBuilder {
 public:
   ProgramBuilder(std::string name, std::vector<int> ranks);
   /// A buffer in a new slot of exactly its size.
-  int buffer(rt::DType dtype, const rt::Shape &shape, const std::string &category,
-             const std::string &tensor = "");
+  int buffer(rt::DType dtype, const rt::Shape &shape,
+             const std::string &category, const std::string &tensor = "");
   /// A buffer viewing `of`'s slot (a reshape view).
   int view(int of, rt::DType dtype, const rt::Shape &shape);
   void op(const std::string &op, std::vector<int> in, std::vector<int> out,
@@ -46,14 +48,17 @@ public:
   explicit ArtifactBuilder(std::vector<int64_t> mesh);
   void comm(const std::string &name, std::vector<int> axes);
   void tensor(json t) { body_["tensors"].push_back(std::move(t)); }
-  void param(const std::string &name, const rt::Shape &shape, const std::string &init,
-             json sharding);
-  void optState(const std::string &name, const std::string &of, const rt::Shape &shape,
-                json sharding);
-  void input(const std::string &name, rt::DType dtype, const rt::Shape &shape, json sharding,
-             int64_t max = 0);
-  void scalar(const std::string &name, const std::string &role, rt::DType dtype);
-  void program(const ProgramBuilder &p) { body_["programs"].push_back(p.build()); }
+  void param(const std::string &name, const rt::Shape &shape,
+             const std::string &init, json sharding);
+  void optState(const std::string &name, const std::string &of,
+                const rt::Shape &shape, json sharding);
+  void input(const std::string &name, rt::DType dtype, const rt::Shape &shape,
+             json sharding, int64_t max = 0);
+  void scalar(const std::string &name, const std::string &role,
+              rt::DType dtype);
+  void program(const ProgramBuilder &p) {
+    body_["programs"].push_back(p.build());
+  }
   json &body() { return body_; }
 
 private:
@@ -113,7 +118,8 @@ json pipelineArtifact();
 /// that stacks the ranks' local [a, b] results in rank order.
 json collectivesArtifact();
 /// The expected value of every such param, from the global input X [4, 6].
-std::map<std::string, std::vector<float>> collectivesExpected(const std::vector<float> &X);
+std::map<std::string, std::vector<float>>
+collectivesExpected(const std::vector<float> &X);
 
 } // namespace dtc::test
 

@@ -14,10 +14,15 @@ namespace {
 
 std::string tempDir() { return dtc::test::scratchDir("dtc-tok-test"); }
 
-template <class T> std::string writeTokens(const std::string &name, const std::vector<T> &t) {
+template <class T>
+std::string writeTokens(const std::string &name, const std::vector<T> &t) {
   const std::string p = tempDir() + "/" + name;
   std::string err;
-  EXPECT_TRUE(writeOutputFile(p, std::string(reinterpret_cast<const char *>(t.data()), t.size() * sizeof(T)), err));
+  EXPECT_TRUE(
+      writeOutputFile(p,
+                      std::string(reinterpret_cast<const char *>(t.data()),
+                                  t.size() * sizeof(T)),
+                      err));
   return p;
 }
 
@@ -40,14 +45,17 @@ TEST(TokenData, Binding) {
     bindTokenInputs(mlp);
     FAIL();
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("mlp.dtc: --data needs two integer inputs of shape [B, S]"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "mlp.dtc: --data needs two integer inputs of shape [B, S]"),
+              std::string::npos)
+        << e.what();
   }
 }
 
 TEST(TokenData, WindowsFollowTheSpec) {
   std::vector<uint16_t> toks(100);
-  for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint16_t((i * 7) % 50);
+  for (size_t i = 0; i < toks.size(); ++i)
+    toks[i] = uint16_t((i * 7) % 50);
   const std::string p = writeTokens("w.bin", toks);
   Artifact a = lm({1});
   TokenBinding b = bindTokenInputs(a);
@@ -72,13 +80,15 @@ TEST(TokenData, WindowsFollowTheSpec) {
 
 TEST(TokenData, ShardedPiecesAreSlicesOfTheGlobalBatch) {
   std::vector<uint32_t> toks(300);
-  for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint32_t((i * 13) % 50);
+  for (size_t i = 0; i < toks.size(); ++i)
+    toks[i] = uint32_t((i * 13) % 50);
   const std::string p = writeTokens("s.bin", toks);
   Artifact a = lm({2, 2});
   TokenBinding b = bindTokenInputs(a);
   TokenFile f(p, TokenDType::U32);
   std::vector<int32_t> whole(32);
-  fillTokens(f, b, 3, false, whole.data(), DType::I32, Piece{{4, 8}, {0, 0}, {4, 8}});
+  fillTokens(f, b, 3, false, whole.data(), DType::I32,
+             Piece{{4, 8}, {0, 0}, {4, 8}});
   const Sharding shardings[] = {{{0, 1}, {}}, {{0}, {1}}, {{}, {1, 0}}};
   for (const Sharding &s : shardings)
     for (int64_t r = 0; r < 4; ++r) {
@@ -87,8 +97,9 @@ TEST(TokenData, ShardedPiecesAreSlicesOfTheGlobalBatch) {
       fillTokens(f, b, 3, false, local.data(), DType::I64, piece);
       for (int64_t i = 0; i < piece.local[0]; ++i)
         for (int64_t j = 0; j < piece.local[1]; ++j)
-          EXPECT_EQ(local[size_t(i * piece.local[1] + j)],
-                    whole[size_t((piece.offset[0] + i) * 8 + piece.offset[1] + j)]);
+          EXPECT_EQ(
+              local[size_t(i * piece.local[1] + j)],
+              whole[size_t((piece.offset[0] + i) * 8 + piece.offset[1] + j)]);
     }
 }
 
@@ -103,28 +114,38 @@ TEST(TokenData, ValidationErrors) {
       f.validate(b);
       FAIL();
     } catch (const Error &e) {
-      EXPECT_NE(std::string(e.what()).find("bad.bin: token 50 at byte offset 34 (token 17) is not below 50"),
-                std::string::npos) << e.what();
+      EXPECT_NE(
+          std::string(e.what()).find(
+              "bad.bin: token 50 at byte offset 34 (token 17) is not below 50"),
+          std::string::npos)
+          << e.what();
     }
   }
   {
-    TokenFile f(writeTokens("small.bin", std::vector<uint16_t>(9, 1)), TokenDType::U16);
+    TokenFile f(writeTokens("small.bin", std::vector<uint16_t>(9, 1)),
+                TokenDType::U16);
     try {
       f.validate(b);
       FAIL();
     } catch (const Error &e) {
-      EXPECT_NE(std::string(e.what()).find("small.bin: 9 tokens is too few for one window"),
-                std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(
+                    "small.bin: 9 tokens is too few for one window"),
+                std::string::npos)
+          << e.what();
     }
-    TokenFile ok(writeTokens("ten.bin", std::vector<uint16_t>(10, 1)), TokenDType::U16);
+    TokenFile ok(writeTokens("ten.bin", std::vector<uint16_t>(10, 1)),
+                 TokenDType::U16);
     ok.validate(b); // exactly S + 2
   }
   try {
-    TokenFile f(writeTokens("odd.bin", std::vector<uint16_t>(11, 1)), TokenDType::U32);
+    TokenFile f(writeTokens("odd.bin", std::vector<uint16_t>(11, 1)),
+                TokenDType::U32);
     FAIL();
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("odd.bin: size 22 bytes is not a multiple of 4"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "odd.bin: size 22 bytes is not a multiple of 4"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(TokenFile(tempDir() + "/none.bin", TokenDType::U16), Error);
   TokenDType t;
@@ -136,7 +157,8 @@ TEST(TokenData, ValidationErrors) {
 // batch that needs the lost tokens (the file is read, not mapped: no SIGBUS).
 TEST(TokenData, ATruncatedFileIsAnErrorNotASignal) {
   std::vector<uint16_t> toks(400);
-  for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint16_t(i % 50);
+  for (size_t i = 0; i < toks.size(); ++i)
+    toks[i] = uint16_t(i % 50);
   const std::string p = writeTokens("cut.bin", toks);
   Artifact a = lm({1});
   TokenBinding b = bindTokenInputs(a);
@@ -151,15 +173,18 @@ TEST(TokenData, ATruncatedFileIsAnErrorNotASignal) {
       fillTokens(f, b, step, false, ids.data(), DType::I32, whole);
     FAIL() << "windows past the new end were read";
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("cut.bin: the token file shrank during the run"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "cut.bin: the token file shrank during the run"),
+              std::string::npos)
+        << e.what();
   }
   // Rewritten in place with tokens the model cannot take: named too.
   std::vector<uint16_t> big(400, 49);
   big[1] = 60;
   std::string err;
   const std::string q = tempDir() + "/changed.bin";
-  ASSERT_TRUE(writeOutputFile(q, std::string(reinterpret_cast<const char *>(toks.data()), 800), err));
+  ASSERT_TRUE(writeOutputFile(
+      q, std::string(reinterpret_cast<const char *>(toks.data()), 800), err));
   TokenFile g(q, TokenDType::U16);
   g.validate(b);
   {
@@ -171,9 +196,11 @@ TEST(TokenData, ATruncatedFileIsAnErrorNotASignal) {
     fillTokens(g, b, 0, true, ids.data(), DType::I32, whole);
     FAIL();
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("changed.bin: token 60 (token 1) is not below 50, the "
-                                         "max of input 'ids': the file changed during the run"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "changed.bin: token 60 (token 1) is not below 50, the "
+                  "max of input 'ids': the file changed during the run"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(TokenFile("/dev/zero", TokenDType::U16), Error);
 }

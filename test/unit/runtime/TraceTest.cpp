@@ -1,4 +1,5 @@
-//===- TraceTest.cpp - --trace: one trace-event file per rank --------------===//
+//===- TraceTest.cpp - --trace: one trace-event file per rank
+//--------------===//
 //
 // Trainer runs on 4 threads (ThreadWorld) with a trace directory; each
 // rank's file must be what Perfetto loads (test/e2e/check_trace.py checks
@@ -51,10 +52,12 @@ Outcome trainRanks(int ranks, const TrainOptions &opts) {
       } catch (const std::exception &e) {
         tw.abort(e.what());
         std::lock_guard<std::mutex> lock(mu);
-        if (run.error.empty()) run.error = e.what();
+        if (run.error.empty())
+          run.error = e.what();
       }
     });
-  for (auto &t : ts) t.join();
+  for (auto &t : ts)
+    t.join();
   return run;
 }
 
@@ -64,7 +67,9 @@ json readJson(const std::string &path) {
   return json::parse(in, nullptr, /*allow_exceptions=*/false);
 }
 
-int64_t ns(const json &v) { return int64_t(std::llround(v.get<double>() * 1000)); }
+int64_t ns(const json &v) {
+  return int64_t(std::llround(v.get<double>() * 1000));
+}
 
 /// The trace-event format as Perfetto reads it; returns the file's pid.
 int checkFormat(const std::string &path, const json &t) {
@@ -75,21 +80,27 @@ int checkFormat(const std::string &path, const json &t) {
   std::map<int, std::vector<std::pair<int64_t, int64_t>>> spans; // per tid
   for (const json &e : t["traceEvents"]) {
     EXPECT_TRUE(e.is_object());
-    if (!e.is_object()) continue;
+    if (!e.is_object())
+      continue;
     for (const char *key : {"ph", "name", "pid", "tid"})
       EXPECT_TRUE(e.contains(key)) << path << ": " << e.dump();
-    EXPECT_TRUE(e["pid"].is_number_integer() && e["tid"].is_number_integer()) << e.dump();
+    EXPECT_TRUE(e["pid"].is_number_integer() && e["tid"].is_number_integer())
+        << e.dump();
     pids.insert(e["pid"].get<int>());
     const std::string ph = e["ph"];
     EXPECT_TRUE(ph == "X" || ph == "C" || ph == "M") << e.dump();
-    if (ph == "M") continue;
+    if (ph == "M")
+      continue;
     EXPECT_TRUE(e["ts"].is_number() && e["ts"].get<double>() > 0) << e.dump();
     if (ph == "X") {
-      EXPECT_TRUE(e.contains("dur") && e["dur"].is_number() && e["dur"].get<double>() >= 0)
+      EXPECT_TRUE(e.contains("dur") && e["dur"].is_number() &&
+                  e["dur"].get<double>() >= 0)
           << e.dump();
-      spans[e["tid"].get<int>()].push_back({ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])});
+      spans[e["tid"].get<int>()].push_back(
+          {ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])});
     } else {
-      for (const auto &[k, v] : e["args"].items()) EXPECT_TRUE(v.is_number()) << e.dump();
+      for (const auto &[k, v] : e["args"].items())
+        EXPECT_TRUE(v.is_number()) << e.dump();
     }
   }
   // The events of a thread nest.
@@ -99,9 +110,11 @@ int checkFormat(const std::string &path, const json &t) {
     });
     std::vector<std::pair<int64_t, int64_t>> stack;
     for (const auto &s : ss) {
-      while (!stack.empty() && s.first >= stack.back().second) stack.pop_back();
+      while (!stack.empty() && s.first >= stack.back().second)
+        stack.pop_back();
       if (!stack.empty()) {
-        EXPECT_LE(s.second, stack.back().second) << path << ": thread " << tid << " overlaps";
+        EXPECT_LE(s.second, stack.back().second)
+            << path << ": thread " << tid << " overlaps";
       }
       stack.push_back(s);
     }
@@ -113,7 +126,8 @@ int checkFormat(const std::string &path, const json &t) {
 std::vector<const json *> eventsOf(const json &t, const std::string &cat) {
   std::vector<const json *> out;
   for (const json &e : t["traceEvents"])
-    if (e.value("cat", "") == cat) out.push_back(&e);
+    if (e.value("cat", "") == cat)
+      out.push_back(&e);
   return out;
 }
 
@@ -121,7 +135,8 @@ std::vector<const json *> eventsOf(const json &t, const std::string &cat) {
 /// streams, each inside a run of the program.
 void checkTimeline(const std::string &path, const json &t) {
   std::vector<std::pair<int64_t, int64_t>> runs;
-  for (const json *e : eventsOf(t, "run")) runs.push_back({ns((*e)["ts"]), ns((*e)["ts"]) + ns((*e)["dur"])});
+  for (const json *e : eventsOf(t, "run"))
+    runs.push_back({ns((*e)["ts"]), ns((*e)["ts"]) + ns((*e)["dur"])});
   ASSERT_FALSE(runs.empty()) << path;
   for (const char *cat : {"kernel", "collective"}) {
     int64_t lastEnd = 0;
@@ -129,14 +144,20 @@ void checkTimeline(const std::string &path, const json &t) {
     size_t run = 0;
     for (const json *e : eventsOf(t, cat)) {
       const int64_t start = ns((*e)["ts"]), end = start + ns((*e)["dur"]);
-      EXPECT_GE(start, lastEnd) << path << ": " << cat << "s overlap: " << e->dump();
-      while (run < runs.size() && start >= runs[run].second) ++run;
-      ASSERT_LT(run, runs.size()) << path << ": after the last run: " << e->dump();
-      EXPECT_GE(start, runs[run].first) << path << ": outside a run: " << e->dump();
-      EXPECT_LE(end, runs[run].second) << path << ": outside a run: " << e->dump();
+      EXPECT_GE(start, lastEnd)
+          << path << ": " << cat << "s overlap: " << e->dump();
+      while (run < runs.size() && start >= runs[run].second)
+        ++run;
+      ASSERT_LT(run, runs.size())
+          << path << ": after the last run: " << e->dump();
+      EXPECT_GE(start, runs[run].first)
+          << path << ": outside a run: " << e->dump();
+      EXPECT_LE(end, runs[run].second)
+          << path << ": outside a run: " << e->dump();
       const int instruction = (*e)["args"]["instruction"];
       if (start >= runs[run].first && lastEnd >= runs[run].first) {
-        EXPECT_GT(instruction, lastInstruction) << path << ": out of program order: " << e->dump();
+        EXPECT_GT(instruction, lastInstruction)
+            << path << ": out of program order: " << e->dump();
       }
       lastInstruction = instruction;
       lastEnd = end;
@@ -147,7 +168,8 @@ void checkTimeline(const std::string &path, const json &t) {
 TEST(Trace, FourDataParallelRanksWriteAPerfettoTraceEach) {
   for (const std::string backend : {"cpu", "recording"}) {
     SCOPED_TRACE(backend);
-    const std::string dir = dtc::test::scratchDir("dtc-trace-test") + "/" + backend;
+    const std::string dir =
+        dtc::test::scratchDir("dtc-trace-test") + "/" + backend;
     ::mkdir(dir.c_str(), 0777);
     dtc::test::MlpConfig dp4;
     dp4.mesh = {4};
@@ -155,7 +177,9 @@ TEST(Trace, FourDataParallelRanksWriteAPerfettoTraceEach) {
     TrainOptions o;
     o.artifactPath = dir + ".dtc";
     std::string err;
-    ASSERT_TRUE(writeArtifactFile(o.artifactPath, dtc::test::mlpArtifact(dp4), err)) << err;
+    ASSERT_TRUE(
+        writeArtifactFile(o.artifactPath, dtc::test::mlpArtifact(dp4), err))
+        << err;
     o.steps = 3;
     o.threads = 1;
     o.timeoutSeconds = 60;
@@ -168,8 +192,10 @@ TEST(Trace, FourDataParallelRanksWriteAPerfettoTraceEach) {
     const Outcome run = trainRanks(4, o);
     ASSERT_EQ(run.error, "");
     const json stats = readJson(o.statsPath);
-    const int64_t reducesPerStep = stats["collectives_per_step"]["all_reduce"]["calls"];
-    const int64_t bytesPerStep = stats["collectives_per_step"]["all_reduce"]["bytes"];
+    const int64_t reducesPerStep =
+        stats["collectives_per_step"]["all_reduce"]["calls"];
+    const int64_t bytesPerStep =
+        stats["collectives_per_step"]["all_reduce"]["bytes"];
     ASSERT_GT(reducesPerStep, 0);
     std::set<int> pids;
     for (int r = 0; r < 4; ++r) {
@@ -183,7 +209,8 @@ TEST(Trace, FourDataParallelRanksWriteAPerfettoTraceEach) {
       int64_t reduces = 0, bytes = 0;
       for (const json *e : eventsOf(t, "collective")) {
         EXPECT_EQ((*e)["tid"], TraceWriter::kComm);
-        if ((*e)["name"] != "all_reduce") continue;
+        if ((*e)["name"] != "all_reduce")
+          continue;
         ++reduces;
         bytes += (*e)["args"]["bytes"].get<int64_t>();
         EXPECT_EQ((*e)["args"]["communicator"], "dp");
@@ -194,7 +221,8 @@ TEST(Trace, FourDataParallelRanksWriteAPerfettoTraceEach) {
       bool memory = false;
       for (const json &e : t["traceEvents"])
         if (e["ph"] == "C" && e["name"] == "memory bytes")
-          memory = e["args"]["param"].get<int64_t>() > 0 && e["args"].contains("optimizer");
+          memory = e["args"]["param"].get<int64_t>() > 0 &&
+                   e["args"].contains("optimizer");
       EXPECT_TRUE(memory);
     }
     EXPECT_EQ(pids.size(), 4u) << "one process per rank";
@@ -206,7 +234,9 @@ TEST(Trace, AnInterruptedRunKeepsItsTrace) {
   TrainOptions o;
   o.artifactPath = dir + ".dtc";
   std::string err;
-  ASSERT_TRUE(writeArtifactFile(o.artifactPath, dtc::test::mlpArtifact({}), err)) << err;
+  ASSERT_TRUE(
+      writeArtifactFile(o.artifactPath, dtc::test::mlpArtifact({}), err))
+      << err;
   o.steps = 5;
   o.threads = 1;
   o.traceDir = dir;
@@ -223,9 +253,12 @@ TEST(Trace, TracePathsMayNotNameInputs) {
   const std::string dir = dtc::test::scratchDir("dtc-trace-test") + "/inputs";
   ::mkdir(dir.c_str(), 0777);
   TrainOptions o;
-  o.artifactPath = TraceWriter::rankPath(dir, 0); // the artifact where rank 0's trace goes
+  o.artifactPath =
+      TraceWriter::rankPath(dir, 0); // the artifact where rank 0's trace goes
   std::string err;
-  ASSERT_TRUE(writeArtifactFile(o.artifactPath, dtc::test::mlpArtifact({}), err)) << err;
+  ASSERT_TRUE(
+      writeArtifactFile(o.artifactPath, dtc::test::mlpArtifact({}), err))
+      << err;
   o.steps = 1;
   o.traceDir = dir;
   const Outcome run = trainRanks(1, o);

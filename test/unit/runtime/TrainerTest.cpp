@@ -54,7 +54,8 @@ Result train(int ranks, TrainOptions opts,
       Trainer t(w, opts, [&](const std::string &n) { res.notes.push_back(n); });
       t.run([&](const StepReport &s) {
         res.steps.push_back(s);
-        if (onStep) onStep(s);
+        if (onStep)
+          onStep(s);
       });
       if (r == 0)
         for (int i : t.artifact().tensorsWithRole(Role::Param)) {
@@ -67,23 +68,28 @@ Result train(int ranks, TrainOptions opts,
       if (r == e.reporter()) {
         res.error = e.what();
         res.reporter = r;
-        if (auto *i = dynamic_cast<const Interrupted *>(&e)) res.interrupted = i->signal();
+        if (auto *i = dynamic_cast<const Interrupted *>(&e))
+          res.interrupted = i->signal();
       }
     } catch (const std::exception &e) {
       tw.abort(e.what());
       std::lock_guard<std::mutex> lock(mu);
-      ADD_FAILURE() << "rank " << r << " threw a non-agreed error: " << e.what();
+      ADD_FAILURE() << "rank " << r
+                    << " threw a non-agreed error: " << e.what();
     }
   };
   std::vector<std::thread> ts;
-  for (int r = 0; r < ranks; ++r) ts.emplace_back(body, r);
-  for (auto &t : ts) t.join();
+  for (int r = 0; r < ranks; ++r)
+    ts.emplace_back(body, r);
+  for (auto &t : ts)
+    t.join();
   return res;
 }
 
 std::vector<float> lossesOf(const Result &r) {
   std::vector<float> l;
-  for (const auto &s : r.steps) l.push_back(s.loss);
+  for (const auto &s : r.steps)
+    l.push_back(s.loss);
   return l;
 }
 
@@ -104,7 +110,8 @@ TEST(Trainer, StepsLossesAndLog) {
   Result r = train(1, o);
   ASSERT_EQ(r.error, "");
   ASSERT_EQ(r.steps.size(), 4u);
-  for (int k = 0; k < 4; ++k) EXPECT_EQ(r.steps[size_t(k)].step, k);
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(r.steps[size_t(k)].step, k);
   std::ifstream in(o.logPath);
   std::string line;
   int n = 0;
@@ -166,10 +173,15 @@ TEST(Trainer, CheckpointsMoveAcrossMeshes) {
   ASSERT_EQ(train(4, o).error, "");
   // Load into one device and into dp2: continue.
   for (auto [ranks, body] : std::vector<std::pair<int, json>>{
-           {1, dtc::test::mlpArtifact({})},
-           {2, [] { dtc::test::MlpConfig c; c.mesh = {2}; c.dpAxes = {0}; return dtc::test::mlpArtifact(c); }()}}) {
+           {1, dtc::test::mlpArtifact({})}, {2, [] {
+                                               dtc::test::MlpConfig c;
+                                               c.mesh = {2};
+                                               c.dpAxes = {0};
+                                               return dtc::test::mlpArtifact(c);
+                                             }()}}) {
     TrainOptions l;
-    l.artifactPath = writeArtifact("other" + std::to_string(ranks) + ".dtc", body);
+    l.artifactPath =
+        writeArtifact("other" + std::to_string(ranks) + ".dtc", body);
     l.seed = 9;
     l.steps = 3;
     l.loadPath = o.savePath;
@@ -199,7 +211,8 @@ TEST(Trainer, StepsZeroSaveWritesTheInitialParameters) {
   f.read(*f.find("w1"), 0, w1.data(), w1.size() * 4);
   const std::vector<float> &local = r.params.at("w1");
   for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 16; ++j) ASSERT_EQ(local[size_t(i * 16 + j)], w1[size_t(i * 32 + j)]);
+    for (int j = 0; j < 16; ++j)
+      ASSERT_EQ(local[size_t(i * 16 + j)], w1[size_t(i * 32 + j)]);
 }
 
 TEST(Trainer, MissingOrStaleSidecarStartsTheOptimizerFromZeros) {
@@ -221,14 +234,18 @@ TEST(Trainer, MissingOrStaleSidecarStartsTheOptimizerFromZeros) {
   Result r = train(1, l);
   ASSERT_EQ(r.error, "");
   ASSERT_EQ(r.notes.size(), 1u);
-  EXPECT_NE(r.notes[0].find("s.safetensors.optim is from step 2 but"), std::string::npos) << r.notes[0];
+  EXPECT_NE(r.notes[0].find("s.safetensors.optim is from step 2 but"),
+            std::string::npos)
+      << r.notes[0];
   EXPECT_EQ(r.steps[0].step, 4);
   std::remove(optimizerSidecarPath(o.savePath).c_str());
   r = train(1, l);
   ASSERT_EQ(r.error, "");
   ASSERT_EQ(r.notes.size(), 1u);
-  EXPECT_NE(r.notes[0].find("s.safetensors.optim not found; the optimizer state starts from zeros"),
-            std::string::npos) << r.notes[0];
+  EXPECT_NE(r.notes[0].find("s.safetensors.optim not found; the optimizer "
+                            "state starts from zeros"),
+            std::string::npos)
+      << r.notes[0];
 }
 
 TEST(Trainer, StrictCheckpointValidation) {
@@ -243,21 +260,31 @@ TEST(Trainer, StrictCheckpointValidation) {
     o.loadPath = p;
     return train(1, o).error;
   };
-  EXPECT_EQ(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()}, {"b1", DType::F32, {32}, b1.data()},
+  EXPECT_EQ(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()},
+                     {"b1", DType::F32, {32}, b1.data()},
                      {"w2", DType::F32, {32, 10}, w2.data()}}),
             "");
-  EXPECT_NE(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()}, {"w2", DType::F32, {32, 10}, w2.data()}})
-                .find("missing parameter 'b1' (f32[32])"), std::string::npos);
-  EXPECT_NE(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()}, {"b1", DType::F32, {32}, b1.data()},
-                     {"w2", DType::F32, {32, 10}, w2.data()}, {"extra", DType::F32, {5}, bad.data()}})
-                .find("tensor 'extra' is not one of the parameters"), std::string::npos);
-  EXPECT_NE(tryLoad({{"w1", DType::F32, {32, 16}, w1.data()}, {"b1", DType::F32, {32}, b1.data()},
+  EXPECT_NE(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()},
                      {"w2", DType::F32, {32, 10}, w2.data()}})
-                .find("tensor 'w1' has shape [32, 16] but the model's parameter has shape [16, 32]"),
+                .find("missing parameter 'b1' (f32[32])"),
             std::string::npos);
-  EXPECT_NE(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()}, {"b1", DType::I32, {32}, b1.data()},
+  EXPECT_NE(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()},
+                     {"b1", DType::F32, {32}, b1.data()},
+                     {"w2", DType::F32, {32, 10}, w2.data()},
+                     {"extra", DType::F32, {5}, bad.data()}})
+                .find("tensor 'extra' is not one of the parameters"),
+            std::string::npos);
+  EXPECT_NE(tryLoad({{"w1", DType::F32, {32, 16}, w1.data()},
+                     {"b1", DType::F32, {32}, b1.data()},
                      {"w2", DType::F32, {32, 10}, w2.data()}})
-                .find("tensor 'b1' has dtype I32"), std::string::npos);
+                .find("tensor 'w1' has shape [32, 16] but the model's "
+                      "parameter has shape [16, 32]"),
+            std::string::npos);
+  EXPECT_NE(tryLoad({{"w1", DType::F32, {16, 32}, w1.data()},
+                     {"b1", DType::I32, {32}, b1.data()},
+                     {"w2", DType::F32, {32, 10}, w2.data()}})
+                .find("tensor 'b1' has dtype I32"),
+            std::string::npos);
 }
 
 TEST(Trainer, ErrorsAreAgreedAndReportedOnce) {
@@ -265,7 +292,9 @@ TEST(Trainer, ErrorsAreAgreedAndReportedOnce) {
   o.artifactPath = writeArtifact("tp3.dtc", tpMlp());
   o.steps = 1;
   Result r = train(3, o);
-  EXPECT_NE(r.error.find("compiled for 4 devices (mesh 2x2) but 3 ranks are running"), std::string::npos)
+  EXPECT_NE(
+      r.error.find("compiled for 4 devices (mesh 2x2) but 3 ranks are running"),
+      std::string::npos)
       << r.error;
   EXPECT_EQ(r.reporter, 0);
   o.backend = "cuda";
@@ -276,7 +305,8 @@ TEST(Trainer, ErrorsAreAgreedAndReportedOnce) {
   o.backend = "cpu";
   o.logPath = tempDir() + "/no/such/dir/log.jsonl";
   r = train(4, o);
-  EXPECT_NE(r.error.find("log.jsonl: cannot write the log"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("log.jsonl: cannot write the log"), std::string::npos)
+      << r.error;
   // A kernel failing at run time on some ranks only.
   dtc::test::LmConfig c;
   c.mesh = {2, 2};
@@ -285,16 +315,21 @@ TEST(Trainer, ErrorsAreAgreedAndReportedOnce) {
   e.artifactPath = writeArtifact("badids.dtc", dtc::test::lmArtifact(c));
   e.steps = 3;
   r = train(4, e);
-  EXPECT_NE(r.error.find("badids.dtc: step 0: program 'spmd' instruction 0 (embedding): embedding: id"),
-            std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("badids.dtc: step 0: program 'spmd' instruction 0 "
+                         "(embedding): embedding: id"),
+            std::string::npos)
+      << r.error;
 }
 
 TEST(Trainer, TokenDataAcrossMeshes) {
   std::vector<uint16_t> toks(500);
-  for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint16_t((i * i + 3 * i) % 50);
+  for (size_t i = 0; i < toks.size(); ++i)
+    toks[i] = uint16_t((i * i + 3 * i) % 50);
   const std::string data = tempDir() + "/tokens.bin";
   std::string err;
-  ASSERT_TRUE(writeOutputFile(data, std::string(reinterpret_cast<const char *>(toks.data()), 1000), err));
+  ASSERT_TRUE(writeOutputFile(
+      data, std::string(reinterpret_cast<const char *>(toks.data()), 1000),
+      err));
   dtc::test::LmConfig c;
   TrainOptions o;
   o.artifactPath = writeArtifact("lm1.dtc", dtc::test::lmArtifact(c));
@@ -306,7 +341,8 @@ TEST(Trainer, TokenDataAcrossMeshes) {
   o.artifactPath = writeArtifact("lm4.dtc", dtc::test::lmArtifact(c));
   Result four = train(4, o);
   ASSERT_EQ(four.error, "");
-  for (int i = 0; i < 3; ++i) EXPECT_NEAR(four.steps[size_t(i)].loss, one.steps[size_t(i)].loss, 1e-5);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NEAR(four.steps[size_t(i)].loss, one.steps[size_t(i)].loss, 1e-5);
   // tokens per step = B * S of the ids input.
   EXPECT_GT(one.steps[0].tokensPerSecond, 0);
   // Synthetic inputs give different losses than the data.
@@ -315,11 +351,15 @@ TEST(Trainer, TokenDataAcrossMeshes) {
   EXPECT_NE(synth.steps[0].loss, four.steps[0].loss);
   // A bad token is reported with the file and offset.
   toks[321] = 77;
-  ASSERT_TRUE(writeOutputFile(data, std::string(reinterpret_cast<const char *>(toks.data()), 1000), err));
+  ASSERT_TRUE(writeOutputFile(
+      data, std::string(reinterpret_cast<const char *>(toks.data()), 1000),
+      err));
   o.dataPath = data;
   Result bad = train(4, o);
-  EXPECT_NE(bad.error.find("tokens.bin: token 77 at byte offset 642 (token 321) is not below 50"),
-            std::string::npos) << bad.error;
+  EXPECT_NE(bad.error.find("tokens.bin: token 77 at byte offset 642 (token "
+                           "321) is not below 50"),
+            std::string::npos)
+      << bad.error;
 }
 
 TEST(Trainer, StatsFile) {
@@ -337,21 +377,24 @@ TEST(Trainer, StatsFile) {
   auto aligned = [](int b) { return (b + 63) / 64 * 64 + 64; };
   // The usual accounting (the report's), and what the allocator took.
   EXPECT_EQ(j["memory_bytes"]["param"], 16 * 32 * 4 + 32 * 4 + 320 * 4);
-  EXPECT_EQ(j["allocated_bytes"]["param"], aligned(16 * 32 * 4) + aligned(32 * 4) + aligned(320 * 4));
+  EXPECT_EQ(j["allocated_bytes"]["param"],
+            aligned(16 * 32 * 4) + aligned(32 * 4) + aligned(320 * 4));
   EXPECT_EQ(j["memory_bytes"]["total"], j["allocated_bytes"]["total"]);
   EXPECT_EQ(j["collectives_per_step"]["all_reduce"]["calls"], 4);
   // Two ranks: the ring sends and receives each element once.
   const int data = 4 + (16 * 32 + 32 + 320) * 4;
   EXPECT_EQ(j["collectives_per_step"]["all_reduce"]["sent_bytes"], data);
   EXPECT_EQ(j["collectives_per_step"]["all_reduce"]["received_bytes"], data);
-  EXPECT_EQ(j["collectives_per_step_by_comm"]["dp"]["all_reduce"]["sent_bytes"], data);
+  EXPECT_EQ(j["collectives_per_step_by_comm"]["dp"]["all_reduce"]["sent_bytes"],
+            data);
 }
 
 std::vector<json> logLines(const std::string &path) {
   std::ifstream in(path);
   std::vector<json> lines;
   std::string line;
-  while (std::getline(in, line)) lines.push_back(json::parse(line));
+  while (std::getline(in, line))
+    lines.push_back(json::parse(line));
   return lines;
 }
 
@@ -379,7 +422,8 @@ TEST(Trainer, InterruptedRunSavesAndResumesExactly) {
   Result first = train(4, o);
   EXPECT_EQ(first.interrupted, SIGTERM);
   EXPECT_EQ(first.error, "interrupted by SIGTERM after step 2: " + o.savePath +
-                             " holds the 3 steps done; resume with --load " + o.savePath);
+                             " holds the 3 steps done; resume with --load " +
+                             o.savePath);
   EXPECT_EQ(first.steps.size(), 3u);
   EXPECT_EQ(SafetensorsReader(o.savePath).metadata().at("dtc.step"), "3");
   EXPECT_EQ(logLines(o.logPath).size(), 3u);
@@ -392,7 +436,8 @@ TEST(Trainer, InterruptedRunSavesAndResumesExactly) {
   std::vector<float> resumed = lossesOf(first), rest = lossesOf(second);
   resumed.insert(resumed.end(), rest.begin(), rest.end());
   EXPECT_EQ(resumed, lossesOf(full)) << "bitwise equal losses";
-  const std::vector<json> log = logLines(o.logPath), fullLog = logLines(tempDir() + "/full.jsonl");
+  const std::vector<json> log = logLines(o.logPath),
+                          fullLog = logLines(tempDir() + "/full.jsonl");
   ASSERT_EQ(log.size(), 8u);
   for (size_t k = 0; k < 8; ++k) {
     EXPECT_EQ(log[k]["step"], k) << "every step once, in order";
@@ -415,8 +460,9 @@ TEST(Trainer, InterruptedRunSavesAndResumesExactly) {
   early.loadPath = early.savePath;
   early.savePath.clear();
   early.logPath = o.logPath; // ends at step 12, the checkpoint holds 3 steps
-  EXPECT_NE(train(4, early).error.find("full.jsonl: the log ends at step 12 but the checkpoint "
-                                       "continues from step 3"),
+  EXPECT_NE(train(4, early).error.find(
+                "full.jsonl: the log ends at step 12 but the checkpoint "
+                "continues from step 3"),
             std::string::npos);
   EXPECT_EQ(logLines(o.logPath).size(), 13u) << "the refused log is untouched";
 }
@@ -427,15 +473,21 @@ TEST(Trainer, SaveEveryNSteps) {
   o.steps = 5;
   o.saveEvery = 2;
   o.savePath = tempDir() + "/every.safetensors";
-  std::vector<std::string> seen; // the checkpoint's step as each step is reported
+  std::vector<std::string>
+      seen; // the checkpoint's step as each step is reported
   Result r = train(4, o, [&](const StepReport &) {
     std::ifstream probe(o.savePath);
-    seen.push_back(probe ? SafetensorsReader(o.savePath).metadata().at("dtc.step") : "none");
+    seen.push_back(probe
+                       ? SafetensorsReader(o.savePath).metadata().at("dtc.step")
+                       : "none");
   });
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(seen, (std::vector<std::string>{"none", "none", "2", "2", "4"}));
   EXPECT_EQ(SafetensorsReader(o.savePath).metadata().at("dtc.step"), "5");
-  EXPECT_EQ(SafetensorsReader(optimizerSidecarPath(o.savePath)).metadata().at("dtc.step"), "5");
+  EXPECT_EQ(SafetensorsReader(optimizerSidecarPath(o.savePath))
+                .metadata()
+                .at("dtc.step"),
+            "5");
 }
 
 TEST(Trainer, OutputsNeverOverwriteInputs) {
@@ -443,8 +495,10 @@ TEST(Trainer, OutputsNeverOverwriteInputs) {
   o.artifactPath = writeArtifact("same.dtc", dtc::test::mlpArtifact({}));
   o.steps = 1;
   o.logPath = o.artifactPath;
-  EXPECT_NE(train(1, o).error.find("--log " + o.artifactPath + " is the same file as the "
-                                   "artifact " + o.artifactPath),
+  EXPECT_NE(train(1, o).error.find("--log " + o.artifactPath +
+                                   " is the same file as the "
+                                   "artifact " +
+                                   o.artifactPath),
             std::string::npos);
   o.logPath = tempDir() + "/same.jsonl";
   o.statsPath = o.logPath;
@@ -457,7 +511,8 @@ TEST(Trainer, OutputsNeverOverwriteInputs) {
   TrainOptions l = o;
   l.savePath.clear();
   l.logPath = o.loadPath;
-  EXPECT_NE(train(1, l).error.find("is the same file as --load"), std::string::npos);
+  EXPECT_NE(train(1, l).error.find("is the same file as --load"),
+            std::string::npos);
   std::string bytes, err;
   ASSERT_TRUE(readFileBytes(o.artifactPath, bytes, err));
   EXPECT_EQ(bytes.rfind("dtc-artifact 1 ", 0), 0u) << "the artifact is intact";
