@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
+#include "dtc/kernels/Flops.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpImplementation.h"
@@ -166,21 +167,25 @@ ShardingRule MatmulOp::getShardingRule() {
 }
 
 int64_t MatmulOp::getFlopCount() {
-  auto out = tensorType(getResult());
-  return 2 * out.getNumElements() * tensorType(getA()).getShape().back();
+  return int64_t(::dtc::kernels::matmulProductFlops(
+      tensorType(getResult()).getNumElements(),
+      tensorType(getA()).getShape().back()));
 }
 
 // The fused ops cost what the ops they replace cost: the product, and one
 // operation per element for the bias add and for the GELU.
 int64_t MatmulBiasOp::getFlopCount() {
   auto out = tensorType(getResult());
-  return (2 * tensorType(getA()).getShape().back() + 1) * out.getNumElements();
+  return int64_t(::dtc::kernels::matmulProductFlops(
+             out.getNumElements(), tensorType(getA()).getShape().back())) +
+         out.getNumElements();
 }
 
 int64_t MatmulGeluOp::getFlopCount() {
   auto out = tensorType(getResult());
-  return (2 * tensorType(getA()).getShape().back() + (getBias() ? 2 : 1)) *
-         out.getNumElements();
+  return int64_t(::dtc::kernels::matmulProductFlops(
+             out.getNumElements(), tensorType(getA()).getShape().back())) +
+         (getBias() ? 2 : 1) * out.getNumElements();
 }
 
 //===----------------------------------------------------------------------===//
@@ -338,10 +343,9 @@ ShardingRule AttentionOp::getShardingRule() {
 
 int64_t AttentionOp::getFlopCount() {
   auto q = tensorType(getQ()), k = tensorType(getK());
-  int64_t pairs =
-      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * k.getDimSize(2);
-  int64_t flops = 4 * pairs * q.getDimSize(3) + 5 * pairs;
-  return getCausal() ? flops / 2 : flops;
+  return int64_t(::dtc::kernels::attentionFlops(
+      q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), k.getDimSize(2),
+      q.getDimSize(3), getCausal(), /*gradient=*/false));
 }
 
 //===----------------------------------------------------------------------===//
@@ -613,10 +617,9 @@ ShardingRule AttentionGradOp::getShardingRule() {
 
 int64_t AttentionGradOp::getFlopCount() {
   auto q = tensorType(getQ()), k = tensorType(getK());
-  int64_t pairs =
-      q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * k.getDimSize(2);
-  int64_t flops = 10 * pairs * q.getDimSize(3) + 8 * pairs;
-  return getCausal() ? flops / 2 : flops;
+  return int64_t(::dtc::kernels::attentionFlops(
+      q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), k.getDimSize(2),
+      q.getDimSize(3), getCausal(), /*gradient=*/true));
 }
 
 int64_t CrossEntropyGradOp::getIndexBound(unsigned operandIdx) {
@@ -671,22 +674,6 @@ ShardingRule SgdUpdateOp::getShardingRule() {
   return buildElementwiseRule(*this, {});
 }
 
-int64_t SgdUpdateOp::getInPlaceOperand(unsigned resultIdx) {
-  return getParamMutable().getOperandNumber();
-}
-
-int64_t AdamUpdateOp::getInPlaceOperand(unsigned resultIdx) {
-  switch (resultIdx) {
-  case 0:
-    return getParamMutable().getOperandNumber();
-  case 1:
-    return getMMutable().getOperandNumber();
-  case 2:
-    return getVMutable().getOperandNumber();
-  }
-  return -1;
-}
-
 ShardingRule AdamUpdateOp::getShardingRule() {
   return buildElementwiseRule(*this, {});
 }
@@ -694,10 +681,6 @@ ShardingRule AdamUpdateOp::getShardingRule() {
 ShardingRule LossScaleUpdateOp::getShardingRule() {
   // Scalars only: nothing to split.
   return buildElementwiseRule(*this, {});
-}
-
-int64_t LossScaleUpdateOp::getInPlaceOperand(unsigned resultIdx) {
-  return resultIdx < 3 ? int64_t(resultIdx) : -1;
 }
 
 #define GET_OP_CLASSES

@@ -1,5 +1,6 @@
 //===- KernelRule.cpp - run the shared kernel rules as op verifiers -------===//
 #include "dtc/Dialect/KernelRule.h"
+#include "dtc/Dialect/DtcOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -107,4 +108,18 @@ LogicalResult mlir::dtc::verifyKernelRule(Operation *op, StringRef kernelName) {
   if (!verdict.empty())
     return op->emitOpError() << verdict;
   return success();
+}
+
+int64_t mlir::dtc::kernelInPlaceOperand(Operation *op, unsigned resultIdx) {
+  auto rule = dyn_cast<KernelRuleOpInterface>(op);
+  if (!rule)
+    return -1;
+  const ::dtc::kernels::KernelInfo *kernel =
+      ::dtc::kernels::findKernel(rule.getKernelName().str());
+  if (!kernel)
+    return -1;
+  for (auto [out, in] : kernel->inPlace)
+    if (out == int(resultIdx))
+      return in;
+  return -1;
 }

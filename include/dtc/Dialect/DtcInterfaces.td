@@ -83,12 +83,16 @@ def Dtc_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
   let cppNamespace = "::mlir::dtc";
   let description = [{
     Results the op's kernel may write into the buffer of one of its operands
-    (docs/kernels.md "in place ok"). The emitter uses it to update
-    parameters and optimizer state without a copy.
+    (docs/kernels.md "in place ok"), read from the op's kernel rule
+    (kernels/common/Rules.cpp). The emitter uses it to update parameters
+    and optimizer state without a copy.
   }];
   let methods = [
     InterfaceMethod<"Operand whose buffer result `resultIdx` may reuse, or -1.",
-      "int64_t", "getInPlaceOperand", (ins "unsigned":$resultIdx)>
+      "int64_t", "getInPlaceOperand", (ins "unsigned":$resultIdx), [{}], [{
+        // The kernel table's "in place ok" pairs, the one list of them.
+        return ::mlir::dtc::kernelInPlaceOperand($_op, resultIdx);
+      }]>
   ];
 }
 

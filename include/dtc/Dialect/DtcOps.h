@@ -20,6 +20,8 @@
 namespace mlir::dtc {
 /// KernelRuleOpInterface's verifier (include/dtc/Dialect/KernelRule.h).
 LogicalResult verifyKernelRule(Operation *op, StringRef kernelName);
+/// InPlaceOpInterface's default (include/dtc/Dialect/KernelRule.h).
+int64_t kernelInPlaceOperand(Operation *op, unsigned resultIdx);
 } // namespace mlir::dtc
 
 #include "dtc/Dialect/DtcInterfaces.h.inc"

@@ -246,7 +246,7 @@ def Dtc_ReduceMaxOp : Dtc_ReduceOp<"reduce_max", "maximum over axes", "Max", []>
 
 def Dtc_ReshapeOp : Dtc_Op<"reshape", [Pure, Dtc_Gradient, Dtc_ShardingRule,
                                        Dtc_Cost, Dtc_ViewOpInterface,
-                                       Dtc_CheapToRecompute]> {
+                                       Dtc_CheapToRecompute, Dtc_InPlace]> {
   let summary = "same elements, row-major, new static shape";
   let arguments = (ins Dtc_AnyTensor:$x);
   let results = (outs Dtc_AnyTensor:$result);
@@ -426,7 +426,7 @@ def Dtc_PadOp : Dtc_Op<"pad", [Pure, Dtc_CostOpInterface]> {
 }
 
 def Dtc_FillPaddingOp : Dtc_Op<"fill_padding", [Pure, AllTypesMatch<["x", "result"]>,
-                                                 Dtc_CostOpInterface]> {
+                                                 Dtc_CostOpInterface, Dtc_InPlace]> {
   let summary = "sets the padding of an unevenly split dimension to a value";
   let description = [{
     Elements i along `axis` with offset + i >= size (the global size of the
@@ -498,7 +498,7 @@ def Dtc_CrossEntropyShardGradOp : Dtc_Op<"cross_entropy_shard_grad",
 // Optimizer ops
 //===----------------------------------------------------------------------===//
 
-def Dtc_InPlace : DeclareOpInterfaceMethods<Dtc_InPlaceOpInterface>;
+def Dtc_InPlace : Dtc_InPlaceOpInterface;
 
 def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "new_param"]>,
                                             AttrSizedOperandSegments,

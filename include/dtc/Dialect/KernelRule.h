@@ -43,6 +43,10 @@ FailureOr<nlohmann::json> kernelAttributes(Operation *op);
 /// attributes; the rule's message becomes the op's error.
 LogicalResult verifyKernelRule(Operation *op, StringRef kernelName);
 
+/// The operand whose buffer result `resultIdx` of `op` may reuse, from the
+/// "in place ok" pairs of the op's kernel rule; -1 if none.
+int64_t kernelInPlaceOperand(Operation *op, unsigned resultIdx);
+
 } // namespace mlir::dtc
 
 #endif // DTC_DIALECT_KERNELRULE_H

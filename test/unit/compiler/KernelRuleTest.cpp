@@ -333,6 +333,42 @@ TEST_F(KernelRuleTest, VerifierAndRuntimeRuleAgreeOnEveryVariantOfEveryOp) {
 
 // The drift that started this: Adam's eps. The verifier and the runtime's
 // loader give the same answer, in the same words, for eps = 0.
+// The kernel table is the one list of "in place ok" pairs: an op offers
+// InPlaceOpInterface exactly when its kernel has pairs, and the interface
+// answers with the table's operand for every result.
+TEST_F(KernelRuleTest, InPlaceOperandsAreTheKernelTablesPairs) {
+  int checked = 0;
+  module->walk([&](Operation *op) {
+    if (!isa<mlir::dtc::DtcDialect>(op->getDialect()))
+      return;
+    const std::string name = op->getName().stripDialect().str();
+    const kernels::KernelInfo *kernel = kernels::findKernel(name);
+    ASSERT_NE(kernel, nullptr) << name;
+    auto inPlace = dyn_cast<mlir::dtc::InPlaceOpInterface>(op);
+    EXPECT_EQ(bool(inPlace), !kernel->inPlace.empty()) << name;
+    if (!inPlace)
+      return;
+    for (unsigned r = 0; r < op->getNumResults(); ++r) {
+      int64_t expected = -1;
+      for (auto [out, in] : kernel->inPlace)
+        if (out == int(r))
+          expected = in;
+      EXPECT_EQ(inPlace.getInPlaceOperand(r), expected) << name << " #" << r;
+      // The paired operand's type is the result's: the buffer fits.
+      if (expected >= 0)
+        EXPECT_EQ(
+            op->getOperand(expected)
+                .getType()
+                .cast<ShapedType>()
+                .getNumElements(),
+            op->getResult(r).getType().cast<ShapedType>().getNumElements())
+            << name;
+    }
+    ++checked;
+  });
+  EXPECT_GE(checked, 5); // sgd, adam, loss-scale updates, fill_padding, reshape
+}
+
 TEST_F(KernelRuleTest, AdamEpsMustBePositiveOnBothSides) {
   mlir::dtc::AdamUpdateOp adam;
   module->walk([&](mlir::dtc::AdamUpdateOp op) { adam = op; });
