@@ -9,7 +9,7 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.dtc_obj_root, "test")
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "Inputs", "models", "reference"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "Inputs", "models", "reference", "lib"]
 
 llvm_config.use_default_substitutions()
 # mpirun needs a home and a temp dir; the e2e tests launch ranks.
@@ -22,6 +22,10 @@ config.substitutions.append(("%python", config.python_executable))
 # The float64 reference (test/reference) and the Python that has numpy.
 config.substitutions.append(("%refpython", config.reference_python))
 config.substitutions.append(("%reference", os.path.join(config.test_source_root, "reference")))
+# The end-to-end tests' shared helpers and hand-written models, one place for
+# every feature folder of test/e2e (and the few other tests that use them).
+config.substitutions.append(("%e2e_lib", os.path.join(config.test_source_root, "e2e", "lib")))
+config.substitutions.append(("%e2e_models", os.path.join(config.test_source_root, "e2e", "models")))
 # No __pycache__ in the source tree.
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
 
