@@ -86,7 +86,10 @@ run_suite() {
     echo "build-failed" > "$log"
     return
   fi
-  TMPDIR=$tmp ctest --test-dir "$build" -j"${DTC_JOBS:-2}" --output-on-failure > "$log" 2>&1
+  # The lint tests judge the tree's shape, not its numbers: a patch that
+  # grows an allow-listed function or is not clang-formatted must not count
+  # as caught.
+  TMPDIR=$tmp ctest --test-dir "$build" -j"${DTC_JOBS:-2}" --output-on-failure -E '^lint\.' > "$log" 2>&1
 }
 
 echo "mutation-check: the unmutated suite first"
