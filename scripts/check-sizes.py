@@ -327,8 +327,10 @@ def classify(header):
     close = parameter_list_end(rest)
     if close >= 0:
         return "function"
-    first_paren = next((i for i, t in enumerate(rest) if t.text == "("), len(rest))
-    if any(t.text in CLASS_KEYS for t in rest[:first_paren]):
+    # A class key outside parentheses (a macro invocation without a
+    # semicolon may precede it), and no '=' (`struct X x = {...}`).
+    outside = [t.text for _, t in depth0(rest)]
+    if any(t in CLASS_KEYS for t in outside) and "=" not in outside:
         return "class"
     return "initializer"
 

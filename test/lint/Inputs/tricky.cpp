@@ -16,10 +16,11 @@ int plain(int a) {
   const char *raw = R"x(a )" } { " )x";
   const char *raw2 = u8R"( } )";
   long n = 1'000'000;  // a digit separator, not a char literal '{'
+  long m = 1'0; char k = '}'; /* { unbalanced, in a comment */
   auto lambda = [](int x) {
     return x + 1;
   };
-  return a + c + d + e + n + lambda(1) + (s != raw) + (raw != raw2);
+  return a + c + d + e + n + m + k + lambda(1) + (s != raw) + (raw != raw2);
 }
 } // namespace
 
@@ -79,3 +80,8 @@ int outer_defined() try {
 } catch (...) {
   return 2;
 }
+
+MACRO_WITHOUT_SEMICOLON(Thing)
+class AfterMacro : public Base<decltype(f())> {
+  void member() {}
+};
