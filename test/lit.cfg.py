@@ -59,8 +59,11 @@ def cuda_backend_state():
     try:
         artifact = os.path.join(probe, "probe.dtc")
         model = os.path.join(config.dtc_src_root, "examples", "models", "mlp.mlir")
-        compiled = subprocess.run([os.path.join(tools, "dtc"), "compile", model, "-o", artifact],
-                                  capture_output=True, text=True)
+        try:
+            compiled = subprocess.run([os.path.join(tools, "dtc"), "compile", model, "-o", artifact],
+                                      capture_output=True, text=True)
+        except OSError as e:
+            return False, f"the probe cannot run dtc ({e})"
         if compiled.returncode != 0:
             return False, "the probe did not compile: " + compiled.stderr.strip()
         try:
