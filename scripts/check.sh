@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test, from a fresh Debian 12 machine: install what dtc needs, build
 # it, then run the GoogleTest units, the float64 reference checks and the
-# lit suites (dialect, passes, command line, end to end) through ctest.
+# lit suites (dialect, passes, command line, end to end, lint) and the
+# lint checks (format, sizes) through ctest.
 # The tests run with TMPDIR set to a fresh directory that must be empty
 # afterwards: tests clean up after themselves.
 set -euo pipefail

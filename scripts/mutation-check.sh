@@ -8,7 +8,7 @@
 # whole suite (ctest; lit suites are split into their test files), and
 # prints a table: mutation -> the tests that failed. A mutation no test
 # catches, or that only a loss-only end-to-end check catches
-# (e2e/train-real-text.test), "survives", and the script exits 1.
+# (e2e/training/train-real-text.test), "survives", and the script exits 1.
 #
 # First the unmutated suite must pass (else every mutation would look
 # caught). The tree is restored after each mutation and on any exit
@@ -86,7 +86,10 @@ run_suite() {
     echo "build-failed" > "$log"
     return
   fi
-  TMPDIR=$tmp ctest --test-dir "$build" -j"${DTC_JOBS:-2}" --output-on-failure > "$log" 2>&1
+  # The lint tests judge the tree's shape, not its numbers: a patch that
+  # grows an allow-listed function or is not clang-formatted must not count
+  # as caught.
+  TMPDIR=$tmp ctest --test-dir "$build" -j"${DTC_JOBS:-2}" --output-on-failure -E '^lint\.' > "$log" 2>&1
 }
 
 echo "mutation-check: the unmutated suite first"
@@ -97,7 +100,7 @@ if grep -q build-failed "$scratch/baseline.log" || [ -n "$(failures "$scratch/ba
   exit 1
 fi
 
-loss_only='lit:e2e/train-real-text.test'
+loss_only='lit:e2e/training/train-real-text.test'
 declare -a rows
 survivors=0
 for p in "${patches[@]}"; do

@@ -19,7 +19,7 @@ and the reference on the CPU backend, and checks:
   - f32 plans against the CPU's one-device run: every step's loss within
     1e-4 relative, every saved parameter tensor within 1e-4 relative L2
     error and every element within 1e-3 of its tensor's largest magnitude
-    (the per-tensor rule of test/e2e/dp_equivalence.py: Adam amplifies the
+    (the per-tensor rule of test/e2e/lib/dp_equivalence.py: Adam amplifies the
     rounding noise of near-zero gradients element by element);
   - mixed-precision plans against the same plan on the CPU (bf16/f16
     rounding makes them differ from f32 by more than any fixed bound):
@@ -254,8 +254,8 @@ def run_all(a):
             print(f"trace run failed: {err}")
             failed += 1
         else:
-            # The trace-event format and the run's own counts (test/e2e/check_trace.py).
-            check = [sys.executable, os.path.join(ROOT, "test", "e2e", "check_trace.py"), a.trace_dir,
+            # The trace-event format and the run's own counts (test/e2e/lib/check_trace.py).
+            check = [sys.executable, os.path.join(ROOT, "test", "e2e", "lib", "check_trace.py"), a.trace_dir,
                      "--ranks", "2", "--steps", str(a.steps), "--stats", stats]
             ccode, cout, cerr = run(check)
             print(f"trace format and counts: {'ok' if ccode == 0 else 'FAIL'}: {(cout + cerr).strip().splitlines()[-1]}")
