@@ -2,102 +2,33 @@
 //
 // parseArtifact() turns the JSON body of a `.dtc` file into these structs and
 // performs every check of docs/artifact.md "Validation on load" except the
-// rank count (checkRankCount). Failures throw dtc::rt::Error whose message
-// starts with the file label: "model.dtc: program 'spmd' instruction 7
-// (softmax): attribute 'axis' = 3 is out of range for a rank-2 operand".
+// rank count (checkRankCount). A failure comes back as a message that starts
+// with the file label: "model.dtc: program 'spmd' instruction 7 (softmax):
+// attribute 'axis' = 3 is out of range for a rank-2 operand".
 //
-// Internal to the runtime (throws). The compiler-facing, non-throwing entry
-// point is dtc::rt::checkArtifact() at the end of this file.
+// Library `dtc_artifact`: MLIR-free, every entry point here is noexcept, so
+// the compiler (-fno-exceptions) and the runtime call the same code; the
+// runtime turns the messages into dtc::rt::Error (include/dtc/runtime/
+// Artifact.h).
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_ARTIFACT_H
-#define DTC_RUNTIME_ARTIFACT_H
+#ifndef DTC_ARTIFACT_ARTIFACT_H
+#define DTC_ARTIFACT_ARTIFACT_H
 
-#include "dtc/runtime/ArtifactFormat.h"
-#include "dtc/runtime/Schedule.h"
-#include "dtc/runtime/Types.h"
+#include "dtc/artifact/ArtifactFormat.h"
+#include "dtc/artifact/InitSpec.h"
+#include "dtc/artifact/PieceLayout.h"
+#include "dtc/artifact/Schedule.h"
+#include "dtc/artifact/Types.h"
+#include "dtc/artifact/Vocabulary.h"
 
 #include <nlohmann/json.hpp>
 
-#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-namespace dtc::rt {
-
-enum class Role { Param, OptimizerState, Input, Step, Loss, Output };
-const char *roleName(Role r);
-
-/// Memory categories of slots (docs/artifact.md "Programs").
-enum class MemCategory {
-  Param,
-  Grad,
-  Optimizer,
-  Activation,
-  Input,
-  Constant,
-  Scalar
-};
-constexpr int kNumMemCategories = 7;
-const char *memCategoryName(MemCategory c);
-
-/// Per dimension: the mesh axes that split it, major first.
-using Sharding = std::vector<std::vector<int>>;
-
-/// `init` of a param / optimizer_state: normal(STD), uniform(LO,HI), zeros,
-/// ones, fill(V).
-struct InitSpec {
-  enum Kind { Zeros, Ones, Normal, Uniform, Fill } kind = Zeros;
-  double a = 0, b = 0; ///< normal: a = STD; uniform: [a, b); fill: a = V
-};
-/// Parses an init string; returns false if malformed.
-bool parseInitSpec(const std::string &text, InitSpec &out);
-
-/// The device mesh: axis sizes, outermost first; rank <-> coordinates in
-/// row-major order.
-class Mesh {
-public:
-  Mesh() = default;
-  explicit Mesh(std::vector<int64_t> axes);
-  const std::vector<int64_t> &axes() const { return axes_; }
-  int numAxes() const { return int(axes_.size()); }
-  int64_t devices() const;
-  std::vector<int64_t> coords(int64_t rank) const;
-  /// Product of the sizes of `axes`.
-  int64_t groupSize(const std::vector<int> &axes) const;
-  /// Row-major index of `c` over `axes` in the listed order.
-  int64_t groupIndex(const std::vector<int64_t> &c,
-                     const std::vector<int> &axes) const;
-  /// Row-major index of `c` over the axes NOT in `axes` (identifies the group).
-  int64_t groupColor(const std::vector<int64_t> &c,
-                     const std::vector<int> &axes) const;
-  /// "2x2"
-  std::string str() const;
-
-private:
-  std::vector<int64_t> axes_;
-};
-
-/// The local piece of a global tensor on one rank. A dimension of size G
-/// split into n pieces has pieces of ceil(G/n) elements: piece i holds
-/// global elements [i*ceil(G/n), min((i+1)*ceil(G/n), G)) followed by
-/// padding (uneven splits; a piece may be all padding).
-struct Piece {
-  Shape local;  ///< local (padded) shape: the buffer's
-  Shape offset; ///< global index of the piece's first element, per dim
-  Shape extent; ///< elements of the piece inside the global tensor, per dim
-};
-/// `pieces[d]`, when given and non-zero, is dimension d's piece size
-/// instead of ceil(G/n) (the artifact's "pieces").
-Piece pieceOf(const Mesh &mesh, const Sharding &sharding, const Shape &global,
-              const std::vector<int64_t> &coords,
-              const std::vector<int64_t> &pieces = {});
-/// Calls f(localStart, globalStart, length) for each contiguous run of the
-/// piece's elements inside the global tensor (row-major element indices
-/// into the local buffer and the global tensor); padding is skipped.
-void forEachPieceRun(const Shape &global, const Piece &piece,
-                     const std::function<void(int64_t, int64_t, int64_t)> &f);
+namespace dtc::artifact {
 
 struct TensorDecl {
   std::string name;
@@ -146,17 +77,6 @@ struct ConstantDecl {
   std::string data; ///< decoded bytes (exactly the buffer's bytes)
 };
 
-/// Collective ops (docs/artifact.md "Collectives").
-enum class CollKind { AllReduce, AllGather, ReduceScatter, AllSlice, AllToAll };
-constexpr int kNumCollKinds = 5;
-const char *collKindName(CollKind k);
-bool parseCollKind(const std::string &op, CollKind &out);
-enum class ReduceOp { Sum, Max, Min, Average };
-
-/// Instructions that are neither kernels nor collectives: pipelines
-/// (docs/artifact.md "Pipelines").
-enum class PipeOp { None, Send, Recv, MicrobatchSlice, Accumulate, Fill };
-
 struct InstrDecl {
   std::string op;
   std::vector<int> in, out;
@@ -168,7 +88,7 @@ struct InstrDecl {
   int64_t message = -1;
   double fillValue = 0; ///< fill
   // Collectives only (filled by validation):
-  CollKind coll = CollKind::AllReduce;
+  CollectiveKind coll = CollectiveKind::AllReduce;
   int comm = -1; ///< index into Artifact::comms
   ReduceOp reduce = ReduceOp::Sum;
   int axis = 0, splitAxis = 0, concatAxis = 0;
@@ -235,22 +155,31 @@ struct Artifact {
   int bufferOf(int p, int t) const;
 };
 
-/// Parses and validates a JSON body; `label` prefixes every message.
-Artifact parseArtifact(const nlohmann::json &body, const std::string &label);
+/// Parses and validates a JSON body into `out`. On the first problem returns
+/// false and sets `error`, prefixed by `label`.
+bool parseArtifact(const nlohmann::json &body, const std::string &label,
+                   Artifact &out, std::string &error) noexcept;
 /// Checks the container, parses and validates.
-Artifact loadArtifactBytes(std::string_view fileBytes,
-                           const std::string &label);
+bool loadArtifactBytes(std::string_view fileBytes, const std::string &label,
+                       Artifact &out, std::string &error) noexcept;
 /// Reads the file, then loadArtifactBytes with the path as label.
-Artifact loadArtifactFile(const std::string &path);
-/// Throws unless the artifact's device count equals `ranks`.
-void checkRankCount(const Artifact &a, int64_t ranks);
+bool loadArtifactFile(const std::string &path, Artifact &out,
+                      std::string &error) noexcept;
+/// False (with the message) unless the artifact's device count is `ranks`.
+bool checkRankCount(const Artifact &a, int64_t ranks,
+                    std::string &error) noexcept;
 
-/// Non-throwing validation for the compiler: container-free JSON body,
-/// expected rank count (0 = do not check). Returns false and sets `error`
-/// (prefixed by `label`) on the first problem.
+/// Validation without keeping the result (the compiler's check of what it
+/// writes): container-free JSON body, expected rank count (0 = do not
+/// check). Returns false and sets `error` (prefixed by `label`) on the first
+/// problem.
 bool checkArtifact(const nlohmann::json &body, const std::string &label,
                    int64_t ranks, std::string &error) noexcept;
 
+} // namespace dtc::artifact
+
+namespace dtc::rt {
+using namespace ::dtc::artifact;
 } // namespace dtc::rt
 
-#endif // DTC_RUNTIME_ARTIFACT_H
+#endif // DTC_ARTIFACT_ARTIFACT_H

@@ -1,20 +1,19 @@
-//===- ArtifactFormat.h - the .dtc container (docs/artifact.md) --*- C++
-//-*-===//
+//===- ArtifactFormat.h - the .dtc container --------------------*- C++ -*-===//
 //
 // The container of a `.dtc` artifact:
 //
 //   dtc-artifact 1 <body-bytes> <fnv1a64-hex>\n<body>
 //
-// Library `dtc_artifact_format`: depends on nlohmann_json only (no MPI, no
+// Library `dtc_artifact`: depends on nlohmann_json only (no MPI, no
 // BLAS). Every function here is `noexcept`: none lets an exception escape, so
 // code built with -fno-exceptions (the compiler) may call all of them. Errors
 // come back as a message string (no trailing newline, no "error:" prefix).
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_ARTIFACTFORMAT_H
-#define DTC_RUNTIME_ARTIFACTFORMAT_H
+#ifndef DTC_ARTIFACT_ARTIFACTFORMAT_H
+#define DTC_ARTIFACT_ARTIFACTFORMAT_H
 
-#include "dtc/runtime/OutputFile.h"
+#include "dtc/artifact/OutputFile.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -22,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-namespace dtc::rt {
+namespace dtc::artifact {
 
 /// The container version this library reads and writes.
 constexpr int kArtifactContainerVersion = 1;
@@ -98,6 +97,10 @@ bool base64Decode(std::string_view text, std::string &out) noexcept;
 bool parseJsonText(std::string_view text, nlohmann::json &out,
                    std::string &error) noexcept;
 
+} // namespace dtc::artifact
+
+namespace dtc::rt {
+using namespace ::dtc::artifact;
 } // namespace dtc::rt
 
-#endif // DTC_RUNTIME_ARTIFACTFORMAT_H
+#endif // DTC_ARTIFACT_ARTIFACTFORMAT_H

@@ -1,5 +1,4 @@
-//===- MemoryPlan.h - what a rank of an artifact allocates -------*- C++
-//-*-===//
+//===- MemoryPlan.h - what a rank of an artifact allocates ------*- C++ -*-===//
 //
 // One definition of a rank's memory, used on both sides: `dtc compile`
 // refuses a plan whose peak exceeds the device budget (and records the
@@ -13,29 +12,33 @@
 // buffer for the largest axis-wise collective (collectiveStagingBytes), per
 // communicator the scratch its ring algorithms keep (the largest any of its
 // collectives takes, collectiveScratchBytes), a scalar per pipeline fill
-// value, and the kernel context's workspace (the largest any kernel takes,
-// kernels::cpu::contextWorkspaceBytes). While one kernel runs it also holds
-// that call's temporaries (kernels::scratchBytes). Workspace = the context's
-// workspace + the largest temporaries; the peak is the sum of every kind.
+// value, the backend's conversion copies (the largest set one kernel takes,
+// WorkspaceModel::conversionBytes) and the kernel context's workspace (the
+// largest any kernel takes, WorkspaceModel::contextBytes). While one kernel
+// runs it also holds that call's temporaries (WorkspaceModel::scratchBytes).
+// Workspace = the context's workspace + the largest temporaries; the peak is
+// the sum of every kind.
 // The executor allocates all of it at load (micro-batch copies during the
 // first step), so from the second step on the measured high-water equals
 // the plan.
 //
-// The noexcept functions may be called from code built with -fno-exceptions
-// (the compiler); the others throw dtc::rt::Error.
+// Library `dtc_artifact`: nothing here throws (the compiler, built with
+// -fno-exceptions, calls it); the runtime's throwing wrappers, planned for
+// the CPU backend, are include/dtc/runtime/MemoryPlan.h.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_MEMORYPLAN_H
-#define DTC_RUNTIME_MEMORYPLAN_H
+#ifndef DTC_ARTIFACT_MEMORYPLAN_H
+#define DTC_ARTIFACT_MEMORYPLAN_H
 
-#include "dtc/runtime/Artifact.h"
+#include "dtc/artifact/Artifact.h"
+#include "dtc/artifact/WorkspaceModel.h"
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace dtc::rt {
+namespace dtc::artifact {
 
 /// Memory kinds: the slot categories, then collective staging, then the
 /// kernels' workspace.
@@ -43,9 +46,9 @@ constexpr int kStagingKind = kNumMemCategories;
 constexpr int kWorkspaceKind = kNumMemCategories + 1;
 constexpr int kNumMemKinds = kNumMemCategories + 2;
 /// "param", ..., "scalar", "staging", "workspace".
-const char *memKindName(int kind);
+const char *memKindName(int kind) noexcept;
 /// For messages: "parameters", "gradients", "optimizer state", ...
-const char *memKindDescription(int kind);
+const char *memKindDescription(int kind) noexcept;
 /// "optimizer state 50.21 GiB, parameters 25.10 GiB, gradients 25.10 GiB":
 /// the `count` largest kinds of `need`.
 std::string largestKinds(const struct MemoryNeed &need, int count) noexcept;
@@ -73,9 +76,18 @@ struct MemoryNeed {
 /// (axis-wise all_gather / reduce_scatter off the outermost dimension, and
 /// all_to_all's send and receive halves).
 uint64_t collectiveStagingBytes(const ProgramDecl &p, const InstrDecl &ins);
-/// Ring scratch collective `ins` of `p` takes on its communicator
-/// (Communicator::allReduceScratch, reduceScatterScratch; 0 for the others).
-/// The executor reserves the largest per communicator at load.
+/// Scratch the host communicator's ring algorithms take for `count`
+/// elements of `elementBytes` on a group of `members` (docs/runtime.md
+/// "Collectives"): all_reduce one chunk plus one element, reduce_scatter
+/// twice the whole. Communicator::allReduceScratch and reduceScatterScratch
+/// are these.
+uint64_t ringAllReduceScratchBytes(uint64_t count, uint64_t elementBytes,
+                                   int members);
+uint64_t ringReduceScatterScratchBytes(uint64_t count, uint64_t elementBytes,
+                                       int members);
+/// Ring scratch collective `ins` of `p` takes on its communicator (0 for
+/// the collectives without a ring). The executor reserves the largest per
+/// communicator at load.
 uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p,
                                 const InstrDecl &ins);
 /// Pipelines: per chunk of `p`, the most micro-batch copies of its slots
@@ -85,14 +97,22 @@ uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p,
 std::vector<uint64_t> microbatchCopiesInFlight(const ProgramDecl &p);
 /// The need of every program of a validated artifact, in program order,
 /// when each rank's kernels run on `threads` threads (the fused attention's
-/// tiles and layer_norm's rows are per thread).
-std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads);
+/// tiles and layer_norm's rows are per thread) of the backend `model`
+/// describes.
+std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads,
+                                    const WorkspaceModel &model);
 
 /// For the compiler: validates `body` like the runtime does, then fills
 /// `needs`. On failure returns false with `error` prefixed by `label`.
 bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label,
-                         int threads, std::vector<MemoryNeed> &needs,
+                         int threads, const WorkspaceModel &model,
+                         std::vector<MemoryNeed> &needs,
                          std::string &error) noexcept;
+
+/// Kernel threads per rank when `ranksOnNode` ranks share this machine:
+/// OMP_NUM_THREADS or OPENBLAS_NUM_THREADS when set, else the cores this
+/// process may run on divided among the ranks (at least 1).
+int defaultKernelThreads(int ranksOnNode) noexcept;
 
 /// The kernel threads a rank gets by default when all `devices` ranks of a
 /// mesh run on this machine (defaultKernelThreads): what the compiler plans
@@ -115,11 +135,16 @@ uint64_t physicalMemoryBytes() noexcept;
 /// (0 if unknown).
 uint64_t availableMemoryBytes() noexcept;
 
-/// Throws unless `ranksOnNode` ranks of the largest program, with kernels on
-/// `threads` threads each, fit in this node's available memory; the message
+/// False unless `ranksOnNode` ranks of the largest program, with kernels on
+/// `threads` threads each, fit in this node's available memory; `error`
 /// gives the numbers.
-void checkMemoryFits(const Artifact &a, int ranksOnNode, int threads);
+bool checkMemoryFits(const Artifact &a, int ranksOnNode, int threads,
+                     const WorkspaceModel &model, std::string &error) noexcept;
 
+} // namespace dtc::artifact
+
+namespace dtc::rt {
+using namespace ::dtc::artifact;
 } // namespace dtc::rt
 
-#endif // DTC_RUNTIME_MEMORYPLAN_H
+#endif // DTC_ARTIFACT_MEMORYPLAN_H
