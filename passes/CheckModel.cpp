@@ -7,7 +7,7 @@
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"

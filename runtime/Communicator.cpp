@@ -1,5 +1,6 @@
 //===- Communicator.cpp - local and thread worlds, error agreement --------===//
 #include "dtc/runtime/Communicator.h"
+#include "dtc/artifact/MemoryPlan.h"
 
 #include <algorithm>
 #include <chrono>
@@ -134,12 +135,12 @@ char *Communicator::scratch(size_t bytes) {
 
 size_t Communicator::allReduceScratch(size_t count, size_t elementBytes,
                                       int members) {
-  return members <= 1 ? 0 : (count / size_t(members) + 1) * elementBytes;
+  return size_t(ringAllReduceScratchBytes(count, elementBytes, members));
 }
 
 size_t Communicator::reduceScatterScratch(size_t count, size_t elementBytes,
                                           int members) {
-  return members <= 1 ? 0 : 2 * count * elementBytes;
+  return size_t(ringReduceScatterScratchBytes(count, elementBytes, members));
 }
 
 void Communicator::allReduce(const void *in, void *out, size_t count,

@@ -1,6 +1,7 @@
 //===- CpuBackend.cpp - the CPU backend (see CpuBackend.h)
 //------------------===//
 #include "dtc/runtime/CpuBackend.h"
+#include "dtc/kernels/CpuKernels.h"
 
 #include <algorithm>
 #include <chrono>

@@ -12,29 +12,7 @@
 #include <cstring>
 #include <tuple>
 
-#include <sched.h>
-
 namespace dtc::rt {
-
-int defaultKernelThreads(int ranksOnNode) {
-  for (const char *var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
-    if (const char *v = std::getenv(var)) {
-      const int n = std::atoi(v);
-      if (n > 0)
-        return n;
-    }
-  // The cores this process may run on (its affinity mask, which a launcher
-  // binding ranks to cores narrows), shared by the ranks of the node unless
-  // the mask is already this rank's own.
-  cpu_set_t set;
-  int cores = 0;
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    cores = CPU_COUNT(&set);
-  if (cores <= 0)
-    cores = 1;
-  const int per = cores / (ranksOnNode < 1 ? 1 : ranksOnNode);
-  return per < 1 ? 1 : per;
-}
 
 struct RankExecutor::Prepared {
   const InstrDecl *decl = nullptr;

@@ -1,7 +1,7 @@
 //===- LocalRunner.cpp - the non-throwing in-process facade
 //-----------------===//
 #include "dtc/runtime/LocalRunner.h"
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/Executor.h"
 

@@ -1,7 +1,7 @@
 //===- Random.cpp - Philox-4x32-10 and the initialisers
 //--------------------===//
 #include "dtc/runtime/Random.h"
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 
 #include <cmath>
 

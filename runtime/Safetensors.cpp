@@ -1,7 +1,7 @@
 //===- Safetensors.cpp
 //-------------------------------------------------------===//
 #include "dtc/runtime/Safetensors.h"
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 
 #include <nlohmann/json.hpp>
 

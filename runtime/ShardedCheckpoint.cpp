@@ -1,7 +1,7 @@
 //===- ShardedCheckpoint.cpp - sharded checkpoints (ShardedCheckpoint.h)
 //----===//
 #include "dtc/runtime/ShardedCheckpoint.h"
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 //===- Trace.cpp - Chrome / Perfetto trace events (see Trace.h)
 //-------------===//
 #include "dtc/runtime/Trace.h"
-#include "dtc/runtime/Types.h"
+#include "dtc/artifact/Types.h"
 
 #include <cerrno>
 #include <cstdio>

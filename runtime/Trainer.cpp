@@ -1,7 +1,7 @@
 //===- Trainer.cpp
 //---------------------------------------------------------------===//
 #include "dtc/runtime/Trainer.h"
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/Progress.h"
 

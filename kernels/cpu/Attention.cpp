@@ -104,7 +104,8 @@ struct RowScratch {
     return size_t((n + kLanes - 1) / kLanes * kLanes);
   }
   static size_t floats(const AttentionBlocks &b, int64_t D) {
-    return 2 * line(b.rows * b.keys) + line(b.rows * D) + 3 * line(b.rows);
+    static_assert(kLanes == 16, "attentionRowScratchFloats' line");
+    return attentionRowScratchFloats(b, D);
   }
   RowScratch(float *base, const AttentionBlocks &b, int64_t D) {
     auto take = [&](int64_t n) {
@@ -241,27 +242,6 @@ void attentionBackward(KernelContext &ctx, const float *q, const float *k,
       }
     }
   });
-}
-
-uint64_t contextWorkspaceBytes(std::string_view name,
-                               const std::vector<TensorDesc> &in,
-                               const std::vector<TensorDesc> &,
-                               const nlohmann::json &, int threads) {
-  if (name != "attention" && name != "attention_grad")
-    return 0;
-  // q [B, H, Sq, D]: the forward hands out one task per row block of every
-  // head, the backward one per head (attentionForward / attentionBackward).
-  const AttentionBlocks b;
-  const Shape &q = in[0].shape;
-  const int64_t BH = q[0] * q[1], Sq = q[2], D = q[3];
-  const int64_t tasks =
-      name == "attention" ? BH * ((Sq + b.rows - 1) / b.rows) : BH;
-  const int64_t workers =
-      std::min<int64_t>(std::max(threads, 1), std::max<int64_t>(1, tasks));
-  const uint64_t floats =
-      uint64_t(RowScratch::floats(b, D)) * uint64_t(workers);
-  return (floats * sizeof(float) + 63) / 64 *
-         64; // KernelContext::workspace's rounding
 }
 
 namespace {

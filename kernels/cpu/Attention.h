@@ -19,6 +19,7 @@
 
 #include "dtc/kernels/Kernel.h"
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dtc::kernels::cpu {
@@ -30,6 +31,15 @@ struct AttentionBlocks {
   int64_t rows = 64;  ///< query rows per block (bq)
   int64_t keys = 128; ///< keys per tile (bk)
 };
+
+/// Floats of one thread's tiles for a block of query rows: two bq x bk
+/// tiles, bq x D recomputed output rows and three rows of bq, each on its
+/// own 64-byte line (16 floats). The kernels carve their workspace this way
+/// and the memory plan counts it (contextWorkspaceBytes).
+inline size_t attentionRowScratchFloats(const AttentionBlocks &b, int64_t D) {
+  auto line = [](int64_t n) { return size_t((n + 15) / 16 * 16); };
+  return 2 * line(b.rows * b.keys) + line(b.rows * D) + 3 * line(b.rows);
+}
 
 /// q [B, H, Sq, D], k and v [B, H, Sk, D] -> y [B, H, Sq, D].
 void attentionForward(KernelContext &ctx, const float *q, const float *k,

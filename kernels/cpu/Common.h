@@ -3,7 +3,7 @@
 #ifndef DTC_KERNELS_CPU_COMMON_H
 #define DTC_KERNELS_CPU_COMMON_H
 
-#include "dtc/kernels/Kernel.h"
+#include "dtc/kernels/CpuKernels.h"
 
 #include <array>
 #include <cstdint>

@@ -7,7 +7,7 @@
 // bf16 loops run through DTC_VECTOR_CLONES: on AVX-512 (x86-64-v4) and AVX2
 // the bit arithmetic vectorizes; f16 uses the AVX-512F / F16C conversion
 // instructions, chosen at run time; plain C++ elsewhere. All give the bits
-// of the scalar functions in dtc/runtime/Types.h (round to nearest even,
+// of the scalar functions in dtc/artifact/Types.h (round to nearest even,
 // quiet NaN, overflow to infinity), which a unit test checks.
 //
 //===----------------------------------------------------------------------===//

@@ -13,7 +13,7 @@
 #ifndef DTC_KERNELS_CPU_GEMM_H
 #define DTC_KERNELS_CPU_GEMM_H
 
-#include "dtc/kernels/Kernel.h"
+#include "dtc/kernels/CpuKernels.h"
 
 #include <cstdint>
 

@@ -11,7 +11,7 @@
 #ifndef DTC_KERNELS_CPU_PARALLEL_H
 #define DTC_KERNELS_CPU_PARALLEL_H
 
-#include "dtc/kernels/Kernel.h"
+#include "dtc/kernels/CpuKernels.h"
 
 #include <algorithm>
 #include <cstdint>

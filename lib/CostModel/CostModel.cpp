@@ -123,13 +123,13 @@ dtc::cost::loadHardware(const std::string &nameOrFile, std::string &error) {
   return hw;
 }
 
-int64_t dtc::cost::collectiveSentBytes(Collective kind, int64_t n,
+int64_t dtc::cost::collectiveSentBytes(CollectiveKind kind, int64_t n,
                                        int64_t inElements, int64_t outElements,
                                        int64_t elementBytes) {
   if (n <= 1)
     return 0;
   switch (kind) {
-  case Collective::AllReduce: {
+  case CollectiveKind::AllReduce: {
     // Chunks c_j = c/n (+1 for j < c%n); device r skips chunks r+1 and r+2.
     int64_t base = inElements / n, extra = inElements % n, fewest = INT64_MAX;
     auto chunk = [&](int64_t j) { return base + (j % n < extra ? 1 : 0); };
@@ -137,23 +137,23 @@ int64_t dtc::cost::collectiveSentBytes(Collective kind, int64_t n,
       fewest = std::min(fewest, chunk(r + 1) + chunk(r + 2));
     return (2 * inElements - fewest) * elementBytes;
   }
-  case Collective::AllGather:
+  case CollectiveKind::AllGather:
     return (n - 1) * inElements * elementBytes;
-  case Collective::ReduceScatter:
+  case CollectiveKind::ReduceScatter:
     return (n - 1) * outElements * elementBytes;
-  case Collective::AllToAll:
+  case CollectiveKind::AllToAll:
     return (n - 1) * (inElements / n) * elementBytes;
-  case Collective::SendRecv:
-    return inElements * elementBytes;
+  case CollectiveKind::AllSlice:
+    return 0;
   }
   return 0;
 }
 
-int64_t dtc::cost::collectiveSentBytesOf(Collective kind, int64_t n,
+int64_t dtc::cost::collectiveSentBytesOf(CollectiveKind kind, int64_t n,
                                          int64_t member, int64_t inElements,
                                          int64_t outElements,
                                          int64_t elementBytes) {
-  if (kind != Collective::AllReduce || n <= 1)
+  if (kind != CollectiveKind::AllReduce || n <= 1)
     return collectiveSentBytes(kind, n, inElements, outElements, elementBytes);
   int64_t base = inElements / n, extra = inElements % n;
   auto chunk = [&](int64_t j) { return base + (j % n < extra ? 1 : 0); };
@@ -161,28 +161,23 @@ int64_t dtc::cost::collectiveSentBytesOf(Collective kind, int64_t n,
          elementBytes;
 }
 
-bool dtc::cost::collectiveFromName(const std::string &op, Collective &kind) {
-  if (op == "all_reduce")
-    kind = Collective::AllReduce;
-  else if (op == "all_gather")
-    kind = Collective::AllGather;
-  else if (op == "reduce_scatter")
-    kind = Collective::ReduceScatter;
-  else if (op == "all_to_all")
-    kind = Collective::AllToAll;
-  else
-    return false;
-  return true;
+bool dtc::cost::collectiveFromName(const std::string &op,
+                                   CollectiveKind &kind) {
+  return ::dtc::artifact::parseCollectiveKind(op, kind) &&
+         kind != CollectiveKind::AllSlice;
 }
 
-double dtc::cost::collectiveTime(Collective kind, int64_t n, double sentBytes,
-                                 const Link &link) {
+double dtc::cost::collectiveTime(CollectiveKind kind, int64_t n,
+                                 double sentBytes, const Link &link) {
   if (n <= 1)
     return 0;
-  double steps = kind == Collective::AllReduce  ? 2.0 * (n - 1)
-                 : kind == Collective::SendRecv ? 1.0
-                                                : double(n - 1);
+  double steps =
+      kind == CollectiveKind::AllReduce ? 2.0 * (n - 1) : double(n - 1);
   return steps * link.latency + sentBytes / link.bandwidth;
+}
+
+double dtc::cost::sendRecvTime(double sentBytes, const Link &link) {
+  return link.latency + sentBytes / link.bandwidth;
 }
 
 double dtc::cost::bubbleFraction(int64_t stages, int64_t microbatches) {

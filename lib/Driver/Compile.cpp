@@ -5,9 +5,10 @@
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Target/Artifact.h"
-#include "dtc/runtime/ArtifactFormat.h"
-#include "dtc/runtime/MemoryPlan.h"
-#include "dtc/runtime/Schedule.h"
+#include "dtc/artifact/ArtifactFormat.h"
+#include "dtc/artifact/MemoryPlan.h"
+#include "dtc/artifact/Schedule.h"
+#include "dtc/kernels/CpuKernels.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -284,18 +285,18 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
   auto countList = [&](const json &list, int64_t times) {
     for (const json &inst : list) {
       std::string op = inst["op"];
-      if (op == "send") {
+      if (op == ::dtc::artifact::pipeOpName(::dtc::artifact::PipeOp::Send)) {
         int in = inst["in"][0];
         int64_t bytes = elements(in) * elementBytesOf(buffers[in]["dtype"]);
         c.sendBytes += times * bytes;
         c.calls["send_recv"] = c.calls.value("send_recv", int64_t(0)) + times;
-        c.seconds += double(times) *
-                     ::dtc::cost::collectiveTime(
-                         ::dtc::cost::Collective::SendRecv, 2, double(bytes),
-                         slowestOf(commAxes[inst["attrs"]["comm"]]));
+        c.seconds +=
+            double(times) *
+            ::dtc::cost::sendRecvTime(
+                double(bytes), slowestOf(commAxes[inst["attrs"]["comm"]]));
         continue;
       }
-      ::dtc::cost::Collective kind;
+      ::dtc::cost::CollectiveKind kind;
       if (!::dtc::cost::collectiveFromName(op, kind))
         continue; // kernels, all_slice (no traffic)
       std::string name = inst["attrs"]["comm"];
@@ -385,13 +386,16 @@ json buildReport(ModuleOp module, const json &artifact,
 
   // Per communicator: the busiest member; in total: the busiest device,
   // summing each communicator's share at that device's index in it.
-  const std::vector<std::string> kinds = {"all_reduce", "all_gather",
-                                          "reduce_scatter", "all_to_all"};
-  json comm = {{"all_reduce", 0},
-               {"all_gather", 0},
-               {"reduce_scatter", 0},
-               {"all_to_all", 0},
-               {"send_recv", 0}};
+  using ::dtc::artifact::CollectiveKind;
+  std::vector<std::string> kinds;
+  for (CollectiveKind kind :
+       {CollectiveKind::AllReduce, CollectiveKind::AllGather,
+        CollectiveKind::ReduceScatter, CollectiveKind::AllToAll})
+    kinds.push_back(::dtc::artifact::collectiveKindName(kind));
+  json comm = json::object();
+  for (const std::string &kind : kinds)
+    comm[kind] = 0;
+  comm["send_recv"] = 0;
   json commByName = json::object();
   for (const ProgramCosts &c : costs)
     for (auto &[name, perKind] : c.byMember) {
@@ -666,9 +670,9 @@ int64_t plannedPeakMemory(const json &artifact, const std::string &label,
                           int64_t devices) {
   std::vector<::dtc::rt::MemoryNeed> needs;
   std::string error;
-  if (!::dtc::rt::artifactMemoryNeeds(artifact, label,
-                                      ::dtc::rt::plannedKernelThreads(devices),
-                                      needs, error))
+  if (!::dtc::rt::artifactMemoryNeeds(
+          artifact, label, ::dtc::rt::plannedKernelThreads(devices),
+          ::dtc::kernels::cpu::workspaceModel(), needs, error))
     return -1;
   int64_t peak = 0;
   for (const ::dtc::rt::MemoryNeed &need : needs)
@@ -688,7 +692,9 @@ bool checkMemory(const ::dtc::CompileOptions &o,
   // The kernels' per-thread workspace, for the threads each rank gets when
   // the whole mesh runs on this machine (what `dtc run` starts here).
   const int threads = rt::plannedKernelThreads(devices);
-  if (!rt::artifactMemoryNeeds(artifact, o.input, threads, needs, error)) {
+  if (!rt::artifactMemoryNeeds(artifact, o.input, threads,
+                               ::dtc::kernels::cpu::workspaceModel(), needs,
+                               error)) {
     errors.flag("internal error: the emitted artifact does not validate: " +
                 error);
     return false;

@@ -9,19 +9,7 @@ using namespace mlir;
 using namespace mlir::dtc;
 
 StringRef mlir::dtc::stringifyReshardKind(ReshardStep::Kind kind) {
-  switch (kind) {
-  case ReshardStep::Kind::AllReduce:
-    return "all_reduce";
-  case ReshardStep::Kind::ReduceScatter:
-    return "reduce_scatter";
-  case ReshardStep::Kind::AllGather:
-    return "all_gather";
-  case ReshardStep::Kind::AllSlice:
-    return "all_slice";
-  case ReshardStep::Kind::AllToAll:
-    return "all_to_all";
-  }
-  return "?";
+  return ::dtc::artifact::collectiveKindName(kind);
 }
 
 std::string ReshardPlan::str() const {
@@ -155,21 +143,19 @@ void Planner::add(ReshardStep step, const TensorSharding &after) {
     step.cropDim = concat;
     step.cropSize = afterShape[concat];
   }
-  using ::dtc::cost::Collective;
   namespace cost = ::dtc::cost;
   switch (step.kind) {
   case ReshardStep::Kind::AllReduce:
-    step.bytes = cost::collectiveSentBytes(Collective::AllReduce, n, in, in,
-                                           elementBytes);
+    step.bytes = cost::collectiveSentBytes(step.kind, n, in, in, elementBytes);
     break;
   case ReshardStep::Kind::ReduceScatter:
-    step.bytes = cost::collectiveSentBytes(Collective::ReduceScatter, n, in,
-                                           outElements, elementBytes);
+    step.bytes =
+        cost::collectiveSentBytes(step.kind, n, in, outElements, elementBytes);
     break;
   case ReshardStep::Kind::AllGather:
     // The gathered pieces are the padded local ones.
-    step.bytes = cost::collectiveSentBytes(Collective::AllGather, n, in, in * n,
-                                           elementBytes);
+    step.bytes =
+        cost::collectiveSentBytes(step.kind, n, in, in * n, elementBytes);
     break;
   case ReshardStep::Kind::AllToAll: {
     // Pieces: the split dimension already cut to its target piece, the
@@ -177,9 +163,8 @@ void Planner::add(ReshardStep step, const TensorSharding &after) {
     SmallVector<int64_t> piece = localShape(shape, after, grid);
     piece[step.concatDim] = localShape(shape, s, grid)[step.concatDim];
     int64_t pieceElements = numElements(piece);
-    step.bytes =
-        cost::collectiveSentBytes(Collective::AllToAll, n, pieceElements * n,
-                                  pieceElements * n, elementBytes);
+    step.bytes = cost::collectiveSentBytes(step.kind, n, pieceElements * n,
+                                           pieceElements * n, elementBytes);
     break;
   }
   case ReshardStep::Kind::AllSlice:

@@ -11,8 +11,8 @@
 // validator's promise is that what it accepts cannot crash the kernels.
 //
 //===----------------------------------------------------------------------===//
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/Artifact.h"
-#include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/LocalRunner.h"
 #include "dtc/runtime/MemoryPlan.h"
 

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "Supervisor.h"
 
+#include "dtc/artifact/MemoryPlan.h"
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/MpiWorld.h"
 #include "dtc/runtime/Progress.h"

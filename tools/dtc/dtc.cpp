@@ -9,10 +9,10 @@
 //===----------------------------------------------------------------------===//
 #include "dtc/Driver/Compile.h"
 #include "dtc/Version.h"
-#include "dtc/runtime/ArtifactFormat.h"
-#include "dtc/runtime/MemoryPlan.h"
-#include "dtc/runtime/OutputFile.h"
-#include "dtc/runtime/Schedule.h"
+#include "dtc/artifact/ArtifactFormat.h"
+#include "dtc/artifact/MemoryPlan.h"
+#include "dtc/artifact/OutputFile.h"
+#include "dtc/artifact/Schedule.h"
 #include "dtc/runtime/Suggest.h"
 
 #include "llvm/Support/FileSystem.h"

@@ -8,6 +8,8 @@
 #ifndef DTC_COSTMODEL_COSTMODEL_H
 #define DTC_COSTMODEL_COSTMODEL_H
 
+#include "dtc/artifact/Vocabulary.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,13 +45,8 @@ struct HardwareProfile {
 std::optional<HardwareProfile> loadHardware(const std::string &nameOrFile,
                                             std::string &error);
 
-enum class Collective {
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  AllToAll,
-  SendRecv
-};
+/// The artifact's collective kinds (include/dtc/artifact/Vocabulary.h).
+using ::dtc::artifact::CollectiveKind;
 
 /// Bytes one device sends in the runtime's collective algorithms
 /// (docs/runtime.md "Collectives"), the maximum over the group, from the
@@ -63,23 +60,26 @@ enum class Collective {
 ///    exchange); all_slice: nothing.
 /// This is what the runtime counts when it runs them, so a report built from
 /// it can be checked against measurements exactly.
-int64_t collectiveSentBytes(Collective kind, int64_t n, int64_t inElements,
+int64_t collectiveSentBytes(CollectiveKind kind, int64_t n, int64_t inElements,
                             int64_t outElements, int64_t elementBytes);
 /// The same for the group member of index `member` (all-reduce chunks
 /// differ in size when n does not divide the element count).
-int64_t collectiveSentBytesOf(Collective kind, int64_t n, int64_t member,
+int64_t collectiveSentBytesOf(CollectiveKind kind, int64_t n, int64_t member,
                               int64_t inElements, int64_t outElements,
                               int64_t elementBytes);
-/// Kind names of the artifact's collectives ("all_reduce", ...); false for
-/// all_slice and anything else that moves no data.
-bool collectiveFromName(const std::string &op, Collective &kind);
+/// The collective an artifact instruction `op` names; false for all_slice
+/// and anything else that moves no data.
+bool collectiveFromName(const std::string &op, CollectiveKind &kind);
 
 /// alpha-beta time of a collective on a group of `n` devices over `link`
 /// when each device sends `sentBytes` (collectiveSentBytes): its steps'
 /// latencies (2(n-1) for the all-reduce ring, n-1 for the others) plus the
 /// bytes over the bandwidth.
-double collectiveTime(Collective kind, int64_t n, double sentBytes,
+double collectiveTime(CollectiveKind kind, int64_t n, double sentBytes,
                       const Link &link);
+/// alpha-beta time of a pipeline message of `sentBytes` over `link` (one
+/// step).
+double sendRecvTime(double sentBytes, const Link &link);
 
 /// Idle share of a pipeline of `stages` stages and `microbatches`
 /// micro-batches under GPipe/1F1B: (p-1)/(m+p-1).

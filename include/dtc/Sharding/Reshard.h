@@ -24,13 +24,15 @@
 #define DTC_SHARDING_RESHARD_H
 
 #include "dtc/Sharding/TensorSharding.h"
+#include "dtc/artifact/Vocabulary.h"
 
 #include <string>
 
 namespace mlir::dtc {
 
 struct ReshardStep {
-  enum class Kind { AllReduce, ReduceScatter, AllGather, AllSlice, AllToAll };
+  /// The artifact's collective kinds (include/dtc/artifact/Vocabulary.h).
+  using Kind = ::dtc::artifact::CollectiveKind;
   Kind kind;
   /// The group: grid axes, in group order.
   GridAxes axes;

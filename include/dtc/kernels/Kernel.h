@@ -17,7 +17,7 @@
 #ifndef DTC_KERNELS_KERNEL_H
 #define DTC_KERNELS_KERNEL_H
 
-#include "dtc/runtime/Types.h"
+#include "dtc/artifact/Types.h"
 
 #include <nlohmann/json.hpp>
 
@@ -203,45 +203,5 @@ double flopCount(std::string_view name, const std::vector<TensorDesc> &in,
                  const nlohmann::json &attrs);
 
 } // namespace dtc::kernels
-
-namespace dtc::kernels::cpu {
-/// The CPU implementation of kernel `name`, or nullptr.
-RunFn findKernel(std::string_view name);
-/// The matrix library the CPU matmuls run on, with its version.
-const char *gemmLibrary();
-/// Bytes of KernelContext::workspace() one call of kernel `name` takes with
-/// these LOCAL operands and `threads` threads (the fused attention's
-/// per-thread tiles; 0 for the others), as the context allocates them
-/// (rounded up to 64 bytes). The CPU backend reserves the largest when it
-/// binds the kernels; plans count it as workspace.
-uint64_t contextWorkspaceBytes(std::string_view name,
-                               const std::vector<TensorDesc> &in,
-                               const std::vector<TensorDesc> &out,
-                               const nlohmann::json &attrs, int threads);
-/// Makes the calling thread's later kernel calls use `ctx.threads()` in the
-/// matrix library and OpenMP (call once per rank thread before running).
-void bindThreads(const KernelContext &ctx);
-
-/// dst = the f32 values of `n` elements of dtype `from` (f32, bf16 or f16).
-void toF32(const KernelContext &ctx, DType from, const void *src, float *dst,
-           int64_t n);
-/// dst (dtype `to`: f32, bf16 or f16) = src rounded to nearest even.
-void fromF32(const KernelContext &ctx, DType to, const float *src, void *dst,
-             int64_t n);
-/// Whether kernel `name` handles bf16/f16 operands itself (moves or converts
-/// their bits); every other float kernel gets them converted to f32 by the
-/// executor and its f32 results rounded back.
-bool handlesLowPrecision(std::string_view name);
-/// Bytes of one f32 copy of `numel` elements as the CPU backend lays its
-/// conversion copies out (64-byte aligned, one after another).
-uint64_t f32CopyBytes(int64_t numel);
-/// Bytes of the f32 copies kernel `name` needs of its bf16/f16 operands
-/// (0 when it handles them itself): what the CPU backend's conversion
-/// scratch holds while the kernel runs, and what the memory plan counts.
-uint64_t lowPrecisionCopyBytes(std::string_view name,
-                               const std::vector<TensorDesc> &in,
-                               const std::vector<TensorDesc> &out);
-
-} // namespace dtc::kernels::cpu
 
 #endif // DTC_KERNELS_KERNEL_H

@@ -19,8 +19,8 @@
 #ifndef DTC_RUNTIME_SAFETENSORS_H
 #define DTC_RUNTIME_SAFETENSORS_H
 
-#include "dtc/runtime/OutputFile.h"
-#include "dtc/runtime/Types.h"
+#include "dtc/artifact/OutputFile.h"
+#include "dtc/artifact/Types.h"
 
 #include <map>
 #include <memory>

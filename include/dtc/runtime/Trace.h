@@ -20,7 +20,7 @@
 #ifndef DTC_RUNTIME_TRACE_H
 #define DTC_RUNTIME_TRACE_H
 
-#include "dtc/runtime/OutputFile.h"
+#include "dtc/artifact/OutputFile.h"
 
 #include <cstdint>
 #include <string>

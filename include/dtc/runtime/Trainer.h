@@ -18,9 +18,9 @@
 #ifndef DTC_RUNTIME_TRAINER_H
 #define DTC_RUNTIME_TRAINER_H
 
+#include "dtc/artifact/OutputFile.h"
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/Executor.h"
-#include "dtc/runtime/OutputFile.h"
 #include "dtc/runtime/TokenData.h"
 #include "dtc/runtime/Trace.h"
 

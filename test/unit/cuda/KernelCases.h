@@ -21,7 +21,7 @@
 #ifndef DTC_TEST_CUDA_KERNELCASES_H
 #define DTC_TEST_CUDA_KERNELCASES_H
 
-#include "dtc/runtime/Types.h"
+#include "dtc/artifact/Types.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,8 +1,8 @@
 //===- ArtifactTest.cpp - the container and the validator -----------------===//
 #include "TestArtifacts.h"
 
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/Artifact.h"
-#include "dtc/runtime/ArtifactFormat.h"
 
 #include <gtest/gtest.h>
 

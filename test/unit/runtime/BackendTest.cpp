@@ -21,7 +21,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestArtifacts.h"
 
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/Backend.h"
 #include "dtc/runtime/CpuBackend.h"
 #include "dtc/runtime/LocalRunner.h"

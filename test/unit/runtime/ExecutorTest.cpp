@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestArtifacts.h"
 
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/Communicator.h"
 #include "dtc/runtime/LocalRunner.h"
 

@@ -18,8 +18,8 @@
 // reference checks a device backend's kernels the same way.
 //
 //===----------------------------------------------------------------------===//
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/kernels/Kernel.h"
-#include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/Backend.h"
 
 #include <cstdio>

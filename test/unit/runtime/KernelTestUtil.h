@@ -3,7 +3,7 @@
 #ifndef DTC_TEST_KERNELTESTUTIL_H
 #define DTC_TEST_KERNELTESTUTIL_H
 
-#include "dtc/kernels/Kernel.h"
+#include "dtc/kernels/CpuKernels.h"
 
 #include <gtest/gtest.h>
 

@@ -12,8 +12,8 @@
 #include "KernelTestUtil.h"
 #include "TestArtifacts.h"
 
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/kernels/Kernel.h"
-#include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/LocalRunner.h"
 
 #include <gtest/gtest.h>

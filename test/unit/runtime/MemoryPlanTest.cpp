@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "TestArtifacts.h"
 
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/kernels/Kernel.h"
-#include "dtc/runtime/ArtifactFormat.h"
 #include "dtc/runtime/LocalRunner.h"
 #include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/Suggest.h"

@@ -1,17 +1,17 @@
-//===- NoExceptConsumer.cpp - the compiler's view of the runtime API
-//-------===//
+//===- NoExceptConsumer.cpp - the compiler's view of the libraries --------===//
 //
 // Built with -fno-exceptions -fno-rtti, like the MLIR-based compiler: checks
-// that the compiler-facing headers (ArtifactFormat.h, LocalRunner.h,
-// checkArtifact in Artifact.h, the noexcept parts of MemoryPlan.h and
-// Suggest.h) compile there and that their functions report
-// errors without letting an exception escape.
+// that the artifact library's headers (include/dtc/artifact), the CPU
+// kernels' workspace model, LocalRunner.h and Suggest.h compile there and
+// that their functions report errors without letting an exception escape.
 //
 //===----------------------------------------------------------------------===//
-#include "dtc/runtime/Artifact.h"
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/Artifact.h"
+#include "dtc/artifact/ArtifactFormat.h"
+#include "dtc/artifact/InitSpec.h"
+#include "dtc/artifact/MemoryPlan.h"
+#include "dtc/kernels/CpuKernels.h"
 #include "dtc/runtime/LocalRunner.h"
-#include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/Suggest.h"
 
 #include <nlohmann/json.hpp>
@@ -88,15 +88,22 @@ int main() {
 
   std::string error;
   CHECK(dtc::rt::checkArtifact(body, "c.dtc", 1, error));
+  dtc::artifact::Artifact parsed;
+  CHECK(dtc::artifact::parseArtifact(body, "c.dtc", parsed, error));
+  CHECK(!dtc::artifact::parseArtifact(json::object(), "c.dtc", parsed, error));
+  dtc::artifact::InitSpec init;
+  CHECK(dtc::artifact::parseInitSpec("uniform(-1, 1)", init));
   CHECK(!dtc::rt::checkArtifact(body, "c.dtc", 2, error));
   CHECK(error.find("compiled for 1 device") != std::string::npos);
 
   std::vector<dtc::rt::MemoryNeed> needs;
-  CHECK(dtc::rt::artifactMemoryNeeds(body, "c.dtc", 1, needs, error));
+  CHECK(dtc::artifact::artifactMemoryNeeds(
+      body, "c.dtc", 1, dtc::kernels::cpu::workspaceModel(), needs, error));
   CHECK(needs.size() == 1 && needs[0].peak > 48 + 32 + 16 + 4 + 24);
   json broken = body;
   broken["programs"][0]["instructions"][0]["op"] = "conv2d";
-  CHECK(!dtc::rt::artifactMemoryNeeds(broken, "c.dtc", 1, needs, error));
+  CHECK(!dtc::artifact::artifactMemoryNeeds(
+      broken, "c.dtc", 1, dtc::kernels::cpu::workspaceModel(), needs, error));
   CHECK(error.find("unknown kernel") != std::string::npos);
   uint64_t bytes = 0;
   CHECK(dtc::rt::parseByteSize("2GiB", bytes) && bytes == (uint64_t(2) << 30));

@@ -5,8 +5,8 @@
 // (mkfifo, mknod, symlink), and the same-file refusals.
 //
 //===----------------------------------------------------------------------===//
-#include "dtc/runtime/OutputFile.h"
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/OutputFile.h"
+#include "dtc/artifact/ArtifactFormat.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 // then every way to break such an artifact is rejected on load.
 //
 //===----------------------------------------------------------------------===//
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/Communicator.h"
 #include "dtc/runtime/LocalRunner.h"
 

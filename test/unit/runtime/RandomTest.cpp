@@ -1,6 +1,6 @@
 //===- RandomTest.cpp - Philox KATs, determinism, sharded generation ------===//
 #include "dtc/runtime/Random.h"
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 
 #include <gtest/gtest.h>
 

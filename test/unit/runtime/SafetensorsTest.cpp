@@ -1,7 +1,7 @@
 //===- SafetensorsTest.cpp - read/write, atomicity, corrupt files ---------===//
 #include "TestArtifacts.h"
 
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/Safetensors.h"
 
 #include <gtest/gtest.h>

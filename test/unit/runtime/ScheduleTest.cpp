@@ -7,7 +7,7 @@
 // formulas with unit costs.
 //
 //===----------------------------------------------------------------------===//
-#include "dtc/runtime/Schedule.h"
+#include "dtc/artifact/Schedule.h"
 
 #include <gtest/gtest.h>
 

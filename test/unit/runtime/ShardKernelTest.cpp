@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelTestUtil.h"
 
-#include "dtc/runtime/Types.h"
+#include "dtc/artifact/Types.h"
 
 #include <algorithm>
 #include <limits>

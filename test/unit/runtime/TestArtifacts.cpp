@@ -1,7 +1,7 @@
 //===- TestArtifacts.cpp
 //----------------------------------------------------===//
 #include "TestArtifacts.h"
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -9,7 +9,7 @@
 #ifndef DTC_TEST_TESTARTIFACTS_H
 #define DTC_TEST_TESTARTIFACTS_H
 
-#include "dtc/runtime/Types.h"
+#include "dtc/artifact/Types.h"
 
 #include <nlohmann/json.hpp>
 

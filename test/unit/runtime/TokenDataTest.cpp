@@ -1,7 +1,7 @@
 //===- TokenDataTest.cpp - --data windows, validation, sharded fill -------===//
 #include "TestArtifacts.h"
 
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/TokenData.h"
 
 #include <gtest/gtest.h>

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestArtifacts.h"
 
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/Backend.h"
 #include "dtc/runtime/Trace.h"
 #include "dtc/runtime/Trainer.h"

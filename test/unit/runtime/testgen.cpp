@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestArtifacts.h"
 
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/Random.h"
 #include "dtc/runtime/Safetensors.h"
 

@@ -1,5 +1,5 @@
 //===- Schedule.cpp - pipeline schedules ----------------------------------===//
-#include "dtc/runtime/Schedule.h"
+#include "dtc/artifact/Schedule.h"
 
 #include <algorithm>
 #include <cstdio>

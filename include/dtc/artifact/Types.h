@@ -1,12 +1,13 @@
-//===- Types.h - dtypes, shapes and the runtime error type -------*- C++
-//-*-===//
+//===- Types.h - dtypes, shapes and the error type --------------*- C++ -*-===//
 //
-// Plain C++17, header-only, no exceptions thrown from inline code: this
-// header may be included by code built with -fno-exceptions.
+// The element types and shapes of the artifact's tensors and buffers, shared
+// by the artifact library, the kernels and the runtime. Plain C++17,
+// header-only, no exceptions thrown from inline code: this header may be
+// included by code built with -fno-exceptions.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_TYPES_H
-#define DTC_RUNTIME_TYPES_H
+#ifndef DTC_ARTIFACT_TYPES_H
+#define DTC_ARTIFACT_TYPES_H
 
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dtc::rt {
+namespace dtc::artifact {
 
 /// Element types of artifact buffers and tensors (docs/artifact.md). bf16
 /// and f16 are storage types: kernels compute in f32 and round results to
@@ -161,13 +162,20 @@ inline std::string shapeStr(const Shape &s) {
   return r + "]";
 }
 
-/// The one exception type of the runtime. what() is a complete, human
-/// readable message without the "dtc-run: error: " prefix.
+/// The one exception type of the runtime and the kernels' check rules. The
+/// artifact library throws it only internally: its entry points catch it
+/// and return the message. what() is a complete, human readable message
+/// without the "dtc-run: error: " prefix.
 class Error : public std::runtime_error {
 public:
   explicit Error(const std::string &msg) : std::runtime_error(msg) {}
 };
 
+} // namespace dtc::artifact
+
+// The runtime's names (dtc::rt::DType, ...) for the artifact library's.
+namespace dtc::rt {
+using namespace ::dtc::artifact;
 } // namespace dtc::rt
 
-#endif // DTC_RUNTIME_TYPES_H
+#endif // DTC_ARTIFACT_TYPES_H

@@ -1,5 +1,4 @@
-//===- Schedule.h - pipeline schedules: generate, check, simulate -*- C++
-//-*-===//
+//===- Schedule.h - pipeline schedules --------------------------*- C++ -*-===//
 //
 // A pipeline schedule is, for every pipeline stage (device), the exact order
 // of its actions: the forward (F) of one micro-batch on one of its model
@@ -19,8 +18,8 @@
 // (-fno-exceptions) calls it too.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_SCHEDULE_H
-#define DTC_RUNTIME_SCHEDULE_H
+#ifndef DTC_ARTIFACT_SCHEDULE_H
+#define DTC_ARTIFACT_SCHEDULE_H
 
 #include <nlohmann/json.hpp>
 
@@ -126,4 +125,4 @@ std::string renderSvg(const Schedule &s, const Simulation &sim);
 
 } // namespace dtc::sched
 
-#endif // DTC_RUNTIME_SCHEDULE_H
+#endif // DTC_ARTIFACT_SCHEDULE_H

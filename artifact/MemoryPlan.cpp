@@ -1,9 +1,5 @@
-//===- MemoryPlan.cpp - what a rank of an artifact allocates
-//-----------------===//
-#include "dtc/runtime/MemoryPlan.h"
-#include "dtc/kernels/Kernel.h"
-#include "dtc/runtime/Communicator.h"
-#include "dtc/runtime/Executor.h"
+//===- MemoryPlan.cpp - what a rank of an artifact allocates --------------===//
+#include "dtc/artifact/MemoryPlan.h"
 
 #include <algorithm>
 #include <cctype>
@@ -12,18 +8,19 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <sched.h>
 #include <set>
 #include <unistd.h>
 
-namespace dtc::rt {
+namespace dtc::artifact {
 
-const char *memKindName(int kind) {
+const char *memKindName(int kind) noexcept {
   return kind == kWorkspaceKind ? "workspace"
          : kind == kStagingKind ? "staging"
                                 : memCategoryName(MemCategory(kind));
 }
 
-const char *memKindDescription(int kind) {
+const char *memKindDescription(int kind) noexcept {
   static const char *names[kNumMemKinds] = {
       "parameters", "gradients", "optimizer state",    "activations", "inputs",
       "constants",  "scalars",   "collective staging", "workspace"};
@@ -55,17 +52,27 @@ uint64_t collectiveStagingBytes(const ProgramDecl &p, const InstrDecl &ins) {
     return n;
   };
   switch (ins.coll) {
-  case CollKind::AllReduce:
-  case CollKind::AllSlice:
+  case CollectiveKind::AllReduce:
+  case CollectiveKind::AllSlice:
     return 0;
-  case CollKind::AllGather:
+  case CollectiveKind::AllGather:
     return outer(out.shape, ins.axis) == 1 ? 0 : out.bytes();
-  case CollKind::ReduceScatter:
+  case CollectiveKind::ReduceScatter:
     return outer(in.shape, ins.axis) == 1 ? 0 : in.bytes();
-  case CollKind::AllToAll:
+  case CollectiveKind::AllToAll:
     return 2 * in.bytes(); // send and receive staging
   }
   return 0;
+}
+
+uint64_t ringAllReduceScratchBytes(uint64_t count, uint64_t elementBytes,
+                                   int members) {
+  return members <= 1 ? 0 : (count / uint64_t(members) + 1) * elementBytes;
+}
+
+uint64_t ringReduceScatterScratchBytes(uint64_t count, uint64_t elementBytes,
+                                       int members) {
+  return members <= 1 ? 0 : 2 * count * elementBytes;
 }
 
 uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p,
@@ -74,13 +81,12 @@ uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p,
     return 0;
   const BufferDecl &out = p.buffers[size_t(ins.out[0])];
   const int members = int(a.mesh.groupSize(a.comms[size_t(ins.comm)].meshAxes));
-  const size_t elem = dtypeSize(out.dtype);
-  if (ins.coll == CollKind::AllReduce)
-    return Communicator::allReduceScratch(size_t(numel(out.shape)), elem,
-                                          members);
-  if (ins.coll == CollKind::ReduceScatter)
-    return Communicator::reduceScatterScratch(size_t(numel(out.shape)), elem,
-                                              members);
+  const uint64_t elem = dtypeSize(out.dtype);
+  if (ins.coll == CollectiveKind::AllReduce)
+    return ringAllReduceScratchBytes(uint64_t(numel(out.shape)), elem, members);
+  if (ins.coll == CollectiveKind::ReduceScatter)
+    return ringReduceScatterScratchBytes(uint64_t(numel(out.shape)), elem,
+                                         members);
   return 0;
 }
 
@@ -108,7 +114,8 @@ std::vector<uint64_t> microbatchCopiesInFlight(const ProgramDecl &p) {
   return most;
 }
 
-std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
+std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads,
+                                    const WorkspaceModel &model) {
   std::vector<MemoryNeed> needs;
   for (const ProgramDecl &p : a.programs) {
     MemoryNeed need;
@@ -147,8 +154,8 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
                                         p.buffers[size_t(ins.out[0])].shape};
           const kernels::TensorDesc part{p.buffers[size_t(ins.in[0])].dtype,
                                          p.buffers[size_t(ins.in[0])].shape};
-          conversion = std::max(conversion, kernels::cpu::lowPrecisionCopyBytes(
-                                                "add", {sum, part}, {sum}));
+          conversion = std::max(
+              conversion, model.conversionBytes("add", {sum, part}, {sum}));
           continue;
         }
         if (ins.pipe != PipeOp::None)
@@ -166,12 +173,12 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
         for (int id : ins.out)
           out.push_back(
               {p.buffers[size_t(id)].dtype, p.buffers[size_t(id)].shape});
-        context = std::max(context, kernels::cpu::contextWorkspaceBytes(
-                                        ins.op, in, out, ins.attrs, threads));
-        conversion = std::max(
-            conversion, kernels::cpu::lowPrecisionCopyBytes(ins.op, in, out));
+        context = std::max(
+            context, model.contextBytes(ins.op, in, out, ins.attrs, threads));
+        conversion =
+            std::max(conversion, model.conversionBytes(ins.op, in, out));
         const uint64_t scratch =
-            kernels::scratchBytes(ins.op, in, out, ins.attrs, threads);
+            model.scratchBytes(ins.op, in, out, ins.attrs, threads);
         if (scratch > temporaries) {
           temporaries = scratch;
           need.workspaceInstruction = at;
@@ -188,8 +195,9 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
     need.bytes[kWorkspaceKind] = context + temporaries;
     if (packing > 0)
       need.bytes[kStagingKind] += slotAllocationBytes(packing);
-    // The CPU backend's f32 copies of bf16/f16 operands: one scratch, as
-    // large as the largest set one kernel converts.
+    // The backend's conversion copies (the CPU's f32 copies of bf16/f16
+    // operands): one scratch, as large as the largest set one kernel
+    // converts.
     need.bytes[kStagingKind] += conversion;
     for (uint64_t kept : commScratch)
       need.bytes[kStagingKind] += kept;
@@ -201,26 +209,46 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads) {
 }
 
 bool artifactMemoryNeeds(const nlohmann::json &body, const std::string &label,
-                         int threads, std::vector<MemoryNeed> &needs,
+                         int threads, const WorkspaceModel &model,
+                         std::vector<MemoryNeed> &needs,
                          std::string &error) noexcept {
+  Artifact a;
+  if (!parseArtifact(body, label, a, error))
+    return false;
   try {
-    needs = memoryNeeds(parseArtifact(body, label), threads);
+    needs = memoryNeeds(a, threads, model);
     return true;
   } catch (const std::exception &e) {
-    error = e.what();
+    error = label + ": " + e.what();
   } catch (...) {
     error = label + ": unknown error";
   }
   return false;
 }
 
+int defaultKernelThreads(int ranksOnNode) noexcept {
+  for (const char *var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+    if (const char *v = std::getenv(var)) {
+      const int n = std::atoi(v);
+      if (n > 0)
+        return n;
+    }
+  // The cores this process may run on (its affinity mask, which a launcher
+  // binding ranks to cores narrows), shared by the ranks of the node unless
+  // the mask is already this rank's own.
+  cpu_set_t set;
+  int cores = 0;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    cores = CPU_COUNT(&set);
+  if (cores <= 0)
+    cores = 1;
+  const int per = cores / (ranksOnNode < 1 ? 1 : ranksOnNode);
+  return per < 1 ? 1 : per;
+}
+
 int plannedKernelThreads(int64_t devices) noexcept {
-  try {
-    return defaultKernelThreads(
-        int(std::min<int64_t>(std::max<int64_t>(devices, 1), 1 << 20)));
-  } catch (...) {
-    return 1;
-  }
+  return defaultKernelThreads(
+      int(std::min<int64_t>(std::max<int64_t>(devices, 1), 1 << 20)));
 }
 
 std::string formatBytes(uint64_t bytes) noexcept {
@@ -295,8 +323,10 @@ uint64_t availableMemoryBytes() noexcept {
   return pages > 0 && size > 0 ? uint64_t(pages) * uint64_t(size) : 0;
 }
 
-void checkMemoryFits(const Artifact &a, int ranksOnNode, int threads) {
-  const std::vector<MemoryNeed> needs = memoryNeeds(a, threads);
+namespace {
+bool memoryFitsOrExplains(const Artifact &a, int ranksOnNode, int threads,
+                          const WorkspaceModel &model, std::string &error) {
+  const std::vector<MemoryNeed> needs = memoryNeeds(a, threads, model);
   const MemoryNeed *largest = &needs.at(0);
   for (const MemoryNeed &n : needs)
     if (n.peak > largest->peak)
@@ -304,7 +334,7 @@ void checkMemoryFits(const Artifact &a, int ranksOnNode, int threads) {
   const uint64_t available = availableMemoryBytes();
   const uint64_t ranks = uint64_t(ranksOnNode < 1 ? 1 : ranksOnNode);
   if (available == 0 || largest->peak <= available / ranks)
-    return;
+    return true;
   const std::string top = largestKinds(*largest, 3);
   const std::string need =
       ranks == 1
@@ -314,10 +344,23 @@ void checkMemoryFits(const Artifact &a, int ranksOnNode, int threads) {
                 std::to_string(ranks) + " x " + formatBytes(largest->peak) +
                 " = " + formatBytes(ranks * largest->peak) +
                 " (per rank: " + top + ")";
-  throw Error(a.label + ": " + need + ", but only " + formatBytes(available) +
-              " is available here; spread the ranks over more nodes, compile "
-              "for a larger "
-              "mesh, or pass --no-memory-check to start anyway");
+  error = a.label + ": " + need + ", but only " + formatBytes(available) +
+          " is available here; spread the ranks over more nodes, compile "
+          "for a larger "
+          "mesh, or pass --no-memory-check to start anyway";
+  return false;
 }
 
-} // namespace dtc::rt
+} // namespace
+
+bool checkMemoryFits(const Artifact &a, int ranksOnNode, int threads,
+                     const WorkspaceModel &model, std::string &error) noexcept {
+  try {
+    return memoryFitsOrExplains(a, ranksOnNode, threads, model, error);
+  } catch (...) { // out of memory while planning
+    error = a.label + ": cannot plan the memory of this artifact";
+    return false;
+  }
+}
+
+} // namespace dtc::artifact

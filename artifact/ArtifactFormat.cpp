@@ -4,7 +4,7 @@
 // forms (parse with allow_exceptions=false, dump with error_handler replace).
 //
 //===----------------------------------------------------------------------===//
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 
 #include <nlohmann/json.hpp>
 
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace dtc::rt {
+namespace dtc::artifact {
 
 using json = nlohmann::json;
 
@@ -403,4 +403,4 @@ bool writeArtifactFile(const std::string &path, const json &body,
   return true;
 }
 
-} // namespace dtc::rt
+} // namespace dtc::artifact

@@ -1,6 +1,5 @@
-//===- OutputFile.cpp - safe outputs (see OutputFile.h)
-//---------------------===//
-#include "dtc/runtime/OutputFile.h"
+//===- OutputFile.cpp - safe outputs (see OutputFile.h) ------------------===//
+#include "dtc/artifact/OutputFile.h"
 
 #include <atomic>
 #include <cerrno>
@@ -16,7 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-namespace dtc::rt {
+namespace dtc::artifact {
 
 // ---- the live temporary files, for signal handlers
 // ---------------------------------
@@ -509,4 +508,4 @@ bool checkOutputsDistinct(const std::vector<NamedPath> &inputs,
   }
 }
 
-} // namespace dtc::rt
+} // namespace dtc::artifact

@@ -1,5 +1,4 @@
-//===- OutputFile.h - every file the tools write goes through here -*- C++
-//-*-===//
+//===- OutputFile.h - every file the tools write ----------------*- C++ -*-===//
 //
 // One helper for every path dtc and dtc-run write (-o, --report, --save,
 // --log, --stats, checkpoints), so that writing never destroys what the user
@@ -17,12 +16,12 @@
 // checkOutputsDistinct() refuses an output that names an input or another
 // output before anything is written.
 //
-// Library dtc_artifact_format; noexcept throughout (the compiler, built
+// Library dtc_artifact; noexcept throughout (the compiler, built
 // without exceptions, uses it). Errors are one line without the path.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_OUTPUTFILE_H
-#define DTC_RUNTIME_OUTPUTFILE_H
+#ifndef DTC_ARTIFACT_OUTPUTFILE_H
+#define DTC_ARTIFACT_OUTPUTFILE_H
 
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dtc::rt {
+namespace dtc::artifact {
 
 class OutputFile {
 public:
@@ -104,6 +103,10 @@ void removeLiveTemporaryFiles() noexcept;
 /// SIGHUP, remove the live temporary files, then die of that signal.
 void removeTemporaryFilesOnSignals() noexcept;
 
+} // namespace dtc::artifact
+
+namespace dtc::rt {
+using namespace ::dtc::artifact;
 } // namespace dtc::rt
 
-#endif // DTC_RUNTIME_OUTPUTFILE_H
+#endif // DTC_ARTIFACT_OUTPUTFILE_H

@@ -1,0 +1,185 @@
+//===- Artifact.h - the parsed and validated artifact body ------*- C++ -*-===//
+//
+// parseArtifact() turns the JSON body of a `.dtc` file into these structs and
+// performs every check of docs/artifact.md "Validation on load" except the
+// rank count (checkRankCount). A failure comes back as a message that starts
+// with the file label: "model.dtc: program 'spmd' instruction 7 (softmax):
+// attribute 'axis' = 3 is out of range for a rank-2 operand".
+//
+// Library `dtc_artifact`: MLIR-free, every entry point here is noexcept, so
+// the compiler (-fno-exceptions) and the runtime call the same code; the
+// runtime turns the messages into dtc::rt::Error (include/dtc/runtime/
+// Artifact.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_ARTIFACT_ARTIFACT_H
+#define DTC_ARTIFACT_ARTIFACT_H
+
+#include "dtc/artifact/ArtifactFormat.h"
+#include "dtc/artifact/InitSpec.h"
+#include "dtc/artifact/PieceLayout.h"
+#include "dtc/artifact/Schedule.h"
+#include "dtc/artifact/Types.h"
+#include "dtc/artifact/Vocabulary.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace dtc::artifact {
+
+struct TensorDecl {
+  std::string name;
+  Role role = Role::Param;
+  DType dtype = DType::F32;
+  Shape shape; ///< global
+  Sharding sharding;
+  std::vector<int64_t>
+      pieces;           ///< per dim piece size, 0 = ceil(G/n); may be empty
+  InitSpec init;        ///< param, optimizer_state
+  std::string initText; ///< as written
+  std::string of; ///< optimizer_state: the parameter ("" for step-wide state)
+  /// optimizer_state: "master" (the f32 master weights of `of`, a bf16/f16
+  /// parameter), "loss_scale" (dynamic loss scaling's scale),
+  /// "loss_scale_good_steps" (good steps in a row), "skipped_steps" (steps
+  /// it skipped), or "".
+  std::string kind;
+  int64_t max = 0; ///< integer input: exclusive bound (0 = none)
+};
+
+struct CommDecl {
+  std::string name;
+  std::vector<int> meshAxes;
+};
+
+struct SlotDecl {
+  uint64_t bytes = 0;
+  MemCategory category = MemCategory::Activation;
+  /// Pipelines: >= 0 for a slot of one micro-batch of this chunk (scope
+  /// "microbatch": a copy per micro-batch in flight), -1 for one copy.
+  int chunk = -1;
+};
+
+struct BufferDecl {
+  int slot = 0;
+  DType dtype = DType::F32;
+  Shape shape;     ///< local
+  int tensor = -1; ///< index into Artifact::tensors, -1 if none
+  uint64_t bytes() const { return uint64_t(numel(shape)) * dtypeSize(dtype); }
+};
+
+struct ConstantDecl {
+  int buffer = 0;
+  bool isSplat = true;
+  double splat = 0;
+  std::string data; ///< decoded bytes (exactly the buffer's bytes)
+};
+
+struct InstrDecl {
+  std::string op;
+  std::vector<int> in, out;
+  nlohmann::json attrs = nlohmann::json::object();
+  bool isCollective = false;
+  PipeOp pipe = PipeOp::None;
+  // send / recv: the peer's index in `comm`, the message id.
+  int peer = -1;
+  int64_t message = -1;
+  double fillValue = 0; ///< fill
+  // Collectives only (filled by validation):
+  CollectiveKind coll = CollectiveKind::AllReduce;
+  int comm = -1; ///< index into Artifact::comms
+  ReduceOp reduce = ReduceOp::Sum;
+  int axis = 0, splitAxis = 0, concatAxis = 0;
+};
+
+/// The instruction lists one micro-batch runs on one model chunk.
+struct ChunkDecl {
+  std::vector<InstrDecl> forward, backwardInput, backwardWeight;
+};
+
+struct ProgramDecl {
+  std::string name;
+  std::vector<int> ranks;
+  std::vector<SlotDecl> slots;
+  std::vector<BufferDecl> buffers;
+  std::vector<ConstantDecl> constants;
+  /// Without a pipeline: the whole step. With one: what runs once before
+  /// the micro-batches.
+  std::vector<InstrDecl> instructions;
+  /// Per tensor (Artifact::tensors index): the buffer bound to it, or -1.
+  /// Filled by the parser so Artifact::bufferOf is O(1).
+  std::vector<int> tensorBuffer;
+  // Pipelines only:
+  int stage = -1;                      ///< pipeline stage
+  std::vector<ChunkDecl> chunks;       ///< one per virtual stage on this stage
+  std::vector<InstrDecl> finish;       ///< once after the micro-batches
+  std::vector<sched::Action> schedule; ///< this stage's order of actions
+};
+
+/// The artifact's "pipeline" section.
+struct PipelineDecl {
+  bool present = false;
+  int stages = 1, virtualStages = 1, microbatches = 1;
+  std::string schedule;
+};
+
+struct Artifact {
+  std::string label; ///< file name used in messages
+  int version = kArtifactVersion;
+  std::string producer, source;
+  Mesh mesh;
+  int64_t devices = 0;
+  nlohmann::json plan = nlohmann::json::object();
+  nlohmann::json optimizer = nlohmann::json::object();
+  /// "memory": the per-device budget the compiler planned for and the peak
+  /// it computed (0 = not recorded; informational, see MemoryPlan.h).
+  uint64_t memoryBudgetBytes = 0, memoryPeakBytes = 0;
+  std::vector<CommDecl> comms;
+  std::vector<TensorDecl> tensors;
+  std::vector<ProgramDecl> programs;
+  PipelineDecl pipeline;
+
+  /// Tensor name -> index, filled by the parser (lookups stay O(1) in
+  /// artifacts with hundreds of thousands of tensors).
+  std::unordered_map<std::string, int> tensorIndex;
+
+  int findTensor(const std::string &name) const; ///< -1 if none
+  int findComm(const std::string &name) const;   ///< -1 if none
+  /// Index of the program that runs `rank`.
+  int programOf(int64_t rank) const;
+  /// Indices of tensors with this role, in artifact order.
+  std::vector<int> tensorsWithRole(Role r) const;
+  /// Buffer id bound to tensor `t` in program `p`, or -1.
+  int bufferOf(int p, int t) const;
+};
+
+/// Parses and validates a JSON body into `out`. On the first problem returns
+/// false and sets `error`, prefixed by `label`.
+bool parseArtifact(const nlohmann::json &body, const std::string &label,
+                   Artifact &out, std::string &error) noexcept;
+/// Checks the container, parses and validates.
+bool loadArtifactBytes(std::string_view fileBytes, const std::string &label,
+                       Artifact &out, std::string &error) noexcept;
+/// Reads the file, then loadArtifactBytes with the path as label.
+bool loadArtifactFile(const std::string &path, Artifact &out,
+                      std::string &error) noexcept;
+/// False (with the message) unless the artifact's device count is `ranks`.
+bool checkRankCount(const Artifact &a, int64_t ranks,
+                    std::string &error) noexcept;
+
+/// Validation without keeping the result (the compiler's check of what it
+/// writes): container-free JSON body, expected rank count (0 = do not
+/// check). Returns false and sets `error` (prefixed by `label`) on the first
+/// problem.
+bool checkArtifact(const nlohmann::json &body, const std::string &label,
+                   int64_t ranks, std::string &error) noexcept;
+
+} // namespace dtc::artifact
+
+namespace dtc::rt {
+using namespace ::dtc::artifact;
+} // namespace dtc::rt
+
+#endif // DTC_ARTIFACT_ARTIFACT_H

@@ -1,0 +1,78 @@
+//===- PieceLayout.h - the mesh and a rank's piece of a tensor ---*- C++
+//-*-===//
+//
+// How a sharded global tensor is laid out over the device mesh: which mesh
+// coordinates a rank has, which ranks form a communicator's group, and which
+// piece of a tensor a rank holds (docs/artifact.md "Tensors"). The loader,
+// checkpoints, the executor and the tests all place elements through these.
+//
+// Plain C++17, MLIR-free, nothing throws.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_ARTIFACT_PIECELAYOUT_H
+#define DTC_ARTIFACT_PIECELAYOUT_H
+
+#include "dtc/artifact/Types.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace dtc::artifact {
+
+/// Per dimension: the mesh axes that split it, major first.
+using Sharding = std::vector<std::vector<int>>;
+
+/// The device mesh: axis sizes, outermost first; rank <-> coordinates in
+/// row-major order.
+class Mesh {
+public:
+  Mesh() = default;
+  explicit Mesh(std::vector<int64_t> axes);
+  const std::vector<int64_t> &axes() const { return axes_; }
+  int numAxes() const { return int(axes_.size()); }
+  int64_t devices() const;
+  std::vector<int64_t> coords(int64_t rank) const;
+  /// Product of the sizes of `axes`.
+  int64_t groupSize(const std::vector<int> &axes) const;
+  /// Row-major index of `c` over `axes` in the listed order.
+  int64_t groupIndex(const std::vector<int64_t> &c,
+                     const std::vector<int> &axes) const;
+  /// Row-major index of `c` over the axes NOT in `axes` (identifies the group).
+  int64_t groupColor(const std::vector<int64_t> &c,
+                     const std::vector<int> &axes) const;
+  /// "2x2"
+  std::string str() const;
+
+private:
+  std::vector<int64_t> axes_;
+};
+
+/// The local piece of a global tensor on one rank. A dimension of size G
+/// split into n pieces has pieces of ceil(G/n) elements: piece i holds
+/// global elements [i*ceil(G/n), min((i+1)*ceil(G/n), G)) followed by
+/// padding (uneven splits; a piece may be all padding).
+struct Piece {
+  Shape local;  ///< local (padded) shape: the buffer's
+  Shape offset; ///< global index of the piece's first element, per dim
+  Shape extent; ///< elements of the piece inside the global tensor, per dim
+};
+/// `pieces[d]`, when given and non-zero, is dimension d's piece size
+/// instead of ceil(G/n) (the artifact's "pieces").
+Piece pieceOf(const Mesh &mesh, const Sharding &sharding, const Shape &global,
+              const std::vector<int64_t> &coords,
+              const std::vector<int64_t> &pieces = {});
+/// Calls f(localStart, globalStart, length) for each contiguous run of the
+/// piece's elements inside the global tensor (row-major element indices
+/// into the local buffer and the global tensor); padding is skipped.
+void forEachPieceRun(const Shape &global, const Piece &piece,
+                     const std::function<void(int64_t, int64_t, int64_t)> &f);
+
+} // namespace dtc::artifact
+
+namespace dtc::rt {
+using namespace ::dtc::artifact;
+} // namespace dtc::rt
+
+#endif // DTC_ARTIFACT_PIECELAYOUT_H
