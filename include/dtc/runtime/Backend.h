@@ -124,6 +124,13 @@ public:
   virtual void reserveScratch(size_t bytes) = 0;
 };
 
+/// The host communicator's own collectives (dtc's ring algorithms over MPI
+/// or threads) on host memory, every byte counted through CountTraffic: the
+/// data plane of a backend whose device memory is host memory (CPU, null).
+/// Ignores the stream: a collective is complete when the call returns.
+std::unique_ptr<DeviceCommunicator>
+makeHostMemoryCommunicator(std::unique_ptr<Communicator> group);
+
 /// What a backend is created with.
 struct BackendOptions {
   /// Host threads the kernels of this rank may use (>= 1).
@@ -141,6 +148,12 @@ struct BackendOptions {
   /// cannot complete is abandoned with CommFailure (0 = none); --timeout.
   double timeoutSeconds = 0;
 };
+
+/// Kernel threads per rank when none are asked for: OMP_NUM_THREADS or
+/// OPENBLAS_NUM_THREADS when set (the first that is), else
+/// max(1, cores available to this process / ranks on this node).
+/// (BackendOptions::threads when --threads is not given.)
+int defaultKernelThreads(int ranksOnNode);
 
 class Backend {
 public:

@@ -151,11 +151,6 @@ private:
   uint64_t current_ = 0, peak_ = 0, peakTotal_ = 0;
 };
 
-/// Kernel threads per rank when none are asked for: OMP_NUM_THREADS or
-/// OPENBLAS_NUM_THREADS when set (the first that is), else
-/// max(1, cores available to this process / ranks on this node).
-int defaultKernelThreads(int ranksOnNode);
-
 class RankExecutor {
 public:
   /// Collective over `world` (creates one communicator per artifact
