@@ -8,7 +8,7 @@
 // stream and collectives on a communication stream with events between them,
 // and synchronises at the end of a step and before the host reads or writes
 // a tensor. docs/backends.md explains the contract for someone writing a
-// backend; the CPU backend (CpuBackend.h) is one implementation.
+// backend; the CPU backend (runtime/cpu) is one implementation.
 //
 // Device addresses are `void *` that only the backend interprets (the
 // executor adds byte offsets to them, nothing else), as CUDA's are.
