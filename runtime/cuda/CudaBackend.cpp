@@ -7,7 +7,7 @@
 // NCCL status is checked; asynchronous failures surface in synchronize().
 //
 //===----------------------------------------------------------------------===//
-#include "dtc/runtime/CudaBackend.h"
+#include "CudaBackend.h"
 
 #include "CudaKernels.h"
 

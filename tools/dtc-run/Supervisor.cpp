@@ -369,19 +369,9 @@ std::string summarize(const std::vector<std::string> &held) {
   return s;
 }
 
-} // namespace
-
-int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
-                    const std::vector<std::string> &rankArgs, int argc,
-                    char **argv) {
-  const char *env = std::getenv("DTC_MPIRUN");
-  const std::string mpirun = env && *env ? env : "mpirun";
-  const std::string self = selfPath();
-  if (self.empty()) {
-    printError(std::string("cannot find this program's path: ") +
-               std::strerror(errno));
-    return 1;
-  }
+/// A private directory for the ranks' progress records and failures
+/// ("" after printing why there is none).
+std::string makeStatusDirectory() {
   const char *tmp = std::getenv("TMPDIR");
   std::string dirTemplate =
       std::string(tmp && *tmp ? tmp : "/tmp") + "/dtc-run-XXXXXX";
@@ -389,11 +379,17 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
     printError("cannot create a status directory in " +
                std::string(tmp && *tmp ? tmp : "/tmp") + ": " +
                std::strerror(errno));
-    return 1;
+    return "";
   }
-  const std::string dir = dirTemplate;
-  ::setenv("DTC_RUN_STATUS_DIR", dir.c_str(), 1);
+  return dirTemplate;
+}
 
+/// mpirun's command line: every rank is this program's guard, with this
+/// program's arguments less --launch.
+std::vector<std::string>
+mpirunCommand(const std::string &mpirun, const std::string &self,
+              int64_t devices, const std::vector<std::string> &mpirunArgs,
+              const std::vector<std::string> &rankArgs, int argc, char **argv) {
   std::vector<std::string> args = {mpirun, "-np", std::to_string(devices)};
   if (::geteuid() == 0)
     args.push_back("--allow-run-as-root");
@@ -407,6 +403,19 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
     if (std::string(argv[i]) != "--launch")
       args.push_back(argv[i]);
   args.insert(args.end(), rankArgs.begin(), rankArgs.end());
+  return args;
+}
+
+/// mpirun, running, and the read end of its stderr.
+struct Job {
+  pid_t pid = -1;
+  int stderrFd = -1;
+};
+
+/// Starts `args` (mpirun) in a process group of its own with its stderr on
+/// a pipe, after installing the launcher's signal handlers. Returns false
+/// after printing why it could not.
+bool startJob(std::vector<std::string> &args, Job &job) {
   std::vector<char *> cargs;
   for (std::string &s : args)
     cargs.push_back(s.data());
@@ -418,8 +427,7 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
   if (::pipe2(gSignalPipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
       ::pipe2(errPipe, O_CLOEXEC) != 0 || ::pipe2(execPipe, O_CLOEXEC) != 0) {
     printError(std::string("cannot create a pipe: ") + std::strerror(errno));
-    removeDirectory(dir);
-    return 1;
+    return false;
   }
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
@@ -428,17 +436,17 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
   sa.sa_flags = SA_RESTART;
   for (int sig : {SIGINT, SIGTERM, SIGHUP})
     ::sigaction(sig, &sa, nullptr);
-  // SIGCHLD only wakes the loop below (mpirun ended, or an adopted rank).
+  // SIGCHLD only wakes the loop of watchJob (mpirun ended, or an adopted
+  // rank).
   ::sigaction(SIGCHLD, &sa, nullptr);
 
   std::fflush(stdout);
-  const pid_t job = ::fork();
-  if (job < 0) {
+  const pid_t pid = ::fork();
+  if (pid < 0) {
     printError(std::string("cannot start mpirun: ") + std::strerror(errno));
-    removeDirectory(dir);
-    return 1;
+    return false;
   }
-  if (job == 0) {
+  if (pid == 0) {
     // mpirun in a group of its own: a terminal's Ctrl-C reaches only us,
     // and we decide what the ranks get.
     ::setpgid(0, 0);
@@ -453,24 +461,40 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
     (void)!::write(execPipe[1], &err, sizeof err);
     ::_exit(127);
   }
-  ::setpgid(job, job);
+  ::setpgid(pid, pid);
   ::close(errPipe[1]);
   ::close(execPipe[1]);
   int execErr = 0;
   if (::read(execPipe[0], &execErr, sizeof execErr) ==
       ssize_t(sizeof execErr)) {
-    ::waitpid(job, nullptr, 0);
-    printError("cannot run " + mpirun + ": " + std::strerror(execErr) +
+    ::waitpid(pid, nullptr, 0);
+    printError("cannot run " + args[0] + ": " + std::strerror(execErr) +
                " (set DTC_MPIRUN to the mpirun to use)");
-    removeDirectory(dir);
-    return 1;
+    return false;
   }
   ::close(execPipe[0]);
+  job.pid = pid;
+  job.stderrFd = errPipe[0];
+  return true;
+}
 
+/// What the launcher saw of the job while it ran.
+struct JobWatch {
+  // mpirun's stderr: the ranks' own lines pass through; mpirun's are held
+  // back (its banners whole).
   std::vector<std::string> held;
   bool inBanner = false, rankErrorShown = false;
   std::string partial;
-  auto takeLine = [&](const std::string &line) {
+  // The job and the signals the launcher received.
+  int jobStatus = 0, signals = 0, userSignal = 0;
+  int64_t firstSignalNs = 0;
+  bool jobDone = false, weKilled = false, stderrOpen = true;
+  std::set<int> failed; // ranks that left a failure of their own
+  std::map<int, std::string> failures;
+  std::string stuck; // the analysis at the first failure
+  int64_t killAtNs = 0;
+
+  void takeLine(const std::string &line) {
     if (isBannerRule(line)) {
       inBanner = !inBanner;
       held.push_back(line);
@@ -485,114 +509,131 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
     } else {
       held.push_back(line);
     }
-  };
-  auto takeBytes = [&](const char *data, size_t n) {
+  }
+  void takeBytes(const char *data, size_t n) {
     partial.append(data, n);
     size_t nl;
     while ((nl = partial.find('\n')) != std::string::npos) {
       takeLine(partial.substr(0, nl));
       partial.erase(0, nl + 1);
     }
-  };
+  }
+};
 
-  int jobStatus = 0, signals = 0, userSignal = 0;
-  int64_t firstSignalNs = 0;
-  bool jobDone = false, weKilled = false, stderrOpen = true;
-  std::set<int> failed; // ranks that left a failure of their own
-  std::map<int, std::string> failures;
-  std::string stuck; // the analysis at the first failure
-  int64_t killAtNs = 0;
-  const int64_t graceNs = int64_t(5e9);
-  while (!jobDone || stderrOpen) {
-    pollfd fds[2] = {{errPipe[0], POLLIN, 0}, {gSignalPipe[0], POLLIN, 0}};
-    const int n = ::poll(stderrOpen ? fds : fds + 1, stderrOpen ? 2 : 1, 200);
-    if (n < 0 && errno != EINTR)
-      break;
-    if (stderrOpen && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-      char buf[4096];
-      const ssize_t got = ::read(errPipe[0], buf, sizeof buf);
-      if (got > 0)
-        takeBytes(buf, size_t(got));
-      else if (got == 0 || errno != EINTR)
-        stderrOpen = false;
-    }
-    unsigned char sig;
-    while (::read(gSignalPipe[0], &sig, 1) == 1) {
-      if (sig == SIGCHLD)
-        continue;
-      if (signals > 0 && progress::nowNs() - firstSignalNs < kRepeatedSignalNs)
-        continue;
-      if (signals == 0)
-        firstSignalNs = progress::nowNs();
-      ++signals;
-      if (signals == 1) {
-        // Finish the step, save, stop: SIGUSR2 passes through mpirun.
-        userSignal = sig;
-        std::ofstream(progress::stopSignalPath(dir)) << signalName(sig) << "\n";
-        ::kill(job, SIGUSR2);
-      } else if (signals == 2) {
-        ::kill(-job, SIGTERM); // mpirun ends the job (the ranks clean up)
-        weKilled = true;
-        killAtNs = progress::nowNs() + graceNs;
-      } else {
-        killJob();
-        weKilled = true;
-      }
-    }
-    if (!jobDone) {
-      int status;
-      if (::waitpid(job, &status, WNOHANG) == job) {
-        jobDone = true;
-        jobStatus = status;
-        // Ranks (and their output) may still be draining; give them a moment.
-        if (!killAtNs)
-          killAtNs = progress::nowNs() + int64_t(2e9);
-      }
-    }
-    const bool firstFailure = failed.empty();
-    for (int r = 0; r < int(devices); ++r) {
-      if (failed.count(r))
-        continue;
-      const std::string path = progress::errorPath(dir, r);
-      if (!exists(path))
-        continue;
-      std::string msg = readSmallFile(path);
-      while (!msg.empty() && msg.back() == '\n')
-        msg.pop_back();
-      failed.insert(r);
-      failures[r] = msg;
-    }
-    if (firstFailure && !failed.empty()) {
-      // Now, before the job is torn down: who is holding the others up?
-      stuck = stuckRanks(dir, devices, failed);
-      if (!killAtNs || killAtNs > progress::nowNs() + graceNs)
-        killAtNs = progress::nowNs() + graceNs;
-    }
-    if (killAtNs && progress::nowNs() >= killAtNs) {
-      if (!jobDone)
-        weKilled = true;
+constexpr int64_t kGraceNs = int64_t(5e9);
+
+/// The signals the launcher received since the last look: the first asks
+/// the ranks to finish the step and save, the second ends the job, a third
+/// kills it.
+void handleSignals(JobWatch &w, pid_t job, const std::string &dir) {
+  unsigned char sig;
+  while (::read(gSignalPipe[0], &sig, 1) == 1) {
+    if (sig == SIGCHLD)
+      continue;
+    if (w.signals > 0 &&
+        progress::nowNs() - w.firstSignalNs < kRepeatedSignalNs)
+      continue;
+    if (w.signals == 0)
+      w.firstSignalNs = progress::nowNs();
+    ++w.signals;
+    if (w.signals == 1) {
+      // Finish the step, save, stop: SIGUSR2 passes through mpirun.
+      w.userSignal = sig;
+      std::ofstream(progress::stopSignalPath(dir)) << signalName(sig) << "\n";
+      ::kill(job, SIGUSR2);
+    } else if (w.signals == 2) {
+      ::kill(-job, SIGTERM); // mpirun ends the job (the ranks clean up)
+      w.weKilled = true;
+      w.killAtNs = progress::nowNs() + kGraceNs;
+    } else {
       killJob();
-      if (!jobDone) {
-        int status = 0;
-        ::waitpid(job, &status, 0);
-        jobDone = true;
-        jobStatus = status;
-      }
-      stderrOpen = stderrOpen && !jobDone; // nothing writes to it any more
-      killAtNs = 0;
+      w.weKilled = true;
     }
   }
-  if (!partial.empty())
-    takeLine(partial);
-  killJob();
+}
 
-  // What to say.
+/// The failures ranks left in the status directory since the last look.
+void collectFailures(JobWatch &w, const std::string &dir, int64_t devices) {
+  const bool firstFailure = w.failed.empty();
+  for (int r = 0; r < int(devices); ++r) {
+    if (w.failed.count(r))
+      continue;
+    const std::string path = progress::errorPath(dir, r);
+    if (!exists(path))
+      continue;
+    std::string msg = readSmallFile(path);
+    while (!msg.empty() && msg.back() == '\n')
+      msg.pop_back();
+    w.failed.insert(r);
+    w.failures[r] = msg;
+  }
+  if (firstFailure && !w.failed.empty()) {
+    // Now, before the job is torn down: who is holding the others up?
+    w.stuck = stuckRanks(dir, devices, w.failed);
+    if (!w.killAtNs || w.killAtNs > progress::nowNs() + kGraceNs)
+      w.killAtNs = progress::nowNs() + kGraceNs;
+  }
+}
+
+/// Until mpirun ended and its stderr closed: passes the ranks' lines on,
+/// handles signals, collects failures, and ends the job a grace period
+/// after a failure or after mpirun itself ended.
+void watchJob(const Job &job, const std::string &dir, int64_t devices,
+              JobWatch &w) {
+  while (!w.jobDone || w.stderrOpen) {
+    pollfd fds[2] = {{job.stderrFd, POLLIN, 0}, {gSignalPipe[0], POLLIN, 0}};
+    const int n =
+        ::poll(w.stderrOpen ? fds : fds + 1, w.stderrOpen ? 2 : 1, 200);
+    if (n < 0 && errno != EINTR)
+      break;
+    if (w.stderrOpen && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      char buf[4096];
+      const ssize_t got = ::read(job.stderrFd, buf, sizeof buf);
+      if (got > 0)
+        w.takeBytes(buf, size_t(got));
+      else if (got == 0 || errno != EINTR)
+        w.stderrOpen = false;
+    }
+    handleSignals(w, job.pid, dir);
+    if (!w.jobDone) {
+      int status;
+      if (::waitpid(job.pid, &status, WNOHANG) == job.pid) {
+        w.jobDone = true;
+        w.jobStatus = status;
+        // Ranks (and their output) may still be draining; give them a moment.
+        if (!w.killAtNs)
+          w.killAtNs = progress::nowNs() + int64_t(2e9);
+      }
+    }
+    collectFailures(w, dir, devices);
+    if (w.killAtNs && progress::nowNs() >= w.killAtNs) {
+      if (!w.jobDone)
+        w.weKilled = true;
+      killJob();
+      if (!w.jobDone) {
+        int status = 0;
+        ::waitpid(job.pid, &status, 0);
+        w.jobDone = true;
+        w.jobStatus = status;
+      }
+      w.stderrOpen =
+          w.stderrOpen && !w.jobDone; // nothing writes to it any more
+      w.killAtNs = 0;
+    }
+  }
+  if (!w.partial.empty())
+    w.takeLine(w.partial);
+}
+
+/// The one line that says how the job failed ("" when nothing did, or the
+/// ranks already said it): a rank killed by a signal, the ranks that gave
+/// up, a rank that exited silently, mpirun's own failure, a second
+/// interrupt. Clears the held lines it summarised.
+std::string explainEnd(JobWatch &w, const std::string &dir, int jobCode) {
   const std::vector<GuardExit> exits = guardExits(dir);
-  const int jobCode =
-      WIFEXITED(jobStatus) ? WEXITSTATUS(jobStatus) : 128 + WTERMSIG(jobStatus);
   std::string message;
   for (const GuardExit &g : exits) {
-    if (g.signal == 0 || weKilled)
+    if (g.signal == 0 || w.weKilled)
       continue;
     progress::Record rec;
     const std::string at = g.rank >= 0 && readRecord(dir, g.rank, rec)
@@ -608,13 +649,13 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
                          strsignal(g.signal) + ")");
     break;
   }
-  if (message.empty() && !failures.empty()) {
-    const auto &first = *failures.begin();
-    std::vector<int> ranks(failed.begin(), failed.end());
-    message = stuck.empty() ? "" : stuck + "; ";
+  if (message.empty() && !w.failures.empty()) {
+    const auto &first = *w.failures.begin();
+    std::vector<int> ranks(w.failed.begin(), w.failed.end());
+    message = w.stuck.empty() ? "" : w.stuck + "; ";
     message += listRanks(ranks) + " gave up (" + first.second + ")";
   }
-  if (message.empty() && !rankErrorShown && !(userSignal && !weKilled)) {
+  if (message.empty() && !w.rankErrorShown && !(w.userSignal && !w.weKilled)) {
     for (const GuardExit &g : exits)
       if (g.code != 0 && g.signal == 0) {
         message = "rank " + std::to_string(g.rank) + " (pid " +
@@ -623,31 +664,64 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
         break;
       }
     if (message.empty() && jobCode != 0 && exits.empty()) {
-      const std::string text = summarize(held);
+      const std::string text = summarize(w.held);
       message =
           "mpirun failed (exit status " + std::to_string(jobCode) + ")" +
           (text.empty() ? std::string(" without a message") : ": " + text);
-      held.clear();
+      w.held.clear();
     }
   }
-  if (userSignal && weKilled && message.empty())
-    message = "interrupted by " + signalName(userSignal) +
+  if (w.userSignal && w.weKilled && message.empty())
+    message = "interrupted by " + signalName(w.userSignal) +
               " twice: the ranks were stopped at once (a --save-every "
               "checkpoint, if any, "
               "is the last one saved)";
+  return message;
+}
 
-  const bool ok = jobCode == 0 && failures.empty() && message.empty();
+} // namespace
+
+int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
+                    const std::vector<std::string> &rankArgs, int argc,
+                    char **argv) {
+  const char *env = std::getenv("DTC_MPIRUN");
+  const std::string mpirun = env && *env ? env : "mpirun";
+  const std::string self = selfPath();
+  if (self.empty()) {
+    printError(std::string("cannot find this program's path: ") +
+               std::strerror(errno));
+    return 1;
+  }
+  const std::string dir = makeStatusDirectory();
+  if (dir.empty())
+    return 1;
+  ::setenv("DTC_RUN_STATUS_DIR", dir.c_str(), 1);
+  std::vector<std::string> args =
+      mpirunCommand(mpirun, self, devices, mpirunArgs, rankArgs, argc, argv);
+  Job job;
+  if (!startJob(args, job)) {
+    removeDirectory(dir);
+    return 1;
+  }
+  JobWatch w;
+  watchJob(job, dir, devices, w);
+  killJob();
+
+  const int jobCode = WIFEXITED(w.jobStatus) ? WEXITSTATUS(w.jobStatus)
+                                             : 128 + WTERMSIG(w.jobStatus);
+  const std::string message = explainEnd(w, dir, jobCode);
+  const bool ok = jobCode == 0 && w.failures.empty() && message.empty();
   // mpirun's own text is only shown when nothing went wrong (a warning);
   // otherwise the line above (or the ranks' own) says what happened.
   if (ok)
-    for (const std::string &line : held)
+    for (const std::string &line : w.held)
       std::fprintf(stderr, "%s\n", line.c_str());
   if (!message.empty())
     printError(message);
   removeDirectory(dir);
   if (ok)
     return 0;
-  if (userSignal)
-    return 128 + userSignal;
+  if (w.userSignal)
+    return 128 + w.userSignal;
   return 1;
 }

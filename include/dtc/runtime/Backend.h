@@ -8,7 +8,7 @@
 // stream and collectives on a communication stream with events between them,
 // and synchronises at the end of a step and before the host reads or writes
 // a tensor. docs/backends.md explains the contract for someone writing a
-// backend; the CPU backend (CpuBackend.h) is one implementation.
+// backend; the CPU backend (runtime/cpu) is one implementation.
 //
 // Device addresses are `void *` that only the backend interprets (the
 // executor adds byte offsets to them, nothing else), as CUDA's are.
@@ -20,6 +20,7 @@
 #ifndef DTC_RUNTIME_BACKEND_H
 #define DTC_RUNTIME_BACKEND_H
 
+#include "dtc/artifact/MemoryPlan.h"
 #include "dtc/kernels/Kernel.h"
 #include "dtc/runtime/Artifact.h"
 #include "dtc/runtime/Communicator.h"
@@ -124,6 +125,13 @@ public:
   virtual void reserveScratch(size_t bytes) = 0;
 };
 
+/// The host communicator's own collectives (dtc's ring algorithms over MPI
+/// or threads) on host memory, every byte counted through CountTraffic: the
+/// data plane of a backend whose device memory is host memory (CPU, null).
+/// Ignores the stream: a collective is complete when the call returns.
+std::unique_ptr<DeviceCommunicator>
+makeHostMemoryCommunicator(std::unique_ptr<Communicator> group);
+
 /// What a backend is created with.
 struct BackendOptions {
   /// Host threads the kernels of this rank may use (>= 1).
@@ -141,6 +149,11 @@ struct BackendOptions {
   /// cannot complete is abandoned with CommFailure (0 = none); --timeout.
   double timeoutSeconds = 0;
 };
+
+/// Kernel threads per rank when none are asked for (BackendOptions::threads
+/// when --threads is not given): the artifact library's rule, which the
+/// compiler's memory plan assumes too.
+using ::dtc::artifact::defaultKernelThreads;
 
 class Backend {
 public:

@@ -23,7 +23,6 @@
 
 #include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/Backend.h"
-#include "dtc/runtime/CpuBackend.h"
 #include "dtc/runtime/LocalRunner.h"
 #include "dtc/runtime/Trainer.h"
 
@@ -222,7 +221,7 @@ private:
 class RecordingBackend final : public Backend {
 public:
   explicit RecordingBackend(const BackendOptions &o)
-      : cpu_(makeCpuBackend(o)), log_(std::make_shared<Log>()) {
+      : cpu_(makeBackend("cpu", o)), log_(std::make_shared<Log>()) {
     log_->rank = o.rank;
     std::lock_guard<std::mutex> lock(gLogsMu);
     gLogs.push_back(log_);

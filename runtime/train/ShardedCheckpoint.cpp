@@ -205,104 +205,62 @@ std::string sliceStr(const Shape &start, const Shape &stop) {
   return s + "]";
 }
 
-Index readIndex(const std::string &dir) {
-  Index idx;
-  idx.path = join(dir, kShardedIndexName);
-  auto fail = [&](const std::string &why) -> void {
-    throw Error(idx.path + ": " + why);
-  };
-  std::string text;
-  {
-    int fd = ::open(idx.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-      fail(errno == ENOENT
-               ? "not found: " + dir +
-                     " is not a complete sharded checkpoint (no index)"
-               : errnoText("cannot open"));
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      fail("not a regular file");
-    }
-    text.resize(size_t(st.st_size));
-    size_t got = 0;
-    while (got < text.size()) {
-      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0) {
-        ::close(fd);
-        fail(errnoText("cannot read"));
-      }
-      got += size_t(n);
-    }
-    ::close(fd);
+/// Reads index.json's fields, each error naming the index file.
+class IndexParser {
+public:
+  explicit IndexParser(const std::string &path) : path_(path) {}
+
+  [[noreturn]] void fail(const std::string &why) const {
+    throw Error(path_ + ": " + why);
   }
-  json j;
-  std::string err;
-  if (!parseJsonText(text, j, err))
-    fail("bad JSON (" + err + "): the index is corrupted");
-  auto field = [&](const json &o, const char *key,
-                   const std::string &where) -> const json & {
+  const json &field(const json &o, const char *key,
+                    const std::string &where) const {
     auto it = o.find(key);
     if (it == o.end())
       fail(where + "missing \"" + key + "\"");
     return *it;
-  };
-  auto integer = [&](const json &v, const std::string &what) {
+  }
+  int64_t integer(const json &v, const std::string &what) const {
     if (!v.is_number_integer() || v.get<int64_t>() < 0)
       fail(what + " is not a non-negative integer");
     return v.get<int64_t>();
-  };
-  auto shape = [&](const json &v, const std::string &what) {
+  }
+  Shape shape(const json &v, const std::string &what) const {
     if (!v.is_array())
       fail(what + " is not an array");
     Shape s;
     for (const json &x : v)
       s.push_back(integer(x, what + " element"));
     return s;
-  };
-  if (!j.is_object())
-    fail("not a JSON object: the index is corrupted");
-  const json &format = field(j, "format", "");
-  if (!format.is_string() || format.get<std::string>() != kShardedFormat)
-    fail(std::string("\"format\" is not \"") + kShardedFormat + "\"");
-  const int64_t version = integer(field(j, "version", ""), "\"version\"");
-  if (version != kShardedVersion)
-    fail("version " + std::to_string(version) +
-         " is not supported (this dtc reads version " +
-         std::to_string(kShardedVersion) + ")");
-  idx.step = integer(field(j, "step", ""), "\"step\"");
-  idx.optimizerStep =
-      integer(field(j, "optimizer_step", ""), "\"optimizer_step\"");
-  const json &id = field(j, "id", "");
-  if (!id.is_string())
-    fail("\"id\" is not a string");
-  idx.id = id.get<std::string>();
-  const json &files = field(j, "files", "");
-  if (!files.is_array())
-    fail("\"files\" is not an array");
-  std::map<std::string, size_t> fileIndex;
-  for (const json &f : files) {
-    if (!f.is_object())
-      fail("a \"files\" entry is not an object");
-    const json &name = field(f, "name", "a file: ");
-    if (!name.is_string())
-      fail("a file's \"name\" is not a string");
-    const std::string n = name.get<std::string>();
-    if (n.empty() || n.find('/') != std::string::npos || n[0] == '.')
-      fail("file name '" + n + "' is not a plain file name in the directory");
-    if (!fileIndex.emplace(n, idx.files.size()).second)
-      fail("file '" + n + "' is listed twice");
-    idx.files.push_back(
-        {n, uint64_t(integer(field(f, "bytes", "file '" + n + "': "),
-                             "file '" + n + "' \"bytes\""))});
   }
-  const json &tensors = field(j, "tensors", "");
-  if (!tensors.is_array())
-    fail("\"tensors\" is not an array");
-  std::set<std::string> seen;
-  for (const json &t : tensors) {
+
+  /// "files": plain names in the directory, each once.
+  void files(const json &j, Index &idx,
+             std::map<std::string, size_t> &fileIndex) const {
+    const json &files = field(j, "files", "");
+    if (!files.is_array())
+      fail("\"files\" is not an array");
+    for (const json &f : files) {
+      if (!f.is_object())
+        fail("a \"files\" entry is not an object");
+      const json &name = field(f, "name", "a file: ");
+      if (!name.is_string())
+        fail("a file's \"name\" is not a string");
+      const std::string n = name.get<std::string>();
+      if (n.empty() || n.find('/') != std::string::npos || n[0] == '.')
+        fail("file name '" + n + "' is not a plain file name in the directory");
+      if (!fileIndex.emplace(n, idx.files.size()).second)
+        fail("file '" + n + "' is listed twice");
+      idx.files.push_back(
+          {n, uint64_t(integer(field(f, "bytes", "file '" + n + "': "),
+                               "file '" + n + "' \"bytes\""))});
+    }
+  }
+
+  /// One entry of "tensors": its pieces must cover its shape.
+  IndexTensor tensor(const json &t,
+                     const std::map<std::string, size_t> &fileIndex,
+                     std::set<std::string> &seen) const {
     if (!t.is_object())
       fail("a \"tensors\" entry is not an object");
     IndexTensor it;
@@ -354,7 +312,78 @@ Index readIndex(const std::string &dir) {
       fail(w + "its pieces hold " + std::to_string(volume) +
            " elements but the shape " + shapeStr(it.shape) + " has " +
            std::to_string(numel(it.shape)));
-    idx.tensors.push_back(std::move(it));
+    return it;
+  }
+
+private:
+  const std::string &path_;
+};
+
+/// The index file's text.
+std::string readIndexText(const IndexParser &parser, const std::string &path,
+                          const std::string &dir) {
+  std::string text;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    parser.fail(errno == ENOENT
+                    ? "not found: " + dir +
+                          " is not a complete sharded checkpoint (no index)"
+                    : errnoText("cannot open"));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    parser.fail("not a regular file");
+  }
+  text.resize(size_t(st.st_size));
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      ::close(fd);
+      parser.fail(errnoText("cannot read"));
+    }
+    got += size_t(n);
+  }
+  ::close(fd);
+  return text;
+}
+
+Index readIndex(const std::string &dir) {
+  Index idx;
+  idx.path = join(dir, kShardedIndexName);
+  const IndexParser parser(idx.path);
+  json j;
+  std::string err;
+  if (!parseJsonText(readIndexText(parser, idx.path, dir), j, err))
+    parser.fail("bad JSON (" + err + "): the index is corrupted");
+  if (!j.is_object())
+    parser.fail("not a JSON object: the index is corrupted");
+  const json &format = parser.field(j, "format", "");
+  if (!format.is_string() || format.get<std::string>() != kShardedFormat)
+    parser.fail(std::string("\"format\" is not \"") + kShardedFormat + "\"");
+  const int64_t version =
+      parser.integer(parser.field(j, "version", ""), "\"version\"");
+  if (version != kShardedVersion)
+    parser.fail("version " + std::to_string(version) +
+                " is not supported (this dtc reads version " +
+                std::to_string(kShardedVersion) + ")");
+  idx.step = parser.integer(parser.field(j, "step", ""), "\"step\"");
+  idx.optimizerStep = parser.integer(parser.field(j, "optimizer_step", ""),
+                                     "\"optimizer_step\"");
+  const json &id = parser.field(j, "id", "");
+  if (!id.is_string())
+    parser.fail("\"id\" is not a string");
+  idx.id = id.get<std::string>();
+  std::map<std::string, size_t> fileIndex;
+  parser.files(j, idx, fileIndex);
+  const json &tensors = parser.field(j, "tensors", "");
+  if (!tensors.is_array())
+    parser.fail("\"tensors\" is not an array");
+  std::set<std::string> seen;
+  for (const json &t : tensors) {
+    idx.tensors.push_back(parser.tensor(t, fileIndex, seen));
   }
   return idx;
 }

@@ -1,6 +1,6 @@
 //===- Executor.cpp - run one rank's program
 //-------------------------------===//
-#include "dtc/runtime/Executor.h"
+#include "ExecutorParts.h"
 #include "dtc/runtime/MemoryPlan.h"
 #include "dtc/runtime/Progress.h"
 #include "dtc/runtime/Random.h"
@@ -13,33 +13,6 @@
 #include <tuple>
 
 namespace dtc::rt {
-
-struct RankExecutor::Prepared {
-  const InstrDecl *decl = nullptr;
-  std::unique_ptr<BoundKernel> kernel;
-  kernels::KernelArgs args;
-  /// The slots its operands live in (each once): what it must not touch
-  /// while a collective on them is in flight.
-  std::vector<int> slots;
-  /// --stats: seconds of its kind; for kernels the row of its operand
-  /// shapes (whose key the trace shows).
-  double *opSeconds = nullptr;
-  ExecStats::KernelShapeStats *shapeStats = nullptr;
-  const std::string *shapeKey = nullptr;
-  double flops = 0;
-  // collectives
-  DeviceCommunicator *comm = nullptr;
-  uint64_t dataBytes = 0;
-  std::string
-      where; ///< "all_reduce on communicator 'dp' (ranks 0, 1) of f32[8, 4]"
-  std::string members; ///< "ranks 0, 1"
-  // shard_offset: this rank's value, from its mesh coordinates
-  bool isShardOffset = false;
-  int64_t shardOffset = 0;
-  // Pipelines: operands in a micro-batch slot (output?, operand, slot),
-  // pointed at the running micro-batch's copy before every enqueue.
-  std::vector<std::tuple<bool, int, int>> perMicroBatch;
-};
 
 namespace {
 /// "ranks 0, 1, 2" (the first few of a large group, and how many).
@@ -127,35 +100,6 @@ char *RankExecutor::allocate(size_t bytes, int category) {
   else
     stats_.memoryBytes[category] += size;
   return static_cast<char *>(mem);
-}
-
-uint64_t RankExecutor::persistentBytes() const {
-  uint64_t bytes = stagingAllocated_ + backend_->kernelWorkspaceBytes() +
-                   backend_->scratchBytes();
-  for (const auto &c : comms_)
-    bytes += c->scratchBytes();
-  for (uint64_t slots : stats_.memoryBytes)
-    bytes += slots;
-  return bytes;
-}
-
-const ExecStats &RankExecutor::stats() const {
-  // The communicators' scratch (reserved at load) and the backend's kernel
-  // workspace (reserved when the kernels were bound) beside the slots.
-  stats_.stagingBytes = stagingAllocated_;
-  for (const auto &c : comms_)
-    stats_.stagingBytes += c->scratchBytes();
-  // bf16/f16 operands' f32 copies of the CPU backend (staging too).
-  stats_.stagingBytes += backend_->scratchBytes();
-  stats_.workspaceBytes = backend_->kernelWorkspaceBytes() + scratch_.peak();
-  // The usual accounting: slot bytes as declared; activations at their
-  // peak with the micro-batch copies in flight.
-  for (int c = 0; c < kNumMemCategories; ++c)
-    stats_.slotBytes[c] = slotBytes_[c];
-  stats_.slotBytes[int(MemCategory::Activation)] = stats_.activationPeakBytes;
-  scratch_.noteTotal(persistentBytes());
-  stats_.totalMemoryBytes = scratch_.peakTotal();
-  return stats_;
 }
 
 namespace {
@@ -538,115 +482,6 @@ float RankExecutor::loss() {
       tensor(a_.tensorsWithRole(Role::Loss).at(0), Access::Read).data);
 }
 
-// ---- collectives
-// ------------------------------------------------------------------
-
-namespace {
-struct AxisBlocks {
-  int64_t outer = 1, mid = 1; ///< mid = size along the axis
-  size_t innerBytes = 1;      ///< bytes of one step along the axis
-};
-AxisBlocks blocks(const Shape &s, int axis, size_t elem) {
-  AxisBlocks b;
-  b.innerBytes = elem;
-  for (int i = 0; i < int(s.size()); ++i) {
-    if (i < axis)
-      b.outer *= s[size_t(i)];
-    else if (i == axis)
-      b.mid = s[size_t(i)];
-    else
-      b.innerBytes *= size_t(s[size_t(i)]);
-  }
-  return b;
-}
-// dst (contiguous, shape s with axis size len) = src[..., start:start+len, ...]
-void extractAxis(Backend &be, Stream &st, const char *src, const AxisBlocks &b,
-                 int64_t start, int64_t len, char *dst) {
-  const size_t row = size_t(len) * b.innerBytes;
-  be.copy2D(dst, row, src + size_t(start) * b.innerBytes,
-            size_t(b.mid) * b.innerBytes, row, size_t(b.outer), st);
-}
-// dst[..., start:start+len, ...] = src (contiguous piece)
-void insertAxis(Backend &be, Stream &st, const char *src, const AxisBlocks &b,
-                int64_t start, int64_t len, char *dst) {
-  const size_t row = size_t(len) * b.innerBytes;
-  be.copy2D(dst + size_t(start) * b.innerBytes, size_t(b.mid) * b.innerBytes,
-            src, row, row, size_t(b.outer), st);
-}
-} // namespace
-
-void RankExecutor::runCollective(Prepared &p, Traffic &traffic) {
-  const InstrDecl &ins = *p.decl;
-  DeviceCommunicator &c = *p.comm;
-  Backend &be = *backend_;
-  Stream &st = be.commStream();
-  const kernels::TensorArg &in = p.args.in[0], &out = p.args.out[0];
-  const size_t elem = dtypeSize(in.dtype);
-  const int64_t n = c.size();
-  const size_t inBytes = size_t(in.numel) * elem,
-               outBytes = size_t(out.numel) * elem;
-  const char *src = static_cast<const char *>(in.data);
-  char *dst = static_cast<char *>(out.data);
-  switch (ins.coll) {
-  case CollKind::AllReduce:
-    c.allReduce(in.data, out.data, size_t(in.numel), in.dtype, ins.reduce, st,
-                traffic);
-    break;
-  case CollKind::AllGather: {
-    const AxisBlocks ob = blocks(out.shape, ins.axis, elem);
-    if (ob.outer == 1) {
-      c.allGather(in.data, out.data, inBytes, st, traffic);
-      break;
-    }
-    char *tmp = staging_;
-    c.allGather(in.data, tmp, inBytes, st, traffic);
-    const int64_t q = in.shape[size_t(ins.axis)];
-    for (int64_t j = 0; j < n; ++j)
-      insertAxis(be, st, tmp + size_t(j) * inBytes, ob, j * q, q, dst);
-    break;
-  }
-  case CollKind::ReduceScatter: {
-    const AxisBlocks ib = blocks(in.shape, ins.axis, elem);
-    if (ib.outer == 1) {
-      c.reduceScatter(in.data, out.data, size_t(out.numel), in.dtype,
-                      ins.reduce, st, traffic);
-      break;
-    }
-    char *tmp = staging_;
-    const int64_t q = out.shape[size_t(ins.axis)];
-    for (int64_t j = 0; j < n; ++j)
-      extractAxis(be, st, src, ib, j * q, q, tmp + size_t(j) * outBytes);
-    c.reduceScatter(tmp, out.data, size_t(out.numel), in.dtype, ins.reduce, st,
-                    traffic);
-    break;
-  }
-  case CollKind::AllSlice: {
-    const AxisBlocks ib = blocks(in.shape, ins.axis, elem);
-    const int64_t q = out.shape[size_t(ins.axis)];
-    extractAxis(be, st, src, ib, c.rank() * q, q, dst);
-    break;
-  }
-  case CollKind::AllToAll: {
-    const AxisBlocks sb = blocks(in.shape, ins.splitAxis, elem);
-    const int64_t q = in.shape[size_t(ins.splitAxis)] / n;
-    const size_t pieceBytes = inBytes / size_t(n);
-    char *send = staging_, *recv = staging_ + inBytes;
-    for (int64_t j = 0; j < n; ++j)
-      extractAxis(be, st, src, sb, j * q, q, send + size_t(j) * pieceBytes);
-    c.allToAll(send, recv, pieceBytes, st, traffic);
-    // Each received piece has in's shape with split_axis / n; place it at
-    // slot j along concat_axis of the output.
-    Shape pieceShape = in.shape;
-    pieceShape[size_t(ins.splitAxis)] = q;
-    const int64_t pc = pieceShape[size_t(ins.concatAxis)];
-    const AxisBlocks ob = blocks(out.shape, ins.concatAxis, elem);
-    for (int64_t j = 0; j < n; ++j)
-      insertAxis(be, st, recv + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
-    break;
-  }
-  }
-}
-
 // ---- running a program
 // -------------------------------------------------------------
 
@@ -711,25 +546,6 @@ void RankExecutor::enqueueCollective(Prepared &pr, int index, int microbatch) {
     slotBusyUntil_[size_t(slot)] = seq;
 }
 
-void RankExecutor::runPipeMessage(Prepared &pr, int microbatch,
-                                  Traffic &traffic) {
-  const InstrDecl &ins = *pr.decl;
-  const int64_t M = a_.pipeline.present ? a_.pipeline.microbatches : 1;
-  // Message tags: one per (message, micro-batch); once-per-step messages
-  // use micro-batch 0.
-  const int tag = int(ins.message * M + std::max(microbatch, 0));
-  Stream &st = backend_->commStream();
-  if (ins.pipe == PipeOp::Send) {
-    const kernels::TensorArg &in = pr.args.in[0];
-    pr.comm->send(in.data, size_t(in.numel) * dtypeSize(in.dtype), ins.peer,
-                  tag, st, traffic);
-  } else {
-    const kernels::TensorArg &out = pr.args.out[0];
-    pr.comm->recv(out.data, size_t(out.numel) * dtypeSize(out.dtype), ins.peer,
-                  tag, st, traffic);
-  }
-}
-
 void RankExecutor::enqueueList(List &list, int chunk, int microbatch,
                                std::string &first) {
   const ProgramDecl &p = program();
@@ -765,67 +581,6 @@ void RankExecutor::enqueueList(List &list, int chunk, int microbatch,
                 " (" + pr.decl->op + where + "): " + e.what();
     }
   }
-}
-
-// One step of a pipeline stage: the once-per-step list, the schedule's
-// actions (a micro-batch takes a copy of its chunk's slots at its forward
-// and gives it back after its last backward part), then the list after the
-// micro-batches. A copy given back is reused by a later micro-batch: the
-// streams order that reuse after the work on the copy (its slots' hazards).
-void RankExecutor::enqueuePipelineStep(std::string &first) {
-  const ProgramDecl &p = program();
-  enqueueList(instrs_, -1, 0, first);
-  std::map<std::pair<int, int>, size_t> lastAction;
-  for (size_t i = 0; i < p.schedule.size(); ++i)
-    lastAction[{p.schedule[i].chunk, p.schedule[i].microbatch}] = i;
-  for (size_t i = 0; i < p.schedule.size(); ++i) {
-    const sched::Action &act = p.schedule[i];
-    const std::pair<int, int> key{act.chunk, act.microbatch};
-    if (!live_.count(key)) {
-      auto &spare = spare_[size_t(act.chunk)];
-      std::vector<char *> copy;
-      if (!spare.empty()) {
-        copy = std::move(spare.back());
-        spare.pop_back();
-      } else {
-        for (int slot : chunkSlots_[size_t(act.chunk)])
-          copy.push_back(allocate(size_t(p.slots[size_t(slot)].bytes),
-                                  int(p.slots[size_t(slot)].category)));
-      }
-      live_[key] = std::move(copy);
-      liveActivationBytes_ += stats_.microbatchBytes[size_t(act.chunk)];
-      ++liveMicrobatches_;
-      stats_.activationPeakBytes =
-          std::max(stats_.activationPeakBytes, liveActivationBytes_);
-      stats_.microbatchesPeak =
-          std::max(stats_.microbatchesPeak, liveMicrobatches_);
-    }
-    auto &lists = chunkLists_[size_t(act.chunk)];
-    switch (act.kind) {
-    case sched::Kind::Forward:
-      enqueueList(lists[0], act.chunk, act.microbatch, first);
-      break;
-    case sched::Kind::Backward:
-      enqueueList(lists[1], act.chunk, act.microbatch, first);
-      break;
-    case sched::Kind::Weight:
-      enqueueList(lists[2], act.chunk, act.microbatch, first);
-      break;
-    case sched::Kind::BackwardWeight:
-      enqueueList(lists[1], act.chunk, act.microbatch, first);
-      enqueueList(lists[2], act.chunk, act.microbatch, first);
-      break;
-    }
-    if (lastAction[key] == i) {
-      spare_[size_t(act.chunk)].push_back(std::move(live_[key]));
-      live_.erase(key);
-      liveActivationBytes_ -= stats_.microbatchBytes[size_t(act.chunk)];
-      --liveMicrobatches_;
-    }
-  }
-  if (overflowArmed_ && overflowInstr_ == -2)
-    poisonGradient(false);
-  enqueueList(finish_, -1, 0, first);
 }
 
 bool RankExecutor::injectOverflowNextRun() {
@@ -915,97 +670,6 @@ std::string RankExecutor::run() {
     traceMemory(end);
   }
   return first;
-}
-
-void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
-  Backend &be = *backend_;
-  for (Enqueued &e : enqueued_) {
-    Prepared &pr = *e.instr;
-    const double seconds = be.elapsedSeconds(*e.start, *e.end);
-    *pr.opSeconds += seconds;
-    if (pr.shapeStats) {
-      pr.shapeStats->calls += 1;
-      pr.shapeStats->seconds += seconds;
-      pr.shapeStats->flops += pr.flops;
-    }
-    if (pr.comm && pr.decl->pipe != PipeOp::None) {
-      if (pr.decl->pipe == PipeOp::Send) {
-        stats_.sendRecvPerStep.calls += 1;
-        stats_.sendRecvPerStep.bytes += pr.dataBytes;
-      }
-      stats_.sendRecvPerStep.sentBytes += e.traffic.sent;
-      stats_.sendRecvPerStep.receivedBytes += e.traffic.received;
-    } else if (pr.comm) {
-      CollectiveStats &byComm =
-          stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
-      for (CollectiveStats *c :
-           {&byComm, &stats_.perStep[int(pr.decl->coll)]}) {
-        c->calls += 1;
-        c->bytes += pr.dataBytes;
-        c->sentBytes += e.traffic.sent;
-        c->receivedBytes += e.traffic.received;
-      }
-    }
-    if (!trace_)
-      continue;
-    const int64_t start =
-        traceStartNs +
-        int64_t(be.elapsedSeconds(runStart, *e.start) * 1e9 + 0.5);
-    const int64_t end = start + int64_t(seconds * 1e9 + 0.5);
-    std::string args = "{\"instruction\":" + std::to_string(e.index);
-    if (e.microbatch >= 0)
-      args += ",\"microbatch\":" + std::to_string(e.microbatch);
-    if (pr.comm) {
-      const CommDecl &c = a_.comms[size_t(pr.decl->comm)];
-      // A receive has no input: its operand is the buffer it fills.
-      const int operand =
-          pr.decl->pipe == PipeOp::Recv ? pr.decl->out[0] : pr.decl->in[0];
-      const BufferDecl &inBuf = program().buffers[size_t(operand)];
-      args +=
-          ",\"communicator\":" + TraceWriter::quote(c.name) +
-          ",\"group\":" + TraceWriter::quote(pr.members) + ",\"operand\":" +
-          TraceWriter::quote(dtypeName(inBuf.dtype) + shapeStr(inBuf.shape)) +
-          ",\"bytes\":" + std::to_string(pr.dataBytes) +
-          ",\"sent_bytes\":" + std::to_string(e.traffic.sent) +
-          ",\"received_bytes\":" + std::to_string(e.traffic.received) + "}";
-      trace_->complete(TraceWriter::kComm, pr.decl->op,
-                       pr.decl->pipe != PipeOp::None ? "send_recv"
-                                                     : "collective",
-                       start, end, args);
-    } else {
-      if (pr.shapeKey) {
-        const size_t space = pr.shapeKey->find(' ');
-        args += ",\"operands\":" +
-                TraceWriter::quote(space == std::string::npos
-                                       ? std::string()
-                                       : pr.shapeKey->substr(space + 1));
-      }
-      if (pr.flops > 0) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, ",\"gflop\":%.6g", pr.flops / 1e9);
-        args += buf;
-      }
-      args += "}";
-      trace_->complete(TraceWriter::kCompute, pr.decl->op, "kernel", start, end,
-                       args);
-    }
-  }
-}
-
-void RankExecutor::setTrace(TraceWriter *trace) {
-  trace_ = trace;
-  if (trace_)
-    traceMemory(TraceWriter::nowNs());
-}
-
-void RankExecutor::traceMemory(int64_t atNs) {
-  const ExecStats &s = stats();
-  std::vector<std::pair<std::string, uint64_t>> values;
-  for (int c = 0; c < kNumMemCategories; ++c)
-    values.emplace_back(memCategoryName(MemCategory(c)), s.memoryBytes[c]);
-  values.emplace_back("staging", s.stagingBytes);
-  values.emplace_back("total", s.totalMemoryBytes);
-  trace_->counter("memory bytes", atNs, values);
 }
 
 } // namespace dtc::rt

@@ -13,8 +13,8 @@
 // factory throws dtc::rt::Error on a machine without a usable GPU.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_CUDABACKEND_H
-#define DTC_RUNTIME_CUDABACKEND_H
+#ifndef DTC_RUNTIME_CUDA_CUDABACKEND_H
+#define DTC_RUNTIME_CUDA_CUDABACKEND_H
 
 #include "dtc/runtime/Backend.h"
 
@@ -28,4 +28,4 @@ void checkCudaDevices();
 
 } // namespace dtc::rt
 
-#endif // DTC_RUNTIME_CUDABACKEND_H
+#endif // DTC_RUNTIME_CUDA_CUDABACKEND_H

@@ -1,6 +1,6 @@
 //===- CpuBackend.cpp - the CPU backend (see CpuBackend.h)
 //------------------===//
-#include "dtc/runtime/CpuBackend.h"
+#include "CpuBackend.h"
 #include "dtc/kernels/CpuKernels.h"
 
 #include <algorithm>
@@ -97,51 +97,6 @@ private:
   kernels::RunFn fn_;
   ConversionScratch &scratch_;
   std::vector<Operand> ops_;
-};
-
-/// The host communicator's own collectives, on host memory.
-class CpuCommunicator final : public DeviceCommunicator {
-public:
-  explicit CpuCommunicator(std::unique_ptr<Communicator> group)
-      : c_(std::move(group)) {}
-  int size() const override { return c_->size(); }
-  int rank() const override { return c_->rank(); }
-  void allReduce(const void *in, void *out, size_t count, DType dtype,
-                 ReduceOp op, Stream &, Traffic &traffic) override {
-    CountTraffic counting(*c_, traffic);
-    c_->allReduce(in, out, count, dtype, op);
-  }
-  void allGather(const void *in, void *out, size_t bytes, Stream &,
-                 Traffic &traffic) override {
-    CountTraffic counting(*c_, traffic);
-    c_->allGather(in, out, bytes);
-  }
-  void reduceScatter(const void *in, void *out, size_t count, DType dtype,
-                     ReduceOp op, Stream &, Traffic &traffic) override {
-    CountTraffic counting(*c_, traffic);
-    c_->reduceScatter(in, out, count, dtype, op);
-  }
-  void allToAll(const void *in, void *out, size_t bytes, Stream &,
-                Traffic &traffic) override {
-    CountTraffic counting(*c_, traffic);
-    c_->allToAll(in, out, bytes);
-  }
-  void send(const void *buf, size_t bytes, int peer, int tag, Stream &,
-            Traffic &traffic) override {
-    CountTraffic counting(*c_, traffic);
-    c_->sendMessage(buf, bytes, peer, tag);
-  }
-  void recv(void *buf, size_t bytes, int peer, int tag, Stream &,
-            Traffic &traffic) override {
-    CountTraffic counting(*c_, traffic);
-    c_->recvMessage(buf, bytes, peer, tag);
-  }
-  void flushSends() override { c_->flushSends(); }
-  uint64_t scratchBytes() const override { return c_->scratchBytes(); }
-  void reserveScratch(size_t bytes) override { c_->reserveScratch(bytes); }
-
-private:
-  std::unique_ptr<Communicator> c_;
 };
 
 class CpuBackend final : public Backend {
@@ -246,7 +201,7 @@ public:
 
   std::unique_ptr<DeviceCommunicator>
   createCommunicator(std::unique_ptr<Communicator> group) override {
-    return std::make_unique<CpuCommunicator>(std::move(group));
+    return makeHostMemoryCommunicator(std::move(group));
   }
 
   void setThreads(int threads) override {

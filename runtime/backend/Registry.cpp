@@ -1,26 +1,20 @@
-//===- Backend.cpp - the interface's out-of-line parts and the registry
-//-----===//
+//===- Registry.cpp - the backends by name --------------------------------===//
 //
-// A new backend (CUDA) adds its factory to builtInBackends() under the CMake
+// A new backend adds its factory to the Registry below under the CMake
 // option that builds it; nothing else in the runtime names backends.
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/runtime/Backend.h"
-#include "dtc/runtime/CpuBackend.h"
+
+#include "cpu/CpuBackend.h"
+#include "null/NullBackend.h"
 #if DTC_WITH_CUDA
-#include "dtc/runtime/CudaBackend.h"
+#include "cuda/CudaBackend.h"
 #endif
 
-#include <map>
 #include <mutex>
 
 namespace dtc::rt {
-
-Stream::~Stream() = default;
-Event::~Event() = default;
-BoundKernel::~BoundKernel() = default;
-DeviceCommunicator::~DeviceCommunicator() = default;
-Backend::~Backend() = default;
 
 namespace {
 struct Registry {
@@ -29,6 +23,7 @@ struct Registry {
 #if DTC_WITH_CUDA
     factories.emplace_back("cuda", makeCudaBackend);
 #endif
+    factories.emplace_back("null", makeNullBackend);
   }
   std::mutex mu;
   std::vector<std::pair<std::string, BackendFactory>> factories;

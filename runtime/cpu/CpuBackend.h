@@ -10,8 +10,8 @@
 // Internal to the runtime: throws dtc::rt::Error.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DTC_RUNTIME_CPUBACKEND_H
-#define DTC_RUNTIME_CPUBACKEND_H
+#ifndef DTC_RUNTIME_CPU_CPUBACKEND_H
+#define DTC_RUNTIME_CPU_CPUBACKEND_H
 
 #include "dtc/runtime/Backend.h"
 
@@ -23,4 +23,4 @@ std::unique_ptr<Backend> makeCpuBackend(const BackendOptions &options);
 
 } // namespace dtc::rt
 
-#endif // DTC_RUNTIME_CPUBACKEND_H
+#endif // DTC_RUNTIME_CPU_CPUBACKEND_H

@@ -108,10 +108,148 @@ static bool knownDtype(const std::string &s, size_t &bytes) {
   return false;
 }
 
+namespace {
+
+[[noreturn]] void failIn(const std::string &path, const std::string &msg) {
+  throw Error(path + ": " + msg);
+}
+
+/// One tensor's header entry: its dtype, shape and data offsets, checked
+/// against the `dataSize` bytes of the data section.
+SafetensorsEntry parseEntry(const std::string &path, const std::string &key,
+                            const json &v, uint64_t dataSize) {
+  auto fail = [&](const std::string &msg) { failIn(path, msg); };
+  const std::string w = "tensor '" + key + "': ";
+  if (!v.is_object())
+    fail(w + "header entry is not an object");
+  SafetensorsEntry e;
+  e.name = key;
+  auto dt = v.find("dtype"), sh = v.find("shape"), off = v.find("data_offsets");
+  if (dt == v.end() || !dt->is_string())
+    fail(w + "missing or bad \"dtype\"");
+  e.dtypeName = dt->get<std::string>();
+  size_t esize = 0;
+  if (!knownDtype(e.dtypeName, esize))
+    fail(w + "unknown dtype \"" + e.dtypeName + "\"");
+  e.supported = e.dtypeName == "F32" || e.dtypeName == "I32" ||
+                e.dtypeName == "I64" || e.dtypeName == "BF16" ||
+                e.dtypeName == "F16";
+  e.dtype = e.dtypeName == "I32"    ? DType::I32
+            : e.dtypeName == "I64"  ? DType::I64
+            : e.dtypeName == "BF16" ? DType::BF16
+            : e.dtypeName == "F16"  ? DType::F16
+                                    : DType::F32;
+  if (sh == v.end() || !sh->is_array())
+    fail(w + "missing or bad \"shape\"");
+  uint64_t count = 1;
+  for (const json &d : *sh) {
+    if (!d.is_number_unsigned())
+      fail(w + "\"shape\" holds a non-integer or negative size");
+    uint64_t dv = d.get<uint64_t>();
+    if (dv != 0 && count > (uint64_t(1) << 52) / dv)
+      fail(w + "\"shape\" is too large");
+    count *= dv;
+    e.shape.push_back(int64_t(dv));
+  }
+  if (off == v.end() || !off->is_array() || off->size() != 2 ||
+      !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
+    fail(w + "missing or bad \"data_offsets\"");
+  e.begin = (*off)[0].get<uint64_t>();
+  e.end = (*off)[1].get<uint64_t>();
+  if (e.begin > e.end || e.end > dataSize)
+    fail(w + "data_offsets [" + std::to_string(e.begin) + ", " +
+         std::to_string(e.end) + "] are out of range (the data section has " +
+         std::to_string(dataSize) + " bytes; truncated file?)");
+  if (e.end - e.begin != count * esize)
+    fail(w + "data_offsets span " + std::to_string(e.end - e.begin) +
+         " bytes but " + e.dtypeName + shapeStr(e.shape) + " needs " +
+         std::to_string(count * esize));
+  return e;
+}
+
+/// The tensors must tile the data section exactly.
+void checkTiling(const std::string &path,
+                 const std::vector<SafetensorsEntry> &entries,
+                 uint64_t dataSize) {
+  std::vector<const SafetensorsEntry *> order;
+  for (const auto &e : entries)
+    order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](auto *x, auto *y) {
+    return x->begin != y->begin ? x->begin < y->begin : x->end < y->end;
+  });
+  uint64_t pos = 0;
+  for (const SafetensorsEntry *e : order) {
+    if (e->begin != pos)
+      failIn(path,
+             e->begin < pos
+                 ? "tensor '" + e->name + "' overlaps another tensor"
+                 : "gap in the data section before tensor '" + e->name + "'");
+    pos = e->end;
+  }
+  if (pos != dataSize)
+    failIn(path, "the data section has " + std::to_string(dataSize - pos) +
+                     " unexpected bytes after the last tensor");
+}
+
+/// The checksums dtc writes into the metadata (docs/runtime.md): the whole
+/// data section's, and per block of `blockBytes` (0 when absent).
+void parseChecksums(const std::string &path,
+                    const std::map<std::string, std::string> &meta,
+                    uint64_t dataSize, uint64_t &blockBytes,
+                    std::vector<uint32_t> &blockCrcs) {
+  auto fail = [&](const std::string &msg) { failIn(path, msg); };
+  if (auto c = meta.find(kDataChecksumKey); c != meta.end()) {
+    bool hex = c->second.size() == 8;
+    for (char ch : c->second)
+      hex = hex && ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'));
+    if (!hex)
+      fail(std::string("metadata ") + kDataChecksumKey + " = \"" + c->second +
+           "\" is not 8 lowercase hex digits");
+  }
+  auto bb = meta.find(kBlockBytesKey), bc = meta.find(kBlockChecksumsKey);
+  if ((bb == meta.end()) != (bc == meta.end()))
+    fail(std::string("metadata has one of ") + kBlockBytesKey + " and " +
+         kBlockChecksumsKey + " without the other");
+  if (bb == meta.end())
+    return;
+  uint64_t v = 0;
+  bool ok = !bb->second.empty() && bb->second.size() <= 12;
+  for (char ch : bb->second) {
+    ok = ok && ch >= '0' && ch <= '9';
+    if (ok)
+      v = v * 10 + uint64_t(ch - '0');
+  }
+  if (!ok || v == 0)
+    fail(std::string("metadata ") + kBlockBytesKey + " = \"" + bb->second +
+         "\" is not a positive integer");
+  const uint64_t blocks = (dataSize + v - 1) / v;
+  const std::string &digits = bc->second;
+  if (digits.size() != 8 * blocks)
+    fail(std::string("metadata ") + kBlockChecksumsKey + " has " +
+         std::to_string(digits.size()) + " hex digits but the data section's " +
+         std::to_string(blocks) + " blocks need " + std::to_string(8 * blocks) +
+         " (truncated file?)");
+  for (uint64_t b = 0; b < blocks; ++b) {
+    uint32_t crc = 0;
+    for (size_t i = 0; i < 8; ++i) {
+      const char ch = digits[size_t(8 * b) + i];
+      const int nib = ch >= '0' && ch <= '9'   ? ch - '0'
+                      : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                                               : -1;
+      if (nib < 0)
+        fail(std::string("metadata ") + kBlockChecksumsKey +
+             " is not lowercase hex digits");
+      crc = (crc << 4) | uint32_t(nib);
+    }
+    blockCrcs.push_back(crc);
+  }
+  blockBytes = v;
+}
+
+} // namespace
+
 SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
-  auto fail = [&](const std::string &msg) -> void {
-    throw Error(path_ + ": " + msg);
-  };
+  auto fail = [&](const std::string &msg) { failIn(path_, msg); };
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0)
     fail(std::string("cannot open: ") + std::strerror(errno));
@@ -149,130 +287,20 @@ SafetensorsReader::SafetensorsReader(const std::string &path) : path_(path) {
     for (auto it = h.begin(); it != h.end(); ++it) {
       const std::string &key = it.key();
       const json &v = it.value();
-      if (key == "__metadata__") {
-        if (!v.is_object())
-          fail("__metadata__ is not an object");
-        for (auto m = v.begin(); m != v.end(); ++m) {
-          if (!m.value().is_string())
-            fail("__metadata__ value of '" + m.key() + "' is not a string");
-          meta_[m.key()] = m.value().get<std::string>();
-        }
+      if (key != "__metadata__") {
+        entries_.push_back(parseEntry(path_, key, v, dataSize));
         continue;
       }
-      const std::string w = "tensor '" + key + "': ";
       if (!v.is_object())
-        fail(w + "header entry is not an object");
-      SafetensorsEntry e;
-      e.name = key;
-      auto dt = v.find("dtype"), sh = v.find("shape"),
-           off = v.find("data_offsets");
-      if (dt == v.end() || !dt->is_string())
-        fail(w + "missing or bad \"dtype\"");
-      e.dtypeName = dt->get<std::string>();
-      size_t esize = 0;
-      if (!knownDtype(e.dtypeName, esize))
-        fail(w + "unknown dtype \"" + e.dtypeName + "\"");
-      e.supported = e.dtypeName == "F32" || e.dtypeName == "I32" ||
-                    e.dtypeName == "I64" || e.dtypeName == "BF16" ||
-                    e.dtypeName == "F16";
-      e.dtype = e.dtypeName == "I32"    ? DType::I32
-                : e.dtypeName == "I64"  ? DType::I64
-                : e.dtypeName == "BF16" ? DType::BF16
-                : e.dtypeName == "F16"  ? DType::F16
-                                        : DType::F32;
-      if (sh == v.end() || !sh->is_array())
-        fail(w + "missing or bad \"shape\"");
-      uint64_t count = 1;
-      for (const json &d : *sh) {
-        if (!d.is_number_unsigned())
-          fail(w + "\"shape\" holds a non-integer or negative size");
-        uint64_t dv = d.get<uint64_t>();
-        if (dv != 0 && count > (uint64_t(1) << 52) / dv)
-          fail(w + "\"shape\" is too large");
-        count *= dv;
-        e.shape.push_back(int64_t(dv));
+        fail("__metadata__ is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string())
+          fail("__metadata__ value of '" + m.key() + "' is not a string");
+        meta_[m.key()] = m.value().get<std::string>();
       }
-      if (off == v.end() || !off->is_array() || off->size() != 2 ||
-          !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
-        fail(w + "missing or bad \"data_offsets\"");
-      e.begin = (*off)[0].get<uint64_t>();
-      e.end = (*off)[1].get<uint64_t>();
-      if (e.begin > e.end || e.end > dataSize)
-        fail(w + "data_offsets [" + std::to_string(e.begin) + ", " +
-             std::to_string(e.end) +
-             "] are out of range (the data section has " +
-             std::to_string(dataSize) + " bytes; truncated file?)");
-      if (e.end - e.begin != count * esize)
-        fail(w + "data_offsets span " + std::to_string(e.end - e.begin) +
-             " bytes but " + e.dtypeName + shapeStr(e.shape) + " needs " +
-             std::to_string(count * esize));
-      entries_.push_back(std::move(e));
     }
-    // The tensors must tile the data section exactly.
-    std::vector<const SafetensorsEntry *> order;
-    for (const auto &e : entries_)
-      order.push_back(&e);
-    std::sort(order.begin(), order.end(), [](auto *x, auto *y) {
-      return x->begin != y->begin ? x->begin < y->begin : x->end < y->end;
-    });
-    uint64_t pos = 0;
-    for (const SafetensorsEntry *e : order) {
-      if (e->begin != pos)
-        fail(e->begin < pos
-                 ? "tensor '" + e->name + "' overlaps another tensor"
-                 : "gap in the data section before tensor '" + e->name + "'");
-      pos = e->end;
-    }
-    if (pos != dataSize)
-      fail("the data section has " + std::to_string(dataSize - pos) +
-           " unexpected bytes after the last tensor");
-    if (auto c = meta_.find(kDataChecksumKey); c != meta_.end()) {
-      bool hex = c->second.size() == 8;
-      for (char ch : c->second)
-        hex = hex && ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'));
-      if (!hex)
-        fail(std::string("metadata ") + kDataChecksumKey + " = \"" + c->second +
-             "\" is not 8 lowercase hex digits");
-    }
-    auto bb = meta_.find(kBlockBytesKey), bc = meta_.find(kBlockChecksumsKey);
-    if ((bb == meta_.end()) != (bc == meta_.end()))
-      fail(std::string("metadata has one of ") + kBlockBytesKey + " and " +
-           kBlockChecksumsKey + " without the other");
-    if (bb != meta_.end()) {
-      uint64_t v = 0;
-      bool ok = !bb->second.empty() && bb->second.size() <= 12;
-      for (char ch : bb->second) {
-        ok = ok && ch >= '0' && ch <= '9';
-        if (ok)
-          v = v * 10 + uint64_t(ch - '0');
-      }
-      if (!ok || v == 0)
-        fail(std::string("metadata ") + kBlockBytesKey + " = \"" + bb->second +
-             "\" is not a positive integer");
-      const uint64_t blocks = (dataSize + v - 1) / v;
-      const std::string &digits = bc->second;
-      if (digits.size() != 8 * blocks)
-        fail(std::string("metadata ") + kBlockChecksumsKey + " has " +
-             std::to_string(digits.size()) +
-             " hex digits but the data section's " + std::to_string(blocks) +
-             " blocks need " + std::to_string(8 * blocks) +
-             " (truncated file?)");
-      for (uint64_t b = 0; b < blocks; ++b) {
-        uint32_t crc = 0;
-        for (size_t i = 0; i < 8; ++i) {
-          const char ch = digits[size_t(8 * b) + i];
-          const int nib = ch >= '0' && ch <= '9'   ? ch - '0'
-                          : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-                                                   : -1;
-          if (nib < 0)
-            fail(std::string("metadata ") + kBlockChecksumsKey +
-                 " is not lowercase hex digits");
-          crc = (crc << 4) | uint32_t(nib);
-        }
-        blockCrcs_.push_back(crc);
-      }
-      blockBytes_ = v;
-    }
+    checkTiling(path_, entries_, dataSize);
+    parseChecksums(path_, meta_, dataSize, blockBytes_, blockCrcs_);
   } catch (...) {
     ::close(fd_);
     fd_ = -1;
