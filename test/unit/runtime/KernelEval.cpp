@@ -19,7 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/artifact/ArtifactFormat.h"
-#include "dtc/kernels/Kernel.h"
+#include "dtc/kernels/CpuKernels.h"
 #include "dtc/runtime/Backend.h"
 
 #include <cstdio>

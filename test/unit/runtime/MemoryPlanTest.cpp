@@ -26,7 +26,9 @@ void expectPlanMatchesMeasured(const json &body, const char *what,
                                int threads = 1) {
   std::vector<MemoryNeed> needs;
   std::string err;
-  ASSERT_TRUE(artifactMemoryNeeds(body, "m.dtc", threads, needs, err)) << err;
+  ASSERT_TRUE(artifactMemoryNeeds(
+      body, "m.dtc", threads, dtc::kernels::cpu::workspaceModel(), needs, err))
+      << err;
   LocalRunnerOptions options;
   options.threads = threads;
   auto r = LocalRunner::loadBytes(encodeArtifact(body), "m.dtc", err, options);
@@ -176,7 +178,9 @@ TEST(MemoryPlan, EachCollectivesStagingIsMeasured) {
     one["programs"][0]["instructions"] = json::array({instructions[i]});
     std::vector<MemoryNeed> needs;
     std::string err;
-    ASSERT_TRUE(artifactMemoryNeeds(one, "one.dtc", 1, needs, err)) << err;
+    ASSERT_TRUE(artifactMemoryNeeds(
+        one, "one.dtc", 1, dtc::kernels::cpu::workspaceModel(), needs, err))
+        << err;
     if (needs[0].bytes[kStagingKind] == 0)
       unstaged.push_back(
           instructions[i]["op"].get<std::string>() + " " +
@@ -192,8 +196,9 @@ TEST(MemoryPlan, WorkspaceIsTheLargestScratch) {
   std::string err;
   dtc::test::LmConfig lm;
   lm.seq = 8;
-  ASSERT_TRUE(
-      artifactMemoryNeeds(dtc::test::lmArtifact(lm), "lm.dtc", 1, needs, err))
+  ASSERT_TRUE(artifactMemoryNeeds(dtc::test::lmArtifact(lm), "lm.dtc", 1,
+                                  dtc::kernels::cpu::workspaceModel(), needs,
+                                  err))
       << err;
   ASSERT_EQ(needs.size(), 1u);
   // The attention's tiles (no seq x seq scores: two 64 x 128 tiles, 64 rows
@@ -217,7 +222,8 @@ TEST(MemoryPlan, InvalidArtifactIsAnError) {
   body["programs"][0]["instructions"][0]["op"] = "conv2d";
   std::vector<MemoryNeed> needs;
   std::string err;
-  EXPECT_FALSE(artifactMemoryNeeds(body, "bad.dtc", 1, needs, err));
+  EXPECT_FALSE(artifactMemoryNeeds(
+      body, "bad.dtc", 1, dtc::kernels::cpu::workspaceModel(), needs, err));
   EXPECT_NE(err.find("bad.dtc: "), std::string::npos) << err;
 }
 
