@@ -11,7 +11,7 @@
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Sharding/Sharding.h"
 #include "dtc/Version.h"
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 
 using namespace mlir;
 using namespace mlir::dtc;

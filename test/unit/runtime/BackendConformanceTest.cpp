@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestArtifacts.h"
 
-#include "dtc/runtime/ArtifactFormat.h"
+#include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/runtime/Backend.h"
 #include "dtc/runtime/Executor.h"
 #include "dtc/runtime/LocalRunner.h"
