@@ -18,6 +18,7 @@
 
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Target/Artifact.h"
+#include "dtc/artifact/Vocabulary.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -40,48 +41,17 @@ using json = nlohmann::json;
 // comes from here, so that they can follow one shared vocabulary in one edit.
 //===----------------------------------------------------------------------===//
 
-/// Collective instructions over a communicator.
-enum class CollectiveKind {
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  AllSlice,
-  AllToAll
-};
-
+// The artifact's names are the artifact library's vocabulary
+// (include/dtc/artifact/Vocabulary.h), which the runtime parses with.
+using CollectiveKind = ::dtc::artifact::CollectiveKind;
 inline StringRef collectiveName(CollectiveKind kind) {
-  switch (kind) {
-  case CollectiveKind::AllReduce:
-    return "all_reduce";
-  case CollectiveKind::AllGather:
-    return "all_gather";
-  case CollectiveKind::ReduceScatter:
-    return "reduce_scatter";
-  case CollectiveKind::AllSlice:
-    return "all_slice";
-  case CollectiveKind::AllToAll:
-    return "all_to_all";
-  }
-  llvm_unreachable("unknown collective");
+  return ::dtc::artifact::collectiveKindName(kind);
 }
 
 /// The instructions of pipelines and micro-batches.
-enum class PipelineOp { Send, Recv, MicrobatchSlice, Accumulate, Fill };
-
+using PipelineOp = ::dtc::artifact::PipeOp;
 inline StringRef pipelineOpName(PipelineOp op) {
-  switch (op) {
-  case PipelineOp::Send:
-    return "send";
-  case PipelineOp::Recv:
-    return "recv";
-  case PipelineOp::MicrobatchSlice:
-    return "microbatch_slice";
-  case PipelineOp::Accumulate:
-    return "accumulate";
-  case PipelineOp::Fill:
-    return "fill";
-  }
-  llvm_unreachable("unknown pipeline op");
+  return ::dtc::artifact::pipeOpName(op);
 }
 
 /// The kernel copying a result into its tensor or the argument it updates.
@@ -89,24 +59,9 @@ constexpr StringLiteral kCopyKernel = "copy";
 
 /// Roles of the artifact's tensors (the dtc.role of the step's arguments
 /// and results, which the emitter copies).
-enum class TensorRole { Param, OptimizerState, Input, Step, Loss, Output };
-
+using TensorRole = ::dtc::artifact::Role;
 inline StringRef roleName(TensorRole role) {
-  switch (role) {
-  case TensorRole::Param:
-    return "param";
-  case TensorRole::OptimizerState:
-    return "optimizer_state";
-  case TensorRole::Input:
-    return "input";
-  case TensorRole::Step:
-    return "step";
-  case TensorRole::Loss:
-    return "loss";
-  case TensorRole::Output:
-    return "output";
-  }
-  llvm_unreachable("unknown role");
+  return ::dtc::artifact::roleName(role);
 }
 
 /// dtc.role values of the step function that name no artifact tensor: a
@@ -118,51 +73,15 @@ constexpr StringLiteral kUpdateRole = "update";
 
 /// The parts of a training step (dtc.phase, an instruction's "phase", the
 /// instruction lists of a pipeline chunk).
-enum class Phase { Forward, BackwardInput, BackwardWeight, Optimizer };
-
+using Phase = ::dtc::artifact::Phase;
 inline StringRef phaseName(Phase phase) {
-  switch (phase) {
-  case Phase::Forward:
-    return "forward";
-  case Phase::BackwardInput:
-    return "backward_input";
-  case Phase::BackwardWeight:
-    return "backward_weight";
-  case Phase::Optimizer:
-    return "optimizer";
-  }
-  llvm_unreachable("unknown phase");
+  return ::dtc::artifact::phaseName(phase);
 }
 
 /// What a memory slot holds (a slot's "category").
-enum class MemoryCategory {
-  Param,
-  Grad,
-  Optimizer,
-  Activation,
-  Input,
-  Constant,
-  Scalar
-};
-
+using MemoryCategory = ::dtc::artifact::MemCategory;
 inline StringRef categoryName(MemoryCategory category) {
-  switch (category) {
-  case MemoryCategory::Param:
-    return "param";
-  case MemoryCategory::Grad:
-    return "grad";
-  case MemoryCategory::Optimizer:
-    return "optimizer";
-  case MemoryCategory::Activation:
-    return "activation";
-  case MemoryCategory::Input:
-    return "input";
-  case MemoryCategory::Constant:
-    return "constant";
-  case MemoryCategory::Scalar:
-    return "scalar";
-  }
-  llvm_unreachable("unknown memory category");
+  return ::dtc::artifact::memCategoryName(category);
 }
 
 /// A collective's "reduction".
