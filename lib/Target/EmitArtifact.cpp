@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/KernelRule.h"
+#include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Sharding/Sharding.h"
 #include "dtc/Target/Artifact.h"
@@ -103,7 +104,7 @@ enum class Pool { Step, Temp, MicroBatch };
 class Emitter {
 public:
   Emitter(ModuleOp module, func::FuncOp step, ArrayRef<int64_t> grid,
-          DictionaryAttr plan, ArtifactState &shared)
+          const Plan &plan, ArtifactState &shared)
       : module(module), step(step), grid(grid), plan(plan), shared(shared),
         tensors(shared.tensors), communicators(shared.communicators),
         commNames(shared.commNames) {}
@@ -144,7 +145,7 @@ private:
   ModuleOp module;
   func::FuncOp step;
   ArrayRef<int64_t> grid;
-  DictionaryAttr plan;
+  const Plan &plan;
   ArtifactState &shared;
 
   json &tensors, buffers = json::array(), constants = json::array(),
@@ -288,12 +289,9 @@ FailureOr<std::string> Emitter::communicator(ArrayRef<int16_t> axes) {
                                 << " of a " << grid.size() << "-axis grid";
   // Name it after the parallel dimension it serves when the plan says so.
   std::string name;
-  if (auto axesDict = plan ? plan.getAs<DictionaryAttr>("axes") : nullptr)
-    for (NamedAttribute entry : axesDict)
-      if (auto planAxes = dyn_cast<DenseI64ArrayAttr>(entry.getValue()))
-        if (std::equal(planAxes.asArrayRef().begin(),
-                       planAxes.asArrayRef().end(), key.begin(), key.end()))
-          name = entry.getName().str();
+  for (const auto &[kind, planAxes] : plan.namedAxes())
+    if (std::equal(planAxes.begin(), planAxes.end(), key.begin(), key.end()))
+      name = kind;
   if (name.empty()) {
     name = "axes";
     for (int16_t axis : axes)
@@ -944,8 +942,8 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
   auto stageAttr =
       step->getAttrOfType<IntegerAttr>(DtcDialect::kPipelineStageAttr);
   const int64_t stage = stageAttr ? stageAttr.getInt() : 0;
-  mbAxes = planAxes(module, kMicrobatchAxesKey);
-  SmallVector<int64_t> ppAxes = planAxes(module, "pp");
+  mbAxes = plan.microbatchAxes;
+  SmallVector<int64_t> ppAxes = plan.ppAxes;
   Block &body = step.getBody().front();
   auto isMb = [&](ArrayRef<int16_t> axes) {
     return llvm::any_of(axes, [&](int16_t a) { return isMicroBatchAxis(a); });
@@ -1458,22 +1456,14 @@ FailureOr<json> Emitter::runPipeline(const ArtifactOptions &options) {
 
 } // namespace
 
-json planToJson(DictionaryAttr plan, const ArtifactOptions &options) {
+json planToJson(const Plan &plan, const ArtifactOptions &options) {
   json planJson = json::object();
-  if (plan) {
-    for (NamedAttribute entry : plan) {
-      if (auto i = dyn_cast<IntegerAttr>(entry.getValue()))
-        planJson[entry.getName().str()] = i.getInt();
-    }
-    if (auto axes = plan.getAs<DictionaryAttr>("axes")) {
-      json axesJson = json::object();
-      for (NamedAttribute entry : axes)
-        if (auto list = dyn_cast<DenseI64ArrayAttr>(entry.getValue()))
-          axesJson[entry.getName().str()] = std::vector<int64_t>(
-              list.asArrayRef().begin(), list.asArrayRef().end());
-      planJson["axes"] = axesJson;
-    }
-  }
+  for (const auto &[key, count] : plan.namedCounts())
+    planJson[key] = count;
+  json axesJson = json::object();
+  for (const auto &[kind, axes] : plan.namedAxes())
+    axesJson[kind] = std::vector<int64_t>(axes.begin(), axes.end());
+  planJson["axes"] = axesJson;
   for (auto &[key, value] : options.planExtras.items())
     planJson[key] = value;
   return planJson;
@@ -1484,17 +1474,15 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
   SmallVector<func::FuncOp> steps = trainSteps(module);
   if (steps.empty())
     return module.emitError() << "no training step to emit";
-  auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
-  auto gridRef = plan ? plan.getAs<FlatSymbolRefAttr>("grid") : nullptr;
-  if (!gridRef)
+  std::optional<Plan> plan = getPlan(module);
+  if (!plan)
     return module.emitError()
            << "the module has no dtc.plan grid (not partitioned)";
-  FailureOr<SmallVector<int64_t>> grid =
-      getGridShape(module, gridRef.getValue());
+  FailureOr<SmallVector<int64_t>> grid = getGridShape(module, plan->grid);
   if (failed(grid))
     return failure();
   // Devices: the grid without its virtual micro-batch axes (the last ones).
-  SmallVector<int64_t> mbAxes = planAxes(module, kMicrobatchAxesKey);
+  SmallVector<int64_t> mbAxes = plan->microbatchAxes;
   SmallVector<int64_t> mesh(grid->begin(), grid->end() - mbAxes.size());
   int64_t devices = 1;
   for (int64_t size : mesh)
@@ -1506,7 +1494,7 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
   if (pipelined && options.pipeline.is_null())
     return module.emitError() << "a pipelined step needs a schedule to emit";
   for (func::FuncOp step : steps) {
-    Emitter emitter(module, step, *grid, plan, shared);
+    Emitter emitter(module, step, *grid, *plan, shared);
     FailureOr<json> program =
         pipelined ? emitter.runPipeline(options) : emitter.run(options);
     if (failed(program))
@@ -1519,7 +1507,7 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
             {"source", options.sourceName},
             {"mesh", std::vector<int64_t>(mesh.begin(), mesh.end())},
             {"devices", devices},
-            {"plan", planToJson(plan, options)},
+            {"plan", planToJson(*plan, options)},
             {"optimizer", options.optimizer}};
   body["communicators"] = std::move(shared.communicators);
   body["tensors"] = std::move(shared.tensors);
@@ -1534,7 +1522,9 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
 
 int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches) {
   auto module = step->getParentOfType<ModuleOp>();
-  SmallVector<int64_t> mbAxes = planAxes(module, kMicrobatchAxesKey);
+  std::optional<Plan> plan = getPlan(module);
+  SmallVector<int64_t> mbAxes =
+      plan ? plan->microbatchAxes : SmallVector<int64_t>();
   llvm::DenseMap<Value, ValueScope> scope;
   bool perMicroBatch =
       !mbAxes.empty() && succeeded(classifyScopes(step, mbAxes, scope));
