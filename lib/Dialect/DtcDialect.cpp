@@ -1,6 +1,8 @@
 //===- DtcDialect.cpp - dtc dialect registration and attributes ----------===//
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/InitSpec.h"
+#include "dtc/Dialect/Plan.h"
+#include "dtc/Dialect/Utils.h"
 #include "dtc/runtime/Suggest.h"
 
 #include "mlir/IR/DialectImplementation.h"
@@ -13,6 +15,7 @@ using namespace mlir;
 using namespace mlir::dtc;
 
 #include "dtc/Dialect/DtcDialect.cpp.inc"
+#include "dtc/Dialect/DtcEnums.cpp.inc"
 #include "dtc/Dialect/DtcInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
@@ -107,8 +110,12 @@ LogicalResult mlir::dtc::verifyKnownAttributes(Operation *op) {
 LogicalResult DtcDialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attr) {
   StringRef name = attr.getName().strref();
+  if (name == kPlanAttr && isa<ModuleOp>(op)) {
+    if (!isa<PlanAttr>(attr.getValue()))
+      return op->emitError() << "'dtc.plan' must be a #dtc.plan attribute";
+    return success();
+  }
   if (llvm::is_contained(kPassOpAttrs, name) ||
-      (name == kPlanAttr && isa<ModuleOp>(op)) ||
       (llvm::is_contained(kFunctionAttrs, name) &&
        isa<FunctionOpInterface>(op)))
     return success();
@@ -202,11 +209,8 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
   if (name == kPinPriorityAttr) {
-    auto str = dyn_cast<StringAttr>(attr.getValue());
-    if (!str || (str.getValue() != "user" && str.getValue() != "strategy" &&
-                 str.getValue() != "storage"))
-      return fail() << "'dtc.pin_priority' must be \"user\", \"strategy\" or "
-                       "\"storage\"";
+    if (!enumOf<PinPriority>(attr.getValue()))
+      return fail() << "'dtc.pin_priority' must be " << pinPriorityNames();
     return success();
   }
   if (name == kRegatherAttr) {

@@ -54,18 +54,3 @@ func::FuncOp mlir::dtc::findTrainStep(ModuleOp module) {
   SmallVector<func::FuncOp> steps = trainSteps(module);
   return steps.size() == 1 ? steps.front() : func::FuncOp();
 }
-
-SmallVector<int64_t> mlir::dtc::planAxes(ModuleOp module, StringRef key) {
-  auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
-  auto axes = plan ? plan.getAs<DictionaryAttr>("axes") : nullptr;
-  auto list = axes ? axes.getAs<DenseI64ArrayAttr>(key) : nullptr;
-  if (!list)
-    return {};
-  return SmallVector<int64_t>(list.asArrayRef());
-}
-
-int64_t mlir::dtc::planValue(ModuleOp module, StringRef key, int64_t fallback) {
-  auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
-  auto value = plan ? plan.getAs<IntegerAttr>(key) : nullptr;
-  return value ? value.getInt() : fallback;
-}

@@ -2,6 +2,7 @@
 #include "dtc/Driver/Compile.h"
 #include "dtc/CostModel/CostModel.h"
 #include "dtc/Dialect/DtcOps.h"
+#include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Target/Artifact.h"
@@ -840,6 +841,10 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   // schedule, their gradients summed before the one reduction and update.
   const int64_t microbatches = o.microbatches * o.gradAccum;
   planOptions.microbatches = microbatches;
+  planOptions.schedule = o.schedule;
+  // --remat auto settles the plan's recomputation below, once lowered.
+  planOptions.recompute = o.remat == "auto" ? "none" : o.remat;
+  planOptions.precision = o.precision;
 
   // The pipeline schedule: every stage's order of forwards and backwards.
   int64_t stages = planOptions.pp;
@@ -875,6 +880,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       !runStage("training-step",
                 [&](PassManager &pm) {
                   pm.addPass(mlir::dtc::createBuildTrainingStep(stepOptions));
+                  pm.addPass(mlir::dtc::createAssignLayers());
                 }) ||
       !runStage("planned", [&](PassManager &pm) {
         if (!o.pins.empty()) {
@@ -883,6 +889,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
           pm.addPass(mlir::dtc::createPinSharding(pinOptions));
         }
         pm.addPass(mlir::dtc::createApplyStrategy(planOptions));
+        pm.addPass(mlir::dtc::createMaterializePlan());
       }))
     return false;
 
@@ -890,11 +897,13 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   // emission of `target`; `print` for the module the artifact comes from.
   auto lower = [&](ModuleOp target, const std::string &remat, bool print,
                    const json &rematChoice, json &out) -> bool {
-    mlir::dtc::RematerializeOptions rematOptions;
-    rematOptions.mode = remat;
+    std::optional<mlir::dtc::Plan> plan = mlir::dtc::getPlan(target);
+    plan->setRecompute(*mlir::dtc::symbolizeRecompute(remat));
+    mlir::dtc::setPlan(target, *plan);
     if (!runStageOn(target, print, "split",
                     [&](PassManager &pm) {
-                      pm.addPass(mlir::dtc::createRematerialize(rematOptions));
+                      pm.addPass(mlir::dtc::createRematerialize());
+                      pm.addPass(mlir::dtc::createBalanceStages());
                       pm.addPass(mlir::dtc::createSplitPipeline());
                     }) ||
         !runStageOn(target, print, "partitioned", [&](PassManager &pm) {

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "EmitterInternal.h"
+#include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Sharding/Sharding.h"
 #include "dtc/Version.h"
@@ -62,33 +63,25 @@ namespace {
 
 /// Everything the emitter reads of the module's dtc.plan.
 FailureOr<PlanInfo> readPlan(ModuleOp module) {
-  auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
-  auto gridRef = plan ? plan.getAs<FlatSymbolRefAttr>("grid") : nullptr;
-  if (!gridRef)
+  std::optional<Plan> plan = getPlan(module);
+  if (!plan)
     return module.emitError()
            << "the module has no dtc.plan grid (not partitioned)";
-  FailureOr<SmallVector<int64_t>> grid =
-      getGridShape(module, gridRef.getValue());
+  FailureOr<SmallVector<int64_t>> grid = getGridShape(module, plan->grid);
   if (failed(grid))
     return failure();
   PlanInfo info;
   info.grid = std::move(*grid);
-  info.microBatchAxes = planAxes(module, kMicrobatchAxesKey);
-  info.pipelineAxes = planAxes(module, "pp");
-  for (NamedAttribute entry : plan)
-    if (auto i = dyn_cast<IntegerAttr>(entry.getValue()))
-      info.record[entry.getName().str()] = i.getInt();
-  if (auto axes = plan.getAs<DictionaryAttr>("axes")) {
-    json axesJson = json::object();
-    for (NamedAttribute entry : axes)
-      if (auto list = dyn_cast<DenseI64ArrayAttr>(entry.getValue())) {
-        info.namedAxes.push_back(
-            {entry.getName().str(), SmallVector<int64_t>(list.asArrayRef())});
-        axesJson[entry.getName().str()] = std::vector<int64_t>(
-            list.asArrayRef().begin(), list.asArrayRef().end());
-      }
-    info.record["axes"] = axesJson;
+  info.microBatchAxes = plan->microbatchAxes;
+  info.pipelineAxes = plan->ppAxes;
+  for (const auto &[key, count] : plan->namedCounts())
+    info.record[key] = count;
+  json axesJson = json::object();
+  for (const auto &[kind, axes] : plan->namedAxes()) {
+    info.namedAxes.push_back({kind, axes});
+    axesJson[kind] = std::vector<int64_t>(axes.begin(), axes.end());
   }
+  info.record["axes"] = axesJson;
   return info;
 }
 
@@ -151,7 +144,9 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
 
 int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches) {
   auto module = step->getParentOfType<ModuleOp>();
-  SmallVector<int64_t> mbAxes = planAxes(module, kMicrobatchAxesKey);
+  std::optional<Plan> plan = getPlan(module);
+  SmallVector<int64_t> mbAxes =
+      plan ? plan->microbatchAxes : SmallVector<int64_t>();
   llvm::DenseMap<Value, ValueScope> scope;
   bool perMicroBatch =
       !mbAxes.empty() && succeeded(classifyScopes(step, mbAxes, scope));

@@ -1,7 +1,7 @@
-// RUN: dtc-opt %s -split-input-file -verify-diagnostics --dtc-build-training-step="optimizer=adam"
-// RUN: not dtc-opt %s -split-input-file --dtc-build-training-step="optimizer=lamb" 2>&1 | FileCheck %s --check-prefix=OPT
+// RUN: dtc-opt %s -split-input-file -verify-diagnostics --dtc-build-training-step="optimizer=adam" --dtc-assign-layers
+// RUN: not dtc-opt %s -split-input-file --dtc-build-training-step="optimizer=lamb" --dtc-assign-layers 2>&1 | FileCheck %s --check-prefix=OPT
 // OPT: error: option optimizer: unknown optimizer 'lamb' (expected sgd, adam, adamw or none)
-// RUN: not dtc-opt %s -split-input-file --dtc-build-training-step="lr=-1" 2>&1 | FileCheck %s --check-prefix=LR
+// RUN: not dtc-opt %s -split-input-file --dtc-build-training-step="lr=-1" --dtc-assign-layers 2>&1 | FileCheck %s --check-prefix=LR
 // LR: error: option lr: the learning rate must be a positive f32 number, got -1
 
 // Internal gradient ops have no gradient rule of their own.

@@ -3,10 +3,10 @@
 // stays f32; constants take their user's type), f32 master weights the
 // update reads and writes, the parameter their rounding; fp16 adds dynamic
 // loss scaling.
-// RUN: dtc-opt %s --dtc-build-training-step="precision=bf16-mixed" | FileCheck %s
-// RUN: dtc-opt %s --dtc-build-training-step="precision=fp16-mixed loss-scale=1024 loss-scale-window=7" | FileCheck %s --check-prefix=FP16
-// RUN: dtc-opt %s --dtc-build-training-step="precision=bf16-mixed optimizer=sgd grad-clip=1.0" | FileCheck %s --check-prefix=SGD
-// RUN: not dtc-opt %s --dtc-build-training-step="precision=fp8" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: dtc-opt %s --dtc-build-training-step="precision=bf16-mixed" --dtc-assign-layers | FileCheck %s
+// RUN: dtc-opt %s --dtc-build-training-step="precision=fp16-mixed loss-scale=1024 loss-scale-window=7" --dtc-assign-layers | FileCheck %s --check-prefix=FP16
+// RUN: dtc-opt %s --dtc-build-training-step="precision=bf16-mixed optimizer=sgd grad-clip=1.0" --dtc-assign-layers | FileCheck %s --check-prefix=SGD
+// RUN: not dtc-opt %s --dtc-build-training-step="precision=fp8" --dtc-assign-layers 2>&1 | FileCheck %s --check-prefix=BAD
 
 func.func @main(%w: tensor<4x3xf32> {dtc.param, dtc.name = "w"},
                 %x: tensor<2x4xf32> {dtc.name = "x"},

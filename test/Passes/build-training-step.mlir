@@ -1,9 +1,9 @@
 // The training step: forward, reverse-mode autodiff through each op's
 // gradient rule, then the optimizer, with roles and phases on everything.
-// RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=adamw lr=0.01 weight-decay=0.1" | FileCheck %s
-// RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=sgd lr=0.5" | FileCheck %s --check-prefix=SGD
-// RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=none" | FileCheck %s --check-prefix=GRADS
-// RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=adam grad-clip=1.0" | FileCheck %s --check-prefix=CLIP
+// RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=adamw lr=0.01 weight-decay=0.1" --dtc-assign-layers | FileCheck %s
+// RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=sgd lr=0.5" --dtc-assign-layers | FileCheck %s --check-prefix=SGD
+// RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=none" --dtc-assign-layers | FileCheck %s --check-prefix=GRADS
+// RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=adam grad-clip=1.0" --dtc-assign-layers | FileCheck %s --check-prefix=CLIP
 
 // A tied embedding (used by the lookup and, transposed, by the head), a
 // residual, and a parameter that does not reach the loss.

@@ -1,6 +1,6 @@
 // Layers of the training step, read off the forward data flow, and the
 // split of the backward into input gradients (B) and weight gradients (W).
-// RUN: dtc-opt %s --split-input-file --dtc-build-training-step | FileCheck %s
+// RUN: dtc-opt %s --split-input-file --dtc-build-training-step --dtc-assign-layers | FileCheck %s
 
 // Two pre-norm residual blocks between a tied embedding and its head. The
 // residual stream is the only activation live between sublayers, so each

@@ -10,7 +10,7 @@
 // CHECK: %[[E:.*]] = dtc.exp %{{.*}} : tensor<2x16xf32>
 // CHECK-NEXT: %[[T:.*]] = shard.all_to_all %[[E]] on @mesh grid_axes = [0] split_axis = 1 concat_axis = 0 {{.*}}: tensor<2x16xf32> -> tensor<8x4xf32>
 // CHECK-NEXT: "dtc.softmax"(%[[T]]) {{.*}}: (tensor<8x4xf32>) -> tensor<8x4xf32>
-module attributes {dtc.plan = {grid = @mesh}} {
+module attributes {dtc.plan = #dtc.plan<@mesh>} {
   shard.grid @mesh(shape = 4)
   func.func @train_step(%x: tensor<8x16xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0], []]>}) -> tensor<8x16xf32> {
     %0 = "dtc.exp"(%x) {dtc.factor_axes = [array<i64: 0>, array<i64>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
@@ -31,7 +31,7 @@ module attributes {dtc.plan = {grid = @mesh}} {
 // CHECK-NEXT: %[[T:.*]] = shard.all_to_all %[[P]] on @mesh grid_axes = [0] split_axis = 1 concat_axis = 0 {{.*}}: tensor<2x12xf32> -> tensor<8x3xf32>
 // CHECK-NEXT: %[[C:.*]] = "dtc.pad"(%[[T]]) {{.*}}: (tensor<8x3xf32>) -> tensor<6x3xf32>
 // CHECK-NEXT: "dtc.softmax"(%[[C]]) {{.*}}: (tensor<6x3xf32>) -> tensor<6x3xf32>
-module attributes {dtc.plan = {grid = @mesh}} {
+module attributes {dtc.plan = #dtc.plan<@mesh>} {
   shard.grid @mesh(shape = 4)
   func.func @train_step(%x: tensor<6x10xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0], []]>}) -> tensor<6x10xf32> {
     %0 = "dtc.exp"(%x) {dtc.factor_axes = [array<i64: 0>, array<i64>]} : (tensor<6x10xf32>) -> tensor<6x10xf32>
@@ -51,7 +51,7 @@ module attributes {dtc.plan = {grid = @mesh}} {
 // CHECK-NEXT: dtc.tanh %[[RS]] {{.*}}: tensor<4x4xf32>
 // CHECK: %[[MAX:.*]] = "dtc.reduce_max"{{.*}} -> tensor<4xf32>
 // CHECK-NEXT: shard.all_reduce %[[MAX]] on @mesh grid_axes = [0] reduction = max {{.*}}: tensor<4xf32> -> tensor<4xf32>
-module attributes {dtc.plan = {grid = @mesh}} {
+module attributes {dtc.plan = #dtc.plan<@mesh>} {
   shard.grid @mesh(shape = 2x2)
   func.func @train_step(%a: tensor<8x16xf32> {dtc.sharding = #dtc.sharding<@mesh, [[], [1]]>},
                         %b: tensor<16x4xf32> {dtc.sharding = #dtc.sharding<@mesh, [[1], []]>},

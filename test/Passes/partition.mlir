@@ -1,14 +1,14 @@
 // Data parallelism on a 2x2 grid: the planner shards every input's batch
 // over both axes and propagates factor shardings; the partitioner rewrites
 // to local shapes and inserts the collectives.
-// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-apply-strategy="mesh=2,2" | FileCheck %s --check-prefix=PLAN
-// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-apply-strategy="mesh=2,2" --dtc-partition | FileCheck %s
+// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-assign-layers --dtc-apply-strategy="mesh=2,2" --dtc-materialize-plan | FileCheck %s --check-prefix=PLAN
+// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-assign-layers --dtc-apply-strategy="mesh=2,2" --dtc-materialize-plan --dtc-partition | FileCheck %s
 // Exactly two collectives reduce anything: the gradient and the loss.
-// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-apply-strategy="mesh=2,2" --dtc-partition | grep -c "shard.all_reduce " | FileCheck %s --check-prefix=COUNT
+// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-assign-layers --dtc-apply-strategy="mesh=2,2" --dtc-materialize-plan --dtc-partition | grep -c "shard.all_reduce " | FileCheck %s --check-prefix=COUNT
 // COUNT: {{^}}2{{$}}
-// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-apply-strategy="mesh=1" --dtc-partition | FileCheck %s --check-prefix=ONE
+// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-assign-layers --dtc-apply-strategy="mesh=1" --dtc-materialize-plan --dtc-partition | FileCheck %s --check-prefix=ONE
 
-// PLAN: module attributes {dtc.plan = {axes = {dp = array<i64: 0, 1>}, dp = 4 : i64, grid = @mesh, microbatches = 1 : i64, pp = 1 : i64, tp = 1 : i64, virtual_stages = 1 : i64, zero = 0 : i64}}
+// PLAN: module attributes {dtc.plan = #dtc.plan<@mesh, dp = 4 on [0, 1], tp = 1, pp = 1, microbatches = 1, virtual_stages = 1, zero = 0, schedule = "none", recompute = none, precision = "f32">}
 // PLAN: shard.grid @mesh(shape = 2x2)
 // PLAN-LABEL: func.func @train_step(
 // PLAN-SAME: dtc.name = "w", dtc.role = "param", dtc.sharding = #dtc.sharding<@mesh, {{\[\[}}], []]>

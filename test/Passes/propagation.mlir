@@ -7,7 +7,7 @@
 // contracts over axis 0 (w's rows), so x's rows stay whole there.
 // CHECK-LABEL: func.func @train_step
 // CHECK: "dtc.matmul"{{.*}}dtc.factor_axes = [array<i64>, array<i64>, array<i64: 0>]
-module attributes {dtc.plan = {grid = @mesh}} {
+module attributes {dtc.plan = #dtc.plan<@mesh>} {
   shard.grid @mesh(shape = 2)
   func.func @train_step(%x: tensor<8x16xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0], []]>, dtc.pin_priority = "strategy"},
                         %w: tensor<16x4xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0], []]>, dtc.pin_priority = "user"}) -> tensor<8x4xf32> {
@@ -21,7 +21,7 @@ module attributes {dtc.plan = {grid = @mesh}} {
 // The same pins at equal priority: the first operand wins.
 // CHECK-LABEL: func.func @train_step
 // CHECK: "dtc.matmul"{{.*}}dtc.factor_axes = [array<i64: 0>, array<i64>, array<i64>]
-module attributes {dtc.plan = {grid = @mesh}} {
+module attributes {dtc.plan = #dtc.plan<@mesh>} {
   shard.grid @mesh(shape = 2)
   func.func @train_step(%x: tensor<8x16xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0], []]>},
                         %w: tensor<16x4xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0], []]>}) -> tensor<8x4xf32> {
@@ -41,7 +41,7 @@ module attributes {dtc.plan = {grid = @mesh}} {
 // CHECK: "dtc.add"{{.*}}dtc.factor_axes = [array<i64>, array<i64: 0>]
 // CHECK: dtc.tanh {{.*}}dtc.factor_axes = [array<i64>, array<i64: 0>]
 // CHECK: dtc.exp {{.*}}dtc.factor_axes = [array<i64>, array<i64: 0>]
-module attributes {dtc.plan = {grid = @mesh}} {
+module attributes {dtc.plan = #dtc.plan<@mesh>} {
   shard.grid @mesh(shape = 2)
   func.func @train_step(%a: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
     %0 = "dtc.add"(%a, %b) : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
@@ -60,7 +60,7 @@ module attributes {dtc.plan = {grid = @mesh}} {
 // CHECK: "dtc.reshape"{{.*}}dtc.factor_axes = [array<i64: 0>, array<i64: 1>, array<i64>]{{.*}}-> tensor<2x4x16xf32>
 // CHECK: "dtc.reshape"{{.*}}dtc.factor_axes = [array<i64: 0>, array<i64: 1>, array<i64>]{{.*}}-> tensor<8x16xf32>
 // CHECK: dtc.tanh {{.*}}dtc.factor_axes = [array<i64: 0, 1>, array<i64>]
-module attributes {dtc.plan = {grid = @mesh}} {
+module attributes {dtc.plan = #dtc.plan<@mesh>} {
   shard.grid @mesh(shape = 2x4)
   func.func @train_step(%x: tensor<8x16xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0, 1], []]>}) -> tensor<8x16xf32> {
     %0 = "dtc.reshape"(%x) : (tensor<8x16xf32>) -> tensor<2x4x16xf32>
@@ -80,7 +80,7 @@ module attributes {dtc.plan = {grid = @mesh}} {
 // CHECK-SAME: %arg2: tensor<8xf32> {dtc.sharding = #dtc.sharding<@mesh, {{\[\[}}0]]>}
 // CHECK: "dtc.add"{{.*}}dtc.factor_axes = [array<i64: 0>]
 // CHECK: "dtc.mul"{{.*}}dtc.factor_axes = [array<i64: 0>]
-module attributes {dtc.plan = {grid = @mesh}} {
+module attributes {dtc.plan = #dtc.plan<@mesh>} {
   shard.grid @mesh(shape = 2)
   func.func @train_step(%a: tensor<8xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0]]>},
                         %r: tensor<8xf32> {dtc.sharding = #dtc.sharding<@mesh, [[]]>, dtc.pin_priority = "user"},
@@ -102,7 +102,7 @@ module attributes {dtc.plan = {grid = @mesh}} {
 // CHECK-SAME: %arg1: tensor<16x4xf32> {dtc.pin_priority = "storage", dtc.sharding = #dtc.sharding<@mesh, {{\[\[}}0], []]>}
 // CHECK: "dtc.matmul"{{.*}}dtc.factor_axes = [array<i64: 0>, array<i64>, array<i64>]
 // CHECK: dtc.tanh {{.*}}dtc.factor_axes = [array<i64: 0>, array<i64>]
-module attributes {dtc.plan = {grid = @mesh}} {
+module attributes {dtc.plan = #dtc.plan<@mesh>} {
   shard.grid @mesh(shape = 2)
   func.func @train_step(%x: tensor<8x16xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0], []]>, dtc.pin_priority = "strategy"},
                         %w: tensor<16x4xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0], []]>, dtc.pin_priority = "storage"}) -> tensor<8x4xf32> {
@@ -119,7 +119,7 @@ module attributes {dtc.plan = {grid = @mesh}} {
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %arg1: tensor<8xf32> {dtc.sharding = #dtc.sharding<@mesh, {{\[\[}}]]>}
 // CHECK: "dtc.add"{{.*}}dtc.factor_axes = [array<i64>]
-module attributes {dtc.plan = {grid = @mesh}} {
+module attributes {dtc.plan = #dtc.plan<@mesh>} {
   shard.grid @mesh(shape = 2)
   func.func @train_step(%w: tensor<8xf32> {dtc.sharding = #dtc.sharding<@mesh, [[0]]>, dtc.pin_priority = "storage"},
                         %y: tensor<8xf32>) -> tensor<8xf32> {

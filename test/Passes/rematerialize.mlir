@@ -1,9 +1,9 @@
 // Activation checkpointing: forward ops cloned into the backward of their
 // layer, the backward reading the clones.
-// RUN: dtc-opt %s --dtc-build-training-step --dtc-rematerialize=mode=full | FileCheck %s --check-prefix=FULL
-// RUN: dtc-opt %s --dtc-build-training-step --dtc-rematerialize=mode=selective | FileCheck %s --check-prefix=SEL
-// RUN: dtc-opt %s --dtc-build-training-step --dtc-rematerialize=mode=none | FileCheck %s --check-prefix=NONE
-// RUN: not dtc-opt %s --dtc-build-training-step --dtc-rematerialize=mode=half 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-rematerialize=mode=full | FileCheck %s --check-prefix=FULL
+// RUN: dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-rematerialize=mode=selective | FileCheck %s --check-prefix=SEL
+// RUN: dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-rematerialize=mode=none | FileCheck %s --check-prefix=NONE
+// RUN: not dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-rematerialize=mode=half 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Layer 1 is the residual MLP block (norm, matmul, gelu, matmul, add);
 // its input %[[X0]] (the embedding) and output %[[X1]] are the only values

@@ -3,6 +3,7 @@
 #define DTC_DIALECT_DTCATTRS_TD
 
 include "dtc/Dialect/DtcDialect.td"
+include "dtc/Dialect/DtcEnums.td"
 
 def Dtc_ShardingAttr : AttrDef<Dtc_Dialect, "Sharding"> {
   let mnemonic = "sharding";
@@ -43,6 +44,51 @@ def Dtc_ShardingAttr : AttrDef<Dtc_Dialect, "Sharding"> {
     bool isReplicated() const;
     bool isPartial() const { return !getPartial().empty(); }
   }];
+}
+
+def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
+  let mnemonic = "plan";
+  let summary = "The parallel plan of a module: what every later pass applies";
+  let description = [{
+    Written by a planner (`dtc-apply-strategy` from the strategy's degrees,
+    or a search) on the module as `dtc.plan`, read by every pass after it
+    and by the emitter. `Plan` (include/dtc/Dialect/Plan.h) is its C++
+    mirror; both are checked by `Plan::verify`, the one place that says what
+    a valid plan is.
+
+    ```mlir
+    #dtc.plan<@mesh, dp = 2 on [0], tp = 2 on [1], pp = 2 on [2],
+              microbatches = 4 on [3], virtual_stages = 1, zero = 1,
+              schedule = "1f1b", recompute = full, stage_cuts = [3],
+              precision = "f32">
+    ```
+    Per parallel kind its degree and the grid axes it takes (`on [...]`,
+    left out when none); `microbatches`' axis is the virtual one the emitter
+    loops over. `recompute` is one mode per pipeline stage (a single mode
+    when they agree); `stage_cuts` the first layer of every virtual stage
+    after the first (left out until a planner decides them). Every entry but
+    the grid may be left out and takes its default (degrees 1, zero 0,
+    schedule "none", recompute none, precision "f32").
+  }];
+  let parameters = (ins
+    "::mlir::FlatSymbolRefAttr":$grid,
+    "int64_t":$dp,
+    OptionalArrayRefParameter<"int64_t">:$dpAxes,
+    "int64_t":$tp,
+    OptionalArrayRefParameter<"int64_t">:$tpAxes,
+    "int64_t":$pp,
+    OptionalArrayRefParameter<"int64_t">:$ppAxes,
+    "int64_t":$microbatches,
+    OptionalArrayRefParameter<"int64_t">:$microbatchAxes,
+    "int64_t":$virtualStages,
+    "int64_t":$zero,
+    StringRefParameter<"pipeline schedule">:$schedule,
+    OptionalArrayRefParameter<"::mlir::dtc::Recompute">:$recompute,
+    OptionalArrayRefParameter<"int64_t">:$stageCuts,
+    "::mlir::dtc::Precision":$precision
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
 }
 
 #endif // DTC_DIALECT_DTCATTRS_TD

@@ -9,5 +9,6 @@
 #include "mlir/IR/Dialect.h"
 
 #include "dtc/Dialect/DtcDialect.h.inc"
+#include "dtc/Dialect/DtcEnums.h.inc"
 
 #endif // DTC_DIALECT_DTCDIALECT_H

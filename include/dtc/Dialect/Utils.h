@@ -2,10 +2,12 @@
 #ifndef DTC_DIALECT_UTILS_H
 #define DTC_DIALECT_UTILS_H
 
+#include "dtc/Dialect/DtcDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include <optional>
 #include <string>
 
 namespace mlir::dtc {
@@ -34,12 +36,60 @@ SmallVector<func::FuncOp> trainSteps(ModuleOp module);
 /// The training step when there is exactly one, else null.
 func::FuncOp findTrainStep(ModuleOp module);
 
-/// Key of the virtual micro-batch axis in dtc.plan's "axes".
-constexpr StringLiteral kMicrobatchAxesKey = "mb";
-/// The plan's grid axes for `key` ("dp", "pp", "mb", ...), empty if none.
-SmallVector<int64_t> planAxes(ModuleOp module, StringRef key);
-/// An integer entry of dtc.plan, or `fallback`.
-int64_t planValue(ModuleOp module, StringRef key, int64_t fallback);
+/// The names of DtcEnums.td as the IR spells them (string attributes).
+template <typename Enum> StringAttr enumAttr(MLIRContext *ctx, Enum value) {
+  return StringAttr::get(ctx, stringifyEnum(value));
+}
+/// The enum value a string attribute names; nothing for null, another kind
+/// of attribute or an unknown name.
+template <typename Enum> std::optional<Enum> enumOf(Attribute attr) {
+  auto name = dyn_cast_or_null<StringAttr>(attr);
+  return name ? symbolizeEnum<Enum>(name.getValue()) : std::nullopt;
+}
+
+/// dtc.phase of `op` (nothing for ops outside the phases, the return).
+inline std::optional<Phase> phaseOf(Operation *op) {
+  return enumOf<Phase>(op->getAttr(DtcDialect::kPhaseAttr));
+}
+inline void setPhase(Operation *op, Phase phase) {
+  op->setAttr(DtcDialect::kPhaseAttr, enumAttr(op->getContext(), phase));
+}
+inline bool isPhase(Operation *op, Phase phase) { return phaseOf(op) == phase; }
+/// Backward B or W.
+inline bool isBackward(Operation *op) {
+  std::optional<Phase> phase = phaseOf(op);
+  return phase == Phase::BackwardInput || phase == Phase::BackwardWeight;
+}
+
+/// dtc.role of a function's argument or result.
+inline std::optional<Role> argRole(func::FuncOp func, unsigned index) {
+  return enumOf<Role>(func.getArgAttr(index, DtcDialect::kRoleAttr));
+}
+inline std::optional<Role> resultRole(func::FuncOp func, unsigned index) {
+  return enumOf<Role>(func.getResultAttr(index, DtcDialect::kRoleAttr));
+}
+inline NamedAttribute roleAttr(MLIRContext *ctx, Role role) {
+  return NamedAttribute(StringAttr::get(ctx, DtcDialect::kRoleAttr),
+                        enumAttr(ctx, role));
+}
+
+/// "a", "b" or "c": every name of `Enum`, quoted, for messages.
+template <typename Enum>
+std::string quotedNames(std::optional<Enum> (*fromInt)(uint32_t),
+                        uint32_t count) {
+  std::string out;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (i > 0)
+      out += i + 1 == count ? " or " : ", ";
+    out += "\"" + stringifyEnum(*fromInt(i)).str() + "\"";
+  }
+  return out;
+}
+/// "\"user\", \"strategy\" or \"storage\"".
+inline std::string pinPriorityNames() {
+  return quotedNames<PinPriority>(symbolizePinPriority,
+                                  getMaxEnumValForPinPriority() + 1);
+}
 
 } // namespace mlir::dtc
 

@@ -64,27 +64,30 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dtc::DtcDialect", "::mlir::arith::ArithDialect"];
 }
 
-def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
-  let summary = "Annotates @train_step with a pinned parallel plan";
+def AssignLayers : Pass<"dtc-assign-layers", "::mlir::ModuleOp"> {
+  let summary = "Tags every op of the training step with its layer (dtc.layer)";
   let description = [{
-    Creates the device grid (`shard.grid @mesh`), maps each parallel degree
-    to grid axes (tensor parallelism takes the innermost axes whose sizes
-    multiply to `tp`, pipeline stages the next axes multiplying to `pp`,
-    data parallelism the outer rest), pins the shardings the degrees imply
-    (every data input's batch dimension over the dp axes; with tp > 1
-    Megatron's vocab-parallel embedding tables and column-parallel weights)
-    and lets sharding propagation derive a sharding for every argument and a
-    factor sharding (`dtc.factor_axes`) for every op. With `zero` >= 1 a
-    second round plans the optimizer phase split over the data-parallel axes
-    too: each rank updates its piece of every parameter, from the optimizer
-    state it stores (split by storage pins) and its piece of the gradient
-    (the partitioner reduce-scatters it); the updated pieces are gathered
-    back into the parameters. ZeRO-2 differs from 1 only in when the
-    reduce-scatter runs (dtc-schedule-collectives). With `zero` = 3 the
-    parameters are stored split as well (marked `dtc.regather`): the forward
-    and backward never see it, and the partitioner gathers each where it is
-    used. The partitioner reads only these annotations, so a searched plan
-    and a pinned one look the same to it.
+    Cuts the forward's chain of activations (values depending on both a
+    parameter and the data) where the fewest activations are live (for a
+    transformer, the residual stream between blocks); segments without a
+    parameter join the one before. Other forward ops take their first
+    consumer's layer, backward ops their forward op's (`dtc.forward`),
+    optimizer ops the layer of the parameter they update or the latest
+    layer they read from. Layers are the unit of recomputation
+    (`dtc-rematerialize`) and of pipeline stages (`dtc-balance-stages`).
+  }];
+}
+
+def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
+  let summary = "Turns a strategy's degrees into the module's plan (#dtc.plan)";
+  let description = [{
+    Strategy -> Plan. Creates the device grid (`shard.grid @mesh`), maps
+    each parallel degree to grid axes (tensor parallelism takes the
+    innermost axes whose sizes multiply to `tp`, pipeline stages the next
+    axes multiplying to `pp`, data parallelism the outer rest) and writes
+    the plan as `dtc.plan = #dtc.plan<...>` on the module, with the ZeRO
+    stage, the schedule, the recomputation and the precision it is given.
+    What the plan means for each value is `dtc-materialize-plan`'s job.
 
     With `microbatches` M > 1 (and always with pp > 1) the grid gets one
     more, virtual axis of size M (no devices: the emitter turns it into a
@@ -110,9 +113,54 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
            "model chunks per pipeline stage (interleaved schedules)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "micro-batches per step: a virtual grid axis splitting the batch "
-           "inside each data-parallel shard">
+           "inside each data-parallel shard">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "pipeline schedule of a pipelined plan">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "activation checkpointing on every stage: none, selective or full">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
+           "the precision the training step was built with">
   ];
+  let dependentDialects = ["::mlir::shard::ShardDialect", "::mlir::dtc::DtcDialect"];
+}
+
+def MaterializePlan : Pass<"dtc-materialize-plan", "::mlir::ModuleOp"> {
+  let summary = "Annotates the training step with the plan's shardings: pins, then propagation";
+  let description = [{
+    Plan -> pins -> propagation, for any planner that writes a `#dtc.plan`.
+    Pins the shardings the plan's degrees imply (every data input's batch
+    dimension over the dp axes and the micro-batch axis; with tp > 1
+    Megatron's vocab-parallel embedding tables and column-parallel weights),
+    keeps user pins (`dtc-pin-sharding`) over its own, and lets sharding
+    propagation derive a sharding for every argument and a factor sharding
+    (`dtc.factor_axes`) for every op. With `zero` >= 1 a second round plans
+    the optimizer phase split over the data-parallel axes too: each rank
+    updates its piece of every parameter, from the optimizer state it
+    stores (split by storage pins) and its piece of the gradient (the
+    partitioner reduce-scatters it); the updated pieces are gathered back
+    into the parameters. ZeRO-2 differs from 1 only in when the
+    reduce-scatter runs (dtc-schedule-collectives). With `zero` = 3 the
+    parameters are stored split as well (marked `dtc.regather`): the
+    forward and backward never see it, and the partitioner gathers each
+    where it is used. The partitioner reads only these annotations, so a
+    searched plan and a pinned one look the same to it.
+  }];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
+def BalanceStages : Pass<"dtc-balance-stages", "::mlir::ModuleOp"> {
+  let summary = "Writes the plan's stage cuts: layers balanced over the virtual stages";
+  let description = [{
+    For a plan with more than one virtual stage (pp x virtual-stages) and no
+    `stage_cuts` yet, cuts the layers (`dtc.layer`) into that many
+    contiguous groups balancing the cost model's compute estimate (every
+    op's flops: forward, backward, recomputation and optimizer; not the op
+    count) and records the first layer of each group after the first in
+    the plan (`balanceStages`, include/dtc/Planner/StageBalance.h). Runs
+    after `dtc-rematerialize`, whose recomputation is part of the cost;
+    `dtc-split-pipeline` only applies the cuts. Cuts a planner wrote are
+    kept.
+  }];
 }
 
 def Rematerialize : Pass<"dtc-rematerialize", "::mlir::ModuleOp"> {
@@ -130,11 +178,15 @@ def Rematerialize : Pass<"dtc-rematerialize", "::mlir::ModuleOp"> {
     `dtc.recompute`, `dtc.forward` (the id of the op they recompute), their
     layer, their original's plan annotations, and the phase of their first
     need (`backward_input` or `backward_weight`). The same kernels run on
-    the same inputs, so the numbers are unchanged.
+    the same inputs, so the numbers are unchanged. Without `mode`, each
+    layer takes the `recompute` mode of its pipeline stage in the plan
+    (modes that differ by stage need the plan's `stage_cuts`).
   }];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"full\"",
-           "none, full (keep layer boundaries) or selective (recompute cheap ops)">
+    Option<"mode", "mode", "std::string", /*default=*/"\"\"",
+           "none, full (keep layer boundaries) or selective (recompute cheap "
+           "ops) on every layer; by default the plan's recompute per "
+           "pipeline stage (full when the module has no plan)">
   ];
   let dependentDialects = ["::mlir::dtc::DtcDialect"];
 }
@@ -142,11 +194,10 @@ def Rematerialize : Pass<"dtc-rematerialize", "::mlir::ModuleOp"> {
 def SplitPipeline : Pass<"dtc-split-pipeline", "::mlir::ModuleOp"> {
   let summary = "Cuts the planned training step into one function per pipeline stage";
   let description = [{
-    Runs when the plan (`dtc.plan`) has pp > 1 or micro-batches. Assigns the
-    layers (`dtc.layer`) to pp x virtual-stages contiguous virtual stages,
-    balancing the cost model's compute estimate (every op's flops: forward,
-    backward and optimizer), not the op count; virtual stage k runs on
-    pipeline stage k mod pp. Builds one function per pipeline stage
+    Runs when the plan (`dtc.plan`) has pp > 1 or micro-batches. Places
+    the layers (`dtc.layer`) on the pp x virtual-stages virtual stages the
+    plan's `stage_cuts` give (`dtc-balance-stages` decides them); virtual
+    stage k runs on pipeline stage k mod pp. Builds one function per pipeline stage
     (`dtc.train_step`, `dtc.pipeline_stage`), every op tagged with its
     virtual stage (`dtc.stage`) and ordered forward, B, W, optimizer. A value
     used on another virtual stage becomes a message: a result with role
@@ -165,7 +216,7 @@ def PinSharding : Pass<"dtc-pin-sharding", "::mlir::ModuleOp"> {
   let description = [{
     For each `NAME=[[axes of dim 0], [axes of dim 1], ...]` in `pins`, sets
     `dtc.sharding` (on grid `grid`) and `dtc.pin_priority = "user"` on the
-    `@train_step` parameter named NAME. `dtc-apply-strategy` honours user
+    `@train_step` parameter named NAME. `dtc-materialize-plan` honours user
     pins over its own, and propagation plans everything else around them
     (docs/writing-a-sharding-pass.md walks through this pass).
   }];
@@ -180,7 +231,7 @@ def PinSharding : Pass<"dtc-pin-sharding", "::mlir::ModuleOp"> {
 def PropagateShardings : Pass<"dtc-propagate-shardings", "::mlir::ModuleOp"> {
   let summary = "Completes a plan from pinned shardings by propagation";
   let description = [{
-    Reads the plan's grid (`dtc.plan = {grid = @NAME}`) and the pins on
+    Reads the plan's grid (`dtc.plan = #dtc.plan<@NAME, ...>`) and the pins on
     `@train_step`: a `dtc.sharding` on an argument, or `dtc.pin` on an op (for
     its first result), each with an optional `dtc.pin_priority` of "user"
     (the default) or "strategy". Propagates them forward and backward
@@ -213,7 +264,7 @@ def Partition : Pass<"dtc-partition", "::mlir::ModuleOp"> {
 def ScheduleCollectives : Pass<"dtc-schedule-collectives", "::mlir::ModuleOp"> {
   let summary = "Orders ZeRO's collectives in the partitioned step";
   let description = [{
-    Runs after `dtc-partition` on the plan's ZeRO stage (`dtc.plan`'s
+    Runs after `dtc-partition` on the plan's ZeRO stage (`#dtc.plan`'s
     `zero`); moves collectives, never changes what they compute, and every
     rank moves them alike (their order stays matched):
     - ZeRO-1 with micro-batches: a gradient's sum over the micro-batch axis

@@ -140,16 +140,14 @@ struct BuildTrainingStepPass
     auto dict = [&](ArrayRef<NamedAttribute> entries) {
       return DictionaryAttr::get(ctx, entries);
     };
-    auto role = [&](StringRef r) {
-      return attrs.getNamedAttr(DtcDialect::kRoleAttr, attrs.getStringAttr(r));
-    };
+    auto role = [&](Role r) { return roleAttr(ctx, r); };
     auto named = [&](StringRef key, StringRef value) {
       return attrs.getNamedAttr(key, attrs.getStringAttr(value));
     };
     for (const ParamInfo &p : params) {
       argTypes.push_back(lowOf(main.getArgument(p.mainIndex).getType()));
       argAttrs.push_back(
-          dict({role("param"), named(DtcDialect::kNameAttr, p.name),
+          dict({role(Role::Param), named(DtcDialect::kNameAttr, p.name),
                 named(DtcDialect::kInitAttr, p.init)}));
     }
     auto derived = [&](StringRef base, StringRef suffix) {
@@ -174,7 +172,7 @@ struct BuildTrainingStepPass
       masterIndex[idx] = argTypes.size();
       argTypes.push_back(stateType(p));
       argAttrs.push_back(
-          dict({role("optimizer_state"),
+          dict({role(Role::OptimizerState),
                 named(DtcDialect::kNameAttr, derived(p.name, "master")),
                 named(DtcDialect::kOfAttr, p.name),
                 named(DtcDialect::kInitAttr, p.init),
@@ -186,7 +184,7 @@ struct BuildTrainingStepPass
         for (const ParamInfo &p : params) {
           argTypes.push_back(stateType(p));
           argAttrs.push_back(
-              dict({role("optimizer_state"),
+              dict({role(Role::OptimizerState),
                     named(DtcDialect::kNameAttr, derived(p.name, state)),
                     named(DtcDialect::kOfAttr, p.name),
                     named(DtcDialect::kInitAttr, "zeros")}));
@@ -195,8 +193,9 @@ struct BuildTrainingStepPass
     if (adam) {
       stepIndex = argTypes.size();
       argTypes.push_back(RankedTensorType::get({}, IntegerType::get(ctx, 64)));
-      argAttrs.push_back(dict(
-          {role("step"), named(DtcDialect::kNameAttr, DtcDialect::kStepName)}));
+      argAttrs.push_back(
+          dict({role(Role::Step),
+                named(DtcDialect::kNameAttr, DtcDialect::kStepName)}));
     }
     // Dynamic loss scaling's state: the scale, the run of good steps and the
     // count of skipped steps (replicated scalars, saved with the optimizer).
@@ -208,10 +207,10 @@ struct BuildTrainingStepPass
       auto state = [&](StringRef name, StringRef stateKind, Type type,
                        std::string init) {
         argTypes.push_back(type);
-        argAttrs.push_back(
-            dict({role("optimizer_state"), named(DtcDialect::kNameAttr, name),
-                  named(DtcDialect::kInitAttr, init),
-                  named(DtcDialect::kStateKindAttr, stateKind)}));
+        argAttrs.push_back(dict(
+            {role(Role::OptimizerState), named(DtcDialect::kNameAttr, name),
+             named(DtcDialect::kInitAttr, init),
+             named(DtcDialect::kStateKindAttr, stateKind)}));
       };
       state("loss_scale", "loss_scale", scalarF32,
             "fill(" + formatNumber(lossScale) + ")");
@@ -223,7 +222,7 @@ struct BuildTrainingStepPass
     for (const InputInfo &in : inputs) {
       argTypes.push_back(main.getArgument(in.mainIndex).getType());
       SmallVector<NamedAttribute> entries = {
-          role("input"), named(DtcDialect::kNameAttr, in.name)};
+          role(Role::Input), named(DtcDialect::kNameAttr, in.name)};
       if (in.max)
         entries.push_back(attrs.getNamedAttr(DtcDialect::kMaxAttr, in.max));
       argAttrs.push_back(dict(entries));
@@ -274,8 +273,7 @@ struct BuildTrainingStepPass
     // an id its backward ops refer to (dtc.forward).
     SmallVector<Operation *> forwardOps;
     for (Operation &op : *body) {
-      op.setAttr(DtcDialect::kPhaseAttr,
-                 b.getStringAttr(DtcDialect::kForwardPhase));
+      setPhase(&op, Phase::Forward);
       op.setAttr(DtcDialect::kIdAttr, b.getI64IntegerAttr(forwardOps.size()));
       forwardOps.push_back(&op);
     }
@@ -294,11 +292,11 @@ struct BuildTrainingStepPass
       return failure();
 
     // Optimizer.
-    Location optLoc = NameLoc::get(b.getStringAttr("optimizer"), loc);
+    Location optLoc =
+        NameLoc::get(b.getStringAttr(stringifyPhase(Phase::Optimizer)), loc);
     auto markFrom = [&](Operation *first) {
       for (Operation *op = first; op; op = op->getNextNode())
-        op->setAttr(DtcDialect::kPhaseAttr,
-                    b.getStringAttr(DtcDialect::kOptimizerPhase));
+        setPhase(op, Phase::Optimizer);
     };
     Operation *lastBefore = body->empty() ? nullptr : &body->back();
     auto markGradients = [&]() {
@@ -353,8 +351,9 @@ struct BuildTrainingStepPass
     }
 
     SmallVector<Value> results = {loss};
-    SmallVector<DictionaryAttr> resultAttrs = {dict(
-        {role("loss"), named(DtcDialect::kNameAttr, DtcDialect::kLossName)})};
+    SmallVector<DictionaryAttr> resultAttrs = {
+        dict({role(Role::Loss),
+              named(DtcDialect::kNameAttr, DtcDialect::kLossName)})};
     auto updates = [&](unsigned argIndex) {
       return attrs.getNamedAttr(DtcDialect::kUpdatesAttr,
                                 attrs.getI64IntegerAttr(argIndex));
@@ -363,7 +362,7 @@ struct BuildTrainingStepPass
       for (auto [idx, p] : llvm::enumerate(params)) {
         results.push_back((*grads)[idx]);
         resultAttrs.push_back(
-            dict({role("grad"),
+            dict({role(Role::Grad),
                   named(DtcDialect::kNameAttr,
                         p.name + DtcDialect::kDerivedNameSeparator + "grad"),
                   named(DtcDialect::kOfAttr, p.name)}));
@@ -404,17 +403,18 @@ struct BuildTrainingStepPass
           next = CastOp::create(b, optLoc, paramArgs[idx].getType(), next);
         }
         results.push_back(next);
-        resultAttrs.push_back(dict({role("update"), updates(idx)}));
+        resultAttrs.push_back(dict({role(Role::Update), updates(idx)}));
       }
       for (auto [arg, v] : newMasters) {
         results.push_back(v);
-        resultAttrs.push_back(dict({role("update"), updates(arg)}));
+        resultAttrs.push_back(dict({role(Role::Update), updates(arg)}));
       }
       for (auto [k, values] : llvm::enumerate(std::array{&newM, &newV}))
         for (auto [idx, v] : llvm::enumerate(*values)) {
           results.push_back(v);
-          resultAttrs.push_back(dict(
-              {role("update"), updates(momentBase + k * params.size() + idx)}));
+          resultAttrs.push_back(
+              dict({role(Role::Update),
+                    updates(momentBase + k * params.size() + idx)}));
         }
       if (lossScaleArg) {
         auto next = LossScaleUpdateOp::create(
@@ -425,7 +425,7 @@ struct BuildTrainingStepPass
         for (unsigned k = 0; k < 3; ++k) {
           results.push_back(next->getResult(k));
           resultAttrs.push_back(
-              dict({role("update"), updates(scaleIndex + k)}));
+              dict({role(Role::Update), updates(scaleIndex + k)}));
         }
       }
     }
@@ -446,7 +446,6 @@ struct BuildTrainingStepPass
     step.setFunctionType(FunctionType::get(ctx, argTypes, resultTypes));
     step.setAllResultAttrs(resultAttrs);
     step->setAttr(DtcDialect::kTrainStepAttr, b.getUnitAttr());
-    assignLayers(step, params.size());
     return success();
   }
 
@@ -678,190 +677,10 @@ struct BuildTrainingStepPass
         worklist.append(def->operand_begin(), def->operand_end());
       }
       for (Operation *op = firstBackward; op; op = op->getNextNode())
-        op->setAttr(DtcDialect::kPhaseAttr,
-                    b.getStringAttr(inputPath.contains(op)
-                                        ? DtcDialect::kBackwardInputPhase
-                                        : DtcDialect::kBackwardWeightPhase));
+        setPhase(op, inputPath.contains(op) ? Phase::BackwardInput
+                                            : Phase::BackwardWeight);
     }
     return paramGrads;
-  }
-
-  /// Tags every op of `step` with its layer (dtc.layer).
-  ///
-  /// A layer is read off the forward data flow, not off parameter names: an
-  /// activation is a value that depends on both a parameter and the data;
-  /// the forward ops producing activations form a chain in program order,
-  /// and the chain is cut wherever the fewest activations are live (for a
-  /// transformer: exactly the residual stream between blocks, since the
-  /// residual keeps two values live inside a block). Segments without a
-  /// parameter join the segment before them (an activation function belongs
-  /// to the layer it follows). Ops computed from parameters, constants or
-  /// data alone take the layer of their first consumer; backward ops the
-  /// layer of their forward op (dtc.forward); optimizer ops the layer of
-  /// the parameter they update, or the latest layer they read from. So a
-  /// cut between layers is a legal pipeline-stage boundary that sends the
-  /// fewest activations.
-  void assignLayers(func::FuncOp step, unsigned numParams) {
-    Block &body = step.front();
-    llvm::DenseSet<Value> onParam, onData;
-    for (BlockArgument arg : step.getArguments()) {
-      auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    DtcDialect::kRoleAttr);
-      if (arg.getArgNumber() < numParams)
-        onParam.insert(arg);
-      else if (role && role.getValue() == "input")
-        onData.insert(arg);
-    }
-    SmallVector<Operation *> forward;
-    for (Operation &op : body)
-      if (op.hasAttr(DtcDialect::kIdAttr))
-        forward.push_back(&op);
-    for (Operation *op : forward) {
-      bool p = llvm::any_of(op->getOperands(),
-                            [&](Value v) { return onParam.contains(v); });
-      bool d = llvm::any_of(op->getOperands(),
-                            [&](Value v) { return onData.contains(v); });
-      for (Value r : op->getResults()) {
-        if (p)
-          onParam.insert(r);
-        if (d)
-          onData.insert(r);
-      }
-    }
-    auto isActivation = [&](Value v) {
-      return onParam.contains(v) && onData.contains(v);
-    };
-    auto isWeight = [&](Value v) {
-      return onParam.contains(v) && !onData.contains(v);
-    };
-
-    // The chain and the number of activations live across each boundary
-    // (after chain[i], before chain[i + 1]).
-    SmallVector<Operation *> chain;
-    llvm::DenseMap<Operation *, int64_t> position;
-    for (Operation *op : forward)
-      if (llvm::any_of(op->getResults(), isActivation)) {
-        position[op] = chain.size();
-        chain.push_back(op);
-      }
-    int64_t n = chain.size();
-    SmallVector<int64_t> liveDelta(n + 1, 0);
-    for (Operation *op : chain)
-      for (Value r : op->getResults()) {
-        if (!isActivation(r))
-          continue;
-        int64_t lastUse = position[op];
-        for (Operation *user : r.getUsers())
-          if (auto it = position.find(user); it != position.end())
-            lastUse = std::max(lastUse, it->second);
-        ++liveDelta[position[op]];
-        --liveDelta[lastUse];
-      }
-    SmallVector<int64_t> live(n, 0);
-    int64_t running = 0, fewest = std::numeric_limits<int64_t>::max();
-    for (int64_t i = 0; i + 1 < n; ++i) {
-      running += liveDelta[i];
-      live[i] = running;
-      fewest = std::min(fewest, running);
-    }
-    // Segments, then those without a parameter merged into the one before.
-    SmallVector<int64_t> segmentOf(n, 0);
-    for (int64_t i = 1; i < n; ++i)
-      segmentOf[i] = segmentOf[i - 1] + (live[i - 1] == fewest ? 1 : 0);
-    int64_t segments = n ? segmentOf[n - 1] + 1 : 1;
-    SmallVector<bool> hasParam(segments, false);
-    for (Operation *op : chain)
-      if (llvm::any_of(op->getOperands(), isWeight))
-        hasParam[segmentOf[position[op]]] = true;
-    SmallVector<int64_t> layerOfSegment(segments, 0);
-    int64_t layers = 0;
-    bool seenParam = false;
-    for (int64_t seg = 0; seg < segments; ++seg) {
-      if (hasParam[seg] && seenParam)
-        ++layers;
-      seenParam |= hasParam[seg];
-      layerOfSegment[seg] = layers;
-    }
-
-    Builder b(step.getContext());
-    llvm::DenseMap<Operation *, int64_t> layerOf;
-    llvm::DenseMap<Attribute, int64_t> layerOfId;
-    for (Operation *op : chain) {
-      layerOf[op] = layerOfSegment[segmentOf[position[op]]];
-      layerOfId[op->getAttr(DtcDialect::kIdAttr)] = layerOf[op];
-    }
-    // The earliest layer among `op`'s users that have one (-1 if none).
-    auto firstUserLayer = [&](Operation *op) {
-      int64_t best = -1;
-      for (Operation *user : op->getUsers())
-        if (auto it = layerOf.find(user); it != layerOf.end())
-          best = best < 0 ? it->second : std::min(best, it->second);
-      return best;
-    };
-    for (Operation *op : llvm::reverse(forward))
-      if (!layerOf.count(op)) {
-        layerOf[op] = std::max<int64_t>(0, firstUserLayer(op));
-        layerOfId[op->getAttr(DtcDialect::kIdAttr)] = layerOf[op];
-      }
-    // A parameter's home: the first layer that reads it.
-    llvm::StringMap<int64_t> home;
-    for (unsigned i = 0; i < numParams; ++i) {
-      int64_t layer = -1;
-      for (Operation *user : step.getArgument(i).getUsers())
-        if (auto it = layerOf.find(user); it != layerOf.end())
-          layer = layer < 0 ? it->second : std::min(layer, it->second);
-      auto name = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
-      home[name.getValue()] = std::max<int64_t>(layer, 0);
-    }
-    auto argLayer = [&](BlockArgument arg) -> std::optional<int64_t> {
-      unsigned i = arg.getArgNumber();
-      StringAttr name =
-          step.getArgAttrOfType<StringAttr>(i, DtcDialect::kOfAttr);
-      if (!name && i < numParams)
-        name = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
-      if (!name)
-        return std::nullopt;
-      return home.lookup(name.getValue());
-    };
-    for (Operation &op : body) {
-      if (layerOf.count(&op) || isa<func::ReturnOp>(op) ||
-          isa<arith::ConstantOp>(op))
-        continue;
-      if (Attribute id = op.getAttr(DtcDialect::kForwardAttr)) {
-        layerOf[&op] = layerOfId.lookup(id);
-        continue;
-      }
-      // Optimizer (and clipping) ops: the parameter they update, else the
-      // gradient they read, else the latest layer their operands come from
-      // (a sum over all gradients ends in the last layer).
-      std::optional<int64_t> layer;
-      for (Value operand : op.getOperands())
-        if (auto arg = dyn_cast<BlockArgument>(operand))
-          if (auto l = argLayer(arg); l && !layer)
-            layer = l;
-      for (Value operand : op.getOperands())
-        if (Operation *def = operand.getDefiningOp())
-          if (def->hasAttr(DtcDialect::kForwardAttr) &&
-              !isa<arith::ConstantOp>(def))
-            if (auto it = layerOf.find(def); it != layerOf.end() && !layer)
-              layer = it->second;
-      if (!layer) {
-        int64_t latest = 0;
-        for (Value operand : op.getOperands())
-          if (Operation *def = operand.getDefiningOp())
-            if (auto it = layerOf.find(def); it != layerOf.end())
-              latest = std::max(latest, it->second);
-        layer = latest;
-      }
-      layerOf[&op] = *layer;
-    }
-    // Constants outside the forward serve their users: the earliest one.
-    for (Operation &op : llvm::reverse(body))
-      if (isa<arith::ConstantOp>(op) && !layerOf.count(&op))
-        layerOf[&op] = std::max<int64_t>(0, firstUserLayer(&op));
-    for (Operation &op : body)
-      if (auto it = layerOf.find(&op); it != layerOf.end())
-        op.setAttr(DtcDialect::kLayerAttr, b.getI64IntegerAttr(it->second));
   }
 
   /// g *= clip / max(||g||_2 + 1e-6, clip) over all gradients together

@@ -1,19 +1,11 @@
-//===- ApplyStrategy.cpp - annotate the training step with a pinned plan -===//
+//===- MaterializePlan.cpp - a plan as pins, completed by propagation -----===//
 //
-// A plan is data: the grid, the sharding of every argument and a factor
-// sharding (dtc.factor_axes) on every op. This pass pins what the degrees
-// say and lets sharding propagation (include/dtc/Sharding/Propagation.h)
-// derive the rest; the cost-model search will write the same annotations,
-// and the partitioner cannot tell which made them.
-//
-// Degrees map to mesh axes: tensor parallelism takes the innermost (fastest)
-// axes whose sizes multiply to tp, pipeline stages the next ones multiplying
-// to pp, data parallelism the remaining outer ones. Micro-batches are one
-// more, virtual grid axis (no devices; the emitter loops over it), the
-// minor split of the batch inside each dp shard: the partitioned step is
-// what one micro-batch computes, parameter gradients are pending sums over
-// it (accumulated over the micro-batches) and the optimizer, which needs
-// them whole, runs once after the last one.
+// Plan -> annotations: what the plan's degrees mean for each value of the
+// training step, pinned at strategy priority, and sharding propagation
+// (include/dtc/Sharding/Propagation.h) deriving the rest: a sharding on
+// every argument and a factor sharding (dtc.factor_axes) on every op. Any
+// planner that writes a Plan (dtc-apply-strategy, a search) reuses it, and
+// the partitioner cannot tell which made the plan.
 // Pins (strategy priority):
 //  - data parallelism: every data input's batch dimension over the dp axes
 //    (and the micro-batch axis); parameters and optimizer state never split
@@ -27,26 +19,27 @@
 //    (after a column-parallel matmul, through attention heads or the
 //    activation) is row-parallel: its weight is not pinned, propagation
 //    splits its rows and its output is a pending sum, all-reduced once
-//    where the residual stream needs it.
+//    where the residual stream needs it;
+//  - ZeRO: a second round over the optimizer phase (planZero).
+// User pins (dtc-pin-sharding, --pin) win over all of them.
 //
 //===----------------------------------------------------------------------===//
+#include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Sharding/Propagation.h"
-
 #include "dtc/Sharding/TensorSharding.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::dtc {
-#define GEN_PASS_DEF_APPLYSTRATEGY
+#define GEN_PASS_DEF_MATERIALIZEPLAN
 #include "dtc/Passes/Passes.h.inc"
 
 namespace {
-
-constexpr StringLiteral kGridName = "mesh";
 
 /// Factor sharding of `op` from its operands alone, in operand order (the
 /// forward walk that decides Megatron's column and row weights).
@@ -77,126 +70,35 @@ FactorAxes forwardFactors(Operation *op, const ShardingRule &rule,
   return factors;
 }
 
-struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
-  using Base::Base;
+struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
+  Plan plan;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     func::FuncOp step = findTrainStep(module);
-    if (!step) {
-      module.emitError()
-          << "no training step to plan (run dtc-build-training-step first)";
+    std::optional<Plan> read = getPlan(module);
+    if (!step || !read) {
+      module.emitError() << "dtc-materialize-plan needs one training step and "
+                            "a dtc.plan (run dtc-apply-strategy first)";
       return signalPassFailure();
     }
-    if (failed(apply(module, step)))
+    plan = *read;
+    FailureOr<SmallVector<int64_t>> grid = getGridShape(module, plan.grid);
+    if (failed(grid) || failed(materialize(step, *grid)))
       signalPassFailure();
   }
 
-  LogicalResult apply(ModuleOp module, func::FuncOp step) {
-    MLIRContext *ctx = &getContext();
-    if (zero < 0 || zero > 3)
-      return module.emitError()
-             << "zero must be 0, 1, 2 or 3, got " << static_cast<int64_t>(zero);
-    SmallVector<int64_t> grid(mesh.begin(), mesh.end());
-    if (grid.empty())
-      grid = {1};
-    int64_t devices = 1;
-    for (int64_t size : grid) {
-      if (size <= 0)
-        return module.emitError() << "mesh axis sizes must be positive";
-      devices *= size;
-    }
-    int64_t tpDegree = tp, ppDegree = pp, microbatchCount = microbatches;
-    if (tpDegree < 1)
-      return module.emitError() << "tp must be >= 1, got " << tpDegree;
-    if (ppDegree < 1 || microbatchCount < 1 || virtualStages < 1)
-      return module.emitError()
-             << "pp, virtual-stages and microbatches must be >= 1";
-    if (devices % (tpDegree * ppDegree) != 0)
-      return module.emitError()
-             << "tp=" << tpDegree << " x pp=" << ppDegree
-             << " does not divide the " << devices << " devices of the mesh";
-    int64_t dpDegree =
-        dp == 0 ? devices / (tpDegree * ppDegree) : static_cast<int64_t>(dp);
-    if (dpDegree * tpDegree * ppDegree != devices)
-      return module.emitError() << "dp=" << dpDegree << " x tp=" << tpDegree
-                                << " x pp=" << ppDegree << " uses "
-                                << dpDegree * tpDegree * ppDegree
-                                << " devices but the mesh has " << devices;
-
-    // Tensor parallelism takes the innermost axes (the fastest links),
-    // pipeline stages the next, data parallelism the rest; size-1 axes add
-    // nothing and stay out of all of them.
-    GridAxes tpAxes, ppAxes, dpAxes;
-    std::string shape;
-    for (int64_t size : grid)
-      shape += (shape.empty() ? "" : "x") + std::to_string(size);
-    int64_t axis = (int64_t)grid.size() - 1;
-    int64_t covered = 1;
-    for (; axis >= 0 && covered < tpDegree; --axis) {
-      if (grid[axis] == 1)
-        continue;
-      tpAxes.insert(tpAxes.begin(), axis);
-      covered *= grid[axis];
-    }
-    if (covered != tpDegree)
-      return module.emitError()
-             << "tp=" << tpDegree
-             << " is not a product of the innermost mesh axes of " << shape
-             << " (tensor parallelism takes whole axes from the last, "
-             << "fastest one; e.g. --mesh " << devices / tpDegree << "x"
-             << tpDegree << ")";
-    covered = 1;
-    for (; axis >= 0 && covered < ppDegree; --axis) {
-      if (grid[axis] == 1)
-        continue;
-      ppAxes.insert(ppAxes.begin(), axis);
-      covered *= grid[axis];
-    }
-    if (covered != ppDegree)
-      return module.emitError()
-             << "pp=" << ppDegree << " is not a product of the mesh axes of "
-             << shape
-             << " inside the data-parallel ones (pipeline stages take whole "
-                "axes between "
-             << "tensor parallelism's and data parallelism's; e.g. --mesh "
-             << devices / (ppDegree * tpDegree) << "x" << ppDegree
-             << (tpDegree > 1 ? "x" + std::to_string(tpDegree) : std::string())
-             << ")";
-    for (int64_t a = 0; a <= axis; ++a)
-      if (grid[a] != 1)
-        dpAxes.push_back(a);
-
-    // Micro-batches: a virtual grid axis after the device axes, the minor
-    // split of the batch (a dp shard's rows, in M consecutive pieces). A
-    // pipeline always has it (of size 1 for one micro-batch): stages run
-    // their forward and backward per micro-batch.
-    GridAxes batchAxes = dpAxes, mbAxes;
-    if (microbatchCount > 1 || ppDegree > 1) {
-      mbAxes.push_back(static_cast<int64_t>(grid.size()));
-      grid.push_back(microbatchCount);
-      batchAxes.push_back(mbAxes.back());
-    }
-    int64_t batchSplit = dpDegree * microbatchCount;
-
-    if (auto existing = module.lookupSymbol<shard::GridOp>(kGridName)) {
-      if (existing.getShape() != ArrayRef<int64_t>(grid))
-        return existing.emitError()
-               << "a different grid @" << kGridName << " already exists";
-    } else {
-      OpBuilder b(ctx);
-      b.setInsertionPointToStart(module.getBody());
-      shard::GridOp::create(b, module.getLoc(), kGridName, grid);
-    }
-
+  LogicalResult materialize(func::FuncOp step, ArrayRef<int64_t> grid) {
+    const GridAxes dpAxes(plan.dpAxes.begin(), plan.dpAxes.end());
+    const GridAxes mbAxes(plan.microbatchAxes.begin(),
+                          plan.microbatchAxes.end());
     // Parameters and their optimizer state never split over the dp axes
     // (that is ZeRO's decision, not propagation's).
     llvm::DenseSet<Value> persistent;
-    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-      auto role = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kRoleAttr);
-      if (role && role.getValue() != "input")
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      if (std::optional<Role> role = argRole(step, i);
+          role && *role != Role::Input)
         persistent.insert(step.getArgument(i));
-    }
     ShardingPropagation propagation(step, grid, [&](Value v, int64_t a) {
       return !persistent.contains(v) ||
              (!llvm::is_contained(dpAxes, a) && !llvm::is_contained(mbAxes, a));
@@ -206,18 +108,38 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
       pins[v] = s;
       propagation.pin(v, s, ShardingPriority::Strategy);
     };
+    if (failed(pinUserShardings(step, grid, propagation, pins)) ||
+        failed(pinBatches(step, pin, pins)))
+      return failure();
+    step.walk([&](arith::ConstantOp c) { propagation.close(c.getResult()); });
+    if (!plan.tpAxes.empty())
+      pinMegatron(step, grid, GridAxes(plan.tpAxes.begin(), plan.tpAxes.end()),
+                  pins, pin);
 
-    // User pins (dtc-pin-sharding, --pin) come first and win.
+    if (failed(propagation.run()))
+      return failure();
+    propagation.annotate(plan.grid);
+    if (plan.zero > 0 && !dpAxes.empty() &&
+        failed(planZero(step, grid, dpAxes)))
+      return failure();
+    return success();
+  }
+
+  /// User pins (dtc-pin-sharding, --pin) come first and win.
+  LogicalResult pinUserShardings(func::FuncOp step, ArrayRef<int64_t> grid,
+                                 ShardingPropagation &propagation,
+                                 llvm::DenseMap<Value, TensorSharding> &pins) {
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-      auto priority =
-          step.getArgAttrOfType<StringAttr>(i, DtcDialect::kPinPriorityAttr);
       auto attr =
           step.getArgAttrOfType<ShardingAttr>(i, DtcDialect::kShardingAttr);
-      if (!priority || priority.getValue() != "user" || !attr)
+      if (enumOf<PinPriority>(step.getArgAttr(
+              i, DtcDialect::kPinPriorityAttr)) != PinPriority::User ||
+          !attr)
         continue;
       BlockArgument arg = step.getArgument(i);
       TensorSharding sharding = fromShardingAttr(attr);
-      const int64_t meshAxes = (int64_t)grid.size() - (int64_t)mbAxes.size();
+      const int64_t meshAxes =
+          (int64_t)grid.size() - (int64_t)plan.microbatchAxes.size();
       for (int64_t a : sharding.usedAxes())
         if (a >= meshAxes)
           return emitError(arg.getLoc())
@@ -226,12 +148,21 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
       pins[arg] = sharding;
       propagation.pin(arg, sharding, ShardingPriority::User);
     }
+    return success();
+  }
 
+  /// Data parallelism: every data input's batch dimension over the dp axes
+  /// and the micro-batch axis (its minor split).
+  template <class PinFn>
+  LogicalResult pinBatches(func::FuncOp step, PinFn pin,
+                           const llvm::DenseMap<Value, TensorSharding> &pins) {
+    GridAxes batchAxes(plan.dpAxes.begin(), plan.dpAxes.end());
+    batchAxes.append(plan.microbatchAxes.begin(), plan.microbatchAxes.end());
+    const int64_t batchSplit = plan.dp * plan.microbatches;
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
       BlockArgument arg = step.getArgument(i);
       auto type = cast<RankedTensorType>(arg.getType());
-      auto role = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kRoleAttr);
-      if (!role || role.getValue() != "input" || pins.count(arg))
+      if (argRole(step, i) != Role::Input || pins.count(arg))
         continue;
       TensorSharding sharding = TensorSharding::replicated(type.getRank());
       if (!batchAxes.empty()) {
@@ -242,49 +173,15 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
               emitError(arg.getLoc())
               << "the batch dimension of input \""
               << (name ? name.getValue() : StringRef("?")) << "\" has size "
-              << batch << ", which does not divide over dp=" << dpDegree;
-          if (microbatchCount > 1)
-            diag << " x " << microbatchCount << " micro-batches";
+              << batch << ", which does not divide over dp=" << plan.dp;
+          if (plan.microbatches > 1)
+            diag << " x " << plan.microbatches << " micro-batches";
           return diag;
         }
         sharding.dims[0] = batchAxes;
       }
       pin(arg, sharding);
     }
-    step.walk([&](arith::ConstantOp c) { propagation.close(c.getResult()); });
-    if (!tpAxes.empty())
-      pinMegatron(step, grid, tpAxes, pins, pin);
-
-    if (failed(propagation.run()))
-      return failure();
-    propagation.annotate(kGridName);
-    if (zero > 0 && !dpAxes.empty() && failed(planZero(step, grid, dpAxes)))
-      return failure();
-
-    Builder b(ctx);
-    SmallVector<NamedAttribute> axes = {
-        b.getNamedAttr("dp", b.getDenseI64ArrayAttr(dpAxes))};
-    if (!tpAxes.empty())
-      axes.push_back(b.getNamedAttr("tp", b.getDenseI64ArrayAttr(tpAxes)));
-    if (!ppAxes.empty())
-      axes.push_back(b.getNamedAttr("pp", b.getDenseI64ArrayAttr(ppAxes)));
-    if (!mbAxes.empty())
-      axes.push_back(
-          b.getNamedAttr(kMicrobatchAxesKey, b.getDenseI64ArrayAttr(mbAxes)));
-    module->setAttr(
-        DtcDialect::kPlanAttr,
-        b.getDictionaryAttr({
-            b.getNamedAttr("grid", FlatSymbolRefAttr::get(ctx, kGridName)),
-            b.getNamedAttr("dp", b.getI64IntegerAttr(dpDegree)),
-            b.getNamedAttr("tp", b.getI64IntegerAttr(tpDegree)),
-            b.getNamedAttr("pp", b.getI64IntegerAttr(ppDegree)),
-            b.getNamedAttr("virtual_stages",
-                           b.getI64IntegerAttr(virtualStages)),
-            b.getNamedAttr("microbatches",
-                           b.getI64IntegerAttr(microbatchCount)),
-            b.getNamedAttr("zero", b.getI64IntegerAttr(zero)),
-            b.getNamedAttr("axes", b.getDictionaryAttr(axes)),
-        }));
     return success();
   }
 
@@ -336,10 +233,6 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
   LogicalResult planZero(func::FuncOp step, ArrayRef<int64_t> grid,
                          const GridAxes &dpAxes) {
     MLIRContext *ctx = &getContext();
-    auto argRole = [&](unsigned i) {
-      auto role = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kRoleAttr);
-      return role ? role.getValue() : StringRef();
-    };
     auto argString = [&](unsigned i, StringRef key) {
       auto value = step.getArgAttrOfType<StringAttr>(i, key);
       return value ? value.getValue() : StringRef();
@@ -353,33 +246,31 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     // ZeRO's layout per parameter name, from the first round's plan.
     llvm::StringMap<TensorSharding> layout;
     for (unsigned i = 0; i < step.getNumArguments(); ++i)
-      if (argRole(i) == "param")
+      if (argRole(step, i) == Role::Param)
         layout[argString(i, DtcDialect::kNameAttr)] = zeroSharding(
             storedSharding(i), tensorTypeOf(step.getArgument(i)).getShape(),
             dpAxes, grid);
 
     SmallVector<Operation *> optimizerOps;
     for (Operation &op : step.getBody().front()) {
-      auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
-      if (phase && phase.getValue() == "optimizer" &&
-          isa<ShardingRuleOpInterface>(op))
+      if (isPhase(&op, Phase::Optimizer) && isa<ShardingRuleOpInterface>(op))
         optimizerOps.push_back(&op);
     }
     ShardingPropagation propagation(step, grid);
     propagation.restrictTo(optimizerOps);
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
       BlockArgument arg = step.getArgument(i);
-      StringRef role = argRole(i);
+      std::optional<Role> role = argRole(step, i);
       TensorSharding stored = storedSharding(i);
-      StringRef owner = role == "param" ? argString(i, DtcDialect::kNameAttr)
-                        : role == "optimizer_state"
-                            ? argString(i, DtcDialect::kOfAttr)
-                            : StringRef();
+      StringRef owner =
+          role == Role::Param            ? argString(i, DtcDialect::kNameAttr)
+          : role == Role::OptimizerState ? argString(i, DtcDialect::kOfAttr)
+                                         : StringRef();
       auto it = owner.empty() ? layout.end() : layout.find(owner);
       if (it != layout.end() && it->second.dims.size() == stored.dims.size() &&
-          (role == "optimizer_state" || zero >= 3))
+          (role == Role::OptimizerState || plan.zero >= 3))
         stored = it->second;
-      if (role == "param" && zero >= 3 && stored != storedSharding(i))
+      if (role == Role::Param && plan.zero >= 3 && stored != storedSharding(i))
         step.setArgAttr(i, DtcDialect::kRegatherAttr, UnitAttr::get(ctx));
       propagation.pinStorage(arg, stored);
     }
@@ -402,7 +293,7 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     step.walk([&](arith::ConstantOp c) { propagation.close(c.getResult()); });
     if (failed(propagation.run()))
       return failure();
-    propagation.annotate(kGridName);
+    propagation.annotate(plan.grid);
     return success();
   }
 
@@ -448,10 +339,7 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
                    llvm::DenseMap<Value, TensorSharding> &pins, PinFn pin) {
     auto isParam = [&](Value v) {
       auto arg = dyn_cast<BlockArgument>(v);
-      auto role = arg ? step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                          DtcDialect::kRoleAttr)
-                      : nullptr;
-      return role && role.getValue() == "param";
+      return arg && argRole(step, arg.getArgNumber()) == Role::Param;
     };
     auto usesTp = [&](ArrayRef<int64_t> axes) {
       return llvm::any_of(
@@ -470,8 +358,7 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
                  : TensorSharding::replicated(tensorTypeOf(v).getRank());
     };
     for (Operation &op : step.getBody().front()) {
-      auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
-      if (!phase || phase.getValue() != "forward")
+      if (!isPhase(&op, Phase::Forward))
         break; // the forward comes first
       auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
       if (!ruleOp)

@@ -5,6 +5,7 @@
 // propagation derive the rest (include/dtc/Sharding/Propagation.h).
 //
 //===----------------------------------------------------------------------===//
+#include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Sharding/Propagation.h"
@@ -15,17 +16,21 @@ namespace mlir::dtc {
 
 namespace {
 
-/// The priority named next to a pin ("user" when absent).
+/// The priority named next to a pin (a user's when absent).
 FailureOr<ShardingPriority> priorityOf(Attribute attr, Location loc) {
-  auto name = dyn_cast_or_null<StringAttr>(attr);
-  if (!attr || (name && name.getValue() == "user"))
+  std::optional<PinPriority> pin =
+      attr ? enumOf<PinPriority>(attr) : PinPriority::User;
+  if (!pin)
+    return emitError(loc) << "dtc.pin_priority must be " << pinPriorityNames();
+  switch (*pin) {
+  case PinPriority::User:
     return ShardingPriority::User;
-  if (name && name.getValue() == "strategy")
+  case PinPriority::Strategy:
     return ShardingPriority::Strategy;
-  if (name && name.getValue() == "storage")
+  case PinPriority::Storage:
     return ShardingPriority::None; // a storage pin (pinStorage)
-  return emitError(loc)
-         << "dtc.pin_priority must be \"user\", \"strategy\" or \"storage\"";
+  }
+  llvm_unreachable("a pin priority DtcEnums.td does not know");
 }
 
 struct PropagateShardingsPass
@@ -33,16 +38,14 @@ struct PropagateShardingsPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
-    auto gridRef = plan ? plan.getAs<FlatSymbolRefAttr>("grid") : nullptr;
-    if (!step || !gridRef) {
+    std::optional<Plan> plan = getPlan(module);
+    if (!step || !plan) {
       module.emitError()
           << "dtc-propagate-shardings needs a @train_step and a dtc.plan "
              "with a grid";
       return signalPassFailure();
     }
-    FailureOr<SmallVector<int64_t>> grid =
-        getGridShape(module, gridRef.getValue());
+    FailureOr<SmallVector<int64_t>> grid = getGridShape(module, plan->grid);
     if (failed(grid))
       return signalPassFailure();
     ShardingPropagation propagation(step, *grid);
@@ -86,7 +89,7 @@ struct PropagateShardingsPass
     });
     if (walk.wasInterrupted() || failed(propagation.run()))
       return signalPassFailure();
-    propagation.annotate(gridRef.getValue());
+    propagation.annotate(plan->grid);
   }
 };
 

@@ -29,6 +29,7 @@
 // the stage split and the B/W lists place them like any backward op.
 //
 //===----------------------------------------------------------------------===//
+#include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 
@@ -37,6 +38,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include <functional>
 #include <map>
 
 namespace mlir::dtc {
@@ -45,17 +47,12 @@ namespace mlir::dtc {
 
 namespace {
 
-StringRef phaseOf(Operation *op) {
-  auto phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
-  return phase ? phase.getValue() : StringRef();
-}
-
 /// Backward and optimizer ops: the readers whose operands can come from a
 /// recomputation. Ops without a phase (the return) read what the forward
 /// produced.
 bool isAfterForward(Operation *op) {
-  StringRef phase = phaseOf(op);
-  return !phase.empty() && phase != DtcDialect::kForwardPhase;
+  std::optional<Phase> phase = phaseOf(op);
+  return phase && *phase != Phase::Forward;
 }
 
 bool hasDirectBackwardReader(Value v) {
@@ -64,16 +61,17 @@ bool hasDirectBackwardReader(Value v) {
 
 class Rematerializer {
 public:
-  Rematerializer(func::FuncOp step, bool selective)
-      : step(step), selective(selective) {}
+  /// `modeOf(layer)`: the recomputation of a layer.
+  Rematerializer(func::FuncOp step, std::function<Recompute(int64_t)> modeOf)
+      : step(step), modeOf(std::move(modeOf)) {}
 
   LogicalResult run() {
     Block &body = step.front();
     std::map<int64_t, SmallVector<Operation *>> forwardOfLayer;
     for (Operation &op : body) {
       position[&op] = position.size();
-      if (phaseOf(&op) != DtcDialect::kForwardPhase ||
-          isa<arith::ConstantOp>(op) || op.getNumResults() == 0)
+      if (!isPhase(&op, Phase::Forward) || isa<arith::ConstantOp>(op) ||
+          op.getNumResults() == 0)
         continue;
       auto layer = op.getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr);
       if (!layer)
@@ -83,12 +81,13 @@ public:
       forwardOfLayer[layer.getInt()].push_back(&op);
     }
     for (auto &[layer, ops] : forwardOfLayer)
-      recomputeLayer(ops);
+      if (Recompute mode = modeOf(layer); mode != Recompute::None)
+        recomputeLayer(ops, mode == Recompute::Selective);
     return success();
   }
 
 private:
-  void recomputeLayer(ArrayRef<Operation *> ops) {
+  void recomputeLayer(ArrayRef<Operation *> ops, bool selective) {
     llvm::DenseSet<Operation *> inLayer(ops.begin(), ops.end());
     // Kept: what forward ops of other layers (or the return) read.
     auto isKept = [&](Operation *op) {
@@ -159,8 +158,7 @@ private:
       clone->removeAttr(DtcDialect::kPinAttr);
       clone->removeAttr(DtcDialect::kPinPriorityAttr);
       clone->setAttr(DtcDialect::kRecomputeAttr, b.getUnitAttr());
-      clone->setAttr(DtcDialect::kPhaseAttr,
-                     b.getStringAttr(DtcDialect::kBackwardWeightPhase));
+      setPhase(clone, Phase::BackwardWeight);
       clones.push_back(clone);
       for (auto [original, copy] :
            llvm::zip(op->getResults(), clone->getResults()))
@@ -173,17 +171,15 @@ private:
     // A clone is B work when some B op (or B clone) reads it.
     for (Operation *clone : llvm::reverse(clones)) {
       bool input = llvm::any_of(clone->getUsers(), [](Operation *u) {
-        return phaseOf(u) == DtcDialect::kBackwardInputPhase;
+        return isPhase(u, Phase::BackwardInput);
       });
       if (input)
-        clone->setAttr(
-            DtcDialect::kPhaseAttr,
-            OpBuilder(clone).getStringAttr(DtcDialect::kBackwardInputPhase));
+        setPhase(clone, Phase::BackwardInput);
     }
   }
 
   func::FuncOp step;
-  bool selective;
+  std::function<Recompute(int64_t)> modeOf;
   llvm::DenseMap<Operation *, size_t> position;
 };
 
@@ -191,18 +187,45 @@ struct RematerializePass : impl::RematerializeBase<RematerializePass> {
   using RematerializeBase::RematerializeBase;
 
   void runOnOperation() override {
-    if (mode == "none")
-      return;
-    if (mode != "full" && mode != "selective") {
-      getOperation().emitError()
-          << "dtc-rematerialize: mode must be none, full or selective, "
-             "got \""
-          << mode << "\"";
+    ModuleOp module = getOperation();
+    FailureOr<std::function<Recompute(int64_t)>> modeOf = layerModes(module);
+    if (failed(modeOf))
       return signalPassFailure();
-    }
-    for (func::FuncOp step : trainSteps(getOperation()))
-      if (failed(Rematerializer(step, mode == "selective").run()))
+    if (!*modeOf)
+      return; // no recomputation anywhere
+    for (func::FuncOp step : trainSteps(module))
+      if (failed(Rematerializer(step, *modeOf).run()))
         return signalPassFailure();
+  }
+
+  /// The recomputation of each layer: the `mode` option on every layer,
+  /// else the plan's mode of the pipeline stage the layer runs on; null when
+  /// nothing is recomputed.
+  FailureOr<std::function<Recompute(int64_t)>> layerModes(ModuleOp module) {
+    std::optional<Plan> plan = getPlan(module);
+    if (!mode.empty() || !plan) {
+      std::optional<Recompute> all =
+          symbolizeRecompute(mode.empty() ? "full" : StringRef(mode));
+      if (!all)
+        return module.emitError()
+               << "dtc-rematerialize: mode must be none, full or selective, "
+                  "got \""
+               << mode << "\"";
+      if (*all == Recompute::None)
+        return std::function<Recompute(int64_t)>();
+      return std::function<Recompute(int64_t)>(
+          [m = *all](int64_t) { return m; });
+    }
+    if (plan->recompute.empty())
+      return std::function<Recompute(int64_t)>();
+    if (plan->recompute.size() > 1 &&
+        (int64_t)plan->stageCuts.size() != plan->virtualStageCount() - 1)
+      return module.emitError()
+             << "dtc-rematerialize: a recomputation per pipeline stage needs "
+                "the plan's stage_cuts";
+    return std::function<Recompute(int64_t)>([plan = *plan](int64_t layer) {
+      return plan.recomputeOf(plan.virtualStageOfLayer(layer) % plan.pp);
+    });
   }
 };
 

@@ -96,9 +96,8 @@ struct PinShardingPass : impl::PinShardingBase<PinShardingPass> {
         unsigned i = arg.getArgNumber();
         auto argName =
             step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
-        auto role = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kRoleAttr);
-        if (!argName || argName.getValue() != name || !role ||
-            role.getValue() != "param")
+        if (!argName || argName.getValue() != name ||
+            argRole(step, i) != Role::Param)
           continue;
         found = true;
         int64_t rank = tensorTypeOf(arg).getRank();
@@ -112,7 +111,7 @@ struct PinShardingPass : impl::PinShardingBase<PinShardingPass> {
         step.setArgAttr(i, DtcDialect::kShardingAttr,
                         toShardingAttr(*sharding, ctx, grid));
         step.setArgAttr(i, DtcDialect::kPinPriorityAttr,
-                        StringAttr::get(ctx, "user"));
+                        enumAttr(ctx, PinPriority::User));
       }
       if (!found) {
         module.emitError() << "pin '" << pin

@@ -8,9 +8,9 @@
 // it and the messages between stages carry one micro-batch.
 //
 // Stages: layers (dtc.layer) are cut into pp x virtual-stages contiguous
-// groups of about equal compute (the ops' flop counts, forward, backward and
-// optimizer together). Virtual stage k runs on pipeline stage k mod pp (the
-// interleaved assignment; with one chunk per stage, k itself).
+// groups where the plan's stage_cuts say (dtc-balance-stages decides them).
+// Virtual stage k runs on pipeline stage k mod pp (the interleaved
+// assignment; with one chunk per stage, k itself).
 //
 // Messages: a value computed on one virtual stage and used on another is
 // returned by its producer's function (role "send") and received as an
@@ -28,6 +28,7 @@
 // stay identical: a tied embedding's two gradients meet on the first stage.
 //
 //===----------------------------------------------------------------------===//
+#include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Sharding/Sharding.h"
@@ -35,7 +36,6 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
-#include <limits>
 #include <map>
 
 namespace mlir::dtc {
@@ -46,48 +46,10 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
 
+/// Forward, B, W, then the optimizer and ops outside the phases.
 int phaseRank(Operation *op) {
-  auto phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
-  if (!phase)
-    return 3;
-  return llvm::StringSwitch<int>(phase.getValue())
-      .Case("forward", 0)
-      .Case("backward_input", 1)
-      .Case("backward_weight", 2)
-      .Default(3);
-}
-
-/// Contiguous split of `costs` into `groups` non-empty runs minimizing the
-/// largest run's sum. Returns the group of every item.
-SmallVector<int64_t> balance(ArrayRef<double> costs, int64_t groups) {
-  int64_t n = costs.size();
-  SmallVector<double> prefix(n + 1, 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    prefix[i + 1] = prefix[i] + costs[i];
-  const double inf = std::numeric_limits<double>::infinity();
-  // best[g][i]: the smallest largest run covering items [0, i) with g runs.
-  std::vector<std::vector<double>> best(groups + 1,
-                                        std::vector<double>(n + 1, inf));
-  std::vector<std::vector<int64_t>> cut(groups + 1,
-                                        std::vector<int64_t>(n + 1, 0));
-  best[0][0] = 0;
-  for (int64_t g = 1; g <= groups; ++g)
-    for (int64_t i = g; i <= n; ++i)
-      for (int64_t j = g - 1; j < i; ++j) {
-        double value = std::max(best[g - 1][j], prefix[i] - prefix[j]);
-        if (value < best[g][i]) {
-          best[g][i] = value;
-          cut[g][i] = j;
-        }
-      }
-  SmallVector<int64_t> groupOf(n, 0);
-  for (int64_t g = groups, i = n; g > 0; --g) {
-    int64_t j = cut[g][i];
-    for (int64_t k = j; k < i; ++k)
-      groupOf[k] = g - 1;
-    i = j;
-  }
-  return groupOf;
+  std::optional<Phase> phase = phaseOf(op);
+  return phase && phase != Phase::Optimizer ? static_cast<int>(*phase) : 3;
 }
 
 enum class Scope { Step, MicroBatch, Accumulated };
@@ -114,6 +76,7 @@ bool usesAny(const TensorSharding &s, ArrayRef<int64_t> axes) {
 
 struct Splitter {
   func::FuncOp step;
+  Plan plan;
   StringRef grid;
   SmallVector<int64_t> gridShape, mbAxes;
   int64_t stages, chunks;
@@ -243,18 +206,16 @@ FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage,
   Scope valueScope = scope.lookup(global);
   TensorSharding sharding = boundarySharding(global);
   bool perMicroBatch = usesAny(sharding, mbAxes);
-  StringRef phase = "optimizer";
-  if (auto attr = def->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr))
-    phase = attr.getValue();
+  Phase phase = phaseOf(def).value_or(Phase::Optimizer);
   if (perMicroBatch) {
     // The schedule orders forwards up the pipeline and backwards down it.
-    bool ok = (phase == "forward" && from < vstage) ||
-              (phase == "backward_input" && from > vstage);
+    bool ok = (phase == Phase::Forward && from < vstage) ||
+              (phase == Phase::BackwardInput && from > vstage);
     if (!ok)
       return user->emitError()
              << "a per-micro-batch value computed by '" << def->getName()
-             << "' (phase " << phase << ") on virtual stage " << from
-             << " is needed on virtual stage " << vstage
+             << "' (phase " << stringifyPhase(phase) << ") on virtual stage "
+             << from << " is needed on virtual stage " << vstage
              << "; pipeline schedules only carry forward activations to later "
                 "stages and their gradients to earlier ones";
   }
@@ -272,7 +233,7 @@ FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage,
         b.getNamedAttr(DtcDialect::kStageAttr, b.getI64IntegerAttr(stageAttr)),
         b.getNamedAttr(DtcDialect::kShardingAttr,
                        toShardingAttr(sharding, ctx, grid)),
-        b.getNamedAttr(DtcDialect::kPhaseAttr, b.getStringAttr(phase)),
+        b.getNamedAttr(DtcDialect::kPhaseAttr, enumAttr(ctx, phase)),
         b.getNamedAttr(DtcDialect::kScopeAttr, b.getStringAttr(when))};
   };
   // The sender: the producer's device returns the value.
@@ -282,22 +243,20 @@ FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage,
     return user->emitError()
            << "internal error: a value is sent before it is computed";
   SmallVector<NamedAttribute> sendAttrs = common(d, from);
-  sendAttrs.push_back(
-      b.getNamedAttr(DtcDialect::kRoleAttr, b.getStringAttr("send")));
+  sendAttrs.push_back(roleAttr(ctx, Role::Send));
   src.results.push_back(sent);
   src.resultAttrs.push_back(b.getDictionaryAttr(sendAttrs));
   // The receiver: a new argument.
   recv = dev.body->addArgument(global.getType(), global.getLoc());
   SmallVector<NamedAttribute> recvAttrs = common(source, vstage);
-  recvAttrs.push_back(
-      b.getNamedAttr(DtcDialect::kRoleAttr, b.getStringAttr("recv")));
+  recvAttrs.push_back(roleAttr(ctx, Role::Recv));
   dev.argAttrs.push_back(b.getDictionaryAttr(recvAttrs));
   return recv;
 }
 
 LogicalResult Splitter::place() {
   Block &body = step.getBody().front();
-  // Layers and their compute.
+  // Layers and the virtual stage the plan's cuts give each.
   int64_t layers = 0;
   for (Operation &op : body) {
     if (isa<func::ReturnOp>(op))
@@ -309,22 +268,17 @@ LogicalResult Splitter::place() {
                 "training-step pass assigns";
     layers = std::max(layers, layer.getInt() + 1);
   }
-  int64_t virtualStages = stages * chunks;
-  if (layers < virtualStages)
+  if ((int64_t)plan.stageCuts.size() != plan.virtualStageCount() - 1)
     return step.emitError()
-           << "the model has " << layers << " layer" << (layers == 1 ? "" : "s")
-           << " but pp=" << stages
-           << (chunks > 1 ? " x " + std::to_string(chunks) + " virtual stages"
-                          : "")
-           << " needs at least " << virtualStages
-           << " (a layer is the stretch between two points where only "
-              "one activation is live, e.g. a residual sublayer)";
-  SmallVector<double> cost(layers, 1.0);
-  for (Operation &op : body)
-    if (auto costOp = dyn_cast<CostOpInterface>(op))
-      cost[op.getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr).getInt()] +=
-          double(costOp.getFlopCount());
-  SmallVector<int64_t> stageOfLayer = balance(cost, virtualStages);
+           << "the plan has no stage cuts for its " << plan.virtualStageCount()
+           << " virtual stages (run dtc-balance-stages)";
+  if (!plan.stageCuts.empty() && plan.stageCuts.back() >= layers)
+    return step.emitError()
+           << "the plan cuts a stage at layer " << plan.stageCuts.back()
+           << " but the model has " << layers << " layers";
+  SmallVector<int64_t> stageOfLayer;
+  for (int64_t layer = 0; layer < layers; ++layer)
+    stageOfLayer.push_back(plan.virtualStageOfLayer(layer));
 
   // Where parameters are read (outside their updates).
   auto isUpdate = [&](Operation &op) {
@@ -356,9 +310,8 @@ LogicalResult Splitter::place() {
     if (!kind || kind.getValue() != "master" || !of)
       continue;
     for (unsigned j = 0; j < step.getNumArguments(); ++j) {
-      auto role = step.getArgAttrOfType<StringAttr>(j, DtcDialect::kRoleAttr);
       auto name = step.getArgAttrOfType<StringAttr>(j, DtcDialect::kNameAttr);
-      if (role && role.getValue() == "param" && name == of)
+      if (argRole(step, j) == Role::Param && name == of)
         for (int64_t k : readers.lookup(step.getArgument(j)))
           readers[step.getArgument(i)].insert(k);
     }
@@ -517,9 +470,8 @@ LogicalResult Splitter::run() {
 struct SplitPipelinePass : impl::SplitPipelineBase<SplitPipelinePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    int64_t stages = planValue(module, "pp", 1);
-    int64_t microbatches = planValue(module, "microbatches", 1);
-    if (stages == 1 && microbatches == 1)
+    std::optional<Plan> plan = getPlan(module);
+    if (!plan || !plan->pipelined())
       return;
     func::FuncOp step = findTrainStep(module);
     if (!step) {
@@ -527,19 +479,17 @@ struct SplitPipelinePass : impl::SplitPipelineBase<SplitPipelinePass> {
           << "expected exactly one training step to split into pipeline stages";
       return signalPassFailure();
     }
-    auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
-    auto gridRef = plan.getAs<FlatSymbolRefAttr>("grid");
-    FailureOr<SmallVector<int64_t>> shape =
-        getGridShape(module, gridRef.getValue());
+    FailureOr<SmallVector<int64_t>> shape = getGridShape(module, plan->grid);
     if (failed(shape))
       return signalPassFailure();
     Splitter splitter;
     splitter.step = step;
-    splitter.grid = gridRef.getValue();
+    splitter.plan = *plan;
+    splitter.grid = splitter.plan.grid;
     splitter.gridShape = *shape;
-    splitter.mbAxes = planAxes(module, kMicrobatchAxesKey);
-    splitter.stages = stages;
-    splitter.chunks = planValue(module, "virtual_stages", 1);
+    splitter.mbAxes = plan->microbatchAxes;
+    splitter.stages = plan->pp;
+    splitter.chunks = plan->virtualStages;
     if (failed(splitter.run()))
       signalPassFailure();
   }

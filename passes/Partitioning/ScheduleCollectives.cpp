@@ -14,6 +14,7 @@
 // ops must stay before it, and all ranks move the same ops the same way.
 //
 //===----------------------------------------------------------------------===//
+#include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 
@@ -33,40 +34,38 @@ bool isCollectiveOrPadding(Operation *op) {
              shard::AllSliceOp, shard::AllToAllOp, PadOp, FillPaddingOp>(op);
 }
 
-StringRef phaseOf(Operation *op) {
-  auto phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
-  return phase ? phase.getValue() : StringRef();
-}
-
-/// forward, backward (B and W alike) or optimizer.
-StringRef phaseGroup(Operation *op) {
-  StringRef phase = phaseOf(op);
-  return phase.starts_with("backward") ? StringRef("backward") : phase;
+/// Forward, backward (B and W alike) or optimizer; -1 outside the phases.
+int phaseGroup(Operation *op) {
+  std::optional<Phase> phase = phaseOf(op);
+  if (!phase)
+    return -1;
+  return static_cast<int>(*phase == Phase::BackwardWeight ? Phase::BackwardInput
+                                                          : *phase);
 }
 
 struct ScheduleCollectivesPass
     : impl::ScheduleCollectivesBase<ScheduleCollectivesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
-    auto zero = plan ? plan.getAs<IntegerAttr>("zero") : nullptr;
-    if (!zero || zero.getInt() < 1)
+    std::optional<Plan> plan = getPlan(module);
+    if (!plan || plan->zero < 1)
       return;
-    SmallVector<int64_t> mbAxes = planAxes(module, kMicrobatchAxesKey);
+    const int64_t zero = plan->zero;
+    const SmallVector<int64_t> &mbAxes = plan->microbatchAxes;
     module.walk([&](func::FuncOp func) {
       if (func.isExternal())
         return;
       Block &body = func.getBody().front();
-      if (zero.getInt() == 1) {
+      if (zero == 1) {
         if (!mbAxes.empty())
           accumulateBeforeScattering(body, mbAxes);
       } else {
         reduceGradientsEarly(body);
-        if (zero.getInt() >= 3)
+        if (zero >= 3)
           prefetchGathers(func, body);
       }
-      hoistChainsToResults(func, body, "update");
-      hoistChainsToResults(func, body, "send");
+      hoistChainsToResults(func, body, Role::Update);
+      hoistChainsToResults(func, body, Role::Send);
     });
   }
 
@@ -107,14 +106,14 @@ struct ScheduleCollectivesPass
   /// Runs the collectives (and padding) that only feed the step's results
   /// of `role` right after their operand instead of at the return, where
   /// the partitioner put them (right before their consumer):
-  /// - "update", ZeRO-1/2: a parameter is stored whole, its update computes
+  /// - updates, ZeRO-1/2: a parameter is stored whole, its update computes
   ///   the rank's piece, and the gather of the new value (and the crop of
   ///   its padding) at the return would keep every updated piece alive to
   ///   the end of the step, about params / dp bytes at once. Right after
   ///   the op producing the piece (the update, or mixed precision's cast of
   ///   the master piece), the piece dies there and the optimizer's working
   ///   memory is bounded by the largest piece.
-  /// - "send", pipelines: a message leaves with its pending sums reduced.
+  /// - sends, pipelines: a message leaves with its pending sums reduced.
   ///   Under ZeRO the global norm of clipping is such a sum (of the gradient
   ///   pieces' squares over dp): reduced at the end of the step, its send
   ///   would follow the receive of the norm the other stage sends back, and
@@ -123,15 +122,12 @@ struct ScheduleCollectivesPass
   /// position), so dp peers, which share it, issue the same collectives in
   /// the same order; under a pipeline the update and its gather both run
   /// after the flush, in the same list.
-  static void hoistChainsToResults(func::FuncOp func, Block &body,
-                                   StringRef role) {
+  static void hoistChainsToResults(func::FuncOp func, Block &body, Role role) {
     auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
     if (!ret)
       return;
     for (OpOperand &operand : ret->getOpOperands()) {
-      auto resultRole = func.getResultAttrOfType<StringAttr>(
-          operand.getOperandNumber(), DtcDialect::kRoleAttr);
-      if (!resultRole || resultRole.getValue() != role)
+      if (resultRole(func, operand.getOperandNumber()) != role)
         continue;
       for (Operation *op : llvm::reverse(chainToReturn(operand.get(), body)))
         hoist(op, body);
@@ -202,13 +198,13 @@ struct ScheduleCollectivesPass
   void reduceGradientsEarly(Block &body) {
     SmallVector<Operation *> chain;
     for (Operation &op : body)
-      if (phaseOf(&op) == "optimizer" && isCollectiveOrPadding(&op) &&
+      if (isPhase(&op, Phase::Optimizer) && isCollectiveOrPadding(&op) &&
           op.hasAttr(DtcDialect::kGradientOfAttr))
         chain.push_back(&op);
     for (Operation *op : chain) {
       hoist(op, body);
       Operation *prev = op->getPrevNode();
-      if (prev && phaseOf(prev) != "optimizer" && !phaseOf(prev).empty())
+      if (prev && phaseOf(prev) && !isPhase(prev, Phase::Optimizer))
         op->setAttr(DtcDialect::kPhaseAttr,
                     prev->getAttr(DtcDialect::kPhaseAttr));
     }
@@ -251,19 +247,20 @@ struct ScheduleCollectivesPass
     });
     // Regions in program order: a layer when ops carry one, else each
     // consuming op.
-    using Region = std::tuple<std::string, int64_t, Operation *>;
+    using Region = std::tuple<int, int64_t, Operation *>;
     auto regionOf = [](Operation *consumer) -> Region {
-      if (auto layer = consumer->getAttrOfType<IntegerAttr>("dtc.layer"))
-        return {phaseGroup(consumer).str(), layer.getInt(), nullptr};
-      return {phaseGroup(consumer).str(), -1, consumer};
+      if (auto layer =
+              consumer->getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr))
+        return {phaseGroup(consumer), layer.getInt(), nullptr};
+      return {phaseGroup(consumer), -1, consumer};
     };
     Operation *previousStart = nullptr, *currentStart = nullptr;
     Region currentRegion;
-    std::string currentGroup;
+    int currentGroup = -1;
     for (Chain &chain : chains) {
       Region region = regionOf(chain.firstConsumer);
       if (!currentStart || region != currentRegion) {
-        std::string group = std::get<0>(region);
+        int group = std::get<0>(region);
         previousStart = group == currentGroup ? currentStart : nullptr;
         currentStart = chain.firstConsumer;
         currentRegion = region;

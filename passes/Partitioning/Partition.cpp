@@ -22,6 +22,7 @@
 // operands (checkFactorAxes refuses other uneven splits).
 //
 //===----------------------------------------------------------------------===//
+#include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Sharding/Reshard.h"
@@ -44,13 +45,16 @@ RankedTensorType typeOf(Value v) { return tensorTypeOf(v); }
 
 /// Forward, backward (input and weight gradients alike) or optimizer, with
 /// the op's layer when it has one.
+std::string regionKey(std::optional<Phase> phase) {
+  if (!phase)
+    return "";
+  if (*phase == Phase::BackwardWeight)
+    phase = Phase::BackwardInput;
+  return stringifyPhase(*phase).str();
+}
 std::string regionOf(Operation *op) {
-  auto phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
-  std::string region = !phase ? ""
-                       : phase.getValue().starts_with("backward")
-                           ? "backward"
-                           : phase.getValue().str();
-  if (auto layer = op->getAttrOfType<IntegerAttr>("dtc.layer"))
+  std::string region = regionKey(phaseOf(op));
+  if (auto layer = op->getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr))
     region += ":" + std::to_string(layer.getInt());
   return region;
 }
@@ -181,8 +185,7 @@ Value Partitioner::shardOffset(Location loc, ArrayRef<int64_t> axes,
   b.setInsertionPointToStart(&local.getBody().front());
   Value v = ShardOffsetOp::create(
       b, loc, RankedTensorType::get({}, b.getI64Type()), axes, pieceSize);
-  v.getDefiningOp()->setAttr(DtcDialect::kPhaseAttr,
-                             b.getStringAttr("forward"));
+  setPhase(v.getDefiningOp(), Phase::Forward);
   return offsets[key] = v;
 }
 
@@ -516,8 +519,8 @@ LogicalResult Partitioner::partitionReturn(func::ReturnOp ret) {
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
   SmallVector<DictionaryAttr> resultAttrs;
-  phase = StringAttr::get(ctx, "optimizer");
-  region = "optimizer";
+  phase = enumAttr(ctx, Phase::Optimizer);
+  region = regionKey(Phase::Optimizer);
   gradientOf = nullptr;
   for (auto [idx, operand] : llvm::enumerate(ret.getOperands())) {
     auto global = typeOf(operand);
@@ -563,20 +566,18 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       module.emitError() << "no training step to partition";
       return signalPassFailure();
     }
-    auto plan = module->getAttrOfType<DictionaryAttr>(DtcDialect::kPlanAttr);
-    auto gridRef = plan ? plan.getAs<FlatSymbolRefAttr>("grid") : nullptr;
-    if (!gridRef) {
+    std::optional<Plan> plan = getPlan(module);
+    if (!plan) {
       module.emitError() << "no dtc.plan with a grid (run a planner such as "
                             "dtc-apply-strategy first)";
       return signalPassFailure();
     }
-    FailureOr<SmallVector<int64_t>> shape =
-        getGridShape(module, gridRef.getValue());
+    FailureOr<SmallVector<int64_t>> shape = getGridShape(module, plan->grid);
     if (failed(shape))
       return signalPassFailure();
     // Every step function (one per pipeline stage) on its own.
     for (func::FuncOp step : steps) {
-      Partitioner partitioner(step, gridRef.getValue(), *shape);
+      Partitioner partitioner(step, plan->grid, *shape);
       if (failed(partitioner.run()))
         return signalPassFailure();
     }

@@ -1,0 +1,81 @@
+//===- Plan.h - the parallel plan as C++ data -------------------*- C++ -*-===//
+//
+// `Plan` mirrors `#dtc.plan` (DtcAttrs.td) as a plain struct a planner can
+// fill, compare and evaluate without building attributes. `verify` is the
+// one check of what a valid plan is: the attribute's verifier calls it, so
+// a plan read from the IR has passed it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_DIALECT_PLAN_H
+#define DTC_DIALECT_PLAN_H
+
+#include "dtc/Dialect/DtcOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::dtc {
+
+struct Plan {
+  /// The shard.grid the axes refer to.
+  std::string grid = "mesh";
+  /// Degrees and the grid axes each kind of parallelism takes.
+  int64_t dp = 1, tp = 1, pp = 1;
+  SmallVector<int64_t> dpAxes, tpAxes, ppAxes;
+  /// Micro-batches per step and their virtual grid axis (no devices: the
+  /// emitter loops over it; present whenever the plan is pipelined).
+  int64_t microbatches = 1;
+  SmallVector<int64_t> microbatchAxes;
+  /// Model chunks per pipeline stage (interleaved schedules).
+  int64_t virtualStages = 1;
+  /// ZeRO stage over the data-parallel axes (0 to 3).
+  int64_t zero = 0;
+  /// The pipeline schedule ("none" when the plan is not pipelined).
+  std::string schedule = "none";
+  /// Activation checkpointing per pipeline stage: one mode per stage, one
+  /// for all, or empty for none anywhere.
+  SmallVector<Recompute> recompute;
+  /// The first layer of each virtual stage after the first (pp x
+  /// virtualStages - 1 increasing entries); empty until decided.
+  SmallVector<int64_t> stageCuts;
+  Precision precision = Precision::F32;
+
+  /// Whether the step runs per micro-batch (pipeline stages or
+  /// accumulation): the micro-batch axis exists and the split applies.
+  bool pipelined() const { return pp > 1 || microbatches > 1; }
+  int64_t virtualStageCount() const { return pp * virtualStages; }
+  /// The recomputation of pipeline stage `stage`.
+  Recompute recomputeOf(int64_t stage) const;
+  /// The same recomputation on every stage (none when unset).
+  void setRecompute(Recompute mode);
+  /// The virtual stage of `layer` under stageCuts.
+  int64_t virtualStageOfLayer(int64_t layer) const;
+
+  /// The axes of each kind of parallelism by its short name: "dp" always,
+  /// "tp", "pp" and "mb" (micro-batches) when they have axes (the
+  /// artifact's communicator names and plan.axes).
+  SmallVector<std::pair<std::string, SmallVector<int64_t>>> namedAxes() const;
+  /// The plan's counts by the artifact's plan keys (dp, tp, pp,
+  /// virtual_stages, microbatches, zero).
+  SmallVector<std::pair<std::string, int64_t>> namedCounts() const;
+
+  /// The one definition of a valid plan; reports through `emitError`.
+  LogicalResult verify(function_ref<InFlightDiagnostic()> emitError) const;
+
+  static Plan fromAttr(PlanAttr attr);
+  PlanAttr toAttr(MLIRContext *ctx) const;
+};
+
+/// One mode when every stage has the same, none when that is `none` (the
+/// attribute's canonical form).
+void canonicalizeRecompute(SmallVectorImpl<Recompute> &modes);
+
+/// The module's plan, or nothing when no planner has run.
+std::optional<Plan> getPlan(ModuleOp module);
+/// Writes `plan` as the module's dtc.plan.
+void setPlan(ModuleOp module, const Plan &plan);
+
+} // namespace mlir::dtc
+
+#endif // DTC_DIALECT_PLAN_H

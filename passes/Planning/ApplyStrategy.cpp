@@ -1,0 +1,168 @@
+//===- ApplyStrategy.cpp - a strategy's degrees as a plan -----------------===//
+//
+// Strategy -> Plan: the degrees of `--strategy` (or `--auto`) become a
+// `#dtc.plan` on the module and the device grid it refers to; what the plan
+// means for each value is dtc-materialize-plan's business, so a search can
+// write a Plan the same way and reuse everything after.
+//
+// Degrees map to mesh axes: tensor parallelism takes the innermost (fastest)
+// axes whose sizes multiply to tp, pipeline stages the next ones multiplying
+// to pp, data parallelism the remaining outer ones. Micro-batches are one
+// more, virtual grid axis (no devices; the emitter loops over it), the
+// minor split of the batch inside each dp shard.
+//
+//===----------------------------------------------------------------------===//
+#include "dtc/Dialect/Plan.h"
+#include "dtc/Dialect/Utils.h"
+#include "dtc/Passes/Passes.h"
+
+namespace mlir::dtc {
+#define GEN_PASS_DEF_APPLYSTRATEGY
+#include "dtc/Passes/Passes.h.inc"
+
+namespace {
+
+constexpr StringLiteral kGridName = "mesh";
+
+/// "4x2": a grid shape as the command line writes it.
+std::string shapeString(ArrayRef<int64_t> grid) {
+  std::string shape;
+  for (int64_t size : grid)
+    shape += (shape.empty() ? "" : "x") + std::to_string(size);
+  return shape;
+}
+
+/// Takes whole axes, innermost first from `axis` down, whose sizes multiply
+/// to `degree` (size-1 axes add nothing and are skipped). False when no
+/// such run exists.
+bool takeAxes(ArrayRef<int64_t> grid, int64_t &axis, int64_t degree,
+              SmallVectorImpl<int64_t> &taken) {
+  int64_t covered = 1;
+  for (; axis >= 0 && covered < degree; --axis) {
+    if (grid[axis] == 1)
+      continue;
+    taken.insert(taken.begin(), axis);
+    covered *= grid[axis];
+  }
+  return covered == degree;
+}
+
+struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!findTrainStep(module)) {
+      module.emitError()
+          << "no training step to plan (run dtc-build-training-step first)";
+      return signalPassFailure();
+    }
+    FailureOr<Plan> plan = planFromDegrees(module);
+    if (failed(plan) || failed(createGrid(module, *plan)))
+      return signalPassFailure();
+    setPlan(module, *plan);
+  }
+
+  /// The degrees checked against the mesh and mapped to its axes.
+  FailureOr<Plan> planFromDegrees(ModuleOp module) {
+    if (zero < 0 || zero > 3)
+      return module.emitError()
+             << "zero must be 0, 1, 2 or 3, got " << static_cast<int64_t>(zero);
+    SmallVector<int64_t> grid(mesh.begin(), mesh.end());
+    if (grid.empty())
+      grid = {1};
+    int64_t devices = 1;
+    for (int64_t size : grid) {
+      if (size <= 0)
+        return module.emitError() << "mesh axis sizes must be positive";
+      devices *= size;
+    }
+    Plan plan;
+    plan.grid = kGridName.str();
+    plan.tp = tp;
+    plan.pp = pp;
+    plan.microbatches = microbatches;
+    plan.virtualStages = virtualStages;
+    plan.zero = zero;
+    if (plan.tp < 1)
+      return module.emitError() << "tp must be >= 1, got " << plan.tp;
+    if (plan.pp < 1 || plan.microbatches < 1 || plan.virtualStages < 1)
+      return module.emitError()
+             << "pp, virtual-stages and microbatches must be >= 1";
+    if (devices % (plan.tp * plan.pp) != 0)
+      return module.emitError()
+             << "tp=" << plan.tp << " x pp=" << plan.pp
+             << " does not divide the " << devices << " devices of the mesh";
+    plan.dp =
+        dp == 0 ? devices / (plan.tp * plan.pp) : static_cast<int64_t>(dp);
+    if (plan.dp * plan.tp * plan.pp != devices)
+      return module.emitError()
+             << "dp=" << plan.dp << " x tp=" << plan.tp << " x pp=" << plan.pp
+             << " uses " << plan.dp * plan.tp * plan.pp
+             << " devices but the mesh has " << devices;
+
+    // Tensor parallelism takes the innermost axes (the fastest links),
+    // pipeline stages the next, data parallelism the rest.
+    int64_t axis = (int64_t)grid.size() - 1;
+    if (!takeAxes(grid, axis, plan.tp, plan.tpAxes))
+      return module.emitError()
+             << "tp=" << plan.tp
+             << " is not a product of the innermost mesh axes of "
+             << shapeString(grid)
+             << " (tensor parallelism takes whole axes from the last, "
+             << "fastest one; e.g. --mesh " << devices / plan.tp << "x"
+             << plan.tp << ")";
+    if (!takeAxes(grid, axis, plan.pp, plan.ppAxes))
+      return module.emitError()
+             << "pp=" << plan.pp << " is not a product of the mesh axes of "
+             << shapeString(grid)
+             << " inside the data-parallel ones (pipeline stages take whole "
+                "axes between "
+             << "tensor parallelism's and data parallelism's; e.g. --mesh "
+             << devices / (plan.pp * plan.tp) << "x" << plan.pp
+             << (plan.tp > 1 ? "x" + std::to_string(plan.tp) : std::string())
+             << ")";
+    for (int64_t a = 0; a <= axis; ++a)
+      if (grid[a] != 1)
+        plan.dpAxes.push_back(a);
+    // Micro-batches: a virtual grid axis after the device axes. A pipeline
+    // always has it (of size 1 for one micro-batch): stages run their
+    // forward and backward per micro-batch.
+    if (plan.pipelined()) {
+      plan.microbatchAxes.push_back(static_cast<int64_t>(grid.size()));
+      plan.schedule = schedule;
+    }
+    std::optional<Recompute> mode = symbolizeRecompute(recompute);
+    std::optional<Precision> numerics = symbolizePrecision(precision);
+    if (!mode || !numerics)
+      return module.emitError() << "unknown recompute mode \"" << recompute
+                                << "\" or precision \"" << precision << "\"";
+    plan.setRecompute(*mode);
+    plan.precision = *numerics;
+    if (failed(plan.verify([&] { return module.emitError(); })))
+      return failure();
+    return plan;
+  }
+
+  /// The device grid plus the virtual micro-batch axis.
+  LogicalResult createGrid(ModuleOp module, const Plan &plan) {
+    SmallVector<int64_t> grid(mesh.begin(), mesh.end());
+    if (grid.empty())
+      grid = {1};
+    if (!plan.microbatchAxes.empty())
+      grid.push_back(plan.microbatches);
+    if (auto existing = module.lookupSymbol<shard::GridOp>(plan.grid)) {
+      if (existing.getShape() != ArrayRef<int64_t>(grid))
+        return existing.emitError()
+               << "a different grid @" << plan.grid << " already exists";
+      return success();
+    }
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToStart(module.getBody());
+    shard::GridOp::create(b, module.getLoc(), plan.grid, grid);
+    return success();
+  }
+};
+
+} // namespace
+} // namespace mlir::dtc
