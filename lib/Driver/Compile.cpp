@@ -4,7 +4,9 @@
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
+#include "dtc/Driver/Pipeline.h"
 #include "dtc/Passes/Passes.h"
+#include "dtc/Planner/Evaluate.h"
 #include "dtc/Target/Artifact.h"
 #include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/artifact/MemoryPlan.h"
@@ -180,278 +182,21 @@ json plannerJson(const ::dtc::CompileOptions &o, const json &plan) {
   return planner;
 }
 
-/// The pipeline schedule the artifact's programs carry (one per stage).
-std::optional<::dtc::sched::Schedule> artifactSchedule(const json &artifact) {
-  if (!artifact.contains("pipeline"))
-    return std::nullopt;
-  const json &pipe = artifact["pipeline"];
-  ::dtc::sched::Schedule s;
-  s.name = pipe.value("schedule", std::string());
-  s.stages = pipe.value("stages", 1);
-  s.virtualStages = pipe.value("virtual_stages", 1);
-  s.microbatches = pipe.value("microbatches", 1);
-  s.perStage.assign(size_t(s.stages), {});
-  for (const json &program : artifact["programs"]) {
-    int stage = program.value("stage", 0);
-    std::string error;
-    if (stage >= 0 && stage < s.stages)
-      ::dtc::sched::actionsFromJson(program["schedule"],
-                                    s.perStage[size_t(stage)], error);
-  }
-  return s;
-}
-
-/// One program's memory (one-copy slots plus the micro-batch copies its
-/// schedule keeps alive at its worst moment) and traffic per step (what
-/// runs per micro-batch counts M times): bytes each member of each
-/// communicator sends by kind, point-to-point bytes, calls and time.
-/// Bytes per element of an artifact dtype.
-int64_t elementBytesOf(const std::string &dtype) {
-  return dtype == "i64" ? 8 : dtype == "bf16" || dtype == "f16" ? 2 : 4;
-}
-
-struct ProgramCosts {
-  json memory;
-  std::map<std::string, std::map<std::string, std::vector<int64_t>>> byMember;
-  int64_t sendBytes = 0;
-  json calls = json::object();
-  double seconds = 0;
-};
-
-ProgramCosts programCosts(const json &program, int64_t microbatches,
-                          const std::vector<int64_t> &mesh,
-                          std::map<std::string, std::vector<int64_t>> &commAxes,
-                          const ::dtc::cost::HardwareProfile &hw) {
-  ProgramCosts c;
-  // Slot bytes per category: the usual accounting.
-  c.memory = {{"params", 0},      {"grads", 0},  {"optimizer", 0},
-              {"activations", 0}, {"inputs", 0}, {"constants", 0},
-              {"scalars", 0},     {"total", 0}};
-  std::map<int, int64_t> copyBytes; // chunk -> bytes of one micro-batch copy
-  for (const json &slot : program["slots"]) {
-    int64_t bytes = slot["bytes"];
-    if (slot.value("scope", std::string("step")) == "microbatch") {
-      copyBytes[slot.value("chunk", 0)] += bytes;
-      continue;
-    }
-    std::string category = slot["category"];
-    std::string key = category == "optimizer" ? category : category + "s";
-    if (c.memory.contains(key))
-      c.memory[key] = c.memory[key].get<int64_t>() + bytes;
-    c.memory["total"] = c.memory["total"].get<int64_t>() + bytes;
-  }
-  if (program.contains("schedule")) {
-    std::vector<::dtc::sched::Action> actions;
-    std::string error;
-    ::dtc::sched::actionsFromJson(program["schedule"], actions, error);
-    std::map<std::pair<int, int>, size_t> last;
-    for (size_t i = 0; i < actions.size(); ++i)
-      last[{actions[i].chunk, actions[i].microbatch}] = i;
-    std::set<std::pair<int, int>> live;
-    int64_t now = 0, peak = 0;
-    for (size_t i = 0; i < actions.size(); ++i) {
-      std::pair<int, int> key{actions[i].chunk, actions[i].microbatch};
-      if (live.insert(key).second)
-        now += copyBytes[key.first];
-      peak = std::max(peak, now);
-      if (last[key] == i) {
-        live.erase(key);
-        now -= copyBytes[key.first];
-      }
-    }
-    c.memory["activations"] = c.memory["activations"].get<int64_t>() + peak;
-    c.memory["total"] = c.memory["total"].get<int64_t>() + peak;
-  }
-
-  const json &buffers = program["buffers"];
-  auto elements = [&](int id) {
-    int64_t n = 1;
-    for (int64_t d : buffers[id]["shape"])
-      n *= d;
-    return n;
-  };
-  auto groupSize = [&](const std::vector<int64_t> &axes) {
-    int64_t n = 1;
-    for (int64_t a : axes)
-      n *= mesh[a];
-    return n;
-  };
-  auto slowestOf = [&](const std::vector<int64_t> &axes) {
-    ::dtc::cost::Link slowest{1e300, 0};
-    for (int64_t a : axes)
-      if (hw.axes[a].bandwidth < slowest.bandwidth)
-        slowest = hw.axes[a];
-    return slowest;
-  };
-  auto countList = [&](const json &list, int64_t times) {
-    for (const json &inst : list) {
-      std::string op = inst["op"];
-      if (op == ::dtc::artifact::pipeOpName(::dtc::artifact::PipeOp::Send)) {
-        int in = inst["in"][0];
-        int64_t bytes = elements(in) * elementBytesOf(buffers[in]["dtype"]);
-        c.sendBytes += times * bytes;
-        c.calls["send_recv"] = c.calls.value("send_recv", int64_t(0)) + times;
-        c.seconds +=
-            double(times) *
-            ::dtc::cost::sendRecvTime(
-                double(bytes), slowestOf(commAxes[inst["attrs"]["comm"]]));
-        continue;
-      }
-      ::dtc::cost::CollectiveKind kind;
-      if (!::dtc::cost::collectiveFromName(op, kind))
-        continue; // kernels, all_slice (no traffic)
-      std::string name = inst["attrs"]["comm"];
-      const std::vector<int64_t> &axes = commAxes[name];
-      int64_t n = groupSize(axes);
-      int in = inst["in"][0], out = inst["out"][0];
-      int64_t elementBytes = elementBytesOf(buffers[in]["dtype"]);
-      // What the runtime's algorithm sends (the test and the benchmark
-      // compare it with the runtime's own count).
-      std::vector<int64_t> &members = c.byMember[name][op];
-      members.resize(size_t(n), 0);
-      for (int64_t m = 0; m < n; ++m)
-        members[size_t(m)] +=
-            times * ::dtc::cost::collectiveSentBytesOf(
-                        kind, n, m, elements(in), elements(out), elementBytes);
-      c.calls[op] = c.calls.value(op, int64_t(0)) + times;
-      int64_t sent = ::dtc::cost::collectiveSentBytes(
-          kind, n, elements(in), elements(out), elementBytes);
-      c.seconds += double(times) * ::dtc::cost::collectiveTime(
-                                       kind, n, double(sent), slowestOf(axes));
-    }
-  };
-  countList(program["instructions"], 1);
-  if (program.contains("chunks"))
-    for (const json &chunk : program["chunks"])
-      for (const char *list : {"forward", "backward_input", "backward_weight"})
-        countList(chunk[list], microbatches);
-  if (program.contains("finish"))
-    countList(program["finish"], 1);
-  return c;
-}
-
-/// The plan report of spec/cli.md, from the emitted programs (what the
-/// runtime will really allocate and send) and the cost model. Bytes are per
-/// device and per step, the maximum over devices (each runs the program of
-/// its pipeline stage).
+/// The plan report of spec/cli.md: the plan's cost (the planner's
+/// evaluation) beside the choices that made the plan.
 json buildReport(ModuleOp module, const json &artifact,
                  const ::dtc::CompileOptions &o,
                  ::dtc::cost::HardwareProfile &hw, double compileSeconds) {
-  std::vector<int64_t> mesh = artifact["mesh"].get<std::vector<int64_t>>();
-  hw.forMesh(mesh);
-  const int64_t microbatches =
-      artifact.contains("pipeline")
-          ? artifact["pipeline"].value("microbatches", int64_t(1))
-          : 1;
-
-  int64_t params = 0;
-  for (const json &t : artifact["tensors"])
-    if (t["role"] == "param") {
-      int64_t n = 1;
-      for (int64_t d : t["shape"])
-        n *= d;
-      params += n;
-    }
-
-  std::map<std::string, std::vector<int64_t>> commAxes;
-  for (const json &c : artifact["communicators"])
-    commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
-  std::vector<ProgramCosts> costs;
-  std::map<int64_t, size_t> programOfRank;
-  for (const json &program : artifact["programs"]) {
-    for (int64_t r : program["ranks"])
-      programOfRank[r] = costs.size();
-    costs.push_back(programCosts(program, microbatches, mesh, commAxes, hw));
-  }
-
-  json memory = costs.front().memory;
-  double commSeconds = 0;
-  json calls = json::object();
-  for (const ProgramCosts &c : costs) {
-    for (auto &[key, value] : c.memory.items())
-      memory[key] = std::max(memory[key].get<int64_t>(), value.get<int64_t>());
-    commSeconds = std::max(commSeconds, c.seconds);
-    for (auto &[op, n] : c.calls.items())
-      calls[op] = std::max(calls.value(op, int64_t(0)), n.get<int64_t>());
-  }
-  // Beside the usual accounting per category: what the runtime's allocator
-  // really takes at its high-water mark (MemoryPlan.h: aligned slots and the
-  // micro-batch copies in flight, collective staging, kernel workspace),
-  // which is the total, and the budget it must fit.
-  const json &planned = artifact["memory"];
-  memory["staging"] = planned["peak_by_kind"]["staging"];
-  memory["workspace"] = planned["peak_by_kind"]["workspace"];
-  memory["total"] = planned["peak_bytes"];
-  memory["peak_per_device"] = planned["peak_bytes"];
-  memory["budget_per_device"] = planned["budget_bytes"];
-
-  // Per communicator: the busiest member; in total: the busiest device,
-  // summing each communicator's share at that device's index in it.
-  using ::dtc::artifact::CollectiveKind;
-  std::vector<std::string> kinds;
-  for (CollectiveKind kind :
-       {CollectiveKind::AllReduce, CollectiveKind::AllGather,
-        CollectiveKind::ReduceScatter, CollectiveKind::AllToAll})
-    kinds.push_back(::dtc::artifact::collectiveKindName(kind));
-  json comm = json::object();
-  for (const std::string &kind : kinds)
-    comm[kind] = 0;
-  comm["send_recv"] = 0;
-  json commByName = json::object();
-  for (const ProgramCosts &c : costs)
-    for (auto &[name, perKind] : c.byMember) {
-      if (!commByName.contains(name))
-        commByName[name] = {{"mesh_axes", commAxes[name]}};
-      for (const std::string &kind : kinds) {
-        auto it = perKind.find(kind);
-        int64_t busiest =
-            it == perKind.end() || it->second.empty()
-                ? 0
-                : *std::max_element(it->second.begin(), it->second.end());
-        commByName[name][kind] =
-            std::max(commByName[name].value(kind, int64_t(0)), busiest);
-      }
-    }
-  int64_t devices = 1;
-  for (int64_t size : mesh)
-    devices *= size;
-  for (int64_t device = 0; device < devices; ++device) {
-    const ProgramCosts &c = costs[programOfRank[device]];
-    std::vector<int64_t> coords(mesh.size());
-    for (size_t a = mesh.size(), rest = device; a-- > 0;) {
-      coords[a] = rest % mesh[a];
-      rest /= mesh[a];
-    }
-    for (const std::string &kind : kinds) {
-      int64_t total = 0;
-      for (auto &[name, perKind] : c.byMember) {
-        auto it = perKind.find(kind);
-        if (it == perKind.end() || it->second.empty())
-          continue;
-        int64_t index = 0;
-        for (int64_t a : commAxes[name])
-          index = index * mesh[a] + coords[a];
-        total += it->second[size_t(index)];
-      }
-      comm[kind] = std::max(comm[kind].get<int64_t>(), total);
-    }
-    comm["send_recv"] = std::max(comm["send_recv"].get<int64_t>(), c.sendBytes);
-  }
-
-  int64_t flops = 0;
-  for (func::FuncOp step : mlir::dtc::trainSteps(module))
-    flops = std::max(flops, mlir::dtc::flopsPerStep(step, microbatches));
-  double peak = o.precision == "f32" ? hw.peakFlopsF32 : hw.peakFlopsBf16;
-  // A pipeline stage idles for the bubble of its schedule (unit costs).
-  double bubble = 0;
-  if (std::optional<::dtc::sched::Schedule> schedule =
-          artifactSchedule(artifact)) {
-    ::dtc::sched::Simulation sim = ::dtc::sched::simulate(*schedule);
-    if (sim.ok)
-      bubble = sim.bubble;
-  }
-  double computeSeconds = flops / peak / (1.0 - bubble);
-  double stepSeconds = computeSeconds + commSeconds;
+  mlir::dtc::PlanCost cost =
+      mlir::dtc::evaluatePlan(module, artifact, hw, o.precision == "f32");
+  const std::vector<int64_t> &mesh = cost.mesh;
+  const int64_t params = cost.params;
+  const json &memory = cost.memory, &comm = cost.comm,
+             &commByName = cost.commByName, &calls = cost.calls;
+  const double bubble = cost.bubble, stepSeconds = cost.stepSeconds,
+               computeSeconds = cost.computeSeconds,
+               commSeconds = cost.commSeconds, peak = cost.peakFlops;
+  const int64_t flops = cost.flops;
   const json &plan = artifact["plan"];
   return json{
       {"mesh", mesh},
@@ -664,23 +409,6 @@ deviceBudget(const ::dtc::CompileOptions &o,
   return {uint64_t(hw.memoryBytes), "--hw " + hw.name};
 }
 
-/// The most memory a rank of the artifact allocates (MemoryPlan.h, as
-/// checkMemory computes it): what `--remat auto` holds against the budget.
-/// -1 when the artifact does not validate (checkMemory reports it).
-int64_t plannedPeakMemory(const json &artifact, const std::string &label,
-                          int64_t devices) {
-  std::vector<::dtc::rt::MemoryNeed> needs;
-  std::string error;
-  if (!::dtc::rt::artifactMemoryNeeds(
-          artifact, label, ::dtc::rt::plannedKernelThreads(devices),
-          ::dtc::kernels::cpu::workspaceModel(), needs, error))
-    return -1;
-  int64_t peak = 0;
-  for (const ::dtc::rt::MemoryNeed &need : needs)
-    peak = std::max(peak, int64_t(need.peak));
-  return peak;
-}
-
 /// Validates the artifact as the runtime will, computes each rank's peak
 /// memory (what the runtime will allocate, MemoryPlan.h), refuses a plan
 /// that exceeds the device budget and records budget and peak.
@@ -690,12 +418,9 @@ bool checkMemory(const ::dtc::CompileOptions &o,
   namespace rt = ::dtc::rt;
   std::vector<rt::MemoryNeed> needs;
   std::string error;
-  // The kernels' per-thread workspace, for the threads each rank gets when
-  // the whole mesh runs on this machine (what `dtc run` starts here).
-  const int threads = rt::plannedKernelThreads(devices);
-  if (!rt::artifactMemoryNeeds(artifact, o.input, threads,
-                               ::dtc::kernels::cpu::workspaceModel(), needs,
-                               error)) {
+  int threads = 0;
+  if (!mlir::dtc::planMemory(artifact, o.input, devices, needs, threads,
+                             error)) {
     errors.flag("internal error: the emitted artifact does not validate: " +
                 error);
     return false;
@@ -705,24 +430,7 @@ bool checkMemory(const ::dtc::CompileOptions &o,
     if (need.peak > largest->peak)
       largest = &need;
   auto [budget, source] = deviceBudget(o, hw, devices);
-  json byKind = json::object();
-  for (int k = 0; k < rt::kNumMemKinds; ++k)
-    byKind[rt::memKindName(k)] = largest->bytes[k];
-  // Each program's own (pipeline stages differ), then the largest's.
-  json perProgram = json::array();
-  for (const rt::MemoryNeed &need : needs) {
-    json kinds = json::object();
-    for (int k = 0; k < rt::kNumMemKinds; ++k)
-      kinds[rt::memKindName(k)] = need.bytes[k];
-    perProgram.push_back({{"name", need.program},
-                          {"peak_bytes", need.peak},
-                          {"by_kind", kinds}});
-  }
-  artifact["memory"] = {{"budget_bytes", budget},
-                        {"peak_bytes", largest->peak},
-                        {"peak_by_kind", byKind},
-                        {"kernel_threads", threads},
-                        {"programs", std::move(perProgram)}};
+  artifact["memory"] = mlir::dtc::memoryRecord(needs, budget, threads);
   if (budget == 0 || largest->peak <= budget)
     return true;
   errors.flag("the plan needs " + rt::formatBytes(largest->peak) +
@@ -734,19 +442,9 @@ bool checkMemory(const ::dtc::CompileOptions &o,
   return false;
 }
 
-/// Everything from model text to artifact body; errors go to `errors`
-/// (IR or flags). `module` keeps the partitioned IR for reports.
-bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                   const ::dtc::CompileOptions &o, MLIRContext &ctx,
-                   Errors &errors, OwningOpRef<ModuleOp> &module,
-                   json &artifact,
-                   std::optional<::dtc::cost::HardwareProfile> &hw,
-                   StageTimer &timer) {
-  int64_t devices = 1;
-  for (int64_t size : o.mesh)
-    devices *= size;
-  if (!checkSupported(o, devices, errors))
-    return false;
+/// --hw: a built-in profile or a JSON file, fitted to the mesh.
+bool loadHardwareProfile(const ::dtc::CompileOptions &o, Errors &errors,
+                         std::optional<::dtc::cost::HardwareProfile> &hw) {
   std::string hwError;
   if (o.hw != "cpu" && o.hw != "a100" && o.hw != "h100" &&
       llvm::sys::fs::exists(o.hw) &&
@@ -765,9 +463,13 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     return false;
   }
 
-  double weightDecay =
-      o.weightDecay.value_or(o.optimizer == "adamw" ? 0.01 : 0.0);
-  mlir::dtc::BuildTrainingStepOptions stepOptions;
+  return true;
+}
+
+/// The training step's options (dtc-build-training-step), checked.
+bool trainingStepOptions(const ::dtc::CompileOptions &o, double weightDecay,
+                         Errors &errors,
+                         mlir::dtc::BuildTrainingStepOptions &stepOptions) {
   stepOptions.optimizer = o.optimizer;
   stepOptions.lr = o.lr;
   stepOptions.weightDecay = weightDecay;
@@ -783,7 +485,88 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     errors.flag("--" + option + ": " + problem);
     return false;
   }
+  return true;
+}
 
+/// The strategy the plan is written from (dtc-apply-strategy).
+mlir::dtc::ApplyStrategyOptions
+strategyOptions(const ::dtc::CompileOptions &o) {
+  mlir::dtc::ApplyStrategyOptions planOptions;
+  planOptions.mesh.assign(o.mesh.begin(), o.mesh.end());
+  planOptions.dp = o.autoPlan ? 0 : o.dp;
+  planOptions.tp = o.autoPlan ? 1 : o.tp;
+  planOptions.zero = o.autoPlan ? 0 : o.zero;
+  planOptions.pp = o.autoPlan ? 1 : o.pp;
+  planOptions.virtualStages = o.virtualStages;
+  // Gradient accumulation is more micro-batches: each of the K micro-steps
+  // runs the M micro-batches of the pipeline, so M·K go through the
+  // schedule, their gradients summed before the one reduction and update.
+  planOptions.microbatches = o.microbatches * o.gradAccum;
+  planOptions.schedule = o.schedule;
+  // --remat auto settles the plan's recomputation below, once lowered.
+  planOptions.recompute = o.remat == "auto" ? "none" : o.remat;
+  planOptions.precision = o.precision;
+  return planOptions;
+}
+
+/// The pipeline schedule: every stage's order of forwards and backwards
+/// (left null when the step is not pipelined).
+bool pipelineSchedule(const ::dtc::CompileOptions &o, int64_t stages,
+                      int64_t microbatches, Errors &errors, json &pipeline) {
+  if (stages <= 1 && microbatches <= 1)
+    return true;
+  ::dtc::sched::Schedule schedule;
+  std::string problem;
+  if (!::dtc::sched::generate(o.schedule, int(stages), int(microbatches),
+                              int(o.virtualStages), schedule, problem)) {
+    errors.flag("--schedule " + o.schedule + ": " + problem);
+    return false;
+  }
+  ::dtc::sched::Simulation simulation = ::dtc::sched::simulate(schedule);
+  if (!simulation.ok) {
+    errors.flag("--schedule " + o.schedule +
+                ": internal error: " + simulation.error);
+    return false;
+  }
+  json perStage = json::array();
+  for (const auto &actions : schedule.perStage)
+    perStage.push_back(::dtc::sched::actionsToJson(actions));
+  pipeline = {{"schedule", o.schedule},
+              {"stages", stages},
+              {"virtual_stages", o.virtualStages},
+              {"microbatches", microbatches},
+              {"per_stage", perStage}};
+  return true;
+}
+
+/// What the emitter records beside the plan (the artifact's "plan").
+mlir::dtc::ArtifactOptions emitOptions(const ::dtc::CompileOptions &o,
+                                       double weightDecay, bool pipelined,
+                                       const std::string &remat,
+                                       const std::string &hwName) {
+  mlir::dtc::ArtifactOptions artifactOptions;
+  artifactOptions.sourceName = o.input;
+  artifactOptions.optimizer = optimizerJson(o, weightDecay);
+  artifactOptions.planExtras = {
+      {"planner",
+       o.autoPlan ? "auto (no search yet: data parallelism over every device)"
+                  : "strategy"},
+      {"sp", o.sp},
+      {"ep", o.ep},
+      {"microbatches", o.microbatches},
+      {"schedule", pipelined ? o.schedule : std::string("none")},
+      {"virtual_stages", o.virtualStages},
+      {"remat", remat},
+      {"precision", o.precision},
+      {"grad_accum", o.gradAccum},
+      {"hw", hwName}};
+  return artifactOptions;
+}
+
+/// Parses the model text, refusing what would overflow MLIR's parser.
+bool parseModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                const ::dtc::CompileOptions &o, MLIRContext &ctx,
+                Errors &errors, OwningOpRef<ModuleOp> &module) {
   // MLIR's parser recurses once per nesting level; a pathological file
   // would overflow the stack instead of failing cleanly.
   if (std::string where = tooDeeplyNested(buffer->getBuffer());
@@ -802,6 +585,70 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       errors.flag(o.input + ": not a valid MLIR module");
     return false;
   }
+  return true;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The pipeline, part by part (include/dtc/Driver/Pipeline.h)
+//===----------------------------------------------------------------------===//
+
+void mlir::dtc::populateTrainingPipeline(
+    PassManager &pm, const BuildTrainingStepOptions &stepOptions) {
+  pm.addPass(createBuildTrainingStep(stepOptions));
+  pm.addPass(createAssignLayers());
+}
+
+void mlir::dtc::populatePlanningPipeline(PassManager &pm,
+                                         ArrayRef<std::string> pins,
+                                         const ApplyStrategyOptions &strategy) {
+  if (!pins.empty()) {
+    PinShardingOptions pinOptions;
+    pinOptions.pins.assign(pins.begin(), pins.end());
+    pm.addPass(createPinSharding(pinOptions));
+  }
+  pm.addPass(createApplyStrategy(strategy));
+  pm.addPass(createMaterializePlan());
+}
+
+void mlir::dtc::populateStageSplitPipeline(PassManager &pm) {
+  pm.addPass(createRematerialize());
+  pm.addPass(createBalanceStages());
+  pm.addPass(createSplitPipeline());
+}
+
+void mlir::dtc::populatePartitioningPipeline(PassManager &pm,
+                                             bool fuseEpilogues) {
+  pm.addPass(createPartition());
+  pm.addPass(createScheduleCollectives());
+  // Last: on local shapes, with the collectives placed.
+  if (fuseEpilogues)
+    pm.addPass(createFuseMatmulEpilogues());
+}
+
+namespace {
+
+/// Everything from model text to artifact body; errors go to `errors`
+/// (IR or flags). `module` keeps the partitioned IR for reports.
+bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                   const ::dtc::CompileOptions &o, MLIRContext &ctx,
+                   Errors &errors, OwningOpRef<ModuleOp> &module,
+                   json &artifact,
+                   std::optional<::dtc::cost::HardwareProfile> &hw,
+                   StageTimer &timer) {
+  int64_t devices = 1;
+  for (int64_t size : o.mesh)
+    devices *= size;
+  if (!checkSupported(o, devices, errors) ||
+      !loadHardwareProfile(o, errors, hw))
+    return false;
+  double weightDecay =
+      o.weightDecay.value_or(o.optimizer == "adamw" ? 0.01 : 0.0);
+  mlir::dtc::BuildTrainingStepOptions stepOptions;
+  if (!trainingStepOptions(o, weightDecay, errors, stepOptions) ||
+      !parseModel(std::move(buffer), o, ctx, errors, module))
+    return false;
   timer.done("parse+verify");
 
   auto runStageOn = [&](ModuleOp target, bool print, const std::string &stage,
@@ -829,67 +676,22 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     return runStageOn(*module, /*print=*/true, stage, fill);
   };
 
-  mlir::dtc::ApplyStrategyOptions planOptions;
-  planOptions.mesh.assign(o.mesh.begin(), o.mesh.end());
-  planOptions.dp = o.autoPlan ? 0 : o.dp;
-  planOptions.tp = o.autoPlan ? 1 : o.tp;
-  planOptions.zero = o.autoPlan ? 0 : o.zero;
-  planOptions.pp = o.autoPlan ? 1 : o.pp;
-  planOptions.virtualStages = o.virtualStages;
-  // Gradient accumulation is more micro-batches: each of the K micro-steps
-  // runs the M micro-batches of the pipeline, so M·K go through the
-  // schedule, their gradients summed before the one reduction and update.
-  const int64_t microbatches = o.microbatches * o.gradAccum;
-  planOptions.microbatches = microbatches;
-  planOptions.schedule = o.schedule;
-  // --remat auto settles the plan's recomputation below, once lowered.
-  planOptions.recompute = o.remat == "auto" ? "none" : o.remat;
-  planOptions.precision = o.precision;
-
-  // The pipeline schedule: every stage's order of forwards and backwards.
-  int64_t stages = planOptions.pp;
-  bool pipelined = stages > 1 || microbatches > 1;
+  const mlir::dtc::ApplyStrategyOptions planOptions = strategyOptions(o);
+  const int64_t microbatches = planOptions.microbatches;
+  const bool pipelined = planOptions.pp > 1 || microbatches > 1;
   json pipeline;
-  if (pipelined) {
-    ::dtc::sched::Schedule schedule;
-    std::string problem;
-    if (!::dtc::sched::generate(o.schedule, int(stages), int(microbatches),
-                                int(o.virtualStages), schedule, problem)) {
-      errors.flag("--schedule " + o.schedule + ": " + problem);
-      return false;
-    }
-    ::dtc::sched::Simulation simulation = ::dtc::sched::simulate(schedule);
-    if (!simulation.ok) {
-      errors.flag("--schedule " + o.schedule +
-                  ": internal error: " + simulation.error);
-      return false;
-    }
-    json perStage = json::array();
-    for (const auto &actions : schedule.perStage)
-      perStage.push_back(::dtc::sched::actionsToJson(actions));
-    pipeline = {{"schedule", o.schedule},
-                {"stages", stages},
-                {"virtual_stages", o.virtualStages},
-                {"microbatches", microbatches},
-                {"per_stage", perStage}};
-  }
+  if (!pipelineSchedule(o, planOptions.pp, microbatches, errors, pipeline))
+    return false;
 
   if (!runStage(
           "parsed",
           [](PassManager &pm) { pm.addPass(mlir::dtc::createCheckModel()); }) ||
       !runStage("training-step",
                 [&](PassManager &pm) {
-                  pm.addPass(mlir::dtc::createBuildTrainingStep(stepOptions));
-                  pm.addPass(mlir::dtc::createAssignLayers());
+                  mlir::dtc::populateTrainingPipeline(pm, stepOptions);
                 }) ||
       !runStage("planned", [&](PassManager &pm) {
-        if (!o.pins.empty()) {
-          mlir::dtc::PinShardingOptions pinOptions;
-          pinOptions.pins.assign(o.pins.begin(), o.pins.end());
-          pm.addPass(mlir::dtc::createPinSharding(pinOptions));
-        }
-        pm.addPass(mlir::dtc::createApplyStrategy(planOptions));
-        pm.addPass(mlir::dtc::createMaterializePlan());
+        mlir::dtc::populatePlanningPipeline(pm, o.pins, planOptions);
       }))
     return false;
 
@@ -902,34 +704,14 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     mlir::dtc::setPlan(target, *plan);
     if (!runStageOn(target, print, "split",
                     [&](PassManager &pm) {
-                      pm.addPass(mlir::dtc::createRematerialize());
-                      pm.addPass(mlir::dtc::createBalanceStages());
-                      pm.addPass(mlir::dtc::createSplitPipeline());
+                      mlir::dtc::populateStageSplitPipeline(pm);
                     }) ||
         !runStageOn(target, print, "partitioned", [&](PassManager &pm) {
-          pm.addPass(mlir::dtc::createPartition());
-          pm.addPass(mlir::dtc::createScheduleCollectives());
-          // Last: on local shapes, with the collectives placed.
-          if (o.fuseEpilogues)
-            pm.addPass(mlir::dtc::createFuseMatmulEpilogues());
+          mlir::dtc::populatePartitioningPipeline(pm, o.fuseEpilogues);
         }))
       return false;
-    mlir::dtc::ArtifactOptions artifactOptions;
-    artifactOptions.sourceName = o.input;
-    artifactOptions.optimizer = optimizerJson(o, weightDecay);
-    artifactOptions.planExtras = {
-        {"planner",
-         o.autoPlan ? "auto (no search yet: data parallelism over every device)"
-                    : "strategy"},
-        {"sp", o.sp},
-        {"ep", o.ep},
-        {"microbatches", o.microbatches},
-        {"schedule", pipelined ? o.schedule : std::string("none")},
-        {"virtual_stages", o.virtualStages},
-        {"remat", remat},
-        {"precision", o.precision},
-        {"grad_accum", o.gradAccum},
-        {"hw", hw->name}};
+    mlir::dtc::ArtifactOptions artifactOptions =
+        emitOptions(o, weightDecay, pipelined, remat, hw->name);
     if (!rematChoice.is_null())
       artifactOptions.planExtras["remat_choice"] = rematChoice;
     artifactOptions.pipeline = pipeline;
@@ -952,37 +734,20 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     // The budget the memory check holds the plan to (--device-memory, else
     // the hardware's), against the peak the runtime will allocate.
     const double budget = double(deviceBudget(o, *hw, devices).first);
-    json tried = json::object();
-    remat = "full";
-    for (const char *candidate : {"none", "selective"}) {
+    auto peakOf = [&](const std::string &candidate) -> int64_t {
       OwningOpRef<ModuleOp> probe(cast<ModuleOp>((*module)->clone()));
       json probeArtifact;
       if (!lower(*probe, candidate, /*print=*/false, json(), probeArtifact))
-        return false;
-      int64_t total = plannedPeakMemory(probeArtifact, o.input, devices);
-      if (total < 0) {
-        errors.flag("internal error: the artifact of --remat " +
-                    std::string(candidate) + " does not validate");
-        return false;
-      }
-      tried[candidate] = total;
-      if (budget == 0 || double(total) <= budget) {
-        remat = candidate;
-        break;
-      }
-    }
-    rematChoice = {
-        {"mode", "auto"},
-        {"chose", remat},
-        {"device_memory_bytes", budget},
-        {"memory_bytes_total_of", tried},
-        {"why",
-         remat == "none" ? "the plan fits without recomputation"
-         : remat == "selective"
-             ? "the plan does not fit without recomputation; selective "
-               "recomputation fits"
-             : "neither no recomputation nor selective recomputation fits; "
-               "full recomputation keeps only layer boundaries"}};
+        return -1;
+      int64_t total =
+          mlir::dtc::plannedPeakMemory(probeArtifact, o.input, devices);
+      if (total < 0)
+        errors.flag("internal error: the artifact of --remat " + candidate +
+                    " does not validate");
+      return total;
+    };
+    if (!mlir::dtc::chooseRecomputation(budget, peakOf, remat, rematChoice))
+      return false;
   }
   if (!lower(*module, remat, /*print=*/true, rematChoice, artifact))
     return false;

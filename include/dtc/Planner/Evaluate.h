@@ -1,0 +1,81 @@
+//===- Evaluate.h - what a plan costs ---------------------------*- C++ -*-===//
+//
+// The planner's seam: one place evaluates a lowered plan (its emitted
+// artifact and partitioned module) with the cost model and the artifact
+// library's memory plan. `dtc compile --report`, `--remat auto` and the
+// memory check call it; a search over plans will too.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_PLANNER_EVALUATE_H
+#define DTC_PLANNER_EVALUATE_H
+
+#include "dtc/CostModel/CostModel.h"
+#include "dtc/artifact/MemoryPlan.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mlir::dtc {
+
+/// A plan's cost per device and per step, the maximum over devices (each
+/// runs the program of its pipeline stage).
+struct PlanCost {
+  std::vector<int64_t> mesh;
+  int64_t params = 0;
+  /// Bytes by category (params, grads, optimizer, activations, inputs,
+  /// constants, scalars; activations at the schedule's peak of micro-batch
+  /// copies), the allocator's staging and workspace, its peak ("total",
+  /// "peak_per_device") and the budget.
+  nlohmann::json memory;
+  /// The busiest device's bytes sent per collective kind and point to point;
+  /// per communicator, its busiest member's; calls per kind.
+  nlohmann::json comm, commByName, calls;
+  /// The schedule's idle fraction (unit costs).
+  double bubble = 0;
+  int64_t flops = 0;
+  double peakFlops = 0;
+  double computeSeconds = 0, commSeconds = 0, stepSeconds = 0;
+};
+
+/// Evaluates the plan `artifact` was emitted for (`module`: its partitioned
+/// IR, for the flops). `artifact` must carry its memory record (planMemory).
+/// `f32`: the step computes in f32 (else the hardware's bf16 peak applies).
+PlanCost evaluatePlan(ModuleOp module, const nlohmann::json &artifact,
+                      ::dtc::cost::HardwareProfile &hw, bool f32);
+
+/// What each rank of `artifact` allocates (the artifact library's memory
+/// plan, with the CPU kernels' workspace for the threads each rank gets
+/// when `devices` ranks share this machine). Returns false with `error`
+/// when the artifact does not validate.
+bool planMemory(const nlohmann::json &artifact, const std::string &label,
+                int64_t devices, std::vector<::dtc::rt::MemoryNeed> &needs,
+                int &threads, std::string &error);
+
+/// The most memory a rank of `artifact` allocates; -1 when it does not
+/// validate.
+int64_t plannedPeakMemory(const nlohmann::json &artifact,
+                          const std::string &label, int64_t devices);
+
+/// The artifact's "memory" record: the budget, the largest rank's peak and
+/// its bytes by kind, and every program's own.
+nlohmann::json memoryRecord(const std::vector<::dtc::rt::MemoryNeed> &needs,
+                            uint64_t budget, int threads);
+
+/// --remat auto: the least recomputation (none, else selective, else full)
+/// whose plan fits `budget` bytes per device (0: no budget). `peakOf`
+/// lowers the plan with a candidate and returns its peak, or -1 after
+/// reporting an error (the choice fails then). `record` says what was
+/// tried and why the choice was made.
+bool chooseRecomputation(
+    double budget, const std::function<int64_t(const std::string &)> &peakOf,
+    std::string &chosen, nlohmann::json &record);
+
+} // namespace mlir::dtc
+
+#endif // DTC_PLANNER_EVALUATE_H

@@ -1,0 +1,392 @@
+//===- Evaluate.cpp - what a plan costs -----------------------------------===//
+//
+// The one place that evaluates a plan: memory by category and at the
+// schedule's peak, communication and compute time, from the emitted
+// programs (what the runtime will allocate and send) and the cost model.
+// The report, --remat auto and (next) the search read it.
+//
+//===----------------------------------------------------------------------===//
+#include "dtc/Planner/Evaluate.h"
+#include "dtc/Target/Artifact.h"
+#include "dtc/artifact/MemoryPlan.h"
+#include "dtc/artifact/Schedule.h"
+#include "dtc/artifact/Vocabulary.h"
+#include "dtc/kernels/CpuKernels.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+using namespace mlir;
+using json = nlohmann::json;
+
+namespace {
+
+/// The pipeline schedule the artifact's programs carry (one per stage).
+std::optional<::dtc::sched::Schedule> artifactSchedule(const json &artifact) {
+  if (!artifact.contains("pipeline"))
+    return std::nullopt;
+  const json &pipe = artifact["pipeline"];
+  ::dtc::sched::Schedule s;
+  s.name = pipe.value("schedule", std::string());
+  s.stages = pipe.value("stages", 1);
+  s.virtualStages = pipe.value("virtual_stages", 1);
+  s.microbatches = pipe.value("microbatches", 1);
+  s.perStage.assign(size_t(s.stages), {});
+  for (const json &program : artifact["programs"]) {
+    int stage = program.value("stage", 0);
+    std::string error;
+    if (stage >= 0 && stage < s.stages)
+      ::dtc::sched::actionsFromJson(program["schedule"],
+                                    s.perStage[size_t(stage)], error);
+  }
+  return s;
+}
+
+/// One program's memory (one-copy slots plus the micro-batch copies its
+/// schedule keeps alive at its worst moment) and traffic per step (what
+/// runs per micro-batch counts M times): bytes each member of each
+/// communicator sends by kind, point-to-point bytes, calls and time.
+/// Bytes per element of an artifact dtype.
+int64_t elementBytesOf(const std::string &dtype) {
+  return dtype == "i64" ? 8 : dtype == "bf16" || dtype == "f16" ? 2 : 4;
+}
+
+struct ProgramCosts {
+  json memory;
+  std::map<std::string, std::map<std::string, std::vector<int64_t>>> byMember;
+  int64_t sendBytes = 0;
+  json calls = json::object();
+  double seconds = 0;
+};
+
+ProgramCosts programCosts(const json &program, int64_t microbatches,
+                          const std::vector<int64_t> &mesh,
+                          std::map<std::string, std::vector<int64_t>> &commAxes,
+                          const ::dtc::cost::HardwareProfile &hw) {
+  ProgramCosts c;
+  // Slot bytes per category: the usual accounting.
+  c.memory = {{"params", 0},      {"grads", 0},  {"optimizer", 0},
+              {"activations", 0}, {"inputs", 0}, {"constants", 0},
+              {"scalars", 0},     {"total", 0}};
+  std::map<int, int64_t> copyBytes; // chunk -> bytes of one micro-batch copy
+  for (const json &slot : program["slots"]) {
+    int64_t bytes = slot["bytes"];
+    if (slot.value("scope", std::string("step")) == "microbatch") {
+      copyBytes[slot.value("chunk", 0)] += bytes;
+      continue;
+    }
+    std::string category = slot["category"];
+    std::string key = category == "optimizer" ? category : category + "s";
+    if (c.memory.contains(key))
+      c.memory[key] = c.memory[key].get<int64_t>() + bytes;
+    c.memory["total"] = c.memory["total"].get<int64_t>() + bytes;
+  }
+  if (program.contains("schedule")) {
+    std::vector<::dtc::sched::Action> actions;
+    std::string error;
+    ::dtc::sched::actionsFromJson(program["schedule"], actions, error);
+    std::map<std::pair<int, int>, size_t> last;
+    for (size_t i = 0; i < actions.size(); ++i)
+      last[{actions[i].chunk, actions[i].microbatch}] = i;
+    std::set<std::pair<int, int>> live;
+    int64_t now = 0, peak = 0;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      std::pair<int, int> key{actions[i].chunk, actions[i].microbatch};
+      if (live.insert(key).second)
+        now += copyBytes[key.first];
+      peak = std::max(peak, now);
+      if (last[key] == i) {
+        live.erase(key);
+        now -= copyBytes[key.first];
+      }
+    }
+    c.memory["activations"] = c.memory["activations"].get<int64_t>() + peak;
+    c.memory["total"] = c.memory["total"].get<int64_t>() + peak;
+  }
+
+  const json &buffers = program["buffers"];
+  auto elements = [&](int id) {
+    int64_t n = 1;
+    for (int64_t d : buffers[id]["shape"])
+      n *= d;
+    return n;
+  };
+  auto groupSize = [&](const std::vector<int64_t> &axes) {
+    int64_t n = 1;
+    for (int64_t a : axes)
+      n *= mesh[a];
+    return n;
+  };
+  auto slowestOf = [&](const std::vector<int64_t> &axes) {
+    ::dtc::cost::Link slowest{1e300, 0};
+    for (int64_t a : axes)
+      if (hw.axes[a].bandwidth < slowest.bandwidth)
+        slowest = hw.axes[a];
+    return slowest;
+  };
+  auto countList = [&](const json &list, int64_t times) {
+    for (const json &inst : list) {
+      std::string op = inst["op"];
+      if (op == ::dtc::artifact::pipeOpName(::dtc::artifact::PipeOp::Send)) {
+        int in = inst["in"][0];
+        int64_t bytes = elements(in) * elementBytesOf(buffers[in]["dtype"]);
+        c.sendBytes += times * bytes;
+        c.calls["send_recv"] = c.calls.value("send_recv", int64_t(0)) + times;
+        c.seconds +=
+            double(times) *
+            ::dtc::cost::sendRecvTime(
+                double(bytes), slowestOf(commAxes[inst["attrs"]["comm"]]));
+        continue;
+      }
+      ::dtc::cost::CollectiveKind kind;
+      if (!::dtc::cost::collectiveFromName(op, kind))
+        continue; // kernels, all_slice (no traffic)
+      std::string name = inst["attrs"]["comm"];
+      const std::vector<int64_t> &axes = commAxes[name];
+      int64_t n = groupSize(axes);
+      int in = inst["in"][0], out = inst["out"][0];
+      int64_t elementBytes = elementBytesOf(buffers[in]["dtype"]);
+      // What the runtime's algorithm sends (the test and the benchmark
+      // compare it with the runtime's own count).
+      std::vector<int64_t> &members = c.byMember[name][op];
+      members.resize(size_t(n), 0);
+      for (int64_t m = 0; m < n; ++m)
+        members[size_t(m)] +=
+            times * ::dtc::cost::collectiveSentBytesOf(
+                        kind, n, m, elements(in), elements(out), elementBytes);
+      c.calls[op] = c.calls.value(op, int64_t(0)) + times;
+      int64_t sent = ::dtc::cost::collectiveSentBytes(
+          kind, n, elements(in), elements(out), elementBytes);
+      c.seconds += double(times) * ::dtc::cost::collectiveTime(
+                                       kind, n, double(sent), slowestOf(axes));
+    }
+  };
+  countList(program["instructions"], 1);
+  if (program.contains("chunks"))
+    for (const json &chunk : program["chunks"])
+      for (const char *list : {"forward", "backward_input", "backward_weight"})
+        countList(chunk[list], microbatches);
+  if (program.contains("finish"))
+    countList(program["finish"], 1);
+  return c;
+}
+
+} // namespace
+
+namespace mlir::dtc {
+
+PlanCost evaluatePlan(ModuleOp module, const json &artifact,
+                      ::dtc::cost::HardwareProfile &hw, bool f32) {
+  std::vector<int64_t> mesh = artifact["mesh"].get<std::vector<int64_t>>();
+  hw.forMesh(mesh);
+  const int64_t microbatches =
+      artifact.contains("pipeline")
+          ? artifact["pipeline"].value("microbatches", int64_t(1))
+          : 1;
+
+  int64_t params = 0;
+  for (const json &t : artifact["tensors"])
+    if (t["role"] == "param") {
+      int64_t n = 1;
+      for (int64_t d : t["shape"])
+        n *= d;
+      params += n;
+    }
+
+  std::map<std::string, std::vector<int64_t>> commAxes;
+  for (const json &c : artifact["communicators"])
+    commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
+  std::vector<ProgramCosts> costs;
+  std::map<int64_t, size_t> programOfRank;
+  for (const json &program : artifact["programs"]) {
+    for (int64_t r : program["ranks"])
+      programOfRank[r] = costs.size();
+    costs.push_back(programCosts(program, microbatches, mesh, commAxes, hw));
+  }
+
+  json memory = costs.front().memory;
+  double commSeconds = 0;
+  json calls = json::object();
+  for (const ProgramCosts &c : costs) {
+    for (auto &[key, value] : c.memory.items())
+      memory[key] = std::max(memory[key].get<int64_t>(), value.get<int64_t>());
+    commSeconds = std::max(commSeconds, c.seconds);
+    for (auto &[op, n] : c.calls.items())
+      calls[op] = std::max(calls.value(op, int64_t(0)), n.get<int64_t>());
+  }
+  // Beside the usual accounting per category: what the runtime's allocator
+  // really takes at its high-water mark (MemoryPlan.h: aligned slots and the
+  // micro-batch copies in flight, collective staging, kernel workspace),
+  // which is the total, and the budget it must fit.
+  const json &planned = artifact["memory"];
+  memory["staging"] = planned["peak_by_kind"]["staging"];
+  memory["workspace"] = planned["peak_by_kind"]["workspace"];
+  memory["total"] = planned["peak_bytes"];
+  memory["peak_per_device"] = planned["peak_bytes"];
+  memory["budget_per_device"] = planned["budget_bytes"];
+
+  // Per communicator: the busiest member; in total: the busiest device,
+  // summing each communicator's share at that device's index in it.
+  using ::dtc::artifact::CollectiveKind;
+  std::vector<std::string> kinds;
+  for (CollectiveKind kind :
+       {CollectiveKind::AllReduce, CollectiveKind::AllGather,
+        CollectiveKind::ReduceScatter, CollectiveKind::AllToAll})
+    kinds.push_back(::dtc::artifact::collectiveKindName(kind));
+  json comm = json::object();
+  for (const std::string &kind : kinds)
+    comm[kind] = 0;
+  comm["send_recv"] = 0;
+  json commByName = json::object();
+  for (const ProgramCosts &c : costs)
+    for (auto &[name, perKind] : c.byMember) {
+      if (!commByName.contains(name))
+        commByName[name] = {{"mesh_axes", commAxes[name]}};
+      for (const std::string &kind : kinds) {
+        auto it = perKind.find(kind);
+        int64_t busiest =
+            it == perKind.end() || it->second.empty()
+                ? 0
+                : *std::max_element(it->second.begin(), it->second.end());
+        commByName[name][kind] =
+            std::max(commByName[name].value(kind, int64_t(0)), busiest);
+      }
+    }
+  int64_t devices = 1;
+  for (int64_t size : mesh)
+    devices *= size;
+  for (int64_t device = 0; device < devices; ++device) {
+    const ProgramCosts &c = costs[programOfRank[device]];
+    std::vector<int64_t> coords(mesh.size());
+    for (size_t a = mesh.size(), rest = device; a-- > 0;) {
+      coords[a] = rest % mesh[a];
+      rest /= mesh[a];
+    }
+    for (const std::string &kind : kinds) {
+      int64_t total = 0;
+      for (auto &[name, perKind] : c.byMember) {
+        auto it = perKind.find(kind);
+        if (it == perKind.end() || it->second.empty())
+          continue;
+        int64_t index = 0;
+        for (int64_t a : commAxes[name])
+          index = index * mesh[a] + coords[a];
+        total += it->second[size_t(index)];
+      }
+      comm[kind] = std::max(comm[kind].get<int64_t>(), total);
+    }
+    comm["send_recv"] = std::max(comm["send_recv"].get<int64_t>(), c.sendBytes);
+  }
+
+  int64_t flops = 0;
+  for (func::FuncOp step : mlir::dtc::trainSteps(module))
+    flops = std::max(flops, mlir::dtc::flopsPerStep(step, microbatches));
+  double peak = f32 ? hw.peakFlopsF32 : hw.peakFlopsBf16;
+  // A pipeline stage idles for the bubble of its schedule (unit costs).
+  double bubble = 0;
+  if (std::optional<::dtc::sched::Schedule> schedule =
+          artifactSchedule(artifact)) {
+    ::dtc::sched::Simulation sim = ::dtc::sched::simulate(*schedule);
+    if (sim.ok)
+      bubble = sim.bubble;
+  }
+  double computeSeconds = flops / peak / (1.0 - bubble);
+  double stepSeconds = computeSeconds + commSeconds;
+  PlanCost cost;
+  cost.mesh = mesh;
+  cost.params = params;
+  cost.memory = std::move(memory);
+  cost.comm = std::move(comm);
+  cost.commByName = std::move(commByName);
+  cost.calls = std::move(calls);
+  cost.bubble = bubble;
+  cost.flops = flops;
+  cost.peakFlops = peak;
+  cost.computeSeconds = computeSeconds;
+  cost.commSeconds = commSeconds;
+  cost.stepSeconds = stepSeconds;
+  return cost;
+}
+
+bool planMemory(const json &artifact, const std::string &label, int64_t devices,
+                std::vector<::dtc::rt::MemoryNeed> &needs, int &threads,
+                std::string &error) {
+  // The kernels' per-thread workspace, for the threads each rank gets when
+  // the whole mesh runs on this machine (what `dtc run` starts here).
+  threads = ::dtc::rt::plannedKernelThreads(devices);
+  return ::dtc::rt::artifactMemoryNeeds(artifact, label, threads,
+                                        ::dtc::kernels::cpu::workspaceModel(),
+                                        needs, error);
+}
+
+int64_t plannedPeakMemory(const json &artifact, const std::string &label,
+                          int64_t devices) {
+  std::vector<::dtc::rt::MemoryNeed> needs;
+  std::string error;
+  int threads = 0;
+  if (!planMemory(artifact, label, devices, needs, threads, error))
+    return -1;
+  int64_t peak = 0;
+  for (const ::dtc::rt::MemoryNeed &need : needs)
+    peak = std::max(peak, int64_t(need.peak));
+  return peak;
+}
+
+json memoryRecord(const std::vector<::dtc::rt::MemoryNeed> &needs,
+                  uint64_t budget, int threads) {
+  namespace rt = ::dtc::rt;
+  const rt::MemoryNeed *largest = &needs.front();
+  for (const rt::MemoryNeed &need : needs)
+    if (need.peak > largest->peak)
+      largest = &need;
+  json byKind = json::object();
+  for (int k = 0; k < rt::kNumMemKinds; ++k)
+    byKind[rt::memKindName(k)] = largest->bytes[k];
+  // Each program's own (pipeline stages differ), then the largest's.
+  json perProgram = json::array();
+  for (const rt::MemoryNeed &need : needs) {
+    json kinds = json::object();
+    for (int k = 0; k < rt::kNumMemKinds; ++k)
+      kinds[rt::memKindName(k)] = need.bytes[k];
+    perProgram.push_back({{"name", need.program},
+                          {"peak_bytes", need.peak},
+                          {"by_kind", kinds}});
+  }
+  return {{"budget_bytes", budget},
+          {"peak_bytes", largest->peak},
+          {"peak_by_kind", byKind},
+          {"kernel_threads", threads},
+          {"programs", std::move(perProgram)}};
+}
+
+bool chooseRecomputation(
+    double budget, const std::function<int64_t(const std::string &)> &peakOf,
+    std::string &chosen, json &record) {
+  json tried = json::object();
+  chosen = "full";
+  for (const char *candidate : {"none", "selective"}) {
+    int64_t total = peakOf(candidate);
+    if (total < 0)
+      return false;
+    tried[candidate] = total;
+    if (budget == 0 || double(total) <= budget) {
+      chosen = candidate;
+      break;
+    }
+  }
+  record = {{"mode", "auto"},
+            {"chose", chosen},
+            {"device_memory_bytes", budget},
+            {"memory_bytes_total_of", tried},
+            {"why",
+             chosen == "none" ? "the plan fits without recomputation"
+             : chosen == "selective"
+                 ? "the plan does not fit without recomputation; selective "
+                   "recomputation fits"
+                 : "neither no recomputation nor selective recomputation fits; "
+                   "full recomputation keeps only layer boundaries"}};
+  return true;
+}
+
+} // namespace mlir::dtc
