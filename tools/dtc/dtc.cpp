@@ -316,6 +316,32 @@ bool parseStrategy(const std::string &text, dtc::CompileOptions &o) {
   return true;
 }
 
+/// The optimizer's flags of `dtc compile`.
+void addOptimizerFlags(Flags &flags, dtc::CompileOptions &o) {
+  flags.value("--optimizer", [&](const std::string &v) {
+    return parseChoice("--optimizer", v, o.optimizer,
+                       {"sgd", "adam", "adamw", "none"});
+  });
+  // Numbers are parsed here; their ranges are the training step's to judge
+  // (checkTrainingStepOptions), in the f32 precision the optimizer uses.
+  auto number = [&](const char *flag, double &out) {
+    return
+        [&, flag](const std::string &v) { return parseDouble(flag, v, out); };
+  };
+  flags.value("--lr", number("--lr", o.lr));
+  flags.value("--weight-decay", [&](const std::string &v) {
+    double value;
+    if (!parseDouble("--weight-decay", v, value))
+      return false;
+    o.weightDecay = value;
+    return true;
+  });
+  flags.value("--eps", number("--eps", o.eps));
+  flags.value("--grad-clip", number("--grad-clip", o.gradClip));
+  flags.value("--beta1", number("--beta1", o.beta1));
+  flags.value("--beta2", number("--beta2", o.beta2));
+}
+
 int compileCommand(const std::vector<std::string> &args) {
   dtc::CompileOptions o;
   bool help = false, strategyGiven = false, autoGiven = false;
@@ -380,28 +406,7 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.value("--grad-accum", [&](const std::string &v) {
     return parseInt("--grad-accum", v, o.gradAccum, 1);
   });
-  flags.value("--optimizer", [&](const std::string &v) {
-    return parseChoice("--optimizer", v, o.optimizer,
-                       {"sgd", "adam", "adamw", "none"});
-  });
-  // Numbers are parsed here; their ranges are the training step's to judge
-  // (checkTrainingStepOptions), in the f32 precision the optimizer uses.
-  auto number = [&](const char *flag, double &out) {
-    return
-        [&, flag](const std::string &v) { return parseDouble(flag, v, out); };
-  };
-  flags.value("--lr", number("--lr", o.lr));
-  flags.value("--weight-decay", [&](const std::string &v) {
-    double value;
-    if (!parseDouble("--weight-decay", v, value))
-      return false;
-    o.weightDecay = value;
-    return true;
-  });
-  flags.value("--eps", number("--eps", o.eps));
-  flags.value("--grad-clip", number("--grad-clip", o.gradClip));
-  flags.value("--beta1", number("--beta1", o.beta1));
-  flags.value("--beta2", number("--beta2", o.beta2));
+  addOptimizerFlags(flags, o);
   flags.value("--report", [&](const std::string &v) {
     o.report = v;
     return true;
