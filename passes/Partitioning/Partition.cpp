@@ -109,6 +109,9 @@ private:
   LogicalResult checkSharding(Location loc, RankedTensorType global,
                               const TensorSharding &sharding);
   LogicalResult partitionOp(Operation *op);
+  GridAxes keptPartialSum(Operation *op, const ShardingRule &rule,
+                          const FactorAxes &factors,
+                          SmallVector<unsigned> &partialOperands);
   FailureOr<Value> reshard(Value global, const TensorSharding &target,
                            Location loc);
   Value emitStep(const ReshardStep &step, Value v, RankedTensorType global,
@@ -271,24 +274,12 @@ LogicalResult Partitioner::run() {
   return success();
 }
 
-LogicalResult Partitioner::partitionOp(Operation *op) {
-  auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
-  if (!ruleOp)
-    return op->emitError()
-           << "'" << op->getName()
-           << "' has no sharding rule and cannot be partitioned";
-  ShardingRule rule = ruleOp.getShardingRule();
-  FailureOr<FactorAxes> factors = factorAxesFromAttr(op, rule, gridShape);
-  if (failed(factors))
-    return failure();
-  phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
-  region = regionOf(op);
-  gradientOf = nullptr;
-  Block::iterator start = mark();
-
-  // Keep pending sums flowing if the partial operands form exactly one of
-  // the op's linear groups and agree on their axes.
-  SmallVector<unsigned> partialOperands;
+/// Keep pending sums flowing if the partial operands (returned in
+/// `partialOperands`) form exactly one of the op's linear groups and agree
+/// on their axes: the axes the results stay partial over, or none.
+GridAxes Partitioner::keptPartialSum(Operation *op, const ShardingRule &rule,
+                                     const FactorAxes &factors,
+                                     SmallVector<unsigned> &partialOperands) {
   for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
     if (locals.lookup(operand).sharding.isPartial())
       partialOperands.push_back(idx);
@@ -308,7 +299,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
                    first.partial;
           });
       // The op's own factor shardings must not reuse those axes.
-      bool disjoint = llvm::all_of(*factors, [&](const GridAxes &f) {
+      bool disjoint = llvm::all_of(factors, [&](const GridAxes &f) {
         return llvm::none_of(
             f, [&](int64_t a) { return llvm::is_contained(first.partial, a); });
       });
@@ -317,7 +308,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       bool alreadyReduced = llvm::any_of(sorted, [&](unsigned idx) {
         Value operand = op->getOperand(idx);
         TensorSharding wanted =
-            requiredOperandSharding(rule, *factors, idx, gridShape);
+            requiredOperandSharding(rule, factors, idx, gridShape);
         return llvm::any_of(reshards.lookup(operand), [&](const Local &done) {
           return done.sharding == wanted;
         });
@@ -327,6 +318,27 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       break;
     }
   }
+
+  return keptPartial;
+}
+
+LogicalResult Partitioner::partitionOp(Operation *op) {
+  auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
+  if (!ruleOp)
+    return op->emitError()
+           << "'" << op->getName()
+           << "' has no sharding rule and cannot be partitioned";
+  ShardingRule rule = ruleOp.getShardingRule();
+  FailureOr<FactorAxes> factors = factorAxesFromAttr(op, rule, gridShape);
+  if (failed(factors))
+    return failure();
+  phase = op->getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+  region = regionOf(op);
+  gradientOf = nullptr;
+  Block::iterator start = mark();
+
+  SmallVector<unsigned> partialOperands;
+  GridAxes keptPartial = keptPartialSum(op, rule, *factors, partialOperands);
 
   SmallVector<Value> localOperands;
   for (auto [idx, operand] : llvm::enumerate(op->getOperands())) {
