@@ -29,6 +29,7 @@ def Dtc_StepTensor : 0DTensorOf<[I64]>;
 def Dtc_ShardingRule : DeclareOpInterfaceMethods<Dtc_ShardingRuleOpInterface>;
 def Dtc_Gradient : DeclareOpInterfaceMethods<Dtc_GradientOpInterface>;
 def Dtc_Cost : DeclareOpInterfaceMethods<Dtc_CostOpInterface, ["getFlopCount"]>;
+def Dtc_InPlace : Dtc_InPlaceOpInterface;
 def Dtc_LocalLowering : DeclareOpInterfaceMethods<Dtc_LocalLoweringOpInterface>;
 // Cheap to compute again from its operands relative to the memory its
 // result holds (elementwise ops, data movement, softmax, fused attention):
@@ -498,7 +499,6 @@ def Dtc_CrossEntropyShardGradOp : Dtc_Op<"cross_entropy_shard_grad",
 // Optimizer ops
 //===----------------------------------------------------------------------===//
 
-def Dtc_InPlace : Dtc_InPlaceOpInterface;
 
 def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "new_param"]>,
                                             AttrSizedOperandSegments,
