@@ -29,7 +29,6 @@ def Dtc_StepTensor : 0DTensorOf<[I64]>;
 def Dtc_ShardingRule : DeclareOpInterfaceMethods<Dtc_ShardingRuleOpInterface>;
 def Dtc_Gradient : DeclareOpInterfaceMethods<Dtc_GradientOpInterface>;
 def Dtc_Cost : DeclareOpInterfaceMethods<Dtc_CostOpInterface, ["getFlopCount"]>;
-def Dtc_InPlace : Dtc_InPlaceOpInterface;
 def Dtc_LocalLowering : DeclareOpInterfaceMethods<Dtc_LocalLoweringOpInterface>;
 // Cheap to compute again from its operands relative to the memory its
 // result holds (elementwise ops, data movement, softmax, fused attention):
@@ -247,7 +246,7 @@ def Dtc_ReduceMaxOp : Dtc_ReduceOp<"reduce_max", "maximum over axes", "Max", []>
 
 def Dtc_ReshapeOp : Dtc_Op<"reshape", [Pure, Dtc_Gradient, Dtc_ShardingRule,
                                        Dtc_Cost, Dtc_ViewOpInterface,
-                                       Dtc_CheapToRecompute, Dtc_InPlace]> {
+                                       Dtc_CheapToRecompute, Dtc_InPlaceOpInterface]> {
   let summary = "same elements, row-major, new static shape";
   let arguments = (ins Dtc_AnyTensor:$x);
   let results = (outs Dtc_AnyTensor:$result);
@@ -427,7 +426,7 @@ def Dtc_PadOp : Dtc_Op<"pad", [Pure, Dtc_CostOpInterface]> {
 }
 
 def Dtc_FillPaddingOp : Dtc_Op<"fill_padding", [Pure, AllTypesMatch<["x", "result"]>,
-                                                 Dtc_CostOpInterface, Dtc_InPlace]> {
+                                                 Dtc_CostOpInterface, Dtc_InPlaceOpInterface]> {
   let summary = "sets the padding of an unevenly split dimension to a value";
   let description = [{
     Elements i along `axis` with offset + i >= size (the global size of the
@@ -502,7 +501,7 @@ def Dtc_CrossEntropyShardGradOp : Dtc_Op<"cross_entropy_shard_grad",
 
 def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "new_param"]>,
                                             AttrSizedOperandSegments,
-                                            Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlace]> {
+                                            Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlaceOpInterface]> {
   let summary = "p - lr * (g + weight_decay * p)";
   let description = [{
     `grad` has the parameter's shape; its element type may be narrower (the
@@ -521,7 +520,7 @@ def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "new_p
 
 def Dtc_AdamUpdateOp : Dtc_Op<"adam_update", [Pure,
     AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>,
-    AttrSizedOperandSegments, Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlace]> {
+    AttrSizedOperandSegments, Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlaceOpInterface]> {
   let summary = "one Adam (or AdamW, with decoupled) step, PyTorch semantics";
   let description = [{
     `step` is the number of updates already applied (t = step + 1 in the bias
@@ -546,7 +545,7 @@ def Dtc_AdamUpdateOp : Dtc_Op<"adam_update", [Pure,
 }
 
 def Dtc_LossScaleUpdateOp : Dtc_Op<"loss_scale_update", [Pure, Dtc_ShardingRule,
-                                                        Dtc_CostOpInterface, Dtc_InPlace]> {
+                                                        Dtc_CostOpInterface, Dtc_InPlaceOpInterface]> {
   let summary = "dynamic loss scaling: back off on overflow, grow after good steps";
   let description = [{
     `found_inf` is 0 when every gradient of the step was finite (the sum of
