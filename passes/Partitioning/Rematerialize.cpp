@@ -205,7 +205,7 @@ struct RematerializePass : impl::RematerializeBase<RematerializePass> {
     std::optional<Plan> plan = getPlan(module);
     if (!mode.empty() || !plan) {
       std::optional<Recompute> all =
-          symbolizeRecompute(mode.empty() ? "full" : StringRef(mode));
+          mode.empty() ? Recompute::Full : symbolizeRecompute(mode);
       if (!all)
         return module.emitError()
                << "dtc-rematerialize: mode must be none, full or selective, "
