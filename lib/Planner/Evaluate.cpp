@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Planner/Evaluate.h"
+#include "dtc/Dialect/Utils.h"
 #include "dtc/Target/Artifact.h"
 #include "dtc/artifact/MemoryPlan.h"
 #include "dtc/artifact/Schedule.h"
