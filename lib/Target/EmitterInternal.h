@@ -60,7 +60,7 @@ constexpr StringLiteral kCopyKernel = "copy";
 /// Roles of the artifact's tensors (the dtc.role of the step's arguments
 /// and results, which the emitter copies).
 using TensorRole = ::dtc::artifact::Role;
-inline StringRef roleName(TensorRole role) {
+inline StringRef tensorRoleName(TensorRole role) {
   return ::dtc::artifact::roleName(role);
 }
 
@@ -73,8 +73,8 @@ constexpr StringLiteral kUpdateRole = "update";
 
 /// The parts of a training step (dtc.phase, an instruction's "phase", the
 /// instruction lists of a pipeline chunk).
-using Phase = ::dtc::artifact::Phase;
-inline StringRef phaseName(Phase phase) {
+using ArtifactPhase = ::dtc::artifact::Phase;
+inline StringRef artifactPhaseName(ArtifactPhase phase) {
   return ::dtc::artifact::phaseName(phase);
 }
 

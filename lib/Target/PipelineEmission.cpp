@@ -233,8 +233,8 @@ void StageEmitter::deferOptimizerWork() {
   for (Operation &op : llvm::reverse(body)) {
     auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
     if (op.getNumResults() && listOf.lookup(&op) == 0 && phase &&
-        phase.getValue() == phaseName(Phase::Optimizer) && !op.use_empty() &&
-        llvm::all_of(op.getUsers(), [&](Operation *user) {
+        phase.getValue() == artifactPhaseName(ArtifactPhase::Optimizer) &&
+        !op.use_empty() && llvm::all_of(op.getUsers(), [&](Operation *user) {
           return !isa<func::ReturnOp>(user) && listOf.lookup(user) == post;
         }))
       listOf[&op] = post;
@@ -704,9 +704,11 @@ json StageEmitter::assemble() {
   json chunkLists = json::array();
   for (int64_t c = 0; c < chunks; ++c)
     chunkLists.push_back(
-        {{phaseName(Phase::Forward).str(), listJson[1 + 3 * c]},
-         {phaseName(Phase::BackwardInput).str(), listJson[2 + 3 * c]},
-         {phaseName(Phase::BackwardWeight).str(), listJson[3 + 3 * c]}});
+        {{artifactPhaseName(ArtifactPhase::Forward).str(), listJson[1 + 3 * c]},
+         {artifactPhaseName(ArtifactPhase::BackwardInput).str(),
+          listJson[2 + 3 * c]},
+         {artifactPhaseName(ArtifactPhase::BackwardWeight).str(),
+          listJson[3 + 3 * c]}});
   json schedule = json::array();
   if (pipe.contains("per_stage") && stage < int64_t(pipe["per_stage"].size()))
     schedule = pipe["per_stage"][stage];

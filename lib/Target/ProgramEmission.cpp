@@ -43,11 +43,11 @@ void addSharding(json &tensor, ShardingAttr sharding) {
 /// scaling's scalars) is not per parameter, it counts with the step
 /// counter, not the optimizer bytes.
 MemoryCategory argumentCategory(StringRef role, bool perParameter) {
-  if (role == roleName(TensorRole::Param))
+  if (role == tensorRoleName(TensorRole::Param))
     return MemoryCategory::Param;
-  if (role == roleName(TensorRole::OptimizerState) && perParameter)
+  if (role == tensorRoleName(TensorRole::OptimizerState) && perParameter)
     return MemoryCategory::Optimizer;
-  if (role == roleName(TensorRole::Input))
+  if (role == tensorRoleName(TensorRole::Input))
     return MemoryCategory::Input;
   return MemoryCategory::Scalar;
 }
@@ -223,10 +223,11 @@ LogicalResult ProgramEmitter::emitOutput(func::ReturnOp ret, unsigned idx,
            << "result " << idx
            << " lacks dtc.name, dtc.global_type or dtc.sharding";
   auto globalType = cast<RankedTensorType>(global.getValue());
-  bool isLoss = role == roleName(TensorRole::Loss);
+  bool isLoss = role == tensorRoleName(TensorRole::Loss);
   json tensor = {
       {"name", name.getValue().str()},
-      {"role", roleName(isLoss ? TensorRole::Loss : TensorRole::Output).str()},
+      {"role",
+       tensorRoleName(isLoss ? TensorRole::Loss : TensorRole::Output).str()},
       {"dtype", *dtypeName(globalType.getElementType())},
       {"shape", shapeJson(globalType.getShape())}};
   addSharding(tensor, sharding);
@@ -480,7 +481,8 @@ void ProgramEmitter::planSpmdLifetimes() {
   for (Operation &op : step.getBody().front()) {
     auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
     if (memory.optimizerStart < 0 &&
-        ((phase && phase.getValue() == phaseName(Phase::Optimizer)) ||
+        ((phase &&
+          phase.getValue() == artifactPhaseName(ArtifactPhase::Optimizer)) ||
          isa<func::ReturnOp>(op)))
       memory.optimizerStart = index;
     for (Value operand : op.getOperands()) {

@@ -184,11 +184,11 @@ json SlotPlan::slotsJson() const {
 //===----------------------------------------------------------------------===//
 
 int64_t emitter::phaseList(StringRef phase) {
-  if (phase == phaseName(Phase::Forward))
+  if (phase == artifactPhaseName(ArtifactPhase::Forward))
     return 0;
-  if (phase == phaseName(Phase::BackwardInput))
+  if (phase == artifactPhaseName(ArtifactPhase::BackwardInput))
     return 1;
-  if (phase == phaseName(Phase::BackwardWeight))
+  if (phase == artifactPhaseName(ArtifactPhase::BackwardWeight))
     return 2;
   return -1;
 }
