@@ -356,12 +356,9 @@ TEST_F(KernelRuleTest, InPlaceOperandsAreTheKernelTablesPairs) {
       EXPECT_EQ(inPlace.getInPlaceOperand(r), expected) << name << " #" << r;
       // The paired operand's type is the result's: the buffer fits.
       if (expected >= 0)
-        EXPECT_EQ(
-            op->getOperand(expected)
-                .getType()
-                .cast<ShapedType>()
-                .getNumElements(),
-            op->getResult(r).getType().cast<ShapedType>().getNumElements())
+        EXPECT_EQ(cast<ShapedType>(op->getOperand(expected).getType())
+                      .getNumElements(),
+                  cast<ShapedType>(op->getResult(r).getType()).getNumElements())
             << name;
     }
     ++checked;
