@@ -166,8 +166,11 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
   countList(program["instructions"], 1);
   if (program.contains("chunks"))
     for (const json &chunk : program["chunks"])
-      for (const char *list : {"forward", "backward_input", "backward_weight"})
-        countList(chunk[list], microbatches);
+      for (::dtc::artifact::Phase phase :
+           {::dtc::artifact::Phase::Forward,
+            ::dtc::artifact::Phase::BackwardInput,
+            ::dtc::artifact::Phase::BackwardWeight})
+        countList(chunk[::dtc::artifact::phaseName(phase)], microbatches);
   if (program.contains("finish"))
     countList(program["finish"], 1);
   return c;
