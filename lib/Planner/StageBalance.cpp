@@ -40,8 +40,7 @@ SmallVector<int64_t> mlir::dtc::balanceRuns(ArrayRef<double> costs,
   return groupOf;
 }
 
-FailureOr<SmallVector<int64_t>>
-mlir::dtc::balanceStages(func::FuncOp step, int64_t pp, int64_t chunks) {
+FailureOr<int64_t> mlir::dtc::countLayers(func::FuncOp step) {
   Block &body = step.getBody().front();
   int64_t layers = 0;
   for (Operation &op : body) {
@@ -54,6 +53,16 @@ mlir::dtc::balanceStages(func::FuncOp step, int64_t pp, int64_t chunks) {
                 "training-step pass assigns";
     layers = std::max(layers, layer.getInt() + 1);
   }
+  return layers;
+}
+
+FailureOr<SmallVector<int64_t>>
+mlir::dtc::balanceStages(func::FuncOp step, int64_t pp, int64_t chunks) {
+  Block &body = step.getBody().front();
+  FailureOr<int64_t> counted = countLayers(step);
+  if (failed(counted))
+    return failure();
+  const int64_t layers = *counted;
   int64_t virtualStages = pp * chunks;
   if (layers < virtualStages)
     return step.emitError()

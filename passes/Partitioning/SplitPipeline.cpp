@@ -31,6 +31,7 @@
 #include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
+#include "dtc/Planner/StageBalance.h"
 #include "dtc/Sharding/Sharding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -257,17 +258,10 @@ FailureOr<Value> Splitter::operandOn(Device &dev, int64_t d, int64_t vstage,
 LogicalResult Splitter::place() {
   Block &body = step.getBody().front();
   // Layers and the virtual stage the plan's cuts give each.
-  int64_t layers = 0;
-  for (Operation &op : body) {
-    if (isa<func::ReturnOp>(op))
-      continue;
-    auto layer = op.getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr);
-    if (!layer)
-      return op.emitError()
-             << "op without dtc.layer: pipeline stages need the layers the "
-                "training-step pass assigns";
-    layers = std::max(layers, layer.getInt() + 1);
-  }
+  FailureOr<int64_t> counted = countLayers(step);
+  if (failed(counted))
+    return failure();
+  const int64_t layers = *counted;
   if ((int64_t)plan.stageCuts.size() != plan.virtualStageCount() - 1)
     return step.emitError()
            << "the plan has no stage cuts for its " << plan.virtualStageCount()

@@ -14,6 +14,10 @@
 
 namespace mlir::dtc {
 
+/// The layers of `step` (one more than the largest dtc.layer). Errors at
+/// an op that has no layer.
+FailureOr<int64_t> countLayers(func::FuncOp step);
+
 /// Contiguous split of `costs` into `groups` non-empty runs minimizing the
 /// largest run's sum; the group of every item.
 SmallVector<int64_t> balanceRuns(ArrayRef<double> costs, int64_t groups);
