@@ -355,11 +355,12 @@ TEST_F(KernelRuleTest, InPlaceOperandsAreTheKernelTablesPairs) {
           expected = in;
       EXPECT_EQ(inPlace.getInPlaceOperand(r), expected) << name << " #" << r;
       // The paired operand's type is the result's: the buffer fits.
-      if (expected >= 0)
+      if (expected >= 0) {
         EXPECT_EQ(cast<ShapedType>(op->getOperand(expected).getType())
                       .getNumElements(),
                   cast<ShapedType>(op->getResult(r).getType()).getNumElements())
             << name;
+      }
     }
     ++checked;
   });
