@@ -90,6 +90,16 @@ uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p,
   return 0;
 }
 
+uint64_t bucketScratchBytes(const Artifact &a, const ProgramDecl &p,
+                            const BucketDecl &b) {
+  const InstrDecl &head = p.instructions[size_t(b.members[0])];
+  const int members =
+      int(a.mesh.groupSize(a.comms[size_t(head.comm)].meshAxes));
+  return ringAllReduceScratchBytes(
+      uint64_t(b.elements), dtypeSize(p.buffers[size_t(head.in[0])].dtype),
+      members);
+}
+
 std::vector<uint64_t> microbatchCopiesInFlight(const ProgramDecl &p) {
   std::vector<uint64_t> most(p.chunks.size(), 0);
   std::map<std::pair<int, int>, size_t> last;
@@ -192,9 +202,21 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads,
       visit(c.backwardWeight);
     }
     visit(p.finish);
+    // Gradient buckets: one buffer as large as the largest bucket, apart
+    // from the packing buffer (collectives run between a bucket's
+    // members), reduced by one all-reduce of all its elements.
+    uint64_t bucketBuffer = 0;
+    for (const BucketDecl &b : p.buckets) {
+      bucketBuffer = std::max(bucketBuffer, b.bytes);
+      const InstrDecl &head = p.instructions[size_t(b.members[0])];
+      uint64_t &kept = commScratch[size_t(head.comm)];
+      kept = std::max(kept, bucketScratchBytes(a, p, b));
+    }
     need.bytes[kWorkspaceKind] = context + temporaries;
     if (packing > 0)
       need.bytes[kStagingKind] += slotAllocationBytes(packing);
+    if (bucketBuffer > 0)
+      need.bytes[kStagingKind] += slotAllocationBytes(bucketBuffer);
     // The backend's conversion copies (the CPU's f32 copies of bf16/f16
     // operands): one scratch, as large as the largest set one kernel
     // converts.

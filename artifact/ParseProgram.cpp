@@ -27,6 +27,7 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
   parseConstants(v, where, a, p);
   parseInstructions(req(v, "instructions", where), where + ": instruction", a,
                     p, p.instructions);
+  checkBuckets(p, where);
   if (!a.pipeline.present) {
     for (const char *key : {"chunks", "finish", "schedule", "stage"})
       if (opt(v, key))
@@ -265,9 +266,78 @@ void Parser::parsePipelineLists(const json &v, const std::string &where,
           if (p.slots[size_t(p.buffers[size_t(id)].slot)].chunk >= 0)
             fail(where, ins.op + " outside the micro-batches uses buffer " +
                             std::to_string(id) + ", a micro-batch buffer");
+  for (const ChunkDecl &c : p.chunks)
+    for (const auto *list : {&c.forward, &c.backwardInput, &c.backwardWeight})
+      for (const InstrDecl &ins : *list)
+        if (ins.bucket >= 0)
+          fail(where, "a gradient bucket's all_reduce in a micro-batch's "
+                      "instructions (buckets are for the step's own list)");
+  for (const InstrDecl &ins : p.finish)
+    if (ins.bucket >= 0)
+      fail(where, "a gradient bucket's all_reduce in \"finish\" (buckets "
+                  "are for the step's own list)");
   std::string error;
   if (!sched::actionsFromJson(req(v, "schedule", where), p.schedule, error))
     fail(where + ": schedule", error);
+}
+
+void Parser::checkBuckets(ProgramDecl &p, const std::string &where) {
+  std::map<int, int> index; // the artifact's id -> ProgramDecl::buckets
+  int open = -1;            // the bucket whose members come now
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    InstrDecl &ins = p.instructions[i];
+    if (ins.bucket < 0)
+      continue;
+    const std::string w = where + ": instruction " + std::to_string(i) +
+                          " (all_reduce in bucket " +
+                          std::to_string(ins.bucket) + ")";
+    auto [it, first] = index.emplace(ins.bucket, int(p.buckets.size()));
+    if (first) {
+      p.buckets.emplace_back();
+      open = it->second;
+    } else if (it->second != open) {
+      fail(w, "the bucket's members are interleaved with another bucket's "
+              "(one bucket is packed at a time)");
+    }
+    BucketDecl &b = p.buckets[size_t(it->second)];
+    const BufferDecl &in = p.buffers[size_t(ins.in[0])];
+    if (!b.members.empty()) {
+      const InstrDecl &head = p.instructions[size_t(b.members[0])];
+      const BufferDecl &headIn = p.buffers[size_t(head.in[0])];
+      if (ins.comm != head.comm || ins.reduce != head.reduce ||
+          in.dtype != headIn.dtype)
+        fail(w, "its communicator, reduction or dtype differs from the "
+                "bucket's first member (instruction " +
+                    std::to_string(b.members[0]) + ")");
+    }
+    ins.bucket = it->second;
+    b.members.push_back(int(i));
+    b.offsets.push_back(b.bytes);
+    b.bytes += in.bytes();
+    b.elements += numel(in.shape);
+  }
+  // A member's result is written when the bucket is reduced, at its last
+  // member: nothing else may use the result's slot in between.
+  for (const BucketDecl &b : p.buckets)
+    for (size_t m = 0; m + 1 < b.members.size(); ++m) {
+      const int slot =
+          p.buffers[size_t(p.instructions[size_t(b.members[m])].out[0])].slot;
+      for (int k = b.members[m] + 1; k <= b.members.back(); ++k) {
+        const InstrDecl &other = p.instructions[size_t(k)];
+        if (other.bucket >= 0 && &p.buckets[size_t(other.bucket)] == &b)
+          continue;
+        for (const auto *ids : {&other.in, &other.out})
+          for (int id : *ids)
+            if (p.buffers[size_t(id)].slot == slot)
+              fail(where + ": instruction " + std::to_string(k) + " (" +
+                       other.op + ")",
+                   "uses the slot of instruction " +
+                       std::to_string(b.members[m]) +
+                       "'s result before its gradient bucket is reduced "
+                       "(at instruction " +
+                       std::to_string(b.members.back()) + ")");
+      }
+    }
 }
 
 void Parser::parseInstructions(const json &list, const std::string &where,

@@ -167,6 +167,7 @@ private:
                       const Artifact &a, ProgramDecl &p);
   void parsePipelineLists(const json &v, const std::string &where,
                           const Artifact &a, ProgramDecl &p);
+  void checkBuckets(ProgramDecl &p, const std::string &where);
   void parseInstructions(const json &list, const std::string &where,
                          const Artifact &a, const ProgramDecl &p,
                          std::vector<InstrDecl> &out);

@@ -114,6 +114,9 @@ void check(cudaError_t status, const char *what);
 void checkLaunch(const char *kernel);
 /// cuBLASLt's version as "cuBLASLt 13.0.2".
 std::string gemmLibrary();
+/// A bound matmul's plans ("...; fast BIAS ...; safe DEFAULT ..."): the
+/// cuBLASLt epilogue each took; "" for other kernels.
+std::string gemmPlanSummary(const Launch &launch);
 
 } // namespace dtc::kernels::cuda
 

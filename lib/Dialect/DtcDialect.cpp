@@ -5,6 +5,7 @@
 #include "dtc/Dialect/Utils.h"
 #include "dtc/runtime/Suggest.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
@@ -113,6 +114,16 @@ LogicalResult DtcDialect::verifyOperationAttribute(Operation *op,
   if (name == kPlanAttr && isa<ModuleOp>(op)) {
     if (!isa<PlanAttr>(attr.getValue()))
       return op->emitError() << "'dtc.plan' must be a #dtc.plan attribute";
+    return success();
+  }
+  if (name == kBucketAttr) {
+    auto value = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<shard::AllReduceOp>(op))
+      return op->emitError()
+             << "'dtc.bucket' is for a gradient's shard.all_reduce, not '"
+             << op->getName() << "'";
+    if (!value || value.getInt() < 0)
+      return op->emitError() << "'dtc.bucket' must be a non-negative integer";
     return success();
   }
   if (llvm::is_contained(kPassOpAttrs, name) ||

@@ -619,9 +619,12 @@ void mlir::dtc::populateStageSplitPipeline(PassManager &pm) {
 }
 
 void mlir::dtc::populatePartitioningPipeline(PassManager &pm,
-                                             bool fuseEpilogues) {
+                                             bool fuseEpilogues,
+                                             int64_t bucketBytes) {
   pm.addPass(createPartition());
-  pm.addPass(createScheduleCollectives());
+  ScheduleCollectivesOptions schedule;
+  schedule.bucketBytes = bucketBytes;
+  pm.addPass(createScheduleCollectives(schedule));
   // Last: on local shapes, with the collectives placed.
   if (fuseEpilogues)
     pm.addPass(createFuseMatmulEpilogues());
@@ -707,7 +710,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                       mlir::dtc::populateStageSplitPipeline(pm);
                     }) ||
         !runStageOn(target, print, "partitioned", [&](PassManager &pm) {
-          mlir::dtc::populatePartitioningPipeline(pm, o.fuseEpilogues);
+          mlir::dtc::populatePartitioningPipeline(pm, o.fuseEpilogues,
+                                                  o.bucketMiB << 20);
         }))
       return false;
     mlir::dtc::ArtifactOptions artifactOptions =

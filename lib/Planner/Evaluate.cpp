@@ -126,8 +126,23 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
         slowest = hw.axes[a];
     return slowest;
   };
+  auto findKey = [](const json &object, const char *key) -> const json * {
+    auto it = object.find(key);
+    return it == object.end() ? nullptr : &*it;
+  };
   auto countList = [&](const json &list, int64_t times) {
-    for (const json &inst : list) {
+    // A gradient bucket is one all-reduce of its members' elements, at its
+    // last member.
+    std::map<int64_t, std::pair<int64_t, size_t>> buckets; // elements, last
+    for (size_t i = 0; i < list.size(); ++i)
+      if (const json *attrs = findKey(list[i], "attrs"))
+        if (const json *bucket = findKey(*attrs, "bucket")) {
+          auto &[count, last] = buckets[bucket->get<int64_t>()];
+          count += elements(list[i]["in"][0]);
+          last = i;
+        }
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json &inst = list[i];
       std::string op = inst["op"];
       if (op == ::dtc::artifact::pipeOpName(::dtc::artifact::PipeOp::Send)) {
         int in = inst["in"][0];
@@ -148,6 +163,13 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
       int64_t n = groupSize(axes);
       int in = inst["in"][0], out = inst["out"][0];
       int64_t elementBytes = elementBytesOf(buffers[in]["dtype"]);
+      int64_t inElements = elements(in), outElements = elements(out);
+      if (const json *bucket = findKey(inst["attrs"], "bucket")) {
+        const auto &[count, last] = buckets[bucket->get<int64_t>()];
+        if (last != i)
+          continue;
+        inElements = outElements = count;
+      }
       // What the runtime's algorithm sends (the test and the benchmark
       // compare it with the runtime's own count).
       std::vector<int64_t> &members = c.byMember[name][op];
@@ -155,10 +177,10 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
       for (int64_t m = 0; m < n; ++m)
         members[size_t(m)] +=
             times * ::dtc::cost::collectiveSentBytesOf(
-                        kind, n, m, elements(in), elements(out), elementBytes);
+                        kind, n, m, inElements, outElements, elementBytes);
       c.calls[op] = c.calls.value(op, int64_t(0)) + times;
       int64_t sent = ::dtc::cost::collectiveSentBytes(
-          kind, n, elements(in), elements(out), elementBytes);
+          kind, n, inElements, outElements, elementBytes);
       c.seconds += double(times) * ::dtc::cost::collectiveTime(
                                        kind, n, double(sent), slowestOf(axes));
     }

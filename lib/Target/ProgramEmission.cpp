@@ -339,13 +339,18 @@ LogicalResult ProgramEmitter::emitAllReduce(shard::AllReduceOp op,
   // gradient reduced right before its update) ...
   Value input = op.getInput();
   const Slot &inputSlot = memory.slots[memory.bufferSlot[in[0]]];
-  // ... and no other live value (a reshape view) shares its bytes.
+  // ... and no other live value (a reshape view) shares its bytes, and the
+  // result is the same kind of memory (a gradient reduced in the backward
+  // is "grad" from there to its update; its operand was working memory).
   bool inPlace = memory.lastUse.lookup(input) == index && !inputSlot.pinned &&
                  inputSlot.liveValues == 1 &&
-                 input.getType() == op.getResult().getType();
+                 input.getType() == op.getResult().getType() &&
+                 memory.categoryOf(op.getResult(), index) == inputSlot.category;
+  json attrs = {{"reduction", reductionName(op.getReduction())}};
+  if (auto bucket = op->getAttrOfType<IntegerAttr>(DtcDialect::kBucketAttr))
+    attrs["bucket"] = bucket.getInt();
   return emitCollective(op, CollectiveKind::AllReduce, op.getGridAxes(),
-                        {{"reduction", reductionName(op.getReduction())}}, in,
-                        index, inPlace);
+                        std::move(attrs), in, index, inPlace);
 }
 
 LogicalResult ProgramEmitter::emitAllSlice(shard::AllSliceOp op,

@@ -1,4 +1,4 @@
-//===- ScheduleCollectives.cpp - issue ZeRO's collectives early ----------===//
+//===- ScheduleCollectives.cpp - issue gradient collectives early --------===//
 //
 // The partitioner materializes a resharding right before the op that needs
 // it. That is the right place for most collectives, but not for ZeRO's:
@@ -12,6 +12,11 @@
 //    right after its update, each piece dies there.
 // Moving an op never changes what it computes: only its operands' defining
 // ops must stay before it, and all ranks move the same ops the same way.
+//
+// Plain data parallelism has the first case's problem in time rather than
+// memory: an all-reduce at the update starts after the whole backward.
+// Issued as each gradient is complete and grouped into buckets (PyTorch
+// DDP's scheme), a bucket is reduced while the backward goes on.
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Dialect/Plan.h"
@@ -45,11 +50,22 @@ int phaseGroup(Operation *op) {
 
 struct ScheduleCollectivesPass
     : impl::ScheduleCollectivesBase<ScheduleCollectivesPass> {
+  using ScheduleCollectivesBase::ScheduleCollectivesBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     std::optional<Plan> plan = getPlan(module);
-    if (!plan || plan->zero < 1)
+    if (!plan)
       return;
+    if (plan->zero == 0) {
+      // With micro-batches a gradient is complete only after the last one
+      // (and a pipeline reduces it after the flush): nothing to overlap.
+      if (!plan->pipelined())
+        module.walk([&](func::FuncOp func) {
+          if (!func.isExternal())
+            reduceDataParallelGradientsInBuckets(func.getBody().front());
+        });
+      return;
+    }
     const int64_t zero = plan->zero;
     const SmallVector<int64_t> &mbAxes = plan->microbatchAxes;
     module.walk([&](func::FuncOp func) {
@@ -207,6 +223,66 @@ struct ScheduleCollectivesPass
       if (prev && phaseOf(prev) && !isPhase(prev, Phase::Optimizer))
         op->setAttr(DtcDialect::kPhaseAttr,
                     prev->getAttr(DtcDialect::kPhaseAttr));
+    }
+  }
+
+  /// Data parallelism without ZeRO: each parameter gradient's all-reduce
+  /// (placed at its update by the partitioner) is issued as soon as the
+  /// gradient is complete, tagged with the phase it now runs in, and the
+  /// all-reduces are grouped, in the order they are issued, into buckets:
+  /// consecutive ones on the same grid axes, reduction and element type,
+  /// at most `bucketBytes` together (a larger gradient is a bucket of its
+  /// own; a bucket of one is a plain all-reduce and carries no tag).
+  void reduceDataParallelGradientsInBuckets(Block &body) {
+    SmallVector<shard::AllReduceOp> reductions;
+    for (Operation &op : body)
+      if (auto reduce = dyn_cast<shard::AllReduceOp>(op);
+          reduce && isPhase(reduce, Phase::Optimizer) &&
+          reduce->hasAttr(DtcDialect::kGradientOfAttr))
+        reductions.push_back(reduce);
+    for (shard::AllReduceOp reduce : reductions) {
+      hoist(reduce, body);
+      Operation *prev = reduce->getPrevNode();
+      if (prev && phaseOf(prev) && !isPhase(prev, Phase::Optimizer))
+        reduce->setAttr(DtcDialect::kPhaseAttr,
+                        prev->getAttr(DtcDialect::kPhaseAttr));
+    }
+    // In issue order (the block's, now that they moved).
+    llvm::stable_sort(reductions,
+                      [](shard::AllReduceOp a, shard::AllReduceOp b) {
+                        return a->isBeforeInBlock(b);
+                      });
+    auto bytesOf = [](shard::AllReduceOp reduce) {
+      auto type = cast<RankedTensorType>(reduce.getInput().getType());
+      return type.getNumElements() *
+             int64_t((type.getElementTypeBitWidth() + 7) / 8);
+    };
+    auto sameBucketKind = [](shard::AllReduceOp a, shard::AllReduceOp b) {
+      return a.getGrid() == b.getGrid() && a.getGridAxes() == b.getGridAxes() &&
+             a.getReduction() == b.getReduction() &&
+             getElementTypeOrSelf(a.getInput().getType()) ==
+                 getElementTypeOrSelf(b.getInput().getType());
+    };
+    SmallVector<SmallVector<shard::AllReduceOp>> buckets;
+    int64_t bytes = 0;
+    for (shard::AllReduceOp reduce : reductions) {
+      const int64_t size = bytesOf(reduce);
+      if (buckets.empty() || !sameBucketKind(buckets.back().back(), reduce) ||
+          bytes + size > bucketBytes) {
+        buckets.emplace_back();
+        bytes = 0;
+      }
+      buckets.back().push_back(reduce);
+      bytes += size;
+    }
+    int64_t id = 0;
+    for (ArrayRef<shard::AllReduceOp> bucket : buckets) {
+      if (bucket.size() < 2)
+        continue;
+      auto attr = IntegerAttr::get(
+          IntegerType::get(body.getParentOp()->getContext(), 64), id++);
+      for (shard::AllReduceOp reduce : bucket)
+        reduce->setAttr(DtcDialect::kBucketAttr, attr);
     }
   }
 

@@ -174,6 +174,19 @@ RankExecutor::RankExecutor(const Artifact &a, World &world,
   finish_ = prepare(p.finish, -1);
   if (stagingSize_ > 0)
     staging_ = allocate(stagingSize_, kStaging);
+  for (const BucketDecl &b : p.buckets) {
+    bucketBufferSize_ = std::max(bucketBufferSize_, size_t(b.bytes));
+    for (size_t m = 0; m < b.members.size(); ++m) {
+      Prepared &member = instrs_[size_t(b.members[m])];
+      member.bucket = &b;
+      member.bucketPosition = m;
+      member.dataBytes = member.lastInBucket() ? b.bytes : 0;
+    }
+    instrs_[size_t(b.members[0])].comm->reserveScratch(
+        size_t(bucketScratchBytes(a_, p, b)));
+  }
+  if (bucketBufferSize_ > 0)
+    bucketBuffer_ = allocate(bucketBufferSize_, kStaging);
   // DTC_INJECT_OVERFLOW's target: the first gradient the once-per-step
   // list writes, right after it does; in a pipeline, the first gradient
   // the micro-batches accumulated, before the list after them (the
@@ -535,6 +548,8 @@ void RankExecutor::enqueueCollective(Prepared &pr, int index, int microbatch) {
   enqueued_.push_back({&pr, index, &start, nullptr, {}, microbatch});
   if (pr.decl->pipe != PipeOp::None)
     runPipeMessage(pr, microbatch, enqueued_.back().traffic);
+  else if (pr.bucket)
+    runBucketMember(pr, enqueued_.back().traffic);
   else
     runCollective(pr, enqueued_.back().traffic);
   Event &end = nextEvent();
@@ -544,6 +559,11 @@ void RankExecutor::enqueueCollective(Prepared &pr, int index, int microbatch) {
   collectiveDone_.push_back(&end);
   for (int slot : pr.slots)
     slotBusyUntil_[size_t(slot)] = seq;
+  // The bucket's reduction writes every member's result.
+  if (pr.lastInBucket())
+    for (int member : pr.bucket->members)
+      for (int slot : instrs_[size_t(member)].slots)
+        slotBusyUntil_[size_t(slot)] = seq;
 }
 
 void RankExecutor::enqueueList(List &list, int chunk, int microbatch,

@@ -59,6 +59,8 @@ void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
       }
       stats_.sendRecvPerStep.sentBytes += e.traffic.sent;
       stats_.sendRecvPerStep.receivedBytes += e.traffic.received;
+    } else if (pr.bucket && !pr.lastInBucket()) {
+      // Packs its gradient; the bucket's collective is its last member's.
     } else if (pr.comm) {
       CollectiveStats &byComm =
           stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];
@@ -79,7 +81,17 @@ void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
     std::string args = "{\"instruction\":" + std::to_string(e.index);
     if (e.microbatch >= 0)
       args += ",\"microbatch\":" + std::to_string(e.microbatch);
-    if (pr.comm) {
+    if (pr.bucket && !pr.lastInBucket()) {
+      const BufferDecl &inBuf = program().buffers[size_t(pr.decl->in[0])];
+      args +=
+          ",\"bucket\":" +
+          std::to_string(pr.bucket - program().buckets.data()) +
+          ",\"operand\":" +
+          TraceWriter::quote(dtypeName(inBuf.dtype) + shapeStr(inBuf.shape)) +
+          "}";
+      trace_->complete(TraceWriter::kComm, "bucket_pack", "copy", start, end,
+                       args);
+    } else if (pr.comm) {
       const CommDecl &c = a_.comms[size_t(pr.decl->comm)];
       // A receive has no input: its operand is the buffer it fills.
       const int operand =
@@ -90,6 +102,12 @@ void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
           ",\"group\":" + TraceWriter::quote(pr.members) + ",\"operand\":" +
           TraceWriter::quote(dtypeName(inBuf.dtype) + shapeStr(inBuf.shape)) +
           ",\"bytes\":" + std::to_string(pr.dataBytes) +
+          (pr.bucket
+               ? ",\"bucket\":" +
+                     std::to_string(pr.bucket - program().buckets.data()) +
+                     ",\"bucket_members\":" +
+                     std::to_string(pr.bucket->members.size())
+               : std::string()) +
           ",\"sent_bytes\":" + std::to_string(e.traffic.sent) +
           ",\"received_bytes\":" + std::to_string(e.traffic.received) + "}";
       trace_->complete(TraceWriter::kComm, pr.decl->op,

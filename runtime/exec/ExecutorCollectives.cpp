@@ -113,6 +113,25 @@ void RankExecutor::runCollective(Prepared &p, Traffic &traffic) {
   }
 }
 
+void RankExecutor::runBucketMember(Prepared &pr, Traffic &traffic) {
+  const BucketDecl &b = *pr.bucket;
+  Backend &be = *backend_;
+  Stream &st = be.commStream();
+  const kernels::TensorArg &in = pr.args.in[0];
+  const size_t bytes = size_t(in.numel) * dtypeSize(in.dtype);
+  be.copy2D(bucketBuffer_ + b.offsets[pr.bucketPosition], bytes, in.data, bytes,
+            bytes, 1, st);
+  if (!pr.lastInBucket())
+    return;
+  pr.comm->allReduce(bucketBuffer_, bucketBuffer_, size_t(b.elements), in.dtype,
+                     pr.decl->reduce, st, traffic);
+  for (size_t m = 0; m < b.members.size(); ++m) {
+    const kernels::TensorArg &out = instrs_[size_t(b.members[m])].args.out[0];
+    const size_t n = size_t(out.numel) * dtypeSize(out.dtype);
+    be.copy2D(out.data, n, bucketBuffer_ + b.offsets[m], n, n, 1, st);
+  }
+}
+
 void RankExecutor::runPipeMessage(Prepared &pr, int microbatch,
                                   Traffic &traffic) {
   const InstrDecl &ins = *pr.decl;

@@ -32,6 +32,13 @@ struct RankExecutor::Prepared {
   // collectives
   DeviceCommunicator *comm = nullptr;
   uint64_t dataBytes = 0;
+  /// A gradient bucket's member: the bucket and its place in it; the last
+  /// member's collective is the bucket's (dataBytes: the whole bucket).
+  const BucketDecl *bucket = nullptr;
+  size_t bucketPosition = 0;
+  bool lastInBucket() const {
+    return bucket && bucketPosition + 1 == bucket->members.size();
+  }
   std::string
       where; ///< "all_reduce on communicator 'dp' (ranks 0, 1) of f32[8, 4]"
   std::string members; ///< "ranks 0, 1"

@@ -659,3 +659,22 @@ func.func @rms_norm_param_grad_dy(%x: tensor<4x8xf32>, %dy: tensor<8x4xf32>) -> 
   %0 = "dtc.rms_norm_param_grad"(%x, %dy) {epsilon = 1.0e-5 : f32} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<8xf32>
   return %0 : tensor<8xf32>
 }
+
+// -----
+
+// A gradient bucket (dtc-schedule-collectives) tags a gradient's all-reduce.
+shard.grid @grid(shape = 2)
+func.func @bucket_on_kernel(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dtc.bucket' is for a gradient's shard.all_reduce, not 'dtc.relu'}}
+  %0 = dtc.relu %g {dtc.bucket = 0 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 2)
+func.func @bucket_negative(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dtc.bucket' must be a non-negative integer}}
+  %0 = shard.all_reduce %g on @grid grid_axes = [0] {dtc.bucket = -1 : i64} : tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

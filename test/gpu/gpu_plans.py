@@ -49,6 +49,9 @@ MODELS = {
             "--batch", "8"],
     "llama": ["llama", "--layers", "2", "--hidden", "32", "--heads", "4", "--seq", "16", "--vocab", "256",
               "--batch", "8"],
+    # Wide enough for several 1 MiB gradient buckets (about 3 MiB a layer).
+    "gptwide": ["gpt", "--layers", "4", "--hidden", "256", "--heads", "4", "--seq", "64", "--vocab", "512",
+                "--batch", "8"],
     "everyop": ["everyop", "--hidden", "16", "--heads", "4", "--seq", "8", "--vocab", "10", "--batch", "8"],
 }
 
@@ -74,7 +77,14 @@ PLANS = [
     ("gpt-bf16-dp2-zero1", "gpt", "2", "dp=2,zero=1", ["--precision", "bf16-mixed"], "bf16"),
     ("gpt-fp16-dp2", "gpt", "2", "dp=2", ["--precision", "fp16-mixed"], "fp16"),
     ("llama-bf16-tp2", "llama", "2", "tp=2", ["--precision", "bf16-mixed"], "bf16"),
+    ("gptwide-1", "gptwide", "1", "", [], "f32"),
+    ("gptwide-dp2-buckets", "gptwide", "2", "dp=2", ["--bucket-mb", "1"], "f32"),
 ]
+
+# Plans run with `--collectives mpi-async` (all-reduces on a thread of their
+# own, so that the gradient buckets overlap the backward); the trace run is
+# the first of them.
+ASYNC = ["gptwide-dp2-buckets"]
 
 
 def devices(mesh):
@@ -167,12 +177,12 @@ def compare_params(a, b, rtol, elem_rtol, atol=1e-6):
     return worst, ""
 
 
-def dtc_run(a, artifact, ranks, backend, work, tag, extra=()):
+def dtc_run(a, artifact, ranks, backend, work, tag, extra=(), collectives=None):
     ckpt = os.path.join(work, tag + ".safetensors")
     cmd = [a.dtc_run, artifact, "--steps", str(a.steps), "--local-ranks", str(ranks),
            "--backend", backend, "--save", ckpt, "--timeout", "120"] + list(extra)
     if backend == "cuda":
-        cmd += ["--collectives", "nccl" if ranks == 1 else "mpi"]
+        cmd += ["--collectives", collectives or ("nccl" if ranks == 1 else "mpi")]
     elif tag.endswith("-cuda"):
         backend = "cpu"  # --device-backend cpu: the driver's own check without a GPU
     code, out, err = run(cmd, os.path.join(work, tag + ".log"))
@@ -204,7 +214,7 @@ def run_all(a):
     work = os.path.join(a.work or a.dir, "runs")
     os.makedirs(work, exist_ok=True)
     refs, failed = {}, 0
-    print(f"{'plan':26} {'ranks':>5} {'coll':>5} {'loss rel err':>12} {'param rel err':>13}  result")
+    print(f"{'plan':26} {'ranks':>5} {'coll':>9} {'loss rel err':>12} {'param rel err':>13}  result")
     for p in plans:
         name, ranks = p["name"], p["devices"]
         ref = p["reference"]
@@ -214,9 +224,9 @@ def run_all(a):
                                          "cpu", work, ref + "-cpu")
             refs[ref] = (code, l, ckpt, err)
         rcode, rl, rckpt, rerr = refs[ref]
+        coll = "mpi-async" if name in ASYNC else "nccl" if ranks == 1 else "mpi"
         code, l, ckpt, err = dtc_run(a, os.path.join(a.dir, name + ".dtc"), ranks, a.device_backend, work,
-                                     name + "-cuda")
-        coll = "nccl" if ranks == 1 else "mpi"
+                                     name + "-cuda", collectives=coll if a.device_backend == "cuda" else None)
         problem, loss_err, param_err = "", float("nan"), float("nan")
         if rcode:
             problem = f"CPU reference failed: {rerr}"
@@ -242,26 +252,33 @@ def run_all(a):
                 param_err = float("nan") if param_err is None else param_err
         ok = not problem
         failed += not ok
-        print(f"{name:26} {ranks:5} {coll:>5} {loss_err:12.2e} {param_err:13.2e}  {'ok' if ok else 'FAIL: ' + problem}",
+        print(f"{name:26} {ranks:5} {coll:>9} {loss_err:12.2e} {param_err:13.2e}  {'ok' if ok else 'FAIL: ' + problem}",
               flush=True)
     print(f"gpu plans: {len(plans) - failed} passed, {failed} failed")
     if a.trace_dir:
-        art = os.path.join(a.dir, "gpt-dp2.dtc")
+        art = os.path.join(a.dir, ASYNC[0] + ".dtc")
         stats = os.path.join(work, "trace-dp2-stats.json")
         code, _, _, err = dtc_run(a, art, 2, a.device_backend, work, "trace-dp2",
-                                  ["--trace", a.trace_dir, "--stats", stats])
+                                  ["--trace", a.trace_dir, "--stats", stats],
+                                  collectives="mpi-async" if a.device_backend == "cuda" else None)
         if code:
             print(f"trace run failed: {err}")
             failed += 1
         else:
             # The trace-event format and the run's own counts (test/e2e/lib/check_trace.py).
+            # On the GPU, also the buckets' overlap with the backward.
             check = [sys.executable, os.path.join(ROOT, "test", "e2e", "lib", "check_trace.py"), a.trace_dir,
-                     "--ranks", "2", "--steps", str(a.steps), "--stats", stats]
+                     "--ranks", "2", "--steps", str(a.steps), "--stats", stats] + \
+                (["--overlap"] if a.device_backend == "cuda" else [])
             ccode, cout, cerr = run(check)
-            print(f"trace format and counts: {'ok' if ccode == 0 else 'FAIL'}: {(cout + cerr).strip().splitlines()[-1]}")
+            for line in (cout + cerr).strip().splitlines():
+                if "bucket reductions" in line or "PROBLEM" in line:
+                    print("  " + line)
+            print(f"trace format, counts and overlap: {'ok' if ccode == 0 else 'FAIL'}: "
+                  f"{(cout + cerr).strip().splitlines()[-1]}")
             failed += ccode != 0
             total, covered, n = trace_overlap(a.trace_dir)
-            print(f"trace (gpt dp=2, rank 0, last step files in {a.trace_dir}): {n} collective events, "
+            print(f"trace ({ASYNC[0]}, rank 0, files in {a.trace_dir}): {n} collective events, "
                   f"{total * 1e3:.3f} ms in collectives, {covered * 1e3:.3f} ms of it overlapping kernels")
     return 1 if failed else 0
 

@@ -71,16 +71,19 @@ const char *kUsage =
     "                         GPU of its node (rank % GPUs), where the build "
     "has\n"
     "                         the CUDA backend (docs/backends.md)\n"
-    "  --collectives nccl|mpi how --backend cuda communicates: nccl (default, "
+    "  --collectives nccl|mpi|mpi-async\n"
+    "                         how --backend cuda communicates: nccl (default, "
     "one GPU\n"
     "                         per rank) or mpi: staged through host memory and "
     "the\n"
     "                         host communicator (MPI, or threads with\n"
     "                         --local-ranks), a test mode that lets several "
     "ranks\n"
-    "                         share one GPU; the cpu backend always uses the "
-    "host\n"
-    "                         communicator\n"
+    "                         share one GPU; mpi-async: as mpi, with the "
+    "all-\n"
+    "                         reduces on a thread of their own, so that they\n"
+    "                         overlap the kernels as NCCL's would; the cpu\n"
+    "                         backend always uses the host communicator\n"
     "  --local-ranks N        run the artifact's N ranks as threads of this "
     "process,\n"
     "                         without MPI (N must be the artifact's device "
@@ -254,8 +257,9 @@ std::string parseArgs(int argc, char **argv, Options &o) {
           return "--backend: expected cpu or cuda, got '" + value + "'";
         o.train.backend = value;
       } else if (name == "--collectives") {
-        if (value != "nccl" && value != "mpi")
-          return "--collectives: expected nccl or mpi, got '" + value + "'";
+        if (value != "nccl" && value != "mpi" && value != "mpi-async")
+          return "--collectives: expected nccl, mpi or mpi-async, got '" +
+                 value + "'";
         o.train.collectives = value;
       } else if (name == "--local-ranks") {
         uint64_t v;
@@ -322,8 +326,10 @@ std::string parseArgs(int argc, char **argv, Options &o) {
     return "--save-step needs at least one step (--steps >= 1)";
   if (o.train.saveEvery > 0 && o.train.savePath.empty())
     return "--save-every needs --save CKPT";
-  if (o.train.collectives == "nccl" && o.train.backend != "cuda")
-    return "--collectives nccl needs --backend cuda (the " + o.train.backend +
+  if ((o.train.collectives == "nccl" || o.train.collectives == "mpi-async") &&
+      o.train.backend != "cuda")
+    return "--collectives " + o.train.collectives +
+           " needs --backend cuda (the " + o.train.backend +
            " backend communicates through the host communicator)";
   if (o.localRanks > 0 && o.launch)
     return "--local-ranks and --launch exclude each other";

@@ -108,6 +108,10 @@ Plan:
   --no-fuse-epilogues   run a matmul's bias add and GELU as kernels of their
                         own (default: fused into the matmul's kernel, same
                         numbers)
+  --bucket-mb N         data parallelism without ZeRO or micro-batches:
+                        gradients are all-reduced as they are complete, in
+                        buckets of at most N MiB, overlapping the rest of
+                        the backward (0: one all-reduce each)  (default: 25)
 Optimizer:
   --optimizer O         sgd|adam|adamw|none                  (default: adam)
                         (none: no update; each step returns the (clipped)
@@ -413,6 +417,15 @@ int compileCommand(const std::vector<std::string> &args) {
   });
   flags.boolean("--timing", [&] { o.timing = true; });
   flags.boolean("--no-fuse-epilogues", [&] { o.fuseEpilogues = false; });
+  flags.value("--bucket-mb", [&](const std::string &v) {
+    if (!parseInt("--bucket-mb", v, o.bucketMiB, 0))
+      return false;
+    if (o.bucketMiB > (int64_t(1) << 20)) { // keeps the bytes in an int64_t
+      fail("--bucket-mb: expected at most 1048576, got '" + v + "'");
+      return false;
+    }
+    return true;
+  });
   flags.boolean("--emit-generic", [&] { o.emitGeneric = true; });
   flags.value("--pin", [&](const std::string &v) {
     o.pins.push_back(v);

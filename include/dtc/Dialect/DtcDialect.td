@@ -72,6 +72,11 @@ def Dtc_Dialect : Dialect {
     // (phase and layer) rather than once per step, so the gathered copy dies
     // between its uses.
     static constexpr ::llvm::StringLiteral kRegatherAttr = "dtc.regather";
+    // On a data-parallel gradient's all-reduce issued in the backward
+    // (dtc-schedule-collectives): the bucket it is reduced in. The members
+    // of a bucket are packed into one buffer as each gradient is complete
+    // and reduced by one collective at the last member.
+    static constexpr ::llvm::StringLiteral kBucketAttr = "dtc.bucket";
     static constexpr ::llvm::StringLiteral kPlanAttr = "dtc.plan";
     // Layers (training-step pass): every op of the step carries the layer
     // it belongs to; forward ops carry an id and backward ops the id of the

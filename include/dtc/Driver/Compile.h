@@ -47,6 +47,9 @@ struct CompileOptions {
   /// Fuse a matmul's bias add and GELU into its kernel
   /// (dtc-fuse-matmul-epilogues); --no-fuse-epilogues turns it off.
   bool fuseEpilogues = true;
+  /// Largest data-parallel gradient bucket, MiB (--bucket-mb; 0: one
+  /// all-reduce per gradient).
+  int64_t bucketMiB = 25;
   /// Print each stage's wall time to stderr ("dtc: time: STAGE SECONDS s").
   bool timing = false;
   /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.

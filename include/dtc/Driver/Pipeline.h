@@ -33,8 +33,10 @@ void populatePlanningPipeline(PassManager &pm, ArrayRef<std::string> pins,
 /// the step into pipeline stages.
 void populateStageSplitPipeline(PassManager &pm);
 
-/// Local shapes and collectives; the matmul epilogues fused last.
-void populatePartitioningPipeline(PassManager &pm, bool fuseEpilogues);
+/// Local shapes and collectives (data-parallel gradients reduced in
+/// buckets of at most `bucketBytes`); the matmul epilogues fused last.
+void populatePartitioningPipeline(PassManager &pm, bool fuseEpilogues,
+                                  int64_t bucketBytes);
 
 } // namespace mlir::dtc
 

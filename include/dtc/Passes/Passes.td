@@ -288,8 +288,20 @@ def ScheduleCollectives : Pass<"dtc-schedule-collectives", "::mlir::ModuleOp"> {
       longer);
     - pipelines: collectives that only feed a message (a `send` result)
       run right after their operand rather than at the return, so a stage
-      sends before it waits for the answer (the clipping norm's shares).
+      sends before it waits for the answer (the clipping norm's shares);
+    - data parallelism without ZeRO or micro-batches: each parameter
+      gradient's all-reduce is issued as soon as the gradient is complete
+      (in the backward, not at the update), and consecutive ones on the
+      same communicator, reduction and element type are grouped into
+      buckets of at most `bucket-bytes` (`dtc.bucket` on each member): the
+      runtime packs a bucket's gradients as they are complete and reduces
+      the bucket with one collective while the rest of the backward runs.
   }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 << 20",
+           "largest data-parallel gradient bucket in bytes (0: one "
+           "all-reduce per gradient)">,
+  ];
 }
 
 def FuseMatmulEpilogues : Pass<"dtc-fuse-matmul-epilogues", "::mlir::ModuleOp"> {

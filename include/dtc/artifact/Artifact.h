@@ -92,6 +92,19 @@ struct InstrDecl {
   int comm = -1; ///< index into Artifact::comms
   ReduceOp reduce = ReduceOp::Sum;
   int axis = 0, splitAxis = 0, concatAxis = 0;
+  /// all_reduce in a gradient bucket: index into ProgramDecl::buckets.
+  int bucket = -1;
+};
+
+/// A data-parallel gradient bucket: all-reduces of one communicator,
+/// reduction and dtype in a program's `instructions` whose operands are
+/// packed into one buffer, each as its instruction runs, and reduced by
+/// one collective at the last member, which also unpacks every result.
+struct BucketDecl {
+  std::vector<int> members;      ///< instruction indices, in order
+  std::vector<uint64_t> offsets; ///< each member's bytes in the buffer
+  uint64_t bytes = 0;            ///< members' bytes together
+  int64_t elements = 0;
 };
 
 /// The instruction lists one micro-batch runs on one model chunk.
@@ -108,6 +121,8 @@ struct ProgramDecl {
   /// Without a pipeline: the whole step. With one: what runs once before
   /// the micro-batches.
   std::vector<InstrDecl> instructions;
+  /// The gradient buckets of `instructions` (never in a pipeline's lists).
+  std::vector<BucketDecl> buckets;
   /// Per tensor (Artifact::tensors index): the buffer bound to it, or -1.
   /// Filled by the parser so Artifact::bufferOf is O(1).
   std::vector<int> tensorBuffer;

@@ -11,7 +11,8 @@
 // copy its schedule keeps in flight), the collectives' staging: one packing
 // buffer for the largest axis-wise collective (collectiveStagingBytes), per
 // communicator the scratch its ring algorithms keep (the largest any of its
-// collectives takes, collectiveScratchBytes), a scalar per pipeline fill
+// collectives takes, collectiveScratchBytes), the gradient buckets' buffer
+// (the largest bucket, bucketScratchBytes), a scalar per pipeline fill
 // value, the backend's conversion copies (the largest set one kernel takes,
 // WorkspaceModel::conversionBytes) and the kernel context's workspace (the
 // largest any kernel takes, WorkspaceModel::contextBytes). While one kernel
@@ -90,6 +91,11 @@ uint64_t ringReduceScatterScratchBytes(uint64_t count, uint64_t elementBytes,
 /// communicator at load.
 uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p,
                                 const InstrDecl &ins);
+/// Ring scratch of gradient bucket `b`'s one all-reduce (of all its
+/// elements). The bucket's own buffer, as large as the largest bucket, is
+/// collective staging too.
+uint64_t bucketScratchBytes(const Artifact &a, const ProgramDecl &p,
+                            const BucketDecl &b);
 /// Pipelines: per chunk of `p`, the most micro-batch copies of its slots
 /// alive at once in p's schedule (a copy lives from its micro-batch's first
 /// action on the chunk to its last). The executor allocates exactly that

@@ -59,6 +59,9 @@ public:
   /// device addresses (they may differ from one call to the next, e.g. per
   /// micro-batch) and the fields bindKernel() filled.
   virtual void enqueue(const kernels::KernelArgs &args, Stream &stream) = 0;
+  /// What the binding chose, where the backend chooses (a GEMM's library
+  /// plan and epilogue), for tests and diagnostics; "" otherwise.
+  virtual std::string plan() const { return {}; }
 };
 
 /// Bytes one collective call sent and received on this member: what really

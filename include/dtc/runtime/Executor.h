@@ -239,6 +239,9 @@ private:
   /// Collectives and pipeline sends/receives: on the communication stream.
   void enqueueCollective(Prepared &p, int index, int microbatch);
   void runCollective(Prepared &p, Traffic &traffic);
+  /// A gradient bucket's member: packs its operand into bucketBuffer_;
+  /// the last member also reduces the bucket and unpacks every result.
+  void runBucketMember(Prepared &p, Traffic &traffic);
   void runPipeMessage(Prepared &p, int microbatch, Traffic &traffic);
   /// Enqueues a list; pipelines: for micro-batch `microbatch` of chunk
   /// `chunk` (-1: a once-per-step list). Records the first error in `first`.
@@ -263,6 +266,11 @@ private:
   /// Packing buffer of the axis-wise collectives (sized once, at load).
   char *staging_ = nullptr;
   size_t stagingSize_ = 0;
+  /// Where a gradient bucket's members are packed and reduced (the
+  /// largest bucket; apart from staging_, which collectives between the
+  /// members use).
+  char *bucketBuffer_ = nullptr;
+  size_t bucketBufferSize_ = 0;
   /// The buffer injectOverflowNextRun poisons (-1: none), after which
   /// instruction of the once-per-step list (-2: before the list after a
   /// pipeline's micro-batches), and whether the next run does.

@@ -7,6 +7,9 @@ check_trace.py:  break_trace.py IN OUT KIND
   unbalanced  a begin event ("B") that never ends
   no-pid      the first collective loses its "pid"
   drop-allreduce  the last all_reduce is gone
+  overlap-bucket  the first gradient bucket's all_reduce ends inside the
+              next kernel of a later instruction (as on a GPU, where the
+              buckets overlap the backward)
 """
 import json
 import sys
@@ -31,6 +34,11 @@ elif kind == "no-pid":
     del colls[0]["pid"]
 elif kind == "drop-allreduce":
     events.remove([e for e in colls if e["name"] == "all_reduce"][-1])
+elif kind == "overlap-bucket":
+    b = [e for e in colls if "bucket" in e.get("args", {})][0]
+    k = min((e for e in kernels if e["args"]["instruction"] > b["args"]["instruction"]
+             and e["ts"] >= b["ts"] + b["dur"]), key=lambda e: e["ts"])
+    b["dur"] = round(k["ts"] - b["ts"] + k["dur"] / 2, 3)
 else:
     sys.exit(f"unknown kind {kind}")
 with open(dst, "w") as f:

@@ -2,7 +2,7 @@
 """Checks the traces of `dtc run --trace DIR` against the trace-event format
 (the JSON that chrome://tracing and Perfetto load) and against the run.
 
-  check_trace.py DIR --ranks N [--stats STATS.json] [--steps K] [--stages]
+  check_trace.py DIR --ranks N [--stats STATS.json] [--steps K] [--stages] [--overlap]
   check_trace.py --file TRACE.json ...     (one file; for the negative tests)
 
 Format, per file: a JSON object with a "traceEvents" list and a
@@ -20,6 +20,9 @@ communicator and its bytes; and memory counters per category. With
 --stages (pipeline stages run different programs) each rank stays within
 the stats, which are maxima over ranks, some rank reaches each maximum, and
 the sends and receives carry a communicator, an operand and their bytes.
+With --overlap every rank's trace shows a gradient bucket's all-reduce
+(a collective with a "bucket" argument) running while a kernel of a later
+instruction runs: the buckets overlap the rest of the backward.
 Prints one line per finding and "trace ok" at the end; exits 1 on any
 finding.
 """
@@ -117,6 +120,41 @@ def check_format(path, data):
     return events
 
 
+def check_overlap(path, x, colls):
+    """Gradient buckets reduced while the backward computes: the reduction
+    of a bucket (a collective with a "bucket" argument) overlaps in time a
+    kernel of a later instruction (the rest of the backward). Prints how
+    much of the buckets' time overlapped such kernels."""
+    buckets = [e for e in colls if "bucket" in e.get("args", {})]
+    if not buckets:
+        problem(f"{path}: no gradient bucket's all_reduce (--overlap needs a "
+                f"data-parallel plan compiled with buckets)")
+        return
+    kernels = [e for e in x if e.get("cat") == "kernel"]
+    total = overlapped = 0.0
+    overlapping = 0
+    for b in buckets:
+        b0, b1 = b["ts"], b["ts"] + b["dur"]
+        after = b["args"].get("instruction", -1)
+        spans = sorted((max(b0, k["ts"]), min(b1, k["ts"] + k["dur"])) for k in kernels
+                       if k.get("args", {}).get("instruction", -1) > after
+                       and k["ts"] < b1 and k["ts"] + k["dur"] > b0)
+        covered, end = 0.0, b0
+        for s, e in spans:  # the union of the overlapping kernels' spans
+            s = max(s, end)
+            if e > s:
+                covered += e - s
+                end = e
+        total += b1 - b0
+        overlapped += covered
+        overlapping += covered > 0
+    print(f"{path}: {len(buckets)} bucket reductions, {overlapping} overlapping later kernels; "
+          f"{overlapped:.1f} of {total:.1f} us of bucket time overlapped")
+    if overlapping == 0:
+        problem(f"{path}: no gradient bucket's reduction overlaps a later kernel "
+                f"(the backward waited for the buckets)")
+
+
 def check_run(files, args):
     pids = {}
     counted = collections.defaultdict(collections.Counter)
@@ -145,6 +183,8 @@ def check_run(files, args):
         elif memory[-1]["args"]["param"] <= 0:
             problem(f"{path}: the param memory counter is {memory[-1]['args']['param']}")
         colls = [e for e in x if e.get("cat") == "collective"]
+        if args.overlap:
+            check_overlap(path, x, colls)
         for e in (e for e in x if e.get("cat") == "send_recv"):
             a = e.get("args", {})
             if not isinstance(a.get("communicator"), str) or not isinstance(a.get("bytes"), int) \
@@ -222,6 +262,8 @@ def main():
     ap.add_argument("--ranks", type=int)
     ap.add_argument("--steps", type=int)
     ap.add_argument("--stats")
+    ap.add_argument("--overlap", action="store_true",
+                    help="every rank reduces some gradient bucket while later kernels run")
     ap.add_argument("--stages", action="store_true",
                     help="pipeline stages: ranks differ, the stats are maxima over ranks; "
                          "also checks the sends and receives")

@@ -86,7 +86,7 @@ double element(DType t, const std::vector<char> &bytes, int64_t i) {
 /// Outputs of one case on one backend, or the error it failed with.
 struct Outcome {
   std::vector<std::vector<char>> out;
-  std::string error;
+  std::string error, plan;
 };
 
 Outcome runOn(const std::string &backendName, const KernelCase &c,
@@ -137,6 +137,7 @@ Outcome runOn(const std::string &backendName, const KernelCase &c,
     if (!k)
       throw rt::Error("kernel '" + c.kernel + "' has no " + backendName +
                       " implementation");
+    result.plan = k->plan();
     k->enqueue(args, be->computeStream());
     be->synchronize();
     for (const kernels::TensorArg &t : args.out) {
@@ -183,6 +184,10 @@ TEST_P(CudaKernel, MatchesCpu) {
   }
   ASSERT_EQ(cpu.error, "");
   ASSERT_EQ(gpu.error, "");
+  if (!c.expectPlan.empty()) {
+    EXPECT_NE(gpu.plan.find(c.expectPlan), std::string::npos)
+        << c.label << ": the CUDA binding chose " << gpu.plan;
+  }
   ASSERT_EQ(cpu.out.size(), gpu.out.size());
   for (size_t o = 0; o < c.out.size(); ++o) {
     const DType t = c.out[o].dtype;

@@ -203,12 +203,20 @@ std::vector<KernelCase> gemmCases() {
     }
   }
   // A GPT MLP's first product (bf16, bias, GELU) and projections with bias.
+  // These take cuBLASLt's fused epilogues (their plan says so), so a wrong
+  // epilogue shows in their numbers rather than going unused.
   cases.push_back(product(Kind::GeluBias, {{256, 512}, {512, 2048}}, false,
                           false, DType::BF16, -1.0, 1.0));
+  cases.back().expectPlan = "fast GELU_AUX_BIAS";
   cases.push_back(product(Kind::GeluBias, {{256, 512}, {512, 2048}}, false,
                           true, DType::F16, -0.5, 0.5));
+  cases.back().expectPlan = "fast GELU_AUX_BIAS";
   cases.push_back(product(Kind::Bias, {{512, 1024}, {1024, 256}}, false, true,
                           DType::BF16));
+  cases.back().expectPlan = "fast BIAS";
+  cases.push_back(product(Kind::Bias, {{512, 1024}, {1024, 256}}, false, false,
+                          DType::F32));
+  cases.back().expectPlan = "fast BIAS";
   cases.push_back(product(Kind::GeluBias, {{128, 512}, {512, 1024}}, false,
                           false, DType::F32, -1.0, 1.0));
   // Empty contraction: pre = bias, result = gelu(bias); an empty result.

@@ -55,6 +55,10 @@ struct KernelCase {
   /// When not empty, both backends must fail with this exact message (a
   /// data-dependent error) instead of producing outputs.
   std::string expectError = "";
+  /// When not empty, the CUDA binding's plan (BoundKernel::plan) must
+  /// contain it: the case reaches the path it is there for (a cuBLASLt
+  /// epilogue rather than the separate kernel after the product).
+  std::string expectPlan = "";
 };
 
 std::vector<KernelCase> &kernelCases();

@@ -164,6 +164,27 @@ int bufferOf(const json &b, const std::string &tensor) {
 TEST(Validator, AcceptsValidArtifacts) {
   EXPECT_EQ(validationError(validBody()), "");
   EXPECT_EQ(validationError(dtc::test::collectivesArtifact()), "");
+  {
+    // The three gradients' all-reduces as one bucket, laid out in order.
+    json b = validBody();
+    for (int k : {2, 3, 4})
+      instr(b, "all_reduce", k)["attrs"]["bucket"] = 7;
+    EXPECT_EQ(validationError(b), "");
+    const Artifact a = parseArtifact(b, "m.dtc");
+    ASSERT_EQ(a.programs[0].buckets.size(), 1u);
+    const BucketDecl &bucket = a.programs[0].buckets[0];
+    ASSERT_EQ(bucket.members.size(), 3u);
+    EXPECT_EQ(bucket.offsets[0], 0u);
+    uint64_t bytes = 0;
+    for (size_t m = 0; m < 3; ++m) {
+      const InstrDecl &ins =
+          a.programs[0].instructions[size_t(bucket.members[m])];
+      EXPECT_EQ(ins.bucket, 0);
+      EXPECT_EQ(bucket.offsets[m], bytes);
+      bytes += a.programs[0].buffers[size_t(ins.in[0])].bytes();
+    }
+    EXPECT_EQ(bucket.bytes, bytes);
+  }
   EXPECT_EQ(validationError(dtc::test::lmArtifact({}), 1), "");
   dtc::test::LmConfig lm;
   lm.mesh = {2, 2};
@@ -349,6 +370,34 @@ TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
       {"bad reduction",
        [](json &b) { instr(b, "all_reduce")["attrs"]["reduction"] = "prod"; },
        "unknown reduction \"prod\""},
+      {"bucket id",
+       [](json &b) { instr(b, "all_reduce")["attrs"]["bucket"] = -1; },
+       "attribute 'bucket' = -1 is not a bucket id"},
+      {"bucket interleaved",
+       [](json &b) {
+         instr(b, "all_reduce", 0)["attrs"]["bucket"] = 0;
+         instr(b, "all_reduce", 1)["attrs"]["bucket"] = 1;
+         instr(b, "all_reduce", 2)["attrs"]["bucket"] = 0;
+       },
+       "(all_reduce in bucket 0): the bucket's members are interleaved"},
+      {"bucket mixes communicators",
+       [](json &b) {
+         instr(b, "all_reduce", 0)["attrs"]["bucket"] = 0; // on tp
+         instr(b, "all_reduce", 1)["attrs"]["bucket"] = 0; // on dp
+       },
+       "its communicator, reduction or dtype differs from the bucket's first "
+       "member"},
+      {"bucket result read before the bucket is reduced",
+       [](json &b) {
+         // The gradients dw1 and dw2 in one bucket; between them another
+         // all-reduce writes dw1's slot, which the bucket writes later.
+         instr(b, "all_reduce", 2)["attrs"]["bucket"] = 0;
+         instr(b, "all_reduce", 4)["attrs"]["bucket"] = 0;
+         json &between = instr(b, "all_reduce", 3);
+         between["in"] = instr(b, "all_reduce", 2)["in"];
+         between["out"] = between["in"];
+       },
+       "'s result before its gradient bucket is reduced"},
       {"in place not allowed",
        [](json &b) { instr(b, "gelu")["out"] = instr(b, "gelu")["in"]; },
        "cannot run in place"},

@@ -171,6 +171,18 @@ json mlp(std::vector<int64_t> mesh, std::vector<int> dp, int tp = -1,
   return dtc::test::mlpArtifact(c);
 }
 
+/// The data-parallel gradients' all-reduces of mlp() (the last three) as
+/// one gradient bucket.
+json bucketed(json body) {
+  std::vector<json *> reduces;
+  for (json &i : body["programs"][0]["instructions"])
+    if (i["op"] == "all_reduce")
+      reduces.push_back(&i);
+  for (size_t k = reduces.size() - 3; k < reduces.size(); ++k)
+    (*reduces[k])["attrs"]["bucket"] = 0;
+  return body;
+}
+
 // Every mesh and sharding trains the same numbers as one device.
 TEST(MultiRank, MlpLossesAndParamsMatchOneDevice) {
   for (const std::string opt : {"adam", "adamw", "sgd"}) {
@@ -186,6 +198,9 @@ TEST(MultiRank, MlpLossesAndParamsMatchOneDevice) {
         {"dp2 x tp2", mlp({2, 2}, {0}, 1, opt)},
         {"tp2 x dp2 (tp outer)", mlp({2, 2}, {1}, 0, opt)},
         {"tp4", mlp({4}, {}, 0, opt)},
+        {"dp2 x tp2, the gradients in one bucket",
+         bucketed(mlp({2, 2}, {0}, 1, opt))},
+        {"dp4, the gradients in one bucket", bucketed(mlp({4}, {0}, -1, opt))},
     };
     for (const Variant &v : variants) {
       auto r = load(v.body);
