@@ -77,8 +77,11 @@ PLANS = [
     ("gpt-bf16-dp2-zero1", "gpt", "2", "dp=2,zero=1", ["--precision", "bf16-mixed"], "bf16"),
     ("gpt-fp16-dp2", "gpt", "2", "dp=2", ["--precision", "fp16-mixed"], "fp16"),
     ("llama-bf16-tp2", "llama", "2", "tp=2", ["--precision", "bf16-mixed"], "bf16"),
-    ("gptwide-1", "gptwide", "1", "", [], "f32"),
-    ("gptwide-dp2-buckets", "gptwide", "2", "dp=2", ["--bucket-mb", "1"], "f32"),
+    # SGD: Adam's first steps turn the rounding noise of a wide model's
+    # near-zero gradients into whole learning-rate steps element by element.
+    ("gptwide-1", "gptwide", "1", "", ["--optimizer", "sgd", "--lr", "0.01"], "f32"),
+    ("gptwide-dp2-buckets", "gptwide", "2", "dp=2", ["--optimizer", "sgd", "--lr", "0.01", "--bucket-mb", "1"],
+     "f32"),
 ]
 
 # Plans run with `--collectives mpi-async` (all-reduces on a thread of their
