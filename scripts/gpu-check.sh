@@ -19,9 +19,10 @@
 #   scripts/gpu-check.sh local           both on a machine with a GPU and the
 #                                        build (what ctest's gpu.check runs)
 #
-# DTC_GPU_MUTANTS=0 leaves the CUDA mutants out of both halves (their
-# rebuilds of the CUDA tests are most of `prepare`'s time); DTC_GPU_MUTANTS=c5
-# takes only the patches whose name starts with c5.
+# DTC_GPU_TORCH=0 leaves PyTorch out of the benchmark. DTC_GPU_MUTANTS=0
+# leaves the CUDA mutants out of both halves (their rebuilds of the CUDA
+# tests are most of `prepare`'s time); DTC_GPU_MUTANTS=c5 takes only the
+# patches whose name starts with c5.
 #
 # The CUDA libraries (cudart, cuBLASLt, NCCL) are the GPU machine's own.
 # Every stage runs even if an earlier one failed; the exit status is 1 if
@@ -143,9 +144,11 @@ run_checks() {
   stage reference 90 "$py" "$root/test/reference/check_kernels.py" --kernel-eval "$x/bin/dtc-kernel-eval" --backend cuda
   stage plans 300 "$py" "$root/test/gpu/gpu_plans.py" run "$x/plans" --dtc-run "$x/bin/dtc-run" \
     --work "$out" --trace-dir "$out/trace"
-  stage bench 200 "$py" "$root/bench/gpu_step_bench.py" run "$x/bench" --dtc-run "$x/bin/dtc-run" \
-    --gemm-rate "$x/bin/dtc-cuda-gemm-rate" --torch --json "$out/bench.json"
   if [ -d "$x/mutants" ]; then stage mutants 150 check_mutants "$x/mutants"; fi
+  local torch=--torch
+  [ "${DTC_GPU_TORCH:-1}" = 0 ] && torch=
+  stage bench 200 "$py" "$root/bench/gpu_step_bench.py" run "$x/bench" --dtc-run "$x/bin/dtc-run" \
+    --gemm-rate "$x/bin/dtc-cuda-gemm-rate" $torch --json "$out/bench.json"
   echo "=== summary"
   printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
   return $status
