@@ -155,6 +155,10 @@ public:
     }
     wake_.notify_all();
     thread_.join();
+    // Whatever the stream still waits for (after a failure) is released,
+    // so that freeing the counter does not wait for it forever.
+    __atomic_store_n(finished_, posted_, __ATOMIC_SEQ_CST);
+    cudaDeviceSynchronize();
     cudaFreeHost(finished_);
   }
 
@@ -265,22 +269,27 @@ struct StagedRegistry {
 };
 
 /// Page-locked host memory that grows, for the host-staged collectives and
-/// the pipeline transfers.
+/// the pipeline transfers. A buffer it outgrew is freed with it, not while
+/// steps run: freeing page-locked memory waits for the whole device, and
+/// with several ranks on one GPU another rank's staged collective may be
+/// waiting there for this rank.
 class PinnedBuffer {
 public:
   size_t capacity() const { return size_; }
   ~PinnedBuffer() {
+    for (char *p : retired_)
+      cudaFreeHost(p);
     if (data_)
       cudaFreeHost(data_);
   }
   char *get(size_t bytes) {
     if (bytes > size_) {
-      if (data_)
-        check(cudaFreeHost(data_), "cudaFreeHost");
-      data_ = nullptr;
-      size_ = 0;
-      check(cudaMallocHost(reinterpret_cast<void **>(&data_), bytes),
+      char *grown = nullptr;
+      check(cudaMallocHost(reinterpret_cast<void **>(&grown), bytes),
             "page-locked staging buffer for collectives");
+      if (data_)
+        retired_.push_back(data_);
+      data_ = grown;
       size_ = bytes;
     }
     return data_;
@@ -289,6 +298,7 @@ public:
 private:
   char *data_ = nullptr;
   size_t size_ = 0;
+  std::vector<char *> retired_;
 };
 
 /// The collectives of one group: on NCCL, or staged through host memory and
@@ -477,6 +487,10 @@ public:
     if (!nccl_)
       c_->reserveScratch(bytes);
   }
+  void reserveStaging(size_t bytes) override {
+    if (!nccl_)
+      staging_.get(bytes);
+  }
 
 private:
   /// The host communicator is used by one thread at a time: the staged
@@ -488,7 +502,7 @@ private:
   /// The staging buffer for `bytes`; growing it first waits for every
   /// collective in flight (their copies use the old one).
   char *stagingFor(size_t bytes, cudaStream_t s) {
-    if (bytes > staging_.capacity()) {
+    if (bytes > staging_.capacity()) { // not reserved at load: rare
       staged_->drain();
       check(cudaStreamSynchronize(s), "staged collectives");
     }

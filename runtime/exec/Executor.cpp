@@ -184,6 +184,7 @@ RankExecutor::RankExecutor(const Artifact &a, World &world,
     }
     instrs_[size_t(b.members[0])].comm->reserveScratch(
         size_t(bucketScratchBytes(a_, p, b)));
+    instrs_[size_t(b.members[0])].comm->reserveStaging(size_t(2 * b.bytes));
   }
   if (bucketBufferSize_ > 0)
     bucketBuffer_ = allocate(bucketBufferSize_, kStaging);
@@ -283,6 +284,7 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list,
       pr.comm = comms_[size_t(ins.comm)].get();
       const int buffer = ins.pipe == PipeOp::Send ? ins.in[0] : ins.out[0];
       pr.dataBytes = p.buffers[size_t(buffer)].bytes();
+      pr.comm->reserveStaging(size_t(pr.dataBytes));
       describe(ins.op + (ins.pipe == PipeOp::Send ? " to" : " from") +
                    " member " + std::to_string(ins.peer),
                buffer);
@@ -328,6 +330,7 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list,
       const uint64_t inB = p.buffers[size_t(ins.in[0])].bytes(),
                      outB = p.buffers[size_t(ins.out[0])].bytes();
       pr.dataBytes = inB > outB ? inB : outB;
+      pr.comm->reserveStaging(size_t(inB + outB));
       stagingSize_ =
           std::max(stagingSize_, size_t(collectiveStagingBytes(p, ins)));
       // The ring's scratch now, so nothing grows while steps run.

@@ -126,6 +126,13 @@ public:
   /// communicator takes (MemoryPlan.h's collectiveScratchBytes), so nothing
   /// grows while steps run and the plan's staging is what is held.
   virtual void reserveScratch(size_t bytes) = 0;
+  /// A backend that stages collectives and messages through memory of its
+  /// own (the CUDA backend's host-staged modes) takes it now rather than
+  /// while steps run: at most `bytes` for one call, its input and output
+  /// together (the executor passes each collective's and message's). With
+  /// several ranks on one device, allocating page-locked memory while
+  /// another rank's collective is in flight could wait for that rank.
+  virtual void reserveStaging(size_t bytes) { (void)bytes; }
 };
 
 /// The host communicator's own collectives (dtc's ring algorithms over MPI

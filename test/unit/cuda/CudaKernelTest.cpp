@@ -140,6 +140,11 @@ Outcome runOn(const std::string &backendName, const KernelCase &c,
     result.plan = k->plan();
     k->enqueue(args, be->computeStream());
     be->synchronize();
+    // A product cuBLASLt refuses at run time is computed by the fallback
+    // kernel: right numbers, but not the plan the case is there for.
+    if (const std::string after = k->plan();
+        after.find("cuBLASLt failed") != std::string::npos)
+      throw rt::Error("cuBLASLt refused the planned product (" + after + ")");
     for (const kernels::TensorArg &t : args.out) {
       std::vector<char> host(size_t(t.numel) * rt::dtypeSize(t.dtype));
       if (!host.empty())
