@@ -678,3 +678,50 @@ func.func @bucket_negative(%g: tensor<4xf32>) -> tensor<4xf32> {
   %0 = shard.all_reduce %g on @grid grid_axes = [0] {dtc.bucket = -1 : i64} : tensor<4xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// The plan (#dtc.plan, Plan::verify): what dtc-apply-strategy writes and
+// the planner's passes read is checked when it is built or parsed.
+// expected-error @+1 {{zero must be 0, 1, 2 or 3, got 5}}
+module attributes {dtc.plan = #dtc.plan<@mesh, dp = 2 on [0], zero = 5>} {}
+
+// -----
+
+// expected-error @+1 {{grid axis 0 is given to two kinds of parallelism}}
+module attributes {dtc.plan = #dtc.plan<@mesh, dp = 2 on [0], tp = 2 on [0]>} {}
+
+// -----
+
+// expected-error @+1 {{schedule "1f1b" without pipeline stages or micro-batches}}
+module attributes {dtc.plan = #dtc.plan<@mesh, dp = 2 on [0], schedule = "1f1b">} {}
+
+// -----
+
+// expected-error @+1 {{a pipelined plan (pp > 1 or micro-batches) needs its micro-batch axis}}
+module attributes {dtc.plan = #dtc.plan<@mesh, pp = 2 on [0], schedule = "1f1b">} {}
+
+// -----
+
+// expected-error @+1 {{a pipelined plan needs a schedule}}
+module attributes {dtc.plan = #dtc.plan<@mesh, pp = 2 on [0], microbatches = 2 on [1]>} {}
+
+// -----
+
+// expected-error @+1 {{recompute lists 3 modes for 2 pipeline stages}}
+module attributes {dtc.plan = #dtc.plan<@mesh, pp = 2 on [0], microbatches = 2 on [1], schedule = "1f1b", recompute = [full, none, full]>} {}
+
+// -----
+
+// expected-error @+1 {{stage_cuts must be increasing layers > 0}}
+module attributes {dtc.plan = #dtc.plan<@mesh, pp = 4 on [0], microbatches = 4 on [1], schedule = "gpipe", stage_cuts = [2, 2, 5]>} {}
+
+// -----
+
+// expected-error @+1 {{stage_cuts lists 1 cuts for 4 virtual stages}}
+module attributes {dtc.plan = #dtc.plan<@mesh, pp = 4 on [0], microbatches = 4 on [1], schedule = "gpipe", stage_cuts = [3]>} {}
+
+// -----
+
+// expected-error @+1 {{unknown recompute mode 'some'}}
+module attributes {dtc.plan = #dtc.plan<@mesh, recompute = some>} {}
