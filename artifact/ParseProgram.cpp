@@ -235,14 +235,14 @@ void Parser::parsePipelineLists(const json &v, const std::string &where,
     std::string w = where + ": chunk " + std::to_string(c);
     object(chunks[c], w);
     ChunkDecl chunk;
-    parseInstructions(req(chunks[c], "forward", w), w + ": forward instruction",
-                      a, p, chunk.forward);
-    parseInstructions(req(chunks[c], "backward_input", w),
-                      w + ": backward_input instruction", a, p,
-                      chunk.backwardInput);
-    parseInstructions(req(chunks[c], "backward_weight", w),
-                      w + ": backward_weight instruction", a, p,
-                      chunk.backwardWeight);
+    for (auto [phase, list] :
+         {std::pair{Phase::Forward, &chunk.forward},
+          std::pair{Phase::BackwardInput, &chunk.backwardInput},
+          std::pair{Phase::BackwardWeight, &chunk.backwardWeight}}) {
+      const std::string key = phaseName(phase);
+      parseInstructions(req(chunks[c], key.c_str(), w),
+                        w + ": " + key + " instruction", a, p, *list);
+    }
     // A chunk reads only its own micro-batch slots.
     for (const auto *list :
          {&chunk.forward, &chunk.backwardInput, &chunk.backwardWeight})

@@ -350,7 +350,7 @@ std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path,
     error = std::strerror(errno);
     return nullptr;
   }
-  auto closeFd = llvm::make_scope_exit([&] {
+  llvm::scope_exit closeFd([&] {
     if (!isStdin)
       ::close(fd);
   });

@@ -89,218 +89,261 @@ struct BuildTrainingStepPass
     return Optimizer::None;
   }
 
-  LogicalResult build(func::FuncOp main, Optimizer kind) {
-    MLIRContext *ctx = &getContext();
-    Location loc = main.getLoc();
-    SmallVector<ParamInfo> params;
-    SmallVector<InputInfo> inputs;
-    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-      std::string argName = argumentName(main, i);
-      if (main.getArgAttr(i, DtcDialect::kParamAttr)) {
-        InitSpec init = defaultInitSpec();
-        if (auto text =
-                main.getArgAttrOfType<StringAttr>(i, DtcDialect::kInitAttr)) {
-          std::string error;
-          auto parsed = parseInitSpec(text.getValue(), error);
-          if (!parsed)
-            return main.emitError() << "argument " << i << ": " << error;
-          init = *parsed;
-        }
-        params.push_back({i, argName, init.str()});
-      } else {
-        inputs.push_back(
-            {i, argName,
-             main.getArgAttrOfType<IntegerAttr>(i, DtcDialect::kMaxAttr)});
-      }
+  /// Builds @train_step from @main, one part per member function; what the
+  /// parts share (the signature's layout, the body, the gradients, the
+  /// results) lives here.
+  struct StepBuilder {
+    StepBuilder(BuildTrainingStepPass &pass, func::FuncOp main, Optimizer kind)
+        : pass(pass), main(main), kind(kind), ctx(main.getContext()),
+          loc(main.getLoc()), attrs(ctx), b(ctx),
+          scalarF32(RankedTensorType::get({}, Float32Type::get(ctx))),
+          scalarI64(RankedTensorType::get({}, IntegerType::get(ctx, 64))) {
+      adam = kind == Optimizer::Adam || kind == Optimizer::AdamW;
+      // Mixed precision: the low-precision float type of parameters and
+      // activations (null in f32). Master weights only matter to an update.
+      lowType =
+          pass.precision == "bf16-mixed"   ? FloatType(BFloat16Type::get(ctx))
+          : pass.precision == "fp16-mixed" ? FloatType(Float16Type::get(ctx))
+                                           : FloatType();
+      scaling = pass.precision == "fp16-mixed";
     }
-    if (params.empty())
-      return main.emitError() << "@main has no trainable parameter (dtc.param)";
-    if (main.getFunctionType().getNumResults() != 1)
-      return main.emitError() << "@main must return exactly the loss";
 
-    bool adam = kind == Optimizer::Adam || kind == Optimizer::AdamW;
-    // Mixed precision: the low-precision float type of parameters and
-    // activations (null in f32). Master weights only matter to an update.
-    FloatType lowType =
-        precision == "bf16-mixed"   ? FloatType(BFloat16Type::get(ctx))
-        : precision == "fp16-mixed" ? FloatType(Float16Type::get(ctx))
-                                    : FloatType();
-    bool scaling = precision == "fp16-mixed";
-    auto lowOf = [&](Type t) -> Type {
+    LogicalResult build() {
+      if (failed(collectArguments()))
+        return failure();
+      declareSignature();
+      createStep();
+      cloneForward();
+      if (failed(backward()))
+        return failure();
+      // Everything from here on is the optimizer's.
+      Operation *lastBefore = body->empty() ? nullptr : &body->back();
+      optLoc =
+          NameLoc::get(b.getStringAttr(stringifyPhase(Phase::Optimizer)), loc);
+      markGradients();
+      if (lossScaleArg)
+        probeOverflow();
+      if (pass.gradClip > 0) {
+        pass.clipByGlobalNorm(b, optLoc, grads, invScale);
+        markGradients();
+      }
+      results = {loss};
+      resultAttrs = {dict({role(Role::Loss), named(DtcDialect::kNameAttr,
+                                                   DtcDialect::kLossName)})};
+      if (kind == Optimizer::None)
+        returnGradients();
+      else
+        emitUpdates();
+      Operation *optimizerStart =
+          lastBefore ? lastBefore->getNextNode() : &body->front();
+      for (Operation *op = optimizerStart; op; op = op->getNextNode())
+        setPhase(op, Phase::Optimizer);
+      finish();
+      return success();
+    }
+
+  private:
+    DictionaryAttr dict(ArrayRef<NamedAttribute> entries) {
+      return DictionaryAttr::get(ctx, entries);
+    }
+    NamedAttribute role(Role r) { return roleAttr(ctx, r); }
+    NamedAttribute named(StringRef key, StringRef value) {
+      return attrs.getNamedAttr(key, attrs.getStringAttr(value));
+    }
+    NamedAttribute updates(unsigned argIndex) {
+      return attrs.getNamedAttr(DtcDialect::kUpdatesAttr,
+                                attrs.getI64IntegerAttr(argIndex));
+    }
+    static std::string derived(StringRef base, StringRef suffix) {
+      return (base + Twine(DtcDialect::kDerivedNameSeparator) + suffix).str();
+    }
+    Type lowOf(Type t) {
       auto ranked = dyn_cast<RankedTensorType>(t);
       if (!lowType || !ranked || !ranked.getElementType().isF32())
         return t;
       return ranked.clone(lowType);
-    };
-
-    // Signature: params, optimizer state, step, inputs.
-    SmallVector<Type> argTypes;
-    SmallVector<DictionaryAttr> argAttrs;
-    Builder attrs(ctx);
-    auto dict = [&](ArrayRef<NamedAttribute> entries) {
-      return DictionaryAttr::get(ctx, entries);
-    };
-    auto role = [&](Role r) { return roleAttr(ctx, r); };
-    auto named = [&](StringRef key, StringRef value) {
-      return attrs.getNamedAttr(key, attrs.getStringAttr(value));
-    };
-    for (const ParamInfo &p : params) {
-      argTypes.push_back(lowOf(main.getArgument(p.mainIndex).getType()));
-      argAttrs.push_back(
-          dict({role(Role::Param), named(DtcDialect::kNameAttr, p.name),
-                named(DtcDialect::kInitAttr, p.init)}));
     }
-    auto derived = [&](StringRef base, StringRef suffix) {
-      return (base + Twine(DtcDialect::kDerivedNameSeparator) + suffix).str();
-    };
-    // Optimizer state is f32 whatever the parameter's type. A bf16/f16
-    // parameter (mixed precision, or one the model declares so) trains from
-    // f32 master weights: the update reads and writes the master, and the
-    // parameter becomes the new master rounded. Masters first, then Adam's
-    // moments.
-    auto stateType = [&](const ParamInfo &p) {
+    /// Optimizer state is f32 whatever the parameter's type.
+    RankedTensorType stateType(const ParamInfo &p) {
       return cast<RankedTensorType>(main.getArgument(p.mainIndex).getType())
           .clone(Float32Type::get(ctx));
-    };
-    SmallVector<int> masterIndex(params.size(), -1);
-    for (auto [idx, p] : llvm::enumerate(params)) {
-      if (kind == Optimizer::None)
-        break;
-      auto type = cast<RankedTensorType>(argTypes[idx]);
-      if (type.getElementType().isF32())
-        continue;
-      masterIndex[idx] = argTypes.size();
-      argTypes.push_back(stateType(p));
-      argAttrs.push_back(
-          dict({role(Role::OptimizerState),
-                named(DtcDialect::kNameAttr, derived(p.name, "master")),
-                named(DtcDialect::kOfAttr, p.name),
-                named(DtcDialect::kInitAttr, p.init),
-                named(DtcDialect::kStateKindAttr, "master")}));
     }
-    unsigned momentBase = argTypes.size();
-    if (adam)
-      for (StringRef state : {"adam_m", "adam_v"})
-        for (const ParamInfo &p : params) {
-          argTypes.push_back(stateType(p));
-          argAttrs.push_back(
-              dict({role(Role::OptimizerState),
-                    named(DtcDialect::kNameAttr, derived(p.name, state)),
-                    named(DtcDialect::kOfAttr, p.name),
-                    named(DtcDialect::kInitAttr, "zeros")}));
+
+    /// @main's parameters (with their initializers) and data inputs.
+    LogicalResult collectArguments() {
+      for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+        std::string argName = argumentName(main, i);
+        if (main.getArgAttr(i, DtcDialect::kParamAttr)) {
+          InitSpec init = defaultInitSpec();
+          if (auto text =
+                  main.getArgAttrOfType<StringAttr>(i, DtcDialect::kInitAttr)) {
+            std::string error;
+            auto parsed = parseInitSpec(text.getValue(), error);
+            if (!parsed)
+              return main.emitError() << "argument " << i << ": " << error;
+            init = *parsed;
+          }
+          params.push_back({i, argName, init.str()});
+        } else {
+          inputs.push_back(
+              {i, argName,
+               main.getArgAttrOfType<IntegerAttr>(i, DtcDialect::kMaxAttr)});
         }
-    int stepIndex = -1;
-    if (adam) {
-      stepIndex = argTypes.size();
-      argTypes.push_back(RankedTensorType::get({}, IntegerType::get(ctx, 64)));
-      argAttrs.push_back(
-          dict({role(Role::Step),
-                named(DtcDialect::kNameAttr, DtcDialect::kStepName)}));
-    }
-    // Dynamic loss scaling's state: the scale, the run of good steps and the
-    // count of skipped steps (replicated scalars, saved with the optimizer).
-    int scaleIndex = -1;
-    auto scalarF32 = RankedTensorType::get({}, Float32Type::get(ctx));
-    auto scalarI64 = RankedTensorType::get({}, IntegerType::get(ctx, 64));
-    if (scaling && kind != Optimizer::None) {
-      scaleIndex = argTypes.size();
-      auto state = [&](StringRef name, StringRef stateKind, Type type,
-                       std::string init) {
-        argTypes.push_back(type);
-        argAttrs.push_back(dict(
-            {role(Role::OptimizerState), named(DtcDialect::kNameAttr, name),
-             named(DtcDialect::kInitAttr, init),
-             named(DtcDialect::kStateKindAttr, stateKind)}));
-      };
-      state("loss_scale", "loss_scale", scalarF32,
-            "fill(" + formatNumber(lossScale) + ")");
-      state(derived("loss_scale", "good_steps"), "loss_scale_good_steps",
-            scalarI64, "zeros");
-      state("skipped_steps", "skipped_steps", scalarI64, "zeros");
-    }
-    unsigned inputBase = argTypes.size();
-    for (const InputInfo &in : inputs) {
-      argTypes.push_back(main.getArgument(in.mainIndex).getType());
-      SmallVector<NamedAttribute> entries = {
-          role(Role::Input), named(DtcDialect::kNameAttr, in.name)};
-      if (in.max)
-        entries.push_back(attrs.getNamedAttr(DtcDialect::kMaxAttr, in.max));
-      argAttrs.push_back(dict(entries));
-    }
-
-    OpBuilder b(ctx);
-    b.setInsertionPointAfter(main);
-    auto step = func::FuncOp::create(b, loc, "train_step",
-                                     FunctionType::get(ctx, argTypes, {}));
-    step.setAllArgAttrs(argAttrs);
-    // Arguments keep their source locations, so later errors (e.g. a batch
-    // that does not divide over the mesh) point at the declaration.
-    SmallVector<Location> argLocs(argTypes.size(), loc);
-    for (auto [idx, p] : llvm::enumerate(params))
-      argLocs[idx] = main.getArgument(p.mainIndex).getLoc();
-    for (auto [idx, in] : llvm::enumerate(inputs))
-      argLocs[inputBase + idx] = main.getArgument(in.mainIndex).getLoc();
-    Block *body = b.createBlock(&step.getBody(), {}, argTypes, argLocs);
-    b.setInsertionPointToStart(body);
-
-    // Forward: clone @main.
-    IRMapping mapping;
-    for (auto [idx, p] : llvm::enumerate(params))
-      mapping.map(main.getArgument(p.mainIndex), body->getArgument(idx));
-    for (auto [idx, in] : llvm::enumerate(inputs))
-      mapping.map(main.getArgument(in.mainIndex),
-                  body->getArgument(inputBase + idx));
-    Value loss;
-    if (lowType) {
-      for (auto [idx, in] : llvm::enumerate(inputs)) {
-        Value arg = body->getArgument(inputBase + idx);
-        if (lowOf(arg.getType()) != arg.getType())
-          mapping.map(main.getArgument(in.mainIndex),
-                      CastOp::create(b, arg.getLoc(), lowOf(arg.getType()), arg)
-                          .getResult());
       }
-      loss = cloneInPrecision(b, main, mapping, lowType);
-    } else {
-      for (Operation &op : main.getBody().front()) {
-        if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-          loss = mapping.lookup(ret.getOperand(0));
+      if (params.empty())
+        return main.emitError()
+               << "@main has no trainable parameter (dtc.param)";
+      if (main.getFunctionType().getNumResults() != 1)
+        return main.emitError() << "@main must return exactly the loss";
+      return success();
+    }
+
+    /// The step's arguments: params, optimizer state, step, inputs.
+    void declareSignature() {
+      for (const ParamInfo &p : params) {
+        argTypes.push_back(lowOf(main.getArgument(p.mainIndex).getType()));
+        argAttrs.push_back(
+            dict({role(Role::Param), named(DtcDialect::kNameAttr, p.name),
+                  named(DtcDialect::kInitAttr, p.init)}));
+      }
+      // A bf16/f16 parameter (mixed precision, or one the model declares
+      // so) trains from f32 master weights: the update reads and writes the
+      // master, and the parameter becomes the new master rounded. Masters
+      // first, then Adam's moments.
+      masterIndex.assign(params.size(), -1);
+      for (auto [idx, p] : llvm::enumerate(params)) {
+        if (kind == Optimizer::None)
+          break;
+        auto type = cast<RankedTensorType>(argTypes[idx]);
+        if (type.getElementType().isF32())
           continue;
-        }
-        b.clone(op, mapping);
+        masterIndex[idx] = argTypes.size();
+        argTypes.push_back(stateType(p));
+        argAttrs.push_back(
+            dict({role(Role::OptimizerState),
+                  named(DtcDialect::kNameAttr, derived(p.name, "master")),
+                  named(DtcDialect::kOfAttr, p.name),
+                  named(DtcDialect::kInitAttr, p.init),
+                  named(DtcDialect::kStateKindAttr, "master")}));
+      }
+      momentBase = argTypes.size();
+      if (adam)
+        for (StringRef state : {"adam_m", "adam_v"})
+          for (const ParamInfo &p : params) {
+            argTypes.push_back(stateType(p));
+            argAttrs.push_back(
+                dict({role(Role::OptimizerState),
+                      named(DtcDialect::kNameAttr, derived(p.name, state)),
+                      named(DtcDialect::kOfAttr, p.name),
+                      named(DtcDialect::kInitAttr, "zeros")}));
+          }
+      if (adam) {
+        stepIndex = argTypes.size();
+        argTypes.push_back(scalarI64);
+        argAttrs.push_back(
+            dict({role(Role::Step),
+                  named(DtcDialect::kNameAttr, DtcDialect::kStepName)}));
+      }
+      // Dynamic loss scaling's state: the scale, the run of good steps and
+      // the count of skipped steps (replicated scalars, saved with the
+      // optimizer).
+      if (scaling && kind != Optimizer::None) {
+        scaleIndex = argTypes.size();
+        auto state = [&](StringRef name, StringRef stateKind, Type type,
+                         std::string init) {
+          argTypes.push_back(type);
+          argAttrs.push_back(dict(
+              {role(Role::OptimizerState), named(DtcDialect::kNameAttr, name),
+               named(DtcDialect::kInitAttr, init),
+               named(DtcDialect::kStateKindAttr, stateKind)}));
+        };
+        state("loss_scale", "loss_scale", scalarF32,
+              "fill(" + formatNumber(pass.lossScale) + ")");
+        state(derived("loss_scale", "good_steps"), "loss_scale_good_steps",
+              scalarI64, "zeros");
+        state("skipped_steps", "skipped_steps", scalarI64, "zeros");
+      }
+      inputBase = argTypes.size();
+      for (const InputInfo &in : inputs) {
+        argTypes.push_back(main.getArgument(in.mainIndex).getType());
+        SmallVector<NamedAttribute> entries = {
+            role(Role::Input), named(DtcDialect::kNameAttr, in.name)};
+        if (in.max)
+          entries.push_back(attrs.getNamedAttr(DtcDialect::kMaxAttr, in.max));
+        argAttrs.push_back(dict(entries));
       }
     }
-    // Every forward op (mixed precision's casts included) gets its phase and
-    // an id its backward ops refer to (dtc.forward).
-    SmallVector<Operation *> forwardOps;
-    for (Operation &op : *body) {
-      setPhase(&op, Phase::Forward);
-      op.setAttr(DtcDialect::kIdAttr, b.getI64IntegerAttr(forwardOps.size()));
-      forwardOps.push_back(&op);
+
+    /// The function after @main, its entry block and its arguments.
+    void createStep() {
+      b.setInsertionPointAfter(main);
+      step = func::FuncOp::create(b, loc, "train_step",
+                                  FunctionType::get(ctx, argTypes, {}));
+      step.setAllArgAttrs(argAttrs);
+      // Arguments keep their source locations, so later errors (e.g. a
+      // batch that does not divide over the mesh) point at the declaration.
+      SmallVector<Location> argLocs(argTypes.size(), loc);
+      for (auto [idx, p] : llvm::enumerate(params))
+        argLocs[idx] = main.getArgument(p.mainIndex).getLoc();
+      for (auto [idx, in] : llvm::enumerate(inputs))
+        argLocs[inputBase + idx] = main.getArgument(in.mainIndex).getLoc();
+      body = b.createBlock(&step.getBody(), {}, argTypes, argLocs);
+      b.setInsertionPointToStart(body);
+      for (unsigned i = 0; i < params.size(); ++i)
+        paramArgs.push_back(body->getArgument(i));
+      if (scaleIndex >= 0)
+        lossScaleArg = body->getArgument(scaleIndex);
     }
 
-    // Backward.
-    SmallVector<Value> paramArgs;
-    for (unsigned i = 0; i < params.size(); ++i)
-      paramArgs.push_back(body->getArgument(i));
-    // fp16: the backward starts from the loss scale instead of 1, so small
-    // gradients stay representable; the updates unscale them in f32.
-    Value lossScaleArg =
-        scaleIndex >= 0 ? body->getArgument(scaleIndex) : Value();
-    FailureOr<SmallVector<Value>> grads =
-        differentiate(b, loss, paramArgs, forwardOps, lossScaleArg);
-    if (failed(grads))
-      return failure();
+    /// @main's ops (in mixed precision, with the casts it needs), each with
+    /// its phase and an id its backward ops refer to (dtc.forward).
+    void cloneForward() {
+      IRMapping mapping;
+      for (auto [idx, p] : llvm::enumerate(params))
+        mapping.map(main.getArgument(p.mainIndex), body->getArgument(idx));
+      for (auto [idx, in] : llvm::enumerate(inputs))
+        mapping.map(main.getArgument(in.mainIndex),
+                    body->getArgument(inputBase + idx));
+      if (lowType) {
+        for (auto [idx, in] : llvm::enumerate(inputs)) {
+          Value arg = body->getArgument(inputBase + idx);
+          if (lowOf(arg.getType()) != arg.getType())
+            mapping.map(
+                main.getArgument(in.mainIndex),
+                CastOp::create(b, arg.getLoc(), lowOf(arg.getType()), arg)
+                    .getResult());
+        }
+        loss = pass.cloneInPrecision(b, main, mapping, lowType);
+      } else {
+        for (Operation &op : main.getBody().front()) {
+          if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+            loss = mapping.lookup(ret.getOperand(0));
+            continue;
+          }
+          b.clone(op, mapping);
+        }
+      }
+      for (Operation &op : *body) {
+        setPhase(&op, Phase::Forward);
+        op.setAttr(DtcDialect::kIdAttr, b.getI64IntegerAttr(forwardOps.size()));
+        forwardOps.push_back(&op);
+      }
+    }
 
-    // Optimizer.
-    Location optLoc =
-        NameLoc::get(b.getStringAttr(stringifyPhase(Phase::Optimizer)), loc);
-    auto markFrom = [&](Operation *first) {
-      for (Operation *op = first; op; op = op->getNextNode())
-        setPhase(op, Phase::Optimizer);
-    };
-    Operation *lastBefore = body->empty() ? nullptr : &body->back();
-    auto markGradients = [&]() {
-      for (auto [idx, g] : llvm::enumerate(*grads)) {
+    /// fp16: the backward starts from the loss scale instead of 1, so small
+    /// gradients stay representable; the updates unscale them in f32.
+    LogicalResult backward() {
+      FailureOr<SmallVector<Value>> result =
+          pass.differentiate(b, loss, paramArgs, forwardOps, lossScaleArg);
+      if (failed(result))
+        return failure();
+      grads = std::move(*result);
+      return success();
+    }
+
+    /// dtc.gradient_of on the op producing each parameter's gradient.
+    void markGradients() {
+      for (auto [idx, g] : llvm::enumerate(grads)) {
         auto result = dyn_cast<OpResult>(g);
         if (!result || isa<arith::ConstantOp>(result.getOwner()))
           continue;
@@ -312,14 +355,13 @@ struct BuildTrainingStepPass
         names[result.getResultNumber()] = b.getStringAttr(params[idx].name);
         def->setAttr(DtcDialect::kGradientOfAttr, b.getArrayAttr(names));
       }
-    };
-    markGradients();
-    // Loss scaling: found_inf is the sum of every gradient times 0 (0 when
-    // all are finite, NaN otherwise; summing the gradients themselves could
-    // overflow f16), in f32; inv_scale unscales in the updates.
-    Value foundInf, invScale;
-    if (lossScaleArg) {
-      for (Value g : *grads) {
+    }
+
+    /// Loss scaling: found_inf is the sum of every gradient times 0 (0 when
+    /// all are finite, NaN otherwise; summing the gradients themselves could
+    /// overflow f16), in f32; inv_scale unscales in the updates.
+    void probeOverflow() {
+      for (Value g : grads) {
         RankedTensorType type = typeOf(g);
         Value zero = createSplatConstant(
             b, optLoc, RankedTensorType::get({}, type.getElementType()), 0.0);
@@ -340,37 +382,29 @@ struct BuildTrainingStepPass
                        ? AddOp::create(b, optLoc, foundInf, probe).getResult()
                        : probe;
       }
-
       invScale = DivOp::create(b, optLoc,
                                createSplatConstant(b, optLoc, scalarF32, 1.0),
                                lossScaleArg);
     }
-    if (gradClip > 0) {
-      clipByGlobalNorm(b, optLoc, *grads, invScale);
-      markGradients();
-    }
 
-    SmallVector<Value> results = {loss};
-    SmallVector<DictionaryAttr> resultAttrs = {
-        dict({role(Role::Loss),
-              named(DtcDialect::kNameAttr, DtcDialect::kLossName)})};
-    auto updates = [&](unsigned argIndex) {
-      return attrs.getNamedAttr(DtcDialect::kUpdatesAttr,
-                                attrs.getI64IntegerAttr(argIndex));
-    };
-    if (kind == Optimizer::None) {
+    /// --optimizer none: the step returns the (clipped) gradients.
+    void returnGradients() {
       for (auto [idx, p] : llvm::enumerate(params)) {
-        results.push_back((*grads)[idx]);
+        results.push_back(grads[idx]);
         resultAttrs.push_back(
             dict({role(Role::Grad),
                   named(DtcDialect::kNameAttr,
                         p.name + DtcDialect::kDerivedNameSeparator + "grad"),
                   named(DtcDialect::kOfAttr, p.name)}));
       }
-    } else {
+    }
+
+    /// The updates and what they return: each parameter's new value, the
+    /// new masters, Adam's new moments, the loss scale's new state.
+    void emitUpdates() {
       // The tensor each update reads and writes: the f32 master weights in
-      // mixed precision (the parameter then becomes the new master rounded),
-      // else the parameter itself.
+      // mixed precision (the parameter then becomes the new master
+      // rounded), else the parameter itself.
       auto updated = [&](unsigned idx) {
         return masterIndex[idx] >= 0
                    ? Value(body->getArgument(masterIndex[idx]))
@@ -381,18 +415,18 @@ struct BuildTrainingStepPass
       for (unsigned idx = 0; idx < params.size(); ++idx) {
         Value next;
         if (kind == Optimizer::Sgd) {
-          next = SgdUpdateOp::create(b, optLoc, updated(idx), (*grads)[idx],
-                                     invScale, foundInf, b.getF64FloatAttr(lr),
-                                     b.getF64FloatAttr(weightDecay));
+          next = SgdUpdateOp::create(
+              b, optLoc, updated(idx), grads[idx], invScale, foundInf,
+              b.getF64FloatAttr(pass.lr), b.getF64FloatAttr(pass.weightDecay));
         } else {
           auto update = AdamUpdateOp::create(
-              b, optLoc, updated(idx), (*grads)[idx],
+              b, optLoc, updated(idx), grads[idx],
               body->getArgument(momentBase + idx),
               body->getArgument(momentBase + params.size() + idx),
               body->getArgument(stepIndex), invScale, foundInf,
-              b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
-              b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
-              b.getF64FloatAttr(weightDecay),
+              b.getF64FloatAttr(pass.lr), b.getF64FloatAttr(pass.beta1),
+              b.getF64FloatAttr(pass.beta2), b.getF64FloatAttr(pass.eps),
+              b.getF64FloatAttr(pass.weightDecay),
               b.getBoolAttr(kind == Optimizer::AdamW));
           next = update.getNewParam();
           newM.push_back(update.getNewM());
@@ -421,7 +455,7 @@ struct BuildTrainingStepPass
             b, optLoc, scalarF32, scalarI64, scalarI64, lossScaleArg,
             body->getArgument(scaleIndex + 1),
             body->getArgument(scaleIndex + 2), foundInf, b.getF64FloatAttr(2.0),
-            b.getF64FloatAttr(0.5), b.getI64IntegerAttr(lossScaleWindow));
+            b.getF64FloatAttr(0.5), b.getI64IntegerAttr(pass.lossScaleWindow));
         for (unsigned k = 0; k < 3; ++k) {
           results.push_back(next->getResult(k));
           resultAttrs.push_back(
@@ -429,24 +463,57 @@ struct BuildTrainingStepPass
         }
       }
     }
-    Operation *optimizerStart =
-        lastBefore ? lastBefore->getNextNode() : &body->front();
-    if (optimizerStart)
-      markFrom(optimizerStart);
 
-    func::ReturnOp::create(b, loc, results);
-    // Rules build every operand's gradient; drop the ones nothing uses (data
-    // inputs' gradients) and forward values that do not reach the loss.
-    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
-      if (isOpTriviallyDead(&op))
-        op.erase();
-    SmallVector<Type> resultTypes;
-    for (Value v : results)
-      resultTypes.push_back(v.getType());
-    step.setFunctionType(FunctionType::get(ctx, argTypes, resultTypes));
-    step.setAllResultAttrs(resultAttrs);
-    step->setAttr(DtcDialect::kTrainStepAttr, b.getUnitAttr());
-    return success();
+    /// The return, the dead ops' removal and the step's final signature.
+    void finish() {
+      func::ReturnOp::create(b, loc, results);
+      // Rules build every operand's gradient; drop the ones nothing uses
+      // (data inputs' gradients) and forward values that do not reach the
+      // loss.
+      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
+        if (isOpTriviallyDead(&op))
+          op.erase();
+      SmallVector<Type> resultTypes;
+      for (Value v : results)
+        resultTypes.push_back(v.getType());
+      step.setFunctionType(FunctionType::get(ctx, argTypes, resultTypes));
+      step.setAllResultAttrs(resultAttrs);
+      step->setAttr(DtcDialect::kTrainStepAttr, b.getUnitAttr());
+    }
+
+    BuildTrainingStepPass &pass;
+    func::FuncOp main;
+    Optimizer kind;
+    MLIRContext *ctx;
+    Location loc;
+    Builder attrs;
+    OpBuilder b;
+    RankedTensorType scalarF32, scalarI64;
+    bool adam = false, scaling = false;
+    FloatType lowType;
+    SmallVector<ParamInfo> params;
+    SmallVector<InputInfo> inputs;
+    // The signature: params, masters, Adam's moments, step, loss-scale
+    // state, inputs; where each group starts (-1: absent).
+    SmallVector<Type> argTypes;
+    SmallVector<DictionaryAttr> argAttrs;
+    SmallVector<int> masterIndex;
+    unsigned momentBase = 0, inputBase = 0;
+    int stepIndex = -1, scaleIndex = -1;
+    func::FuncOp step;
+    Block *body = nullptr;
+    SmallVector<Value> paramArgs;
+    Value loss, lossScaleArg;
+    SmallVector<Operation *> forwardOps;
+    SmallVector<Value> grads;
+    Location optLoc = loc;
+    Value foundInf, invScale;
+    SmallVector<Value> results;
+    SmallVector<DictionaryAttr> resultAttrs;
+  };
+
+  LogicalResult build(func::FuncOp main, Optimizer kind) {
+    return StepBuilder(*this, main, kind).build();
   }
 
   /// Clones @main's forward at `b` in mixed precision and returns the loss
@@ -662,25 +729,29 @@ struct BuildTrainingStepPass
       paramGrads.push_back(g);
     }
 
-    // Phases: what activation gradients need is backward_input (B in
-    // zero-bubble schedules); the rest only feeds parameter gradients (W).
-    if (firstBackward) {
-      llvm::DenseSet<Operation *> inputPath;
-      SmallVector<Value> worklist(activationGrads.begin(),
-                                  activationGrads.end());
-      while (!worklist.empty()) {
-        Value v = worklist.pop_back_val();
-        Operation *def = v.getDefiningOp();
-        if (!def || def->hasAttr(DtcDialect::kPhaseAttr) ||
-            !inputPath.insert(def).second)
-          continue;
-        worklist.append(def->operand_begin(), def->operand_end());
-      }
-      for (Operation *op = firstBackward; op; op = op->getNextNode())
-        setPhase(op, inputPath.contains(op) ? Phase::BackwardInput
-                                            : Phase::BackwardWeight);
-    }
+    if (firstBackward)
+      tagBackwardPhases(firstBackward, activationGrads.getArrayRef());
     return paramGrads;
+  }
+
+  /// Phases of the backward ops from `firstBackward` on: what the
+  /// activation gradients need is backward_input (B in zero-bubble
+  /// schedules); the rest only feeds parameter gradients (W).
+  static void tagBackwardPhases(Operation *firstBackward,
+                                ArrayRef<Value> activationGrads) {
+    llvm::DenseSet<Operation *> inputPath;
+    SmallVector<Value> worklist(activationGrads.begin(), activationGrads.end());
+    while (!worklist.empty()) {
+      Value v = worklist.pop_back_val();
+      Operation *def = v.getDefiningOp();
+      if (!def || def->hasAttr(DtcDialect::kPhaseAttr) ||
+          !inputPath.insert(def).second)
+        continue;
+      worklist.append(def->operand_begin(), def->operand_end());
+    }
+    for (Operation *op = firstBackward; op; op = op->getNextNode())
+      setPhase(op, inputPath.contains(op) ? Phase::BackwardInput
+                                          : Phase::BackwardWeight);
   }
 
   /// g *= clip / max(||g||_2 + 1e-6, clip) over all gradients together

@@ -272,12 +272,13 @@ public:
     if (!seen.insert(it.name).second)
       fail(w + "listed twice");
     const json &role = field(t, "role", w), &dtype = field(t, "dtype", w);
-    if (role == "param")
+    if (role == roleName(Role::Param))
       it.role = Role::Param;
-    else if (role == "optimizer_state")
+    else if (role == roleName(Role::OptimizerState))
       it.role = Role::OptimizerState;
     else
-      fail(w + "\"role\" is not \"param\" or \"optimizer_state\"");
+      fail(w + "\"role\" is not \"" + roleName(Role::Param) + "\" or \"" +
+           roleName(Role::OptimizerState) + "\"");
     if (!dtype.is_string() || !parseDType(dtype.get<std::string>(), it.dtype))
       fail(w + "unknown \"dtype\" " + dtype.dump());
     it.shape = shape(field(t, "shape", w), w + "\"shape\"");
@@ -663,12 +664,11 @@ std::string indexText(const Artifact &a, const std::string &id, int64_t step,
       pieces.push_back({{"file", rankFileName(p.rank)},
                         {"start", p.start},
                         {"stop", p.stop}});
-    j["tensors"].push_back(
-        {{"name", d.name},
-         {"role", d.role == Role::Param ? "param" : "optimizer_state"},
-         {"dtype", dtypeName(d.dtype)},
-         {"shape", d.shape},
-         {"pieces", pieces}});
+    j["tensors"].push_back({{"name", d.name},
+                            {"role", roleName(d.role)},
+                            {"dtype", dtypeName(d.dtype)},
+                            {"shape", d.shape},
+                            {"pieces", pieces}});
   }
   return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }

@@ -49,11 +49,7 @@ def Dtc_Dialect : Dialect {
     // "loss_scale", "loss_scale_good_steps", "skipped_steps".
     static constexpr ::llvm::StringLiteral kStateKindAttr = "dtc.state_kind";
     static constexpr ::llvm::StringLiteral kPhaseAttr = "dtc.phase";
-    // The values of dtc.phase (the training step's parts).
-    static constexpr ::llvm::StringLiteral kForwardPhase = "forward";
-    static constexpr ::llvm::StringLiteral kBackwardInputPhase = "backward_input";
-    static constexpr ::llvm::StringLiteral kBackwardWeightPhase = "backward_weight";
-    static constexpr ::llvm::StringLiteral kOptimizerPhase = "optimizer";
+    // Its values are the Phase enum's (DtcEnums.td): phaseOf() reads them.
     // On ops producing a parameter's (full, possibly clipped) gradient: one
     // string per result, the parameter's name or "".
     static constexpr ::llvm::StringLiteral kGradientOfAttr = "dtc.gradient_of";
