@@ -57,13 +57,18 @@ struct ScheduleCollectivesPass
     if (!plan)
       return;
     if (plan->zero == 0) {
-      // With micro-batches a gradient is complete only after the last one
-      // (and a pipeline reduces it after the flush): nothing to overlap.
-      if (!plan->pipelined())
-        module.walk([&](func::FuncOp func) {
-          if (!func.isExternal())
-            reduceDataParallelGradientsInBuckets(func.getBody().front());
-        });
+      module.walk([&](func::FuncOp func) {
+        if (func.isExternal())
+          return;
+        Block &body = func.getBody().front();
+        // With micro-batches a gradient is complete only after the last
+        // one (and a pipeline reduces it after the flush): nothing to
+        // overlap.
+        if (!plan->pipelined())
+          reduceDataParallelGradientsInBuckets(body);
+        else
+          hoistChainsToResults(func, body, Role::Send);
+      });
       return;
     }
     const int64_t zero = plan->zero;
@@ -129,7 +134,9 @@ struct ScheduleCollectivesPass
   ///   the op producing the piece (the update, or mixed precision's cast of
   ///   the master piece), the piece dies there and the optimizer's working
   ///   memory is bounded by the largest piece.
-  /// - sends, pipelines: a message leaves with its pending sums reduced.
+  /// - sends, pipelines (any ZeRO stage): a message leaves with its
+  ///   pending sums reduced, in the phase of the value it reduces (a
+  ///   tensor-parallel stage's output is summed per micro-batch).
   ///   Under ZeRO the global norm of clipping is such a sum (of the gradient
   ///   pieces' squares over dp): reduced at the end of the step, its send
   ///   would follow the receive of the norm the other stage sends back, and
@@ -145,8 +152,18 @@ struct ScheduleCollectivesPass
     for (OpOperand &operand : ret->getOpOperands()) {
       if (resultRole(func, operand.getOperandNumber()) != role)
         continue;
-      for (Operation *op : llvm::reverse(chainToReturn(operand.get(), body)))
+      for (Operation *op :
+           llvm::reverse(chainToReturn(operand.get(), body))) {
         hoist(op, body);
+        // A message's collectives (the tensor-parallel sum of a stage's
+        // output, or of the gradient it sends back) run in the phase of
+        // what they reduce: per micro-batch when it is, not after the
+        // flush with the return they were placed at.
+        if (role == Role::Send)
+          if (Operation *def = op->getOperand(0).getDefiningOp())
+            if (Attribute phase = def->getAttr(DtcDialect::kPhaseAttr))
+              op->setAttr(DtcDialect::kPhaseAttr, phase);
+      }
     }
   }
 
@@ -160,13 +177,21 @@ struct ScheduleCollectivesPass
   /// `reduce_scatter(dp, all_reduce(mb, g))` (Megatron's distributed
   /// optimizer). Both are sums, so the value is the same up to rounding;
   /// the padding between them is zero-filling, which commutes with a sum.
+  /// A sum over more axes than the micro-batches' (a replicated
+  /// parameter's tensor-parallel partial sums) keeps them after the
+  /// reduce-scatter: `all_reduce([tp, mb], reduce_scatter(dp, g))` becomes
+  /// `all_reduce(tp, reduce_scatter(dp, all_reduce(mb, g)))`.
   static void accumulateBeforeScattering(Block &body,
                                          ArrayRef<int64_t> mbAxes) {
-    auto overMicroBatchesOnly = [&](shard::AllReduceOp reduce) {
+    auto isMicroBatchAxis = [&](int16_t a) {
+      return llvm::is_contained(mbAxes, a);
+    };
+    // A sum over the micro-batches, possibly with other axes (a replicated
+    // parameter's tensor-parallel partial sums): those stay after the
+    // reduce-scatter.
+    auto overMicroBatches = [&](shard::AllReduceOp reduce) {
       return reduce.getReduction() == shard::ReductionKind::Sum &&
-             llvm::all_of(reduce.getGridAxes(), [&](int16_t a) {
-               return llvm::is_contained(mbAxes, a);
-             });
+             llvm::any_of(reduce.getGridAxes(), isMicroBatchAxis);
     };
     auto commutesWithSum = [](Operation *op) {
       if (auto fill = dyn_cast<FillPaddingOp>(op))
@@ -179,7 +204,7 @@ struct ScheduleCollectivesPass
     for (Operation &op : body)
       if (auto reduce = dyn_cast<shard::AllReduceOp>(op);
           reduce && reduce->hasAttr(DtcDialect::kGradientOfAttr) &&
-          overMicroBatchesOnly(reduce))
+          overMicroBatches(reduce))
         sums.push_back(reduce);
     for (shard::AllReduceOp sum : sums) {
       // The chain from the gradient to the sum: padding and one
@@ -197,14 +222,21 @@ struct ScheduleCollectivesPass
       }
       if (!head || !scatters)
         continue;
+      SmallVector<int16_t> mbPart, rest;
+      for (int16_t a : sum.getGridAxes())
+        (isMicroBatchAxis(a) ? mbPart : rest).push_back(a);
       OpBuilder builder(head);
       auto whole = shard::AllReduceOp::create(
           builder, sum.getLoc(), v.getType(), sum.getGridAttr(),
-          sum.getGridAxesAttr(), v, sum.getReductionAttr());
+          builder.getDenseI16ArrayAttr(mbPart), v, sum.getReductionAttr());
       whole->setDiscardableAttrs(sum->getDiscardableAttrDictionary());
       head->setOperand(0, whole.getResult());
-      sum.getResult().replaceAllUsesWith(sum.getInput());
-      sum.erase();
+      if (rest.empty()) {
+        sum.getResult().replaceAllUsesWith(sum.getInput());
+        sum.erase();
+      } else {
+        sum.setGridAxes(rest);
+      }
     }
   }
 
