@@ -152,8 +152,7 @@ struct ScheduleCollectivesPass
     for (OpOperand &operand : ret->getOpOperands()) {
       if (resultRole(func, operand.getOperandNumber()) != role)
         continue;
-      for (Operation *op :
-           llvm::reverse(chainToReturn(operand.get(), body))) {
+      for (Operation *op : llvm::reverse(chainToReturn(operand.get(), body))) {
         hoist(op, body);
         // A message's collectives (the tensor-parallel sum of a stage's
         // output, or of the gradient it sends back) run in the phase of
