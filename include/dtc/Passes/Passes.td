@@ -286,9 +286,11 @@ def ScheduleCollectives : Pass<"dtc-schedule-collectives", "::mlir::ModuleOp"> {
       overlaps them with that computation (the CPU runtime runs the list in
       order: the gather simply comes earlier, and its memory lives a region
       longer);
-    - pipelines: collectives that only feed a message (a `send` result)
-      run right after their operand rather than at the return, so a stage
-      sends before it waits for the answer (the clipping norm's shares);
+    - pipelines (any ZeRO stage): collectives that only feed a message (a
+      `send` result) run right after their operand, in its phase, rather
+      than at the return, so a stage sends before it waits for the answer
+      (the clipping norm's shares) and a tensor-parallel stage output is
+      summed per micro-batch;
     - data parallelism without ZeRO or micro-batches: each parameter
       gradient's all-reduce is issued as soon as the gradient is complete
       (in the backward, not at the update), and consecutive ones on the
