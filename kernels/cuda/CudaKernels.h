@@ -21,6 +21,7 @@
 #ifndef DTC_KERNELS_CUDA_CUDAKERNELS_H
 #define DTC_KERNELS_CUDA_CUDAKERNELS_H
 
+#include "dtc/artifact/Vocabulary.h"
 #include "dtc/kernels/Kernel.h"
 
 #include <cublasLt.h>
@@ -114,6 +115,12 @@ void check(cudaError_t status, const char *what);
 void checkLaunch(const char *kernel);
 /// cuBLASLt's version as "cuBLASLt 13.0.2".
 std::string gemmLibrary();
+/// out = in[0] op ... op in[members - 1], elementwise over `count` elements
+/// of `dtype`, on `stream` (an all-reduce whose members' buffers are all on
+/// this device; `out` may not be an input). At most 16 members.
+void reduceBuffers(const void *const *in, int members, void *out,
+                   long long count, DType dtype, rt::ReduceOp op,
+                   cudaStream_t stream);
 /// A bound matmul's plans ("...; fast BIAS ...; safe DEFAULT ..."): the
 /// cuBLASLt epilogue each took; "" for other kernels.
 std::string gemmPlanSummary(const Launch &launch);

@@ -11,8 +11,6 @@
 
 #include "CudaKernels.h"
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -117,157 +115,6 @@ struct NcclRegistry {
   }
 };
 
-/// `--collectives mpi-async`: a communicator's staged all-reduces run on a
-/// thread of their own, so that the rank goes on enqueueing kernels while
-/// one is reduced, as with NCCL on a real interconnect, and several ranks
-/// can still share one GPU. The thread counts the collectives it finished
-/// in page-locked memory the GPU reads; the communication stream waits
-/// (cuStreamWaitValue32) for that count before it copies a result back, so
-/// the events the executor records on the stream keep their meaning. The
-/// libcuda entry point is looked up through the runtime: dtc does not link
-/// the driver, so it still loads on a machine without one.
-class StagedThread {
-public:
-  explicit StagedThread(int device) : device_(device) {
-    cudaDriverEntryPointQueryResult found{};
-    void *fn = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000,
-                                         cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess || !fn)
-      throw Error("--collectives mpi-async: this CUDA driver has no "
-                  "cuStreamWaitValue32 (stream memory operations); use "
-                  "--collectives mpi");
-    waitValue_ = reinterpret_cast<PFN_cuStreamWaitValue32_v11070>(fn);
-    check(cudaHostAlloc(reinterpret_cast<void **>(&finished_),
-                        sizeof *finished_,
-                        cudaHostAllocMapped | cudaHostAllocPortable),
-          "cudaHostAlloc (staged collectives' counter)");
-    *finished_ = 0;
-    check(cudaHostGetDevicePointer(&finishedOnDevice_, finished_, 0),
-          "cudaHostGetDevicePointer");
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~StagedThread() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-    // Whatever the stream still waits for (after a failure) is released,
-    // so that freeing the counter does not wait for it forever.
-    __atomic_store_n(finished_, posted_, __ATOMIC_SEQ_CST);
-    cudaDeviceSynchronize();
-    cudaFreeHost(finished_);
-  }
-
-  /// Runs `work` on the thread once everything enqueued on `stream` so far
-  /// is complete, and makes `stream` wait for it: work enqueued on the
-  /// stream after this call starts after `work` returned.
-  void run(cudaStream_t stream, std::function<void()> work) {
-    cudaEvent_t ready = nullptr;
-    check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
-          "cudaEventCreate");
-    check(cudaEventRecord(ready, stream), "cudaEventRecord");
-    uint32_t number;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      number = ++posted_;
-      tasks_.push_back({ready, std::move(work)});
-    }
-    wake_.notify_all();
-    if (CUresult r = waitValue_(
-            stream, CUdeviceptr(reinterpret_cast<uintptr_t>(finishedOnDevice_)),
-            number, CU_STREAM_WAIT_VALUE_GEQ);
-        r != CUDA_SUCCESS)
-      throw Error("--collectives mpi-async: cuStreamWaitValue32 failed (CUDA "
-                  "driver error " +
-                  std::to_string(int(r)) + "); use --collectives mpi");
-  }
-  /// Waits until the thread finished everything posted; rethrows the first
-  /// failure (once).
-  void drain() {
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [&] { return done_ == posted_; });
-    if (error_) {
-      std::exception_ptr e = error_;
-      error_ = nullptr;
-      std::rethrow_exception(e);
-    }
-  }
-
-private:
-  struct Task {
-    cudaEvent_t ready;
-    std::function<void()> work;
-  };
-  void loop() {
-    cudaSetDevice(device_);
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      wake_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-      if (tasks_.empty())
-        return;
-      Task task = std::move(tasks_.front());
-      tasks_.pop_front();
-      const bool failed = error_ != nullptr;
-      lock.unlock();
-      std::exception_ptr error;
-      try {
-        check(cudaEventSynchronize(task.ready), "staged collective's input");
-        // After a failure the ranks are no longer matched: skip, but count,
-        // so that the stream does not wait forever.
-        if (!failed)
-          task.work();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      cudaEventDestroy(task.ready);
-      lock.lock();
-      if (error && !error_)
-        error_ = error;
-      ++done_;
-      // Read by the GPU: its wait ends when it sees the count.
-      __atomic_store_n(finished_, done_, __ATOMIC_SEQ_CST);
-      idle_.notify_all();
-    }
-  }
-
-  int device_;
-  PFN_cuStreamWaitValue32_v11070 waitValue_ = nullptr;
-  uint32_t *finished_ = nullptr;
-  void *finishedOnDevice_ = nullptr;
-  std::mutex mu_;
-  std::condition_variable wake_, idle_;
-  std::deque<Task> tasks_;
-  uint32_t posted_ = 0, done_ = 0;
-  bool stop_ = false;
-  std::exception_ptr error_;
-  std::thread thread_;
-};
-
-/// The staged threads of one backend, drained by synchronize() (their
-/// failures surface there).
-struct StagedRegistry {
-  std::mutex mu;
-  std::vector<StagedThread *> threads;
-  void add(StagedThread *t) {
-    std::lock_guard<std::mutex> lock(mu);
-    threads.push_back(t);
-  }
-  void remove(StagedThread *t) {
-    std::lock_guard<std::mutex> lock(mu);
-    threads.erase(std::remove(threads.begin(), threads.end(), t),
-                  threads.end());
-  }
-  void drainAll() {
-    std::lock_guard<std::mutex> lock(mu);
-    for (StagedThread *t : threads)
-      t->drain();
-  }
-};
-
 /// Page-locked host memory that grows, for the host-staged collectives and
 /// the pipeline transfers. A buffer it outgrew is freed with it, not while
 /// steps run: freeing page-locked memory waits for the whole device, and
@@ -302,7 +149,9 @@ private:
 };
 
 /// The collectives of one group: on NCCL, or staged through host memory and
-/// the host communicator (the test mode for several ranks on one GPU).
+/// the host communicator (the test mode for several ranks on one GPU), or,
+/// with --collectives local (ranks that are threads of this process on one
+/// GPU), all-reduces as a kernel over the members' device buffers.
 /// Pipeline sends and receives always go through host memory and the host
 /// communicator: a send must not wait for its receiver (docs/backends.md),
 /// which an ncclSend on the communication stream would.
@@ -310,13 +159,10 @@ class CudaCommunicator final : public DeviceCommunicator {
 public:
   CudaCommunicator(std::unique_ptr<Communicator> group, int device,
                    bool useNccl, std::shared_ptr<NcclRegistry> registry,
-                   std::shared_ptr<StagedRegistry> staged)
-      : c_(std::move(group)), device_(device), registry_(std::move(registry)),
-        stagedRegistry_(std::move(staged)) {
-    if (stagedRegistry_ && c_->size() > 1) {
-      staged_ = std::make_unique<StagedThread>(device_);
-      stagedRegistry_->add(staged_.get());
-    }
+                   bool local)
+      : c_(std::move(group)), device_(device), registry_(std::move(registry)) {
+    if (local && c_->size() > 1)
+      joinLocalPeers();
     if (!useNccl)
       return;
     ncclUniqueId id;
@@ -329,12 +175,12 @@ public:
     registry_->add(nccl_);
   }
   ~CudaCommunicator() override {
-    if (staged_) {
-      stagedRegistry_->remove(staged_.get());
-      try {
-        staged_->drain();
-      } catch (...) { // reported by synchronize() if anyone still asks
-      }
+    if (local_) {
+      cudaSetDevice(device_);
+      cudaEventDestroy(inputReady_);
+      cudaEventDestroy(readDone_);
+      if (scratch_)
+        cudaFree(scratch_);
     }
     if (nccl_) {
       registry_->remove(nccl_);
@@ -356,24 +202,9 @@ public:
       count2(traffic, 2 * ringShare(bytes));
       return;
     }
-    if (staged_) {
-      // The copies on the stream, the ring on the staged thread: one
-      // staging buffer serves every collective in flight, since each one's
-      // copy in follows the previous one's copy out on the stream.
-      const cudaStream_t s = streamOf(stream);
-      check(cudaSetDevice(device_), "cudaSetDevice");
-      char *h = stagingFor(bytes, s);
-      if (bytes)
-        check(cudaMemcpyAsync(h, in, bytes, cudaMemcpyDeviceToHost, s),
-              "staging copy to the host");
-      Communicator &c = *c_;
-      staged_->run(s, [&c, &traffic, h, count, dtype, op] {
-        CountTraffic counting(c, traffic);
-        c.allReduce(h, h, count, dtype, op);
-      });
-      if (bytes)
-        check(cudaMemcpyAsync(out, h, bytes, cudaMemcpyHostToDevice, s),
-              "staging copy to the device");
+    if (local_) {
+      allReduceLocal(in, out, count, dtype, op, streamOf(stream));
+      count2(traffic, 2 * ringShare(bytes)); // as a ring would move it
       return;
     }
     char *h = staging_.get(bytes);
@@ -387,7 +218,6 @@ public:
 
   void allGather(const void *in, void *out, size_t bytes, Stream &stream,
                  Traffic &traffic) override {
-    drainStaged();
     const size_t n = size_t(c_->size());
     if (nccl_) {
       checkNccl(
@@ -407,7 +237,6 @@ public:
 
   void reduceScatter(const void *in, void *out, size_t count, DType dtype,
                      ReduceOp op, Stream &stream, Traffic &traffic) override {
-    drainStaged();
     const size_t n = size_t(c_->size()), piece = count * dtypeSize(dtype);
     if (nccl_) {
       checkNccl(ncclReduceScatter(in, out, count, ncclTypeOf(dtype),
@@ -427,7 +256,6 @@ public:
 
   void allToAll(const void *in, void *out, size_t bytes, Stream &stream,
                 Traffic &traffic) override {
-    drainStaged();
     const int n = c_->size();
     if (nccl_) {
       const char *src = static_cast<const char *>(in);
@@ -457,7 +285,6 @@ public:
 
   void send(const void *buf, size_t bytes, int peer, int tag, Stream &stream,
             Traffic &traffic) override {
-    drainStaged();
     char *h = staging_.get(bytes);
     toHost(h, buf, bytes, stream);
     CountTraffic counting(*c_, traffic);
@@ -466,7 +293,6 @@ public:
   }
   void recv(void *buf, size_t bytes, int peer, int tag, Stream &stream,
             Traffic &traffic) override {
-    drainStaged();
     char *h = staging_.get(bytes);
     {
       CountTraffic counting(*c_, traffic);
@@ -474,10 +300,7 @@ public:
     }
     toDevice(buf, h, bytes, stream);
   }
-  void flushSends() override {
-    drainStaged();
-    c_->flushSends();
-  }
+  void flushSends() override { c_->flushSends(); }
   /// The host ring's scratch in the staged mode (host memory, counted as the
   /// CPU backend counts it); NCCL's own buffers are not visible here.
   uint64_t scratchBytes() const override {
@@ -488,26 +311,86 @@ public:
       c_->reserveScratch(bytes);
   }
   void reserveStaging(size_t bytes) override {
-    if (!nccl_)
-      staging_.get(bytes);
+    if (nccl_)
+      return;
+    staging_.get(bytes);
+    if (local_ && bytes > scratchBytes_) { // at load: nothing in flight
+      check(cudaSetDevice(device_), "cudaSetDevice");
+      if (scratch_)
+        check(cudaFree(scratch_), "cudaFree");
+      scratch_ = nullptr;
+      scratchBytes_ = 0;
+      if (cudaMalloc(reinterpret_cast<void **>(&scratch_), bytes) !=
+          cudaSuccess) {
+        cudaGetLastError();
+        throw Error("out of GPU memory for --collectives local's scratch (" +
+                    std::to_string(bytes) + " bytes)");
+      }
+      scratchBytes_ = bytes;
+    }
   }
 
 private:
-  /// The host communicator is used by one thread at a time: the staged
-  /// thread's collectives finish before the rank's own thread uses it.
-  void drainStaged() {
-    if (staged_)
-      staged_->drain();
+  /// --collectives local: the members swap their communicators' addresses
+  /// (threads of one process), and must share this GPU.
+  void joinLocalPeers() {
+    peers_.assign(size_t(c_->size()), nullptr);
+    CudaCommunicator *self = this;
+    c_->allGather(&self, peers_.data(), sizeof self);
+    for (CudaCommunicator *p : peers_)
+      if (p->device_ != device_)
+        throw Error("--collectives local: the members of a group are on "
+                    "GPUs " +
+                    std::to_string(device_) + " and " +
+                    std::to_string(p->device_) +
+                    " (it needs the ranks of dtc-run --local-ranks on one "
+                    "GPU)");
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    check(cudaEventCreateWithFlags(&inputReady_, cudaEventDisableTiming),
+          "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&readDone_, cudaEventDisableTiming),
+          "cudaEventCreate");
+    local_ = true;
   }
-  /// The staging buffer for `bytes`; growing it first waits for every
-  /// collective in flight (their copies use the old one).
-  char *stagingFor(size_t bytes, cudaStream_t s) {
-    if (bytes > staging_.capacity()) { // not reserved at load: rare
-      staged_->drain();
-      check(cudaStreamSynchronize(s), "staged collectives");
+
+  /// out = the members' inputs reduced, by a kernel on each member's stream
+  /// that reads every member's input. The members meet on the host only to
+  /// publish their input and an event (never waiting for the device), and
+  /// CUDA events order the rest: each reads the others' inputs after their
+  /// events, reduces into its scratch, and writes `out` (which may be its
+  /// input) only after every member has read its input.
+  void allReduceLocal(const void *in, void *out, size_t count, DType dtype,
+                      ReduceOp op, cudaStream_t s) {
+    const size_t bytes = count * dtypeSize(dtype);
+    if (bytes > scratchBytes_)
+      throw Error("--collectives local: an all-reduce of " +
+                  std::to_string(bytes) + " bytes, more than the " +
+                  std::to_string(scratchBytes_) + " reserved at load");
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    check(cudaEventRecord(inputReady_, s), "cudaEventRecord");
+    published_ = in;
+    c_->barrier(); // every member's input and event are published
+    const int me = c_->rank();
+    std::vector<const void *> inputs(peers_.size());
+    for (size_t m = 0; m < peers_.size(); ++m) {
+      inputs[m] = peers_[m]->published_;
+      if (int(m) != me)
+        check(cudaStreamWaitEvent(s, peers_[m]->inputReady_, 0),
+              "cudaStreamWaitEvent");
     }
-    return staging_.get(bytes);
+    kernels::cuda::reduceBuffers(inputs.data(), int(inputs.size()), scratch_,
+                                 (long long)count, dtype, op, s);
+    check(cudaEventRecord(readDone_, s), "cudaEventRecord");
+    c_->barrier(); // every member has recorded that it read the inputs
+    for (size_t m = 0; m < peers_.size(); ++m)
+      if (int(m) != me)
+        check(cudaStreamWaitEvent(s, peers_[m]->readDone_, 0),
+              "cudaStreamWaitEvent");
+    if (bytes)
+      check(cudaMemcpyAsync(out, scratch_, bytes, cudaMemcpyDeviceToDevice, s),
+            "cudaMemcpyAsync");
   }
+
   size_t ringShare(size_t bytes) const {
     const size_t n = size_t(c_->size());
     return n <= 1 ? 0 : bytes / n * (n - 1);
@@ -541,8 +424,15 @@ private:
   std::shared_ptr<NcclRegistry> registry_;
   ncclComm_t nccl_ = nullptr;
   PinnedBuffer staging_;
-  std::shared_ptr<StagedRegistry> stagedRegistry_;
-  std::unique_ptr<StagedThread> staged_; ///< --collectives mpi-async
+  // --collectives local: every member's communicator (this process's
+  // threads), what this one publishes for the all-reduce in progress, and
+  // the device scratch it reduces into.
+  bool local_ = false;
+  std::vector<CudaCommunicator *> peers_;
+  const void *published_ = nullptr;
+  cudaEvent_t inputReady_ = nullptr, readDone_ = nullptr;
+  char *scratch_ = nullptr;
+  size_t scratchBytes_ = 0;
 };
 
 class CudaBackend;
@@ -587,10 +477,10 @@ public:
                     ": NCCL needs a GPU per rank; use --collectives mpi "
                     "(collectives staged "
                     "through host memory, a test mode)");
-    } else if (o.collectives == "mpi-async") {
-      staged_ = std::make_shared<StagedRegistry>();
+    } else if (o.collectives == "local") {
+      local_ = true;
     } else if (o.collectives != "mpi") {
-      throw Error("--collectives: expected nccl, mpi or mpi-async, got '" +
+      throw Error("--collectives: expected nccl, mpi or local, got '" +
                   o.collectives + "'");
     }
     check(cudaSetDevice(device_), "cudaSetDevice");
@@ -628,7 +518,8 @@ public:
                    std::to_string(nccl / 100 % 100) + "." +
                    std::to_string(nccl % 100)
              : std::string("host memory + the host communicator (test mode") +
-                   (staged_ ? ", all-reduces on a thread of their own)" : ")"));
+                   (local_ ? "; all-reduces on this GPU across the local ranks)"
+                           : ")"));
   }
   ~CudaBackend() override {
     cudaSetDevice(device_);
@@ -651,9 +542,9 @@ public:
     return {{"gemm_library", kernels::cuda::gemmLibrary()},
             {"device", deviceName_},
             {"compute_capability", std::to_string(ctx_.computeCapability)},
-            {"collectives", useNccl_  ? "nccl"
-                            : staged_ ? "mpi-async"
-                                      : "mpi"}};
+            {"collectives", useNccl_ ? "nccl"
+                            : local_ ? "local"
+                                     : "mpi"}};
   }
 
   void *allocate(size_t bytes) override {
@@ -747,8 +638,6 @@ public:
     check(cudaSetDevice(device_), "cudaSetDevice");
     waitFor(compute_.stream);
     waitFor(comm_.stream);
-    if (staged_)
-      staged_->drainAll();
     // Written by the device: read the flag through volatile.
     if (*reinterpret_cast<volatile int *>(&errorHost_->flag) != 0) {
       const std::string msg = kernels::cuda::describeDeviceError(*errorHost_);
@@ -767,7 +656,7 @@ public:
   std::unique_ptr<DeviceCommunicator>
   createCommunicator(std::unique_ptr<Communicator> group) override {
     return std::make_unique<CudaCommunicator>(std::move(group), device_,
-                                              useNccl_, nccl_, staged_);
+                                              useNccl_, nccl_, local_);
   }
 
   void setThreads(int threads) override { threads_ = std::max(1, threads); }
@@ -821,7 +710,7 @@ private:
   kernels::cuda::Context ctx_;
   kernels::cuda::DeviceError *errorHost_ = nullptr;
   std::shared_ptr<NcclRegistry> nccl_ = std::make_shared<NcclRegistry>();
-  std::shared_ptr<StagedRegistry> staged_; ///< --collectives mpi-async
+  bool local_ = false; ///< --collectives local
 };
 
 } // namespace

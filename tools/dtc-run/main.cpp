@@ -71,20 +71,19 @@ const char *kUsage =
     "                         GPU of its node (rank % GPUs), where the build "
     "has\n"
     "                         the CUDA backend (docs/backends.md)\n"
-    "  --collectives nccl|mpi|mpi-async\n"
-    "                         how --backend cuda communicates: nccl (default, "
-    "one GPU\n"
-    "                         per rank) or mpi: staged through host memory and "
-    "the\n"
-    "                         host communicator (MPI, or threads with\n"
-    "                         --local-ranks), a test mode that lets several "
-    "ranks\n"
-    "                         share one GPU; mpi-async: as mpi, with the "
-    "all-\n"
-    "                         reduces on a thread of their own, so that they\n"
-    "                         overlap the kernels as NCCL's would "
-    "(unfinished:\n"
-    "                         it hung on the last GPU check, "
+    "  --collectives nccl|mpi|local\n"
+    "                         how --backend cuda communicates: nccl (default,\n"
+    "                         one GPU per rank); mpi: staged through host\n"
+    "                         memory and the host communicator (MPI, or "
+    "threads\n"
+    "                         with --local-ranks), a test mode that lets "
+    "several\n"
+    "                         ranks share one GPU; local (with "
+    "--local-ranks):\n"
+    "                         as mpi, but all-reduces run on the GPU over the\n"
+    "                         ranks' buffers and overlap the kernels as "
+    "NCCL's\n"
+    "                         would (not yet checked on a GPU, "
     "docs/backends.md);\n"
     "                         the cpu backend always uses the host "
     "communicator\n"
@@ -261,9 +260,9 @@ std::string parseArgs(int argc, char **argv, Options &o) {
           return "--backend: expected cpu or cuda, got '" + value + "'";
         o.train.backend = value;
       } else if (name == "--collectives") {
-        if (value != "nccl" && value != "mpi" && value != "mpi-async")
-          return "--collectives: expected nccl, mpi or mpi-async, got '" +
-                 value + "'";
+        if (value != "nccl" && value != "mpi" && value != "local")
+          return "--collectives: expected nccl, mpi or local, got '" + value +
+                 "'";
         o.train.collectives = value;
       } else if (name == "--local-ranks") {
         uint64_t v;
@@ -330,7 +329,10 @@ std::string parseArgs(int argc, char **argv, Options &o) {
     return "--save-step needs at least one step (--steps >= 1)";
   if (o.train.saveEvery > 0 && o.train.savePath.empty())
     return "--save-every needs --save CKPT";
-  if ((o.train.collectives == "nccl" || o.train.collectives == "mpi-async") &&
+  if (o.train.collectives == "local" && o.localRanks == 0)
+    return "--collectives local needs --local-ranks N (its ranks are threads "
+           "of one process sharing one GPU)";
+  if ((o.train.collectives == "nccl" || o.train.collectives == "local") &&
       o.train.backend != "cuda")
     return "--collectives " + o.train.collectives +
            " needs --backend cuda (the " + o.train.backend +

@@ -2,8 +2,9 @@
 //-----------===//
 //
 // Every collective of the CUDA backend's DeviceCommunicator on device
-// memory: staged through the host (--collectives mpi) between ranks that are
-// threads sharing the one GPU, and on NCCL for a group of one (NCCL needs a
+// memory: staged through the host (--collectives mpi) and on the GPU
+// (--collectives local) between ranks that are threads sharing the one GPU,
+// and on NCCL for a group of one (NCCL needs a
 // GPU per rank; a group of one still runs every NCCL call with its dtypes,
 // reductions and pointers). Expected values are computed on the host.
 // Skipped, with the backend's reason, without a GPU.
@@ -130,6 +131,7 @@ void collectivesOnThreads(const std::string &name,
         be->attachThread();
         std::unique_ptr<rt::DeviceCommunicator> c =
             be->createCommunicator(tw.rankView(r).split(0, r));
+        c->reserveStaging(4096); // as the executor does at load
         exerciseCollectives(*be, *c, n, r);
       } catch (const std::exception &e) {
         errors[size_t(r)] = e.what();
@@ -146,6 +148,15 @@ TEST(CudaCommunicator, StagedThroughTheHostBetweenThreads) {
   if (!cudaDeviceAvailable(why))
     GTEST_SKIP() << why;
   collectivesOnThreads("cuda", "mpi");
+}
+
+/// --collectives local: the all-reduces by a kernel over the three ranks'
+/// device buffers (ordered by events), the rest staged as with mpi.
+TEST(CudaCommunicator, LocalAllReducesOnTheGpuBetweenThreads) {
+  std::string why;
+  if (!cudaDeviceAvailable(why))
+    GTEST_SKIP() << why;
+  collectivesOnThreads("cuda", "local");
 }
 
 /// The same checks on the CPU backend (runs everywhere: it holds the
