@@ -266,16 +266,15 @@ void Parser::parsePipelineLists(const json &v, const std::string &where,
           if (p.slots[size_t(p.buffers[size_t(id)].slot)].chunk >= 0)
             fail(where, ins.op + " outside the micro-batches uses buffer " +
                             std::to_string(id) + ", a micro-batch buffer");
+  std::vector<const std::vector<InstrDecl> *> pipelineLists = {&p.finish};
   for (const ChunkDecl &c : p.chunks)
-    for (const auto *list : {&c.forward, &c.backwardInput, &c.backwardWeight})
-      for (const InstrDecl &ins : *list)
-        if (ins.bucket >= 0)
-          fail(where, "a gradient bucket's all_reduce in a micro-batch's "
-                      "instructions (buckets are for the step's own list)");
-  for (const InstrDecl &ins : p.finish)
-    if (ins.bucket >= 0)
-      fail(where, "a gradient bucket's all_reduce in \"finish\" (buckets "
-                  "are for the step's own list)");
+    pipelineLists.insert(pipelineLists.end(),
+                         {&c.forward, &c.backwardInput, &c.backwardWeight});
+  for (const std::vector<InstrDecl> *list : pipelineLists)
+    for (const InstrDecl &ins : *list)
+      if (ins.bucket >= 0)
+        fail(where, "a gradient bucket's all_reduce in a pipeline's lists "
+                    "(buckets are for the step's own instructions)");
   std::string error;
   if (!sched::actionsFromJson(req(v, "schedule", where), p.schedule, error))
     fail(where + ": schedule", error);

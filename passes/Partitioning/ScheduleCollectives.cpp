@@ -248,13 +248,19 @@ struct ScheduleCollectivesPass
       if (isPhase(&op, Phase::Optimizer) && isCollectiveOrPadding(&op) &&
           op.hasAttr(DtcDialect::kGradientOfAttr))
         chain.push_back(&op);
-    for (Operation *op : chain) {
-      hoist(op, body);
-      Operation *prev = op->getPrevNode();
-      if (prev && phaseOf(prev) && !isPhase(prev, Phase::Optimizer))
-        op->setAttr(DtcDialect::kPhaseAttr,
-                    prev->getAttr(DtcDialect::kPhaseAttr));
-    }
+    for (Operation *op : chain)
+      hoistIntoPhase(op, body);
+  }
+
+  /// Hoists an optimizer-phase collective on a gradient to right after its
+  /// operand and tags it with the phase it now runs in (the op before it,
+  /// when that one is not the optimizer's).
+  static void hoistIntoPhase(Operation *op, Block &body) {
+    hoist(op, body);
+    Operation *prev = op->getPrevNode();
+    if (prev && phaseOf(prev) && !isPhase(prev, Phase::Optimizer))
+      op->setAttr(DtcDialect::kPhaseAttr,
+                  prev->getAttr(DtcDialect::kPhaseAttr));
   }
 
   /// Data parallelism without ZeRO: each parameter gradient's all-reduce
@@ -271,13 +277,8 @@ struct ScheduleCollectivesPass
           reduce && isPhase(reduce, Phase::Optimizer) &&
           reduce->hasAttr(DtcDialect::kGradientOfAttr))
         reductions.push_back(reduce);
-    for (shard::AllReduceOp reduce : reductions) {
-      hoist(reduce, body);
-      Operation *prev = reduce->getPrevNode();
-      if (prev && phaseOf(prev) && !isPhase(prev, Phase::Optimizer))
-        reduce->setAttr(DtcDialect::kPhaseAttr,
-                        prev->getAttr(DtcDialect::kPhaseAttr));
-    }
+    for (shard::AllReduceOp reduce : reductions)
+      hoistIntoPhase(reduce, body);
     // In issue order (the block's, now that they moved).
     llvm::stable_sort(reductions,
                       [](shard::AllReduceOp a, shard::AllReduceOp b) {

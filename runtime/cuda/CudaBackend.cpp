@@ -16,11 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -116,27 +112,21 @@ struct NcclRegistry {
 };
 
 /// Page-locked host memory that grows, for the host-staged collectives and
-/// the pipeline transfers. A buffer it outgrew is freed with it, not while
-/// steps run: freeing page-locked memory waits for the whole device, and
-/// with several ranks on one GPU another rank's staged collective may be
-/// waiting there for this rank.
+/// the pipeline transfers (reserved at load: reserveStaging).
 class PinnedBuffer {
 public:
-  size_t capacity() const { return size_; }
   ~PinnedBuffer() {
-    for (char *p : retired_)
-      cudaFreeHost(p);
     if (data_)
       cudaFreeHost(data_);
   }
   char *get(size_t bytes) {
     if (bytes > size_) {
-      char *grown = nullptr;
-      check(cudaMallocHost(reinterpret_cast<void **>(&grown), bytes),
-            "page-locked staging buffer for collectives");
       if (data_)
-        retired_.push_back(data_);
-      data_ = grown;
+        check(cudaFreeHost(data_), "cudaFreeHost");
+      data_ = nullptr;
+      size_ = 0;
+      check(cudaMallocHost(reinterpret_cast<void **>(&data_), bytes),
+            "page-locked staging buffer for collectives");
       size_ = bytes;
     }
     return data_;
@@ -145,7 +135,6 @@ public:
 private:
   char *data_ = nullptr;
   size_t size_ = 0;
-  std::vector<char *> retired_;
 };
 
 /// The collectives of one group: on NCCL, or staged through host memory and

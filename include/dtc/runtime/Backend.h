@@ -127,11 +127,10 @@ public:
   /// grows while steps run and the plan's staging is what is held.
   virtual void reserveScratch(size_t bytes) = 0;
   /// A backend that stages collectives and messages through memory of its
-  /// own (the CUDA backend's host-staged modes) takes it now rather than
-  /// while steps run: at most `bytes` for one call, its input and output
-  /// together (the executor passes each collective's and message's). With
-  /// several ranks on one device, allocating page-locked memory while
-  /// another rank's collective is in flight could wait for that rank.
+  /// own (the CUDA backend's host-staged modes and --collectives local's
+  /// device scratch) takes it now rather than while steps run, as
+  /// reserveScratch: at most `bytes` for one call, its input and output
+  /// together (the executor passes each collective's and message's).
   virtual void reserveStaging(size_t bytes) { (void)bytes; }
 };
 

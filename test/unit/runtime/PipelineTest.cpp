@@ -127,6 +127,18 @@ TEST(Pipeline, BrokenPipelinesAreRejectedOnLoad) {
        [&](json &a) {
          stage(a, 0)["finish"].push_back(ins("copy", {2}, {3}));
        }},
+      {"a gradient bucket's all_reduce in a pipeline's lists",
+       [&](json &a) {
+         stage(a, 1)["finish"].push_back(
+             ins("all_reduce", {3}, {3},
+                 {{"comm", "pp"}, {"reduction", "sum"}, {"bucket", 0}}));
+       }},
+      {"a gradient bucket's all_reduce in a pipeline's lists",
+       [&](json &a) {
+         stage(a, 1)["chunks"][0]["forward"].push_back(
+             ins("all_reduce", {2}, {2},
+                 {{"comm", "pp"}, {"reduction", "sum"}, {"bucket", 3}}));
+       }},
       {"never finishes its backward",
        [&](json &a) { stage(a, 0)["schedule"].erase(3); }},
       {"does not split into 3 micro-batches",
