@@ -213,7 +213,7 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
 
   int64_t params = 0;
   for (const json &t : artifact["tensors"])
-    if (t["role"] == "param") {
+    if (t["role"] == ::dtc::artifact::roleName(::dtc::artifact::Role::Param)) {
       int64_t n = 1;
       for (int64_t d : t["shape"])
         n *= d;
