@@ -2,7 +2,7 @@
 """Checks the traces of `dtc run --trace DIR` against the trace-event format
 (the JSON that chrome://tracing and Perfetto load) and against the run.
 
-  check_trace.py DIR --ranks N [--stats STATS.json] [--steps K] [--stages] [--overlap]
+  check_trace.py DIR --ranks N [--stats STATS.json] [--steps K] [--stages] [--overlap [--min-overlap F]]
   check_trace.py --file TRACE.json ...     (one file; for the negative tests)
 
 Format, per file: a JSON object with a "traceEvents" list and a
@@ -22,7 +22,8 @@ the stats, which are maxima over ranks, some rank reaches each maximum, and
 the sends and receives carry a communicator, an operand and their bytes.
 With --overlap every rank's trace shows a gradient bucket's all-reduce
 (a collective with a "bucket" argument) running while a kernel of a later
-instruction runs: the buckets overlap the rest of the backward.
+instruction runs: the buckets overlap the rest of the backward; with
+--min-overlap F, at least F of the buckets' reduction time does.
 Prints one line per finding and "trace ok" at the end; exits 1 on any
 finding.
 """
@@ -120,11 +121,12 @@ def check_format(path, data):
     return events
 
 
-def check_overlap(path, x, colls):
+def check_overlap(path, x, colls, min_fraction):
     """Gradient buckets reduced while the backward computes: the reduction
     of a bucket (a collective with a "bucket" argument) overlaps in time a
-    kernel of a later instruction (the rest of the backward). Prints how
-    much of the buckets' time overlapped such kernels."""
+    kernel of a later instruction (the rest of the backward), and at least
+    min_fraction of the buckets' time is so overlapped. Prints how much
+    of the buckets' time overlapped such kernels."""
     buckets = [e for e in colls if "bucket" in e.get("args", {})]
     if not buckets:
         problem(f"{path}: no gradient bucket's all_reduce (--overlap needs a "
@@ -153,6 +155,9 @@ def check_overlap(path, x, colls):
     if overlapping == 0:
         problem(f"{path}: no gradient bucket's reduction overlaps a later kernel "
                 f"(the backward waited for the buckets)")
+    elif overlapped < min_fraction * total:
+        problem(f"{path}: {overlapped / total:.1%} of the buckets' time overlapped later kernels, "
+                f"less than --min-overlap {min_fraction:g}")
 
 
 def check_run(files, args):
@@ -184,7 +189,7 @@ def check_run(files, args):
             problem(f"{path}: the param memory counter is {memory[-1]['args']['param']}")
         colls = [e for e in x if e.get("cat") == "collective"]
         if args.overlap:
-            check_overlap(path, x, colls)
+            check_overlap(path, x, colls, args.min_overlap)
         for e in (e for e in x if e.get("cat") == "send_recv"):
             a = e.get("args", {})
             if not isinstance(a.get("communicator"), str) or not isinstance(a.get("bytes"), int) \
@@ -264,6 +269,9 @@ def main():
     ap.add_argument("--stats")
     ap.add_argument("--overlap", action="store_true",
                     help="every rank reduces some gradient bucket while later kernels run")
+    ap.add_argument("--min-overlap", type=float, default=0.0, metavar="FRACTION",
+                    help="with --overlap: on every rank, at least this fraction of the buckets' "
+                         "reduction time overlaps later kernels")
     ap.add_argument("--stages", action="store_true",
                     help="pipeline stages: ranks differ, the stats are maxima over ranks; "
                          "also checks the sends and receives")
