@@ -56,6 +56,8 @@ private:
   // 3. The items of every list.
   LogicalResult collectSends();
   void buildItems();
+  /// The order in which the body's ops become items.
+  std::vector<Operation *> itemOrder();
   void queueMicroBatchSum(shard::AllReduceOp reduce,
                           std::vector<Item> &postFront);
   void queueSlices(Operation &op, int64_t list);
@@ -109,6 +111,18 @@ private:
   int64_t mbBlockEnd = 0;
   llvm::DenseMap<Value, int64_t> definedIn;
   llvm::DenseMap<Value, bool> readElsewhere, readPerMicroBatch;
+  /// Whether this stage's schedule runs every backward-weight list right
+  /// after its backward-input list (every schedule but zb). The weight
+  /// gradients then run in the backward-input list, each where autodiff
+  /// put it: a separate list would keep every layer's values for the
+  /// weight gradients (under recomputation, every layer's recomputed
+  /// forward) alive until the whole backward-input list is done.
+  bool backwardRunsWhole = false;
+  /// The list of phase p (0 forward, 1 backward-input, 2 backward-weight)
+  /// of chunk c.
+  int64_t microBatchList(int64_t c, int64_t p) const {
+    return 1 + 3 * c + (p == 2 && backwardRunsWhole ? 1 : p);
+  }
   llvm::DenseMap<Value, int> wholeInput; // per-micro-batch input -> all rows
   std::vector<json> listJson;
 };
@@ -123,6 +137,28 @@ StageEmitter::StageEmitter(ProgramEmitter &program, const json &pipeline)
   stage = stageAttr ? stageAttr.getInt() : 0;
   lists = 2 + 3 * chunks;
   post = lists - 1;
+  if (pipe.contains("per_stage") && stage < int64_t(pipe["per_stage"].size())) {
+    // zb's first stage runs each W right after its B too (there is no
+    // earlier stage waiting for B's message).
+    const json &actions = pipe["per_stage"][stage];
+    backwardRunsWhole = true;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const json &a = actions[i];
+      if (!a.is_array() || a.size() != 3 || !a[0].is_string()) {
+        backwardRunsWhole = false;
+        break;
+      }
+      if (a[0] == "W")
+        continue; // checked with its B
+      if (a[0] == "B" &&
+          (i + 1 == actions.size() || !actions[i + 1].is_array() ||
+           actions[i + 1].size() != 3 || actions[i + 1][0] != "W" ||
+           actions[i + 1][1] != a[1] || actions[i + 1][2] != a[2])) {
+        backwardRunsWhole = false;
+        break;
+      }
+    }
+  }
   items.resize(lists);
   position.resize(lists);
 }
@@ -220,7 +256,7 @@ LogicalResult StageEmitter::assignLists() {
       return op.emitError()
              << "internal error: a per-micro-batch op ('" << op.getName()
              << "') outside the forward and backward phases";
-    listOf[&op] = 1 + 3 * chunkOf.lookup(&op) + p;
+    listOf[&op] = microBatchList(chunkOf.lookup(&op), p);
   }
   return success();
 }
@@ -256,7 +292,7 @@ int64_t StageEmitter::listOfValue(Value v) {
       return post;
     auto phase = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kPhaseAttr);
     int64_t p = phase ? phaseList(phase.getValue()) : 0;
-    return 1 + 3 * chunkOfValue(v).value_or(0) + std::max<int64_t>(p, 0);
+    return microBatchList(chunkOfValue(v).value_or(0), std::max<int64_t>(p, 0));
   }
   return listOf.lookup(v.getDefiningOp());
 }
@@ -302,7 +338,17 @@ void StageEmitter::queueMicroBatchSum(shard::AllReduceOp reduce,
   Item acc{Item::Accumulate};
   acc.value = sum;
   acc.source = partial;
-  items[listOfValue(partial)].push_back(acc);
+  // Added to the sum as soon as it is made, so that a micro-batch's partial
+  // gradient does not live to the end of its list (every parameter's at
+  // once: another copy of the gradients).
+  std::vector<Item> &list = items[listOfValue(partial)];
+  Value made = partial;
+  if (Value source = program.foldedTransposes.lookup(made))
+    made = source;
+  auto madeBy = llvm::find_if(llvm::reverse(list), [&](const Item &item) {
+    return item.kind == Item::Op && item.op == made.getDefiningOp();
+  });
+  list.insert(madeBy == list.rend() ? list.end() : madeBy.base(), acc);
   if (llvm::any_of(reduce.getGridAxes(),
                    [&](int16_t a) { return !plan.isMicroBatchAxis(a); })) {
     Item rest{Item::ReduceRest};
@@ -336,12 +382,66 @@ void StageEmitter::queueSlices(Operation &op, int64_t list) {
   }
 }
 
+std::vector<Operation *> StageEmitter::itemOrder() {
+  std::vector<Operation *> order;
+  if (!backwardRunsWhole) {
+    for (Operation &op : body)
+      order.push_back(&op);
+    return order;
+  }
+  // The split put every backward-weight op after the whole backward-input
+  // phase. In a merged list each runs right after the last of its operands
+  // made in that list (or at its start): what it reads (a gradient, a
+  // recomputed activation) then dies with its layer, not at the end of the
+  // backward.
+  auto isWeightOp = [&](Operation &op) {
+    auto phase = op.getAttrOfType<StringAttr>(DtcDialect::kPhaseAttr);
+    const int64_t list = listOf.lookup(&op);
+    return phase &&
+           phase.getValue() ==
+               artifactPhaseName(ArtifactPhase::BackwardWeight) &&
+           list >= 1 && list < post && !isMicroBatchReduce(&op);
+  };
+  llvm::DenseMap<Operation *, int64_t> index, anchor;
+  std::vector<std::vector<Operation *>> after(1);
+  for (Operation &op : body) {
+    if (!isWeightOp(op)) {
+      index[&op] = int64_t(after.size());
+      after.emplace_back();
+      continue;
+    }
+    int64_t at = 0;
+    const int64_t list = listOf.lookup(&op);
+    for (Value operand : op.getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def || listOf.lookup(def) != list)
+        continue;
+      if (auto it = anchor.find(def); it != anchor.end())
+        at = std::max(at, it->second);
+      else if (auto it = index.find(def); it != index.end())
+        at = std::max(at, it->second);
+    }
+    anchor[&op] = at;
+    after[size_t(at)].push_back(&op);
+  }
+  order.insert(order.end(), after[0].begin(), after[0].end());
+  for (Operation &op : body) {
+    if (isWeightOp(op))
+      continue;
+    order.push_back(&op);
+    const auto &then = after[size_t(index[&op])];
+    order.insert(order.end(), then.begin(), then.end());
+  }
+  return order;
+}
+
 void StageEmitter::buildItems() {
   // Sums over the micro-batches are complete when the list after them
   // starts: their remaining reduction and their sends go first, so no stage
   // waits for a message another stage would send only later.
   std::vector<Item> postFront;
-  for (Operation &op : body) {
+  for (Operation *opPtr : itemOrder()) {
+    Operation &op = *opPtr;
     if (isa<func::ReturnOp>(op)) {
       Item r{Item::Return};
       r.op = &op;
@@ -488,14 +588,13 @@ void StageEmitter::assignPools() {
 
 void StageEmitter::extendThroughViews() {
   // Views share their operand's bytes, and so may an all-reduce done in
-  // place: a per-micro-batch value read through them stays alive as long as
-  // they are, in a copy per micro-batch if they are read by a later list.
+  // place: a per-micro-batch value read through them lives in a copy per
+  // micro-batch if they are read by a later list. (Its slot stays alive
+  // while they are: each buffer of a slot counts as a live value there.)
   for (Operation &op : llvm::reverse(body))
     if ((isa<ViewOpInterface>(op) || isa<shard::AllReduceOp>(op)) &&
         op.getNumOperands() && op.getNumResults()) {
       Value operand = op.getOperand(0), view = op.getResult(0);
-      memory.lastUse[operand] =
-          std::max(memory.lastUse.lookup(operand), memory.lastUse.lookup(view));
       auto viewPool = memory.pools.find(view),
            operandPool = memory.pools.find(operand);
       if (viewPool != memory.pools.end() &&

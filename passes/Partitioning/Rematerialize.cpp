@@ -62,8 +62,12 @@ bool hasDirectBackwardReader(Value v) {
 class Rematerializer {
 public:
   /// `modeOf(layer)`: the recomputation of a layer.
-  Rematerializer(func::FuncOp step, std::function<Recompute(int64_t)> modeOf)
-      : step(step), modeOf(std::move(modeOf)) {}
+  /// `separateWeightWork`: the schedule runs a micro-batch's W apart from
+  /// its B (zb).
+  Rematerializer(func::FuncOp step, std::function<Recompute(int64_t)> modeOf,
+                 bool separateWeightWork)
+      : step(step), modeOf(std::move(modeOf)),
+        separateWeightWork(separateWeightWork) {}
 
   LogicalResult run() {
     Block &body = step.front();
@@ -122,27 +126,50 @@ private:
         }
       }
     }
-    // What the backward reads, and what that needs, in program order.
+    if (separateWeightWork) {
+      // Zero-bubble schedules run a micro-batch's W long after its B: what
+      // W reads is recomputed again right before it, so that between the
+      // two only the layer's boundary values and B's gradients are kept.
+      recompute(ops, candidates, [](Operation *user) {
+        return isPhase(user, Phase::BackwardWeight);
+      });
+      recompute(ops, candidates, [](Operation *user) {
+        return isAfterForward(user) && !isPhase(user, Phase::BackwardWeight);
+      });
+      return;
+    }
+    recompute(ops, candidates, isAfterForward);
+  }
+
+  /// Clones the candidates that `reader`s read (directly or through other
+  /// candidates) right before the first such reader, which read the clones
+  /// from then on.
+  void recompute(ArrayRef<Operation *> ops,
+                 const llvm::SetVector<Operation *> &candidates,
+                 llvm::function_ref<bool(Operation *)> reader) {
+    auto isReader = [&](Operation *user) {
+      return reader(user) && !user->hasAttr(DtcDialect::kRecomputeAttr);
+    };
+    // What the readers read, and what that needs, in program order.
     llvm::DenseSet<Operation *> needed;
     for (Operation *op : llvm::reverse(ops)) {
       if (!candidates.contains(op))
         continue;
-      bool read = llvm::any_of(op->getResults(), hasDirectBackwardReader) ||
-                  llvm::any_of(op->getUsers(), [&](Operation *u) {
-                    return needed.contains(u);
-                  });
+      bool read = llvm::any_of(op->getUsers(), [&](Operation *u) {
+        return isReader(u) || needed.contains(u);
+      });
       if (read)
         needed.insert(op);
     }
     if (needed.empty())
       return;
 
-    // Just before the first backward op that reads a recomputed value.
+    // Just before the first reader of a recomputed value.
     Operation *insertBefore = nullptr;
     for (Operation *op : ops)
       if (needed.contains(op))
         for (Operation *user : op->getUsers())
-          if (isAfterForward(user) &&
+          if (isReader(user) &&
               (!insertBefore || position[user] < position[insertBefore]))
             insertBefore = user;
     OpBuilder b(insertBefore);
@@ -162,11 +189,8 @@ private:
       clones.push_back(clone);
       for (auto [original, copy] :
            llvm::zip(op->getResults(), clone->getResults()))
-        original.replaceUsesWithIf(copy, [&](OpOperand &use) {
-          Operation *user = use.getOwner();
-          return isAfterForward(user) &&
-                 !user->hasAttr(DtcDialect::kRecomputeAttr);
-        });
+        original.replaceUsesWithIf(
+            copy, [&](OpOperand &use) { return isReader(use.getOwner()); });
     }
     // A clone is B work when some B op (or B clone) reads it.
     for (Operation *clone : llvm::reverse(clones)) {
@@ -180,6 +204,7 @@ private:
 
   func::FuncOp step;
   std::function<Recompute(int64_t)> modeOf;
+  bool separateWeightWork;
   llvm::DenseMap<Operation *, size_t> position;
 };
 
@@ -193,8 +218,10 @@ struct RematerializePass : impl::RematerializeBase<RematerializePass> {
       return signalPassFailure();
     if (!*modeOf)
       return; // no recomputation anywhere
+    std::optional<Plan> plan = getPlan(module);
+    const bool separateWeightWork = plan && plan->schedule == "zb";
     for (func::FuncOp step : trainSteps(module))
-      if (failed(Rematerializer(step, *modeOf).run()))
+      if (failed(Rematerializer(step, *modeOf, separateWeightWork).run()))
         return signalPassFailure();
   }
 

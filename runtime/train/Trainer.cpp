@@ -552,6 +552,10 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
   std::vector<int64_t> mx(v.size());
   world.world().allReduce(v.data(), mx.data(), v.size(), DType::I64,
                           ReduceOp::Max);
+  // Pipeline stages run different programs: each rank's own peak.
+  const int64_t myPeak = int64_t(s.activationPeakBytes);
+  std::vector<int64_t> peakByRank(size_t(world.size()));
+  world.world().allGather(&myPeak, peakByRank.data(), sizeof myPeak);
   std::string err;
   if (world.rank() == 0) {
     nlohmann::json j;
@@ -585,6 +589,7 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     // the most micro-batches in flight (pipelines keep a copy per
     // micro-batch between its forward and its last backward part).
     j["activation_peak_bytes"] = mx[i++];
+    j["activation_peak_bytes_by_rank"] = peakByRank;
     j["microbatches_in_flight_peak"] = mx[i++];
     // Rank 0's time per instruction kind, per step (the same program runs
     // on every rank; collectives include waiting for the slowest rank).

@@ -10,7 +10,14 @@ report strictly fewer `memory_bytes.activations` than the one before, and
 its measured `activation_peak_bytes` (dtc run --stats, one step) must be
 strictly lower too and equal to what the report predicts. Prints one line
 per plan with both numbers and the ratio to the first. With --auto-check
-NAME=MODE, the report of plan NAME must say `--remat auto` chose MODE.
+NAME=MODE, the report of plan NAME must say `--remat auto` chose MODE. With
+--at-most NAME=F, plan NAME must report at most F times the first plan's
+activations. With --per-rank, every rank's measured peak
+(`activation_peak_bytes_by_rank`) must equal what the artifact plans for
+that rank's program, computed here from the artifact (`dtc inspect`): its
+one-copy activation slots plus, at the schedule's worst moment, each
+chunk's per-micro-batch slots once per micro-batch of it in flight
+(pipeline stages differ).
 A flag `@HW:BYTES` in a plan is replaced by the path of a hardware profile
 (CPU-like) whose device memory is BYTES. Standard library only.
 """
@@ -25,6 +32,33 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dp_equivalence as dpe  # noqa: E402
 
 
+def planned_activation_bytes(program):
+    """The most activation bytes live at once: the one-copy activation
+    slots, plus each chunk's micro-batch slots once per micro-batch of that
+    chunk in flight (from its first action to its last) at the schedule's
+    worst moment."""
+    one_copy, per_chunk = 0, {}
+    for slot in program["slots"]:
+        if slot["category"] != "activation":
+            continue
+        chunk = slot.get("chunk", -1)
+        if chunk < 0:
+            one_copy += slot["bytes"]
+        else:
+            per_chunk[chunk] = per_chunk.get(chunk, 0) + slot["bytes"]
+    schedule = program.get("schedule", [])
+    last = {(chunk, mb): i for i, (_, mb, chunk) in enumerate(schedule)}
+    live, seen, most = set(), set(), 0
+    for i, (_, mb, chunk) in enumerate(schedule):
+        if (chunk, mb) not in seen:
+            seen.add((chunk, mb))
+            live.add((chunk, mb))
+        most = max(most, sum(per_chunk.get(c, 0) for c, _ in live))
+        if last[(chunk, mb)] == i:
+            live.discard((chunk, mb))
+    return one_copy + most
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -32,6 +66,8 @@ def main(argv):
     p.add_argument("--work", required=True)
     p.add_argument("--plan", action="append", required=True, help="NAME=COMPILE FLAGS")
     p.add_argument("--auto-check", action="append", default=[], help="NAME=CHOSEN MODE")
+    p.add_argument("--at-most", action="append", default=[], help="NAME=FRACTION of the first plan")
+    p.add_argument("--per-rank", action="store_true", help="each rank's peak against its program's plan")
     p.add_argument("--dtc", default="dtc")
     a = p.parse_args(argv)
     os.makedirs(a.work, exist_ok=True)
@@ -70,6 +106,21 @@ def main(argv):
             print(f"plan {name}: FAIL: report says {reported} activation bytes, the runtime "
                   f"measured {measured}")
             ok = False
+        if a.per_rank:
+            inspect = json.loads(dpe.run([a.dtc, "inspect", artifact],
+                                         os.path.join(a.work, f"inspect_{tag}.log")))
+            planned = {p["name"]: planned_activation_bytes(p) for p in inspect["programs"]}
+            by_rank = stats.get("activation_peak_bytes_by_rank") or []
+            expected = {}
+            for prog in inspect["programs"]:
+                for r in prog.get("ranks", []):
+                    expected[r] = planned[prog["name"]]
+            if len(by_rank) != len(expected) or any(by_rank[r] != expected[r] for r in expected):
+                print(f"plan {name}: FAIL: per rank the runtime measured {by_rank}, the artifact "
+                      f"plans {[expected[r] for r in sorted(expected)]}")
+                ok = False
+            else:
+                print(f"plan {name}: per rank measured = planned: {by_rank}")
 
     first_reported, first_measured = rows[0][1], rows[0][2]
     for i, (name, reported, measured) in enumerate(rows):
@@ -79,6 +130,13 @@ def main(argv):
             ok = False
         print(f"plan {name}: {status}: activations reported {reported}, measured {measured} "
               f"({measured / first_measured:.3f} of {rows[0][0]})")
+    for check in a.at_most:
+        name, _, fraction = check.partition("=")
+        reported = next(r for n, r, _ in rows if n == name)
+        status = "ok" if reported <= float(fraction) * first_reported else "FAIL"
+        ok &= status == "ok"
+        print(f"plan {name}: {reported / first_reported:.3f} of plan {rows[0][0]}'s activations "
+              f"(at most {fraction}): {status}")
     for check in a.auto_check:
         name, _, mode = check.partition("=")
         planner = reports[name].get("planner", {}).get("remat", {})
