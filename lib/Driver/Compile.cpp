@@ -700,11 +700,21 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
 
   // Activation checkpointing, then the stage split, partitioning and
   // emission of `target`; `print` for the module the artifact comes from.
-  auto lower = [&](ModuleOp target, const std::string &remat, bool print,
-                   const json &rematChoice, json &out) -> bool {
+  // `remat`: one mode, or one per pipeline stage (then on `cuts`).
+  auto lower = [&](ModuleOp target, const std::vector<std::string> &remat,
+                   ArrayRef<int64_t> cuts, bool print, const json &rematChoice,
+                   json &out) -> bool {
     std::optional<mlir::dtc::Plan> plan = mlir::dtc::getPlan(target);
-    plan->setRecompute(*mlir::dtc::symbolizeRecompute(remat));
+    plan->recompute.clear();
+    for (const std::string &mode : remat)
+      plan->recompute.push_back(*mlir::dtc::symbolizeRecompute(mode));
+    mlir::dtc::canonicalizeRecompute(plan->recompute);
+    if (plan->recompute.size() > 1)
+      plan->stageCuts.assign(cuts.begin(), cuts.end());
     mlir::dtc::setPlan(target, *plan);
+    std::string rematName = plan->recompute.size() > 1 ? "" : remat.front();
+    for (size_t s = 0; plan->recompute.size() > 1 && s < remat.size(); ++s)
+      rematName += (s ? "," : "") + remat[s];
     if (!runStageOn(target, print, "split",
                     [&](PassManager &pm) {
                       mlir::dtc::populateStageSplitPipeline(pm);
@@ -715,7 +725,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         }))
       return false;
     mlir::dtc::ArtifactOptions artifactOptions =
-        emitOptions(o, weightDecay, pipelined, remat, hw->name);
+        emitOptions(o, weightDecay, pipelined, rematName, hw->name);
     if (!rematChoice.is_null())
       artifactOptions.planExtras["remat_choice"] = rematChoice;
     artifactOptions.pipeline = pipeline;
@@ -729,31 +739,43 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     return true;
   };
 
-  // --remat auto: the least recomputation whose plan fits the device's
-  // memory (the report's total, the largest over devices): none, else
-  // selective, else full.
-  std::string remat = o.remat;
+  // --remat auto: per pipeline stage, the least recomputation with which
+  // the stage fits the device's memory: none, else selective, else full.
+  std::vector<std::string> remat = {o.remat};
+  SmallVector<int64_t> cuts;
   json rematChoice;
-  if (remat == "auto") {
+  if (o.remat == "auto") {
     // The budget the memory check holds the plan to (--device-memory, else
     // the hardware's), against the peak the runtime will allocate.
     const double budget = double(deviceBudget(o, *hw, devices).first);
-    auto peakOf = [&](const std::string &candidate) -> int64_t {
+    const int64_t stages = mlir::dtc::getPlan(*module)->pp;
+    bool haveCuts = false;
+    auto peaksOf =
+        [&](const std::vector<std::string> &candidate) -> std::vector<int64_t> {
       OwningOpRef<ModuleOp> probe(cast<ModuleOp>((*module)->clone()));
       json probeArtifact;
-      if (!lower(*probe, candidate, /*print=*/false, json(), probeArtifact))
-        return -1;
-      int64_t total =
-          mlir::dtc::plannedPeakMemory(probeArtifact, o.input, devices);
-      if (total < 0)
-        errors.flag("internal error: the artifact of --remat " + candidate +
-                    " does not validate");
-      return total;
+      // Modes that differ by stage need the stages' layers: those the
+      // balancer picks for the plan without recomputation.
+      if (!lower(*probe, candidate, cuts, /*print=*/false, json(),
+                 probeArtifact))
+        return {};
+      if (!haveCuts) {
+        std::optional<mlir::dtc::Plan> balanced = mlir::dtc::getPlan(*probe);
+        cuts.assign(balanced->stageCuts.begin(), balanced->stageCuts.end());
+        haveCuts = true;
+      }
+      std::vector<int64_t> peaks = mlir::dtc::plannedPeakPerStage(
+          probeArtifact, o.input, devices, stages);
+      if (peaks.empty())
+        errors.flag("internal error: the artifact of --remat auto's "
+                    "candidate does not validate");
+      return peaks;
     };
-    if (!mlir::dtc::chooseRecomputation(budget, peakOf, remat, rematChoice))
+    if (!mlir::dtc::chooseRecomputation(budget, stages, peaksOf, remat,
+                                        rematChoice))
       return false;
   }
-  if (!lower(*module, remat, /*print=*/true, rematChoice, artifact))
+  if (!lower(*module, remat, cuts, /*print=*/true, rematChoice, artifact))
     return false;
   timer.done("emit");
   if (!checkMemory(o, *hw, devices, artifact, errors))

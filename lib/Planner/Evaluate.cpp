@@ -386,32 +386,74 @@ json memoryRecord(const std::vector<::dtc::rt::MemoryNeed> &needs,
           {"programs", std::move(perProgram)}};
 }
 
-bool chooseRecomputation(
-    double budget, const std::function<int64_t(const std::string &)> &peakOf,
-    std::string &chosen, json &record) {
-  json tried = json::object();
-  chosen = "full";
-  for (const char *candidate : {"none", "selective"}) {
-    int64_t total = peakOf(candidate);
-    if (total < 0)
-      return false;
-    tried[candidate] = total;
-    if (budget == 0 || double(total) <= budget) {
-      chosen = candidate;
-      break;
-    }
+std::vector<int64_t> plannedPeakPerStage(const json &artifact,
+                                         const std::string &label,
+                                         int64_t devices, int64_t stages) {
+  std::vector<::dtc::rt::MemoryNeed> needs;
+  std::string error;
+  int threads = 0;
+  if (!planMemory(artifact, label, devices, needs, threads, error))
+    return {};
+  std::vector<int64_t> peaks(size_t(std::max<int64_t>(stages, 1)), 0);
+  for (const ::dtc::rt::MemoryNeed &need : needs) {
+    size_t stage = 0;
+    if (need.program.rfind("stage", 0) == 0)
+      stage = size_t(std::stoll(need.program.substr(5)));
+    if (stage < peaks.size())
+      peaks[stage] = std::max(peaks[stage], int64_t(need.peak));
   }
+  return peaks;
+}
+
+bool chooseRecomputation(
+    double budget, int64_t stages,
+    const std::function<std::vector<int64_t>(const std::vector<std::string> &)>
+        &peaksOf,
+    std::vector<std::string> &chosen, json &record) {
+  static const char *const kLevels[] = {"none", "selective", "full"};
+  std::vector<int> level(size_t(std::max<int64_t>(stages, 1)), 0);
+  auto modes = [&] {
+    std::vector<std::string> m;
+    for (int l : level)
+      m.push_back(kLevels[l]);
+    return m;
+  };
+  json tried = json::array();
+  std::vector<int64_t> peaks;
+  // Each round raises every stage that does not fit by one level, until
+  // all fit or those that do not recompute fully (levels only rise).
+  for (;;) {
+    peaks = peaksOf(modes());
+    if (peaks.size() != level.size())
+      return false;
+    tried.push_back({{"remat", modes()}, {"peak_bytes", peaks}});
+    bool raised = false;
+    for (size_t s = 0; s < level.size(); ++s)
+      if (budget > 0 && double(peaks[s]) > budget && level[s] < 2) {
+        ++level[s];
+        raised = true;
+      }
+    if (!raised)
+      break;
+  }
+  chosen = modes();
+  const bool uniform =
+      std::all_of(chosen.begin(), chosen.end(),
+                  [&](const std::string &m) { return m == chosen.front(); });
+  const int most = *std::max_element(level.begin(), level.end());
   record = {{"mode", "auto"},
-            {"chose", chosen},
+            {"chose", uniform ? json(chosen.front()) : json(chosen)},
             {"device_memory_bytes", budget},
-            {"memory_bytes_total_of", tried},
-            {"why",
-             chosen == "none" ? "the plan fits without recomputation"
-             : chosen == "selective"
-                 ? "the plan does not fit without recomputation; selective "
-                   "recomputation fits"
-                 : "neither no recomputation nor selective recomputation fits; "
-                   "full recomputation keeps only layer boundaries"}};
+            {"tried", tried},
+            {"why", most == 0 ? "the plan fits without recomputation"
+                    : most == 1
+                        ? "without recomputation some stage does not fit; "
+                          "selective recomputation there fits"
+                        : "where neither no recomputation nor selective "
+                          "recomputation fits, full recomputation keeps only "
+                          "layer boundaries"}};
+  if (!uniform)
+    record["per_stage"] = true;
   return true;
 }
 

@@ -91,8 +91,9 @@ Plan:
                         activation checkpointing: full recomputes each
                         layer's forward in its backward (keeps layer
                         boundaries), selective only cheap ops (attention,
-                        activations), auto the least that fits the --hw
-                        memory; the numbers stay bit for bit the same
+                        activations), auto the least with which each
+                        pipeline stage fits the device memory; the
+                        numbers stay bit for bit the same
   --precision P         f32|bf16-mixed|fp16-mixed            (default: f32)
                         mixed: bf16/f16 parameters, activations and
                         gradients (kernels accumulate in f32; the loss is

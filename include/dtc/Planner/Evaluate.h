@@ -67,14 +67,24 @@ int64_t plannedPeakMemory(const nlohmann::json &artifact,
 nlohmann::json memoryRecord(const std::vector<::dtc::rt::MemoryNeed> &needs,
                             uint64_t budget, int threads);
 
-/// --remat auto: the least recomputation (none, else selective, else full)
-/// whose plan fits `budget` bytes per device (0: no budget). `peakOf`
-/// lowers the plan with a candidate and returns its peak, or -1 after
-/// reporting an error (the choice fails then). `record` says what was
-/// tried and why the choice was made.
+/// Each pipeline stage's planned peak (the largest of its programs; a plan
+/// without stages is stage 0), or empty after an error.
+std::vector<int64_t> plannedPeakPerStage(const nlohmann::json &artifact,
+                                         const std::string &label,
+                                         int64_t devices, int64_t stages);
+
+/// --remat auto, per pipeline stage: the least recomputation (none, else
+/// selective, else full) with which each stage fits `budget` bytes per
+/// device (0: no budget). In 1F1B stage i holds p - i micro-batches, so
+/// early stages may need more than late ones. `peaksOf` lowers the plan
+/// with one mode per stage and returns each stage's peak, or an empty
+/// vector after reporting an error (the choice fails then). `record` says
+/// what was tried and why.
 bool chooseRecomputation(
-    double budget, const std::function<int64_t(const std::string &)> &peakOf,
-    std::string &chosen, nlohmann::json &record);
+    double budget, int64_t stages,
+    const std::function<std::vector<int64_t>(const std::vector<std::string> &)>
+        &peaksOf,
+    std::vector<std::string> &chosen, nlohmann::json &record);
 
 } // namespace mlir::dtc
 

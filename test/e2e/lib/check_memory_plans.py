@@ -10,7 +10,8 @@ report strictly fewer `memory_bytes.activations` than the one before, and
 its measured `activation_peak_bytes` (dtc run --stats, one step) must be
 strictly lower too and equal to what the report predicts. Prints one line
 per plan with both numbers and the ratio to the first. With --auto-check
-NAME=MODE, the report of plan NAME must say `--remat auto` chose MODE. With
+NAME=MODE, the report of plan NAME must say `--remat auto` chose MODE (one
+per pipeline stage, comma-separated, where the stages differ). With
 --at-most NAME=F, plan NAME must report at most F times the first plan's
 activations. With --per-rank, every rank's measured peak
 (`activation_peak_bytes_by_rank`) must equal what the artifact plans for
@@ -141,6 +142,8 @@ def main(argv):
         name, _, mode = check.partition("=")
         planner = reports[name].get("planner", {}).get("remat", {})
         chose = planner.get("chose")
+        if isinstance(chose, list):  # one mode per pipeline stage
+            chose = ",".join(chose)
         strategy = reports[name]["strategy"]["remat"]
         status = "ok" if chose == mode and strategy == mode else "FAIL"
         ok &= status == "ok"
