@@ -198,7 +198,11 @@ json buildReport(ModuleOp module, const json &artifact,
                commSeconds = cost.commSeconds, peak = cost.peakFlops;
   const int64_t flops = cost.flops;
   const json &plan = artifact["plan"];
+  json storedByLayer = json::object();
+  for (auto [layer, bytes] : mlir::dtc::storedActivationBytesByLayer(module))
+    storedByLayer[std::to_string(layer)] = bytes;
   return json{
+      {"stored_activation_bytes_by_layer", storedByLayer},
       {"mesh", mesh},
       {"devices", artifact["devices"]},
       {"hw", hw.name},

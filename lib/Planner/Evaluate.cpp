@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Planner/Evaluate.h"
+#include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Target/Artifact.h"
 #include "dtc/artifact/MemoryPlan.h"
@@ -384,6 +385,42 @@ json memoryRecord(const std::vector<::dtc::rt::MemoryNeed> &needs,
           {"peak_by_kind", byKind},
           {"kernel_threads", threads},
           {"programs", std::move(perProgram)}};
+}
+
+std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
+  std::map<int64_t, int64_t> bytes;
+  for (func::FuncOp step : trainSteps(module)) {
+    llvm::DenseSet<Value> counted;
+    step.walk([&](Operation *op) {
+      if (!isPhase(op, Phase::Forward) ||
+          op->hasAttr(DtcDialect::kRecomputeAttr))
+        return;
+      for (Value result : op->getResults()) {
+        if (!llvm::any_of(result.getUsers(), isBackward))
+          continue;
+        // A view shares the bytes of what it views.
+        Value storage = result;
+        while (Operation *def = storage.getDefiningOp()) {
+          if (!isa<ViewOpInterface>(def) || def->getNumOperands() == 0)
+            break;
+          storage = def->getOperand(0);
+        }
+        Operation *def = storage.getDefiningOp();
+        auto layer =
+            def ? def->getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr)
+                : IntegerAttr();
+        auto type = dyn_cast<RankedTensorType>(storage.getType());
+        if (!layer || !type || !counted.insert(storage).second)
+          continue;
+        Type element = type.getElementType();
+        const int64_t elementBytes = element.isInteger(64)                 ? 8
+                                     : element.isBF16() || element.isF16() ? 2
+                                                                           : 4;
+        bytes[layer.getInt()] += type.getNumElements() * elementBytes;
+      }
+    });
+  }
+  return bytes;
 }
 
 std::vector<int64_t> plannedPeakPerStage(const json &artifact,

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,13 @@ int64_t plannedPeakMemory(const nlohmann::json &artifact,
 /// its bytes by kind, and every program's own.
 nlohmann::json memoryRecord(const std::vector<::dtc::rt::MemoryNeed> &needs,
                             uint64_t budget, int threads);
+
+/// What one micro-batch keeps from its forward for its backward, per layer
+/// (`dtc.layer`), in bytes on one device: every forward value some backward
+/// op (B or W, recomputation included) reads, views counted once with the
+/// value they view; a partitioned module's local shapes. docs/design.md
+/// "Activation memory by hand" derives it for a transformer layer.
+std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module);
 
 /// Each pipeline stage's planned peak (the largest of its programs; a plan
 /// without stages is stage 0), or empty after an error.
