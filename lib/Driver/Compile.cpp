@@ -196,7 +196,7 @@ json buildReport(ModuleOp module, const json &artifact,
   const double bubble = cost.bubble, stepSeconds = cost.stepSeconds,
                computeSeconds = cost.computeSeconds,
                commSeconds = cost.commSeconds, peak = cost.peakFlops;
-  const int64_t flops = cost.flops;
+  const int64_t flops = cost.flops, modelFlops = cost.modelFlops;
   const json &plan = artifact["plan"];
   json storedByLayer = json::object();
   for (auto [layer, bytes] : mlir::dtc::storedActivationBytesByLayer(module))
@@ -233,9 +233,13 @@ json buildReport(ModuleOp module, const json &artifact,
         {"compute_time_s", computeSeconds},
         {"comm_time_s", commSeconds},
         {"flops_per_device", flops},
+        {"model_flops_per_device", modelFlops},
         {"tflops_per_device",
          stepSeconds > 0 ? flops / stepSeconds / 1e12 : 0.0},
-        {"mfu", stepSeconds > 0 ? flops / stepSeconds / peak : 0.0}}},
+        // Model flops utilisation leaves recomputation out; hardware flops
+        // utilisation counts everything the device executes.
+        {"mfu", stepSeconds > 0 ? modelFlops / stepSeconds / peak : 0.0},
+        {"hfu", stepSeconds > 0 ? flops / stepSeconds / peak : 0.0}}},
       {"compile_time_s", compileSeconds}};
 }
 

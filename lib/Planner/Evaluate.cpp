@@ -306,9 +306,17 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
     comm["send_recv"] = std::max(comm["send_recv"].get<int64_t>(), c.sendBytes);
   }
 
-  int64_t flops = 0;
-  for (func::FuncOp step : mlir::dtc::trainSteps(module))
-    flops = std::max(flops, mlir::dtc::flopsPerStep(step, microbatches));
+  // The busiest device's flops: executed (recomputation included) and the
+  // model's (without it).
+  int64_t flops = 0, modelFlops = 0;
+  for (func::FuncOp step : mlir::dtc::trainSteps(module)) {
+    const int64_t executed = mlir::dtc::flopsPerStep(step, microbatches);
+    if (executed > flops) {
+      flops = executed;
+      modelFlops = mlir::dtc::flopsPerStep(step, microbatches,
+                                           /*countRecomputation=*/false);
+    }
+  }
   double peak = f32 ? hw.peakFlopsF32 : hw.peakFlopsBf16;
   // A pipeline stage idles for the bubble of its schedule (unit costs).
   double bubble = 0;
@@ -329,6 +337,7 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   cost.calls = std::move(calls);
   cost.bubble = bubble;
   cost.flops = flops;
+  cost.modelFlops = modelFlops;
   cost.peakFlops = peak;
   cost.computeSeconds = computeSeconds;
   cost.commSeconds = commSeconds;

@@ -142,7 +142,8 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
   return body;
 }
 
-int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches) {
+int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches,
+                                bool countRecomputation) {
   auto module = step->getParentOfType<ModuleOp>();
   std::optional<Plan> plan = getPlan(module);
   SmallVector<int64_t> mbAxes =
@@ -152,6 +153,8 @@ int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches) {
       !mbAxes.empty() && succeeded(classifyScopes(step, mbAxes, scope));
   int64_t flops = 0;
   step.walk([&](CostOpInterface op) {
+    if (!countRecomputation && op->hasAttr(DtcDialect::kRecomputeAttr))
+      return;
     int64_t times =
         perMicroBatch && op->getNumResults() &&
                 scope.lookup(op->getResult(0)) == ValueScope::MicroBatch

@@ -39,7 +39,9 @@ struct PlanCost {
   nlohmann::json comm, commByName, calls;
   /// The schedule's idle fraction (unit costs).
   double bubble = 0;
-  int64_t flops = 0;
+  /// The busiest device's flops per step as executed (recomputation
+  /// included), and the model's share of them (without recomputation).
+  int64_t flops = 0, modelFlops = 0;
   double peakFlops = 0;
   double computeSeconds = 0, commSeconds = 0, stepSeconds = 0;
 };

@@ -36,8 +36,11 @@ FailureOr<nlohmann::json> buildArtifact(ModuleOp module,
                                         const ArtifactOptions &options);
 
 /// Flops one device computes per step in a partitioned step function: what
-/// runs per micro-batch counts `microbatches` times.
-int64_t flopsPerStep(func::FuncOp step, int64_t microbatches);
+/// runs per micro-batch counts `microbatches` times. Without
+/// `countRecomputation`, the model's flops: recomputed forward ops
+/// (dtc.recompute) are left out, as MFU's definition leaves them out.
+int64_t flopsPerStep(func::FuncOp step, int64_t microbatches,
+                     bool countRecomputation = true);
 
 } // namespace mlir::dtc
 

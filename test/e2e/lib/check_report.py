@@ -100,7 +100,8 @@ def main():
     if a.hw in PEAK_F32:
         peak = PEAK_F32[a.hw]
         expect("compute time = flops / peak", pr["compute_time_s"], pr["flops_per_device"] / peak, 1e-9)
-        expect("mfu", pr["mfu"], pr["flops_per_device"] / pr["step_time_s"] / peak, 1e-9)
+        expect("mfu", pr["mfu"], pr["model_flops_per_device"] / pr["step_time_s"] / peak, 1e-9)
+        expect("hfu", pr["hfu"], pr["flops_per_device"] / pr["step_time_s"] / peak, 1e-9)
     expect("tflops per device", pr["tflops_per_device"], pr["flops_per_device"] / pr["step_time_s"] / 1e12, 1e-9)
     low_flops = 2 * matmul / n
     ok = pr["flops_per_device"] >= low_flops

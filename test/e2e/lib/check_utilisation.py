@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Report invariants of the predicted utilisation, for any kind of plan.
+
+  check_utilisation.py REPORT.json ... [--same-model]
+
+For every report: 0 < mfu <= hfu <= 1 (model flops utilisation leaves
+recomputation out, hardware flops utilisation counts it), model flops at
+most the executed flops, step time = compute + communication time. With
+--same-model (the reports are one model under plans that differ only in
+recomputation): every report's model flops equal the first's, and a report
+that executes more flops than the first has a lower MFU. Prints a line per
+report; exits 1 on any violation. Standard library only.
+"""
+import json
+import sys
+
+
+def main(argv):
+    same = "--same-model" in argv
+    paths = [p for p in argv if p != "--same-model"]
+    ok = True
+    first = None
+    for path in paths:
+        with open(path) as f:
+            pr = json.load(f)["predicted"]
+        problems = []
+        if not 0 < pr["mfu"] <= pr["hfu"] <= 1:
+            problems.append(f"not 0 < mfu {pr['mfu']:.4f} <= hfu {pr['hfu']:.4f} <= 1")
+        if pr["model_flops_per_device"] > pr["flops_per_device"]:
+            problems.append("model flops above the executed flops")
+        if abs(pr["step_time_s"] - pr["compute_time_s"] - pr["comm_time_s"]) > 1e-12 * max(pr["step_time_s"], 1):
+            problems.append("step time is not compute + communication")
+        if same and first is not None:
+            if pr["model_flops_per_device"] != first["model_flops_per_device"]:
+                problems.append(f"model flops {pr['model_flops_per_device']}, the first plan's "
+                                f"{first['model_flops_per_device']}")
+            if pr["flops_per_device"] > first["flops_per_device"] and not pr["mfu"] < first["mfu"]:
+                problems.append("more executed flops but no lower MFU")
+        first = first or pr
+        ok &= not problems
+        print(f"{path.rsplit('/', 1)[-1]}: mfu {pr['mfu']:.4f} hfu {pr['hfu']:.4f} model flops "
+              f"{pr['model_flops_per_device']} executed {pr['flops_per_device']}: "
+              f"{'ok' if not problems else 'FAIL: ' + '; '.join(problems)}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
