@@ -5,7 +5,11 @@
 
 For every report: 0 < mfu <= hfu <= 1 (model flops utilisation leaves
 recomputation out, hardware flops utilisation counts it), model flops at
-most the executed flops, step time = compute + communication time. With
+most the executed flops, step time = compute + communication time, compute
+time = the executed flops at peak stretched by the bubble (compute time x
+(1 - bubble) = hfu x step time), and the bubble of GPipe and 1F1B
+(p-1)/(n+p-1), of interleaved 1F1B (p-1)/(v n+p-1), n = micro-batches x
+accumulation steps, v the virtual stages. With
 --same-model (the reports are one model under plans that differ only in
 recomputation): every report's model flops equal the first's, and a report
 that executes more flops than the first has a lower MFU. Prints a line per
@@ -22,7 +26,8 @@ def main(argv):
     first = None
     for path in paths:
         with open(path) as f:
-            pr = json.load(f)["predicted"]
+            report = json.load(f)
+        pr = report["predicted"]
         problems = []
         if not 0 < pr["mfu"] <= pr["hfu"] <= 1:
             problems.append(f"not 0 < mfu {pr['mfu']:.4f} <= hfu {pr['hfu']:.4f} <= 1")
@@ -30,6 +35,17 @@ def main(argv):
             problems.append("model flops above the executed flops")
         if abs(pr["step_time_s"] - pr["compute_time_s"] - pr["comm_time_s"]) > 1e-12 * max(pr["step_time_s"], 1):
             problems.append("step time is not compute + communication")
+        bubble = report["bubble_fraction"]
+        if abs(pr["compute_time_s"] * (1 - bubble) - pr["hfu"] * pr["step_time_s"]) > \
+                1e-9 * pr["step_time_s"]:
+            problems.append("compute time is not the executed flops at peak over (1 - bubble)")
+        st = report["strategy"]
+        p, n = st.get("pp", 1), st.get("microbatches", 1) * st.get("grad_accum", 1)
+        v = st.get("virtual_stages", 1)
+        expected = {"gpipe": (p - 1) / (n + p - 1), "1f1b": (p - 1) / (n + p - 1),
+                    "interleaved": (p - 1) / (v * n + p - 1)}.get(st.get("schedule"))
+        if p > 1 and expected is not None and abs(bubble - expected) > 1e-12:
+            problems.append(f"bubble {bubble}, the schedule's formula {expected}")
         if same and first is not None:
             if pr["model_flops_per_device"] != first["model_flops_per_device"]:
                 problems.append(f"model flops {pr['model_flops_per_device']}, the first plan's "
