@@ -10,6 +10,7 @@
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Target/Artifact.h"
+#include "dtc/artifact/Artifact.h"
 #include "dtc/artifact/MemoryPlan.h"
 #include "dtc/artifact/Schedule.h"
 #include "dtc/artifact/Vocabulary.h"
@@ -45,15 +46,6 @@ std::optional<::dtc::sched::Schedule> artifactSchedule(const json &artifact) {
   return s;
 }
 
-/// One program's memory (one-copy slots plus the micro-batch copies its
-/// schedule keeps alive at its worst moment) and traffic per step (what
-/// runs per micro-batch counts M times): bytes each member of each
-/// communicator sends by kind, point-to-point bytes, calls and time.
-/// Bytes per element of an artifact dtype.
-int64_t elementBytesOf(const std::string &dtype) {
-  return dtype == "i64" ? 8 : dtype == "bf16" || dtype == "f16" ? 2 : 4;
-}
-
 struct ProgramCosts {
   json memory;
   std::map<std::string, std::map<std::string, std::vector<int64_t>>> byMember;
@@ -62,32 +54,38 @@ struct ProgramCosts {
   double seconds = 0;
 };
 
-ProgramCosts programCosts(const json &program, int64_t microbatches,
-                          const std::vector<int64_t> &mesh,
-                          std::map<std::string, std::vector<int64_t>> &commAxes,
+/// One program's memory (one-copy slots plus the micro-batch copies its
+/// schedule keeps alive at its worst moment) and traffic per step (what
+/// runs per micro-batch counts M times): bytes each member of each
+/// communicator sends by kind, point-to-point bytes, calls and time. Reads
+/// the parsed artifact (dtc/artifact), as the runtime does.
+ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
+                          const ::dtc::artifact::ProgramDecl &program,
+                          int64_t microbatches,
                           const ::dtc::cost::HardwareProfile &hw) {
+  namespace art = ::dtc::artifact;
   ProgramCosts c;
   // Slot bytes per category: the usual accounting.
   c.memory = {{"params", 0},      {"grads", 0},  {"optimizer", 0},
               {"activations", 0}, {"inputs", 0}, {"constants", 0},
               {"scalars", 0},     {"total", 0}};
   std::map<int, int64_t> copyBytes; // chunk -> bytes of one micro-batch copy
-  for (const json &slot : program["slots"]) {
-    int64_t bytes = slot["bytes"];
-    if (slot.value("scope", std::string("step")) == "microbatch") {
-      copyBytes[slot.value("chunk", 0)] += bytes;
+  for (const art::SlotDecl &slot : program.slots) {
+    const int64_t bytes = int64_t(slot.bytes);
+    if (slot.chunk >= 0) {
+      copyBytes[slot.chunk] += bytes;
       continue;
     }
-    std::string category = slot["category"];
-    std::string key = category == "optimizer" ? category : category + "s";
+    const std::string category = art::memCategoryName(slot.category);
+    const std::string key = slot.category == art::MemCategory::Optimizer
+                                ? category
+                                : category + "s";
     if (c.memory.contains(key))
       c.memory[key] = c.memory[key].get<int64_t>() + bytes;
     c.memory["total"] = c.memory["total"].get<int64_t>() + bytes;
   }
-  if (program.contains("schedule")) {
-    std::vector<::dtc::sched::Action> actions;
-    std::string error;
-    ::dtc::sched::actionsFromJson(program["schedule"], actions, error);
+  if (!program.schedule.empty()) {
+    const std::vector<::dtc::sched::Action> &actions = program.schedule;
     std::map<std::pair<int, int>, size_t> last;
     for (size_t i = 0; i < actions.size(); ++i)
       last[{actions[i].chunk, actions[i].microbatch}] = i;
@@ -107,95 +105,71 @@ ProgramCosts programCosts(const json &program, int64_t microbatches,
     c.memory["total"] = c.memory["total"].get<int64_t>() + peak;
   }
 
-  const json &buffers = program["buffers"];
-  auto elements = [&](int id) {
-    int64_t n = 1;
-    for (int64_t d : buffers[id]["shape"])
-      n *= d;
-    return n;
+  auto elements = [&](int buffer) {
+    return art::numel(program.buffers[size_t(buffer)].shape);
   };
-  auto groupSize = [&](const std::vector<int64_t> &axes) {
-    int64_t n = 1;
-    for (int64_t a : axes)
-      n *= mesh[a];
-    return n;
+  auto elementBytes = [&](int buffer) {
+    return int64_t(art::dtypeSize(program.buffers[size_t(buffer)].dtype));
   };
-  auto slowestOf = [&](const std::vector<int64_t> &axes) {
+  auto slowestOf = [&](const std::vector<int> &axes) {
     ::dtc::cost::Link slowest{1e300, 0};
-    for (int64_t a : axes)
-      if (hw.axes[a].bandwidth < slowest.bandwidth)
-        slowest = hw.axes[a];
+    for (int axis : axes)
+      if (hw.axes[size_t(axis)].bandwidth < slowest.bandwidth)
+        slowest = hw.axes[size_t(axis)];
     return slowest;
   };
-  auto findKey = [](const json &object, const char *key) -> const json * {
-    auto it = object.find(key);
-    return it == object.end() ? nullptr : &*it;
-  };
-  auto countList = [&](const json &list, int64_t times) {
-    // A gradient bucket is one all-reduce of its members' elements, at its
-    // last member.
-    std::map<int64_t, std::pair<int64_t, size_t>> buckets; // elements, last
-    for (size_t i = 0; i < list.size(); ++i)
-      if (const json *attrs = findKey(list[i], "attrs"))
-        if (const json *bucket = findKey(*attrs, "bucket")) {
-          auto &[count, last] = buckets[bucket->get<int64_t>()];
-          count += elements(list[i]["in"][0]);
-          last = i;
-        }
+  auto countList = [&](const std::vector<art::InstrDecl> &list, int64_t times) {
     for (size_t i = 0; i < list.size(); ++i) {
-      const json &inst = list[i];
-      std::string op = inst["op"];
-      if (op == ::dtc::artifact::pipeOpName(::dtc::artifact::PipeOp::Send)) {
-        int in = inst["in"][0];
-        int64_t bytes = elements(in) * elementBytesOf(buffers[in]["dtype"]);
+      const art::InstrDecl &inst = list[i];
+      const art::CommDecl *comm =
+          inst.comm >= 0 ? &a.comms[size_t(inst.comm)] : nullptr;
+      if (inst.pipe == art::PipeOp::Send) {
+        const int64_t bytes = elements(inst.in[0]) * elementBytes(inst.in[0]);
         c.sendBytes += times * bytes;
         c.calls["send_recv"] = c.calls.value("send_recv", int64_t(0)) + times;
         c.seconds +=
             double(times) *
-            ::dtc::cost::sendRecvTime(
-                double(bytes), slowestOf(commAxes[inst["attrs"]["comm"]]));
+            ::dtc::cost::sendRecvTime(double(bytes), slowestOf(comm->meshAxes));
         continue;
       }
       ::dtc::cost::CollectiveKind kind;
-      if (!::dtc::cost::collectiveFromName(op, kind))
+      if (!inst.isCollective || !comm ||
+          !::dtc::cost::collectiveFromName(inst.op, kind))
         continue; // kernels, all_slice (no traffic)
-      std::string name = inst["attrs"]["comm"];
-      const std::vector<int64_t> &axes = commAxes[name];
-      int64_t n = groupSize(axes);
-      int in = inst["in"][0], out = inst["out"][0];
-      int64_t elementBytes = elementBytesOf(buffers[in]["dtype"]);
-      int64_t inElements = elements(in), outElements = elements(out);
-      if (const json *bucket = findKey(inst["attrs"], "bucket")) {
-        const auto &[count, last] = buckets[bucket->get<int64_t>()];
-        if (last != i)
+      const int64_t n = a.mesh.groupSize(comm->meshAxes);
+      int64_t inElements = elements(inst.in[0]),
+              outElements = elements(inst.out[0]);
+      // A gradient bucket is one all-reduce of its members' elements, at
+      // its last member.
+      if (inst.bucket >= 0) {
+        const art::BucketDecl &bucket = program.buckets[size_t(inst.bucket)];
+        if (&inst != &program.instructions[size_t(bucket.members.back())])
           continue;
-        inElements = outElements = count;
+        inElements = outElements = int64_t(bucket.elements);
       }
       // What the runtime's algorithm sends (the test and the benchmark
       // compare it with the runtime's own count).
-      std::vector<int64_t> &members = c.byMember[name][op];
+      const int64_t bytesPerElement = elementBytes(inst.in[0]);
+      std::vector<int64_t> &members = c.byMember[comm->name][inst.op];
       members.resize(size_t(n), 0);
       for (int64_t m = 0; m < n; ++m)
         members[size_t(m)] +=
             times * ::dtc::cost::collectiveSentBytesOf(
-                        kind, n, m, inElements, outElements, elementBytes);
-      c.calls[op] = c.calls.value(op, int64_t(0)) + times;
-      int64_t sent = ::dtc::cost::collectiveSentBytes(
-          kind, n, inElements, outElements, elementBytes);
-      c.seconds += double(times) * ::dtc::cost::collectiveTime(
-                                       kind, n, double(sent), slowestOf(axes));
+                        kind, n, m, inElements, outElements, bytesPerElement);
+      c.calls[inst.op] = c.calls.value(inst.op, int64_t(0)) + times;
+      const int64_t sent = ::dtc::cost::collectiveSentBytes(
+          kind, n, inElements, outElements, bytesPerElement);
+      c.seconds += double(times) *
+                   ::dtc::cost::collectiveTime(kind, n, double(sent),
+                                               slowestOf(comm->meshAxes));
     }
   };
-  countList(program["instructions"], 1);
-  if (program.contains("chunks"))
-    for (const json &chunk : program["chunks"])
-      for (::dtc::artifact::Phase phase :
-           {::dtc::artifact::Phase::Forward,
-            ::dtc::artifact::Phase::BackwardInput,
-            ::dtc::artifact::Phase::BackwardWeight})
-        countList(chunk[::dtc::artifact::phaseName(phase)], microbatches);
-  if (program.contains("finish"))
-    countList(program["finish"], 1);
+  countList(program.instructions, 1);
+  for (const art::ChunkDecl &chunk : program.chunks)
+    for (const std::vector<art::InstrDecl> *list :
+         {&chunk.forward, &chunk.backwardInput, &chunk.backwardWeight})
+      countList(*list, microbatches);
+  countList(program.finish, 1);
   return c;
 }
 
@@ -224,12 +198,20 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   std::map<std::string, std::vector<int64_t>> commAxes;
   for (const json &c : artifact["communicators"])
     commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
+  // The emitter validated the artifact before this, so it parses.
+  ::dtc::artifact::Artifact parsed;
+  std::string error;
+  if (!::dtc::artifact::parseArtifact(artifact, "the emitted artifact", parsed,
+                                      error))
+    llvm::report_fatal_error(
+        llvm::Twine("internal error: the emitted artifact does not parse: ") +
+        error);
   std::vector<ProgramCosts> costs;
   std::map<int64_t, size_t> programOfRank;
-  for (const json &program : artifact["programs"]) {
-    for (int64_t r : program["ranks"])
+  for (const ::dtc::artifact::ProgramDecl &program : parsed.programs) {
+    for (int r : program.ranks)
       programOfRank[r] = costs.size();
-    costs.push_back(programCosts(program, microbatches, mesh, commAxes, hw));
+    costs.push_back(programCosts(parsed, program, microbatches, hw));
   }
 
   json memory = costs.front().memory;
