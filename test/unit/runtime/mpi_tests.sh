@@ -286,7 +286,9 @@ interrupt)
   [ $rc = 143 ] || { cat a.err; fail "SIGTERM: exit $rc"; }
   one_error a.err "interrupted by SIGTERM after step"
   done_steps=$(sed -n 's/.* holds the \([0-9]*\) steps done.*/\1/p' a.err)
-  [ -n "$done_steps" ] && [ "$(wc -l < a.out)" = "$done_steps" ] || { cat a.err; fail "steps done"; }
+  [ -n "$done_steps" ] && [ "$(wc -l < a.out)" = "$done_steps" ] || {
+    cat a.err; tail -n 3 a.out
+    fail "steps done: stdout has $(wc -l < a.out) lines, the checkpoint ${done_steps:-?} steps"; }
   [ -z "$(ls -A | grep '\.tmp\.')" ] || { ls -A; fail "temporary files left"; }
   no_strays
   timeout 120 "$run" --launch "$work/tp.dtc" --steps 4 --seed 3 --load ck.st --save ck.st --log run.jsonl > b.out 2> b.err || { cat b.err; fail "resume"; }
