@@ -720,9 +720,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     if (plan->recompute.size() > 1)
       plan->stageCuts.assign(cuts.begin(), cuts.end());
     mlir::dtc::setPlan(target, *plan);
-    std::string rematName = plan->recompute.size() > 1 ? "" : remat.front();
-    for (size_t s = 0; plan->recompute.size() > 1 && s < remat.size(); ++s)
-      rematName += (s ? "," : "") + remat[s];
+    const std::string rematName =
+        plan->recompute.size() > 1 ? llvm::join(remat, ",") : remat.front();
     if (!runStageOn(target, print, "split",
                     [&](PassManager &pm) {
                       mlir::dtc::populateStageSplitPipeline(pm);

@@ -26,23 +26,19 @@ using json = nlohmann::json;
 namespace {
 
 /// The pipeline schedule the artifact's programs carry (one per stage).
-std::optional<::dtc::sched::Schedule> artifactSchedule(const json &artifact) {
-  if (!artifact.contains("pipeline"))
+std::optional<::dtc::sched::Schedule>
+artifactSchedule(const ::dtc::artifact::Artifact &a) {
+  if (!a.pipeline.present)
     return std::nullopt;
-  const json &pipe = artifact["pipeline"];
   ::dtc::sched::Schedule s;
-  s.name = pipe.value("schedule", std::string());
-  s.stages = pipe.value("stages", 1);
-  s.virtualStages = pipe.value("virtual_stages", 1);
-  s.microbatches = pipe.value("microbatches", 1);
+  s.name = a.pipeline.schedule;
+  s.stages = a.pipeline.stages;
+  s.virtualStages = a.pipeline.virtualStages;
+  s.microbatches = a.pipeline.microbatches;
   s.perStage.assign(size_t(s.stages), {});
-  for (const json &program : artifact["programs"]) {
-    int stage = program.value("stage", 0);
-    std::string error;
-    if (stage >= 0 && stage < s.stages)
-      ::dtc::sched::actionsFromJson(program["schedule"],
-                                    s.perStage[size_t(stage)], error);
-  }
+  for (const ::dtc::artifact::ProgramDecl &program : a.programs)
+    if (program.stage >= 0 && program.stage < s.stages)
+      s.perStage[size_t(program.stage)] = program.schedule;
   return s;
 }
 
@@ -179,25 +175,6 @@ namespace mlir::dtc {
 
 PlanCost evaluatePlan(ModuleOp module, const json &artifact,
                       ::dtc::cost::HardwareProfile &hw, bool f32) {
-  std::vector<int64_t> mesh = artifact["mesh"].get<std::vector<int64_t>>();
-  hw.forMesh(mesh);
-  const int64_t microbatches =
-      artifact.contains("pipeline")
-          ? artifact["pipeline"].value("microbatches", int64_t(1))
-          : 1;
-
-  int64_t params = 0;
-  for (const json &t : artifact["tensors"])
-    if (t["role"] == ::dtc::artifact::roleName(::dtc::artifact::Role::Param)) {
-      int64_t n = 1;
-      for (int64_t d : t["shape"])
-        n *= d;
-      params += n;
-    }
-
-  std::map<std::string, std::vector<int64_t>> commAxes;
-  for (const json &c : artifact["communicators"])
-    commAxes[c["name"]] = c["mesh_axes"].get<std::vector<int64_t>>();
   // The emitter validated the artifact before this, so it parses.
   ::dtc::artifact::Artifact parsed;
   std::string error;
@@ -206,6 +183,18 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
     llvm::report_fatal_error(
         llvm::Twine("internal error: the emitted artifact does not parse: ") +
         error);
+  std::vector<int64_t> mesh = parsed.mesh.axes();
+  hw.forMesh(mesh);
+  const int64_t microbatches =
+      parsed.pipeline.present ? parsed.pipeline.microbatches : 1;
+
+  int64_t params = 0;
+  for (int t : parsed.tensorsWithRole(::dtc::artifact::Role::Param))
+    params += ::dtc::artifact::numel(parsed.tensors[size_t(t)].shape);
+
+  std::map<std::string, std::vector<int64_t>> commAxes;
+  for (const ::dtc::artifact::CommDecl &c : parsed.comms)
+    commAxes[c.name].assign(c.meshAxes.begin(), c.meshAxes.end());
   std::vector<ProgramCosts> costs;
   std::map<int64_t, size_t> programOfRank;
   for (const ::dtc::artifact::ProgramDecl &program : parsed.programs) {
@@ -303,7 +292,7 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   // A pipeline stage idles for the bubble of its schedule (unit costs).
   double bubble = 0;
   if (std::optional<::dtc::sched::Schedule> schedule =
-          artifactSchedule(artifact)) {
+          artifactSchedule(parsed)) {
     ::dtc::sched::Simulation sim = ::dtc::sched::simulate(*schedule);
     if (sim.ok)
       bubble = sim.bubble;
@@ -336,19 +325,6 @@ bool planMemory(const json &artifact, const std::string &label, int64_t devices,
   return ::dtc::rt::artifactMemoryNeeds(artifact, label, threads,
                                         ::dtc::kernels::cpu::workspaceModel(),
                                         needs, error);
-}
-
-int64_t plannedPeakMemory(const json &artifact, const std::string &label,
-                          int64_t devices) {
-  std::vector<::dtc::rt::MemoryNeed> needs;
-  std::string error;
-  int threads = 0;
-  if (!planMemory(artifact, label, devices, needs, threads, error))
-    return -1;
-  int64_t peak = 0;
-  for (const ::dtc::rt::MemoryNeed &need : needs)
-    peak = std::max(peak, int64_t(need.peak));
-  return peak;
 }
 
 json memoryRecord(const std::vector<::dtc::rt::MemoryNeed> &needs,

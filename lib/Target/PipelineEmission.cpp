@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "EmitterInternal.h"
 #include "dtc/Dialect/Utils.h"
+#include "dtc/artifact/Schedule.h"
 
 using namespace mlir;
 using namespace mlir::dtc;
@@ -137,26 +138,22 @@ StageEmitter::StageEmitter(ProgramEmitter &program, const json &pipeline)
   stage = stageAttr ? stageAttr.getInt() : 0;
   lists = 2 + 3 * chunks;
   post = lists - 1;
-  if (pipe.contains("per_stage") && stage < int64_t(pipe["per_stage"].size())) {
+  std::vector<::dtc::sched::Action> actions;
+  std::string scheduleError;
+  if (pipe.contains("per_stage") && stage < int64_t(pipe["per_stage"].size()) &&
+      ::dtc::sched::actionsFromJson(pipe["per_stage"][stage], actions,
+                                    scheduleError)) {
     // zb's first stage runs each W right after its B too (there is no
     // earlier stage waiting for B's message).
-    const json &actions = pipe["per_stage"][stage];
     backwardRunsWhole = true;
     for (size_t i = 0; i < actions.size(); ++i) {
-      const json &a = actions[i];
-      if (!a.is_array() || a.size() != 3 || !a[0].is_string()) {
+      const ::dtc::sched::Action &a = actions[i];
+      if (a.kind == ::dtc::sched::Kind::Backward &&
+          (i + 1 == actions.size() ||
+           actions[i + 1].kind != ::dtc::sched::Kind::Weight ||
+           actions[i + 1].microbatch != a.microbatch ||
+           actions[i + 1].chunk != a.chunk))
         backwardRunsWhole = false;
-        break;
-      }
-      if (a[0] == "W")
-        continue; // checked with its B
-      if (a[0] == "B" &&
-          (i + 1 == actions.size() || !actions[i + 1].is_array() ||
-           actions[i + 1].size() != 3 || actions[i + 1][0] != "W" ||
-           actions[i + 1][1] != a[1] || actions[i + 1][2] != a[2])) {
-        backwardRunsWhole = false;
-        break;
-      }
     }
   }
   items.resize(lists);

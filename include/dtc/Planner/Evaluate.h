@@ -60,11 +60,6 @@ bool planMemory(const nlohmann::json &artifact, const std::string &label,
                 int64_t devices, std::vector<::dtc::rt::MemoryNeed> &needs,
                 int &threads, std::string &error);
 
-/// The most memory a rank of `artifact` allocates; -1 when it does not
-/// validate.
-int64_t plannedPeakMemory(const nlohmann::json &artifact,
-                          const std::string &label, int64_t devices);
-
 /// The artifact's "memory" record: the budget, the largest rank's peak and
 /// its bytes by kind, and every program's own.
 nlohmann::json memoryRecord(const std::vector<::dtc::rt::MemoryNeed> &needs,
