@@ -69,7 +69,7 @@ def main(argv):
         mode = strategy["remat"]
         t = strategy.get("tp", 1)
         rows = a.batch // (strategy.get("dp", 1) * max(strategy.get("microbatches", 1), 1))
-        e = 4 if "--precision" not in flags or "f32" in flags else 2
+        e = 4 if strategy["precision"] == "f32" else 2
         sbh = a.seq * rows * a.hidden
         replicated, divided = FORMS[mode]
         form = (replicated * sbh + divided * sbh // t) * e
