@@ -48,8 +48,10 @@ constexpr StringLiteral kPassOpAttrs[] = {
     // split).
     DtcDialect::kLayerAttr, DtcDialect::kIdAttr, DtcDialect::kForwardAttr,
     DtcDialect::kStageAttr,
-    // Forward ops recomputed in the backward (dtc-rematerialize).
-    DtcDialect::kRecomputeAttr};
+    // Forward ops recomputed in the backward (dtc-rematerialize), and
+    // those whose gathered results the backward gathers again (sequence
+    // parallelism).
+    DtcDialect::kRecomputeAttr, DtcDialect::kRegatherAttr};
 /// dtc.* attributes passes attach to functions: a training step, and the
 /// pipeline stage a split step runs on.
 constexpr StringLiteral kFunctionAttrs[] = {DtcDialect::kTrainStepAttr,

@@ -65,6 +65,9 @@ LogicalResult Plan::verify(function_ref<InFlightDiagnostic()> emitError) const {
     return emitError() << "zero must be 0, 1, 2 or 3, got " << zero;
   if (tp < 1)
     return emitError() << "tp must be >= 1, got " << tp;
+  if (sequenceParallel && tp < 2)
+    return emitError() << "sequence parallelism splits the sequence over the "
+                          "tensor-parallel devices; it needs tp > 1";
   if (dp < 1 || pp < 1 || microbatches < 1 || virtualStages < 1)
     return emitError()
            << "dp, pp, virtual-stages and microbatches must be >= 1";
@@ -123,6 +126,7 @@ Plan Plan::fromAttr(PlanAttr attr) {
   plan.recompute.assign(attr.getRecompute().begin(), attr.getRecompute().end());
   plan.stageCuts.assign(attr.getStageCuts().begin(), attr.getStageCuts().end());
   plan.precision = attr.getPrecision();
+  plan.sequenceParallel = attr.getSequenceParallel();
   return plan;
 }
 
@@ -134,7 +138,7 @@ PlanAttr Plan::toAttr(MLIRContext *ctx) const {
                        tp, Axes(tpAxes), pp, Axes(ppAxes), microbatches,
                        Axes(microbatchAxes), virtualStages, zero,
                        StringRef(schedule), ArrayRef<Recompute>(modes),
-                       Axes(stageCuts), precision);
+                       Axes(stageCuts), precision, sequenceParallel);
 }
 
 std::optional<Plan> mlir::dtc::getPlan(ModuleOp module) {
@@ -157,7 +161,7 @@ LogicalResult PlanAttr::verify(
     int64_t pp, ArrayRef<int64_t> ppAxes, int64_t microbatches,
     ArrayRef<int64_t> microbatchAxes, int64_t virtualStages, int64_t zero,
     StringRef schedule, ArrayRef<Recompute> recompute,
-    ArrayRef<int64_t> stageCuts, Precision precision) {
+    ArrayRef<int64_t> stageCuts, Precision precision, bool sequenceParallel) {
   if (!grid)
     return emitError() << "a plan needs a grid";
   Plan plan;
@@ -176,6 +180,7 @@ LogicalResult PlanAttr::verify(
   plan.recompute.assign(recompute.begin(), recompute.end());
   plan.stageCuts.assign(stageCuts.begin(), stageCuts.end());
   plan.precision = precision;
+  plan.sequenceParallel = sequenceParallel;
   return plan.verify(emitError);
 }
 
@@ -252,7 +257,16 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       result = parser.parseInteger(plan.zero);
     else if (key == "schedule")
       result = parser.parseString(&plan.schedule);
-    else if (key == "stage_cuts")
+    else if (key == "sequence_parallel") {
+      bool value = false;
+      if (succeeded(parser.parseOptionalKeyword("true")))
+        value = true;
+      else if (failed(parser.parseOptionalKeyword("false")))
+        return parser.emitError(parser.getCurrentLocation())
+                   << "expected true or false",
+               Attribute();
+      plan.sequenceParallel = value;
+    } else if (key == "stage_cuts")
       result = parseIntegerList(parser, plan.stageCuts);
     else if (key == "recompute") {
       Recompute mode;
@@ -292,8 +306,8 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       ctx, grid, plan.dp, Axes(plan.dpAxes), plan.tp, Axes(plan.tpAxes),
       plan.pp, Axes(plan.ppAxes), plan.microbatches, Axes(plan.microbatchAxes),
       plan.virtualStages, plan.zero, StringRef(plan.schedule),
-      ArrayRef<Recompute>(plan.recompute), Axes(plan.stageCuts),
-      plan.precision);
+      ArrayRef<Recompute>(plan.recompute), Axes(plan.stageCuts), plan.precision,
+      plan.sequenceParallel);
 }
 
 void PlanAttr::print(AsmPrinter &printer) const {
@@ -322,5 +336,8 @@ void PlanAttr::print(AsmPrinter &printer) const {
     llvm::interleaveComma(getStageCuts(), printer);
     printer << "]";
   }
-  printer << ", precision = \"" << stringifyPrecision(getPrecision()) << "\">";
+  printer << ", precision = \"" << stringifyPrecision(getPrecision()) << "\"";
+  if (getSequenceParallel())
+    printer << ", sequence_parallel = true";
+  printer << ">";
 }

@@ -124,11 +124,22 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices,
     if (o.ep != 1)
       return notYet("--strategy ep=" + std::to_string(o.ep) +
                     ": expert parallelism");
+    if (o.sequenceParallel && o.tp < 2) {
+      errors.flag("--sequence-parallel splits the sequence over the "
+                  "tensor-parallel devices; it needs --strategy tp=T with "
+                  "T > 1");
+      return false;
+    }
     if (o.zero < 0 || o.zero > 3) {
       errors.flag("--strategy zero=" + std::to_string(o.zero) +
                   ": expected 0, 1, 2 or 3");
       return false;
     }
+  }
+  if (o.sequenceParallel && o.autoPlan) {
+    errors.flag("--sequence-parallel needs tensor parallelism: pin it with "
+                "--strategy tp=T");
+    return false;
   }
   if (o.virtualStages > 1 && o.schedule != "interleaved") {
     errors.flag("--virtual-stages " + std::to_string(o.virtualStages) +
@@ -212,6 +223,7 @@ json buildReport(ModuleOp module, const json &artifact,
         {"tp", plan.value("tp", 1)},
         {"pp", plan.value("pp", 1)},
         {"sp", o.sp},
+        {"sequence_parallel", o.sequenceParallel},
         {"ep", o.ep},
         {"zero", plan.value("zero", 0)},
         {"microbatches", o.microbatches},
@@ -514,6 +526,7 @@ strategyOptions(const ::dtc::CompileOptions &o) {
   // --remat auto settles the plan's recomputation below, once lowered.
   planOptions.recompute = o.remat == "auto" ? "none" : o.remat;
   planOptions.precision = o.precision;
+  planOptions.sequenceParallel = o.sequenceParallel;
   return planOptions;
 }
 
@@ -560,6 +573,7 @@ mlir::dtc::ArtifactOptions emitOptions(const ::dtc::CompileOptions &o,
        o.autoPlan ? "auto (no search yet: data parallelism over every device)"
                   : "strategy"},
       {"sp", o.sp},
+      {"sequence_parallel", o.sequenceParallel},
       {"ep", o.ep},
       {"microbatches", o.microbatches},
       {"schedule", pipelined ? o.schedule : std::string("none")},

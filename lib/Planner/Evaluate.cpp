@@ -376,6 +376,14 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
         auto layer =
             def ? def->getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr)
                 : IntegerAttr();
+        // A collective's result belongs to the layer of the forward op it
+        // was made for (e.g. a sequence-parallel region's gathered copy).
+        if (def && !layer)
+          for (Operation *user : storage.getUsers())
+            if (isPhase(user, Phase::Forward))
+              if ((layer = user->getAttrOfType<IntegerAttr>(
+                       DtcDialect::kLayerAttr)))
+                break;
         auto type = dyn_cast<RankedTensorType>(storage.getType());
         if (!layer || !type || !counted.insert(storage).second)
           continue;

@@ -76,8 +76,10 @@ int64_t elementBytes(Type type) {
 
 class Partitioner : public LocalLoweringContext {
 public:
-  Partitioner(func::FuncOp step, StringRef grid, ArrayRef<int64_t> gridShape)
+  Partitioner(func::FuncOp step, StringRef grid, ArrayRef<int64_t> gridShape,
+              ArrayRef<int64_t> microbatchAxes)
       : step(step), gridName(grid), gridShape(gridShape),
+        microbatchAxes(microbatchAxes.begin(), microbatchAxes.end()),
         ctx(step.getContext()), b(step.getContext()) {}
 
   LogicalResult run();
@@ -130,6 +132,8 @@ private:
   func::FuncOp step;
   StringRef gridName;
   ArrayRef<int64_t> gridShape;
+  /// The plan's virtual micro-batch axis (none when not micro-batched).
+  GridAxes microbatchAxes;
   MLIRContext *ctx;
   OpBuilder b;
   /// Set while partitioning one op (what new ops are tagged with).
@@ -313,7 +317,14 @@ GridAxes Partitioner::keptPartialSum(Operation *op, const ShardingRule &rule,
           return done.sharding == wanted;
         });
       });
-      if (agree && disjoint && !alreadyReduced)
+      // The optimizer runs once per step, after the micro-batches: a sum
+      // pending over them is complete before it (a per-micro-batch op
+      // there would run in the micro-batch loop).
+      bool overMicroBatches = isPhase(op, Phase::Optimizer) &&
+                              llvm::any_of(first.partial, [&](int64_t a) {
+                                return llvm::is_contained(microbatchAxes, a);
+                              });
+      if (agree && disjoint && !alreadyReduced && !overMicroBatches)
         keptPartial = first.partial;
       break;
     }
@@ -408,6 +419,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     mapping.map(op->getOperands(), localOperands);
     Operation *clone = b.clone(*op, mapping);
     clone->removeAttr(DtcDialect::kFactorAxesAttr);
+    clone->removeAttr(DtcDialect::kRegatherAttr);
     for (auto [result, type] : llvm::zip(clone->getResults(), localTypes))
       result.setType(type);
     localResults.assign(clone->result_begin(), clone->result_end());
@@ -495,7 +507,13 @@ Partitioner::reshard(Value global, const TensorSharding &target, Location loc) {
            << "internal error: value used before it was partitioned";
   if (current.sharding == target)
     return current.value;
-  bool perRegion = regather.contains(global);
+  // A dtc.regather argument (ZeRO-3's parameters) or the result of an op
+  // marked dtc.regather (sequence parallelism's split activations) is
+  // gathered again in each region that needs it, not kept from the first.
+  Operation *def = global.getDefiningOp();
+  bool perRegion = regather.contains(global) ||
+                   (def && def->hasAttr(DtcDialect::kRegatherAttr) &&
+                    !current.sharding.isPartial());
   for (const Local &done : reshards[global])
     if (done.sharding == target && (!perRegion || done.region == region))
       return done.value;
@@ -589,7 +607,7 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       return signalPassFailure();
     // Every step function (one per pipeline stage) on its own.
     for (func::FuncOp step : steps) {
-      Partitioner partitioner(step, plan->grid, *shape);
+      Partitioner partitioner(step, plan->grid, *shape, plan->microbatchAxes);
       if (failed(partitioner.run()))
         return signalPassFailure();
     }

@@ -139,6 +139,7 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
                                 << "\" or precision \"" << precision << "\"";
     plan.setRecompute(*mode);
     plan.precision = *numerics;
+    plan.sequenceParallel = sequenceParallel;
     if (failed(plan.verify([&] { return module.emitError(); })))
       return failure();
     return plan;

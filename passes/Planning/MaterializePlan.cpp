@@ -20,6 +20,9 @@
 //    activation) is row-parallel: its weight is not pinned, propagation
 //    splits its rows and its output is a pending sum, all-reduced once
 //    where the residual stream needs it;
+//  - Megatron sequence parallelism (plan.sequenceParallel): the regions
+//    between tensor-parallel blocks split along the sequence over the tp
+//    axes (planSequenceParallel, include/dtc/Sharding/SequenceParallel.h);
 //  - ZeRO: a second round over the optimizer phase (planZero).
 // User pins (dtc-pin-sharding, --pin) win over all of them.
 //
@@ -28,6 +31,7 @@
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Sharding/Propagation.h"
+#include "dtc/Sharding/SequenceParallel.h"
 #include "dtc/Sharding/TensorSharding.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -119,6 +123,10 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     if (failed(propagation.run()))
       return failure();
     propagation.annotate(plan.grid);
+    if (plan.sequenceParallel &&
+        failed(planSequenceParallel(
+            step, grid, GridAxes(plan.tpAxes.begin(), plan.tpAxes.end()))))
+      return failure();
     if (plan.zero > 0 && !dpAxes.empty() &&
         failed(planZero(step, grid, dpAxes)))
       return failure();

@@ -718,6 +718,16 @@ module attributes {dtc.plan = #dtc.plan<@mesh, pp = 4 on [0], microbatches = 4 o
 
 // -----
 
+// expected-error @+1 {{sequence parallelism splits the sequence over the tensor-parallel devices; it needs tp > 1}}
+module attributes {dtc.plan = #dtc.plan<@mesh, dp = 2 on [0], sequence_parallel = true>} {}
+
+// -----
+
+// expected-error @+1 {{expected true or false}}
+module attributes {dtc.plan = #dtc.plan<@mesh, tp = 2 on [0], sequence_parallel = 1>} {}
+
+// -----
+
 // expected-error @+1 {{stage_cuts lists 1 cuts for 4 virtual stages}}
 module attributes {dtc.plan = #dtc.plan<@mesh, pp = 4 on [0], microbatches = 4 on [1], schedule = "gpipe", stage_cuts = [3]>} {}
 

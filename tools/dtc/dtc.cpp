@@ -78,6 +78,12 @@ Plan:
   --pin NAME=SHARDING   pin a parameter's sharding, e.g.      (repeatable)
                         'h.0.attn.wq=[[],[1]]' (mesh axes per dimension);
                         it wins over the strategy, the rest follows
+  --sequence-parallel   Megatron sequence parallelism (needs tp > 1): the
+                        ops between the tensor-parallel blocks (norms,
+                        residual adds, element-wise ops) split the sequence
+                        over the tp devices; each row-parallel all-reduce
+                        becomes a reduce-scatter and each column-parallel
+                        input an all-gather
   --microbatches M      micro-batches per step: the batch of each data-
                         parallel shard is split in M; gradients are summed
                         over them before the optimizer    (default: 1)
@@ -384,6 +390,7 @@ int compileCommand(const std::vector<std::string> &args) {
     strategy = v;
     return true;
   });
+  flags.boolean("--sequence-parallel", [&] { o.sequenceParallel = true; });
   flags.value("--microbatches", [&](const std::string &v) {
     return parseInt("--microbatches", v, o.microbatches, 1);
   });

@@ -69,6 +69,9 @@ def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
     after the first (left out until a planner decides them). Every entry but
     the grid may be left out and takes its default (degrees 1, zero 0,
     schedule "none", recompute none, precision "f32").
+    `sequence_parallel = true` (only with tp > 1) is Megatron's sequence
+    parallelism: the regions between tensor-parallel blocks split their
+    sequence over the tp axes.
   }];
   let parameters = (ins
     "::mlir::FlatSymbolRefAttr":$grid,
@@ -85,7 +88,8 @@ def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
     StringRefParameter<"pipeline schedule">:$schedule,
     OptionalArrayRefParameter<"::mlir::dtc::Recompute">:$recompute,
     OptionalArrayRefParameter<"int64_t">:$stageCuts,
-    "::mlir::dtc::Precision":$precision
+    "::mlir::dtc::Precision":$precision,
+    "bool":$sequenceParallel
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

@@ -40,6 +40,10 @@ struct Plan {
   /// virtualStages - 1 increasing entries); empty until decided.
   SmallVector<int64_t> stageCuts;
   Precision precision = Precision::F32;
+  /// Megatron sequence parallelism inside tensor parallelism: the ops
+  /// between the tensor-parallel blocks (norms, residual adds, element-wise
+  /// ops) split the sequence over the tp axes.
+  bool sequenceParallel = false;
 
   /// Whether the step runs per micro-batch (pipeline stages or
   /// accumulation): the micro-batch axis exists and the split applies.

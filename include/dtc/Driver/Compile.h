@@ -21,6 +21,9 @@ struct CompileOptions {
   // Pinned degrees (--strategy); 0 = not pinned.
   int64_t dp = 0, tp = 1, pp = 1, sp = 1, ep = 1, zero = 0;
   int64_t microbatches = 1;
+  /// Megatron sequence parallelism inside tensor parallelism
+  /// (--sequence-parallel; needs tp > 1).
+  bool sequenceParallel = false;
   std::string schedule = "1f1b";
   /// Model chunks per pipeline stage (the interleaved schedule).
   int64_t virtualStages = 1;

@@ -119,7 +119,9 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
     Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
            "activation checkpointing on every stage: none, selective or full">,
     Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
-           "the precision the training step was built with">
+           "the precision the training step was built with">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
+           "Megatron sequence parallelism inside tensor parallelism (tp > 1)">
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect", "::mlir::dtc::DtcDialect"];
 }

@@ -15,6 +15,12 @@ sub-layer 2 + 2k and the MLP sub-layer 3 + 2k of `dtc.layer`), the sum of
   selective  (4 s b h +  7 s b h / t) e
   full       (2 s b h) e
 
+and with Megatron sequence parallelism (--sequence-parallel)
+
+  none       (16 s b h / t) e
+  selective  (11 s b h / t) e
+  full       ( 2 s b h / t) e
+
 for a block with an MLP of width 4h, s the sequence, b the micro-batch's
 rows on one device, t the tensor-parallel degree (from `strategy.tp`) and
 e the activations' element bytes (4 in f32, 2 in bf16/f16 mixed precision).
@@ -37,6 +43,11 @@ FORMS = {  # (replicated, divided by t) multiples of s*b*h per block
     "none": (4, 12),
     "selective": (4, 7),
     "full": (2, 0),
+}
+SEQUENCE_PARALLEL_FORMS = {
+    "none": (0, 16),
+    "selective": (0, 11),
+    "full": (0, 2),
 }
 
 
@@ -71,7 +82,8 @@ def main(argv):
         rows = a.batch // (strategy.get("dp", 1) * max(strategy.get("microbatches", 1), 1))
         e = 4 if strategy["precision"] == "f32" else 2
         sbh = a.seq * rows * a.hidden
-        replicated, divided = FORMS[mode]
+        sp = strategy.get("sequence_parallel", False)
+        replicated, divided = (SEQUENCE_PARALLEL_FORMS if sp else FORMS)[mode]
         form = (replicated * sbh + divided * sbh // t) * e
         by_layer = {int(k): v for k, v in report["stored_activation_bytes_by_layer"].items()}
         for k in range(a.layers):
@@ -79,7 +91,8 @@ def main(argv):
             off = abs(got - form) / form
             status = "ok" if off <= 0.05 else "FAIL"
             ok &= status == "ok"
-            print(f"plan {name} ({mode}, t={t}, {e}-byte activations) layer {k}: report {got} bytes, "
+            print(f"plan {name} ({mode}{', sequence-parallel' if sp else ''}, t={t}, {e}-byte activations) "
+                  f"layer {k}: report {got} bytes, "
                   f"closed form {form} ({off:.1%} off): {status}")
     return 0 if ok else 1
 

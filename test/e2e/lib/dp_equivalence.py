@@ -93,7 +93,9 @@ def main(argv):
     p.add_argument("--meshes", default="1,2,4",
                    help="comma-separated data-parallel meshes; the first is the reference")
     p.add_argument("--plan", action="append", default=[],
-                   help="MESH[:STRATEGY], e.g. 2x4:dp=2,tp=4 (repeatable; replaces --meshes)")
+                   help="MESH[:STRATEGY] [FLAG ...], e.g. 2x4:dp=2,tp=4 or "
+                        "'2:tp=2 --sequence-parallel' (repeatable; replaces --meshes; "
+                        "the flags go to this plan's dtc compile only)")
     p.add_argument("--data", help="token file for dtc run --data")
     p.add_argument("--rtol", type=float, default=1e-5)
     p.add_argument("--atol", type=float, default=1e-6, help="absolute floor per element")
@@ -105,15 +107,16 @@ def main(argv):
 
     plans = []
     for plan in a.plan or a.meshes.split(","):
-        mesh, _, strategy = plan.partition(":")
-        plans.append((plan, mesh, strategy or f"dp={devices(mesh)}"))
+        head, *flags = plan.split()
+        mesh, _, strategy = head.partition(":")
+        plans.append((plan, mesh, strategy or f"dp={devices(mesh)}", flags))
     results = {}
-    for plan, mesh, strategy in plans:
-        tag = plan.replace("x", "_").replace(":", "-").replace(",", "-").replace("=", "")
+    for plan, mesh, strategy, flags in plans:
+        tag = "".join(c if c.isalnum() or c == "_" else "-" for c in plan.replace("x", "_").replace("=", ""))
         artifact = os.path.join(a.work, f"plan{tag}.dtc")
         ckpt = os.path.join(a.work, f"plan{tag}.safetensors")
         run([a.dtc, "compile", a.model, "--mesh", mesh, "--strategy", strategy,
-             "-o", artifact] + extra, os.path.join(a.work, f"compile{tag}.log"))
+             "-o", artifact] + flags + extra, os.path.join(a.work, f"compile{tag}.log"))
         cmd = [a.dtc, "run", artifact, "--steps", str(a.steps), "--seed", str(a.seed), "--save", ckpt]
         if a.data:
             cmd += ["--data", a.data]

@@ -1,0 +1,48 @@
+//===- SequenceParallel.h - Megatron sequence parallelism -------*- C++ -*-===//
+//
+// Megatron sequence parallelism (Korthikanti et al. 2022, §4.2.2) as a
+// refinement of a tensor-parallel plan. Tensor parallelism leaves the ops
+// between its blocks (norms, residual adds, element-wise ops, their
+// gradients) replicated over the tp devices: each computes the same values
+// and stores the same activations. Sequence parallelism splits those ops
+// along the sequence over the tp axes instead. Nothing else changes: the
+// partitioner, comparing each producer's layout with what its consumer
+// needs, then turns a row-parallel block's pending sum into a
+// reduce-scatter along the sequence (where tensor parallelism all-reduced
+// it) and gathers the sequence back before a column-parallel block (where
+// tensor parallelism needed nothing). In the backward the same happens the
+// other way round. The weight gradients of a column-parallel block need
+// its input whole again: the backward gathers it again (the forward's ops
+// are marked dtc.regather) instead of keeping the forward's gathered copy,
+// t times the bytes, alive until then. That is Megatron-LM's choice too:
+// every activation is stored divided by t, for one more all-gather per
+// column-parallel block per step.
+//
+// Which factor is the sequence: the factor of dimension 1 of the [batch,
+// sequence] token inputs (spec/cli.md), followed through every op's
+// sharding rule to the values that carry it. Which ops form the regions:
+// those that carry the sequence factor, use no tp axis in the tensor-
+// parallel plan and do not keep a pending tensor-parallel sum flowing (a
+// sum of pending sums, such as the backward's residual gradient, stays one
+// pending sum and is reduce-scattered once where the region needs it).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_SHARDING_SEQUENCEPARALLEL_H
+#define DTC_SHARDING_SEQUENCEPARALLEL_H
+
+#include "dtc/Sharding/TensorSharding.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlir::dtc {
+
+/// Splits the sequence of the regions between tensor-parallel blocks of
+/// `step` over `tpAxes`: rewrites those ops' dtc.factor_axes (written by a
+/// tensor-parallel plan). Fails with a diagnostic when the step has no
+/// [batch, sequence] token input or the sequence does not divide over the
+/// tp devices.
+LogicalResult planSequenceParallel(func::FuncOp step, ArrayRef<int64_t> grid,
+                                   const GridAxes &tpAxes);
+
+} // namespace mlir::dtc
+
+#endif // DTC_SHARDING_SEQUENCEPARALLEL_H
