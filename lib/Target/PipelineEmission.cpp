@@ -400,15 +400,21 @@ std::vector<Operation *> StageEmitter::itemOrder() {
            list >= 1 && list < post && !isMicroBatchReduce(&op);
   };
   llvm::DenseMap<Operation *, int64_t> index, anchor;
+  // Per list, the index of the op just before its first op: where a weight
+  // op that reads nothing made in its list goes (the start of its list, not
+  // of the body, which would put it before other lists' first readers of
+  // the inputs it shares with them).
+  llvm::DenseMap<int64_t, int64_t> listStart;
   std::vector<std::vector<Operation *>> after(1);
   for (Operation &op : body) {
     if (!isWeightOp(op)) {
+      listStart.try_emplace(listOf.lookup(&op), int64_t(after.size()) - 1);
       index[&op] = int64_t(after.size());
       after.emplace_back();
       continue;
     }
-    int64_t at = 0;
     const int64_t list = listOf.lookup(&op);
+    int64_t at = listStart.lookup(list);
     for (Value operand : op.getOperands()) {
       Operation *def = operand.getDefiningOp();
       if (!def || listOf.lookup(def) != list)
