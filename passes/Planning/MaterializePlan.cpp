@@ -119,6 +119,7 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     if (!plan.tpAxes.empty())
       pinMegatron(step, grid, GridAxes(plan.tpAxes.begin(), plan.tpAxes.end()),
                   pins, pin);
+    pinStateLikeParams(step, pins, pin);
 
     if (failed(propagation.run()))
       return failure();
@@ -131,6 +132,37 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
         failed(planZero(step, grid, dpAxes)))
       return failure();
     return success();
+  }
+
+  /// A parameter's optimizer state (moments, a master copy) is stored the
+  /// way the parameter is. Propagation would reach it only through the
+  /// update, from the gradient, which for an embedding table is made by
+  /// embedding_grad, an op that never reads the table: under mixed
+  /// precision nothing else links the table's split to its master weights
+  /// and moments, which then stayed whole on every tp rank.
+  template <class PinFn>
+  void pinStateLikeParams(func::FuncOp step,
+                          const llvm::DenseMap<Value, TensorSharding> &pins,
+                          PinFn pin) {
+    llvm::StringMap<Value> params;
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      if (argRole(step, i) == Role::Param)
+        if (auto name =
+                step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr))
+          params[name.getValue()] = step.getArgument(i);
+    for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+      BlockArgument state = step.getArgument(i);
+      auto of = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kOfAttr);
+      if (argRole(step, i) != Role::OptimizerState || !of || pins.count(state))
+        continue;
+      auto param = params.find(of.getValue());
+      if (param == params.end())
+        continue;
+      auto pinned = pins.find(param->second);
+      if (pinned != pins.end() && tensorTypeOf(param->second).getShape() ==
+                                      tensorTypeOf(state).getShape())
+        pin(state, pinned->second);
+    }
   }
 
   /// User pins (dtc-pin-sharding, --pin) come first and win.
