@@ -7,6 +7,7 @@
 #include "dtc/Driver/Pipeline.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Planner/Evaluate.h"
+#include "dtc/Planner/ModelStructure.h"
 #include "dtc/Target/Artifact.h"
 #include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/artifact/MemoryPlan.h"
@@ -214,6 +215,7 @@ json buildReport(ModuleOp module, const json &artifact,
     storedByLayer[std::to_string(layer)] = bytes;
   return json{
       {"stored_activation_bytes_by_layer", storedByLayer},
+      {"model_structure", plan.value("model_structure", json())},
       {"mesh", mesh},
       {"devices", artifact["devices"]},
       {"hw", hw.name},
@@ -719,6 +721,18 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         mlir::dtc::populatePlanningPipeline(pm, o.pins, planOptions);
       }))
     return false;
+  // Prologue, repeated blocks and epilogue: what a search solves once per
+  // distinct layer (the artifact's plan and the report show it).
+  json structure;
+  if (FailureOr<mlir::dtc::ModelStructure> s =
+          mlir::dtc::analyzeModelStructure(mlir::dtc::findTrainStep(*module));
+      succeeded(s))
+    structure = {{"layers", s->layers()},
+                 {"distinct_layers", s->distinctLayers()},
+                 {"prologue_layers", s->firstBlockLayer},
+                 {"blocks", s->blockCount},
+                 {"layers_per_block", s->blockLayers},
+                 {"epilogue_layers", s->layers() - s->epilogueStart()}};
 
   // Activation checkpointing, then the stage split, partitioning and
   // emission of `target`; `print` for the module the artifact comes from.
@@ -749,6 +763,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         emitOptions(o, weightDecay, pipelined, rematName, hw->name);
     if (!rematChoice.is_null())
       artifactOptions.planExtras["remat_choice"] = rematChoice;
+    if (!structure.is_null())
+      artifactOptions.planExtras["model_structure"] = structure;
     artifactOptions.pipeline = pipeline;
     FailureOr<json> body = mlir::dtc::buildArtifact(target, artifactOptions);
     if (failed(body)) {

@@ -329,4 +329,13 @@ def TestPrintShardingRules : Pass<"dtc-test-print-sharding-rules", "::mlir::Modu
   let summary = "Emits each op's sharding rule as a remark (for lit tests)";
 }
 
+def TestPrintModelStructure : Pass<"dtc-test-print-model-structure", "::mlir::ModuleOp"> {
+  let summary = "Emits the training step's prologue, repeated blocks and epilogue as a remark (for lit tests)";
+  let description = [{
+    `analyzeModelStructure` (include/dtc/Planner/ModelStructure.h) on each
+    training step: the layers, how many are distinct, the run of identical
+    blocks, and each layer's class (the first layer identical to it).
+  }];
+}
+
 #endif // DTC_PASSES_PASSES_TD
