@@ -532,6 +532,22 @@ strategyOptions(const ::dtc::CompileOptions &o) {
   return planOptions;
 }
 
+/// Prologue, repeated blocks and epilogue of the planned training step:
+/// what a search solves once per distinct layer (the artifact's plan and
+/// the report show it); null when the step has none.
+json modelStructureJson(ModuleOp module) {
+  FailureOr<mlir::dtc::ModelStructure> s =
+      mlir::dtc::analyzeModelStructure(mlir::dtc::findTrainStep(module));
+  if (failed(s))
+    return json();
+  return {{"layers", s->layers()},
+          {"distinct_layers", s->distinctLayers()},
+          {"prologue_layers", s->firstBlockLayer},
+          {"blocks", s->blockCount},
+          {"layers_per_block", s->blockLayers},
+          {"epilogue_layers", s->layers() - s->epilogueStart()}};
+}
+
 /// The pipeline schedule: every stage's order of forwards and backwards
 /// (left null when the step is not pipelined).
 bool pipelineSchedule(const ::dtc::CompileOptions &o, int64_t stages,
@@ -721,19 +737,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         mlir::dtc::populatePlanningPipeline(pm, o.pins, planOptions);
       }))
     return false;
-  // Prologue, repeated blocks and epilogue: what a search solves once per
-  // distinct layer (the artifact's plan and the report show it).
-  json structure;
-  if (FailureOr<mlir::dtc::ModelStructure> s =
-          mlir::dtc::analyzeModelStructure(mlir::dtc::findTrainStep(*module));
-      succeeded(s))
-    structure = {{"layers", s->layers()},
-                 {"distinct_layers", s->distinctLayers()},
-                 {"prologue_layers", s->firstBlockLayer},
-                 {"blocks", s->blockCount},
-                 {"layers_per_block", s->blockLayers},
-                 {"epilogue_layers", s->layers() - s->epilogueStart()}};
-
+  const json structure = modelStructureJson(*module);
   // Activation checkpointing, then the stage split, partitioning and
   // emission of `target`; `print` for the module the artifact comes from.
   // `remat`: one mode, or one per pipeline stage (then on `cuts`).
