@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from dtcref import compare, data, safetensors, tools, train  # noqa: E402
+from dtcref import compare, data, interp, safetensors, tools, train  # noqa: E402
 
 
 def check_checkpoint(rep, label, path, model, opt, ref64, ref32, steps_done):
@@ -65,6 +65,15 @@ def check_checkpoint(rep, label, path, model, opt, ref64, ref32, steps_done):
                                    [getattr(r, kind)[name] for r in ref32])
 
 
+def precision_of(flags):
+    """The --precision and --loss-scale of `dtc compile` flags."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--precision", default="f32")
+    p.add_argument("--loss-scale", type=float, default=65536.0)
+    known, _ = p.parse_known_args(flags)
+    return known.precision, known.loss_scale
+
+
 def main(argv):
     extra = []
     if "--" in argv:
@@ -94,7 +103,18 @@ def main(argv):
     tokens = data.read_tokens(a.data, a.data_dtype) if a.data else None
     init = model.init_params(a.seed)
     l64, s64, _ = train.train(model, opt, init, a.steps, a.seed, tokens, "f64")
-    runs32 = train.f32_runs(model, opt, init, a.steps, a.seed, tokens)
+    # Mixed precision (--precision in the compile flags): the noise runs
+    # round to 16 bits where dtc stores values in 16 bits, and the floor of
+    # the tolerance is that format's unit roundoff.
+    precision, loss_scale = precision_of(extra)
+    low = {"bf16-mixed": "bf16", "fp16-mixed": "f16"}.get(precision)
+    if low:
+        compare.U = 2.0 ** -8 if low == "bf16" else 2.0 ** -11
+        interp.F16_GRADIENT_SCALE = loss_scale
+    # 16-bit rounding flips the sign of more near-zero gradients, which Adam
+    # turns into whole steps: more runs sample that noise.
+    runs32 = train.f32_runs(model, opt, init, a.steps, a.seed, tokens,
+                            nudges=8 if low else 2, mode=low or "f32")
     l32 = [r[0] for r in runs32]
     s32 = [r[1] for r in runs32]
     print(f"reference: {len(init)} parameters, {opt.kind}, losses "

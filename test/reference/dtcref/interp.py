@@ -24,8 +24,32 @@ class EvalError(Exception):
     pass
 
 
+LOW_MODES = ("bf16", "f16")
+
+
 def _float_dtype(mode):
-    return np.float32 if mode == "f32" else np.float64
+    return np.float64 if mode == "f64" else np.float32
+
+
+# fp16-mixed scales the loss (and so every gradient) before storing
+# gradients in f16, which keeps small gradients out of f16's subnormals; the
+# scale in effect (dtc compile --loss-scale).
+F16_GRADIENT_SCALE = 65536.0
+
+
+def round_low(arr, mode, scale=1.0):
+    """`arr` (f32) rounded to the mode's 16-bit format and back, round to
+    nearest even: the values dtc's mixed precision stores (`scale`: stored
+    times this factor). Other modes: unchanged."""
+    if mode not in LOW_MODES:
+        return arr
+    arr = np.asarray(arr, dtype=np.float32)
+    if mode == "f16":
+        return ((arr * np.float32(scale)).astype(np.float16).astype(np.float32)
+                / np.float32(scale))
+    bits = arr.view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
 
 
 def _attr(op, key, default=None):
@@ -169,7 +193,7 @@ def evaluate(func, arg_values, mode="f64", keep=False):
     fdt = _float_dtype(mode)
     for (ssa, t), value in zip(func.args, arg_values):
         arr = np.asarray(value)
-        arr = arr.astype(fdt) if t.is_float else arr.astype(np.int64)
+        arr = round_low(arr.astype(fdt), mode) if t.is_float else arr.astype(np.int64)
         if tuple(arr.shape) != t.shape:
             raise EvalError(f"argument {ssa} has shape {arr.shape}, expected {t}")
         env[ssa] = arr
@@ -184,6 +208,10 @@ def evaluate(func, arg_values, mode="f64", keep=False):
                 if tuple(value.shape) != t.shape:
                     raise EvalError(f"{op}: result shape {value.shape}, declared {t}")
                 value = value.astype(fdt) if t.is_float else value.astype(np.int64)
+                # Mixed precision: every activation is stored in 16 bits,
+                # the loss in f32.
+                if t.is_float and name not in func.returned:
+                    value = round_low(value, mode)
             env[name] = value
     returned = [env[r] for r in func.returned]
     return (returned, env) if keep else returned
@@ -289,10 +317,11 @@ def forward_and_grad(func, arg_values, wrt, mode="f64"):
         for operand, g in zip(op.operands, outs):
             if g is None or np.issubdtype(np.asarray(env[operand]).dtype, np.integer):
                 continue
-            g = np.asarray(g, dtype=fdt)
+            g = round_low(np.asarray(g, dtype=fdt), mode, F16_GRADIENT_SCALE)
             if g.shape != np.shape(env[operand]):
                 raise EvalError(f"{op}: gradient of shape {g.shape} for {operand} {np.shape(env[operand])}")
-            grads[operand] = grads[operand] + g if operand in grads else g
+            grads[operand] = (round_low(grads[operand] + g, mode, F16_GRADIENT_SCALE)
+                              if operand in grads else g)
     out = {}
     for i in wrt:
         ssa, t = func.args[i]

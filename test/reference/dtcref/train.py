@@ -125,7 +125,7 @@ def clip_by_global_norm(grads, clip, mode="f64"):
     """g * min(1, C / (||g|| + 1e-6)) over all gradients together."""
     if clip <= 0:
         return grads
-    dt = np.float32 if mode == "f32" else np.float64
+    dt = np.float64 if mode == "f64" else np.float32
     total = dt(0)
     for g in grads.values():
         total = total + np.sum(g * g, dtype=dt)
@@ -167,8 +167,10 @@ class State:
 
 def train(model, opt, params, steps, seed, tokens=None, mode="f64", start_step=0, state=None):
     """Runs `steps` steps from global step `start_step`. Returns (losses,
-    state, last step's (clipped) gradients)."""
-    state = state or State(params, mode)
+    state, last step's (clipped) gradients). Modes bf16 and f16 are mixed
+    precision: f32 master weights, optimizer and clipping; parameters,
+    activations and gradients rounded to 16 bits where dtc stores them."""
+    state = state or State(params, "f32" if mode in interp.LOW_MODES else mode)
     losses, grads = [], None
     for k in range(start_step, start_step + steps):
         inputs = model.inputs_for_step(seed, k, tokens)
@@ -192,10 +194,12 @@ def nudged(params, seed):
     return out
 
 
-def f32_runs(model, opt, params, steps, seed, tokens=None, nudges=2, start_step=0):
+def f32_runs(model, opt, params, steps, seed, tokens=None, nudges=2, start_step=0, mode="f32"):
     """The f32 runs of the tolerance model (compare.py): one from params,
-    `nudges` from nudged params. Returns [(losses, state, grads)]."""
-    runs = [train(model, opt, params, steps, seed, tokens, "f32", start_step)]
+    `nudges` from nudged params. Returns [(losses, state, grads)]. With
+    mode bf16 or f16, the same runs in that mixed precision: the noise its
+    rounding causes on this computation."""
+    runs = [train(model, opt, params, steps, seed, tokens, mode, start_step)]
     for k in range(nudges):
-        runs.append(train(model, opt, nudged(params, 1000 + k), steps, seed, tokens, "f32", start_step))
+        runs.append(train(model, opt, nudged(params, 1000 + k), steps, seed, tokens, mode, start_step))
     return runs

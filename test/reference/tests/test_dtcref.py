@@ -247,6 +247,29 @@ class Bounds(unittest.TestCase):
         self.check(lambda a: ops.reduce_mean(a, [1, 2], False), x)
 
 
+class MixedPrecision(unittest.TestCase):
+    def test_bf16_rounds_to_nearest_even(self):
+        x = np.array([1.0, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 1.0 + 2.0 ** -8 + 2.0 ** -20,
+                      -2.5e-3, 65504.0], dtype=np.float32)
+        got = interp.round_low(x, "bf16")
+        # ties go to the even significand; above the tie rounds up
+        self.assertEqual(list(got[:4]), [1.0, 1.0, 1.0 + 2 * 2.0 ** -7, 1.0 + 2.0 ** -7])
+        self.assertTrue(np.all(np.abs(got - x) <= 2.0 ** -8 * np.abs(x)))
+        self.assertEqual(got.dtype, np.float32)
+
+    def test_f16_scaled_gradients_keep_small_values(self):
+        tiny = np.array([3e-7], dtype=np.float32)
+        unscaled = interp.round_low(tiny, "f16")
+        scaled = interp.round_low(tiny, "f16", scale=1024.0)
+        # f16's subnormals are 2^-24 apart; scaled, 3e-7 is a normal number
+        self.assertGreater(abs(unscaled[0] - 3e-7), abs(scaled[0] - 3e-7))
+        self.assertLess(abs(scaled[0] - 3e-7), 3e-7 * 2.0 ** -10)
+
+    def test_other_modes_unchanged(self):
+        x = np.array([1.0 + 2.0 ** -20], dtype=np.float32)
+        self.assertEqual(interp.round_low(x, "f32")[0], x[0])
+
+
 class Comparisons(unittest.TestCase):
     def test_nan_fails_with_location(self):
         ref = np.ones((2, 3))
