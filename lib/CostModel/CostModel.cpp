@@ -34,6 +34,14 @@ HardwareProfile builtin(const std::string &name) {
     hw.memoryBandwidth = 3.35e12;
     hw.nodeLink = {450e9, 3e-6};    // NVLink 4, per direction
     hw.clusterLink = {50e9, 10e-6}; // 400 Gb/s NDR per GPU
+  } else if (name == "h200") {
+    // H100's SXM compute with 141 GB of HBM3e at 4.8 TB/s.
+    hw.peakFlopsF32 = 67e12;
+    hw.peakFlopsBf16 = 989e12;
+    hw.memoryBytes = 141e9;
+    hw.memoryBandwidth = 4.8e12;
+    hw.nodeLink = {450e9, 3e-6};    // NVLink 4, per direction
+    hw.clusterLink = {50e9, 10e-6}; // 400 Gb/s NDR per GPU
   }
   return hw;
 }
@@ -65,12 +73,13 @@ std::string HardwareProfile::forMesh(const std::vector<int64_t> &mesh) {
 
 std::optional<HardwareProfile>
 dtc::cost::loadHardware(const std::string &nameOrFile, std::string &error) {
-  if (nameOrFile == "cpu" || nameOrFile == "a100" || nameOrFile == "h100")
+  if (nameOrFile == "cpu" || nameOrFile == "a100" || nameOrFile == "h100" ||
+      nameOrFile == "h200")
     return builtin(nameOrFile);
   std::ifstream in(nameOrFile);
   if (!in) {
     error = "unknown hardware '" + nameOrFile +
-            "' (expected cpu, a100, h100 or a readable JSON file)";
+            "' (expected cpu, a100, h100, h200 or a readable JSON file)";
     return std::nullopt;
   }
   nlohmann::json j =

@@ -59,7 +59,8 @@ layout for the mesh, partitions it and writes a runnable artifact.
 Mesh and hardware:
   --mesh AxBxC          device mesh, outermost axis first    (default: 1)
                         (the last axis is the fastest link)
-  --hw NAME|FILE.json   cpu, a100, h100 or a JSON profile    (default: cpu)
+  --hw NAME|FILE.json   cpu, a100, h100, h200 or a JSON      (default: cpu)
+                        profile
   --device-memory SIZE  memory of one device, e.g. 80GiB, 16G (K/M/G/T: 10^3..,
                         KiB/MiB/GiB/TiB: 2^10..); a plan whose peak per device
                         exceeds it is refused      (default: --hw's memory; for

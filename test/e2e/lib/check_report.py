@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from dtcref import mlir  # noqa: E402
 
-PEAK_F32 = {"a100": 19.5e12, "h100": 67e12}
+PEAK_F32 = {"a100": 19.5e12, "h100": 67e12, "h200": 67e12}
 
 
 def main():
