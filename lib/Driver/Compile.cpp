@@ -106,8 +106,10 @@ private:
 bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices,
                     Errors &errors) {
   auto notYet = [&](const std::string &what) {
-    errors.flag(what + " is not implemented yet; this build plans data and "
-                       "tensor parallelism (--strategy dp=D,tp=T or --auto)");
+    errors.flag(what +
+                " is not implemented yet; this build plans data, tensor "
+                "(with --sequence-parallel) and pipeline parallelism and "
+                "ZeRO (--strategy dp=D,tp=T,pp=P,zero=Z)");
     return false;
   };
   if (!o.autoPlan) {
@@ -121,7 +123,8 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices,
     }
     if (o.sp != 1)
       return notYet("--strategy sp=" + std::to_string(o.sp) +
-                    ": sequence parallelism");
+                    ": ring-attention sequence parallelism (Megatron's, "
+                    "inside tensor parallelism, is --sequence-parallel)");
     if (o.ep != 1)
       return notYet("--strategy ep=" + std::to_string(o.ep) +
                     ": expert parallelism");

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -153,6 +154,8 @@ public:
   void alias(const std::string &from, const std::string &to) {
     aliases[from] = to;
   }
+  /// Whether `name` was on the command line (after parse).
+  bool given(const std::string &name) const { return seen.count(name) != 0; }
 
   /// Returns false after printing an error.
   bool parse(const std::vector<std::string> &args,
@@ -173,6 +176,7 @@ public:
       }
       if (aliases.count(name))
         name = aliases[name];
+      seen.insert(name);
       if (auto b = booleans.find(name); b != booleans.end()) {
         if (hasInline) {
           fail(name + " takes no value");
@@ -217,6 +221,7 @@ private:
   std::map<std::string, Handler> values;
   std::map<std::string, std::function<void()>> booleans;
   std::map<std::string, std::string> aliases;
+  std::set<std::string> seen;
 };
 
 bool parseInt(const std::string &flag, const std::string &text, int64_t &out,
@@ -354,6 +359,28 @@ void addOptimizerFlags(Flags &flags, dtc::CompileOptions &o) {
   flags.value("--beta2", number("--beta2", o.beta2));
 }
 
+/// A flag given where it cannot have an effect, and why ("" when none):
+/// a flag that passes silently looks like it did something.
+std::string ineffectiveFlag(const Flags &flags, const dtc::CompileOptions &o) {
+  const bool pipelined = o.pp > 1 || o.microbatches > 1 || o.gradAccum > 1;
+  if (flags.given("--schedule") && !pipelined)
+    return "--schedule " + o.schedule +
+           " orders the forwards and backwards of pipeline stages and "
+           "micro-batches, and this plan has neither (add --strategy "
+           "pp=P, --microbatches M or --grad-accum K)";
+  for (const char *flag : {"--loss-scale", "--loss-scale-window"})
+    if (flags.given(flag) && o.precision != "fp16-mixed")
+      return std::string(flag) +
+             " is fp16-mixed's dynamic loss scaling; it has no effect with "
+             "--precision " +
+             o.precision;
+  for (const char *flag : {"--beta1", "--beta2", "--eps"})
+    if (flags.given(flag) && o.optimizer != "adam" && o.optimizer != "adamw")
+      return std::string(flag) + " is Adam's; --optimizer " + o.optimizer +
+             " does not use it";
+  return "";
+}
+
 int compileCommand(const std::vector<std::string> &args) {
   dtc::CompileOptions o;
   bool help = false, strategyGiven = false, autoGiven = false;
@@ -481,6 +508,8 @@ int compileCommand(const std::vector<std::string> &args) {
                     " devices");
     }
   }
+  if (std::string why = ineffectiveFlag(flags, o); !why.empty())
+    return fail(why);
   if (o.output.empty()) {
     llvm::SmallString<128> out(o.input == "-" ? "model" : o.input);
     llvm::sys::path::replace_extension(out, "dtc");
