@@ -870,7 +870,11 @@ int ::dtc::runCompile(const CompileOptions &o) {
             .count();
     json report = buildReport(*module, artifact, o, *hw, seconds);
     std::string reportError;
-    if (!rt::writeOutputFile(o.report, report.dump(2) + "\n", reportError)) {
+    if (o.report == "-") { // standard output
+      llvm::outs() << report.dump(2) << "\n";
+      llvm::outs().flush();
+    } else if (!rt::writeOutputFile(o.report, report.dump(2) + "\n",
+                                    reportError)) {
       errors.flag("cannot write report " + o.report + ": " + reportError);
       return 1;
     }

@@ -133,7 +133,7 @@ Optimizer:
   --grad-clip X         global L2 norm to clip to, 0 = off   (default: 0)
 Output:
   -o, --output OUT.dtc  the artifact                         (default: MODEL with .dtc)
-  --report REPORT.json  write the plan report                (default: none)
+  --report REPORT.json  write the plan report (-: stdout)    (default: none)
   --emit-mlir STAGE     print the IR after parsed, training-step, planned,
                         split or partitioned to stdout       (default: none)
   --emit-generic        --emit-mlir prints MLIR's generic op form (default: off)
