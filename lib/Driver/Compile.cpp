@@ -854,17 +854,9 @@ int ::dtc::runCompile(const CompileOptions &o) {
   OwningOpRef<ModuleOp> module;
   json artifact;
   std::optional<cost::HardwareProfile> hw;
-  if (!compileBuffer(std::move(buffer), o, ctx, errors, module, artifact, hw,
-                     timer))
-    return 1;
-
-  std::string writeError;
-  if (!rt::writeArtifactFile(o.output, artifact, writeError)) {
-    errors.flag(writeError);
-    return 1;
-  }
-  timer.done("write");
-  if (!o.report.empty()) {
+  auto writeReport = [&]() -> bool {
+    if (o.report.empty())
+      return true;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
@@ -876,11 +868,27 @@ int ::dtc::runCompile(const CompileOptions &o) {
     } else if (!rt::writeOutputFile(o.report, report.dump(2) + "\n",
                                     reportError)) {
       errors.flag("cannot write report " + o.report + ": " + reportError);
-      return 1;
+      return false;
     }
     timer.done("report");
+    return true;
+  };
+  if (!compileBuffer(std::move(buffer), o, ctx, errors, module, artifact, hw,
+                     timer)) {
+    // A plan the memory check refused (its memory record exists only
+    // then): the report still shows it, so it can be fixed.
+    if (module && hw && artifact.contains("memory"))
+      writeReport();
+    return 1;
   }
-  return 0;
+
+  std::string writeError;
+  if (!rt::writeArtifactFile(o.output, artifact, writeError)) {
+    errors.flag(writeError);
+    return 1;
+  }
+  timer.done("write");
+  return writeReport() ? 0 : 1;
 }
 
 bool ::dtc::compileToArtifact(const std::string &source,
