@@ -543,6 +543,11 @@ int runCommand(const char *argv0, const std::vector<std::string> &args) {
     // --local-ranks: the ranks are threads of dtc-run itself, no launcher.
     local |= a.rfind("--local-ranks", 0) == 0;
   }
+  if (help)
+    llvm::outs() << "usage: dtc run OUT.dtc --steps N [options]\n\n"
+                    "Starts the artifact's ranks (mpirun, one per device; "
+                    "--local-ranks: threads)\nand trains. The options are "
+                    "dtc-run's, the rank executable's:\n\n";
   std::vector<std::string> argvStrings = {"dtc-run"};
   if (!help && !local)
     argvStrings.push_back("--launch");
