@@ -255,14 +255,22 @@ bool parseChoice(const std::string &flag, const std::string &text,
                  std::string &out,
                  std::initializer_list<const char *> choices) {
   std::string list;
+  std::vector<std::string> names;
   for (const char *c : choices) {
     if (text == c) {
       out = text;
       return true;
     }
     list += (list.empty() ? "" : "|") + std::string(c);
+    names.push_back(c);
   }
-  fail(flag + ": expected " + list + ", got '" + text + "'");
+  // A choice spelled in another case is the likeliest meaning (1F1B, adamW).
+  std::string hint;
+  for (const std::string &name : names)
+    if (llvm::StringRef(name).equals_insensitive(text))
+      hint = "; did you mean '" + name + "'?";
+  fail(flag + ": expected " + list + ", got '" + text + "'" +
+       (hint.empty() ? dtc::didYouMean(text, names) : hint));
   return false;
 }
 
