@@ -195,8 +195,11 @@ inline float geluDeriv(float x) {
 // exact), e^r by its degree-7 Taylor polynomial (remainder < 3e-9
 // relative), 2^k through the exponent bits. Inputs are clamped to where
 // e^x is a normal float (results below 1.2e-38 become that).
-inline float expF(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
+inline float expF(float in) {
+  // -87 first: std::max returns its first argument for a NaN, so a NaN
+  // becomes -87 here and the integer conversion below stays defined (the
+  // NaN is returned as it came).
+  const float x = std::min(std::max(-87.0f, in), 88.0f);
   // Round to nearest without a call: adding 1.5 * 2^23 leaves no fraction bits.
   constexpr float kRound = 12582912.0f;
   const float k = (x * 1.44269504088896341f + kRound) - kRound;
@@ -212,7 +215,7 @@ inline float expF(float x) {
   const int32_t bits = (int32_t(k) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  return in == in ? p * scale : in;
 }
 // 1 / (1 + e^-x): accurate to a few ulp everywhere. (The tanh form
 // (1 + tanh(x/2)) / 2 cancels for x << 0: 2.4e-4 relative at x = -8, and 0

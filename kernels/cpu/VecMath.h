@@ -30,7 +30,10 @@ namespace dtc::kernels::cpu {
 /// Used where x <= 0 (softmax-like rows after subtracting the maximum).
 inline float expF(float x) {
   constexpr float kLo = -87.33654475f, kHi = 88.3762626647949f;
-  const float xc = std::min(std::max(x, kLo), kHi);
+  // kLo first: std::max returns its first argument for a NaN, so a NaN
+  // becomes kLo here and the integer conversion below stays defined (the
+  // NaN is returned as it came, below).
+  const float xc = std::min(std::max(kLo, x), kHi);
   // Round to nearest by the 1.5 * 2^23 trick (no rounding call to vectorize).
   const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
@@ -42,7 +45,7 @@ inline float expF(float x) {
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
   const int32_t bits = (int32_t(n) + 127) << 23;
-  return x < kLo ? 0.0f : y * __builtin_bit_cast(float, bits);
+  return x < kLo ? 0.0f : x == x ? y * __builtin_bit_cast(float, bits) : x;
 }
 
 // tanh as a [13/6] rational function of x on [-7.905, 7.905] (beyond it
