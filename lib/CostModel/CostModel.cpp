@@ -27,21 +27,18 @@ HardwareProfile builtin(const std::string &name) {
     hw.memoryBandwidth = 2.0e12;
     hw.nodeLink = {300e9, 3e-6};    // NVLink 3, per direction
     hw.clusterLink = {25e9, 10e-6}; // 200 Gb/s HDR per GPU
-  } else if (name == "h100") {
+  } else if (name == "h100" || name == "h200") {
     hw.peakFlopsF32 = 67e12;
     hw.peakFlopsBf16 = 989e12;
     hw.memoryBytes = 80e9;
     hw.memoryBandwidth = 3.35e12;
     hw.nodeLink = {450e9, 3e-6};    // NVLink 4, per direction
     hw.clusterLink = {50e9, 10e-6}; // 400 Gb/s NDR per GPU
-  } else if (name == "h200") {
-    // H100's SXM compute with 141 GB of HBM3e at 4.8 TB/s.
-    hw.peakFlopsF32 = 67e12;
-    hw.peakFlopsBf16 = 989e12;
-    hw.memoryBytes = 141e9;
-    hw.memoryBandwidth = 4.8e12;
-    hw.nodeLink = {450e9, 3e-6};    // NVLink 4, per direction
-    hw.clusterLink = {50e9, 10e-6}; // 400 Gb/s NDR per GPU
+    if (name == "h200") {
+      // H100's compute with 141 GB of HBM3e at 4.8 TB/s.
+      hw.memoryBytes = 141e9;
+      hw.memoryBandwidth = 4.8e12;
+    }
   }
   return hw;
 }
