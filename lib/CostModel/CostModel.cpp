@@ -27,6 +27,16 @@ HardwareProfile builtin(const std::string &name) {
     hw.memoryBandwidth = 2.0e12;
     hw.nodeLink = {300e9, 3e-6};    // NVLink 3, per direction
     hw.clusterLink = {25e9, 10e-6}; // 200 Gb/s HDR per GPU
+    // Calibrated on published iteration times of published plans
+    // (bench/published_plans_bench.py, docs/cost-model.md): 250 TFLOP/s on
+    // large GEMMs (cuBLAS reaches 230-270), half of that at 10 GFLOP per
+    // kernel, 70% of the HBM bandwidth for element-wise kernels, NCCL at
+    // 70% of NVLink (about 210 GB/s of bus bandwidth) and 80% of InfiniBand.
+    hw.gemm = {0.80, 1e10};
+    hw.memoryEfficiency = 0.70;
+    hw.kernelOverhead = 4e-6;
+    hw.nodeLink.efficiency = 0.70;
+    hw.clusterLink.efficiency = 0.80;
   } else if (name == "h100" || name == "h200") {
     hw.peakFlopsF32 = 67e12;
     hw.peakFlopsBf16 = 989e12;
@@ -34,6 +44,14 @@ HardwareProfile builtin(const std::string &name) {
     hw.memoryBandwidth = 3.35e12;
     hw.nodeLink = {450e9, 3e-6};    // NVLink 4, per direction
     hw.clusterLink = {50e9, 10e-6}; // 400 Gb/s NDR per GPU
+    // Not calibrated on published runs yet: dense bf16 GEMMs reach about
+    // 700 TFLOP/s of the 989 and need larger kernels than the A100 to;
+    // memory and links as the A100's.
+    hw.gemm = {0.70, 3e10};
+    hw.memoryEfficiency = 0.70;
+    hw.kernelOverhead = 4e-6;
+    hw.nodeLink.efficiency = 0.70;
+    hw.clusterLink.efficiency = 0.80;
     if (name == "h200") {
       // H100's compute with 141 GB of HBM3e at 4.8 TB/s.
       hw.memoryBytes = 141e9;
@@ -52,6 +70,151 @@ bool positiveNumber(const nlohmann::json &j, const char *key, double &out,
   out = j[key].get<double>();
   return true;
 }
+bool fraction(const nlohmann::json &j, const char *key, double &out,
+              std::string &error) {
+  if (!j[key].is_number() || j[key].get<double>() <= 0 ||
+      j[key].get<double>() > 1) {
+    error = std::string("field '") + key + "' must be a number in (0, 1]";
+    return false;
+  }
+  out = j[key].get<double>();
+  return true;
+}
+
+/// The optional efficiency fields of a JSON profile (defaults: every kernel
+/// at the peak, no overhead).
+bool optionalEfficiencies(const nlohmann::json &j, HardwareProfile &hw,
+                          std::string &error) {
+  if (j.contains("gemm_efficiency")) {
+    const nlohmann::json &g = j["gemm_efficiency"];
+    if (!g.is_object() || !g.contains("max") ||
+        !fraction(g, "max", hw.gemm.max, error)) {
+      error = "gemm_efficiency: " +
+              (error.empty() ? "must be {max, half_flops}" : error);
+      return false;
+    }
+    if (g.contains("half_flops")) {
+      if (!g["half_flops"].is_number() || g["half_flops"].get<double>() < 0) {
+        error = "gemm_efficiency: field 'half_flops' must be a number >= 0";
+        return false;
+      }
+      hw.gemm.halfFlops = g["half_flops"].get<double>();
+    }
+  }
+  if (j.contains("memory_efficiency") &&
+      !fraction(j, "memory_efficiency", hw.memoryEfficiency, error))
+    return false;
+  if (j.contains("kernel_overhead")) {
+    if (!j["kernel_overhead"].is_number() ||
+        j["kernel_overhead"].get<double>() < 0) {
+      error = "field 'kernel_overhead' must be a number of seconds >= 0";
+      return false;
+    }
+    hw.kernelOverhead = j["kernel_overhead"].get<double>();
+  }
+  return true;
+}
+
+bool isBuiltin(const std::string &name) {
+  return name == "cpu" || name == "a100" || name == "h100" || name == "h200";
+}
+
+bool parseLink(const nlohmann::json &j, Link &link, std::string &error) {
+  if (!j.is_object() ||
+      !positiveNumber(j, "bandwidth", link.bandwidth, error)) {
+    if (error.empty())
+      error = "a link must be an object {bandwidth, latency[, efficiency]}";
+    return false;
+  }
+  if (!j.contains("latency") || !j["latency"].is_number() ||
+      j["latency"].get<double>() < 0) {
+    error = "field 'latency' must be a number >= 0";
+    return false;
+  }
+  link.latency = j["latency"].get<double>();
+  if (j.contains("efficiency") &&
+      !fraction(j, "efficiency", link.efficiency, error))
+    return false;
+  return true;
+}
+
+/// A JSON profile: a builtin `base` whose fields it overrides, or every
+/// required field (peak_flops.f32, memory_bytes, memory_bandwidth, and the
+/// links: `axes`, one per mesh axis, or `node_link` and `cluster_link`).
+std::optional<HardwareProfile> profileFromJson(const nlohmann::json &j,
+                                               std::string &error) {
+  HardwareProfile hw;
+  const bool based = j.contains("base");
+  if (based) {
+    if (!j["base"].is_string() || !isBuiltin(j["base"].get<std::string>())) {
+      error = "field 'base' must name a builtin profile (cpu, a100, h100, "
+              "h200)";
+      return std::nullopt;
+    }
+    hw = builtin(j["base"].get<std::string>());
+  }
+  hw.name = j.contains("name") && j["name"].is_string()
+                ? j["name"].get<std::string>()
+                : std::string();
+  if (j.contains("peak_flops") || !based) {
+    if (!j.contains("peak_flops") || !j["peak_flops"].is_object()) {
+      error = "field 'peak_flops' must be an object of dtype -> FLOP/s";
+      return std::nullopt;
+    }
+    const auto &peak = j["peak_flops"];
+    if (!positiveNumber(peak, "f32", hw.peakFlopsF32, error)) {
+      error = "peak_flops: " + error;
+      return std::nullopt;
+    }
+    hw.peakFlopsBf16 = peak.contains("bf16") && peak["bf16"].is_number()
+                           ? peak["bf16"].get<double>()
+                           : hw.peakFlopsF32;
+  }
+  for (auto [key, field] : {std::pair{"memory_bytes", &hw.memoryBytes},
+                            std::pair{"memory_bandwidth", &hw.memoryBandwidth}})
+    if ((j.contains(key) || !based) && !positiveNumber(j, key, *field, error))
+      return std::nullopt;
+  if (!optionalEfficiencies(j, hw, error))
+    return std::nullopt;
+  if (j.contains("axes")) {
+    if (!j["axes"].is_array() || j["axes"].empty()) {
+      error = "field 'axes' must list {bandwidth, latency} per mesh axis";
+      return std::nullopt;
+    }
+    for (const auto &axis : j["axes"]) {
+      Link link;
+      if (!parseLink(axis, link, error)) {
+        error = "axes: " + error;
+        return std::nullopt;
+      }
+      hw.axes.push_back(link);
+    }
+    return hw;
+  }
+  for (auto [key, link] : {std::pair{"node_link", &hw.nodeLink},
+                           std::pair{"cluster_link", &hw.clusterLink}}) {
+    if (!j.contains(key)) {
+      if (based)
+        continue;
+      error = "give the links: 'axes' (one per mesh axis) or 'node_link' "
+              "and 'cluster_link'";
+      return std::nullopt;
+    }
+    if (!parseLink(j[key], *link, error)) {
+      error = std::string(key) + ": " + error;
+      return std::nullopt;
+    }
+  }
+  if (j.contains("devices_per_node")) {
+    if (!j["devices_per_node"].is_number_integer() ||
+        j["devices_per_node"].get<int64_t>() < 1) {
+      error = "field 'devices_per_node' must be an integer >= 1";
+      return std::nullopt;
+    }
+    hw.devicesPerNode = int(j["devices_per_node"].get<int64_t>());
+  }
+  return hw;
+}
 } // namespace
 
 std::string HardwareProfile::forMesh(const std::vector<int64_t> &mesh) {
@@ -68,10 +231,35 @@ std::string HardwareProfile::forMesh(const std::vector<int64_t> &mesh) {
   return "";
 }
 
+std::string dtc::cost::profileJson(const HardwareProfile &hw) {
+  auto link = [](const Link &l) {
+    return nlohmann::json{{"bandwidth", l.bandwidth},
+                          {"latency", l.latency},
+                          {"efficiency", l.efficiency}};
+  };
+  nlohmann::json j{
+      {"name", hw.name},
+      {"peak_flops", {{"f32", hw.peakFlopsF32}, {"bf16", hw.peakFlopsBf16}}},
+      {"memory_bytes", hw.memoryBytes},
+      {"memory_bandwidth", hw.memoryBandwidth},
+      {"gemm_efficiency",
+       {{"max", hw.gemm.max}, {"half_flops", hw.gemm.halfFlops}}},
+      {"memory_efficiency", hw.memoryEfficiency},
+      {"kernel_overhead", hw.kernelOverhead},
+      {"node_link", link(hw.nodeLink)},
+      {"cluster_link", link(hw.clusterLink)},
+      {"devices_per_node", hw.devicesPerNode}};
+  if (!hw.axes.empty()) {
+    j["axes"] = nlohmann::json::array();
+    for (const Link &axis : hw.axes)
+      j["axes"].push_back(link(axis));
+  }
+  return j.dump();
+}
+
 std::optional<HardwareProfile>
 dtc::cost::loadHardware(const std::string &nameOrFile, std::string &error) {
-  if (nameOrFile == "cpu" || nameOrFile == "a100" || nameOrFile == "h100" ||
-      nameOrFile == "h200")
+  if (isBuiltin(nameOrFile))
     return builtin(nameOrFile);
   std::ifstream in(nameOrFile);
   if (!in) {
@@ -85,47 +273,13 @@ dtc::cost::loadHardware(const std::string &nameOrFile, std::string &error) {
     error = nameOrFile + ": not a JSON object";
     return std::nullopt;
   }
-  HardwareProfile hw;
-  hw.name = j.value("name", nameOrFile);
-  if (!j.contains("peak_flops") || !j["peak_flops"].is_object()) {
-    error = nameOrFile +
-            ": field 'peak_flops' must be an object of dtype -> FLOP/s";
-    return std::nullopt;
-  }
-  const auto &peak = j["peak_flops"];
-  if (!positiveNumber(peak, "f32", hw.peakFlopsF32, error)) {
-    error = nameOrFile + ": peak_flops: " + error;
-    return std::nullopt;
-  }
-  hw.peakFlopsBf16 = peak.contains("bf16") && peak["bf16"].is_number()
-                         ? peak["bf16"].get<double>()
-                         : hw.peakFlopsF32;
-  if (!positiveNumber(j, "memory_bytes", hw.memoryBytes, error) ||
-      !positiveNumber(j, "memory_bandwidth", hw.memoryBandwidth, error)) {
+  std::optional<HardwareProfile> hw = profileFromJson(j, error);
+  if (!hw) {
     error = nameOrFile + ": " + error;
     return std::nullopt;
   }
-  if (!j.contains("axes") || !j["axes"].is_array() || j["axes"].empty()) {
-    error = nameOrFile +
-            ": field 'axes' must list {bandwidth, latency} per mesh axis";
-    return std::nullopt;
-  }
-  for (const auto &axis : j["axes"]) {
-    Link link;
-    if (!axis.is_object() ||
-        !positiveNumber(axis, "bandwidth", link.bandwidth, error)) {
-      error = nameOrFile +
-              ": axes: " + (error.empty() ? "entries must be objects" : error);
-      return std::nullopt;
-    }
-    if (!axis.contains("latency") || !axis["latency"].is_number() ||
-        axis["latency"].get<double>() < 0) {
-      error = nameOrFile + ": axes: field 'latency' must be a number >= 0";
-      return std::nullopt;
-    }
-    link.latency = axis["latency"].get<double>();
-    hw.axes.push_back(link);
-  }
+  if (hw->name.empty())
+    hw->name = nameOrFile;
   return hw;
 }
 
@@ -179,11 +333,21 @@ double dtc::cost::collectiveTime(CollectiveKind kind, int64_t n,
     return 0;
   double steps =
       kind == CollectiveKind::AllReduce ? 2.0 * (n - 1) : double(n - 1);
-  return steps * link.latency + sentBytes / link.bandwidth;
+  return steps * link.latency + sentBytes / (link.bandwidth * link.efficiency);
 }
 
 double dtc::cost::sendRecvTime(double sentBytes, const Link &link) {
-  return link.latency + sentBytes / link.bandwidth;
+  return link.latency + sentBytes / (link.bandwidth * link.efficiency);
+}
+
+double dtc::cost::kernelTime(double flops, double bytes, bool dense,
+                             const HardwareProfile &hw, bool f32) {
+  const double peak = f32 ? hw.peakFlopsF32 : hw.peakFlopsBf16;
+  const double efficiency = dense ? hw.gemm.at(flops) : hw.gemm.max;
+  const double compute = flops > 0 ? flops / (peak * efficiency) : 0;
+  const double traffic =
+      bytes > 0 ? bytes / (hw.memoryBandwidth * hw.memoryEfficiency) : 0;
+  return std::max(compute, traffic) + hw.kernelOverhead;
 }
 
 double dtc::cost::bubbleFraction(int64_t stages, int64_t microbatches) {

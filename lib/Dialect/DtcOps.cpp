@@ -166,6 +166,8 @@ ShardingRule MatmulOp::getShardingRule() {
   return rule;
 }
 
+bool MatmulOp::isDenseKernel() { return true; }
+
 int64_t MatmulOp::getFlopCount() {
   return int64_t(::dtc::kernels::matmulProductFlops(
       tensorType(getResult()).getNumElements(),
@@ -174,12 +176,16 @@ int64_t MatmulOp::getFlopCount() {
 
 // The fused ops cost what the ops they replace cost: the product, and one
 // operation per element for the bias add and for the GELU.
+bool MatmulBiasOp::isDenseKernel() { return true; }
+
 int64_t MatmulBiasOp::getFlopCount() {
   auto out = tensorType(getResult());
   return int64_t(::dtc::kernels::matmulProductFlops(
              out.getNumElements(), tensorType(getA()).getShape().back())) +
          out.getNumElements();
 }
+
+bool MatmulGeluOp::isDenseKernel() { return true; }
 
 int64_t MatmulGeluOp::getFlopCount() {
   auto out = tensorType(getResult());
@@ -340,6 +346,8 @@ static ShardingRule attentionRule(Operation *op, bool causal, bool gradient) {
 ShardingRule AttentionOp::getShardingRule() {
   return attentionRule(*this, getCausal(), /*gradient=*/false);
 }
+
+bool AttentionOp::isDenseKernel() { return true; }
 
 int64_t AttentionOp::getFlopCount() {
   auto q = tensorType(getQ()), k = tensorType(getK());
@@ -614,6 +622,8 @@ LogicalResult EmbeddingGradOp::buildLocal(LocalLoweringContext &ctx,
 ShardingRule AttentionGradOp::getShardingRule() {
   return attentionRule(*this, getCausal(), /*gradient=*/true);
 }
+
+bool AttentionGradOp::isDenseKernel() { return true; }
 
 int64_t AttentionGradOp::getFlopCount() {
   auto q = tensorType(getQ()), k = tensorType(getK());

@@ -555,6 +555,7 @@ void mlir::dtc::populateTrainingPipeline(
     PassManager &pm, const BuildTrainingStepOptions &stepOptions) {
   pm.addPass(createBuildTrainingStep(stepOptions));
   pm.addPass(createAssignLayers());
+  pm.addPass(createMergeDuplicateBackwardOps());
 }
 
 void mlir::dtc::populatePlanningPipeline(PassManager &pm,

@@ -47,7 +47,9 @@ struct ProgramCosts {
   std::map<std::string, std::map<std::string, std::vector<int64_t>>> byMember;
   int64_t sendBytes = 0;
   json calls = json::object();
-  double seconds = 0;
+  /// Communication time: in the micro-batches' pipeline chunks (stretched
+  /// by the schedule's bubble like their compute) and outside them.
+  double chunkSeconds = 0, seconds = 0;
 };
 
 /// One program's memory (one-copy slots plus the micro-batch copies its
@@ -114,7 +116,8 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
         slowest = hw.axes[size_t(axis)];
     return slowest;
   };
-  auto countList = [&](const std::vector<art::InstrDecl> &list, int64_t times) {
+  auto countList = [&](const std::vector<art::InstrDecl> &list, int64_t times,
+                       double &seconds) {
     for (size_t i = 0; i < list.size(); ++i) {
       const art::InstrDecl &inst = list[i];
       const art::CommDecl *comm =
@@ -123,7 +126,7 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
         const int64_t bytes = elements(inst.in[0]) * elementBytes(inst.in[0]);
         c.sendBytes += times * bytes;
         c.calls["send_recv"] = c.calls.value("send_recv", int64_t(0)) + times;
-        c.seconds +=
+        seconds +=
             double(times) *
             ::dtc::cost::sendRecvTime(double(bytes), slowestOf(comm->meshAxes));
         continue;
@@ -155,18 +158,60 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
       c.calls[inst.op] = c.calls.value(inst.op, int64_t(0)) + times;
       const int64_t sent = ::dtc::cost::collectiveSentBytes(
           kind, n, inElements, outElements, bytesPerElement);
-      c.seconds += double(times) *
-                   ::dtc::cost::collectiveTime(kind, n, double(sent),
-                                               slowestOf(comm->meshAxes));
+      seconds += double(times) *
+                 ::dtc::cost::collectiveTime(kind, n, double(sent),
+                                             slowestOf(comm->meshAxes));
     }
   };
-  countList(program.instructions, 1);
+  countList(program.instructions, 1, c.seconds);
   for (const art::ChunkDecl &chunk : program.chunks)
     for (const std::vector<art::InstrDecl> *list :
          {&chunk.forward, &chunk.backwardInput, &chunk.backwardWeight})
-      countList(*list, microbatches);
-  countList(program.finish, 1);
+      countList(*list, microbatches, c.chunkSeconds);
+  countList(program.finish, 1, c.seconds);
   return c;
+}
+
+/// The busiest device's kernel time per step, and its flops, executed
+/// (recomputation included) and the model's (without it). Each kernel is
+/// its roofline (compute at the profile's efficiency for its size, or its
+/// memory traffic; views move nothing) at the peak of its operands'
+/// precision.
+double busiestKernelSeconds(ModuleOp module, int64_t microbatches,
+                            const ::dtc::cost::HardwareProfile &hw, bool f32,
+                            int64_t &flops, int64_t &modelFlops) {
+  double kernelSeconds = 0;
+  for (func::FuncOp step : mlir::dtc::trainSteps(module)) {
+    double seconds = 0;
+    mlir::dtc::walkCostedOps(
+        step, microbatches, /*countRecomputation=*/true,
+        [&](Operation *op, int64_t times) {
+          auto cost = cast<mlir::dtc::CostOpInterface>(op);
+          double bytes = 0;
+          bool lowPrecision = false;
+          if (!isa<mlir::dtc::ViewOpInterface>(op))
+            for (Type type : llvm::concat<const Type>(op->getOperandTypes(),
+                                                      op->getResultTypes()))
+              if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+                const Type element = tensor.getElementType();
+                bytes += double(tensor.getNumElements()) *
+                         double(element.getIntOrFloatBitWidth()) / 8.0;
+                lowPrecision |= element.isBF16() || element.isF16();
+              }
+          seconds += double(times) *
+                     ::dtc::cost::kernelTime(double(cost.getFlopCount()), bytes,
+                                             cost.isDenseKernel(), hw,
+                                             f32 || !lowPrecision);
+        });
+    kernelSeconds = std::max(kernelSeconds, seconds);
+    const int64_t executed = mlir::dtc::flopsPerStep(step, microbatches);
+    if (executed > flops) {
+      flops = executed;
+      modelFlops = mlir::dtc::flopsPerStep(step, microbatches,
+                                           /*countRecomputation=*/false);
+    }
+  }
+  return kernelSeconds;
 }
 
 } // namespace
@@ -204,12 +249,15 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   }
 
   json memory = costs.front().memory;
-  double commSeconds = 0;
+  double chunkCommSeconds = 0, stepCommSeconds = 0;
   json calls = json::object();
   for (const ProgramCosts &c : costs) {
     for (auto &[key, value] : c.memory.items())
       memory[key] = std::max(memory[key].get<int64_t>(), value.get<int64_t>());
-    commSeconds = std::max(commSeconds, c.seconds);
+    if (c.chunkSeconds + c.seconds > chunkCommSeconds + stepCommSeconds) {
+      chunkCommSeconds = c.chunkSeconds;
+      stepCommSeconds = c.seconds;
+    }
     for (auto &[op, n] : c.calls.items())
       calls[op] = std::max(calls.value(op, int64_t(0)), n.get<int64_t>());
   }
@@ -277,19 +325,13 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
     comm["send_recv"] = std::max(comm["send_recv"].get<int64_t>(), c.sendBytes);
   }
 
-  // The busiest device's flops: executed (recomputation included) and the
-  // model's (without it).
   int64_t flops = 0, modelFlops = 0;
-  for (func::FuncOp step : mlir::dtc::trainSteps(module)) {
-    const int64_t executed = mlir::dtc::flopsPerStep(step, microbatches);
-    if (executed > flops) {
-      flops = executed;
-      modelFlops = mlir::dtc::flopsPerStep(step, microbatches,
-                                           /*countRecomputation=*/false);
-    }
-  }
+  const double kernelSeconds =
+      busiestKernelSeconds(module, microbatches, hw, f32, flops, modelFlops);
   double peak = f32 ? hw.peakFlopsF32 : hw.peakFlopsBf16;
-  // A pipeline stage idles for the bubble of its schedule (unit costs).
+  // A pipeline stage idles for the bubble of its schedule (unit costs);
+  // what runs per micro-batch, kernels and their communication, stretches
+  // by it, the rest (the data-parallel reduction after the flush) does not.
   double bubble = 0;
   if (std::optional<::dtc::sched::Schedule> schedule =
           artifactSchedule(parsed)) {
@@ -297,7 +339,8 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
     if (sim.ok)
       bubble = sim.bubble;
   }
-  double computeSeconds = flops / peak / (1.0 - bubble);
+  double computeSeconds = kernelSeconds / (1.0 - bubble);
+  double commSeconds = chunkCommSeconds / (1.0 - bubble) + stepCommSeconds;
   double stepSeconds = computeSeconds + commSeconds;
   PlanCost cost;
   cost.mesh = mesh;

@@ -142,8 +142,9 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
   return body;
 }
 
-int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches,
-                                bool countRecomputation) {
+void mlir::dtc::walkCostedOps(
+    func::FuncOp step, int64_t microbatches, bool countRecomputation,
+    llvm::function_ref<void(Operation *, int64_t)> visit) {
   auto module = step->getParentOfType<ModuleOp>();
   std::optional<Plan> plan = getPlan(module);
   SmallVector<int64_t> mbAxes =
@@ -151,7 +152,6 @@ int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches,
   llvm::DenseMap<Value, ValueScope> scope;
   bool perMicroBatch =
       !mbAxes.empty() && succeeded(classifyScopes(step, mbAxes, scope));
-  int64_t flops = 0;
   step.walk([&](CostOpInterface op) {
     if (!countRecomputation && op->hasAttr(DtcDialect::kRecomputeAttr))
       return;
@@ -160,7 +160,16 @@ int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches,
                 scope.lookup(op->getResult(0)) == ValueScope::MicroBatch
             ? microbatches
             : 1;
-    flops += op.getFlopCount() * times;
+    visit(op, times);
   });
+}
+
+int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches,
+                                bool countRecomputation) {
+  int64_t flops = 0;
+  walkCostedOps(step, microbatches, countRecomputation,
+                [&](Operation *op, int64_t times) {
+                  flops += cast<CostOpInterface>(op).getFlopCount() * times;
+                });
   return flops;
 }

@@ -116,6 +116,10 @@ private:
                           SmallVector<unsigned> &partialOperands);
   FailureOr<Value> reshard(Value global, const TensorSharding &target,
                            Location loc);
+  /// A view resharded to whole rows, made from a copy of what it views
+  /// resharded the same way, when one exists; failure otherwise.
+  FailureOr<Value> wholeRowsView(Value global, const TensorSharding &target,
+                                 Location loc);
   Value emitStep(const ReshardStep &step, Value v, RankedTensorType global,
                  Location loc);
   Value fillPadding(Location loc, Value local, int64_t dim, int64_t size,
@@ -499,6 +503,59 @@ Value Partitioner::emitStep(const ReshardStep &step, Value v,
   return v;
 }
 
+/// The grid axes a value is split over when it is split along its first
+/// dimension only, evenly, with nothing pending (so each piece is one
+/// contiguous range of its row-major elements); nothing otherwise.
+static std::optional<GridAxes> leadingSplit(const TensorSharding &sharding,
+                                            RankedTensorType type,
+                                            ArrayRef<int64_t> gridShape) {
+  if (sharding.isPartial() || type.getRank() == 0 || sharding.piece(0) != 0)
+    return std::nullopt;
+  for (size_t dim = 1; dim < sharding.dims.size(); ++dim)
+    if (!sharding.dims[dim].empty())
+      return std::nullopt;
+  int64_t pieces = 1;
+  for (int64_t axis : sharding.dims[0])
+    pieces *= gridShape[axis];
+  if (type.getDimSize(0) % pieces != 0)
+    return std::nullopt;
+  return sharding.dims[0];
+}
+
+FailureOr<Value> Partitioner::wholeRowsView(Value global,
+                                            const TensorSharding &target,
+                                            Location loc) {
+  // A view of whole rows is whole rows of what it views: when the viewed
+  // value was already resharded to rows split the same way (a weight
+  // gradient's [rows, k] reshape of an activation gradient that the input
+  // gradient gathered over the sequence), reshape that copy instead of
+  // gathering again. Each piece is the same contiguous range of elements
+  // in both shapes, so the local reshape is exact.
+  Operation *def = global.getDefiningOp();
+  if (!def || !isa<ViewOpInterface>(def) || def->getNumOperands() != 1)
+    return failure();
+  std::optional<GridAxes> rows =
+      leadingSplit(target, typeOf(global), gridShape);
+  if (!rows)
+    return failure();
+  Value viewed = def->getOperand(0);
+  Operation *viewedDef = viewed.getDefiningOp();
+  bool perRegion = regather.contains(viewed) ||
+                   (viewedDef && viewedDef->hasAttr(DtcDialect::kRegatherAttr));
+  for (const Local &done : reshards[viewed]) {
+    if ((perRegion && done.region != region) ||
+        leadingSplit(done.sharding, typeOf(viewed), gridShape) != rows)
+      continue;
+    Block::iterator start = mark();
+    Value v = ReshapeOp::create(
+        b, loc, localType(typeOf(global), target, gridShape), done.value);
+    tagSince(start);
+    reshards[global].push_back({v, target, perRegion ? region : std::string()});
+    return v;
+  }
+  return failure();
+}
+
 FailureOr<Value>
 Partitioner::reshard(Value global, const TensorSharding &target, Location loc) {
   Local current = locals.lookup(global);
@@ -517,6 +574,9 @@ Partitioner::reshard(Value global, const TensorSharding &target, Location loc) {
   for (const Local &done : reshards[global])
     if (done.sharding == target && (!perRegion || done.region == region))
       return done.value;
+  if (FailureOr<Value> viewed = wholeRowsView(global, target, loc);
+      succeeded(viewed))
+    return *viewed;
 
   RankedTensorType globalType = typeOf(global);
   ReshardPlan plan;

@@ -20,6 +20,22 @@ namespace dtc::cost {
 struct Link {
   double bandwidth = 0; // bytes/s per direction, per device
   double latency = 0;   // seconds per message step
+  /// Share of `bandwidth` the collectives reach (NCCL's bus bandwidth over
+  /// the link's): protocol overhead, synchronisation, imperfect pipelining.
+  double efficiency = 1;
+};
+
+/// How close a dense kernel comes to the peak as a function of its size
+/// (a Calculon-style efficiency curve, here in closed form): a kernel of
+/// f flops runs at `max` * f / (f + halfFlops) of the peak, so small GEMMs
+/// (launch, tail effects, too few tiles to fill the device) are slow and
+/// large ones saturate at `max`.
+struct GemmEfficiency {
+  double max = 1;
+  double halfFlops = 0;
+  double at(double flops) const {
+    return flops <= 0 ? max : max * flops / (flops + halfFlops);
+  }
 };
 
 struct HardwareProfile {
@@ -28,6 +44,12 @@ struct HardwareProfile {
   double peakFlopsBf16 = 0;
   double memoryBytes = 0;
   double memoryBandwidth = 0;
+  /// Dense kernels' efficiency by size; memory-bound kernels reach
+  /// `memoryEfficiency` of the bandwidth; every kernel costs at least
+  /// `kernelOverhead` seconds (launch and synchronisation).
+  GemmEfficiency gemm;
+  double memoryEfficiency = 1;
+  double kernelOverhead = 0;
   /// Link of each mesh axis, outermost first (filled by forMesh()).
   std::vector<Link> axes;
   /// Builtin profiles describe a node link and a cluster link; the last mesh
@@ -39,6 +61,10 @@ struct HardwareProfile {
   /// every mesh axis. Returns an error message or "".
   std::string forMesh(const std::vector<int64_t> &mesh);
 };
+
+/// The profile as a JSON file for --hw would give it (what the report
+/// records; its axes are the mesh's once forMesh ran).
+std::string profileJson(const HardwareProfile &hw);
 
 /// `cpu`, `a100`, `h100`, or a JSON file with the same fields. Returns
 /// nullopt and sets `error` when the name is unknown or the file is bad.
@@ -80,6 +106,14 @@ double collectiveTime(CollectiveKind kind, int64_t n, double sentBytes,
 /// alpha-beta time of a pipeline message of `sentBytes` over `link` (one
 /// step).
 double sendRecvTime(double sentBytes, const Link &link);
+
+/// Roofline time of one kernel call that performs `flops` and moves `bytes`
+/// to and from device memory: the slower of its compute and its traffic at
+/// the achievable bandwidth, plus the per-kernel overhead. A `dense` kernel
+/// (matmul, attention) computes at the profile's efficiency for its size;
+/// the others are bound by traffic, their few flops at `gemm.max`.
+double kernelTime(double flops, double bytes, bool dense,
+                  const HardwareProfile &hw, bool f32);
 
 /// Idle share of a pipeline of `stages` stages and `microbatches`
 /// micro-batches under GPipe/1F1B: (p-1)/(m+p-1).

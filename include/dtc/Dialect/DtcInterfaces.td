@@ -75,7 +75,12 @@ def Dtc_CostOpInterface : OpInterface<"CostOpInterface"> {
           if (auto tensor = ::llvm::dyn_cast<::mlir::RankedTensorType>(type))
             flops += tensor.getNumElements();
         return flops;
-      }]>
+      }]>,
+    InterfaceMethod<[{
+        Whether the op is a dense contraction (a matmul or attention) whose
+        speed depends on its size, as the hardware profile's GEMM
+        efficiency curve describes; other ops are bound by memory traffic.
+      }], "bool", "isDenseKernel", (ins), [{}], [{ return false; }]>
   ];
 }
 

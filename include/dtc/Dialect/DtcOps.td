@@ -29,6 +29,9 @@ def Dtc_StepTensor : 0DTensorOf<[I64]>;
 def Dtc_ShardingRule : DeclareOpInterfaceMethods<Dtc_ShardingRuleOpInterface>;
 def Dtc_Gradient : DeclareOpInterfaceMethods<Dtc_GradientOpInterface>;
 def Dtc_Cost : DeclareOpInterfaceMethods<Dtc_CostOpInterface, ["getFlopCount"]>;
+// Matmuls and attention: the GEMM efficiency curve applies to them.
+def Dtc_DenseCost : DeclareOpInterfaceMethods<Dtc_CostOpInterface,
+                                              ["getFlopCount", "isDenseKernel"]>;
 def Dtc_LocalLowering : DeclareOpInterfaceMethods<Dtc_LocalLoweringOpInterface>;
 // Cheap to compute again from its operands relative to the memory its
 // result holds (elementwise ops, data movement, softmax, fused attention):
@@ -121,7 +124,7 @@ def Dtc_SiluOp : Dtc_UnaryOp<"silu", "x * sigmoid(x)">;
 //===----------------------------------------------------------------------===//
 
 def Dtc_MatmulOp : Dtc_Op<"matmul", [Pure, InferTypeOpAdaptor, Dtc_Gradient,
-                                     Dtc_ShardingRule, Dtc_Cost]> {
+                                     Dtc_ShardingRule, Dtc_DenseCost]> {
   let summary = "batched matrix product";
   let description = [{
     `a [..., M, K] x b [..., K, N] -> [..., M, N]`. The leading (batch)
@@ -136,7 +139,7 @@ def Dtc_MatmulOp : Dtc_Op<"matmul", [Pure, InferTypeOpAdaptor, Dtc_Gradient,
 // on the partitioned (local) program just before emission, so no gradient
 // or sharding rule is ever asked of them. The kernel applies the epilogue
 // to each block of output rows right after the product (docs/kernels.md).
-def Dtc_MatmulBiasOp : Dtc_Op<"matmul_bias", [Pure, Dtc_Cost]> {
+def Dtc_MatmulBiasOp : Dtc_Op<"matmul_bias", [Pure, Dtc_DenseCost]> {
   let summary = "matrix product plus a bias over its last dimension";
   let description = [{
     `matmul(a, b) + bias`, bias `[N]` broadcast over the rows of the
@@ -146,7 +149,7 @@ def Dtc_MatmulBiasOp : Dtc_Op<"matmul_bias", [Pure, Dtc_Cost]> {
   let results = (outs Dtc_FloatTensor:$result);
 }
 
-def Dtc_MatmulGeluOp : Dtc_Op<"matmul_gelu", [Pure, Dtc_Cost]> {
+def Dtc_MatmulGeluOp : Dtc_Op<"matmul_gelu", [Pure, Dtc_DenseCost]> {
   let summary = "GELU of a matrix product (plus an optional bias), and its input";
   let description = [{
     `pre_activation = matmul(a, b) (+ bias)` and `result =
@@ -196,7 +199,7 @@ def Dtc_EmbeddingOp : Dtc_Op<"embedding", [Pure, InferTypeOpAdaptor,
 }
 
 def Dtc_AttentionOp : Dtc_Op<"attention", [Pure, Dtc_Gradient, Dtc_ShardingRule,
-                                           Dtc_Cost, Dtc_CheapToRecompute]> {
+                                           Dtc_DenseCost, Dtc_CheapToRecompute]> {
   let summary = "scaled dot-product attention, softmax(q k^T / sqrt(Dh)) v";
   let description = [{
     q, k, v and the result are `[B, H, S, Dh]`. With `causal`, query i attends
@@ -371,7 +374,7 @@ def Dtc_EmbeddingGradOp : Dtc_Op<"embedding_grad", [Pure, Dtc_ShardingRule,
 }
 
 def Dtc_AttentionGradOp : Dtc_Op<"attention_grad", [Pure, Dtc_ShardingRule,
-                                                    Dtc_Cost]> {
+                                                    Dtc_DenseCost]> {
   let summary = "gradient of attention: dq, dk, dv";
   let arguments = (ins Dtc_FloatTensor:$q, Dtc_FloatTensor:$k,
                        Dtc_FloatTensor:$v, Dtc_FloatTensor:$dy,

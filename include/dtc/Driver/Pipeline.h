@@ -19,7 +19,7 @@
 namespace mlir::dtc {
 
 /// The model's forward and loss become a training step (autodiff and the
-/// optimizer), its ops assigned to layers.
+/// optimizer), its ops assigned to layers, duplicate backward ops merged.
 void populateTrainingPipeline(PassManager &pm,
                               const BuildTrainingStepOptions &stepOptions);
 

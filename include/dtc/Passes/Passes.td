@@ -64,6 +64,23 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dtc::DtcDialect", "::mlir::arith::ArithDialect"];
 }
 
+def MergeDuplicateBackwardOps : Pass<"dtc-merge-duplicate-backward-ops",
+                                     "::mlir::ModuleOp"> {
+  let summary = "Computes each backward value once";
+  let description = [{
+    The gradient rules of ops that share an operand build the same value
+    once each: three matmuls reading one normalised activation (q, k, v)
+    each reshape it to [rows, k] for their weight gradient. Identical
+    backward ops (same op, operands, attributes, result types, layer and
+    phase; `dtc.id` and `dtc.forward` aside) become the first of them. It
+    runs after `dtc-assign-layers`, so only ops of one layer merge.
+    MLIR's CSE does not merge them because their `dtc.forward` differ, and
+    it matters beyond the copy saved: under sequence parallelism the
+    partitioner gathers each copy's sequence shards separately, three
+    all-gathers where one does.
+  }];
+}
+
 def AssignLayers : Pass<"dtc-assign-layers", "::mlir::ModuleOp"> {
   let summary = "Tags every op of the training step with its layer (dtc.layer)";
   let description = [{

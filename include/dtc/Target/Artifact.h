@@ -42,6 +42,13 @@ FailureOr<nlohmann::json> buildArtifact(ModuleOp module,
 int64_t flopsPerStep(func::FuncOp step, int64_t microbatches,
                      bool countRecomputation = true);
 
+/// Calls `visit(op, times)` for every op of a partitioned step function that
+/// has a cost (CostOpInterface), with how many times it runs per step (what
+/// runs per micro-batch runs `microbatches` times); flopsPerStep's walk.
+void walkCostedOps(func::FuncOp step, int64_t microbatches,
+                   bool countRecomputation,
+                   llvm::function_ref<void(Operation *, int64_t)> visit);
+
 } // namespace mlir::dtc
 
 #endif // DTC_TARGET_ARTIFACT_H

@@ -57,6 +57,43 @@ TEST(CostModel, AlphaBetaTime) {
       3e-6 + 1.0);
   EXPECT_EQ(dtc::cost::collectiveTime(CollectiveKind::AllGather, 1, 1e9, link),
             0);
+  // The link's efficiency scales its bandwidth, not its latency.
+  link.efficiency = 0.5;
+  EXPECT_DOUBLE_EQ(
+      dtc::cost::collectiveTime(CollectiveKind::AllGather, 4, 1e9, link),
+      3e-6 + 2.0);
+  EXPECT_DOUBLE_EQ(dtc::cost::sendRecvTime(1e9, link), 1e-6 + 2.0);
+}
+
+TEST(CostModel, GemmEfficiencyCurve) {
+  dtc::cost::GemmEfficiency curve{0.8, 1e10};
+  EXPECT_DOUBLE_EQ(curve.at(1e10), 0.4); // half of the best at halfFlops
+  EXPECT_DOUBLE_EQ(curve.at(3e10), 0.6);
+  EXPECT_NEAR(curve.at(1e15), 0.8, 1e-5);
+  EXPECT_LT(curve.at(1e8), 0.01);
+}
+
+TEST(CostModel, KernelRoofline) {
+  dtc::cost::HardwareProfile hw;
+  hw.peakFlopsF32 = 1e12;
+  hw.peakFlopsBf16 = 4e12;
+  hw.memoryBandwidth = 1e11;
+  hw.gemm = {0.5, 1e9};
+  hw.memoryEfficiency = 0.5;
+  hw.kernelOverhead = 1e-6;
+  // A dense kernel of 1e9 flops runs at 0.25 of the bf16 peak: 1 ms, more
+  // than its 1 MB at 50 GB/s (20 us).
+  EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(1e9, 1e6, true, hw, false),
+                   1e-3 + 1e-6);
+  // f32 runs at its own peak.
+  EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(1e9, 1e6, true, hw, true),
+                   4e-3 + 1e-6);
+  // An element-wise kernel is bound by its traffic; its flops count at the
+  // best efficiency, not at the curve's (which would make every small
+  // kernel cost halfFlops / peak).
+  EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(1e6, 8e6, false, hw, false),
+                   8e6 / 5e10 + 1e-6);
+  EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(0, 0, false, hw, false), 1e-6);
 }
 
 } // namespace
