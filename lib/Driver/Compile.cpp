@@ -1,5 +1,6 @@
 //===- Compile.cpp - dtc compile: model.mlir -> artifact -----------------===//
 #include "dtc/Driver/Compile.h"
+#include "InputFiles.h"
 #include "Report.h"
 #include "dtc/CostModel/CostModel.h"
 #include "dtc/Dialect/DtcOps.h"
@@ -38,6 +39,11 @@
 
 using namespace mlir;
 using json = nlohmann::json;
+using ::dtc::driver::kMaxHardwareFileBytes;
+using ::dtc::driver::kMaxModelBytes;
+using ::dtc::driver::kMaxNesting;
+using ::dtc::driver::readInputFile;
+using ::dtc::driver::tooDeeplyNested;
 
 namespace {
 
@@ -212,126 +218,6 @@ private:
   std::clock_t lastCpu = std::clock();
 };
 
-constexpr int kMaxNesting = 256;
-
-/// "line:col" of the first bracket nested deeper than kMaxNesting, or "".
-/// Brackets inside string literals and comments do not count; `->` is not a
-/// closing angle bracket.
-std::string tooDeeplyNested(StringRef text) {
-  int depth = 0, line = 1, col = 0;
-  bool inString = false, inComment = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    ++col;
-    if (c == '\n') {
-      ++line;
-      col = 0;
-      inComment = false;
-      continue;
-    }
-    if (inComment)
-      continue;
-    if (inString) {
-      if (c == '\\')
-        ++i, ++col;
-      else if (c == '"')
-        inString = false;
-      continue;
-    }
-    if (c == '"') {
-      inString = true;
-    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
-      inComment = true;
-    } else if (c == '(' || c == '[' || c == '{' || c == '<') {
-      if (++depth > kMaxNesting)
-        return std::to_string(line) + ":" + std::to_string(col);
-    } else if (c == ')' || c == ']' || c == '}' ||
-               (c == '>' && (i == 0 || text[i - 1] != '-'))) {
-      depth = std::max(depth - 1, 0);
-    }
-  }
-  return "";
-}
-
-/// Models are text; nothing sensible is larger (a 7B LLaMA is 11 MB).
-constexpr uint64_t kMaxModelBytes = uint64_t(1) << 30;
-/// Hardware profiles are a few lines of JSON.
-constexpr uint64_t kMaxHardwareFileBytes = uint64_t(1) << 20;
-
-const char *fileKind(mode_t mode) {
-  if (S_ISDIR(mode))
-    return "a directory";
-  if (S_ISCHR(mode))
-    return "a character device";
-  if (S_ISBLK(mode))
-    return "a block device";
-  if (S_ISFIFO(mode))
-    return "a FIFO";
-  if (S_ISSOCK(mode))
-    return "a socket";
-  return "not a regular file";
-}
-
-/// Reads `path` ("-": standard input) whole, refusing, before reading,
-/// anything that could block or never end (directories, devices such as
-/// /dev/zero, FIFOs, sockets) and anything over `limit` bytes. A pipe on
-/// standard input is read up to the limit. On failure returns null and sets
-/// `error` (without the path); `what` names the file's purpose.
-std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path,
-                                                  uint64_t limit,
-                                                  const char *what,
-                                                  std::string &error) {
-  const bool isStdin = path == "-";
-  // Non-blocking: opening a FIFO nobody writes would wait forever.
-  int fd = isStdin ? STDIN_FILENO
-                   : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    error = std::strerror(errno);
-    return nullptr;
-  }
-  llvm::scope_exit closeFd([&] {
-    if (!isStdin)
-      ::close(fd);
-  });
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    error = std::strerror(errno);
-    return nullptr;
-  }
-  const bool pipe = isStdin && S_ISFIFO(st.st_mode);
-  if (!S_ISREG(st.st_mode) && !pipe) {
-    error =
-        std::string("it is ") + fileKind(st.st_mode) + ", not a regular file";
-    return nullptr;
-  }
-  auto tooLarge = [&] {
-    error = std::string("larger than ") + ::dtc::rt::formatBytes(limit) +
-            ", the limit for " + what;
-    return nullptr;
-  };
-  if (!pipe && uint64_t(st.st_size) > limit)
-    return tooLarge();
-  std::string text;
-  if (!pipe)
-    text.reserve(size_t(st.st_size));
-  char chunk[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      error = std::strerror(errno);
-      return nullptr;
-    }
-    if (n == 0)
-      break;
-    if (text.size() + size_t(n) > limit)
-      return tooLarge();
-    text.append(chunk, size_t(n));
-  }
-  return llvm::MemoryBuffer::getMemBufferCopy(text, isStdin ? "<stdin>" : path);
-}
-
 /// The memory budget of one device and where it comes from (for messages).
 std::pair<uint64_t, std::string>
 deviceBudget(const ::dtc::CompileOptions &o,
@@ -505,8 +391,10 @@ mlir::dtc::ArtifactOptions emitOptions(const ::dtc::CompileOptions &o,
   artifactOptions.optimizer = optimizerJson(o, weightDecay);
   artifactOptions.planExtras = {
       {"planner",
-       o.autoPlan ? "auto (no search yet: data parallelism over every device)"
-                  : "strategy"},
+       !o.plannerRecord.empty() ? "search"
+       : o.autoPlan
+           ? "auto (data parallelism over every device; --auto searches)"
+           : "strategy"},
       {"sp", o.sp},
       {"sequence_parallel", o.sequenceParallel},
       {"ep", o.ep},
@@ -769,13 +657,15 @@ int ::dtc::runCompile(const CompileOptions &o) {
   OwningOpRef<ModuleOp> module;
   json artifact;
   std::optional<cost::HardwareProfile> hw;
+  ::dtc::CompileOptions searched;
   auto writeReport = [&]() -> bool {
     if (o.report.empty())
       return true;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    json report = mlir::dtc::buildReport(*module, artifact, o, *hw, seconds);
+    json report = mlir::dtc::buildReport(
+        *module, artifact, o.autoPlan && o.search ? searched : o, *hw, seconds);
     std::string reportError;
     if (o.report == "-") { // standard output
       llvm::outs() << report.dump(2) << "\n";
@@ -788,7 +678,50 @@ int ::dtc::runCompile(const CompileOptions &o) {
     timer.done("report");
     return true;
   };
-  if (!compileBuffer(std::move(buffer), o, ctx, errors, module, artifact, hw,
+  // No --strategy: the search chooses the plan, which then compiles as if
+  // it had been given; the search compiled it already, so its artifact and
+  // report are written unless the IR is asked for.
+  if (o.autoPlan && o.search) {
+    std::string searchError;
+    json searchedReport;
+    if (!::dtc::searchPlan(std::string(buffer->getBuffer()), o, searched,
+                           artifact, searchedReport, searchError)) {
+      // A compiler error ("FILE:LINE:COL: error: ...") as it is.
+      if (searchError.find(": error: ") != std::string::npos)
+        llvm::errs() << searchError << "\n";
+      else
+        errors.flag(searchError);
+      return 1;
+    }
+    timer.done("search");
+    if (o.emitMlirAfter.empty()) {
+      std::string writeError;
+      if (!rt::writeArtifactFile(o.output, artifact, writeError)) {
+        errors.flag(writeError);
+        return 1;
+      }
+      timer.done("write");
+      if (o.report.empty())
+        return 0;
+      searchedReport["compile_time_s"] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                        start)
+              .count();
+      std::string reportError;
+      if (o.report == "-") {
+        llvm::outs() << searchedReport.dump(2) << "\n";
+        llvm::outs().flush();
+      } else if (!rt::writeOutputFile(o.report, searchedReport.dump(2) + "\n",
+                                      reportError)) {
+        errors.flag("cannot write report " + o.report + ": " + reportError);
+        return 1;
+      }
+      timer.done("report");
+      return 0;
+    }
+  }
+  const ::dtc::CompileOptions &plan = o.autoPlan && o.search ? searched : o;
+  if (!compileBuffer(std::move(buffer), plan, ctx, errors, module, artifact, hw,
                      timer)) {
     // A plan the memory check refused (its memory record exists only
     // then): the report still shows it, so it can be fixed.
@@ -804,6 +737,65 @@ int ::dtc::runCompile(const CompileOptions &o) {
   }
   timer.done("write");
   return writeReport() ? 0 : 1;
+}
+
+bool ::dtc::compileToReport(const std::string &source, const std::string &label,
+                            const CompileOptions &options, json &artifact,
+                            json &report, std::string &error) {
+  error.clear();
+  CompileOptions o = options;
+  o.emitMlirAfter.clear();
+  MLIRContext ctx(dtcRegistry());
+  ctx.loadAllAvailableDialects();
+  ctx.disableMultithreading();
+  Errors errors(ctx, label, &error);
+  OwningOpRef<ModuleOp> module;
+  std::optional<cost::HardwareProfile> hw;
+  StageTimer timer(false);
+  bool ok = compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, label),
+                          o, ctx, errors, module, artifact, hw, timer);
+  // A plan the memory check refused is still reported (its memory).
+  if (module && hw && artifact.contains("memory"))
+    report = mlir::dtc::buildReport(*module, artifact, o, *hw, 0.0);
+  if (!ok && error.empty())
+    error = label + ": compilation failed";
+  return ok;
+}
+
+bool ::dtc::searchFacts(const std::string &source, const std::string &label,
+                        const CompileOptions &o, search::ModelFacts &facts,
+                        cost::HardwareProfile &hw, uint64_t &budget,
+                        std::string &error) {
+  MLIRContext ctx(dtcRegistry());
+  ctx.loadAllAvailableDialects();
+  ctx.disableMultithreading();
+  Errors errors(ctx, label, &error);
+  int64_t devices = 1;
+  for (int64_t size : o.mesh)
+    devices *= size;
+  std::optional<cost::HardwareProfile> profile;
+  mlir::dtc::BuildTrainingStepOptions stepOptions;
+  OwningOpRef<ModuleOp> module;
+  double weightDecay =
+      o.weightDecay.value_or(o.optimizer == "adamw" ? 0.01 : 0.0);
+  if (!checkSupported(o, devices, errors) ||
+      !loadHardwareProfile(o, errors, profile) ||
+      !trainingStepOptions(o, weightDecay, errors, stepOptions) ||
+      !parseModel(llvm::MemoryBuffer::getMemBufferCopy(source, label), o, ctx,
+                  errors, module))
+    return false;
+  PassManager pm(&ctx);
+  pm.addPass(mlir::dtc::createCheckModel());
+  mlir::dtc::populateTrainingPipeline(pm, stepOptions);
+  if (failed(pm.run(*module))) {
+    if (!errors.reported())
+      errors.flag("compilation failed during training-step");
+    return false;
+  }
+  facts = mlir::dtc::modelFacts(*module);
+  hw = *profile;
+  budget = deviceBudget(o, hw, devices).first;
+  return true;
 }
 
 bool ::dtc::compileToArtifact(const std::string &source,

@@ -10,7 +10,9 @@ namespace {
 /// With `--remat auto`, also what activation checkpointing it chose and why.
 json plannerJson(const ::dtc::CompileOptions &o, const json &plan) {
   json planner;
-  if (!o.autoPlan)
+  if (!o.plannerRecord.empty())
+    planner = json::parse(o.plannerRecord);
+  else if (!o.autoPlan)
     planner = {
         {"mode", "strategy"},
         {"why",
@@ -22,9 +24,8 @@ json plannerJson(const ::dtc::CompileOptions &o, const json &plan) {
         {"searched", false},
         {"chose", "dp=" + std::to_string(plan.value("dp", 1))},
         {"why",
-         "no cost-model search exists yet: --auto plans data parallelism "
-         "over every device; pin tensor parallelism with --strategy "
-         "dp=D,tp=T"}};
+         "no --strategy and no --auto: data parallelism over every device; "
+         "--auto searches the plan, --strategy pins one"}};
   if (plan.contains("remat_choice"))
     planner["remat"] = plan["remat_choice"];
   return planner;

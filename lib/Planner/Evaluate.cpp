@@ -441,6 +441,71 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
   return bytes;
 }
 
+::dtc::search::ModelFacts modelFacts(ModuleOp module) {
+  ::dtc::search::ModelFacts facts;
+  func::FuncOp step = findTrainStep(module);
+  if (!step)
+    return facts;
+  auto bytesOf = [](Value v) -> double {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || !type.getElementType().isIntOrFloat())
+      return 0;
+    return double(type.getNumElements()) *
+           double(type.getElementType().getIntOrFloatBitWidth()) / 8.0;
+  };
+  for (BlockArgument arg : step.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    std::optional<Role> role = argRole(step, arg.getArgNumber());
+    if (!type)
+      continue;
+    if (role == Role::Param)
+      facts.params += type.getNumElements();
+    if (role == Role::Input && type.getRank() >= 1) {
+      facts.batch = std::max(facts.batch, type.getDimSize(0));
+      if (type.getRank() == 2 && type.getElementType().isInteger())
+        facts.sequenceInputs = true;
+    }
+  }
+  auto layerOf = [](Operation *op) -> int64_t {
+    auto layer = op->getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr);
+    return layer ? layer.getInt() : -1;
+  };
+  llvm::DenseSet<Value> boundary;
+  step.walk([&](Operation *op) {
+    auto cost = dyn_cast<CostOpInterface>(op);
+    const int64_t layer = layerOf(op);
+    if (isPhase(op, Phase::Forward)) {
+      facts.layers = std::max(facts.layers, layer + 1);
+      if (cost) {
+        facts.forwardFlops += double(cost.getFlopCount());
+        if (op->hasTrait<CheapToRecompute>())
+          facts.cheapForwardFlops += double(cost.getFlopCount());
+      }
+      // Full recomputation keeps each layer's inputs from other layers.
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (isPhase(def, Phase::Forward) && layerOf(def) != layer &&
+              boundary.insert(operand).second)
+            facts.storedFull += bytesOf(operand);
+      // Selective recomputation does not keep what cheap ops produce.
+      if (op->hasTrait<CheapToRecompute>() && !isa<ViewOpInterface>(op))
+        for (Value result : op->getResults())
+          if (llvm::any_of(result.getUsers(), isBackward))
+            facts.storedSelective -= bytesOf(result);
+    } else if (isBackward(op) && cost) {
+      facts.backwardFlops += double(cost.getFlopCount());
+    }
+  });
+  for (auto &[layer, bytes] : storedActivationBytesByLayer(module))
+    facts.storedNone += double(bytes);
+  facts.storedSelective =
+      std::max(0.0, facts.storedNone + facts.storedSelective);
+  facts.storedFull = std::min(facts.storedFull, facts.storedNone);
+  facts.boundaryBytes =
+      facts.layers > 0 ? facts.storedFull / double(facts.layers) : 0.0;
+  return facts;
+}
+
 std::vector<int64_t> plannedPeakPerStage(const json &artifact,
                                          const std::string &label,
                                          int64_t devices, int64_t stages) {

@@ -67,8 +67,20 @@ Mesh and hardware:
                         exceeds it is refused      (default: --hw's memory; for
                         cpu, this machine's RAM / the mesh's device count)
 Plan:
-  --auto                no search yet: plans data parallelism over the
-                        whole mesh, and the report says so   (default)
+  --auto                search the plan: every split of the mesh axes
+                        into dp, pp and tp, micro-batches, recomputation,
+                        ZeRO stage and sequence parallelism, estimated;
+                        the best few compiled and the fastest that fits
+                        taken (--microbatches, --remat and
+                        --sequence-parallel pin their choice)
+                        (default without --auto or --strategy: data
+                        parallelism over every device)
+  --explain             print the search's choice and the plans it
+                        compiled, each with why it lost, to stderr
+  --search-rescore N    how many of the best estimates to compile (0:
+                        all, the brute force)                (default: 4)
+  --search-time-limit S stop compiling candidates after S seconds
+                                                             (default: 60)
   --strategy SPEC       pin degrees, e.g. dp=2,tp=4          (default: none)
                         keys dp, tp, pp, zero, sp, ep; dp*tp*pp = devices;
                         omitted: dp = devices/(tp*pp), tp=pp=sp=ep=1, zero=0
@@ -341,6 +353,37 @@ bool parseStrategy(const std::string &text, dtc::CompileOptions &o) {
   return true;
 }
 
+/// Under the search, the flags that fix one of its choices pin it; its own
+/// flags need it. Returns the error, or "".
+std::string searchChoices(const Flags &flags, dtc::CompileOptions &o) {
+  for (const char *choice : {"microbatches", "remat", "sequence-parallel"})
+    if (flags.given(std::string("--") + choice))
+      o.pinnedChoices.push_back(choice);
+  if (!o.search &&
+      (flags.given("--explain") || flags.given("--search-rescore") ||
+       flags.given("--search-time-limit")))
+    return "--explain, --search-rescore and --search-time-limit are the "
+           "search's (--auto)";
+  return "";
+}
+
+/// The search's flags of `dtc compile`.
+void addSearchFlags(Flags &flags, dtc::CompileOptions &o) {
+  flags.boolean("--explain", [&] { o.explain = true; });
+  flags.value("--search-rescore", [&](const std::string &v) {
+    return parseInt("--search-rescore", v, o.searchRescore, 0);
+  });
+  flags.value("--search-time-limit", [&](const std::string &v) {
+    if (!parseDouble("--search-time-limit", v, o.searchTimeLimit))
+      return false;
+    if (o.searchTimeLimit <= 0) {
+      fail("--search-time-limit: expected seconds > 0, got '" + v + "'");
+      return false;
+    }
+    return true;
+  });
+}
+
 /// The optimizer's flags of `dtc compile`.
 void addOptimizerFlags(Flags &flags, dtc::CompileOptions &o) {
   flags.value("--optimizer", [&](const std::string &v) {
@@ -371,7 +414,7 @@ void addOptimizerFlags(Flags &flags, dtc::CompileOptions &o) {
 /// a flag that passes silently looks like it did something.
 std::string ineffectiveFlag(const Flags &flags, const dtc::CompileOptions &o) {
   const bool pipelined = o.pp > 1 || o.microbatches > 1 || o.gradAccum > 1;
-  if (flags.given("--schedule") && !pipelined)
+  if (flags.given("--schedule") && !pipelined && !o.search)
     return "--schedule " + o.schedule +
            " orders the forwards and backwards of pipeline stages and "
            "micro-batches, and this plan has neither (add --strategy "
@@ -420,13 +463,17 @@ int compileCommand(const std::vector<std::string> &args) {
     o.deviceMemory = bytes;
     return true;
   });
-  flags.boolean("--auto", [&] { autoGiven = true; });
+  flags.boolean("--auto", [&] {
+    autoGiven = true;
+    o.search = true;
+  });
   flags.value("--strategy", [&](const std::string &v) {
     strategyGiven = true;
     strategy = v;
     return true;
   });
   flags.boolean("--sequence-parallel", [&] { o.sequenceParallel = true; });
+  addSearchFlags(flags, o);
   flags.value("--microbatches", [&](const std::string &v) {
     return parseInt("--microbatches", v, o.microbatches, 1);
   });
@@ -516,6 +563,8 @@ int compileCommand(const std::vector<std::string> &args) {
                     " devices");
     }
   }
+  if (std::string why = searchChoices(flags, o); !why.empty())
+    return fail(why);
   if (std::string why = ineffectiveFlag(flags, o); !why.empty())
     return fail(why);
   if (o.output.empty()) {

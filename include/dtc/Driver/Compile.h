@@ -2,6 +2,9 @@
 #ifndef DTC_DRIVER_COMPILE_H
 #define DTC_DRIVER_COMPILE_H
 
+#include "dtc/CostModel/CostModel.h"
+#include "dtc/Planner/Search.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -57,6 +60,21 @@ struct CompileOptions {
   bool timing = false;
   /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.
   std::vector<std::string> pins;
+  /// --auto: search the plan (without it and without --strategy, data
+  /// parallelism over every device).
+  bool search = false;
+  /// The search: how many of the best estimated plans it lowers
+  /// and evaluates (--search-rescore; 0: every plan, the brute force),
+  /// its time limit in seconds (--search-time-limit), and whether to print
+  /// its choice and the alternatives to stderr (--explain).
+  int64_t searchRescore = 4;
+  double searchTimeLimit = 60;
+  bool explain = false;
+  /// Flags given on the command line that pin a choice the search would
+  /// otherwise make ("microbatches", "remat", "sequence-parallel").
+  std::vector<std::string> pinnedChoices;
+  /// The search's record (JSON) once it chose: the report's "planner".
+  std::string plannerRecord;
 };
 
 /// Runs the whole compilation; prints one error line on failure. Returns the
@@ -70,6 +88,30 @@ int runCompile(const CompileOptions &options);
 bool compileToArtifact(const std::string &source, const std::string &label,
                        const CompileOptions &options, nlohmann::json &artifact,
                        std::string &error);
+
+/// compileToArtifact that also fills the plan report (also for a plan the
+/// memory check refused, whose report says by how much).
+bool compileToReport(const std::string &source, const std::string &label,
+                     const CompileOptions &options, nlohmann::json &artifact,
+                     nlohmann::json &report, std::string &error);
+
+/// What the plan search needs before it plans: the training step's facts,
+/// the hardware profile (its links for the mesh) and the memory budget per
+/// device. False with one line in `error` when the model or the flags are
+/// bad (the error the compilation itself would give).
+bool searchFacts(const std::string &source, const std::string &label,
+                 const CompileOptions &options, search::ModelFacts &facts,
+                 cost::HardwareProfile &hw, uint64_t &budget,
+                 std::string &error);
+
+/// --auto (no --strategy): chooses the plan (lib/Driver/AutoPlan.cpp).
+/// Fills `chosen` with the options of the best plan (as if its strategy
+/// had been given) and its `plannerRecord`, and its compiled `artifact`
+/// and `report`; false with `error` when no plan can run (the smallest
+/// shortfall named).
+bool searchPlan(const std::string &source, const CompileOptions &options,
+                CompileOptions &chosen, nlohmann::json &artifact,
+                nlohmann::json &report, std::string &error);
 
 /// The stages --emit-mlir accepts.
 const std::vector<std::string> &emitStages();

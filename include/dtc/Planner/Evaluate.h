@@ -10,6 +10,7 @@
 #define DTC_PLANNER_EVALUATE_H
 
 #include "dtc/CostModel/CostModel.h"
+#include "dtc/Planner/Search.h"
 #include "dtc/artifact/MemoryPlan.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -71,6 +72,10 @@ nlohmann::json memoryRecord(const std::vector<::dtc::rt::MemoryNeed> &needs,
 /// value they view; a partitioned module's local shapes. docs/design.md
 /// "Activation memory by hand" derives it for a transformer layer.
 std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module);
+
+/// The facts of a training step (after dtc-assign-layers, before
+/// planning: global shapes) the search's closed forms read.
+::dtc::search::ModelFacts modelFacts(ModuleOp module);
 
 /// Each pipeline stage's planned peak (the largest of its programs; a plan
 /// without stages is stage 0), or empty after an error.

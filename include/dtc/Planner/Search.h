@@ -1,0 +1,80 @@
+//===- Search.h - the plan search's enumeration -----------------*- C++ -*-===//
+//
+// The search's closed forms (docs/design.md "The search"): every plan of
+// the mesh (data, pipeline and tensor parallelism on whole mesh axes,
+// micro-batches, recomputation, ZeRO stage, sequence parallelism) gets an
+// estimated step time and memory per device from a few facts of the
+// training step, in microseconds for thousands of plans. The driver then
+// lowers the best few and ranks them by the plan evaluation (evaluatePlan),
+// which is what the report shows. Plain C++: facts in, plans out.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_PLANNER_SEARCH_H
+#define DTC_PLANNER_SEARCH_H
+
+#include "dtc/CostModel/CostModel.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtc::search {
+
+/// What the estimates need of a training step (global shapes, one step of
+/// the whole batch; modelFacts in Evaluate.h reads them off the IR).
+struct ModelFacts {
+  int64_t params = 0;
+  /// Sequences per step (the data inputs' first dimension).
+  int64_t batch = 0;
+  /// Layers (dtc.layer) of the forward.
+  int64_t layers = 0;
+  /// Model flops per step: forward, backward, and the forward flops of
+  /// the ops selective recomputation recomputes.
+  double forwardFlops = 0, backwardFlops = 0, cheapForwardFlops = 0;
+  /// Bytes one step keeps from its forward for its backward, by
+  /// recomputation: none, selective (less what cheap ops produce), full
+  /// (each layer's inputs).
+  double storedNone = 0, storedSelective = 0, storedFull = 0;
+  /// Bytes of the activations between two layers (the residual stream),
+  /// on average: what a tensor-parallel block all-reduces and a pipeline
+  /// stage sends.
+  double boundaryBytes = 0;
+  /// Whether sequence parallelism applies (token inputs [batch, seq]).
+  bool sequenceInputs = false;
+};
+
+/// The plans to consider.
+struct Space {
+  std::vector<int64_t> mesh;
+  std::string precision = "f32", optimizer = "adam";
+  /// Bytes per device a plan must fit.
+  double budget = 0;
+  /// Micro-batch counts considered: divisors of the data-parallel shard's
+  /// batch up to this.
+  int64_t maxMicrobatches = 1024;
+};
+
+struct Candidate {
+  int64_t dp = 1, tp = 1, pp = 1, microbatches = 1, zero = 0;
+  std::string remat = "none";
+  bool sequenceParallel = false;
+  /// The closed forms' step time and memory per device, and their parts.
+  double seconds = 0, bytes = 0;
+  double computeSeconds = 0, commSeconds = 0, bubble = 0;
+  bool fits = false;
+
+  /// As --strategy and the other flags would write it, e.g.
+  /// "dp=8,pp=16,tp=8 --microbatches 192 --remat full".
+  std::string describe() const;
+};
+
+/// Every plan of `space`, estimated: those that fit first, fastest first,
+/// then the others by memory. `hw` must have its links for the mesh
+/// (forMesh).
+std::vector<Candidate> enumerateCandidates(const ModelFacts &facts,
+                                           const Space &space,
+                                           const cost::HardwareProfile &hw);
+
+} // namespace dtc::search
+
+#endif // DTC_PLANNER_SEARCH_H

@@ -1,0 +1,305 @@
+//===- AutoPlan.cpp - dtc compile without --strategy: the plan search -----===//
+//
+// docs/design.md "The search": the closed forms (dtc/Planner/Search.h)
+// estimate every plan of the mesh; the best few are compiled as if their
+// strategy had been given and ranked by the plan evaluation the report
+// shows (its predicted step time; the memory check's real peak). The
+// winner's options go on to the ordinary compilation, so a searched plan is
+// written exactly as a pinned one.
+//
+//===----------------------------------------------------------------------===//
+#include "dtc/Driver/Compile.h"
+#include "dtc/artifact/MemoryPlan.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+using json = nlohmann::json;
+
+namespace {
+
+bool pinned(const dtc::CompileOptions &o, const std::string &choice) {
+  return std::find(o.pinnedChoices.begin(), o.pinnedChoices.end(), choice) !=
+         o.pinnedChoices.end();
+}
+
+/// The options of `c`, as if its strategy and flags had been given.
+dtc::CompileOptions optionsOf(const dtc::CompileOptions &o,
+                              const dtc::search::Candidate &c) {
+  dtc::CompileOptions out = o;
+  out.autoPlan = false;
+  out.dp = c.dp;
+  out.tp = c.tp;
+  out.pp = c.pp;
+  out.zero = c.zero;
+  out.microbatches = c.microbatches;
+  out.remat = o.remat == "auto" ? o.remat : c.remat;
+  out.sequenceParallel = c.sequenceParallel;
+  out.report.clear();
+  out.emitMlirAfter.clear();
+  out.timing = false;
+  out.explain = false;
+  return out;
+}
+
+std::string gib(double bytes) {
+  return ::dtc::rt::formatBytes(uint64_t(std::max(0.0, bytes)));
+}
+
+/// Why `loser` lost to `winner`: the term of the evaluation that grew most.
+std::string whyLost(const json &loser, const json &winner) {
+  const json &l = loser["evaluated"], &w = winner["evaluated"];
+  const double dCompute =
+      l["compute_s"].get<double>() - w["compute_s"].get<double>();
+  const double dComm = l["comm_s"].get<double>() - w["comm_s"].get<double>();
+  const double dBubble = l["bubble"].get<double>() - w["bubble"].get<double>();
+  if (dBubble > 0.02 &&
+      dBubble * l["step_s"].get<double>() >= std::max(dCompute, dComm) * 0.5)
+    return "bubble";
+  if (dComm > dCompute)
+    return "communication";
+  return loser["remat"] != "none" && winner["remat"] != loser["remat"]
+             ? "recomputation"
+             : "compute";
+}
+
+/// One lowered candidate.
+struct Lowered {
+  bool tried = false, ok = false;
+  json artifact, report;
+  std::string problem;
+};
+
+/// Compiles and evaluates the first `count` of `all`, on as many threads as
+/// the machine has (each compilation has its own MLIR context), until the
+/// time limit.
+std::vector<Lowered>
+lowerBest(const std::string &source, const dtc::CompileOptions &o,
+          const std::vector<dtc::search::Candidate> &all, size_t count,
+          const std::function<double()> &elapsed, std::atomic<bool> &timedOut) {
+  std::vector<Lowered> results(count);
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex progress;
+  double lastReport = 0;
+  auto worker = [&] {
+    for (size_t i = next++; i < count; i = next++) {
+      if (elapsed() > o.searchTimeLimit) {
+        timedOut = true;
+        return;
+      }
+      Lowered &r = results[i];
+      r.tried = true;
+      r.ok = compileToReport(source, o.input, optionsOf(o, all[i]), r.artifact,
+                             r.report, r.problem);
+      const size_t finished = ++done;
+      // A search longer than a second says how far it is, once a second.
+      std::lock_guard<std::mutex> lock(progress);
+      if (elapsed() >= lastReport + 1.0) {
+        lastReport = elapsed();
+        std::cerr << "dtc: search: lowered " << finished << " of " << count
+                  << " plans (" << int(lastReport * 10) / 10.0 << " s)\n";
+      }
+    }
+  };
+  const unsigned threads =
+      std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 4));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads && t < count; ++t)
+    pool.emplace_back(worker);
+  worker();
+  for (std::thread &t : pool)
+    t.join();
+
+  return results;
+}
+
+/// One lowered plan as the report's planner.lowered lists it.
+json entryOf(const dtc::search::Candidate &c, const Lowered &r) {
+  json entry = {{"plan", c.describe()},
+                {"dp", c.dp},
+                {"tp", c.tp},
+                {"pp", c.pp},
+                {"zero", c.zero},
+                {"microbatches", c.microbatches},
+                {"remat", c.remat},
+                {"sequence_parallel", c.sequenceParallel},
+                {"estimated", {{"step_s", c.seconds}, {"bytes", c.bytes}}}};
+  if (r.report.is_object() && r.report.contains("predicted")) {
+    const json &p = r.report["predicted"];
+    entry["evaluated"] = {
+        {"step_s", p["step_time_s"]},
+        {"compute_s", p["compute_time_s"]},
+        {"comm_s", p["comm_time_s"]},
+        {"mfu", p["mfu"]},
+        {"bubble", r.report["bubble_fraction"]},
+        {"peak_bytes", r.report["memory_bytes"]["peak_per_device"]},
+        {"budget_bytes", r.report["memory_bytes"]["budget_per_device"]}};
+  }
+  entry["verdict"] = r.ok ? "ok"
+                     : entry.contains("evaluated")
+                         ? "does not fit"
+                         : "cannot lower: " + r.problem;
+  return entry;
+}
+
+/// --explain: the choice and every lowered plan.
+void explain(const json &lowered, const json &winner, size_t estimated,
+             double seconds) {
+  std::cerr << "dtc: search: " << estimated << " plans estimated, "
+            << lowered.size() << " lowered in " << int(seconds * 100) / 100.0
+            << " s; chose " << winner["plan"].get<std::string>() << "\n";
+  for (const json &entry : lowered) {
+    std::cerr << "  " << (entry == winner ? "* " : "  ")
+              << entry["plan"].get<std::string>() << ": ";
+    if (entry.contains("evaluated")) {
+      const json &e = entry["evaluated"];
+      char line[160];
+      std::snprintf(line, sizeof line, "%.4g s/step, MFU %.2f, %s/device",
+                    e["step_s"].get<double>(), e["mfu"].get<double>(),
+                    gib(e["peak_bytes"].get<double>()).c_str());
+      std::cerr << line;
+    }
+    if (entry["verdict"] != "ok")
+      std::cerr << " (" << entry["verdict"].get<std::string>() << ")";
+    else if (entry.contains("lost_on"))
+      std::cerr << " (lost on " << entry["lost_on"].get<std::string>() << ")";
+    std::cerr << "\n";
+  }
+}
+
+} // namespace
+
+bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
+                     CompileOptions &chosen, json &artifact, json &report,
+                     std::string &error) {
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  search::ModelFacts facts;
+  cost::HardwareProfile hw;
+  uint64_t budget = 0;
+  if (!searchFacts(source, o.input, o, facts, hw, budget, error))
+    return false;
+  search::Space space;
+  space.mesh = o.mesh;
+  space.precision = o.precision;
+  space.optimizer = o.optimizer;
+  space.budget = double(budget);
+  std::vector<search::Candidate> all;
+  for (const search::Candidate &c :
+       search::enumerateCandidates(facts, space, hw)) {
+    // --remat auto: each plan chooses its recomputation per stage as it
+    // compiles (chooseRecomputation), so one entry per plan, compiled so.
+    const std::string remat = o.remat == "auto" ? "none" : o.remat;
+    if ((pinned(o, "microbatches") && c.microbatches != o.microbatches) ||
+        (pinned(o, "remat") && c.remat != remat) ||
+        (pinned(o, "sequence-parallel") &&
+         c.sequenceParallel != o.sequenceParallel))
+      continue;
+    all.push_back(c);
+  }
+  // The pinned choices (or a model without a batch) leave no estimated
+  // plan: data parallelism with them, which compiles or says why not.
+  if (all.empty()) {
+    search::Candidate dp;
+    dp.dp = 1;
+    for (int64_t size : o.mesh)
+      dp.dp *= size;
+    dp.microbatches = o.microbatches;
+    dp.remat = o.remat == "auto" ? "none" : o.remat;
+    dp.sequenceParallel = o.sequenceParallel;
+    all.push_back(dp);
+  }
+  const size_t count = std::min(
+      all.size(), o.searchRescore > 0 ? size_t(o.searchRescore) : all.size());
+  std::atomic<bool> timedOut{false};
+  std::vector<Lowered> results =
+      lowerBest(source, o, all, count, elapsed, timedOut);
+
+  json lowered = json::array();
+  int best = -1;
+  std::vector<size_t> candidateOf;
+  for (size_t i = 0; i < count; ++i) {
+    const Lowered &r = results[i];
+    if (!r.tried)
+      continue;
+    json entry = entryOf(all[i], r);
+    lowered.push_back(entry);
+    candidateOf.push_back(i);
+    if (r.ok &&
+        (best < 0 ||
+         entry["evaluated"]["step_s"].get<double>() <
+             lowered[size_t(best)]["evaluated"]["step_s"].get<double>()))
+      best = int(lowered.size()) - 1;
+  }
+  if (best < 0) {
+    // Recompute the pointer: `lowered` may have grown since.
+    double least = -1;
+    std::string plan;
+    for (const json &entry : lowered)
+      if (entry.contains("evaluated") &&
+          (least < 0 ||
+           entry["evaluated"]["peak_bytes"].get<double>() < least)) {
+        least = entry["evaluated"]["peak_bytes"].get<double>();
+        plan = entry["plan"].get<std::string>();
+      }
+    // Every plan failed to compile: the first one's error, as the
+    // compiler gave it.
+    const bool noneCompiled = llvm::all_of(
+        lowered, [](const json &e) { return !e.contains("evaluated"); });
+    if (noneCompiled && !results.empty() && !results.front().problem.empty())
+      error = results.front().problem;
+    else if (least >= 0)
+      error = o.input + ": no plan fits " + gib(double(budget)) +
+              " per device: the smallest, " + plan + ", needs " + gib(least) +
+              " (" + gib(least - double(budget)) +
+              " over); use a larger mesh, --device-memory SIZE, or a "
+              "precision or optimizer with less state";
+    else
+      error = o.input + ": no plan could be compiled" +
+              (lowered.empty()
+                   ? std::string()
+                   : ": " + lowered.back()["verdict"].get<std::string>());
+    return false;
+  }
+  const json &winner = lowered[size_t(best)];
+  Lowered &won = results[candidateOf[size_t(best)]];
+  for (json &entry : lowered)
+    if (&entry != &winner && entry["verdict"] == "ok")
+      entry["lost_on"] = whyLost(entry, winner);
+  const search::Candidate &first = all.front();
+  json record = {{"mode", "search"},
+                 {"chose", winner["plan"]},
+                 {"enumerated", all.size()},
+                 {"lowered", lowered},
+                 {"search_time_s", elapsed()},
+                 {"timed_out", timedOut.load()},
+                 {"best_estimate", first.describe()}};
+  chosen = optionsOf(o, all[candidateOf[size_t(best)]]);
+  chosen.report = o.report;
+  chosen.output = o.output;
+  chosen.emitMlirAfter = o.emitMlirAfter;
+  chosen.timing = o.timing;
+  chosen.plannerRecord = record.dump();
+  won.artifact["plan"]["planner"] = "search";
+  // --remat auto's per-stage choice stays beside the search's record.
+  if (won.report.contains("planner") && won.report["planner"].contains("remat"))
+    record["remat"] = won.report["planner"]["remat"];
+  won.report["planner"] = record;
+  artifact = std::move(won.artifact);
+  report = std::move(won.report);
+  if (o.explain)
+    explain(lowered, winner, all.size(), elapsed());
+  return true;
+}

@@ -1,0 +1,187 @@
+//===- Search.cpp - every plan of a mesh, estimated -----------------------===//
+//
+// The closed forms rank plans; they are deliberately simple (even layers,
+// every flop at the profile's best GEMM efficiency, Megatron's two
+// all-reduces per layer and step, 1F1B's in-flight micro-batches) because
+// the driver lowers the best few and ranks those by the real evaluation.
+// What they must get right is the order of magnitude of each term, so the
+// best plan is among the few lowered.
+//
+//===----------------------------------------------------------------------===//
+#include "dtc/Planner/Search.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+using namespace dtc::search;
+using dtc::cost::CollectiveKind;
+using dtc::cost::HardwareProfile;
+using dtc::cost::Link;
+
+std::string Candidate::describe() const {
+  std::ostringstream s;
+  s << "dp=" << dp << ",tp=" << tp << ",pp=" << pp;
+  if (zero)
+    s << ",zero=" << zero;
+  if (sequenceParallel)
+    s << " --sequence-parallel";
+  if (microbatches > 1)
+    s << " --microbatches " << microbatches;
+  s << " --remat " << remat;
+  return s.str();
+}
+
+namespace {
+
+int64_t product(const std::vector<int64_t> &mesh, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t a = from; a < to; ++a)
+    p *= mesh[a];
+  return p;
+}
+
+Link slowest(const HardwareProfile &hw, size_t from, size_t to) {
+  Link link{1e300, 0, 1};
+  for (size_t a = from; a < to && a < hw.axes.size(); ++a)
+    if (hw.axes[a].bandwidth * hw.axes[a].efficiency <
+        link.bandwidth * link.efficiency)
+      link = hw.axes[a];
+  return link;
+}
+
+/// The estimate of one plan; `dpAxes`, `ppAxes`, `tpAxes` are its mesh
+/// axes [from, to).
+void estimate(const ModelFacts &f, const Space &space,
+              const HardwareProfile &hw, size_t dpEnd, size_t ppEnd,
+              Candidate &c) {
+  const size_t axes = space.mesh.size();
+  const double devices = double(c.dp * c.tp * c.pp);
+  const bool f32 = space.precision == "f32";
+  const double peak = f32 ? hw.peakFlopsF32 : hw.peakFlopsBf16;
+  const double recompute = c.remat == "full"        ? f.forwardFlops
+                           : c.remat == "selective" ? f.cheapForwardFlops
+                                                    : 0.0;
+  const double m = double(c.microbatches), p = double(c.pp);
+  c.bubble = c.pp > 1 ? (p - 1) / (m + p - 1) : 0.0;
+  const double stretch = 1.0 / (1.0 - c.bubble);
+  c.computeSeconds = (f.forwardFlops + f.backwardFlops + recompute) / devices /
+                     (peak * hw.gemm.max) * stretch;
+
+  // Tensor parallelism: each layer all-reduces (or, with sequence
+  // parallelism, reduce-scatters and gathers) its output in the forward
+  // and its input gradient in the backward; a full recomputation does not
+  // repeat it (dtc recomputes after the all-reduce).
+  double comm = 0;
+  const double layersPerStage = double(f.layers) / p;
+  const double shard = f.boundaryBytes / double(c.dp); // per step
+  if (c.tp > 1) {
+    const Link link = slowest(hw, ppEnd, axes);
+    const double t = double(c.tp);
+    const double sent = 2.0 * (t - 1) / t * shard;
+    const double steps = 2.0 * (t - 1);
+    comm +=
+        layersPerStage * 2.0 *
+        (m * steps * link.latency + sent / (link.bandwidth * link.efficiency)) *
+        stretch;
+  }
+  // Pipeline: each micro-batch sends its activation forward and its
+  // gradient back, one per stage boundary on the critical path.
+  if (c.pp > 1) {
+    const Link link = slowest(hw, dpEnd, ppEnd);
+    const double bytes = shard / m / (c.sequenceParallel ? double(c.tp) : 1.0);
+    comm += 2.0 * m * dtc::cost::sendRecvTime(bytes, link) * stretch;
+  }
+  // Data parallelism: the gradients' all-reduce (ZeRO: reduce-scatter and
+  // gather, the same bytes) once per step; ZeRO-3 gathers the parameters
+  // for each micro-batch's forward and backward too.
+  const dtc::cost::BytesPerParam bpp =
+      dtc::cost::bytesPerParam(space.precision, space.optimizer);
+  const double localParams = double(f.params) / double(c.tp * c.pp);
+  if (c.dp > 1) {
+    const Link link = slowest(hw, 0, dpEnd);
+    const double d = double(c.dp);
+    const double grads = localParams * bpp.grads;
+    comm += dtc::cost::collectiveTime(CollectiveKind::AllReduce, c.dp,
+                                      2.0 * (d - 1) / d * grads, link);
+    if (c.zero >= 3)
+      comm += 2.0 * m *
+              dtc::cost::collectiveTime(CollectiveKind::AllGather, c.dp,
+                                        (d - 1) / d * localParams * bpp.params,
+                                        link);
+  }
+  c.commSeconds = comm;
+  c.seconds = c.computeSeconds + c.commSeconds;
+
+  // Memory: the state by ZeRO stage, and the activations of the
+  // micro-batches 1F1B keeps in flight on the first stage.
+  const double d = double(c.dp);
+  double state = localParams * (bpp.params / (c.zero >= 3 ? d : 1.0) +
+                                bpp.grads / (c.zero >= 2 ? d : 1.0) +
+                                bpp.optimizer / (c.zero >= 1 ? d : 1.0));
+  const double stored = c.remat == "full"        ? f.storedFull
+                        : c.remat == "selective" ? f.storedSelective
+                                                 : f.storedNone;
+  // Tensor parallelism splits what a layer keeps, except the layer
+  // boundaries (full recomputation's) unless the sequence is split too.
+  const double split =
+      c.remat == "full" && !c.sequenceParallel ? 1.0 : double(c.tp);
+  const double perMicrobatch = stored / (d * m) / split / p;
+  const double inFlight = c.pp > 1 ? std::min(p, m) : 1.0;
+  // A recomputed layer's forward is live again while its backward runs.
+  const double working = c.remat == "none"
+                             ? 0.0
+                             : f.storedNone /
+                                   double(std::max<int64_t>(f.layers, 1)) /
+                                   (d * m) / double(c.tp);
+  c.bytes = state + perMicrobatch * inFlight + working;
+  c.fits = space.budget <= 0 || c.bytes <= space.budget;
+}
+
+} // namespace
+
+std::vector<Candidate>
+dtc::search::enumerateCandidates(const ModelFacts &facts, const Space &space,
+                                 const HardwareProfile &hw) {
+  std::vector<Candidate> out;
+  std::set<std::tuple<int64_t, int64_t, int64_t>> seen;
+  const size_t axes = space.mesh.size();
+  for (size_t dpEnd = 0; dpEnd <= axes; ++dpEnd)
+    for (size_t ppEnd = dpEnd; ppEnd <= axes; ++ppEnd) {
+      Candidate base;
+      base.dp = product(space.mesh, 0, dpEnd);
+      base.pp = product(space.mesh, dpEnd, ppEnd);
+      base.tp = product(space.mesh, ppEnd, axes);
+      // Axes of size 1 give the same degrees under several splits.
+      if (!seen.insert({base.dp, base.pp, base.tp}).second)
+        continue;
+      if (base.pp > facts.layers || facts.batch % base.dp != 0)
+        continue;
+      const int64_t perShard = facts.batch / base.dp;
+      for (int64_t m = 1; m <= std::min(perShard, space.maxMicrobatches); ++m) {
+        if (perShard % m != 0)
+          continue;
+        for (const char *remat : {"none", "selective", "full"})
+          for (int64_t zero = 0; zero <= (base.dp > 1 ? 3 : 0); ++zero)
+            for (bool sp : {false, true}) {
+              if (sp && (base.tp == 1 || !facts.sequenceInputs))
+                continue;
+              Candidate c = base;
+              c.microbatches = m;
+              c.remat = remat;
+              c.zero = zero;
+              c.sequenceParallel = sp;
+              estimate(facts, space, hw, dpEnd, ppEnd, c);
+              out.push_back(c);
+            }
+      }
+    }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Candidate &a, const Candidate &b) {
+                     if (a.fits != b.fits)
+                       return a.fits;
+                     return a.fits ? a.seconds < b.seconds : a.bytes < b.bytes;
+                   });
+  return out;
+}
