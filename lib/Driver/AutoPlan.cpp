@@ -91,7 +91,8 @@ lowerBest(const std::string &source, const dtc::CompileOptions &o,
   double lastReport = 0;
   auto worker = [&] {
     for (size_t i = next++; i < count; i = next++) {
-      if (elapsed() > o.searchTimeLimit) {
+      // The best estimate is always compiled, whatever the limit.
+      if (i > 0 && elapsed() > o.searchTimeLimit) {
         timedOut = true;
         return;
       }
