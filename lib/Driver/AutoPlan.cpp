@@ -245,7 +245,7 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
       best = int(lowered.size()) - 1;
   }
   if (best < 0) {
-    // Recompute the pointer: `lowered` may have grown since.
+    // The smallest plan that compiled but did not fit.
     double least = -1;
     std::string plan;
     for (const json &entry : lowered)
@@ -292,11 +292,11 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   chosen.output = o.output;
   chosen.emitMlirAfter = o.emitMlirAfter;
   chosen.timing = o.timing;
-  chosen.plannerRecord = record.dump();
-  won.artifact["plan"]["planner"] = "search";
   // --remat auto's per-stage choice stays beside the search's record.
   if (won.report.contains("planner") && won.report["planner"].contains("remat"))
     record["remat"] = won.report["planner"]["remat"];
+  chosen.plannerRecord = record.dump();
+  won.artifact["plan"]["planner"] = "search";
   won.report["planner"] = record;
   artifact = std::move(won.artifact);
   report = std::move(won.report);
