@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/CostModel/CostModel.h"
+#include "dtc/Planner/Search.h"
 
 #include <gtest/gtest.h>
 
@@ -94,6 +95,63 @@ TEST(CostModel, KernelRoofline) {
   EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(1e6, 8e6, false, hw, false),
                    8e6 / 5e10 + 1e-6);
   EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(0, 0, false, hw, false), 1e-6);
+}
+
+TEST(CostModel, BubbleFraction) {
+  // GPipe and 1F1B idle (p-1)/(m+p-1) of the time.
+  EXPECT_DOUBLE_EQ(dtc::cost::bubbleFraction(1, 8), 0.0);
+  EXPECT_DOUBLE_EQ(dtc::cost::bubbleFraction(4, 1), 0.75);
+  EXPECT_DOUBLE_EQ(dtc::cost::bubbleFraction(16, 192), 15.0 / 207.0);
+}
+
+TEST(Search, EstimatesFollowTheClosedForms) {
+  dtc::search::ModelFacts facts;
+  facts.params = 1000000;
+  facts.batch = 8;
+  facts.layers = 4;
+  facts.forwardFlops = 1e12;
+  facts.backwardFlops = 2e12;
+  facts.storedNone = 4e6;
+  facts.storedSelective = 2e6;
+  facts.storedFull = 1e6;
+  facts.boundaryBytes = 2.5e5;
+  dtc::search::Space space;
+  space.mesh = {2};
+  space.optimizer = "adam";
+  dtc::cost::HardwareProfile hw = *[] {
+    std::string error;
+    return dtc::cost::loadHardware("a100", error);
+  }();
+  hw.forMesh(space.mesh);
+  std::vector<dtc::search::Candidate> all =
+      dtc::search::enumerateCandidates(facts, space, hw);
+  ASSERT_FALSE(all.empty());
+  for (size_t i = 1; i < all.size(); ++i)
+    EXPECT_LE(all[i - 1].seconds, all[i].seconds); // no budget: all fit
+  // Data parallelism over 2, no micro-batches: f32 Adam keeps 16 bytes per
+  // parameter, ZeRO-1 splits the 8 of the optimizer, ZeRO-3 all 16.
+  auto find = [&](int64_t dp, int64_t zero) {
+    for (const dtc::search::Candidate &c : all)
+      if (c.dp == dp && c.zero == zero && c.microbatches == 1 &&
+          c.remat == "none")
+        return c;
+    ADD_FAILURE() << "no dp=" << dp << " zero=" << zero;
+    return dtc::search::Candidate();
+  };
+  const double activations = 4e6 / 2;
+  EXPECT_DOUBLE_EQ(find(2, 0).bytes, 16e6 + activations);
+  EXPECT_DOUBLE_EQ(find(2, 1).bytes, 12e6 + activations);
+  EXPECT_DOUBLE_EQ(find(2, 3).bytes, 8e6 + activations);
+  // Compute: the step's flops over both devices at the best GEMM
+  // efficiency of the f32 peak.
+  EXPECT_DOUBLE_EQ(find(2, 0).computeSeconds, 3e12 / 2 / (19.5e12 * 0.8));
+  // A budget below every plan: none fits, the smallest first.
+  space.budget = 1;
+  all = dtc::search::enumerateCandidates(facts, space, hw);
+  for (size_t i = 1; i < all.size(); ++i) {
+    EXPECT_FALSE(all[i].fits);
+    EXPECT_LE(all[i - 1].bytes, all[i].bytes);
+  }
 }
 
 } // namespace
