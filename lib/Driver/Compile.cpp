@@ -478,6 +478,24 @@ void mlir::dtc::populatePartitioningPipeline(PassManager &pm,
 
 namespace {
 
+/// What every compilation checks and reads first: the flags, the hardware
+/// profile, the training step's options and the parsed model.
+bool prepareModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                  const ::dtc::CompileOptions &o, MLIRContext &ctx,
+                  Errors &errors, OwningOpRef<ModuleOp> &module,
+                  std::optional<::dtc::cost::HardwareProfile> &hw,
+                  int64_t &devices, double &weightDecay,
+                  mlir::dtc::BuildTrainingStepOptions &stepOptions) {
+  devices = 1;
+  for (int64_t size : o.mesh)
+    devices *= size;
+  weightDecay = o.weightDecay.value_or(o.optimizer == "adamw" ? 0.01 : 0.0);
+  return checkSupported(o, devices, errors) &&
+         loadHardwareProfile(o, errors, hw) &&
+         trainingStepOptions(o, weightDecay, errors, stepOptions) &&
+         parseModel(std::move(buffer), o, ctx, errors, module);
+}
+
 /// Everything from model text to artifact body; errors go to `errors`
 /// (IR or flags). `module` keeps the partitioned IR for reports.
 bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
@@ -486,17 +504,11 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                    json &artifact,
                    std::optional<::dtc::cost::HardwareProfile> &hw,
                    StageTimer &timer) {
-  int64_t devices = 1;
-  for (int64_t size : o.mesh)
-    devices *= size;
-  if (!checkSupported(o, devices, errors) ||
-      !loadHardwareProfile(o, errors, hw))
-    return false;
-  double weightDecay =
-      o.weightDecay.value_or(o.optimizer == "adamw" ? 0.01 : 0.0);
+  int64_t devices = 0;
+  double weightDecay = 0;
   mlir::dtc::BuildTrainingStepOptions stepOptions;
-  if (!trainingStepOptions(o, weightDecay, errors, stepOptions) ||
-      !parseModel(std::move(buffer), o, ctx, errors, module))
+  if (!prepareModel(std::move(buffer), o, ctx, errors, module, hw, devices,
+                    weightDecay, stepOptions))
     return false;
   timer.done("parse+verify");
 
@@ -637,6 +649,32 @@ DialectRegistry dtcRegistry() {
   return registry;
 }
 
+/// compileToArtifact and compileToReport: the whole compilation in a
+/// context of its own, silently (the first error in `error`); the report
+/// only when asked for, also for a plan the memory check refused.
+bool compileSource(const std::string &source, const std::string &label,
+                   const ::dtc::CompileOptions &options, json &artifact,
+                   json *report, std::string &error) {
+  error.clear();
+  ::dtc::CompileOptions o = options;
+  o.input = label;
+  o.emitMlirAfter.clear();
+  MLIRContext ctx(dtcRegistry());
+  ctx.loadAllAvailableDialects();
+  ctx.disableMultithreading();
+  Errors errors(ctx, label, &error);
+  OwningOpRef<ModuleOp> module;
+  std::optional<::dtc::cost::HardwareProfile> hw;
+  StageTimer timer(false);
+  bool ok = compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, label),
+                          o, ctx, errors, module, artifact, hw, timer);
+  if (report && module && hw && artifact.contains("memory"))
+    *report = mlir::dtc::buildReport(*module, artifact, o, *hw, 0.0);
+  if (!ok && error.empty())
+    error = label + ": compilation failed";
+  return ok;
+}
+
 } // namespace
 
 int ::dtc::runCompile(const CompileOptions &o) {
@@ -657,15 +695,26 @@ int ::dtc::runCompile(const CompileOptions &o) {
   OwningOpRef<ModuleOp> module;
   json artifact;
   std::optional<cost::HardwareProfile> hw;
+  // --auto: the search chooses the plan, which then compiles as if its
+  // strategy had been given. The search compiled it already, so its
+  // artifact and report are written unless the IR is asked for.
+  const bool searching = o.autoPlan && o.search;
   ::dtc::CompileOptions searched;
+  json searchedReport;
   auto writeReport = [&]() -> bool {
     if (o.report.empty())
       return true;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    json report = mlir::dtc::buildReport(
-        *module, artifact, o.autoPlan && o.search ? searched : o, *hw, seconds);
+    json report;
+    if (module) {
+      report = mlir::dtc::buildReport(*module, artifact,
+                                      searching ? searched : o, *hw, seconds);
+    } else {
+      report = std::move(searchedReport);
+      report["compile_time_s"] = seconds;
+    }
     std::string reportError;
     if (o.report == "-") { // standard output
       llvm::outs() << report.dump(2) << "\n";
@@ -678,12 +727,8 @@ int ::dtc::runCompile(const CompileOptions &o) {
     timer.done("report");
     return true;
   };
-  // No --strategy: the search chooses the plan, which then compiles as if
-  // it had been given; the search compiled it already, so its artifact and
-  // report are written unless the IR is asked for.
-  if (o.autoPlan && o.search) {
+  if (searching) {
     std::string searchError;
-    json searchedReport;
     if (!::dtc::searchPlan(std::string(buffer->getBuffer()), o, searched,
                            artifact, searchedReport, searchError)) {
       // A compiler error ("FILE:LINE:COL: error: ...") as it is.
@@ -694,40 +739,16 @@ int ::dtc::runCompile(const CompileOptions &o) {
       return 1;
     }
     timer.done("search");
-    if (o.emitMlirAfter.empty()) {
-      std::string writeError;
-      if (!rt::writeArtifactFile(o.output, artifact, writeError)) {
-        errors.flag(writeError);
-        return 1;
-      }
-      timer.done("write");
-      if (o.report.empty())
-        return 0;
-      searchedReport["compile_time_s"] =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                        start)
-              .count();
-      std::string reportError;
-      if (o.report == "-") {
-        llvm::outs() << searchedReport.dump(2) << "\n";
-        llvm::outs().flush();
-      } else if (!rt::writeOutputFile(o.report, searchedReport.dump(2) + "\n",
-                                      reportError)) {
-        errors.flag("cannot write report " + o.report + ": " + reportError);
-        return 1;
-      }
-      timer.done("report");
-      return 0;
-    }
   }
-  const ::dtc::CompileOptions &plan = o.autoPlan && o.search ? searched : o;
-  if (!compileBuffer(std::move(buffer), plan, ctx, errors, module, artifact, hw,
-                     timer)) {
-    // A plan the memory check refused (its memory record exists only
-    // then): the report still shows it, so it can be fixed.
-    if (module && hw && artifact.contains("memory"))
-      writeReport();
-    return 1;
+  if (!searching || !o.emitMlirAfter.empty()) {
+    if (!compileBuffer(std::move(buffer), searching ? searched : o, ctx, errors,
+                       module, artifact, hw, timer)) {
+      // A plan the memory check refused (its memory record exists only
+      // then): the report still shows it, so it can be fixed.
+      if (module && hw && artifact.contains("memory"))
+        writeReport();
+      return 1;
+    }
   }
 
   std::string writeError;
@@ -742,24 +763,7 @@ int ::dtc::runCompile(const CompileOptions &o) {
 bool ::dtc::compileToReport(const std::string &source, const std::string &label,
                             const CompileOptions &options, json &artifact,
                             json &report, std::string &error) {
-  error.clear();
-  CompileOptions o = options;
-  o.emitMlirAfter.clear();
-  MLIRContext ctx(dtcRegistry());
-  ctx.loadAllAvailableDialects();
-  ctx.disableMultithreading();
-  Errors errors(ctx, label, &error);
-  OwningOpRef<ModuleOp> module;
-  std::optional<cost::HardwareProfile> hw;
-  StageTimer timer(false);
-  bool ok = compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, label),
-                          o, ctx, errors, module, artifact, hw, timer);
-  // A plan the memory check refused is still reported (its memory).
-  if (module && hw && artifact.contains("memory"))
-    report = mlir::dtc::buildReport(*module, artifact, o, *hw, 0.0);
-  if (!ok && error.empty())
-    error = label + ": compilation failed";
-  return ok;
+  return compileSource(source, label, options, artifact, &report, error);
 }
 
 bool ::dtc::searchFacts(const std::string &source, const std::string &label,
@@ -770,19 +774,13 @@ bool ::dtc::searchFacts(const std::string &source, const std::string &label,
   ctx.loadAllAvailableDialects();
   ctx.disableMultithreading();
   Errors errors(ctx, label, &error);
-  int64_t devices = 1;
-  for (int64_t size : o.mesh)
-    devices *= size;
   std::optional<cost::HardwareProfile> profile;
   mlir::dtc::BuildTrainingStepOptions stepOptions;
   OwningOpRef<ModuleOp> module;
-  double weightDecay =
-      o.weightDecay.value_or(o.optimizer == "adamw" ? 0.01 : 0.0);
-  if (!checkSupported(o, devices, errors) ||
-      !loadHardwareProfile(o, errors, profile) ||
-      !trainingStepOptions(o, weightDecay, errors, stepOptions) ||
-      !parseModel(llvm::MemoryBuffer::getMemBufferCopy(source, label), o, ctx,
-                  errors, module))
+  int64_t devices = 0;
+  double weightDecay = 0;
+  if (!prepareModel(llvm::MemoryBuffer::getMemBufferCopy(source, label), o, ctx,
+                    errors, module, profile, devices, weightDecay, stepOptions))
     return false;
   PassManager pm(&ctx);
   pm.addPass(mlir::dtc::createCheckModel());
@@ -802,20 +800,5 @@ bool ::dtc::compileToArtifact(const std::string &source,
                               const std::string &label,
                               const CompileOptions &options,
                               nlohmann::json &artifact, std::string &error) {
-  error.clear();
-  CompileOptions o = options;
-  o.input = label;
-  o.emitMlirAfter.clear();
-  MLIRContext ctx(dtcRegistry());
-  ctx.loadAllAvailableDialects();
-  ctx.disableMultithreading();
-  Errors errors(ctx, label, &error);
-  OwningOpRef<ModuleOp> module;
-  std::optional<cost::HardwareProfile> hw;
-  StageTimer timer(false);
-  bool ok = compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, label),
-                          o, ctx, errors, module, artifact, hw, timer);
-  if (!ok && error.empty())
-    error = label + ": compilation failed";
-  return ok;
+  return compileSource(source, label, options, artifact, nullptr, error);
 }
