@@ -158,7 +158,7 @@ void explain(const json &lowered, const json &winner, size_t estimated,
             << lowered.size() << " lowered in " << int(seconds * 100) / 100.0
             << " s; chose " << winner["plan"].get<std::string>() << "\n";
   for (const json &entry : lowered) {
-    std::cerr << "  " << (entry == winner ? "* " : "  ")
+    std::cerr << "  " << (&entry == &winner ? "* " : "  ")
               << entry["plan"].get<std::string>() << ": ";
     if (entry.contains("evaluated")) {
       const json &e = entry["evaluated"];

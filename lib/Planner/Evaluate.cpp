@@ -172,6 +172,15 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
   return c;
 }
 
+/// Bytes of a ranked tensor of integers or floats (0 for anything else).
+double tensorBytes(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.getElementType().isIntOrFloat())
+    return 0;
+  return double(tensor.getNumElements()) *
+         double(tensor.getElementType().getIntOrFloatBitWidth()) / 8.0;
+}
+
 /// The busiest device's kernel time per step, and its flops, executed
 /// (recomputation included) and the model's (without it). Each kernel is
 /// its roofline (compute at the profile's efficiency for its size, or its
@@ -193,10 +202,9 @@ double busiestKernelSeconds(ModuleOp module, int64_t microbatches,
             for (Type type : llvm::concat<const Type>(op->getOperandTypes(),
                                                       op->getResultTypes()))
               if (auto tensor = dyn_cast<RankedTensorType>(type)) {
-                const Type element = tensor.getElementType();
-                bytes += double(tensor.getNumElements()) *
-                         double(element.getIntOrFloatBitWidth()) / 8.0;
-                lowPrecision |= element.isBF16() || element.isF16();
+                bytes += tensorBytes(tensor);
+                lowPrecision |= tensor.getElementType().isBF16() ||
+                                tensor.getElementType().isF16();
               }
           seconds += double(times) *
                      ::dtc::cost::kernelTime(double(cost.getFlopCount()), bytes,
@@ -446,13 +454,6 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
   func::FuncOp step = findTrainStep(module);
   if (!step)
     return facts;
-  auto bytesOf = [](Value v) -> double {
-    auto type = dyn_cast<RankedTensorType>(v.getType());
-    if (!type || !type.getElementType().isIntOrFloat())
-      return 0;
-    return double(type.getNumElements()) *
-           double(type.getElementType().getIntOrFloatBitWidth()) / 8.0;
-  };
   for (BlockArgument arg : step.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     std::optional<Role> role = argRole(step, arg.getArgNumber());
@@ -486,12 +487,12 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
         if (Operation *def = operand.getDefiningOp())
           if (isPhase(def, Phase::Forward) && layerOf(def) != layer &&
               boundary.insert(operand).second)
-            facts.storedFull += bytesOf(operand);
+            facts.storedFull += tensorBytes(operand.getType());
       // Selective recomputation does not keep what cheap ops produce.
       if (op->hasTrait<CheapToRecompute>() && !isa<ViewOpInterface>(op))
         for (Value result : op->getResults())
           if (llvm::any_of(result.getUsers(), isBackward))
-            facts.storedSelective -= bytesOf(result);
+            facts.storedSelective -= tensorBytes(result.getType());
     } else if (isBackward(op) && cost) {
       facts.backwardFlops += double(cost.getFlopCount());
     }
