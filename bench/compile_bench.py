@@ -18,12 +18,11 @@ knows --device-memory the benchmark passes 16TiB so the plan is emitted.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT, sh  # noqa: E402
 
 MODELS = {
     "gpt2": dict(title="GPT-2 124M", gen=["gpt", "--layers", "12", "--hidden", "768", "--heads", "12",
@@ -33,13 +32,6 @@ MODELS = {
                                           "--seq", "2048", "--vocab", "50257", "--batch", "128"],
                  mesh="8x16x8", strategy="dp=128,tp=8"),
 }
-
-
-def sh(cmd):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode:
-        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stdout}")
-    return proc.stdout
 
 
 def main(argv):

@@ -24,19 +24,11 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT, sh  # noqa: E402
 KINDS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
-
-
-def sh(cmd):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode:
-        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stdout}")
-    return proc.stdout
 
 
 def devices(mesh):

@@ -22,18 +22,10 @@ ranks spin, so measured times show overheads more than bubbles.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def sh(cmd):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode:
-        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stdout}")
-    return proc.stdout
+from benchlib import ROOT, sh  # noqa: E402
 
 
 def main(argv):

@@ -30,12 +30,11 @@ the Megatron row.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT, sh  # noqa: E402
 
 # (name, layers, hidden, heads, devices, tp, pp, batch, measured seconds
 #  full recompute, measured seconds sp + selective)
@@ -60,13 +59,6 @@ def rows():
     yield dict(name="megatron 175B 1024", model=dict(layers=96, hidden=12288, heads=96, batch=1536),
                measured=31.5, remat="full", sp=False, mesh="8x16x8",
                strategy="dp=8,pp=16,tp=8", microbatches=192)
-
-
-def sh(cmd):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode:
-        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stdout}")
-    return proc.stdout
 
 
 def main(argv):
