@@ -72,7 +72,11 @@ def main(argv):
     for size in sizes:
         model = os.path.join(work, f"m{size}.mlir")
         ops = generate(size, model)
-        cmd = [a.dtc, "compile", model, "--mesh", a.mesh, "-o",
+        # Data parallelism pinned: the stages of one compilation, not a search.
+        devices = 1
+        for size_of_axis in a.mesh.split("x"):
+            devices *= int(size_of_axis)
+        cmd = [a.dtc, "compile", model, "--mesh", a.mesh, "--strategy", f"dp={devices}", "-o",
                os.path.join(work, "out.dtc")] + timing
         runs = [compile_once(cmd) for _ in range(a.repeat)]
         rows.append((ops,) + min(runs, key=lambda r: r[1]))

@@ -190,7 +190,7 @@ def cmd_prepare(a):
            *[x for k in ("layers", "hidden", "heads", "seq", "vocab", "batch", "ffn")
              for x in (f"--{k}", str(cfg[k]))], *(["--bias"] if a.bias else []), "-o", model]
     sh(gen)
-    compile_cmd = [dtc, "compile", model, "--mesh", "1", "--precision", a.precision,
+    compile_cmd = [dtc, "compile", model, "--mesh", "1", "--strategy", "dp=1", "--precision", a.precision,
                    "--optimizer", "adamw", "--lr", repr(a.lr), "--weight-decay", repr(a.weight_decay),
                    "--hw", a.hw, "--report", report, "-o", art]
     if a.device_memory:

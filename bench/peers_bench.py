@@ -334,7 +334,7 @@ def main(argv):
             sh([sys.executable, os.path.join(ROOT, "examples", "gen_model.py"), "gpt",
                 *[x for k, v in cfg.items() for x in (f"--{k}", str(v))], "-o", model])
         if "dtc" in systems:
-            sh([a.dtc, "compile", model, "--mesh", "1", "-o", art])
+            sh([a.dtc, "compile", model, "--mesh", "1", "--strategy", "dp=1", "-o", art])
         if a.baseline:
             sh([a.baseline, "compile", model, "--mesh", "1", "-o", base_art])
         tokens_per_step = cfg["batch"] * cfg["seq"]

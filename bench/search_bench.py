@@ -5,7 +5,7 @@
 
 Compiles GPT-3 175B (96 layers, hidden 12288, 96 heads, sequence 2048,
 vocabulary 51200, batch 1536; --hw a100 --precision bf16-mixed --optimizer
-adam) twice: with --auto (the search chooses), and with Megatron-LM's
+adam) twice: without --strategy (the search chooses), and with Megatron-LM's
 plan (dp=8, pp=16, tp=8, 192 micro-batches, 1F1B, full recomputation;
 Narayanan et al. 2021). Prints each compilation's phases (dtc compile
 --timing; the search's includes lowering its candidates), the chosen plan,
@@ -51,7 +51,7 @@ def main(argv):
     subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_model.py"), "gpt",
                     "--layers", "96", "--hidden", "12288", "--heads", "96", "--seq", "2048",
                     "--vocab", "51200", "--batch", "1536", "-o", model], check=True)
-    searched = compile_plan(a.dtc, model, a.mesh, ["--auto"], os.path.join(work, "search.json"), work)
+    searched = compile_plan(a.dtc, model, a.mesh, [], os.path.join(work, "search.json"), work)
     megatron = compile_plan(a.dtc, model, a.mesh, MEGATRON, os.path.join(work, "megatron.json"), work)
     for name, (wall, phases, report) in (("search", searched), ("megatron plan", megatron)):
         print(f"{name}: dtc compile {wall:.2f} s wall; phases: {'; '.join(phases)}")

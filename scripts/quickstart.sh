@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, from a fresh Debian 12 machine: install what dtc needs,
-# build it, generate a small GPT, compile it for a 2x2 device mesh (data
-# parallel over 4 ranks) and train it on the GNU GPL (byte level) on CPU
+# build it, generate a small GPT, compile it for a 2x2 device mesh (the
+# search chooses the plan for the 4 ranks) and train it on the GNU GPL (byte level) on CPU
 # ranks, printing the loss of every step. Outputs go to ${DTC_OUT:-out}/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,7 +19,8 @@ python3 examples/gen_model.py gpt --layers 2 --hidden 64 --heads 4 --seq 64 \
 python3 examples/char_tokens.py /usr/share/common-licenses/GPL-3 -o "$out/gpl3.tokens"
 "$dtc" compile "$out/gpt.mlir" --mesh 2x2 --optimizer adamw --lr 2e-3 --grad-clip 1.0 \
   --report "$out/gpt.report.json" -o "$out/gpt.dtc"
-echo "compiled $out/gpt.dtc for mesh 2x2 (plan report: $out/gpt.report.json); training:"
+plan=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["planner"]["chose"])' "$out/gpt.report.json")
+echo "compiled $out/gpt.dtc for mesh 2x2, plan $plan (report: $out/gpt.report.json); training:"
 "$dtc" run "$out/gpt.dtc" --steps "$steps" --data "$out/gpl3.tokens" \
   --log "$out/gpt.log.jsonl" --save "$out/gpt.safetensors"
 echo "per-step log: $out/gpt.log.jsonl; parameters: $out/gpt.safetensors"

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 using namespace dtc::cost;
@@ -228,6 +230,12 @@ std::string HardwareProfile::forMesh(const std::vector<int64_t> &mesh) {
   axes.assign(mesh.size(), clusterLink);
   if (!mesh.empty() && mesh.back() <= devicesPerNode)
     axes.back() = nodeLink;
+  if (!groupLinks.empty())
+    for (size_t a = 0; a < mesh.size(); ++a) {
+      auto measured = groupLinks.lower_bound(mesh[a]);
+      axes[a] = measured != groupLinks.end() ? measured->second
+                                             : groupLinks.rbegin()->second;
+    }
   return "";
 }
 
@@ -249,12 +257,95 @@ std::string dtc::cost::profileJson(const HardwareProfile &hw) {
       {"node_link", link(hw.nodeLink)},
       {"cluster_link", link(hw.clusterLink)},
       {"devices_per_node", hw.devicesPerNode}};
+  if (!hw.source.empty())
+    j["source"] = hw.source;
   if (!hw.axes.empty()) {
     j["axes"] = nlohmann::json::array();
     for (const Link &axis : hw.axes)
       j["axes"].push_back(link(axis));
   }
   return j.dump();
+}
+
+std::string dtc::cost::cpuCalibrationPath() {
+  const char *dir = std::getenv("DTC_CACHE_DIR");
+  if (dir && *dir)
+    return std::string(dir) + "/cpu-calibration.json";
+  const char *xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg)
+    return std::string(xdg) + "/dtc/cpu-calibration.json";
+  const char *home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") +
+         "/.cache/dtc/cpu-calibration.json";
+}
+
+std::optional<HardwareProfile>
+dtc::cost::loadCpuCalibration(const std::string &path, int64_t devices,
+                              std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot read it";
+    return std::nullopt;
+  }
+  nlohmann::json j =
+      nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() ||
+      j.value("format", "") != "dtc-cpu-calibration" ||
+      !j.contains("profiles") || !j["profiles"].is_object() ||
+      j["profiles"].empty()) {
+    error = "is not a dtc calibration (no \"format\": "
+            "\"dtc-cpu-calibration\" with \"profiles\")";
+    return std::nullopt;
+  }
+  // The entry measured on `devices` ranks, else the fewest above, else the
+  // most: more ranks than measured share the cores more, never less.
+  std::map<int64_t, const nlohmann::json *> byRanks;
+  for (const auto &[key, entry] : j["profiles"].items()) {
+    char *end = nullptr;
+    const long long ranks = std::strtoll(key.c_str(), &end, 10);
+    if (*end != '\0' || ranks < 1 || !entry.is_object()) {
+      error = "profiles: '" + key + "' is not a rank count with a profile";
+      return std::nullopt;
+    }
+    byRanks[ranks] = &entry;
+  }
+  auto chosen = byRanks.lower_bound(devices);
+  if (chosen == byRanks.end())
+    chosen = std::prev(byRanks.end());
+  nlohmann::json entry = *chosen->second;
+  entry["base"] = "cpu";
+  entry.erase("axes");
+  std::optional<HardwareProfile> hw = profileFromJson(entry, error);
+  if (!hw) {
+    error = "profiles." + std::to_string(chosen->first) + ": " + error;
+    return std::nullopt;
+  }
+  if (entry.contains("group_links")) {
+    if (!entry["group_links"].is_object()) {
+      error = "profiles." + std::to_string(chosen->first) +
+              ".group_links: must map a group size to a link";
+      return std::nullopt;
+    }
+    for (const auto &[key, linkJson] : entry["group_links"].items()) {
+      Link link;
+      char *end = nullptr;
+      const long long group = std::strtoll(key.c_str(), &end, 10);
+      if (*end != '\0' || group < 2 || !parseLink(linkJson, link, error)) {
+        error = "profiles." + std::to_string(chosen->first) + ".group_links." +
+                key + ": " + (error.empty() ? "not a group size" : error);
+        return std::nullopt;
+      }
+      hw->groupLinks[group] = link;
+    }
+  }
+  hw->name = "cpu";
+  hw->source = "calibrated: " + path + ", measured on " +
+               std::to_string(chosen->first) + " rank" +
+               (chosen->first == 1 ? "" : "s") +
+               (chosen->first == devices
+                    ? ""
+                    : " (no entry for " + std::to_string(devices) + ")");
+  return hw;
 }
 
 std::optional<HardwareProfile>

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <iostream>
 #include <mutex>
@@ -36,6 +37,7 @@ dtc::CompileOptions optionsOf(const dtc::CompileOptions &o,
                               const dtc::search::Candidate &c) {
   dtc::CompileOptions out = o;
   out.autoPlan = false;
+  out.search = false;
   out.dp = c.dp;
   out.tp = c.tp;
   out.pp = c.pp;
@@ -47,6 +49,7 @@ dtc::CompileOptions optionsOf(const dtc::CompileOptions &o,
   out.emitMlirAfter.clear();
   out.timing = false;
   out.explain = false;
+  out.progress = false;
   return out;
 }
 
@@ -103,7 +106,7 @@ lowerBest(const std::string &source, const dtc::CompileOptions &o,
       const size_t finished = ++done;
       // A search longer than a second says how far it is, once a second.
       std::lock_guard<std::mutex> lock(progress);
-      if (elapsed() >= lastReport + 1.0) {
+      if (o.progress && elapsed() >= lastReport + 1.0) {
         lastReport = elapsed();
         std::cerr << "dtc: search: lowered " << finished << " of " << count
                   << " plans (" << int(lastReport * 10) / 10.0 << " s)\n";
@@ -142,7 +145,8 @@ json entryOf(const dtc::search::Candidate &c, const Lowered &r) {
         {"mfu", p["mfu"]},
         {"bubble", r.report["bubble_fraction"]},
         {"peak_bytes", r.report["memory_bytes"]["peak_per_device"]},
-        {"budget_bytes", r.report["memory_bytes"]["budget_per_device"]}};
+        {"budget_bytes", r.report["memory_bytes"]["budget_per_device"]},
+        {"memory_bytes", r.report["memory_bytes"]}};
   }
   entry["verdict"] = r.ok ? "ok"
                      : entry.contains("evaluated")
@@ -153,7 +157,9 @@ json entryOf(const dtc::search::Candidate &c, const Lowered &r) {
 
 /// --explain: the choice and every lowered plan.
 void explain(const json &lowered, const json &winner, size_t estimated,
-             double seconds) {
+             double seconds, const dtc::cost::HardwareProfile &hw) {
+  std::cerr << "dtc: search: hardware " << hw.name
+            << (hw.source.empty() ? "" : " (" + hw.source + ")") << "\n";
   std::cerr << "dtc: search: " << estimated << " plans estimated, "
             << lowered.size() << " lowered in " << int(seconds * 100) / 100.0
             << " s; chose " << winner["plan"].get<std::string>() << "\n";
@@ -187,46 +193,91 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
                                          start)
         .count();
   };
+  // --timing: the search's own phases, before the compilation's total.
+  double phaseStart = 0;
+  std::clock_t phaseCpu = std::clock();
+  auto phase = [&](const char *name) {
+    if (o.timing) {
+      char line[128];
+      std::snprintf(line, sizeof line, "dtc: time: %s %.3f s (cpu %.3f s)\n",
+                    name, elapsed() - phaseStart,
+                    double(std::clock() - phaseCpu) / CLOCKS_PER_SEC);
+      std::cerr << line;
+    }
+    phaseStart = elapsed();
+    phaseCpu = std::clock();
+  };
   search::ModelFacts facts;
   cost::HardwareProfile hw;
   uint64_t budget = 0;
   if (!searchFacts(source, o.input, o, facts, hw, budget, error))
     return false;
+  phase("search-facts");
   search::Space space;
   space.mesh = o.mesh;
   space.precision = o.precision;
   space.optimizer = o.optimizer;
   space.budget = double(budget);
-  std::vector<search::Candidate> all;
-  for (const search::Candidate &c :
-       search::enumerateCandidates(facts, space, hw)) {
+  // Degrees a partial --strategy named, and the flags that fix a choice.
+  auto degreeOf = [&](const search::Candidate &c, const std::string &key) {
+    return key == "dp"   ? c.dp
+           : key == "tp" ? c.tp
+           : key == "pp" ? c.pp
+                         : c.zero;
+  };
+  auto pinnedDegree = [&](const std::string &key) {
+    return key == "dp"   ? o.dp
+           : key == "tp" ? o.tp
+           : key == "pp" ? o.pp
+                         : o.zero;
+  };
+  const std::string remat = o.remat == "auto" ? "none" : o.remat;
+  auto allowed = [&](const search::Candidate &c) {
+    for (const char *degree : {"dp", "tp", "pp", "zero"})
+      if (pinned(o, degree) && degreeOf(c, degree) != pinnedDegree(degree))
+        return false;
     // --remat auto: each plan chooses its recomputation per stage as it
     // compiles (chooseRecomputation), so one entry per plan, compiled so.
-    const std::string remat = o.remat == "auto" ? "none" : o.remat;
-    if ((pinned(o, "microbatches") && c.microbatches != o.microbatches) ||
-        (pinned(o, "remat") && c.remat != remat) ||
-        (pinned(o, "sequence-parallel") &&
-         c.sequenceParallel != o.sequenceParallel))
-      continue;
-    all.push_back(c);
-  }
-  // The pinned choices (or a model without a batch) leave no estimated
-  // plan: data parallelism with them, which compiles or says why not.
+    // Interleaving model chunks needs stages, and micro-batches by pp.
+    if (o.virtualStages > 1 && (c.pp < 2 || c.microbatches % c.pp != 0))
+      return false;
+    return !(pinned(o, "microbatches") && c.microbatches != o.microbatches) &&
+           !(pinned(o, "remat") && c.remat != remat) &&
+           !(pinned(o, "sequence-parallel") &&
+             c.sequenceParallel != o.sequenceParallel);
+  };
+  std::vector<search::Candidate> all;
+  for (const search::Candidate &c :
+       search::enumerateCandidates(facts, space, hw))
+    if (allowed(c))
+      all.push_back(c);
+  // The pins (or a model without a batch) leave no estimated plan: the
+  // pinned plan with data parallelism on the devices left, which compiles
+  // or says why not.
   if (all.empty()) {
-    search::Candidate dp;
-    dp.dp = 1;
+    search::Candidate pinnedPlan;
+    int64_t devices = 1;
     for (int64_t size : o.mesh)
-      dp.dp *= size;
-    dp.microbatches = o.microbatches;
-    dp.remat = o.remat == "auto" ? "none" : o.remat;
-    dp.sequenceParallel = o.sequenceParallel;
-    all.push_back(dp);
+      devices *= size;
+    pinnedPlan.tp = pinned(o, "tp") ? o.tp : 1;
+    pinnedPlan.pp = pinned(o, "pp") ? o.pp : 1;
+    pinnedPlan.dp =
+        pinned(o, "dp")
+            ? o.dp
+            : std::max<int64_t>(1, devices / (pinnedPlan.tp * pinnedPlan.pp));
+    pinnedPlan.zero = pinned(o, "zero") ? o.zero : 0;
+    pinnedPlan.microbatches = o.microbatches;
+    pinnedPlan.remat = remat;
+    pinnedPlan.sequenceParallel = o.sequenceParallel;
+    all.push_back(pinnedPlan);
   }
   const size_t count = std::min(
       all.size(), o.searchRescore > 0 ? size_t(o.searchRescore) : all.size());
+  phase("search-estimate");
   std::atomic<bool> timedOut{false};
   std::vector<Lowered> results =
       lowerBest(source, o, all, count, elapsed, timedOut);
+  phase("search-lower");
 
   json lowered = json::array();
   int best = -1;
@@ -246,15 +297,27 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   }
   if (best < 0) {
     // The smallest plan that compiled but did not fit.
-    double least = -1;
-    std::string plan;
+    const json *smallest = nullptr;
     for (const json &entry : lowered)
       if (entry.contains("evaluated") &&
-          (least < 0 ||
-           entry["evaluated"]["peak_bytes"].get<double>() < least)) {
-        least = entry["evaluated"]["peak_bytes"].get<double>();
-        plan = entry["plan"].get<std::string>();
-      }
+          (!smallest ||
+           entry["evaluated"]["peak_bytes"].get<double>() <
+               (*smallest)["evaluated"]["peak_bytes"].get<double>()))
+        smallest = &entry;
+    const double least =
+        smallest ? (*smallest)["evaluated"]["peak_bytes"].get<double>() : -1;
+    std::string plan, parts;
+    if (smallest) {
+      plan = (*smallest)["plan"].get<std::string>();
+      const json &memory = (*smallest)["evaluated"]["memory_bytes"];
+      for (auto [key, name] : {std::pair{"optimizer", "optimizer state"},
+                               {"params", "parameters"},
+                               {"grads", "gradients"},
+                               {"activations", "activations"}})
+        if (memory.contains(key) && memory[key].get<double>() > 0)
+          parts += std::string(parts.empty() ? "" : ", ") + name + " " +
+                   gib(memory[key].get<double>());
+    }
     // Every plan failed to compile: the first one's error, as the
     // compiler gave it.
     const bool noneCompiled = llvm::all_of(
@@ -264,7 +327,7 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
     else if (least >= 0)
       error = o.input + ": no plan fits " + gib(double(budget)) +
               " per device: the smallest, " + plan + ", needs " + gib(least) +
-              " (" + gib(least - double(budget)) +
+              " (" + parts + "; " + gib(least - double(budget)) +
               " over); use a larger mesh, --device-memory SIZE, or a "
               "precision or optimizer with less state";
     else
@@ -301,6 +364,6 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   artifact = std::move(won.artifact);
   report = std::move(won.report);
   if (o.explain)
-    explain(lowered, winner, all.size(), elapsed());
+    explain(lowered, winner, all.size(), elapsed(), hw);
   return true;
 }

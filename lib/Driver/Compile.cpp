@@ -147,7 +147,7 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices,
       return false;
     }
   }
-  if (o.sequenceParallel && o.autoPlan) {
+  if (o.sequenceParallel && o.autoPlan && !o.search) {
     errors.flag("--sequence-parallel needs tensor parallelism: pin it with "
                 "--strategy tp=T");
     return false;
@@ -157,7 +157,7 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices,
                 " needs --schedule interleaved");
     return false;
   }
-  if (o.virtualStages > 1 && (o.autoPlan || o.pp < 2)) {
+  if (o.virtualStages > 1 && !o.search && (o.autoPlan || o.pp < 2)) {
     errors.flag("--virtual-stages " + std::to_string(o.virtualStages) +
                 " interleaves model chunks over pipeline stages; it needs "
                 "--strategy pp=P "
@@ -278,10 +278,28 @@ bool loadHardwareProfile(const ::dtc::CompileOptions &o, Errors &errors,
     errors.flag("--hw " + o.hw + ": " + hwError);
     return false;
   }
-  hw = ::dtc::cost::loadHardware(o.hw, hwError);
-  if (!hw) {
-    errors.flag("--hw: " + hwError);
-    return false;
+  // --hw cpu: this machine as `dtc calibrate` measured it, when it has.
+  const std::string calibration = ::dtc::cost::cpuCalibrationPath();
+  if (o.hw == "cpu" && llvm::sys::fs::exists(calibration)) {
+    int64_t devices = 1;
+    for (int64_t size : o.mesh)
+      devices *= size;
+    hw = ::dtc::cost::loadCpuCalibration(calibration, devices, hwError);
+    if (!hw) {
+      errors.flag("--hw cpu: the calibration " + calibration + " " + hwError +
+                  "; run dtc calibrate again, or remove it");
+      return false;
+    }
+  } else {
+    hw = ::dtc::cost::loadHardware(o.hw, hwError);
+    if (!hw) {
+      errors.flag("--hw: " + hwError);
+      return false;
+    }
+    if (o.hw == "cpu")
+      hw->source = "builtin cpu defaults, not this machine's: no calibration "
+                   "at " +
+                   calibration + " (dtc calibrate measures it)";
   }
   if (std::string problem = hw->forMesh(o.mesh); !problem.empty()) {
     errors.flag("--hw: " + problem);
@@ -390,11 +408,9 @@ mlir::dtc::ArtifactOptions emitOptions(const ::dtc::CompileOptions &o,
   artifactOptions.sourceName = o.input;
   artifactOptions.optimizer = optimizerJson(o, weightDecay);
   artifactOptions.planExtras = {
-      {"planner",
-       !o.plannerRecord.empty() ? "search"
-       : o.autoPlan
-           ? "auto (data parallelism over every device; --auto searches)"
-           : "strategy"},
+      {"planner", !o.plannerRecord.empty() ? "search"
+                  : o.autoPlan ? "auto (data parallelism over every device)"
+                               : "strategy"},
       {"sp", o.sp},
       {"sequence_parallel", o.sequenceParallel},
       {"ep", o.ep},
@@ -698,7 +714,7 @@ int ::dtc::runCompile(const CompileOptions &o) {
   // --auto: the search chooses the plan, which then compiles as if its
   // strategy had been given. The search compiled it already, so its
   // artifact and report are written unless the IR is asked for.
-  const bool searching = o.autoPlan && o.search;
+  const bool searching = o.search;
   ::dtc::CompileOptions searched;
   json searchedReport;
   auto writeReport = [&]() -> bool {

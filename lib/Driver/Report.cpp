@@ -6,8 +6,10 @@ using namespace mlir;
 using json = nlohmann::json;
 
 namespace {
-/// How the plan was chosen, said plainly: `--auto` does not search yet.
-/// With `--remat auto`, also what activation checkpointing it chose and why.
+/// How the plan was chosen: the search's record, a pinned strategy, or
+/// (CompileOptions without either, as library callers may ask) data
+/// parallelism over every device. With `--remat auto`, also what activation
+/// checkpointing it chose and why.
 json plannerJson(const ::dtc::CompileOptions &o, const json &plan) {
   json planner;
   if (!o.plannerRecord.empty())
@@ -19,13 +21,11 @@ json plannerJson(const ::dtc::CompileOptions &o, const json &plan) {
          "degrees pinned by --strategy; shardings by Megatron's rules and "
          "propagation"}};
   else
-    planner = {
-        {"mode", "auto"},
-        {"searched", false},
-        {"chose", "dp=" + std::to_string(plan.value("dp", 1))},
-        {"why",
-         "no --strategy and no --auto: data parallelism over every device; "
-         "--auto searches the plan, --strategy pins one"}};
+    planner = {{"mode", "auto"},
+               {"searched", false},
+               {"chose", "dp=" + std::to_string(plan.value("dp", 1))},
+               {"why", "neither a strategy nor the search was asked for: data "
+                       "parallelism over every device"}};
   if (plan.contains("remat_choice"))
     planner["remat"] = plan["remat_choice"];
   return planner;

@@ -67,23 +67,27 @@ Mesh and hardware:
                         exceeds it is refused      (default: --hw's memory; for
                         cpu, this machine's RAM / the mesh's device count)
 Plan:
-  --auto                search the plan: every split of the mesh axes
-                        into dp, pp and tp, micro-batches, recomputation,
-                        ZeRO stage and sequence parallelism, estimated;
-                        the best few compiled and the fastest that fits
-                        taken (--microbatches, --remat and
-                        --sequence-parallel pin their choice)
-                        (default without --auto or --strategy: data
-                        parallelism over every device)
+  --auto                search the plan (the default without --strategy):
+                        every split of the mesh axes into dp, pp and tp,
+                        micro-batches, recomputation, ZeRO stage and
+                        sequence parallelism, estimated; the best few
+                        compiled and the fastest that fits taken
+                        (--microbatches, --remat, --sequence-parallel and
+                        a partial --strategy pin their choice)
   --explain             print the search's choice and the plans it
                         compiled, each with why it lost, to stderr
+  --progress            report the search's progress on stderr once a
+                        second (default: when stderr is a terminal)
   --search-rescore N    how many of the best estimates to compile (0:
                         all, the brute force)                (default: 4)
   --search-time-limit S stop compiling candidates after S seconds
                                                              (default: 60)
   --strategy SPEC       pin degrees, e.g. dp=2,tp=4          (default: none)
-                        keys dp, tp, pp, zero, sp, ep; dp*tp*pp = devices;
-                        omitted: dp = devices/(tp*pp), tp=pp=sp=ep=1, zero=0
+                        keys dp, tp, pp, zero, sp, ep; a key not named is 1
+                        when dp*tp*pp uses every device, and the plan is
+                        pinned; a strategy that leaves devices over (tp=8)
+                        pins what it names and the search completes the rest
+                        (so does --auto with any strategy)
                         tp: Megatron tensor parallelism on the innermost
                         (fastest) mesh axes, pp pipeline stages on the next
                         ones, dp on the outer ones
@@ -320,11 +324,12 @@ bool parseMesh(const std::string &text, std::vector<int64_t> &mesh) {
   return true;
 }
 
-bool parseStrategy(const std::string &text, dtc::CompileOptions &o) {
+/// Parses --strategy into `o`'s degrees; `named` gets the keys it names.
+bool parseStrategy(const std::string &text, dtc::CompileOptions &o,
+                   std::vector<std::string> &named) {
   std::map<std::string, int64_t *> keys = {{"dp", &o.dp}, {"tp", &o.tp},
                                            {"pp", &o.pp}, {"sp", &o.sp},
                                            {"ep", &o.ep}, {"zero", &o.zero}};
-  o.dp = 0;
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
@@ -345,11 +350,47 @@ bool parseStrategy(const std::string &text, dtc::CompileOptions &o) {
       fail("--strategy zero: expected 0, 1, 2 or 3");
       return false;
     }
+    named.push_back(key);
     if (comma == std::string::npos)
       break;
     start = comma + 1;
   }
-  o.autoPlan = false;
+  return true;
+}
+
+/// A --strategy whose dp, tp and pp use every device pins the plan; one that
+/// leaves devices over pins what it names and the search completes the rest
+/// (so does any strategy with --auto). Sets `o`'s mode; false on an error.
+bool applyStrategy(const std::string &text, bool autoGiven,
+                   dtc::CompileOptions &o) {
+  std::vector<std::string> named;
+  if (!parseStrategy(text, o, named))
+    return false;
+  auto isNamed = [&](const char *key) {
+    return std::find(named.begin(), named.end(), key) != named.end();
+  };
+  int64_t devices = 1;
+  for (int64_t s : o.mesh)
+    devices *= s;
+  const int64_t namedProduct = (isNamed("dp") ? o.dp : 1) * o.tp * o.pp;
+  if (!isNamed("dp") && devices % (o.tp * o.pp) != 0) {
+    fail("--strategy: tp*pp=" + std::to_string(o.tp * o.pp) +
+         " does not divide the " + std::to_string(devices) + " devices");
+    return false;
+  }
+  const bool complete = namedProduct == devices ||
+                        (isNamed("dp") && isNamed("tp") && isNamed("pp"));
+  if (complete && !autoGiven) {
+    if (!isNamed("dp"))
+      o.dp = devices / (o.tp * o.pp);
+    o.autoPlan = false;
+    o.search = false;
+    return true;
+  }
+  o.search = true;
+  for (const char *degree : {"dp", "tp", "pp", "zero"})
+    if (isNamed(degree))
+      o.pinnedChoices.push_back(degree);
   return true;
 }
 
@@ -361,15 +402,18 @@ std::string searchChoices(const Flags &flags, dtc::CompileOptions &o) {
       o.pinnedChoices.push_back(choice);
   if (!o.search &&
       (flags.given("--explain") || flags.given("--search-rescore") ||
-       flags.given("--search-time-limit")))
-    return "--explain, --search-rescore and --search-time-limit are the "
-           "search's (--auto)";
+       flags.given("--search-time-limit") || flags.given("--progress")))
+    return "--explain, --progress, --search-rescore and --search-time-limit "
+           "are the "
+           "search's, and --strategy pins the whole plan (add --auto to "
+           "search what it leaves)";
   return "";
 }
 
 /// The search's flags of `dtc compile`.
 void addSearchFlags(Flags &flags, dtc::CompileOptions &o) {
   flags.boolean("--explain", [&] { o.explain = true; });
+  flags.boolean("--progress", [&] { o.progress = true; });
   flags.value("--search-rescore", [&](const std::string &v) {
     return parseInt("--search-rescore", v, o.searchRescore, 0);
   });
@@ -434,6 +478,7 @@ std::string ineffectiveFlag(const Flags &flags, const dtc::CompileOptions &o) {
 
 int compileCommand(const std::vector<std::string> &args) {
   dtc::CompileOptions o;
+  o.progress = isatty(STDERR_FILENO);
   bool help = false, strategyGiven = false, autoGiven = false;
   std::string strategy;
   Flags flags;
@@ -463,10 +508,7 @@ int compileCommand(const std::vector<std::string> &args) {
     o.deviceMemory = bytes;
     return true;
   });
-  flags.boolean("--auto", [&] {
-    autoGiven = true;
-    o.search = true;
-  });
+  flags.boolean("--auto", [&] { autoGiven = true; });
   flags.value("--strategy", [&](const std::string &v) {
     strategyGiven = true;
     strategy = v;
@@ -547,22 +589,9 @@ int compileCommand(const std::vector<std::string> &args) {
                     : "dtc compile takes one model, got '" + positional[1] +
                           "' too");
   o.input = positional[0];
-  if (strategyGiven && autoGiven)
-    return fail("--auto and --strategy are exclusive");
-  if (strategyGiven) {
-    if (!parseStrategy(strategy, o))
-      return 1;
-    if (o.dp == 0) {
-      int64_t devices = 1;
-      for (int64_t s : o.mesh)
-        devices *= s;
-      o.dp = devices % (o.tp * o.pp) == 0 ? devices / (o.tp * o.pp) : 0;
-      if (o.dp == 0)
-        return fail("--strategy: tp*pp=" + std::to_string(o.tp * o.pp) +
-                    " does not divide the " + std::to_string(devices) +
-                    " devices");
-    }
-  }
+  o.search = true;
+  if (strategyGiven && !applyStrategy(strategy, autoGiven, o))
+    return 1;
   if (std::string why = searchChoices(flags, o); !why.empty())
     return fail(why);
   if (std::string why = ineffectiveFlag(flags, o); !why.empty())

@@ -11,6 +11,7 @@
 #include "dtc/artifact/Vocabulary.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,11 +57,30 @@ struct HardwareProfile {
   /// axis gets the node link when it fits in a node.
   Link nodeLink, clusterLink;
   int devicesPerNode = 8;
+  /// Measured links by group size (a calibrated cpu profile): an axis of s
+  /// devices gets the link of the smallest group of at least s measured.
+  std::map<int64_t, Link> groupLinks;
+  /// Where the numbers come from, said for the report ("" for a file or a
+  /// builtin of published figures).
+  std::string source;
 
   /// Per-axis links for `mesh`; explicit axes (from a JSON file) must cover
   /// every mesh axis. Returns an error message or "".
   std::string forMesh(const std::vector<int64_t> &mesh);
 };
+
+/// Where `dtc calibrate` keeps this machine's measured cpu profile:
+/// $DTC_CACHE_DIR/cpu-calibration.json, else under $XDG_CACHE_HOME/dtc, else
+/// ~/.cache/dtc.
+std::string cpuCalibrationPath();
+
+/// The cpu profile `dtc calibrate` measured (the file at `path`) for a mesh
+/// of `devices` ranks: the entry measured on that many ranks, else on the
+/// fewest above it, else on the most. nullopt with `error` when the file is
+/// not a calibration.
+std::optional<HardwareProfile> loadCpuCalibration(const std::string &path,
+                                                  int64_t devices,
+                                                  std::string &error);
 
 /// The profile as a JSON file for --hw would give it (what the report
 /// records; its axes are the mesh's once forMesh ran).

@@ -60,8 +60,9 @@ struct CompileOptions {
   bool timing = false;
   /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.
   std::vector<std::string> pins;
-  /// --auto: search the plan (without it and without --strategy, data
-  /// parallelism over every device).
+  /// Search the plan (dtc compile without a complete --strategy, or
+  /// --auto); without it and without a strategy, data parallelism over
+  /// every device.
   bool search = false;
   /// The search: how many of the best estimated plans it lowers
   /// and evaluates (--search-rescore; 0: every plan, the brute force),
@@ -70,6 +71,9 @@ struct CompileOptions {
   int64_t searchRescore = 4;
   double searchTimeLimit = 60;
   bool explain = false;
+  /// Report the search's progress on stderr once a second after the first
+  /// (--progress; by default when stderr is a terminal).
+  bool progress = false;
   /// Flags given on the command line that pin a choice the search would
   /// otherwise make ("microbatches", "remat", "sequence-parallel").
   std::vector<std::string> pinnedChoices;

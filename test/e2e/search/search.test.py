@@ -35,6 +35,17 @@ def main(argv):
             if e is not best and "lost_on" not in e:
                 print("LOSER WITHOUT REASON")
         return 0
+    if what == "pins":
+        # Every plan the search lowered keeps what --strategy pinned, and so
+        # does the one written.
+        r = load(argv[1])
+        pins = {k: int(v) for k, v in (a.split("=") for a in argv[2:])}
+        lowered = r["planner"]["lowered"]
+        broken = [e["plan"] for e in lowered if any(e[k] != v for k, v in pins.items())]
+        broken += ["written plan"] if any(r["strategy"][k] != v for k, v in pins.items()) else []
+        print(f"{r['planner']['mode']}: {len(lowered)} lowered plans, pins",
+              " ".join(argv[2:]), "kept" if not broken else "BROKEN by " + "; ".join(broken))
+        return 0 if not broken else 1
     if what == "fits":
         r = load(argv[1])
         print("fits 80 GB:", r["memory_bytes"]["peak_per_device"] <= 80e9, r["planner"]["chose"])
