@@ -29,6 +29,10 @@ config.substitutions.append(("%e2e_lib", os.path.join(config.test_source_root, "
 config.substitutions.append(("%e2e_models", os.path.join(config.test_source_root, "e2e", "models")))
 # No __pycache__ in the source tree.
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+# Plans under --hw cpu do not depend on whether this machine was calibrated
+# (`dtc calibrate` writes ~/.cache/dtc by default): the tests see no
+# calibration unless they point DTC_CACHE_DIR at their own.
+config.environment["DTC_CACHE_DIR"] = os.path.join(config.test_exec_root, "no-calibration")
 
 llvm_config.add_tool_substitutions(["dtc", "dtc-opt", "dtc-run"], [config.dtc_tools_dir])
 # Prepended, dtc's tools first: FileCheck and friends from LLVM, everything

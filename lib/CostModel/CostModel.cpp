@@ -215,6 +215,13 @@ std::optional<HardwareProfile> profileFromJson(const nlohmann::json &j,
     }
     hw.devicesPerNode = int(j["devices_per_node"].get<int64_t>());
   }
+  if (j.contains("shared_cores")) {
+    if (!j["shared_cores"].is_number() || j["shared_cores"].get<double>() < 0) {
+      error = "field 'shared_cores' must be a number >= 0";
+      return std::nullopt;
+    }
+    hw.sharedCores = j["shared_cores"].get<double>();
+  }
   return hw;
 }
 } // namespace
@@ -259,6 +266,8 @@ std::string dtc::cost::profileJson(const HardwareProfile &hw) {
       {"devices_per_node", hw.devicesPerNode}};
   if (!hw.source.empty())
     j["source"] = hw.source;
+  if (hw.sharedCores > 0)
+    j["shared_cores"] = hw.sharedCores;
   if (!hw.axes.empty()) {
     j["axes"] = nlohmann::json::array();
     for (const Link &axis : hw.axes)
@@ -439,6 +448,14 @@ double dtc::cost::kernelTime(double flops, double bytes, bool dense,
   const double traffic =
       bytes > 0 ? bytes / (hw.memoryBandwidth * hw.memoryEfficiency) : 0;
   return std::max(compute, traffic) + hw.kernelOverhead;
+}
+
+double dtc::cost::bubbleStretch(double bubble, int64_t devices,
+                                const HardwareProfile &hw) {
+  const double stretch = 1.0 / (1.0 - bubble);
+  if (hw.sharedCores <= 0 || double(devices) <= hw.sharedCores)
+    return stretch;
+  return std::max(1.0, hw.sharedCores / double(devices) * stretch);
 }
 
 double dtc::cost::bubbleFraction(int64_t stages, int64_t microbatches) {

@@ -182,6 +182,114 @@ void explain(const json &lowered, const json &winner, size_t estimated,
   }
 }
 
+/// The estimated plans that keep what `o` pins: the degrees a partial
+/// --strategy named and the flags that fix a choice; when none does (or a
+/// model without a batch gave none), the pinned plan with data parallelism
+/// on the devices left, which compiles or says why not.
+std::vector<dtc::search::Candidate>
+allowedCandidates(const dtc::CompileOptions &o,
+                  const std::vector<dtc::search::Candidate> &estimated) {
+  // Degrees a partial --strategy named, and the flags that fix a choice.
+  auto degreeOf = [&](const dtc::search::Candidate &c, const std::string &key) {
+    return key == "dp"   ? c.dp
+           : key == "tp" ? c.tp
+           : key == "pp" ? c.pp
+                         : c.zero;
+  };
+  auto pinnedDegree = [&](const std::string &key) {
+    return key == "dp"   ? o.dp
+           : key == "tp" ? o.tp
+           : key == "pp" ? o.pp
+                         : o.zero;
+  };
+  const std::string remat = o.remat == "auto" ? "none" : o.remat;
+  auto allowed = [&](const dtc::search::Candidate &c) {
+    for (const char *degree : {"dp", "tp", "pp", "zero"})
+      if (pinned(o, degree) && degreeOf(c, degree) != pinnedDegree(degree))
+        return false;
+    // --remat auto: each plan chooses its recomputation per stage as it
+    // compiles (chooseRecomputation), so one entry per plan, compiled so.
+    // Interleaving model chunks needs stages, and micro-batches by pp.
+    if (o.virtualStages > 1 && (c.pp < 2 || c.microbatches % c.pp != 0))
+      return false;
+    return !(pinned(o, "microbatches") && c.microbatches != o.microbatches) &&
+           !(pinned(o, "remat") && c.remat != remat) &&
+           !(pinned(o, "sequence-parallel") &&
+             c.sequenceParallel != o.sequenceParallel);
+  };
+  std::vector<dtc::search::Candidate> all;
+  for (const dtc::search::Candidate &c : estimated)
+    if (allowed(c))
+      all.push_back(c);
+  // The pins (or a model without a batch) leave no estimated plan: the
+  // pinned plan with data parallelism on the devices left, which compiles
+  // or says why not.
+  if (all.empty()) {
+    dtc::search::Candidate pinnedPlan;
+    int64_t devices = 1;
+    for (int64_t size : o.mesh)
+      devices *= size;
+    pinnedPlan.tp = pinned(o, "tp") ? o.tp : 1;
+    pinnedPlan.pp = pinned(o, "pp") ? o.pp : 1;
+    pinnedPlan.dp =
+        pinned(o, "dp")
+            ? o.dp
+            : std::max<int64_t>(1, devices / (pinnedPlan.tp * pinnedPlan.pp));
+    pinnedPlan.zero = pinned(o, "zero") ? o.zero : 0;
+    pinnedPlan.microbatches = o.microbatches;
+    pinnedPlan.remat = remat;
+    pinnedPlan.sequenceParallel = o.sequenceParallel;
+    all.push_back(pinnedPlan);
+  }
+  return all;
+}
+
+/// Why no lowered plan won: the compiler's error when none compiled, else
+/// the smallest plan's need against the budget.
+std::string noPlanError(const dtc::CompileOptions &o, const json &lowered,
+                        const std::vector<Lowered> &results, uint64_t budget) {
+  std::string error;
+  // The smallest plan that compiled but did not fit.
+  const json *smallest = nullptr;
+  for (const json &entry : lowered)
+    if (entry.contains("evaluated") &&
+        (!smallest || entry["evaluated"]["peak_bytes"].get<double>() <
+                          (*smallest)["evaluated"]["peak_bytes"].get<double>()))
+      smallest = &entry;
+  const double least =
+      smallest ? (*smallest)["evaluated"]["peak_bytes"].get<double>() : -1;
+  std::string plan, parts;
+  if (smallest) {
+    plan = (*smallest)["plan"].get<std::string>();
+    const json &memory = (*smallest)["evaluated"]["memory_bytes"];
+    for (auto [key, name] : {std::pair{"optimizer", "optimizer state"},
+                             {"params", "parameters"},
+                             {"grads", "gradients"},
+                             {"activations", "activations"}})
+      if (memory.contains(key) && memory[key].get<double>() > 0)
+        parts += std::string(parts.empty() ? "" : ", ") + name + " " +
+                 gib(memory[key].get<double>());
+  }
+  // Every plan failed to compile: the first one's error, as the
+  // compiler gave it.
+  const bool noneCompiled = llvm::all_of(
+      lowered, [](const json &e) { return !e.contains("evaluated"); });
+  if (noneCompiled && !results.empty() && !results.front().problem.empty())
+    error = results.front().problem;
+  else if (least >= 0)
+    error = o.input + ": no plan fits " + gib(double(budget)) +
+            " per device: the smallest, " + plan + ", needs " + gib(least) +
+            " (" + parts + "; " + gib(least - double(budget)) +
+            " over); use a larger mesh, --device-memory SIZE, or a "
+            "precision or optimizer with less state";
+  else
+    error =
+        o.input + ": no plan could be compiled" +
+        (lowered.empty() ? std::string()
+                         : ": " + lowered.back()["verdict"].get<std::string>());
+  return error;
+}
+
 } // namespace
 
 bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
@@ -218,59 +326,8 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   space.precision = o.precision;
   space.optimizer = o.optimizer;
   space.budget = double(budget);
-  // Degrees a partial --strategy named, and the flags that fix a choice.
-  auto degreeOf = [&](const search::Candidate &c, const std::string &key) {
-    return key == "dp"   ? c.dp
-           : key == "tp" ? c.tp
-           : key == "pp" ? c.pp
-                         : c.zero;
-  };
-  auto pinnedDegree = [&](const std::string &key) {
-    return key == "dp"   ? o.dp
-           : key == "tp" ? o.tp
-           : key == "pp" ? o.pp
-                         : o.zero;
-  };
-  const std::string remat = o.remat == "auto" ? "none" : o.remat;
-  auto allowed = [&](const search::Candidate &c) {
-    for (const char *degree : {"dp", "tp", "pp", "zero"})
-      if (pinned(o, degree) && degreeOf(c, degree) != pinnedDegree(degree))
-        return false;
-    // --remat auto: each plan chooses its recomputation per stage as it
-    // compiles (chooseRecomputation), so one entry per plan, compiled so.
-    // Interleaving model chunks needs stages, and micro-batches by pp.
-    if (o.virtualStages > 1 && (c.pp < 2 || c.microbatches % c.pp != 0))
-      return false;
-    return !(pinned(o, "microbatches") && c.microbatches != o.microbatches) &&
-           !(pinned(o, "remat") && c.remat != remat) &&
-           !(pinned(o, "sequence-parallel") &&
-             c.sequenceParallel != o.sequenceParallel);
-  };
-  std::vector<search::Candidate> all;
-  for (const search::Candidate &c :
-       search::enumerateCandidates(facts, space, hw))
-    if (allowed(c))
-      all.push_back(c);
-  // The pins (or a model without a batch) leave no estimated plan: the
-  // pinned plan with data parallelism on the devices left, which compiles
-  // or says why not.
-  if (all.empty()) {
-    search::Candidate pinnedPlan;
-    int64_t devices = 1;
-    for (int64_t size : o.mesh)
-      devices *= size;
-    pinnedPlan.tp = pinned(o, "tp") ? o.tp : 1;
-    pinnedPlan.pp = pinned(o, "pp") ? o.pp : 1;
-    pinnedPlan.dp =
-        pinned(o, "dp")
-            ? o.dp
-            : std::max<int64_t>(1, devices / (pinnedPlan.tp * pinnedPlan.pp));
-    pinnedPlan.zero = pinned(o, "zero") ? o.zero : 0;
-    pinnedPlan.microbatches = o.microbatches;
-    pinnedPlan.remat = remat;
-    pinnedPlan.sequenceParallel = o.sequenceParallel;
-    all.push_back(pinnedPlan);
-  }
+  std::vector<search::Candidate> all =
+      allowedCandidates(o, search::enumerateCandidates(facts, space, hw));
   const size_t count = std::min(
       all.size(), o.searchRescore > 0 ? size_t(o.searchRescore) : all.size());
   phase("search-estimate");
@@ -296,45 +353,7 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
       best = int(lowered.size()) - 1;
   }
   if (best < 0) {
-    // The smallest plan that compiled but did not fit.
-    const json *smallest = nullptr;
-    for (const json &entry : lowered)
-      if (entry.contains("evaluated") &&
-          (!smallest ||
-           entry["evaluated"]["peak_bytes"].get<double>() <
-               (*smallest)["evaluated"]["peak_bytes"].get<double>()))
-        smallest = &entry;
-    const double least =
-        smallest ? (*smallest)["evaluated"]["peak_bytes"].get<double>() : -1;
-    std::string plan, parts;
-    if (smallest) {
-      plan = (*smallest)["plan"].get<std::string>();
-      const json &memory = (*smallest)["evaluated"]["memory_bytes"];
-      for (auto [key, name] : {std::pair{"optimizer", "optimizer state"},
-                               {"params", "parameters"},
-                               {"grads", "gradients"},
-                               {"activations", "activations"}})
-        if (memory.contains(key) && memory[key].get<double>() > 0)
-          parts += std::string(parts.empty() ? "" : ", ") + name + " " +
-                   gib(memory[key].get<double>());
-    }
-    // Every plan failed to compile: the first one's error, as the
-    // compiler gave it.
-    const bool noneCompiled = llvm::all_of(
-        lowered, [](const json &e) { return !e.contains("evaluated"); });
-    if (noneCompiled && !results.empty() && !results.front().problem.empty())
-      error = results.front().problem;
-    else if (least >= 0)
-      error = o.input + ": no plan fits " + gib(double(budget)) +
-              " per device: the smallest, " + plan + ", needs " + gib(least) +
-              " (" + parts + "; " + gib(least - double(budget)) +
-              " over); use a larger mesh, --device-memory SIZE, or a "
-              "precision or optimizer with less state";
-    else
-      error = o.input + ": no plan could be compiled" +
-              (lowered.empty()
-                   ? std::string()
-                   : ": " + lowered.back()["verdict"].get<std::string>());
+    error = noPlanError(o, lowered, results, budget);
     return false;
   }
   const json &winner = lowered[size_t(best)];

@@ -347,8 +347,9 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
     if (sim.ok)
       bubble = sim.bubble;
   }
-  double computeSeconds = kernelSeconds / (1.0 - bubble);
-  double commSeconds = chunkCommSeconds / (1.0 - bubble) + stepCommSeconds;
+  const double stretch = ::dtc::cost::bubbleStretch(bubble, devices, hw);
+  double computeSeconds = kernelSeconds * stretch;
+  double commSeconds = chunkCommSeconds * stretch + stepCommSeconds;
   double stepSeconds = computeSeconds + commSeconds;
   PlanCost cost;
   cost.mesh = mesh;

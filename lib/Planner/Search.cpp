@@ -65,7 +65,8 @@ void estimate(const ModelFacts &f, const Space &space,
                                                     : 0.0;
   const double m = double(c.microbatches), p = double(c.pp);
   c.bubble = c.pp > 1 ? (p - 1) / (m + p - 1) : 0.0;
-  const double stretch = 1.0 / (1.0 - c.bubble);
+  const double stretch =
+      dtc::cost::bubbleStretch(c.bubble, c.dp * c.tp * c.pp, hw);
   c.computeSeconds = (f.forwardFlops + f.backwardFlops + recompute) / devices /
                      (peak * hw.gemm.max) * stretch;
 

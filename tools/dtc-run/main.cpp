@@ -20,6 +20,8 @@
 #include "Supervisor.h"
 
 #include "dtc/artifact/MemoryPlan.h"
+#include "dtc/artifact/OutputFile.h"
+#include "dtc/runtime/Calibrate.h"
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/MpiWorld.h"
 #include "dtc/runtime/Progress.h"
@@ -56,6 +58,13 @@ const char *kUsage =
     "       mpirun -np <devices> dtc-run OUT.dtc --steps N [options]\n"
     "       dtc-run --launch OUT.dtc --steps N [options]\n"
     "       dtc-run OUT.dtc --local-ranks <devices> --steps N [options]\n"
+    "       dtc-run --launch --calibrate OUT.json --ranks R   (what `dtc "
+    "calibrate`\n"
+    "                         runs per rank count: measures this machine's "
+    "kernels\n"
+    "                         and collectives on R ranks placed as `dtc run` "
+    "places\n"
+    "                         them; docs/cost-model.md)\n"
     "\n"
     "Runs the training program of a dtc artifact on CPU or GPU ranks (one MPI "
     "rank\n"
@@ -171,6 +180,10 @@ const char *kUsage =
 
 struct Options {
   std::string artifact;
+  /// --calibrate OUT.json: measure this machine instead of training;
+  /// --ranks: how many ranks (under --launch).
+  std::string calibrateOut;
+  int calibrateRanks = 0;
   bool haveSteps = false, launch = false, guard = false;
   /// --local-ranks: ranks as threads of this process (0: MPI or one rank).
   int localRanks = 0;
@@ -195,10 +208,10 @@ bool parseU64(const std::string &s, uint64_t &v) {
 const std::vector<std::string> kBooleanFlags = {"--launch", "--help", "--guard",
                                                 "--no-memory-check"};
 const std::vector<std::string> kValueFlags = {
-    "--steps",      "--seed",      "--backend",     "--data",
-    "--data-dtype", "--log",       "--save",        "--load",
-    "--stats",      "--timeout",   "--save-every",  "--threads",
-    "--trace",      "--save-step", "--collectives", "--local-ranks"};
+    "--steps",       "--seed",      "--backend", "--data",      "--data-dtype",
+    "--log",         "--save",      "--load",    "--stats",     "--timeout",
+    "--save-every",  "--threads",   "--trace",   "--save-step", "--collectives",
+    "--local-ranks", "--calibrate", "--ranks"};
 
 bool isOneOf(const std::string &name, const std::vector<std::string> &flags) {
   return std::find(flags.begin(), flags.end(), name) != flags.end();
@@ -209,6 +222,21 @@ std::string unknownFlag(const std::string &name) {
   std::vector<std::string> all = kValueFlags;
   all.insert(all.end(), kBooleanFlags.begin(), kBooleanFlags.end());
   return "unknown flag " + name + dtc::didYouMean(name, all) + " (see --help)";
+}
+
+/// --calibrate's arguments: "" or the error.
+std::string calibrationArgsError(const Options &o) {
+  if (o.calibrateOut.empty())
+    return "--ranks is --calibrate's (an artifact says its own ranks)";
+  if (!o.artifact.empty() || o.haveSteps)
+    return "--calibrate measures the machine; it takes no artifact and no "
+           "--steps";
+  if (o.launch && o.calibrateRanks == 0)
+    return "--launch --calibrate needs --ranks R";
+  if (o.localRanks > 0)
+    return "--calibrate measures MPI ranks placed as `dtc run` places them; "
+           "use --launch --ranks R, not --local-ranks";
+  return "";
 }
 
 // Parses argv; returns "" or an error message.
@@ -270,6 +298,14 @@ std::string parseArgs(int argc, char **argv, Options &o) {
           return "--local-ranks: expected an integer in [1, 4096], got '" +
                  value + "'";
         o.localRanks = int(v);
+      } else if (name == "--calibrate") {
+        o.calibrateOut = value;
+      } else if (name == "--ranks") {
+        uint64_t v;
+        if (!parseU64(value, v) || v < 1 || v > 4096)
+          return "--ranks: expected an integer in [1, 4096], got '" + value +
+                 "'";
+        o.calibrateRanks = int(v);
       } else if (name == "--data") {
         o.train.dataPath = value;
       } else if (name == "--data-dtype") {
@@ -321,6 +357,8 @@ std::string parseArgs(int argc, char **argv, Options &o) {
       o.artifact = arg;
     }
   }
+  if (!o.calibrateOut.empty() || o.calibrateRanks > 0)
+    return calibrationArgsError(o);
   if (o.artifact.empty())
     return "no artifact given (usage: dtc-run OUT.dtc --steps N; see --help)";
   if (!o.haveSteps)
@@ -584,6 +622,27 @@ int trainRank(World &world, int rank, const Options &o,
   }
 }
 
+/// --calibrate: every rank measures (calibrateCpu), rank 0 writes the
+/// profile.
+int calibrateRank(World &world, int rank, const Options &o) {
+  try {
+    CalibrationOptions options;
+    options.threads = o.train.threads > 0
+                          ? o.train.threads
+                          : defaultKernelThreads(world.ranksOnNode());
+    const nlohmann::json profile = calibrateCpu(world, options);
+    std::string error;
+    if (rank == 0 &&
+        !writeOutputFile(o.calibrateOut, profile.dump(2) + "\n", error)) {
+      printError("--calibrate " + o.calibrateOut + ": " + error);
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception &e) {
+    leaveAlone(rank, std::string("calibration failed: ") + e.what());
+  }
+}
+
 int runRank(int argc, char **argv, const Options &o,
             const std::string &argError) {
   struct sigaction sa;
@@ -615,8 +674,11 @@ int runRank(int argc, char **argv, const Options &o,
   } else {
     // Not agreed (a timeout, an MPI error): other ranks may be waiting in a
     // collective this rank will never reach.
-    code = trainRank(*world, rank, o, pendingSignal,
-                     [rank](const std::string &msg) { leaveAlone(rank, msg); });
+    code = !o.calibrateOut.empty() ? calibrateRank(*world, rank, o)
+                                   : trainRank(*world, rank, o, pendingSignal,
+                                               [rank](const std::string &msg) {
+                                                 leaveAlone(rank, msg);
+                                               });
   }
   progress::setState(code == 0 ? progress::State::Finished
                                : progress::State::Failed);
@@ -685,12 +747,14 @@ int main(int argc, char **argv) {
       printError(argError);
       return 1;
     }
-    int64_t devices = 0;
-    try {
-      devices = validate(o);
-    } catch (const std::exception &e) {
-      printError(e.what());
-      return 1;
+    int64_t devices = o.calibrateRanks;
+    if (o.calibrateOut.empty()) {
+      try {
+        devices = validate(o);
+      } catch (const std::exception &e) {
+        printError(e.what());
+        return 1;
+      }
     }
     std::vector<std::string> mpirunArgs, rankArgs;
     launchArguments(o, devices, mpirunArgs, rankArgs);

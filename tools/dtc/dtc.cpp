@@ -3,10 +3,12 @@
 //   dtc compile MODEL.mlir --mesh 2x2 -o OUT.dtc [options]
 //   dtc run OUT.dtc --steps N [options]      (starts the ranks via dtc-run)
 //   dtc inspect OUT.dtc                      (prints the artifact's JSON)
+//   dtc calibrate                            (measures --hw cpu; Calibrate.cpp)
 //
 // Every error is one line on stderr naming the flag or file, exit status 1.
 //
 //===----------------------------------------------------------------------===//
+#include "Commands.h"
 #include "dtc/Driver/Compile.h"
 #include "dtc/Version.h"
 #include "dtc/artifact/ArtifactFormat.h"
@@ -31,12 +33,12 @@
 #include <unistd.h>
 #include <vector>
 
-namespace {
-
 int fail(const std::string &message) {
   llvm::errs() << "dtc: error: " << message << "\n";
   return 1;
 }
+
+namespace {
 
 constexpr const char *kTopHelp = R"(dtc: a distributed-training compiler
 
@@ -45,6 +47,7 @@ usage:
   dtc run OUT.dtc --steps N [options]                        train on the artifact's ranks
   dtc inspect OUT.dtc                                        print the artifact as JSON
   dtc schedule OUT.dtc [-o PICTURE.svg]                      draw its pipeline schedule
+  dtc calibrate [--ranks 1,2,4,8]                            measure this machine for --hw cpu
   dtc --help | dtc COMMAND --help | dtc --version
 
 Docs (in the source tree): docs/model-format.md (models), docs/cli.md
@@ -610,6 +613,8 @@ int compileCommand(const std::vector<std::string> &args) {
   return dtc::runCompile(o);
 }
 
+} // namespace
+
 /// dtc-run lives next to dtc.
 std::string siblingTool(const char *argv0, const std::string &name) {
   std::string self =
@@ -618,6 +623,8 @@ std::string siblingTool(const char *argv0, const std::string &name) {
   llvm::sys::path::append(path, name);
   return std::string(path);
 }
+
+namespace {
 
 int runCommand(const char *argv0, const std::vector<std::string> &args) {
   std::string tool = siblingTool(argv0, "dtc-run");
@@ -801,8 +808,12 @@ int main(int argc, char **argv) {
     return inspectCommand(rest);
   if (command == "schedule")
     return scheduleCommand(rest);
-  return fail("unknown command '" + command + "'" +
-              dtc::didYouMean(command, {"compile", "run", "inspect", "schedule",
-                                        "--help", "--version"}) +
-              " (expected compile, run, inspect or schedule; see dtc --help)");
+  if (command == "calibrate")
+    return calibrateCommand(argv[0], rest);
+  return fail(
+      "unknown command '" + command + "'" +
+      dtc::didYouMean(command, {"compile", "run", "inspect", "schedule",
+                                "calibrate", "--help", "--version"}) +
+      " (expected compile, run, inspect, schedule or calibrate; see dtc "
+      "--help)");
 }

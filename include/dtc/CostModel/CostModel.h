@@ -60,6 +60,9 @@ struct HardwareProfile {
   /// Measured links by group size (a calibrated cpu profile): an axis of s
   /// devices gets the link of the smallest group of at least s measured.
   std::map<int64_t, Link> groupLinks;
+  /// Cores every device of the mesh shares (a calibrated cpu profile: the
+  /// ranks of `dtc run` on one machine); 0 when each device is its own.
+  double sharedCores = 0;
   /// Where the numbers come from, said for the report ("" for a file or a
   /// builtin of published figures).
   std::string source;
@@ -68,6 +71,14 @@ struct HardwareProfile {
   /// every mesh axis. Returns an error message or "".
   std::string forMesh(const std::vector<int64_t> &mesh);
 };
+
+/// How much a pipeline's bubble stretches the work of a stage of a plan
+/// on `devices` devices: 1/(1 - bubble) when each device is its own; when
+/// more devices than cores share them (hw.sharedCores), an idle stage gives
+/// its core to a busy one, so the step is the larger of all ranks' work
+/// over the cores (the profile's shared rates already say that) and one
+/// stage's critical path at a whole core's speed.
+double bubbleStretch(double bubble, int64_t devices, const HardwareProfile &hw);
 
 /// Where `dtc calibrate` keeps this machine's measured cpu profile:
 /// $DTC_CACHE_DIR/cpu-calibration.json, else under $XDG_CACHE_HOME/dtc, else

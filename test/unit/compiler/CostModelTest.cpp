@@ -11,6 +11,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
 namespace {
 
 using dtc::cost::CollectiveKind;
@@ -151,6 +155,86 @@ TEST(Search, EstimatesFollowTheClosedForms) {
   for (size_t i = 1; i < all.size(); ++i) {
     EXPECT_FALSE(all[i].fits);
     EXPECT_LE(all[i - 1].bytes, all[i].bytes);
+  }
+}
+
+TEST(CostModel, BubbleStretchOnSharedCores) {
+  dtc::cost::HardwareProfile own;
+  EXPECT_DOUBLE_EQ(dtc::cost::bubbleStretch(0.5, 8, own), 2.0);
+  // 8 ranks on 2 cores: a stage idle half the time gives its core away;
+  // the work of all ranks over the cores (the shared rates) is the step.
+  dtc::cost::HardwareProfile shared;
+  shared.sharedCores = 2;
+  EXPECT_DOUBLE_EQ(dtc::cost::bubbleStretch(0.5, 8, shared), 1.0);
+  // 4 ranks on 2 cores and a bubble of 3/4: one stage's critical path at a
+  // whole core (2/4 of the shared time, stretched 4x) is longer.
+  EXPECT_DOUBLE_EQ(dtc::cost::bubbleStretch(0.75, 4, shared), 2.0);
+  // No more ranks than cores: nothing shared.
+  EXPECT_DOUBLE_EQ(dtc::cost::bubbleStretch(0.5, 2, shared), 2.0);
+}
+
+/// A calibration file with entries measured on 1, 2 and 8 ranks.
+std::string writeCalibration(const std::string &body) {
+  char path[] = "/tmp/dtc-calibration-test-XXXXXX";
+  int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << body;
+  return path;
+}
+
+std::string entry(double peak, const std::string &links) {
+  return R"({"peak_flops": {"f32": )" + std::to_string(peak) +
+         R"(}, "memory_bytes": 1e9, "memory_bandwidth": 5e9,
+             "gemm_efficiency": {"max": 1, "half_flops": 1e6},
+             "kernel_overhead": 2e-6, "group_links": {)" +
+         links + "}}";
+}
+
+TEST(CostModel, CpuCalibrationEntryPerRankCount) {
+  const std::string path = writeCalibration(
+      R"({"format": "dtc-cpu-calibration", "profiles": {"1": )" +
+      entry(40e9, "") + R"(, "2": )" +
+      entry(30e9, R"("2": {"bandwidth": 4e9, "latency": 1e-6})") +
+      R"(, "8": )" + entry(10e9, R"("2": {"bandwidth": 2e9, "latency": 2e-6},
+                     "8": {"bandwidth": 1e9, "latency": 5e-6})") +
+      "}}");
+  std::string error;
+  // The entry for the mesh's ranks; else the fewest above; else the most.
+  for (auto [devices, peak] : std::vector<std::pair<int64_t, double>>{
+           {1, 40e9}, {2, 30e9}, {4, 10e9}, {8, 10e9}, {16, 10e9}}) {
+    auto hw = dtc::cost::loadCpuCalibration(path, devices, error);
+    ASSERT_TRUE(hw) << error;
+    EXPECT_EQ(hw->peakFlopsF32, peak) << devices;
+    EXPECT_EQ(hw->kernelOverhead, 2e-6);
+    EXPECT_EQ(hw->source.find("(no entry for") == std::string::npos,
+              devices == 1 || devices == 2 || devices == 8)
+        << hw->source;
+  }
+  // Each mesh axis gets the link of the smallest measured group at least
+  // its size: 2 -> group 2, 4 -> group 8.
+  auto hw = dtc::cost::loadCpuCalibration(path, 8, error);
+  ASSERT_TRUE(hw);
+  ASSERT_EQ(hw->forMesh({2, 4}), "");
+  EXPECT_EQ(hw->axes[0].bandwidth, 2e9);
+  EXPECT_EQ(hw->axes[1].bandwidth, 1e9);
+  EXPECT_EQ(hw->axes[1].latency, 5e-6);
+  std::remove(path.c_str());
+}
+
+TEST(CostModel, CpuCalibrationThatIsNotOne) {
+  std::string error;
+  for (
+      const char *body :
+      {"{}", R"({"format": "dtc-cpu-calibration", "profiles": {}})",
+       R"({"format": "dtc-cpu-calibration", "profiles": {"x": {}}})",
+       R"({"format": "dtc-cpu-calibration", "profiles": {"2": {"peak_flops": 5}}})",
+       "not json"}) {
+    const std::string path = writeCalibration(body);
+    error.clear();
+    EXPECT_FALSE(dtc::cost::loadCpuCalibration(path, 2, error)) << body;
+    EXPECT_FALSE(error.empty()) << body;
+    std::remove(path.c_str());
   }
 }
 

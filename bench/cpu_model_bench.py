@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The cost model on this machine: predicted against measured step times of
+many plans on CPU ranks, ranked side by side.
+
+  bench/cpu_model_bench.py [--calibration FILE] [--recalibrate] [--steps 12]
+                           [--only gpt|llama] [--meshes 2x2,8]
+
+Uses the calibration `dtc calibrate` keeps for `--hw cpu` (or FILE, or runs
+`dtc calibrate --ranks 1,2,4,8` first when there is none or with
+--recalibrate). For each plan of a small GPT and a small LLaMA on each mesh
+(data, tensor, pipeline parallelism and their mixes, ZeRO, sequence
+parallelism, recomputation, micro-batches) it compiles with --report (the
+prediction) and trains on synthetic data with `dtc run --log` (the
+measurement: the median step time after the first two steps), then prints
+every plan's predicted and measured time and their ratio, ranked by measured
+time, and per model and mesh Kendall's tau between the two rankings. The
+search issue asks for every plan within 10% and tau >= 0.8.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from benchlib import ROOT, sh  # noqa: E402
+
+MODELS = {
+    "gpt": ["gpt", "--layers", "4", "--hidden", "128", "--heads", "4", "--seq", "64",
+            "--vocab", "256", "--batch", "16"],
+    "llama": ["llama", "--layers", "4", "--hidden", "128", "--heads", "4", "--seq", "64",
+              "--vocab", "256", "--batch", "16"],
+}
+PLANS = {
+    "2x2": ["dp=4", "dp=2,tp=2", "tp=4", "dp=2,pp=2 --microbatches 4", "pp=2,tp=2 --microbatches 4",
+            "dp=4,zero=1", "dp=2,tp=2 --sequence-parallel", "dp=4 --remat full", "dp=4 --microbatches 4"],
+    "8": ["dp=8", "tp=8", "pp=8 --microbatches 8", "dp=8,zero=3", "dp=8 --remat full"],
+}
+
+
+def kendall_tau(xs, ys):
+    pairs = concordant = discordant = 0
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            s = (xs[i] - xs[j]) * (ys[i] - ys[j])
+            pairs += 1
+            concordant += s > 0
+            discordant += s < 0
+    return (concordant - discordant) / pairs if pairs else 1.0
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dtc", default=os.path.join(ROOT, "build", "bin", "dtc"))
+    p.add_argument("--calibration", help="a dtc calibrate file (default: the --hw cpu cache)")
+    p.add_argument("--recalibrate", action="store_true", help="run dtc calibrate first")
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--only", choices=sorted(MODELS))
+    p.add_argument("--meshes", default="2x2,8")
+    a = p.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="dtc-cpu-model-bench-")
+    env = dict(os.environ)
+    if a.calibration:
+        cache = os.path.join(work, "cache")
+        os.makedirs(cache)
+        os.symlink(os.path.abspath(a.calibration), os.path.join(cache, "cpu-calibration.json"))
+        env["DTC_CACHE_DIR"] = cache
+    probe = subprocess.run([a.dtc, "compile", os.path.join(ROOT, "examples", "models", "mlp.mlir"),
+                            "--strategy", "dp=1", "--report", os.path.join(work, "probe.json"),
+                            "-o", os.path.join(work, "probe.dtc")], env=env, capture_output=True, text=True)
+    source = json.load(open(os.path.join(work, "probe.json")))["hw_profile"].get("source", "") \
+        if probe.returncode == 0 else ""
+    if a.recalibrate or not source.startswith("calibrated"):
+        print("calibrating (dtc calibrate --ranks 1,2,4,8) ...", file=sys.stderr, flush=True)
+        sh([a.dtc, "calibrate", "--ranks", "1,2,4,8"] +
+           (["-o", a.calibration] if a.calibration else []))
+    rows = []
+    for name in ([a.only] if a.only else sorted(MODELS)):
+        model = os.path.join(work, f"{name}.mlir")
+        sh([sys.executable, os.path.join(ROOT, "examples", "gen_model.py")] + MODELS[name] + ["-o", model])
+        for mesh in a.meshes.split(","):
+            for plan in PLANS[mesh]:
+                strategy, *flags = plan.split(" ", 1)
+                tag = f"{name}-{mesh}-{len(rows)}"
+                report = os.path.join(work, tag + ".json")
+                art = os.path.join(work, tag + ".dtc")
+                log = os.path.join(work, tag + ".jsonl")
+                compiled = subprocess.run([a.dtc, "compile", model, "--mesh", mesh, "--strategy", strategy,
+                                           "--report", report, "-o", art] + (flags[0].split() if flags else []),
+                                          env=env, capture_output=True, text=True)
+                if compiled.returncode:
+                    print(f"  {name} {mesh} {plan}: does not compile: {compiled.stderr.strip()}", file=sys.stderr)
+                    continue
+                sh([a.dtc, "run", art, "--steps", str(a.steps), "--log", log])
+                times = [json.loads(line)["step_time_s"] for line in open(log)][2:]
+                predicted = json.load(open(report))["predicted"]["step_time_s"]
+                rows.append((name, mesh, plan, predicted, statistics.median(times)))
+                print(f"  {name} {mesh} {plan}: predicted {predicted * 1e3:.1f} ms, "
+                      f"measured {rows[-1][4] * 1e3:.1f} ms", file=sys.stderr, flush=True)
+    print(f"hardware: {source or 'calibrated now'}")
+    print(f"{'model':6} {'mesh':4} {'plan':34} {'predicted ms':>12} {'measured ms':>11} {'ratio':>6}")
+    errors = []
+    for group in sorted({(r[0], r[1]) for r in rows}):
+        members = sorted([r for r in rows if (r[0], r[1]) == group], key=lambda r: r[4])
+        for name, mesh, plan, predicted, measured in members:
+            errors.append(abs(predicted / measured - 1))
+            print(f"{name:6} {mesh:4} {plan:34} {predicted * 1e3:12.2f} {measured * 1e3:11.2f} "
+                  f"{predicted / measured:6.2f}")
+        tau = kendall_tau([r[3] for r in members], [r[4] for r in members])
+        print(f"{group[0]} on {group[1]}: Kendall tau {tau:.2f} over {len(members)} plans\n")
+    if errors:
+        print(f"all {len(errors)} plans: mean |predicted/measured - 1| {statistics.mean(errors):.1%}, "
+              f"worst {max(errors):.1%}, within 10%: {sum(e <= 0.10 for e in errors)}")
+        print(f"Kendall tau over all plans: "
+              f"{kendall_tau([r[3] for r in rows], [r[4] for r in rows]):.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

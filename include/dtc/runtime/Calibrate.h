@@ -1,0 +1,53 @@
+//===- Calibrate.h - the cpu hardware profile, measured ---------*- C++ -*-===//
+//
+// `dtc calibrate` (docs/cost-model.md "Calibrating the cpu profile") runs
+// calibrateCpu on R ranks of this machine, placed as `dtc run` places the
+// ranks of an R-device artifact, for each R a mesh will use. Every
+// measurement runs on all ranks at once, because that is how a plan's ranks
+// share the cores, the memory bus and the links: the result is what one
+// device of an R-device mesh gets, in the cost model's own terms.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_RUNTIME_CALIBRATE_H
+#define DTC_RUNTIME_CALIBRATE_H
+
+#include "dtc/runtime/Communicator.h"
+
+#include <nlohmann/json.hpp>
+
+#include <vector>
+
+namespace dtc::rt {
+
+struct CalibrationOptions {
+  /// Kernel threads of each rank (as `dtc run` gives them).
+  int threads = 1;
+  /// Each timed point repeats its operation for at least this long.
+  double secondsPerPoint = 0.05;
+};
+
+/// One measured point: the operation's size and its time (the slowest
+/// rank's, per call).
+struct CalibrationPoint {
+  double size = 0, seconds = 0;
+};
+
+/// The line t = intercept + slope * size through `points`, least squares
+/// on relative error (small and large points weigh alike).
+struct LineFit {
+  double intercept = 0, slope = 0;
+};
+LineFit fitLine(const std::vector<CalibrationPoint> &points);
+
+/// Measures, on every rank of `world` at once: the f32 matmul kernel on
+/// square GEMMs (its peak and the flops at which it reaches half of it),
+/// the element-wise add kernel (memory bandwidth and the per-kernel
+/// overhead), and for every group size g > 1 dividing the world the ring
+/// all-reduce of the communicators the runtime uses, all groups at once
+/// (latency and bandwidth of a link of g ranks). Collective over `world`;
+/// every rank returns the same profile JSON, with the points measured.
+nlohmann::json calibrateCpu(World &world, const CalibrationOptions &options);
+
+} // namespace dtc::rt
+
+#endif // DTC_RUNTIME_CALIBRATE_H

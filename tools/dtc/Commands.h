@@ -1,0 +1,18 @@
+//===- Commands.h - dtc's subcommands beside dtc.cpp -------------*- C++
+//-*-===//
+#ifndef DTC_TOOLS_DTC_COMMANDS_H
+#define DTC_TOOLS_DTC_COMMANDS_H
+
+#include <string>
+#include <vector>
+
+/// Prints "dtc: error: MESSAGE" on stderr; returns the exit status 1.
+int fail(const std::string &message);
+
+/// The path of tool `name` next to this dtc.
+std::string siblingTool(const char *argv0, const std::string &name);
+
+/// dtc calibrate [--ranks LIST] [-o FILE] (Calibrate.cpp).
+int calibrateCommand(const char *argv0, const std::vector<std::string> &args);
+
+#endif // DTC_TOOLS_DTC_COMMANDS_H
