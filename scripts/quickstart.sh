@@ -2,7 +2,8 @@
 # The main job, from a fresh Debian 12 machine: install what dtc needs,
 # build it, generate a small GPT, compile it for a 2x2 device mesh (the
 # search chooses the plan for the 4 ranks) and train it on the GNU GPL (byte level) on CPU
-# ranks, printing the loss of every step. Outputs go to ${DTC_OUT:-out}/.
+# ranks (windows of the text in a shuffled order), printing the loss of
+# every step. Outputs go to ${DTC_OUT:-out}/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -21,6 +22,6 @@ python3 examples/char_tokens.py /usr/share/common-licenses/GPL-3 -o "$out/gpl3.t
   --report "$out/gpt.report.json" -o "$out/gpt.dtc"
 plan=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["planner"]["chose"])' "$out/gpt.report.json")
 echo "compiled $out/gpt.dtc for mesh 2x2, plan $plan (report: $out/gpt.report.json); training:"
-"$dtc" run "$out/gpt.dtc" --steps "$steps" --data "$out/gpl3.tokens" \
+"$dtc" run "$out/gpt.dtc" --steps "$steps" --data "$out/gpl3.tokens" --shuffle \
   --log "$out/gpt.log.jsonl" --save "$out/gpt.safetensors"
 echo "per-step log: $out/gpt.log.jsonl; parameters: $out/gpt.safetensors"

@@ -159,7 +159,8 @@ int64_t windowStart(int64_t step, int64_t row, int64_t B, int64_t S,
 }
 
 void fillTokens(const TokenFile &f, const TokenBinding &b, int64_t step,
-                bool labels, void *out, DType dtype, const Piece &piece) {
+                bool labels, void *out, DType dtype, const Piece &piece,
+                const WindowOrder &order) {
   const Shape global{b.B, b.S};
   const int64_t n = f.size(), shift = labels ? 1 : 0;
   int64_t cachedRow = -1, start = 0;
@@ -169,7 +170,9 @@ void fillTokens(const TokenFile &f, const TokenBinding &b, int64_t step,
       const int64_t r = (g + i) / b.S, s = (g + i) % b.S;
       if (r != cachedRow) {
         cachedRow = r;
-        start = windowStart(step, r, b.B, b.S, n);
+        start = order.shuffle
+                    ? shuffledWindowStart(step, r, b.B, b.S, n, order.seed)
+                    : windowStart(step, r, b.B, b.S, n);
         f.read(start, b.S + 1, window.data());
       }
       const uint64_t tok = window[size_t(s + shift)];
@@ -184,6 +187,51 @@ void fillTokens(const TokenFile &f, const TokenBinding &b, int64_t step,
         static_cast<int64_t *>(out)[l + i] = int64_t(tok);
     }
   });
+}
+
+namespace {
+
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/// A bijection of [0, 2^(2 half)) keyed by `key`: four Feistel rounds on
+/// two halves of `half` bits.
+uint64_t feistel(uint64_t x, int half, uint64_t key) {
+  const uint64_t mask = (uint64_t(1) << half) - 1;
+  uint64_t left = x >> half, right = x & mask;
+  for (uint64_t round = 0; round < 4; ++round) {
+    const uint64_t next = left ^ (mix64(key ^ mix64(round ^ right)) & mask);
+    left = right;
+    right = next;
+  }
+  return (left << half) | right;
+}
+
+} // namespace
+
+int64_t shuffledWindowStart(int64_t step, int64_t row, int64_t B, int64_t S,
+                            int64_t n, uint64_t seed) {
+  const uint64_t windows = uint64_t((n - S - 1) / S + 1);
+  const unsigned __int128 w =
+      static_cast<unsigned __int128>(uint64_t(step)) * uint64_t(B) +
+      uint64_t(row);
+  const uint64_t pass = uint64_t(w / windows), position = uint64_t(w % windows);
+  int bits = 1;
+  while (bits < 64 && (uint64_t(1) << bits) < windows)
+    ++bits;
+  const int half = (bits + 1) / 2;
+  const uint64_t key = mix64(seed ^ mix64(pass ^ 0x53485546464c45ULL));
+  // Cycle walking: the bijection of [0, 2^(2 half)) restricted to
+  // [0, windows) (2^(2 half) < 4 windows, so a few steps at most).
+  uint64_t x = position;
+  do
+    x = feistel(x, half, key);
+  while (x >= windows);
+  return int64_t(x) * S;
 }
 
 } // namespace dtc::rt

@@ -323,7 +323,7 @@ void Trainer::feed(int64_t step) {
         continue;
       LocalTensor lt = exec_->tensor(t);
       fillTokens(*data_, binding_, step, which == 1, lt.data, lt.decl->dtype,
-                 lt.piece);
+                 lt.piece, WindowOrder{opts_.shuffle, opts_.seed});
     }
   }
   exec_->setOptimizerStep(optStep_);

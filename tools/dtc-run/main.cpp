@@ -105,6 +105,11 @@ const char *kUsage =
     "                         (default: none, synthetic inputs)\n"
     "  --data-dtype uint16|uint32\n"
     "                         token width of --data (default uint16)\n"
+    "  --shuffle              take each pass over --data's windows in a "
+    "random\n"
+    "                         order drawn from --seed (default: the file's "
+    "order);\n"
+    "                         a resumed run continues the same order\n"
     "  --log LOG.jsonl        per-step JSON lines {step, loss, step_time_s,\n"
     "                         tokens_per_s}; with --load, continues the log of "
     "the\n"
@@ -205,8 +210,8 @@ bool parseU64(const std::string &s, uint64_t &v) {
   return true;
 }
 
-const std::vector<std::string> kBooleanFlags = {"--launch", "--help", "--guard",
-                                                "--no-memory-check"};
+const std::vector<std::string> kBooleanFlags = {
+    "--launch", "--help", "--guard", "--no-memory-check", "--shuffle"};
 const std::vector<std::string> kValueFlags = {
     "--steps",       "--seed",      "--backend", "--data",      "--data-dtype",
     "--log",         "--save",      "--load",    "--stats",     "--timeout",
@@ -261,6 +266,8 @@ std::string parseArgs(int argc, char **argv, Options &o) {
           o.guard = true;
         if (name == "--no-memory-check")
           o.train.checkMemory = false;
+        if (name == "--shuffle")
+          o.train.shuffle = true;
         continue;
       }
       if (!isOneOf(name, kValueFlags))
@@ -363,6 +370,9 @@ std::string parseArgs(int argc, char **argv, Options &o) {
     return "no artifact given (usage: dtc-run OUT.dtc --steps N; see --help)";
   if (!o.haveSteps)
     return "--steps N is required";
+  if (o.train.shuffle && o.train.dataPath.empty())
+    return "--shuffle orders the windows of --data FILE; without --data the "
+           "inputs are synthetic";
   if (!o.train.stepPath.empty() && o.train.steps == 0)
     return "--save-step needs at least one step (--steps >= 1)";
   if (o.train.saveEvery > 0 && o.train.savePath.empty())

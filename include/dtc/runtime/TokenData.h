@@ -69,10 +69,28 @@ private:
 int64_t windowStart(int64_t step, int64_t row, int64_t B, int64_t S,
                     int64_t nTokens);
 
+/// The order windows are taken in: the file's (windowStart), or with
+/// `shuffle` each pass over the file in a random order drawn from `seed`
+/// (shuffledWindowStart).
+struct WindowOrder {
+  bool shuffle = false;
+  uint64_t seed = 0;
+};
+
+/// Start of the window of global row r at step k under --shuffle: window
+/// w = k*B + r is position w mod P of pass w / P over the P = (n-S-1)/S + 1
+/// windows that start at multiples of S, and each pass visits all P once,
+/// in the order of a permutation drawn from `seed` and the pass (a keyed
+/// Feistel bijection, so any step's window is computed without the steps
+/// before it and a resumed run continues the same order).
+int64_t shuffledWindowStart(int64_t step, int64_t row, int64_t B, int64_t S,
+                            int64_t nTokens, uint64_t seed);
+
 /// Fills the local piece (at `piece`) of the ids (`labels` = false) or labels
 /// input of global shape [B, S] for step `step`.
 void fillTokens(const TokenFile &f, const TokenBinding &b, int64_t step,
-                bool labels, void *out, DType dtype, const Piece &piece);
+                bool labels, void *out, DType dtype, const Piece &piece,
+                const WindowOrder &order = {});
 
 } // namespace dtc::rt
 

@@ -41,6 +41,9 @@ struct TrainOptions {
   /// --collectives: BackendOptions::collectives ("" = the backend's default).
   std::string collectives;
   std::string dataPath; ///< "" = synthetic inputs
+  /// --shuffle: each pass over the data's windows in an order drawn from
+  /// the seed (shuffledWindowStart).
+  bool shuffle = false;
   TokenDType dataDtype = TokenDType::U16;
   std::string logPath, savePath, loadPath, statsPath;
   /// Directory of the per-rank traces (DIR/rank-R.json); "" = none.

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 using namespace dtc::rt;
@@ -50,6 +52,43 @@ TEST(TokenData, Binding) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST(TokenData, ShuffledPassesVisitEveryWindowOnce) {
+  // n = 100 tokens, S = 8: P = (100 - 9) / 8 + 1 = 12 windows per pass,
+  // starting at 0, 8, ..., 88; B = 4 rows, so 3 steps per pass.
+  const int64_t B = 4, S = 8, n = 100, P = 12;
+  std::vector<std::vector<int64_t>> passes(5);
+  for (int64_t k = 0; k < 15; ++k)
+    for (int64_t r = 0; r < B; ++r) {
+      const int64_t start = shuffledWindowStart(k, r, B, S, n, 7);
+      EXPECT_EQ(start, shuffledWindowStart(k, r, B, S, n, 7));
+      passes[size_t((k * B + r) / P)].push_back(start);
+    }
+  std::vector<int64_t> every;
+  for (int64_t j = 0; j < P; ++j)
+    every.push_back(j * S);
+  for (std::vector<int64_t> pass : passes) {
+    std::sort(pass.begin(), pass.end());
+    EXPECT_EQ(pass, every);
+  }
+  // The order differs between passes and between seeds, and is not the
+  // file's.
+  std::vector<int64_t> first, second, otherSeed, inOrder;
+  for (int64_t w = 0; w < P; ++w) {
+    first.push_back(shuffledWindowStart(w / B, w % B, B, S, n, 7));
+    second.push_back(shuffledWindowStart((w + P) / B, (w + P) % B, B, S, n, 7));
+    otherSeed.push_back(shuffledWindowStart(w / B, w % B, B, S, n, 8));
+    inOrder.push_back(w * S);
+  }
+  EXPECT_NE(first, second);
+  EXPECT_NE(first, otherSeed);
+  EXPECT_NE(first, inOrder);
+  // A file of exactly one window, and a step far out (no overflow).
+  EXPECT_EQ(shuffledWindowStart(5, 3, B, S, S + 2, 1), 0);
+  const int64_t far = shuffledWindowStart(int64_t(1) << 60, 3, B, S, n, 7);
+  EXPECT_EQ(far % S, 0);
+  EXPECT_LT(far, n - S);
 }
 
 TEST(TokenData, WindowsFollowTheSpec) {
