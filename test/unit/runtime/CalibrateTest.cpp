@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <thread>
 
 using namespace dtc::rt;
@@ -32,8 +34,9 @@ TEST(Calibrate, FitLineWeighsPointsByRelativeError) {
 
 TEST(Calibrate, ProfileOfTwoRanksPredictsItsOwnPoints) {
   // Two ranks as threads: a profile with a link for groups of 2, and fitted
-  // lines that reproduce what was measured (within a factor 3: timing on a
-  // shared machine is noisy, a wrong unit or formula is off by far more).
+  // lines that describe what was measured. Timings on a loaded machine have
+  // outliers, so the check is on the median ratio of line to point (a wrong
+  // unit or formula is off by orders of magnitude, not a factor of 2).
   ThreadWorld world(2);
   nlohmann::json profiles[2];
   std::vector<std::thread> ranks;
@@ -56,18 +59,22 @@ TEST(Calibrate, ProfileOfTwoRanksPredictsItsOwnPoints) {
   EXPECT_LT(peak, 1e14);
   EXPECT_GT(bandwidth, 1e7);
   ASSERT_TRUE(p["group_links"].contains("2"));
-  for (const auto &point : p["points"]["gemm_flops_seconds"]) {
-    const double flops = point[0], seconds = point[1];
-    const double predicted = (flops + half) / peak + overhead;
-    EXPECT_LT(predicted / seconds, 3.0) << flops;
-    EXPECT_GT(predicted / seconds, 1.0 / 3) << flops;
-  }
+  auto medianRatio = [](std::vector<double> ratios) {
+    std::sort(ratios.begin(), ratios.end());
+    return ratios[ratios.size() / 2];
+  };
+  std::vector<double> gemm, allReduce;
+  for (const auto &point : p["points"]["gemm_flops_seconds"])
+    gemm.push_back(((point[0].get<double>() + half) / peak + overhead) /
+                   point[1].get<double>());
   const nlohmann::json &link = p["group_links"]["2"];
-  for (const auto &point : p["points"]["all_reduce_sent_bytes_seconds"]["2"]) {
-    const double sent = point[0], seconds = point[1];
-    const double predicted = 2 * link["latency"].get<double>() +
-                             sent / link["bandwidth"].get<double>();
-    EXPECT_LT(predicted / seconds, 3.0) << sent;
-    EXPECT_GT(predicted / seconds, 1.0 / 3) << sent;
-  }
+  for (const auto &point : p["points"]["all_reduce_sent_bytes_seconds"]["2"])
+    allReduce.push_back((2 * link["latency"].get<double>() +
+                         point[0].get<double>() /
+                             link["bandwidth"].get<double>()) /
+                        point[1].get<double>());
+  EXPECT_GT(medianRatio(gemm), 0.5);
+  EXPECT_LT(medianRatio(gemm), 2.0);
+  EXPECT_GT(medianRatio(allReduce), 0.5);
+  EXPECT_LT(medianRatio(allReduce), 2.0);
 }
