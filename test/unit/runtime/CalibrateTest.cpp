@@ -69,10 +69,10 @@ TEST(Calibrate, ProfileOfTwoRanksPredictsItsOwnPoints) {
                    point[1].get<double>());
   const nlohmann::json &link = p["group_links"]["2"];
   for (const auto &point : p["points"]["all_reduce_sent_bytes_seconds"]["2"])
-    allReduce.push_back((2 * link["latency"].get<double>() +
-                         point[0].get<double>() /
-                             link["bandwidth"].get<double>()) /
-                        point[1].get<double>());
+    allReduce.push_back(
+        (2 * link["latency"].get<double>() +
+         point[0].get<double>() / link["bandwidth"].get<double>()) /
+        point[1].get<double>());
   EXPECT_GT(medianRatio(gemm), 0.5);
   EXPECT_LT(medianRatio(gemm), 2.0);
   EXPECT_GT(medianRatio(allReduce), 0.5);
