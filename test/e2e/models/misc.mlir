@@ -1,8 +1,8 @@
 // i64 ids, a constant with a batch dimension, layer_norm over a size-1
-// dim, a tied and transposed embedding.
+// dim, a tied and transposed embedding, a parameter initialised by fill(V).
 func.func @main(%emb: tensor<7x4xf32> {dtc.param, dtc.name = "emb", dtc.init = "uniform(-0.5,0.5)"},
                 %g: tensor<1xf32> {dtc.param, dtc.name = "g", dtc.init = "ones"},
-                %bb: tensor<1xf32> {dtc.param, dtc.name = "bb"},
+                %bb: tensor<1xf32> {dtc.param, dtc.name = "bb", dtc.init = "fill(0.25)"},
                 %ids: tensor<8x3xi64> {dtc.max = 7 : i64},
                 %lab: tensor<8x3xi32> {dtc.max = 7 : i64}) -> tensor<f32> {
   %c = arith.constant dense<[[1.0],[2.0],[3.0],[4.0],[5.0],[6.0],[7.0],[8.0]]> : tensor<8x1xf32>

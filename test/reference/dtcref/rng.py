@@ -66,14 +66,14 @@ def uniform_pair(seed, name, count, stream):
 
 
 def parse_init(spec):
-    """'normal(STD)', 'uniform(LO,HI)', 'zeros', 'ones' -> (kind, a, b)."""
+    """'normal(STD)', 'uniform(LO,HI)', 'fill(V)', 'zeros', 'ones' -> (kind, a, b)."""
     spec = spec.strip()
     if spec in ("zeros", "ones"):
         return spec, 0.0, 0.0
-    for kind in ("normal", "uniform"):
+    for kind in ("normal", "uniform", "fill"):
         if spec.startswith(kind + "(") and spec.endswith(")"):
             nums = [float(x) for x in spec[len(kind) + 1:-1].split(",")]
-            if kind == "normal" and len(nums) == 1:
+            if kind in ("normal", "fill") and len(nums) == 1:
                 return kind, nums[0], 0.0
             if kind == "uniform" and len(nums) == 2:
                 return kind, nums[0], nums[1]
@@ -88,6 +88,8 @@ def init_values(spec, seed, name, shape, stream=0):
         return np.zeros(shape, dtype=np.float32)
     if kind == "ones":
         return np.ones(shape, dtype=np.float32)
+    if kind == "fill":
+        return np.full(shape, a, dtype=np.float32)
     u, u2 = uniform_pair(seed, name, count, stream)
     if kind == "normal":
         v = a * np.sqrt(-2.0 * np.log(u2)) * np.cos(2.0 * math.pi * u)
