@@ -1,6 +1,7 @@
 //===- TokenData.cpp
 //---------------------------------------------------------===//
 #include "dtc/runtime/TokenData.h"
+#include "dtc/runtime/Random.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -191,20 +192,14 @@ void fillTokens(const TokenFile &f, const TokenBinding &b, int64_t step,
 
 namespace {
 
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 /// A bijection of [0, 2^(2 half)) keyed by `key`: four Feistel rounds on
 /// two halves of `half` bits.
 uint64_t feistel(uint64_t x, int half, uint64_t key) {
   const uint64_t mask = (uint64_t(1) << half) - 1;
   uint64_t left = x >> half, right = x & mask;
   for (uint64_t round = 0; round < 4; ++round) {
-    const uint64_t next = left ^ (mix64(key ^ mix64(round ^ right)) & mask);
+    const uint64_t next =
+        left ^ (splitmix64(key ^ splitmix64(round ^ right)) & mask);
     left = right;
     right = next;
   }
@@ -224,7 +219,8 @@ int64_t shuffledWindowStart(int64_t step, int64_t row, int64_t B, int64_t S,
   while (bits < 64 && (uint64_t(1) << bits) < windows)
     ++bits;
   const int half = (bits + 1) / 2;
-  const uint64_t key = mix64(seed ^ mix64(pass ^ 0x53485546464c45ULL));
+  const uint64_t key =
+      splitmix64(seed ^ splitmix64(pass ^ 0x53485546464c45ULL));
   // Cycle walking: the bijection of [0, 2^(2 half)) restricted to
   // [0, windows) (2^(2 half) < 4 windows, so a few steps at most).
   uint64_t x = position;
