@@ -16,6 +16,7 @@
 #include "dtc/kernels/CpuKernels.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -111,6 +112,45 @@ int64_t coldCopies(int64_t bytesPerCall) {
                              1, 64);
 }
 
+/// One f32 operand of a timed kernel: its shape and the value it holds.
+struct Operand {
+  kernels::Shape shape;
+  float value;
+};
+
+/// Seconds per call of `kernel` (two f32 inputs, one f32 output, `attrs`)
+/// while every rank calls it at once, on enough copies of its operands,
+/// cycled through, that they come cold (coldCopies).
+double timeCold(Communicator &world, const CalibrationOptions &options,
+                kernels::KernelContext &ctx, kernels::RunFn kernel,
+                const json &attrs, const std::array<Operand, 3> &operands) {
+  int64_t bytesPerCall = 0;
+  for (const Operand &operand : operands)
+    bytesPerCall += 4 * numel(operand.shape);
+  const int64_t copies = coldCopies(bytesPerCall);
+  std::vector<std::vector<float>> buffers;
+  std::vector<kernels::KernelArgs> calls(static_cast<size_t>(copies));
+  buffers.reserve(size_t(3 * copies));
+  for (kernels::KernelArgs &args : calls) {
+    std::vector<kernels::TensorArg> tensors;
+    for (const Operand &operand : operands) {
+      const int64_t elements = numel(operand.shape);
+      buffers.emplace_back(size_t(elements), operand.value);
+      tensors.push_back(
+          {DType::F32, operand.shape, buffers.back().data(), elements});
+    }
+    args.in = {tensors[0], tensors[1]};
+    args.out = {tensors[2]};
+    args.attrs = &attrs;
+    args.ctx = &ctx;
+  }
+  size_t next = 0;
+  return timeTogether(world, options.secondsPerPoint, [&] {
+    kernel(calls[next]);
+    next = (next + 1) % calls.size();
+  });
+}
+
 /// The matmul kernel on the shapes of transformer layers (tokens x hidden
 /// times hidden x hidden or 4 hidden, and the weight gradient's transposed
 /// product), operands cold: points of (flops, seconds).
@@ -134,32 +174,15 @@ std::vector<CalibrationPoint> measureGemm(Communicator &world,
     }
   std::vector<CalibrationPoint> points;
   for (const Shape &shape : shapes) {
-    const int64_t a = shape.m * shape.k, b = shape.k * shape.n,
-                  c = shape.m * shape.n;
-    const int64_t copies = coldCopies(4 * (a + b + c));
-    std::vector<std::vector<float>> buffers;
-    std::vector<kernels::KernelArgs> calls(static_cast<size_t>(copies));
-    buffers.reserve(size_t(3 * copies));
-    for (kernels::KernelArgs &args : calls) {
-      buffers.emplace_back(size_t(a), 0.5f);
-      buffers.emplace_back(size_t(b), 0.25f);
-      buffers.emplace_back(size_t(c), 0.0f);
-      const size_t at = buffers.size() - 3;
-      const kernels::Shape aShape = shape.transposeA
-                                        ? kernels::Shape{shape.k, shape.m}
-                                        : kernels::Shape{shape.m, shape.k};
-      args.in = {{DType::F32, aShape, buffers[at].data(), a},
-                 {DType::F32, {shape.k, shape.n}, buffers[at + 1].data(), b}};
-      args.out = {{DType::F32, {shape.m, shape.n}, buffers[at + 2].data(), c}};
-      args.attrs = shape.transposeA ? &weightGrad : &plain;
-      args.ctx = &ctx;
-    }
-    size_t next = 0;
-    points.push_back({2.0 * double(shape.m) * double(shape.k) * double(shape.n),
-                      timeTogether(world, options.secondsPerPoint, [&] {
-                        matmul(calls[next]);
-                        next = (next + 1) % calls.size();
-                      })});
+    const kernels::Shape aShape = shape.transposeA
+                                      ? kernels::Shape{shape.k, shape.m}
+                                      : kernels::Shape{shape.m, shape.k};
+    points.push_back(
+        {2.0 * double(shape.m) * double(shape.k) * double(shape.n),
+         timeCold(world, options, ctx, matmul,
+                  shape.transposeA ? weightGrad : plain,
+                  {Operand{aShape, 0.5f}, Operand{{shape.k, shape.n}, 0.25f},
+                   Operand{{shape.m, shape.n}, 0.0f}})});
   }
   std::sort(points.begin(), points.end(),
             [](const CalibrationPoint &x, const CalibrationPoint &y) {
@@ -177,30 +200,12 @@ std::vector<CalibrationPoint> measureAdd(Communicator &world,
     throw std::runtime_error("the CPU kernels have no add");
   const json attrs = json::object();
   std::vector<CalibrationPoint> points;
-  for (int64_t n : {1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20, 1 << 22}) {
-    const int64_t copies = coldCopies(12 * n);
-    std::vector<std::vector<float>> buffers;
-    std::vector<kernels::KernelArgs> calls(static_cast<size_t>(copies));
-    buffers.reserve(size_t(3 * copies));
-    for (kernels::KernelArgs &args : calls) {
-      buffers.emplace_back(size_t(n), 1.0f);
-      buffers.emplace_back(size_t(n), 2.0f);
-      buffers.emplace_back(size_t(n), 0.0f);
-      const size_t at = buffers.size() - 3;
-      args.in = {{DType::F32, {n}, buffers[at].data(), n},
-                 {DType::F32, {n}, buffers[at + 1].data(), n}};
-      args.out = {{DType::F32, {n}, buffers[at + 2].data(), n}};
-      args.attrs = &attrs;
-      args.ctx = &ctx;
-    }
-    size_t next = 0;
+  for (int64_t n : {1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20, 1 << 22})
     // Two operands read, one result written.
     points.push_back(
-        {12.0 * double(n), timeTogether(world, options.secondsPerPoint, [&] {
-           add(calls[next]);
-           next = (next + 1) % calls.size();
-         })});
-  }
+        {12.0 * double(n), timeCold(world, options, ctx, add, attrs,
+                                    {Operand{{n}, 1.0f}, Operand{{n}, 2.0f},
+                                     Operand{{n}, 0.0f}})});
   return points;
 }
 
