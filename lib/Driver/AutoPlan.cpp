@@ -226,9 +226,7 @@ allowedCandidates(const dtc::CompileOptions &o,
   // or says why not.
   if (all.empty()) {
     dtc::search::Candidate pinnedPlan;
-    int64_t devices = 1;
-    for (int64_t size : o.mesh)
-      devices *= size;
+    const int64_t devices = o.devices();
     pinnedPlan.tp = pinned(o, "tp") ? o.tp : 1;
     pinnedPlan.pp = pinned(o, "pp") ? o.pp : 1;
     pinnedPlan.dp =

@@ -281,10 +281,7 @@ bool loadHardwareProfile(const ::dtc::CompileOptions &o, Errors &errors,
   // --hw cpu: this machine as `dtc calibrate` measured it, when it has.
   const std::string calibration = ::dtc::cost::cpuCalibrationPath();
   if (o.hw == "cpu" && llvm::sys::fs::exists(calibration)) {
-    int64_t devices = 1;
-    for (int64_t size : o.mesh)
-      devices *= size;
-    hw = ::dtc::cost::loadCpuCalibration(calibration, devices, hwError);
+    hw = ::dtc::cost::loadCpuCalibration(calibration, o.devices(), hwError);
     if (!hw) {
       errors.flag("--hw cpu: the calibration " + calibration + " " + hwError +
                   "; run dtc calibrate again, or remove it");
@@ -502,9 +499,7 @@ bool prepareModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
                   std::optional<::dtc::cost::HardwareProfile> &hw,
                   int64_t &devices, double &weightDecay,
                   mlir::dtc::BuildTrainingStepOptions &stepOptions) {
-  devices = 1;
-  for (int64_t size : o.mesh)
-    devices *= size;
+  devices = o.devices();
   weightDecay = o.weightDecay.value_or(o.optimizer == "adamw" ? 0.01 : 0.0);
   return checkSupported(o, devices, errors) &&
          loadHardwareProfile(o, errors, hw) &&

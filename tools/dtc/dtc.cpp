@@ -372,9 +372,7 @@ bool applyStrategy(const std::string &text, bool autoGiven,
   auto isNamed = [&](const char *key) {
     return std::find(named.begin(), named.end(), key) != named.end();
   };
-  int64_t devices = 1;
-  for (int64_t s : o.mesh)
-    devices *= s;
+  const int64_t devices = o.devices();
   const int64_t namedProduct = (isNamed("dp") ? o.dp : 1) * o.tp * o.pp;
   if (!isNamed("dp") && devices % (o.tp * o.pp) != 0) {
     fail("--strategy: tp*pp=" + std::to_string(o.tp * o.pp) +

@@ -19,6 +19,13 @@ struct CompileOptions {
   std::string input;
   std::string output;
   std::vector<int64_t> mesh = {1};
+  /// The mesh's device count (the product of its axes).
+  int64_t devices() const {
+    int64_t count = 1;
+    for (int64_t size : mesh)
+      count *= size;
+    return count;
+  }
   std::string hw = "cpu";
   bool autoPlan = true;
   // Pinned degrees (--strategy); 0 = not pinned.
