@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
+#include "Flags.h"
 
 #include "dtc/CostModel/CostModel.h"
 #include "dtc/artifact/OutputFile.h"
@@ -98,36 +99,34 @@ void printSummary(const json &profiles) {
 int calibrateCommand(const char *argv0, const std::vector<std::string> &args) {
   std::vector<int> ranks;
   std::string output;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string &a = args[i];
-    if (a == "--help" || a == "-h") {
-      llvm::outs() << kCalibrateHelp;
-      return 0;
-    }
-    std::string value;
-    const bool takesValue = a == "--ranks" || a == "-o" || a == "--output" ||
-                            a.rfind("--ranks=", 0) == 0 ||
-                            a.rfind("--output=", 0) == 0;
-    if (!takesValue)
-      return fail("dtc calibrate: unknown argument '" + a +
-                  "' (see dtc calibrate --help)");
-    if (size_t eq = a.find('='); eq != std::string::npos) {
-      value = a.substr(eq + 1);
-    } else {
-      if (i + 1 >= args.size())
-        return fail(a + " needs a value");
-      value = args[++i];
-    }
-    if (a.rfind("--ranks", 0) == 0) {
-      ranks.clear();
-      if (!parseRanks(value, ranks))
-        return fail("--ranks: expected rank counts in [1, 4096] separated by "
-                    "commas, e.g. 1,2,4,8, got '" +
-                    value + "'");
-    } else {
-      output = value;
-    }
+  bool help = false;
+  Flags flags;
+  flags.boolean("--help", [&] { help = true; });
+  flags.alias("-h", "--help");
+  flags.alias("-o", "--output");
+  flags.value("--output", [&](const std::string &v) {
+    output = v;
+    return true;
+  });
+  flags.value("--ranks", [&](const std::string &v) {
+    ranks.clear();
+    if (parseRanks(v, ranks))
+      return true;
+    fail("--ranks: expected rank counts in [1, 4096] separated by commas, "
+         "e.g. 1,2,4,8, got '" +
+         v + "'");
+    return false;
+  });
+  std::vector<std::string> positional;
+  if (!flags.parse(args, positional, "calibrate"))
+    return 1;
+  if (help) {
+    llvm::outs() << kCalibrateHelp;
+    return 0;
   }
+  if (!positional.empty())
+    return fail("dtc calibrate takes no arguments, got '" + positional[0] +
+                "' (see dtc calibrate --help)");
   if (ranks.empty())
     ranks = {1, 2, 4, 8};
   if (output.empty()) {
