@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/kernels/Kernel.h"
+#include "dtc/kernels/LearningRate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -468,11 +469,35 @@ void checkScaling(const Descs &in, size_t index) {
   }
 }
 
+/// The learning rate and its schedule (include/dtc/kernels/LearningRate.h).
+LearningRateSchedule checkSchedule(const json &attrs) {
+  reqNum(attrs, "lr");
+  LearningRateSchedule schedule;
+  if (std::string problem = learningRateSchedule(attrs, schedule);
+      !problem.empty())
+    fail(problem);
+  return schedule;
+}
+
+void needStep(const TensorDesc &t) {
+  needDtype(t, DType::I64, "step");
+  needShape(t, Shape{}, "step");
+}
+
+// sgd_update(p, g[, step][, inv_scale, found_inf]): the step (the updates
+// applied so far) only when the schedule's rate varies with it.
 void checkSgd(const Descs &in, const Descs &out, const json &attrs) {
   needFloat(in[0], "p");
   needGradOf(in[1], in[0]);
-  checkScaling(in, 2);
-  reqNum(attrs, "lr");
+  size_t scaling = 2;
+  if (checkSchedule(attrs).varies()) {
+    if (in.size() < 3 || in[2].dtype != DType::I64)
+      fail("a learning-rate schedule that changes with the step needs the "
+           "optimizer step (an i64 scalar) as input 2");
+    needStep(in[2]);
+    scaling = 3;
+  }
+  checkScaling(in, scaling);
   reqNum(attrs, "weight_decay");
   needLike(out[0], in[0], "p'", "p");
 }
@@ -482,10 +507,9 @@ void checkAdam(const Descs &in, const Descs &out, const json &attrs) {
   needGradOf(in[1], in[0]);
   needLike(in[2], in[0], "m", "p");
   needLike(in[3], in[0], "v", "p");
-  needDtype(in[4], DType::I64, "step");
-  needShape(in[4], Shape{}, "step");
+  needStep(in[4]);
   checkScaling(in, 5);
-  reqNum(attrs, "lr");
+  checkSchedule(attrs);
   for (const char *b : {"beta1", "beta2"}) {
     double v = reqNum(attrs, b);
     if (v < 0 || v >= 1)
@@ -675,7 +699,7 @@ std::vector<KernelInfo> makeKernels() {
       {"embedding_grad", 2, 1, {}, checkEmbeddingGrad},
       {"attention_grad", 4, 3, {}, checkAttentionGrad},
       {"cross_entropy_grad", 3, 1, {}, checkCrossEntropyGrad},
-      {"sgd_update", 2, 1, P{{0, 0}}, checkSgd, 2},
+      {"sgd_update", 2, 1, P{{0, 0}}, checkSgd, 3},
       {"adam_update", 5, 3, P{{0, 0}, {1, 2}, {2, 3}}, checkAdam, 2},
       {"loss_scale_update", 4, 3, P{{0, 0}, {1, 1}, {2, 2}},
        checkLossScaleUpdate},

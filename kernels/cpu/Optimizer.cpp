@@ -4,6 +4,8 @@
 #include "Parallel.h"
 #include "VecMath.h"
 
+#include "dtc/kernels/LearningRate.h"
+
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
@@ -34,12 +36,22 @@ Scaling scalingOf(const KernelArgs &a, size_t first,
   return s;
 }
 
-// p' = p - lr (g + wd p). p' may be p (in place).
+// The op's schedule (its rule checked the attributes when it was loaded).
+LearningRateSchedule scheduleOf(const KernelArgs &a) {
+  LearningRateSchedule s;
+  learningRateSchedule(*a.attrs, s);
+  return s;
+}
+
+// p' = p - lr (g + wd p). p' may be p (in place). The optimizer step is
+// input 2 when the rate changes with it, before the loss-scaling inputs.
 void kSgd(const KernelArgs &a) {
-  const Scaling sc = scalingOf(a, 2, {{0, 0}});
+  const LearningRateSchedule schedule = scheduleOf(a);
+  const bool stepped = schedule.varies();
+  const Scaling sc = scalingOf(a, stepped ? 3 : 2, {{0, 0}});
   if (sc.skip)
     return;
-  const double lr = attrNum(*a.attrs, "lr"),
+  const double lr = schedule.at(stepped ? a.in[2].as<int64_t>()[0] : 0),
                wd = attrNum(*a.attrs, "weight_decay");
   const float *p = a.in[0].as<float>(), *g = a.in[1].as<float>();
   float *out = a.out[0].as<float>();
@@ -86,11 +98,11 @@ void kAdam(const KernelArgs &a) {
   if (sc.skip)
     return;
   const nlohmann::json &at = *a.attrs;
-  const double lr = attrNum(at, "lr"), b1 = attrNum(at, "beta1"),
+  const int64_t step = a.in[4].as<int64_t>()[0];
+  const double lr = scheduleOf(a).at(step), b1 = attrNum(at, "beta1"),
                b2 = attrNum(at, "beta2"), eps = attrNum(at, "eps"),
                wd = attrNum(at, "weight_decay");
   const bool decoupled = attrBool(at, "decoupled");
-  const int64_t step = a.in[4].as<int64_t>()[0];
   const double t = double(step) + 1.0;
   const double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
   const float *p = a.in[0].as<float>(), *g = a.in[1].as<float>(),

@@ -13,6 +13,8 @@
 //===----------------------------------------------------------------------===//
 #include "Common.cuh"
 
+#include "dtc/kernels/LearningRate.h"
+
 #include <cmath>
 
 namespace dtc::kernels::cuda {
@@ -38,12 +40,22 @@ ScalingArgs scalingArgs(const KernelArgs &a, size_t first) {
   return s;
 }
 
-// p' = p - lr (g inv_scale + wd p).
+/// The op's schedule (its rule checked the attributes when it was loaded);
+/// each thread evaluates it at the device's step.
+LearningRateSchedule scheduleOf(const KernelArgs &a) {
+  LearningRateSchedule s;
+  learningRateSchedule(*a.attrs, s);
+  return s;
+}
+
+// p' = p - lr (g inv_scale + wd p). `step` is null when the rate is constant.
 template <class T, class G>
 __global__ void sgdKernel(const T *p, const G *g, T *out, long long n,
-                          double lr, double wd, ScalingArgs sc) {
+                          LearningRateSchedule schedule, const int64_t *step,
+                          double wd, ScalingArgs sc) {
   const bool skip = sc.foundInf && *sc.foundInf != 0.0f;
   const double invScale = sc.invScale ? double(*sc.invScale) : 1.0;
+  const double lr = schedule.at(step ? *step : 0);
   DTC_GRID_STRIDE(i, n) {
     if (skip) {
       out[i] = p[i];
@@ -60,22 +72,25 @@ void kSgd(const KernelArgs &a, const Context &ctx) {
   const long long n = p.numel;
   if (n <= 0)
     return;
-  const double lr = attrNum(*a.attrs, "lr"),
-               wd = attrNum(*a.attrs, "weight_decay");
-  const ScalingArgs sc = scalingArgs(a, 2);
+  const LearningRateSchedule schedule = scheduleOf(a);
+  const bool stepped = schedule.varies();
+  const int64_t *step = stepped ? a.in[2].as<int64_t>() : nullptr;
+  const double wd = attrNum(*a.attrs, "weight_decay");
+  const ScalingArgs sc = scalingArgs(a, stepped ? 3 : 2);
   dispatchFloat(p.dtype, [&](auto pt) {
     using T = decltype(pt);
     dispatchFloat(g.dtype, [&](auto gt) {
       using G = decltype(gt);
       sgdKernel<T, G><<<updateGrid(n, ctx), kThreads, 0, ctx.stream>>>(
-          p.as<T>(), g.as<G>(), a.out[0].as<T>(), n, lr, wd, sc);
+          p.as<T>(), g.as<G>(), a.out[0].as<T>(), n, schedule, step, wd, sc);
       checkLaunch("sgd_update");
     });
   });
 }
 
 struct AdamCoefs {
-  double lr, b1, b2, eps, wd;
+  LearningRateSchedule schedule;
+  double b1, b2, eps, wd;
   bool decoupled;
 };
 
@@ -86,6 +101,7 @@ __global__ void adamKernel(const T *p, const G *g, const T *m, const T *v,
                            long long n, AdamCoefs c, ScalingArgs sc) {
   const bool skip = sc.foundInf && *sc.foundInf != 0.0f;
   const double invScale = sc.invScale ? double(*sc.invScale) : 1.0;
+  const double lr = c.schedule.at(*step);
   const double t = double(*step) + 1.0;
   const double bc1 = 1.0 - pow(c.b1, t), bc2 = 1.0 - pow(c.b2, t);
   DTC_GRID_STRIDE(i, n) {
@@ -104,8 +120,8 @@ __global__ void adamKernel(const T *p, const G *g, const T *m, const T *v,
     const double vi = c.b2 * double(toF(v0)) + (1.0 - c.b2) * gi * gi;
     const double mh = mi / bc1, vh = vi / bc2;
     if (c.decoupled)
-      pi -= c.lr * c.wd * pi;
-    pi -= c.lr * mh / (sqrt(vh) + c.eps);
+      pi -= lr * c.wd * pi;
+    pi -= lr * mh / (sqrt(vh) + c.eps);
     mo[i] = fromF<T>(float(mi));
     vo[i] = fromF<T>(float(vi));
     po[i] = fromF<T>(float(pi));
@@ -119,9 +135,12 @@ void kAdam(const KernelArgs &a, const Context &ctx) {
   if (n <= 0)
     return;
   const nlohmann::json &at = *a.attrs;
-  const AdamCoefs c{attrNum(at, "lr"),           attrNum(at, "beta1"),
-                    attrNum(at, "beta2"),        attrNum(at, "eps"),
-                    attrNum(at, "weight_decay"), attrBool(at, "decoupled")};
+  const AdamCoefs c{scheduleOf(a),
+                    attrNum(at, "beta1"),
+                    attrNum(at, "beta2"),
+                    attrNum(at, "eps"),
+                    attrNum(at, "weight_decay"),
+                    attrBool(at, "decoupled")};
   const ScalingArgs sc = scalingArgs(a, 5);
   dispatchFloat(p.dtype, [&](auto pt) {
     using T = decltype(pt);

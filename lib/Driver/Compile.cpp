@@ -171,7 +171,12 @@ json optimizerJson(const ::dtc::CompileOptions &o, double weightDecay) {
   json j = {{"kind", o.optimizer},
             {"lr", o.lr},
             {"weight_decay", weightDecay},
-            {"grad_clip", o.gradClip}};
+            {"grad_clip", o.gradClip},
+            {"lr_schedule",
+             {{"kind", o.lrSchedule},
+              {"warmup_steps", o.warmupSteps},
+              {"decay_steps", o.decaySteps},
+              {"min_lr", o.minLr}}}};
   if (o.optimizer == "adam" || o.optimizer == "adamw") {
     j["beta1"] = o.beta1;
     j["beta2"] = o.beta2;
@@ -312,6 +317,10 @@ bool trainingStepOptions(const ::dtc::CompileOptions &o, double weightDecay,
                          mlir::dtc::BuildTrainingStepOptions &stepOptions) {
   stepOptions.optimizer = o.optimizer;
   stepOptions.lr = o.lr;
+  stepOptions.lrSchedule = o.lrSchedule;
+  stepOptions.warmupSteps = o.warmupSteps;
+  stepOptions.decaySteps = o.decaySteps;
+  stepOptions.minLr = o.minLr;
   stepOptions.weightDecay = weightDecay;
   stepOptions.beta1 = o.beta1;
   stepOptions.beta2 = o.beta2;

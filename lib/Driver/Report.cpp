@@ -78,6 +78,9 @@ json mlir::dtc::buildReport(ModuleOp module, const json &artifact,
         {"grad_accum", o.gradAccum}}},
       {"axes", plan.value("axes", json::object())},
       {"planner", plannerJson(o, plan)},
+      // The optimizer and its learning-rate schedule, as the artifact has
+      // them (docs/cli.md has the schedule's formula).
+      {"optimizer", artifact.value("optimizer", json::object())},
       {"memory_bytes", memory},
       {"bubble_fraction", bubble},
       {"comm_bytes", comm},

@@ -10,6 +10,7 @@
 #include "dtc/Dialect/InitSpec.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
+#include "dtc/kernels/LearningRate.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
@@ -69,6 +70,10 @@ struct BuildTrainingStepPass
     BuildTrainingStepOptions options;
     options.optimizer = optimizer;
     options.lr = lr;
+    options.lrSchedule = lrSchedule;
+    options.warmupSteps = warmupSteps;
+    options.decaySteps = decaySteps;
+    options.minLr = minLr;
     options.weightDecay = weightDecay;
     options.beta1 = beta1;
     options.beta2 = beta2;
@@ -99,6 +104,11 @@ struct BuildTrainingStepPass
           scalarF32(RankedTensorType::get({}, Float32Type::get(ctx))),
           scalarI64(RankedTensorType::get({}, IntegerType::get(ctx, 64))) {
       adam = kind == Optimizer::Adam || kind == Optimizer::AdamW;
+      // SGD reads the step only for a rate that changes with it.
+      ::dtc::kernels::LearningRateSchedule schedule;
+      ::dtc::kernels::parseLrScheduleKind(pass.lrSchedule, schedule.kind);
+      schedule.warmupSteps = pass.warmupSteps;
+      stepped = adam || (kind == Optimizer::Sgd && schedule.varies());
       // Mixed precision: the low-precision float type of parameters and
       // activations (null in f32). Master weights only matter to an update.
       lowType =
@@ -237,7 +247,7 @@ struct BuildTrainingStepPass
                       named(DtcDialect::kOfAttr, p.name),
                       named(DtcDialect::kInitAttr, "zeros")}));
           }
-      if (adam) {
+      if (stepped) {
         stepIndex = argTypes.size();
         argTypes.push_back(scalarI64);
         argAttrs.push_back(
@@ -412,12 +422,20 @@ struct BuildTrainingStepPass
       };
       SmallVector<std::pair<unsigned, Value>> newMasters;
       SmallVector<Value> newM, newV;
+      // The schedule, on every update alike.
+      StringAttr scheduleKind = b.getStringAttr(pass.lrSchedule);
+      IntegerAttr warmupSteps = b.getI64IntegerAttr(pass.warmupSteps),
+                  decaySteps = b.getI64IntegerAttr(pass.decaySteps);
+      FloatAttr minLr = b.getF64FloatAttr(pass.minLr);
       for (unsigned idx = 0; idx < params.size(); ++idx) {
         Value next;
         if (kind == Optimizer::Sgd) {
           next = SgdUpdateOp::create(
-              b, optLoc, updated(idx), grads[idx], invScale, foundInf,
-              b.getF64FloatAttr(pass.lr), b.getF64FloatAttr(pass.weightDecay));
+              b, optLoc, updated(idx), grads[idx],
+              stepIndex >= 0 ? Value(body->getArgument(stepIndex)) : Value(),
+              invScale, foundInf, b.getF64FloatAttr(pass.lr),
+              b.getF64FloatAttr(pass.weightDecay), scheduleKind, warmupSteps,
+              decaySteps, minLr);
         } else {
           auto update = AdamUpdateOp::create(
               b, optLoc, updated(idx), grads[idx],
@@ -427,7 +445,8 @@ struct BuildTrainingStepPass
               b.getF64FloatAttr(pass.lr), b.getF64FloatAttr(pass.beta1),
               b.getF64FloatAttr(pass.beta2), b.getF64FloatAttr(pass.eps),
               b.getF64FloatAttr(pass.weightDecay),
-              b.getBoolAttr(kind == Optimizer::AdamW));
+              b.getBoolAttr(kind == Optimizer::AdamW), scheduleKind,
+              warmupSteps, decaySteps, minLr);
           next = update.getNewParam();
           newM.push_back(update.getNewM());
           newV.push_back(update.getNewV());
@@ -489,7 +508,9 @@ struct BuildTrainingStepPass
     Builder attrs;
     OpBuilder b;
     RankedTensorType scalarF32, scalarI64;
-    bool adam = false, scaling = false;
+    // stepped: the step has the optimizer step (Adam's bias corrections, a
+    // scheduled rate).
+    bool adam = false, stepped = false, scaling = false;
     FloatType lowType;
     SmallVector<ParamInfo> params;
     SmallVector<InputInfo> inputs;
@@ -838,6 +859,30 @@ bool checkTrainingStepOptions(const BuildTrainingStepOptions &o,
     return fail("grad-clip",
                 "must be a finite f32 number >= 0 (0 = off), got " +
                     text(o.gradClip));
+  ::dtc::kernels::LrScheduleKind schedule;
+  if (!::dtc::kernels::parseLrScheduleKind(o.lrSchedule, schedule))
+    return fail("lr-schedule", "unknown schedule '" + o.lrSchedule +
+                                   "' (expected constant, cosine or linear)");
+  if (o.warmupSteps < 0)
+    return fail("warmup-steps",
+                "must be >= 0, got " + std::to_string(o.warmupSteps));
+  const bool decays = schedule != ::dtc::kernels::LrScheduleKind::Constant;
+  if (decays && o.decaySteps <= o.warmupSteps)
+    return fail("decay-steps",
+                "must be above warmup-steps (" + std::to_string(o.warmupSteps) +
+                    "): the " + o.lrSchedule +
+                    " rate decays from the end of the warmup to min-lr at "
+                    "this update, got " +
+                    std::to_string(o.decaySteps));
+  if (!decays && o.decaySteps != 0)
+    return fail("decay-steps", "a constant rate does not decay (add "
+                               "lr-schedule cosine or linear)");
+  if (!decays && o.minLr != 0)
+    return fail("min-lr", "a constant rate does not decay (add lr-schedule "
+                          "cosine or linear)");
+  if (!std::isfinite(o.minLr) || o.minLr < 0 || o.minLr > o.lr)
+    return fail("min-lr", "must be in [0, lr] = [0, " + text(o.lr) + "], got " +
+                              text(o.minLr));
   if (o.precision != "f32" && o.precision != "bf16-mixed" &&
       o.precision != "fp16-mixed")
     return fail("precision", "unknown precision '" + o.precision +

@@ -227,6 +227,7 @@ Trainer::Trainer(World &world, TrainOptions opts,
         (!exec_->holds(lossScaleTensor_) || !exec_->holds(skippedTensor_)))
       throw Error(opts_.artifactPath +
                   ": the rank holding the loss holds no loss scale");
+    schedule_ = learningRateScheduleOf(*artifact_);
     if (const char *inject = std::getenv("DTC_INJECT_OVERFLOW");
         inject && *inject) {
       injectOverflow_ = parseInjectOverflow(inject);
@@ -329,6 +330,29 @@ void Trainer::feed(int64_t step) {
   exec_->setOptimizerStep(optStep_);
 }
 
+std::optional<kernels::LearningRateSchedule>
+learningRateScheduleOf(const Artifact &a) {
+  auto find = [](const std::vector<InstrDecl> &list)
+      -> std::optional<kernels::LearningRateSchedule> {
+    for (const InstrDecl &in : list)
+      if (in.op == "sgd_update" || in.op == "adam_update") {
+        kernels::LearningRateSchedule s;
+        kernels::learningRateSchedule(in.attrs, s);
+        return s;
+      }
+    return std::nullopt;
+  };
+  for (const ProgramDecl &p : a.programs) {
+    for (const std::vector<InstrDecl> *list : {&p.instructions, &p.finish})
+      if (auto s = find(*list))
+        return s;
+    for (const ChunkDecl &c : p.chunks)
+      if (auto s = find(c.backwardWeight))
+        return s;
+  }
+  return std::nullopt;
+}
+
 std::vector<int64_t> parseInjectOverflow(const std::string &text) {
   std::vector<int64_t> steps;
   size_t at = 0;
@@ -358,9 +382,11 @@ void Trainer::appendLog(const StepReport &r) {
   if (r.lossScaling)
     scaling = ",\"loss_scale\":" + jsonNumber(r.lossScale) +
               ",\"skipped\":" + (r.skipped ? "true" : "false");
+  // The rate in full (shortest round-trip form): it is a double.
+  const std::string lr = r.lr ? ",\"lr\":" + nlohmann::json(*r.lr).dump() : "";
   const std::string line =
       "{\"step\":" + std::to_string(r.step) +
-      ",\"loss\":" + jsonNumber(r.loss) +
+      ",\"loss\":" + jsonNumber(r.loss) + lr +
       ",\"step_time_s\":" + jsonNumber(r.seconds) +
       ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + scaling + "}\n";
   std::string err;
@@ -425,6 +451,9 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
                       const std::function<void(const StepReport &)> &onStep) {
   float loss = 0;
   int stop = 0;
+  // The rate of this step's update: the optimizer step before it.
+  const std::optional<double> lr =
+      schedule_ ? std::optional<double>(schedule_->at(optStep_)) : std::nullopt;
   const int64_t stepStart = trace_ ? TraceWriter::nowNs() : 0;
   runAgreed(world_, [&] { feed(k); });
   if (trace_)
@@ -487,6 +516,7 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
     r.lossScaling = scaling;
     r.lossScale = seen.scale;
     r.skipped = skipped;
+    r.lr = lr;
     if (skipped && note_)
       note_("step " + std::to_string(k) +
             ": gradients overflowed at loss scale " + jsonNumber(seen.scale) +

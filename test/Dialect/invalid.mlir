@@ -347,7 +347,33 @@ func.func @adam_betas(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
 
 func.func @sgd_types(%p: tensor<4xf32>, %g: tensor<5xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'dtc.sgd_update' op g must have p's shape and p's or a narrower float dtype (f32[4]), got f32[5]}}
-  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
+  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0>} : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// A learning-rate schedule that changes with the step needs the step; its
+// attributes are checked by the same rule the runtime's loader runs.
+func.func @sgd_schedule_without_step(%p: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dtc.sgd_update' op a learning-rate schedule that changes with the step needs the optimizer step (an i64 scalar) as input 2}}
+  %0 = "dtc.sgd_update"(%p, %p) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64, lr_schedule = "cosine", warmup_steps = 0 : i64, decay_steps = 10 : i64, min_lr = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @adam_schedule_order(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dtc.adam_update' op the linear schedule needs decay_steps > warmup_steps, got decay_steps 3 and warmup_steps 5}}
+  %0:3 = "dtc.adam_update"(%p, %p, %p, %p, %s) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, decoupled = false, lr_schedule = "linear", warmup_steps = 5 : i64, decay_steps = 3 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %0#0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @sgd_schedule_kind(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dtc.sgd_update' op attribute 'lr_schedule' must be "constant", "cosine" or "linear", got "step"}}
+  %0 = "dtc.sgd_update"(%p, %p, %s) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64, lr_schedule = "step", operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 
@@ -357,7 +383,7 @@ func.func @sgd_types(%p: tensor<4xf32>, %g: tensor<5xf32>) -> tensor<4xf32> {
 // one, or loss scaling's inputs alone, are errors.
 func.func @sgd_wide_grad(%p: tensor<4xbf16>, %g: tensor<4xf32>) -> tensor<4xbf16> {
   // expected-error @+1 {{'dtc.sgd_update' op g must have p's shape and p's or a narrower float dtype (bf16[4]), got f32[4]}}
-  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<4xbf16>, tensor<4xf32>) -> tensor<4xbf16>
+  %0 = "dtc.sgd_update"(%p, %g) {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0>} : (tensor<4xbf16>, tensor<4xf32>) -> tensor<4xbf16>
   return %0 : tensor<4xbf16>
 }
 

@@ -2,6 +2,7 @@
 // gradient rule, then the optimizer, with roles and phases on everything.
 // RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=adamw lr=0.01 weight-decay=0.1" --dtc-assign-layers | FileCheck %s
 // RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=sgd lr=0.5" --dtc-assign-layers | FileCheck %s --check-prefix=SGD
+// RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=sgd lr=0.5 lr-schedule=cosine warmup-steps=2 decay-steps=9 min-lr=0.05" --dtc-assign-layers | FileCheck %s --check-prefix=SCHEDULED
 // RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=none" --dtc-assign-layers | FileCheck %s --check-prefix=GRADS
 // RUN: dtc-opt %s --split-input-file --dtc-build-training-step="optimizer=adam grad-clip=1.0" --dtc-assign-layers | FileCheck %s --check-prefix=CLIP
 
@@ -42,7 +43,7 @@
 // The tied weight's two gradients are accumulated.
 // CHECK: %[[GEMB:.*]] = "dtc.add"(%[[DT]], %[[DEMB]]) {{.*}}dtc.gradient_of = ["emb"], {{.*}}dtc.phase = "backward_weight"}
 // CHECK: %[[ZERO:.*]] = arith.constant {{.*}}dtc.phase = "backward_weight"} dense<0.000000e+00> : tensor<3xf32>
-// CHECK: "dtc.adam_update"(%[[EMB]], %[[GEMB]], %[[M0]], %{{.*}}, %[[STEP]]) <{{{.*}}decoupled = true{{.*}}lr = 1.000000e-02 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>, weight_decay = 1.000000e-01 : f64}> {{.*}}dtc.phase = "optimizer"}
+// CHECK: "dtc.adam_update"(%[[EMB]], %[[GEMB]], %[[M0]], %{{.*}}, %[[STEP]]) <{{{.*}}decoupled = true{{.*}}lr = 1.000000e-02 : f64, lr_schedule = "constant"{{.*}}operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>, warmup_steps = 0 : i64, weight_decay = 1.000000e-01 : f64}> {{.*}}dtc.phase = "optimizer"}
 // CHECK: "dtc.adam_update"(%[[LN]], %[[DG]],
 // CHECK: "dtc.adam_update"(%[[UNUSED]], %[[ZERO]],
 // CHECK: return %[[LOSS]],
@@ -50,7 +51,13 @@
 // SGD-LABEL: func.func @train_step(
 // SGD-NOT: optimizer_state
 // SGD-NOT: dtc.role = "step"
-// SGD: "dtc.sgd_update"({{.*}}) <{lr = 5.000000e-01 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0>, weight_decay = 0.000000e+00 : f64}> {{.*}}dtc.phase = "optimizer"}
+// SGD: "dtc.sgd_update"({{.*}}) <{decay_steps = 0 : i64, lr = 5.000000e-01 : f64, lr_schedule = "constant", min_lr = 0.000000e+00 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0>, warmup_steps = 0 : i64, weight_decay = 0.000000e+00 : f64}> {{.*}}dtc.phase = "optimizer"}
+
+// A scheduled rate changes with the step: SGD then takes the step counter
+// too (before the data), and every update carries the schedule.
+// SCHEDULED-LABEL: func.func @train_step(
+// SCHEDULED-SAME: %[[STEP:[a-z0-9]+]]: tensor<i64> {dtc.name = "optimizer_step", dtc.role = "step"}
+// SCHEDULED: "dtc.sgd_update"(%{{.*}}, %{{.*}}, %[[STEP]]) <{decay_steps = 9 : i64, lr = 5.000000e-01 : f64, lr_schedule = "cosine", min_lr = 5.000000e-02 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>, warmup_steps = 2 : i64, weight_decay = 0.000000e+00 : f64}>
 
 // GRADS-LABEL: func.func @train_step(
 // GRADS-SAME: -> (tensor<f32> {dtc.name = "loss", dtc.role = "loss"}, tensor<10x4xf32> {dtc.name = "emb:grad", dtc.of = "emb", dtc.role = "grad"}

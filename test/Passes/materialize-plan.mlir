@@ -19,7 +19,7 @@ module attributes {dtc.plan = #dtc.plan<@mesh, dp = 2 on [0]>} {
     %2 = "dtc.cross_entropy_grad"(%0, %arg2, %cst) <{scale = 1.250000e-01 : f32}> {dtc.forward = 1 : i64, dtc.layer = 0 : i64, dtc.phase = "backward_input"} : (tensor<8x8xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x8xf32>
     %3 = "dtc.transpose"(%arg1) <{permutation = array<i64: 1, 0>}> {dtc.forward = 0 : i64, dtc.layer = 0 : i64, dtc.phase = "backward_weight"} : (tensor<8x16xf32>) -> tensor<16x8xf32>
     %4 = "dtc.matmul"(%3, %2) {dtc.forward = 0 : i64, dtc.gradient_of = ["w"], dtc.layer = 0 : i64, dtc.phase = "backward_weight"} : (tensor<16x8xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
-    %5 = "dtc.sgd_update"(%arg0, %4) <{lr = 1.000000e-03 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0>, weight_decay = 0.000000e+00 : f64}> {dtc.layer = 0 : i64, dtc.phase = "optimizer"} : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+    %5 = "dtc.sgd_update"(%arg0, %4) <{lr = 1.000000e-03 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0>, weight_decay = 0.000000e+00 : f64}> {dtc.layer = 0 : i64, dtc.phase = "optimizer"} : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
     return %1, %5 : tensor<f32>, tensor<16x8xf32>
   }
 }

@@ -145,7 +145,16 @@ Optimizer:
   --optimizer O         sgd|adam|adamw|none                  (default: adam)
                         (none: no update; each step returns the (clipped)
                         gradients as outputs NAME:grad, see dtc-run --save-step)
-  --lr X                learning rate                        (default: 0.001)
+  --lr X                learning rate (a schedule's peak)    (default: 0.001)
+  --lr-schedule S       constant|cosine|linear: the rate of update t
+                        (0-based) after a warmup of W updates (docs/cli.md):
+                        t < W: lr*(t+1)/W; then cosine M+(lr-M)(1+cos(pi p))/2,
+                        linear lr-(lr-M)p, p = min(1, (t-W)/(D-W))
+                                                             (default: constant)
+  --warmup-steps W      updates of linear warmup             (default: 0)
+  --decay-steps D       cosine/linear: the update at which the rate reaches
+                        --min-lr (required by them)
+  --min-lr M            cosine/linear: the final rate        (default: 0)
   --weight-decay X      L2 (sgd, adam), decoupled (adamw)    (default: 0, 0.01 for adamw)
   --beta1 X             Adam beta1                           (default: 0.9)
   --beta2 X             Adam beta2                           (default: 0.999)
@@ -360,6 +369,17 @@ void addOptimizerFlags(Flags &flags, dtc::CompileOptions &o) {
         [&, flag](const std::string &v) { return parseDouble(flag, v, out); };
   };
   flags.value("--lr", number("--lr", o.lr));
+  flags.value("--lr-schedule", [&](const std::string &v) {
+    return parseChoice("--lr-schedule", v, o.lrSchedule,
+                       {"constant", "cosine", "linear"});
+  });
+  flags.value("--warmup-steps", [&](const std::string &v) {
+    return parseInt("--warmup-steps", v, o.warmupSteps, 0);
+  });
+  flags.value("--decay-steps", [&](const std::string &v) {
+    return parseInt("--decay-steps", v, o.decaySteps, 1);
+  });
+  flags.value("--min-lr", number("--min-lr", o.minLr));
   flags.value("--weight-decay", [&](const std::string &v) {
     double value;
     if (!parseDouble("--weight-decay", v, value))
@@ -388,6 +408,20 @@ std::string ineffectiveFlag(const Flags &flags, const dtc::CompileOptions &o) {
              " is fp16-mixed's dynamic loss scaling; it has no effect with "
              "--precision " +
              o.precision;
+  for (const char *flag :
+       {"--lr", "--lr-schedule", "--warmup-steps", "--decay-steps", "--min-lr"})
+    if (flags.given(flag) && o.optimizer == "none")
+      return std::string(flag) +
+             " sets the rate of the updates; --optimizer none makes none";
+  for (const char *flag : {"--decay-steps", "--min-lr"})
+    if (flags.given(flag) && o.lrSchedule == "constant")
+      return std::string(flag) +
+             " says where a decaying rate ends; add --lr-schedule cosine or "
+             "linear";
+  if (o.lrSchedule != "constant" && !flags.given("--decay-steps"))
+    return "--lr-schedule " + o.lrSchedule +
+           " needs --decay-steps D, the update at which the rate reaches "
+           "--min-lr";
   for (const char *flag : {"--beta1", "--beta2", "--eps"})
     if (flags.given(flag) && o.optimizer != "adam" && o.optimizer != "adamw")
       return std::string(flag) + " is Adam's; --optimizer " + o.optimizer +

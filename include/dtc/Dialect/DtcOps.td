@@ -502,6 +502,18 @@ def Dtc_CrossEntropyShardGradOp : Dtc_Op<"cross_entropy_shard_grad",
 //===----------------------------------------------------------------------===//
 
 
+// The learning-rate schedule of an update (include/dtc/kernels/LearningRate.h
+// has the formula; the kernels and the runtime's log evaluate it): warmup
+// over `warmup_steps` updates, then `lr_schedule` "constant", "cosine" or
+// "linear" down to `min_lr` at update `decay_steps`. The defaults are the
+// constant rate `lr`. A string, as the IR's other names (DtcEnums.td), so
+// the generic form stays readable outside dtc; the kernel rule checks it.
+defvar Dtc_LearningRateScheduleAttrs = (ins
+    DefaultValuedStrAttr<StrAttr, "constant">:$lr_schedule,
+    DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
+    DefaultValuedAttr<I64Attr, "0">:$decay_steps,
+    DefaultValuedAttr<F64Attr, "0.0">:$min_lr);
+
 def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "new_param"]>,
                                             AttrSizedOperandSegments,
                                             Dtc_ShardingRule, Dtc_CostOpInterface, Dtc_InPlaceOpInterface]> {
@@ -513,11 +525,17 @@ def Dtc_SgdUpdateOp : Dtc_Op<"sgd_update", [Pure, AllTypesMatch<["param", "new_p
     `found_inf` together: the gradient is multiplied by `inv_scale` (in
     f32), and the step is skipped, the parameter kept, unless `found_inf` is
     exactly 0.
+
+    The rate is `lr` unless the schedule attributes say otherwise
+    (Dtc_LearningRateScheduleAttrs); `step` (the updates applied so far) is
+    given exactly when the scheduled rate changes with it.
   }];
-  let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
+  let arguments = !con((ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
+                       Optional<Dtc_StepTensor>:$step,
                        Optional<Dtc_LossTensor>:$inv_scale,
                        Optional<Dtc_LossTensor>:$found_inf,
-                       F64Attr:$lr, F64Attr:$weight_decay);
+                       F64Attr:$lr, F64Attr:$weight_decay),
+                       Dtc_LearningRateScheduleAttrs);
   let results = (outs Dtc_FloatTensor:$new_param);
 }
 
@@ -535,14 +553,17 @@ def Dtc_AdamUpdateOp : Dtc_Op<"adam_update", [Pure,
     Adam) the gradient is unscaled in f32 and the step is skipped,
     parameter and moments kept, unless `found_inf` is exactly 0.
     The hyperparameters are f64: in f32, 1 - beta2 = 1 - 0.999 would be off
-    by 1.3e-5 relative, and so would every second moment.
+    by 1.3e-5 relative, and so would every second moment. The rate of
+    update `step` follows the schedule attributes
+    (Dtc_LearningRateScheduleAttrs).
   }];
-  let arguments = (ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
+  let arguments = !con((ins Dtc_FloatTensor:$param, Dtc_FloatTensor:$grad,
                        Dtc_FloatTensor:$m, Dtc_FloatTensor:$v,
                        Dtc_StepTensor:$step, Optional<Dtc_LossTensor>:$inv_scale,
                        Optional<Dtc_LossTensor>:$found_inf,
                        F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
-                       F64Attr:$weight_decay, BoolAttr:$decoupled);
+                       F64Attr:$weight_decay, BoolAttr:$decoupled),
+                       Dtc_LearningRateScheduleAttrs);
   let results = (outs Dtc_FloatTensor:$new_param, Dtc_FloatTensor:$new_m,
                       Dtc_FloatTensor:$new_v);
 }

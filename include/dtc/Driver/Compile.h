@@ -47,6 +47,12 @@ struct CompileOptions {
   std::string optimizer =
       "adam"; // sgd | adam | adamw | none (return gradients)
   double lr = 1e-3;
+  /// The rate's schedule (--lr-schedule constant|cosine|linear,
+  /// --warmup-steps, --decay-steps, --min-lr): include/dtc/kernels/
+  /// LearningRate.h has the formula.
+  std::string lrSchedule = "constant";
+  int64_t warmupSteps = 0, decaySteps = 0;
+  double minLr = 0;
   /// Unset: the optimizer's default (0, or 0.01 for adamw).
   std::optional<double> weightDecay;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gradClip = 0.0;

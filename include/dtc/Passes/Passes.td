@@ -42,7 +42,17 @@ def BuildTrainingStep : Pass<"dtc-build-training-step", "::mlir::ModuleOp"> {
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adam\"",
            "sgd, adam, adamw or none (return the gradients)">,
-    Option<"lr", "lr", "double", /*default=*/"1e-3", "learning rate">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3",
+           "learning rate (the peak of a schedule)">,
+    Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"\"constant\"",
+           "constant, cosine or linear: the rate after the warmup (formulas "
+           "in include/dtc/kernels/LearningRate.h)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "updates over which the rate rises linearly to lr">,
+    Option<"decaySteps", "decay-steps", "int64_t", /*default=*/"0",
+           "cosine/linear: the update at which the rate reaches min-lr">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0.0",
+           "cosine/linear: the final rate">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
            "weight decay (L2 for sgd/adam, decoupled for adamw)">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1">,

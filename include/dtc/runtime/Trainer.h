@@ -19,6 +19,7 @@
 #define DTC_RUNTIME_TRAINER_H
 
 #include "dtc/artifact/OutputFile.h"
+#include "dtc/kernels/LearningRate.h"
 #include "dtc/runtime/Checkpoint.h"
 #include "dtc/runtime/Executor.h"
 #include "dtc/runtime/TokenData.h"
@@ -26,6 +27,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace dtc::rt {
@@ -107,11 +109,19 @@ struct StepReport {
   bool lossScaling = false;
   float lossScale = 0;
   bool skipped = false;
+  /// The learning rate this step's update applied (or, skipped, would
+  /// have); absent without an optimizer.
+  std::optional<double> lr;
 };
 
 /// The steps DTC_INJECT_OVERFLOW names (docs/runtime.md): "K" or "K1,K2,...",
 /// global step indices. Throws Error on a malformed value.
 std::vector<int64_t> parseInjectOverflow(const std::string &text);
+
+/// The learning-rate schedule of an artifact's update instructions (they
+/// share one); absent when it has none (--optimizer none).
+std::optional<kernels::LearningRateSchedule>
+learningRateScheduleOf(const Artifact &a);
 
 class Trainer {
 public:
@@ -157,6 +167,8 @@ private:
   /// Loss scaling's scale and skipped-step count (-1: no loss scaling).
   int lossScaleTensor_ = -1, skippedTensor_ = -1;
   std::vector<int64_t> injectOverflow_;
+  /// The updates' learning-rate schedule (absent: --optimizer none).
+  std::optional<kernels::LearningRateSchedule> schedule_;
 };
 
 /// Writes the per-rank maxima of memory bytes per category and per-step

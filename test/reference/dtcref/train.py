@@ -10,6 +10,7 @@ clipping, then SGD / Adam / AdamW.
     adamw:     adam without the L2 term, plus p -= lr wd p before the step.
 """
 import argparse
+import math
 
 import numpy as np
 
@@ -95,12 +96,29 @@ class Optimizer:
     """The optimizer flags of `dtc compile`, with the contract's defaults."""
 
     def __init__(self, kind="adam", lr=1e-3, weight_decay=None, beta1=0.9, beta2=0.999,
-                 eps=1e-8, grad_clip=0.0):
+                 eps=1e-8, grad_clip=0.0, lr_schedule="constant", warmup_steps=0,
+                 decay_steps=0, min_lr=0.0):
         if kind not in ("sgd", "adam", "adamw", "none"):
             raise ValueError(f"unknown optimizer {kind}")
+        if lr_schedule not in ("constant", "cosine", "linear"):
+            raise ValueError(f"unknown learning-rate schedule {lr_schedule}")
         self.kind, self.lr, self.beta1, self.beta2, self.eps = kind, lr, beta1, beta2, eps
         self.weight_decay = (0.01 if kind == "adamw" else 0.0) if weight_decay is None else weight_decay
         self.grad_clip = grad_clip
+        self.lr_schedule, self.warmup_steps = lr_schedule, warmup_steps
+        self.decay_steps, self.min_lr = decay_steps, min_lr
+
+    def lr_at(self, t):
+        """The rate of update t (0-based), as docs/cli.md states it."""
+        W, D, M = self.warmup_steps, self.decay_steps, self.min_lr
+        if t < W:
+            return self.lr * ((t + 1) / W)
+        if self.lr_schedule == "constant":
+            return self.lr
+        p = min(1.0, (t - W) / (D - W))
+        if self.lr_schedule == "cosine":
+            return M + (self.lr - M) * (1 + math.cos(math.pi * p)) / 2
+        return self.lr - (self.lr - M) * p
 
     @classmethod
     def from_flags(cls, flags):
@@ -113,8 +131,13 @@ class Optimizer:
         p.add_argument("--beta2", type=float, default=0.999)
         p.add_argument("--eps", type=float, default=1e-8)
         p.add_argument("--grad-clip", type=float, default=0.0)
+        p.add_argument("--lr-schedule", default="constant")
+        p.add_argument("--warmup-steps", type=int, default=0)
+        p.add_argument("--decay-steps", type=int, default=0)
+        p.add_argument("--min-lr", type=float, default=0.0)
         a, _ = p.parse_known_args(flags)
-        return cls(a.optimizer, a.lr, a.weight_decay, a.beta1, a.beta2, a.eps, a.grad_clip)
+        return cls(a.optimizer, a.lr, a.weight_decay, a.beta1, a.beta2, a.eps, a.grad_clip,
+                   a.lr_schedule, a.warmup_steps, a.decay_steps, a.min_lr)
 
     @property
     def adam(self):
@@ -153,12 +176,13 @@ class State:
             # Per element in double, stored in the mode's precision (as the
             # CPU kernels do for f32).
             p64, g64 = p.astype(np.float64), g.astype(np.float64)
+            lr = opt.lr_at(self.step)
             if opt.kind == "sgd":
-                self.params[name] = ops.sgd_update(p64, g64, opt.lr, opt.weight_decay).astype(dt)
+                self.params[name] = ops.sgd_update(p64, g64, lr, opt.weight_decay).astype(dt)
             elif opt.adam:
                 new_p, new_m, new_v = ops.adam_update(
                     p64, g64, self.m[name].astype(np.float64), self.v[name].astype(np.float64),
-                    self.step, opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay,
+                    self.step, lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay,
                     opt.kind == "adamw")
                 self.params[name], self.m[name], self.v[name] = new_p.astype(dt), new_m.astype(dt), new_v.astype(dt)
         self.step += 1

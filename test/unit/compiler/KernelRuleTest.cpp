@@ -93,7 +93,7 @@ func.func @samples(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %v8: tensor<8xf32>,
   %46 = "dtc.embedding_shard_grad"(%ids, %x, %step) {vocab = 17 : i64} : (tensor<4xi32>, tensor<4x8xf32>, tensor<i64>) -> tensor<10x8xf32>
   %47:2 = "dtc.cross_entropy_shard_stats"(%logits, %labels, %row, %step) {vocab = 17 : i64} : (tensor<4x10xf32>, tensor<4xi64>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>)
   %48 = "dtc.cross_entropy_shard_grad"(%logits, %labels, %row, %row, %dloss, %step) {vocab = 17 : i64, scale = 0.25 : f32} : (tensor<4x10xf32>, tensor<4xi64>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i64>) -> tensor<4x10xf32>
-  %49 = "dtc.sgd_update"(%x, %x) {lr = 0.1 : f64, weight_decay = 0.01 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %49 = "dtc.sgd_update"(%x, %x) {lr = 0.1 : f64, weight_decay = 0.01 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   %50:3 = "dtc.adam_update"(%x, %x, %x, %x, %step) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, decoupled = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<i64>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
   %51 = "dtc.cross_entropy"(%logits, %labels) : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
   %53 = "dtc.matmul_bias"(%x, %w, %v3) : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>

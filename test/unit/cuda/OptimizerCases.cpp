@@ -63,6 +63,20 @@ KernelCase adam(std::string label, DType p, DType g, Shape s, int64_t step,
   return c;
 }
 
+/// The case under a learning-rate schedule (warmup 2, decay to 0.1·lr at
+/// update 9) at `step`; sgd_update then takes the step as input 2.
+KernelCase scheduled(KernelCase c, const char *kind, int64_t step) {
+  const double lr = c.attrs["lr"].get<double>();
+  c.attrs.update({{"lr_schedule", kind},
+                  {"warmup_steps", 2},
+                  {"decay_steps", 9},
+                  {"min_lr", 0.1 * lr}});
+  if (c.kernel == "sgd_update")
+    c.in.insert(c.in.begin() + 2, fixed(I64, double(step)));
+  c.label += std::string(" ") + kind + " step " + std::to_string(step);
+  return c;
+}
+
 KernelCase inPlace(KernelCase c, std::vector<std::pair<int, int>> pairs) {
   c.inPlace = std::move(pairs);
   return c;
@@ -106,8 +120,21 @@ AddKernelCases cases({
                 scaling(1)),
             {{0, 0}}),
     sgd("sgd_update realistic", F32, F32, {1 << 20}),
+    scheduled(sgd("sgd_update", F32, F32, {1000}), "cosine", 0),
+    scheduled(sgd("sgd_update", F32, F32, {1000}), "cosine", 5),
+    scheduled(sgd("sgd_update", BF16, BF16, {513}), "linear", 12),
+    scheduled(sgd("sgd_update scaled", F32, F32, {1000}, 0.01, scaling(0)),
+              "cosine", 4),
+    scheduled(sgd("sgd_update found_inf skips", F32, F32, {300}, 0.01,
+                  scaling(1)),
+              "linear", 4),
 
     // ---- adam_update ----
+    scheduled(adam("adam_update", F32, F32, {1000}, 1, true), "cosine", 1),
+    scheduled(adam("adam_update", F32, F32, {1000}, 6, false), "cosine", 6),
+    scheduled(adam("adam_update scaled", F32, BF16, {1000}, 6, true, 0.01,
+                   scaling(0)),
+              "linear", 6),
     adam("adam_update step 0 adam", F32, F32, {1000}, 0, false),
     adam("adam_update step 0 adamw", F32, F32, {1000}, 0, true),
     adam("adam_update step 1 adam", F32, F32, {33, 17}, 1, false),
