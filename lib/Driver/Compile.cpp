@@ -76,10 +76,13 @@ public:
                 message += " (" + note.str() + ")";
             emit(locationString(diag.getLocation(), this->file) +
                  ": error: " + message);
-          } else if (diag.getSeverity() == DiagnosticSeverity::Warning &&
-                     !this->capture) {
-            llvm::errs() << locationString(diag.getLocation(), this->file)
-                         << ": warning: " << diag.str() << "\n";
+          } else if (diag.getSeverity() == DiagnosticSeverity::Warning) {
+            if (warningsAreErrors)
+              emit(locationString(diag.getLocation(), this->file) +
+                   ": error: " + diag.str() + " (--Werror)");
+            else if (!this->capture)
+              llvm::errs() << locationString(diag.getLocation(), this->file)
+                           << ": warning: " << diag.str() << "\n";
           }
           return success();
         }) {}
@@ -91,6 +94,9 @@ public:
     emit(where + ": error: " + message);
   }
   bool reported() const { return done; }
+  /// --Werror: a warning is reported as the error, and the stage that
+  /// raised it fails.
+  bool warningsAreErrors = false;
 
 private:
   void emit(const std::string &line) {
@@ -541,6 +547,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
         errors.flag("compilation failed during " + stage);
       return false;
     }
+    if (errors.reported()) // a warning under --Werror
+      return false;
     timer.done(stage == "parsed" ? "check-model" : stage);
     if (print && o.emitMlirAfter == stage) {
       OpPrintingFlags flags;
@@ -695,6 +703,31 @@ bool compileSource(const std::string &source, const std::string &label,
   return ok;
 }
 
+/// Parses the model and runs dtc-check-model on it, reporting through
+/// `errors` (the search's own compiles capture their diagnostics).
+bool checkModelOnce(const llvm::MemoryBuffer &buffer,
+                    const ::dtc::CompileOptions &o, MLIRContext &ctx,
+                    Errors &errors) {
+  std::optional<::dtc::cost::HardwareProfile> hw;
+  mlir::dtc::BuildTrainingStepOptions stepOptions;
+  OwningOpRef<ModuleOp> module;
+  int64_t devices = 0;
+  double weightDecay = 0;
+  if (!prepareModel(llvm::MemoryBuffer::getMemBufferCopy(
+                        buffer.getBuffer(), buffer.getBufferIdentifier()),
+                    o, ctx, errors, module, hw, devices, weightDecay,
+                    stepOptions))
+    return false;
+  PassManager pm(&ctx);
+  pm.addPass(mlir::dtc::createCheckModel());
+  if (failed(pm.run(*module))) {
+    if (!errors.reported())
+      errors.flag("compilation failed during the model check");
+    return false;
+  }
+  return !errors.reported();
+}
+
 } // namespace
 
 int ::dtc::runCompile(const CompileOptions &o) {
@@ -703,6 +736,7 @@ int ::dtc::runCompile(const CompileOptions &o) {
   ctx.loadAllAvailableDialects();
   ctx.disableMultithreading();
   Errors errors(ctx, o.input);
+  errors.warningsAreErrors = o.warningsAreErrors;
   StageTimer timer(o.timing);
   std::string readError;
   std::unique_ptr<llvm::MemoryBuffer> buffer =
@@ -747,6 +781,11 @@ int ::dtc::runCompile(const CompileOptions &o) {
     timer.done("report");
     return true;
   };
+  // The search compiles its candidates quietly: the model's warnings (and,
+  // with --Werror, the refusal) come from checking the model once here.
+  if (searching && o.emitMlirAfter.empty() &&
+      !checkModelOnce(*buffer, o, ctx, errors))
+    return 1;
   if (searching) {
     std::string searchError;
     if (!::dtc::searchPlan(std::string(buffer->getBuffer()), o, searched,

@@ -4,6 +4,7 @@
 // see. Each violation is one error at the offending location.
 //
 //===----------------------------------------------------------------------===//
+#include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 
@@ -88,6 +89,66 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
            << "' is set by the compiler; a model may not carry it";
   }
 
+  /// Why a use of a data input reads it as a weight rather than as data
+  /// ("" when it does not): it is the operand of a dense kernel (a matmul's
+  /// `b`) whose dimension 0 is contracted or otherwise not a batch (a
+  /// Parallel factor that reaches the results).
+  static std::string weightSideUse(OpOperand &use) {
+    Operation *op = use.getOwner();
+    auto cost = dyn_cast<CostOpInterface>(op);
+    auto rule = dyn_cast<ShardingRuleOpInterface>(op);
+    if (!cost || !rule || !cost.isDenseKernel())
+      return "";
+    ShardingRule factors = rule.getShardingRule();
+    const TensorFactors &operand = factors.operands[use.getOperandNumber()];
+    if (operand.empty() || operand.front().empty() ||
+        factors.factorKinds[operand.front().front()] == FactorKind::Parallel)
+      return "";
+    return "it is operand " + std::to_string(use.getOperandNumber()) + " of '" +
+           op->getName().getStringRef().str() +
+           "', whose dimension 0 is contracted, not a batch";
+  }
+
+  /// Warns of float data inputs not batched like the data: most likely
+  /// weights whose dtc.param was forgotten. As data they would get fresh
+  /// synthetic values every step and be split along dimension 0 as if it
+  /// were the batch. The batch is dimension 0 of the integer inputs (ids,
+  /// labels); without any, only the weight-side use tells.
+  static void warnForgottenParams(func::FuncOp main) {
+    std::optional<int64_t> batch;
+    std::string batchInput;
+    for (unsigned i = 0; i < main.getNumArguments() && !batch; ++i) {
+      auto type = cast<RankedTensorType>(main.getArgument(i).getType());
+      if (!main.getArgAttr(i, DtcDialect::kParamAttr) &&
+          isa<IntegerType>(type.getElementType())) {
+        batch = type.getDimSize(0);
+        batchInput = argumentName(main, i);
+      }
+    }
+    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+      BlockArgument arg = main.getArgument(i);
+      auto type = cast<RankedTensorType>(arg.getType());
+      if (main.getArgAttr(i, DtcDialect::kParamAttr) ||
+          !isa<FloatType>(type.getElementType()))
+        continue;
+      std::string why;
+      if (batch && type.getDimSize(0) != *batch)
+        why = "its dimension 0 (" + std::to_string(type.getDimSize(0)) +
+              ") is not the batch (" + std::to_string(*batch) +
+              ", dimension 0 of \"" + batchInput + "\")";
+      for (OpOperand &use : arg.getUses())
+        if (why.empty())
+          why = weightSideUse(use);
+      if (!why.empty())
+        emitWarning(arg.getLoc())
+            << "data input \"" << argumentName(main, i)
+            << "\" looks like a weight: " << why
+            << "; data inputs get new values every step and are split "
+               "along dimension 0 as the batch. If it is trained, mark it "
+               "dtc.param (with a dtc.init)";
+    }
+  }
+
   LogicalResult checkMain(func::FuncOp main) {
     if (main.isExternal())
       return main.emitError() << "@main has no body";
@@ -165,6 +226,7 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
     if (!anyParam)
       return main.emitError() << "@main has no trainable parameter (mark "
                                  "arguments with dtc.param)";
+    warnForgottenParams(main);
     for (unsigned i = 0; i < main.getNumResults(); ++i)
       for (NamedAttribute attr :
            function_interface_impl::getResultAttrs(main, i))

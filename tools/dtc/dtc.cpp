@@ -167,6 +167,7 @@ Output:
                         split or partitioned to stdout       (default: none)
   --emit-generic        --emit-mlir prints MLIR's generic op form (default: off)
   --timing              print each stage's wall time to stderr
+  --Werror              the model's warnings are errors (no artifact)
   -h, --help            this help
 )";
 
@@ -502,6 +503,7 @@ int compileCommand(const std::vector<std::string> &args) {
     return true;
   });
   flags.boolean("--timing", [&] { o.timing = true; });
+  flags.boolean("--Werror", [&] { o.warningsAreErrors = true; });
   flags.boolean("--no-fuse-epilogues", [&] { o.fuseEpilogues = false; });
   flags.value("--bucket-mb", [&](const std::string &v) {
     if (!parseInt("--bucket-mb", v, o.bucketMiB, 0))

@@ -71,6 +71,8 @@ struct CompileOptions {
   int64_t bucketMiB = 25;
   /// Print each stage's wall time to stderr ("dtc: time: STAGE SECONDS s").
   bool timing = false;
+  /// --Werror: the model's warnings (docs/cli.md) are errors.
+  bool warningsAreErrors = false;
   /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.
   std::vector<std::string> pins;
   /// Search the plan (dtc compile without a complete --strategy, or
