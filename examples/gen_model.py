@@ -3,6 +3,7 @@
 
   gen_model.py gpt   --layers 2 --hidden 64 --heads 4 --seq 64 --vocab 256 --batch 8 -o gpt.mlir
   gen_model.py llama --layers 2 --hidden 64 --heads 4 --ffn 172 --seq 64 --vocab 256 --batch 8 -o llama.mlir
+  gen_model.py llama --heads 8 --kv-heads 2 ...   (grouped-query attention: 4 query heads per key/value head)
   gen_model.py mlp   --hidden 64 --layers 2 --features 32 --classes 10 --batch 16 -o mlp.mlir
   gen_model.py everyop --hidden 16 --heads 4 --seq 8 --vocab 10 --batch 8 -o everyop.mlir
 
@@ -124,21 +125,24 @@ def broadcast(a, b):
 
 
 def attention_block(m, x, prefix, a, rope=None, bias=False):
-    """Multi-head causal self-attention on x [B, S, D]."""
+    """Multi-head causal self-attention on x [B, S, D]; with a.kv_heads
+    below a.heads, keys and values have that many heads, each shared by
+    heads / kv_heads query heads (grouped-query attention)."""
     B, S, D = x[1]
     H = a.heads
+    Hkv = getattr(a, "kv_heads", 0) or H
     Dh = D // H
     std_out = 0.02 / math.sqrt(2 * a.layers)
 
-    def project(name):
-        w = m.param(f"{prefix}.{name}", [D, D])
+    def project(name, heads):
+        w = m.param(f"{prefix}.{name}", [D, heads * Dh])
         y = m.matmul(x, w)
         if bias:
-            y = m.binary("add", y, m.param(f"{prefix}.{name}_bias", [D], "zeros"))
-        y = m.reshape(y, [B, S, H, Dh])
-        return m.transpose(y, [0, 2, 1, 3])  # [B, H, S, Dh]
+            y = m.binary("add", y, m.param(f"{prefix}.{name}_bias", [heads * Dh], "zeros"))
+        y = m.reshape(y, [B, S, heads, Dh])
+        return m.transpose(y, [0, 2, 1, 3])  # [B, heads, S, Dh]
 
-    q, k, v = project("wq"), project("wk"), project("wv")
+    q, k, v = project("wq", H), project("wk", Hkv), project("wv", Hkv)
     if rope is not None:
         q, k = apply_rope(m, q, rope), apply_rope(m, k, rope)
     y = m.op("attention", [q, k, v], q[1], "causal = true")
@@ -225,7 +229,8 @@ def llama(a):
     x = m.rms_norm(x, m.param("norm", [D], "ones"))
     logits = m.matmul(x, m.param("output", [D, V]))
     m.loss = m.op("cross_entropy", [logits, labels], [])
-    return m.text(f"LLaMA: layers={a.layers} hidden={D} heads={a.heads} ffn={F} "
+    kv = f" kv_heads={a.kv_heads}" if a.kv_heads and a.kv_heads != a.heads else ""
+    return m.text(f"LLaMA: layers={a.layers} hidden={D} heads={a.heads}{kv} ffn={F} "
                   f"seq={S} vocab={V} batch={B} (examples/gen_model.py)")
 
 
@@ -303,6 +308,9 @@ def main(argv):
     p.add_argument("--layers", type=int, default=2, help="transformer blocks / hidden layers (default: 2)")
     p.add_argument("--hidden", type=int, default=64, help="model width (default: 64)")
     p.add_argument("--heads", type=int, default=4, help="attention heads (default: 4)")
+    p.add_argument("--kv-heads", type=int, default=0,
+                   help="llama: key/value heads, a divisor of --heads (default: --heads; "
+                        "fewer is grouped-query attention, 1 multi-query)")
     p.add_argument("--ffn", type=int, default=0, help="MLP width (default: 4*hidden for gpt, 8/3*hidden for llama)")
     p.add_argument("--seq", type=int, default=64, help="sequence length (default: 64)")
     p.add_argument("--vocab", type=int, default=256, help="vocabulary size (default: 256, bytes)")
@@ -317,6 +325,8 @@ def main(argv):
             p.error(f"--{name} must be positive")
     if a.kind != "mlp" and a.hidden % a.heads:
         p.error(f"--hidden {a.hidden} must be a multiple of --heads {a.heads}")
+    if a.kv_heads and (a.kind != "llama" or a.kv_heads < 0 or a.heads % a.kv_heads):
+        p.error(f"--kv-heads {a.kv_heads}: llama only, and a divisor of --heads {a.heads}")
     if a.kind == "llama" and (a.hidden // a.heads) % 2:
         p.error("llama: the head size (hidden/heads) must be even for rotary embeddings")
     text = {"gpt": gpt, "llama": llama, "mlp": mlp, "everyop": everyop}[a.kind](a)

@@ -252,10 +252,14 @@ void checkAttentionOperands(const Descs &in, size_t n, const json &attrs) {
   if (in[0].shape.size() != 4)
     fail("q must have rank 4 [B, H, S, Dh], got " + desc(in[0]));
   const TensorDesc &q = in[0], &k = in[1];
-  if (k.dtype != q.dtype || k.shape.size() != 4 || k.shape[0] != q.shape[0] ||
-      k.shape[1] != q.shape[1] || k.shape[3] != q.shape[3])
-    fail("k must be [B, H, Sk, Dh] with q's B, H and Dh (q is " + desc(q) +
-         "), got " + desc(k));
+  // Grouped keys and values: Hkv heads, each shared by H / Hkv query heads.
+  if (k.dtype != q.dtype)
+    fail("k must have q's dtype (q is " + desc(q) + "), got " + desc(k));
+  if (k.shape.size() != 4 || k.shape[0] != q.shape[0] || k.shape[1] < 1 ||
+      q.shape[1] % k.shape[1] != 0 || k.shape[3] != q.shape[3])
+    fail("k must be [B, Hkv, Sk, Dh] with q's B and Dh and Hkv dividing q's "
+         "H (q is " +
+         desc(q) + "), got " + desc(k));
   needLike(in[2], k, "v", "k");
   if (n > 3)
     needLike(in[3], q, "dy", "q");

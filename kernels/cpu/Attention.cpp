@@ -163,17 +163,65 @@ void forwardRows(const KernelContext &ctx, const float *q, const float *k,
       scaleRow(y + i * D, D, 1.0f / w.l[i]);
 }
 
-void checkBlocks(const AttentionBlocks &b) {
+void checkBlocks(const AttentionBlocks &b, int64_t BH, int64_t group) {
   if (b.rows < 1 || b.keys < 1)
     throw Error("attention: block sizes must be positive");
+  if (group < 1 || BH % group != 0)
+    throw Error("attention: the query heads must divide into groups");
+}
+
+// One query head's share of attention_grad: its dq, and its terms of the
+// (possibly shared) key/value head's dk and dv, added to them.
+void backwardHead(const KernelContext &ctx, const float *Q, const float *K,
+                  const float *V, const float *dY, float *dQ, float *dK,
+                  float *dV, int64_t Sq, int64_t Sk, int64_t D, bool causal,
+                  float scale, const AttentionBlocks &b, RowScratch &w) {
+  for (int64_t r0 = 0; r0 < Sq; r0 += b.rows) {
+    const int64_t nq = std::min(b.rows, Sq - r0),
+                  kEnd = keyEnd(causal, r0, nq, Sk);
+    std::memset(dQ + r0 * D, 0, size_t(nq * D) * sizeof(float));
+    // The output rows and logsumexp again; rowsum(dy * y) per row.
+    forwardRows(ctx, Q, K, V, w.o, r0, nq, Sk, D, causal, scale, b, w);
+    for (int64_t i = 0; i < nq; ++i) {
+      w.aux[i] = dotRow(dY + (r0 + i) * D, w.o + i * D, D);
+      w.m[i] += std::log(w.l[i]); // logsumexp
+    }
+    const float *dYb = dY + r0 * D, *Qb = Q + r0 * D;
+    for (int64_t c0 = 0; c0 < kEnd; c0 += b.keys) {
+      const int64_t nk = std::min(b.keys, kEnd - c0);
+      sgemm(ctx, false, true, nq, nk, D, scale, Qb, D, K + c0 * D, D, 0.0f, w.s,
+            b.keys);
+      for (int64_t i = 0; i < nq; ++i) {
+        float *s = w.s + i * b.keys;
+        const int64_t lim =
+            std::max<int64_t>(0, visibleKeys(causal, r0 + i, c0, nk));
+        expShiftSum(s, lim, w.m[i]); // probabilities
+        if (lim < nk)
+          std::memset(s + lim, 0, size_t(nk - lim) * sizeof(float));
+      }
+      // dv += p^T dy ; dp = dy v^T ; ds = p (dp - rowsum(dy y))
+      sgemm(ctx, true, false, nk, D, nq, 1.0f, w.s, b.keys, dYb, D, 1.0f,
+            dV + c0 * D, D);
+      sgemm(ctx, false, true, nq, nk, D, 1.0f, dYb, D, V + c0 * D, D, 0.0f,
+            w.dp, b.keys);
+      for (int64_t i = 0; i < nq; ++i)
+        softmaxGradRow(w.s + i * b.keys, w.dp + i * b.keys, nk, w.aux[i]);
+      // dq += scale ds k ; dk += scale ds^T q
+      sgemm(ctx, false, false, nq, D, nk, scale, w.dp, b.keys, K + c0 * D, D,
+            1.0f, dQ + r0 * D, D);
+      sgemm(ctx, true, false, nk, D, nq, scale, w.dp, b.keys, Qb, D, 1.0f,
+            dK + c0 * D, D);
+    }
+  }
 }
 
 } // namespace
 
 void attentionForward(KernelContext &ctx, const float *q, const float *k,
                       const float *v, float *y, int64_t BH, int64_t Sq,
-                      int64_t Sk, int64_t D, bool causal, AttentionBlocks b) {
-  checkBlocks(b);
+                      int64_t Sk, int64_t D, bool causal, AttentionBlocks b,
+                      int64_t group) {
+  checkBlocks(b, BH, group);
   const float scale = float(1.0 / std::sqrt(double(D)));
   const int64_t rowBlocks = (Sq + b.rows - 1) / b.rows, tasks = BH * rowBlocks;
   const size_t per = RowScratch::floats(b, D);
@@ -182,7 +230,8 @@ void attentionForward(KernelContext &ctx, const float *q, const float *k,
     RowScratch w(ws + per * size_t(worker), b, D);
     const int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * b.rows;
     const int64_t nq = std::min(b.rows, Sq - r0);
-    forwardRows(ctx, q + bh * Sq * D, k + bh * Sk * D, v + bh * Sk * D,
+    const int64_t kv = bh / group; // (b, h) -> (b, h / group)
+    forwardRows(ctx, q + bh * Sq * D, k + kv * Sk * D, v + kv * Sk * D,
                 y + (bh * Sq + r0) * D, r0, nq, Sk, D, causal, scale, b, w);
   });
 }
@@ -190,56 +239,25 @@ void attentionForward(KernelContext &ctx, const float *q, const float *k,
 void attentionBackward(KernelContext &ctx, const float *q, const float *k,
                        const float *v, const float *dy, float *dq, float *dk,
                        float *dv, int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
-                       bool causal, AttentionBlocks b) {
-  checkBlocks(b);
+                       bool causal, AttentionBlocks b, int64_t group) {
+  checkBlocks(b, BH, group);
   const float scale = float(1.0 / std::sqrt(double(D)));
   const size_t per = RowScratch::floats(b, D);
-  float *ws = ctx.workspace(per * size_t(workersFor(ctx, BH)));
-  // One head per task: dk and dv of a head gather every row block's share.
-  parallelTasks(ctx, BH, [&](int64_t bh, int worker) {
+  const int64_t kvHeads = BH / group;
+  float *ws = ctx.workspace(per * size_t(workersFor(ctx, kvHeads)));
+  // One key/value head per task: its dk and dv gather every row block's
+  // share of every query head of its group.
+  parallelTasks(ctx, kvHeads, [&](int64_t kv, int worker) {
     RowScratch w(ws + per * size_t(worker), b, D);
-    const float *Q = q + bh * Sq * D, *K = k + bh * Sk * D,
-                *V = v + bh * Sk * D, *dY = dy + bh * Sq * D;
-    float *dQ = dq + bh * Sq * D, *dK = dk + bh * Sk * D,
-          *dV = dv + bh * Sk * D;
+    const float *K = k + kv * Sk * D, *V = v + kv * Sk * D;
+    float *dK = dk + kv * Sk * D, *dV = dv + kv * Sk * D;
     std::memset(dK, 0, size_t(Sk * D) * sizeof(float));
     std::memset(dV, 0, size_t(Sk * D) * sizeof(float));
-    for (int64_t r0 = 0; r0 < Sq; r0 += b.rows) {
-      const int64_t nq = std::min(b.rows, Sq - r0),
-                    kEnd = keyEnd(causal, r0, nq, Sk);
-      std::memset(dQ + r0 * D, 0, size_t(nq * D) * sizeof(float));
-      // The output rows and logsumexp again; rowsum(dy * y) per row.
-      forwardRows(ctx, Q, K, V, w.o, r0, nq, Sk, D, causal, scale, b, w);
-      for (int64_t i = 0; i < nq; ++i) {
-        w.aux[i] = dotRow(dY + (r0 + i) * D, w.o + i * D, D);
-        w.m[i] += std::log(w.l[i]); // logsumexp
-      }
-      const float *dYb = dY + r0 * D, *Qb = Q + r0 * D;
-      for (int64_t c0 = 0; c0 < kEnd; c0 += b.keys) {
-        const int64_t nk = std::min(b.keys, kEnd - c0);
-        sgemm(ctx, false, true, nq, nk, D, scale, Qb, D, K + c0 * D, D, 0.0f,
-              w.s, b.keys);
-        for (int64_t i = 0; i < nq; ++i) {
-          float *s = w.s + i * b.keys;
-          const int64_t lim =
-              std::max<int64_t>(0, visibleKeys(causal, r0 + i, c0, nk));
-          expShiftSum(s, lim, w.m[i]); // probabilities
-          if (lim < nk)
-            std::memset(s + lim, 0, size_t(nk - lim) * sizeof(float));
-        }
-        // dv += p^T dy ; dp = dy v^T ; ds = p (dp - rowsum(dy y))
-        sgemm(ctx, true, false, nk, D, nq, 1.0f, w.s, b.keys, dYb, D, 1.0f,
-              dV + c0 * D, D);
-        sgemm(ctx, false, true, nq, nk, D, 1.0f, dYb, D, V + c0 * D, D, 0.0f,
-              w.dp, b.keys);
-        for (int64_t i = 0; i < nq; ++i)
-          softmaxGradRow(w.s + i * b.keys, w.dp + i * b.keys, nk, w.aux[i]);
-        // dq += scale ds k ; dk += scale ds^T q
-        sgemm(ctx, false, false, nq, D, nk, scale, w.dp, b.keys, K + c0 * D, D,
-              1.0f, dQ + r0 * D, D);
-        sgemm(ctx, true, false, nk, D, nq, scale, w.dp, b.keys, Qb, D, 1.0f,
-              dK + c0 * D, D);
-      }
+    for (int64_t bh = kv * group; bh < (kv + 1) * group; ++bh) {
+      const float *Q = q + bh * Sq * D, *dY = dy + bh * Sq * D;
+      float *dQ = dq + bh * Sq * D;
+      backwardHead(ctx, Q, K, V, dY, dQ, dK, dV, Sq, Sk, D, causal, scale, b,
+                   w);
     }
   });
 }
@@ -251,7 +269,7 @@ void kAttention(const KernelArgs &a) {
   attentionForward(contextOf(a), q.as<float>(), k.as<float>(), v.as<float>(),
                    a.out[0].as<float>(), q.shape[0] * q.shape[1], q.shape[2],
                    k.shape[2], q.shape[3], attrBool(*a.attrs, "causal"),
-                   AttentionBlocks{});
+                   AttentionBlocks{}, q.shape[1] / k.shape[1]);
 }
 
 void kAttentionGrad(const KernelArgs &a) {
@@ -260,7 +278,7 @@ void kAttentionGrad(const KernelArgs &a) {
                     dy.as<float>(), a.out[0].as<float>(), a.out[1].as<float>(),
                     a.out[2].as<float>(), q.shape[0] * q.shape[1], q.shape[2],
                     k.shape[2], q.shape[3], attrBool(*a.attrs, "causal"),
-                    AttentionBlocks{});
+                    AttentionBlocks{}, q.shape[1] / k.shape[1]);
 }
 
 } // namespace

@@ -41,16 +41,19 @@ inline size_t attentionRowScratchFloats(const AttentionBlocks &b, int64_t D) {
   return 2 * line(b.rows * b.keys) + line(b.rows * D) + 3 * line(b.rows);
 }
 
-/// q [B, H, Sq, D], k and v [B, H, Sk, D] -> y [B, H, Sq, D].
+/// q [B, H, Sq, D], k and v [B, Hkv, Sk, D] -> y [B, H, Sq, D], BH = B·H.
+/// `group` = H / Hkv query heads share each key/value head: query head h
+/// reads key/value head h / group (grouped-query attention; 1: ordinary).
 void attentionForward(KernelContext &ctx, const float *q, const float *k,
                       const float *v, float *y, int64_t BH, int64_t Sq,
                       int64_t Sk, int64_t D, bool causal,
-                      AttentionBlocks blocks);
-/// dq, dk, dv of attention for the upstream gradient dy (shaped like q).
+                      AttentionBlocks blocks, int64_t group = 1);
+/// dq, dk, dv of attention for the upstream gradient dy (shaped like q); dk
+/// and dv of a shared head sum its query heads' shares.
 void attentionBackward(KernelContext &ctx, const float *q, const float *k,
                        const float *v, const float *dy, float *dq, float *dk,
                        float *dv, int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
-                       bool causal, AttentionBlocks blocks);
+                       bool causal, AttentionBlocks blocks, int64_t group = 1);
 
 } // namespace dtc::kernels::cpu
 

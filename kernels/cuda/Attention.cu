@@ -146,16 +146,18 @@ simtAccumulate(float (&acc)[kSRows][NC], SimtSmem &sm,
 template <class T, int NC>
 __global__ void __launch_bounds__(kSimtThreads)
     attnFwdSimt(const T *__restrict__ q, const T *__restrict__ k,
-                const T *__restrict__ v, T *__restrict__ out, int BH, int Sq,
-                int Sk, int D, int causal, float scale, int nQT, int nCC) {
+                const T *__restrict__ v, T *__restrict__ out, int BH, int G,
+                int Sq, int Sk, int D, int causal, float scale, int nQT,
+                int nCC) {
   __shared__ SimtSmem sm;
   long long blk = blockIdx.x;
   const int cc = int(blk % nCC);
   blk /= nCC;
   const int bh = int(blk % BH), qt = nQT - 1 - int(blk / BH);
   const int q0 = qt * kST, nq = min(kST, Sq - q0), c0 = cc * kFwdCols;
-  const T *Q = q + (long long)bh * Sq * D, *K = k + (long long)bh * Sk * D,
-          *V = v + (long long)bh * Sk * D;
+  const T *Q = q + (long long)bh * Sq * D,
+          *K = k + (long long)(bh / G) * Sk * D,
+          *V = v + (long long)(bh / G) * Sk * D;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kEnd = causal ? min(Sk, q0 + kST) : Sk;
 
@@ -214,12 +216,14 @@ __global__ void __launch_bounds__(kSimtThreads)
     attnStatsSimt(const T *__restrict__ q, const T *__restrict__ k,
                   const T *__restrict__ v, const T *__restrict__ dy,
                   float *__restrict__ lse, float *__restrict__ dsum, int BH,
-                  int Sq, int Sk, int D, int causal, float scale, int nQT) {
+                  int G, int Sq, int Sk, int D, int causal, float scale,
+                  int nQT) {
   __shared__ SimtSmem sm;
   const int bh = int(blockIdx.x % unsigned(BH)),
             qt = nQT - 1 - int(blockIdx.x / unsigned(BH));
   const int q0 = qt * kST, nq = min(kST, Sq - q0);
-  const long long hq = (long long)bh * Sq * D, hk = (long long)bh * Sk * D;
+  const long long hq = (long long)bh * Sq * D,
+                  hk = (long long)(bh / G) * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kEnd = causal ? min(Sk, q0 + kST) : Sk;
@@ -262,26 +266,27 @@ __global__ void __launch_bounds__(kSimtThreads)
   }
 }
 
-/// dk and dv: one block per (key tile, b*h, chunk of columns), looping over
-/// the query tiles that see the keys. p = e^(s - lse), dv += p^T dy,
+/// dk and dv: one block per (key tile, key/value head, chunk of columns),
+/// looping over the query tiles that see the keys of each of the G query
+/// heads that read this key/value head. p = e^(s - lse), dv += p^T dy,
 /// ds = p (dy . v - D), dk += scale ds^T q.
 template <class T, int NC>
 __global__ void __launch_bounds__(kSimtThreads)
     attnDkvSimt(const T *__restrict__ q, const T *__restrict__ k,
                 const T *__restrict__ v, const T *__restrict__ dy,
                 const float *__restrict__ lse, const float *__restrict__ dsum,
-                T *__restrict__ dk, T *__restrict__ dv, int BH, int Sq, int Sk,
-                int D, int causal, float scale, int nCC) {
+                T *__restrict__ dk, T *__restrict__ dv, int BH, int G, int Sq,
+                int Sk, int D, int causal, float scale, int nCC) {
   __shared__ SimtSmem sm;
   long long blk = blockIdx.x;
   const int cc = int(blk % nCC);
   blk /= nCC;
-  const int bh = int(blk % BH),
-            kt = int(blk / BH); // causal: the first key tiles have most work
+  const int BHkv = BH / G;
+  const int kvh = int(blk % BHkv),
+            kt = int(blk / BHkv); // causal: the first key tiles have most work
   const int k0 = kt * kST, nk = min(kST, Sk - k0), c0 = cc * kKvCols;
-  const long long hq = (long long)bh * Sq * D, hk = (long long)bh * Sk * D;
-  const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
-  const float *L = lse + (long long)bh * Sq, *Dq = dsum + (long long)bh * Sq;
+  const long long hk = (long long)kvh * Sk * D;
+  const T *K = k + hk, *V = v + hk;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
   float gk[kSRows][NC], gv[kSRows][NC], s[kSRows], t[kSRows];
@@ -290,31 +295,36 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
     for (int c = 0; c < NC; ++c)
       gk[i][c] = gv[i][c] = 0.0f;
-  // Queries before k0 see none of these keys (causal).
-  for (int q0 = causal ? k0 : 0; q0 < Sq; q0 += kST) {
-    const int nq = min(kST, Sq - q0);
-    simtScores(s, sm, K, k0, nk, Q, q0, nq, D);  // s[i]: key w*8+i, query lane
-    simtScores(t, sm, V, k0, nk, dY, q0, nq, D); // dp^T
-    const int query = q0 + lane;
-    const bool qok = query < Sq;
-    const float lq = qok ? L[query] : 0.0f, dq = qok ? Dq[query] : 0.0f;
+  for (int bh = kvh * G; bh < (kvh + 1) * G; ++bh) {
+    const long long hq = (long long)bh * Sq * D;
+    const T *Q = q + hq, *dY = dy + hq;
+    const float *L = lse + (long long)bh * Sq, *Dq = dsum + (long long)bh * Sq;
+    // Queries before k0 see none of these keys (causal).
+    for (int q0 = causal ? k0 : 0; q0 < Sq; q0 += kST) {
+      const int nq = min(kST, Sq - q0);
+      simtScores(s, sm, K, k0, nk, Q, q0, nq, D); // s[i]: key w*8+i, query lane
+      simtScores(t, sm, V, k0, nk, dY, q0, nq, D); // dp^T
+      const int query = q0 + lane;
+      const bool qok = query < Sq;
+      const float lq = qok ? L[query] : 0.0f, dq = qok ? Dq[query] : 0.0f;
 #pragma unroll
-    for (int i = 0; i < kSRows; ++i) {
-      const int key = k0 + w * kSRows + i;
-      const bool vis = qok && (!causal || key <= query);
-      const float p = vis ? expf(s[i] * scale - lq) : 0.0f;
-      sm.p[w * kSRows + i][lane] = p;
-      sm.p2[w * kSRows + i][lane] = p * (t[i] - dq);
+      for (int i = 0; i < kSRows; ++i) {
+        const int key = k0 + w * kSRows + i;
+        const bool vis = qok && (!causal || key <= query);
+        const float p = vis ? expf(s[i] * scale - lq) : 0.0f;
+        sm.p[w * kSRows + i][lane] = p;
+        sm.p2[w * kSRows + i][lane] = p * (t[i] - dq);
+      }
+      simtAccumulate<NC>(gv, sm, sm.p, dY, q0, nq, D, c0);
+      simtAccumulate<NC>(gk, sm, sm.p2, Q, q0, nq, D, c0);
     }
-    simtAccumulate<NC>(gv, sm, sm.p, dY, q0, nq, D, c0);
-    simtAccumulate<NC>(gk, sm, sm.p2, Q, q0, nq, D, c0);
   }
 #pragma unroll
   for (int i = 0; i < kSRows; ++i) {
     const int key = k0 + w * kSRows + i;
     if (key >= Sk)
       continue;
-    const long long at = ((long long)bh * Sk + key) * D;
+    const long long at = ((long long)kvh * Sk + key) * D;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       const int d = c0 + c * 32 + lane;
@@ -333,15 +343,16 @@ __global__ void __launch_bounds__(kSimtThreads)
     attnDqSimt(const T *__restrict__ q, const T *__restrict__ k,
                const T *__restrict__ v, const T *__restrict__ dy,
                const float *__restrict__ lse, const float *__restrict__ dsum,
-               T *__restrict__ dq, int BH, int Sq, int Sk, int D, int causal,
-               float scale, int nQT, int nCC) {
+               T *__restrict__ dq, int BH, int G, int Sq, int Sk, int D,
+               int causal, float scale, int nQT, int nCC) {
   __shared__ SimtSmem sm;
   long long blk = blockIdx.x;
   const int cc = int(blk % nCC);
   blk /= nCC;
   const int bh = int(blk % BH), qt = nQT - 1 - int(blk / BH);
   const int q0 = qt * kST, nq = min(kST, Sq - q0), c0 = cc * kFwdCols;
-  const long long hq = (long long)bh * Sq * D, hk = (long long)bh * Sk * D;
+  const long long hq = (long long)bh * Sq * D,
+                  hk = (long long)(bh / G) * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kEnd = causal ? min(Sk, q0 + kST) : Sk;
@@ -565,8 +576,8 @@ __global__ void __launch_bounds__(NW * 32)
     attnFwdTc(const T *__restrict__ q, const T *__restrict__ k,
               const T *__restrict__ v, T *__restrict__ out,
               const T *__restrict__ dy, float *__restrict__ lse2,
-              float *__restrict__ dsum, int BH, int Sq, int Sk, int causal,
-              float scale, int nQT) {
+              float *__restrict__ dsum, int BH, int G, int Sq, int Sk,
+              int causal, float scale, int nQT) {
   constexpr int BQ = 16 * MT * NW, NT = NW * 32, LD = D + kTcPad, WR = 16 * MT;
   constexpr bool kQReg =
       MT * D <= 128; // Q fragments in registers (else reread per k-step)
@@ -577,7 +588,8 @@ __global__ void __launch_bounds__(NW * 32)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
             t4 = lane & 3;
   const int q0 = qt * BQ;
-  const long long hq = (long long)bh * Sq * D, hk = (long long)bh * Sk * D;
+  const long long hq = (long long)bh * Sq * D,
+                  hk = (long long)(bh / G) * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk;
   const int kEnd = causal ? min(Sk, q0 + BQ) : Sk, nKT = (kEnd + BK - 1) / BK;
   const float c = scale * kLog2e;
@@ -758,8 +770,9 @@ __global__ void __launch_bounds__(NW * 32)
   }
 }
 
-/// dk, dv: one block of 4 warps per (key tile of 64, b*h), each warp 16
-/// keys; loops over query tiles of BQ (double-buffered) computing the
+/// dk, dv: one block of 4 warps per (key tile of 64, key/value head), each
+/// warp 16 keys; loops over the query tiles of BQ of each of the G query
+/// heads that read the key/value head (double-buffered), computing the
 /// transposed scores S^T = K Q^T and dP^T = V dY^T, so P^T and dS^T are A
 /// fragments in registers for dv += P^T dY and dk += dS^T Q.
 template <class T, int D>
@@ -767,29 +780,33 @@ __global__ void __launch_bounds__(128)
     attnDkvTc(const T *__restrict__ q, const T *__restrict__ k,
               const T *__restrict__ v, const T *__restrict__ dy,
               const float *__restrict__ lse2, const float *__restrict__ dsum,
-              T *__restrict__ dk, T *__restrict__ dv, int BH, int Sq, int Sk,
-              int causal, float scale) {
+              T *__restrict__ dk, T *__restrict__ dv, int BH, int G, int Sq,
+              int Sk, int causal, float scale) {
   constexpr int BK = 64, BQ = dkvTcRows<D>(), NT = 128, LD = D + kTcPad;
   extern __shared__ __align__(16) unsigned char tcSmem[];
   T *sK = reinterpret_cast<T *>(tcSmem), *sV = sK + BK * LD, *sQ = sV + BK * LD,
     *sY = sQ + 2 * BQ * LD;
   float *sL = reinterpret_cast<float *>(sY + 2 * BQ * LD), *sD = sL + 2 * BQ;
-  const int bh = int(blockIdx.x % unsigned(BH)),
-            kt = int(blockIdx.x / unsigned(BH));
+  const unsigned BHkv = unsigned(BH / G);
+  const int kvh = int(blockIdx.x % BHkv), kt = int(blockIdx.x / BHkv);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
             t4 = lane & 3;
   const int k0 = kt * BK;
-  const long long hq = (long long)bh * Sq * D, hk = (long long)bh * Sk * D;
-  const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
-  const float *L = lse2 + (long long)bh * Sq, *Dr = dsum + (long long)bh * Sq;
+  const long long hk = (long long)kvh * Sk * D;
+  const T *K = k + hk, *V = v + hk;
   const float c = scale * kLog2e;
   // Query tiles before the one holding k0 see none of these keys (causal).
   const int qStart = causal ? k0 / BQ * BQ : 0;
-  const int nIt = Sq > qStart ? (Sq - qStart + BQ - 1) / BQ : 0;
+  const int nQ = Sq > qStart ? (Sq - qStart + BQ - 1) / BQ : 0;
+  // Iteration it: query tile it % nQ of query head kvh * G + it / nQ.
+  const int nIt = nQ * G;
   const int keyA = k0 + warp * 16 + g; // keys of c0,c1; keyA + 8: c2,c3
 
   auto loadQ = [&](int it) {
-    const int qb = qStart + it * BQ, buf = it & 1;
+    const int qb = qStart + it % nQ * BQ, buf = it & 1;
+    const long long bh = (long long)kvh * G + it / nQ;
+    const T *Q = q + bh * Sq * D, *dY = dy + bh * Sq * D;
+    const float *L = lse2 + bh * Sq, *Dr = dsum + bh * Sq;
     tcLoad<BQ, D, NT>(sQ + buf * BQ * LD, Q, qb, Sq);
     tcLoad<BQ, D, NT>(sY + buf * BQ * LD, dY, qb, Sq);
     for (int i = threadIdx.x; i < BQ; i += NT) {
@@ -812,7 +829,7 @@ __global__ void __launch_bounds__(128)
       gk[nt][e] = gv[nt][e] = 0.0f;
 
   for (int it = 0; it < nIt; ++it) {
-    const int buf = it & 1, qb = qStart + it * BQ;
+    const int buf = it & 1, qb = qStart + it % nQ * BQ;
     if (it + 1 < nIt)
       loadQ(it + 1); // into the other buffer, free since the last iteration
     cpAsyncCommit();
@@ -887,7 +904,7 @@ __global__ void __launch_bounds__(128)
     attnDqTc(const T *__restrict__ q, const T *__restrict__ k,
              const T *__restrict__ v, const T *__restrict__ dy,
              const float *__restrict__ lse2, const float *__restrict__ dsum,
-             T *__restrict__ dq, int BH, int Sq, int Sk, int causal,
+             T *__restrict__ dq, int BH, int G, int Sq, int Sk, int causal,
              float scale, int nQT) {
   constexpr int BQ = 64 * MT, NT = 128, LD = D + kTcPad, WR = 16 * MT;
   extern __shared__ __align__(16) unsigned char tcSmem[];
@@ -898,7 +915,8 @@ __global__ void __launch_bounds__(128)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
             t4 = lane & 3;
   const int q0 = qt * BQ, wr0 = warp * WR;
-  const long long hq = (long long)bh * Sq * D, hk = (long long)bh * Sk * D;
+  const long long hq = (long long)bh * Sq * D,
+                  hk = (long long)(bh / G) * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
   const float c = scale * kLog2e;
   const int kEnd = causal ? min(Sk, q0 + BQ) : Sk, nIt = (kEnd + BK - 1) / BK;
@@ -1037,7 +1055,9 @@ template <> struct TcTiles<128> {
 };
 
 struct Dims {
-  int BH = 0, Sq = 0, Sk = 0, D = 0;
+  /// G: query heads per key/value head (grouped-query attention; 1:
+  /// ordinary); k and v hold BH / G heads.
+  int BH = 0, G = 1, Sq = 0, Sk = 0, D = 0;
   bool causal = false;
   DType dtype = DType::F32;
   float scale = 1.0f;
@@ -1055,6 +1075,7 @@ Dims dimsOf(const KernelArgs &a) {
   const TensorArg &q = a.in[0], &k = a.in[1];
   Dims d;
   d.BH = toInt((long long)q.shape[0] * q.shape[1], "B*H");
+  d.G = toInt(q.shape[1] / k.shape[1], "H/Hkv"); // the rule: Hkv divides H
   d.Sq = toInt(q.shape[2], "Sq");
   d.Sk = toInt(k.shape[2], "Sk");
   d.D = toInt(q.shape[3], "Dh");
@@ -1129,8 +1150,9 @@ void runFwdSimt(const Dims &d, const T *q, const T *k, const T *v, T *out,
   const int width = std::min(d.D, kFwdCols), NC = 2 * ((width + kSC - 1) / kSC);
   const unsigned blocks = blocksFor((long long)nQT * d.BH * nCC, "attention");
   auto go = [&](auto kernel) {
-    kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, out, d.BH, d.Sq, d.Sk, d.D,
-                                            int(d.causal), d.scale, nQT, nCC);
+    kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, out, d.BH, d.G, d.Sq, d.Sk,
+                                            d.D, int(d.causal), d.scale, nQT,
+                                            nCC);
   };
   switch (NC) {
   case 2:
@@ -1157,8 +1179,8 @@ void runGradSimt(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
   if (d.Sq > 0) {
     const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention_grad");
     attnStatsSimt<T><<<blocks, kSimtThreads, 0, st>>>(
-        q, k, v, dy, lse, dsum, d.BH, d.Sq, d.Sk, d.D, int(d.causal), d.scale,
-        nQT);
+        q, k, v, dy, lse, dsum, d.BH, d.G, d.Sq, d.Sk, d.D, int(d.causal),
+        d.scale, nQT);
     checkLaunch("attention_grad");
   }
   if (d.Sk > 0) {
@@ -1166,10 +1188,10 @@ void runGradSimt(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
     const int width = std::min(d.D, kKvCols),
               NC = 2 * ((width + kSC - 1) / kSC);
     const unsigned blocks =
-        blocksFor((long long)nKT * d.BH * nCC, "attention_grad");
+        blocksFor((long long)nKT * (d.BH / d.G) * nCC, "attention_grad");
     auto go = [&](auto kernel) {
       kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, dy, lse, dsum, dk, dv,
-                                              d.BH, d.Sq, d.Sk, d.D,
+                                              d.BH, d.G, d.Sq, d.Sk, d.D,
                                               int(d.causal), d.scale, nCC);
     };
     if (NC == 2)
@@ -1186,8 +1208,8 @@ void runGradSimt(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
         blocksFor((long long)nQT * d.BH * nCC, "attention_grad");
     auto go = [&](auto kernel) {
       kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, dy, lse, dsum, dq, d.BH,
-                                              d.Sq, d.Sk, d.D, int(d.causal),
-                                              d.scale, nQT, nCC);
+                                              d.G, d.Sq, d.Sk, d.D,
+                                              int(d.causal), d.scale, nQT, nCC);
     };
     switch (NC) {
     case 2:
@@ -1217,7 +1239,7 @@ void runFwdTc(const Dims &d, const T *q, const T *k, const T *v, T *out,
   const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention");
   attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, false>
       <<<blocks, C::fwdWarps * 32, fwdTcSmem<D, BQ, C::fwdBK>(), st>>>(
-          q, k, v, out, nullptr, nullptr, nullptr, d.BH, d.Sq, d.Sk,
+          q, k, v, out, nullptr, nullptr, nullptr, d.BH, d.G, d.Sq, d.Sk,
           int(d.causal), d.scale, nQT);
   checkLaunch("attention");
 }
@@ -1231,15 +1253,16 @@ void runGradTc(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
     const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention_grad");
     attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, true>
         <<<blocks, C::fwdWarps * 32, fwdTcSmem<D, BQ, C::fwdBK>(), st>>>(
-            q, k, v, nullptr, dy, lse2, dsum, d.BH, d.Sq, d.Sk, int(d.causal),
-            d.scale, nQT);
+            q, k, v, nullptr, dy, lse2, dsum, d.BH, d.G, d.Sq, d.Sk,
+            int(d.causal), d.scale, nQT);
     checkLaunch("attention_grad");
   }
   if (d.Sk > 0) {
     const int nKT = (d.Sk + 63) / 64;
-    const unsigned blocks = blocksFor((long long)nKT * d.BH, "attention_grad");
+    const unsigned blocks =
+        blocksFor((long long)nKT * (d.BH / d.G), "attention_grad");
     attnDkvTc<T, D><<<blocks, 128, dkvTcSmem<D>(), st>>>(
-        q, k, v, dy, lse2, dsum, dk, dv, d.BH, d.Sq, d.Sk, int(d.causal),
+        q, k, v, dy, lse2, dsum, dk, dv, d.BH, d.G, d.Sq, d.Sk, int(d.causal),
         d.scale);
     checkLaunch("attention_grad");
   }
@@ -1249,7 +1272,7 @@ void runGradTc(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
     const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention_grad");
     attnDqTc<T, D, C::dqMT, C::dqBK>
         <<<blocks, 128, dqTcSmem<D, BQ, C::dqBK>(), st>>>(
-            q, k, v, dy, lse2, dsum, dq, d.BH, d.Sq, d.Sk, int(d.causal),
+            q, k, v, dy, lse2, dsum, dq, d.BH, d.G, d.Sq, d.Sk, int(d.causal),
             d.scale, nQT);
     checkLaunch("attention_grad");
   }

@@ -314,11 +314,23 @@ int64_t EmbeddingOp::getIndexBound(unsigned operandIdx) {
 /// keys, and the q.k feature dim, feed a softmax and stay whole. With
 /// `gradient`, queries are summed into dk/dv and v's features feed the
 /// softmax gradient.
+///
+/// Grouped keys and values (k, v with Hkv of q's H heads): q's head
+/// dimension is (kv head, query of the group), major first, so query head h
+/// = kv·G + g reads kv head h / G. Splitting the kv-head factor splits k, v
+/// and q's heads alike, each shard keeping whole groups; the group factor
+/// is missing from k and v (they are read by every query of the group), so
+/// the gradient sums it into dk and dv.
 static ShardingRule attentionRule(Operation *op, bool causal, bool gradient) {
   ShardingRule rule;
   auto q = tensorType(op->getOperand(0)), k = tensorType(op->getOperand(1));
   int64_t b = rule.addFactor(q.getDimSize(0), FactorKind::Parallel);
-  int64_t h = rule.addFactor(q.getDimSize(1), FactorKind::Parallel);
+  int64_t h = rule.addFactor(k.getDimSize(1), FactorKind::Parallel);
+  const int64_t groupSize = q.getDimSize(1) / k.getDimSize(1);
+  const int64_t group =
+      groupSize > 1 ? rule.addFactor(groupSize, gradient ? FactorKind::Sum
+                                                         : FactorKind::Parallel)
+                    : -1;
   int64_t sq = rule.addFactor(
       q.getDimSize(2),
       causal ? FactorKind::Blocked
@@ -327,12 +339,16 @@ static ShardingRule attentionRule(Operation *op, bool causal, bool gradient) {
   int64_t dqk = rule.addFactor(q.getDimSize(3), FactorKind::Blocked);
   int64_t dv = rule.addFactor(q.getDimSize(3), gradient ? FactorKind::Blocked
                                                         : FactorKind::Parallel);
-  auto dims = [](int64_t b, int64_t h, int64_t s, int64_t d) {
+  auto dims = [](int64_t b, DimFactors heads, int64_t s, int64_t d) {
     auto one = [](int64_t f) { return DimFactors{f}; };
-    return TensorFactors{one(b), one(h), one(s), one(d)};
+    return TensorFactors{one(b), std::move(heads), one(s), one(d)};
   };
-  TensorFactors qf = dims(b, h, sq, dqk), kf = dims(b, h, sk, dqk),
-                vf = dims(b, h, sk, dv), of = dims(b, h, sq, dv);
+  DimFactors queryHeads{h}, kvHeads{h};
+  if (group >= 0)
+    queryHeads.push_back(group);
+  TensorFactors qf = dims(b, queryHeads, sq, dqk),
+                kf = dims(b, kvHeads, sk, dqk), vf = dims(b, kvHeads, sk, dv),
+                of = dims(b, queryHeads, sq, dv);
   rule.operands = {qf, kf, vf};
   if (gradient) {
     rule.operands.push_back(of);

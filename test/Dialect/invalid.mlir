@@ -169,6 +169,15 @@ func.func @attention_rank(%q: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
 
 // -----
 
+// Grouped keys and values: their heads must divide the query heads.
+func.func @attention_groups(%q: tensor<8x6x4x16xf32>, %kv: tensor<8x4x4x16xf32>) -> tensor<8x6x4x16xf32> {
+  // expected-error @+1 {{'dtc.attention' op k must be [B, Hkv, Sk, Dh] with q's B and Dh and Hkv dividing q's H (q is f32[8, 6, 4, 16]), got f32[8, 4, 4, 16]}}
+  %0 = "dtc.attention"(%q, %kv, %kv) {causal = true} : (tensor<8x6x4x16xf32>, tensor<8x4x4x16xf32>, tensor<8x4x4x16xf32>) -> tensor<8x6x4x16xf32>
+  return %0 : tensor<8x6x4x16xf32>
+}
+
+// -----
+
 func.func @attention_kv(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x5x8xf32>) -> tensor<1x2x4x8xf32> {
   // expected-error @+1 {{'dtc.attention' op v must match k (f32[1, 2, 4, 8]), got f32[1, 2, 5, 8]}}
   %0 = "dtc.attention"(%q, %k, %v) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x5x8xf32>) -> tensor<1x2x4x8xf32>
@@ -178,7 +187,7 @@ func.func @attention_kv(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: te
 // -----
 
 func.func @attention_heads(%q: tensor<1x2x4x8xf32>, %k: tensor<1x3x4x8xf32>) -> tensor<1x2x4x8xf32> {
-  // expected-error @+1 {{'dtc.attention' op k must be [B, H, Sk, Dh] with q's B, H and Dh (q is f32[1, 2, 4, 8]), got f32[1, 3, 4, 8]}}
+  // expected-error @+1 {{'dtc.attention' op k must be [B, Hkv, Sk, Dh] with q's B and Dh and Hkv dividing q's H (q is f32[1, 2, 4, 8]), got f32[1, 3, 4, 8]}}
   %0 = "dtc.attention"(%q, %k, %k) : (tensor<1x2x4x8xf32>, tensor<1x3x4x8xf32>, tensor<1x3x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %0 : tensor<1x2x4x8xf32>
 }
@@ -543,7 +552,7 @@ func.func @adam_eps(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
 // -----
 
 func.func @attention_types(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xf32> {
-  // expected-error @+1 {{'dtc.attention' op k must be [B, H, Sk, Dh] with q's B, H and Dh (q is f32[1, 2, 4, 8]), got bf16[1, 2, 4, 8]}}
+  // expected-error @+1 {{'dtc.attention' op k must have q's dtype (q is f32[1, 2, 4, 8]), got bf16[1, 2, 4, 8]}}
   %0 = "dtc.attention"(%q, %k, %k) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xf32>
   return %0 : tensor<1x2x4x8xf32>
 }

@@ -46,3 +46,14 @@ func.func @rules(%x: tensor<8x4x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf3
   %17 = "dtc.rms_norm_param_grad"(%2, %3) {epsilon = 1.0e-5 : f32} : (tensor<8x4x32xf32>, tensor<8x4x32xf32>) -> tensor<32xf32>
   return %10 : tensor<f32>
 }
+
+// Grouped-query attention: q's heads are (key/value head b, query of the
+// group c), so splitting b splits q, k and v alike; k and v lack c, which
+// the gradient sums into dk and dv.
+func.func @grouped(%q: tensor<8x6x4x16xf32>, %kv: tensor<8x2x4x16xf32>) -> tensor<8x6x4x16xf32> {
+  // expected-remark @+1 {{sharding rule: ([a, b*c, d, f], [a, b, e, f], [a, b, e, g]) -> ([a, b*c, d, g]) {a=8, b=2, c=3, d=4 blocked, e=4 blocked, f=16 blocked, g=16}}}
+  %0 = "dtc.attention"(%q, %kv, %kv) {causal = true} : (tensor<8x6x4x16xf32>, tensor<8x2x4x16xf32>, tensor<8x2x4x16xf32>) -> tensor<8x6x4x16xf32>
+  // expected-remark @+1 {{sharding rule: ([a, b*c, d, f], [a, b, e, f], [a, b, e, g], [a, b*c, d, g]) -> ([a, b*c, d, f], [a, b, e, f], [a, b, e, g]) {a=8, b=2, c=3 sum, d=4 sum, e=4 blocked, f=16 blocked, g=16 blocked}}}
+  %1:3 = "dtc.attention_grad"(%q, %kv, %kv, %0) {causal = false} : (tensor<8x6x4x16xf32>, tensor<8x2x4x16xf32>, tensor<8x2x4x16xf32>, tensor<8x6x4x16xf32>) -> (tensor<8x6x4x16xf32>, tensor<8x2x4x16xf32>, tensor<8x2x4x16xf32>)
+  return %1#0 : tensor<8x6x4x16xf32>
+}

@@ -202,8 +202,10 @@ def Dtc_AttentionOp : Dtc_Op<"attention", [Pure, Dtc_Gradient, Dtc_ShardingRule,
                                            Dtc_DenseCost, Dtc_CheapToRecompute]> {
   let summary = "scaled dot-product attention, softmax(q k^T / sqrt(Dh)) v";
   let description = [{
-    q, k, v and the result are `[B, H, S, Dh]`. With `causal`, query i attends
-    to keys j <= i only.
+    q and the result are `[B, H, S, Dh]`, k and v `[B, Hkv, S, Dh]` with Hkv
+    dividing H: query head h attends with key/value head h / (H / Hkv)
+    (grouped-query attention; Hkv = H is ordinary attention, Hkv = 1
+    multi-query). With `causal`, query i attends to keys j <= i only.
   }];
   let arguments = (ins Dtc_FloatTensor:$q, Dtc_FloatTensor:$k,
                        Dtc_FloatTensor:$v,

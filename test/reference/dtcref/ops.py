@@ -240,8 +240,38 @@ def causal_mask(sq, sk):
     return np.arange(sk)[None, :] <= np.arange(sq)[:, None]
 
 
+def _group(q, k):
+    """Query heads per key/value head (grouped-query attention: q [B, H, ...],
+    k and v [B, Hkv, ...], H a multiple of Hkv)."""
+    if k.shape[1] < 1 or q.shape[1] % k.shape[1]:
+        raise ValueError(f"{q.shape[1]} query heads do not group over {k.shape[1]} key/value heads")
+    return q.shape[1] // k.shape[1]
+
+
+def _repeat_heads(x, group):
+    """[B, Hkv, S, Dh] -> [B, Hkv * group, S, Dh]: query head h reads
+    key/value head h // group."""
+    if group == 1:
+        return x
+    idx = np.arange(x.shape[1] * group) // group
+    if isinstance(x, N.Bounded):
+        return N.Bounded(x.v[:, idx], x.e[:, idx])
+    return x[:, idx]
+
+
+def _sum_groups(dx, group):
+    """The gradient of _repeat_heads: each key/value head's group summed."""
+    if group == 1:
+        return dx
+    b, h, s, d = dx.shape
+    return N.sum(N.reshape(dx, (b, h // group, group, s, d)), axis=2)
+
+
 def attention(q, k, v, causal):
-    """softmax(q k^T / sqrt(Dh)) v over [B, H, S, Dh]."""
+    """softmax(q k^T / sqrt(Dh)) v over [B, H, S, Dh]; k and v may have fewer
+    (grouped) heads."""
+    group = _group(q, k)
+    k, v = _repeat_heads(k, group), _repeat_heads(v, group)
     dh = q.shape[-1]
     s = N.matmul(q, swap_last(k)) * N.const(1.0 / math.sqrt(dh), q)
     mask = None
@@ -254,6 +284,12 @@ def attention(q, k, v, causal):
 
 
 def attention_vjp(q, k, v, dy, causal):
+    group = _group(q, k)
+    dq, dk, dv = _attention_vjp(q, _repeat_heads(k, group), _repeat_heads(v, group), dy, causal)
+    return dq, _sum_groups(dk, group), _sum_groups(dv, group)
+
+
+def _attention_vjp(q, k, v, dy, causal):
     dh = q.shape[-1]
     scale = N.const(1.0 / math.sqrt(dh), q)
     s = N.matmul(q, swap_last(k)) * scale

@@ -31,21 +31,25 @@ const char *dtypeLabel(DType t) {
   return t == DType::F32 ? "f32" : t == DType::BF16 ? "bf16" : "f16";
 }
 
-std::string shapeLabel(DType t, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
-                       int64_t D, bool causal) {
+std::string shapeLabel(DType t, int64_t B, int64_t H, int64_t Hkv, int64_t Sq,
+                       int64_t Sk, int64_t D, bool causal) {
   return std::string(dtypeLabel(t)) + (causal ? " causal" : " full") + " B" +
-         std::to_string(B) + " H" + std::to_string(H) + " Sq" +
+         std::to_string(B) + " H" + std::to_string(H) +
+         (Hkv != H ? " Hkv" + std::to_string(Hkv) : std::string()) + " Sq" +
          std::to_string(Sq) + " Sk" + std::to_string(Sk) + " Dh" +
          std::to_string(D);
 }
 
-/// attention and attention_grad on q [B, H, Sq, D], k and v [B, H, Sk, D].
+/// attention and attention_grad on q [B, H, Sq, D], k and v [B, Hkv, Sk, D]
+/// (Hkv < H: grouped-query attention).
 std::vector<KernelCase> both(DType t, int64_t B, int64_t H, int64_t Sq,
-                             int64_t Sk, int64_t D, bool causal) {
-  const OperandSpec q{t, {B, H, Sq, D}}, kv{t, {B, H, Sk, D}};
+                             int64_t Sk, int64_t D, bool causal,
+                             int64_t Hkv = 0) {
+  Hkv = Hkv ? Hkv : H;
+  const OperandSpec q{t, {B, H, Sq, D}}, kv{t, {B, Hkv, Sk, D}};
   const double rtol = t == DType::F32 ? 1e-4 : -1,
                atol = t == DType::F32 ? 1e-5 : -1;
-  const std::string shape = shapeLabel(t, B, H, Sq, Sk, D, causal);
+  const std::string shape = shapeLabel(t, B, H, Hkv, Sq, Sk, D, causal);
   KernelCase fwd{"attention " + shape,
                  "attention",
                  {q, kv, kv},
@@ -69,6 +73,7 @@ std::vector<KernelCase> allCases() {
     DType t;
     int64_t B, H, Sq, Sk, D;
     bool causal;
+    int64_t Hkv = 0; ///< 0: H
   };
   const S shapes[] = {
       // f32 (SIMT): minimal, awkward lengths, every attribute value
@@ -102,10 +107,20 @@ std::vector<KernelCase> allCases() {
       {H, 2, 1, 130, 130, 128, true},
       {H, 1, 1, 65, 190, 64, false},
       {H, 1, 1, 33, 33, 80, true},
+      // grouped keys and values: SIMT and tensor cores, 2 and 4 query
+      // heads per key/value head, multi-query (Hkv = 1)
+      {F, 2, 4, 17, 17, 16, true, 2},
+      {F, 1, 6, 65, 65, 32, false, 3},
+      {F, 2, 4, 33, 33, 64, true, 1},
+      {B, 1, 4, 130, 130, 64, true, 2},
+      {B, 2, 8, 256, 256, 128, true, 2},
+      {B, 1, 4, 100, 100, 32, false, 1},
+      {H, 1, 8, 130, 77, 64, false, 1},
+      {H, 2, 4, 256, 256, 128, true, 4},
   };
   std::vector<KernelCase> cases;
   for (const S &s : shapes)
-    for (KernelCase &c : both(s.t, s.B, s.H, s.Sq, s.Sk, s.D, s.causal))
+    for (KernelCase &c : both(s.t, s.B, s.H, s.Sq, s.Sk, s.D, s.causal, s.Hkv))
       cases.push_back(std::move(c));
   return cases;
 }

@@ -224,6 +224,59 @@ TEST(AttentionKernel, BackwardMatchesUnfused) {
   }
 }
 
+// Grouped-query attention: query head bh reads key/value head bh / group.
+// The same as ordinary attention on keys and values repeated per query
+// head, with dk and dv the sums of the repeated heads' gradients.
+TEST(AttentionKernel, GroupedKeysAndValues) {
+  const AttentionBlocks blocks{5, 7};
+  for (int64_t group : {2, 3}) {
+    for (bool causal : {false, true}) {
+      const int64_t kvHeads = 2; // B * Hkv
+      const Dims d{kvHeads * group, 19, 19, 6};
+      const auto q = randomFloats(size_t(d.BH * d.Sq * d.D), 11, 2.0),
+                 k = randomFloats(size_t(kvHeads * d.Sk * d.D), 12, 2.0),
+                 v = randomFloats(size_t(kvHeads * d.Sk * d.D), 13, 1.0),
+                 dy = randomFloats(size_t(d.BH * d.Sq * d.D), 14, 1.0);
+      std::vector<float> kRep, vRep;
+      for (int64_t bh = 0; bh < d.BH; ++bh) {
+        const size_t at = size_t(bh / group * d.Sk * d.D),
+                     n = size_t(d.Sk * d.D);
+        kRep.insert(kRep.end(), k.begin() + long(at), k.begin() + long(at + n));
+        vRep.insert(vRep.end(), v.begin() + long(at), v.begin() + long(at + n));
+      }
+      const std::vector<double> wantY = refForward(q, kRep, vRep, d, causal);
+      const Grads rep = refBackward(q, kRep, vRep, dy, d, causal);
+      std::vector<double> wantDk(k.size(), 0.0), wantDv(v.size(), 0.0);
+      for (int64_t bh = 0; bh < d.BH; ++bh)
+        for (int64_t e = 0; e < d.Sk * d.D; ++e) {
+          wantDk[size_t(bh / group * d.Sk * d.D + e)] +=
+              rep.dk[size_t(bh * d.Sk * d.D + e)];
+          wantDv[size_t(bh / group * d.Sk * d.D + e)] +=
+              rep.dv[size_t(bh * d.Sk * d.D + e)];
+        }
+      for (int threads : {1, 3}) {
+        const std::string what = "group " + std::to_string(group) +
+                                 (causal ? " causal" : "") + " threads " +
+                                 std::to_string(threads);
+        KernelContext ctx(threads);
+        std::vector<float> y(q.size(), std::nanf(""));
+        dtc::kernels::cpu::attentionForward(ctx, q.data(), k.data(), v.data(),
+                                            y.data(), d.BH, d.Sq, d.Sk, d.D,
+                                            causal, blocks, group);
+        expectClose(y, wantY, 2e-6, "y " + what);
+        std::vector<float> dq(q.size(), std::nanf("")),
+            dk(k.size(), std::nanf("")), dv(v.size(), std::nanf(""));
+        dtc::kernels::cpu::attentionBackward(
+            ctx, q.data(), k.data(), v.data(), dy.data(), dq.data(), dk.data(),
+            dv.data(), d.BH, d.Sq, d.Sk, d.D, causal, blocks, group);
+        expectClose(dq, rep.dq, 1e-5, "dq " + what);
+        expectClose(dk, wantDk, 1e-5, "dk " + what);
+        expectClose(dv, wantDv, 1e-5, "dv " + what);
+      }
+    }
+  }
+}
+
 // Scores far apart (a row whose maximum arrives in a late tile rescales
 // everything before it): still no overflow, no NaN.
 TEST(AttentionKernel, LargeScoresRescaleStably) {
