@@ -176,6 +176,11 @@ def apply_rope(m, x, rope):
     return m.binary("add", m.binary("mul", x, cos), m.binary("mul", rotated, sin))
 
 
+def ignore_attr(a):
+    """The cross entropy's ignore_index attribute (--ignore-index), or none."""
+    return "" if a.ignore_index is None else f"ignore_index = {a.ignore_index} : i64"
+
+
 def gpt(a):
     m = Builder()
     B, S, D, V = a.batch, a.seq, a.hidden, a.vocab
@@ -201,7 +206,7 @@ def gpt(a):
         x = m.binary("add", x, f)
     x = m.layer_norm(x, m.param("ln_f.weight", [D], "ones"), m.param("ln_f.bias", [D], "zeros"))
     logits = m.matmul(x, m.transpose(wte, [1, 0]))  # tied output embedding
-    m.loss = m.op("cross_entropy", [logits, labels], [])
+    m.loss = m.op("cross_entropy", [logits, labels], [], ignore_attr(a))
     return m.text(f"GPT: layers={a.layers} hidden={D} heads={a.heads} ffn={F} "
                   f"seq={S} vocab={V} batch={B} bias={a.bias} (examples/gen_model.py)")
 
@@ -228,7 +233,7 @@ def llama(a):
         x = m.binary("add", x, f)
     x = m.rms_norm(x, m.param("norm", [D], "ones"))
     logits = m.matmul(x, m.param("output", [D, V]))
-    m.loss = m.op("cross_entropy", [logits, labels], [])
+    m.loss = m.op("cross_entropy", [logits, labels], [], ignore_attr(a))
     kv = f" kv_heads={a.kv_heads}" if a.kv_heads and a.kv_heads != a.heads else ""
     return m.text(f"LLaMA: layers={a.layers} hidden={D} heads={a.heads}{kv} ffn={F} "
                   f"seq={S} vocab={V} batch={B} (examples/gen_model.py)")
@@ -315,6 +320,9 @@ def main(argv):
     p.add_argument("--seq", type=int, default=64, help="sequence length (default: 64)")
     p.add_argument("--vocab", type=int, default=256, help="vocabulary size (default: 256, bytes)")
     p.add_argument("--batch", type=int, default=8, help="global batch size (default: 8)")
+    p.add_argument("--ignore-index", type=int, default=None,
+                   help="gpt, llama: labels equal to this are left out of the loss "
+                        "(cross_entropy's ignore_index; default: none)")
     p.add_argument("--bias", action="store_true", help="gpt: add biases to projections (default: off)")
     p.add_argument("--features", type=int, default=32, help="mlp: input features (default: 32)")
     p.add_argument("--classes", type=int, default=10, help="mlp: classes (default: 10)")

@@ -66,6 +66,13 @@ const json *attr(const json &attrs, const char *key) {
     fail(std::string("missing attribute '") + key + "'");
   return &*it;
 }
+/// An optional attribute: null when absent.
+const json *optAttr(const json &attrs, const char *key) {
+  if (!attrs.is_object())
+    fail("attributes must be a JSON object");
+  auto it = attrs.find(key);
+  return it == attrs.end() ? nullptr : &*it;
+}
 int64_t reqInt(const json &attrs, const char *key) {
   const json *v = attr(attrs, key);
   if (!v->is_number_integer() ||
@@ -273,7 +280,18 @@ void checkAttention(const Descs &in, const Descs &out, const json &attrs) {
   needLike(out[0], in[0], "the result", "q");
 }
 
-void checkCrossEntropy(const Descs &in, const Descs &out, const json &) {
+/// `ignore_index` is optional; when present an integer.
+void checkIgnoreIndex(const json &attrs) {
+  if (const json *v = optAttr(attrs, "ignore_index");
+      v && !v->is_number_integer())
+    fail("attribute 'ignore_index' must be an integer");
+}
+
+void checkCrossEntropy(const Descs &in, const Descs &out, const json &attrs) {
+  checkIgnoreIndex(attrs);
+  if (const json *r = optAttr(attrs, "reduction");
+      r && (!r->is_string() || (*r != "mean" && *r != "sum")))
+    fail("attribute 'reduction' must be \"mean\" or \"sum\"");
   const TensorDesc &logits = in[0], &labels = in[1];
   needFloat(logits, "logits");
   needRankAtLeast(logits, 1, "logits");
@@ -436,8 +454,16 @@ void checkAttentionGrad(const Descs &in, const Descs &out, const json &attrs) {
   needLike(out[2], in[2], "dv", "v");
 }
 
+void checkLabelMask(const Descs &in, const Descs &out, const json &attrs) {
+  needInt(in[0], "labels");
+  reqInt(attrs, "ignore_index");
+  needDtype(out[0], DType::F32, "the mask");
+  needShape(out[0], in[0].shape, "the mask");
+}
+
 void checkCrossEntropyGrad(const Descs &in, const Descs &out,
                            const json &attrs) {
+  checkIgnoreIndex(attrs);
   const TensorDesc &logits = in[0], &labels = in[1], &dloss = in[2];
   needFloat(logits, "logits");
   needRankAtLeast(logits, 1, "logits");
@@ -682,6 +708,7 @@ std::vector<KernelInfo> makeKernels() {
       {"embedding", 2, 1, {}, checkEmbedding},
       {"attention", 3, 1, {}, checkAttention},
       {"cross_entropy", 2, 1, {}, checkCrossEntropy},
+      {"label_mask", 1, 1, {}, checkLabelMask},
       {"reduce_sum", 1, 1, {}, checkReduce<DT::Any>},
       {"reduce_mean", 1, 1, {}, checkReduce<DT::Float>},
       {"reshape", 1, 1, P{{0, 0}}, checkReshape},

@@ -122,6 +122,20 @@ inline int64_t intAt(const TensorArg &t, int64_t i) {
                                : t.as<int64_t>()[i];
 }
 
+/// The cross entropies' `ignore_index` (docs/kernels.md), when given: a
+/// label equal to it contributes no loss and no gradient.
+struct IgnoredLabel {
+  bool set = false;
+  int64_t value = 0;
+  explicit IgnoredLabel(const nlohmann::json &attrs) {
+    if (auto it = attrs.find("ignore_index"); it != attrs.end()) {
+      set = true;
+      value = it->get<int64_t>();
+    }
+  }
+  bool operator()(int64_t label) const { return set && label == value; }
+};
+
 // Per-file registration tables.
 struct Entry {
   const char *name;

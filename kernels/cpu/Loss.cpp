@@ -116,10 +116,13 @@ DTC_VECTOR_CLONES void scaleInto(const float *p, float *d, int64_t V,
 // does not depend on the thread count.
 constexpr int64_t kRowChunk = 64;
 
+// The loss summed over the kept label positions, then "mean" (over the
+// kept positions; 0 when none is kept and some are ignored) or "sum".
 void kCrossEntropy(const KernelArgs &a) {
   const TensorArg &logits = a.in[0], &labels = a.in[1];
   const int64_t V = logits.shape.back(), R = labels.numel;
   const float *z = logits.as<float>();
+  const IgnoredLabel ignored(*a.attrs);
   const int64_t chunks = (R + kRowChunk - 1) / kRowChunk;
   ScratchVector<double> partial(size_t(chunks), 0.0);
   parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int) {
@@ -127,6 +130,8 @@ void kCrossEntropy(const KernelArgs &a) {
       double total = 0;
       for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk);
            ++r) {
+        if (ignored(intAt(labels, r)))
+          continue;
         const int64_t l = checkedLabel(labels, r, V, "cross_entropy");
         const float *row = z + r * V;
         const float mx = rowMaxF(row, V);
@@ -138,7 +143,25 @@ void kCrossEntropy(const KernelArgs &a) {
   double total = 0;
   for (double p : partial)
     total += p;
-  a.out[0].as<float>()[0] = float(total / double(R));
+  const auto reduction = a.attrs->find("reduction");
+  if (reduction != a.attrs->end() && *reduction == "sum") {
+    a.out[0].as<float>()[0] = float(total);
+    return;
+  }
+  int64_t kept = R;
+  if (ignored.set)
+    for (int64_t r = 0; r < R; ++r)
+      kept -= ignored(intAt(labels, r));
+  a.out[0].as<float>()[0] =
+      ignored.set && kept == 0 ? 0.0f : float(total / double(kept));
+}
+
+void kLabelMask(const KernelArgs &a) {
+  const TensorArg &labels = a.in[0];
+  const int64_t ignore = attrInt(*a.attrs, "ignore_index");
+  float *mask = a.out[0].as<float>();
+  for (int64_t r = 0; r < labels.numel; ++r)
+    mask[r] = intAt(labels, r) == ignore ? 0.0f : 1.0f;
 }
 
 void kCrossEntropyGrad(const KernelArgs &a) {
@@ -148,11 +171,16 @@ void kCrossEntropyGrad(const KernelArgs &a) {
   const double coef =
       double(a.in[2].as<float>()[0]) * attrNum(*a.attrs, "scale");
   float *dz = a.out[0].as<float>();
+  const IgnoredLabel ignored(*a.attrs);
   parallelFor(contextOf(a), R, 16, [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
+      float *drow = dz + r * V;
+      if (ignored(intAt(labels, r))) {
+        std::fill(drow, drow + V, 0.0f);
+        continue;
+      }
       const int64_t l = checkedLabel(labels, r, V, "cross_entropy_grad");
       const float *row = z + r * V;
-      float *drow = dz + r * V;
       logSumExpRow(row, V, rowMaxF(row, V), drow); // drow = softmax(row)
       const float pl = drow[l];
       scaleInto(drow, drow, V, float(coef));
@@ -220,6 +248,7 @@ const std::vector<Entry> &lossKernels() {
       {"embedding_grad", kEmbeddingGrad},
       {"cross_entropy", kCrossEntropy},
       {"cross_entropy_grad", kCrossEntropyGrad},
+      {"label_mask", kLabelMask},
       {"reduce_sum", kReduceSum},
       {"reduce_mean", kReduceMean},
   };

@@ -170,9 +170,14 @@ void kCrossEntropyShardStats(const KernelArgs &a) {
                 valid = validColumns(cols, vocab, off);
   const float *z = logits.as<float>(), *mx = a.in[2].as<float>();
   float *sumExp = a.out[0].as<float>(), *target = a.out[1].as<float>();
+  const IgnoredLabel ignored(*a.attrs);
   for (int64_t r = 0; r < R; ++r) {
-    const int64_t col =
-        checkedId(labels, r, vocab, "cross_entropy_shard_stats", "label") - off;
+    // An ignored label has no target (its row's loss is masked out after).
+    const int64_t col = ignored(intAt(labels, r))
+                            ? -1
+                            : checkedId(labels, r, vocab,
+                                        "cross_entropy_shard_stats", "label") -
+                                  off;
     const float *row = z + r * cols;
     double s = 0;
     for (int64_t j = 0; j < valid; ++j)
@@ -193,11 +198,16 @@ void kCrossEntropyShardGrad(const KernelArgs &a) {
   const double coef =
       double(a.in[4].as<float>()[0]) * attrNum(*a.attrs, "scale");
   float *dz = a.out[0].as<float>();
+  const IgnoredLabel ignored(*a.attrs);
   for (int64_t r = 0; r < R; ++r) {
+    float *drow = dz + r * cols;
+    if (ignored(intAt(labels, r))) {
+      std::fill(drow, drow + cols, 0.0f);
+      continue;
+    }
     const int64_t col =
         checkedId(labels, r, vocab, "cross_entropy_shard_grad", "label") - off;
     const float *row = z + r * cols;
-    float *drow = dz + r * cols;
     const double inv = 1.0 / double(sumExp[r]);
     for (int64_t j = 0; j < valid; ++j) {
       double p = std::exp(double(row[j]) - mx[r]) * inv;

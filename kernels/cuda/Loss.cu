@@ -78,10 +78,28 @@ size_t alignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
 // ---- the id / label check ---------------------------------------------------
 constexpr int kScanUnroll = 4;
 
+/// The cross entropies' `ignore_index`, when `set`: such a label is exempt
+/// from the range check and contributes no loss and no gradient.
+struct Ignored {
+  int set = 0;
+  long long value = 0;
+};
+Ignored ignoredOf(const nlohmann::json &attrs) {
+  Ignored ig;
+  if (auto it = attrs.find("ignore_index"); it != attrs.end()) {
+    ig.set = 1;
+    ig.value = it->get<long long>();
+  }
+  return ig;
+}
+__device__ __forceinline__ bool isIgnored(const Ignored &ig, long long l) {
+  return ig.set && l == ig.value;
+}
+
 /// One block: scans ids in order, reports the first outside [0, c.bound).
 template <class I>
 __global__ void firstBadKernel(const I *ids, long long n, IndexCheck c,
-                               DeviceError *err) {
+                               Ignored ig, DeviceError *err) {
   __shared__ long long warpMin[32];
   const long long step = (long long)blockDim.x * kScanUnroll;
   for (long long base = 0; base < n; base += step) { // uniform over the block
@@ -91,7 +109,7 @@ __global__ void firstBadKernel(const I *ids, long long n, IndexCheck c,
       const long long i = base + (long long)k * blockDim.x + threadIdx.x;
       if (i < n) {
         const long long v = (long long)ids[i];
-        if ((v < 0 || v >= c.bound) && i < mine)
+        if ((v < 0 || v >= c.bound) && !isIgnored(ig, v) && i < mine)
           mine = i;
       }
     }
@@ -117,15 +135,15 @@ __global__ void firstBadKernel(const I *ids, long long n, IndexCheck c,
 
 /// Enqueues the check of `ids` against [0, bound) (nothing when empty).
 void checkIndices(const TensorArg &ids, long long bound, const char *op,
-                  const char *what, const Context &ctx) {
+                  const char *what, const Context &ctx, Ignored ig = {}) {
   if (ids.numel <= 0)
     return;
   const IndexCheck c = makeIndexCheck(op, what, ids.shape, bound);
   const int threads = ids.numel <= 256 * kScanUnroll ? 256 : 1024;
   dispatchInt(ids.dtype, [&](auto i) {
     using I = decltype(i);
-    firstBadKernel<I>
-        <<<1, threads, 0, ctx.stream>>>(ids.as<I>(), ids.numel, c, ctx.error);
+    firstBadKernel<I><<<1, threads, 0, ctx.stream>>>(ids.as<I>(), ids.numel, c,
+                                                     ig, ctx.error);
     checkLaunch(op);
   });
 }
@@ -513,8 +531,8 @@ template <class T, class I, bool Grad>
 __global__ void __launch_bounds__(kRowMaxThreads)
     crossEntropyRowKernel(const T *z, const I *labels, long long R, long long V,
                           int cache, int vec, double *rowLoss,
-                          const void *dloss, int dlossCode, double scale,
-                          T *dz) {
+                          const void *dloss, int dlossCode, double scale, T *dz,
+                          Ignored ig) {
   using VT = Vec16<T>;
   constexpr int W = VT::W;
   extern __shared__ uint4 rowCopy[];
@@ -570,7 +588,9 @@ __global__ void __launch_bounds__(kRowMaxThreads)
     });
     s = blockSum(s, sd);
 
-    const long long l = (long long)labels[r];
+    // An ignored label: no target, no loss, a zero gradient row.
+    const bool skip = isIgnored(ig, (long long)labels[r]);
+    const long long l = skip ? -1 : (long long)labels[r];
     if constexpr (!Grad) {
       if (threadIdx.x == 0)
         rowLoss[r] =
@@ -578,9 +598,11 @@ __global__ void __launch_bounds__(kRowMaxThreads)
     } else {
       // Pass 3: the gradient, from the copy (or global memory) to dz.
       const float inv = float(1.0 / s);
+      const double rowCoef = skip ? 0.0 : coef;
+      const float rowCoefF = skip ? 0.0f : coefF;
       auto grad = [&](long long j, float x) {
         const float p = expf(x - mx) * inv;
-        return j == l ? float((double(p) - 1.0) * coef) : p * coefF;
+        return j == l ? float((double(p) - 1.0) * rowCoef) : p * rowCoefF;
       };
       T *drow = dz + r * V;
       forScalars(sp, V, [&](long long j) {
@@ -659,25 +681,41 @@ bool vecOk(const void *x, const void *y, size_t elemBytes) {
   return a % elemBytes == 0 && (a - b) % 16 == 0;
 }
 
-/// One block: out = (sum of rowLoss) / R. Thread t adds rows t, t +
-/// blockDim.x, ... in double, then a fixed tree (deterministic; the CPU's
-/// order of 64-row chunks differs only in double rounding).
-__global__ void crossEntropyMeanKernel(const double *rowLoss, long long R,
-                                       void *out, int outCode) {
+/// One block: out = the sum of rowLoss, over R (the mean), over the kept
+/// labels (with ignore_index; 0 when none is kept) or alone (`sum`). Thread
+/// t adds rows t, t + blockDim.x, ... in double, then a fixed tree
+/// (deterministic; the CPU's order of 64-row chunks differs only in double
+/// rounding).
+template <class I>
+__global__ void crossEntropyReduceKernel(const double *rowLoss, const I *labels,
+                                         long long R, Ignored ig, int sum,
+                                         void *out, int outCode) {
   __shared__ double sd[32];
-  double acc = 0.0;
+  double acc = 0.0, kept = 0.0;
 #pragma unroll 4
-  for (long long r = threadIdx.x; r < R; r += blockDim.x)
+  for (long long r = threadIdx.x; r < R; r += blockDim.x) {
     acc += rowLoss[r];
+    kept += isIgnored(ig, (long long)labels[r]) ? 0.0 : 1.0;
+  }
   acc = blockSum(acc, sd);
-  if (threadIdx.x == 0)
-    storeAny(out, outCode, 0, float(acc / double(R)));
+  __syncthreads(); // sd is reused
+  kept = blockSum(kept, sd);
+  if (threadIdx.x == 0) {
+    const double loss = sum         ? acc
+                        : !ig.set   ? acc / double(R)
+                        : kept == 0 ? 0.0
+                                    : acc / kept;
+    storeAny(out, outCode, 0, float(loss));
+  }
 }
 
 void kCrossEntropy(const KernelArgs &a, const Context &ctx) {
   const TensorArg &logits = a.in[0], &labels = a.in[1];
   const long long V = logits.shape.back(), R = labels.numel;
-  checkIndices(labels, V, "cross_entropy", "label", ctx);
+  const Ignored ig = ignoredOf(*a.attrs);
+  const auto reduction = a.attrs->find("reduction");
+  const int sum = reduction != a.attrs->end() && *reduction == "sum";
+  checkIndices(labels, V, "cross_entropy", "label", ctx, ig);
   double *rowLoss = nullptr;
   if (R > 0) {
     if (!ctx.workspace || ctx.workspaceBytes < size_t(R) * sizeof(double))
@@ -694,14 +732,18 @@ void kCrossEntropy(const KernelArgs &a, const Context &ctx) {
                     vecOk(logits.data, nullptr, sizeof(T)), "cross_entropy");
         kernel<<<gridRows(R), p.threads, p.smem, ctx.stream>>>(
             logits.as<T>(), labels.as<I>(), R, V, int(p.cache), int(p.vec),
-            rowLoss, nullptr, kCodeF32, 0.0, nullptr);
+            rowLoss, nullptr, kCodeF32, 0.0, nullptr, ig);
         checkLaunch("cross_entropy");
       });
     });
   }
-  // R == 0: 0 / 0, NaN, as the CPU.
-  crossEntropyMeanKernel<<<1, 1024, 0, ctx.stream>>>(rowLoss, R, a.out[0].data,
-                                                     floatCode(a.out[0].dtype));
+  // R == 0: 0 / 0, NaN, as the CPU (a sum: 0).
+  dispatchInt(labels.dtype, [&](auto i) {
+    using I = decltype(i);
+    crossEntropyReduceKernel<I>
+        <<<1, 1024, 0, ctx.stream>>>(rowLoss, labels.as<I>(), R, ig, sum,
+                                     a.out[0].data, floatCode(a.out[0].dtype));
+  });
   checkLaunch("cross_entropy");
 }
 size_t crossEntropyWorkspace(const KernelArgs &a) {
@@ -711,7 +753,8 @@ size_t crossEntropyWorkspace(const KernelArgs &a) {
 void kCrossEntropyGrad(const KernelArgs &a, const Context &ctx) {
   const TensorArg &logits = a.in[0], &labels = a.in[1], &dloss = a.in[2];
   const long long V = logits.shape.back(), R = labels.numel;
-  checkIndices(labels, V, "cross_entropy_grad", "label", ctx);
+  const Ignored ig = ignoredOf(*a.attrs);
+  checkIndices(labels, V, "cross_entropy_grad", "label", ctx, ig);
   if (R <= 0 || V <= 0)
     return;
   const double scale = attrNum(*a.attrs, "scale");
@@ -725,7 +768,8 @@ void kCrossEntropyGrad(const KernelArgs &a, const Context &ctx) {
                                 "cross_entropy_grad");
       kernel<<<gridRows(R), p.threads, p.smem, ctx.stream>>>(
           logits.as<T>(), labels.as<I>(), R, V, int(p.cache), int(p.vec),
-          nullptr, dloss.data, floatCode(dloss.dtype), scale, a.out[0].as<T>());
+          nullptr, dloss.data, floatCode(dloss.dtype), scale, a.out[0].as<T>(),
+          ig);
       checkLaunch("cross_entropy_grad");
     });
   });
@@ -747,7 +791,7 @@ __global__ void shardStatsKernel(const T *z, const I *labels, long long R,
                                  long long cols, const void *mx, int mxCode,
                                  const int64_t *offset, long long vocab,
                                  void *sumExp, int sumCode, void *target,
-                                 int targetCode) {
+                                 int targetCode, Ignored ig) {
   __shared__ double sd[32];
   const long long off = (long long)*offset;
   const long long valid = validColumns(cols, vocab, off);
@@ -763,7 +807,7 @@ __global__ void shardStatsKernel(const T *z, const I *labels, long long R,
       const long long l = (long long)labels[r];
       storeAny(sumExp, sumCode, r, float(s));
       float t = 0.0f;
-      if (l >= 0 && l < vocab) {
+      if (l >= 0 && l < vocab && !isIgnored(ig, l)) {
         const long long col = l - off;
         if (col >= 0 && col < valid)
           t = toF(row[col]);
@@ -778,7 +822,8 @@ void kCrossEntropyShardStats(const KernelArgs &a, const Context &ctx) {
                   &offset = a.in[3];
   const long long cols = logits.shape.back(), R = labels.numel;
   const long long vocab = attrInt(*a.attrs, "vocab");
-  checkIndices(labels, vocab, "cross_entropy_shard_stats", "label", ctx);
+  const Ignored ig = ignoredOf(*a.attrs);
+  checkIndices(labels, vocab, "cross_entropy_shard_stats", "label", ctx, ig);
   if (R <= 0)
     return;
   dispatchFloat(logits.dtype, [&](auto t) {
@@ -788,7 +833,7 @@ void kCrossEntropyShardStats(const KernelArgs &a, const Context &ctx) {
       shardStatsKernel<T, I><<<gridRows(R), rowThreads(cols), 0, ctx.stream>>>(
           logits.as<T>(), labels.as<I>(), R, cols, mx.data, floatCode(mx.dtype),
           offset.as<int64_t>(), vocab, a.out[0].data, floatCode(a.out[0].dtype),
-          a.out[1].data, floatCode(a.out[1].dtype));
+          a.out[1].data, floatCode(a.out[1].dtype), ig);
       checkLaunch("cross_entropy_shard_stats");
     });
   });
@@ -797,17 +842,17 @@ void kCrossEntropyShardStats(const KernelArgs &a, const Context &ctx) {
 /// Elementwise: dz = (exp(double(x) - max) / sum_exp - onehot(label -
 /// offset)) * dloss * scale on the valid columns, 0 on the padding.
 template <class T, class I>
-__global__ void shardGradKernel(const T *z, const I *labels, long long n,
-                                long long cols, const void *mx, int mxCode,
-                                const void *sumExp, int sumCode,
-                                const void *dloss, int dlossCode, double scale,
-                                const int64_t *offset, long long vocab, T *dz) {
+__global__ void
+shardGradKernel(const T *z, const I *labels, long long n, long long cols,
+                const void *mx, int mxCode, const void *sumExp, int sumCode,
+                const void *dloss, int dlossCode, double scale,
+                const int64_t *offset, long long vocab, T *dz, Ignored ig) {
   const long long off = (long long)*offset;
   const long long valid = validColumns(cols, vocab, off);
   const double coef = double(loadAny(dloss, dlossCode, 0)) * scale;
   DTC_GRID_STRIDE(i, n) {
     const long long r = i / cols, j = i - r * cols;
-    if (j >= valid) {
+    if (j >= valid || isIgnored(ig, (long long)labels[r])) {
       dz[i] = fromF<T>(0.0f);
       continue;
     }
@@ -825,7 +870,8 @@ void kCrossEntropyShardGrad(const KernelArgs &a, const Context &ctx) {
                   &sumExp = a.in[3], &dloss = a.in[4], &offset = a.in[5];
   const long long cols = logits.shape.back(), n = logits.numel;
   const long long vocab = attrInt(*a.attrs, "vocab");
-  checkIndices(labels, vocab, "cross_entropy_shard_grad", "label", ctx);
+  const Ignored ig = ignoredOf(*a.attrs);
+  checkIndices(labels, vocab, "cross_entropy_shard_grad", "label", ctx, ig);
   if (n <= 0)
     return;
   const double scale = attrNum(*a.attrs, "scale");
@@ -837,9 +883,32 @@ void kCrossEntropyShardGrad(const KernelArgs &a, const Context &ctx) {
           logits.as<T>(), labels.as<I>(), n, cols, mx.data, floatCode(mx.dtype),
           sumExp.data, floatCode(sumExp.dtype), dloss.data,
           floatCode(dloss.dtype), scale, offset.as<int64_t>(), vocab,
-          a.out[0].as<T>());
+          a.out[0].as<T>(), ig);
       checkLaunch("cross_entropy_shard_grad");
     });
+  });
+}
+
+/// mask[i] = 0 where labels[i] == ignore_index, 1 elsewhere (f32).
+template <class I>
+__global__ void labelMaskKernel(const I *labels, long long n, long long ignore,
+                                float *mask) {
+  DTC_GRID_STRIDE(i, n) {
+    mask[i] = (long long)labels[i] == ignore ? 0.0f : 1.0f;
+  }
+}
+
+void kLabelMask(const KernelArgs &a, const Context &ctx) {
+  const TensorArg &labels = a.in[0];
+  const long long n = labels.numel;
+  if (n <= 0)
+    return;
+  dispatchInt(labels.dtype, [&](auto i) {
+    using I = decltype(i);
+    labelMaskKernel<I><<<gridFor(n), kThreads, 0, ctx.stream>>>(
+        labels.as<I>(), n, attrInt(*a.attrs, "ignore_index"),
+        a.out[0].as<float>());
+    checkLaunch("label_mask");
   });
 }
 
@@ -851,6 +920,7 @@ const std::vector<Entry> &lossKernels() {
       {"embedding_grad", kEmbeddingGrad, nullptr, embeddingGradWorkspace},
       {"cross_entropy", kCrossEntropy, nullptr, crossEntropyWorkspace},
       {"cross_entropy_grad", kCrossEntropyGrad},
+      {"label_mask", kLabelMask},
       {"embedding_shard", kEmbeddingShard},
       {"embedding_shard_grad", kEmbeddingShardGrad, nullptr,
        embeddingGradWorkspace},

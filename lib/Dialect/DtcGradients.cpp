@@ -312,11 +312,19 @@ LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
 LogicalResult CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                             SmallVectorImpl<Value> &grads) {
   // The global mean's gradient: fixed here, on global shapes, so that a
-  // batch shard later computes its exact share.
+  // batch shard later computes its exact share. A mean over the labels
+  // kept has no fixed scale: dtc-decompose-ignored-labels writes it as a
+  // sum over their count first.
+  if (getIgnoreIndex() && getReduction() == "mean")
+    return emitOpError() << "a mean over the labels not equal to ignore_index "
+                            "is differentiated as a sum over their count "
+                            "(run dtc-decompose-ignored-labels first)";
   int64_t positions = typeOf(getLabels()).getNumElements();
+  const double scale = getReduction() == "sum" ? 1.0 : 1.0 / positions;
   grads.assign({CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(),
                                            getLogits(), getLabels(), dys[0],
-                                           b.getF32FloatAttr(1.0 / positions)),
+                                           b.getF32FloatAttr(scale),
+                                           getIgnoreIndexAttr()),
                 Value()});
   return success();
 }
@@ -387,4 +395,10 @@ LogicalResult BroadcastOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return unaryGradient(*this, dys, grads, [&](Value dy) {
     return unbroadcast(b, getLoc(), dy, typeOf(getX()));
   });
+}
+
+LogicalResult LabelMaskOp::buildGradient(OpBuilder &, ArrayRef<Value>,
+                                         SmallVectorImpl<Value> &grads) {
+  grads.assign({Value()}); // a function of integer labels
+  return success();
 }

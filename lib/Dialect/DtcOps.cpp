@@ -395,8 +395,9 @@ static ShardingRule crossEntropyRule(Operation *op, FactorKind positions,
   rule.operands = {logitFactors, lead};
   for (unsigned i = 2; i < op->getNumOperands(); ++i)
     rule.operands.push_back({}); // dloss scalar
-  rule.results = {positions == FactorKind::Mean ? TensorFactors{}
-                                                : logitFactors};
+  // The loss is a scalar; the gradient is shaped like the logits.
+  rule.results = {tensorType(op->getResult(0)).getRank() == 0 ? TensorFactors{}
+                                                              : logitFactors};
   return rule;
 }
 
@@ -407,7 +408,18 @@ int64_t CrossEntropyOp::getIndexBound(unsigned operandIdx) {
 }
 
 ShardingRule CrossEntropyOp::getShardingRule() {
-  return crossEntropyRule(*this, FactorKind::Mean, FactorKind::Resolved);
+  // A sum splits over the positions as partial sums, a plain mean as fixed
+  // shares of them; a mean over the labels kept is neither (its count is
+  // data) and keeps its positions whole (dtc-decompose-ignored-labels
+  // rewrites it as sum / count first).
+  const FactorKind positions = getReduction() == "sum" ? FactorKind::Sum
+                               : getIgnoreIndex()      ? FactorKind::Blocked
+                                                       : FactorKind::Mean;
+  return crossEntropyRule(*this, positions, FactorKind::Resolved);
+}
+
+ShardingRule LabelMaskOp::getShardingRule() {
+  return buildElementwiseRule(*this, {});
 }
 
 /// The factor of the logits' last (vocabulary) dimension.
@@ -430,7 +442,8 @@ struct VocabStats {
 
 static VocabStats vocabShardStats(LocalLoweringContext &ctx, Location loc,
                                   Value logits, Value labels, Value offset,
-                                  int64_t vocab, ArrayRef<int64_t> axes) {
+                                  int64_t vocab, ArrayRef<int64_t> axes,
+                                  IntegerAttr ignoreIndex) {
   OpBuilder &b = ctx.builder();
   auto type = tensorType(logits);
   int64_t last = type.getRank() - 1;
@@ -448,7 +461,7 @@ static VocabStats vocabShardStats(LocalLoweringContext &ctx, Location loc,
   auto rowType = tensorType(stats.max).clone(b.getF32Type());
   auto shardStats = CrossEntropyShardStatsOp::create(
       b, loc, TypeRange{rowType, rowType}, logits, labels, stats.max, offset,
-      vocab);
+      b.getI64IntegerAttr(vocab), ignoreIndex);
   stats.sumExp =
       ctx.allReduce(loc, shardStats.getSumExp(), axes, PartialKind::Sum);
   stats.target =
@@ -474,8 +487,8 @@ LogicalResult CrossEntropyOp::buildLocal(LocalLoweringContext &ctx,
   int64_t vocab = tensorType(getLogits()).getShape().back();
   Value offset =
       ctx.shardOffset(loc, axes, tensorType(logits).getShape().back());
-  VocabStats stats =
-      vocabShardStats(ctx, loc, logits, labels, offset, vocab, axes);
+  VocabStats stats = vocabShardStats(ctx, loc, logits, labels, offset, vocab,
+                                     axes, getIgnoreIndexAttr());
   // -log softmax(logits)[label] = log(sum_exp) + max - logits[label], in f32
   Value max = stats.max;
   if (tensorType(max).getElementType() !=
@@ -484,10 +497,27 @@ LogicalResult CrossEntropyOp::buildLocal(LocalLoweringContext &ctx,
   Value rows = AddOp::create(b, loc, LogOp::create(b, loc, stats.sumExp),
                              SubOp::create(b, loc, max, stats.target));
   int64_t rank = tensorType(rows).getRank();
+  auto allAxes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  Value mask;
+  if (getIgnoreIndex()) // ignored positions' rows count for nothing
+    rows =
+        MulOp::create(b, loc, rows,
+                      mask = LabelMaskOp::create(b, loc, tensorType(rows),
+                                                 labels, getIgnoreIndexAttr()));
   Value loss = rows;
-  if (rank > 0)
-    loss = ReduceMeanOp::create(
-        b, loc, rows, llvm::to_vector(llvm::seq<int64_t>(0, rank)), false);
+  if (rank > 0 && getReduction() == "sum")
+    loss = ReduceSumOp::create(b, loc, rows, allAxes, false);
+  else if (rank > 0 && mask) // the mean over the kept labels (0 if none)
+    loss = DivOp::create(
+        b, loc, ReduceSumOp::create(b, loc, rows, allAxes, false),
+        MaxOp::create(b, loc, ReduceSumOp::create(b, loc, mask, allAxes, false),
+                      arith::ConstantOp::create(
+                          b, loc,
+                          DenseElementsAttr::get(
+                              RankedTensorType::get({}, b.getF32Type()),
+                              b.getF32FloatAttr(1.0f)))));
+  else if (rank > 0)
+    loss = ReduceMeanOp::create(b, loc, rows, allAxes, false);
   if (loss.getType() != types[0])
     return emitOpError() << "local lowering produced " << loss.getType()
                          << " for a result of type " << types[0];
@@ -677,14 +707,15 @@ LogicalResult CrossEntropyGradOp::buildLocal(LocalLoweringContext &ctx,
   Value max = ctx.lookupShared(logits, "cross_entropy.max");
   Value sumExp = ctx.lookupShared(logits, "cross_entropy.sum_exp");
   if (!max || !sumExp) {
-    VocabStats stats =
-        vocabShardStats(ctx, loc, logits, labels, offset, vocab, axes);
+    VocabStats stats = vocabShardStats(ctx, loc, logits, labels, offset, vocab,
+                                       axes, getIgnoreIndexAttr());
     max = stats.max;
     sumExp = stats.sumExp;
   }
+  OpBuilder &b = ctx.builder();
   results.push_back(CrossEntropyShardGradOp::create(
-      ctx.builder(), loc, types[0], logits, labels, max, sumExp, dloss, offset,
-      vocab, getScale()));
+      b, loc, types[0], logits, labels, max, sumExp, dloss, offset,
+      b.getI64IntegerAttr(vocab), getScaleAttr(), getIgnoreIndexAttr()));
   return success();
 }
 

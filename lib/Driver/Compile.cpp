@@ -469,6 +469,7 @@ bool parseModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
 
 void mlir::dtc::populateTrainingPipeline(
     PassManager &pm, const BuildTrainingStepOptions &stepOptions) {
+  pm.addPass(createDecomposeIgnoredLabels());
   pm.addPass(createBuildTrainingStep(stepOptions));
   pm.addPass(createAssignLayers());
   pm.addPass(createMergeDuplicateBackwardOps());

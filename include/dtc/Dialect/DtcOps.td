@@ -217,8 +217,30 @@ def Dtc_CrossEntropyOp : Dtc_Op<"cross_entropy", [Pure, Dtc_Gradient,
                                                   Dtc_ShardingRule, Dtc_CostOpInterface,
                                                   Dtc_IndexOperands, Dtc_LocalLowering]> {
   let summary = "mean softmax cross entropy over all label positions";
-  let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels);
+  let description = [{
+    -log softmax(logits)[label] per label position, reduced by `reduction`:
+    "mean" (the model format's) over the positions, "sum" their sum. With
+    `ignore_index`, positions whose label equals it count for nothing (the
+    label need not lie in [0, V)): the mean is over the kept positions, and
+    0 when none is kept. dtc-decompose-ignored-labels turns such a mean into
+    a sum over a count (the count is data, so a shard's share cannot be a
+    fixed fraction); an undecomposed one keeps its positions whole.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels,
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction);
   let results = (outs Dtc_LossTensor:$result);
+}
+
+def Dtc_LabelMaskOp : Dtc_Op<"label_mask", [Pure, Dtc_Gradient, Dtc_ShardingRule,
+                                            Dtc_CostOpInterface]> {
+  let summary = "1.0 where a label is kept, 0.0 where it equals ignore_index";
+  let description = [{
+    f32, labels' shape. Summed, it counts the positions a cross entropy with
+    `ignore_index` averages over (dtc-decompose-ignored-labels).
+  }];
+  let arguments = (ins Dtc_IdTensor:$labels, I64Attr:$ignore_index);
+  let results = (outs Dtc_FloatTensor:$mask);
 }
 
 class Dtc_ReduceOp<string mnemonic, string doc, string reduction,
@@ -393,10 +415,12 @@ def Dtc_CrossEntropyGradOp : Dtc_Op<"cross_entropy_grad", [Pure, Dtc_ShardingRul
   let description = [{
     `scale` is 1 / (label positions of the GLOBAL batch), fixed when the
     gradient is built, so that a batch shard computes its share of the
-    gradient of the global mean.
+    gradient of the global mean; 1 for a sum. Positions whose label equals
+    `ignore_index` get a zero gradient.
   }];
   let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels,
-                       Dtc_LossTensor:$dloss, F32Attr:$scale);
+                       Dtc_LossTensor:$dloss, F32Attr:$scale,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Dtc_FloatTensor:$dlogits);
 }
 
@@ -481,7 +505,8 @@ def Dtc_CrossEntropyShardStatsOp : Dtc_Op<"cross_entropy_shard_stats",
     entropy).
   }];
   let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels,
-                       Dtc_FloatTensor:$max, Dtc_StepTensor:$offset, I64Attr:$vocab);
+                       Dtc_FloatTensor:$max, Dtc_StepTensor:$offset, I64Attr:$vocab,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Dtc_FloatTensor:$sum_exp, Dtc_FloatTensor:$target);
 }
 
@@ -495,7 +520,8 @@ def Dtc_CrossEntropyShardGradOp : Dtc_Op<"cross_entropy_shard_grad",
   let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels,
                        Dtc_FloatTensor:$max, Dtc_FloatTensor:$sum_exp,
                        Dtc_LossTensor:$dloss, Dtc_StepTensor:$offset,
-                       I64Attr:$vocab, F32Attr:$scale);
+                       I64Attr:$vocab, F32Attr:$scale,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Dtc_FloatTensor:$dlogits);
 }
 

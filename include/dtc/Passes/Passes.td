@@ -14,6 +14,20 @@ def CheckModel : Pass<"dtc-check-model", "::mlir::ModuleOp"> {
   }];
 }
 
+def DecomposeIgnoredLabels : Pass<"dtc-decompose-ignored-labels", "::mlir::ModuleOp"> {
+  let summary = "Writes a mean cross entropy with ignored labels as a sum over a count";
+  let description = [{
+    `dtc.cross_entropy` with `ignore_index` and reduction "mean" in @main
+    becomes `sum / max(count, 1)`: the cross entropy's sum over the kept
+    positions, and their count (`dtc.reduce_sum` of `dtc.label_mask`).
+    The count depends on the data, so the mean cannot be split over the
+    batch with a fixed share per shard as a plain mean is; the sum and the
+    count split over it as partial sums, and the division sees both whole.
+    With no position kept, the loss and its gradient are 0.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect", "::mlir::arith::ArithDialect"];
+}
+
 def BuildTrainingStep : Pass<"dtc-build-training-step", "::mlir::ModuleOp"> {
   let summary = "Turns @main (forward + loss) into @train_step (forward, backward, optimizer)";
   let description = [{

@@ -52,6 +52,12 @@ def round_low(arr, mode, scale=1.0):
     return bits.astype(np.uint32).view(np.float32)
 
 
+def _ignore_index(op):
+    """A cross entropy's ignore_index, or None."""
+    v = _attr(op, "ignore_index", None)
+    return None if v is None else int(v)
+
+
 def _attr(op, key, default=None):
     value = op.attr(key, default)
     if isinstance(value, mlir.Typed):
@@ -111,7 +117,9 @@ def _eval_op(op, args, mode):
     if short == "attention":
         return [ops.attention(a[0], a[1], a[2], bool(_attr(op, "causal", False)))]
     if short == "cross_entropy":
-        return [ops.cross_entropy(a[0], a[1])]
+        return [ops.cross_entropy(a[0], a[1], _ignore_index(op), _attr(op, "reduction", "mean"))]
+    if short == "label_mask":
+        return [ops.label_mask(a[0], _ignore_index(op))]
     if short in ("reduce_sum", "reduce_mean"):
         fn = ops.reduce_sum if short == "reduce_sum" else ops.reduce_mean
         x = a[0]
@@ -162,7 +170,8 @@ def _eval_op(op, args, mode):
     if short == "attention_grad":
         return list(ops.attention_vjp(a[0], a[1], a[2], a[3], bool(_attr(op, "causal", False))))
     if short == "cross_entropy_grad":
-        return [ops.cross_entropy_grad(a[0], a[1], a[2], float(_attr(op, "scale")))]
+        return [ops.cross_entropy_grad(a[0], a[1], a[2], float(_attr(op, "scale")),
+                                       _ignore_index(op))]
     if short == "sgd_update":
         return [_rounded(ops.sgd_update(_f64(a[0]), _f64(a[1]), float(_attr(op, "lr")),
                                         float(_attr(op, "weight_decay"))), fdt)]
@@ -274,8 +283,10 @@ def _vjp(op, args, result, dy, mode):
     if short == "attention":
         return list(ops.attention_vjp(a[0], a[1], a[2], dy, bool(_attr(op, "causal", False))))
     if short == "cross_entropy":
-        count = np.asarray(a[1]).size
-        return [ops.cross_entropy_grad(a[0], a[1], dy, 1.0 / count), None]
+        ignore = _ignore_index(op)
+        keep = np.asarray(a[1]) != ignore if ignore is not None else np.ones(np.shape(a[1]), bool)
+        count = 1 if _attr(op, "reduction", "mean") == "sum" else max(int(keep.sum()), 1)
+        return [ops.cross_entropy_grad(a[0], a[1], dy, 1.0 / count, ignore), None]
     if short in ("reduce_sum", "reduce_mean"):
         axes = _ints(op, "axes")
         g = ops.expand_reduced(dy, a[0].shape, axes, bool(_attr(op, "keep_dims", False)))

@@ -311,23 +311,44 @@ def _log_softmax_parts(logits):
     return lse
 
 
-def cross_entropy(logits, labels):
-    """Mean over all label positions of -log softmax(logits)[label]."""
+def _kept(labels, ignore_index):
+    """The positions whose label is not ignore_index, and the labels with the
+    ignored ones replaced by 0 (they may lie outside [0, V))."""
     labels = np.asarray(labels)
-    check_ids(labels, logits.shape[-1], "label")
+    keep = np.ones(labels.shape, dtype=bool) if ignore_index is None else labels != ignore_index
+    return keep, np.where(keep, labels, 0)
+
+
+def label_mask(labels, ignore_index):
+    return _kept(labels, ignore_index)[0].astype(np.float64)
+
+
+def cross_entropy(logits, labels, ignore_index=None, reduction="mean"):
+    """-log softmax(logits)[label] over the label positions not equal to
+    ignore_index: their mean (0 when none is kept), or with reduction "sum"
+    their sum."""
+    keep, safe = _kept(labels, ignore_index)
+    check_ids(safe, logits.shape[-1], "label")
     lse = _log_softmax_parts(logits)
-    picked = N.take_last(logits, labels)
-    count = labels.size
-    return N.sum(lse - picked) / N.const(float(count), logits)
+    rows = (lse - N.take_last(logits, safe)) * N.astype_like(keep, logits)
+    total = N.sum(rows)
+    if reduction == "sum":
+        return total
+    count = int(keep.sum())
+    if count == 0:
+        return total * N.const(0.0, logits)
+    return total / N.const(float(count), logits)
 
 
-def cross_entropy_grad(logits, labels, dloss, scale):
-    """(softmax(logits) - onehot(label)) * dloss * scale."""
-    labels = np.asarray(labels)
-    check_ids(labels, logits.shape[-1], "label")
+def cross_entropy_grad(logits, labels, dloss, scale, ignore_index=None):
+    """(softmax(logits) - onehot(label)) * dloss * scale; 0 on the rows whose
+    label is ignore_index."""
+    keep, safe = _kept(labels, ignore_index)
+    check_ids(safe, logits.shape[-1], "label")
     p = softmax(logits, -1)
-    onehot = (np.arange(logits.shape[-1]) == labels[..., None])
-    return (p - N.astype_like(onehot, logits)) * (dloss * N.const(scale, logits))
+    onehot = (np.arange(logits.shape[-1]) == safe[..., None])
+    return ((p - N.astype_like(onehot, logits)) * (dloss * N.const(scale, logits))
+            * N.astype_like(keep[..., None], logits))
 
 
 # ---- reductions and data movement -------------------------------------------------------

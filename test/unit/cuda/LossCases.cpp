@@ -121,6 +121,25 @@ KernelCase tight(KernelCase c, double atol) {
   c.atol = atol;
   return c;
 }
+/// The case with `ignore_index` = `ignore` (and `reduction`, when given):
+/// labels drawn from [lo, hi] hit it often (small vocabularies) or, set to
+/// a value outside [0, V) with allIds, everywhere.
+KernelCase ignoring(KernelCase c, int64_t ignore, const char *reduction = "") {
+  c.attrs["ignore_index"] = ignore;
+  if (*reduction)
+    c.attrs["reduction"] = reduction;
+  c.label += " ignore " + std::to_string(ignore) +
+             (*reduction ? std::string(" ") + reduction : std::string());
+  return c;
+}
+KernelCase labelMask(std::string label, DType it, Shape s, int64_t bound,
+                     int64_t ignore) {
+  return {std::move(label),
+          "label_mask",
+          {ids(it, s, bound)},
+          {op(F32, s)},
+          {{"ignore_index", ignore}}};
+}
 KernelCase withError(KernelCase c, std::string message) {
   c.expectError = std::move(message);
   return c;
@@ -222,6 +241,31 @@ AddKernelCases cases({
                                   F32, {5}, 10),
                      1, -1),
               "cross_entropy: label -1 at position [0] is outside [0, 10)"),
+
+    // ignore_index: mean over the kept labels, their sum, no label kept
+    ignoring(crossEntropy("cross_entropy", F32, I32, F32, {40}, 5), 2),
+    ignoring(crossEntropy("cross_entropy", BF16, I64, F32, {6, 7}, 9), 0,
+             "sum"),
+    ignoring(allIds(crossEntropy("cross_entropy all ignored", F32, I32, F32,
+                                 {8}, 10),
+                    1, -100),
+             -100),
+    ignoring(allIds(crossEntropy("cross_entropy all ignored", F32, I64, F32,
+                                 {8}, 10),
+                    1, -100),
+             -100, "sum"),
+    ignoring(
+        crossEntropyGrad("cross_entropy_grad", F32, I32, F32, {40}, 5, 0.5), 2),
+    ignoring(
+        crossEntropyGrad("cross_entropy_grad", F16, I64, F32, {30}, 6, 1.0), 5),
+    ignoring(shardStats("cross_entropy_shard_stats", F32, I32, F32, {24}, 4, 8,
+                        4),
+             5),
+    ignoring(shardGrad("cross_entropy_shard_grad", F32, I64, F32, F32, F32,
+                       {24}, 4, 8, 4, 1.0),
+             5),
+    labelMask("label_mask i32", I32, {4, 9}, 6, 3),
+    labelMask("label_mask i64 nothing ignored", I64, {100}, 6, -100),
 
     // ---- cross_entropy_grad ----
     crossEntropyGrad("cross_entropy_grad [6, 10]", F32, I32, F32, {6}, 10,

@@ -338,6 +338,47 @@ TEST(KernelForward, Attention) {
       "");
 }
 
+// ignore_index: labels equal to it (here 2, and -100 outside [0, V)) add
+// no loss and no gradient; the mean is over the kept labels, 0 with none.
+TEST(KernelForward, CrossEntropyIgnoredLabels) {
+  HostTensor z = randF({6, 5}, 21, -3, 3);
+  HostTensor y = I32({6}, {2, 0, 4, 2, 1, 2});
+  auto nll = [&](int r) {
+    double mx = -1e300, s = 0;
+    for (int j = 0; j < 5; ++j)
+      mx = std::max(mx, z[r * 5 + j]);
+    for (int j = 0; j < 5; ++j)
+      s += std::exp(z[r * 5 + j] - mx);
+    return std::log(s) + mx - z[r * 5 + int64_t(y[r])];
+  };
+  const double sum = nll(1) + nll(2) + nll(4);
+  const json ignore2 = {{"ignore_index", 2}};
+  EXPECT_NEAR(run1("cross_entropy", {z, y}, {DType::F32, {}}, ignore2)[0],
+              sum / 3, 1e-5);
+  EXPECT_NEAR(run1("cross_entropy", {z, y}, {DType::F32, {}},
+                   {{"ignore_index", 2}, {"reduction", "sum"}})[0],
+              sum, 1e-5);
+  HostTensor none = I32({6}, std::vector<double>(6, -100));
+  EXPECT_EQ(run1("cross_entropy", {z, none}, {DType::F32, {}},
+                 {{"ignore_index", -100}})[0],
+            0.0);
+  HostTensor dz =
+      run1("cross_entropy_grad", {z, y, F({}, {1})}, {DType::F32, z.shape},
+           {{"scale", 1.0}, {"ignore_index", 2}});
+  for (int r = 0; r < 6; ++r)
+    for (int j = 0; j < 5; ++j)
+      if (y[r] == 2)
+        EXPECT_EQ(dz[r * 5 + j], 0.0) << r << " " << j;
+      else
+        EXPECT_NE(dz[r * 5 + j], 0.0) << r << " " << j;
+  HostTensor mask = run1("label_mask", {y}, {DType::F32, {6}}, ignore2);
+  for (int r = 0; r < 6; ++r)
+    EXPECT_EQ(mask[r], y[r] == 2 ? 0.0 : 1.0);
+  EXPECT_NE(checkKernel("cross_entropy", {z, y}, {{DType::F32, {}}},
+                        {{"reduction", "max"}}),
+            "");
+}
+
 TEST(KernelForward, CrossEntropy) {
   HostTensor z = randF({2, 3, 7}, 14, -3, 3);
   for (DType dt : {DType::I32, DType::I64}) {
