@@ -326,12 +326,28 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   space.budget = double(budget);
   std::vector<search::Candidate> all =
       allowedCandidates(o, search::enumerateCandidates(facts, space, hw));
-  const size_t count = std::min(
+  size_t count = std::min(
       all.size(), o.searchRescore > 0 ? size_t(o.searchRescore) : all.size());
   phase("search-estimate");
   std::atomic<bool> timedOut{false};
   std::vector<Lowered> results =
       lowerBest(source, o, all, count, elapsed, timedOut);
+  // A model that mixes examples across the batch (a mean over the labels
+  // kept: its count is the whole batch's) compiles no micro-batched plan;
+  // when those were all the best estimates, the best without micro-batches
+  // (a pipeline has them, one or more).
+  if (!results.empty() && llvm::all_of(results, [](const Lowered &r) {
+        return r.tried && !r.ok &&
+               r.problem.find("cannot be micro-batched") != std::string::npos;
+      })) {
+    llvm::erase_if(all, [](const search::Candidate &c) {
+      return c.microbatches > 1 || c.pp > 1;
+    });
+    count = std::min(all.size(), o.searchRescore > 0 ? size_t(o.searchRescore)
+                                                     : all.size());
+    if (count > 0)
+      results = lowerBest(source, o, all, count, elapsed, timedOut);
+  }
   phase("search-lower");
 
   json lowered = json::array();
