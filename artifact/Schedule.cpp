@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <set>
@@ -493,17 +494,21 @@ std::string renderSvg(const Schedule &s, const Simulation &sim) {
         << label(s, p.action) << "</text>\n";
     }
   }
+  // The legend: each swatch, then its label to its right (7 px per
+  // character of the 11 px monospace font), then a gap before the next.
   const int64_t ly = top + int64_t(sim.timeline.size()) * rowH + 20;
-  o << "<text x=\"10\" y=\"" << ly << "\">F forward</text><rect x=\"90\" y=\""
-    << ly - 10 << "\" width=\"12\" height=\"12\" fill=\"#4e79a7\"/>";
-  o << "<text x=\"120\" y=\"" << ly
-    << "\">B backward</text><rect x=\"205\" y=\"" << ly - 10
-    << "\" width=\"12\" height=\"12\" fill=\"#59a14f\"/>";
-  o << "<text x=\"235\" y=\"" << ly << "\">W weights</text><rect x=\"310\" y=\""
-    << ly - 10 << "\" width=\"12\" height=\"12\" fill=\"#f28e2b\"/>";
-  o << "<text x=\"340\" y=\"" << ly << "\">idle</text><rect x=\"375\" y=\""
-    << ly - 10
-    << "\" width=\"12\" height=\"12\" fill=\"#eeeeee\" stroke=\"#999\"/>\n";
+  int64_t lx = 10;
+  for (auto [fill, text] : {std::pair{"#4e79a7", "F forward"},
+                            {"#59a14f", "B backward"},
+                            {"#f28e2b", "W weights"},
+                            {"#eeeeee", "idle"}}) {
+    o << "<rect x=\"" << lx << "\" y=\"" << ly - 10
+      << "\" width=\"12\" height=\"12\" fill=\"" << fill
+      << "\" stroke=\"#999\"/><text x=\"" << lx + 16 << "\" y=\"" << ly << "\">"
+      << text << "</text>";
+    lx += 16 + 7 * int64_t(std::strlen(text)) + 18;
+  }
+  o << "\n";
   o << "</svg>\n";
   return o.str();
 }

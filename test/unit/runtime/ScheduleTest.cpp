@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -221,6 +223,28 @@ TEST(Schedule, Drawings) {
   std::string svg = renderSvg(s, sim);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  // The legend reads swatch, label, swatch, label: each label starts just
+  // right of its own swatch and ends before the next swatch.
+  const size_t legend = svg.find("F forward");
+  ASSERT_NE(legend, std::string::npos);
+  const size_t line = svg.rfind('\n', legend) + 1;
+  const std::string rest = svg.substr(line, svg.find('\n', legend) - line);
+  std::vector<std::pair<std::string, long>> seen; // element, x
+  for (size_t at = 0; (at = rest.find('<', at)) != std::string::npos; ++at) {
+    const std::string tag = rest.substr(at + 1, 4);
+    if (tag != "rect" && tag != "text")
+      continue;
+    const size_t x = rest.find("x=\"", at) + 3;
+    seen.push_back({tag, std::stol(rest.substr(x))});
+  }
+  ASSERT_EQ(seen.size(), 8u) << rest;
+  for (size_t k = 0; k < 8; k += 2) {
+    EXPECT_EQ(seen[k].first, "rect") << k;
+    EXPECT_EQ(seen[k + 1].first, "text") << k;
+    EXPECT_EQ(seen[k + 1].second, seen[k].second + 16) << k;
+    if (k + 2 < 8)
+      EXPECT_GT(seen[k + 2].second, seen[k + 1].second + 7 * 4) << k;
+  }
 }
 
 } // namespace
