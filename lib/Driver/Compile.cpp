@@ -16,6 +16,7 @@
 #include "dtc/artifact/Schedule.h"
 #include "dtc/kernels/CpuKernels.h"
 
+#include "dtc/runtime/Suggest.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -59,6 +60,25 @@ std::string locationString(Location loc, const std::string &fallback) {
   return fallback;
 }
 
+/// MLIR's "unregistered operation 'dtc.gelo' found in dialect ('dtc') ..."
+/// as one line with the closest dtc op, as dtc's flags and attributes get.
+std::string withOpSuggestion(MLIRContext &ctx, const std::string &message) {
+  static const std::string prefix = "unregistered operation 'dtc.";
+  if (message.rfind(prefix, 0) != 0)
+    return message;
+  const size_t end = message.find('\'', prefix.size());
+  if (end == std::string::npos)
+    return message;
+  const std::string name =
+      message.substr(prefix.size() - 4, end - prefix.size() + 4);
+  std::vector<std::string> ops;
+  for (RegisteredOperationName op : ctx.getRegisteredOperations())
+    if (op.getStringRef().starts_with("dtc."))
+      ops.push_back(op.getStringRef().str());
+  return "unknown op '" + name + "'" + ::dtc::didYouMean(name, ops) +
+         " (docs/model-format.md lists the ops)";
+}
+
 /// Where a compilation's errors go: stderr, or the first one into a string
 /// (in-memory compiles). Only the first error is reported, as one line
 /// (spec/cli.md); later ones are usually its consequences. While alive it
@@ -67,9 +87,9 @@ class Errors {
 public:
   Errors(MLIRContext &ctx, std::string file, std::string *capture = nullptr)
       : file(std::move(file)), capture(capture),
-        handler(&ctx, [this](Diagnostic &diag) {
+        handler(&ctx, [this, &ctx](Diagnostic &diag) {
           if (diag.getSeverity() == DiagnosticSeverity::Error) {
-            std::string message = diag.str();
+            std::string message = withOpSuggestion(ctx, diag.str());
             for (const Diagnostic &note : diag.getNotes())
               // The IR dump MLIR attaches adds nothing for a model author.
               if (!StringRef(note.str()).starts_with("see current operation"))

@@ -18,6 +18,7 @@
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
 #include "dtc/Sharding/Sharding.h"
+#include "dtc/runtime/Suggest.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -114,9 +115,15 @@ struct PinShardingPass : impl::PinShardingBase<PinShardingPass> {
                         enumAttr(ctx, PinPriority::User));
       }
       if (!found) {
+        std::vector<std::string> params;
+        for (BlockArgument arg : step.getArguments())
+          if (auto argName = step.getArgAttrOfType<StringAttr>(
+                  arg.getArgNumber(), DtcDialect::kNameAttr);
+              argName && argRole(step, arg.getArgNumber()) == Role::Param)
+            params.push_back(argName.str());
         module.emitError() << "pin '" << pin
                            << "': the model has no parameter named \"" << name
-                           << "\"";
+                           << "\"" << ::dtc::didYouMean(name.str(), params);
         return signalPassFailure();
       }
     }
