@@ -19,7 +19,7 @@ python3 examples/gen_model.py gpt --layers 2 --hidden 64 --heads 4 --seq 64 \
   --vocab 256 --batch 16 -o "$out/gpt.mlir"
 python3 examples/char_tokens.py /usr/share/common-licenses/GPL-3 -o "$out/gpl3.tokens"
 "$dtc" compile "$out/gpt.mlir" --mesh 2x2 --optimizer adamw --lr 2e-3 --grad-clip 1.0 \
-  --report "$out/gpt.report.json" -o "$out/gpt.dtc"
+  --summary --report "$out/gpt.report.json" -o "$out/gpt.dtc"
 plan=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["planner"]["chose"])' "$out/gpt.report.json")
 echo "compiled $out/gpt.dtc for mesh 2x2, plan $plan (report: $out/gpt.report.json); training:"
 "$dtc" run "$out/gpt.dtc" --steps "$steps" --data "$out/gpl3.tokens" --shuffle \

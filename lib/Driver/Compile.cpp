@@ -776,13 +776,13 @@ int ::dtc::runCompile(const CompileOptions &o) {
   const bool searching = o.search;
   ::dtc::CompileOptions searched;
   json searchedReport;
+  json report;
   auto writeReport = [&]() -> bool {
-    if (o.report.empty())
+    if (o.report.empty() && !o.summary)
       return true;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    json report;
     if (module) {
       report = mlir::dtc::buildReport(*module, artifact,
                                       searching ? searched : o, *hw, seconds);
@@ -790,6 +790,8 @@ int ::dtc::runCompile(const CompileOptions &o) {
       report = std::move(searchedReport);
       report["compile_time_s"] = seconds;
     }
+    if (o.report.empty())
+      return true;
     std::string reportError;
     if (o.report == "-") { // standard output
       llvm::outs() << report.dump(2) << "\n";
@@ -837,7 +839,11 @@ int ::dtc::runCompile(const CompileOptions &o) {
     return 1;
   }
   timer.done("write");
-  return writeReport() ? 0 : 1;
+  if (!writeReport())
+    return 1;
+  if (o.summary)
+    llvm::errs() << ::dtc::planSummary(report, o.input, o.output);
+  return 0;
 }
 
 bool ::dtc::compileToReport(const std::string &source, const std::string &label,

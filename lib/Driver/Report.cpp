@@ -2,6 +2,8 @@
 #include "Report.h"
 #include "dtc/Planner/Evaluate.h"
 
+#include <cstdio>
+
 using namespace mlir;
 using json = nlohmann::json;
 
@@ -100,3 +102,114 @@ json mlir::dtc::buildReport(ModuleOp module, const json &artifact,
         {"hfu", stepSeconds > 0 ? flops / stepSeconds / peak : 0.0}}},
       {"compile_time_s", compileSeconds}};
 }
+
+namespace {
+std::string bytesText(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", bytes,
+                units[u]);
+  return buf;
+}
+
+std::string countText(double n) {
+  const char *units[] = {"", " K", " M", " B", " T"};
+  int u = 0;
+  while (n >= 1000 && u < 4) {
+    n /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : "%.3g%s", n, units[u]);
+  return buf;
+}
+
+std::string secondsText(double s) {
+  char buf[32];
+  if (s < 1)
+    std::snprintf(buf, sizeof buf, "%.3g ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g s", s);
+  return buf;
+}
+
+double number(const json &j, const char *key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+} // namespace
+
+namespace dtc {
+std::string planSummary(const json &report, const std::string &model,
+                        const std::string &output) {
+  std::string out = "dtc: compiled " + model + " -> " + output + " in " +
+                    secondsText(number(report, "compile_time_s")) + "\n";
+  // mesh 2x2, 4 devices: dp=2 on axis 0, tp=2 on axis 1
+  std::string mesh;
+  for (const json &size : report.value("mesh", json::array()))
+    mesh += (mesh.empty() ? "" : "x") + std::to_string(size.get<int64_t>());
+  const json &strategy = report.value("strategy", json::object());
+  const json &axes = report.value("axes", json::object());
+  std::string degrees;
+  for (const char *degree : {"dp", "tp", "pp", "sp", "ep"}) {
+    const int64_t d = strategy.value(degree, int64_t(1));
+    if (d <= 1)
+      continue;
+    std::string on;
+    for (const json &axis : axes.value(degree, json::array()))
+      on += (on.empty() ? "" : ",") + std::to_string(axis.get<int64_t>());
+    degrees += (degrees.empty() ? "" : ", ") + std::string(degree) + "=" +
+               std::to_string(d) + (on.empty() ? "" : " on axis " + on);
+  }
+  const std::string mode =
+      report.value("planner", json::object()).value("mode", "");
+  out += "  mesh       " + mesh + ", " +
+         std::to_string(report.value("devices", int64_t(1))) + " device" +
+         (report.value("devices", int64_t(1)) == 1 ? "" : "s") + ": " +
+         (degrees.empty() ? "one device" : degrees) +
+         (mode.empty() ? "" : " (" + mode + ")") + "\n";
+  const int64_t micro = strategy.value("microbatches", int64_t(1));
+  out += "  plan       zero " + std::to_string(strategy.value("zero", 0)) +
+         ", " + std::to_string(micro) + " micro-batch" +
+         (micro == 1 ? "" : "es") + ", schedule " +
+         strategy.value("schedule", std::string("none")) + ", remat " +
+         strategy.value("remat", std::string("none")) + ", " +
+         strategy.value("precision", std::string("f32")) + "\n";
+  out += "  parameters " + countText(number(report, "params")) + "\n";
+  const json &memory = report.value("memory_bytes", json::object());
+  std::string parts;
+  for (auto [key, name] : {std::pair{"params", "parameters"},
+                           {"grads", "gradients"},
+                           {"optimizer", "optimizer state"},
+                           {"activations", "activations"}})
+    parts += (parts.empty() ? "" : ", ") + std::string(name) + " " +
+             bytesText(number(memory, key));
+  out += "  memory     " + bytesText(number(memory, "peak_per_device")) +
+         " per device of " + bytesText(number(memory, "budget_per_device")) +
+         ": " + parts + "\n";
+  const json &comm = report.value("comm_bytes", json::object());
+  const json &calls = report.value("collective_calls", json::object());
+  std::string moved;
+  for (auto &[kind, bytes] : comm.items())
+    if (bytes.is_number() && bytes.get<double>() > 0)
+      moved +=
+          (moved.empty() ? "" : ", ") + kind + " " +
+          bytesText(bytes.get<double>()) +
+          (calls.contains(kind)
+               ? " in " + std::to_string(calls[kind].get<int64_t>()) + " calls"
+               : std::string());
+  out += "  comm/step  " + (moved.empty() ? std::string("none") : moved) + "\n";
+  const json &predicted = report.value("predicted", json::object());
+  char mfu[32];
+  std::snprintf(mfu, sizeof mfu, "%.2f", number(predicted, "mfu"));
+  out += "  predicted  " + secondsText(number(predicted, "step_time_s")) +
+         " per step on " + report.value("hw", std::string("?")) + ", MFU " +
+         mfu + "\n";
+  return out;
+}
+} // namespace dtc

@@ -168,6 +168,10 @@ Output:
   --emit-generic        --emit-mlir prints MLIR's generic op form (default: off)
   --timing              print each stage's wall time to stderr
   --Werror              the model's warnings are errors (no artifact)
+  --summary, --quiet    print (or not) the plan summary on stderr after a
+                        successful compile: mesh and degrees, memory per
+                        device, communication per step, predicted step
+                                                             (default: when stderr is a terminal)
   -h, --help            this help
 )";
 
@@ -433,6 +437,7 @@ std::string ineffectiveFlag(const Flags &flags, const dtc::CompileOptions &o) {
 int compileCommand(const std::vector<std::string> &args) {
   dtc::CompileOptions o;
   o.progress = isatty(STDERR_FILENO);
+  o.summary = isatty(STDERR_FILENO);
   bool help = false, strategyGiven = false, autoGiven = false;
   std::string strategy;
   Flags flags;
@@ -504,6 +509,8 @@ int compileCommand(const std::vector<std::string> &args) {
   });
   flags.boolean("--timing", [&] { o.timing = true; });
   flags.boolean("--Werror", [&] { o.warningsAreErrors = true; });
+  flags.boolean("--summary", [&] { o.summary = true; });
+  flags.boolean("--quiet", [&] { o.summary = false; });
   flags.boolean("--no-fuse-epilogues", [&] { o.fuseEpilogues = false; });
   flags.value("--bucket-mb", [&](const std::string &v) {
     if (!parseInt("--bucket-mb", v, o.bucketMiB, 0))

@@ -73,6 +73,10 @@ struct CompileOptions {
   bool timing = false;
   /// --Werror: the model's warnings (docs/cli.md) are errors.
   bool warningsAreErrors = false;
+  /// A few lines on stderr after a successful compile: the plan, memory,
+  /// communication and predicted step (planSummary). Default: when stderr
+  /// is a terminal; --summary / --quiet.
+  bool summary = false;
   /// --pin NAME=[[axes], ...]: parameter shardings pinned at user priority.
   std::vector<std::string> pins;
   /// Search the plan (dtc compile without a complete --strategy, or
@@ -98,6 +102,12 @@ struct CompileOptions {
 
 /// Runs the whole compilation; prints one error line on failure. Returns the
 /// process exit code.
+/// The plan summary `dtc compile` prints: the report's plan, parameters,
+/// memory per device by category, communication per step by collective,
+/// predicted step and compile time, as a few aligned lines.
+std::string planSummary(const nlohmann::json &report, const std::string &model,
+                        const std::string &output);
+
 int runCompile(const CompileOptions &options);
 
 /// Compiles MLIR text in memory: on success fills `artifact` with the body
