@@ -315,6 +315,13 @@ int64_t Trainer::tokensPerStep() const {
   return 0;
 }
 
+double Trainer::stepsPerPass() const {
+  if (!data_ || binding_.B <= 0 || binding_.S <= 0)
+    return 0;
+  return double(data_->size() - binding_.S - 1) /
+         double(binding_.B * binding_.S);
+}
+
 void Trainer::feed(int64_t step) {
   exec_->fillSyntheticInputs(opts_.seed, step);
   if (data_) {

@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <csignal>
@@ -110,7 +111,8 @@ const char *kUsage =
     "                         order drawn from --seed (default: the file's "
     "order);\n"
     "                         a resumed run continues the same order\n"
-    "  --log LOG.jsonl        per-step JSON lines {step, loss, step_time_s,\n"
+    "  --log LOG.jsonl        per-step JSON lines {step, loss, lr, "
+    "step_time_s,\n"
     "                         tokens_per_s}; with --load, continues the log of "
     "the\n"
     "                         run that wrote the checkpoint (default: none)\n"
@@ -122,6 +124,13 @@ const char *kUsage =
     "                         every rank its own pieces, in parallel\n"
     "  --save-every N         also save CKPT every N steps (default 0: at the "
     "end only)\n"
+    "  --print-every N        on stderr: a banner (ranks, parameters, tokens "
+    "per step,\n"
+    "                         steps per pass), then every N steps tokens/s, "
+    "elapsed\n"
+    "                         time and ETA (default: 10 when dtc run's stderr "
+    "is a\n"
+    "                         terminal, else 0: none)\n"
     "  --load CKPT|DIR        start from a checkpoint (a file or a sharded "
     "directory,\n"
     "                         saved under any mesh and plan), continuing its "
@@ -192,6 +201,10 @@ struct Options {
   bool haveSteps = false, launch = false, guard = false;
   /// --local-ranks: ranks as threads of this process (0: MPI or one rank).
   int localRanks = 0;
+  /// --print-every N: a banner, then every N steps (and the last) a line
+  /// of throughput, elapsed time and ETA on stderr (0: none; -1: not
+  /// given, which --launch turns into 10 when its stderr is a terminal).
+  int64_t printEvery = -1;
   TrainOptions train;
 };
 
@@ -213,10 +226,11 @@ bool parseU64(const std::string &s, uint64_t &v) {
 const std::vector<std::string> kBooleanFlags = {
     "--launch", "--help", "--guard", "--no-memory-check", "--shuffle"};
 const std::vector<std::string> kValueFlags = {
-    "--steps",       "--seed",      "--backend", "--data",      "--data-dtype",
-    "--log",         "--save",      "--load",    "--stats",     "--timeout",
-    "--save-every",  "--threads",   "--trace",   "--save-step", "--collectives",
-    "--local-ranks", "--calibrate", "--ranks"};
+    "--steps",      "--seed",      "--backend",     "--data",
+    "--data-dtype", "--log",       "--save",        "--load",
+    "--stats",      "--timeout",   "--save-every",  "--threads",
+    "--trace",      "--save-step", "--collectives", "--local-ranks",
+    "--calibrate",  "--ranks",     "--print-every"};
 
 bool isOneOf(const std::string &name, const std::vector<std::string> &flags) {
   return std::find(flags.begin(), flags.end(), name) != flags.end();
@@ -305,6 +319,11 @@ std::string parseArgs(int argc, char **argv, Options &o) {
           return "--local-ranks: expected an integer in [1, 4096], got '" +
                  value + "'";
         o.localRanks = int(v);
+      } else if (name == "--print-every") {
+        uint64_t v;
+        if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
+          return "--print-every: expected an integer >= 0, got '" + value + "'";
+        o.printEvery = int64_t(v);
       } else if (name == "--calibrate") {
         o.calibrateOut = value;
       } else if (name == "--ranks") {
@@ -506,6 +525,9 @@ void launchArguments(const Options &o, int64_t devices,
   mpirunArgs.insert(mpirunArgs.end(), extraArgs.begin(), extraArgs.end());
   if (o.train.threads <= 0)
     rankArgs.push_back("--threads=" + std::to_string(threads));
+  // A person watching: throughput lines (the ranks' stderr is a pipe).
+  if (o.printEvery < 0 && isatty(STDERR_FILENO))
+    rankArgs.push_back("--print-every=10");
 }
 
 /// Everything that can be checked in one process before starting ranks.
@@ -598,6 +620,74 @@ int pendingSignal() {
   ::_exit(1);
 }
 
+/// --print-every: on rank 0, a banner (artifact, ranks, parameters, tokens
+/// per step, steps per pass over the data) and, every N steps and at the
+/// last, tokens/s over those steps, the time since the first step and the
+/// time the remaining steps will take at that rate.
+class Throughput {
+public:
+  Throughput(Trainer &trainer, const Options &o, int ranks, int rank)
+      : every_(o.printEvery), steps_(o.train.steps),
+        tokens_(trainer.tokensPerStep()) {
+    if (every_ <= 0 || rank != 0)
+      return;
+    int64_t params = 0;
+    for (int t : trainer.artifact().tensorsWithRole(Role::Param))
+      params += numel(trainer.artifact().tensors[size_t(t)].shape);
+    std::string line = "dtc-run: " + o.artifact + ": " + std::to_string(ranks) +
+                       " rank" + (ranks == 1 ? "" : "s") + ", " +
+                       std::to_string(params) + " parameters, " +
+                       std::to_string(tokens_) + " tokens per step";
+    if (const double pass = trainer.stepsPerPass(); pass > 0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, ", %.1f steps per pass over the data",
+                    pass);
+      line += buf;
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  }
+
+  void step(const StepReport &r) {
+    if (every_ <= 0)
+      return;
+    const auto now = std::chrono::steady_clock::now();
+    if (done_ == 0)
+      first_ =
+          now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(r.seconds));
+    ++done_;
+    windowSeconds_ += r.seconds;
+    if (done_ % every_ != 0 && done_ != steps_)
+      return;
+    const int64_t windowSteps = (done_ - 1) % every_ + 1;
+    const double rate = windowSeconds_ > 0
+                            ? double(tokens_ * windowSteps) / windowSeconds_
+                            : 0.0;
+    const double elapsed = std::chrono::duration<double>(now - first_).count();
+    const double perStep = windowSeconds_ / double(windowSteps);
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "dtc-run: step %lld/%lld: %.0f tokens/s, %.1f s elapsed",
+                  (long long)r.step, (long long)(r.step + steps_ - done_), rate,
+                  elapsed);
+    std::string line = buf;
+    if (done_ < steps_) {
+      std::snprintf(buf, sizeof buf, ", ETA %.1f s",
+                    perStep * double(steps_ - done_));
+      line += buf;
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+    windowSeconds_ = 0;
+  }
+
+private:
+  int64_t every_, steps_, tokens_, done_ = 0;
+  double windowSeconds_ = 0;
+  std::chrono::steady_clock::time_point first_;
+};
+
 /// One rank's training run over `world`: the exit status. Agreed errors
 /// and interruptions are printed by the rank that reports them; a failure
 /// the ranks could not agree on goes to `unagreed` (which may not return).
@@ -611,9 +701,11 @@ int trainRank(World &world, int rank, const Options &o,
       std::fprintf(stderr, "dtc-run: note: %s\n", note.c_str());
       std::fflush(stderr);
     });
-    trainer.run([](const StepReport &r) {
+    Throughput meter(trainer, o, world.size(), rank);
+    trainer.run([&](const StepReport &r) {
       std::printf("step %lld loss %.8g\n", (long long)r.step, double(r.loss));
       std::fflush(stdout);
+      meter.step(r);
     });
     if (!o.train.statsPath.empty() && rank == 0)
       printKernelTable(trainer.executor());

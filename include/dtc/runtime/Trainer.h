@@ -141,6 +141,9 @@ public:
   /// Tokens of one global batch (elements of the first integer input, else
   /// the first input's dimension 0, else 0).
   int64_t tokensPerStep() const;
+  /// Steps in one pass over --data's windows ((n - S - 1) / (B·S) with n
+  /// tokens, docs/cli.md); 0 without data.
+  double stepsPerPass() const;
 
 private:
   void feed(int64_t step);
