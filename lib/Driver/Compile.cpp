@@ -34,6 +34,7 @@
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <functional>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -114,6 +115,8 @@ public:
     emit(where + ": error: " + message);
   }
   bool reported() const { return done; }
+  /// Errors go into a string: an in-memory compile (the search's).
+  bool capturing() const { return capture != nullptr; }
   /// --Werror: a warning is reported as the error, and the stage that
   /// raised it fails.
   bool warningsAreErrors = false;
@@ -265,12 +268,55 @@ deviceBudget(const ::dtc::CompileOptions &o,
   return {uint64_t(hw.memoryBytes), "--hw " + hw.name};
 }
 
+/// What to do about a plan that does not fit: the fastest plans of the
+/// same mesh the search's closed forms expect to fit the budget (at most
+/// three, as flags), in the model's precision or else in bf16-mixed; a
+/// larger mesh or another --device-memory when none does.
+std::string fittingPlansAdvice(const std::string &source,
+                               const ::dtc::CompileOptions &o) {
+  ::dtc::search::ModelFacts facts;
+  ::dtc::cost::HardwareProfile hw;
+  uint64_t budget = 0;
+  std::string unused;
+  for (const std::string &precision :
+       {o.precision, std::string("bf16-mixed")}) {
+    if (precision != o.precision && o.precision != "f32")
+      break;
+    ::dtc::CompileOptions probe = o;
+    probe.precision = precision;
+    if (!::dtc::searchFacts(source, o.input, probe, facts, hw, budget, unused))
+      break;
+    ::dtc::search::Space space;
+    space.mesh = o.mesh;
+    space.precision = precision;
+    space.optimizer = o.optimizer;
+    space.budget = double(budget);
+    std::string plans;
+    int listed = 0;
+    for (const ::dtc::search::Candidate &c :
+         ::dtc::search::enumerateCandidates(facts, space, hw)) {
+      if (!c.fits || listed == 3)
+        break;
+      plans += std::string(listed++ ? "; " : "") + "--strategy " +
+               c.describe() +
+               (precision != o.precision ? " --precision " + precision : "");
+    }
+    if (listed)
+      return "; plans of this mesh estimated to fit: " + plans +
+             " (dtc compile without --strategy searches them), or "
+             "--device-memory SIZE for the devices it will run on";
+  }
+  return "; no plan of this mesh is estimated to fit: use a larger mesh, or "
+         "--device-memory SIZE for the devices it will run on";
+}
+
 /// Validates the artifact as the runtime will, computes each rank's peak
 /// memory (what the runtime will allocate, MemoryPlan.h), refuses a plan
 /// that exceeds the device budget and records budget and peak.
 bool checkMemory(const ::dtc::CompileOptions &o,
                  const ::dtc::cost::HardwareProfile &hw, int64_t devices,
-                 json &artifact, Errors &errors) {
+                 json &artifact, Errors &errors,
+                 const std::function<std::string()> &advice) {
   namespace rt = ::dtc::rt;
   std::vector<rt::MemoryNeed> needs;
   std::string error;
@@ -292,9 +338,7 @@ bool checkMemory(const ::dtc::CompileOptions &o,
   errors.flag("the plan needs " + rt::formatBytes(largest->peak) +
               " per device (" + rt::largestKinds(*largest, 3) +
               "), more than the budget of " + rt::formatBytes(budget) +
-              " per device (" + source +
-              "); use a larger mesh, or --device-memory SIZE for the devices "
-              "it will run on");
+              " per device (" + source + ")" + advice());
   return false;
 }
 
@@ -554,6 +598,7 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   int64_t devices = 0;
   double weightDecay = 0;
   mlir::dtc::BuildTrainingStepOptions stepOptions;
+  const std::string source = buffer->getBuffer().str(); // for the advice
   if (!prepareModel(std::move(buffer), o, ctx, errors, module, hw, devices,
                     weightDecay, stepOptions))
     return false;
@@ -686,7 +731,14 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   if (!lower(*module, remat, cuts, /*print=*/true, rematChoice, artifact))
     return false;
   timer.done("emit");
-  if (!checkMemory(o, *hw, devices, artifact, errors))
+  // The search's own compiles get the short advice: it costs a second
+  // model analysis, and the search says what fits itself.
+  if (!checkMemory(o, *hw, devices, artifact, errors, [&] {
+        return errors.capturing()
+                   ? std::string("; use a larger mesh, or --device-memory "
+                                 "SIZE for the devices it will run on")
+                   : fittingPlansAdvice(source, o);
+      }))
     return false;
   timer.done("check-memory");
   return true;
