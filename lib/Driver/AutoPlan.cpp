@@ -400,3 +400,45 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
     explain(lowered, winner, all.size(), elapsed(), hw);
   return true;
 }
+
+/// What to do about a plan that does not fit: the fastest plans of the
+/// same mesh the search's closed forms expect to fit the budget (at most
+/// three, as flags), in the model's precision or else in bf16-mixed; a
+/// larger mesh or another --device-memory when none does.
+std::string dtc::fittingPlansAdvice(const std::string &source,
+                                    const CompileOptions &o) {
+  ::dtc::search::ModelFacts facts;
+  ::dtc::cost::HardwareProfile hw;
+  uint64_t budget = 0;
+  std::string unused;
+  for (const std::string &precision :
+       {o.precision, std::string("bf16-mixed")}) {
+    if (precision != o.precision && o.precision != "f32")
+      break;
+    ::dtc::CompileOptions probe = o;
+    probe.precision = precision;
+    if (!::dtc::searchFacts(source, o.input, probe, facts, hw, budget, unused))
+      break;
+    ::dtc::search::Space space;
+    space.mesh = o.mesh;
+    space.precision = precision;
+    space.optimizer = o.optimizer;
+    space.budget = double(budget);
+    std::string plans;
+    int listed = 0;
+    for (const ::dtc::search::Candidate &c :
+         ::dtc::search::enumerateCandidates(facts, space, hw)) {
+      if (!c.fits || listed == 3)
+        break;
+      plans += std::string(listed++ ? "; " : "") + "--strategy " +
+               c.describe() +
+               (precision != o.precision ? " --precision " + precision : "");
+    }
+    if (listed)
+      return "; plans of this mesh estimated to fit: " + plans +
+             " (dtc compile without --strategy searches them), or "
+             "--device-memory SIZE for the devices it will run on";
+  }
+  return "; no plan of this mesh is estimated to fit: use a larger mesh, or "
+         "--device-memory SIZE for the devices it will run on";
+}

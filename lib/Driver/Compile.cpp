@@ -61,25 +61,6 @@ std::string locationString(Location loc, const std::string &fallback) {
   return fallback;
 }
 
-/// MLIR's "unregistered operation 'dtc.gelo' found in dialect ('dtc') ..."
-/// as one line with the closest dtc op, as dtc's flags and attributes get.
-std::string withOpSuggestion(MLIRContext &ctx, const std::string &message) {
-  static const std::string prefix = "unregistered operation 'dtc.";
-  if (message.rfind(prefix, 0) != 0)
-    return message;
-  const size_t end = message.find('\'', prefix.size());
-  if (end == std::string::npos)
-    return message;
-  const std::string name =
-      message.substr(prefix.size() - 4, end - prefix.size() + 4);
-  std::vector<std::string> ops;
-  for (RegisteredOperationName op : ctx.getRegisteredOperations())
-    if (op.getStringRef().starts_with("dtc."))
-      ops.push_back(op.getStringRef().str());
-  return "unknown op '" + name + "'" + ::dtc::didYouMean(name, ops) +
-         " (docs/model-format.md lists the ops)";
-}
-
 /// Where a compilation's errors go: stderr, or the first one into a string
 /// (in-memory compiles). Only the first error is reported, as one line
 /// (spec/cli.md); later ones are usually its consequences. While alive it
@@ -90,7 +71,8 @@ public:
       : file(std::move(file)), capture(capture),
         handler(&ctx, [this, &ctx](Diagnostic &diag) {
           if (diag.getSeverity() == DiagnosticSeverity::Error) {
-            std::string message = withOpSuggestion(ctx, diag.str());
+            std::string message =
+                ::dtc::driver::withOpSuggestion(ctx, diag.str());
             for (const Diagnostic &note : diag.getNotes())
               // The IR dump MLIR attaches adds nothing for a model author.
               if (!StringRef(note.str()).starts_with("see current operation"))
@@ -268,46 +250,15 @@ deviceBudget(const ::dtc::CompileOptions &o,
   return {uint64_t(hw.memoryBytes), "--hw " + hw.name};
 }
 
-/// What to do about a plan that does not fit: the fastest plans of the
-/// same mesh the search's closed forms expect to fit the budget (at most
-/// three, as flags), in the model's precision or else in bf16-mixed; a
-/// larger mesh or another --device-memory when none does.
-std::string fittingPlansAdvice(const std::string &source,
-                               const ::dtc::CompileOptions &o) {
-  ::dtc::search::ModelFacts facts;
-  ::dtc::cost::HardwareProfile hw;
-  uint64_t budget = 0;
-  std::string unused;
-  for (const std::string &precision :
-       {o.precision, std::string("bf16-mixed")}) {
-    if (precision != o.precision && o.precision != "f32")
-      break;
-    ::dtc::CompileOptions probe = o;
-    probe.precision = precision;
-    if (!::dtc::searchFacts(source, o.input, probe, facts, hw, budget, unused))
-      break;
-    ::dtc::search::Space space;
-    space.mesh = o.mesh;
-    space.precision = precision;
-    space.optimizer = o.optimizer;
-    space.budget = double(budget);
-    std::string plans;
-    int listed = 0;
-    for (const ::dtc::search::Candidate &c :
-         ::dtc::search::enumerateCandidates(facts, space, hw)) {
-      if (!c.fits || listed == 3)
-        break;
-      plans += std::string(listed++ ? "; " : "") + "--strategy " +
-               c.describe() +
-               (precision != o.precision ? " --precision " + precision : "");
-    }
-    if (listed)
-      return "; plans of this mesh estimated to fit: " + plans +
-             " (dtc compile without --strategy searches them), or "
-             "--device-memory SIZE for the devices it will run on";
-  }
-  return "; no plan of this mesh is estimated to fit: use a larger mesh, or "
-         "--device-memory SIZE for the devices it will run on";
+/// The advice of a memory refusal. The search's own compiles get the short
+/// one: the plans that fit cost a second model analysis, and the search
+/// says what fits itself.
+std::string memoryAdvice(const Errors &errors, const std::string &source,
+                         const ::dtc::CompileOptions &o) {
+  return errors.capturing() ? std::string("; use a larger mesh, or "
+                                          "--device-memory SIZE for the "
+                                          "devices it will run on")
+                            : ::dtc::fittingPlansAdvice(source, o);
 }
 
 /// Validates the artifact as the runtime will, computes each rank's peak
@@ -731,14 +682,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   if (!lower(*module, remat, cuts, /*print=*/true, rematChoice, artifact))
     return false;
   timer.done("emit");
-  // The search's own compiles get the short advice: it costs a second
-  // model analysis, and the search says what fits itself.
-  if (!checkMemory(o, *hw, devices, artifact, errors, [&] {
-        return errors.capturing()
-                   ? std::string("; use a larger mesh, or --device-memory "
-                                 "SIZE for the devices it will run on")
-                   : fittingPlansAdvice(source, o);
-      }))
+  if (!checkMemory(o, *hw, devices, artifact, errors,
+                   [&] { return memoryAdvice(errors, source, o); }))
     return false;
   timer.done("check-memory");
   return true;

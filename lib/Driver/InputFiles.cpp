@@ -1,5 +1,7 @@
 //===- InputFiles.cpp - reading dtc compile's inputs safely ---------------===//
 #include "InputFiles.h"
+#include "dtc/runtime/Suggest.h"
+#include "mlir/IR/OperationSupport.h"
 
 #include "dtc/artifact/MemoryPlan.h"
 
@@ -128,4 +130,23 @@ std::unique_ptr<llvm::MemoryBuffer> readInputFile(const std::string &path,
   }
   return llvm::MemoryBuffer::getMemBufferCopy(text, isStdin ? "<stdin>" : path);
 }
+
+std::string withOpSuggestion(mlir::MLIRContext &ctx,
+                             const std::string &message) {
+  static const std::string prefix = "unregistered operation 'dtc.";
+  if (message.rfind(prefix, 0) != 0)
+    return message;
+  const size_t end = message.find('\'', prefix.size());
+  if (end == std::string::npos)
+    return message;
+  const std::string name =
+      message.substr(prefix.size() - 4, end - prefix.size() + 4);
+  std::vector<std::string> ops;
+  for (mlir::RegisteredOperationName op : ctx.getRegisteredOperations())
+    if (op.getStringRef().starts_with("dtc."))
+      ops.push_back(op.getStringRef().str());
+  return "unknown op '" + name + "'" + ::dtc::didYouMean(name, ops) +
+         " (docs/model-format.md lists the ops)";
+}
+
 } // namespace dtc::driver

@@ -9,6 +9,7 @@
 #ifndef DTC_LIB_DRIVER_INPUTFILES_H
 #define DTC_LIB_DRIVER_INPUTFILES_H
 
+#include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -21,6 +22,12 @@ namespace dtc::driver {
 constexpr int kMaxNesting = 256;
 constexpr uint64_t kMaxModelBytes = uint64_t(1) << 30;
 constexpr uint64_t kMaxHardwareFileBytes = uint64_t(1) << 20;
+
+/// MLIR's "unregistered operation 'dtc.gelo' found in dialect ('dtc') ..."
+/// as one line with the closest dtc op registered in `ctx`, as dtc's flags
+/// and attributes get; any other message as it is.
+std::string withOpSuggestion(mlir::MLIRContext &ctx,
+                             const std::string &message);
 
 /// "line:col" of the first bracket nested deeper than kMaxNesting, or "".
 std::string tooDeeplyNested(llvm::StringRef text);

@@ -108,6 +108,13 @@ struct CompileOptions {
 std::string planSummary(const nlohmann::json &report, const std::string &model,
                         const std::string &output);
 
+/// The advice of a memory refusal for a pinned plan: up to three plans of
+/// the same mesh the search's closed forms expect to fit the budget (as
+/// --strategy flags; in bf16-mixed when no plan in the model's precision
+/// fits), or a larger mesh and --device-memory when none does.
+std::string fittingPlansAdvice(const std::string &source,
+                               const CompileOptions &options);
+
 int runCompile(const CompileOptions &options);
 
 /// Compiles MLIR text in memory: on success fills `artifact` with the body
