@@ -91,7 +91,8 @@ std::string dirPrefix(const std::string &p) {
 /// /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N name a descriptor
 /// of this process: writing there means writing to it, whatever it is.
 bool descriptorAlias(const std::string &p, int &fd) {
-  if (p == "/dev/stdout") {
+  // "-" is standard output, as for every tool that writes files.
+  if (p == "-" || p == "/dev/stdout") {
     fd = 1;
     return true;
   }

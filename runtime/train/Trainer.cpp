@@ -133,7 +133,7 @@ void checkTracePaths(const TrainOptions &o, const std::vector<int> &ranks) {
 }
 
 bool continueLog(const std::string &path, bool resuming, int64_t step) {
-  if (!resuming)
+  if (!resuming || path == "-") // standard output: nothing to continue
     return false;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)

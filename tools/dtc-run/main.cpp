@@ -417,6 +417,8 @@ void printError(const std::string &msg) {
 
 // The directory of an output path must exist and be writable.
 void checkOutputPath(const std::string &flag, const std::string &path) {
+  if (path == "-") // standard output
+    return;
   std::string dir = ".";
   size_t slash = path.rfind('/');
   if (slash != std::string::npos)
@@ -551,6 +553,9 @@ int64_t validate(const Options &o) {
     checkOutputPath("--log", o.train.logPath);
     continueLog(o.train.logPath, !o.train.loadPath.empty(), step);
   }
+  if (o.train.savePath == "-")
+    throw Error("--save -: a checkpoint is a file with its .optim sidecar, or "
+                "a directory; it cannot go to standard output");
   if (!o.train.savePath.empty()) {
     if (isShardedCheckpointPath(o.train.savePath))
       checkShardedSavePath("--save", o.train.savePath);

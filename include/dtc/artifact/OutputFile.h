@@ -9,7 +9,7 @@
 //     fsync'ed; a crash, an error or a signal leaves the old file or the
 //     complete new one, and no temporary file;
 //   - a character device, FIFO or socket is written in place (`-o /dev/null`
-//     and `-o /dev/stdout` work and stay what they are); /dev/stdout,
+//     and `-o /dev/stdout` work and stay what they are); "-" and /dev/stdout,
 //     /dev/stderr, /dev/fd/N and /proc/self/fd/N write to that descriptor;
 //   - a symbolic link is followed: its target is replaced, the link stays;
 //   - a directory or a block device is refused.
