@@ -66,8 +66,10 @@ const json *attr(const json &attrs, const char *key) {
     fail(std::string("missing attribute '") + key + "'");
   return &*it;
 }
-/// An optional attribute: null when absent.
+/// An optional attribute: null when absent (also with no attributes at all).
 const json *optAttr(const json &attrs, const char *key) {
+  if (attrs.is_null())
+    return nullptr;
   if (!attrs.is_object())
     fail("attributes must be a JSON object");
   auto it = attrs.find(key);

@@ -315,12 +315,12 @@ LogicalResult CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   // batch shard later computes its exact share. A mean over the labels
   // kept has no fixed scale: dtc-decompose-ignored-labels writes it as a
   // sum over their count first.
-  if (getIgnoreIndex() && getReduction() == "mean")
+  if (getIgnoreIndex() && !isSum())
     return emitOpError() << "a mean over the labels not equal to ignore_index "
                             "is differentiated as a sum over their count "
                             "(run dtc-decompose-ignored-labels first)";
   int64_t positions = typeOf(getLabels()).getNumElements();
-  const double scale = getReduction() == "sum" ? 1.0 : 1.0 / positions;
+  const double scale = isSum() ? 1.0 : 1.0 / positions;
   grads.assign({CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(),
                                            getLogits(), getLabels(), dys[0],
                                            b.getF32FloatAttr(scale),

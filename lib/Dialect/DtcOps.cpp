@@ -412,9 +412,9 @@ ShardingRule CrossEntropyOp::getShardingRule() {
   // shares of them; a mean over the labels kept is neither (its count is
   // data) and keeps its positions whole (dtc-decompose-ignored-labels
   // rewrites it as sum / count first).
-  const FactorKind positions = getReduction() == "sum" ? FactorKind::Sum
-                               : getIgnoreIndex()      ? FactorKind::Blocked
-                                                       : FactorKind::Mean;
+  const FactorKind positions = isSum()            ? FactorKind::Sum
+                               : getIgnoreIndex() ? FactorKind::Blocked
+                                                  : FactorKind::Mean;
   return crossEntropyRule(*this, positions, FactorKind::Resolved);
 }
 
@@ -505,7 +505,7 @@ LogicalResult CrossEntropyOp::buildLocal(LocalLoweringContext &ctx,
                       mask = LabelMaskOp::create(b, loc, tensorType(rows),
                                                  labels, getIgnoreIndexAttr()));
   Value loss = rows;
-  if (rank > 0 && getReduction() == "sum")
+  if (rank > 0 && isSum())
     loss = ReduceSumOp::create(b, loc, rows, allAxes, false);
   else if (rank > 0 && mask) // the mean over the kept labels (0 if none)
     loss = DivOp::create(

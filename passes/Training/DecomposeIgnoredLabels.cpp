@@ -25,7 +25,7 @@ struct DecomposeIgnoredLabelsPass
   void runOnOperation() override {
     SmallVector<CrossEntropyOp> means;
     getOperation().walk([&](CrossEntropyOp op) {
-      if (op.getIgnoreIndex() && op.getReduction() == "mean")
+      if (op.getIgnoreIndex() && !op.isSum())
         means.push_back(op);
     });
     for (CrossEntropyOp op : means)

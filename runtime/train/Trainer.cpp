@@ -389,13 +389,15 @@ void Trainer::appendLog(const StepReport &r) {
   if (r.lossScaling)
     scaling = ",\"loss_scale\":" + jsonNumber(r.lossScale) +
               ",\"skipped\":" + (r.skipped ? "true" : "false");
-  // The rate in full (shortest round-trip form): it is a double.
+  // The rate in full (shortest round-trip form): it is a double. After the
+  // contract's four keys, as every addition.
   const std::string lr = r.lr ? ",\"lr\":" + nlohmann::json(*r.lr).dump() : "";
   const std::string line =
       "{\"step\":" + std::to_string(r.step) +
-      ",\"loss\":" + jsonNumber(r.loss) + lr +
+      ",\"loss\":" + jsonNumber(r.loss) +
       ",\"step_time_s\":" + jsonNumber(r.seconds) +
-      ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + scaling + "}\n";
+      ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + lr + scaling +
+      "}\n";
   std::string err;
   if (!log_->write(line.data(), line.size(), err))
     throw Error(opts_.logPath + ": cannot write the log: " + err);

@@ -219,7 +219,8 @@ def Dtc_CrossEntropyOp : Dtc_Op<"cross_entropy", [Pure, Dtc_Gradient,
   let summary = "mean softmax cross entropy over all label positions";
   let description = [{
     -log softmax(logits)[label] per label position, reduced by `reduction`:
-    "mean" (the model format's) over the positions, "sum" their sum. With
+    "mean" (the default, the model format's) over the positions, "sum"
+    their sum. With
     `ignore_index`, positions whose label equals it count for nothing (the
     label need not lie in [0, V)): the mean is over the kept positions, and
     0 when none is kept. dtc-decompose-ignored-labels turns such a mean into
@@ -228,8 +229,12 @@ def Dtc_CrossEntropyOp : Dtc_Op<"cross_entropy", [Pure, Dtc_Gradient,
   }];
   let arguments = (ins Dtc_FloatTensor:$logits, Dtc_IdTensor:$labels,
                        OptionalAttr<I64Attr>:$ignore_index,
-                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction);
+                       OptionalAttr<StrAttr>:$reduction);
   let results = (outs Dtc_LossTensor:$result);
+  let extraClassDeclaration = [{
+    /// reduction = "sum" (absent: the mean).
+    bool isSum() { return getReduction() && *getReduction() == "sum"; }
+  }];
 }
 
 def Dtc_LabelMaskOp : Dtc_Op<"label_mask", [Pure, Dtc_Gradient, Dtc_ShardingRule,

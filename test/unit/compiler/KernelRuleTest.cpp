@@ -99,6 +99,7 @@ func.func @samples(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %v8: tensor<8xf32>,
   %53 = "dtc.matmul_bias"(%x, %w, %v3) : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
   %54:2 = "dtc.matmul_gelu"(%x, %w) : (tensor<4x8xf32>, tensor<8x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
   %55:2 = "dtc.matmul_gelu"(%x, %w, %v3) : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
+  %56 = "dtc.label_mask"(%labels) {ignore_index = -100 : i64} : (tensor<4xi64>) -> tensor<4xf32>
   %52:3 = "dtc.loss_scale_update"(%51, %step, %step, %51) {growth_factor = 2.0 : f64, backoff_factor = 0.5 : f64, growth_interval = 2000 : i64} : (tensor<f32>, tensor<i64>, tensor<i64>, tensor<f32>) -> (tensor<f32>, tensor<i64>, tensor<i64>)
   return
 }

@@ -167,7 +167,7 @@ data)
   losses one.out > one.l; losses two.out > two.l
   close two.l one.l 2e-5
   [ "$(wc -l < one.jsonl)" = 4 ] || fail "log lines"
-  grep -q '^{"step":0,"loss":[0-9.e+-]*,"step_time_s":[0-9.e+-]*,"tokens_per_s":[0-9.e+-]*}$' one.jsonl || { cat one.jsonl; fail "log format"; }
+  grep -q '^{"step":0,"loss":[0-9.e+-]*,"step_time_s":[0-9.e+-]*,"tokens_per_s":[0-9.e+-]*,"lr":[0-9.e+-]*}$' one.jsonl || { cat one.jsonl; fail "log format"; }
   mpi 2 "$run" "$art/lm2.dtc" --steps 1 --data "$art/tokens_bad.bin" 2> e; [ $? = 1 ] || fail "bad token"
   one_error e "tokens_bad.bin: token 60 at byte offset 246 (token 123) is not below 50"
   "$run" "$art/mlp1.dtc" --steps 1 --data "$art/tokens.bin" 2> e; [ $? = 1 ] || fail "no token inputs"
