@@ -132,7 +132,8 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
           !isa<FloatType>(type.getElementType()))
         continue;
       std::string why;
-      if (batch && type.getDimSize(0) != *batch)
+      // A dimension 0 of 1 says nothing (a broadcast row, a scalar input).
+      if (batch && type.getDimSize(0) != *batch && type.getDimSize(0) != 1)
         why = "its dimension 0 (" + std::to_string(type.getDimSize(0)) +
               ") is not the batch (" + std::to_string(*batch) +
               ", dimension 0 of \"" + batchInput + "\")";
