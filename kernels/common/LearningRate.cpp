@@ -78,4 +78,10 @@ std::string learningRateSchedule(const nlohmann::json &attrs,
   return "";
 }
 
+LearningRateSchedule learningRateSchedule(const nlohmann::json &attrs) {
+  LearningRateSchedule schedule;
+  learningRateSchedule(attrs, schedule);
+  return schedule;
+}
+
 } // namespace dtc::kernels

@@ -36,17 +36,10 @@ Scaling scalingOf(const KernelArgs &a, size_t first,
   return s;
 }
 
-// The op's schedule (its rule checked the attributes when it was loaded).
-LearningRateSchedule scheduleOf(const KernelArgs &a) {
-  LearningRateSchedule s;
-  learningRateSchedule(*a.attrs, s);
-  return s;
-}
-
 // p' = p - lr (g + wd p). p' may be p (in place). The optimizer step is
 // input 2 when the rate changes with it, before the loss-scaling inputs.
 void kSgd(const KernelArgs &a) {
-  const LearningRateSchedule schedule = scheduleOf(a);
+  const LearningRateSchedule schedule = learningRateSchedule(*a.attrs);
   const bool stepped = schedule.varies();
   const Scaling sc = scalingOf(a, stepped ? 3 : 2, {{0, 0}});
   if (sc.skip)
@@ -99,9 +92,9 @@ void kAdam(const KernelArgs &a) {
     return;
   const nlohmann::json &at = *a.attrs;
   const int64_t step = a.in[4].as<int64_t>()[0];
-  const double lr = scheduleOf(a).at(step), b1 = attrNum(at, "beta1"),
-               b2 = attrNum(at, "beta2"), eps = attrNum(at, "eps"),
-               wd = attrNum(at, "weight_decay");
+  const double lr = learningRateSchedule(*a.attrs).at(step),
+               b1 = attrNum(at, "beta1"), b2 = attrNum(at, "beta2"),
+               eps = attrNum(at, "eps"), wd = attrNum(at, "weight_decay");
   const bool decoupled = attrBool(at, "decoupled");
   const double t = double(step) + 1.0;
   const double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);

@@ -40,14 +40,6 @@ ScalingArgs scalingArgs(const KernelArgs &a, size_t first) {
   return s;
 }
 
-/// The op's schedule (its rule checked the attributes when it was loaded);
-/// each thread evaluates it at the device's step.
-LearningRateSchedule scheduleOf(const KernelArgs &a) {
-  LearningRateSchedule s;
-  learningRateSchedule(*a.attrs, s);
-  return s;
-}
-
 // p' = p - lr (g inv_scale + wd p). `step` is null when the rate is constant.
 template <class T, class G>
 __global__ void sgdKernel(const T *p, const G *g, T *out, long long n,
@@ -72,7 +64,7 @@ void kSgd(const KernelArgs &a, const Context &ctx) {
   const long long n = p.numel;
   if (n <= 0)
     return;
-  const LearningRateSchedule schedule = scheduleOf(a);
+  const LearningRateSchedule schedule = learningRateSchedule(*a.attrs);
   const bool stepped = schedule.varies();
   const int64_t *step = stepped ? a.in[2].as<int64_t>() : nullptr;
   const double wd = attrNum(*a.attrs, "weight_decay");
@@ -135,12 +127,9 @@ void kAdam(const KernelArgs &a, const Context &ctx) {
   if (n <= 0)
     return;
   const nlohmann::json &at = *a.attrs;
-  const AdamCoefs c{scheduleOf(a),
-                    attrNum(at, "beta1"),
-                    attrNum(at, "beta2"),
-                    attrNum(at, "eps"),
-                    attrNum(at, "weight_decay"),
-                    attrBool(at, "decoupled")};
+  const AdamCoefs c{learningRateSchedule(*a.attrs), attrNum(at, "beta1"),
+                    attrNum(at, "beta2"),           attrNum(at, "eps"),
+                    attrNum(at, "weight_decay"),    attrBool(at, "decoupled")};
   const ScalingArgs sc = scalingArgs(a, 5);
   dispatchFloat(p.dtype, [&](auto pt) {
     using T = decltype(pt);

@@ -411,10 +411,10 @@ std::string dtc::fittingPlansAdvice(const std::string &source,
   ::dtc::cost::HardwareProfile hw;
   uint64_t budget = 0;
   std::string unused;
-  for (const std::string &precision :
-       {o.precision, std::string("bf16-mixed")}) {
-    if (precision != o.precision && o.precision != "f32")
-      break;
+  std::vector<std::string> precisions = {o.precision};
+  if (o.precision == "f32")
+    precisions.push_back("bf16-mixed");
+  for (const std::string &precision : precisions) {
     ::dtc::CompileOptions probe = o;
     probe.precision = precision;
     if (!::dtc::searchFacts(source, o.input, probe, facts, hw, budget, unused))

@@ -1,6 +1,7 @@
 //===- Report.cpp - the plan report of dtc compile --report --------------===//
 #include "Report.h"
 #include "dtc/Planner/Evaluate.h"
+#include "dtc/artifact/MemoryPlan.h"
 
 #include <cstdio>
 
@@ -104,19 +105,6 @@ json mlir::dtc::buildReport(ModuleOp module, const json &artifact,
 }
 
 namespace {
-std::string bytesText(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", bytes,
-                units[u]);
-  return buf;
-}
-
 std::string countText(double n) {
   const char *units[] = {"", " K", " M", " B", " T"};
   int u = 0;
@@ -141,6 +129,11 @@ std::string secondsText(double s) {
 double number(const json &j, const char *key) {
   auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+/// Bytes of the report, as every dtc message writes them (rt::formatBytes).
+std::string bytesText(const json &j, const char *key) {
+  return ::dtc::rt::formatBytes(uint64_t(number(j, key)));
 }
 } // namespace
 
@@ -188,10 +181,10 @@ std::string planSummary(const json &report, const std::string &model,
                            {"optimizer", "optimizer state"},
                            {"activations", "activations"}})
     parts += (parts.empty() ? "" : ", ") + std::string(name) + " " +
-             bytesText(number(memory, key));
-  out += "  memory     " + bytesText(number(memory, "peak_per_device")) +
-         " per device of " + bytesText(number(memory, "budget_per_device")) +
-         ": " + parts + "\n";
+             bytesText(memory, key);
+  out += "  memory     " + bytesText(memory, "peak_per_device") +
+         " per device of " + bytesText(memory, "budget_per_device") + ": " +
+         parts + "\n";
   const json &comm = report.value("comm_bytes", json::object());
   const json &calls = report.value("collective_calls", json::object());
   std::string moved;
@@ -199,7 +192,7 @@ std::string planSummary(const json &report, const std::string &model,
     if (bytes.is_number() && bytes.get<double>() > 0)
       moved +=
           (moved.empty() ? "" : ", ") + kind + " " +
-          bytesText(bytes.get<double>()) +
+          ::dtc::rt::formatBytes(uint64_t(bytes.get<double>())) +
           (calls.contains(kind)
                ? " in " + std::to_string(calls[kind].get<int64_t>()) + " calls"
                : std::string());

@@ -342,11 +342,8 @@ learningRateScheduleOf(const Artifact &a) {
   auto find = [](const std::vector<InstrDecl> &list)
       -> std::optional<kernels::LearningRateSchedule> {
     for (const InstrDecl &in : list)
-      if (in.op == "sgd_update" || in.op == "adam_update") {
-        kernels::LearningRateSchedule s;
-        kernels::learningRateSchedule(in.attrs, s);
-        return s;
-      }
+      if (in.op == "sgd_update" || in.op == "adam_update")
+        return kernels::learningRateSchedule(in.attrs);
     return std::nullopt;
   };
   for (const ProgramDecl &p : a.programs) {

@@ -72,6 +72,9 @@ const char *lrScheduleKindName(LrScheduleKind kind);
 /// given to a schedule that has no decay, M outside [0, lr].
 std::string learningRateSchedule(const nlohmann::json &attrs,
                                  LearningRateSchedule &schedule);
+/// The schedule of attributes the kernel rule has accepted (the kernels and
+/// the runtime read it so; rejected attributes give the constant default).
+LearningRateSchedule learningRateSchedule(const nlohmann::json &attrs);
 
 } // namespace dtc::kernels
 
