@@ -22,6 +22,6 @@ python3 examples/char_tokens.py /usr/share/common-licenses/GPL-3 -o "$out/gpl3.t
   --summary --report "$out/gpt.report.json" -o "$out/gpt.dtc"
 plan=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["planner"]["chose"])' "$out/gpt.report.json")
 echo "compiled $out/gpt.dtc for mesh 2x2, plan $plan (report: $out/gpt.report.json); training:"
-"$dtc" run "$out/gpt.dtc" --steps "$steps" --data "$out/gpl3.tokens" --shuffle \
+"$dtc" run "$out/gpt.dtc" --steps "$steps" --data "$out/gpl3.tokens" --shuffle --print-every 50 \
   --log "$out/gpt.log.jsonl" --save "$out/gpt.safetensors"
 echo "per-step log: $out/gpt.log.jsonl; parameters: $out/gpt.safetensors"
