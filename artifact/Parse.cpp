@@ -29,6 +29,11 @@ int Artifact::findComm(const std::string &name) const {
       return int(i);
   return -1;
 }
+bool Artifact::hasEvaluation() const {
+  return !programs.empty() &&
+         std::all_of(programs.begin(), programs.end(),
+                     [](const ProgramDecl &p) { return p.hasEvaluation; });
+}
 int Artifact::programOf(int64_t rank) const {
   for (size_t p = 0; p < programs.size(); ++p)
     for (int r : programs[p].ranks)
@@ -116,6 +121,7 @@ Artifact Parser::parse(const json &body) {
   checkPipeline(a);
   checkTensorsBound(a);
   checkProgramsAgree(a, owner);
+  checkEvaluation(a, owner);
   return a;
 }
 

@@ -33,9 +33,10 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
       if (opt(v, key))
         fail(where, std::string("\"") + key +
                         "\" needs the artifact's \"pipeline\" section");
-    return;
+  } else {
+    parsePipelineLists(v, where, a, p);
   }
-  parsePipelineLists(v, where, a, p);
+  parseEvaluation(v, where, p);
 }
 
 void Parser::parseRanks(const json &v, const std::string &where,

@@ -135,6 +135,7 @@ public:
   }
 
   Artifact parse(const json &body);
+  const std::string &label() const { return label_; }
 
   MemCategory category(const json &v, const std::string &where) const;
 
@@ -168,6 +169,11 @@ private:
   void parsePipelineLists(const json &v, const std::string &where,
                           const Artifact &a, ProgramDecl &p);
   void checkBuckets(ProgramDecl &p, const std::string &where);
+  // Evaluation.cpp: the "evaluation" section of a program, and the checks
+  // of all of them together (after the programs' own agreement).
+  void parseEvaluation(const json &v, const std::string &where, ProgramDecl &p);
+  void checkEvaluation(const Artifact &a,
+                       const std::vector<int> &programOfRank);
   void parseInstructions(const json &list, const std::string &where,
                          const Artifact &a, const ProgramDecl &p,
                          std::vector<InstrDecl> &out);

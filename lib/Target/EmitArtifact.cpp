@@ -13,6 +13,7 @@
 #include "dtc/Sharding/Sharding.h"
 #include "dtc/Version.h"
 #include "dtc/artifact/ArtifactFormat.h"
+#include "dtc/artifact/Evaluation.h"
 
 using namespace mlir;
 using namespace mlir::dtc;
@@ -139,6 +140,12 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
     pipeline.erase("per_stage");
     body["pipeline"] = pipeline;
   }
+  // Beside the step, what evaluating the loss runs of it (no backward, no
+  // update), derived from the programs just emitted.
+  std::string error;
+  if (!::dtc::artifact::addEvaluation(body, "the emitted artifact", error))
+    return module.emitError()
+           << "internal error: cannot derive the evaluation: " << error;
   return body;
 }
 

@@ -570,7 +570,7 @@ void RankExecutor::enqueueCollective(Prepared &pr, int index, int microbatch) {
 }
 
 void RankExecutor::enqueueList(List &list, int chunk, int microbatch,
-                               std::string &first) {
+                               std::string &first, bool evaluation) {
   const ProgramDecl &p = program();
   const std::vector<char *> *copy = nullptr;
   if (chunk >= 0)
@@ -580,6 +580,8 @@ void RankExecutor::enqueueList(List &list, int chunk, int microbatch,
                                 : std::string();
   for (size_t i = 0; i < list.size(); ++i) {
     Prepared &pr = list[i];
+    if (evaluation && !pr.decl->evaluation)
+      continue;
     for (auto &[isOut, arg, slot] : pr.perMicroBatch)
       (isOut ? pr.args.out : pr.args.in)[size_t(arg)].data =
           (*copy)[size_t(indexInChunk_[size_t(slot)])];
@@ -589,7 +591,8 @@ void RankExecutor::enqueueList(List &list, int chunk, int microbatch,
         enqueueCollective(pr, int(i), chunk >= 0 ? microbatch : -1);
       else
         enqueueKernel(pr, int(i), chunk >= 0 ? microbatch : -1);
-      if (overflowArmed_ && &list == &instrs_ && int(i) == overflowInstr_)
+      if (overflowArmed_ && !evaluation && &list == &instrs_ &&
+          int(i) == overflowInstr_)
         poisonGradient(pr.comm != nullptr);
     } catch (const CommFailure &e) {
       // The ranks cannot stay matched any more: stop here.
@@ -627,7 +630,16 @@ void RankExecutor::poisonGradient(bool afterCollective) {
                          dtypeSize(d), compute);
 }
 
-std::string RankExecutor::run() {
+std::string RankExecutor::run() { return runStep(false); }
+
+std::string RankExecutor::runEvaluation() {
+  if (!a_.hasEvaluation())
+    throw Error(a_.label + ": the artifact has no evaluation section "
+                           "(compiled by an older dtc): compile it again");
+  return runStep(true);
+}
+
+std::string RankExecutor::runStep(bool evaluation) {
   CountScratch counting(scratch_);
   std::string first;
   const ProgramDecl &p = program();
@@ -636,11 +648,15 @@ std::string RankExecutor::run() {
     viewError_.clear();
   }
   backend_->attachThread();
-  for (auto &kinds : stats_.perStepByComm)
-    kinds.fill({});
-  for (auto &kind : stats_.perStep)
-    kind = {};
-  stats_.sendRecvPerStep = {};
+  // An evaluation leaves the step's counters alone (--stats describes
+  // training steps).
+  if (!evaluation) {
+    for (auto &kinds : stats_.perStepByComm)
+      kinds.fill({});
+    for (auto &kind : stats_.perStep)
+      kind = {};
+    stats_.sendRecvPerStep = {};
+  }
   eventsUsed_ = 0;
   enqueued_.clear();
   collectiveDone_.clear();
@@ -649,11 +665,12 @@ std::string RankExecutor::run() {
   Event &runStart = nextEvent();
   backend_->record(runStart, backend_->computeStream());
   if (a_.pipeline.present)
-    enqueuePipelineStep(first);
+    enqueuePipelineStep(first, evaluation);
   else
-    enqueueList(instrs_, -1, 0, first);
+    enqueueList(instrs_, -1, 0, first, evaluation);
   progress::setInstruction(-1);
-  overflowArmed_ = false;
+  if (!evaluation)
+    overflowArmed_ = false;
   // The step ends when the device is done with it.
   try {
     backend_->synchronize();
@@ -673,7 +690,23 @@ std::string RankExecutor::run() {
       throw CommFailure("program '" + p.name + "': " + e.what());
     }
   }
+  if (evaluation) {
+    if (trace_)
+      trace_->complete(TraceWriter::kSteps, "program '" + p.name + "'",
+                       "evaluation", traceStart, TraceWriter::nowNs(), "{}");
+    return first;
+  }
+  if (stats_.runs == 1) {
+    // The second run: the warm-up's times leave the table (the entries
+    // stay, the instructions point at them).
+    for (auto &[op, seconds] : stats_.secondsByOp)
+      seconds = 0;
+    for (auto &[key, row] : stats_.byKernelShape)
+      row = {};
+    stats_.timedRuns = 0;
+  }
   account(runStart, traceStart);
+  ++stats_.timedRuns;
   for (int k = 0; k < kNumCollKinds; ++k) {
     stats_.collectives[k].calls += stats_.perStep[k].calls;
     stats_.collectives[k].bytes += stats_.perStep[k].bytes;

@@ -10,14 +10,21 @@ namespace dtc::rt {
 // and gives it back after its last backward part), then the list after the
 // micro-batches. A copy given back is reused by a later micro-batch: the
 // streams order that reuse after the work on the copy (its slots' hazards).
-void RankExecutor::enqueuePipelineStep(std::string &first) {
+//
+// An evaluation runs the forward actions alone, in the same order (each
+// waits only for forwards of earlier virtual stages, which never wait for
+// it), and gives a micro-batch's copy back right after its forward.
+void RankExecutor::enqueuePipelineStep(std::string &first, bool evaluation) {
   const ProgramDecl &p = program();
-  enqueueList(instrs_, -1, 0, first);
+  enqueueList(instrs_, -1, 0, first, evaluation);
   std::map<std::pair<int, int>, size_t> lastAction;
   for (size_t i = 0; i < p.schedule.size(); ++i)
-    lastAction[{p.schedule[i].chunk, p.schedule[i].microbatch}] = i;
+    if (!evaluation || p.schedule[i].kind == sched::Kind::Forward)
+      lastAction[{p.schedule[i].chunk, p.schedule[i].microbatch}] = i;
   for (size_t i = 0; i < p.schedule.size(); ++i) {
     const sched::Action &act = p.schedule[i];
+    if (evaluation && act.kind != sched::Kind::Forward)
+      continue;
     const std::pair<int, int> key{act.chunk, act.microbatch};
     if (!live_.count(key)) {
       auto &spare = spare_[size_t(act.chunk)];
@@ -41,7 +48,7 @@ void RankExecutor::enqueuePipelineStep(std::string &first) {
     auto &lists = chunkLists_[size_t(act.chunk)];
     switch (act.kind) {
     case sched::Kind::Forward:
-      enqueueList(lists[0], act.chunk, act.microbatch, first);
+      enqueueList(lists[0], act.chunk, act.microbatch, first, evaluation);
       break;
     case sched::Kind::Backward:
       enqueueList(lists[1], act.chunk, act.microbatch, first);
@@ -61,9 +68,9 @@ void RankExecutor::enqueuePipelineStep(std::string &first) {
       --liveMicrobatches_;
     }
   }
-  if (overflowArmed_ && overflowInstr_ == -2)
+  if (overflowArmed_ && !evaluation && overflowInstr_ == -2)
     poisonGradient(false);
-  enqueueList(finish_, -1, 0, first);
+  enqueueList(finish_, -1, 0, first, evaluation);
 }
 
 } // namespace dtc::rt

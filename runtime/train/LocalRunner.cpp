@@ -382,6 +382,24 @@ bool LocalRunner::runStep(std::string &error) noexcept {
   DTC_GUARD_END
 }
 
+bool LocalRunner::runEvaluation(std::string &error) noexcept {
+  DTC_GUARD_BEGIN
+  std::vector<std::string> errs(static_cast<size_t>(ranks()));
+  std::string err = impl_->forRanks([&](int r) {
+    errs[size_t(r)] = impl_->execs[size_t(r)]->runEvaluation();
+  });
+  if (err.empty())
+    for (const std::string &e : errs)
+      if (!e.empty()) {
+        err = e;
+        break;
+      }
+  if (!err.empty())
+    throw Error(impl_->artifact->label + ": " + err);
+  return true;
+  DTC_GUARD_END
+}
+
 bool LocalRunner::loss(float &out, std::string &error) noexcept {
   DTC_GUARD_BEGIN
   const int t = impl_->artifact->tensorsWithRole(Role::Loss).at(0);

@@ -91,7 +91,8 @@ void checkRunPaths(const TrainOptions &o) {
       {"--save (its optimizer sidecar)", saveOptim},
       {"--save-step", o.stepPath}};
   std::vector<NamedPath> inputs = {{"the artifact", o.artifactPath},
-                                   {"--data", o.dataPath}};
+                                   {"--data", o.dataPath},
+                                   {"--eval-data", o.evalDataPath}};
   // Saving over the checkpoint that was loaded is fine (see Trainer.h).
   const bool saveOverLoad = !o.savePath.empty() && !o.loadPath.empty() &&
                             sameFile(o.loadPath, o.savePath);
@@ -238,32 +239,11 @@ Trainer::Trainer(World &world, TrainOptions opts,
                     "--precision fp16-mixed)");
     }
   });
-  // 3. The token file: every rank opens it, rank 0 checks every token, in
-  //    chunks the ranks agree on one by one (so no rank waits longer than
-  //    one chunk's read: the --timeout applies to every wait).
-  if (!opts_.dataPath.empty()) {
-    runAgreed(world_, [&] {
-      binding_ = bindTokenInputs(*artifact_);
-      data_ = std::make_unique<TokenFile>(opts_.dataPath, opts_.dataDtype);
-      data_->checkSize(binding_);
-    });
-    // Every rank must see the file rank 0 checks (and count its chunks).
-    int64_t tokens = data_->size();
-    world_.world().broadcast(&tokens, sizeof tokens, 0);
-    runAgreed(world_, [&] {
-      if (data_->size() != tokens)
-        throw Error(opts_.dataPath +
-                    ": the token file changed while the ranks opened it (" +
-                    std::to_string(data_->size()) + " tokens here, " +
-                    std::to_string(tokens) + " on rank 0)");
-    });
-    constexpr int64_t kChunk = int64_t(64) << 20;
-    for (int64_t at = 0; at < tokens; at += kChunk)
-      runAgreed(world_, [&] {
-        if (world_.rank() == 0)
-          data_->checkTokens(binding_, at, std::min(kChunk, tokens - at));
-      });
-  }
+  // 3. The token files.
+  if (!opts_.dataPath.empty())
+    data_ = openTokenFile(opts_.dataPath);
+  if (!opts_.evalDataPath.empty())
+    openEvaluation();
   // 4. The checkpoint.
   if (!opts_.loadPath.empty()) {
     LoadedCheckpoint info = loadCheckpoint(*exec_, world_, opts_.loadPath);
@@ -304,6 +284,32 @@ Trainer::Trainer(World &world, TrainOptions opts,
 }
 
 Trainer::~Trainer() = default;
+
+std::unique_ptr<TokenFile> Trainer::openTokenFile(const std::string &path) {
+  std::unique_ptr<TokenFile> file;
+  runAgreed(world_, [&] {
+    binding_ = bindTokenInputs(*artifact_);
+    file = std::make_unique<TokenFile>(path, opts_.dataDtype);
+    file->checkSize(binding_);
+  });
+  // Every rank must see the file rank 0 checks (and count its chunks).
+  int64_t tokens = file->size();
+  world_.world().broadcast(&tokens, sizeof tokens, 0);
+  runAgreed(world_, [&] {
+    if (file->size() != tokens)
+      throw Error(path +
+                  ": the token file changed while the ranks opened it (" +
+                  std::to_string(file->size()) + " tokens here, " +
+                  std::to_string(tokens) + " on rank 0)");
+  });
+  constexpr int64_t kChunk = int64_t(64) << 20;
+  for (int64_t at = 0; at < tokens; at += kChunk)
+    runAgreed(world_, [&] {
+      if (world_.rank() == 0)
+        file->checkTokens(binding_, at, std::min(kChunk, tokens - at));
+    });
+  return file;
+}
 
 int64_t Trainer::tokensPerStep() const {
   const std::vector<int> inputs = artifact_->tensorsWithRole(Role::Input);
@@ -394,14 +400,23 @@ void Trainer::appendLog(const StepReport &r) {
       ",\"loss\":" + jsonNumber(r.loss) +
       ",\"step_time_s\":" + jsonNumber(r.seconds) +
       ",\"tokens_per_s\":" + jsonNumber(r.tokensPerSecond) + lr + scaling +
-      "}\n";
+      (r.evalLoss ? ",\"eval_loss\":" + jsonNumber(*r.evalLoss) : "") + "}\n";
   std::string err;
   if (!log_->write(line.data(), line.size(), err))
     throw Error(opts_.logPath + ": cannot write the log: " + err);
 }
 
-void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
+void Trainer::run(const std::function<void(const StepReport &)> &onStep,
+                  const std::function<void(const EvalReport &)> &onEval) {
+  onEval_ = onEval;
   const int64_t tokens = tokensPerStep();
+  if (opts_.steps == 0 && evalData_) {
+    const double loss = evaluate();
+    runAgreed(world_, [&] {
+      if (world_.rank() == 0 && onEval_)
+        onEval_(EvalReport{step_, evalBatches_, loss});
+    });
+  }
   for (int64_t i = 0; i < opts_.steps; ++i) {
     const int64_t k = step_;
     progress::setStep(k);
@@ -426,8 +441,6 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep) {
   }
   if (opts_.steps == 0 && !opts_.savePath.empty())
     saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
-  if (!opts_.stepPath.empty() && opts_.steps > 0)
-    saveStepTensors(*exec_, world_, opts_.stepPath, step_ - 1);
   closeLog();
   closeTrace();
   if (!opts_.statsPath.empty())
@@ -511,6 +524,12 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
   // the applied ones (as PyTorch, whose GradScaler skips optimizer.step()).
   if (!skipped)
     ++optStep_;
+  // The step's own inputs and outputs, before an evaluation replaces them.
+  if (last && !opts_.stepPath.empty())
+    saveStepTensors(*exec_, world_, opts_.stepPath, step_ - 1);
+  std::optional<double> evalLoss;
+  if (evaluationDue(last))
+    evalLoss = evaluate();
   runAgreed(world_, [&] {
     if (world_.rank() != 0)
       return;
@@ -523,12 +542,15 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
     r.lossScale = seen.scale;
     r.skipped = skipped;
     r.lr = lr;
+    r.evalLoss = evalLoss;
     if (skipped && note_)
       note_("step " + std::to_string(k) +
             ": gradients overflowed at loss scale " + jsonNumber(seen.scale) +
             "; the update was skipped and the scale halved");
     if (onStep)
       onStep(r);
+    if (evalLoss && onEval_)
+      onEval_(EvalReport{step_, evalBatches_, *evalLoss});
     if (log_)
       appendLog(r);
   });
@@ -629,8 +651,12 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     j["microbatches_in_flight_peak"] = mx[i++];
     // Rank 0's time per instruction kind, per step (the same program runs
     // on every rank; collectives include waiting for the slowest rank).
+    // Per timed step: the first (warm-up) step is left out once there is
+    // another (ExecStats::timedRuns).
+    const double timed = double(s.timedRuns);
+    j["timed_steps"] = s.timedRuns;
     for (const auto &[op, seconds] : s.secondsByOp)
-      j["seconds_per_step_by_op"][op] = s.runs ? seconds / double(s.runs) : 0.0;
+      j["seconds_per_step_by_op"][op] = timed > 0 ? seconds / timed : 0.0;
     // Per kernel and operand shapes; GFLOP/s where the kernel counts flops.
     j["threads"] = exec.threads();
     j["backend"] = exec.backend().name();
@@ -640,8 +666,8 @@ void writeStatsFile(RankExecutor &exec, World &world, const std::string &path) {
     for (const auto &[key, k] : s.byKernelShape) {
       nlohmann::json row = {
           {"kernel", key},
-          {"calls_per_step", s.runs ? double(k.calls) / double(s.runs) : 0.0},
-          {"seconds_per_step", s.runs ? k.seconds / double(s.runs) : 0.0}};
+          {"calls_per_step", timed > 0 ? double(k.calls) / timed : 0.0},
+          {"seconds_per_step", timed > 0 ? k.seconds / timed : 0.0}};
       if (k.flops > 0)
         row["gflops"] = k.seconds > 0 ? k.flops / k.seconds / 1e9 : 0.0;
       j["kernels"].push_back(row);

@@ -17,6 +17,7 @@
 // progress, a launcher that failed.
 //
 //===----------------------------------------------------------------------===//
+#include "RunOutput.h"
 #include "Supervisor.h"
 
 #include "dtc/artifact/MemoryPlan.h"
@@ -111,9 +112,26 @@ const char *kUsage =
     "                         order drawn from --seed (default: the file's "
     "order);\n"
     "                         a resumed run continues the same order\n"
+    "  --eval-data FILE       token file (of --data-dtype) for evaluation: "
+    "the loss\n"
+    "                         of its first batches in the file's order, "
+    "forward only\n"
+    "                         (no backward, no update), printed as `eval step "
+    "K loss X`\n"
+    "                         after the last step (K: steps trained); with "
+    "--steps 0,\n"
+    "                         once, of the --load'ed (or initial) "
+    "parameters\n"
+    "  --eval-every N         also evaluate after every N-th step (when the "
+    "step count\n"
+    "                         is a multiple of N; needs --eval-data)\n"
+    "  --eval-batches K       global batches per evaluation (default: 10, or "
+    "fewer\n"
+    "                         if the file holds fewer; needs --eval-data)\n"
     "  --log LOG.jsonl        per-step JSON lines {step, loss, lr, "
     "step_time_s,\n"
-    "                         tokens_per_s}; with --load, continues the log of "
+    "                         tokens_per_s, eval_loss}; with --load, continues "
+    "the log of "
     "the\n"
     "                         run that wrote the checkpoint (default: none)\n"
     "  --save CKPT            write parameters (safetensors) at the end, and "
@@ -226,11 +244,12 @@ bool parseU64(const std::string &s, uint64_t &v) {
 const std::vector<std::string> kBooleanFlags = {
     "--launch", "--help", "--guard", "--no-memory-check", "--shuffle"};
 const std::vector<std::string> kValueFlags = {
-    "--steps",      "--seed",      "--backend",     "--data",
-    "--data-dtype", "--log",       "--save",        "--load",
-    "--stats",      "--timeout",   "--save-every",  "--threads",
-    "--trace",      "--save-step", "--collectives", "--local-ranks",
-    "--calibrate",  "--ranks",     "--print-every"};
+    "--steps",      "--seed",        "--backend",     "--data",
+    "--data-dtype", "--log",         "--save",        "--load",
+    "--stats",      "--timeout",     "--save-every",  "--threads",
+    "--trace",      "--save-step",   "--collectives", "--local-ranks",
+    "--calibrate",  "--ranks",       "--print-every", "--eval-data",
+    "--eval-every", "--eval-batches"};
 
 bool isOneOf(const std::string &name, const std::vector<std::string> &flags) {
   return std::find(flags.begin(), flags.end(), name) != flags.end();
@@ -255,6 +274,95 @@ std::string calibrationArgsError(const Options &o) {
   if (o.localRanks > 0)
     return "--calibrate measures MPI ranks placed as `dtc run` places them; "
            "use --launch --ranks R, not --local-ranks";
+  return "";
+}
+
+// One value flag of parseArgs (known, with a non-empty value): "" or an
+// error message.
+std::string applyValueFlag(const std::string &name, const std::string &value,
+                           Options &o) {
+  if (name == "--steps") {
+    uint64_t v;
+    if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
+      return "--steps: expected a non-negative integer, got '" + value + "'";
+    o.train.steps = int64_t(v);
+    o.haveSteps = true;
+  } else if (name == "--seed") {
+    if (!parseU64(value, o.train.seed))
+      return "--seed: expected an integer in [0, 2^64), got '" + value + "'";
+  } else if (name == "--backend") {
+    if (value != "cpu" && value != "cuda")
+      return "--backend: expected cpu or cuda, got '" + value + "'";
+    o.train.backend = value;
+  } else if (name == "--collectives") {
+    if (value != "nccl" && value != "mpi" && value != "local")
+      return "--collectives: expected nccl, mpi or local, got '" + value + "'";
+    o.train.collectives = value;
+  } else if (name == "--local-ranks") {
+    uint64_t v;
+    if (!parseU64(value, v) || v < 1 || v > 4096)
+      return "--local-ranks: expected an integer in [1, 4096], got '" + value +
+             "'";
+    o.localRanks = int(v);
+  } else if (name == "--print-every") {
+    uint64_t v;
+    if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
+      return "--print-every: expected an integer >= 0, got '" + value + "'";
+    o.printEvery = int64_t(v);
+  } else if (name == "--calibrate") {
+    o.calibrateOut = value;
+  } else if (name == "--ranks") {
+    uint64_t v;
+    if (!parseU64(value, v) || v < 1 || v > 4096)
+      return "--ranks: expected an integer in [1, 4096], got '" + value + "'";
+    o.calibrateRanks = int(v);
+  } else if (name == "--data") {
+    o.train.dataPath = value;
+  } else if (name == "--eval-data") {
+    o.train.evalDataPath = value;
+  } else if (name == "--eval-every" || name == "--eval-batches") {
+    uint64_t v;
+    if (!parseU64(value, v) || v < 1 || v > uint64_t(INT64_MAX))
+      return name + ": expected an integer >= 1, got '" + value + "'";
+    (name == "--eval-every" ? o.train.evalEvery : o.train.evalBatches) =
+        int64_t(v);
+  } else if (name == "--data-dtype") {
+    if (!parseTokenDType(value, o.train.dataDtype))
+      return "--data-dtype: expected uint16 or uint32, got '" + value + "'";
+  } else if (name == "--log") {
+    o.train.logPath = value;
+  } else if (name == "--save") {
+    o.train.savePath = value;
+  } else if (name == "--load") {
+    o.train.loadPath = value;
+  } else if (name == "--stats") {
+    o.train.statsPath = value;
+  } else if (name == "--trace") {
+    o.train.traceDir = value;
+  } else if (name == "--save-step") {
+    o.train.stepPath = value;
+  } else if (name == "--save-every") {
+    uint64_t v;
+    if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
+      return "--save-every: expected a non-negative integer, got '" + value +
+             "'";
+    o.train.saveEvery = int64_t(v);
+  } else if (name == "--timeout") {
+    char *end = nullptr;
+    errno = 0;
+    const double v = std::strtod(value.c_str(), &end);
+    if (*end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0 ||
+        v > 1e9)
+      return "--timeout: expected a number of seconds >= 0 (0 = none), got "
+             "'" +
+             value + "'";
+    o.train.timeoutSeconds = v;
+  } else if (name == "--threads") {
+    uint64_t v;
+    if (!parseU64(value, v) || v < 1 || v > 4096)
+      return "--threads: expected an integer in [1, 4096], got '" + value + "'";
+    o.train.threads = int(v);
+  }
   return "";
 }
 
@@ -293,85 +401,8 @@ std::string parseArgs(int argc, char **argv, Options &o) {
       }
       if (value.empty())
         return name + " needs a non-empty value";
-      if (name == "--steps") {
-        uint64_t v;
-        if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
-          return "--steps: expected a non-negative integer, got '" + value +
-                 "'";
-        o.train.steps = int64_t(v);
-        o.haveSteps = true;
-      } else if (name == "--seed") {
-        if (!parseU64(value, o.train.seed))
-          return "--seed: expected an integer in [0, 2^64), got '" + value +
-                 "'";
-      } else if (name == "--backend") {
-        if (value != "cpu" && value != "cuda")
-          return "--backend: expected cpu or cuda, got '" + value + "'";
-        o.train.backend = value;
-      } else if (name == "--collectives") {
-        if (value != "nccl" && value != "mpi" && value != "local")
-          return "--collectives: expected nccl, mpi or local, got '" + value +
-                 "'";
-        o.train.collectives = value;
-      } else if (name == "--local-ranks") {
-        uint64_t v;
-        if (!parseU64(value, v) || v < 1 || v > 4096)
-          return "--local-ranks: expected an integer in [1, 4096], got '" +
-                 value + "'";
-        o.localRanks = int(v);
-      } else if (name == "--print-every") {
-        uint64_t v;
-        if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
-          return "--print-every: expected an integer >= 0, got '" + value + "'";
-        o.printEvery = int64_t(v);
-      } else if (name == "--calibrate") {
-        o.calibrateOut = value;
-      } else if (name == "--ranks") {
-        uint64_t v;
-        if (!parseU64(value, v) || v < 1 || v > 4096)
-          return "--ranks: expected an integer in [1, 4096], got '" + value +
-                 "'";
-        o.calibrateRanks = int(v);
-      } else if (name == "--data") {
-        o.train.dataPath = value;
-      } else if (name == "--data-dtype") {
-        if (!parseTokenDType(value, o.train.dataDtype))
-          return "--data-dtype: expected uint16 or uint32, got '" + value + "'";
-      } else if (name == "--log") {
-        o.train.logPath = value;
-      } else if (name == "--save") {
-        o.train.savePath = value;
-      } else if (name == "--load") {
-        o.train.loadPath = value;
-      } else if (name == "--stats") {
-        o.train.statsPath = value;
-      } else if (name == "--trace") {
-        o.train.traceDir = value;
-      } else if (name == "--save-step") {
-        o.train.stepPath = value;
-      } else if (name == "--save-every") {
-        uint64_t v;
-        if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
-          return "--save-every: expected a non-negative integer, got '" +
-                 value + "'";
-        o.train.saveEvery = int64_t(v);
-      } else if (name == "--timeout") {
-        char *end = nullptr;
-        errno = 0;
-        const double v = std::strtod(value.c_str(), &end);
-        if (*end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0 ||
-            v > 1e9)
-          return "--timeout: expected a number of seconds >= 0 (0 = none), got "
-                 "'" +
-                 value + "'";
-        o.train.timeoutSeconds = v;
-      } else if (name == "--threads") {
-        uint64_t v;
-        if (!parseU64(value, v) || v < 1 || v > 4096)
-          return "--threads: expected an integer in [1, 4096], got '" + value +
-                 "'";
-        o.train.threads = int(v);
-      }
+      if (std::string error = applyValueFlag(name, value, o); !error.empty())
+        return error;
     } else if (arg == "-h") {
       continue;
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -392,6 +423,11 @@ std::string parseArgs(int argc, char **argv, Options &o) {
   if (o.train.shuffle && o.train.dataPath.empty())
     return "--shuffle orders the windows of --data FILE; without --data the "
            "inputs are synthetic";
+  if (o.train.evalDataPath.empty() &&
+      (o.train.evalEvery > 0 || o.train.evalBatches > 0))
+    return std::string(o.train.evalEvery > 0 ? "--eval-every"
+                                             : "--eval-batches") +
+           " needs --eval-data FILE (the tokens to evaluate on)";
   if (!o.train.stepPath.empty() && o.train.steps == 0)
     return "--save-step needs at least one step (--steps >= 1)";
   if (o.train.saveEvery > 0 && o.train.savePath.empty())
@@ -433,41 +469,6 @@ void checkOutputPath(const std::string &flag, const std::string &path) {
   if (!inPlace && ::access(dir.c_str(), W_OK) != 0)
     throw Error(flag + " " + path + ": directory '" + dir +
                 "' is not writable");
-}
-
-// The kernels (per operand shapes) that took longest in rank 0's steps, with
-// their share of the step and, for matmuls and attention, GFLOP/s.
-void printKernelTable(const RankExecutor &exec) {
-  const ExecStats &s = exec.stats();
-  if (s.runs == 0)
-    return;
-  double step = 0;
-  for (const auto &[op, seconds] : s.secondsByOp)
-    step += seconds;
-  std::vector<std::pair<std::string, ExecStats::KernelShapeStats>> rows(
-      s.byKernelShape.begin(), s.byKernelShape.end());
-  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
-    return a.second.seconds > b.second.seconds;
-  });
-  const size_t shown = std::min<size_t>(rows.size(), 12);
-  std::printf("kernels, rank 0, per step (%.2f ms: kernels and collectives; "
-              "%s), top %zu of "
-              "%zu by time:\n",
-              step / double(s.runs) * 1e3, exec.backend().description().c_str(),
-              shown, rows.size());
-  std::printf("  %6s %9s %8s %6s  %s\n", "share", "ms", "GFLOP/s", "calls",
-              "kernel and operand shapes");
-  for (size_t i = 0; i < shown; ++i) {
-    const auto &[key, k] = rows[i];
-    char gflops[32] = "-";
-    if (k.flops > 0 && k.seconds > 0)
-      std::snprintf(gflops, sizeof gflops, "%.1f", k.flops / k.seconds / 1e9);
-    std::printf("  %5.1f%% %9.3f %8s %6.0f  %s\n",
-                step > 0 ? 100.0 * k.seconds / step : 0.0,
-                k.seconds / double(s.runs) * 1e3, gflops,
-                double(k.calls) / double(s.runs), key.c_str());
-  }
-  std::fflush(stdout);
 }
 
 // Cores this process may run on.
@@ -544,6 +545,15 @@ int64_t validate(const Options &o) {
   if (!o.train.dataPath.empty()) {
     TokenBinding b = bindTokenInputs(a);
     TokenFile f(o.train.dataPath, o.train.dataDtype);
+    f.validate(b);
+  }
+  if (!o.train.evalDataPath.empty()) {
+    if (!a.hasEvaluation())
+      throw Error(o.artifact +
+                  ": the artifact has no evaluation section (compiled by an "
+                  "older dtc); compile it again to use --eval-data");
+    TokenBinding b = bindTokenInputs(a);
+    TokenFile f(o.train.evalDataPath, o.train.dataDtype);
     f.validate(b);
   }
   int64_t step = 0;
@@ -625,74 +635,6 @@ int pendingSignal() {
   ::_exit(1);
 }
 
-/// --print-every: on rank 0, a banner (artifact, ranks, parameters, tokens
-/// per step, steps per pass over the data) and, every N steps and at the
-/// last, tokens/s over those steps, the time since the first step and the
-/// time the remaining steps will take at that rate.
-class Throughput {
-public:
-  Throughput(Trainer &trainer, const Options &o, int ranks, int rank)
-      : every_(o.printEvery), steps_(o.train.steps),
-        tokens_(trainer.tokensPerStep()) {
-    if (every_ <= 0 || rank != 0)
-      return;
-    int64_t params = 0;
-    for (int t : trainer.artifact().tensorsWithRole(Role::Param))
-      params += numel(trainer.artifact().tensors[size_t(t)].shape);
-    std::string line = "dtc-run: " + o.artifact + ": " + std::to_string(ranks) +
-                       " rank" + (ranks == 1 ? "" : "s") + ", " +
-                       std::to_string(params) + " parameters, " +
-                       std::to_string(tokens_) + " tokens per step";
-    if (const double pass = trainer.stepsPerPass(); pass > 0) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, ", %.1f steps per pass over the data",
-                    pass);
-      line += buf;
-    }
-    std::fprintf(stderr, "%s\n", line.c_str());
-    std::fflush(stderr);
-  }
-
-  void step(const StepReport &r) {
-    if (every_ <= 0)
-      return;
-    const auto now = std::chrono::steady_clock::now();
-    if (done_ == 0)
-      first_ =
-          now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                    std::chrono::duration<double>(r.seconds));
-    ++done_;
-    windowSeconds_ += r.seconds;
-    if (done_ % every_ != 0 && done_ != steps_)
-      return;
-    const int64_t windowSteps = (done_ - 1) % every_ + 1;
-    const double rate = windowSeconds_ > 0
-                            ? double(tokens_ * windowSteps) / windowSeconds_
-                            : 0.0;
-    const double elapsed = std::chrono::duration<double>(now - first_).count();
-    const double perStep = windowSeconds_ / double(windowSteps);
-    char buf[160];
-    std::snprintf(buf, sizeof buf,
-                  "dtc-run: step %lld/%lld: %.0f tokens/s, %.1f s elapsed",
-                  (long long)r.step, (long long)(r.step + steps_ - done_), rate,
-                  elapsed);
-    std::string line = buf;
-    if (done_ < steps_) {
-      std::snprintf(buf, sizeof buf, ", ETA %.1f s",
-                    perStep * double(steps_ - done_));
-      line += buf;
-    }
-    std::fprintf(stderr, "%s\n", line.c_str());
-    std::fflush(stderr);
-    windowSeconds_ = 0;
-  }
-
-private:
-  int64_t every_, steps_, tokens_, done_ = 0;
-  double windowSeconds_ = 0;
-  std::chrono::steady_clock::time_point first_;
-};
-
 /// One rank's training run over `world`: the exit status. Agreed errors
 /// and interruptions are printed by the rank that reports them; a failure
 /// the ranks could not agree on goes to `unagreed` (which may not return).
@@ -706,12 +648,19 @@ int trainRank(World &world, int rank, const Options &o,
       std::fprintf(stderr, "dtc-run: note: %s\n", note.c_str());
       std::fflush(stderr);
     });
-    Throughput meter(trainer, o, world.size(), rank);
-    trainer.run([&](const StepReport &r) {
-      std::printf("step %lld loss %.8g\n", (long long)r.step, double(r.loss));
-      std::fflush(stdout);
-      meter.step(r);
-    });
+    Throughput meter(trainer, o.printEvery, o.train.steps, o.artifact,
+                     world.size(), rank);
+    trainer.run(
+        [&](const StepReport &r) {
+          std::printf("step %lld loss %.8g\n", (long long)r.step,
+                      double(r.loss));
+          std::fflush(stdout);
+          meter.step(r);
+        },
+        [](const EvalReport &r) {
+          std::printf("eval step %lld loss %.8g\n", (long long)r.step, r.loss);
+          std::fflush(stdout);
+        });
     if (!o.train.statsPath.empty() && rank == 0)
       printKernelTable(trainer.executor());
     return 0;

@@ -15,4 +15,10 @@ std::string siblingTool(const char *argv0, const std::string &name);
 /// dtc calibrate [--ranks LIST] [-o FILE] (Calibrate.cpp).
 int calibrateCommand(const char *argv0, const std::vector<std::string> &args);
 
+/// dtc inspect OUT.dtc [--summary] (Inspect.cpp).
+int inspectCommand(const std::vector<std::string> &args);
+
+/// dtc eval OUT.dtc --data FILE [--load CKPT] (Eval.cpp).
+int evalCommand(const char *argv0, const std::vector<std::string> &args);
+
 #endif // DTC_TOOLS_DTC_COMMANDS_H

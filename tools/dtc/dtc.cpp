@@ -2,8 +2,10 @@
 //
 //   dtc compile MODEL.mlir --mesh 2x2 -o OUT.dtc [options]
 //   dtc run OUT.dtc --steps N [options]      (starts the ranks via dtc-run)
-//   dtc inspect OUT.dtc                      (prints the artifact's JSON)
-//   dtc calibrate                            (measures --hw cpu; Calibrate.cpp)
+//   dtc eval OUT.dtc --data FILE             (dtc run --steps 0; Eval.cpp)
+//   dtc inspect OUT.dtc [--summary]          (its JSON, or its plan;
+//   Inspect.cpp) dtc calibrate                            (measures --hw cpu;
+//   Calibrate.cpp)
 //
 // Every error is one line on stderr naming the flag or file, exit status 1.
 //
@@ -46,7 +48,8 @@ constexpr const char *kTopHelp = R"(dtc: a distributed-training compiler
 usage:
   dtc compile MODEL.mlir --mesh AxBxC -o OUT.dtc [options]   plan and emit
   dtc run OUT.dtc --steps N [options]                        train on the artifact's ranks
-  dtc inspect OUT.dtc                                        print the artifact as JSON
+  dtc eval OUT.dtc --data FILE [--load CKPT]                 its loss on held-out tokens
+  dtc inspect OUT.dtc [--summary]                            print the artifact as JSON, or its plan
   dtc schedule OUT.dtc [-o PICTURE.svg]                      draw its pipeline schedule
   dtc calibrate [--ranks 1,2,4,8]                            measure this machine for --hw cpu
   dtc --help | dtc COMMAND --help | dtc --version
@@ -718,31 +721,6 @@ int scheduleCommand(const std::vector<std::string> &args) {
   return 0;
 }
 
-int inspectCommand(const std::vector<std::string> &args) {
-  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
-    llvm::outs()
-        << "usage: dtc inspect OUT.dtc\n\nChecks the artifact's container "
-           "(magic, version, length, hash) and prints its JSON body.\n"
-           "  -h, --help   this help\n";
-    return 0;
-  }
-  for (const std::string &arg : args)
-    if (arg.size() > 1 && arg[0] == '-')
-      return fail("unknown flag " + arg + " for 'dtc inspect'" +
-                  dtc::didYouMean(arg, {"--help"}) +
-                  " (see dtc inspect --help)");
-  if (args.size() != 1)
-    return fail("dtc inspect takes one artifact (see dtc inspect --help)");
-  std::string bytes, error;
-  if (!dtc::rt::readFileBytes(args[0], bytes, error))
-    return fail(args[0] + ": " + error);
-  nlohmann::json body;
-  if (!dtc::rt::decodeArtifactJson(bytes, body, error))
-    return fail(args[0] + ": " + error);
-  llvm::outs() << body.dump(2) << "\n";
-  return 0;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -763,6 +741,8 @@ int main(int argc, char **argv) {
     return compileCommand(rest);
   if (command == "run")
     return runCommand(argv[0], rest);
+  if (command == "eval")
+    return evalCommand(argv[0], rest);
   if (command == "inspect")
     return inspectCommand(rest);
   if (command == "schedule")
@@ -771,8 +751,8 @@ int main(int argc, char **argv) {
     return calibrateCommand(argv[0], rest);
   return fail(
       "unknown command '" + command + "'" +
-      dtc::didYouMean(command, {"compile", "run", "inspect", "schedule",
+      dtc::didYouMean(command, {"compile", "run", "eval", "inspect", "schedule",
                                 "calibrate", "--help", "--version"}) +
-      " (expected compile, run, inspect, schedule or calibrate; see dtc "
-      "--help)");
+      " (expected compile, run, eval, inspect, schedule or calibrate; see "
+      "dtc --help)");
 }

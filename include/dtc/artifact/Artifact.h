@@ -94,6 +94,9 @@ struct InstrDecl {
   int axis = 0, splitAxis = 0, concatAxis = 0;
   /// all_reduce in a gradient bucket: index into ProgramDecl::buckets.
   int bucket = -1;
+  /// Part of the forward-only run that evaluates the loss (the program's
+  /// "evaluation" section, Evaluation.h).
+  bool evaluation = false;
 };
 
 /// A data-parallel gradient bucket: all-reduces of one communicator,
@@ -131,6 +134,9 @@ struct ProgramDecl {
   std::vector<ChunkDecl> chunks;       ///< one per virtual stage on this stage
   std::vector<InstrDecl> finish;       ///< once after the micro-batches
   std::vector<sched::Action> schedule; ///< this stage's order of actions
+  /// Whether the program has an "evaluation" section (which marks
+  /// InstrDecl::evaluation).
+  bool hasEvaluation = false;
 };
 
 /// The artifact's "pipeline" section.
@@ -168,6 +174,9 @@ struct Artifact {
   std::vector<int> tensorsWithRole(Role r) const;
   /// Buffer id bound to tensor `t` in program `p`, or -1.
   int bufferOf(int p, int t) const;
+  /// Whether every program has an "evaluation" section (a forward-only run
+  /// of the loss is possible).
+  bool hasEvaluation() const;
 };
 
 /// Parses and validates a JSON body into `out`. On the first problem returns

@@ -70,8 +70,12 @@ struct ExecStats {
   /// The same per artifact communicator (index: Artifact::comms).
   std::vector<std::array<CollectiveStats, kNumCollKinds>> perStepByComm;
   uint64_t runs = 0;
+  /// The runs secondsByOp and byKernelShape count: every run but the first
+  /// (the warm-up, which pays first-touch page faults and the kernels' own
+  /// set-up) once there is a second; the first alone until then.
+  uint64_t timedRuns = 0;
   /// Seconds spent per instruction kind (kernel or collective name),
-  /// cumulative over every run().
+  /// cumulative over the timed runs.
   std::map<std::string, double> secondsByOp;
   /// Pipelines: point-to-point messages of the last step (calls and bytes
   /// of the sends; sent and received bytes as counted by the communicator)
@@ -86,7 +90,8 @@ struct ExecStats {
   /// Bytes of one micro-batch copy per chunk.
   std::vector<uint64_t> microbatchBytes;
   /// Per kernel and operand shapes ("matmul 2048x128 * 128x512"): calls,
-  /// seconds and floating-point operations (kernels::flopCount), cumulative.
+  /// seconds and floating-point operations (kernels::flopCount), cumulative
+  /// over the timed runs.
   struct KernelShapeStats {
     uint64_t calls = 0;
     double seconds = 0, flops = 0;
@@ -205,6 +210,14 @@ public:
   /// does not stop the list (so collectives stay matched across ranks); the
   /// first error's message is returned ("" when all went well).
   std::string run();
+  /// Runs what evaluating the loss needs of the step (the artifact's
+  /// "evaluation" section, include/dtc/artifact/Evaluation.h): no backward,
+  /// no update, so parameters and optimizer state stay as they are; the
+  /// loss buffer then holds the inputs' loss. Pipelines run their forward
+  /// actions in the schedule's order. Neither --stats' counters nor the
+  /// overflow injection see it. Throws Error when the artifact has no
+  /// evaluation section.
+  std::string runEvaluation();
 
   /// Counters so far; memory high-water includes the communicators' scratch.
   const ExecStats &stats() const;
@@ -245,8 +258,10 @@ private:
   void runPipeMessage(Prepared &p, int microbatch, Traffic &traffic);
   /// Enqueues a list; pipelines: for micro-batch `microbatch` of chunk
   /// `chunk` (-1: a once-per-step list). Records the first error in `first`.
-  void enqueueList(List &list, int chunk, int microbatch, std::string &first);
-  void enqueuePipelineStep(std::string &first);
+  void enqueueList(List &list, int chunk, int microbatch, std::string &first,
+                   bool evaluation = false);
+  void enqueuePipelineStep(std::string &first, bool evaluation);
+  std::string runStep(bool evaluation);
   /// After the run's synchronisation: time, bytes and trace of each
   /// instruction.
   void account(const Event &runStart, int64_t traceStartNs);

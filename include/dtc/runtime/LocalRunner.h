@@ -139,6 +139,9 @@ public:
   /// Runs the instruction list once on every rank. Nothing else: inputs and
   /// the step tensor are what was last set.
   bool runStep(std::string &error) noexcept;
+  /// The artifact's evaluation once (RankExecutor::runEvaluation): the loss
+  /// of the current inputs, parameters untouched.
+  bool runEvaluation(std::string &error) noexcept;
   /// The loss of the last step (as held by the lowest rank holding it).
   bool loss(float &out, std::string &error) noexcept;
 

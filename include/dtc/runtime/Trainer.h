@@ -34,6 +34,8 @@ namespace dtc::rt {
 
 /// The default of --timeout, in seconds.
 constexpr double kDefaultTimeoutSeconds = 300;
+/// The most batches an evaluation takes when --eval-batches is not given.
+constexpr int64_t kDefaultEvalBatches = 10;
 
 struct TrainOptions {
   std::string artifactPath;
@@ -47,6 +49,13 @@ struct TrainOptions {
   /// the seed (shuffledWindowStart).
   bool shuffle = false;
   TokenDType dataDtype = TokenDType::U16;
+  /// --eval-data: a token file (of dataDtype) whose first evalBatches
+  /// global batches, in the file's order, are evaluated (Trainer::evaluate)
+  /// every evalEvery steps and after the last; "" = no evaluation.
+  std::string evalDataPath;
+  int64_t evalEvery = 0;
+  /// 0: the default, min(kDefaultEvalBatches, the batches the file holds).
+  int64_t evalBatches = 0;
   std::string logPath, savePath, loadPath, statsPath;
   /// Directory of the per-rank traces (DIR/rank-R.json); "" = none.
   std::string traceDir;
@@ -112,6 +121,17 @@ struct StepReport {
   /// The learning rate this step's update applied (or, skipped, would
   /// have); absent without an optimizer.
   std::optional<double> lr;
+  /// The evaluation run after this step, if one was (its loss, averaged
+  /// over the evaluation's batches).
+  std::optional<double> evalLoss;
+};
+
+/// An evaluation's result: the parameters after `step` steps (the global
+/// step count, a checkpoint's step), the loss averaged over `batches`.
+struct EvalReport {
+  int64_t step = 0;
+  int64_t batches = 0;
+  double loss = 0;
 };
 
 /// The steps DTC_INJECT_OVERFLOW names (docs/runtime.md): "K" or "K1,K2,...",
@@ -130,9 +150,20 @@ public:
           std::function<void(const std::string &)> note = nullptr);
   ~Trainer();
 
-  /// Collective: runs opts.steps steps, saving as asked. `onStep` is
-  /// called on rank 0 only.
-  void run(const std::function<void(const StepReport &)> &onStep = nullptr);
+  /// Collective: runs opts.steps steps, saving and evaluating as asked
+  /// (with --steps 0 and --eval-data, one evaluation of the loaded or
+  /// initial parameters). `onStep` and `onEval` (after its step's
+  /// `onStep`) are called on rank 0 only.
+  void run(const std::function<void(const StepReport &)> &onStep = nullptr,
+           const std::function<void(const EvalReport &)> &onEval = nullptr);
+
+  /// Collective: the loss of the current parameters averaged over the first
+  /// evaluation batches of --eval-data (which must be open), run as the
+  /// artifact's evaluation (no backward, no update). Leaves the inputs and
+  /// the loss buffer holding the last batch's.
+  double evaluate();
+  /// Global batches an evaluation takes (0 without --eval-data).
+  int64_t evalBatches() const { return evalBatches_; }
 
   RankExecutor &executor() { return *exec_; }
   const Artifact &artifact() const { return *artifact_; }
@@ -147,6 +178,15 @@ public:
 
 private:
   void feed(int64_t step);
+  /// Opens a token file for the ids/labels inputs on every rank and checks
+  /// it (its size, then every token on rank 0, in chunks the ranks agree on
+  /// one by one, so no wait exceeds one chunk's read).
+  std::unique_ptr<TokenFile> openTokenFile(const std::string &path);
+  /// --eval-data: the file, and how many batches an evaluation takes.
+  void openEvaluation();
+  /// Whether an evaluation follows the step that brought the count to
+  /// step_ (every --eval-every steps, and after the last).
+  bool evaluationDue(bool last) const;
   /// Global step k: run, agree, report, log, save as asked; throws
   /// Interrupted after it when a stop was agreed.
   void runStep(int64_t k, bool last, int64_t tokens,
@@ -161,7 +201,9 @@ private:
   std::function<void(const std::string &)> note_;
   std::unique_ptr<Artifact> artifact_;
   std::unique_ptr<RankExecutor> exec_;
-  std::unique_ptr<TokenFile> data_;
+  std::unique_ptr<TokenFile> data_, evalData_;
+  int64_t evalBatches_ = 0;
+  std::function<void(const EvalReport &)> onEval_;
   std::unique_ptr<OutputFile> log_; ///< rank 0
   std::unique_ptr<TraceWriter> trace_;
   TokenBinding binding_;

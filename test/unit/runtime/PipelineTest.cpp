@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/artifact/ArtifactFormat.h"
+#include "dtc/artifact/Evaluation.h"
 #include "dtc/runtime/Communicator.h"
 #include "dtc/runtime/LocalRunner.h"
 
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <thread>
 
 using namespace dtc::rt;
@@ -39,6 +41,98 @@ json ins(const char *op, std::vector<int> in, std::vector<int> out,
 }
 
 using dtc::test::pipelineArtifact;
+
+// The evaluation dtc compile would derive: stage 1's loss (the fill before
+// the micro-batches, each forward's receive, square, sum and accumulate,
+// the copy after them), and of stage 0 only what the receives wait for;
+// neither stage's backward, stage 0's gradient fill nor its update.
+TEST(Pipeline, EvaluationKeepsWhatTheLossNeeds) {
+  json body = pipelineArtifact();
+  std::string err;
+  ASSERT_TRUE(dtc::artifact::addEvaluation(body, "pp.dtc", err)) << err;
+  EXPECT_EQ(body["programs"][0]["evaluation"],
+            json::parse(R"({"instructions": [], "forward": [[0, 1, 2]],
+                            "finish": []})"));
+  EXPECT_EQ(body["programs"][1]["evaluation"],
+            json::parse(R"({"instructions": [0], "forward": [[0, 1, 2, 3]],
+                            "finish": [0]})"));
+}
+
+TEST(Pipeline, EvaluationComputesTheLossAndChangesNothing) {
+  json body = pipelineArtifact();
+  std::string err;
+  ASSERT_TRUE(dtc::artifact::addEvaluation(body, "pp.dtc", err)) << err;
+  auto run = LocalRunner::loadBytes(encodeArtifact(body), "pp.dtc", err);
+  ASSERT_TRUE(run) << err;
+  ASSERT_TRUE(run->initialize(1, err)) << err;
+  ASSERT_TRUE(run->fillSyntheticInputs(0, err)) << err;
+  std::vector<float> w, x;
+  ASSERT_TRUE(run->getTensor("w", w, err)) << err;
+  ASSERT_TRUE(run->getTensor("x", x, err)) << err;
+  double want = 0;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      double h = 0;
+      for (int k = 0; k < 4; ++k)
+        h += double(x[size_t(i * 4 + k)]) * w[size_t(k * 4 + j)];
+      want += h * h;
+    }
+  // Twice: the loss starts from its fill each time.
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(run->runEvaluation(err)) << err;
+    float loss = 0;
+    ASSERT_TRUE(run->loss(loss, err)) << err;
+    EXPECT_NEAR(loss, want, 1e-5 * want) << "round " << round;
+    std::vector<float> after;
+    ASSERT_TRUE(run->getTensor("w", after, err)) << err;
+    EXPECT_EQ(after, w) << "round " << round;
+  }
+  // The step still trains from there and reports the same loss.
+  ASSERT_TRUE(run->runStep(err)) << err;
+  float loss = 0;
+  ASSERT_TRUE(run->loss(loss, err)) << err;
+  EXPECT_NEAR(loss, want, 1e-5 * want);
+}
+
+TEST(Pipeline, EvaluationSectionsAreChecked) {
+  json good = pipelineArtifact();
+  std::string err;
+  ASSERT_TRUE(dtc::artifact::addEvaluation(good, "pp.dtc", err)) << err;
+  auto refused = [&](const std::function<void(json &)> &edit) {
+    json body = good;
+    edit(body);
+    dtc::artifact::Artifact a;
+    std::string error;
+    EXPECT_FALSE(dtc::artifact::parseArtifact(body, "pp.dtc", a, error));
+    return error;
+  };
+  EXPECT_EQ(
+      refused([](json &b) { b["programs"][0]["evaluation"]["finish"] = {0}; }),
+      "pp.dtc: program 'stage0' evaluation: finish instruction 0 "
+      "(sgd_update): writes param 'w', which an evaluation must leave "
+      "as it is");
+  EXPECT_EQ(refused([](json &b) {
+              b["programs"][1]["evaluation"]["forward"] = {{0, 0}};
+            }),
+            "pp.dtc: program 'stage1': evaluation.forward[0]: index 0 does "
+            "not increase");
+  EXPECT_EQ(
+      refused([](json &b) { b["programs"][1]["evaluation"]["finish"] = {1}; }),
+      "pp.dtc: program 'stage1': evaluation.finish: index 1 is past "
+      "the list's 1 instructions");
+  EXPECT_EQ(refused([](json &b) { b["programs"][0].erase("evaluation"); }),
+            "pp.dtc: evaluation: only 1 of the 2 programs have an "
+            "\"evaluation\" section");
+  EXPECT_EQ(refused([](json &b) {
+              b["programs"][1]["evaluation"]["finish"] = json::array();
+            }),
+            "pp.dtc: program 'stage1' evaluation: never writes the loss, "
+            "which the program holds");
+  // Stage 1 waits for a message stage 0's evaluation never sends.
+  const std::string hang = refused(
+      [](json &b) { b["programs"][0]["evaluation"]["forward"] = {{0, 1}}; });
+  EXPECT_EQ(hang.rfind("pp.dtc: evaluation: ", 0), 0u) << hang;
+}
 
 TEST(Pipeline, TwoStagesAccumulateOverMicrobatches) {
   std::string err;
