@@ -10,7 +10,24 @@ import sys
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
+def timed(args):
+    """--timed A.json B.json NA NB: the stats files time NA and NB steps and
+    count the same calls per step for every kernel row."""
+    a, b = (json.load(open(p)) for p in args[:2])
+    want = (int(args[2]), int(args[3]))
+    if (a["timed_steps"], b["timed_steps"]) != want:
+        sys.exit(f"MISMATCH timed steps {a['timed_steps']}, {b['timed_steps']}; expected {want}")
+    rows_a = {r["kernel"]: r["calls_per_step"] for r in a["kernels"]}
+    rows_b = {r["kernel"]: r["calls_per_step"] for r in b["kernels"]}
+    if rows_a != rows_b:
+        diff = sorted(k for k in set(rows_a) | set(rows_b) if rows_a.get(k) != rows_b.get(k))
+        sys.exit(f"MISMATCH calls per step differ in {diff[:5]}")
+    print(f"{want[0]} and {want[1]} timed steps, the same calls per step in {len(rows_a)} kernel rows")
+
+
 def main():
+    if sys.argv[1] == "--timed":
+        return timed(sys.argv[2:])
     text, stats = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
     table = text.split("collectives per step (per rank)\n", 1)[1].splitlines()[1:]
     listed = {}
