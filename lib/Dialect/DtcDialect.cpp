@@ -51,7 +51,9 @@ constexpr StringLiteral kPassOpAttrs[] = {
     // Forward ops recomputed in the backward (dtc-rematerialize), and
     // those whose gathered results the backward gathers again (sequence
     // parallelism).
-    DtcDialect::kRecomputeAttr, DtcDialect::kRegatherAttr};
+    DtcDialect::kRecomputeAttr, DtcDialect::kRegatherAttr,
+    // Ops computed over the whole batch under micro-batches.
+    DtcDialect::kWholeBatchAttr};
 /// dtc.* attributes passes attach to functions: a training step, and the
 /// pipeline stage a split step runs on.
 constexpr StringLiteral kFunctionAttrs[] = {DtcDialect::kTrainStepAttr,

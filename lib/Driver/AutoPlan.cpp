@@ -332,10 +332,10 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   std::atomic<bool> timedOut{false};
   std::vector<Lowered> results =
       lowerBest(source, o, all, count, elapsed, timedOut);
-  // A model that mixes examples across the batch (a mean over the labels
-  // kept: its count is the whole batch's) compiles no micro-batched plan;
-  // when those were all the best estimates, the best without micro-batches
-  // (a pipeline has them, one or more).
+  // A model that mixes examples across the batch (an op whose batch-wide
+  // sum is read inside a micro-batch) compiles no micro-batched plan; when
+  // those were all the best estimates, the best without micro-batches (a
+  // pipeline has them, one or more).
   if (!results.empty() && llvm::all_of(results, [](const Lowered &r) {
         return r.tried && !r.ok &&
                r.problem.find("cannot be micro-batched") != std::string::npos;

@@ -261,6 +261,13 @@ llvm::DenseSet<Value> gatheredParameters(func::FuncOp step);
 /// micro-batch.
 LogicalResult classifyScopes(func::FuncOp step, ArrayRef<int64_t> mbAxes,
                              llvm::DenseMap<Value, ValueScope> &scope);
+/// A gather over micro-batch axes only of a per-micro-batch argument (an
+/// op that needs the whole batch, dtc.whole_batch): the input's whole local
+/// piece, which the input's buffer holds; a copy once per step, no
+/// communication.
+bool isWholeInputGather(Operation &op,
+                        const llvm::DenseMap<Value, ValueScope> &scope,
+                        ArrayRef<int64_t> mbAxes);
 
 /// The per-micro-batch list of a phase: forward, B or W (-1: none).
 int64_t phaseList(StringRef phase);
@@ -322,6 +329,9 @@ private:
                               int64_t index);
   LogicalResult emitAllSlice(shard::AllSliceOp op, ArrayRef<int> in,
                              int64_t index);
+  /// A gather of an input's micro-batches (isWholeInputGather): a copy of
+  /// the input's whole local piece, which its buffer holds.
+  LogicalResult emitWholeInput(Operation *op, ArrayRef<int> in, int64_t index);
   LogicalResult emitView(Operation *op, ArrayRef<int> in, int64_t index);
   LogicalResult emitKernel(Operation *op, ArrayRef<int> in, int64_t index);
   /// The buffer of the argument `result` updates in place, or -1.

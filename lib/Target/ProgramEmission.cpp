@@ -272,6 +272,10 @@ LogicalResult ProgramEmitter::emitOp(Operation *op, int64_t index) {
           .Case(
               [&](shard::AllReduceOp c) { return emitAllReduce(c, in, index); })
           .Case([&](shard::AllGatherOp c) {
+            if (llvm::all_of(c.getGridAxes(), [&](int16_t a) {
+                  return plan.isMicroBatchAxis(a);
+                }))
+              return emitWholeInput(op, in, index);
             return emitCollective(
                 op, CollectiveKind::AllGather, c.getGridAxes(),
                 {{"axis", c.getGatherAxis().getSExtValue()}}, in, index);
@@ -393,6 +397,19 @@ LogicalResult ProgramEmitter::emitAllSlice(shard::AllSliceOp op,
               {{"axis", axis}}, op);
   if (scratchSlot >= 0)
     memory.releaseSlot(scratchSlot);
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitWholeInput(Operation *op, ArrayRef<int> in,
+                                             int64_t index) {
+  // Only this gather crosses the micro-batch axes (classifyScopes): it runs
+  // once per step, where the input's buffer holds every micro-batch.
+  Value result = op->getResult(0);
+  FailureOr<int> out =
+      memory.allocate(result, memory.categoryOf(result, index));
+  if (failed(out))
+    return failure();
+  instruction("copy", in, {*out}, json::object(), op);
   return success();
 }
 

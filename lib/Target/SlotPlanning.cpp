@@ -207,6 +207,19 @@ llvm::DenseSet<Value> emitter::gatheredParameters(func::FuncOp step) {
   return gathered;
 }
 
+bool emitter::isWholeInputGather(Operation &op,
+                                 const llvm::DenseMap<Value, ValueScope> &scope,
+                                 ArrayRef<int64_t> mbAxes) {
+  auto gather = dyn_cast<shard::AllGatherOp>(op);
+  if (!gather || gather.getGridAxes().empty() ||
+      !llvm::all_of(gather.getGridAxes(), [&](int16_t a) {
+        return llvm::is_contained(mbAxes, int64_t(a));
+      }))
+    return false;
+  auto arg = dyn_cast<BlockArgument>(gather.getInput());
+  return arg && scope.lookup(arg) == ValueScope::MicroBatch;
+}
+
 namespace {
 
 /// Per-micro-batch values are split over, or pending sums over, the
@@ -321,6 +334,10 @@ LogicalResult ScopeClassifier::classifyOp(Operation &op) {
   } else if (auto slice = dyn_cast<shard::AllSliceOp>(op);
              slice && anyMicroBatchAxis(slice.getGridAxes())) {
     s = ValueScope::MicroBatch;
+  } else if (isWholeInputGather(op, scope, mbAxes)) {
+    // The input's every micro-batch: its whole local piece, once per step.
+    s = ValueScope::Step;
+    perMicroBatch = false;
   } else if (op.getDialect() && isa<shard::ShardDialect>(op.getDialect())) {
     if (failed(checkCollectiveAxes(op)))
       return failure();

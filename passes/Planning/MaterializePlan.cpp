@@ -32,6 +32,7 @@
 #include "dtc/Passes/Passes.h"
 #include "dtc/Sharding/Propagation.h"
 #include "dtc/Sharding/SequenceParallel.h"
+#include "dtc/Sharding/Sharding.h"
 #include "dtc/Sharding/TensorSharding.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -124,6 +125,8 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     if (failed(propagation.run()))
       return failure();
     propagation.annotate(plan.grid);
+    if (!mbAxes.empty() && failed(keepWholeBatch(step, grid, mbAxes)))
+      return failure();
     if (plan.sequenceParallel &&
         failed(planSequenceParallel(
             step, grid, GridAxes(plan.tpAxes.begin(), plan.tpAxes.end()))))
@@ -132,6 +135,30 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
         failed(planZero(step, grid, dpAxes)))
       return failure();
     return success();
+  }
+
+  /// Ops marked dtc.whole_batch see the step's whole batch: the
+  /// micro-batch axes leave their factor sharding, so the partitioner
+  /// gathers their data input over those axes (which the emitter reads as
+  /// the input's whole local piece, once per step) and nothing they
+  /// compute is pending a sum over micro-batches.
+  LogicalResult keepWholeBatch(func::FuncOp step, ArrayRef<int64_t> grid,
+                               const GridAxes &mbAxes) {
+    WalkResult walk = step.walk([&](Operation *op) {
+      auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
+      if (!ruleOp || !op->hasAttr(DtcDialect::kWholeBatchAttr))
+        return WalkResult::advance();
+      FailureOr<FactorAxes> factors =
+          factorAxesFromAttr(op, ruleOp.getShardingRule(), grid);
+      if (failed(factors))
+        return WalkResult::interrupt();
+      for (GridAxes &axes : *factors)
+        llvm::erase_if(
+            axes, [&](int64_t a) { return llvm::is_contained(mbAxes, a); });
+      setFactorAxesAttr(op, *factors);
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
   }
 
   /// A parameter's optimizer state (moments, a master copy) is stored the
@@ -334,6 +361,10 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     if (failed(propagation.run()))
       return failure();
     propagation.annotate(plan.grid);
+    const GridAxes mbAxes(plan.microbatchAxes.begin(),
+                          plan.microbatchAxes.end());
+    if (!mbAxes.empty() && failed(keepWholeBatch(step, grid, mbAxes)))
+      return failure();
     return success();
   }
 

@@ -4,7 +4,9 @@
 // keeps, a count known only from the data. Written as sum / max(count, 1),
 // both the sum and the count are sums over the label positions, which every
 // plan splits as partial sums; the mean itself could not be split with a
-// fixed share per shard.
+// fixed share per shard. The count depends on the labels alone, so under
+// micro-batches it is taken from the whole batch once per step
+// (dtc.whole_batch) and every micro-batch divides its sum by it.
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Dialect/DtcOps.h"
@@ -48,6 +50,12 @@ struct DecomposeIgnoredLabelsPass
                                   b.getDenseI64ArrayAttr(llvm::to_vector(
                                       llvm::seq<int64_t>(0, labels.getRank()))),
                                   b.getBoolAttr(false));
+    // The count is the whole batch's: under micro-batches it is taken once
+    // per step from all the labels, before any micro-batch divides by it.
+    mask.getDefiningOp()->setAttr(DtcDialect::kWholeBatchAttr, b.getUnitAttr());
+    if (count != mask)
+      count.getDefiningOp()->setAttr(DtcDialect::kWholeBatchAttr,
+                                     b.getUnitAttr());
     // max(count, 1): no kept label gives 0 / 1 = 0, and a zero gradient.
     Value one = arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(scalar, b.getF32FloatAttr(1.0f)));

@@ -37,3 +37,24 @@ module attributes {dtc.plan = #dtc.plan<@mesh, tp = 2 on [0]>} {
     return %0 : tensor<8x8xf32>
   }
 }
+
+// -----
+
+// Micro-batches: the data's batch dimension over the micro-batch axis,
+// except in the ops marked dtc.whole_batch (the count of kept labels):
+// their factors leave it out, so they read the whole batch once per step.
+// CHECK-LABEL: func.func @train_step(
+// CHECK: "dtc.cross_entropy"{{.*}}dtc.factor_axes = [array<i64: 0>, array<i64>, array<i64>]
+// CHECK: "dtc.label_mask"{{.*}}dtc.factor_axes = [array<i64>, array<i64>]{{.*}}dtc.whole_batch
+// CHECK: "dtc.reduce_sum"{{.*}}dtc.factor_axes = [array<i64>, array<i64>]{{.*}}dtc.whole_batch
+module attributes {dtc.plan = #dtc.plan<@mesh, dp = 1, tp = 1, pp = 1, microbatches = 2 on [0], virtual_stages = 1, zero = 0, schedule = "1f1b", recompute = none, precision = "f32">} {
+  shard.grid @mesh(shape = 2)
+  func.func @train_step(%arg0: tensor<16x8xf32> {dtc.init = "normal(0.02)", dtc.name = "w", dtc.role = "param"}, %arg1: tensor<8x4x16xf32> {dtc.name = "x", dtc.role = "input"}, %arg2: tensor<8x4xi32> {dtc.max = 8 : i64, dtc.name = "y", dtc.role = "input"}) -> (tensor<f32> {dtc.name = "loss", dtc.role = "loss"}) attributes {dtc.train_step} {
+    %0 = "dtc.matmul"(%arg1, %arg0) {dtc.id = 0 : i64, dtc.layer = 0 : i64, dtc.phase = "forward"} : (tensor<8x4x16xf32>, tensor<16x8xf32>) -> tensor<8x4x8xf32>
+    %1 = "dtc.cross_entropy"(%0, %arg2) <{ignore_index = 0 : i64, reduction = "sum"}> {dtc.id = 1 : i64, dtc.layer = 0 : i64, dtc.phase = "forward"} : (tensor<8x4x8xf32>, tensor<8x4xi32>) -> tensor<f32>
+    %2 = "dtc.label_mask"(%arg2) <{ignore_index = 0 : i64}> {dtc.id = 2 : i64, dtc.layer = 0 : i64, dtc.phase = "forward", dtc.whole_batch} : (tensor<8x4xi32>) -> tensor<8x4xf32>
+    %3 = "dtc.reduce_sum"(%2) <{axes = array<i64: 0, 1>, keep_dims = false}> {dtc.id = 3 : i64, dtc.layer = 0 : i64, dtc.phase = "forward", dtc.whole_batch} : (tensor<8x4xf32>) -> tensor<f32>
+    %4 = "dtc.div"(%1, %3) {dtc.id = 4 : i64, dtc.layer = 0 : i64, dtc.phase = "forward"} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    return %4 : tensor<f32>
+  }
+}

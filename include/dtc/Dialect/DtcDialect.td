@@ -83,6 +83,12 @@ def Dtc_Dialect : Dialect {
     // On a forward op cloned into the backward by dtc-rematerialize (its
     // dtc.forward names the op it recomputes).
     static constexpr ::llvm::StringLiteral kRecomputeAttr = "dtc.recompute";
+    // On an op that must see the whole batch of the step at once, never
+    // one micro-batch (the count of kept labels that divides the loss,
+    // dtc-decompose-ignored-labels): dtc-materialize-plan keeps the
+    // micro-batch axes out of its factor sharding, so its data input is
+    // read whole, once per step, before the micro-batches.
+    static constexpr ::llvm::StringLiteral kWholeBatchAttr = "dtc.whole_batch";
     // Pipelines (stage split): the virtual stage of an op, the pipeline
     // stage (device) a step function runs on, and messages between stages.
     static constexpr ::llvm::StringLiteral kStageAttr = "dtc.stage";
