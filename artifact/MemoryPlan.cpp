@@ -27,6 +27,13 @@ const char *memKindDescription(int kind) noexcept {
   return kind >= 0 && kind < kNumMemKinds ? names[kind] : "?";
 }
 
+const char *memKindReportKey(int kind) noexcept {
+  static const char *keys[kNumMemKinds] = {
+      "params",    "grads",   "optimizer", "activations", "inputs",
+      "constants", "scalars", "staging",   "workspace"};
+  return kind >= 0 && kind < kNumMemKinds ? keys[kind] : "?";
+}
+
 std::string largestKinds(const MemoryNeed &need, int count) noexcept {
   int kinds[kNumMemKinds];
   for (int k = 0; k < kNumMemKinds; ++k)

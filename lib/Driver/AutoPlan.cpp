@@ -260,12 +260,13 @@ std::string noPlanError(const dtc::CompileOptions &o, const json &lowered,
   if (smallest) {
     plan = (*smallest)["plan"].get<std::string>();
     const json &memory = (*smallest)["evaluated"]["memory_bytes"];
-    for (auto [key, name] : {std::pair{"optimizer", "optimizer state"},
-                             {"params", "parameters"},
-                             {"grads", "gradients"},
-                             {"activations", "activations"}})
-      if (memory.contains(key) && memory[key].get<double>() > 0)
-        parts += std::string(parts.empty() ? "" : ", ") + name + " " +
+    using ::dtc::artifact::MemCategory;
+    for (MemCategory kind : {MemCategory::Optimizer, MemCategory::Param,
+                             MemCategory::Grad, MemCategory::Activation})
+      if (const char *key = ::dtc::artifact::memKindReportKey(int(kind));
+          memory.contains(key) && memory[key].get<double>() > 0)
+        parts += std::string(parts.empty() ? "" : ", ") +
+                 ::dtc::artifact::memKindDescription(int(kind)) + " " +
                  gib(memory[key].get<double>());
   }
   // Every plan failed to compile: the first one's error, as the

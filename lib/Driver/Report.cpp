@@ -176,12 +176,12 @@ std::string planSummary(const json &report, const std::string &model,
   out += "  parameters " + countText(number(report, "params")) + "\n";
   const json &memory = report.value("memory_bytes", json::object());
   std::string parts;
-  for (auto [key, name] : {std::pair{"params", "parameters"},
-                           {"grads", "gradients"},
-                           {"optimizer", "optimizer state"},
-                           {"activations", "activations"}})
-    parts += (parts.empty() ? "" : ", ") + std::string(name) + " " +
-             bytesText(memory, key);
+  using ::dtc::artifact::MemCategory;
+  for (MemCategory kind : {MemCategory::Param, MemCategory::Grad,
+                           MemCategory::Optimizer, MemCategory::Activation})
+    parts += (parts.empty() ? "" : ", ") +
+             std::string(::dtc::artifact::memKindDescription(int(kind))) + " " +
+             bytesText(memory, ::dtc::artifact::memKindReportKey(int(kind)));
   out += "  memory     " + bytesText(memory, "peak_per_device") +
          " per device of " + bytesText(memory, "budget_per_device") + ": " +
          parts + "\n";

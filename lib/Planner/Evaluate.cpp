@@ -74,10 +74,7 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
       copyBytes[slot.chunk] += bytes;
       continue;
     }
-    const std::string category = art::memCategoryName(slot.category);
-    const std::string key = slot.category == art::MemCategory::Optimizer
-                                ? category
-                                : category + "s";
+    const std::string key = art::memKindReportKey(int(slot.category));
     if (c.memory.contains(key))
       c.memory[key] = c.memory[key].get<int64_t>() + bytes;
     c.memory["total"] = c.memory["total"].get<int64_t>() + bytes;

@@ -224,13 +224,18 @@ std::string summary(const std::string &path, const json &body,
            art::formatBytes(memory.value("budget_bytes", uint64_t(0))) + ", " +
            std::to_string(memory.value("kernel_threads", int64_t(1))) +
            " kernel threads)\n";
-    for (auto &[kind, bytes] : kinds->items()) {
-      std::snprintf(line, sizeof line, "  %-12s %12s\n", kind.c_str(),
-                    art::formatBytes(bytes.get<uint64_t>()).c_str());
+    // In the kinds' order, named as every dtc message names them.
+    for (int k = 0; k < art::kNumMemKinds; ++k) {
+      auto it = kinds->find(art::memKindName(k));
+      if (it == kinds->end() || !it->is_number_unsigned())
+        continue;
+      std::snprintf(line, sizeof line, "  %-20s %12s\n",
+                    art::memKindDescription(k),
+                    art::formatBytes(it->get<uint64_t>()).c_str());
       out += line;
     }
     std::snprintf(
-        line, sizeof line, "  %-12s %12s\n", "peak",
+        line, sizeof line, "  %-20s %12s\n", "peak",
         art::formatBytes(memory.value("peak_bytes", uint64_t(0))).c_str());
     out += line;
   }

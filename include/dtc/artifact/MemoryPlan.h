@@ -48,8 +48,13 @@ constexpr int kWorkspaceKind = kNumMemCategories + 1;
 constexpr int kNumMemKinds = kNumMemCategories + 2;
 /// "param", ..., "scalar", "staging", "workspace".
 const char *memKindName(int kind) noexcept;
-/// For messages: "parameters", "gradients", "optimizer state", ...
+/// For people (every dtc message, summary and table): "parameters",
+/// "gradients", "optimizer state", ..., "collective staging", "workspace".
 const char *memKindDescription(int kind) noexcept;
+/// The plan report's memory_bytes key of a kind: "params", "grads",
+/// "optimizer", "activations", "inputs", "constants", "scalars",
+/// "staging", "workspace".
+const char *memKindReportKey(int kind) noexcept;
 /// "optimizer state 50.21 GiB, parameters 25.10 GiB, gradients 25.10 GiB":
 /// the `count` largest kinds of `need`.
 std::string largestKinds(const struct MemoryNeed &need, int count) noexcept;
