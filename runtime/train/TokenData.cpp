@@ -33,10 +33,11 @@ TokenBinding bindTokenInputs(const Artifact &a) {
       found.push_back(t);
   }
   if (found.size() < 2)
-    throw Error(a.label +
-                ": --data needs two integer inputs of shape [B, S] (ids, then "
-                "labels); the model has " +
-                std::to_string(found.size()));
+    throw Error(
+        a.label +
+        ": token data (--data, --eval-data) needs two integer inputs of "
+        "shape [B, S] (ids, then labels); the model has " +
+        std::to_string(found.size()));
   b.ids = found[0];
   b.labels = found[1];
   const TensorDecl &ids = a.tensors[size_t(b.ids)],

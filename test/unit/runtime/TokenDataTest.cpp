@@ -48,7 +48,8 @@ TEST(TokenData, Binding) {
     FAIL();
   } catch (const Error &e) {
     EXPECT_NE(std::string(e.what()).find(
-                  "mlp.dtc: --data needs two integer inputs of shape [B, S]"),
+                  "mlp.dtc: token data (--data, --eval-data) needs two integer "
+                  "inputs of shape [B, S]"),
               std::string::npos)
         << e.what();
   }

@@ -171,7 +171,7 @@ data)
   mpi 2 "$run" "$art/lm2.dtc" --steps 1 --data "$art/tokens_bad.bin" 2> e; [ $? = 1 ] || fail "bad token"
   one_error e "tokens_bad.bin: token 60 at byte offset 246 (token 123) is not below 50"
   "$run" "$art/mlp1.dtc" --steps 1 --data "$art/tokens.bin" 2> e; [ $? = 1 ] || fail "no token inputs"
-  one_error e "--data needs two integer inputs of shape [B, S]"
+  one_error e "token data (--data, --eval-data) needs two integer inputs of shape [B, S]"
   # The token file cut short during a run: an error naming it, not SIGBUS.
   cp "$art/tokens.bin" cut.bin
   "$run" "$art/lm1.dtc" --steps 100000000 --data cut.bin > t.out 2> t.err &
