@@ -138,6 +138,30 @@ std::string bytesText(const json &j, const char *key) {
 } // namespace
 
 namespace dtc {
+std::string degreesText(const json &degrees, const json &axes) {
+  std::string text;
+  for (const char *degree : {"dp", "tp", "pp", "sp", "ep"}) {
+    const int64_t d = degrees.value(degree, int64_t(1));
+    if (d <= 1)
+      continue;
+    std::string on;
+    for (const json &axis : axes.value(degree, json::array()))
+      on += (on.empty() ? "" : ",") + std::to_string(axis.get<int64_t>());
+    text += (text.empty() ? "" : ", ") + std::string(degree) + "=" +
+            std::to_string(d) + (on.empty() ? "" : " on axis " + on);
+  }
+  return text;
+}
+
+std::string planChoicesText(const json &plan) {
+  const int64_t micro = plan.value("microbatches", int64_t(1));
+  return "zero " + std::to_string(plan.value("zero", 0)) + ", " +
+         std::to_string(micro) + " micro-batch" + (micro == 1 ? "" : "es") +
+         ", schedule " + plan.value("schedule", std::string("none")) +
+         ", remat " + plan.value("remat", std::string("none")) + ", " +
+         plan.value("precision", std::string("f32"));
+}
+
 std::string planSummary(const json &report, const std::string &model,
                         const std::string &output) {
   std::string out = "dtc: compiled " + model + " -> " + output + " in " +
@@ -147,18 +171,8 @@ std::string planSummary(const json &report, const std::string &model,
   for (const json &size : report.value("mesh", json::array()))
     mesh += (mesh.empty() ? "" : "x") + std::to_string(size.get<int64_t>());
   const json &strategy = report.value("strategy", json::object());
-  const json &axes = report.value("axes", json::object());
-  std::string degrees;
-  for (const char *degree : {"dp", "tp", "pp", "sp", "ep"}) {
-    const int64_t d = strategy.value(degree, int64_t(1));
-    if (d <= 1)
-      continue;
-    std::string on;
-    for (const json &axis : axes.value(degree, json::array()))
-      on += (on.empty() ? "" : ",") + std::to_string(axis.get<int64_t>());
-    degrees += (degrees.empty() ? "" : ", ") + std::string(degree) + "=" +
-               std::to_string(d) + (on.empty() ? "" : " on axis " + on);
-  }
+  const std::string degrees =
+      degreesText(strategy, report.value("axes", json::object()));
   const std::string mode =
       report.value("planner", json::object()).value("mode", "");
   out += "  mesh       " + mesh + ", " +
@@ -166,13 +180,7 @@ std::string planSummary(const json &report, const std::string &model,
          (report.value("devices", int64_t(1)) == 1 ? "" : "s") + ": " +
          (degrees.empty() ? "one device" : degrees) +
          (mode.empty() ? "" : " (" + mode + ")") + "\n";
-  const int64_t micro = strategy.value("microbatches", int64_t(1));
-  out += "  plan       zero " + std::to_string(strategy.value("zero", 0)) +
-         ", " + std::to_string(micro) + " micro-batch" +
-         (micro == 1 ? "" : "es") + ", schedule " +
-         strategy.value("schedule", std::string("none")) + ", remat " +
-         strategy.value("remat", std::string("none")) + ", " +
-         strategy.value("precision", std::string("f32")) + "\n";
+  out += "  plan       " + planChoicesText(strategy) + "\n";
   out += "  parameters " + countText(number(report, "params")) + "\n";
   const json &memory = report.value("memory_bytes", json::object());
   std::string parts;

@@ -50,18 +50,8 @@ bool Trainer::evaluationDue(bool last) const {
 double Trainer::evaluate() {
   double sum = 0;
   for (int64_t j = 0; j < evalBatches_; ++j) {
-    runAgreed(world_, [&] {
-      exec_->fillSyntheticInputs(opts_.seed, j);
-      for (int which = 0; which < 2; ++which) {
-        const int t = which == 0 ? binding_.ids : binding_.labels;
-        if (!exec_->holds(t))
-          continue;
-        LocalTensor lt = exec_->tensor(t);
-        fillTokens(*evalData_, binding_, j, which == 1, lt.data, lt.decl->dtype,
-                   lt.piece);
-      }
-      exec_->setOptimizerStep(optStep_);
-    });
+    // The file's order: every evaluation sees the same tokens.
+    runAgreed(world_, [&] { feed(j, evalData_.get(), WindowOrder{}); });
     std::string err = exec_->runEvaluation();
     if (!err.empty())
       err = artifact_->label + ": evaluation after step " +

@@ -60,6 +60,22 @@ struct LocalRunner::Impl {
     return std::string();
   }
 
+  /// Runs one of the executor's programs (run, runEvaluation) on every
+  /// rank; throws the first rank's error, prefixed by the artifact.
+  void runPrograms(std::string (RankExecutor::*program)()) {
+    std::vector<std::string> errs(static_cast<size_t>(ranks()));
+    std::string err = forRanks(
+        [&](int r) { errs[size_t(r)] = (execs[size_t(r)].get()->*program)(); });
+    if (err.empty())
+      for (const std::string &e : errs)
+        if (!e.empty()) {
+          err = e;
+          break;
+        }
+    if (!err.empty())
+      throw Error(artifact->label + ": " + err);
+  }
+
   int tensorIndex(const std::string &name) const {
     int t = artifact->findTensor(name);
     if (t < 0)
@@ -367,35 +383,14 @@ bool LocalRunner::setOptimizerStep(int64_t value, std::string &error) noexcept {
 
 bool LocalRunner::runStep(std::string &error) noexcept {
   DTC_GUARD_BEGIN
-  std::vector<std::string> errs(static_cast<size_t>(ranks()));
-  std::string err = impl_->forRanks(
-      [&](int r) { errs[size_t(r)] = impl_->execs[size_t(r)]->run(); });
-  if (err.empty())
-    for (const std::string &e : errs)
-      if (!e.empty()) {
-        err = e;
-        break;
-      }
-  if (!err.empty())
-    throw Error(impl_->artifact->label + ": " + err);
+  impl_->runPrograms(&RankExecutor::run);
   return true;
   DTC_GUARD_END
 }
 
 bool LocalRunner::runEvaluation(std::string &error) noexcept {
   DTC_GUARD_BEGIN
-  std::vector<std::string> errs(static_cast<size_t>(ranks()));
-  std::string err = impl_->forRanks([&](int r) {
-    errs[size_t(r)] = impl_->execs[size_t(r)]->runEvaluation();
-  });
-  if (err.empty())
-    for (const std::string &e : errs)
-      if (!e.empty()) {
-        err = e;
-        break;
-      }
-  if (!err.empty())
-    throw Error(impl_->artifact->label + ": " + err);
+  impl_->runPrograms(&RankExecutor::runEvaluation);
   return true;
   DTC_GUARD_END
 }

@@ -328,16 +328,17 @@ double Trainer::stepsPerPass() const {
          double(binding_.B * binding_.S);
 }
 
-void Trainer::feed(int64_t step) {
+void Trainer::feed(int64_t step, const TokenFile *tokens,
+                   const WindowOrder &order) {
   exec_->fillSyntheticInputs(opts_.seed, step);
-  if (data_) {
+  if (tokens) {
     for (int which = 0; which < 2; ++which) {
       const int t = which == 0 ? binding_.ids : binding_.labels;
       if (!exec_->holds(t))
         continue;
       LocalTensor lt = exec_->tensor(t);
-      fillTokens(*data_, binding_, step, which == 1, lt.data, lt.decl->dtype,
-                 lt.piece, WindowOrder{opts_.shuffle, opts_.seed});
+      fillTokens(*tokens, binding_, step, which == 1, lt.data, lt.decl->dtype,
+                 lt.piece, order);
     }
   }
   exec_->setOptimizerStep(optStep_);
@@ -474,7 +475,9 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
   const std::optional<double> lr =
       schedule_ ? std::optional<double>(schedule_->at(optStep_)) : std::nullopt;
   const int64_t stepStart = trace_ ? TraceWriter::nowNs() : 0;
-  runAgreed(world_, [&] { feed(k); });
+  runAgreed(world_, [&] {
+    feed(k, data_.get(), WindowOrder{opts_.shuffle, opts_.seed});
+  });
   if (trace_)
     trace_->complete(TraceWriter::kSteps, "inputs", "host", stepStart,
                      TraceWriter::nowNs(), "");

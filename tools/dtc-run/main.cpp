@@ -281,6 +281,21 @@ std::string calibrationArgsError(const Options &o) {
 // error message.
 std::string applyValueFlag(const std::string &name, const std::string &value,
                            Options &o) {
+  // The flags that name a file or directory take it as given.
+  static const std::pair<const char *, std::string TrainOptions::*>
+      kPathFlags[] = {{"--data", &TrainOptions::dataPath},
+                      {"--eval-data", &TrainOptions::evalDataPath},
+                      {"--log", &TrainOptions::logPath},
+                      {"--save", &TrainOptions::savePath},
+                      {"--load", &TrainOptions::loadPath},
+                      {"--stats", &TrainOptions::statsPath},
+                      {"--trace", &TrainOptions::traceDir},
+                      {"--save-step", &TrainOptions::stepPath}};
+  for (const auto &[flag, path] : kPathFlags)
+    if (name == flag) {
+      o.train.*path = value;
+      return "";
+    }
   if (name == "--steps") {
     uint64_t v;
     if (!parseU64(value, v) || v > uint64_t(INT64_MAX))
@@ -316,10 +331,6 @@ std::string applyValueFlag(const std::string &name, const std::string &value,
     if (!parseU64(value, v) || v < 1 || v > 4096)
       return "--ranks: expected an integer in [1, 4096], got '" + value + "'";
     o.calibrateRanks = int(v);
-  } else if (name == "--data") {
-    o.train.dataPath = value;
-  } else if (name == "--eval-data") {
-    o.train.evalDataPath = value;
   } else if (name == "--eval-every" || name == "--eval-batches") {
     uint64_t v;
     if (!parseU64(value, v) || v < 1 || v > uint64_t(INT64_MAX))
@@ -329,18 +340,6 @@ std::string applyValueFlag(const std::string &name, const std::string &value,
   } else if (name == "--data-dtype") {
     if (!parseTokenDType(value, o.train.dataDtype))
       return "--data-dtype: expected uint16 or uint32, got '" + value + "'";
-  } else if (name == "--log") {
-    o.train.logPath = value;
-  } else if (name == "--save") {
-    o.train.savePath = value;
-  } else if (name == "--load") {
-    o.train.loadPath = value;
-  } else if (name == "--stats") {
-    o.train.statsPath = value;
-  } else if (name == "--trace") {
-    o.train.traceDir = value;
-  } else if (name == "--save-step") {
-    o.train.stepPath = value;
   } else if (name == "--save-every") {
     uint64_t v;
     if (!parseU64(value, v) || v > uint64_t(INT64_MAX))

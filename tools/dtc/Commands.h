@@ -12,6 +12,10 @@ int fail(const std::string &message);
 /// The path of tool `name` next to this dtc.
 std::string siblingTool(const char *argv0, const std::string &name);
 
+/// Replaces this process with `tool` run with `args` (args[0] is its
+/// name); returns (after an error line) only if it cannot start.
+int execTool(const std::string &tool, std::vector<std::string> args);
+
 /// dtc calibrate [--ranks LIST] [-o FILE] (Calibrate.cpp).
 int calibrateCommand(const char *argv0, const std::vector<std::string> &args);
 

@@ -11,9 +11,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cerrno>
-#include <cstring>
-#include <unistd.h>
+#include <utility>
 
 namespace {
 
@@ -83,11 +81,5 @@ int evalCommand(const char *argv0, const std::vector<std::string> &args) {
     argvStrings.push_back("--launch");
   argvStrings.insert(argvStrings.end(), rest.begin(), rest.end());
   argvStrings.push_back("--steps=0");
-  std::vector<char *> argv;
-  for (std::string &s : argvStrings)
-    argv.push_back(s.data());
-  argv.push_back(nullptr);
-  llvm::outs().flush();
-  execv(tool.c_str(), argv.data());
-  return fail("cannot start " + tool + ": " + std::strerror(errno));
+  return execTool(tool, std::move(argvStrings));
 }

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
+#include "dtc/Driver/Compile.h"
 #include "dtc/artifact/Artifact.h"
 #include "dtc/artifact/ArtifactFormat.h"
 #include "dtc/artifact/MemoryPlan.h"
@@ -135,32 +136,17 @@ std::string summary(const std::string &path, const json &body,
   row("artifact", path + " (" + (a.producer.empty() ? "?" : a.producer) +
                       (a.source.empty() ? "" : ", from " + a.source) + ")");
   const json &plan = a.plan;
-  std::string degrees;
-  for (const char *degree : {"dp", "pp", "tp", "sp", "ep"}) {
-    const int64_t d = plan.value(degree, int64_t(1));
-    if (d <= 1)
-      continue;
-    std::string on;
-    for (const json &axis :
-         plan.value("axes", json::object()).value(degree, json::array()))
-      on += (on.empty() ? "" : ",") + std::to_string(axis.get<int64_t>());
-    degrees += (degrees.empty() ? "" : ", ") + std::string(degree) + "=" +
-               std::to_string(d) + (on.empty() ? "" : " on axis " + on);
-  }
+  const std::string degrees =
+      dtc::degreesText(plan, plan.value("axes", json::object()));
   const std::string planner = plan.value("planner", std::string());
   row("mesh", a.mesh.str() + ", " + std::to_string(a.devices) + " device" +
                   (a.devices == 1 ? "" : "s") + ": " +
                   (degrees.empty() ? "one device" : degrees) +
                   (planner.empty() ? "" : " (" + planner + ")"));
-  const int64_t micro = plan.value("microbatches", int64_t(1));
   row("plan",
-      "zero " + std::to_string(plan.value("zero", 0)) + ", " +
-          std::to_string(micro) + " micro-batch" + (micro == 1 ? "" : "es") +
-          ", schedule " + plan.value("schedule", std::string("none")) +
-          ", remat " + plan.value("remat", std::string("none")) + ", " +
-          plan.value("precision", std::string("f32")) +
-          (plan.value("sequence_parallel", false) ? ", sequence parallel"
-                                                  : ""));
+      dtc::planChoicesText(plan) + (plan.value("sequence_parallel", false)
+                                        ? ", sequence parallel"
+                                        : ""));
   const json &opt = a.optimizer;
   if (opt.is_object() && !opt.empty()) {
     const json &sched = opt.value("lr_schedule", json::object());

@@ -586,6 +586,16 @@ std::string siblingTool(const char *argv0, const std::string &name) {
   return std::string(path);
 }
 
+int execTool(const std::string &tool, std::vector<std::string> args) {
+  std::vector<char *> argv;
+  for (std::string &s : args)
+    argv.push_back(s.data());
+  argv.push_back(nullptr);
+  llvm::outs().flush();
+  execv(tool.c_str(), argv.data());
+  return fail("cannot start " + tool + ": " + std::strerror(errno));
+}
+
 namespace {
 
 int runCommand(const char *argv0, const std::vector<std::string> &args) {
@@ -607,13 +617,7 @@ int runCommand(const char *argv0, const std::vector<std::string> &args) {
   if (!help && !local)
     argvStrings.push_back("--launch");
   argvStrings.insert(argvStrings.end(), args.begin(), args.end());
-  std::vector<char *> argv;
-  for (std::string &s : argvStrings)
-    argv.push_back(s.data());
-  argv.push_back(nullptr);
-  llvm::outs().flush();
-  execv(tool.c_str(), argv.data());
-  return fail("cannot start " + tool + ": " + std::strerror(errno));
+  return execTool(tool, argvStrings);
 }
 
 int scheduleCommand(const std::vector<std::string> &args) {

@@ -102,6 +102,16 @@ struct CompileOptions {
 
 /// Runs the whole compilation; prints one error line on failure. Returns the
 /// process exit code.
+/// "dp=2 on axis 0, tp=2 on axis 1": the degrees above 1 of a plan (the
+/// report's "strategy" or an artifact's "plan") on the mesh axes `axes`
+/// maps them to; "" for one device. dtc compile's summary and dtc
+/// inspect --summary print it.
+std::string degreesText(const nlohmann::json &degrees,
+                        const nlohmann::json &axes);
+/// "zero 0, 1 micro-batch, schedule none, remat none, f32": the plan's
+/// other choices, from the same objects.
+std::string planChoicesText(const nlohmann::json &plan);
+
 /// The plan summary `dtc compile` prints: the report's plan, parameters,
 /// memory per device by category, communication per step by collective,
 /// predicted step and compile time, as a few aligned lines.

@@ -177,7 +177,9 @@ public:
   double stepsPerPass() const;
 
 private:
-  void feed(int64_t step);
+  /// The inputs of `step`: synthetic, then ids and labels from `tokens`
+  /// (if any) in `order`; and the step tensor.
+  void feed(int64_t step, const TokenFile *tokens, const WindowOrder &order);
   /// Opens a token file for the ids/labels inputs on every rank and checks
   /// it (its size, then every token on rank 0, in chunks the ranks agree on
   /// one by one, so no wait exceeds one chunk's read).
