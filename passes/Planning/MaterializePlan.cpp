@@ -125,14 +125,15 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     if (failed(propagation.run()))
       return failure();
     propagation.annotate(plan.grid);
-    if (!mbAxes.empty() && failed(keepWholeBatch(step, grid, mbAxes)))
-      return failure();
     if (plan.sequenceParallel &&
         failed(planSequenceParallel(
             step, grid, GridAxes(plan.tpAxes.begin(), plan.tpAxes.end()))))
       return failure();
     if (plan.zero > 0 && !dpAxes.empty() &&
         failed(planZero(step, grid, dpAxes)))
+      return failure();
+    // Last, after every round of propagation has annotated the ops.
+    if (!mbAxes.empty() && failed(keepWholeBatch(step, grid, mbAxes)))
       return failure();
     return success();
   }
@@ -361,10 +362,6 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     if (failed(propagation.run()))
       return failure();
     propagation.annotate(plan.grid);
-    const GridAxes mbAxes(plan.microbatchAxes.begin(),
-                          plan.microbatchAxes.end());
-    if (!mbAxes.empty() && failed(keepWholeBatch(step, grid, mbAxes)))
-      return failure();
     return success();
   }
 
