@@ -256,7 +256,7 @@ void checkEmbedding(const Descs &in, const Descs &out, const json &) {
 }
 
 // q [B, H, Sq, Dh]; k, v [B, H, Sk, Dh]; dy like q. Causal needs Sq == Sk.
-void checkAttentionOperands(const Descs &in, size_t n, const json &attrs) {
+void checkQueryKeyValue(const Descs &in) {
   needFloat(in[0], "q");
   if (in[0].shape.size() != 4)
     fail("q must have rank 4 [B, H, S, Dh], got " + desc(in[0]));
@@ -270,11 +270,60 @@ void checkAttentionOperands(const Descs &in, size_t n, const json &attrs) {
          "H (q is " +
          desc(q) + "), got " + desc(k));
   needLike(in[2], k, "v", "k");
+}
+
+void checkAttentionOperands(const Descs &in, size_t n, const json &attrs) {
+  checkQueryKeyValue(in);
+  const TensorDesc &q = in[0], &k = in[1];
   if (n > 3)
     needLike(in[3], q, "dy", "q");
   if (reqBool(attrs, "causal") && k.shape[2] != q.shape[2])
     fail("causal attention needs as many keys as queries, got " + desc(q) +
          " and " + desc(k));
+}
+
+// attention_block and attention_block_grad: q, k, v as attention's (any
+// number of keys, causal or not), then the query block's and the key
+// block's global positions (i64 scalars).
+void checkBlockOperands(const Descs &in, const json &attrs) {
+  checkQueryKeyValue(in);
+  reqBool(attrs, "causal");
+  for (size_t i : {size_t(3), size_t(4)}) {
+    needDtype(in[i], DType::I64, i == 3 ? "q_offset" : "k_offset");
+    needShape(in[i], Shape{}, i == 3 ? "q_offset" : "k_offset");
+  }
+}
+
+// Per query row logsumexp: f32 [B, H, Sq].
+Shape rowStatsShape(const TensorDesc &q) {
+  return Shape{q.shape[0], q.shape[1], q.shape[2]};
+}
+
+void checkAttentionBlock(const Descs &in, const Descs &out, const json &attrs) {
+  checkBlockOperands(in, attrs);
+  if (in.size() == 6)
+    fail("the running output and logsumexp come together (7 operands), got "
+         "6");
+  if (in.size() == 7) {
+    needLike(in[5], in[0], "y_acc", "q");
+    needDtype(in[6], DType::F32, "lse_acc");
+    needShape(in[6], rowStatsShape(in[0]), "lse_acc");
+  }
+  needLike(out[0], in[0], "the result", "q");
+  needDtype(out[1], DType::F32, "the logsumexp");
+  needShape(out[1], rowStatsShape(in[0]), "the logsumexp");
+}
+
+void checkAttentionBlockGrad(const Descs &in, const Descs &out,
+                             const json &attrs) {
+  checkBlockOperands(in, attrs);
+  needLike(in[5], in[0], "dy", "q");
+  needLike(in[6], in[0], "y", "q");
+  needDtype(in[7], DType::F32, "lse");
+  needShape(in[7], rowStatsShape(in[0]), "lse");
+  needLike(out[0], in[0], "dq", "q");
+  needLike(out[1], in[1], "dk", "k");
+  needLike(out[2], in[2], "dv", "v");
 }
 
 void checkAttention(const Descs &in, const Descs &out, const json &attrs) {
@@ -731,6 +780,8 @@ std::vector<KernelInfo> makeKernels() {
       {"rms_norm_param_grad", 2, 1, {}, checkNormParamGrad},
       {"embedding_grad", 2, 1, {}, checkEmbeddingGrad},
       {"attention_grad", 4, 3, {}, checkAttentionGrad},
+      {"attention_block", 5, 2, {}, checkAttentionBlock, 2},
+      {"attention_block_grad", 8, 3, {}, checkAttentionBlockGrad},
       {"cross_entropy_grad", 3, 1, {}, checkCrossEntropyGrad},
       {"sgd_update", 2, 1, P{{0, 0}}, checkSgd, 3},
       {"adam_update", 5, 3, P{{0, 0}, {1, 2}, {2, 3}}, checkAdam, 2},

@@ -81,14 +81,20 @@ DTC_VECTOR_CLONES void softmaxGradRow(const float *p, float *ds, int64_t n,
 }
 
 // Keys of tile [c0, c0 + nk) that query row `row` sees: all, or with a
-// causal mask those at or before it (may be <= 0).
-inline int64_t visibleKeys(bool causal, int64_t row, int64_t c0, int64_t nk) {
-  return causal ? std::min(nk, row - c0 + 1) : nk;
+// causal mask those at or before it (may be <= 0). Rows and keys are local
+// indices; `delta` is the query block's global position minus the key
+// block's (0 for a whole sequence), so key j is at or before row i when
+// j <= i + delta.
+inline int64_t visibleKeys(bool causal, int64_t row, int64_t c0, int64_t nk,
+                           int64_t delta) {
+  return causal ? std::min(nk, row + delta - c0 + 1) : nk;
 }
 
-// Keys the rows [r0, r0 + nq) attend to at all: [0, keyEnd).
-inline int64_t keyEnd(bool causal, int64_t r0, int64_t nq, int64_t Sk) {
-  return causal ? std::min(Sk, r0 + nq) : Sk;
+// Keys the rows [r0, r0 + nq) attend to at all: [0, keyEnd) (empty when
+// <= 0).
+inline int64_t keyEnd(bool causal, int64_t r0, int64_t nq, int64_t Sk,
+                      int64_t delta) {
+  return causal ? std::min(Sk, r0 + nq + delta) : Sk;
 }
 
 // Per-thread scratch of one block of query rows.
@@ -126,9 +132,9 @@ struct RowScratch {
 // with m and l the final row maximum and sum (logsumexp = m + log l).
 void forwardRows(const KernelContext &ctx, const float *q, const float *k,
                  const float *v, float *y, int64_t r0, int64_t nq, int64_t Sk,
-                 int64_t D, bool causal, float scale, const AttentionBlocks &b,
-                 RowScratch &w) {
-  const int64_t kEnd = keyEnd(causal, r0, nq, Sk);
+                 int64_t D, bool causal, int64_t delta, float scale,
+                 const AttentionBlocks &b, RowScratch &w) {
+  const int64_t kEnd = keyEnd(causal, r0, nq, Sk, delta);
   std::memset(y, 0, size_t(nq * D) * sizeof(float));
   for (int64_t i = 0; i < nq; ++i) {
     w.m[i] = -std::numeric_limits<float>::infinity();
@@ -140,7 +146,7 @@ void forwardRows(const KernelContext &ctx, const float *q, const float *k,
           0.0f, w.s, b.keys);
     for (int64_t i = 0; i < nq; ++i) {
       float *s = w.s + i * b.keys;
-      const int64_t lim = visibleKeys(causal, r0 + i, c0, nk);
+      const int64_t lim = visibleKeys(causal, r0 + i, c0, nk, delta);
       if (lim <= 0) {
         std::memset(s, 0, size_t(nk) * sizeof(float));
         continue;
@@ -170,49 +176,95 @@ void checkBlocks(const AttentionBlocks &b, int64_t BH, int64_t group) {
     throw Error("attention: the query heads must divide into groups");
 }
 
+// The gradient terms of rows [r0, r0 + nq) of one query head against keys
+// [0, kEnd), given each row's logsumexp in w.m and rowsum(dy * y) in w.aux:
+// dq rows (overwritten), and the key/value head's dk and dv (added to).
+void gradientRows(const KernelContext &ctx, const float *Q, const float *K,
+                  const float *V, const float *dY, float *dQ, float *dK,
+                  float *dV, int64_t r0, int64_t nq, int64_t Sk, int64_t D,
+                  bool causal, int64_t delta, float scale,
+                  const AttentionBlocks &b, RowScratch &w) {
+  const int64_t kEnd = keyEnd(causal, r0, nq, Sk, delta);
+  std::memset(dQ + r0 * D, 0, size_t(nq * D) * sizeof(float));
+  const float *dYb = dY + r0 * D, *Qb = Q + r0 * D;
+  for (int64_t c0 = 0; c0 < kEnd; c0 += b.keys) {
+    const int64_t nk = std::min(b.keys, kEnd - c0);
+    sgemm(ctx, false, true, nq, nk, D, scale, Qb, D, K + c0 * D, D, 0.0f, w.s,
+          b.keys);
+    for (int64_t i = 0; i < nq; ++i) {
+      float *s = w.s + i * b.keys;
+      // A row that sees no key at all (logsumexp -inf) has no gradient.
+      const int64_t lim =
+          w.m[i] == -std::numeric_limits<float>::infinity()
+              ? 0
+              : std::max<int64_t>(0,
+                                  visibleKeys(causal, r0 + i, c0, nk, delta));
+      expShiftSum(s, lim, w.m[i]); // probabilities
+      if (lim < nk)
+        std::memset(s + lim, 0, size_t(nk - lim) * sizeof(float));
+    }
+    // dv += p^T dy ; dp = dy v^T ; ds = p (dp - rowsum(dy y))
+    sgemm(ctx, true, false, nk, D, nq, 1.0f, w.s, b.keys, dYb, D, 1.0f,
+          dV + c0 * D, D);
+    sgemm(ctx, false, true, nq, nk, D, 1.0f, dYb, D, V + c0 * D, D, 0.0f, w.dp,
+          b.keys);
+    for (int64_t i = 0; i < nq; ++i)
+      softmaxGradRow(w.s + i * b.keys, w.dp + i * b.keys, nk, w.aux[i]);
+    // dq += scale ds k ; dk += scale ds^T q
+    sgemm(ctx, false, false, nq, D, nk, scale, w.dp, b.keys, K + c0 * D, D,
+          1.0f, dQ + r0 * D, D);
+    sgemm(ctx, true, false, nk, D, nq, scale, w.dp, b.keys, Qb, D, 1.0f,
+          dK + c0 * D, D);
+  }
+}
+
 // One query head's share of attention_grad: its dq, and its terms of the
-// (possibly shared) key/value head's dk and dv, added to them.
+// (possibly shared) key/value head's dk and dv, added to them. The
+// statistics come from a recomputed forward.
 void backwardHead(const KernelContext &ctx, const float *Q, const float *K,
                   const float *V, const float *dY, float *dQ, float *dK,
                   float *dV, int64_t Sq, int64_t Sk, int64_t D, bool causal,
                   float scale, const AttentionBlocks &b, RowScratch &w) {
   for (int64_t r0 = 0; r0 < Sq; r0 += b.rows) {
-    const int64_t nq = std::min(b.rows, Sq - r0),
-                  kEnd = keyEnd(causal, r0, nq, Sk);
-    std::memset(dQ + r0 * D, 0, size_t(nq * D) * sizeof(float));
+    const int64_t nq = std::min(b.rows, Sq - r0);
     // The output rows and logsumexp again; rowsum(dy * y) per row.
-    forwardRows(ctx, Q, K, V, w.o, r0, nq, Sk, D, causal, scale, b, w);
+    forwardRows(ctx, Q, K, V, w.o, r0, nq, Sk, D, causal, 0, scale, b, w);
     for (int64_t i = 0; i < nq; ++i) {
       w.aux[i] = dotRow(dY + (r0 + i) * D, w.o + i * D, D);
       w.m[i] += std::log(w.l[i]); // logsumexp
     }
-    const float *dYb = dY + r0 * D, *Qb = Q + r0 * D;
-    for (int64_t c0 = 0; c0 < kEnd; c0 += b.keys) {
-      const int64_t nk = std::min(b.keys, kEnd - c0);
-      sgemm(ctx, false, true, nq, nk, D, scale, Qb, D, K + c0 * D, D, 0.0f, w.s,
-            b.keys);
-      for (int64_t i = 0; i < nq; ++i) {
-        float *s = w.s + i * b.keys;
-        const int64_t lim =
-            std::max<int64_t>(0, visibleKeys(causal, r0 + i, c0, nk));
-        expShiftSum(s, lim, w.m[i]); // probabilities
-        if (lim < nk)
-          std::memset(s + lim, 0, size_t(nk - lim) * sizeof(float));
-      }
-      // dv += p^T dy ; dp = dy v^T ; ds = p (dp - rowsum(dy y))
-      sgemm(ctx, true, false, nk, D, nq, 1.0f, w.s, b.keys, dYb, D, 1.0f,
-            dV + c0 * D, D);
-      sgemm(ctx, false, true, nq, nk, D, 1.0f, dYb, D, V + c0 * D, D, 0.0f,
-            w.dp, b.keys);
-      for (int64_t i = 0; i < nq; ++i)
-        softmaxGradRow(w.s + i * b.keys, w.dp + i * b.keys, nk, w.aux[i]);
-      // dq += scale ds k ; dk += scale ds^T q
-      sgemm(ctx, false, false, nq, D, nk, scale, w.dp, b.keys, K + c0 * D, D,
-            1.0f, dQ + r0 * D, D);
-      sgemm(ctx, true, false, nk, D, nq, scale, w.dp, b.keys, Qb, D, 1.0f,
-            dK + c0 * D, D);
-    }
+    gradientRows(ctx, Q, K, V, dY, dQ, dK, dV, r0, nq, Sk, D, causal, 0, scale,
+                 b, w);
   }
+}
+
+// Logsumexp of a row from its running maximum and sum (-inf: no key seen).
+inline float rowLogSumExp(float m, float l) {
+  return l > 0.0f ? m + std::log(l) : -std::numeric_limits<float>::infinity();
+}
+
+// Merges a block's normalized output row yb with logsumexp lb into the
+// running (ya, la) (either may be empty: -inf), writing y and returning the
+// merged logsumexp. y may be ya.
+DTC_VECTOR_CLONES float mergeRow(const float *ya, float la, const float *yb,
+                                 float lb, float *y, int64_t D) {
+  constexpr float none = -std::numeric_limits<float>::infinity();
+  if (lb == none) {
+    for (int64_t j = 0; j < D; ++j)
+      y[j] = ya ? ya[j] : 0.0f;
+    return la;
+  }
+  if (!ya || la == none) {
+    for (int64_t j = 0; j < D; ++j)
+      y[j] = yb[j];
+    return lb;
+  }
+  const float mx = std::max(la, lb);
+  const float lse = mx + std::log(expF(la - mx) + expF(lb - mx));
+  const float fa = expF(la - lse), fb = expF(lb - lse);
+  for (int64_t j = 0; j < D; ++j)
+    y[j] = ya[j] * fa + yb[j] * fb;
+  return lse;
 }
 
 } // namespace
@@ -232,7 +284,7 @@ void attentionForward(KernelContext &ctx, const float *q, const float *k,
     const int64_t nq = std::min(b.rows, Sq - r0);
     const int64_t kv = bh / group; // (b, h) -> (b, h / group)
     forwardRows(ctx, q + bh * Sq * D, k + kv * Sk * D, v + kv * Sk * D,
-                y + (bh * Sq + r0) * D, r0, nq, Sk, D, causal, scale, b, w);
+                y + (bh * Sq + r0) * D, r0, nq, Sk, D, causal, 0, scale, b, w);
   });
 }
 
@@ -262,6 +314,68 @@ void attentionBackward(KernelContext &ctx, const float *q, const float *k,
   });
 }
 
+void attentionBlockForward(KernelContext &ctx, const float *q, const float *k,
+                           const float *v, const float *yAcc,
+                           const float *lseAcc, float *y, float *lse,
+                           int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
+                           bool causal, int64_t delta, AttentionBlocks b,
+                           int64_t group) {
+  checkBlocks(b, BH, group);
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  const int64_t rowBlocks = (Sq + b.rows - 1) / b.rows, tasks = BH * rowBlocks;
+  const size_t per = RowScratch::floats(b, D);
+  float *ws = ctx.workspace(per * size_t(workersFor(ctx, tasks)));
+  parallelTasks(ctx, tasks, [&](int64_t task, int worker) {
+    RowScratch w(ws + per * size_t(worker), b, D);
+    const int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * b.rows;
+    const int64_t nq = std::min(b.rows, Sq - r0);
+    const int64_t kv = bh / group;
+    // The block's own output into w.o, then merged row by row.
+    forwardRows(ctx, q + bh * Sq * D, k + kv * Sk * D, v + kv * Sk * D, w.o, r0,
+                nq, Sk, D, causal, delta, scale, b, w);
+    for (int64_t i = 0; i < nq; ++i) {
+      const int64_t row = bh * Sq + r0 + i;
+      constexpr float none = -std::numeric_limits<float>::infinity();
+      lse[row] =
+          mergeRow(yAcc ? yAcc + row * D : nullptr, lseAcc ? lseAcc[row] : none,
+                   w.o + i * D, rowLogSumExp(w.m[i], w.l[i]), y + row * D, D);
+    }
+  });
+}
+
+void attentionBlockBackward(KernelContext &ctx, const float *q, const float *k,
+                            const float *v, const float *dy, const float *y,
+                            const float *lse, float *dq, float *dk, float *dv,
+                            int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
+                            bool causal, int64_t delta, AttentionBlocks b,
+                            int64_t group) {
+  checkBlocks(b, BH, group);
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  const size_t per = RowScratch::floats(b, D);
+  const int64_t kvHeads = BH / group;
+  float *ws = ctx.workspace(per * size_t(workersFor(ctx, kvHeads)));
+  parallelTasks(ctx, kvHeads, [&](int64_t kv, int worker) {
+    RowScratch w(ws + per * size_t(worker), b, D);
+    const float *K = k + kv * Sk * D, *V = v + kv * Sk * D;
+    float *dK = dk + kv * Sk * D, *dV = dv + kv * Sk * D;
+    std::memset(dK, 0, size_t(Sk * D) * sizeof(float));
+    std::memset(dV, 0, size_t(Sk * D) * sizeof(float));
+    for (int64_t bh = kv * group; bh < (kv + 1) * group; ++bh) {
+      const float *Q = q + bh * Sq * D, *dY = dy + bh * Sq * D;
+      for (int64_t r0 = 0; r0 < Sq; r0 += b.rows) {
+        const int64_t nq = std::min(b.rows, Sq - r0);
+        for (int64_t i = 0; i < nq; ++i) {
+          const int64_t row = bh * Sq + r0 + i;
+          w.m[i] = lse[row];
+          w.aux[i] = dotRow(dy + row * D, y + row * D, D);
+        }
+        gradientRows(ctx, Q, K, V, dY, dq + bh * Sq * D, dK, dV, r0, nq, Sk, D,
+                     causal, delta, scale, b, w);
+      }
+    }
+  });
+}
+
 namespace {
 
 void kAttention(const KernelArgs &a) {
@@ -281,12 +395,42 @@ void kAttentionGrad(const KernelArgs &a) {
                     AttentionBlocks{}, q.shape[1] / k.shape[1]);
 }
 
+// The causal shift of a block: q_offset - k_offset (operands 3 and 4).
+int64_t blockDelta(const KernelArgs &a) {
+  return a.in[3].as<int64_t>()[0] - a.in[4].as<int64_t>()[0];
+}
+
+void kAttentionBlock(const KernelArgs &a) {
+  const TensorArg &q = a.in[0], &k = a.in[1], &v = a.in[2];
+  const bool merge = a.in.size() > 5;
+  attentionBlockForward(contextOf(a), q.as<float>(), k.as<float>(),
+                        v.as<float>(), merge ? a.in[5].as<float>() : nullptr,
+                        merge ? a.in[6].as<float>() : nullptr,
+                        a.out[0].as<float>(), a.out[1].as<float>(),
+                        q.shape[0] * q.shape[1], q.shape[2], k.shape[2],
+                        q.shape[3], attrBool(*a.attrs, "causal"), blockDelta(a),
+                        AttentionBlocks{}, q.shape[1] / k.shape[1]);
+}
+
+void kAttentionBlockGrad(const KernelArgs &a) {
+  const TensorArg &q = a.in[0], &k = a.in[1], &v = a.in[2];
+  attentionBlockBackward(
+      contextOf(a), q.as<float>(), k.as<float>(), v.as<float>(),
+      a.in[5].as<float>(), a.in[6].as<float>(), a.in[7].as<float>(),
+      a.out[0].as<float>(), a.out[1].as<float>(), a.out[2].as<float>(),
+      q.shape[0] * q.shape[1], q.shape[2], k.shape[2], q.shape[3],
+      attrBool(*a.attrs, "causal"), blockDelta(a), AttentionBlocks{},
+      q.shape[1] / k.shape[1]);
+}
+
 } // namespace
 
 const std::vector<Entry> &attentionKernels() {
   static const std::vector<Entry> e = {
       {"attention", kAttention},
       {"attention_grad", kAttentionGrad},
+      {"attention_block", kAttentionBlock},
+      {"attention_block_grad", kAttentionBlockGrad},
   };
   return e;
 }

@@ -55,6 +55,28 @@ void attentionBackward(KernelContext &ctx, const float *q, const float *k,
                        float *dv, int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
                        bool causal, AttentionBlocks blocks, int64_t group = 1);
 
+/// attention_block: q's rows against one block of keys and values, for ring
+/// attention over a split sequence. Query row i sees key j (local indices)
+/// when j <= i + delta under `causal` (delta: the query block's global
+/// position minus the key block's). The block's normalized output and row
+/// logsumexp are merged into the running (yAcc, lseAcc) when given (null:
+/// the first block), giving y and lse; a row that sees no key has lse -inf.
+void attentionBlockForward(KernelContext &ctx, const float *q, const float *k,
+                           const float *v, const float *yAcc,
+                           const float *lseAcc, float *y, float *lse,
+                           int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
+                           bool causal, int64_t delta, AttentionBlocks blocks,
+                           int64_t group = 1);
+/// attention_block_grad: one key block's terms of attention's gradient,
+/// from the whole attention's output y and row logsumexp lse: q's rows'
+/// dq terms and the block's dk and dv (overwritten, not accumulated).
+void attentionBlockBackward(KernelContext &ctx, const float *q, const float *k,
+                            const float *v, const float *dy, const float *y,
+                            const float *lse, float *dq, float *dk, float *dv,
+                            int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
+                            bool causal, int64_t delta, AttentionBlocks blocks,
+                            int64_t group = 1);
+
 } // namespace dtc::kernels::cpu
 
 #endif // DTC_KERNELS_CPU_ATTENTION_H

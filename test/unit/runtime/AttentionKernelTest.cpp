@@ -342,4 +342,115 @@ TEST(AttentionKernel, RegisteredKernelsMatchUnfused) {
   }
 }
 
+// Ring attention as the compiler lowers it (attention_block,
+// attention_block_grad): the sequence in n chunks of c, "rank" r holding
+// chunk r of q, k, v; at ring step t it sees the key chunk of rank
+// (r - t) mod n at that chunk's position. The merged forward and the summed
+// backward terms must equal whole attention, causal or not, with grouped
+// heads and uneven query blocks.
+HostTensor chunkOf(const HostTensor &x, int64_t r, int64_t c) {
+  // x [1, H, S, D] -> rows [r c, (r + 1) c) of every head.
+  const int64_t H = x.shape[1], S = x.shape[2], D = x.shape[3];
+  HostTensor out = F({1, H, c, D}, std::vector<double>(size_t(H * c * D)));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t x2 = 0; x2 < D; ++x2)
+        out[(h * c + i) * D + x2] = x[(h * S + r * c + i) * D + x2];
+  return out;
+}
+
+void addChunk(std::vector<double> &whole, const HostTensor &part, int64_t r,
+              int64_t S) {
+  const int64_t H = part.shape[1], c = part.shape[2], D = part.shape[3];
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t x = 0; x < D; ++x)
+        whole[size_t((h * S + r * c + i) * D + x)] += part[(h * c + i) * D + x];
+}
+
+TEST(AttentionKernel, RingOfBlocksMatchesWholeAttention) {
+  const int64_t n = 4, c = 37, S = n * c, D = 8;
+  for (int64_t kvHeads : {2, 1}) {
+    const Shape qs{1, 2, S, D}, ks{1, kvHeads, S, D};
+    HostTensor q = randF(qs, 21, -2, 2), k = randF(ks, 22, -2, 2),
+               v = randF(ks, 23), dy = randF(qs, 24);
+    auto toF = [](const HostTensor &t) {
+      return std::vector<float>(t.v.begin(), t.v.end());
+    };
+    for (bool causal : {true, false}) {
+      const json at = {{"causal", causal}};
+      const std::string what = std::string(causal ? "causal" : "full") +
+                               " kv heads " + std::to_string(kvHeads);
+      // The whole attention through the registered kernels.
+      HostTensor yWhole = run1("attention", {q, k, v}, {DType::F32, qs}, at);
+      auto gWhole =
+          runKernel("attention_grad", {q, k, v, dy},
+                    {{DType::F32, qs}, {DType::F32, ks}, {DType::F32, ks}}, at);
+      std::vector<double> y(size_t(dtc::rt::numel(qs))), dq(y.size()),
+          dk(size_t(dtc::rt::numel(ks))), dv(dk.size());
+      const Shape cq{1, 2, c, D}, ck{1, kvHeads, c, D}, stats{1, 2, c};
+      for (int64_t r = 0; r < n; ++r) {
+        HostTensor qr = chunkOf(q, r, c), dyr = chunkOf(dy, r, c);
+        HostTensor qOff = I64({}, {double(r * c)});
+        HostTensor acc, lse;
+        for (int64_t t = 0; t < n; ++t) {
+          const int64_t src = (r - t + n) % n;
+          HostTensor kOff = I64({}, {double(src * c)});
+          std::vector<HostTensor> in = {qr, chunkOf(k, src, c),
+                                        chunkOf(v, src, c), qOff, kOff};
+          if (t > 0) {
+            in.push_back(acc);
+            in.push_back(lse);
+          }
+          auto out = runKernel("attention_block", in,
+                               {{DType::F32, cq}, {DType::F32, stats}}, at);
+          acc = out[0];
+          lse = out[1];
+        }
+        addChunk(y, acc, r, S);
+        // The backward from the merged output and logsumexp, in any order.
+        for (int64_t t = 0; t < n; ++t) {
+          const int64_t src = (r + t) % n;
+          auto g = runKernel(
+              "attention_block_grad",
+              {qr, chunkOf(k, src, c), chunkOf(v, src, c), qOff,
+               I64({}, {double(src * c)}), dyr, acc, lse},
+              {{DType::F32, cq}, {DType::F32, ck}, {DType::F32, ck}}, at);
+          addChunk(dq, g[0], r, S);
+          addChunk(dk, g[1], src, S);
+          addChunk(dv, g[2], src, S);
+        }
+      }
+      auto wide = [](const HostTensor &t) {
+        return std::vector<double>(t.v.begin(), t.v.end());
+      };
+      expectClose(toF(F(qs, y)), wide(yWhole), 2e-6, "y " + what);
+      expectClose(toF(F(qs, dq)), wide(gWhole[0]), 2e-5, "dq " + what);
+      expectClose(toF(F(ks, dk)), wide(gWhole[1]), 2e-5, "dk " + what);
+      expectClose(toF(F(ks, dv)), wide(gWhole[2]), 2e-5, "dv " + what);
+    }
+  }
+}
+
+// A causal block wholly after its queries contributes nothing: the running
+// output and logsumexp pass through, and its gradient terms are zero.
+TEST(AttentionKernel, MaskedBlockPassesThrough) {
+  const Shape s{1, 1, 5, 4}, st{1, 1, 5};
+  HostTensor q = randF(s, 31), k = randF(s, 32), v = randF(s, 33),
+             acc = randF(s, 34), lse = randF(st, 35), dy = randF(s, 36);
+  const json at = {{"causal", true}};
+  auto out = runKernel("attention_block",
+                       {q, k, v, I64({}, {0}), I64({}, {5}), acc, lse},
+                       {{DType::F32, s}, {DType::F32, st}}, at);
+  EXPECT_EQ(out[0].v, acc.v);
+  for (int64_t i = 0; i < 5; ++i)
+    EXPECT_FLOAT_EQ(float(out[1][i]), float(lse[i]));
+  auto g = runKernel("attention_block_grad",
+                     {q, k, v, I64({}, {0}), I64({}, {5}), dy, acc, lse},
+                     {{DType::F32, s}, {DType::F32, s}, {DType::F32, s}}, at);
+  for (const HostTensor &t : g)
+    for (double x : t.v)
+      EXPECT_EQ(x, 0.0);
+}
+
 } // namespace
