@@ -61,6 +61,7 @@ uint64_t collectiveStagingBytes(const ProgramDecl &p, const InstrDecl &ins) {
   switch (ins.coll) {
   case CollectiveKind::AllReduce:
   case CollectiveKind::AllSlice:
+  case CollectiveKind::Shift: // straight from the input to the output
     return 0;
   case CollectiveKind::AllGather:
     return outer(out.shape, ins.axis) == 1 ? 0 : out.bytes();

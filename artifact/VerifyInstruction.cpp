@@ -122,6 +122,15 @@ std::vector<std::pair<int, int>> Parser::checkCollective(const Artifact &a,
     expect[size_t(ins.splitAxis)] /= n;
     expect[size_t(ins.concatAxis)] *= n;
     break;
+  case CollectiveKind::Shift: {
+    const int64_t off =
+        integer(req(at, "offset", w), w + ": attribute 'offset'");
+    if (off <= -n || off >= n)
+      fail(w, "attribute 'offset' = " + std::to_string(off) +
+                  " is not a shift within the group of " + std::to_string(n));
+    ins.offset = int(off);
+    break;
+  }
   }
   if (out.shape != expect)
     fail(w, "output shape " + shapeStr(out.shape) + " should be " +

@@ -405,6 +405,8 @@ int64_t dtc::cost::collectiveSentBytes(CollectiveKind kind, int64_t n,
     return (n - 1) * (inElements / n) * elementBytes;
   case CollectiveKind::AllSlice:
     return 0;
+  case CollectiveKind::Shift:
+    return inElements * elementBytes;
   }
   return 0;
 }
@@ -431,8 +433,9 @@ double dtc::cost::collectiveTime(CollectiveKind kind, int64_t n,
                                  double sentBytes, const Link &link) {
   if (n <= 1)
     return 0;
-  double steps =
-      kind == CollectiveKind::AllReduce ? 2.0 * (n - 1) : double(n - 1);
+  double steps = kind == CollectiveKind::AllReduce ? 2.0 * (n - 1)
+                 : kind == CollectiveKind::Shift   ? 1.0
+                                                   : double(n - 1);
   return steps * link.latency + sentBytes / (link.bandwidth * link.efficiency);
 }
 

@@ -283,7 +283,8 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   std::vector<std::string> kinds;
   for (CollectiveKind kind :
        {CollectiveKind::AllReduce, CollectiveKind::AllGather,
-        CollectiveKind::ReduceScatter, CollectiveKind::AllToAll})
+        CollectiveKind::ReduceScatter, CollectiveKind::AllToAll,
+        CollectiveKind::Shift})
     kinds.push_back(::dtc::artifact::collectiveKindName(kind));
   json comm = json::object();
   for (const std::string &kind : kinds)

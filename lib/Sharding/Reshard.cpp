@@ -170,6 +170,10 @@ void Planner::add(ReshardStep step, const TensorSharding &after) {
   case ReshardStep::Kind::AllSlice:
     step.bytes = 0;
     break;
+  case ReshardStep::Kind::Shift:
+    // Moves no dimension's split: never a resharding step (ring attention's
+    // lowering shifts its blocks itself).
+    llvm_unreachable("a shift is not a resharding step");
   }
   out->bytes += step.bytes;
   out->steps.push_back(step);

@@ -295,6 +295,10 @@ LogicalResult ProgramEmitter::emitOp(Operation *op, int64_t index) {
                  {"concat_axis", c.getConcatAxis().getSExtValue()}},
                 in, index);
           })
+          .Case([&](shard::ShiftOp c) {
+            return emitCollective(op, CollectiveKind::Shift, c.getGridAxes(),
+                                  {{"offset", c.getOffset()}}, in, index);
+          })
           .Case([&](ViewOpInterface) { return emitView(op, in, index); })
           .Default([&](Operation *op) { return emitKernel(op, in, index); });
   if (failed(result))

@@ -44,6 +44,11 @@ public:
     CountTraffic counting(*c_, traffic);
     c_->allToAll(in, out, bytes);
   }
+  void shift(const void *in, void *out, size_t bytes, int offset, Stream &,
+             Traffic &traffic) override {
+    CountTraffic counting(*c_, traffic);
+    c_->shift(in, out, bytes, offset);
+  }
   void send(const void *buf, size_t bytes, int peer, int tag, Stream &,
             Traffic &traffic) override {
     CountTraffic counting(*c_, traffic);

@@ -228,6 +228,16 @@ void Communicator::allToAll(const void *in, void *out, size_t bytes) {
   }
 }
 
+void Communicator::shift(const void *in, void *out, size_t bytes, int offset) {
+  const int n = size(), r = rank();
+  const int step = ((offset % n) + n) % n;
+  if (step == 0) {
+    std::memcpy(out, in, bytes);
+    return;
+  }
+  exchange(in, bytes, (r + step) % n, out, bytes, (r - step + n) % n);
+}
+
 namespace {
 
 // ---- one rank

@@ -272,6 +272,31 @@ public:
     toDevice(out, h + total, total, stream);
   }
 
+  void shift(const void *in, void *out, size_t bytes, int offset,
+             Stream &stream, Traffic &traffic) override {
+    const int n = c_->size(), r = c_->rank();
+    const int step = ((offset % n) + n) % n;
+    if (nccl_ && step != 0) {
+      checkNccl(ncclGroupStart(), "ncclGroupStart");
+      checkNccl(ncclSend(in, bytes, ncclInt8, (r + step) % n, nccl_,
+                         streamOf(stream)),
+                "ncclSend");
+      checkNccl(ncclRecv(out, bytes, ncclInt8, (r - step + n) % n, nccl_,
+                         streamOf(stream)),
+                "ncclRecv");
+      checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+      count2(traffic, bytes);
+      return;
+    }
+    char *h = staging_.get(2 * bytes);
+    toHost(h, in, bytes, stream);
+    {
+      CountTraffic counting(*c_, traffic);
+      c_->shift(h, h + bytes, bytes, offset);
+    }
+    toDevice(out, h + bytes, bytes, stream);
+  }
+
   void send(const void *buf, size_t bytes, int peer, int tag, Stream &stream,
             Traffic &traffic) override {
     char *h = staging_.get(bytes);

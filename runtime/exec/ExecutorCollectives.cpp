@@ -110,6 +110,10 @@ void RankExecutor::runCollective(Prepared &p, Traffic &traffic) {
       insertAxis(be, st, recv + size_t(j) * pieceBytes, ob, j * pc, pc, dst);
     break;
   }
+  case CollKind::Shift:
+    c.shift(in.data, out.data, inBytes, ins.offset, st, traffic);
+    (void)outBytes;
+    break;
   }
 }
 

@@ -114,7 +114,8 @@ using ::dtc::artifact::CollectiveKind;
 ///    but (r+2) % n;
 ///  - all_gather: n-1 pieces of its input; reduce_scatter: n-1 pieces of its
 ///    output (rings); all_to_all: n-1 of the n pieces of its input (pairwise
-///    exchange); all_slice: nothing.
+///    exchange); shift: its whole input (one exchange with each ring
+///    neighbour); all_slice: nothing.
 /// This is what the runtime counts when it runs them, so a report built from
 /// it can be checked against measurements exactly.
 int64_t collectiveSentBytes(CollectiveKind kind, int64_t n, int64_t inElements,
@@ -130,7 +131,8 @@ bool collectiveFromName(const std::string &op, CollectiveKind &kind);
 
 /// alpha-beta time of a collective on a group of `n` devices over `link`
 /// when each device sends `sentBytes` (collectiveSentBytes): its steps'
-/// latencies (2(n-1) for the all-reduce ring, n-1 for the others) plus the
+/// latencies (2(n-1) for the all-reduce ring, 1 for a shift, n-1 for the
+/// others) plus the
 /// bytes over the bandwidth.
 double collectiveTime(CollectiveKind kind, int64_t n, double sentBytes,
                       const Link &link);

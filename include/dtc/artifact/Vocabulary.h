@@ -26,10 +26,12 @@ enum class CollectiveKind {
   AllGather,
   ReduceScatter,
   AllSlice,
-  AllToAll
+  AllToAll,
+  Shift
 };
-constexpr int kNumCollectiveKinds = 5;
-/// "all_reduce", "all_gather", "reduce_scatter", "all_slice", "all_to_all".
+constexpr int kNumCollectiveKinds = 6;
+/// "all_reduce", "all_gather", "reduce_scatter", "all_slice", "all_to_all",
+/// "shift".
 const char *collectiveKindName(CollectiveKind kind) noexcept;
 bool parseCollectiveKind(std::string_view name, CollectiveKind &out) noexcept;
 

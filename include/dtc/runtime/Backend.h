@@ -108,6 +108,10 @@ public:
                              Traffic &traffic) = 0;
   virtual void allToAll(const void *in, void *out, size_t bytes, Stream &stream,
                         Traffic &traffic) = 0;
+  /// Communicator::shift: `bytes` to member (m + offset) mod size(), from
+  /// member (m - offset) mod size(). in != out.
+  virtual void shift(const void *in, void *out, size_t bytes, int offset,
+                     Stream &stream, Traffic &traffic) = 0;
   /// Pipelines: point to point between two members (Communicator's
   /// sendMessage / recvMessage semantics: a send never waits for its
   /// receiver; messages of one sender and tag arrive in order; a receive

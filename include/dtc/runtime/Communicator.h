@@ -64,6 +64,10 @@ public:
   /// in holds size() pieces of `bytes`; piece j goes to member j; out[j] is
   /// the piece received from member j (pairwise exchanges). in != out.
   void allToAll(const void *in, void *out, size_t bytes);
+  /// Ring shift: member m sends its `bytes` to member (m + offset) mod
+  /// size() and receives those of member (m - offset) mod size() into out
+  /// (ring attention's key/value blocks). in != out.
+  void shift(const void *in, void *out, size_t bytes, int offset);
   /// Bytes this member has handed to / received from sendRecv so far: what
   /// the collectives above really moved (docs/runtime.md "Measurements").
   uint64_t bytesSent() const { return sent_; }

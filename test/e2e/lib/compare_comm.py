@@ -13,7 +13,7 @@ communicator and kind; exits 1 on any difference. Standard library only.
 import json
 import sys
 
-KINDS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
+KINDS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "shift"]
 
 
 def main(argv):

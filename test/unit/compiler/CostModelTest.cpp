@@ -33,6 +33,10 @@ TEST(CostModel, RingFormulasWhenSizesDivide) {
   // All-to-all: (n-1)/n of its input.
   EXPECT_EQ(collectiveSentBytes(CollectiveKind::AllToAll, 4, 1024, 1024, 4),
             3 * 256 * 4);
+  // Shift: its whole input to the next member, whatever the group size.
+  EXPECT_EQ(collectiveSentBytes(CollectiveKind::Shift, 4, 1024, 1024, 4),
+            1024 * 4);
+  EXPECT_EQ(collectiveSentBytes(CollectiveKind::Shift, 1, 1024, 1024, 4), 0);
   // One device sends nothing.
   EXPECT_EQ(collectiveSentBytes(CollectiveKind::AllReduce, 1, 1024, 1024, 4),
             0);

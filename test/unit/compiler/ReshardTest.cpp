@@ -230,6 +230,9 @@ std::vector<Array> execute(const ReshardPlan &plan, std::vector<Array> locals,
         next[size_t(r)] = concatAlong(received, step.concatDim);
         break;
       }
+      case ReshardStep::Kind::Shift:
+        ADD_FAILURE() << "a resharding plan holds a shift";
+        break;
       }
     }
     locals = std::move(next);

@@ -362,6 +362,27 @@ TEST_P(BackendConformance, TwoRanksReduceAndCountWhatTheyMove) {
   }
 }
 
+TEST_P(BackendConformance, TwoRanksShiftTheirBlocks) {
+  constexpr size_t kBytes = 4096;
+  std::vector<char> received[2];
+  Traffic traffic[2];
+  onTwoRanks(GetParam(), [&](int r, Backend &be, DeviceCommunicator &comm) {
+    void *in = be.allocate(kBytes), *out = be.allocate(kBytes);
+    upload(be, in, pattern(kBytes, 10 + r));
+    comm.shift(in, out, kBytes, 1, be.commStream(), traffic[r]);
+    be.synchronize();
+    received[r] = download(be, out, kBytes);
+    be.deallocate(in);
+    be.deallocate(out);
+  });
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(r);
+    EXPECT_EQ(received[r], pattern(kBytes, 10 + (1 - r)));
+    EXPECT_EQ(traffic[r].sent, kBytes);
+    EXPECT_EQ(traffic[r].received, kBytes);
+  }
+}
+
 TEST_P(BackendConformance, PipelineMessagesDoNotWaitForTheReceiver) {
   constexpr size_t kBytes = 4096;
   std::vector<char> received;

@@ -189,6 +189,13 @@ public:
       inner_->allToAll(toHost(in), toHost(out), bytes, innerStream_, traffic);
     });
   }
+  void shift(const void *in, void *out, size_t bytes, int offset, Stream &s,
+             Traffic &traffic) override {
+    submit(s, [=, &traffic] {
+      inner_->shift(toHost(in), toHost(out), bytes, offset, innerStream_,
+                    traffic);
+    });
+  }
   void send(const void *buf, size_t bytes, int peer, int tag, Stream &s,
             Traffic &traffic) override {
     submit(s, [=, &traffic] {

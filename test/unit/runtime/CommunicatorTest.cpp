@@ -65,6 +65,39 @@ TEST(ThreadWorld, SendAndReceiveInOrder) {
 
 // A rank that never arrives: the others leave with a CommFailure within the
 // timeout, instead of waiting forever.
+// Ring attention's shift: member m's block goes to m + offset (mod n), and
+// each member counts exactly the one block it sends and receives.
+TEST(ThreadWorld, ShiftRotatesBlocksAroundTheRing) {
+  constexpr int kRanks = 4;
+  ThreadWorld world(kRanks, /*timeoutSeconds=*/30);
+  for (int offset : {1, -1, 3, 0}) {
+    std::vector<std::vector<int32_t>> got(kRanks);
+    std::vector<uint64_t> sent(kRanks), received(kRanks);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < kRanks; ++r)
+      ranks.emplace_back([&, r] {
+        Communicator &c = world.rankView(r).world();
+        const uint64_t s0 = c.bytesSent(), r0 = c.bytesReceived();
+        std::vector<int32_t> block(5, 100 * r), out(5, -1);
+        block[4] = r;
+        c.shift(block.data(), out.data(), 5 * sizeof(int32_t), offset);
+        got[size_t(r)] = out;
+        sent[size_t(r)] = c.bytesSent() - s0;
+        received[size_t(r)] = c.bytesReceived() - r0;
+      });
+    for (std::thread &t : ranks)
+      t.join();
+    for (int r = 0; r < kRanks; ++r) {
+      const int from = ((r - offset) % kRanks + kRanks) % kRanks;
+      EXPECT_EQ(got[size_t(r)][0], 100 * from) << "offset " << offset;
+      EXPECT_EQ(got[size_t(r)][4], from) << "offset " << offset;
+      const uint64_t moved = offset == 0 ? 0 : 5 * sizeof(int32_t);
+      EXPECT_EQ(sent[size_t(r)], moved);
+      EXPECT_EQ(received[size_t(r)], moved);
+    }
+  }
+}
+
 TEST(ThreadWorld, AbsentRankTimesOut) {
   ThreadWorld tw(3, /*timeoutSeconds=*/0.3);
   const auto t0 = std::chrono::steady_clock::now();

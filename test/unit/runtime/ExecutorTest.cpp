@@ -76,6 +76,9 @@ TEST(Collectives, EveryKindOnSeveralCommunicators) {
   EXPECT_EQ(s.collectiveCallsPerStep["reduce_scatter"], 2u);
   EXPECT_EQ(s.collectiveCallsPerStep["all_to_all"], 2u);
   EXPECT_EQ(s.collectiveCallsPerStep["all_slice"], 1u);
+  EXPECT_EQ(s.collectiveCallsPerStep["shift"], 2u);
+  // shift: each sends its [2, 3] floats once per call.
+  EXPECT_EQ(s.collectiveBytesPerStep["shift"], 48u);
   // all_gather D: out [4,3] + [2,6] floats = 96 bytes.
   EXPECT_EQ(s.collectiveBytesPerStep["all_gather"], 96u);
 }

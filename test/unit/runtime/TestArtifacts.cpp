@@ -381,6 +381,7 @@ json collectivesArtifact() {
   const int rs0 = out("rs0", {2, 3}), a2a = out("a2a", {1, 12}),
             a2b = out("a2b", {4, 3});
   const int sl = out("sl", {2, 3}), isum = out("isum", {2, 3});
+  const int shc = out("shc", {2, 3}), sha = out("sha", {2, 3});
   ab.scalar("loss", "loss", DType::F32);
   const int loss = pb.buffer(DType::F32, {}, "scalar", "loss");
   pb.op("all_reduce", {x}, {ar}, {{"comm", "rows"}, {"reduction", "sum"}});
@@ -399,6 +400,8 @@ json collectivesArtifact() {
   pb.op("all_to_all", {xc}, {a2b},
         {{"comm", "cols"}, {"split_axis", 1}, {"concat_axis", 0}});
   pb.op("all_slice", {ag}, {sl}, {{"comm", "rows"}, {"axis", 0}});
+  pb.op("shift", {x}, {shc}, {{"comm", "cols"}, {"offset", 1}});
+  pb.op("shift", {x}, {sha}, {{"comm", "all10"}, {"offset", -1}});
   // Integer all_reduce: trunc(100 x) summed over the whole mesh.
   const int hundred = pb.buffer(DType::F32, {}, "constant");
   pb.splat(hundred, 100.0);
@@ -438,6 +441,11 @@ collectivesExpected(const std::vector<float> &X) {
         e["rs"].push_back(local(c0, c1, i, j) + local(c0, c1, i, j));
         e["rs0"].push_back(local(c0, c1, i, j) + local(c0, c1, i, j));
         e["sl"].push_back(local(c0, c1, i, j));
+        // shift over cols by 1: from (c0, c1 - 1); over all10 (index
+        // c1 * 2 + c0) by -1: from index + 1.
+        e["shc"].push_back(local(c0, 1 - c1, i, j));
+        const int from = (c1 * 2 + c0 + 1) % 4;
+        e["sha"].push_back(local(from % 2, from / 2, i, j));
         int64_t s = 0;
         for (int q = 0; q < 4; ++q)
           s += int64_t(100.0f * local(q / 2, q % 2, i, j));
