@@ -28,7 +28,7 @@ import sys
 import tempfile
 
 from benchlib import ROOT, sh  # noqa: E402
-KINDS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
+KINDS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "shift"]
 
 
 def devices(mesh):

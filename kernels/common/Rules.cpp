@@ -650,6 +650,9 @@ void checkShardOffset(const Descs &, const Descs &out, const json &attrs) {
            " appears twice in 'grid_axes'");
   }
   reqPositive(attrs, "piece_size");
+  if (const json *shift = optAttr(attrs, "shift");
+      shift && !shift->is_number_integer())
+    fail("attribute 'shift' must be an integer");
   needDtype(out[0], DType::I64, "the result");
   needShape(out[0], Shape{}, "the result");
 }

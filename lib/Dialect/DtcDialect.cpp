@@ -52,8 +52,9 @@ constexpr StringLiteral kPassOpAttrs[] = {
     // those whose gathered results the backward gathers again (sequence
     // parallelism).
     DtcDialect::kRecomputeAttr, DtcDialect::kRegatherAttr,
-    // Ops computed over the whole batch under micro-batches.
-    DtcDialect::kWholeBatchAttr};
+    // Ops computed over the whole batch under micro-batches; attention run
+    // as a ring over a split sequence.
+    DtcDialect::kWholeBatchAttr, DtcDialect::kRingAttr};
 /// dtc.* attributes passes attach to functions: a training step, and the
 /// pipeline stage a split step runs on.
 constexpr StringLiteral kFunctionAttrs[] = {DtcDialect::kTrainStepAttr,

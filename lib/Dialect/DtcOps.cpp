@@ -309,6 +309,13 @@ int64_t EmbeddingOp::getIndexBound(unsigned operandIdx) {
 // attention
 //===----------------------------------------------------------------------===//
 
+/// The sequence factors (queries, keys) of attentionRule.
+std::pair<int64_t, int64_t> mlir::dtc::attentionSequenceFactors(Operation *op) {
+  auto q = tensorType(op->getOperand(0)), k = tensorType(op->getOperand(1));
+  const int64_t sq = q.getDimSize(1) / k.getDimSize(1) > 1 ? 3 : 2;
+  return {sq, sq + 1};
+}
+
 /// Factors of attention and its gradient. Batch and heads are parallel;
 /// queries are independent unless causal (the mask needs global positions);
 /// keys, and the q.k feature dim, feed a softmax and stay whole. With
@@ -331,11 +338,17 @@ static ShardingRule attentionRule(Operation *op, bool causal, bool gradient) {
       groupSize > 1 ? rule.addFactor(groupSize, gradient ? FactorKind::Sum
                                                          : FactorKind::Parallel)
                     : -1;
+  // Under ring attention (dtc.ring) the local lowering implements split
+  // sequences: queries stay in the output, and what the gradient's dk/dv
+  // or the forward's keys reduce away it completes itself.
+  const bool ring = op->hasAttr(DtcDialect::kRingAttr);
   int64_t sq = rule.addFactor(
       q.getDimSize(2),
-      causal ? FactorKind::Blocked
-             : (gradient ? FactorKind::Sum : FactorKind::Parallel));
-  int64_t sk = rule.addFactor(k.getDimSize(2), FactorKind::Blocked);
+      ring     ? (gradient ? FactorKind::Resolved : FactorKind::Parallel)
+      : causal ? FactorKind::Blocked
+               : (gradient ? FactorKind::Sum : FactorKind::Parallel));
+  int64_t sk = rule.addFactor(k.getDimSize(2), ring ? FactorKind::Resolved
+                                                    : FactorKind::Blocked);
   int64_t dqk = rule.addFactor(q.getDimSize(3), FactorKind::Blocked);
   int64_t dv = rule.addFactor(q.getDimSize(3), gradient ? FactorKind::Blocked
                                                         : FactorKind::Parallel);
@@ -350,6 +363,8 @@ static ShardingRule attentionRule(Operation *op, bool causal, bool gradient) {
                 kf = dims(b, kvHeads, sk, dqk), vf = dims(b, kvHeads, sk, dv),
                 of = dims(b, queryHeads, sq, dv);
   rule.operands = {qf, kf, vf};
+  if (ring)
+    rule.sharedAxes.push_back({sq, sk});
   if (gradient) {
     rule.operands.push_back(of);
     rule.results = {qf, kf, vf};

@@ -44,6 +44,8 @@ Plan::namedAxes() const {
     named.push_back({"tp", tpAxes});
   if (!ppAxes.empty())
     named.push_back({"pp", ppAxes});
+  if (!spAxes.empty())
+    named.push_back({"sp", spAxes});
   if (!microbatchAxes.empty())
     named.push_back({"mb", microbatchAxes});
   return named;
@@ -68,13 +70,23 @@ LogicalResult Plan::verify(function_ref<InFlightDiagnostic()> emitError) const {
   if (sequenceParallel && tp < 2)
     return emitError() << "sequence parallelism splits the sequence over the "
                           "tensor-parallel devices; it needs tp > 1";
-  if (dp < 1 || pp < 1 || microbatches < 1 || virtualStages < 1)
+  if (dp < 1 || pp < 1 || microbatches < 1 || virtualStages < 1 || sp < 1)
     return emitError()
-           << "dp, pp, virtual-stages and microbatches must be >= 1";
+           << "dp, pp, sp, virtual-stages and microbatches must be >= 1";
+  if (sp > 1 && spAxes.size() != 1)
+    return emitError() << "ring-attention sequence parallelism (sp = " << sp
+                       << ") takes one whole grid axis, got " << spAxes.size();
+  if (sp == 1 && !spAxes.empty())
+    return emitError() << "sp = 1 takes no grid axis";
+  if (sp > 1 && sequenceParallel)
+    return emitError() << "ring-attention sequence parallelism (sp) and "
+                          "Megatron's sequence parallelism inside tp do not "
+                          "combine yet";
   llvm::SmallSet<int64_t, 8> seen;
   for (ArrayRef<int64_t> axes :
        {ArrayRef<int64_t>(dpAxes), ArrayRef<int64_t>(tpAxes),
-        ArrayRef<int64_t>(ppAxes), ArrayRef<int64_t>(microbatchAxes)})
+        ArrayRef<int64_t>(ppAxes), ArrayRef<int64_t>(spAxes),
+        ArrayRef<int64_t>(microbatchAxes)})
     for (int64_t axis : axes) {
       if (axis < 0)
         return emitError() << "plan axes must be non-negative, got " << axis;
@@ -127,6 +139,8 @@ Plan Plan::fromAttr(PlanAttr attr) {
   plan.stageCuts.assign(attr.getStageCuts().begin(), attr.getStageCuts().end());
   plan.precision = attr.getPrecision();
   plan.sequenceParallel = attr.getSequenceParallel();
+  plan.sp = attr.getSp();
+  plan.spAxes.assign(attr.getSpAxes().begin(), attr.getSpAxes().end());
   return plan;
 }
 
@@ -134,11 +148,11 @@ PlanAttr Plan::toAttr(MLIRContext *ctx) const {
   SmallVector<Recompute> modes = recompute;
   canonicalizeRecompute(modes);
   using Axes = ArrayRef<int64_t>;
-  return PlanAttr::get(ctx, FlatSymbolRefAttr::get(ctx, grid), dp, Axes(dpAxes),
-                       tp, Axes(tpAxes), pp, Axes(ppAxes), microbatches,
-                       Axes(microbatchAxes), virtualStages, zero,
-                       StringRef(schedule), ArrayRef<Recompute>(modes),
-                       Axes(stageCuts), precision, sequenceParallel);
+  return PlanAttr::get(
+      ctx, FlatSymbolRefAttr::get(ctx, grid), dp, Axes(dpAxes), tp,
+      Axes(tpAxes), pp, Axes(ppAxes), microbatches, Axes(microbatchAxes),
+      virtualStages, zero, StringRef(schedule), ArrayRef<Recompute>(modes),
+      Axes(stageCuts), precision, sequenceParallel, sp, Axes(spAxes));
 }
 
 std::optional<Plan> mlir::dtc::getPlan(ModuleOp module) {
@@ -161,7 +175,8 @@ LogicalResult PlanAttr::verify(
     int64_t pp, ArrayRef<int64_t> ppAxes, int64_t microbatches,
     ArrayRef<int64_t> microbatchAxes, int64_t virtualStages, int64_t zero,
     StringRef schedule, ArrayRef<Recompute> recompute,
-    ArrayRef<int64_t> stageCuts, Precision precision, bool sequenceParallel) {
+    ArrayRef<int64_t> stageCuts, Precision precision, bool sequenceParallel,
+    int64_t sp, ArrayRef<int64_t> spAxes) {
   if (!grid)
     return emitError() << "a plan needs a grid";
   Plan plan;
@@ -181,6 +196,8 @@ LogicalResult PlanAttr::verify(
   plan.stageCuts.assign(stageCuts.begin(), stageCuts.end());
   plan.precision = precision;
   plan.sequenceParallel = sequenceParallel;
+  plan.sp = sp;
+  plan.spAxes.assign(spAxes.begin(), spAxes.end());
   return plan.verify(emitError);
 }
 
@@ -249,6 +266,8 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       result = parseDegree(parser, plan.tp, plan.tpAxes);
     else if (key == "pp")
       result = parseDegree(parser, plan.pp, plan.ppAxes);
+    else if (key == "sp")
+      result = parseDegree(parser, plan.sp, plan.spAxes);
     else if (key == "microbatches")
       result = parseDegree(parser, plan.microbatches, plan.microbatchAxes);
     else if (key == "virtual_stages")
@@ -307,7 +326,7 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       plan.pp, Axes(plan.ppAxes), plan.microbatches, Axes(plan.microbatchAxes),
       plan.virtualStages, plan.zero, StringRef(plan.schedule),
       ArrayRef<Recompute>(plan.recompute), Axes(plan.stageCuts), plan.precision,
-      plan.sequenceParallel);
+      plan.sequenceParallel, plan.sp, Axes(plan.spAxes));
 }
 
 void PlanAttr::print(AsmPrinter &printer) const {
@@ -315,6 +334,8 @@ void PlanAttr::print(AsmPrinter &printer) const {
   printDegree(printer, "dp", getDp(), getDpAxes());
   printDegree(printer, "tp", getTp(), getTpAxes());
   printDegree(printer, "pp", getPp(), getPpAxes());
+  if (getSp() > 1)
+    printDegree(printer, "sp", getSp(), getSpAxes());
   printDegree(printer, "microbatches", getMicrobatches(), getMicrobatchAxes());
   printer << ", virtual_stages = " << getVirtualStages()
           << ", zero = " << getZero() << ", schedule = \"" << getSchedule()

@@ -126,23 +126,27 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices,
   auto notYet = [&](const std::string &what) {
     errors.flag(what +
                 " is not implemented yet; this build plans data, tensor "
-                "(with --sequence-parallel) and pipeline parallelism and "
-                "ZeRO (--strategy dp=D,tp=T,pp=P,zero=Z)");
+                "(with --sequence-parallel), pipeline and ring-attention "
+                "sequence parallelism and ZeRO (--strategy "
+                "dp=D,tp=T,pp=P,sp=S,zero=Z)");
     return false;
   };
   if (!o.autoPlan) {
-    int64_t product = o.dp * o.tp * o.pp;
+    int64_t product = o.dp * o.tp * o.pp * o.sp;
     if (product != devices) {
       errors.flag("--strategy dp=" + std::to_string(o.dp) + ",tp=" +
                   std::to_string(o.tp) + ",pp=" + std::to_string(o.pp) +
-                  " uses " + std::to_string(product) +
-                  " devices but the mesh has " + std::to_string(devices));
+                  (o.sp > 1 ? ",sp=" + std::to_string(o.sp) : "") + " uses " +
+                  std::to_string(product) + " devices but the mesh has " +
+                  std::to_string(devices));
       return false;
     }
-    if (o.sp != 1)
-      return notYet("--strategy sp=" + std::to_string(o.sp) +
-                    ": ring-attention sequence parallelism (Megatron's, "
-                    "inside tensor parallelism, is --sequence-parallel)");
+    if (o.sp > 1 && o.sequenceParallel) {
+      errors.flag("--strategy sp=" + std::to_string(o.sp) +
+                  " with --sequence-parallel: ring attention and Megatron's "
+                  "sequence parallelism inside tp do not combine yet");
+      return false;
+    }
     if (o.ep != 1)
       return notYet("--strategy ep=" + std::to_string(o.ep) +
                     ": expert parallelism");
@@ -367,6 +371,7 @@ strategyOptions(const ::dtc::CompileOptions &o) {
   planOptions.tp = o.autoPlan ? 1 : o.tp;
   planOptions.zero = o.autoPlan ? 0 : o.zero;
   planOptions.pp = o.autoPlan ? 1 : o.pp;
+  planOptions.sp = o.autoPlan ? 1 : o.sp;
   planOptions.virtualStages = o.virtualStages;
   // Gradient accumulation is more micro-batches: each of the K micro-steps
   // runs the M micro-batches of the pipeline, so M·K go through the

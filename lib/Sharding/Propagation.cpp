@@ -111,14 +111,17 @@ FactorAxes ShardingPropagation::assign(Operation *op, const ShardingRule &rule,
   llvm::stable_sort(candidates, [](const Candidate &a, const Candidate &b) {
     return std::tie(a.level, a.origin) > std::tie(b.level, b.origin);
   });
-  llvm::SmallSet<int64_t, 8> used;
+  // Grid axis -> the factor it shards (a declared pair may share it).
+  llvm::SmallDenseMap<int64_t, int64_t, 8> used;
   for (const Candidate &c : candidates) {
     for (const FactorSplit &split :
          dimensionToFactors(rule, *c.dimFactors, *c.axes, c.piece, grid)) {
       int64_t factor = split.factor;
       const GridAxes &axes = split.axes;
-      if (!factors[factor].empty() ||
-          llvm::any_of(axes, [&](int64_t a) { return used.contains(a); }))
+      if (!factors[factor].empty() || llvm::any_of(axes, [&](int64_t a) {
+            auto it = used.find(a);
+            return it != used.end() && !rule.mayShareAxes(it->second, factor);
+          }))
         continue;
       factors[factor] = axes;
       factors.setPiece(factor, split.piece);
@@ -129,7 +132,7 @@ FactorAxes ShardingPropagation::assign(Operation *op, const ShardingRule &rule,
       }
       origins[factor] = c.origin;
       for (int64_t a : axes)
-        used.insert(a);
+        used.try_emplace(a, factor);
     }
   }
   return factors;

@@ -182,7 +182,7 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
   SmallVector<int64_t> lowered;
   if (auto lowering = dyn_cast<LocalLoweringOpInterface>(op))
     lowered = lowering.getLoweredFactors();
-  llvm::SmallSet<int64_t, 8> used;
+  llvm::SmallDenseMap<int64_t, int64_t, 8> usedBy;
   for (auto [factor, axes] : llvm::enumerate(factors)) {
     if (axes.empty())
       continue;
@@ -192,7 +192,9 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
            << grid.size() << "-axis grid";
         return message;
       }
-      if (!used.insert(axis).second) {
+      auto [it, fresh] = usedBy.try_emplace(axis, int64_t(factor));
+      if (!fresh && !(rule.mayShareAxes(it->second, int64_t(factor)) &&
+                      factors[it->second] == axes)) {
         os << "dtc.factor_axes: grid axis " << axis
            << " shards two factors (or one twice)";
         return message;

@@ -89,6 +89,9 @@ public:
   ArrayRef<int64_t> grid() const override { return gridShape; }
   Value shardOffset(Location loc, ArrayRef<int64_t> axes,
                     int64_t pieceSize) override;
+  Value ringOffset(Location loc, int64_t axis, int64_t pieceSize,
+                   int64_t shift) override;
+  Value shiftToNext(Location loc, Value local, int64_t axis) override;
   Value allReduce(Location loc, Value local, ArrayRef<int64_t> axes,
                   PartialKind kind) override;
   Value lookupShared(Value key, StringRef name) override {
@@ -155,6 +158,7 @@ private:
   /// both clipping and the update).
   llvm::DenseMap<Value, SmallVector<Local, 1>> reshards;
   std::map<std::pair<GridAxes, int64_t>, Value> offsets;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Value> ringOffsets;
   std::map<std::tuple<void *, int64_t, bool>, Value> filled;
   std::map<std::pair<void *, std::string>, Value> shared;
   func::FuncOp local;
@@ -180,7 +184,8 @@ void Partitioner::tagSince(Block::iterator mark) {
       it->setAttr(DtcDialect::kPhaseAttr, phase);
     bool collective =
         isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
-            shard::AllSliceOp, shard::AllToAllOp, PadOp, FillPaddingOp>(*it);
+            shard::AllSliceOp, shard::AllToAllOp, shard::ShiftOp, PadOp,
+            FillPaddingOp>(*it);
     if (gradientOf && collective && !it->hasAttr(DtcDialect::kGradientOfAttr))
       it->setAttr(DtcDialect::kGradientOfAttr, gradientOf);
   }
@@ -195,9 +200,32 @@ Value Partitioner::shardOffset(Location loc, ArrayRef<int64_t> axes,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&local.getBody().front());
   Value v = ShardOffsetOp::create(
-      b, loc, RankedTensorType::get({}, b.getI64Type()), axes, pieceSize);
+      b, loc, RankedTensorType::get({}, b.getI64Type()), axes, pieceSize,
+      /*shift=*/IntegerAttr());
   setPhase(v.getDefiningOp(), Phase::Forward);
   return offsets[key] = v;
+}
+
+Value Partitioner::ringOffset(Location loc, int64_t axis, int64_t pieceSize,
+                              int64_t shift) {
+  if (shift == 0)
+    return shardOffset(loc, {axis}, pieceSize);
+  Value &v = ringOffsets[{axis, pieceSize, shift}];
+  if (v)
+    return v;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&local.getBody().front());
+  auto offset = ShardOffsetOp::create(
+      b, loc, RankedTensorType::get({}, b.getI64Type()),
+      ArrayRef<int64_t>{axis}, pieceSize, b.getI64IntegerAttr(shift));
+  setPhase(offset, Phase::Forward);
+  return v = offset;
+}
+
+Value Partitioner::shiftToNext(Location loc, Value v, int64_t axis) {
+  return shard::ShiftOp::create(b, loc, v.getType(), gridName,
+                                toGridAxes({axis}), v, APInt(64, axis),
+                                /*offset=*/1, /*rotate=*/true);
 }
 
 Value Partitioner::allReduce(Location loc, Value v, ArrayRef<int64_t> axes,

@@ -81,24 +81,28 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     plan.grid = kGridName.str();
     plan.tp = tp;
     plan.pp = pp;
+    plan.sp = sp;
     plan.microbatches = microbatches;
     plan.virtualStages = virtualStages;
     plan.zero = zero;
     if (plan.tp < 1)
       return module.emitError() << "tp must be >= 1, got " << plan.tp;
-    if (plan.pp < 1 || plan.microbatches < 1 || plan.virtualStages < 1)
+    if (plan.pp < 1 || plan.sp < 1 || plan.microbatches < 1 ||
+        plan.virtualStages < 1)
       return module.emitError()
-             << "pp, virtual-stages and microbatches must be >= 1";
-    if (devices % (plan.tp * plan.pp) != 0)
+             << "pp, sp, virtual-stages and microbatches must be >= 1";
+    const int64_t model = plan.tp * plan.pp * plan.sp;
+    const std::string sp =
+        plan.sp > 1 ? " x sp=" + std::to_string(plan.sp) : std::string();
+    if (devices % model != 0)
       return module.emitError()
-             << "tp=" << plan.tp << " x pp=" << plan.pp
+             << "tp=" << plan.tp << " x pp=" << plan.pp << sp
              << " does not divide the " << devices << " devices of the mesh";
-    plan.dp =
-        dp == 0 ? devices / (plan.tp * plan.pp) : static_cast<int64_t>(dp);
-    if (plan.dp * plan.tp * plan.pp != devices)
+    plan.dp = dp == 0 ? devices / model : static_cast<int64_t>(dp);
+    if (plan.dp * model != devices)
       return module.emitError()
              << "dp=" << plan.dp << " x tp=" << plan.tp << " x pp=" << plan.pp
-             << " uses " << plan.dp * plan.tp * plan.pp
+             << sp << " uses " << plan.dp * model
              << " devices but the mesh has " << devices;
 
     // Tensor parallelism takes the innermost axes (the fastest links),
@@ -112,6 +116,18 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
              << " (tensor parallelism takes whole axes from the last, "
              << "fastest one; e.g. --mesh " << devices / plan.tp << "x"
              << plan.tp << ")";
+    // Ring-attention sequence parallelism: one whole axis next, so the
+    // ring's neighbours are close.
+    if (!takeAxes(grid, axis, plan.sp, plan.spAxes) ||
+        (plan.sp > 1 && plan.spAxes.size() != 1))
+      return module.emitError()
+             << "sp=" << plan.sp << " must be one whole mesh axis of "
+             << shapeString(grid)
+             << " inside data parallelism's and pipeline stages' and outside "
+                "tensor parallelism's (e.g. --mesh "
+             << devices / (plan.sp * plan.tp) << "x" << plan.sp
+             << (plan.tp > 1 ? "x" + std::to_string(plan.tp) : std::string())
+             << ")";
     if (!takeAxes(grid, axis, plan.pp, plan.ppAxes))
       return module.emitError()
              << "pp=" << plan.pp << " is not a product of the mesh axes of "

@@ -113,6 +113,8 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
       pins[v] = s;
       propagation.pin(v, s, ShardingPriority::Strategy);
     };
+    if (plan.sp > 1 && failed(prepareRing(step)))
+      return failure();
     if (failed(pinUserShardings(step, grid, propagation, pins)) ||
         failed(pinBatches(step, pin, pins)))
       return failure();
@@ -136,6 +138,86 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     if (!mbAxes.empty() && failed(keepWholeBatch(step, grid, mbAxes)))
       return failure();
     return success();
+  }
+
+  /// Ring attention (plan.sp > 1): attention and its gradient may split
+  /// their sequences (dtc.ring), and a shared weight's gradient no longer
+  /// folds the batch and sequence into one row dimension: with the
+  /// sequence split and the batch not (or split more coarsely), the rows a
+  /// rank holds are not one contiguous piece of the merged dimension, so
+  /// the product over it is taken per example and summed over the batch
+  /// (x [B, S, K], dy [B, S, N] -> sum_B x^T dy).
+  LogicalResult prepareRing(func::FuncOp step) {
+    bool attention = false;
+    SmallVector<MatmulOp> foldedWeightGradients;
+    step.walk([&](Operation *op) {
+      if (isa<AttentionOp, AttentionGradOp>(op)) {
+        op->setAttr(DtcDialect::kRingAttr, UnitAttr::get(op->getContext()));
+        attention = true;
+      }
+      if (auto matmul = dyn_cast<MatmulOp>(op); matmul && foldedRows(matmul))
+        foldedWeightGradients.push_back(matmul);
+    });
+    if (!attention)
+      return step.emitError()
+             << "ring-attention sequence parallelism (sp=" << plan.sp
+             << ") splits attention's sequence, but the model has no "
+                "dtc.attention";
+    for (MatmulOp matmul : foldedWeightGradients)
+      unfoldRows(matmul);
+    return success();
+  }
+
+  /// matmul(transpose(reshape(x)), reshape(dy)) with x [B, ..., S, K] and
+  /// dy [B, ..., S, N] merged into rows [B...S, K] and [B...S, N]: the
+  /// weight gradient MatmulOp::buildGradient folds; the source of x.
+  static Value foldedRows(MatmulOp matmul) {
+    auto transpose = matmul.getA().getDefiningOp<TransposeOp>();
+    auto rowsA =
+        transpose ? transpose.getX().getDefiningOp<ReshapeOp>() : ReshapeOp();
+    auto rowsB = matmul.getB().getDefiningOp<ReshapeOp>();
+    if (!rowsA || !rowsB || tensorTypeOf(matmul.getA()).getRank() != 2)
+      return {};
+    auto x = tensorTypeOf(rowsA.getX()), dy = tensorTypeOf(rowsB.getX());
+    if (x.getRank() < 3 || x.getRank() != dy.getRank() ||
+        x.getShape().drop_back() != dy.getShape().drop_back() ||
+        x.getDimSize(0) == 1)
+      return {};
+    return rowsA.getX();
+  }
+
+  static void unfoldRows(MatmulOp matmul) {
+    OpBuilder b(matmul);
+    Location loc = matmul.getLoc();
+    Value x = foldedRows(matmul);
+    Value dy = matmul.getB().getDefiningOp<ReshapeOp>().getX();
+    const int64_t rank = tensorTypeOf(x).getRank();
+    SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    Value xT = TransposeOp::create(b, loc, x, perm);
+    Value perExample = MatmulOp::create(b, loc, xT, dy);
+    SmallVector<int64_t> batchAxes =
+        llvm::to_vector(llvm::seq<int64_t>(0, rank - 2));
+    Value sum = ReduceSumOp::create(b, loc, perExample, batchAxes,
+                                    /*keep_dims=*/false);
+    // The phase and layer of the product they replace (not its identity).
+    for (Operation *created :
+         {xT.getDefiningOp(), perExample.getDefiningOp(), sum.getDefiningOp()})
+      for (NamedAttribute attr : matmul->getDiscardableAttrs())
+        if (attr.getName() != DtcDialect::kIdAttr)
+          created->setAttr(attr.getName(), attr.getValue());
+    matmul.getResult().replaceAllUsesWith(sum);
+    Operation *transpose = matmul.getA().getDefiningOp();
+    Operation *rowsB = matmul.getB().getDefiningOp();
+    matmul.erase();
+    for (Operation *dead : {transpose, rowsB})
+      if (dead->use_empty()) {
+        Operation *source = dead->getOperand(0).getDefiningOp();
+        dead->erase();
+        if (auto rows = dyn_cast_or_null<ReshapeOp>(source);
+            rows && rows->use_empty())
+          rows.erase();
+      }
   }
 
   /// Ops marked dtc.whole_batch see the step's whole batch: the
@@ -247,6 +329,23 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
           return diag;
         }
         sharding.dims[0] = batchAxes;
+      }
+      // Ring attention: token inputs [batch, sequence] split their
+      // sequence over the sp axis; propagation carries it to every
+      // activation.
+      if (plan.sp > 1 && type.getRank() == 2 &&
+          isa<IntegerType>(type.getElementType())) {
+        if (type.getDimSize(1) % plan.sp != 0) {
+          auto name =
+              step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
+          return emitError(arg.getLoc())
+                 << "ring-attention sequence parallelism splits the sequence "
+                    "of input \""
+                 << (name ? name.getValue() : StringRef("?")) << "\" ("
+                 << type.getDimSize(1) << " tokens) over sp=" << plan.sp
+                 << "; it must divide evenly";
+        }
+        sharding.dims[1] = GridAxes(plan.spAxes.begin(), plan.spAxes.end());
       }
       pin(arg, sharding);
     }

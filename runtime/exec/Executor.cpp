@@ -342,8 +342,14 @@ RankExecutor::List RankExecutor::prepare(const std::vector<InstrDecl> &list,
       for (int64_t ax : kernels::attrInts(ins.attrs, "grid_axes"))
         axes.push_back(int(ax));
       pr.isShardOffset = true;
-      pr.shardOffset = a_.mesh.groupIndex(coords_, axes) *
-                       kernels::attrInt(ins.attrs, "piece_size");
+      // With `shift` s, the index of the member s places before this one
+      // on the ring of those axes (ring attention's chunk in hand).
+      int64_t index = a_.mesh.groupIndex(coords_, axes);
+      if (auto it = ins.attrs.find("shift"); it != ins.attrs.end()) {
+        const int64_t n = a_.mesh.groupSize(axes);
+        index = ((index - it->get<int64_t>()) % n + n) % n;
+      }
+      pr.shardOffset = index * kernels::attrInt(ins.attrs, "piece_size");
     } else {
       pr.kernel = backend_->bindKernel(ins.op, pr.args);
       if (!pr.kernel)

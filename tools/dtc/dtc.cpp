@@ -100,6 +100,10 @@ Plan:
                         ones, dp on the outer ones
                         zero=1|2|3: ZeRO over dp (optimizer state; also
                         gradients; also parameters, gathered per use)
+                        sp=S (or cp=S): ring-attention sequence parallelism,
+                        every activation's sequence split over one whole
+                        mesh axis (after tp's), attention run as a ring of
+                        blocks; pins the plan (not searched yet)
   --pin NAME=SHARDING   pin a parameter's sharding, e.g.      (repeatable)
                         'h.0.attn.wq=[[],[1]]' (mesh axes per dimension);
                         it wins over the strategy, the rest follows
@@ -265,9 +269,10 @@ bool parseMesh(const std::string &text, std::vector<int64_t> &mesh) {
 /// Parses --strategy into `o`'s degrees; `named` gets the keys it names.
 bool parseStrategy(const std::string &text, dtc::CompileOptions &o,
                    std::vector<std::string> &named) {
-  std::map<std::string, int64_t *> keys = {{"dp", &o.dp}, {"tp", &o.tp},
-                                           {"pp", &o.pp}, {"sp", &o.sp},
-                                           {"ep", &o.ep}, {"zero", &o.zero}};
+  // cp (context parallelism) is Megatron's name for sp.
+  std::map<std::string, int64_t *> keys = {
+      {"dp", &o.dp}, {"tp", &o.tp}, {"pp", &o.pp},    {"sp", &o.sp},
+      {"cp", &o.sp}, {"ep", &o.ep}, {"zero", &o.zero}};
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
@@ -276,8 +281,8 @@ bool parseStrategy(const std::string &text, dtc::CompileOptions &o,
     size_t eq = item.find('=');
     std::string key = eq == std::string::npos ? item : item.substr(0, eq);
     if (eq == std::string::npos || !keys.count(key)) {
-      fail("--strategy: expected KEY=N items with KEY in dp, tp, pp, zero, sp, "
-           "ep, got '" +
+      fail("--strategy: expected KEY=N items with KEY in dp, tp, pp, zero, sp "
+           "(or cp), ep, got '" +
            item + "'");
       return false;
     }
@@ -308,17 +313,27 @@ bool applyStrategy(const std::string &text, bool autoGiven,
     return std::find(named.begin(), named.end(), key) != named.end();
   };
   const int64_t devices = o.devices();
-  const int64_t namedProduct = (isNamed("dp") ? o.dp : 1) * o.tp * o.pp;
-  if (!isNamed("dp") && devices % (o.tp * o.pp) != 0) {
-    fail("--strategy: tp*pp=" + std::to_string(o.tp * o.pp) +
-         " does not divide the " + std::to_string(devices) + " devices");
+  const int64_t model = o.tp * o.pp * o.sp;
+  const int64_t namedProduct = (isNamed("dp") ? o.dp : 1) * model;
+  if (!isNamed("dp") && devices % model != 0) {
+    fail("--strategy: tp*pp" + std::string(o.sp > 1 ? "*sp=" : "=") +
+         std::to_string(model) + " does not divide the " +
+         std::to_string(devices) + " devices");
     return false;
   }
-  const bool complete = namedProduct == devices ||
+  // The search does not plan ring attention yet: sp pins the whole plan
+  // (the devices it leaves go to data parallelism).
+  if (o.sp > 1 && autoGiven) {
+    fail("--strategy sp=" + std::to_string(o.sp) +
+         " with --auto: the search does not plan ring-attention sequence "
+         "parallelism yet; give the strategy without --auto");
+    return false;
+  }
+  const bool complete = namedProduct == devices || o.sp > 1 ||
                         (isNamed("dp") && isNamed("tp") && isNamed("pp"));
   if (complete && !autoGiven) {
     if (!isNamed("dp"))
-      o.dp = devices / (o.tp * o.pp);
+      o.dp = devices / model;
     o.autoPlan = false;
     o.search = false;
     return true;

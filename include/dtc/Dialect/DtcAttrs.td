@@ -71,7 +71,9 @@ def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
     schedule "none", recompute none, precision "f32").
     `sequence_parallel = true` (only with tp > 1) is Megatron's sequence
     parallelism: the regions between tensor-parallel blocks split their
-    sequence over the tp axes.
+    sequence over the tp axes. `sp = S on [a]` (printed when S > 1) is
+    ring-attention sequence parallelism: every activation's sequence split
+    over grid axis a, attention run as a ring of blocks over it.
   }];
   let parameters = (ins
     "::mlir::FlatSymbolRefAttr":$grid,
@@ -89,7 +91,9 @@ def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
     OptionalArrayRefParameter<"::mlir::dtc::Recompute">:$recompute,
     OptionalArrayRefParameter<"int64_t">:$stageCuts,
     "::mlir::dtc::Precision":$precision,
-    "bool":$sequenceParallel
+    "bool":$sequenceParallel,
+    "int64_t":$sp,
+    OptionalArrayRefParameter<"int64_t">:$spAxes
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

@@ -89,6 +89,10 @@ def Dtc_Dialect : Dialect {
     // micro-batch axes out of its factor sharding, so its data input is
     // read whole, once per step, before the micro-batches.
     static constexpr ::llvm::StringLiteral kWholeBatchAttr = "dtc.whole_batch";
+    // On attention and its gradient under ring-attention sequence
+    // parallelism (a plan with sp > 1): their sequence factors may be split,
+    // and their local lowering runs the blocks around the ring.
+    static constexpr ::llvm::StringLiteral kRingAttr = "dtc.ring";
     // Pipelines (stage split): the virtual stage of an op, the pipeline
     // stage (device) a step function runs on, and messages between stages.
     static constexpr ::llvm::StringLiteral kStageAttr = "dtc.stage";

@@ -48,6 +48,10 @@ class CheapToRecompute
 /// dtc.gradient_of, dtc.factor_axes, dtc.factor_pieces, dtc.pin...).
 LogicalResult verifyKnownAttributes(Operation *op);
 
+/// The factors of attention's and attention_grad's sharding rule that index
+/// the queries' and the keys' sequence (ring attention splits both).
+std::pair<int64_t, int64_t> attentionSequenceFactors(Operation *op);
+
 namespace OpTrait {
 template <typename ConcreteType>
 class KnownAttributesOnly

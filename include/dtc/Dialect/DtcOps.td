@@ -199,7 +199,8 @@ def Dtc_EmbeddingOp : Dtc_Op<"embedding", [Pure, InferTypeOpAdaptor,
 }
 
 def Dtc_AttentionOp : Dtc_Op<"attention", [Pure, Dtc_Gradient, Dtc_ShardingRule,
-                                           Dtc_DenseCost, Dtc_CheapToRecompute]> {
+                                           Dtc_DenseCost, Dtc_CheapToRecompute,
+                                           Dtc_LocalLowering]> {
   let summary = "scaled dot-product attention, softmax(q k^T / sqrt(Dh)) v";
   let description = [{
     q and the result are `[B, H, S, Dh]`, k and v `[B, Hkv, S, Dh]` with Hkv
@@ -403,7 +404,8 @@ def Dtc_EmbeddingGradOp : Dtc_Op<"embedding_grad", [Pure, Dtc_ShardingRule,
 }
 
 def Dtc_AttentionGradOp : Dtc_Op<"attention_grad", [Pure, Dtc_ShardingRule,
-                                                    Dtc_DenseCost]> {
+                                                    Dtc_DenseCost,
+                                                    Dtc_LocalLowering]> {
   let summary = "gradient of attention: dq, dk, dv";
   let arguments = (ins Dtc_FloatTensor:$q, Dtc_FloatTensor:$k,
                        Dtc_FloatTensor:$v, Dtc_FloatTensor:$dy,
@@ -441,9 +443,12 @@ def Dtc_ShardOffsetOp : Dtc_Op<"shard_offset", [Pure, Dtc_CostOpInterface]> {
     the first element of the rank's piece of a dimension split over
     `grid_axes` into pieces of `piece_size` elements. The one rank-dependent
     value of the SPMD program; the runtime supplies it from the rank's mesh
-    coordinates.
+    coordinates. With `shift` s, the index is that of the member s places
+    before the rank on the ring of those axes ((index - s) mod n): the
+    offset of the piece a ring of shard.shift steps has brought it.
   }];
-  let arguments = (ins DenseI64ArrayAttr:$grid_axes, I64Attr:$piece_size);
+  let arguments = (ins DenseI64ArrayAttr:$grid_axes, I64Attr:$piece_size,
+                       OptionalAttr<I64Attr>:$shift);
   let results = (outs Dtc_StepTensor:$offset);
 }
 
@@ -470,6 +475,48 @@ def Dtc_FillPaddingOp : Dtc_Op<"fill_padding", [Pure, AllTypesMatch<["x", "resul
   let arguments = (ins Dtc_FloatTensor:$x, Dtc_StepTensor:$offset, I64Attr:$axis,
                        I64Attr:$size, StrAttr:$fill);
   let results = (outs Dtc_FloatTensor:$result);
+}
+
+// Ring attention over a split sequence (AttentionOp's local lowering,
+// docs/design.md "Ring attention"): each rank runs its query block against
+// every rank's key block in turn, the key blocks passed around the ring by
+// shard.shift.
+def Dtc_AttentionBlockOp : Dtc_Op<"attention_block", [Pure, Dtc_DenseCost,
+                                                      AttrSizedOperandSegments]> {
+  let summary = "one key block of ring attention, merged into the running output";
+  let description = [{
+    Attention of q `[B, H, Sq, Dh]` (global positions q_offset + i) against
+    one block of keys and values `[B, Hkv, Sk, Dh]` (positions k_offset + j);
+    with `causal`, key j is visible to query i when k_offset + j <=
+    q_offset + i. The block's normalized output and per-row logsumexp are
+    merged with the running ones (`y_acc`, `lse_acc`, absent for the first
+    block) by logsumexp weights, giving `result` and `lse` `[B, H, Sq]`
+    (f32).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$q, Dtc_FloatTensor:$k,
+                       Dtc_FloatTensor:$v, Dtc_StepTensor:$q_offset,
+                       Dtc_StepTensor:$k_offset,
+                       Optional<Dtc_FloatTensor>:$y_acc,
+                       Optional<Dtc_FloatTensor>:$lse_acc,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Dtc_FloatTensor:$result, Dtc_FloatTensor:$lse);
+}
+
+def Dtc_AttentionBlockGradOp : Dtc_Op<"attention_block_grad", [Pure, Dtc_DenseCost]> {
+  let summary = "one key block's terms of attention's gradient";
+  let description = [{
+    From the whole attention's output `y` and row logsumexp `lse` (as
+    attention_block leaves them after the last block): q's dq terms against
+    this block of keys and values, and the block's own dk and dv terms.
+    Positions and the causal mask as attention_block's.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$q, Dtc_FloatTensor:$k,
+                       Dtc_FloatTensor:$v, Dtc_StepTensor:$q_offset,
+                       Dtc_StepTensor:$k_offset, Dtc_FloatTensor:$dy,
+                       Dtc_FloatTensor:$y, Dtc_FloatTensor:$lse,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Dtc_FloatTensor:$dq, Dtc_FloatTensor:$dk,
+                      Dtc_FloatTensor:$dv);
 }
 
 def Dtc_EmbeddingShardOp : Dtc_Op<"embedding_shard", [Pure, Dtc_CostOpInterface]> {

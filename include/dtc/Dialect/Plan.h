@@ -44,6 +44,11 @@ struct Plan {
   /// between the tensor-parallel blocks (norms, residual adds, element-wise
   /// ops) split the sequence over the tp axes.
   bool sequenceParallel = false;
+  /// Ring-attention sequence parallelism (Megatron's context parallelism):
+  /// every activation's sequence split over one grid axis of its own,
+  /// attention run as a ring of blocks over it (lib/Dialect/RingAttention).
+  int64_t sp = 1;
+  SmallVector<int64_t> spAxes;
 
   /// Whether the step runs per micro-batch (pipeline stages or
   /// accumulation): the micro-batch axis exists and the split applies.

@@ -150,6 +150,9 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
            "parameters (gathered where they are used)">,
     Option<"pp", "pp", "int64_t", /*default=*/"1",
            "pipeline stages (the mesh axes inside tp's multiplying to pp)">,
+    Option<"sp", "sp", "int64_t", /*default=*/"1",
+           "ring-attention sequence parallelism: the sequence split over one "
+           "whole mesh axis (inside tp's, outside pp's)">,
     Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
            "model chunks per pipeline stage (interleaved schedules)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",

@@ -31,6 +31,15 @@ public:
   /// row-major index over `axes` times `pieceSize` (dtc.shard_offset).
   virtual Value shardOffset(Location loc, ArrayRef<int64_t> axes,
                             int64_t pieceSize) = 0;
+  /// The offset of the piece `shift` ring steps have brought (the piece of
+  /// the member `shift` places before the rank on the ring of one `axis`):
+  /// ((index - shift) mod n) * pieceSize (dtc.shard_offset's `shift`).
+  virtual Value ringOffset(Location loc, int64_t axis, int64_t pieceSize,
+                           int64_t shift) = 0;
+  /// A ring step over one grid axis: every rank passes `local` to the next
+  /// rank along `axis` (wrapping around) and gets its predecessor's
+  /// (shard.shift, offset 1, rotate).
+  virtual Value shiftToNext(Location loc, Value local, int64_t axis) = 0;
   /// Resolves a local value that is pending over `axes` (all-reduce).
   virtual Value allReduce(Location loc, Value local, ArrayRef<int64_t> axes,
                           PartialKind kind) = 0;

@@ -61,6 +61,17 @@ struct ShardingRule {
   /// that group jointly: add is linear in {lhs, rhs}, mul in {lhs} and in
   /// {rhs} separately). Otherwise partial operands are all-reduced first.
   LinearGroups linearGroups;
+  /// Pairs of factors that may be sharded over the same grid axes (ring
+  /// attention's queries and keys: its local lowering runs the blocks off
+  /// the diagonal by passing one side around). Any other axis shards one
+  /// factor only.
+  llvm::SmallVector<std::pair<int64_t, int64_t>, 1> sharedAxes;
+
+  /// Whether factors `a` and `b` may share grid axes.
+  bool mayShareAxes(int64_t a, int64_t b) const {
+    return llvm::is_contained(sharedAxes, std::make_pair(a, b)) ||
+           llvm::is_contained(sharedAxes, std::make_pair(b, a));
+  }
 
   int64_t addFactor(int64_t size, FactorKind kind) {
     factorSizes.push_back(size);

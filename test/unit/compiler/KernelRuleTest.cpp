@@ -100,6 +100,10 @@ func.func @samples(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %v8: tensor<8xf32>,
   %54:2 = "dtc.matmul_gelu"(%x, %w) : (tensor<4x8xf32>, tensor<8x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
   %55:2 = "dtc.matmul_gelu"(%x, %w, %v3) : (tensor<4x8xf32>, tensor<8x3xf32>, tensor<3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
   %56 = "dtc.label_mask"(%labels) {ignore_index = -100 : i64} : (tensor<4xi64>) -> tensor<4xf32>
+  %57:2 = "dtc.attention_block"(%q, %q, %q, %step, %step) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<i64>, tensor<i64>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  %58:2 = "dtc.attention_block"(%q, %q, %q, %step, %step, %57#0, %57#1) {causal = false, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<i64>, tensor<i64>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  %59:3 = "dtc.attention_block_grad"(%q, %q, %q, %step, %step, %q, %58#0, %58#1) {causal = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<i64>, tensor<i64>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  %60 = "dtc.shard_offset"() {grid_axes = array<i64: 0>, piece_size = 4 : i64, shift = 1 : i64} : () -> tensor<i64>
   %52:3 = "dtc.loss_scale_update"(%51, %step, %step, %51) {growth_factor = 2.0 : f64, backoff_factor = 0.5 : f64, growth_interval = 2000 : i64} : (tensor<f32>, tensor<i64>, tensor<i64>, tensor<f32>) -> (tensor<f32>, tensor<i64>, tensor<i64>)
   return
 }
