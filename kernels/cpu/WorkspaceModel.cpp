@@ -17,16 +17,17 @@ uint64_t contextWorkspaceBytes(std::string_view name,
                                const std::vector<TensorDesc> &in,
                                const std::vector<TensorDesc> &,
                                const nlohmann::json &, int threads) {
-  if (name != "attention" && name != "attention_grad")
+  const bool forward = name == "attention" || name == "attention_block";
+  if (!forward && name != "attention_grad" && name != "attention_block_grad")
     return 0;
-  // q [B, H, Sq, D], k [B, Hkv, Sk, D]: the forward hands out one task per
-  // row block of every query head, the backward one per key/value head
-  // (attentionForward / attentionBackward).
+  // q [B, H, Sq, D], k [B, Hkv, Sk, D]: the forwards hand out one task per
+  // row block of every query head, the backwards one per key/value head
+  // (attentionForward / attentionBackward and their ring blocks').
   const AttentionBlocks b;
   const Shape &q = in[0].shape, &k = in[1].shape;
   const int64_t BH = q[0] * q[1], Sq = q[2], D = q[3];
   const int64_t tasks =
-      name == "attention" ? BH * ((Sq + b.rows - 1) / b.rows) : q[0] * k[1];
+      forward ? BH * ((Sq + b.rows - 1) / b.rows) : q[0] * k[1];
   const int64_t workers =
       std::min<int64_t>(std::max(threads, 1), std::max<int64_t>(1, tasks));
   const uint64_t floats =
