@@ -770,3 +770,36 @@ module attributes {dtc.plan = #dtc.plan<@mesh, pp = 4 on [0], microbatches = 4 o
 
 // expected-error @+1 {{unknown recompute mode 'some'}}
 module attributes {dtc.plan = #dtc.plan<@mesh, recompute = some>} {}
+
+// -----
+
+// expected-error @+1 {{ring-attention sequence parallelism (sp = 2) takes one whole grid axis, got 0}}
+module attributes {dtc.plan = #dtc.plan<@mesh, sp = 2>} {}
+
+// -----
+
+// expected-error @+1 {{grid axis 1 is given to two kinds of parallelism}}
+module attributes {dtc.plan = #dtc.plan<@mesh, tp = 2 on [1], sp = 2 on [1]>} {}
+
+// -----
+
+// expected-error @+1 {{ring-attention sequence parallelism (sp) and Megatron's sequence parallelism inside tp do not combine yet}}
+module attributes {dtc.plan = #dtc.plan<@mesh, tp = 2 on [1], sp = 2 on [0], sequence_parallel = true>} {}
+
+// -----
+
+// Ring attention's blocks: the running output and logsumexp come together,
+// the logsumexp is f32 [B, H, Sq], positions are i64 scalars.
+func.func @ring_block_lse(%q: tensor<1x2x4x8xf32>, %off: tensor<i64>, %y: tensor<1x2x4x8xf32>, %lse: tensor<1x2x8xf32>) {
+  // expected-error @+1 {{lse_acc must have shape [1, 2, 4], got f32[1, 2, 8]}}
+  %0:2 = "dtc.attention_block"(%q, %q, %q, %off, %off, %y, %lse) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<i64>, tensor<i64>, tensor<1x2x4x8xf32>, tensor<1x2x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @ring_block_grad_offset(%q: tensor<1x2x4x8xf32>, %off: tensor<i32>, %lse: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{operand #3 must be 0D tensor of 64-bit signless integer values, but got 'tensor<i32>'}}
+  %0:3 = "dtc.attention_block_grad"(%q, %q, %q, %off, %off, %q, %q, %lse) {causal = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<i32>, tensor<i32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  return
+}
