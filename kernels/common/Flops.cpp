@@ -23,13 +23,10 @@ double flopCount(std::string_view name, const std::vector<TensorDesc> &in,
                           attrBool(attrs, "causal"), name == "attention_grad");
   }
   if (name == "attention_block" || name == "attention_block_grad") {
-    // A causal block's visible pairs depend on its positions (operands,
-    // not shapes): charged half, which is exact summed over a ring's n
-    // blocks of equal chunks (n^2 blocks hold the (n c)^2 / 2 causal pairs).
     const Shape &q = in[0].shape, &k = in[1].shape;
-    const double share = attrBool(attrs, "causal") ? 0.5 : 1.0;
-    return share * attentionFlops(q[0], q[1], q[2], k[2], q[3], false,
-                                  name == "attention_block_grad");
+    return attentionBlockFlops(q[0], q[1], q[2], k[2], q[3],
+                               attrBool(attrs, "causal"),
+                               name == "attention_block_grad");
   }
   return 0.0;
 }

@@ -267,14 +267,13 @@ DTC_VECTOR_CLONES float mergeRow(const float *ya, float la, const float *yb,
   return lse;
 }
 
-} // namespace
-
-void attentionForward(KernelContext &ctx, const float *q, const float *k,
-                      const float *v, float *y, int64_t BH, int64_t Sq,
-                      int64_t Sk, int64_t D, bool causal, AttentionBlocks b,
-                      int64_t group) {
+// Runs `rows(w, bh, kv, r0, nq)` for every block of query rows [r0, r0 + nq)
+// of every query head bh, as parallel tasks each with its worker's scratch
+// w; kv is the key/value head that query head reads.
+template <class Fn>
+void forEachRowBlock(KernelContext &ctx, const AttentionBlocks &b, int64_t BH,
+                     int64_t Sq, int64_t D, int64_t group, Fn rows) {
   checkBlocks(b, BH, group);
-  const float scale = float(1.0 / std::sqrt(double(D)));
   const int64_t rowBlocks = (Sq + b.rows - 1) / b.rows, tasks = BH * rowBlocks;
   const size_t per = RowScratch::floats(b, D);
   float *ws = ctx.workspace(per * size_t(workersFor(ctx, tasks)));
@@ -282,36 +281,60 @@ void attentionForward(KernelContext &ctx, const float *q, const float *k,
     RowScratch w(ws + per * size_t(worker), b, D);
     const int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * b.rows;
     const int64_t nq = std::min(b.rows, Sq - r0);
-    const int64_t kv = bh / group; // (b, h) -> (b, h / group)
-    forwardRows(ctx, q + bh * Sq * D, k + kv * Sk * D, v + kv * Sk * D,
-                y + (bh * Sq + r0) * D, r0, nq, Sk, D, causal, 0, scale, b, w);
+    rows(w, bh, bh / group, r0, nq); // (b, h) -> (b, h / group)
   });
+}
+
+// Runs `head(w, kv, bh)` for every query head bh of every key/value head
+// kv, one task per key/value head: its dk and dv (zeroed first) gather
+// every query head's share of its group.
+template <class Fn>
+void forEachKeyValueHead(KernelContext &ctx, const AttentionBlocks &b,
+                         int64_t BH, int64_t Sk, int64_t D, int64_t group,
+                         float *dk, float *dv, Fn head) {
+  checkBlocks(b, BH, group);
+  const size_t per = RowScratch::floats(b, D);
+  const int64_t kvHeads = BH / group;
+  float *ws = ctx.workspace(per * size_t(workersFor(ctx, kvHeads)));
+  parallelTasks(ctx, kvHeads, [&](int64_t kv, int worker) {
+    RowScratch w(ws + per * size_t(worker), b, D);
+    std::memset(dk + kv * Sk * D, 0, size_t(Sk * D) * sizeof(float));
+    std::memset(dv + kv * Sk * D, 0, size_t(Sk * D) * sizeof(float));
+    for (int64_t bh = kv * group; bh < (kv + 1) * group; ++bh)
+      head(w, kv, bh);
+  });
+}
+
+float softmaxScale(int64_t D) { return float(1.0 / std::sqrt(double(D))); }
+
+} // namespace
+
+void attentionForward(KernelContext &ctx, const float *q, const float *k,
+                      const float *v, float *y, int64_t BH, int64_t Sq,
+                      int64_t Sk, int64_t D, bool causal, AttentionBlocks b,
+                      int64_t group) {
+  const float scale = softmaxScale(D);
+  forEachRowBlock(
+      ctx, b, BH, Sq, D, group,
+      [&](RowScratch &w, int64_t bh, int64_t kv, int64_t r0, int64_t nq) {
+        forwardRows(ctx, q + bh * Sq * D, k + kv * Sk * D, v + kv * Sk * D,
+                    y + (bh * Sq + r0) * D, r0, nq, Sk, D, causal, 0, scale, b,
+                    w);
+      });
 }
 
 void attentionBackward(KernelContext &ctx, const float *q, const float *k,
                        const float *v, const float *dy, float *dq, float *dk,
                        float *dv, int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
                        bool causal, AttentionBlocks b, int64_t group) {
-  checkBlocks(b, BH, group);
-  const float scale = float(1.0 / std::sqrt(double(D)));
-  const size_t per = RowScratch::floats(b, D);
-  const int64_t kvHeads = BH / group;
-  float *ws = ctx.workspace(per * size_t(workersFor(ctx, kvHeads)));
-  // One key/value head per task: its dk and dv gather every row block's
-  // share of every query head of its group.
-  parallelTasks(ctx, kvHeads, [&](int64_t kv, int worker) {
-    RowScratch w(ws + per * size_t(worker), b, D);
-    const float *K = k + kv * Sk * D, *V = v + kv * Sk * D;
-    float *dK = dk + kv * Sk * D, *dV = dv + kv * Sk * D;
-    std::memset(dK, 0, size_t(Sk * D) * sizeof(float));
-    std::memset(dV, 0, size_t(Sk * D) * sizeof(float));
-    for (int64_t bh = kv * group; bh < (kv + 1) * group; ++bh) {
-      const float *Q = q + bh * Sq * D, *dY = dy + bh * Sq * D;
-      float *dQ = dq + bh * Sq * D;
-      backwardHead(ctx, Q, K, V, dY, dQ, dK, dV, Sq, Sk, D, causal, scale, b,
-                   w);
-    }
-  });
+  const float scale = softmaxScale(D);
+  forEachKeyValueHead(
+      ctx, b, BH, Sk, D, group, dk, dv,
+      [&](RowScratch &w, int64_t kv, int64_t bh) {
+        backwardHead(ctx, q + bh * Sq * D, k + kv * Sk * D, v + kv * Sk * D,
+                     dy + bh * Sq * D, dq + bh * Sq * D, dk + kv * Sk * D,
+                     dv + kv * Sk * D, Sq, Sk, D, causal, scale, b, w);
+      });
 }
 
 void attentionBlockForward(KernelContext &ctx, const float *q, const float *k,
@@ -320,27 +343,21 @@ void attentionBlockForward(KernelContext &ctx, const float *q, const float *k,
                            int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
                            bool causal, int64_t delta, AttentionBlocks b,
                            int64_t group) {
-  checkBlocks(b, BH, group);
-  const float scale = float(1.0 / std::sqrt(double(D)));
-  const int64_t rowBlocks = (Sq + b.rows - 1) / b.rows, tasks = BH * rowBlocks;
-  const size_t per = RowScratch::floats(b, D);
-  float *ws = ctx.workspace(per * size_t(workersFor(ctx, tasks)));
-  parallelTasks(ctx, tasks, [&](int64_t task, int worker) {
-    RowScratch w(ws + per * size_t(worker), b, D);
-    const int64_t bh = task / rowBlocks, r0 = (task % rowBlocks) * b.rows;
-    const int64_t nq = std::min(b.rows, Sq - r0);
-    const int64_t kv = bh / group;
-    // The block's own output into w.o, then merged row by row.
-    forwardRows(ctx, q + bh * Sq * D, k + kv * Sk * D, v + kv * Sk * D, w.o, r0,
-                nq, Sk, D, causal, delta, scale, b, w);
-    for (int64_t i = 0; i < nq; ++i) {
-      const int64_t row = bh * Sq + r0 + i;
-      constexpr float none = -std::numeric_limits<float>::infinity();
-      lse[row] =
-          mergeRow(yAcc ? yAcc + row * D : nullptr, lseAcc ? lseAcc[row] : none,
-                   w.o + i * D, rowLogSumExp(w.m[i], w.l[i]), y + row * D, D);
-    }
-  });
+  const float scale = softmaxScale(D);
+  forEachRowBlock(
+      ctx, b, BH, Sq, D, group,
+      [&](RowScratch &w, int64_t bh, int64_t kv, int64_t r0, int64_t nq) {
+        // The block's own output into w.o, then merged row by row.
+        forwardRows(ctx, q + bh * Sq * D, k + kv * Sk * D, v + kv * Sk * D, w.o,
+                    r0, nq, Sk, D, causal, delta, scale, b, w);
+        for (int64_t i = 0; i < nq; ++i) {
+          const int64_t row = bh * Sq + r0 + i;
+          constexpr float none = -std::numeric_limits<float>::infinity();
+          lse[row] = mergeRow(yAcc ? yAcc + row * D : nullptr,
+                              lseAcc ? lseAcc[row] : none, w.o + i * D,
+                              rowLogSumExp(w.m[i], w.l[i]), y + row * D, D);
+        }
+      });
 }
 
 void attentionBlockBackward(KernelContext &ctx, const float *q, const float *k,
@@ -349,31 +366,25 @@ void attentionBlockBackward(KernelContext &ctx, const float *q, const float *k,
                             int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
                             bool causal, int64_t delta, AttentionBlocks b,
                             int64_t group) {
-  checkBlocks(b, BH, group);
-  const float scale = float(1.0 / std::sqrt(double(D)));
-  const size_t per = RowScratch::floats(b, D);
-  const int64_t kvHeads = BH / group;
-  float *ws = ctx.workspace(per * size_t(workersFor(ctx, kvHeads)));
-  parallelTasks(ctx, kvHeads, [&](int64_t kv, int worker) {
-    RowScratch w(ws + per * size_t(worker), b, D);
-    const float *K = k + kv * Sk * D, *V = v + kv * Sk * D;
-    float *dK = dk + kv * Sk * D, *dV = dv + kv * Sk * D;
-    std::memset(dK, 0, size_t(Sk * D) * sizeof(float));
-    std::memset(dV, 0, size_t(Sk * D) * sizeof(float));
-    for (int64_t bh = kv * group; bh < (kv + 1) * group; ++bh) {
-      const float *Q = q + bh * Sq * D, *dY = dy + bh * Sq * D;
-      for (int64_t r0 = 0; r0 < Sq; r0 += b.rows) {
-        const int64_t nq = std::min(b.rows, Sq - r0);
-        for (int64_t i = 0; i < nq; ++i) {
-          const int64_t row = bh * Sq + r0 + i;
-          w.m[i] = lse[row];
-          w.aux[i] = dotRow(dy + row * D, y + row * D, D);
-        }
-        gradientRows(ctx, Q, K, V, dY, dq + bh * Sq * D, dK, dV, r0, nq, Sk, D,
-                     causal, delta, scale, b, w);
-      }
-    }
-  });
+  const float scale = softmaxScale(D);
+  forEachKeyValueHead(ctx, b, BH, Sk, D, group, dk, dv,
+                      [&](RowScratch &w, int64_t kv, int64_t bh) {
+                        for (int64_t r0 = 0; r0 < Sq; r0 += b.rows) {
+                          const int64_t nq = std::min(b.rows, Sq - r0);
+                          // The whole attention's statistics instead of a
+                          // recomputation.
+                          for (int64_t i = 0; i < nq; ++i) {
+                            const int64_t row = bh * Sq + r0 + i;
+                            w.m[i] = lse[row];
+                            w.aux[i] = dotRow(dy + row * D, y + row * D, D);
+                          }
+                          gradientRows(ctx, q + bh * Sq * D, k + kv * Sk * D,
+                                       v + kv * Sk * D, dy + bh * Sq * D,
+                                       dq + bh * Sq * D, dk + kv * Sk * D,
+                                       dv + kv * Sk * D, r0, nq, Sk, D, causal,
+                                       delta, scale, b, w);
+                        }
+                      });
 }
 
 namespace {

@@ -100,13 +100,19 @@ std::pair<Value, Value> forwardRing(LocalLoweringContext &ctx, Location loc,
   return {y, lse};
 }
 
+/// The factors the ring lowering implements: both sequences, under
+/// dtc.ring; none otherwise.
+SmallVector<int64_t> ringLoweredFactors(Operation *op) {
+  if (!op->hasAttr(DtcDialect::kRingAttr))
+    return {};
+  auto [sq, sk] = attentionSequenceFactors(op);
+  return {sq, sk};
+}
+
 } // namespace
 
 SmallVector<int64_t> AttentionOp::getLoweredFactors() {
-  if (!(*this)->hasAttr(DtcDialect::kRingAttr))
-    return {};
-  auto [sq, sk] = attentionSequenceFactors(*this);
-  return {sq, sk};
+  return ringLoweredFactors(*this);
 }
 
 LogicalResult AttentionOp::buildLocal(LocalLoweringContext &ctx,
@@ -127,10 +133,7 @@ LogicalResult AttentionOp::buildLocal(LocalLoweringContext &ctx,
 }
 
 SmallVector<int64_t> AttentionGradOp::getLoweredFactors() {
-  if (!(*this)->hasAttr(DtcDialect::kRingAttr))
-    return {};
-  auto [sq, sk] = attentionSequenceFactors(*this);
-  return {sq, sk};
+  return ringLoweredFactors(*this);
 }
 
 LogicalResult AttentionGradOp::buildLocal(LocalLoweringContext &ctx,
@@ -184,16 +187,12 @@ LogicalResult AttentionGradOp::buildLocal(LocalLoweringContext &ctx,
   return success();
 }
 
-/// A causal block is charged half its pairs (kernels::flopCount's rule,
-/// exact summed over a ring of equal chunks).
 static int64_t blockFlops(Operation *op, bool causal, bool gradient) {
   auto q = cast<RankedTensorType>(op->getOperand(0).getType()),
        k = cast<RankedTensorType>(op->getOperand(1).getType());
-  const double share = causal ? 0.5 : 1.0;
-  return int64_t(
-      share * ::dtc::kernels::attentionFlops(q.getDimSize(0), q.getDimSize(1),
-                                             q.getDimSize(2), k.getDimSize(2),
-                                             q.getDimSize(3), false, gradient));
+  return int64_t(::dtc::kernels::attentionBlockFlops(
+      q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), k.getDimSize(2),
+      q.getDimSize(3), causal, gradient));
 }
 
 bool AttentionBlockOp::isDenseKernel() { return true; }

@@ -127,6 +127,10 @@ private:
                  Location loc);
   Value fillPadding(Location loc, Value local, int64_t dim, int64_t size,
                     ArrayRef<int64_t> axes, bool max);
+  /// The rank's offset (dtc.shard_offset) along `axes`, `shift` ring steps
+  /// back; one op per distinct request.
+  Value offsetOf(Location loc, ArrayRef<int64_t> axes, int64_t pieceSize,
+                 int64_t shift);
   LogicalResult partitionReturn(func::ReturnOp ret);
   /// Tags ops built since `mark` with the current phase (and, for
   /// collectives on a gradient, the parameter it is the gradient of).
@@ -157,8 +161,8 @@ private:
   /// consumer that needs the same layout, e.g. one gradient all-reduce for
   /// both clipping and the update).
   llvm::DenseMap<Value, SmallVector<Local, 1>> reshards;
-  std::map<std::pair<GridAxes, int64_t>, Value> offsets;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, Value> ringOffsets;
+  /// dtc.shard_offset ops by (axes, piece size, ring shift).
+  std::map<std::tuple<GridAxes, int64_t, int64_t>, Value> offsets;
   std::map<std::tuple<void *, int64_t, bool>, Value> filled;
   std::map<std::pair<void *, std::string>, Value> shared;
   func::FuncOp local;
@@ -191,35 +195,29 @@ void Partitioner::tagSince(Block::iterator mark) {
   }
 }
 
-Value Partitioner::shardOffset(Location loc, ArrayRef<int64_t> axes,
-                               int64_t pieceSize) {
-  auto key = std::make_pair(GridAxes(axes.begin(), axes.end()), pieceSize);
-  if (Value v = offsets[key])
+Value Partitioner::offsetOf(Location loc, ArrayRef<int64_t> axes,
+                            int64_t pieceSize, int64_t shift) {
+  Value &v = offsets[{GridAxes(axes.begin(), axes.end()), pieceSize, shift}];
+  if (v)
     return v;
   // At the top of the function: every later use is dominated.
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&local.getBody().front());
-  Value v = ShardOffsetOp::create(
+  auto offset = ShardOffsetOp::create(
       b, loc, RankedTensorType::get({}, b.getI64Type()), axes, pieceSize,
-      /*shift=*/IntegerAttr());
-  setPhase(v.getDefiningOp(), Phase::Forward);
-  return offsets[key] = v;
+      shift ? b.getI64IntegerAttr(shift) : IntegerAttr());
+  setPhase(offset, Phase::Forward);
+  return v = offset;
+}
+
+Value Partitioner::shardOffset(Location loc, ArrayRef<int64_t> axes,
+                               int64_t pieceSize) {
+  return offsetOf(loc, axes, pieceSize, /*shift=*/0);
 }
 
 Value Partitioner::ringOffset(Location loc, int64_t axis, int64_t pieceSize,
                               int64_t shift) {
-  if (shift == 0)
-    return shardOffset(loc, {axis}, pieceSize);
-  Value &v = ringOffsets[{axis, pieceSize, shift}];
-  if (v)
-    return v;
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&local.getBody().front());
-  auto offset = ShardOffsetOp::create(
-      b, loc, RankedTensorType::get({}, b.getI64Type()),
-      ArrayRef<int64_t>{axis}, pieceSize, b.getI64IntegerAttr(shift));
-  setPhase(offset, Phase::Forward);
-  return v = offset;
+  return offsetOf(loc, {axis}, pieceSize, shift);
 }
 
 Value Partitioner::shiftToNext(Location loc, Value v, int64_t axis) {

@@ -149,22 +149,23 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
   /// (x [B, S, K], dy [B, S, N] -> sum_B x^T dy).
   LogicalResult prepareRing(func::FuncOp step) {
     bool attention = false;
-    SmallVector<MatmulOp> foldedWeightGradients;
+    SmallVector<std::pair<MatmulOp, Value>> foldedWeightGradients;
     step.walk([&](Operation *op) {
       if (isa<AttentionOp, AttentionGradOp>(op)) {
         op->setAttr(DtcDialect::kRingAttr, UnitAttr::get(op->getContext()));
         attention = true;
       }
-      if (auto matmul = dyn_cast<MatmulOp>(op); matmul && foldedRows(matmul))
-        foldedWeightGradients.push_back(matmul);
+      if (auto matmul = dyn_cast<MatmulOp>(op))
+        if (Value x = foldedRows(matmul))
+          foldedWeightGradients.push_back({matmul, x});
     });
     if (!attention)
       return step.emitError()
              << "ring-attention sequence parallelism (sp=" << plan.sp
              << ") splits attention's sequence, but the model has no "
                 "dtc.attention";
-    for (MatmulOp matmul : foldedWeightGradients)
-      unfoldRows(matmul);
+    for (auto [matmul, x] : foldedWeightGradients)
+      unfoldRows(matmul, x);
     return success();
   }
 
@@ -186,10 +187,10 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     return rowsA.getX();
   }
 
-  static void unfoldRows(MatmulOp matmul) {
+  /// Rewrites a weight gradient foldedRows found (x its source).
+  static void unfoldRows(MatmulOp matmul, Value x) {
     OpBuilder b(matmul);
     Location loc = matmul.getLoc();
-    Value x = foldedRows(matmul);
     Value dy = matmul.getB().getDefiningOp<ReshapeOp>().getX();
     const int64_t rank = tensorTypeOf(x).getRank();
     SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));

@@ -40,6 +40,18 @@ inline double attentionFlops(int64_t batch, int64_t heads, int64_t sq,
                   : (4.0 * double(headDim) + 5.0) * pairs;
 }
 
+/// One block of ring attention (attention_block, and with `gradient` its
+/// gradient): a causal block's visible pairs depend on its positions
+/// (operands, not shapes), so it is charged half, which is exact summed over
+/// a ring's n blocks of equal chunks (n^2 blocks hold the (n c)^2 / 2 causal
+/// pairs).
+inline double attentionBlockFlops(int64_t batch, int64_t heads, int64_t sq,
+                                  int64_t sk, int64_t headDim, bool causal,
+                                  bool gradient) {
+  return (causal ? 0.5 : 1.0) *
+         attentionFlops(batch, heads, sq, sk, headDim, false, gradient);
+}
+
 } // namespace dtc::kernels
 
 #endif // DTC_KERNELS_FLOPS_H
