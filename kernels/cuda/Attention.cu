@@ -55,6 +55,40 @@ namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
+/// Ring attention's block (attention_block, attention_block_grad): the query
+/// and key blocks' global positions, device scalars (null for a whole
+/// attention: delta 0). Key j is visible to query row i under `causal` when
+/// j <= i + delta, delta = q_offset - k_offset; read on the device so that
+/// launching never waits for the host.
+struct Offsets {
+  const long long *q = nullptr, *k = nullptr;
+  __device__ __forceinline__ int delta() const { return q ? int(*q - *k) : 0; }
+};
+
+/// Keys [0, end) that query rows [q0, q0 + n) may see.
+__device__ __forceinline__ int visibleEnd(bool causal, int q0, int n, int Sk,
+                                          int delta) {
+  return causal ? max(0, min(Sk, q0 + n + delta)) : Sk;
+}
+
+/// Merges a block's row (logsumexp lb, output value yb) into the running
+/// one (la, ya; ya null or la -inf: none yet), as kernels/cpu/Attention.cpp
+/// mergeRow: returns the merged logsumexp and the factors fa, fb of the
+/// running and the block's values (a row that saw no key keeps the running
+/// values).
+struct RowMerge {
+  float lse, fa, fb;
+};
+__device__ __forceinline__ RowMerge mergeRows(bool hasAcc, float la, float lb) {
+  if (lb == -INFINITY)
+    return {hasAcc ? la : -INFINITY, hasAcc ? 1.0f : 0.0f, 0.0f};
+  if (!hasAcc || la == -INFINITY)
+    return {lb, 0.0f, 1.0f};
+  const float mx = fmaxf(la, lb);
+  const float lse = mx + logf(expf(la - mx) + expf(lb - mx));
+  return {lse, expf(la - lse), expf(lb - lse)};
+}
+
 // =============================================================================
 // SIMT path
 // =============================================================================
@@ -148,7 +182,8 @@ __global__ void __launch_bounds__(kSimtThreads)
     attnFwdSimt(const T *__restrict__ q, const T *__restrict__ k,
                 const T *__restrict__ v, T *__restrict__ out, int BH, int G,
                 int Sq, int Sk, int D, int causal, float scale, int nQT,
-                int nCC) {
+                int nCC, Offsets off, const T *__restrict__ yacc,
+                const float *__restrict__ lacc, float *__restrict__ lse) {
   __shared__ SimtSmem sm;
   long long blk = blockIdx.x;
   const int cc = int(blk % nCC);
@@ -159,7 +194,8 @@ __global__ void __launch_bounds__(kSimtThreads)
           *K = k + (long long)(bh / G) * Sk * D,
           *V = v + (long long)(bh / G) * Sk * D;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int kEnd = causal ? min(Sk, q0 + kST) : Sk;
+  const int delta = off.delta();
+  const int kEnd = visibleEnd(causal, q0, kST, Sk, delta);
 
   float m[kSRows], l[kSRows], o[kSRows][NC], s[kSRows];
 #pragma unroll
@@ -177,7 +213,7 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
     for (int i = 0; i < kSRows; ++i) {
       const int row = q0 + w * kSRows + i;
-      const bool vis = key < Sk && (!causal || key <= row);
+      const bool vis = key < Sk && (!causal || key <= row + delta);
       const float x = vis ? s[i] * scale : -INFINITY;
       const float mx =
           fmaxf(m[i], warpMax(x)); // -inf only while no key is visible
@@ -198,13 +234,30 @@ __global__ void __launch_bounds__(kSimtThreads)
     if (row >= Sq)
       continue;
     const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-    T *y = out + ((long long)bh * Sq + row) * D;
+    const long long at = (long long)bh * Sq + row;
+    T *y = out + at * D;
+    if (lse == nullptr) { // attention
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        const int d = c0 + c * 32 + lane;
+        if (d < D)
+          y[d] = fromF<T>(o[i][c] * inv);
+      }
+      continue;
+    }
+    // attention_block: merged with the running output and logsumexp.
+    const RowMerge mg = mergeRows(yacc != nullptr, yacc ? lacc[at] : -INFINITY,
+                                  l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY);
+    const T *ya = yacc ? yacc + at * D : nullptr;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       const int d = c0 + c * 32 + lane;
       if (d < D)
-        y[d] = fromF<T>(o[i][c] * inv);
+        y[d] = fromF<T>((mg.fa != 0.0f ? toF(ya[d]) * mg.fa : 0.0f) +
+                        o[i][c] * inv * mg.fb);
     }
+    if (cc == 0 && lane == 0)
+      lse[at] = mg.lse;
   }
 }
 
@@ -276,7 +329,7 @@ __global__ void __launch_bounds__(kSimtThreads)
                 const T *__restrict__ v, const T *__restrict__ dy,
                 const float *__restrict__ lse, const float *__restrict__ dsum,
                 T *__restrict__ dk, T *__restrict__ dv, int BH, int G, int Sq,
-                int Sk, int D, int causal, float scale, int nCC) {
+                int Sk, int D, int causal, float scale, int nCC, Offsets off) {
   __shared__ SimtSmem sm;
   long long blk = blockIdx.x;
   const int cc = int(blk % nCC);
@@ -288,6 +341,7 @@ __global__ void __launch_bounds__(kSimtThreads)
   const long long hk = (long long)kvh * Sk * D;
   const T *K = k + hk, *V = v + hk;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int delta = off.delta();
 
   float gk[kSRows][NC], gv[kSRows][NC], s[kSRows], t[kSRows];
 #pragma unroll
@@ -299,8 +353,8 @@ __global__ void __launch_bounds__(kSimtThreads)
     const long long hq = (long long)bh * Sq * D;
     const T *Q = q + hq, *dY = dy + hq;
     const float *L = lse + (long long)bh * Sq, *Dq = dsum + (long long)bh * Sq;
-    // Queries before k0 see none of these keys (causal).
-    for (int q0 = causal ? k0 : 0; q0 < Sq; q0 += kST) {
+    // Queries before k0 - delta see none of these keys (causal).
+    for (int q0 = causal ? max(0, k0 - delta) : 0; q0 < Sq; q0 += kST) {
       const int nq = min(kST, Sq - q0);
       simtScores(s, sm, K, k0, nk, Q, q0, nq, D); // s[i]: key w*8+i, query lane
       simtScores(t, sm, V, k0, nk, dY, q0, nq, D); // dp^T
@@ -310,7 +364,7 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
       for (int i = 0; i < kSRows; ++i) {
         const int key = k0 + w * kSRows + i;
-        const bool vis = qok && (!causal || key <= query);
+        const bool vis = qok && (!causal || key <= query + delta);
         const float p = vis ? expf(s[i] * scale - lq) : 0.0f;
         sm.p[w * kSRows + i][lane] = p;
         sm.p2[w * kSRows + i][lane] = p * (t[i] - dq);
@@ -344,7 +398,7 @@ __global__ void __launch_bounds__(kSimtThreads)
                const T *__restrict__ v, const T *__restrict__ dy,
                const float *__restrict__ lse, const float *__restrict__ dsum,
                T *__restrict__ dq, int BH, int G, int Sq, int Sk, int D,
-               int causal, float scale, int nQT, int nCC) {
+               int causal, float scale, int nQT, int nCC, Offsets off) {
   __shared__ SimtSmem sm;
   long long blk = blockIdx.x;
   const int cc = int(blk % nCC);
@@ -355,7 +409,8 @@ __global__ void __launch_bounds__(kSimtThreads)
                   hk = (long long)(bh / G) * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int kEnd = causal ? min(Sk, q0 + kST) : Sk;
+  const int delta = off.delta();
+  const int kEnd = visibleEnd(causal, q0, kST, Sk, delta);
 
   float g[kSRows][NC], lr[kSRows], dr[kSRows], s[kSRows], t[kSRows];
 #pragma unroll
@@ -375,7 +430,7 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
     for (int i = 0; i < kSRows; ++i) {
       const int row = q0 + w * kSRows + i;
-      const bool vis = key < Sk && (!causal || key <= row);
+      const bool vis = key < Sk && (!causal || key <= row + delta);
       const float p = vis ? expf(s[i] * scale - lr[i]) : 0.0f;
       sm.p[w * kSRows + i][lane] = p * (t[i] - dr[i]);
     }
@@ -565,19 +620,27 @@ template <int D, int BQ, int BK> constexpr int dqTcSmem() {
   return (2 * BQ + 4 * BK) * (D + kTcPad) * 2;
 }
 
-/// Forward (STATS false: out) or backward pass 1 (STATS true: log2-domain
-/// logsumexp lse2 = m scale log2(e) + log2(l) and D = rowsum(dy * y) into
-/// the workspace). One block of NW warps per (query tile of 16 MT NW rows,
-/// b*h), each warp MT m-tiles of 16 rows (an ldmatrix'd K or V fragment
-/// feeds MT products); key tiles of BK, K(j+1) and V(j) loads overlap the
-/// products (FA2's pipeline). Q fragments stay in registers when they fit.
-template <class T, int D, int NW, int MT, int BK, bool STATS>
+/// What the tensor-core forward writes.
+enum FwdMode : int {
+  kFwdOut = 0,   ///< attention: out
+  kFwdStats = 1, ///< attention_grad pass 1: log2-domain logsumexp lse2 =
+                 ///< m scale log2(e) + log2(l) and D = rowsum(dy * y)
+  kFwdBlock = 2, ///< attention_block: out and lse merged with yacc, lacc
+};
+
+/// Forward (MODE kFwdOut or kFwdBlock) or backward pass 1 (kFwdStats: the
+/// row statistics into the workspace). One block of NW warps per (query tile of
+/// 16 MT NW rows, b*h), each warp MT m-tiles of 16 rows (an ldmatrix'd K or V
+/// fragment feeds MT products); key tiles of BK, K(j+1) and V(j) loads overlap
+/// the products (FA2's pipeline). Q fragments stay in registers when they fit.
+template <class T, int D, int NW, int MT, int BK, int MODE>
 __global__ void __launch_bounds__(NW * 32)
     attnFwdTc(const T *__restrict__ q, const T *__restrict__ k,
               const T *__restrict__ v, T *__restrict__ out,
               const T *__restrict__ dy, float *__restrict__ lse2,
               float *__restrict__ dsum, int BH, int G, int Sq, int Sk,
-              int causal, float scale, int nQT) {
+              int causal, float scale, int nQT, Offsets off,
+              const T *__restrict__ yacc, const float *__restrict__ lacc) {
   constexpr int BQ = 16 * MT * NW, NT = NW * 32, LD = D + kTcPad, WR = 16 * MT;
   constexpr bool kQReg =
       MT * D <= 128; // Q fragments in registers (else reread per k-step)
@@ -591,7 +654,9 @@ __global__ void __launch_bounds__(NW * 32)
   const long long hq = (long long)bh * Sq * D,
                   hk = (long long)(bh / G) * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk;
-  const int kEnd = causal ? min(Sk, q0 + BQ) : Sk, nKT = (kEnd + BK - 1) / BK;
+  const int delta = off.delta();
+  const int kEnd = visibleEnd(causal, q0, BQ, Sk, delta),
+            nKT = (kEnd + BK - 1) / BK;
   const float c = scale * kLog2e;
   const int wr0 = warp * WR; // the warp's first row in the tile
   // Row of accumulator element e of m-tile mt: q0 + wr0 + 16 mt + g + 8 (e >>
@@ -661,7 +726,7 @@ __global__ void __launch_bounds__(NW * 32)
         }
       }
     }
-    if (k0 + BK > Sk || (causal && k0 + BK - 1 > q0 + wr0)) {
+    if (k0 + BK > Sk || (causal && k0 + BK - 1 > q0 + wr0 + delta)) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -670,7 +735,7 @@ __global__ void __launch_bounds__(NW * 32)
           for (int e = 0; e < 4; ++e) {
             const int key = k0 + nt * 8 + 2 * t4 + (e & 1);
             const int row = q0 + wr0 + 16 * mt + g + (e >> 1) * 8;
-            if (key >= Sk || (causal && key > row))
+            if (key >= Sk || (causal && key > row + delta))
               s[mt][nt][e] = -INFINITY;
           }
     }
@@ -740,8 +805,38 @@ __global__ void __launch_bounds__(NW * 32)
       inv[h] = l[mt][h] > 0.0f ? 1.0f / l[mt][h] : 0.0f;
     }
     const int r0 = wr0 + 16 * mt; // the m-tile's first row in the tile
-    if constexpr (!STATS) {
+    if constexpr (MODE == kFwdOut) {
       tcStore<T, D>(sQ + r0 * LD, out + hq, q0 + r0, Sq, o[mt], inv[0], inv[1]);
+    } else if constexpr (MODE == kFwdBlock) {
+      using Pair = typename Mma<T>::Pair;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = q0 + r0 + g + 8 * h;
+        if (row >= Sq)
+          continue;
+        const long long at = (long long)bh * Sq + row;
+        // m is the raw scores' maximum: the logsumexp of the scaled scores
+        // is m scale + ln(l).
+        const RowMerge mg = mergeRows(
+            yacc != nullptr, yacc ? lacc[at] : -INFINITY,
+            l[mt][h] > 0.0f ? m[mt][h] * scale + logf(l[mt][h]) : -INFINITY);
+        const Pair *ya =
+            yacc ? reinterpret_cast<const Pair *>(yacc + at * D) : nullptr;
+        Pair *y = reinterpret_cast<Pair *>(out + at * D);
+        const float fb = inv[h] * mg.fb;
+#pragma unroll
+        for (int nt = 0; nt < D / 8; ++nt) {
+          float2 a = make_float2(0.0f, 0.0f);
+          if (mg.fa != 0.0f)
+            a = Mma<T>::unpack(ya[nt * 4 + t4]);
+          const unsigned packed =
+              Mma<T>::pack(a.x * mg.fa + o[mt][nt][2 * h] * fb,
+                           a.y * mg.fa + o[mt][nt][2 * h + 1] * fb);
+          y[nt * 4 + t4] = *reinterpret_cast<const Pair *>(&packed);
+        }
+        if (t4 == 0)
+          lse2[at] = mg.lse; // the block's lse output (natural log)
+      }
     } else {
       using Pair = typename Mma<T>::Pair;
 #pragma unroll
@@ -781,7 +876,7 @@ __global__ void __launch_bounds__(128)
               const T *__restrict__ v, const T *__restrict__ dy,
               const float *__restrict__ lse2, const float *__restrict__ dsum,
               T *__restrict__ dk, T *__restrict__ dv, int BH, int G, int Sq,
-              int Sk, int causal, float scale) {
+              int Sk, int causal, float scale, Offsets off) {
   constexpr int BK = 64, BQ = dkvTcRows<D>(), NT = 128, LD = D + kTcPad;
   extern __shared__ __align__(16) unsigned char tcSmem[];
   T *sK = reinterpret_cast<T *>(tcSmem), *sV = sK + BK * LD, *sQ = sV + BK * LD,
@@ -795,8 +890,10 @@ __global__ void __launch_bounds__(128)
   const long long hk = (long long)kvh * Sk * D;
   const T *K = k + hk, *V = v + hk;
   const float c = scale * kLog2e;
-  // Query tiles before the one holding k0 see none of these keys (causal).
-  const int qStart = causal ? k0 / BQ * BQ : 0;
+  const int delta = off.delta();
+  // Query tiles before the one holding k0 - delta see none of these keys
+  // (causal).
+  const int qStart = causal ? max(0, k0 - delta) / BQ * BQ : 0;
   const int nQ = Sq > qStart ? (Sq - qStart + BQ - 1) / BQ : 0;
   // Iteration it: query tile it % nQ of query head kvh * G + it / nQ.
   const int nIt = nQ * G;
@@ -865,7 +962,7 @@ __global__ void __launch_bounds__(128)
       for (int e = 0; e < 4; ++e) {
         const int qi = nt * 8 + 2 * t4 + (e & 1), query = qb + qi,
                   key = keyA + (e >> 1) * 8;
-        const bool vis = query < Sq && (!causal || key <= query);
+        const bool vis = query < Sq && (!causal || key <= query + delta);
         const float p = vis ? exp2f(fmaf(s[nt][e], c, -cL[qi])) : 0.0f;
         s[nt][e] = p;
         dp[nt][e] = p * (dp[nt][e] - cD[qi]);
@@ -905,7 +1002,7 @@ __global__ void __launch_bounds__(128)
              const T *__restrict__ v, const T *__restrict__ dy,
              const float *__restrict__ lse2, const float *__restrict__ dsum,
              T *__restrict__ dq, int BH, int G, int Sq, int Sk, int causal,
-             float scale, int nQT) {
+             float scale, int nQT, Offsets off) {
   constexpr int BQ = 64 * MT, NT = 128, LD = D + kTcPad, WR = 16 * MT;
   extern __shared__ __align__(16) unsigned char tcSmem[];
   T *sQ = reinterpret_cast<T *>(tcSmem), *sY = sQ + BQ * LD, *sK = sY + BQ * LD,
@@ -919,7 +1016,9 @@ __global__ void __launch_bounds__(128)
                   hk = (long long)(bh / G) * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
   const float c = scale * kLog2e;
-  const int kEnd = causal ? min(Sk, q0 + BQ) : Sk, nIt = (kEnd + BK - 1) / BK;
+  const int delta = off.delta();
+  const int kEnd = visibleEnd(causal, q0, BQ, Sk, delta),
+            nIt = (kEnd + BK - 1) / BK;
 
   tcLoad<BQ, D, NT>(sQ, Q, q0, Sq);
   tcLoad<BQ, D, NT>(sY, dY, q0, Sq);
@@ -994,7 +1093,7 @@ __global__ void __launch_bounds__(128)
         for (int e = 0; e < 4; ++e) {
           const int key = k0 + nt * 8 + 2 * t4 + (e & 1), h = e >> 1;
           const int row = q0 + wr0 + 16 * mt + g + 8 * h;
-          const bool vis = key < Sk && (!causal || key <= row);
+          const bool vis = key < Sk && (!causal || key <= row + delta);
           const float p = vis ? exp2f(fmaf(s[mt][nt][e], c, -lr[mt][h])) : 0.0f;
           s[mt][nt][e] = p * (dp[mt][nt][e] - dr[mt][h]);
         }
@@ -1100,9 +1199,42 @@ size_t gradWorkspace(const KernelArgs &a) {
          sizeof(float);
 }
 
+/// The four kernels of this file, as bound.
+enum class Kind { Forward, Grad, BlockForward, BlockGrad };
+bool isGrad(Kind k) { return k == Kind::Grad || k == Kind::BlockGrad; }
+
+/// attention_block_grad's row statistics from the whole attention's y and
+/// logsumexp (no recomputation): dsum = rowsum(dy * y), and the logsumexp
+/// in the form the backward kernels read (natural log for SIMT, times
+/// log2(e) for tensor cores). A row that saw no key (-inf) becomes +inf, so
+/// every p = e^(s - lse) of it is 0: no gradient, as on the CPU. One warp
+/// per row.
+template <class T>
+__global__ void
+blockGradStats(const T *__restrict__ dy, const T *__restrict__ y,
+               const float *__restrict__ lse, float *__restrict__ lseOut,
+               float *__restrict__ dsum, long long rows, int D,
+               float lseFactor) {
+  const long long row =
+      (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows)
+    return;
+  const T *a = dy + row * D, *b = y + row * D;
+  float acc = 0.0f;
+  for (int d = lane; d < D; d += 32)
+    acc = fmaf(toF(a[d]), toF(b[d]), acc);
+  acc = warpSum(acc);
+  if (lane == 0) {
+    const float l = lse[row];
+    dsum[row] = acc;
+    lseOut[row] = l == -INFINITY ? INFINITY : l * lseFactor;
+  }
+}
+
 /// Raises the dynamic shared memory limit of the tensor-core kernels for
 /// (T, D) on the current device; false when the device cannot hold them.
-template <class T, int D, class C = TcTiles<D>> bool prepareTc(bool grad) {
+template <class T, int D, class C = TcTiles<D>> bool prepareTc(Kind kind) {
   int dev = 0, optin = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
@@ -1111,29 +1243,40 @@ template <class T, int D, class C = TcTiles<D>> bool prepareTc(bool grad) {
   constexpr int fwdBytes =
       fwdTcSmem<D, 16 * C::fwdMT * C::fwdWarps, C::fwdBK>();
   constexpr int dqBytes = dqTcSmem<D, 64 * C::dqMT, C::dqBK>();
-  const int need =
-      grad ? std::max({fwdBytes, dkvTcSmem<D>(), dqBytes}) : fwdBytes;
+  const int need = isGrad(kind) ? std::max({kind == Kind::Grad ? fwdBytes : 0,
+                                            dkvTcSmem<D>(), dqBytes})
+                                : fwdBytes;
   if (optin < need)
     return false;
-  if (!grad) {
+  auto fwd = [&](auto kernel, const char *what) {
     check(cudaFuncSetAttribute(
-              attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, false>,
-              cudaFuncAttributeMaxDynamicSharedMemorySize, fwdBytes),
-          "cudaFuncSetAttribute(attention)");
-  } else {
-    check(cudaFuncSetAttribute(
-              attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, true>,
-              cudaFuncAttributeMaxDynamicSharedMemorySize, fwdBytes),
-          "cudaFuncSetAttribute(attention_grad stats)");
-    check(cudaFuncSetAttribute(attnDkvTc<T, D>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               dkvTcSmem<D>()),
-          "cudaFuncSetAttribute(attention_grad dk dv)");
-    check(cudaFuncSetAttribute(attnDqTc<T, D, C::dqMT, C::dqBK>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               dqBytes),
-          "cudaFuncSetAttribute(attention_grad dq)");
+              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fwdBytes),
+          what);
+  };
+  switch (kind) {
+  case Kind::Forward:
+    fwd(attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, kFwdOut>,
+        "cudaFuncSetAttribute(attention)");
+    return true;
+  case Kind::BlockForward:
+    fwd(attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, kFwdBlock>,
+        "cudaFuncSetAttribute(attention_block)");
+    return true;
+  case Kind::Grad:
+    fwd(attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, kFwdStats>,
+        "cudaFuncSetAttribute(attention_grad stats)");
+    break;
+  case Kind::BlockGrad:
+    break;
   }
+  check(cudaFuncSetAttribute(attnDkvTc<T, D>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             dkvTcSmem<D>()),
+        "cudaFuncSetAttribute(attention_grad dk dv)");
+  check(cudaFuncSetAttribute(attnDqTc<T, D, C::dqMT, C::dqBK>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             dqBytes),
+        "cudaFuncSetAttribute(attention_grad dq)");
   return true;
 }
 
@@ -1141,18 +1284,26 @@ bool aligned16(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }
 
+/// attention_block's extra operands (all null for attention).
+template <class T> struct BlockIo {
+  Offsets off;
+  const T *yacc = nullptr; ///< the running output, or null
+  const float *lacc = nullptr;
+  float *lse = nullptr; ///< the merged logsumexp (attention_block's output)
+};
+
 // ---- SIMT launches
 // -----------------------------------------------------------
 template <class T>
 void runFwdSimt(const Dims &d, const T *q, const T *k, const T *v, T *out,
-                cudaStream_t st) {
+                const BlockIo<T> &io, cudaStream_t st) {
   const int nQT = (d.Sq + kST - 1) / kST, nCC = (d.D + kFwdCols - 1) / kFwdCols;
   const int width = std::min(d.D, kFwdCols), NC = 2 * ((width + kSC - 1) / kSC);
   const unsigned blocks = blocksFor((long long)nQT * d.BH * nCC, "attention");
   auto go = [&](auto kernel) {
-    kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, out, d.BH, d.G, d.Sq, d.Sk,
-                                            d.D, int(d.causal), d.scale, nQT,
-                                            nCC);
+    kernel<<<blocks, kSimtThreads, 0, st>>>(
+        q, k, v, out, d.BH, d.G, d.Sq, d.Sk, d.D, int(d.causal), d.scale, nQT,
+        nCC, io.off, io.yacc, io.lacc, io.lse);
   };
   switch (NC) {
   case 2:
@@ -1171,18 +1322,13 @@ void runFwdSimt(const Dims &d, const T *q, const T *k, const T *v, T *out,
   checkLaunch("attention");
 }
 
+/// The dk/dv and dq kernels of the SIMT backward, from the row statistics
+/// (natural-log logsumexp and dsum) already in the workspace.
 template <class T>
-void runGradSimt(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
-                 T *dq, T *dk, T *dv, float *lse, float *dsum,
-                 cudaStream_t st) {
+void runGradSimtTail(const Dims &d, const T *q, const T *k, const T *v,
+                     const T *dy, T *dq, T *dk, T *dv, const float *lse,
+                     const float *dsum, Offsets off, cudaStream_t st) {
   const int nQT = (d.Sq + kST - 1) / kST, nKT = (d.Sk + kST - 1) / kST;
-  if (d.Sq > 0) {
-    const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention_grad");
-    attnStatsSimt<T><<<blocks, kSimtThreads, 0, st>>>(
-        q, k, v, dy, lse, dsum, d.BH, d.G, d.Sq, d.Sk, d.D, int(d.causal),
-        d.scale, nQT);
-    checkLaunch("attention_grad");
-  }
   if (d.Sk > 0) {
     const int nCC = (d.D + kKvCols - 1) / kKvCols;
     const int width = std::min(d.D, kKvCols),
@@ -1192,7 +1338,7 @@ void runGradSimt(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
     auto go = [&](auto kernel) {
       kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, dy, lse, dsum, dk, dv,
                                               d.BH, d.G, d.Sq, d.Sk, d.D,
-                                              int(d.causal), d.scale, nCC);
+                                              int(d.causal), d.scale, nCC, off);
     };
     if (NC == 2)
       go(attnDkvSimt<T, 2>);
@@ -1207,9 +1353,9 @@ void runGradSimt(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
     const unsigned blocks =
         blocksFor((long long)nQT * d.BH * nCC, "attention_grad");
     auto go = [&](auto kernel) {
-      kernel<<<blocks, kSimtThreads, 0, st>>>(q, k, v, dy, lse, dsum, dq, d.BH,
-                                              d.G, d.Sq, d.Sk, d.D,
-                                              int(d.causal), d.scale, nQT, nCC);
+      kernel<<<blocks, kSimtThreads, 0, st>>>(
+          q, k, v, dy, lse, dsum, dq, d.BH, d.G, d.Sq, d.Sk, d.D, int(d.causal),
+          d.scale, nQT, nCC, off);
     };
     switch (NC) {
     case 2:
@@ -1229,41 +1375,54 @@ void runGradSimt(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
   }
 }
 
+template <class T>
+void runGradSimt(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
+                 T *dq, T *dk, T *dv, float *lse, float *dsum,
+                 cudaStream_t st) {
+  const int nQT = (d.Sq + kST - 1) / kST;
+  if (d.Sq > 0) {
+    const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention_grad");
+    attnStatsSimt<T><<<blocks, kSimtThreads, 0, st>>>(
+        q, k, v, dy, lse, dsum, d.BH, d.G, d.Sq, d.Sk, d.D, int(d.causal),
+        d.scale, nQT);
+    checkLaunch("attention_grad");
+  }
+  runGradSimtTail<T>(d, q, k, v, dy, dq, dk, dv, lse, dsum, Offsets{}, st);
+}
+
 // ---- tensor-core launches
 // ----------------------------------------------------
 template <class T, int D, class C = TcTiles<D>>
 void runFwdTc(const Dims &d, const T *q, const T *k, const T *v, T *out,
-              cudaStream_t st) {
+              const BlockIo<T> &io, cudaStream_t st) {
   constexpr int BQ = 16 * C::fwdMT * C::fwdWarps;
   const int nQT = (d.Sq + BQ - 1) / BQ;
   const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention");
-  attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, false>
-      <<<blocks, C::fwdWarps * 32, fwdTcSmem<D, BQ, C::fwdBK>(), st>>>(
-          q, k, v, out, nullptr, nullptr, nullptr, d.BH, d.G, d.Sq, d.Sk,
-          int(d.causal), d.scale, nQT);
+  auto go = [&](auto kernel) {
+    kernel<<<blocks, C::fwdWarps * 32, fwdTcSmem<D, BQ, C::fwdBK>(), st>>>(
+        q, k, v, out, nullptr, io.lse, nullptr, d.BH, d.G, d.Sq, d.Sk,
+        int(d.causal), d.scale, nQT, io.off, io.yacc, io.lacc);
+  };
+  if (io.lse)
+    go(attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, kFwdBlock>);
+  else
+    go(attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, kFwdOut>);
   checkLaunch("attention");
 }
 
+/// The dk/dv and dq kernels of the tensor-core backward, from the log2
+/// row statistics already in the workspace.
 template <class T, int D, class C = TcTiles<D>>
-void runGradTc(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
-               T *dq, T *dk, T *dv, float *lse2, float *dsum, cudaStream_t st) {
-  if (d.Sq > 0) {
-    constexpr int BQ = 16 * C::fwdMT * C::fwdWarps;
-    const int nQT = (d.Sq + BQ - 1) / BQ;
-    const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention_grad");
-    attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, true>
-        <<<blocks, C::fwdWarps * 32, fwdTcSmem<D, BQ, C::fwdBK>(), st>>>(
-            q, k, v, nullptr, dy, lse2, dsum, d.BH, d.G, d.Sq, d.Sk,
-            int(d.causal), d.scale, nQT);
-    checkLaunch("attention_grad");
-  }
+void runGradTcTail(const Dims &d, const T *q, const T *k, const T *v,
+                   const T *dy, T *dq, T *dk, T *dv, const float *lse2,
+                   const float *dsum, Offsets off, cudaStream_t st) {
   if (d.Sk > 0) {
     const int nKT = (d.Sk + 63) / 64;
     const unsigned blocks =
         blocksFor((long long)nKT * (d.BH / d.G), "attention_grad");
     attnDkvTc<T, D><<<blocks, 128, dkvTcSmem<D>(), st>>>(
         q, k, v, dy, lse2, dsum, dk, dv, d.BH, d.G, d.Sq, d.Sk, int(d.causal),
-        d.scale);
+        d.scale, off);
     checkLaunch("attention_grad");
   }
   if (d.Sq > 0) {
@@ -1273,48 +1432,78 @@ void runGradTc(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
     attnDqTc<T, D, C::dqMT, C::dqBK>
         <<<blocks, 128, dqTcSmem<D, BQ, C::dqBK>(), st>>>(
             q, k, v, dy, lse2, dsum, dq, d.BH, d.G, d.Sq, d.Sk, int(d.causal),
-            d.scale, nQT);
+            d.scale, nQT, off);
     checkLaunch("attention_grad");
   }
 }
 
+template <class T, int D, class C = TcTiles<D>>
+void runGradTc(const Dims &d, const T *q, const T *k, const T *v, const T *dy,
+               T *dq, T *dk, T *dv, float *lse2, float *dsum, cudaStream_t st) {
+  if (d.Sq > 0) {
+    constexpr int BQ = 16 * C::fwdMT * C::fwdWarps;
+    const int nQT = (d.Sq + BQ - 1) / BQ;
+    const unsigned blocks = blocksFor((long long)nQT * d.BH, "attention_grad");
+    attnFwdTc<T, D, C::fwdWarps, C::fwdMT, C::fwdBK, kFwdStats>
+        <<<blocks, C::fwdWarps * 32, fwdTcSmem<D, BQ, C::fwdBK>(), st>>>(
+            q, k, v, nullptr, dy, lse2, dsum, d.BH, d.G, d.Sq, d.Sk,
+            int(d.causal), d.scale, nQT, Offsets{}, nullptr, nullptr);
+    checkLaunch("attention_grad");
+  }
+  runGradTcTail<T, D>(d, q, k, v, dy, dq, dk, dv, lse2, dsum, Offsets{}, st);
+}
+
 // ---- the bound kernels
 // -------------------------------------------------------
+/// Operands: attention (q, k, v) -> y; attention_grad (q, k, v, dy) -> dq,
+/// dk, dv; attention_block (q, k, v, q_offset, k_offset[, y_acc, lse_acc])
+/// -> y, lse; attention_block_grad (q, k, v, q_offset, k_offset, dy, y, lse)
+/// -> dq, dk, dv.
 class AttentionLaunch final : public Launch {
 public:
-  AttentionLaunch(const KernelArgs &a, const Context &ctx, bool grad)
-      : grad_(grad), d_(dimsOf(a)) {
+  AttentionLaunch(const KernelArgs &a, const Context &ctx, Kind kind)
+      : kind_(kind), d_(dimsOf(a)) {
     tc_ = !simtForced() && ctx.computeCapability >= 80 &&
           (d_.dtype == DType::BF16 || d_.dtype == DType::F16) &&
           (d_.D == 64 || d_.D == 128);
     if (tc_) {
       if (d_.dtype == DType::BF16)
-        tc_ = d_.D == 64 ? prepareTc<__nv_bfloat16, 64>(grad)
-                         : prepareTc<__nv_bfloat16, 128>(grad);
+        tc_ = d_.D == 64 ? prepareTc<__nv_bfloat16, 64>(kind)
+                         : prepareTc<__nv_bfloat16, 128>(kind);
       else
-        tc_ = d_.D == 64 ? prepareTc<__half, 64>(grad)
-                         : prepareTc<__half, 128>(grad);
+        tc_ = d_.D == 64 ? prepareTc<__half, 64>(kind)
+                         : prepareTc<__half, 128>(kind);
     }
   }
 
   void run(const KernelArgs &a, const Context &ctx) override {
-    if (grad_)
+    if (isGrad(kind_))
       runGrad(a, ctx);
     else
       runFwd(a, ctx);
   }
 
 private:
+  bool block() const {
+    return kind_ == Kind::BlockForward || kind_ == Kind::BlockGrad;
+  }
+  /// The tensor-core kernels read the q/k/v-typed operands 16 bytes at a
+  /// time (the offsets and row statistics are read one element at a time).
   bool useTc(const KernelArgs &a) const {
     if (!tc_)
       return false;
     for (const TensorArg &t : a.in)
-      if (!aligned16(t.data))
+      if (t.dtype == d_.dtype && !aligned16(t.data))
         return false;
     for (const TensorArg &t : a.out)
-      if (!aligned16(t.data))
+      if (t.dtype == d_.dtype && !aligned16(t.data))
         return false;
     return true;
+  }
+  Offsets offsets(const KernelArgs &a) const {
+    if (!block())
+      return {};
+    return {a.in[3].as<long long>(), a.in[4].as<long long>()};
   }
 
   void runFwd(const KernelArgs &a, const Context &ctx) {
@@ -1325,16 +1514,25 @@ private:
       using T = decltype(tag);
       const T *q = a.in[0].as<T>(), *k = a.in[1].as<T>(), *v = a.in[2].as<T>();
       T *out = a.out[0].as<T>();
+      BlockIo<T> io;
+      if (block()) {
+        io.off = offsets(a);
+        if (a.in.size() > 5) {
+          io.yacc = a.in[5].as<T>();
+          io.lacc = a.in[6].as<float>();
+        }
+        io.lse = a.out[1].as<float>();
+      }
       if constexpr (!std::is_same_v<T, float>) {
         if (tc) {
           if (d_.D == 64)
-            runFwdTc<T, 64>(d_, q, k, v, out, ctx.stream);
+            runFwdTc<T, 64>(d_, q, k, v, out, io, ctx.stream);
           else
-            runFwdTc<T, 128>(d_, q, k, v, out, ctx.stream);
+            runFwdTc<T, 128>(d_, q, k, v, out, io, ctx.stream);
           return;
         }
       }
-      runFwdSimt<T>(d_, q, k, v, out, ctx.stream);
+      runFwdSimt<T>(d_, q, k, v, out, io, ctx.stream);
     });
   }
 
@@ -1343,7 +1541,9 @@ private:
       return; // B*H*Dh == 0 or Sq == Sk == 0
     const size_t need = gradWorkspace(a);
     if (need > 0 && (ctx.workspace == nullptr || ctx.workspaceBytes < need))
-      throw Error("cuda attention_grad: the workspace holds " +
+      throw Error(std::string("cuda ") +
+                  (block() ? "attention_block_grad" : "attention_grad") +
+                  ": the workspace holds " +
                   std::to_string(ctx.workspaceBytes) + " bytes, needs " +
                   std::to_string(need));
     float *lse = static_cast<float *>(ctx.workspace);
@@ -1351,9 +1551,36 @@ private:
     const bool tc = useTc(a);
     dispatchFloat(d_.dtype, [&](auto tag) {
       using T = decltype(tag);
-      const T *q = a.in[0].as<T>(), *k = a.in[1].as<T>(), *v = a.in[2].as<T>(),
-              *dy = a.in[3].as<T>();
+      const T *q = a.in[0].as<T>(), *k = a.in[1].as<T>(), *v = a.in[2].as<T>();
       T *dq = a.out[0].as<T>(), *dk = a.out[1].as<T>(), *dv = a.out[2].as<T>();
+      if (block()) {
+        const T *dy = a.in[5].as<T>(), *y = a.in[6].as<T>();
+        const long long rows = (long long)d_.BH * d_.Sq;
+        if (rows > 0) {
+          constexpr int kWarps = 8;
+          blockGradStats<T><<<blocksFor((rows + kWarps - 1) / kWarps,
+                                        "attention_block_grad"),
+                              kWarps * 32, 0, ctx.stream>>>(
+              dy, y, a.in[7].as<float>(), lse, dsum, rows, d_.D,
+              tc ? kLog2e : 1.0f);
+          checkLaunch("attention_block_grad");
+        }
+        if constexpr (!std::is_same_v<T, float>) {
+          if (tc) {
+            if (d_.D == 64)
+              runGradTcTail<T, 64>(d_, q, k, v, dy, dq, dk, dv, lse, dsum,
+                                   offsets(a), ctx.stream);
+            else
+              runGradTcTail<T, 128>(d_, q, k, v, dy, dq, dk, dv, lse, dsum,
+                                    offsets(a), ctx.stream);
+            return;
+          }
+        }
+        runGradSimtTail<T>(d_, q, k, v, dy, dq, dk, dv, lse, dsum, offsets(a),
+                           ctx.stream);
+        return;
+      }
+      const T *dy = a.in[3].as<T>();
       if constexpr (!std::is_same_v<T, float>) {
         if (tc) {
           if (d_.D == 64)
@@ -1369,17 +1596,25 @@ private:
     });
   }
 
-  bool grad_;
+  Kind kind_;
   Dims d_;
   bool tc_ = false;
 };
 
 std::unique_ptr<Launch> bindAttention(const KernelArgs &a, const Context &ctx) {
-  return std::make_unique<AttentionLaunch>(a, ctx, false);
+  return std::make_unique<AttentionLaunch>(a, ctx, Kind::Forward);
 }
 std::unique_ptr<Launch> bindAttentionGrad(const KernelArgs &a,
                                           const Context &ctx) {
-  return std::make_unique<AttentionLaunch>(a, ctx, true);
+  return std::make_unique<AttentionLaunch>(a, ctx, Kind::Grad);
+}
+std::unique_ptr<Launch> bindAttentionBlock(const KernelArgs &a,
+                                           const Context &ctx) {
+  return std::make_unique<AttentionLaunch>(a, ctx, Kind::BlockForward);
+}
+std::unique_ptr<Launch> bindAttentionBlockGrad(const KernelArgs &a,
+                                               const Context &ctx) {
+  return std::make_unique<AttentionLaunch>(a, ctx, Kind::BlockGrad);
 }
 
 } // namespace
@@ -1388,6 +1623,8 @@ const std::vector<Entry> &attentionKernels() {
   static const std::vector<Entry> entries = {
       {"attention", nullptr, bindAttention, nullptr},
       {"attention_grad", nullptr, bindAttentionGrad, gradWorkspace},
+      {"attention_block", nullptr, bindAttentionBlock, nullptr},
+      {"attention_block_grad", nullptr, bindAttentionBlockGrad, gradWorkspace},
   };
   return entries;
 }

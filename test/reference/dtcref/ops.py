@@ -305,6 +305,68 @@ def _attention_vjp(q, k, v, dy, causal):
     return dq, dk, dv
 
 
+def _block_scores(q, k, q_offset, k_offset, causal):
+    """Scaled scores of q's rows against one key block, and the visibility
+    mask (None: every key): key j (global k_offset + j) is visible to row i
+    (global q_offset + i) when k_offset + j <= q_offset + i."""
+    s = N.matmul(q, swap_last(k)) * N.const(1.0 / math.sqrt(q.shape[-1]), q)
+    if not causal:
+        return s, None
+    delta = int(q_offset) - int(k_offset)
+    mask = np.arange(k.shape[-2])[None, :] <= np.arange(q.shape[-2])[:, None] + delta
+    if not mask.any(axis=-1).all():
+        raise ValueError("the reference models blocks whose every row sees a key")
+    return s, np.broadcast_to(mask, s.shape)
+
+
+def attention_block(q, k, v, q_offset, k_offset, causal, y_acc=None, lse_acc=None):
+    """Ring attention's block (docs/kernels.md `attention_block`): the
+    block's softmax output and row logsumexp, merged with the running ones
+    when given: lse = log(e^lse_acc + e^lse_b), y = y_acc e^(lse_acc - lse)
+    + y_b e^(lse_b - lse). Returns (y, lse)."""
+    group = _group(q, k)
+    k, v = _repeat_heads(k, group), _repeat_heads(v, group)
+    s, mask = _block_scores(q, k, q_offset, k_offset, causal)
+    if mask is None:
+        m = N.max_stop(s, -1)
+    else:
+        m = N.astype_like(np.max(np.where(mask, N.val(s), -np.inf), axis=-1, keepdims=True), s)
+        s = N.where(mask, s, N.broadcast_to(m, s.shape))
+    e = N.exp(s - m)
+    if mask is not None:
+        e = e * N.astype_like(mask, s)
+    total = N.sum(e, axis=-1, keepdims=True)
+    y_b = N.matmul(e / total, v)
+    lse_b = N.reshape(N.log(total) + m, total.shape[:-1])
+    if y_acc is None:
+        return y_b, lse_b
+    # The larger of the two is a shift the exact result does not depend on.
+    mx = N.astype_like(np.maximum(N.val(lse_acc), N.val(lse_b)), lse_b)
+    lse = mx + N.log(N.exp(lse_acc - mx) + N.exp(lse_b - mx))
+    col = lse.shape + (1,)
+    f_acc = N.reshape(N.exp(lse_acc - lse), col)
+    f_b = N.reshape(N.exp(lse_b - lse), col)
+    return y_acc * f_acc + y_b * f_b, lse
+
+
+def attention_block_vjp(q, k, v, q_offset, k_offset, dy, y, lse, causal):
+    """One key block's terms of attention's gradient (docs/kernels.md
+    `attention_block_grad`), from the whole attention's y and logsumexp:
+    p = e^(s - lse), D = rowsum(dy * y). Returns (dq, dk, dv)."""
+    group = _group(q, k)
+    kr, vr = _repeat_heads(k, group), _repeat_heads(v, group)
+    s, mask = _block_scores(q, kr, q_offset, k_offset, causal)
+    p = N.exp(s - N.reshape(lse, lse.shape + (1,)))
+    if mask is not None:
+        p = p * N.astype_like(mask, s)
+    dv = N.matmul(swap_last(p), dy)
+    dp = N.matmul(dy, swap_last(vr))
+    ds = p * (dp - N.sum(dy * y, axis=-1, keepdims=True)) * N.const(1.0 / math.sqrt(q.shape[-1]), q)
+    dq = N.matmul(ds, kr)
+    dk = N.matmul(swap_last(ds), q)
+    return dq, _sum_groups(dk, group), _sum_groups(dv, group)
+
+
 def _log_softmax_parts(logits):
     m = N.max_stop(logits, -1)
     lse = N.log(N.sum(N.exp(logits - m), axis=-1)) + m[..., 0]

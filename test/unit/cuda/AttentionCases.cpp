@@ -9,6 +9,13 @@
 // attention (Sq != Sk), a single query over a key row longer than 1024,
 // B*H > 1, and no keys at all (the output is zeros, as on the CPU).
 //
+// attention_block and attention_block_grad (ring attention's blocks) on
+// both paths: the diagonal block, a block wholly in the past (every key
+// visible), one wholly in the future (no key: the running output and
+// logsumexp pass through, the gradients are zeros), causal shifts that are
+// not multiples of the tiles (either sign), more queries than keys, with
+// and without a running output, grouped keys and values, Dh above 256.
+//
 // Tolerances: f32 rtol 1e-4, atol 1e-5: the kernels sum the Dh products and
 // the softmax rows in another order than the CPU's blocked sgemm and 16-lane
 // row sums (measured against a float64 reference on an H100, the CUDA
@@ -67,6 +74,50 @@ std::vector<KernelCase> both(DType t, int64_t B, int64_t H, int64_t Sq,
   return {fwd, grad};
 }
 
+/// attention_block and attention_block_grad: the query block at global
+/// position qOff, the key block at kOff; `merge`: with a running output
+/// and logsumexp.
+std::vector<KernelCase> blocks(DType t, int64_t B, int64_t H, int64_t Sq,
+                               int64_t Sk, int64_t D, bool causal, int64_t qOff,
+                               int64_t kOff, bool merge, int64_t Hkv = 0) {
+  Hkv = Hkv ? Hkv : H;
+  const OperandSpec q{t, {B, H, Sq, D}}, kv{t, {B, Hkv, Sk, D}},
+      qo{DType::I64, {}, double(qOff), double(qOff)},
+      ko{DType::I64, {}, double(kOff), double(kOff)};
+  // Running and whole-attention logsumexps of realistic size: at least the
+  // log of a few keys, so e^(s - lse) stays below 1 mostly, as in a ring.
+  const OperandSpec lseAcc{DType::F32, {B, H, Sq}, 0.5, 4.0},
+      lseWhole{DType::F32, {B, H, Sq}, 2.0, 5.0},
+      lseOut{DType::F32, {B, H, Sq}};
+  const double rtol = t == DType::F32 ? 1e-4 : -1,
+               atol = t == DType::F32 ? 1e-5 : -1;
+  const std::string shape = shapeLabel(t, B, H, Hkv, Sq, Sk, D, causal) +
+                            " at " + std::to_string(qOff) + "," +
+                            std::to_string(kOff) + (merge ? " merged" : "");
+  KernelCase fwd{"attention_block " + shape,
+                 "attention_block",
+                 {q, kv, kv, qo, ko},
+                 {q, lseOut},
+                 {{"causal", causal}}};
+  if (merge) {
+    fwd.in.push_back(q);
+    fwd.in.push_back(lseAcc);
+  }
+  fwd.rtol = rtol;
+  fwd.atol = atol;
+  KernelCase grad{"attention_block_grad " + shape,
+                  "attention_block_grad",
+                  {q, kv, kv, qo, ko, q, q, lseWhole},
+                  {q, kv, kv},
+                  {{"causal", causal}}};
+  grad.rtol = rtol;
+  grad.atol = atol;
+  // The gradient does not depend on merging; one case per shape is enough.
+  if (merge)
+    return {fwd};
+  return {fwd, grad};
+}
+
 std::vector<KernelCase> allCases() {
   const DType F = DType::F32, B = DType::BF16, H = DType::F16;
   struct S {
@@ -122,6 +173,42 @@ std::vector<KernelCase> allCases() {
   for (const S &s : shapes)
     for (KernelCase &c : both(s.t, s.B, s.H, s.Sq, s.Sk, s.D, s.causal, s.Hkv))
       cases.push_back(std::move(c));
+
+  struct R {
+    DType t;
+    int64_t B, H, Sq, Sk, D;
+    bool causal;
+    int64_t qOff, kOff;
+    int64_t Hkv = 0; ///< 0: H
+  };
+  const R ring[] = {
+      // f32 (SIMT)
+      {F, 1, 2, 33, 33, 16, true, 0, 0},     // the diagonal block
+      {F, 1, 2, 33, 33, 16, true, 33, 0},    // the past: every key
+      {F, 1, 2, 33, 33, 16, true, 0, 33},    // the future: no key
+      {F, 2, 2, 40, 24, 32, true, 10, 3},    // a shift of 7, Sq > Sk
+      {F, 1, 2, 40, 40, 32, true, 0, 13},    // a shift of -13
+      {F, 1, 1, 20, 20, 300, true, 5, 0},    // Dh > 256
+      {F, 1, 2, 65, 65, 32, false, 0, 65},   // not causal
+      {F, 2, 4, 17, 17, 16, true, 17, 0, 2}, // grouped keys and values
+      // bf16: tensor cores (Dh 64, 128) and SIMT (Dh 32)
+      {B, 1, 2, 256, 256, 64, true, 0, 0},
+      {B, 1, 2, 256, 256, 128, true, 256, 0},
+      {B, 1, 2, 256, 256, 64, true, 0, 256},
+      {B, 1, 2, 200, 200, 64, true, 37, 0},
+      {B, 1, 2, 130, 130, 128, true, 0, 20},
+      {B, 2, 4, 256, 256, 128, true, 512, 256, 2},
+      {B, 1, 2, 100, 100, 32, true, 10, 0},
+      {B, 1, 2, 1024, 1024, 128, true, 0, 0}, // a realistic size
+      // f16
+      {H, 1, 2, 256, 256, 64, true, 64, 0},
+      {H, 1, 1, 130, 77, 128, false, 0, 0},
+  };
+  for (const R &r : ring)
+    for (bool merge : {false, true})
+      for (KernelCase &c : blocks(r.t, r.B, r.H, r.Sq, r.Sk, r.D, r.causal,
+                                  r.qOff, r.kOff, merge, r.Hkv))
+        cases.push_back(std::move(c));
   return cases;
 }
 
