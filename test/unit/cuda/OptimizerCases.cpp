@@ -144,6 +144,10 @@ AddKernelCases cases({
     adam("adam_update no decay", F32, F32, {257}, 6, true, 0.0),
     adam("adam_update [1]", F32, F32, {1}, 1, false),
     adam("adam_update bf16 g f32 p", F32, BF16, {2, 3, 5, 7}, 1, true),
+    // f32 masters take the four-wide path: a realistic size with a tail of
+    // 3, and f16 gradients.
+    adam("adam_update realistic bf16 g", F32, BF16, {1 << 20 | 3}, 6, true),
+    adam("adam_update four wide f16 g", F32, F16, {4, 64}, 6, false),
     adam("adam_update f16 g f32 p", F32, F16, {2, 3, 5, 7}, 6, false),
     adam("adam_update bf16", BF16, BF16, {513}, 1, true),
     adam("adam_update f16", F16, F16, {513}, 6, false),
