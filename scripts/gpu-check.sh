@@ -21,8 +21,8 @@
 #
 # DTC_GPU_TORCH=0 leaves PyTorch out of the benchmark. DTC_GPU_MUTANTS=0
 # leaves the CUDA mutants out of both halves (their rebuilds of the CUDA
-# tests are most of `prepare`'s time); DTC_GPU_MUTANTS=c5 takes only the
-# patches whose name starts with c5.
+# tests are most of `prepare`'s time); DTC_GPU_MUTANTS=c4,c12 takes only
+# those patches (c4-*.patch, c12-*.patch).
 #
 # The CUDA libraries (cudart, cuBLASLt, NCCL) are the GPU machine's own.
 # Every stage runs even if an earlier one failed; the exit status is 1 if
@@ -70,7 +70,11 @@ build_mutants() {
   mkdir -p "$into"
   for p in "$root"/test/mutations/cuda/*.patch; do
     name=$(basename "$p" .patch)
-    case "${DTC_GPU_MUTANTS:-1}" in 1) ;; *) [[ $name == "$DTC_GPU_MUTANTS"* ]] || continue ;; esac
+    if [ "${DTC_GPU_MUTANTS:-1}" != 1 ]; then
+      local want= prefix
+      for prefix in ${DTC_GPU_MUTANTS//,/ }; do [[ $name == "$prefix"-* ]] && want=1; done
+      [ -n "$want" ] || continue
+    fi
     git -C "$root" apply "$p" || { echo "gpu-check: $name does not apply" >&2; return 1; }
     if ninja -C "$build" -j"${DTC_JOBS:-2}" dtc_cuda_tests >/dev/null; then
       mkdir -p "$into/$name" && cp "$build/bin/dtc_cuda_tests" "$into/$name/"
