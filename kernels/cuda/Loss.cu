@@ -212,8 +212,10 @@ int keyBits(long long rows) { // rows < 2^bits, so the sentinel `rows` fits
 struct SortPlan {
   long long n = 0; ///< positions
   int bits = 1;
+  /// Byte offsets in the workspace; `starts`: rows + 1 int32, where each
+  /// row's positions begin in the sorted order.
   size_t keysIn = 0, keysOut = 0, valsIn = 0, valsOut = 0, temp = 0,
-         tempBytes = 0, total = 0;
+         tempBytes = 0, starts = 0, total = 0;
 };
 /// The workspace layout for sorting n positions with keys in [0, rows].
 SortPlan sortPlan(long long n, long long rows) {
@@ -237,7 +239,8 @@ SortPlan sortPlan(long long n, long long rows) {
   s.valsIn = s.keysOut + keys;
   s.valsOut = s.valsIn + vals;
   s.temp = s.valsOut + vals;
-  s.total = s.temp + alignUp(std::max<size_t>(s.tempBytes, 1));
+  s.starts = s.temp + alignUp(std::max<size_t>(s.tempBytes, 1));
+  s.total = s.starts + alignUp(size_t(rows + 1) * sizeof(int32_t));
   return s;
 }
 
@@ -273,14 +276,47 @@ __device__ __forceinline__ long long lowerBound(const Key *sorted, long long n,
   return lo;
 }
 
+/// starts[v] = where row v's positions begin in the sorted keys (v <=
+/// rows; starts[rows] = the end of the table's positions): one search per
+/// row here, not one per thread of the row's block.
+__global__ void rowStartsKernel(const Key *keys, long long n, long long rows,
+                                int32_t *starts) {
+  DTC_GRID_STRIDE(v, rows + 1) {
+    starts[v] = int32_t(lowerBound(keys, n, Key(v)));
+  }
+}
+
 /// One block per table row v: dtable[v, j] = sum over the row's positions
-/// p (in order) of dy[p, j], in f32 from 0.
+/// p (in order) of dy[p, j], in f32 from 0 (starts null: no positions).
+/// With `vec` (D a multiple of a 16-byte pack, dy and dtable aligned) each
+/// thread sums and stores whole packs; the same sums in the same order.
 template <class T>
-__global__ void rowSumsKernel(const Key *keys, const Pos *pos, long long n,
-                              const T *dy, long long D, long long rows, T *dt) {
+__global__ void rowSumsKernel(const int32_t *starts, const Pos *pos,
+                              const T *dy, long long D, long long rows, T *dt,
+                              bool vec) {
+  constexpr int kPack = int(16 / sizeof(T));
   for (long long v = blockIdx.x; v < rows; v += gridDim.x) {
-    const long long s = lowerBound(keys, n, Key(v)),
-                    e = lowerBound(keys, n, Key(v + 1));
+    const long long s = starts ? starts[v] : 0, e = starts ? starts[v + 1] : 0;
+    if (vec) {
+      for (long long c = threadIdx.x; c < D / kPack; c += blockDim.x) {
+        float acc[kPack] = {};
+        for (long long k = s; k < e; ++k) {
+          const uint4 raw = *reinterpret_cast<const uint4 *>(
+              dy + (long long)pos[k] * D + c * kPack);
+          const T *x = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+          for (int i = 0; i < kPack; ++i)
+            acc[i] += toF(x[i]);
+        }
+        alignas(16) T packed[kPack];
+#pragma unroll
+        for (int i = 0; i < kPack; ++i)
+          packed[i] = fromF<T>(acc[i]);
+        *reinterpret_cast<uint4 *>(dt + v * D + c * kPack) =
+            *reinterpret_cast<const uint4 *>(packed);
+      }
+      continue;
+    }
     for (long long j = threadIdx.x; j < D; j += blockDim.x) {
       float acc = 0.0f;
       for (long long k = s; k < e; ++k)
@@ -304,6 +340,7 @@ void runEmbeddingGrad(const KernelArgs &a, const Context &ctx, const char *op,
   const SortPlan plan = sortPlan(n, rows);
   Key *sortedKeys = nullptr;
   Pos *sortedPos = nullptr;
+  int32_t *starts = nullptr;
   if (n > 0) {
     if (!ctx.workspace || ctx.workspaceBytes < plan.total)
       throw Error(std::string(op) +
@@ -324,11 +361,20 @@ void runEmbeddingGrad(const KernelArgs &a, const Context &ctx, const char *op,
                                           sortedKeys, posIn, sortedPos, int(n),
                                           0, plan.bits, ctx.stream),
           op);
+    starts = reinterpret_cast<int32_t *>(ws + plan.starts);
+    rowStartsKernel<<<gridFor(rows + 1), kThreads, 0, ctx.stream>>>(
+        sortedKeys, n, rows, starts);
+    checkLaunch(op);
   }
   dispatchFloat(dt.dtype, [&](auto t) {
     using T = decltype(t);
-    rowSumsKernel<T><<<gridRows(rows), rowThreads(D), 0, ctx.stream>>>(
-        sortedKeys, sortedPos, n, dy.as<T>(), D, rows, dt.as<T>());
+    constexpr long long kPack = 16 / sizeof(T);
+    const bool vec = D % kPack == 0 &&
+                     reinterpret_cast<uintptr_t>(dy.data) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(dt.data) % 16 == 0;
+    rowSumsKernel<T>
+        <<<gridRows(rows), rowThreads(vec ? D / kPack : D), 0, ctx.stream>>>(
+            starts, sortedPos, dy.as<T>(), D, rows, dt.as<T>(), vec);
     checkLaunch(op);
   });
 }

@@ -521,6 +521,7 @@ void mlir::dtc::populatePartitioningPipeline(PassManager &pm,
   schedule.bucketBytes = bucketBytes;
   pm.addPass(createScheduleCollectives(schedule));
   // Last: on local shapes, with the collectives placed.
+  pm.addPass(createFoldTransposes());
   if (fuseEpilogues)
     pm.addPass(createFuseMatmulEpilogues());
 }

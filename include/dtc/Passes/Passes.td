@@ -352,6 +352,22 @@ def ScheduleCollectives : Pass<"dtc-schedule-collectives", "::mlir::ModuleOp"> {
   ];
 }
 
+def FoldTransposes : Pass<"dtc-fold-transposes", "::mlir::ModuleOp"> {
+  let summary = "Rewrites transposes so that the matmuls reading them absorb them";
+  let description = [{
+    On the partitioned step, just before emission (the emitter folds a
+    transpose of the last two dimensions into its readers when they are all
+    matmul operands): `transpose(transpose(x))` with inverse permutations
+    becomes `x`, and `transpose(matmul(a, b))` of 2-D operands read only by
+    the transpose becomes `matmul(transpose(b), transpose(a))`, whose
+    transposes then fold or cancel. Autodiff of a transposed weight (the LM
+    head tied to the embedding table) produces both: without them the
+    weight's transpose and its gradient's are materialized every step.
+    Rewrites only within one phase, pipeline chunk and recomputation.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect"];
+}
+
 def FuseMatmulEpilogues : Pass<"dtc-fuse-matmul-epilogues", "::mlir::ModuleOp"> {
   let summary = "Fuses a matmul's bias add and GELU into its kernel";
   let description = [{

@@ -365,6 +365,7 @@ std::vector<KernelCase> makeCases() {
       cast(F32, F16, {1000}, -1e-6, 1e-6, "subnormals"),
       cast(F32, BF16, {1000}, -1e-38, 1e-38, "subnormals"),
       cast(F32, BF16, {1000}, -100, 100, "rounding"),
+      cast(F32, BF16, {2049, 1027}, -100, 100, "four at a time, a tail of 3"),
       cast(F32, F16, {1000}, -10, 10, "rounding"),
       cast(I32, F16, {1000}, -70000, 70000, "overflow"),
       cast(I64, I32, {1000}, -3e9, 3e9, "near limits"),

@@ -186,6 +186,11 @@ AddKernelCases cases({
     embeddingGrad("embedding_grad bf16", BF16, I32, {6, 20}, 12, 48),
     embeddingGrad("embedding_grad f16", F16, I64, {6, 20}, 12, 48),
     embeddingGrad("embedding_grad realistic", F32, I32, {8, 256}, 1000, 256),
+    // 16-byte packs (D a multiple of 8 bf16 / 4 f32), and a GPT's table.
+    embeddingGrad("embedding_grad packs f32", F32, I64, {3, 50}, 40, 12),
+    embeddingGrad("embedding_grad packs bf16 GPT", BF16, I32, {4, 512}, 50304,
+                  256),
+    embeddingGrad("embedding_grad bf16 D 20", BF16, I32, {6, 20}, 12, 20),
     withError(allIds(embeddingGrad("embedding_grad id == V", F32, I32, {5}, 10,
                                    4),
                      0, 10),
