@@ -8,7 +8,7 @@ layer of a 1.3B-class model in bf16, its achieved TFLOP/s and MFU.
                           [--json OUT.json]
 
 prepare writes, with examples/gen_model.py and `dtc compile --mesh 1
---precision bf16-mixed --optimizer adamw --hw h100`:
+--precision bf16-mixed --optimizer adamw --hw h100 --attention-stats keep`:
   OUTDIR/gpt-bench.mlir         the model (GPT-3 XL / 1.3B shapes: hidden 2048, 16 heads
                                 of 128, ffn 8192, seq 2048, vocab 50304; --layers of them)
   OUTDIR/gpt-bench.dtc          the artifact (parameters are initialised at run time)
@@ -192,7 +192,7 @@ def cmd_prepare(a):
     sh(gen)
     compile_cmd = [dtc, "compile", model, "--mesh", "1", "--strategy", "dp=1", "--precision", a.precision,
                    "--optimizer", "adamw", "--lr", repr(a.lr), "--weight-decay", repr(a.weight_decay),
-                   "--hw", a.hw, "--report", report, "-o", art]
+                   "--hw", a.hw, "--attention-stats", a.attention_stats, "--report", report, "-o", art]
     if a.device_memory:
         compile_cmd += ["--device-memory", a.device_memory]
     compile_cmd += a.compile_arg
@@ -749,6 +749,9 @@ def main(argv):
     pp.add_argument("--lr", type=float, default=1e-3)
     pp.add_argument("--weight-decay", type=float, default=0.01)
     pp.add_argument("--hw", default="h100", help="dtc compile --hw (default h100)")
+    pp.add_argument("--attention-stats", default="keep", choices=["keep", "recompute"],
+                    help="dtc compile --attention-stats (default keep: attention's backward reads the "
+                         "forward's output and logsumexp, as PyTorch's SDPA does)")
     pp.add_argument("--device-memory", help="dtc compile --device-memory (default: --hw's)")
     pp.add_argument("--compile-arg", action="append", default=[],
                     help="one more dtc compile argument (repeatable, e.g. --compile-arg=--remat=full)")

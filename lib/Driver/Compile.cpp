@@ -515,12 +515,15 @@ void mlir::dtc::populateStageSplitPipeline(PassManager &pm) {
 
 void mlir::dtc::populatePartitioningPipeline(PassManager &pm,
                                              bool fuseEpilogues,
-                                             int64_t bucketBytes) {
+                                             int64_t bucketBytes,
+                                             bool keepAttentionStats) {
   pm.addPass(createPartition());
   ScheduleCollectivesOptions schedule;
   schedule.bucketBytes = bucketBytes;
   pm.addPass(createScheduleCollectives(schedule));
   // Last: on local shapes, with the collectives placed.
+  if (keepAttentionStats)
+    pm.addPass(createKeepAttentionStats());
   pm.addPass(createFoldTransposes());
   if (fuseEpilogues)
     pm.addPass(createFuseMatmulEpilogues());
@@ -629,7 +632,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                     }) ||
         !runStageOn(target, print, "partitioned", [&](PassManager &pm) {
           mlir::dtc::populatePartitioningPipeline(pm, o.fuseEpilogues,
-                                                  o.bucketMiB << 20);
+                                                  o.bucketMiB << 20,
+                                                  o.attentionStats == "keep");
         }))
       return false;
     mlir::dtc::ArtifactOptions artifactOptions =

@@ -101,6 +101,11 @@ PLANS = [
     ("gptwide-sp4", "gptwide", "4", "sp=4", ["--optimizer", "sgd", "--lr", "0.01"], "f32"),
     ("gptwide-bf16-sp2", "gptwide", "2", "sp=2", ["--precision", "bf16-mixed", "--optimizer", "sgd", "--lr", "0.01"],
      "bf16"),
+    # --attention-stats keep: the blocks at positions 0 instead of attention
+    # and attention_grad (SIMT in f32, tensor cores in bf16 at head dim 64).
+    ("gpt-tp2-keep", "gpt", "2", "tp=2", ["--attention-stats", "keep"], "f32"),
+    ("gptwide-bf16-keep", "gptwide", "1", "", ["--precision", "bf16-mixed", "--optimizer", "sgd", "--lr", "0.01",
+                                               "--attention-stats", "keep"], "bf16"),
 ]
 
 # Plans run with `--collectives local` (all-reduces on the GPU across the

@@ -144,6 +144,10 @@ Plan:
   --no-fuse-epilogues   run a matmul's bias add and GELU as kernels of their
                         own (default: fused into the matmul's kernel, same
                         numbers)
+  --attention-stats S   keep|recompute: whether attention's backward reads
+                        the forward's output and row logsumexp (kept until
+                        the backward: memory) or recomputes them (a forward
+                        pass's time)                   (default: recompute)
   --bucket-mb N         data parallelism without ZeRO or micro-batches:
                         gradients are all-reduced as they are complete, in
                         buckets of at most N MiB, overlapping the rest of
@@ -530,6 +534,10 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.boolean("--summary", [&] { o.summary = true; });
   flags.boolean("--quiet", [&] { o.summary = false; });
   flags.boolean("--no-fuse-epilogues", [&] { o.fuseEpilogues = false; });
+  flags.value("--attention-stats", [&](const std::string &v) {
+    return parseChoice("--attention-stats", v, o.attentionStats,
+                       {"keep", "recompute"});
+  });
   flags.value("--bucket-mb", [&](const std::string &v) {
     if (!parseInt("--bucket-mb", v, o.bucketMiB, 0))
       return false;

@@ -66,6 +66,9 @@ struct CompileOptions {
   /// Fuse a matmul's bias add and GELU into its kernel
   /// (dtc-fuse-matmul-epilogues); --no-fuse-epilogues turns it off.
   bool fuseEpilogues = true;
+  /// "keep": attention's backward reads the forward's output and logsumexp
+  /// (dtc-keep-attention-stats); "recompute": it recomputes them.
+  std::string attentionStats = "recompute";
   /// Largest data-parallel gradient bucket, MiB (--bucket-mb; 0: one
   /// all-reduce per gradient).
   int64_t bucketMiB = 25;

@@ -34,9 +34,12 @@ void populatePlanningPipeline(PassManager &pm, ArrayRef<std::string> pins,
 void populateStageSplitPipeline(PassManager &pm);
 
 /// Local shapes and collectives (data-parallel gradients reduced in
-/// buckets of at most `bucketBytes`); the matmul epilogues fused last.
+/// buckets of at most `bucketBytes`); with `keepAttentionStats` attention's
+/// backward reads the forward's output and logsumexp; the matmul epilogues
+/// fused last.
 void populatePartitioningPipeline(PassManager &pm, bool fuseEpilogues,
-                                  int64_t bucketBytes);
+                                  int64_t bucketBytes,
+                                  bool keepAttentionStats = false);
 
 } // namespace mlir::dtc
 

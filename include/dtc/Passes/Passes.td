@@ -352,6 +352,20 @@ def ScheduleCollectives : Pass<"dtc-schedule-collectives", "::mlir::ModuleOp"> {
   ];
 }
 
+def KeepAttentionStats : Pass<"dtc-keep-attention-stats", "::mlir::ModuleOp"> {
+  let summary = "Keeps attention's output and logsumexp for its backward (--attention-stats keep)";
+  let description = [{
+    On the partitioned step: a forward `dtc.attention` and the
+    `dtc.attention_grad` of the same q, k, v (not ring attention's) become
+    `dtc.attention_block` at positions 0 (the same output, and the rows'
+    logsumexp) and `dtc.attention_block_grad` reading them, so the
+    backward does not recompute the statistics with a forward pass. The
+    output and the f32 logsumexp `[B, H, S]` then live until the backward.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def FoldTransposes : Pass<"dtc-fold-transposes", "::mlir::ModuleOp"> {
   let summary = "Rewrites transposes so that the matmuls reading them absorb them";
   let description = [{
