@@ -54,3 +54,18 @@ func::FuncOp mlir::dtc::findTrainStep(ModuleOp module) {
   SmallVector<func::FuncOp> steps = trainSteps(module);
   return steps.size() == 1 ? steps.front() : func::FuncOp();
 }
+
+bool mlir::dtc::inSamePlace(Operation *a, Operation *b) {
+  for (StringRef name : {DtcDialect::kPhaseAttr, DtcDialect::kStageAttr,
+                         DtcDialect::kRecomputeAttr})
+    if (a->getAttr(name) != b->getAttr(name))
+      return false;
+  return true;
+}
+
+void mlir::dtc::copyPlaceAttrs(Operation *from, Operation *to, bool identity) {
+  for (NamedAttribute attr : from->getDiscardableAttrs())
+    if ((identity || attr.getName() != DtcDialect::kIdAttr) &&
+        !to->hasAttr(attr.getName()))
+      to->setAttr(attr.getName(), attr.getValue());
+}

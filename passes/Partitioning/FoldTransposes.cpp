@@ -27,23 +27,6 @@ namespace mlir::dtc {
 
 namespace {
 
-/// Phase, pipeline chunk and recomputation: a rewrite keeps each op's.
-bool samePlace(Operation *a, Operation *b) {
-  for (StringRef name : {DtcDialect::kPhaseAttr, DtcDialect::kStageAttr,
-                         DtcDialect::kRecomputeAttr})
-    if (a->getAttr(name) != b->getAttr(name))
-      return false;
-  return true;
-}
-
-/// `from`'s pass-added attributes that say where an op runs, on `to`
-/// (not its identity: dtc.id names one forward op).
-void copyPlace(Operation *from, Operation *to) {
-  for (NamedAttribute attr : from->getDiscardableAttrs())
-    if (attr.getName() != DtcDialect::kIdAttr && !to->hasAttr(attr.getName()))
-      to->setAttr(attr.getName(), attr.getValue());
-}
-
 bool isSwapOfTwo(TransposeOp t) {
   ArrayRef<int64_t> p = t.getPermutation();
   return p.size() == 2 && p[0] == 1 && p[1] == 0;
@@ -81,7 +64,7 @@ struct FoldTransposesPass : impl::FoldTransposesBase<FoldTransposesPass> {
     // (a b)^T = b^T a^T for 2-D products read only here.
     auto matmul = t.getX().getDefiningOp<MatmulOp>();
     if (!matmul || !isSwapOfTwo(t) || !matmul->hasOneUse() ||
-        !samePlace(matmul, t))
+        !inSamePlace(matmul, t))
       return;
     auto rankOf = [](Value v) {
       return cast<RankedTensorType>(v.getType()).getRank();
@@ -94,10 +77,12 @@ struct FoldTransposesPass : impl::FoldTransposesBase<FoldTransposesPass> {
     auto at = TransposeOp::create(b, t.getLoc(), matmul.getA(), swap);
     auto product = MatmulOp::create(b, matmul.getLoc(), t.getType(),
                                     bt.getResult(), at.getResult());
-    copyPlace(matmul, bt);
-    copyPlace(matmul, at);
-    copyPlace(matmul, product);
-    copyPlace(t, product); // e.g. the gradient's name, when t carried it
+    // Where they run, not the matmul's identity (dtc.id names one op).
+    for (Operation *created :
+         {bt.getOperation(), at.getOperation(), product.getOperation()})
+      copyPlaceAttrs(matmul, created, /*identity=*/false);
+    // e.g. the gradient's name, when t carried it
+    copyPlaceAttrs(t, product, /*identity=*/false);
     t.getResult().replaceAllUsesWith(product.getResult());
     t->erase();
     matmul->erase();

@@ -24,18 +24,6 @@ namespace mlir::dtc {
 
 namespace {
 
-/// The pass-added attributes that place an op in the emitted step (phase,
-/// pipeline chunk, recomputation): ops of one fused kernel must agree on
-/// them, or fusing would move work between phases or chunks. (dtc.layer
-/// only served the passes before this one; a bias add may start a layer.)
-bool samePlace(Operation *a, Operation *b) {
-  for (StringRef name : {DtcDialect::kPhaseAttr, DtcDialect::kStageAttr,
-                         DtcDialect::kRecomputeAttr})
-    if (a->getAttr(name) != b->getAttr(name))
-      return false;
-  return true;
-}
-
 bool isF32(Value v) {
   return cast<RankedTensorType>(v.getType()).getElementType().isF32();
 }
@@ -78,7 +66,7 @@ struct FuseMatmulEpiloguesPass
     if (product.hasOneUse())
       if (auto add = dyn_cast<AddOp>(*product.user_begin()))
         if (Value b = biasOf(add, product);
-            b && samePlace(matmul, add) &&
+            b && inSamePlace(matmul, add) &&
             !add->hasAttr(DtcDialect::kGradientOfAttr)) {
           bias = b;
           pre = add.getResult();
@@ -87,7 +75,7 @@ struct FuseMatmulEpiloguesPass
     GeluOp gelu;
     for (Operation *user : pre.getUsers())
       if (auto g = dyn_cast<GeluOp>(user);
-          g && samePlace(matmul, g) &&
+          g && inSamePlace(matmul, g) &&
           !g->hasAttr(DtcDialect::kGradientOfAttr)) {
         gelu = g;
         break;
@@ -111,8 +99,7 @@ struct FuseMatmulEpiloguesPass
       pre.replaceAllUsesWith(fused->getResult(0));
     }
     // The matmul's place in the step (phase, layer, chunk) and identity.
-    for (NamedAttribute attr : matmul->getDiscardableAttrs())
-      fused->setAttr(attr.getName(), attr.getValue());
+    copyPlaceAttrs(matmul, fused, /*identity=*/true);
     if (gelu)
       gelu->erase();
     if (last != matmul)

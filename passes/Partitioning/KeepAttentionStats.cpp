@@ -28,15 +28,6 @@ namespace mlir::dtc {
 
 namespace {
 
-/// `from`'s pass-added attributes (phase, chunk, recomputation, layer, and
-/// with `identity` its dtc.id, which the backward's dtc.forward names) on
-/// `to`.
-void copyPlace(Operation *from, Operation *to, bool identity = true) {
-  for (NamedAttribute attr : from->getDiscardableAttrs())
-    if (identity || attr.getName() != DtcDialect::kIdAttr)
-      to->setAttr(attr.getName(), attr.getValue());
-}
-
 /// The forward attention of `grad`'s q, k, v (same mask) before it in its
 /// block, if any.
 AttentionOp forwardOf(AttentionGradOp grad) {
@@ -74,7 +65,7 @@ struct KeepAttentionStatsPass
           DenseIntElementsAttr::get(
               RankedTensorType::get({}, fb.getIntegerType(64)),
               ArrayRef<int64_t>{0}));
-      copyPlace(fwd, zero.getDefiningOp(), /*identity=*/false);
+      copyPlaceAttrs(fwd, zero.getDefiningOp(), /*identity=*/false);
       auto q = cast<RankedTensorType>(fwd->getOperand(0).getType());
       auto lseType = RankedTensorType::get(
           {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2)}, fb.getF32Type());
@@ -82,7 +73,7 @@ struct KeepAttentionStatsPass
           fb, loc, TypeRange{fwd.getType(), lseType}, fwd->getOperand(0),
           fwd->getOperand(1), fwd->getOperand(2), zero, zero, Value(), Value(),
           fwd.getCausal());
-      copyPlace(fwd, block);
+      copyPlaceAttrs(fwd, block, /*identity=*/true);
       fwd.getResult().replaceAllUsesWith(block.getResult());
       fwd->erase();
       OpBuilder b(grad);
@@ -91,7 +82,7 @@ struct KeepAttentionStatsPass
           grad->getOperand(1), grad->getOperand(2), zero, zero,
           grad->getOperand(3), block.getResult(), block.getLse(),
           grad.getCausal());
-      copyPlace(grad, blockGrad);
+      copyPlaceAttrs(grad, blockGrad, /*identity=*/true);
       grad->replaceAllUsesWith(blockGrad->getResults());
       grad->erase();
     }

@@ -204,9 +204,7 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     // The phase and layer of the product they replace (not its identity).
     for (Operation *created :
          {xT.getDefiningOp(), perExample.getDefiningOp(), sum.getDefiningOp()})
-      for (NamedAttribute attr : matmul->getDiscardableAttrs())
-        if (attr.getName() != DtcDialect::kIdAttr)
-          created->setAttr(attr.getName(), attr.getValue());
+      copyPlaceAttrs(matmul, created, /*identity=*/false);
     matmul.getResult().replaceAllUsesWith(sum);
     Operation *transpose = matmul.getA().getDefiningOp();
     Operation *rowsB = matmul.getB().getDefiningOp();

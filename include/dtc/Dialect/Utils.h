@@ -25,6 +25,17 @@ Value createSplatConstant(OpBuilder &b, Location loc, RankedTensorType type,
 /// "argN".
 std::string argumentName(func::FuncOp main, unsigned index);
 
+/// Whether two ops run in the same place of the emitted step: the same
+/// phase, pipeline chunk and recomputation (what a rewrite that merges or
+/// reorders ops must keep).
+bool inSamePlace(Operation *a, Operation *b);
+
+/// `from`'s pass-added attributes (phase, layer, chunk, recomputation,
+/// gradient names) on `to`, which keeps the ones it has; with `identity`
+/// also `from`'s dtc.id, for an op that replaces `from` (the backward's
+/// dtc.forward names it).
+void copyPlaceAttrs(Operation *from, Operation *to, bool identity);
+
 /// The shortest decimal that reads back as the same double (for messages
 /// and canonical spellings).
 std::string formatNumber(double value);
