@@ -1280,10 +1280,6 @@ template <class T, int D, class C = TcTiles<D>> bool prepareTc(Kind kind) {
   return true;
 }
 
-bool aligned16(const void *p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
-}
-
 /// attention_block's extra operands (all null for attention).
 template <class T> struct BlockIo {
   Offsets off;
@@ -1493,10 +1489,10 @@ private:
     if (!tc_)
       return false;
     for (const TensorArg &t : a.in)
-      if (t.dtype == d_.dtype && !aligned16(t.data))
+      if (t.dtype == d_.dtype && !alignedTo(t.data, 16))
         return false;
     for (const TensorArg &t : a.out)
-      if (t.dtype == d_.dtype && !aligned16(t.data))
+      if (t.dtype == d_.dtype && !alignedTo(t.data, 16))
         return false;
     return true;
   }

@@ -240,6 +240,11 @@ __device__ __forceinline__ void reportDivByZero(DeviceError *e,
 
 // ---- launches
 // ----------------------------------------------------------------
+/// Whether `p` is a multiple of `bytes` (the vector paths' precondition).
+inline bool alignedTo(const void *p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
 constexpr int kThreads = 256;
 /// Blocks for a grid-stride loop over n elements.
 /// At least one block, at most 65535 * 16 (grid-stride loops cover the rest).

@@ -41,10 +41,6 @@ template <class T> struct alignas(16) Pack {
   T v[kVec<T>];
 };
 
-inline bool aligned16(const void *p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 /// A Bcast<N> with Idx (unsigned 32 or 64 bit) dims and strides; the
 /// outermost dim needs no division (the index is below its size).
 template <int N, class Idx> struct Plan {
@@ -168,7 +164,7 @@ void launchMap1(const T *x, T *y, long long n, F f, const Context &ctx,
                 const char *name) {
   if (n <= 0)
     return;
-  const bool vec = aligned16(x) && aligned16(y);
+  const bool vec = alignedTo(x, 16) && alignedTo(y, 16);
   const long long work = vec ? (n + kVec<T> - 1) / kVec<T> : n;
   map1Kernel<T, F><<<gridFor(work), kThreads, 0, ctx.stream>>>(x, y, n, vec, f);
   checkLaunch(name);
@@ -179,7 +175,7 @@ void launchMap2(const T *x, const T *y, T *z, long long n, F f,
                 const Context &ctx, const char *name) {
   if (n <= 0)
     return;
-  const bool vec = aligned16(x) && aligned16(y) && aligned16(z);
+  const bool vec = alignedTo(x, 16) && alignedTo(y, 16) && alignedTo(z, 16);
   const long long work = vec ? (n + kVec<T> - 1) / kVec<T> : n;
   map2Kernel<T, F>
       <<<gridFor(work), kThreads, 0, ctx.stream>>>(x, y, z, n, vec, f);
@@ -684,9 +680,8 @@ void kCast(const KernelArgs &a, const Context &ctx) {
       To *y = a.out[0].as<To>();
       long long done = 0;
       if constexpr (sizeof(From) <= 4 && sizeof(To) <= 4) {
-        if (n >= 4 &&
-            reinterpret_cast<uintptr_t>(x) % sizeof(Four<From>) == 0 &&
-            reinterpret_cast<uintptr_t>(y) % sizeof(Four<To>) == 0) {
+        if (n >= 4 && alignedTo(x, sizeof(Four<From>)) &&
+            alignedTo(y, sizeof(Four<To>))) {
           const long long n4 = n / 4;
           castKernel4<To, From><<<gridFor(n4), kThreads, 0, ctx.stream>>>(
               reinterpret_cast<const Four<From> *>(x),

@@ -555,7 +555,7 @@ std::unique_ptr<LtPlan> tryPlan(cublasLtHandle_t lt, const Problem &prob,
 }
 
 bool aligned(const void *p, long long align) {
-  return align <= 1 || reinterpret_cast<uintptr_t>(p) % uintptr_t(align) == 0;
+  return align <= 1 || alignedTo(p, size_t(align));
 }
 
 // ---- the bound kernel

@@ -369,9 +369,8 @@ void runEmbeddingGrad(const KernelArgs &a, const Context &ctx, const char *op,
   dispatchFloat(dt.dtype, [&](auto t) {
     using T = decltype(t);
     constexpr long long kPack = 16 / sizeof(T);
-    const bool vec = D % kPack == 0 &&
-                     reinterpret_cast<uintptr_t>(dy.data) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(dt.data) % 16 == 0;
+    const bool vec =
+        D % kPack == 0 && alignedTo(dy.data, 16) && alignedTo(dt.data, 16);
     rowSumsKernel<T>
         <<<gridRows(rows), rowThreads(vec ? D / kPack : D), 0, ctx.stream>>>(
             starts, sortedPos, dy.as<T>(), D, rows, dt.as<T>(), vec);

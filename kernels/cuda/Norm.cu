@@ -762,9 +762,6 @@ __global__ void __launch_bounds__(kFinishCols *kFinishLanes)
 
 // ---- host
 // ------------------------------------------------------------------------
-bool aligned16(const void *p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
-}
 /// Whether every row of these operands (rows of D, or one row of D) starts
 /// 16-byte aligned; null operands are ignored.
 template <class T>
@@ -772,7 +769,7 @@ bool packsAligned(long long D, std::initializer_list<const void *> ptrs) {
   if (D % kW<T> != 0)
     return false;
   for (const void *p : ptrs)
-    if (p && !aligned16(p))
+    if (p && !alignedTo(p, 16))
       return false;
   return true;
 }

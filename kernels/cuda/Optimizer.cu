@@ -196,10 +196,6 @@ __global__ void adamKernel4(const float *p, const G *g, const float *m,
   }
 }
 
-bool alignedTo(const void *ptr, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
-}
-
 void kAdam(const KernelArgs &a, const Context &ctx) {
   const TensorArg &p = a.in[0], &g = a.in[1], &m = a.in[2], &v = a.in[3],
                   &step = a.in[4];
