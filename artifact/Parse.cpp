@@ -13,6 +13,14 @@ namespace dtc::artifact {
 
 // ---- Artifact lookups ---------------------------------------------------
 
+Piece pieceOf(const Mesh &mesh, const TensorDecl &d,
+              const std::vector<int64_t> &coords) {
+  Piece p = pieceOf(mesh, d.sharding, d.shape, coords, d.pieces);
+  p.stripedDim = d.stripedDim;
+  p.stripedWays = d.stripedWays;
+  return p;
+}
+
 int Artifact::findTensor(const std::string &name) const {
   if (tensorIndex.size() == tensors.size()) {
     auto it = tensorIndex.find(name);

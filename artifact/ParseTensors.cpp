@@ -67,6 +67,25 @@ TensorDecl Parser::parseTensor(const json &v, size_t index,
                         std::to_string(n) + " pieces of " + std::to_string(q));
     }
   }
+  if (const json *striped = opt(v, "striped")) {
+    if (t.role != Role::Input)
+      fail(where, "\"striped\" is only allowed on inputs");
+    const int64_t dim = integer(req(*striped, "dim", where + ": striped"),
+                                where + ": striped: dim");
+    const int64_t ways = integer(req(*striped, "ways", where + ": striped"),
+                                 where + ": striped: ways");
+    if (dim < 0 || dim >= int64_t(t.shape.size()))
+      fail(where, "striped dimension " + std::to_string(dim) +
+                      " is not a dimension of a rank-" +
+                      std::to_string(t.shape.size()) + " tensor");
+    if (ways < 1 || t.shape[size_t(dim)] % ways != 0)
+      fail(where, "striped over " + std::to_string(ways) +
+                      " ranks: dimension " + std::to_string(dim) + " (" +
+                      std::to_string(t.shape[size_t(dim)]) +
+                      ") must divide evenly");
+    t.stripedDim = int(dim);
+    t.stripedWays = ways;
+  }
   checkTensorRole(v, where, t);
   return t;
 }

@@ -41,7 +41,8 @@ def devices(mesh):
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--plans", default="1;4:dp=4;4:tp=4;2x2:dp=2,tp=2",
-                   help="MESH[:STRATEGY] items separated by ';' or spaces")
+                   help="MESH[:STRATEGY][|--FLAG=VALUE,...] items separated by ';' or "
+                        "spaces (the flags after '|' go to dtc compile)")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--model", choices=["gpt", "llama"], default="gpt")
     p.add_argument("--layers", type=int, default=2)
@@ -63,19 +64,24 @@ def main(argv):
 
     rows = []
     for plan in [x for x in re.split(r"[;\s]+", a.plans) if x]:
-        mesh, _, strategy = plan.partition(":")
+        plan_part, _, flags = plan.partition("|")
+        mesh, _, strategy = plan_part.partition(":")
         strategy = strategy or f"dp={devices(mesh)}"
+        extra = []
+        for flag in [f for f in flags.split(",") if f]:
+            extra += flag.split("=", 1)
         tag = re.sub(r"[^A-Za-z0-9]+", "_", plan)
         art, report, log, stats = (os.path.join(work, f"{tag}.{ext}")
                                    for ext in ("dtc", "report.json", "log.jsonl", "stats.json"))
         sh([a.dtc, "compile", model, "--mesh", mesh, "--strategy", strategy,
-            "--report", report, "-o", art])
+            "--report", report, "-o", art] + extra)
         sh([a.dtc, "run", art, "--steps", str(a.steps), "--data", tokens, "--log", log,
             "--stats", stats])
         steps = [json.loads(line) for line in open(log)][5:]
         tps = sum(s["tokens_per_s"] for s in steps) / len(steps)
         step_time = sum(s["step_time_s"] for s in steps) / len(steps)
-        rows.append((f"{mesh}:{strategy}", tps, step_time, json.load(open(report)),
+        label = f"{mesh}:{strategy}" + (f" {' '.join(extra)}" if extra else "")
+        rows.append((label, tps, step_time, json.load(open(report)),
                      json.load(open(stats))))
 
     print(f"{a.model}: layers={a.layers} hidden={a.hidden} heads={a.heads} seq={a.seq} "

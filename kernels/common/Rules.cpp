@@ -285,9 +285,13 @@ void checkAttentionOperands(const Descs &in, size_t n, const json &attrs) {
 // attention_block and attention_block_grad: q, k, v as attention's (any
 // number of keys, causal or not), then the query block's and the key
 // block's global positions (i64 scalars).
+int64_t reqPositive(const json &attrs, const char *key);
+
 void checkBlockOperands(const Descs &in, const json &attrs) {
   checkQueryKeyValue(in);
   reqBool(attrs, "causal");
+  if (optAttr(attrs, "position_stride"))
+    reqPositive(attrs, "position_stride");
   for (size_t i : {size_t(3), size_t(4)}) {
     needDtype(in[i], DType::I64, i == 3 ? "q_offset" : "k_offset");
     needShape(in[i], Shape{}, i == 3 ? "q_offset" : "k_offset");
@@ -879,6 +883,12 @@ bool attrBool(const json &attrs, const char *key) {
 bool attrFlag(const json &attrs, const char *key) {
   auto it = attrs.find(key);
   return it != attrs.end() && it->get<bool>();
+}
+int64_t attrIntOr(const json &attrs, const char *key, int64_t otherwise) {
+  if (!attrs.is_object())
+    return otherwise;
+  auto it = attrs.find(key);
+  return it == attrs.end() ? otherwise : it->get<int64_t>();
 }
 std::vector<int64_t> attrInts(const json &attrs, const char *key) {
   std::vector<int64_t> r;

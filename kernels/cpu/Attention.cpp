@@ -406,9 +406,12 @@ void kAttentionGrad(const KernelArgs &a) {
                     AttentionBlocks{}, q.shape[1] / k.shape[1]);
 }
 
-// The causal shift of a block: q_offset - k_offset (operands 3 and 4).
+// The causal shift of a block, in rows: with positions offset + row *
+// stride (operands 3 and 4, attribute position_stride), key j is visible to
+// query i when j <= i + floor((q_offset - k_offset) / stride).
 int64_t blockDelta(const KernelArgs &a) {
-  return a.in[3].as<int64_t>()[0] - a.in[4].as<int64_t>()[0];
+  return positionShift(a.in[3].as<int64_t>()[0], a.in[4].as<int64_t>()[0],
+                       attrIntOr(*a.attrs, "position_stride", 1));
 }
 
 void kAttentionBlock(const KernelArgs &a) {

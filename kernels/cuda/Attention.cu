@@ -62,7 +62,14 @@ constexpr unsigned kFullMask = 0xffffffffu;
 /// launching never waits for the host.
 struct Offsets {
   const long long *q = nullptr, *k = nullptr;
-  __device__ __forceinline__ int delta() const { return q ? int(*q - *k) : 0; }
+  long long stride = 1; ///< position_stride: rows at offset + row * stride
+  /// kernels::positionShift: floor((q - k) / stride).
+  __device__ __forceinline__ int delta() const {
+    if (!q)
+      return 0;
+    const long long d = *q - *k;
+    return int(d >= 0 ? d / stride : -((-d + stride - 1) / stride));
+  }
 };
 
 /// Keys [0, end) that query rows [q0, q0 + n) may see.
@@ -1499,7 +1506,8 @@ private:
   Offsets offsets(const KernelArgs &a) const {
     if (!block())
       return {};
-    return {a.in[3].as<long long>(), a.in[4].as<long long>()};
+    return {a.in[3].as<long long>(), a.in[4].as<long long>(),
+            attrIntOr(*a.attrs, "position_stride", 1)};
   }
 
   void runFwd(const KernelArgs &a, const Context &ctx) {

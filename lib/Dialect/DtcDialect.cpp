@@ -54,7 +54,8 @@ constexpr StringLiteral kPassOpAttrs[] = {
     DtcDialect::kRecomputeAttr, DtcDialect::kRegatherAttr,
     // Ops computed over the whole batch under micro-batches; attention run
     // as a ring over a split sequence.
-    DtcDialect::kWholeBatchAttr, DtcDialect::kRingAttr};
+    DtcDialect::kWholeBatchAttr, DtcDialect::kRingAttr,
+    DtcDialect::kStripedAttr};
 /// dtc.* attributes passes attach to functions: a training step, and the
 /// pipeline stage a split step runs on.
 constexpr StringLiteral kFunctionAttrs[] = {DtcDialect::kTrainStepAttr,
@@ -69,8 +70,9 @@ constexpr StringLiteral kModelArgAttrs[] = {
     DtcDialect::kParamAttr, DtcDialect::kNameAttr, DtcDialect::kInitAttr,
     DtcDialect::kMaxAttr};
 constexpr StringLiteral kStepArgAttrs[] = {
-    DtcDialect::kRoleAttr, DtcDialect::kOfAttr, DtcDialect::kGlobalTypeAttr,
-    DtcDialect::kShardingAttr, DtcDialect::kPinPriorityAttr};
+    DtcDialect::kRoleAttr,        DtcDialect::kOfAttr,
+    DtcDialect::kGlobalTypeAttr,  DtcDialect::kShardingAttr,
+    DtcDialect::kPinPriorityAttr, DtcDialect::kStripedInputAttr};
 constexpr StringLiteral kStepResultAttrs[] = {
     DtcDialect::kRoleAttr,       DtcDialect::kNameAttr,
     DtcDialect::kUpdatesAttr,    DtcDialect::kOfAttr,
@@ -232,6 +234,16 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
   if (name == kRegatherAttr) {
     if (!isa<UnitAttr>(attr.getValue()))
       return fail() << "'dtc.regather' is a unit attribute";
+    return success();
+  }
+  if (name == kStripedInputAttr) {
+    auto value = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    auto tensor = arg ? dyn_cast<RankedTensorType>(arg.getType()) : nullptr;
+    if (!value || value.size() != 2 || !tensor || value[0] < 0 ||
+        value[0] >= tensor.getRank() || value[1] < 1 ||
+        tensor.getDimSize(value[0]) % value[1] != 0)
+      return fail() << "'dtc.striped_input' is [dim, ways]: a dimension of the "
+                       "argument and a count of ranks dividing it";
     return success();
   }
   if (name == kRoleAttr || name == kOfAttr || name == kStateKindAttr ||

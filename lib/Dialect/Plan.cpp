@@ -78,6 +78,9 @@ LogicalResult Plan::verify(function_ref<InFlightDiagnostic()> emitError) const {
                        << ") takes one whole grid axis, got " << spAxes.size();
   if (sp == 1 && !spAxes.empty())
     return emitError() << "sp = 1 takes no grid axis";
+  if (spLayout != "striped" && spLayout != "contiguous")
+    return emitError() << "sp_layout is \"striped\" or \"contiguous\", got \""
+                       << spLayout << "\"";
   if (sp > 1 && sequenceParallel)
     return emitError() << "ring-attention sequence parallelism (sp) and "
                           "Megatron's sequence parallelism inside tp do not "
@@ -141,6 +144,7 @@ Plan Plan::fromAttr(PlanAttr attr) {
   plan.sequenceParallel = attr.getSequenceParallel();
   plan.sp = attr.getSp();
   plan.spAxes.assign(attr.getSpAxes().begin(), attr.getSpAxes().end());
+  plan.spLayout = attr.getSpLayout().str();
   return plan;
 }
 
@@ -148,11 +152,12 @@ PlanAttr Plan::toAttr(MLIRContext *ctx) const {
   SmallVector<Recompute> modes = recompute;
   canonicalizeRecompute(modes);
   using Axes = ArrayRef<int64_t>;
-  return PlanAttr::get(
-      ctx, FlatSymbolRefAttr::get(ctx, grid), dp, Axes(dpAxes), tp,
-      Axes(tpAxes), pp, Axes(ppAxes), microbatches, Axes(microbatchAxes),
-      virtualStages, zero, StringRef(schedule), ArrayRef<Recompute>(modes),
-      Axes(stageCuts), precision, sequenceParallel, sp, Axes(spAxes));
+  return PlanAttr::get(ctx, FlatSymbolRefAttr::get(ctx, grid), dp, Axes(dpAxes),
+                       tp, Axes(tpAxes), pp, Axes(ppAxes), microbatches,
+                       Axes(microbatchAxes), virtualStages, zero,
+                       StringRef(schedule), ArrayRef<Recompute>(modes),
+                       Axes(stageCuts), precision, sequenceParallel, sp,
+                       Axes(spAxes), StringRef(spLayout));
 }
 
 std::optional<Plan> mlir::dtc::getPlan(ModuleOp module) {
@@ -176,7 +181,7 @@ LogicalResult PlanAttr::verify(
     ArrayRef<int64_t> microbatchAxes, int64_t virtualStages, int64_t zero,
     StringRef schedule, ArrayRef<Recompute> recompute,
     ArrayRef<int64_t> stageCuts, Precision precision, bool sequenceParallel,
-    int64_t sp, ArrayRef<int64_t> spAxes) {
+    int64_t sp, ArrayRef<int64_t> spAxes, StringRef spLayout) {
   if (!grid)
     return emitError() << "a plan needs a grid";
   Plan plan;
@@ -198,6 +203,7 @@ LogicalResult PlanAttr::verify(
   plan.sequenceParallel = sequenceParallel;
   plan.sp = sp;
   plan.spAxes.assign(spAxes.begin(), spAxes.end());
+  plan.spLayout = spLayout.str();
   return plan.verify(emitError);
 }
 
@@ -268,6 +274,8 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       result = parseDegree(parser, plan.pp, plan.ppAxes);
     else if (key == "sp")
       result = parseDegree(parser, plan.sp, plan.spAxes);
+    else if (key == "sp_layout")
+      result = parser.parseString(&plan.spLayout);
     else if (key == "microbatches")
       result = parseDegree(parser, plan.microbatches, plan.microbatchAxes);
     else if (key == "virtual_stages")
@@ -326,7 +334,8 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       plan.pp, Axes(plan.ppAxes), plan.microbatches, Axes(plan.microbatchAxes),
       plan.virtualStages, plan.zero, StringRef(plan.schedule),
       ArrayRef<Recompute>(plan.recompute), Axes(plan.stageCuts), plan.precision,
-      plan.sequenceParallel, plan.sp, Axes(plan.spAxes));
+      plan.sequenceParallel, plan.sp, Axes(plan.spAxes),
+      StringRef(plan.spLayout));
 }
 
 void PlanAttr::print(AsmPrinter &printer) const {
@@ -360,5 +369,7 @@ void PlanAttr::print(AsmPrinter &printer) const {
   printer << ", precision = \"" << stringifyPrecision(getPrecision()) << "\"";
   if (getSequenceParallel())
     printer << ", sequence_parallel = true";
+  if (getSp() > 1 && getSpLayout() != "striped")
+    printer << ", sp_layout = \"" << getSpLayout() << "\"";
   printer << ">";
 }

@@ -3,13 +3,15 @@
 // Under ring-attention sequence parallelism (a plan with sp > 1; the ops
 // carry dtc.ring) attention's query and key sequences are split over one
 // grid axis of n ranks, each rank holding one contiguous chunk of c
-// positions. The local lowering runs n blocks: at ring step t a rank's
-// queries meet the key/value chunk of the rank t places before it (the
-// chunks travel by shard.shift), each block merged into the running output
-// by logsumexp weights (dtc.attention_block, with the chunks' global
-// positions for the causal mask). The gradient runs the same ring with the
-// key/value gradients travelling beside their chunks; one last shift brings
-// them home. docs/design.md "Ring attention" derives the traffic.
+// positions, or under the striped layout (dtc.striped) the positions r,
+// r + n, r + 2n, ..., which balances causal work (docs/design.md). The local
+// lowering runs n blocks: at ring step t a rank's queries meet the key/value
+// chunk of the rank t places before it (the chunks travel by shard.shift), each
+// block merged into the running output by logsumexp weights
+// (dtc.attention_block, with the chunks' global positions for the causal mask).
+// The gradient runs the same ring with the key/value gradients travelling
+// beside their chunks; one last shift brings them home. docs/design.md "Ring
+// attention" derives the traffic.
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Dialect/DtcOps.h"
@@ -31,6 +33,9 @@ struct Ring {
   int64_t axis = -1; ///< -1: the keys are whole
   int64_t length = 1;
   GridAxes queryAxes;
+  /// The striped layout (dtc.striped): rank r's rows are the positions r,
+  /// r + n, r + 2n, ... instead of one contiguous chunk.
+  bool striped = false;
 };
 
 FailureOr<Ring> ringOf(Operation *op, const FactorAxes &factors,
@@ -39,8 +44,14 @@ FailureOr<Ring> ringOf(Operation *op, const FactorAxes &factors,
   Ring ring;
   ring.queryAxes = factors[sq];
   const GridAxes &keyAxes = factors[sk];
-  if (keyAxes.empty())
+  if (keyAxes.empty()) {
+    // Whole keys in striped order have no single shift per block.
+    if (op->hasAttr(DtcDialect::kStripedAttr))
+      return op->emitError()
+             << "attention over a striped sequence needs its keys split over "
+                "the ring's axis like its queries";
     return ring;
+  }
   if (keyAxes.size() != 1 || ring.queryAxes != keyAxes)
     return op->emitError()
            << "ring attention needs the queries and the keys split over the "
@@ -52,13 +63,21 @@ FailureOr<Ring> ringOf(Operation *op, const FactorAxes &factors,
                               "evenly over the sp devices";
   ring.axis = keyAxes.front();
   ring.length = grid[ring.axis];
+  if (auto stripes = op->getAttrOfType<IntegerAttr>(DtcDialect::kStripedAttr)) {
+    if (stripes.getInt() != ring.length)
+      return op->emitError()
+             << "the sequence is striped over " << stripes.getInt()
+             << " ranks but the ring has " << ring.length;
+    ring.striped = true;
+  }
   return ring;
 }
 
-/// The global position of the rank's first query.
+/// The global position of the rank's first query (striped: the rank's
+/// index r, its rows being r, r + n, ...).
 Value queryOffset(LocalLoweringContext &ctx, Location loc, const Ring &ring,
                   int64_t chunk) {
-  return ctx.shardOffset(loc, ring.queryAxes, chunk);
+  return ctx.shardOffset(loc, ring.queryAxes, ring.striped ? 1 : chunk);
 }
 
 /// The global position of the first key of the chunk ring step `step` has
@@ -67,7 +86,12 @@ Value keyOffset(LocalLoweringContext &ctx, Location loc, const Ring &ring,
                 int64_t chunk, int64_t step) {
   if (ring.axis < 0)
     return ctx.shardOffset(loc, {}, chunk);
-  return ctx.ringOffset(loc, ring.axis, chunk, step);
+  return ctx.ringOffset(loc, ring.axis, ring.striped ? 1 : chunk, step);
+}
+
+/// Rows of a block are positions offset + row * stride.
+int64_t positionStride(const Ring &ring) {
+  return ring.striped ? ring.length : 1;
 }
 
 RankedTensorType rowStatsType(Value q) {
@@ -93,7 +117,8 @@ std::pair<Value, Value> forwardRing(LocalLoweringContext &ctx, Location loc,
     }
     auto block = AttentionBlockOp::create(
         b, loc, TypeRange{q.getType(), rowStatsType(q)}, q, k, v, qOffset,
-        keyOffset(ctx, loc, ring, chunk, step), y, lse, causal);
+        keyOffset(ctx, loc, ring, chunk, step), y, lse, causal,
+        positionStride(ring));
     y = block.getResult();
     lse = block.getLse();
   }
@@ -165,7 +190,8 @@ LogicalResult AttentionGradOp::buildLocal(LocalLoweringContext &ctx,
     }
     auto block = AttentionBlockGradOp::create(
         b, loc, types, q, k, v, qOffset,
-        keyOffset(ctx, loc, *ring, chunk, step), dy, y, lse, getCausal());
+        keyOffset(ctx, loc, *ring, chunk, step), dy, y, lse, getCausal(),
+        positionStride(*ring));
     auto accumulate = [&](Value sum, Value term) {
       return sum ? AddOp::create(b, loc, sum, term).getResult() : term;
     };

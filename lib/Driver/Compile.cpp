@@ -382,6 +382,7 @@ strategyOptions(const ::dtc::CompileOptions &o) {
   planOptions.recompute = o.remat == "auto" ? "none" : o.remat;
   planOptions.precision = o.precision;
   planOptions.sequenceParallel = o.sequenceParallel;
+  planOptions.spLayout = o.spLayout;
   return planOptions;
 }
 
@@ -444,6 +445,7 @@ mlir::dtc::ArtifactOptions emitOptions(const ::dtc::CompileOptions &o,
                   : o.autoPlan ? "auto (data parallelism over every device)"
                                : "strategy"},
       {"sp", o.sp},
+      {"sp_layout", o.sp > 1 ? o.spLayout : std::string("none")},
       {"sequence_parallel", o.sequenceParallel},
       {"ep", o.ep},
       {"microbatches", o.microbatches},

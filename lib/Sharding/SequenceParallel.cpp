@@ -1,10 +1,15 @@
-//===- SequenceParallel.cpp - Megatron sequence parallelism --------------===//
+//===- SequenceParallel.cpp - sequence parallelism's plan rewrites -------===//
 #include "dtc/Sharding/SequenceParallel.h"
+#include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Sharding/Sharding.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+
+#include <numeric>
 
 using namespace mlir;
 using namespace mlir::dtc;
@@ -48,6 +53,12 @@ public:
     if (it == factors.end() || it->second < 0)
       return std::nullopt;
     return it->second;
+  }
+
+  /// Whether the op met two different sequence factors.
+  bool meetsSeveral(Operation *op) const {
+    auto it = factors.find(op);
+    return it != factors.end() && it->second < 0;
   }
 
   const ShardingRule *ruleOf(Operation *op) {
@@ -175,4 +186,322 @@ LogicalResult mlir::dtc::planSequenceParallel(func::FuncOp step,
           usesAny(resultSharding(*rule, *factors, idx, grid).partial, tpAxes);
   }
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The striped layout of ring attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The original position held at program index `index` of a sequence of
+/// `length` positions striped over `ways` ranks: rank r's chunk of
+/// c = length / ways rows holds the positions r, r + ways, r + 2 ways, ...
+int64_t stripedPosition(int64_t index, int64_t length, int64_t ways) {
+  const int64_t chunk = length / ways;
+  return (index % chunk) * ways + index / chunk;
+}
+
+/// The program index holding original position `position`.
+int64_t stripedIndex(int64_t position, int64_t length, int64_t ways) {
+  const int64_t chunk = length / ways;
+  return (position % ways) * chunk + position / ways;
+}
+
+/// Rewrites a training step into one that holds every sequence in striped
+/// order (see stripeSequence). Values flowing through the sequence's ops
+/// are permuted by construction; what enters them from elsewhere (a
+/// position table, RoPE's constant tables) is permuted on entry, and what
+/// leaves them for an op that does not carry the sequence (the optimizer
+/// reading a position table's gradient, a returned value) is permuted back.
+class SequenceStriping {
+public:
+  SequenceStriping(func::FuncOp step, int64_t ways, SequenceFactors &sequence)
+      : step(step), ways(ways), sequence(sequence) {}
+
+  LogicalResult run(ArrayRef<BlockArgument> tokenInputs) {
+    for (BlockArgument arg : tokenInputs)
+      permuted[arg] = 1;
+    for (Operation &op :
+         llvm::make_early_inc_range(step.getBody().front().getOperations()))
+      if (failed(visit(&op)))
+        return failure();
+    MLIRContext *ctx = step.getContext();
+    for (BlockArgument arg : tokenInputs)
+      step.setArgAttr(arg.getArgNumber(), DtcDialect::kStripedInputAttr,
+                      DenseI64ArrayAttr::get(ctx, {1, ways}));
+    step.walk([&](Operation *op) {
+      if (isa<AttentionOp, AttentionGradOp>(op) &&
+          op->hasAttr(DtcDialect::kRingAttr))
+        op->setAttr(DtcDialect::kStripedAttr,
+                    IntegerAttr::get(IntegerType::get(ctx, 64), ways));
+    });
+    return success();
+  }
+
+private:
+  /// The sequence factors of an op that carries the sequence outside the
+  /// optimizer: one, or attention's query and key sequences under a ring.
+  FailureOr<SmallVector<int64_t, 2>> sequenceFactorsOf(Operation *op) {
+    if (phaseOf(op) == Phase::Optimizer)
+      return SmallVector<int64_t, 2>{};
+    if (std::optional<int64_t> factor = sequence.factorOf(op))
+      return SmallVector<int64_t, 2>{*factor};
+    if (isa<AttentionOp, AttentionGradOp>(op) &&
+        op->hasAttr(DtcDialect::kRingAttr)) {
+      auto [sq, sk] = attentionSequenceFactors(op);
+      return SmallVector<int64_t, 2>{sq, sk};
+    }
+    if (sequence.meetsSeveral(op))
+      return op->emitError()
+             << "the striped sequence layout cannot permute an op that "
+                "relates two positions other than ring attention; use "
+                "--sp-layout contiguous";
+    return SmallVector<int64_t, 2>{};
+  }
+
+  /// The one dimension of `tensor` whose factor is a sequence factor
+  /// (nullopt: none); fails when the sequence is merged into a dimension
+  /// with others or appears twice.
+  FailureOr<std::optional<int64_t>> sequenceDim(Operation *op,
+                                                const TensorFactors &tensor,
+                                                ArrayRef<int64_t> factors) {
+    std::optional<int64_t> found;
+    for (int64_t dim = 0; dim < (int64_t)tensor.size(); ++dim) {
+      bool has = llvm::any_of(tensor[dim], [&](int64_t f) {
+        return llvm::is_contained(factors, f);
+      });
+      if (!has)
+        continue;
+      if (tensor[dim].size() != 1 || found)
+        return op->emitError()
+               << "the striped sequence layout needs the sequence to stay a "
+                  "dimension of its own (dimension "
+               << dim << " merges it or repeats it); use --sp-layout "
+               << "contiguous";
+      found = dim;
+    }
+    return found;
+  }
+
+  LogicalResult visit(Operation *op) {
+    FailureOr<SmallVector<int64_t, 2>> factors = sequenceFactorsOf(op);
+    if (failed(factors))
+      return failure();
+    if (factors->empty()) {
+      // Not a sequence op: it reads positions in their natural order.
+      for (OpOperand &use : op->getOpOperands()) {
+        auto it = permuted.find(use.get());
+        if (it == permuted.end())
+          continue;
+        FailureOr<Value> natural = leave(use.get(), it->second);
+        if (failed(natural))
+          return failure();
+        use.set(*natural);
+      }
+      return success();
+    }
+    const ShardingRule *rule = sequence.ruleOf(op);
+    for (OpOperand &use : op->getOpOperands()) {
+      FailureOr<std::optional<int64_t>> dim =
+          sequenceDim(op, rule->operands[use.getOperandNumber()], *factors);
+      if (failed(dim))
+        return failure();
+      auto it = permuted.find(use.get());
+      if (!*dim) {
+        if (it != permuted.end())
+          return op->emitError()
+                 << "the striped sequence layout: operand "
+                 << use.getOperandNumber()
+                 << " holds the sequence where the op does not expect it; "
+                    "use --sp-layout contiguous";
+        continue;
+      }
+      if (it != permuted.end()) {
+        if (it->second != **dim)
+          return op->emitError() << "the striped sequence layout: operand "
+                                 << use.getOperandNumber()
+                                 << " holds the sequence in another dimension";
+        continue;
+      }
+      FailureOr<Value> striped = enter(op, use.get(), **dim);
+      if (failed(striped))
+        return failure();
+      use.set(*striped);
+    }
+    for (OpResult result : op->getResults()) {
+      FailureOr<std::optional<int64_t>> dim =
+          sequenceDim(op, rule->results[result.getResultNumber()], *factors);
+      if (failed(dim))
+        return failure();
+      if (*dim)
+        permuted[result] = **dim;
+    }
+    return success();
+  }
+
+  /// Ids of the permutation along a sequence of `length`: to the striped
+  /// order (program index -> position) or back.
+  Value permutationIds(OpBuilder &b, Location loc, int64_t length,
+                       bool toStriped) {
+    SmallVector<int32_t> ids(length);
+    for (int64_t i = 0; i < length; ++i)
+      ids[i] = int32_t(toStriped ? stripedPosition(i, length, ways)
+                                 : stripedIndex(i, length, ways));
+    auto type = RankedTensorType::get({length}, b.getI32Type());
+    return arith::ConstantOp::create(
+        b, loc, DenseIntElementsAttr::get(type, ArrayRef<int32_t>(ids)));
+  }
+
+  /// The new ops run where `anchor` runs (phase, layer, chunk).
+  static void placeLike(Operation *anchor, ArrayRef<Operation *> created) {
+    for (Operation *op : created) {
+      copyPlaceAttrs(anchor, op, /*identity=*/false);
+      op->removeAttr(DtcDialect::kRingAttr);
+    }
+  }
+
+  /// `v` with dimension `dim` permuted (a row lookup over that dimension);
+  /// constants are permuted in place.
+  FailureOr<Value> permute(OpBuilder &b, Operation *anchor, Value v,
+                           int64_t dim, bool toStriped) {
+    Location loc = v.getLoc();
+    RankedTensorType type = tensorTypeOf(v);
+    const int64_t length = type.getDimSize(dim);
+    if (length % ways != 0)
+      return anchor->emitError()
+             << "the striped sequence layout: dimension " << dim << " ("
+             << length << ") does not divide over " << ways << " ranks";
+    DenseElementsAttr dense;
+    if (matchPattern(v, m_Constant(&dense))) {
+      if (dense.isSplat())
+        return v;
+      SmallVector<Attribute> from(dense.getValues<Attribute>());
+      SmallVector<Attribute> to(from.size());
+      auto product = [](ArrayRef<int64_t> dims) {
+        return std::accumulate(dims.begin(), dims.end(), int64_t(1),
+                               std::multiplies<int64_t>());
+      };
+      const int64_t inner = product(type.getShape().drop_front(dim + 1));
+      const int64_t outer = product(type.getShape().take_front(dim));
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < length; ++i) {
+          const int64_t source = toStriped ? stripedPosition(i, length, ways)
+                                           : stripedIndex(i, length, ways);
+          for (int64_t k = 0; k < inner; ++k)
+            to[(o * length + i) * inner + k] =
+                from[(o * length + source) * inner + k];
+        }
+      auto constant =
+          arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, to));
+      placeLike(anchor, {constant});
+      return constant.getResult();
+    }
+    if (!isa<FloatType>(type.getElementType()))
+      return anchor->emitError()
+             << "the striped sequence layout cannot permute an integer value "
+                "computed in the step; use --sp-layout contiguous";
+    SmallVector<Operation *> created;
+    auto record = [&](Value x) {
+      created.push_back(x.getDefiningOp());
+      return x;
+    };
+    Value x = v;
+    SmallVector<int64_t> perm;
+    if (dim != 0) {
+      perm.push_back(dim);
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (d != dim)
+          perm.push_back(d);
+      x = record(TransposeOp::create(b, loc, x, perm));
+    }
+    RankedTensorType front = tensorTypeOf(x);
+    const int64_t rest = front.getNumElements() / length;
+    if (front.getRank() != 2)
+      x = record(ReshapeOp::create(
+          b, loc, RankedTensorType::get({length, rest}, front.getElementType()),
+          x));
+    x = record(EmbeddingOp::create(
+        b, loc, x, record(permutationIds(b, loc, length, toStriped))));
+    if (front.getRank() != 2)
+      x = record(ReshapeOp::create(b, loc, front, x));
+    if (dim != 0) {
+      SmallVector<int64_t> inverse(perm.size());
+      for (auto [i, p] : llvm::enumerate(perm))
+        inverse[p] = int64_t(i);
+      x = record(TransposeOp::create(b, loc, x, inverse));
+    }
+    placeLike(anchor, created);
+    return x;
+  }
+
+  /// `v` (natural order) striped along `dim` for `user`.
+  FailureOr<Value> enter(Operation *user, Value v, int64_t dim) {
+    auto key = std::make_pair(v, dim);
+    for (auto [place, striped] : entries[key])
+      if (inSamePlace(place, user))
+        return striped;
+    OpBuilder b(user);
+    FailureOr<Value> striped = permute(b, user, v, dim, /*toStriped=*/true);
+    if (failed(striped))
+      return failure();
+    entries[key].push_back({user, *striped});
+    return striped;
+  }
+
+  /// `v` (striped along `dim`) in natural order, computed right after it.
+  FailureOr<Value> leave(Value v, int64_t dim) {
+    if (Value done = exits.lookup(v))
+      return done;
+    Operation *producer = v.getDefiningOp();
+    if (!producer)
+      return step.emitError()
+             << "the striped sequence layout: a token input is used in "
+                "natural order; use --sp-layout contiguous";
+    OpBuilder b(producer->getContext());
+    b.setInsertionPointAfter(producer);
+    FailureOr<Value> natural =
+        permute(b, producer, v, dim, /*toStriped=*/false);
+    if (failed(natural))
+      return failure();
+    return exits[v] = *natural;
+  }
+
+  func::FuncOp step;
+  int64_t ways;
+  SequenceFactors &sequence;
+  /// Values holding the sequence in striped order, and in which dimension.
+  llvm::DenseMap<Value, int64_t> permuted;
+  llvm::DenseMap<std::pair<Value, int64_t>,
+                 SmallVector<std::pair<Operation *, Value>, 1>>
+      entries;
+  llvm::DenseMap<Value, Value> exits;
+};
+
+} // namespace
+
+LogicalResult mlir::dtc::stripeSequence(func::FuncOp step, int64_t ways) {
+  SequenceFactors sequence(step);
+  SmallVector<BlockArgument> tokenInputs;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    BlockArgument arg = step.getArgument(i);
+    RankedTensorType type = tensorTypeOf(arg);
+    if (argRole(step, i) != Role::Input || type.getRank() != 2 ||
+        !isa<IntegerType>(type.getElementType()))
+      continue;
+    if (type.getDimSize(1) % ways != 0)
+      return emitError(arg.getLoc())
+             << "the striped sequence layout splits the sequence of input \""
+             << argumentName(step, i) << "\" (" << type.getDimSize(1)
+             << " tokens) over " << ways << " ranks; it must divide evenly";
+    sequence.seed(arg);
+    tokenInputs.push_back(arg);
+  }
+  if (tokenInputs.empty())
+    return step.emitError()
+           << "ring-attention sequence parallelism needs a token input of "
+              "shape [batch, sequence] (an integer input of rank 2) to tell "
+              "which dimension is the sequence";
+  sequence.run();
+  return SequenceStriping(step, ways, sequence).run(tokenInputs);
 }

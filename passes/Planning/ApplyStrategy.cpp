@@ -156,6 +156,7 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     plan.setRecompute(*mode);
     plan.precision = *numerics;
     plan.sequenceParallel = sequenceParallel;
+    plan.spLayout = spLayout;
     if (failed(plan.verify([&] { return module.emitError(); })))
       return failure();
     return plan;

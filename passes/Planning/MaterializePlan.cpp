@@ -118,6 +118,10 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     if (failed(pinUserShardings(step, grid, propagation, pins)) ||
         failed(pinBatches(step, pin, pins)))
       return failure();
+    // After pinBatches has checked that the sequence divides.
+    if (plan.sp > 1 && plan.spLayout == "striped" &&
+        failed(stripeSequence(step, plan.sp)))
+      return failure();
     step.walk([&](arith::ConstantOp c) { propagation.close(c.getResult()); });
     if (!plan.tpAxes.empty())
       pinMegatron(step, grid, GridAxes(plan.tpAxes.begin(), plan.tpAxes.end()),

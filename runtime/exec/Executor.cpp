@@ -395,7 +395,7 @@ bool RankExecutor::holds(int t) const { return a_.bufferOf(prog_, t) >= 0; }
 
 Piece RankExecutor::pieceFor(int t, int64_t r) const {
   const TensorDecl &d = a_.tensors[size_t(t)];
-  return pieceOf(a_.mesh, d.sharding, d.shape, a_.mesh.coords(r), d.pieces);
+  return pieceOf(a_.mesh, d, a_.mesh.coords(r));
 }
 
 LocalTensor &LocalTensor::operator=(LocalTensor &&o) noexcept {

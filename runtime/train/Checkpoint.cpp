@@ -62,8 +62,7 @@ std::vector<int> contributorRanks(const Artifact &a, int t) {
     const int p = a.programOf(r);
     if (p < 0 || a.bufferOf(p, t) < 0)
       continue;
-    Piece piece =
-        pieceOf(a.mesh, d.sharding, d.shape, a.mesh.coords(r), d.pieces);
+    Piece piece = pieceOf(a.mesh, d, a.mesh.coords(r));
     if (first.emplace(piece.offset, int(r)).second)
       out.push_back(int(r));
   }

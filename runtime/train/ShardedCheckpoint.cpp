@@ -148,8 +148,7 @@ std::vector<OwnedPiece> ownedPieces(const Artifact &a, int t) {
   const TensorDecl &d = a.tensors[size_t(t)];
   std::vector<OwnedPiece> out;
   for (int r : contributorRanks(a, t)) {
-    const Piece p =
-        pieceOf(a.mesh, d.sharding, d.shape, a.mesh.coords(r), d.pieces);
+    const Piece p = pieceOf(a.mesh, d, a.mesh.coords(r));
     OwnedPiece o{r, p.offset, p.offset};
     bool empty = false;
     for (size_t k = 0; k < d.shape.size(); ++k) {

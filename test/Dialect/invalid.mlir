@@ -783,6 +783,11 @@ module attributes {dtc.plan = #dtc.plan<@mesh, tp = 2 on [1], sp = 2 on [1]>} {}
 
 // -----
 
+// expected-error @+1 {{sp_layout is "striped" or "contiguous", got "zigzag"}}
+module attributes {dtc.plan = #dtc.plan<@mesh, sp = 2 on [0], sp_layout = "zigzag">} {}
+
+// -----
+
 // expected-error @+1 {{ring-attention sequence parallelism (sp) and Megatron's sequence parallelism inside tp do not combine yet}}
 module attributes {dtc.plan = #dtc.plan<@mesh, tp = 2 on [1], sp = 2 on [0], sequence_parallel = true>} {}
 

@@ -8,7 +8,7 @@
 // CHECK: %[[ZERO:.*]] = arith.constant {dtc.layer = 2 : i64, dtc.phase = "forward"} dense<0> : tensor<i64>
 // CHECK-NEXT: %[[Y:.*]], %[[LSE:.*]] = "dtc.attention_block"(%arg0, %arg1, %arg2, %[[ZERO]], %[[ZERO]]) <{causal = true, {{.*}}}> {dtc.id = 7 : i64, dtc.layer = 2 : i64, dtc.phase = "forward"}
 // CHECK-SAME: -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
-// CHECK-NEXT: "dtc.attention_block_grad"(%arg0, %arg1, %arg2, %[[ZERO]], %[[ZERO]], %arg3, %[[Y]], %[[LSE]]) <{causal = true}> {dtc.forward = 7 : i64, dtc.phase = "backward_input"}
+// CHECK-NEXT: "dtc.attention_block_grad"(%arg0, %arg1, %arg2, %[[ZERO]], %[[ZERO]], %arg3, %[[Y]], %[[LSE]]) <{causal = true, position_stride = 1 : i64}> {dtc.forward = 7 : i64, dtc.phase = "backward_input"}
 // CHECK-NOT: "dtc.attention
 func.func @paired(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>, %dy: tensor<2x4x8x16xf32>)
     -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) {

@@ -104,6 +104,12 @@ Plan:
                         every activation's sequence split over one whole
                         mesh axis (after tp's), attention run as a ring of
                         blocks; pins the plan (not searched yet)
+  --sp-layout L         striped|contiguous: which positions each sp rank
+                        holds. striped: rank r holds r, r+S, r+2S, ...,
+                        so causal attention's work is the same on every
+                        rank; contiguous: rank r holds one chunk, and the
+                        last rank does about twice the average work
+                                                     (default: striped)
   --pin NAME=SHARDING   pin a parameter's sharding, e.g.      (repeatable)
                         'h.0.attn.wq=[[],[1]]' (mesh axes per dimension);
                         it wins over the strategy, the rest follows
@@ -429,6 +435,10 @@ std::string ineffectiveFlag(const Flags &flags, const dtc::CompileOptions &o) {
            " orders the forwards and backwards of pipeline stages and "
            "micro-batches, and this plan has neither (add --strategy "
            "pp=P, --microbatches M or --grad-accum K)";
+  if (flags.given("--sp-layout") && o.sp <= 1)
+    return "--sp-layout " + o.spLayout +
+           " lays out ring attention's sequence over the sp ranks, and this "
+           "plan has no sp (add --strategy sp=S)";
   for (const char *flag : {"--loss-scale", "--loss-scale-window"})
     if (flags.given(flag) && o.precision != "fp16-mixed")
       return std::string(flag) +
@@ -534,6 +544,9 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.boolean("--summary", [&] { o.summary = true; });
   flags.boolean("--quiet", [&] { o.summary = false; });
   flags.boolean("--no-fuse-epilogues", [&] { o.fuseEpilogues = false; });
+  flags.value("--sp-layout", [&](const std::string &v) {
+    return parseChoice("--sp-layout", v, o.spLayout, {"striped", "contiguous"});
+  });
   flags.value("--attention-stats", [&](const std::string &v) {
     return parseChoice("--attention-stats", v, o.attentionStats,
                        {"keep", "recompute"});

@@ -73,7 +73,10 @@ def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
     parallelism: the regions between tensor-parallel blocks split their
     sequence over the tp axes. `sp = S on [a]` (printed when S > 1) is
     ring-attention sequence parallelism: every activation's sequence split
-    over grid axis a, attention run as a ring of blocks over it.
+    over grid axis a, attention run as a ring of blocks over it;
+    `sp_layout` its layout of the sequence, "striped" (the default: rank r
+    holds positions r, r + n, ..., which balances causal attention's work)
+    or "contiguous" (rank r holds one chunk), printed when not the default.
   }];
   let parameters = (ins
     "::mlir::FlatSymbolRefAttr":$grid,
@@ -93,7 +96,8 @@ def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
     "::mlir::dtc::Precision":$precision,
     "bool":$sequenceParallel,
     "int64_t":$sp,
-    OptionalArrayRefParameter<"int64_t">:$spAxes
+    OptionalArrayRefParameter<"int64_t">:$spAxes,
+    StringRefParameter<"ring attention's sequence layout">:$spLayout
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

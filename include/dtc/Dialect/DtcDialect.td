@@ -93,6 +93,14 @@ def Dtc_Dialect : Dialect {
     // parallelism (a plan with sp > 1): their sequence factors may be split,
     // and their local lowering runs the blocks around the ring.
     static constexpr ::llvm::StringLiteral kRingAttr = "dtc.ring";
+    // The striped sequence layout of ring attention over n ranks (causal
+    // load balancing, dtc-materialize-plan): the program holds the sequence
+    // permuted so that the rank r of the ring holds positions r, r + n,
+    // r + 2n, ... On a ring attention op and its gradient: n (i64). On an
+    // input argument of the step: [dim, n], the dimension the data feed
+    // delivers in that order.
+    static constexpr ::llvm::StringLiteral kStripedAttr = "dtc.striped";
+    static constexpr ::llvm::StringLiteral kStripedInputAttr = "dtc.striped_input";
     // Pipelines (stage split): the virtual stage of an op, the pipeline
     // stage (device) a step function runs on, and messages between stages.
     static constexpr ::llvm::StringLiteral kStageAttr = "dtc.stage";

@@ -485,10 +485,13 @@ def Dtc_AttentionBlockOp : Dtc_Op<"attention_block", [Pure, Dtc_DenseCost,
                                                       AttrSizedOperandSegments]> {
   let summary = "one key block of ring attention, merged into the running output";
   let description = [{
-    Attention of q `[B, H, Sq, Dh]` (global positions q_offset + i) against
-    one block of keys and values `[B, Hkv, Sk, Dh]` (positions k_offset + j);
-    with `causal`, key j is visible to query i when k_offset + j <=
-    q_offset + i. The block's normalized output and per-row logsumexp are
+    Attention of q `[B, H, Sq, Dh]` (global positions q_offset + i * stride)
+    against one block of keys and values `[B, Hkv, Sk, Dh]` (positions
+    k_offset + j * stride), `stride` being `position_stride` (1 for
+    contiguous chunks, the ring's length n for the striped layout, where a
+    rank's rows are the positions r, r + n, r + 2n, ...); with `causal`, key
+    j is visible to query i when its position is at most the query's:
+    j <= i + floor((q_offset - k_offset) / stride). The block's normalized output and per-row logsumexp are
     merged with the running ones (`y_acc`, `lse_acc`, absent for the first
     block) by logsumexp weights, giving `result` and `lse` `[B, H, Sq]`
     (f32).
@@ -498,7 +501,8 @@ def Dtc_AttentionBlockOp : Dtc_Op<"attention_block", [Pure, Dtc_DenseCost,
                        Dtc_StepTensor:$k_offset,
                        Optional<Dtc_FloatTensor>:$y_acc,
                        Optional<Dtc_FloatTensor>:$lse_acc,
-                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+                       DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       DefaultValuedAttr<I64Attr, "1">:$position_stride);
   let results = (outs Dtc_FloatTensor:$result, Dtc_FloatTensor:$lse);
 }
 
@@ -514,7 +518,8 @@ def Dtc_AttentionBlockGradOp : Dtc_Op<"attention_block_grad", [Pure, Dtc_DenseCo
                        Dtc_FloatTensor:$v, Dtc_StepTensor:$q_offset,
                        Dtc_StepTensor:$k_offset, Dtc_FloatTensor:$dy,
                        Dtc_FloatTensor:$y, Dtc_FloatTensor:$lse,
-                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+                       DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       DefaultValuedAttr<I64Attr, "1">:$position_stride);
   let results = (outs Dtc_FloatTensor:$dq, Dtc_FloatTensor:$dk,
                       Dtc_FloatTensor:$dv);
 }

@@ -49,6 +49,10 @@ struct Plan {
   /// attention run as a ring of blocks over it (lib/Dialect/RingAttention).
   int64_t sp = 1;
   SmallVector<int64_t> spAxes;
+  /// The ring's sequence layout: "striped" (rank r holds positions r,
+  /// r + n, ...: causal attention's work balanced over the ring) or
+  /// "contiguous" (rank r holds one chunk).
+  std::string spLayout = "striped";
 
   /// Whether the step runs per micro-batch (pipeline stages or
   /// accumulation): the micro-batch axis exists and the split applies.

@@ -34,6 +34,8 @@ struct CompileOptions {
   /// Megatron sequence parallelism inside tensor parallelism
   /// (--sequence-parallel; needs tp > 1).
   bool sequenceParallel = false;
+  /// Ring attention's sequence layout (--sp-layout): striped or contiguous.
+  std::string spLayout = "striped";
   std::string schedule = "1f1b";
   /// Model chunks per pipeline stage (the interleaved schedule).
   int64_t virtualStages = 1;

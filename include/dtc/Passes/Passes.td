@@ -153,6 +153,10 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
     Option<"sp", "sp", "int64_t", /*default=*/"1",
            "ring-attention sequence parallelism: the sequence split over one "
            "whole mesh axis (inside tp's, outside pp's)">,
+    Option<"spLayout", "sp-layout", "std::string", /*default=*/"\"striped\"",
+           "ring attention's sequence layout: striped (rank r holds positions "
+           "r, r + sp, ...: causal work balanced) or contiguous (one chunk "
+           "per rank)">,
     Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
            "model chunks per pipeline stage (interleaved schedules)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",

@@ -43,6 +43,21 @@ namespace mlir::dtc {
 LogicalResult planSequenceParallel(func::FuncOp step, ArrayRef<int64_t> grid,
                                    const GridAxes &tpAxes);
 
+/// Ring attention's striped layout over `ways` ranks (causal load
+/// balancing): rewrites `step` so that it holds every sequence permuted,
+/// program index r * c + j being position j * ways + r (c = S / ways), so
+/// that the contiguous piece of rank r is the positions r, r + ways, ...
+/// Causal attention then does the same work on every rank at every ring
+/// step, where with contiguous chunks rank r does r + 1/2 blocks of work.
+/// The token inputs are marked dtc.striped_input (the data feed delivers
+/// them in that order), ring attention dtc.striped (its blocks' positions
+/// are strided), position tables and constants are permuted where the
+/// sequence's ops read them and values permuted back where other ops (the
+/// optimizer, the return) read them. Fails with a diagnostic naming
+/// --sp-layout contiguous when the step has a sequence op that is not
+/// position-wise (other than ring attention).
+LogicalResult stripeSequence(func::FuncOp step, int64_t ways);
+
 } // namespace mlir::dtc
 
 #endif // DTC_SHARDING_SEQUENCEPARALLEL_H

@@ -47,7 +47,17 @@ struct TensorDecl {
   /// it skipped), or "".
   std::string kind;
   int64_t max = 0; ///< integer input: exclusive bound (0 = none)
+  /// input: the dimension the program holds in striped order over
+  /// stripedWays ranks (the artifact's "striped"; the data feed permutes
+  /// it), or -1.
+  int stripedDim = -1;
+  int64_t stripedWays = 1;
 };
+
+/// The piece of tensor `d` the rank at mesh coordinates `coords` holds,
+/// with the tensor's striped dimension.
+Piece pieceOf(const Mesh &mesh, const TensorDecl &d,
+              const std::vector<int64_t> &coords);
 
 struct CommDecl {
   std::string name;

@@ -57,7 +57,25 @@ struct Piece {
   Shape local;  ///< local (padded) shape: the buffer's
   Shape offset; ///< global index of the piece's first element, per dim
   Shape extent; ///< elements of the piece inside the global tensor, per dim
+  /// The dimension the program holds in striped order over `stripedWays`
+  /// ranks (ring attention's layout, the artifact's "striped"), or -1:
+  /// program index i of it is natural position stripedPosition(i, ...).
+  int stripedDim = -1;
+  int64_t stripedWays = 1;
 };
+
+/// The striped order of a sequence of `length` positions over `ways` ranks:
+/// rank r's chunk of c = length / ways program indices holds the positions
+/// r, r + ways, r + 2 ways, ... (program index r * c + j is position
+/// j * ways + r). stripedIndex is its inverse.
+inline int64_t stripedPosition(int64_t index, int64_t length, int64_t ways) {
+  const int64_t chunk = length / ways;
+  return (index % chunk) * ways + index / chunk;
+}
+inline int64_t stripedIndex(int64_t position, int64_t length, int64_t ways) {
+  const int64_t chunk = length / ways;
+  return (position % ways) * chunk + position / ways;
+}
 /// `pieces[d]`, when given and non-zero, is dimension d's piece size
 /// instead of ceil(G/n) (the artifact's "pieces").
 Piece pieceOf(const Mesh &mesh, const Sharding &sharding, const Shape &global,
@@ -65,7 +83,8 @@ Piece pieceOf(const Mesh &mesh, const Sharding &sharding, const Shape &global,
               const std::vector<int64_t> &pieces = {});
 /// Calls f(localStart, globalStart, length) for each contiguous run of the
 /// piece's elements inside the global tensor (row-major element indices
-/// into the local buffer and the global tensor); padding is skipped.
+/// into the local buffer and the global tensor, in natural order when the
+/// piece has a striped dimension); padding is skipped.
 void forEachPieceRun(const Shape &global, const Piece &piece,
                      const std::function<void(int64_t, int64_t, int64_t)> &f);
 

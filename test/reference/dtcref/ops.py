@@ -305,28 +305,30 @@ def _attention_vjp(q, k, v, dy, causal):
     return dq, dk, dv
 
 
-def _block_scores(q, k, q_offset, k_offset, causal):
+def _block_scores(q, k, q_offset, k_offset, causal, stride=1):
     """Scaled scores of q's rows against one key block, and the visibility
-    mask (None: every key): key j (global k_offset + j) is visible to row i
-    (global q_offset + i) when k_offset + j <= q_offset + i."""
+    mask (None: every key): key j (global position k_offset + j * stride) is
+    visible to row i (global q_offset + i * stride) when its position is at
+    most the row's."""
     s = N.matmul(q, swap_last(k)) * N.const(1.0 / math.sqrt(q.shape[-1]), q)
     if not causal:
         return s, None
-    delta = int(q_offset) - int(k_offset)
-    mask = np.arange(k.shape[-2])[None, :] <= np.arange(q.shape[-2])[:, None] + delta
+    key_positions = int(k_offset) + stride * np.arange(k.shape[-2])
+    query_positions = int(q_offset) + stride * np.arange(q.shape[-2])
+    mask = key_positions[None, :] <= query_positions[:, None]
     if not mask.any(axis=-1).all():
         raise ValueError("the reference models blocks whose every row sees a key")
     return s, np.broadcast_to(mask, s.shape)
 
 
-def attention_block(q, k, v, q_offset, k_offset, causal, y_acc=None, lse_acc=None):
+def attention_block(q, k, v, q_offset, k_offset, causal, y_acc=None, lse_acc=None, stride=1):
     """Ring attention's block (docs/kernels.md `attention_block`): the
     block's softmax output and row logsumexp, merged with the running ones
     when given: lse = log(e^lse_acc + e^lse_b), y = y_acc e^(lse_acc - lse)
     + y_b e^(lse_b - lse). Returns (y, lse)."""
     group = _group(q, k)
     k, v = _repeat_heads(k, group), _repeat_heads(v, group)
-    s, mask = _block_scores(q, k, q_offset, k_offset, causal)
+    s, mask = _block_scores(q, k, q_offset, k_offset, causal, stride)
     if mask is None:
         m = N.max_stop(s, -1)
     else:
@@ -349,13 +351,13 @@ def attention_block(q, k, v, q_offset, k_offset, causal, y_acc=None, lse_acc=Non
     return y_acc * f_acc + y_b * f_b, lse
 
 
-def attention_block_vjp(q, k, v, q_offset, k_offset, dy, y, lse, causal):
+def attention_block_vjp(q, k, v, q_offset, k_offset, dy, y, lse, causal, stride=1):
     """One key block's terms of attention's gradient (docs/kernels.md
     `attention_block_grad`), from the whole attention's y and logsumexp:
     p = e^(s - lse), D = rowsum(dy * y). Returns (dq, dk, dv)."""
     group = _group(q, k)
     kr, vr = _repeat_heads(k, group), _repeat_heads(v, group)
-    s, mask = _block_scores(q, kr, q_offset, k_offset, causal)
+    s, mask = _block_scores(q, kr, q_offset, k_offset, causal, stride)
     p = N.exp(s - N.reshape(lse, lse.shape + (1,)))
     if mask is not None:
         p = p * N.astype_like(mask, s)

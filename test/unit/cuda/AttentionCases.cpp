@@ -79,8 +79,12 @@ std::vector<KernelCase> both(DType t, int64_t B, int64_t H, int64_t Sq,
 /// and logsumexp.
 std::vector<KernelCase> blocks(DType t, int64_t B, int64_t H, int64_t Sq,
                                int64_t Sk, int64_t D, bool causal, int64_t qOff,
-                               int64_t kOff, bool merge, int64_t Hkv = 0) {
+                               int64_t kOff, bool merge, int64_t Hkv = 0,
+                               int64_t stride = 1) {
   Hkv = Hkv ? Hkv : H;
+  nlohmann::json attrs = {{"causal", causal}};
+  if (stride > 1)
+    attrs["position_stride"] = stride;
   const OperandSpec q{t, {B, H, Sq, D}}, kv{t, {B, Hkv, Sk, D}},
       qo{DType::I64, {}, double(qOff), double(qOff)},
       ko{DType::I64, {}, double(kOff), double(kOff)};
@@ -91,14 +95,16 @@ std::vector<KernelCase> blocks(DType t, int64_t B, int64_t H, int64_t Sq,
       lseOut{DType::F32, {B, H, Sq}};
   const double rtol = t == DType::F32 ? 1e-4 : -1,
                atol = t == DType::F32 ? 1e-5 : -1;
-  const std::string shape = shapeLabel(t, B, H, Hkv, Sq, Sk, D, causal) +
-                            " at " + std::to_string(qOff) + "," +
-                            std::to_string(kOff) + (merge ? " merged" : "");
+  const std::string shape =
+      shapeLabel(t, B, H, Hkv, Sq, Sk, D, causal) + " at " +
+      std::to_string(qOff) + "," + std::to_string(kOff) +
+      (stride > 1 ? " stride " + std::to_string(stride) : std::string()) +
+      (merge ? " merged" : "");
   KernelCase fwd{"attention_block " + shape,
                  "attention_block",
                  {q, kv, kv, qo, ko},
                  {q, lseOut},
-                 {{"causal", causal}}};
+                 attrs};
   if (merge) {
     fwd.in.push_back(q);
     fwd.in.push_back(lseAcc);
@@ -109,7 +115,7 @@ std::vector<KernelCase> blocks(DType t, int64_t B, int64_t H, int64_t Sq,
                   "attention_block_grad",
                   {q, kv, kv, qo, ko, q, q, lseWhole},
                   {q, kv, kv},
-                  {{"causal", causal}}};
+                  attrs};
   grad.rtol = rtol;
   grad.atol = atol;
   // The gradient does not depend on merging; one case per shape is enough.
@@ -179,7 +185,8 @@ std::vector<KernelCase> allCases() {
     int64_t B, H, Sq, Sk, D;
     bool causal;
     int64_t qOff, kOff;
-    int64_t Hkv = 0; ///< 0: H
+    int64_t Hkv = 0;    ///< 0: H
+    int64_t stride = 1; ///< position_stride (the striped layout)
   };
   const R ring[] = {
       // f32 (SIMT)
@@ -191,6 +198,10 @@ std::vector<KernelCase> allCases() {
       {F, 1, 1, 20, 20, 300, true, 5, 0},    // Dh > 256
       {F, 1, 2, 65, 65, 32, false, 0, 65},   // not causal
       {F, 2, 4, 17, 17, 16, true, 17, 0, 2}, // grouped keys and values
+      // striped rows (position_stride): the shift floors, so an earlier
+      // rank's block hides the diagonal (at 1,3) and a later one's shows it
+      {F, 1, 2, 33, 33, 16, true, 1, 3, 0, 4},
+      {F, 1, 2, 33, 33, 16, true, 3, 1, 0, 4},
       // bf16: tensor cores (Dh 64, 128) and SIMT (Dh 32)
       {B, 1, 2, 256, 256, 64, true, 0, 0},
       {B, 1, 2, 256, 256, 128, true, 256, 0},
@@ -199,7 +210,9 @@ std::vector<KernelCase> allCases() {
       {B, 1, 2, 130, 130, 128, true, 0, 20},
       {B, 2, 4, 256, 256, 128, true, 512, 256, 2},
       {B, 1, 2, 100, 100, 32, true, 10, 0},
-      {B, 1, 2, 1024, 1024, 128, true, 0, 0}, // a realistic size
+      {B, 1, 2, 1024, 1024, 128, true, 0, 0},     // a realistic size
+      {B, 1, 2, 256, 256, 64, true, 2, 5, 0, 8},  // striped, tensor cores
+      {B, 1, 2, 256, 256, 128, true, 7, 0, 0, 8}, // striped, tensor cores
       // f16
       {H, 1, 2, 256, 256, 64, true, 64, 0},
       {H, 1, 1, 130, 77, 128, false, 0, 0},
@@ -207,7 +220,7 @@ std::vector<KernelCase> allCases() {
   for (const R &r : ring)
     for (bool merge : {false, true})
       for (KernelCase &c : blocks(r.t, r.B, r.H, r.Sq, r.Sk, r.D, r.causal,
-                                  r.qOff, r.kOff, merge, r.Hkv))
+                                  r.qOff, r.kOff, merge, r.Hkv, r.stride))
         cases.push_back(std::move(c));
   return cases;
 }

@@ -143,6 +143,48 @@ TEST(TokenData, ShardedPiecesAreSlicesOfTheGlobalBatch) {
     }
 }
 
+// Ring attention's striped layout: the program's index r * c + j of the
+// sequence is position j * n + r, so rank r of the sp axis (the second
+// here) reads positions r, r + 2, r + 4, ... of every window, and the
+// whole tensor read in program order is the natural one permuted.
+TEST(TokenData, StripedPiecesHoldEveryNthPosition) {
+  std::vector<uint32_t> toks(300);
+  for (size_t i = 0; i < toks.size(); ++i)
+    toks[i] = uint32_t((i * 7) % 50);
+  const std::string p = writeTokens("striped.bin", toks);
+  Artifact a = lm({2, 2});
+  TokenBinding b = bindTokenInputs(a);
+  TokenFile f(p, TokenDType::U32);
+  std::vector<int32_t> natural(32);
+  fillTokens(f, b, 2, true, natural.data(), DType::I32,
+             Piece{{4, 8}, {0, 0}, {4, 8}});
+  for (int64_t r = 0; r < 4; ++r) {
+    Piece piece = pieceOf(a.mesh, Sharding{{0}, {1}}, {4, 8}, a.mesh.coords(r));
+    piece.stripedDim = 1;
+    piece.stripedWays = 2;
+    std::vector<int32_t> local(static_cast<size_t>(numel(piece.local)));
+    fillTokens(f, b, 2, true, local.data(), DType::I32, piece);
+    const int64_t rank = a.mesh.coords(r)[1];
+    for (int64_t i = 0; i < piece.local[0]; ++i)
+      for (int64_t j = 0; j < piece.local[1]; ++j)
+        EXPECT_EQ(local[size_t(i * 4 + j)],
+                  natural[size_t((piece.offset[0] + i) * 8 + j * 2 + rank)])
+            << "rank " << r << " row " << i << " column " << j;
+  }
+  // The whole tensor in program order, against the formula's inverse.
+  Piece whole{{4, 8}, {0, 0}, {4, 8}};
+  whole.stripedDim = 1;
+  whole.stripedWays = 2;
+  std::vector<int32_t> program(32);
+  fillTokens(f, b, 2, true, program.data(), DType::I32, whole);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t pos = 0; pos < 8; ++pos)
+      EXPECT_EQ(program[size_t(i * 8 + stripedIndex(pos, 8, 2))],
+                natural[size_t(i * 8 + pos)]);
+  EXPECT_EQ(stripedPosition(stripedIndex(5, 12, 3), 12, 3), 5);
+  EXPECT_EQ(stripedPosition(6, 12, 3), 7); // rank 1's row 2: 2 * 3 + 1
+}
+
 TEST(TokenData, ValidationErrors) {
   Artifact a = lm({1});
   TokenBinding b = bindTokenInputs(a);
