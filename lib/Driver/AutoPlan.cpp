@@ -41,6 +41,7 @@ dtc::CompileOptions optionsOf(const dtc::CompileOptions &o,
   out.dp = c.dp;
   out.tp = c.tp;
   out.pp = c.pp;
+  out.sp = c.sp;
   out.zero = c.zero;
   out.microbatches = c.microbatches;
   out.remat = o.remat == "auto" ? o.remat : c.remat;
@@ -131,6 +132,7 @@ json entryOf(const dtc::search::Candidate &c, const Lowered &r) {
                 {"dp", c.dp},
                 {"tp", c.tp},
                 {"pp", c.pp},
+                {"sp", c.sp},
                 {"zero", c.zero},
                 {"microbatches", c.microbatches},
                 {"remat", c.remat},
@@ -194,17 +196,19 @@ allowedCandidates(const dtc::CompileOptions &o,
     return key == "dp"   ? c.dp
            : key == "tp" ? c.tp
            : key == "pp" ? c.pp
+           : key == "sp" ? c.sp
                          : c.zero;
   };
   auto pinnedDegree = [&](const std::string &key) {
     return key == "dp"   ? o.dp
            : key == "tp" ? o.tp
            : key == "pp" ? o.pp
+           : key == "sp" ? o.sp
                          : o.zero;
   };
   const std::string remat = o.remat == "auto" ? "none" : o.remat;
   auto allowed = [&](const dtc::search::Candidate &c) {
-    for (const char *degree : {"dp", "tp", "pp", "zero"})
+    for (const char *degree : {"dp", "tp", "pp", "sp", "zero"})
       if (pinned(o, degree) && degreeOf(c, degree) != pinnedDegree(degree))
         return false;
     // --remat auto: each plan chooses its recomputation per stage as it
@@ -229,10 +233,12 @@ allowedCandidates(const dtc::CompileOptions &o,
     const int64_t devices = o.devices();
     pinnedPlan.tp = pinned(o, "tp") ? o.tp : 1;
     pinnedPlan.pp = pinned(o, "pp") ? o.pp : 1;
+    pinnedPlan.sp = pinned(o, "sp") ? o.sp : 1;
     pinnedPlan.dp =
         pinned(o, "dp")
             ? o.dp
-            : std::max<int64_t>(1, devices / (pinnedPlan.tp * pinnedPlan.pp));
+            : std::max<int64_t>(
+                  1, devices / (pinnedPlan.tp * pinnedPlan.pp * pinnedPlan.sp));
     pinnedPlan.zero = pinned(o, "zero") ? o.zero : 0;
     pinnedPlan.microbatches = o.microbatches;
     pinnedPlan.remat = remat;

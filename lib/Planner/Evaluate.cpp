@@ -462,8 +462,10 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
       facts.params += type.getNumElements();
     if (role == Role::Input && type.getRank() >= 1) {
       facts.batch = std::max(facts.batch, type.getDimSize(0));
-      if (type.getRank() == 2 && type.getElementType().isInteger())
+      if (type.getRank() == 2 && type.getElementType().isInteger()) {
         facts.sequenceInputs = true;
+        facts.sequence = std::max(facts.sequence, type.getDimSize(1));
+      }
     }
   }
   auto layerOf = [](Operation *op) -> int64_t {
@@ -476,6 +478,10 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
     const int64_t layer = layerOf(op);
     if (isPhase(op, Phase::Forward)) {
       facts.layers = std::max(facts.layers, layer + 1);
+      if (auto attention = dyn_cast<AttentionOp>(op)) {
+        facts.attentionKeyBytes += tensorBytes(attention.getK().getType());
+        ++facts.attentionLayers;
+      }
       if (cost) {
         facts.forwardFlops += double(cost.getFlopCount());
         if (op->hasTrait<CheapToRecompute>())

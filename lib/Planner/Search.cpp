@@ -23,6 +23,8 @@ using dtc::cost::Link;
 std::string Candidate::describe() const {
   std::ostringstream s;
   s << "dp=" << dp << ",tp=" << tp << ",pp=" << pp;
+  if (sp > 1)
+    s << ",sp=" << sp;
   if (zero)
     s << ",zero=" << zero;
   if (sequenceParallel)
@@ -51,13 +53,14 @@ Link slowest(const HardwareProfile &hw, size_t from, size_t to) {
   return link;
 }
 
-/// The estimate of one plan; `dpAxes`, `ppAxes`, `tpAxes` are its mesh
-/// axes [from, to).
+/// The estimate of one plan: its dp axes are [0, dpEnd), its pp axes
+/// [dpEnd, ppEnd), then sp's one axis (when c.sp > 1) and tp's the rest.
 void estimate(const ModelFacts &f, const Space &space,
               const HardwareProfile &hw, size_t dpEnd, size_t ppEnd,
               Candidate &c) {
   const size_t axes = space.mesh.size();
-  const double devices = double(c.dp * c.tp * c.pp);
+  const size_t tpBegin = ppEnd + (c.sp > 1 ? 1 : 0);
+  const double devices = double(c.dp * c.tp * c.pp * c.sp);
   const bool f32 = space.precision == "f32";
   const double peak = f32 ? hw.peakFlopsF32 : hw.peakFlopsBf16;
   const double recompute = c.remat == "full"        ? f.forwardFlops
@@ -76,9 +79,10 @@ void estimate(const ModelFacts &f, const Space &space,
   // repeat it (dtc recomputes after the all-reduce).
   double comm = 0;
   const double layersPerStage = double(f.layers) / p;
-  const double shard = f.boundaryBytes / double(c.dp); // per step
+  // Per step and rank: ring attention splits the sequence too.
+  const double shard = f.boundaryBytes / double(c.dp * c.sp);
   if (c.tp > 1) {
-    const Link link = slowest(hw, ppEnd, axes);
+    const Link link = slowest(hw, tpBegin, axes);
     const double t = double(c.tp);
     const double sent = 2.0 * (t - 1) / t * shard;
     const double steps = 2.0 * (t - 1);
@@ -94,18 +98,44 @@ void estimate(const ModelFacts &f, const Space &space,
     const double bytes = shard / m / (c.sequenceParallel ? double(c.tp) : 1.0);
     comm += 2.0 * m * dtc::cost::sendRecvTime(bytes, link) * stretch;
   }
+  // Ring attention: per attention layer and micro-batch the forward
+  // shifts each key and value block n-1 times, the backward the blocks and
+  // their gradients n-1 times and the gradients home once (6(n-1)+2
+  // blocks); a recomputed forward runs its ring again (docs/design.md
+  // "Ring attention"). Nothing overlaps them yet.
+  if (c.sp > 1 && f.attentionLayers > 0) {
+    const Link link = slowest(hw, ppEnd, ppEnd + 1);
+    const double n = double(c.sp);
+    const double block = f.attentionKeyBytes / double(f.attentionLayers) /
+                         double(c.dp * c.tp * c.sp) / m;
+    const double shifts =
+        6.0 * (n - 1) + 2.0 + (c.remat == "none" ? 0.0 : 2.0 * (n - 1));
+    const double layersHere = double(f.attentionLayers) / p;
+    comm += m * layersHere * shifts * dtc::cost::sendRecvTime(block, link) *
+            stretch;
+  }
   // Data parallelism: the gradients' all-reduce (ZeRO: reduce-scatter and
-  // gather, the same bytes) once per step; ZeRO-3 gathers the parameters
+  // gather, the same bytes) once per step, over the sp ring too (each of
+  // its ranks holds its positions' terms); ZeRO-3 gathers the parameters
   // for each micro-batch's forward and backward too.
   const dtc::cost::BytesPerParam bpp =
       dtc::cost::bytesPerParam(space.precision, space.optimizer);
   const double localParams = double(f.params) / double(c.tp * c.pp);
+  if (c.dp * c.sp > 1) {
+    Link link = slowest(hw, 0, dpEnd);
+    if (c.sp > 1) {
+      const Link ring = slowest(hw, ppEnd, ppEnd + 1);
+      if (ring.bandwidth * ring.efficiency < link.bandwidth * link.efficiency)
+        link = ring;
+    }
+    const double group = double(c.dp * c.sp);
+    const double grads = localParams * bpp.grads;
+    comm += dtc::cost::collectiveTime(CollectiveKind::AllReduce, c.dp * c.sp,
+                                      2.0 * (group - 1) / group * grads, link);
+  }
   if (c.dp > 1) {
     const Link link = slowest(hw, 0, dpEnd);
     const double d = double(c.dp);
-    const double grads = localParams * bpp.grads;
-    comm += dtc::cost::collectiveTime(CollectiveKind::AllReduce, c.dp,
-                                      2.0 * (d - 1) / d * grads, link);
     if (c.zero >= 3)
       comm += 2.0 * m *
               dtc::cost::collectiveTime(CollectiveKind::AllGather, c.dp,
@@ -128,14 +158,14 @@ void estimate(const ModelFacts &f, const Space &space,
   // boundaries (full recomputation's) unless the sequence is split too.
   const double split =
       c.remat == "full" && !c.sequenceParallel ? 1.0 : double(c.tp);
-  const double perMicrobatch = stored / (d * m) / split / p;
+  const double perMicrobatch = stored / (d * m) / split / p / double(c.sp);
   const double inFlight = c.pp > 1 ? std::min(p, m) : 1.0;
   // A recomputed layer's forward is live again while its backward runs.
   const double working = c.remat == "none"
                              ? 0.0
                              : f.storedNone /
                                    double(std::max<int64_t>(f.layers, 1)) /
-                                   (d * m) / double(c.tp);
+                                   (d * m) / double(c.tp * c.sp);
   c.bytes = state + perMicrobatch * inFlight + working;
   c.fits = space.budget <= 0 || c.bytes <= space.budget;
 }
@@ -146,38 +176,49 @@ std::vector<Candidate>
 dtc::search::enumerateCandidates(const ModelFacts &facts, const Space &space,
                                  const HardwareProfile &hw) {
   std::vector<Candidate> out;
-  std::set<std::tuple<int64_t, int64_t, int64_t>> seen;
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> seen;
   const size_t axes = space.mesh.size();
   for (size_t dpEnd = 0; dpEnd <= axes; ++dpEnd)
-    for (size_t ppEnd = dpEnd; ppEnd <= axes; ++ppEnd) {
-      Candidate base;
-      base.dp = product(space.mesh, 0, dpEnd);
-      base.pp = product(space.mesh, dpEnd, ppEnd);
-      base.tp = product(space.mesh, ppEnd, axes);
-      // Axes of size 1 give the same degrees under several splits.
-      if (!seen.insert({base.dp, base.pp, base.tp}).second)
-        continue;
-      if (base.pp > facts.layers || facts.batch % base.dp != 0)
-        continue;
-      const int64_t perShard = facts.batch / base.dp;
-      for (int64_t m = 1; m <= std::min(perShard, space.maxMicrobatches); ++m) {
-        if (perShard % m != 0)
+    for (size_t ppEnd = dpEnd; ppEnd <= axes; ++ppEnd)
+      for (bool ring : {false, true}) {
+        Candidate base;
+        base.dp = product(space.mesh, 0, dpEnd);
+        base.pp = product(space.mesh, dpEnd, ppEnd);
+        // Ring attention takes the one axis after pp's (as --strategy
+        // places it), over a sequence that divides.
+        if (ring && (ppEnd == axes || space.mesh[ppEnd] < 2 ||
+                     facts.attentionLayers == 0 || facts.sequence <= 0 ||
+                     facts.sequence % space.mesh[ppEnd] != 0))
           continue;
-        for (const char *remat : {"none", "selective", "full"})
-          for (int64_t zero = 0; zero <= (base.dp > 1 ? 3 : 0); ++zero)
-            for (bool sp : {false, true}) {
-              if (sp && (base.tp == 1 || !facts.sequenceInputs))
-                continue;
-              Candidate c = base;
-              c.microbatches = m;
-              c.remat = remat;
-              c.zero = zero;
-              c.sequenceParallel = sp;
-              estimate(facts, space, hw, dpEnd, ppEnd, c);
-              out.push_back(c);
-            }
+        base.sp = ring ? space.mesh[ppEnd] : 1;
+        base.tp = product(space.mesh, ppEnd + (ring ? 1 : 0), axes);
+        // Axes of size 1 give the same degrees under several splits.
+        if (!seen.insert({base.dp, base.pp, base.sp, base.tp}).second)
+          continue;
+        if (base.pp > facts.layers || facts.batch % base.dp != 0)
+          continue;
+        const int64_t perShard = facts.batch / base.dp;
+        for (int64_t m = 1; m <= std::min(perShard, space.maxMicrobatches);
+             ++m) {
+          if (perShard % m != 0)
+            continue;
+          for (const char *remat : {"none", "selective", "full"})
+            for (int64_t zero = 0; zero <= (base.dp > 1 ? 3 : 0); ++zero)
+              for (bool sp : {false, true}) {
+                // Megatron's sequence parallelism does not combine with the
+                // ring's yet.
+                if (sp && (base.tp == 1 || !facts.sequenceInputs || ring))
+                  continue;
+                Candidate c = base;
+                c.microbatches = m;
+                c.remat = remat;
+                c.zero = zero;
+                c.sequenceParallel = sp;
+                estimate(facts, space, hw, dpEnd, ppEnd, c);
+                out.push_back(c);
+              }
+        }
       }
-    }
   std::stable_sort(out.begin(), out.end(),
                    [](const Candidate &a, const Candidate &b) {
                      if (a.fits != b.fits)

@@ -103,7 +103,8 @@ Plan:
                         sp=S (or cp=S): ring-attention sequence parallelism,
                         every activation's sequence split over one whole
                         mesh axis (after tp's), attention run as a ring of
-                        blocks; pins the plan (not searched yet)
+                        blocks; the search considers it too (on the
+                        mesh axis after pp's)
   --sp-layout L         striped|contiguous: which positions each sp rank
                         holds. striped: rank r holds r, r+S, r+2S, ...,
                         so causal attention's work is the same on every
@@ -331,15 +332,7 @@ bool applyStrategy(const std::string &text, bool autoGiven,
          std::to_string(devices) + " devices");
     return false;
   }
-  // The search does not plan ring attention yet: sp pins the whole plan
-  // (the devices it leaves go to data parallelism).
-  if (o.sp > 1 && autoGiven) {
-    fail("--strategy sp=" + std::to_string(o.sp) +
-         " with --auto: the search does not plan ring-attention sequence "
-         "parallelism yet; give the strategy without --auto");
-    return false;
-  }
-  const bool complete = namedProduct == devices || o.sp > 1 ||
+  const bool complete = namedProduct == devices ||
                         (isNamed("dp") && isNamed("tp") && isNamed("pp"));
   if (complete && !autoGiven) {
     if (!isNamed("dp"))
@@ -352,6 +345,8 @@ bool applyStrategy(const std::string &text, bool autoGiven,
   for (const char *degree : {"dp", "tp", "pp", "zero"})
     if (isNamed(degree))
       o.pinnedChoices.push_back(degree);
+  if (isNamed("sp") || isNamed("cp"))
+    o.pinnedChoices.push_back("sp");
   return true;
 }
 

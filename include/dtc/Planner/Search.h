@@ -41,6 +41,13 @@ struct ModelFacts {
   double boundaryBytes = 0;
   /// Whether sequence parallelism applies (token inputs [batch, seq]).
   bool sequenceInputs = false;
+  /// The token inputs' sequence length (0: none).
+  int64_t sequence = 0;
+  /// Bytes of the keys of every forward attention (one of k and v, all
+  /// layers, the whole batch): the blocks ring attention passes around.
+  double attentionKeyBytes = 0;
+  /// Forward attention ops (each one ring under sp).
+  int64_t attentionLayers = 0;
 };
 
 /// The plans to consider.
@@ -55,7 +62,8 @@ struct Space {
 };
 
 struct Candidate {
-  int64_t dp = 1, tp = 1, pp = 1, microbatches = 1, zero = 0;
+  /// sp: ring attention's degree (one mesh axis, between pp's and tp's).
+  int64_t dp = 1, tp = 1, pp = 1, sp = 1, microbatches = 1, zero = 0;
   std::string remat = "none";
   bool sequenceParallel = false;
   /// The closed forms' step time and memory per device, and their parts.
@@ -64,7 +72,8 @@ struct Candidate {
   bool fits = false;
 
   /// As --strategy and the other flags would write it, e.g.
-  /// "dp=8,pp=16,tp=8 --microbatches 192 --remat full".
+  /// "dp=8,tp=8,pp=16 --microbatches 192 --remat full" (",sp=S" after pp
+  /// when ring attention splits the sequence).
   std::string describe() const;
 };
 

@@ -24,8 +24,8 @@ def main(argv):
         print(f"planner: {p['mode']}, " + ("chose the fastest lowered plan that fits"
                                            if best["plan"] == p["chose"] else "CHOSE ANOTHER"))
         s = r["strategy"]
-        same = (s["dp"], s["tp"], s["pp"], s["zero"], s["microbatches"], s["remat"],
-                s["sequence_parallel"]) == (best["dp"], best["tp"], best["pp"], best["zero"],
+        same = (s["dp"], s["tp"], s["pp"], s["sp"], s["zero"], s["microbatches"], s["remat"],
+                s["sequence_parallel"]) == (best["dp"], best["tp"], best["pp"], best["sp"], best["zero"],
                                             best["microbatches"], best["remat"],
                                             best["sequence_parallel"])
         print("strategy " + ("matches the chosen plan" if same else "DIFFERS from the chosen plan"))

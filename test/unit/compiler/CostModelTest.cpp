@@ -162,6 +162,86 @@ TEST(Search, EstimatesFollowTheClosedForms) {
   }
 }
 
+// Ring attention in the search: sp takes the one axis after pp's, only for
+// a model with attention whose sequence divides; it divides the compute
+// and the activations by sp, keeps the parameters whole, sums the
+// gradients over the ring, and shifts 6(n-1)+2 key/value blocks per
+// attention layer (2(n-1) more when the forward is recomputed).
+TEST(Search, RingAttentionIsAPlanChoice) {
+  dtc::search::ModelFacts facts;
+  facts.params = 1000000;
+  facts.batch = 2;
+  facts.layers = 4;
+  facts.forwardFlops = 1e12;
+  facts.backwardFlops = 2e12;
+  facts.storedNone = 8e6;
+  facts.storedSelective = 4e6;
+  facts.storedFull = 1e6;
+  facts.boundaryBytes = 2.5e5;
+  facts.sequenceInputs = true;
+  facts.sequence = 1024;
+  facts.attentionKeyBytes = 4e6;
+  facts.attentionLayers = 4;
+  dtc::search::Space space;
+  space.mesh = {2, 4};
+  dtc::cost::HardwareProfile hw = *[] {
+    std::string error;
+    return dtc::cost::loadHardware("a100", error);
+  }();
+  hw.forMesh(space.mesh);
+  auto all = dtc::search::enumerateCandidates(facts, space, hw);
+  auto find = [&](int64_t dp, int64_t pp, int64_t sp, int64_t tp,
+                  const char *remat) -> const dtc::search::Candidate * {
+    for (const dtc::search::Candidate &c : all)
+      if (c.dp == dp && c.pp == pp && c.sp == sp && c.tp == tp && c.zero == 0 &&
+          c.microbatches == 1 && c.remat == std::string(remat) &&
+          !c.sequenceParallel)
+        return &c;
+    return nullptr;
+  };
+  // sp on the inner axis (4), or on the outer one with tp inside it.
+  const dtc::search::Candidate *sp4 = find(2, 1, 4, 1, "none"),
+                               *sp2tp4 = find(1, 1, 2, 4, "none"),
+                               *dp2tp4 = find(2, 1, 1, 4, "none");
+  ASSERT_TRUE(sp4 && sp2tp4 && dp2tp4);
+  EXPECT_EQ(sp4->describe(), "dp=2,tp=1,pp=1,sp=4 --remat none");
+  EXPECT_EQ(find(1, 2, 4, 1, "none") != nullptr, true); // pp=2, sp=4
+  for (const dtc::search::Candidate &c : all)
+    EXPECT_FALSE(c.sp > 1 && c.sequenceParallel) << c.describe();
+  // Compute over all 8 devices; activations divided by dp and sp;
+  // parameters whole (f32 Adam: 16 bytes each).
+  EXPECT_DOUBLE_EQ(sp4->computeSeconds, 3e12 / 8 / (19.5e12 * 0.8));
+  EXPECT_DOUBLE_EQ(sp4->bytes, 16e6 + 8e6 / 2 / 4);
+  // Communication: the gradients' all-reduce over dp x sp, and the ring:
+  // 6 * 3 + 2 blocks of 4e6 / 4 layers / (2 dp * 4 sp) bytes per layer.
+  const dtc::cost::Link ring = hw.axes[1], outer = hw.axes[0];
+  const dtc::cost::Link &slow =
+      outer.bandwidth * outer.efficiency < ring.bandwidth * ring.efficiency
+          ? outer
+          : ring;
+  const double grads = 2.0 * 7 / 8 * 4e6;
+  const double shifts = 4 * 20 * dtc::cost::sendRecvTime(4e6 / 4 / 8, ring);
+  EXPECT_DOUBLE_EQ(sp4->commSeconds,
+                   dtc::cost::collectiveTime(
+                       dtc::cost::CollectiveKind::AllReduce, 8, grads, slow) +
+                       shifts);
+  // Recomputation runs the forward ring again.
+  const dtc::search::Candidate *full = find(2, 1, 4, 1, "full");
+  ASSERT_TRUE(full);
+  EXPECT_DOUBLE_EQ(full->commSeconds - sp4->commSeconds,
+                   4 * 6 * dtc::cost::sendRecvTime(4e6 / 4 / 8, ring));
+  // No attention, or a sequence that does not divide: no sp plan.
+  facts.attentionLayers = 0;
+  for (const dtc::search::Candidate &c :
+       dtc::search::enumerateCandidates(facts, space, hw))
+    EXPECT_EQ(c.sp, 1);
+  facts.attentionLayers = 4;
+  facts.sequence = 1022;
+  for (const dtc::search::Candidate &c :
+       dtc::search::enumerateCandidates(facts, space, hw))
+    EXPECT_NE(c.sp, 4);
+}
+
 TEST(CostModel, BubbleStretchOnSharedCores) {
   dtc::cost::HardwareProfile own;
   EXPECT_DOUBLE_EQ(dtc::cost::bubbleStretch(0.5, 8, own), 2.0);
