@@ -92,8 +92,10 @@ PLANS = [
      "f32"),
     # Ring attention (attention_block and its gradient, the shift collective):
     # the SIMT kernels (head dimension 8) and, on the wide GPT in bf16, the
-    # tensor-core ones (head dimension 64).
+    # tensor-core ones (head dimension 64); striped (position_stride, the
+    # default) and contiguous layouts.
     ("gpt-sp2", "gpt", "2", "sp=2", [], "f32"),
+    ("gpt-sp2-contiguous", "gpt", "2", "sp=2", ["--sp-layout", "contiguous"], "f32"),
     ("gpt-dp2-sp2", "gpt", "2x2", "dp=2,sp=2", [], "f32"),
     ("llama-tp2-sp2", "llama", "2x2", "tp=2,sp=2", [], "f32"),
     ("gpt-pp2-sp2-1f1b", "gpt", "2x2", "pp=2,sp=2", ["--microbatches", "2", "--schedule", "1f1b"], "f32"),
