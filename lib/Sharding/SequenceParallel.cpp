@@ -3,6 +3,7 @@
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Sharding/Sharding.h"
+#include "dtc/artifact/PieceLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Matchers.h"
@@ -109,6 +110,19 @@ bool usesAny(ArrayRef<int64_t> axes, const GridAxes &of) {
                       [&](int64_t a) { return llvm::is_contained(of, a); });
 }
 
+/// The step's token inputs: integer inputs [batch, sequence], whose
+/// dimension 1 is the sequence both kinds of sequence parallelism split.
+SmallVector<BlockArgument> tokenInputsOf(func::FuncOp step) {
+  SmallVector<BlockArgument> inputs;
+  for (BlockArgument arg : step.getArguments()) {
+    RankedTensorType type = tensorTypeOf(arg);
+    if (argRole(step, arg.getArgNumber()) == Role::Input &&
+        type.getRank() == 2 && isa<IntegerType>(type.getElementType()))
+      inputs.push_back(arg);
+  }
+  return inputs;
+}
+
 } // namespace
 
 LogicalResult mlir::dtc::planSequenceParallel(func::FuncOp step,
@@ -116,25 +130,21 @@ LogicalResult mlir::dtc::planSequenceParallel(func::FuncOp step,
                                               const GridAxes &tpAxes) {
   const int64_t devices = shardCount(grid, tpAxes);
   SequenceFactors sequence(step);
-  bool seeded = false;
-  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    BlockArgument arg = step.getArgument(i);
-    RankedTensorType type = tensorTypeOf(arg);
-    if (argRole(step, i) != Role::Input || type.getRank() != 2 ||
-        !isa<IntegerType>(type.getElementType()))
-      continue;
-    if (type.getDimSize(1) % devices != 0) {
-      auto name = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kNameAttr);
+  SmallVector<BlockArgument> tokenInputs = tokenInputsOf(step);
+  for (BlockArgument arg : tokenInputs) {
+    const int64_t length = tensorTypeOf(arg).getDimSize(1);
+    if (length % devices != 0) {
+      auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    DtcDialect::kNameAttr);
       return emitError(arg.getLoc())
              << "sequence parallelism splits the sequence of input \""
-             << (name ? name.getValue() : StringRef("?")) << "\" ("
-             << type.getDimSize(1) << " tokens) over the " << devices
+             << (name ? name.getValue() : StringRef("?")) << "\" (" << length
+             << " tokens) over the " << devices
              << " tensor-parallel devices; it must divide evenly";
     }
     sequence.seed(arg);
-    seeded = true;
   }
-  if (!seeded)
+  if (tokenInputs.empty())
     return step.emitError()
            << "sequence parallelism needs a token input of shape [batch, "
               "sequence] (an integer input of rank 2) to tell which "
@@ -193,20 +203,6 @@ LogicalResult mlir::dtc::planSequenceParallel(func::FuncOp step,
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-/// The original position held at program index `index` of a sequence of
-/// `length` positions striped over `ways` ranks: rank r's chunk of
-/// c = length / ways rows holds the positions r, r + ways, r + 2 ways, ...
-int64_t stripedPosition(int64_t index, int64_t length, int64_t ways) {
-  const int64_t chunk = length / ways;
-  return (index % chunk) * ways + index / chunk;
-}
-
-/// The program index holding original position `position`.
-int64_t stripedIndex(int64_t position, int64_t length, int64_t ways) {
-  const int64_t chunk = length / ways;
-  return (position % ways) * chunk + position / ways;
-}
 
 /// Rewrites a training step into one that holds every sequence in striped
 /// order (see stripeSequence). Values flowing through the sequence's ops
@@ -340,14 +336,20 @@ private:
     return success();
   }
 
-  /// Ids of the permutation along a sequence of `length`: to the striped
-  /// order (program index -> position) or back.
+  /// The element of the unpermuted sequence (of `length`) that index `i`
+  /// of the permuted one reads: to the striped order (program index ->
+  /// position, the data format's map) or back.
+  int64_t sourceOf(int64_t i, int64_t length, bool toStriped) const {
+    return toStriped ? ::dtc::artifact::stripedPosition(i, length, ways)
+                     : ::dtc::artifact::stripedIndex(i, length, ways);
+  }
+
+  /// Ids of the permutation along a sequence of `length`.
   Value permutationIds(OpBuilder &b, Location loc, int64_t length,
                        bool toStriped) {
     SmallVector<int32_t> ids(length);
     for (int64_t i = 0; i < length; ++i)
-      ids[i] = int32_t(toStriped ? stripedPosition(i, length, ways)
-                                 : stripedIndex(i, length, ways));
+      ids[i] = int32_t(sourceOf(i, length, toStriped));
     auto type = RankedTensorType::get({length}, b.getI32Type());
     return arith::ConstantOp::create(
         b, loc, DenseIntElementsAttr::get(type, ArrayRef<int32_t>(ids)));
@@ -386,8 +388,7 @@ private:
       const int64_t outer = product(type.getShape().take_front(dim));
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < length; ++i) {
-          const int64_t source = toStriped ? stripedPosition(i, length, ways)
-                                           : stripedIndex(i, length, ways);
+          const int64_t source = sourceOf(i, length, toStriped);
           for (int64_t k = 0; k < inner; ++k)
             to[(o * length + i) * inner + k] =
                 from[(o * length + source) * inner + k];
@@ -482,20 +483,15 @@ private:
 
 LogicalResult mlir::dtc::stripeSequence(func::FuncOp step, int64_t ways) {
   SequenceFactors sequence(step);
-  SmallVector<BlockArgument> tokenInputs;
-  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    BlockArgument arg = step.getArgument(i);
-    RankedTensorType type = tensorTypeOf(arg);
-    if (argRole(step, i) != Role::Input || type.getRank() != 2 ||
-        !isa<IntegerType>(type.getElementType()))
-      continue;
-    if (type.getDimSize(1) % ways != 0)
+  SmallVector<BlockArgument> tokenInputs = tokenInputsOf(step);
+  for (BlockArgument arg : tokenInputs) {
+    const int64_t length = tensorTypeOf(arg).getDimSize(1);
+    if (length % ways != 0)
       return emitError(arg.getLoc())
              << "the striped sequence layout splits the sequence of input \""
-             << argumentName(step, i) << "\" (" << type.getDimSize(1)
+             << argumentName(step, arg.getArgNumber()) << "\" (" << length
              << " tokens) over " << ways << " ranks; it must divide evenly";
     sequence.seed(arg);
-    tokenInputs.push_back(arg);
   }
   if (tokenInputs.empty())
     return step.emitError()
