@@ -99,17 +99,23 @@ void interleaved(Schedule &s) {
 // the time 1F1B's stage d spends waiting for gradients, and stage d holds
 // at most P micro-batches, the first stage's count under 1F1B. With unit
 // costs its bubble is (P-1)/(3M+P-1) once M >= P, against 1F1B's
-// (P-1)/(M+P-1).
-void zeroBubbleH1(Schedule &s) {
+// (P-1)/(M+P-1). `pendingWeights[d]` lowers stage d's bound below d; a
+// stage past the first that defers none runs 1F1B's whole backwards (BW).
+void zeroBubbleH1(Schedule &s, const std::vector<int> &pendingWeights) {
   const int P = s.stages, M = s.microbatches;
   for (int d = 0; d < P; ++d) {
     auto &list = s.perStage[size_t(d)];
     const int warmup = std::min(P - d - 1, M);
+    const int most = pendingWeights.empty() ? d : pendingWeights[size_t(d)];
     std::deque<int> pending;
     auto backward = [&](int m) {
+      if (most == 0 && d > 0) {
+        list.push_back(BW(m));
+        return;
+      }
       list.push_back({Kind::Backward, m, 0});
       pending.push_back(m);
-      while (int(pending.size()) > d) {
+      while (int(pending.size()) > most) {
         list.push_back({Kind::Weight, pending.front(), 0});
         pending.pop_front();
       }
@@ -130,11 +136,31 @@ void zeroBubbleH1(Schedule &s) {
 } // namespace
 
 bool generate(const std::string &name, int stages, int microbatches,
-              int virtualStages, Schedule &out, std::string &error) noexcept {
+              int virtualStages, Schedule &out, std::string &error,
+              const std::vector<int> &pendingWeights) noexcept {
   try {
     if (stages < 1 || microbatches < 1 || virtualStages < 1) {
       error = "stages, micro-batches and virtual stages must be >= 1";
       return false;
+    }
+    if (!pendingWeights.empty()) {
+      if (name != "zb") {
+        error = "only the zb schedule defers weight gradients";
+        return false;
+      }
+      if (int(pendingWeights.size()) != stages) {
+        error = "pending weight-gradient bounds for " +
+                std::to_string(pendingWeights.size()) + " stages, not " +
+                std::to_string(stages);
+        return false;
+      }
+      for (int d = 0; d < stages; ++d)
+        if (pendingWeights[size_t(d)] < 0 || pendingWeights[size_t(d)] > d) {
+          error = "stage " + std::to_string(d) + " may keep 0 to " +
+                  std::to_string(d) + " weight gradients pending, not " +
+                  std::to_string(pendingWeights[size_t(d)]);
+          return false;
+        }
     }
     if (virtualStages > 1 && name != "interleaved") {
       error = "--virtual-stages " + std::to_string(virtualStages) +
@@ -162,7 +188,7 @@ bool generate(const std::string &name, int stages, int microbatches,
     else if (name == "interleaved")
       interleaved(out);
     else if (name == "zb")
-      zeroBubbleH1(out);
+      zeroBubbleH1(out, pendingWeights);
     else {
       error = "unknown schedule '" + name +
               "' (expected gpipe, 1f1b, interleaved or zb)";
@@ -419,9 +445,15 @@ std::string renderText(const Schedule &s, const Simulation &sim) {
       << s.microbatches << " micro-batches";
   if (s.virtualStages > 1)
     out << " x " << s.virtualStages << " chunks";
+  bool whole = false, split = false;
+  for (const auto &list : s.perStage)
+    for (const Action &a : list) {
+      whole |= a.kind == Kind::BackwardWeight;
+      split |= a.kind == Kind::Weight;
+    }
   out << "; one column per time unit (F 1, B 1, W 1; "
-      << (s.name == "zb" ? "" : "a backward is B+W, 2")
-      << (s.name == "zb" ? "B and W separate" : "") << ")\n";
+      << (whole ? "a backward is B+W, 2" : "") << (whole && split ? "; " : "")
+      << (split ? "B and W separate" : "") << ")\n";
   for (size_t d = 0; d < sim.timeline.size(); ++d) {
     std::vector<std::string> cells(size_t(sim.makespan), ".");
     for (const Placed &p : sim.timeline[d])

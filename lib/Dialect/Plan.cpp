@@ -20,6 +20,12 @@ Recompute Plan::recomputeOf(int64_t stage) const {
   return recompute[stage];
 }
 
+int64_t Plan::pendingWeightGradients(int64_t stage) const {
+  if (schedule != "zb" || recomputeOf(stage) == Recompute::Full)
+    return 0;
+  return stage;
+}
+
 void Plan::setRecompute(Recompute mode) {
   recompute.assign(1, mode);
   canonicalizeRecompute(recompute);

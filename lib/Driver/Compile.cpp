@@ -403,15 +403,22 @@ json modelStructureJson(ModuleOp module) {
 }
 
 /// The pipeline schedule: every stage's order of forwards and backwards
-/// (left null when the step is not pipelined).
+/// (left null when the step is not pipelined). `plan`, once its
+/// recomputation is settled, bounds the weight gradients zb defers.
 bool pipelineSchedule(const ::dtc::CompileOptions &o, int64_t stages,
-                      int64_t microbatches, Errors &errors, json &pipeline) {
+                      int64_t microbatches, const mlir::dtc::Plan *plan,
+                      Errors &errors, json &pipeline) {
   if (stages <= 1 && microbatches <= 1)
     return true;
+  std::vector<int> pendingWeights;
+  if (plan && plan->schedule == "zb")
+    for (int64_t stage = 0; stage < stages; ++stage)
+      pendingWeights.push_back(int(plan->pendingWeightGradients(stage)));
   ::dtc::sched::Schedule schedule;
   std::string problem;
   if (!::dtc::sched::generate(o.schedule, int(stages), int(microbatches),
-                              int(o.virtualStages), schedule, problem)) {
+                              int(o.virtualStages), schedule, problem,
+                              pendingWeights)) {
     errors.flag("--schedule " + o.schedule + ": " + problem);
     return false;
   }
@@ -596,8 +603,10 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   const mlir::dtc::ApplyStrategyOptions planOptions = strategyOptions(o);
   const int64_t microbatches = planOptions.microbatches;
   const bool pipelined = planOptions.pp > 1 || microbatches > 1;
-  json pipeline;
-  if (!pipelineSchedule(o, planOptions.pp, microbatches, errors, pipeline))
+  json checkedSchedule;
+  // Checked here, before lowering; generated again per recomputation below.
+  if (!pipelineSchedule(o, planOptions.pp, microbatches, /*plan=*/nullptr,
+                        errors, checkedSchedule))
     return false;
 
   if (!runStage(
@@ -644,7 +653,11 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       artifactOptions.planExtras["remat_choice"] = rematChoice;
     if (!structure.is_null())
       artifactOptions.planExtras["model_structure"] = structure;
-    artifactOptions.pipeline = pipeline;
+    json scheduled;
+    if (!pipelineSchedule(o, planOptions.pp, microbatches, &*plan, errors,
+                          scheduled))
+      return false;
+    artifactOptions.pipeline = scheduled;
     FailureOr<json> body = mlir::dtc::buildArtifact(target, artifactOptions);
     if (failed(body)) {
       if (!errors.reported())

@@ -63,7 +63,8 @@ class Rematerializer {
 public:
   /// `modeOf(layer)`: the recomputation of a layer.
   /// `separateWeightWork`: the schedule runs a micro-batch's W apart from
-  /// its B (zb).
+  /// its B (zb), and later than right after it where the stage does not
+  /// recompute fully.
   Rematerializer(func::FuncOp step, std::function<Recompute(int64_t)> modeOf,
                  bool separateWeightWork)
       : step(step), modeOf(std::move(modeOf)),
@@ -126,10 +127,13 @@ private:
         }
       }
     }
-    if (separateWeightWork) {
-      // Zero-bubble schedules run a micro-batch's W long after its B: what
-      // W reads is recomputed again right before it, so that between the
-      // two only the layer's boundary values and B's gradients are kept.
+    // Zero-bubble schedules may run a micro-batch's W long after its B:
+    // then what W reads is recomputed again right before it, so that
+    // between the two only the layer's boundary values and B's gradients
+    // are kept. A stage that recomputes fully never defers W
+    // (Plan::pendingWeightGradients): it runs whole backwards, which read
+    // B's recomputation with no second forward.
+    if (separateWeightWork && selective) {
       recompute(ops, candidates, [](Operation *user) {
         return isPhase(user, Phase::BackwardWeight);
       });

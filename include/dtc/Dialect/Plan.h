@@ -62,6 +62,14 @@ struct Plan {
   Recompute recomputeOf(int64_t stage) const;
   /// The same recomputation on every stage (none when unset).
   void setRecompute(Recompute mode);
+  /// How many micro-batches' weight gradients pipeline stage `stage` keeps
+  /// pending under the zb schedule: ZB-H1's `stage`, but none on a stage
+  /// that recomputes fully. A pending W keeps every gradient its B made
+  /// for the weights (about 13 s·b·h values per transformer layer), while
+  /// full recomputation keeps s·b·h per layer and micro-batch in flight:
+  /// deferring even one W would undo the recomputation. 0 when the
+  /// schedule is not zb.
+  int64_t pendingWeightGradients(int64_t stage) const;
   /// The virtual stage of `layer` under stageCuts.
   int64_t virtualStageOfLayer(int64_t layer) const;
 

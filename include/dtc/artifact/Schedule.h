@@ -68,9 +68,15 @@ const std::vector<std::string> &scheduleNames();
 /// of P. zb (ZB-H1): 1f1b's order with the weight gradients split off and
 /// deferred into the bubbles (stage d keeps up to d pending), never holding
 /// more micro-batches on a stage than 1f1b's first stage.
+/// `pendingWeights` (zb only; empty: ZB-H1's d on stage d): stage d keeps
+/// at most pendingWeights[d] (0 to d) weight gradients pending; 0 past the
+/// first stage runs 1f1b's whole backwards there (BW). A W right after its
+/// own B would send B's message a W earlier, but the values W reads would
+/// wait for it all through B instead of dying layer by layer.
 /// Returns false with a one-line reason on bad arguments.
 bool generate(const std::string &name, int stages, int microbatches,
-              int virtualStages, Schedule &out, std::string &error) noexcept;
+              int virtualStages, Schedule &out, std::string &error,
+              const std::vector<int> &pendingWeights = {}) noexcept;
 
 /// Structural checks: every (micro-batch, chunk) of every stage has exactly
 /// one F and either one BW or one B and one W, in that order on its stage;

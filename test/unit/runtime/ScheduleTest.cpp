@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -138,6 +139,78 @@ TEST(Schedule, MicroBatchesHeldPerStage) {
         EXPECT_EQ(zb.peakInFlight[size_t(d)], std::min(p, m)) << "stage " << d;
       }
     }
+}
+
+/// The most weight gradients stage `d` has pending (B run, W not yet).
+int mostPendingWeights(const Schedule &s, int d) {
+  int pending = 0, most = 0;
+  for (const Action &a : s.perStage[size_t(d)]) {
+    if (a.kind == Kind::Backward)
+      most = std::max(most, ++pending);
+    else if (a.kind == Kind::Weight)
+      --pending;
+  }
+  return most;
+}
+
+TEST(Schedule, ZeroBubbleDefersWeightGradientsUpToEachStagesBound) {
+  for (int p : {2, 4, 8})
+    for (int m : {p, 2 * p, 4 * p}) {
+      SCOPED_TRACE("P=" + std::to_string(p) + " M=" + std::to_string(m));
+      // A stage past the first that defers nothing runs 1F1B's backwards:
+      // with every bound 0 the schedule is 1F1B's, bubble included.
+      Schedule none;
+      std::string error;
+      ASSERT_TRUE(
+          generate("zb", p, m, 1, none, error, std::vector<int>(size_t(p), 0)))
+          << error;
+      ASSERT_EQ(check(none), "");
+      Simulation sim = simulate(none);
+      ASSERT_TRUE(sim.ok) << sim.error;
+      Schedule oneF = make({"1f1b", p, m, 1});
+      for (int d = 1; d < p; ++d)
+        EXPECT_EQ(none.perStage[size_t(d)], oneF.perStage[size_t(d)]) << d;
+      EXPECT_EQ(mostPendingWeights(none, 0), 1); // W right after B
+      EXPECT_EQ(sim.peakInFlight, simulate(oneF).peakInFlight);
+      EXPECT_NEAR(sim.bubble, simulate(oneF).bubble, 1e-12);
+
+      // Mixed bounds: stage d keeps at most its own, and a stage that
+      // defers nothing runs whole backwards.
+      std::vector<int> bounds;
+      for (int d = 0; d < p; ++d)
+        bounds.push_back(d % 2 ? d : 0);
+      Schedule mixed;
+      ASSERT_TRUE(generate("zb", p, m, 1, mixed, error, bounds)) << error;
+      ASSERT_EQ(check(mixed), "");
+      Simulation mixedSim = simulate(mixed);
+      ASSERT_TRUE(mixedSim.ok) << mixedSim.error;
+      Schedule h1 = make({"zb", p, m, 1});
+      for (int d = 0; d < p; ++d) {
+        SCOPED_TRACE("stage " + std::to_string(d));
+        if (bounds[size_t(d)] == 0 && d > 0) {
+          EXPECT_EQ(mixed.perStage[size_t(d)], oneF.perStage[size_t(d)]);
+        } else {
+          EXPECT_EQ(mixed.perStage[size_t(d)], h1.perStage[size_t(d)]);
+          // the B just run, plus those kept
+          EXPECT_EQ(mostPendingWeights(mixed, d),
+                    std::min(bounds[size_t(d)] + 1, m));
+        }
+      }
+      EXPECT_LE(mixedSim.bubble, simulate(oneF).bubble + 1e-12);
+      EXPECT_GE(mixedSim.bubble, simulate(h1).bubble - 1e-12);
+    }
+}
+
+TEST(Schedule, WeightGradientBoundsAreChecked) {
+  Schedule s;
+  std::string error;
+  EXPECT_FALSE(generate("1f1b", 2, 4, 1, s, error, {0, 0}));
+  EXPECT_NE(error.find("only the zb schedule"), std::string::npos) << error;
+  EXPECT_FALSE(generate("zb", 2, 4, 1, s, error, {0}));
+  EXPECT_NE(error.find("for 1 stages, not 2"), std::string::npos) << error;
+  EXPECT_FALSE(generate("zb", 2, 4, 1, s, error, {0, 2}));
+  EXPECT_NE(error.find("stage 1 may keep 0 to 1"), std::string::npos) << error;
+  EXPECT_FALSE(generate("zb", 2, 4, 1, s, error, {-1, 0}));
 }
 
 TEST(Schedule, DeadlockIsFound) {
