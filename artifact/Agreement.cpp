@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 namespace dtc::artifact::detail {
 
@@ -241,7 +242,19 @@ public:
          const CommunicatorGroups &groups,
          const std::vector<int> &programOfRank)
       : P(P), a(a), calls(calls), groups(groups), programOfRank(programOfRank),
-        next(size_t(a.devices), 0) {}
+        next(size_t(a.devices), 0) {
+    // Every group numbered once: the replay looks one up per call.
+    groupIdOf.resize(a.comms.size());
+    for (size_t c = 0; c < a.comms.size(); ++c) {
+      groupIdOf[c].assign(size_t(a.devices), 0);
+      for (const auto &[color, ranks] : groups.groupsOf[c]) {
+        for (int64_t r : ranks)
+          groupIdOf[c][size_t(r)] = int(members.size());
+        members.push_back(&ranks);
+      }
+    }
+    arrived.assign(members.size(), 0);
+  }
 
   void run();
   /// Fails with the first rank left waiting, if any.
@@ -250,11 +263,20 @@ public:
 private:
   /// A message between two ranks: (message, micro-batch, sender, receiver).
   using MessageKey = std::tuple<int64_t, int, int64_t, int64_t>;
+  struct MessageHash {
+    size_t operator()(const MessageKey &k) const {
+      uint64_t h = uint64_t(std::get<0>(k));
+      for (uint64_t part : {uint64_t(std::get<1>(k)), uint64_t(std::get<2>(k)),
+                            uint64_t(std::get<3>(k))})
+        h = (h ^ part) * 0x100000001b3ull + (h >> 29);
+      return size_t(h);
+    }
+  };
 
   const std::vector<Call> &callsOfRank(int64_t r) const {
     return calls[size_t(programOfRank[size_t(r)])];
   }
-  int groupOf(int comm, int64_t rank);
+  int groupOf(int comm, int64_t rank) const;
   MessageKey messageKey(const Call &c, int64_t r) const;
   void advance(int64_t r);
   std::string doing(int64_t m) const;
@@ -264,27 +286,24 @@ private:
   const std::vector<std::vector<Call>> &calls;
   const CommunicatorGroups &groups;
   const std::vector<int> &programOfRank;
-  std::map<std::pair<int, int64_t>, int> groupId; // (comm, color) -> id
+  std::vector<std::vector<int>> groupIdOf; // [comm][rank] -> group id
   std::vector<const std::vector<int64_t> *> members;
-  std::map<MessageKey, int> posted;        // sent, not yet received
-  std::map<MessageKey, int64_t> receiving; // the rank waiting for it
+  std::unordered_map<MessageKey, int, MessageHash>
+      posted; // sent, not yet received
+  std::unordered_map<MessageKey, int64_t, MessageHash>
+      receiving; // the rank waiting for it
   std::vector<size_t> next;
   std::vector<int> arrived;
   std::vector<int> ready;
   std::vector<int64_t> woken;
 };
 
-int Replay::groupOf(int comm, int64_t rank) {
-  const int64_t color = groups.colorOf[size_t(comm)][size_t(rank)];
-  auto [it, isNew] =
-      groupId.emplace(std::make_pair(comm, color), int(members.size()));
-  if (isNew)
-    members.push_back(&groups.membersOf(comm, rank));
-  return it->second;
+int Replay::groupOf(int comm, int64_t rank) const {
+  return groupIdOf[size_t(comm)][size_t(rank)];
 }
 
 Replay::MessageKey Replay::messageKey(const Call &c, int64_t r) const {
-  const std::vector<int64_t> &group = groups.membersOf(c.comm, r);
+  const std::vector<int64_t> &group = *members[size_t(groupOf(c.comm, r))];
   if (c.peer < 0 || size_t(c.peer) >= group.size())
     P.fail("", "program '" + a.programs[size_t(programOfRank[size_t(r)])].name +
                    "' names member " + std::to_string(c.peer) +
@@ -318,8 +337,6 @@ void Replay::advance(int64_t r) {
         posted.erase(it);
     } else {
       const int g = groupOf(c.comm, r);
-      if (arrived.size() < members.size())
-        arrived.resize(members.size(), 0);
       if (++arrived[size_t(g)] == int(members[size_t(g)]->size()))
         ready.push_back(g);
       return;

@@ -44,6 +44,9 @@ using MessageEnds = std::map<int64_t, MessageEnd>;
 class Parser {
 public:
   explicit Parser(std::string label) : label_(std::move(label)) {}
+  /// Skips the replay of every rank's communication (checkProgramsAgree),
+  /// for a body that passed it in this process already.
+  void trustAgreement() { agreementChecked_ = true; }
 
   /// Throws Error: the parser's steps stop at the first problem, and the
   /// library's entry points turn it into their error message.
@@ -209,6 +212,7 @@ private:
                           const std::vector<int> &programOfRank);
 
   std::string label_;
+  bool agreementChecked_ = false;
 };
 
 } // namespace dtc::artifact::detail

@@ -195,6 +195,11 @@ struct Artifact {
 /// false and sets `error`, prefixed by `label`.
 bool parseArtifact(const nlohmann::json &body, const std::string &label,
                    Artifact &out, std::string &error) noexcept;
+/// parseArtifact for a body this process validated with it already: the
+/// same checks except the replay of every rank's communication (the
+/// deadlock proof), which is most of the time on large meshes.
+bool parseCheckedArtifact(const nlohmann::json &body, const std::string &label,
+                          Artifact &out, std::string &error) noexcept;
 /// Checks the container, parses and validates.
 bool loadArtifactBytes(std::string_view fileBytes, const std::string &label,
                        Artifact &out, std::string &error) noexcept;
