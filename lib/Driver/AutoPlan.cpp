@@ -46,6 +46,11 @@ dtc::CompileOptions optionsOf(const dtc::CompileOptions &o,
   out.microbatches = c.microbatches;
   out.remat = o.remat == "auto" ? o.remat : c.remat;
   out.sequenceParallel = c.sequenceParallel;
+  // Without stages the schedule does not apply; keep what was given.
+  if (c.pp > 1) {
+    out.schedule = c.schedule;
+    out.virtualStages = c.virtualStages;
+  }
   out.report.clear();
   out.emitMlirAfter.clear();
   out.timing = false;
@@ -137,6 +142,8 @@ json entryOf(const dtc::search::Candidate &c, const Lowered &r) {
                 {"microbatches", c.microbatches},
                 {"remat", c.remat},
                 {"sequence_parallel", c.sequenceParallel},
+                {"schedule", c.pp > 1 ? c.schedule : std::string("none")},
+                {"virtual_stages", c.virtualStages},
                 {"estimated", {{"step_s", c.seconds}, {"bytes", c.bytes}}}};
   if (r.report.is_object() && r.report.contains("predicted")) {
     const json &p = r.report["predicted"];
@@ -213,8 +220,12 @@ allowedCandidates(const dtc::CompileOptions &o,
         return false;
     // --remat auto: each plan chooses its recomputation per stage as it
     // compiles (chooseRecomputation), so one entry per plan, compiled so.
-    // Interleaving model chunks needs stages, and micro-batches by pp.
-    if (o.virtualStages > 1 && (c.pp < 2 || c.microbatches % c.pp != 0))
+    // A pinned schedule or chunk count needs stages.
+    if ((pinned(o, "schedule") || pinned(o, "virtual-stages")) && c.pp < 2)
+      return false;
+    if (pinned(o, "schedule") && c.schedule != o.schedule)
+      return false;
+    if (pinned(o, "virtual-stages") && c.virtualStages != o.virtualStages)
       return false;
     return !(pinned(o, "microbatches") && c.microbatches != o.microbatches) &&
            !(pinned(o, "remat") && c.remat != remat) &&
@@ -243,6 +254,8 @@ allowedCandidates(const dtc::CompileOptions &o,
     pinnedPlan.microbatches = o.microbatches;
     pinnedPlan.remat = remat;
     pinnedPlan.sequenceParallel = o.sequenceParallel;
+    pinnedPlan.schedule = o.schedule;
+    pinnedPlan.virtualStages = o.virtualStages;
     all.push_back(pinnedPlan);
   }
   return all;
@@ -331,6 +344,8 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   space.precision = o.precision;
   space.optimizer = o.optimizer;
   space.budget = double(budget);
+  if (pinned(o, "virtual-stages"))
+    space.virtualStages = {o.virtualStages};
   std::vector<search::Candidate> all =
       allowedCandidates(o, search::enumerateCandidates(facts, space, hw));
   size_t count = std::min(

@@ -1,6 +1,7 @@
 //===- Compile.cpp - dtc compile: model.mlir -> artifact -----------------===//
 #include "dtc/Driver/Compile.h"
 #include "InputFiles.h"
+#include "PlanRecords.h"
 #include "Report.h"
 #include "dtc/CostModel/CostModel.h"
 #include "dtc/Dialect/DtcOps.h"
@@ -41,10 +42,13 @@
 
 using namespace mlir;
 using json = nlohmann::json;
+using ::dtc::driver::emitOptions;
 using ::dtc::driver::kMaxHardwareFileBytes;
 using ::dtc::driver::kMaxModelBytes;
 using ::dtc::driver::kMaxNesting;
+using ::dtc::driver::modelStructureJson;
 using ::dtc::driver::readInputFile;
+using ::dtc::driver::strategyOptions;
 using ::dtc::driver::tooDeeplyNested;
 
 namespace {
@@ -180,24 +184,6 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices,
     return false;
   }
   return true;
-}
-
-json optimizerJson(const ::dtc::CompileOptions &o, double weightDecay) {
-  json j = {{"kind", o.optimizer},
-            {"lr", o.lr},
-            {"weight_decay", weightDecay},
-            {"grad_clip", o.gradClip},
-            {"lr_schedule",
-             {{"kind", o.lrSchedule},
-              {"warmup_steps", o.warmupSteps},
-              {"decay_steps", o.decaySteps},
-              {"min_lr", o.minLr}}}};
-  if (o.optimizer == "adam" || o.optimizer == "adamw") {
-    j["beta1"] = o.beta1;
-    j["beta2"] = o.beta2;
-    j["eps"] = o.eps;
-  }
-  return j;
 }
 
 } // namespace
@@ -362,46 +348,6 @@ bool trainingStepOptions(const ::dtc::CompileOptions &o, double weightDecay,
   return true;
 }
 
-/// The strategy the plan is written from (dtc-apply-strategy).
-mlir::dtc::ApplyStrategyOptions
-strategyOptions(const ::dtc::CompileOptions &o) {
-  mlir::dtc::ApplyStrategyOptions planOptions;
-  planOptions.mesh.assign(o.mesh.begin(), o.mesh.end());
-  planOptions.dp = o.autoPlan ? 0 : o.dp;
-  planOptions.tp = o.autoPlan ? 1 : o.tp;
-  planOptions.zero = o.autoPlan ? 0 : o.zero;
-  planOptions.pp = o.autoPlan ? 1 : o.pp;
-  planOptions.sp = o.autoPlan ? 1 : o.sp;
-  planOptions.virtualStages = o.virtualStages;
-  // Gradient accumulation is more micro-batches: each of the K micro-steps
-  // runs the M micro-batches of the pipeline, so M·K go through the
-  // schedule, their gradients summed before the one reduction and update.
-  planOptions.microbatches = o.microbatches * o.gradAccum;
-  planOptions.schedule = o.schedule;
-  // --remat auto settles the plan's recomputation below, once lowered.
-  planOptions.recompute = o.remat == "auto" ? "none" : o.remat;
-  planOptions.precision = o.precision;
-  planOptions.sequenceParallel = o.sequenceParallel;
-  planOptions.spLayout = o.spLayout;
-  return planOptions;
-}
-
-/// Prologue, repeated blocks and epilogue of the planned training step:
-/// what a search solves once per distinct layer (the artifact's plan and
-/// the report show it); null when the step has none.
-json modelStructureJson(ModuleOp module) {
-  FailureOr<mlir::dtc::ModelStructure> s =
-      mlir::dtc::analyzeModelStructure(mlir::dtc::findTrainStep(module));
-  if (failed(s))
-    return json();
-  return {{"layers", s->layers()},
-          {"distinct_layers", s->distinctLayers()},
-          {"prologue_layers", s->firstBlockLayer},
-          {"blocks", s->blockCount},
-          {"layers_per_block", s->blockLayers},
-          {"epilogue_layers", s->layers() - s->epilogueStart()}};
-}
-
 /// The pipeline schedule: every stage's order of forwards and backwards
 /// (left null when the step is not pipelined). `plan`, once its
 /// recomputation is settled, bounds the weight gradients zb defers.
@@ -437,32 +383,6 @@ bool pipelineSchedule(const ::dtc::CompileOptions &o, int64_t stages,
               {"microbatches", microbatches},
               {"per_stage", perStage}};
   return true;
-}
-
-/// What the emitter records beside the plan (the artifact's "plan").
-mlir::dtc::ArtifactOptions emitOptions(const ::dtc::CompileOptions &o,
-                                       double weightDecay, bool pipelined,
-                                       const std::string &remat,
-                                       const std::string &hwName) {
-  mlir::dtc::ArtifactOptions artifactOptions;
-  artifactOptions.sourceName = o.input;
-  artifactOptions.optimizer = optimizerJson(o, weightDecay);
-  artifactOptions.planExtras = {
-      {"planner", !o.plannerRecord.empty() ? "search"
-                  : o.autoPlan ? "auto (data parallelism over every device)"
-                               : "strategy"},
-      {"sp", o.sp},
-      {"sp_layout", o.sp > 1 ? o.spLayout : std::string("none")},
-      {"sequence_parallel", o.sequenceParallel},
-      {"ep", o.ep},
-      {"microbatches", o.microbatches},
-      {"schedule", pipelined ? o.schedule : std::string("none")},
-      {"virtual_stages", o.virtualStages},
-      {"remat", remat},
-      {"precision", o.precision},
-      {"grad_accum", o.gradAccum},
-      {"hw", hwName}};
-  return artifactOptions;
 }
 
 /// Parses the model text, refusing what would overflow MLIR's parser.
@@ -556,6 +476,34 @@ bool prepareModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
          parseModel(std::move(buffer), o, ctx, errors, module);
 }
 
+/// Runs the passes `fill` adds on `target` as compile stage `stage`: timed,
+/// errors (and warnings under --Werror) stop it, and `print` prints the
+/// module after it when --emit-mlir-after names it.
+bool runPasses(MLIRContext &ctx, const ::dtc::CompileOptions &o, Errors &errors,
+               StageTimer &timer, ModuleOp target, bool print,
+               const std::string &stage,
+               llvm::function_ref<void(PassManager &)> fill) {
+  PassManager pm(&ctx);
+  fill(pm);
+  if (failed(pm.run(target))) {
+    if (!errors.reported())
+      errors.flag("compilation failed during " + stage);
+    return false;
+  }
+  if (errors.reported()) // a warning under --Werror
+    return false;
+  timer.done(stage == "parsed" ? "check-model" : stage);
+  if (print && o.emitMlirAfter == stage) {
+    OpPrintingFlags flags;
+    // Generic form: what tools outside dtc (e.g. the float64 reference of
+    // the tests) can parse without knowing any custom syntax.
+    if (o.emitGeneric)
+      flags.printGenericOpForm();
+    target.print(llvm::outs(), flags);
+  }
+  return true;
+}
+
 /// Everything from model text to artifact body; errors go to `errors`
 /// (IR or flags). `module` keeps the partitioned IR for reports.
 bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
@@ -574,26 +522,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   timer.done("parse+verify");
 
   auto runStageOn = [&](ModuleOp target, bool print, const std::string &stage,
-                        llvm::function_ref<void(PassManager &)> fill) -> bool {
-    PassManager pm(&ctx);
-    fill(pm);
-    if (failed(pm.run(target))) {
-      if (!errors.reported())
-        errors.flag("compilation failed during " + stage);
-      return false;
-    }
-    if (errors.reported()) // a warning under --Werror
-      return false;
-    timer.done(stage == "parsed" ? "check-model" : stage);
-    if (print && o.emitMlirAfter == stage) {
-      OpPrintingFlags flags;
-      // Generic form: what tools outside dtc (e.g. the float64 reference of
-      // the tests) can parse without knowing any custom syntax.
-      if (o.emitGeneric)
-        flags.printGenericOpForm();
-      target.print(llvm::outs(), flags);
-    }
-    return true;
+                        llvm::function_ref<void(PassManager &)> fill) {
+    return runPasses(ctx, o, errors, timer, target, print, stage, fill);
   };
   auto runStage = [&](const std::string &stage,
                       llvm::function_ref<void(PassManager &)> fill) -> bool {
@@ -653,11 +583,9 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       artifactOptions.planExtras["remat_choice"] = rematChoice;
     if (!structure.is_null())
       artifactOptions.planExtras["model_structure"] = structure;
-    json scheduled;
     if (!pipelineSchedule(o, planOptions.pp, microbatches, &*plan, errors,
-                          scheduled))
+                          artifactOptions.pipeline))
       return false;
-    artifactOptions.pipeline = scheduled;
     FailureOr<json> body = mlir::dtc::buildArtifact(target, artifactOptions);
     if (failed(body)) {
       if (!errors.reported())

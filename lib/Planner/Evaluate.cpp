@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 using namespace mlir;
 using json = nlohmann::json;
@@ -225,11 +226,15 @@ namespace mlir::dtc {
 
 PlanCost evaluatePlan(ModuleOp module, const json &artifact,
                       ::dtc::cost::HardwareProfile &hw, bool f32) {
-  // The emitter validated the artifact before this, so it parses.
+  // The memory check validated the artifact before this (its "memory"
+  // record says so), so it parses, and its ranks' communication needs no
+  // second replay.
   ::dtc::artifact::Artifact parsed;
   std::string error;
-  if (!::dtc::artifact::parseArtifact(artifact, "the emitted artifact", parsed,
-                                      error))
+  const bool checked = artifact.contains("memory");
+  if (!(checked ? ::dtc::artifact::parseCheckedArtifact
+                : ::dtc::artifact::parseArtifact)(
+          artifact, "the emitted artifact", parsed, error))
     llvm::report_fatal_error(
         llvm::Twine("internal error: the emitted artifact does not parse: ") +
         error);
@@ -473,9 +478,21 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
     return layer ? layer.getInt() : -1;
   };
   llvm::DenseSet<Value> boundary;
+  std::map<std::tuple<double, double, bool, bool, bool>, int64_t> kernels;
   step.walk([&](Operation *op) {
     auto cost = dyn_cast<CostOpInterface>(op);
     const int64_t layer = layerOf(op);
+    // Costed as busiestKernelSeconds costs it: views move nothing.
+    if (cost && (isPhase(op, Phase::Forward) || isBackward(op))) {
+      double bytes = 0;
+      if (!isa<ViewOpInterface>(op))
+        for (Type type : llvm::concat<const Type>(op->getOperandTypes(),
+                                                  op->getResultTypes()))
+          bytes += tensorBytes(type);
+      ++kernels[{double(cost.getFlopCount()), bytes, cost.isDenseKernel(),
+                 isPhase(op, Phase::Forward),
+                 op->hasTrait<CheapToRecompute>()}];
+    }
     if (isPhase(op, Phase::Forward)) {
       facts.layers = std::max(facts.layers, layer + 1);
       if (auto attention = dyn_cast<AttentionOp>(op)) {
@@ -509,6 +526,10 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
   facts.storedFull = std::min(facts.storedFull, facts.storedNone);
   facts.boundaryBytes =
       facts.layers > 0 ? facts.storedFull / double(facts.layers) : 0.0;
+  for (const auto &[key, count] : kernels) {
+    const auto &[flops, bytes, dense, forward, cheap] = key;
+    facts.kernels.push_back({flops, bytes, dense, forward, cheap, count});
+  }
   return facts;
 }
 

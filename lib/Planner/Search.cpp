@@ -9,8 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Planner/Search.h"
+#include "dtc/artifact/Schedule.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -31,8 +33,55 @@ std::string Candidate::describe() const {
     s << " --sequence-parallel";
   if (microbatches > 1)
     s << " --microbatches " << microbatches;
+  if (pp > 1 && schedule != "1f1b")
+    s << " --schedule " << schedule;
+  if (virtualStages > 1)
+    s << " --virtual-stages " << virtualStages;
   s << " --remat " << remat;
   return s.str();
+}
+
+ScheduleTerms dtc::search::scheduleTerms(const std::string &schedule,
+                                         int64_t stages, int64_t microbatches,
+                                         int64_t virtualStages) {
+  ScheduleTerms t;
+  if (stages <= 1)
+    return t;
+  const double p = double(stages), m = double(microbatches),
+               v = double(virtualStages);
+  if (schedule == "zb" && microbatches < stages) {
+    // Below P micro-batches ZB-H1 has no closed form; the schedule is
+    // small (fewer than P^2 actions), so run it.
+    sched::Schedule s;
+    std::string error;
+    if (sched::generate("zb", int(stages), int(microbatches), 1, s, error)) {
+      sched::Simulation sim = sched::simulate(s);
+      if (sim.ok) {
+        t.bubble = sim.bubble;
+        t.inFlight =
+            *std::max_element(sim.peakInFlight.begin(), sim.peakInFlight.end());
+        return t;
+      }
+    }
+  }
+  if (schedule == "interleaved") {
+    // The first stage runs 2(P-1) + (v-1)P chunk forwards ahead, then one
+    // more before its first backward; each chunk keeps 1/v of a stage.
+    t.bubble = (p - 1) / (v * m + p - 1);
+    t.inFlight = std::min(2 * (p - 1) + (v - 1) * p + 1, v * m) / v;
+  } else if (schedule == "zb") {
+    // ZB-H1: 1F1B's order with W deferred into the bubbles; every stage
+    // keeps P micro-batches (in flight or waiting for their W).
+    t.bubble = (p - 1) / (3 * m + p - 1);
+    t.inFlight = std::min(p, m);
+  } else if (schedule == "gpipe") {
+    t.bubble = (p - 1) / (m + p - 1);
+    t.inFlight = m;
+  } else {
+    t.bubble = (p - 1) / (m + p - 1);
+    t.inFlight = std::min(p, m);
+  }
+  return t;
 }
 
 namespace {
@@ -57,7 +106,7 @@ Link slowest(const HardwareProfile &hw, size_t from, size_t to) {
 /// [dpEnd, ppEnd), then sp's one axis (when c.sp > 1) and tp's the rest.
 void estimate(const ModelFacts &f, const Space &space,
               const HardwareProfile &hw, size_t dpEnd, size_t ppEnd,
-              Candidate &c) {
+              const ScheduleTerms &terms, Candidate &c) {
   const size_t axes = space.mesh.size();
   const size_t tpBegin = ppEnd + (c.sp > 1 ? 1 : 0);
   const double devices = double(c.dp * c.tp * c.pp * c.sp);
@@ -67,11 +116,25 @@ void estimate(const ModelFacts &f, const Space &space,
                            : c.remat == "selective" ? f.cheapForwardFlops
                                                     : 0.0;
   const double m = double(c.microbatches), p = double(c.pp);
-  c.bubble = c.pp > 1 ? (p - 1) / (m + p - 1) : 0.0;
+  c.bubble = terms.bubble;
   const double stretch =
       dtc::cost::bubbleStretch(c.bubble, c.dp * c.tp * c.pp, hw);
   c.computeSeconds = (f.forwardFlops + f.backwardFlops + recompute) / devices /
                      (peak * hw.gemm.max) * stretch;
+  if (!f.kernels.empty()) {
+    // Each kernel splits over the data, tensor and sequence ranks and the
+    // micro-batches, and a stage runs 1/pp of them, once per micro-batch.
+    const double share = double(c.dp * c.tp * c.sp) * m;
+    double perMicrobatch = 0;
+    for (const KernelClass &k : f.kernels) {
+      const bool again = k.forward && (c.remat == "full" ||
+                                       (c.remat == "selective" && k.cheap));
+      perMicrobatch += double(k.count) * (again ? 2.0 : 1.0) *
+                       dtc::cost::kernelTime(k.flops / share, k.bytes / share,
+                                             k.dense, hw, f32);
+    }
+    c.computeSeconds = perMicrobatch * m / p * stretch;
+  }
 
   // Tensor parallelism: each layer all-reduces (or, with sequence
   // parallelism, reduce-scatters and gathers) its output in the forward
@@ -92,11 +155,13 @@ void estimate(const ModelFacts &f, const Space &space,
         stretch;
   }
   // Pipeline: each micro-batch sends its activation forward and its
-  // gradient back, one per stage boundary on the critical path.
+  // gradient back, one per stage boundary on the critical path (one per
+  // chunk boundary when interleaved: v times as many).
   if (c.pp > 1) {
     const Link link = slowest(hw, dpEnd, ppEnd);
     const double bytes = shard / m / (c.sequenceParallel ? double(c.tp) : 1.0);
-    comm += 2.0 * m * dtc::cost::sendRecvTime(bytes, link) * stretch;
+    comm += 2.0 * m * double(c.virtualStages) *
+            dtc::cost::sendRecvTime(bytes, link) * stretch;
   }
   // Ring attention: per attention layer and micro-batch the forward
   // shifts each key and value block n-1 times, the backward the blocks and
@@ -146,7 +211,7 @@ void estimate(const ModelFacts &f, const Space &space,
   c.seconds = c.computeSeconds + c.commSeconds;
 
   // Memory: the state by ZeRO stage, and the activations of the
-  // micro-batches 1F1B keeps in flight on the first stage.
+  // micro-batches the schedule keeps in flight on its busiest stage.
   const double d = double(c.dp);
   double state = localParams * (bpp.params / (c.zero >= 3 ? d : 1.0) +
                                 bpp.grads / (c.zero >= 2 ? d : 1.0) +
@@ -159,7 +224,7 @@ void estimate(const ModelFacts &f, const Space &space,
   const double split =
       c.remat == "full" && !c.sequenceParallel ? 1.0 : double(c.tp);
   const double perMicrobatch = stored / (d * m) / split / p / double(c.sp);
-  const double inFlight = c.pp > 1 ? std::min(p, m) : 1.0;
+  const double inFlight = c.pp > 1 ? terms.inFlight : 1.0;
   // A recomputed layer's forward is live again while its backward runs.
   const double working = c.remat == "none"
                              ? 0.0
@@ -177,6 +242,10 @@ dtc::search::enumerateCandidates(const ModelFacts &facts, const Space &space,
                                  const HardwareProfile &hw) {
   std::vector<Candidate> out;
   std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> seen;
+  // Plans differ in far more ways than schedules do (zb below P
+  // micro-batches is simulated).
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t>, ScheduleTerms>
+      termsOf;
   const size_t axes = space.mesh.size();
   for (size_t dpEnd = 0; dpEnd <= axes; ++dpEnd)
     for (size_t ppEnd = dpEnd; ppEnd <= axes; ++ppEnd)
@@ -202,21 +271,48 @@ dtc::search::enumerateCandidates(const ModelFacts &facts, const Space &space,
              ++m) {
           if (perShard % m != 0)
             continue;
-          for (const char *remat : {"none", "selective", "full"})
-            for (int64_t zero = 0; zero <= (base.dp > 1 ? 3 : 0); ++zero)
-              for (bool sp : {false, true}) {
-                // Megatron's sequence parallelism does not combine with the
-                // ring's yet.
-                if (sp && (base.tp == 1 || !facts.sequenceInputs || ring))
-                  continue;
-                Candidate c = base;
-                c.microbatches = m;
-                c.remat = remat;
-                c.zero = zero;
-                c.sequenceParallel = sp;
-                estimate(facts, space, hw, dpEnd, ppEnd, c);
-                out.push_back(c);
-              }
+          // Schedules (pp > 1): 1f1b; zb; interleaved with v chunks per
+          // stage where each chunk has a layer and M divides by pp.
+          std::vector<std::pair<std::string, int64_t>> schedules = {
+              {"1f1b", 1}};
+          if (base.pp > 1) {
+            schedules.push_back({"zb", 1});
+            if (m % base.pp == 0)
+              for (int64_t v : space.virtualStages)
+                if (v > 1 && base.pp * v <= facts.layers)
+                  schedules.push_back({"interleaved", v});
+          }
+          for (const auto &[schedule, v] : schedules) {
+            auto key = std::make_tuple(schedule, base.pp, m, v);
+            auto known = termsOf.find(key);
+            if (known == termsOf.end())
+              known =
+                  termsOf.emplace(key, scheduleTerms(schedule, base.pp, m, v))
+                      .first;
+            const ScheduleTerms terms = known->second;
+            for (const char *remat : {"none", "selective", "full"}) {
+              // zb defers no W on a stage that recomputes fully: it is
+              // 1f1b there (Plan::pendingWeightGradients).
+              if (schedule == "zb" && std::string(remat) == "full")
+                continue;
+              for (int64_t zero = 0; zero <= (base.dp > 1 ? 3 : 0); ++zero)
+                for (bool sp : {false, true}) {
+                  // Megatron's sequence parallelism does not combine with
+                  // the ring's yet.
+                  if (sp && (base.tp == 1 || !facts.sequenceInputs || ring))
+                    continue;
+                  Candidate c = base;
+                  c.microbatches = m;
+                  c.remat = remat;
+                  c.zero = zero;
+                  c.sequenceParallel = sp;
+                  c.schedule = schedule;
+                  c.virtualStages = v;
+                  estimate(facts, space, hw, dpEnd, ppEnd, terms, c);
+                  out.push_back(c);
+                }
+            }
+          }
         }
       }
   std::stable_sort(out.begin(), out.end(),

@@ -125,10 +125,12 @@ Plan:
                         over them before the optimizer    (default: 1)
   --schedule S          gpipe|1f1b|interleaved|zb: the order in which each
                         pipeline stage runs the micro-batches' forwards and
-                        backwards (zb: weight gradients deferred, ZB-H1)
-                                                             (default: 1f1b)
+                        backwards (zb: weight gradients deferred, ZB-H1);
+                        the search chooses 1f1b, zb or interleaved unless
+                        given                                (default: 1f1b)
   --virtual-stages V    model chunks per pipeline stage, with --schedule
-                        interleaved (M a multiple of pp)     (default: 1)
+                        interleaved (M a multiple of pp); the search tries
+                        2 and 4 unless given                 (default: 1)
   --remat R             none|full|selective|auto             (default: none)
                         activation checkpointing: full recomputes each
                         layer's forward in its backward (keeps layer
@@ -353,7 +355,8 @@ bool applyStrategy(const std::string &text, bool autoGiven,
 /// Under the search, the flags that fix one of its choices pin it; its own
 /// flags need it. Returns the error, or "".
 std::string searchChoices(const Flags &flags, dtc::CompileOptions &o) {
-  for (const char *choice : {"microbatches", "remat", "sequence-parallel"})
+  for (const char *choice : {"microbatches", "remat", "sequence-parallel",
+                             "schedule", "virtual-stages"})
     if (flags.given(std::string("--") + choice))
       o.pinnedChoices.push_back(choice);
   if (!o.search &&

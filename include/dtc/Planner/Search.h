@@ -20,6 +20,20 @@
 
 namespace dtc::search {
 
+/// Forward or backward kernels of one size: what the plan evaluation
+/// costs one by one (a roofline plus the profile's per-kernel overhead),
+/// grouped so that a step of thousands of kernels is a few dozen classes.
+struct KernelClass {
+  /// One kernel's flops and memory traffic for the whole batch.
+  double flops = 0, bytes = 0;
+  /// A GEMM-like kernel (its efficiency follows the profile's curve).
+  bool dense = false;
+  /// A forward kernel (full recomputation runs it again), and a cheap one
+  /// (selective recomputation runs it again).
+  bool forward = false, cheap = false;
+  int64_t count = 0;
+};
+
 /// What the estimates need of a training step (global shapes, one step of
 /// the whole batch; modelFacts in Evaluate.h reads them off the IR).
 struct ModelFacts {
@@ -48,6 +62,11 @@ struct ModelFacts {
   double attentionKeyBytes = 0;
   /// Forward attention ops (each one ring under sp).
   int64_t attentionLayers = 0;
+  /// The step's kernels by class. When present, compute is each class's
+  /// kernel time at its per-device, per-micro-batch size (so micro-batches
+  /// and tensor parallelism pay for smaller GEMMs and more launches); when
+  /// empty, the flops at the profile's best GEMM efficiency.
+  std::vector<KernelClass> kernels;
 };
 
 /// The plans to consider.
@@ -59,12 +78,20 @@ struct Space {
   /// Micro-batch counts considered: divisors of the data-parallel shard's
   /// batch up to this.
   int64_t maxMicrobatches = 1024;
+  /// Model chunks per stage the interleaved schedule is considered with.
+  std::vector<int64_t> virtualStages = {2, 4};
 };
 
 struct Candidate {
   /// sp: ring attention's degree (one mesh axis, between pp's and tp's).
   int64_t dp = 1, tp = 1, pp = 1, sp = 1, microbatches = 1, zero = 0;
   std::string remat = "none";
+  /// The pipeline schedule (pp > 1): 1f1b, zb (not with full
+  /// recomputation, under which it is 1f1b) or interleaved with
+  /// virtualStages model chunks per stage. gpipe is never considered: it
+  /// has 1f1b's bubble and keeps every micro-batch in flight.
+  std::string schedule = "1f1b";
+  int64_t virtualStages = 1;
   bool sequenceParallel = false;
   /// The closed forms' step time and memory per device, and their parts.
   double seconds = 0, bytes = 0;
@@ -73,9 +100,20 @@ struct Candidate {
 
   /// As --strategy and the other flags would write it, e.g.
   /// "dp=8,tp=8,pp=16 --microbatches 192 --remat full" (",sp=S" after pp
-  /// when ring attention splits the sequence).
+  /// when ring attention splits the sequence; "--schedule zb" or
+  /// "--schedule interleaved --virtual-stages V" when not 1f1b).
   std::string describe() const;
 };
+
+/// The closed forms' schedule terms for P stages, M micro-batches and v
+/// chunks per stage: the bubble with unit costs (exact for 1f1b and
+/// interleaved, and for zb once M >= P; zb below that is simulated) and the
+/// micro-batches the busiest stage keeps in flight, in whole-stage units.
+struct ScheduleTerms {
+  double bubble = 0, inFlight = 1;
+};
+ScheduleTerms scheduleTerms(const std::string &schedule, int64_t stages,
+                            int64_t microbatches, int64_t virtualStages);
 
 /// Every plan of `space`, estimated: those that fit first, fastest first,
 /// then the others by memory. `hw` must have its links for the mesh

@@ -8,9 +8,11 @@
 //===----------------------------------------------------------------------===//
 #include "dtc/CostModel/CostModel.h"
 #include "dtc/Planner/Search.h"
+#include "dtc/artifact/Schedule.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <unistd.h>
@@ -240,6 +242,155 @@ TEST(Search, RingAttentionIsAPlanChoice) {
   for (const dtc::search::Candidate &c :
        dtc::search::enumerateCandidates(facts, space, hw))
     EXPECT_NE(c.sp, 4);
+}
+
+// The schedule terms of the closed forms are the emitted schedules' own:
+// the simulated bubble, and the micro-batches the busiest stage keeps in
+// flight (interleaved: chunk micro-batches over the chunk count).
+TEST(Search, ScheduleTermsAreTheSimulatedSchedules) {
+  for (int p : {2, 4, 8})
+    for (int m : {1, 2, 3, 4, 8, 12, 16, 32})
+      for (const char *name : {"1f1b", "zb", "gpipe", "interleaved"})
+        for (int v : {1, 2, 4}) {
+          if ((std::string(name) == "interleaved") != (v > 1) ||
+              (v > 1 && m % p != 0))
+            continue;
+          SCOPED_TRACE(std::string(name) + " P=" + std::to_string(p) +
+                       " M=" + std::to_string(m) + " v=" + std::to_string(v));
+          dtc::sched::Schedule s;
+          std::string error;
+          ASSERT_TRUE(dtc::sched::generate(name, p, m, v, s, error)) << error;
+          dtc::sched::Simulation sim = dtc::sched::simulate(s);
+          ASSERT_TRUE(sim.ok) << sim.error;
+          const dtc::search::ScheduleTerms t =
+              dtc::search::scheduleTerms(name, p, m, v);
+          EXPECT_NEAR(t.bubble, sim.bubble, 1e-12);
+          const int most = *std::max_element(sim.peakInFlight.begin(),
+                                             sim.peakInFlight.end());
+          EXPECT_NEAR(t.inFlight * v, most, 1e-12);
+        }
+  EXPECT_EQ(dtc::search::scheduleTerms("zb", 1, 8, 1).bubble, 0.0);
+}
+
+// The search chooses the schedule: with few micro-batches per stage the
+// bubble decides (zb, or interleaved where the messages are cheap), and
+// the plan says so as flags.
+TEST(Search, SchedulesArePlanChoices) {
+  dtc::search::ModelFacts facts;
+  facts.params = 1000000;
+  facts.batch = 4;
+  facts.layers = 8;
+  facts.forwardFlops = 1e13;
+  facts.backwardFlops = 2e13;
+  facts.storedNone = 4e6;
+  facts.storedSelective = 2e6;
+  facts.storedFull = 1e6;
+  facts.boundaryBytes = 2.5e5;
+  dtc::search::Space space;
+  space.mesh = {4};
+  dtc::cost::HardwareProfile hw = *[] {
+    std::string error;
+    return dtc::cost::loadHardware("a100", error);
+  }();
+  hw.forMesh(space.mesh);
+  auto all = dtc::search::enumerateCandidates(facts, space, hw);
+  auto find = [&](const char *schedule, int64_t v, const char *remat,
+                  int64_t m) -> const dtc::search::Candidate * {
+    for (const dtc::search::Candidate &c : all)
+      if (c.pp == 4 && c.schedule == schedule && c.virtualStages == v &&
+          c.remat == std::string(remat) && c.microbatches == m)
+        return &c;
+    return nullptr;
+  };
+  const dtc::search::Candidate *oneF = find("1f1b", 1, "none", 4),
+                               *zb = find("zb", 1, "none", 4),
+                               *il2 = find("interleaved", 2, "none", 4);
+  ASSERT_TRUE(oneF && zb && il2);
+  EXPECT_EQ(zb->describe(), "dp=1,tp=1,pp=4 --microbatches 4 --schedule zb "
+                            "--remat none");
+  EXPECT_EQ(il2->describe(), "dp=1,tp=1,pp=4 --microbatches 4 --schedule "
+                             "interleaved --virtual-stages 2 --remat none");
+  // zb with full recomputation is 1f1b; interleaving needs M by pp and a
+  // layer per chunk (v=4: 16 chunks of 8 layers, none).
+  EXPECT_FALSE(find("zb", 1, "full", 4));
+  EXPECT_FALSE(find("interleaved", 2, "none", 2));
+  EXPECT_FALSE(find("interleaved", 4, "none", 4));
+  for (const dtc::search::Candidate &c : all)
+    EXPECT_TRUE(c.pp > 1 || (c.schedule == "1f1b" && c.virtualStages == 1))
+        << c.describe();
+  // Bubbles (P-1)/(M+P-1) = 3/7, (P-1)/(3M+P-1) = 3/15, (P-1)/(vM+P-1) =
+  // 3/11; the same flops, so zb is faster, then interleaved, then 1f1b.
+  EXPECT_DOUBLE_EQ(oneF->bubble, 3.0 / 7);
+  EXPECT_DOUBLE_EQ(zb->bubble, 3.0 / 15);
+  EXPECT_DOUBLE_EQ(il2->bubble, 3.0 / 11);
+  EXPECT_LT(zb->seconds, il2->seconds);
+  EXPECT_LT(il2->seconds, oneF->seconds);
+  EXPECT_DOUBLE_EQ(zb->computeSeconds / oneF->computeSeconds,
+                   (1 / (1 - 3.0 / 15)) / (1 / (1 - 3.0 / 7)));
+  // Interleaving sends v times the pipeline messages.
+  EXPECT_GT(il2->commSeconds, oneF->commSeconds);
+  // Memory: zb and 1f1b keep min(P, M) micro-batches in flight;
+  // interleaved (2(P-1) + (v-1)P + 1)/v = 6.5, capped at M = 4.
+  EXPECT_DOUBLE_EQ(zb->bytes, oneF->bytes);
+}
+
+// With the step's kernels known, compute is what the plan evaluation
+// charges them: each kernel's roofline at its per-device, per-micro-batch
+// size plus the per-kernel overhead, once per micro-batch, forward kernels
+// again under recomputation. Small GEMMs and more launches make
+// micro-batches and tensor parallelism cost compute time.
+TEST(Search, KernelsCostTheirSizeAndLaunches) {
+  dtc::search::ModelFacts facts;
+  facts.params = 1000;
+  facts.batch = 8;
+  facts.layers = 2;
+  facts.forwardFlops = 2 * 1e9;
+  facts.backwardFlops = 2 * 2e9;
+  facts.storedNone = 1e5;
+  facts.storedSelective = 5e4;
+  facts.storedFull = 1e4;
+  facts.boundaryBytes = 5e3;
+  // Two forward GEMMs, a cheap forward element-wise op, two backward GEMMs.
+  facts.kernels = {{1e9, 1e6, true, true, false, 2},
+                   {0, 4e6, false, true, true, 1},
+                   {2e9, 2e6, true, false, false, 2}};
+  dtc::search::Space space;
+  space.mesh = {2};
+  dtc::cost::HardwareProfile hw = *[] {
+    std::string error;
+    return dtc::cost::loadHardware("a100", error);
+  }();
+  hw.forMesh(space.mesh);
+  auto all = dtc::search::enumerateCandidates(facts, space, hw);
+  auto find = [&](int64_t dp, int64_t tp, int64_t m,
+                  const char *remat) -> const dtc::search::Candidate * {
+    for (const dtc::search::Candidate &c : all)
+      if (c.dp == dp && c.tp == tp && c.pp == 1 && c.microbatches == m &&
+          c.zero == 0 && c.remat == std::string(remat) && !c.sequenceParallel)
+        return &c;
+    return nullptr;
+  };
+  auto kernels = [&](double share, int64_t times, bool again) {
+    using dtc::cost::kernelTime;
+    return double(times) *
+           (2 * kernelTime(1e9 / share, 1e6 / share, true, hw, true) *
+                (again ? 2 : 1) +
+            kernelTime(0, 4e6 / share, false, hw, true) * (again ? 2 : 1) +
+            2 * kernelTime(2e9 / share, 2e6 / share, true, hw, true));
+  };
+  const dtc::search::Candidate *dp2 = find(2, 1, 1, "none"),
+                               *dp2m4 = find(2, 1, 4, "none"),
+                               *tp2 = find(1, 2, 1, "none"),
+                               *full = find(2, 1, 1, "full");
+  ASSERT_TRUE(dp2 && dp2m4 && tp2 && full);
+  EXPECT_DOUBLE_EQ(dp2->computeSeconds, kernels(2, 1, false));
+  EXPECT_DOUBLE_EQ(dp2m4->computeSeconds, kernels(8, 4, false));
+  EXPECT_DOUBLE_EQ(tp2->computeSeconds, kernels(2, 1, false));
+  EXPECT_DOUBLE_EQ(full->computeSeconds, kernels(2, 1, true));
+  // Four micro-batches of quarter-size GEMMs: lower efficiency, four
+  // times the launches.
+  EXPECT_GT(dp2m4->computeSeconds, dp2->computeSeconds);
+  EXPECT_GT(full->computeSeconds, dp2->computeSeconds);
 }
 
 TEST(CostModel, BubbleStretchOnSharedCores) {
