@@ -1,5 +1,6 @@
 //===- PlanRecords.cpp - what the flags make of a plan ------------------===//
 #include "PlanRecords.h"
+#include "dtc/Dialect/Utils.h"
 #include "dtc/Planner/Evaluate.h"
 #include "dtc/Planner/ModelStructure.h"
 
@@ -53,9 +54,9 @@ dtc::driver::strategyOptions(const CompileOptions &o) {
 }
 
 json dtc::driver::modelStructureJson(mlir::ModuleOp module) {
-  FailureOr<mlir::dtc::ModelStructure> s =
+  mlir::FailureOr<mlir::dtc::ModelStructure> s =
       mlir::dtc::analyzeModelStructure(mlir::dtc::findTrainStep(module));
-  if (failed(s))
+  if (mlir::failed(s))
     return json();
   return {{"layers", s->layers()},
           {"distinct_layers", s->distinctLayers()},
