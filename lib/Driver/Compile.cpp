@@ -108,10 +108,15 @@ public:
   bool warningsAreErrors = false;
 
 private:
-  void emit(const std::string &line) {
+  void emit(std::string line) {
     if (done)
       return;
     done = true;
+    // One line whatever the message quotes: MLIR prints a malformed
+    // attribute's text as written, line breaks included.
+    std::replace_if(
+        line.begin(), line.end(), [](char c) { return c == '\n' || c == '\r'; },
+        ' ');
     if (capture)
       *capture = line;
     else
