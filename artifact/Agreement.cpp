@@ -241,7 +241,7 @@ public:
          const std::vector<std::vector<Call>> &calls,
          const CommunicatorGroups &groups,
          const std::vector<int> &programOfRank)
-      : P(P), a(a), calls(calls), groups(groups), programOfRank(programOfRank),
+      : P(P), a(a), calls(calls), programOfRank(programOfRank),
         next(size_t(a.devices), 0) {
     // Every group numbered once: the replay looks one up per call.
     groupIdOf.resize(a.comms.size());
@@ -284,7 +284,6 @@ private:
   const Parser &P;
   const Artifact &a;
   const std::vector<std::vector<Call>> &calls;
-  const CommunicatorGroups &groups;
   const std::vector<int> &programOfRank;
   std::vector<std::vector<int>> groupIdOf; // [comm][rank] -> group id
   std::vector<const std::vector<int64_t> *> members;

@@ -179,6 +179,27 @@ double tensorBytes(Type type) {
          double(tensor.getElementType().getIntOrFloatBitWidth()) / 8.0;
 }
 
+/// What a kernel moves through memory (its operands and results; views move
+/// nothing), and whether any of them is in 16-bit floats (it then runs at
+/// the low-precision peak).
+struct KernelTraffic {
+  double bytes = 0;
+  bool lowPrecision = false;
+};
+KernelTraffic kernelTraffic(Operation *op) {
+  KernelTraffic t;
+  if (isa<mlir::dtc::ViewOpInterface>(op))
+    return t;
+  for (Type type :
+       llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
+    if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+      t.bytes += tensorBytes(tensor);
+      t.lowPrecision |=
+          tensor.getElementType().isBF16() || tensor.getElementType().isF16();
+    }
+  return t;
+}
+
 /// The busiest device's kernel time per step, and its flops, executed
 /// (recomputation included) and the model's (without it). Each kernel is
 /// its roofline (compute at the profile's efficiency for its size, or its
@@ -194,20 +215,11 @@ double busiestKernelSeconds(ModuleOp module, int64_t microbatches,
         step, microbatches, /*countRecomputation=*/true,
         [&](Operation *op, int64_t times) {
           auto cost = cast<mlir::dtc::CostOpInterface>(op);
-          double bytes = 0;
-          bool lowPrecision = false;
-          if (!isa<mlir::dtc::ViewOpInterface>(op))
-            for (Type type : llvm::concat<const Type>(op->getOperandTypes(),
-                                                      op->getResultTypes()))
-              if (auto tensor = dyn_cast<RankedTensorType>(type)) {
-                bytes += tensorBytes(tensor);
-                lowPrecision |= tensor.getElementType().isBF16() ||
-                                tensor.getElementType().isF16();
-              }
-          seconds += double(times) *
-                     ::dtc::cost::kernelTime(double(cost.getFlopCount()), bytes,
-                                             cost.isDenseKernel(), hw,
-                                             f32 || !lowPrecision);
+          const KernelTraffic traffic = kernelTraffic(op);
+          seconds += double(times) * ::dtc::cost::kernelTime(
+                                         double(cost.getFlopCount()),
+                                         traffic.bytes, cost.isDenseKernel(),
+                                         hw, f32 || !traffic.lowPrecision);
         });
     kernelSeconds = std::max(kernelSeconds, seconds);
     const int64_t executed = mlir::dtc::flopsPerStep(step, microbatches);
@@ -482,17 +494,11 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
   step.walk([&](Operation *op) {
     auto cost = dyn_cast<CostOpInterface>(op);
     const int64_t layer = layerOf(op);
-    // Costed as busiestKernelSeconds costs it: views move nothing.
-    if (cost && (isPhase(op, Phase::Forward) || isBackward(op))) {
-      double bytes = 0;
-      if (!isa<ViewOpInterface>(op))
-        for (Type type : llvm::concat<const Type>(op->getOperandTypes(),
-                                                  op->getResultTypes()))
-          bytes += tensorBytes(type);
-      ++kernels[{double(cost.getFlopCount()), bytes, cost.isDenseKernel(),
-                 isPhase(op, Phase::Forward),
+    // Costed as busiestKernelSeconds costs it.
+    if (cost && (isPhase(op, Phase::Forward) || isBackward(op)))
+      ++kernels[{double(cost.getFlopCount()), kernelTraffic(op).bytes,
+                 cost.isDenseKernel(), isPhase(op, Phase::Forward),
                  op->hasTrait<CheapToRecompute>()}];
-    }
     if (isPhase(op, Phase::Forward)) {
       facts.layers = std::max(facts.layers, layer + 1);
       if (auto attention = dyn_cast<AttentionOp>(op)) {

@@ -74,12 +74,9 @@ ScheduleTerms dtc::search::scheduleTerms(const std::string &schedule,
     // keeps P micro-batches (in flight or waiting for their W).
     t.bubble = (p - 1) / (3 * m + p - 1);
     t.inFlight = std::min(p, m);
-  } else if (schedule == "gpipe") {
-    t.bubble = (p - 1) / (m + p - 1);
-    t.inFlight = m;
   } else {
-    t.bubble = (p - 1) / (m + p - 1);
-    t.inFlight = std::min(p, m);
+    t.bubble = dtc::cost::bubbleFraction(stages, microbatches);
+    t.inFlight = schedule == "gpipe" ? m : std::min(p, m);
   }
   return t;
 }
@@ -119,9 +116,10 @@ void estimate(const ModelFacts &f, const Space &space,
   c.bubble = terms.bubble;
   const double stretch =
       dtc::cost::bubbleStretch(c.bubble, c.dp * c.tp * c.pp, hw);
-  c.computeSeconds = (f.forwardFlops + f.backwardFlops + recompute) / devices /
-                     (peak * hw.gemm.max) * stretch;
-  if (!f.kernels.empty()) {
+  if (f.kernels.empty()) {
+    c.computeSeconds = (f.forwardFlops + f.backwardFlops + recompute) /
+                       devices / (peak * hw.gemm.max) * stretch;
+  } else {
     // Each kernel splits over the data, tensor and sequence ranks and the
     // micro-batches, and a stage runs 1/pp of them, once per micro-batch.
     const double share = double(c.dp * c.tp * c.sp) * m;

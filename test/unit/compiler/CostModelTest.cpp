@@ -114,6 +114,14 @@ TEST(CostModel, BubbleFraction) {
   EXPECT_DOUBLE_EQ(dtc::cost::bubbleFraction(16, 192), 15.0 / 207.0);
 }
 
+/// The builtin A100 profile with its links for `mesh`.
+dtc::cost::HardwareProfile a100For(const std::vector<int64_t> &mesh) {
+  std::string error;
+  dtc::cost::HardwareProfile hw = *dtc::cost::loadHardware("a100", error);
+  hw.forMesh(mesh);
+  return hw;
+}
+
 TEST(Search, EstimatesFollowTheClosedForms) {
   dtc::search::ModelFacts facts;
   facts.params = 1000000;
@@ -128,11 +136,7 @@ TEST(Search, EstimatesFollowTheClosedForms) {
   dtc::search::Space space;
   space.mesh = {2};
   space.optimizer = "adam";
-  dtc::cost::HardwareProfile hw = *[] {
-    std::string error;
-    return dtc::cost::loadHardware("a100", error);
-  }();
-  hw.forMesh(space.mesh);
+  const dtc::cost::HardwareProfile hw = a100For(space.mesh);
   std::vector<dtc::search::Candidate> all =
       dtc::search::enumerateCandidates(facts, space, hw);
   ASSERT_FALSE(all.empty());
@@ -186,11 +190,7 @@ TEST(Search, RingAttentionIsAPlanChoice) {
   facts.attentionLayers = 4;
   dtc::search::Space space;
   space.mesh = {2, 4};
-  dtc::cost::HardwareProfile hw = *[] {
-    std::string error;
-    return dtc::cost::loadHardware("a100", error);
-  }();
-  hw.forMesh(space.mesh);
+  const dtc::cost::HardwareProfile hw = a100For(space.mesh);
   auto all = dtc::search::enumerateCandidates(facts, space, hw);
   auto find = [&](int64_t dp, int64_t pp, int64_t sp, int64_t tp,
                   const char *remat) -> const dtc::search::Candidate * {
@@ -288,11 +288,7 @@ TEST(Search, SchedulesArePlanChoices) {
   facts.boundaryBytes = 2.5e5;
   dtc::search::Space space;
   space.mesh = {4};
-  dtc::cost::HardwareProfile hw = *[] {
-    std::string error;
-    return dtc::cost::loadHardware("a100", error);
-  }();
-  hw.forMesh(space.mesh);
+  const dtc::cost::HardwareProfile hw = a100For(space.mesh);
   auto all = dtc::search::enumerateCandidates(facts, space, hw);
   auto find = [&](const char *schedule, int64_t v, const char *remat,
                   int64_t m) -> const dtc::search::Candidate * {
@@ -356,11 +352,7 @@ TEST(Search, KernelsCostTheirSizeAndLaunches) {
                    {2e9, 2e6, true, false, false, 2}};
   dtc::search::Space space;
   space.mesh = {2};
-  dtc::cost::HardwareProfile hw = *[] {
-    std::string error;
-    return dtc::cost::loadHardware("a100", error);
-  }();
-  hw.forMesh(space.mesh);
+  const dtc::cost::HardwareProfile hw = a100For(space.mesh);
   auto all = dtc::search::enumerateCandidates(facts, space, hw);
   auto find = [&](int64_t dp, int64_t tp, int64_t m,
                   const char *remat) -> const dtc::search::Candidate * {
