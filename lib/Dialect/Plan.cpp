@@ -87,6 +87,13 @@ LogicalResult Plan::verify(function_ref<InFlightDiagnostic()> emitError) const {
   if (spLayout != "striped" && spLayout != "contiguous")
     return emitError() << "sp_layout is \"striped\" or \"contiguous\", got \""
                        << spLayout << "\"";
+  if (tpLayout != "megatron" && tpLayout != "ilp")
+    return emitError() << "tp_layout is \"megatron\" or \"ilp\", got \""
+                       << tpLayout << "\"";
+  if (tpLayout == "ilp" && sequenceParallel)
+    return emitError() << "Megatron's sequence parallelism splits the regions "
+                          "between Megatron's tensor-parallel blocks; it "
+                          "needs tp_layout \"megatron\"";
   if (sp > 1 && sequenceParallel)
     return emitError() << "ring-attention sequence parallelism (sp) and "
                           "Megatron's sequence parallelism inside tp do not "
@@ -151,6 +158,7 @@ Plan Plan::fromAttr(PlanAttr attr) {
   plan.sp = attr.getSp();
   plan.spAxes.assign(attr.getSpAxes().begin(), attr.getSpAxes().end());
   plan.spLayout = attr.getSpLayout().str();
+  plan.tpLayout = attr.getTpLayout().str();
   return plan;
 }
 
@@ -163,7 +171,7 @@ PlanAttr Plan::toAttr(MLIRContext *ctx) const {
                        Axes(microbatchAxes), virtualStages, zero,
                        StringRef(schedule), ArrayRef<Recompute>(modes),
                        Axes(stageCuts), precision, sequenceParallel, sp,
-                       Axes(spAxes), StringRef(spLayout));
+                       Axes(spAxes), StringRef(spLayout), StringRef(tpLayout));
 }
 
 std::optional<Plan> mlir::dtc::getPlan(ModuleOp module) {
@@ -187,7 +195,8 @@ LogicalResult PlanAttr::verify(
     ArrayRef<int64_t> microbatchAxes, int64_t virtualStages, int64_t zero,
     StringRef schedule, ArrayRef<Recompute> recompute,
     ArrayRef<int64_t> stageCuts, Precision precision, bool sequenceParallel,
-    int64_t sp, ArrayRef<int64_t> spAxes, StringRef spLayout) {
+    int64_t sp, ArrayRef<int64_t> spAxes, StringRef spLayout,
+    StringRef tpLayout) {
   if (!grid)
     return emitError() << "a plan needs a grid";
   Plan plan;
@@ -210,6 +219,7 @@ LogicalResult PlanAttr::verify(
   plan.sp = sp;
   plan.spAxes.assign(spAxes.begin(), spAxes.end());
   plan.spLayout = spLayout.str();
+  plan.tpLayout = tpLayout.str();
   return plan.verify(emitError);
 }
 
@@ -282,6 +292,8 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       result = parseDegree(parser, plan.sp, plan.spAxes);
     else if (key == "sp_layout")
       result = parser.parseString(&plan.spLayout);
+    else if (key == "tp_layout")
+      result = parser.parseString(&plan.tpLayout);
     else if (key == "microbatches")
       result = parseDegree(parser, plan.microbatches, plan.microbatchAxes);
     else if (key == "virtual_stages")
@@ -341,7 +353,7 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       plan.virtualStages, plan.zero, StringRef(plan.schedule),
       ArrayRef<Recompute>(plan.recompute), Axes(plan.stageCuts), plan.precision,
       plan.sequenceParallel, plan.sp, Axes(plan.spAxes),
-      StringRef(plan.spLayout));
+      StringRef(plan.spLayout), StringRef(plan.tpLayout));
 }
 
 void PlanAttr::print(AsmPrinter &printer) const {
@@ -377,5 +389,7 @@ void PlanAttr::print(AsmPrinter &printer) const {
     printer << ", sequence_parallel = true";
   if (getSp() > 1 && getSpLayout() != "striped")
     printer << ", sp_layout = \"" << getSpLayout() << "\"";
+  if (getTpLayout() != "megatron")
+    printer << ", tp_layout = \"" << getTpLayout() << "\"";
   printer << ">";
 }

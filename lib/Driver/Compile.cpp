@@ -429,16 +429,19 @@ void mlir::dtc::populateTrainingPipeline(
   pm.addPass(createMergeDuplicateBackwardOps());
 }
 
-void mlir::dtc::populatePlanningPipeline(PassManager &pm,
-                                         ArrayRef<std::string> pins,
-                                         const ApplyStrategyOptions &strategy) {
+void mlir::dtc::populatePlanningPipeline(
+    PassManager &pm, ArrayRef<std::string> pins,
+    const ApplyStrategyOptions &strategy,
+    const ::dtc::cost::HardwareProfile &hardware, double deviceMemory) {
   if (!pins.empty()) {
     PinShardingOptions pinOptions;
     pinOptions.pins.assign(pins.begin(), pins.end());
     pm.addPass(createPinSharding(pinOptions));
   }
   pm.addPass(createApplyStrategy(strategy));
-  pm.addPass(createMaterializePlan());
+  MaterializePlanOptions materialize;
+  materialize.deviceMemory = deviceMemory;
+  pm.addPass(createMaterializePlan(materialize, hardware));
 }
 
 void mlir::dtc::populateStageSplitPipeline(PassManager &pm) {
@@ -552,7 +555,9 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                   mlir::dtc::populateTrainingPipeline(pm, stepOptions);
                 }) ||
       !runStage("planned", [&](PassManager &pm) {
-        mlir::dtc::populatePlanningPipeline(pm, o.pins, planOptions);
+        mlir::dtc::populatePlanningPipeline(
+            pm, o.pins, planOptions, *hw,
+            double(deviceBudget(o, *hw, devices).first));
       }))
     return false;
   const json structure = modelStructureJson(*module);

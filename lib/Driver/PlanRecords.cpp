@@ -50,6 +50,7 @@ dtc::driver::strategyOptions(const CompileOptions &o) {
   planOptions.precision = o.precision;
   planOptions.sequenceParallel = o.sequenceParallel;
   planOptions.spLayout = o.spLayout;
+  planOptions.tpLayout = o.tpLayout;
   return planOptions;
 }
 
@@ -80,6 +81,7 @@ mlir::dtc::ArtifactOptions dtc::driver::emitOptions(const CompileOptions &o,
                                : "strategy"},
       {"sp", o.sp},
       {"sp_layout", o.sp > 1 ? o.spLayout : std::string("none")},
+      {"tp_layout", o.tp > 1 ? o.tpLayout : std::string("none")},
       {"sequence_parallel", o.sequenceParallel},
       {"ep", o.ep},
       {"microbatches", o.microbatches},

@@ -48,6 +48,11 @@ void ShardingPropagation::restrictTo(ArrayRef<Operation *> ops) {
   only.insert(ops.begin(), ops.end());
 }
 
+void ShardingPropagation::reserve(Operation *op, const GridAxes &axes,
+                                  int64_t factor, const GridAxes &minorAxes) {
+  reserved[op] = Reservation{axes, factor, minorAxes};
+}
+
 void ShardingPropagation::close(Value value) {
   for (DimState &d : state(value))
     d.closed = true;
@@ -111,26 +116,66 @@ FactorAxes ShardingPropagation::assign(Operation *op, const ShardingRule &rule,
   llvm::stable_sort(candidates, [](const Candidate &a, const Candidate &b) {
     return std::tie(a.level, a.origin) > std::tie(b.level, b.origin);
   });
-  // Grid axis -> the factor it shards (a declared pair may share it).
+  // Grid axis -> the factor it shards (a declared pair may share it; -1:
+  // reserved for no factor).
   llvm::SmallDenseMap<int64_t, int64_t, 8> used;
+  auto reservation = reserved.find(op);
+  const Reservation *fixed =
+      reservation == reserved.end() ? nullptr : &reservation->second;
+  if (fixed) {
+    for (int64_t a : fixed->axes)
+      used[a] = fixed->factor;
+    // Seeds propagation from the strategy round on, not before user pins'.
+    if (fixed->factor >= 0 &&
+        minOrigin <= uint8_t(ShardingPriority::Strategy)) {
+      factors[fixed->factor] = fixed->axes;
+      origins[fixed->factor] = uint8_t(ShardingPriority::Strategy);
+    }
+  }
   for (const Candidate &c : candidates) {
     for (const FactorSplit &split :
          dimensionToFactors(rule, *c.dimFactors, *c.axes, c.piece, grid)) {
       int64_t factor = split.factor;
-      const GridAxes &axes = split.axes;
+      GridAxes axes = split.axes;
+      // The reserved factor takes other axes before its reserved ones once.
+      const bool extendsReserved =
+          fixed && factor == fixed->factor && factors[factor] == fixed->axes;
+      if (extendsReserved) {
+        llvm::erase_if(axes, [&](int64_t a) {
+          return llvm::is_contained(fixed->axes, a);
+        });
+        if (axes.empty() || split.piece != 0)
+          continue;
+        factors[factor].clear();
+      }
       if (!factors[factor].empty() || llvm::any_of(axes, [&](int64_t a) {
             auto it = used.find(a);
-            return it != used.end() && !rule.mayShareAxes(it->second, factor);
-          }))
+            return it != used.end() && it->second != factor &&
+                   !rule.mayShareAxes(it->second, factor);
+          })) {
+        if (extendsReserved)
+          factors[factor] = fixed->axes;
         continue;
+      }
+      if (extendsReserved) {
+        auto minor = llvm::find_if(axes, [&](int64_t a) {
+          return llvm::is_contained(fixed->minorAxes, a);
+        });
+        axes.insert(minor, fixed->axes.begin(), fixed->axes.end());
+      }
       factors[factor] = axes;
       factors.setPiece(factor, split.piece);
       if (!checkFactorAxes(op, rule, factors, grid).empty()) {
         factors[factor].clear();
+        if (extendsReserved)
+          factors[factor] = fixed->axes;
         factors.setPiece(factor, 0);
         continue;
       }
-      origins[factor] = c.origin;
+      origins[factor] =
+          extendsReserved
+              ? std::max(c.origin, uint8_t(ShardingPriority::Strategy))
+              : c.origin;
       for (int64_t a : axes)
         used.try_emplace(a, factor);
     }

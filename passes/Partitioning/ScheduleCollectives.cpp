@@ -64,10 +64,15 @@ struct ScheduleCollectivesPass
         // With micro-batches a gradient is complete only after the last
         // one (and a pipeline reduces it after the flush): nothing to
         // overlap.
-        if (!plan->pipelined())
+        if (!plan->pipelined()) {
           reduceDataParallelGradientsInBuckets(body);
-        else
-          hoistChainsToResults(func, body, Role::Send);
+          return;
+        }
+        // A parameter the tp layout stores split but reads whole has its
+        // gradient reduce-scattered over tp: after the micro-batches' sum.
+        if (!plan->microbatchAxes.empty())
+          accumulateBeforeScattering(body, plan->microbatchAxes);
+        hoistChainsToResults(func, body, Role::Send);
       });
       return;
     }
@@ -277,8 +282,23 @@ struct ScheduleCollectivesPass
           reduce && isPhase(reduce, Phase::Optimizer) &&
           reduce->hasAttr(DtcDialect::kGradientOfAttr))
         reductions.push_back(reduce);
-    for (shard::AllReduceOp reduce : reductions)
+    for (shard::AllReduceOp reduce : reductions) {
+      // A gradient resharded over other axes first (a parameter the tp
+      // layout stores split but computes whole: reduce-scattered over tp,
+      // then all-reduced over dp) moves with its reduction.
+      Operation *reshard = reduce.getInput().getDefiningOp();
+      if (reshard && reshard->getDialect() == reduce->getDialect() &&
+          isPhase(reshard, Phase::Optimizer) &&
+          reshard->hasAttr(DtcDialect::kGradientOfAttr))
+        hoistIntoPhase(reshard, body);
       hoistIntoPhase(reduce, body);
+    }
+    // A reduction still among the updates cannot share a bucket: an update
+    // between its members would read a gradient before the bucket is
+    // reduced.
+    llvm::erase_if(reductions, [](shard::AllReduceOp reduce) {
+      return isPhase(reduce, Phase::Optimizer);
+    });
     // In issue order (the block's, now that they moved).
     llvm::stable_sort(reductions,
                       [](shard::AllReduceOp a, shard::AllReduceOp b) {

@@ -157,6 +157,7 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     plan.precision = *numerics;
     plan.sequenceParallel = sequenceParallel;
     plan.spLayout = spLayout;
+    plan.tpLayout = tpLayout;
     if (failed(plan.verify([&] { return module.emitError(); })))
       return failure();
     return plan;

@@ -30,6 +30,7 @@
 #include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
+#include "dtc/Planner/TensorLayout.h"
 #include "dtc/Sharding/Propagation.h"
 #include "dtc/Sharding/SequenceParallel.h"
 #include "dtc/Sharding/Sharding.h"
@@ -76,6 +77,12 @@ FactorAxes forwardFactors(Operation *op, const ShardingRule &rule,
 }
 
 struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
+  using MaterializePlanBase::MaterializePlanBase;
+  MaterializePlanPass(const MaterializePlanOptions &options,
+                      const ::dtc::cost::HardwareProfile &profile)
+      : MaterializePlanBase(options), profile(profile) {}
+  /// The driver's profile; otherwise the `hardware` option's.
+  std::optional<::dtc::cost::HardwareProfile> profile;
   Plan plan;
 
   void runOnOperation() override {
@@ -123,9 +130,13 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
         failed(stripeSequence(step, plan.sp)))
       return failure();
     step.walk([&](arith::ConstantOp c) { propagation.close(c.getResult()); });
-    if (!plan.tpAxes.empty())
+    if (!plan.tpAxes.empty() && plan.tpLayout == "ilp") {
+      if (failed(pinTensorLayout(step, grid, propagation, pins, pin)))
+        return failure();
+    } else if (!plan.tpAxes.empty()) {
       pinMegatron(step, grid, GridAxes(plan.tpAxes.begin(), plan.tpAxes.end()),
                   pins, pin);
+    }
     pinStateLikeParams(step, pins, pin);
 
     if (failed(propagation.run()))
@@ -467,6 +478,61 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     return success();
   }
 
+  /// tp_layout = "ilp": the intra-op program's split of every forward op
+  /// (reserved in propagation) and parameter (pinned, unless the user
+  /// pinned it); propagation derives the backward from them.
+  template <class PinFn>
+  LogicalResult pinTensorLayout(func::FuncOp step, ArrayRef<int64_t> grid,
+                                ShardingPropagation &propagation,
+                                llvm::DenseMap<Value, TensorSharding> &pins,
+                                PinFn pin) {
+    std::string error;
+    std::optional<::dtc::cost::HardwareProfile> hw = profile;
+    if (!hw) {
+      hw = ::dtc::cost::loadHardware(hardware, error);
+      if (hw)
+        error = hw->forMesh(std::vector<int64_t>(grid.begin(), grid.end()));
+    }
+    if (!hw || !error.empty())
+      return step.emitError() << "the tensor-parallel layout program needs a "
+                                 "hardware profile: "
+                              << error;
+    TensorLayoutOptions options =
+        tensorLayoutOptions(plan, *hw, double(deviceMemory));
+    // With micro-batches the batch's minor split is the micro-batch axis,
+    // which every reshard of the batch would have to gather: the factors
+    // the batch pins alone split stay off the tp axes.
+    llvm::DenseMap<Operation *, FactorAxes> batchFactors;
+    if (!plan.microbatchAxes.empty()) {
+      ShardingPropagation batches(step, grid);
+      for (auto &[value, sharding] : pins)
+        batches.pin(value, sharding, ShardingPriority::Strategy);
+      if (failed(batches.run()))
+        return failure();
+      step.walk([&](Operation *op) {
+        if (isa<ShardingRuleOpInterface>(op))
+          batchFactors[op] = batches.factorsOf(op);
+      });
+      options.mayUseFactor = [&](Operation *op, int64_t factor) {
+        auto it = batchFactors.find(op);
+        return it == batchFactors.end() ||
+               factor >= (int64_t)it->second.size() ||
+               it->second[factor].empty();
+      };
+    }
+    FailureOr<TensorLayout> layout = planTensorLayout(step, grid, options);
+    if (failed(layout))
+      return failure();
+    for (auto &[op, factor] : layout->splitFactor)
+      propagation.reserve(
+          op, options.tpAxes, factor,
+          GridAxes(plan.microbatchAxes.begin(), plan.microbatchAxes.end()));
+    for (auto &[param, sharding] : layout->parameters)
+      if (!pins.count(param))
+        pin(param, sharding);
+    return success();
+  }
+
   /// Megatron splits attention by heads. When a column-parallel matmul's
   /// output columns are reshaped into [heads, head size] and the heads do
   /// not divide over the tp devices, its columns are split in pieces of
@@ -565,4 +631,10 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
 };
 
 } // namespace
+
+std::unique_ptr<Pass>
+createMaterializePlan(const MaterializePlanOptions &options,
+                      const ::dtc::cost::HardwareProfile &hardware) {
+  return std::make_unique<MaterializePlanPass>(options, hardware);
+}
 } // namespace mlir::dtc

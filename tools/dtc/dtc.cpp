@@ -111,6 +111,14 @@ Plan:
                         rank; contiguous: rank r holds one chunk, and the
                         last rank does about twice the average work
                                                      (default: striped)
+  --tp-layout L         megatron|ilp: which factor of each op tp splits.
+                        megatron: Megatron's pattern (vocab-parallel
+                        embeddings, column- then row-parallel matmuls,
+                        attention by heads); ilp: an integer program over
+                        every op's sharding choices, costed on --hw and
+                        bounded by the device memory (for layers that do
+                        not look like a transformer's)
+                                                     (default: megatron)
   --pin NAME=SHARDING   pin a parameter's sharding, e.g.      (repeatable)
                         'h.0.attn.wq=[[],[1]]' (mesh axes per dimension);
                         it wins over the strategy, the rest follows
@@ -433,6 +441,10 @@ std::string ineffectiveFlag(const Flags &flags, const dtc::CompileOptions &o) {
            " orders the forwards and backwards of pipeline stages and "
            "micro-batches, and this plan has neither (add --strategy "
            "pp=P, --microbatches M or --grad-accum K)";
+  if (flags.given("--tp-layout") && o.tp <= 1 && !o.search)
+    return "--tp-layout " + o.tpLayout +
+           " chooses how tensor parallelism splits each op, and this plan "
+           "has no tp (add --strategy tp=T)";
   if (flags.given("--sp-layout") && o.sp <= 1)
     return "--sp-layout " + o.spLayout +
            " lays out ring attention's sequence over the sp ranks, and this "
@@ -544,6 +556,9 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.boolean("--no-fuse-epilogues", [&] { o.fuseEpilogues = false; });
   flags.value("--sp-layout", [&](const std::string &v) {
     return parseChoice("--sp-layout", v, o.spLayout, {"striped", "contiguous"});
+  });
+  flags.value("--tp-layout", [&](const std::string &v) {
+    return parseChoice("--tp-layout", v, o.tpLayout, {"megatron", "ilp"});
   });
   flags.value("--attention-stats", [&](const std::string &v) {
     return parseChoice("--attention-stats", v, o.attentionStats,

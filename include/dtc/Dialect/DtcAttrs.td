@@ -77,6 +77,10 @@ def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
     `sp_layout` its layout of the sequence, "striped" (the default: rank r
     holds positions r, r + n, ..., which balances causal attention's work)
     or "contiguous" (rank r holds one chunk), printed when not the default.
+    `tp_layout` says which factor of each op the tp axes split: "megatron"
+    (the default: Megatron's column- and row-parallel pattern) or "ilp"
+    (Alpa's intra-op integer program over the ops' sharding rules), printed
+    when not the default.
   }];
   let parameters = (ins
     "::mlir::FlatSymbolRefAttr":$grid,
@@ -97,7 +101,8 @@ def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
     "bool":$sequenceParallel,
     "int64_t":$sp,
     OptionalArrayRefParameter<"int64_t">:$spAxes,
-    StringRefParameter<"ring attention's sequence layout">:$spLayout
+    StringRefParameter<"ring attention's sequence layout">:$spLayout,
+    StringRefParameter<"tensor-parallel layout">:$tpLayout
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

@@ -53,6 +53,10 @@ struct Plan {
   /// r + n, ...: causal attention's work balanced over the ring) or
   /// "contiguous" (rank r holds one chunk).
   std::string spLayout = "striped";
+  /// Which factor of each op the tp axes split: "megatron" (Megatron's
+  /// column and row pattern) or "ilp" (the intra-op integer program,
+  /// include/dtc/Planner/TensorLayout.h).
+  std::string tpLayout = "megatron";
 
   /// Whether the step runs per micro-batch (pipeline stages or
   /// accumulation): the micro-batch axis exists and the split applies.

@@ -36,6 +36,8 @@ struct CompileOptions {
   bool sequenceParallel = false;
   /// Ring attention's sequence layout (--sp-layout): striped or contiguous.
   std::string spLayout = "striped";
+  /// Which factor of each op tp splits (--tp-layout): megatron or ilp.
+  std::string tpLayout = "megatron";
   std::string schedule = "1f1b";
   /// Model chunks per pipeline stage (the interleaved schedule).
   int64_t virtualStages = 1;

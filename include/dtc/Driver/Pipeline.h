@@ -25,9 +25,12 @@ void populateTrainingPipeline(PassManager &pm,
 
 /// The strategy becomes the module's #dtc.plan (dtc-apply-strategy), which
 /// is pinned and propagated (dtc-materialize-plan); `pins` are the user's
-/// parameter shardings (--pin), applied first.
+/// parameter shardings (--pin), applied first. `hardware` (fitted to the
+/// mesh) and `deviceMemory` cost a tp_layout = "ilp" program.
 void populatePlanningPipeline(PassManager &pm, ArrayRef<std::string> pins,
-                              const ApplyStrategyOptions &strategy);
+                              const ApplyStrategyOptions &strategy,
+                              const ::dtc::cost::HardwareProfile &hardware,
+                              double deviceMemory);
 
 /// Recomputation as the plan says, the plan's stage cuts, and the split of
 /// the step into pipeline stages.

@@ -2,6 +2,7 @@
 #ifndef DTC_PASSES_PASSES_H
 #define DTC_PASSES_PASSES_H
 
+#include "dtc/CostModel/CostModel.h"
 #include "dtc/Dialect/DtcOps.h"
 #include "mlir/Pass/Pass.h"
 #include <memory>
@@ -19,6 +20,13 @@ namespace mlir::dtc {
 /// explains in `message`. The pass and `dtc compile` share it.
 bool checkTrainingStepOptions(const BuildTrainingStepOptions &options,
                               std::string &option, std::string &message);
+
+/// dtc-materialize-plan costing a tp_layout = "ilp" program on `hardware`
+/// (already fitted to the mesh) instead of the profile its option names:
+/// the driver's profile, calibrated or from a file.
+std::unique_ptr<Pass>
+createMaterializePlan(const MaterializePlanOptions &options,
+                      const ::dtc::cost::HardwareProfile &hardware);
 } // namespace mlir::dtc
 
 #endif // DTC_PASSES_PASSES_H

@@ -157,6 +157,9 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
            "ring attention's sequence layout: striped (rank r holds positions "
            "r, r + sp, ...: causal work balanced) or contiguous (one chunk "
            "per rank)">,
+    Option<"tpLayout", "tp-layout", "std::string", /*default=*/"\"megatron\"",
+           "which factor of each op the tp axes split: megatron (column- and "
+           "row-parallel) or ilp (the intra-op integer program)">,
     Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
            "model chunks per pipeline stage (interleaved schedules)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
@@ -194,7 +197,18 @@ def MaterializePlan : Pass<"dtc-materialize-plan", "::mlir::ModuleOp"> {
     forward and backward never see it, and the partitioner gathers each
     where it is used. The partitioner reads only these annotations, so a
     searched plan and a pinned one look the same to it.
+    With `tp_layout = "ilp"` the tensor-parallel split of every forward op
+    and parameter comes from Alpa's intra-op integer program
+    (include/dtc/Planner/TensorLayout.h), costed on `hardware`, instead of
+    Megatron's pins.
   }];
+  let options = [
+    Option<"hardware", "hardware", "std::string", /*default=*/"\"a100\"",
+           "hardware profile the tp_layout = \"ilp\" program is costed on "
+           "(a name or a JSON file, as dtc compile --hw)">,
+    Option<"deviceMemory", "device-memory", "double", /*default=*/"0",
+           "bytes per device the ilp layout may use (0: the profile's)">
+  ];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
@@ -405,6 +419,23 @@ def FuseMatmulEpilogues : Pass<"dtc-fuse-matmul-epilogues", "::mlir::ModuleOp"> 
 
 def TestPrintShardingRules : Pass<"dtc-test-print-sharding-rules", "::mlir::ModuleOp"> {
   let summary = "Emits each op's sharding rule as a remark (for lit tests)";
+}
+
+def TestPrintTensorLayout : Pass<"dtc-test-print-tensor-layout", "::mlir::ModuleOp"> {
+  let summary = "Emits the tensor-parallel layout program's choice per op and parameter as remarks (for lit tests)";
+  let description = [{
+    `planTensorLayout` (include/dtc/Planner/TensorLayout.h) on the training
+    step for its plan's tp axes, costed on `hardware`: per forward op the
+    factor tp splits (or whole), per parameter the dimension, and the
+    program's size, optimality, cost and memory. Plans without the
+    micro-batch restriction dtc-materialize-plan adds.
+  }];
+  let options = [
+    Option<"hardware", "hardware", "std::string", /*default=*/"\"a100\"",
+           "hardware profile (a name or a JSON file)">,
+    Option<"deviceMemory", "device-memory", "double", /*default=*/"0",
+           "bytes per device (0: the profile's)">
+  ];
 }
 
 def TestPrintModelStructure : Pass<"dtc-test-print-model-structure", "::mlir::ModuleOp"> {

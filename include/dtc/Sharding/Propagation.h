@@ -58,6 +58,13 @@ public:
   /// and is neither planned nor annotated (a second planning round over one
   /// phase of the step, e.g. ZeRO's optimizer).
   void restrictTo(ArrayRef<Operation *> ops);
+  /// Gives `axes` to factor `factor` of `op` (none of its factors when -1),
+  /// decided by a planner (the tensor-parallel layout program): the op's
+  /// other factors never take them, and a factor that other pins split
+  /// (the batch over dp) gets them after its own axes but before any of
+  /// `minorAxes` (the micro-batch axis, always the batch's minor split).
+  void reserve(Operation *op, const GridAxes &axes, int64_t factor,
+               const GridAxes &minorAxes = {});
   /// Keeps `value` whole (constants: consumers slice what they need).
   void close(Value value);
   /// Propagates, then fixes every op's factor sharding.
@@ -104,6 +111,12 @@ private:
   llvm::DenseMap<Value, ValueState> states;
   llvm::DenseMap<Operation *, FactorAxes> opFactors;
   llvm::DenseMap<Operation *, ShardingRule> rules;
+  struct Reservation {
+    GridAxes axes;
+    int64_t factor;
+    GridAxes minorAxes;
+  };
+  llvm::DenseMap<Operation *, Reservation> reserved;
   /// restrictTo()'s ops; empty: every op with a sharding rule.
   llvm::DenseSet<Operation *> only;
   bool restricted = false;

@@ -1,0 +1,353 @@
+//===- TensorLayout.cpp - tensor-parallel layout by integer program -------===//
+#include "dtc/Planner/TensorLayout.h"
+#include "dtc/Dialect/DtcOps.h"
+#include "dtc/Dialect/Plan.h"
+#include "dtc/Dialect/Utils.h"
+#include "dtc/Sharding/Sharding.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+namespace mlir::dtc {
+namespace {
+
+using ::dtc::cost::CollectiveKind;
+
+double bytesOf(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return 0;
+  return double(tensor.getNumElements()) *
+         double((tensor.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+}
+
+/// Where the tp split sits in one tensor: the dimension and the position
+/// of the split factor among that dimension's factors; dim -1: whole.
+struct Layout {
+  int dim = -1, position = 0;
+  bool operator==(const Layout &o) const {
+    return dim == o.dim && position == o.position;
+  }
+};
+
+Layout layoutOf(const TensorFactors &tensor, int64_t factor) {
+  if (factor < 0)
+    return {};
+  for (auto [dim, factors] : llvm::enumerate(tensor))
+    for (auto [position, f] : llvm::enumerate(factors))
+      if (f == factor)
+        return {int(dim), int(position)};
+  return {};
+}
+
+bool containsFactor(const TensorFactors &tensor, int64_t factor) {
+  return layoutOf(tensor, factor).dim >= 0;
+}
+
+/// One node of the program: a forward op or a parameter, its strategies,
+/// and the layout each strategy gives every result (a parameter: itself).
+struct Node {
+  Operation *op = nullptr;
+  Value parameter;
+  std::optional<ShardingRule> rule;
+  /// Per strategy: the split factor (ops; -1 none) or dimension
+  /// (parameters; -1 whole).
+  SmallVector<int64_t> strategies;
+};
+
+class Builder {
+public:
+  Builder(func::FuncOp step, ArrayRef<int64_t> grid,
+          const TensorLayoutOptions &options)
+      : step(step), grid(grid), options(options),
+        devices(shardCount(grid, options.tpAxes)) {
+    link = options.hardware.axes.at(options.tpAxes.front());
+    for (int64_t axis : options.tpAxes)
+      if (options.hardware.axes.at(axis).bandwidth < link.bandwidth)
+        link = options.hardware.axes.at(axis);
+  }
+
+  void build(::dtc::planner::IntraOpProblem &problem) {
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      if (argRole(step, i) == Role::OptimizerState)
+        if (auto of = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kOfAttr))
+          stateBytes[of.getValue()] += bytesOf(step.getArgument(i).getType());
+    for (Operation &op : step.getBody().front()) {
+      if (!isPhase(&op, Phase::Forward))
+        break; // the forward comes first
+      auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
+      if (!ruleOp)
+        continue;
+      ShardingRule rule = ruleOp.getShardingRule();
+      if (!rule.verify(&op).empty())
+        continue;
+      for (Value operand : op.getOperands())
+        if (isParameter(operand) && !nodeOf.count(operand))
+          addParameter(problem, operand);
+      addOp(problem, &op, std::move(rule));
+    }
+  }
+
+  std::vector<Node> nodes;
+  llvm::DenseMap<Value, int> nodeOf;
+
+private:
+  bool isParameter(Value v) const {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && argRole(step, arg.getArgNumber()) == Role::Param;
+  }
+
+  /// Bytes of `v` a device handles: a parameter whole, an activation its
+  /// batch share.
+  double sizeOf(Value v) const {
+    return bytesOf(v.getType()) * (isParameter(v) ? 1.0 : options.batchShare);
+  }
+
+  /// Whether the backward computes a gradient for `v`.
+  bool hasGradient(Value v) const {
+    if (!isa<FloatType>(tensorTypeOf(v).getElementType()) ||
+        v.getDefiningOp<arith::ConstantOp>())
+      return false;
+    auto arg = dyn_cast<BlockArgument>(v);
+    return !arg || argRole(step, arg.getArgNumber()) != Role::Input;
+  }
+
+  double collective(CollectiveKind kind, double inBytes, double outBytes) {
+    if (devices <= 1)
+      return 0;
+    int64_t sent = ::dtc::cost::collectiveSentBytes(
+        kind, devices, int64_t(inBytes), int64_t(outBytes), 1);
+    return ::dtc::cost::collectiveTime(kind, devices, double(sent), link);
+  }
+
+  /// Forward and backward cost of reading a value of `bytes` laid out as
+  /// `from` where the op needs `to`.
+  double reshard(Layout from, Layout to, double bytes) {
+    if (from == to)
+      return 0;
+    const double piece = bytes / double(devices);
+    if (from.dim < 0) // slice forward, gather the gradient backward
+      return collective(CollectiveKind::AllGather, piece, bytes);
+    if (to.dim < 0) // gather forward, slice the gradient backward
+      return collective(CollectiveKind::AllGather, piece, bytes);
+    return 2 * collective(CollectiveKind::AllToAll, piece, piece);
+  }
+
+  void addParameter(::dtc::planner::IntraOpProblem &problem, Value param) {
+    Node node;
+    node.parameter = param;
+    auto type = tensorTypeOf(param);
+    auto name = step.getArgAttrOfType<StringAttr>(
+        cast<BlockArgument>(param).getArgNumber(), DtcDialect::kNameAttr);
+    // The parameter, its gradient and its optimizer state.
+    const double bytes =
+        2 * bytesOf(type) + (name ? stateBytes.lookup(name.getValue()) : 0.0);
+    std::vector<double> cost, memory;
+    node.strategies.push_back(-1);
+    cost.push_back(0);
+    memory.push_back(bytes);
+    for (int64_t dim = 0; dim < type.getRank(); ++dim)
+      if (type.getDimSize(dim) % devices == 0) {
+        node.strategies.push_back(dim);
+        cost.push_back(0);
+        memory.push_back(bytes / double(devices));
+      }
+    nodeOf[param] = int(nodes.size());
+    problem.addNode(name ? name.getValue().str() : "param", cost, memory);
+    nodes.push_back(std::move(node));
+  }
+
+  /// The layout of operand or result `value` of node `n` under strategy `s`.
+  Layout layoutUnder(const Node &n, int s, Value value) const {
+    if (n.parameter)
+      return {int(n.strategies[s]), 0};
+    for (auto [idx, result] : llvm::enumerate(n.op->getResults()))
+      if (result == value)
+        return layoutOf(n.rule->results[idx], n.strategies[s]);
+    return {};
+  }
+
+  /// Compute and the communication strategy `factor` implies for `op`.
+  double strategyCost(Operation *op, const ShardingRule &rule, int64_t factor) {
+    const auto share = [&](const TensorFactors &tensor) {
+      return factor >= 0 && containsFactor(tensor, factor) ? double(devices)
+                                                           : 1.0;
+    };
+    double bytes = 0;
+    for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
+      bytes += sizeOf(operand) / share(rule.operands[idx]);
+    for (auto [idx, result] : llvm::enumerate(op->getResults()))
+      bytes += sizeOf(result) / share(rule.results[idx]);
+    double flops = 0;
+    bool dense = false;
+    if (auto cost = dyn_cast<CostOpInterface>(op)) {
+      flops = double(cost.getFlopCount()) * options.batchShare /
+              (factor >= 0 ? double(devices) : 1.0);
+      dense = cost.isDenseKernel();
+    }
+    double seconds = 0;
+    if (!isa<ViewOpInterface>(op)) {
+      const bool f32 = llvm::all_of(op->getResultTypes(), [](Type t) {
+        auto tensor = dyn_cast<RankedTensorType>(t);
+        return !tensor || tensor.getElementType().isF32() ||
+               !isa<FloatType>(tensor.getElementType());
+      });
+      seconds = 3 * ::dtc::cost::kernelTime(flops, bytes, dense,
+                                            options.hardware, f32);
+    }
+    if (factor < 0)
+      return seconds;
+    const FactorKind kind = rule.factorKinds[factor];
+    for (auto [idx, result] : llvm::enumerate(op->getResults()))
+      if (kind != FactorKind::Parallel &&
+          !containsFactor(rule.results[idx], factor)) {
+        double b = sizeOf(result);
+        seconds += collective(CollectiveKind::AllReduce, b, b);
+      }
+    for (auto [idx, operand] : llvm::enumerate(op->getOperands())) {
+      if (containsFactor(rule.operands[idx], factor) || !hasGradient(operand))
+        continue;
+      double b = sizeOf(operand);
+      seconds += collective(CollectiveKind::AllReduce, b, b);
+    }
+    return seconds;
+  }
+
+  void addOp(::dtc::planner::IntraOpProblem &problem, Operation *op,
+             ShardingRule rule) {
+    Node node;
+    node.op = op;
+    node.strategies.push_back(-1);
+    for (int64_t f = 0; f < int64_t(rule.getNumFactors()); ++f) {
+      if (rule.factorKinds[f] == FactorKind::Blocked ||
+          rule.factorSizes[f] % devices != 0 || rule.factorSizes[f] < devices ||
+          (options.mayUseFactor && !options.mayUseFactor(op, f)))
+        continue;
+      FactorAxes factors(rule.getNumFactors());
+      factors[f] = options.tpAxes;
+      if (checkFactorAxes(op, rule, factors, grid).empty())
+        node.strategies.push_back(f);
+    }
+    std::vector<double> cost, memory;
+    for (int64_t factor : node.strategies) {
+      double seconds = strategyCost(op, rule, factor);
+      double kept = 0;
+      for (auto [idx, result] : llvm::enumerate(op->getResults()))
+        kept += bytesOf(result.getType()) * options.activationShare /
+                (factor >= 0 && containsFactor(rule.results[idx], factor)
+                     ? double(devices)
+                     : 1.0);
+      // Operands nothing in the program produces (inputs, constants) are
+      // whole: reading them split is a slice, and a gathered gradient.
+      for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
+        if (!nodeOf.count(operand) && hasGradient(operand))
+          seconds += reshard({}, layoutOf(rule.operands[idx], factor),
+                             sizeOf(operand));
+      cost.push_back(seconds);
+      memory.push_back(kept);
+    }
+    node.rule = std::move(rule);
+    const int self = int(nodes.size());
+    problem.addNode(op->getName().getStringRef().str(), cost, memory);
+    nodes.push_back(std::move(node));
+    const Node &me = nodes.back();
+    for (auto [idx, operand] : llvm::enumerate(op->getOperands())) {
+      auto source = nodeOf.find(operand);
+      if (source == nodeOf.end())
+        continue;
+      const Node &from = nodes[source->second];
+      const double bytes = sizeOf(operand);
+      std::vector<double> edge;
+      for (size_t s = 0; s < from.strategies.size(); ++s)
+        for (int64_t factor : me.strategies)
+          edge.push_back(reshard(layoutUnder(from, int(s), operand),
+                                 layoutOf(me.rule->operands[idx], factor),
+                                 bytes));
+      problem.addEdge(source->second, self, std::move(edge));
+    }
+    for (Value result : op->getResults())
+      nodeOf[result] = self;
+  }
+
+  func::FuncOp step;
+  ArrayRef<int64_t> grid;
+  const TensorLayoutOptions &options;
+  int64_t devices;
+  ::dtc::cost::Link link;
+  llvm::StringMap<double> stateBytes;
+};
+
+} // namespace
+
+TensorLayoutOptions
+tensorLayoutOptions(const Plan &plan,
+                    const ::dtc::cost::HardwareProfile &hardware,
+                    double deviceMemory) {
+  TensorLayoutOptions options;
+  options.tpAxes.assign(plan.tpAxes.begin(), plan.tpAxes.end());
+  options.hardware = hardware;
+  options.memoryBudget = deviceMemory > 0 ? deviceMemory : hardware.memoryBytes;
+  options.batchShare = 1.0 / double(plan.dp);
+  options.activationShare = 1.0 / double(plan.dp * plan.microbatches);
+  return options;
+}
+
+FailureOr<TensorLayout> planTensorLayout(func::FuncOp step,
+                                         ArrayRef<int64_t> grid,
+                                         const TensorLayoutOptions &options) {
+  TensorLayout layout;
+  Builder builder(step, grid, options);
+  builder.build(layout.problem);
+  layout.problem.memoryBudget = options.memoryBudget;
+  if (std::string problem = layout.problem.check(); !problem.empty())
+    return step.emitError() << "the tensor-parallel layout program is "
+                               "malformed: "
+                            << problem;
+  layout.solution =
+      ::dtc::planner::solveIntraOp(layout.problem, options.timeLimitSeconds);
+  if (!layout.solution.feasible) {
+    // Memory adds up node by node, so the least any layout needs is the
+    // sum of each node's least.
+    double least = 0;
+    for (const auto &node : layout.problem.nodes)
+      least += *std::min_element(node.memory.begin(), node.memory.end());
+    auto gib = [](double bytes) {
+      const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+      int unit = 0;
+      while (bytes >= 1024 && unit < 4) {
+        bytes /= 1024;
+        ++unit;
+      }
+      return llvm::formatv("{0:F1} {1}", bytes, units[unit]).str();
+    };
+    InFlightDiagnostic diag = step.emitError()
+                              << "no tensor-parallel layout over "
+                              << shardCount(grid, options.tpAxes)
+                              << " devices fits ";
+    if (least > options.memoryBudget)
+      return diag << gib(options.memoryBudget)
+                  << " per device: the least any needs is " << gib(least)
+                  << " (parameters with their gradients and optimizer "
+                     "state, and the forward's activations); use more tp "
+                     "devices, more micro-batches or a larger device";
+    return diag << gib(options.memoryBudget) << " per device: the solver "
+                << "found none within " << options.timeLimitSeconds << " s";
+  }
+  for (auto [index, node] : llvm::enumerate(builder.nodes)) {
+    const int64_t choice = node.strategies[layout.solution.choice[index]];
+    if (node.op) {
+      layout.splitFactor[node.op] = choice;
+      continue;
+    }
+    TensorSharding sharding =
+        TensorSharding::replicated(tensorTypeOf(node.parameter).getRank());
+    if (choice >= 0)
+      sharding.dims[choice] = options.tpAxes;
+    layout.parameters[node.parameter] = sharding;
+  }
+  return layout;
+}
+
+} // namespace mlir::dtc
