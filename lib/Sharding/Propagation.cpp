@@ -49,8 +49,8 @@ void ShardingPropagation::restrictTo(ArrayRef<Operation *> ops) {
 }
 
 void ShardingPropagation::reserve(Operation *op, const GridAxes &axes,
-                                  int64_t factor, const GridAxes &minorAxes) {
-  reserved[op] = Reservation{axes, factor, minorAxes};
+                                  int64_t factor) {
+  reserved[op] = Reservation{axes, factor};
 }
 
 void ShardingPropagation::close(Value value) {
@@ -157,12 +157,8 @@ FactorAxes ShardingPropagation::assign(Operation *op, const ShardingRule &rule,
           factors[factor] = fixed->axes;
         continue;
       }
-      if (extendsReserved) {
-        auto minor = llvm::find_if(axes, [&](int64_t a) {
-          return llvm::is_contained(fixed->minorAxes, a);
-        });
-        axes.insert(minor, fixed->axes.begin(), fixed->axes.end());
-      }
+      if (extendsReserved)
+        axes.append(fixed->axes.begin(), fixed->axes.end());
       factors[factor] = axes;
       factors.setPiece(factor, split.piece);
       if (!checkFactorAxes(op, rule, factors, grid).empty()) {

@@ -524,9 +524,7 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     if (failed(layout))
       return failure();
     for (auto &[op, factor] : layout->splitFactor)
-      propagation.reserve(
-          op, options.tpAxes, factor,
-          GridAxes(plan.microbatchAxes.begin(), plan.microbatchAxes.end()));
+      propagation.reserve(op, options.tpAxes, factor);
     for (auto &[param, sharding] : layout->parameters)
       if (!pins.count(param))
         pin(param, sharding);

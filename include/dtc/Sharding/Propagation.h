@@ -61,10 +61,10 @@ public:
   /// Gives `axes` to factor `factor` of `op` (none of its factors when -1),
   /// decided by a planner (the tensor-parallel layout program): the op's
   /// other factors never take them, and a factor that other pins split
-  /// (the batch over dp) gets them after its own axes but before any of
-  /// `minorAxes` (the micro-batch axis, always the batch's minor split).
-  void reserve(Operation *op, const GridAxes &axes, int64_t factor,
-               const GridAxes &minorAxes = {});
+  /// (the batch over dp) gets them after its own axes. (The micro-batch
+  /// axis must stay the batch's minor split: reserve no factor the batch
+  /// pins split over it.)
+  void reserve(Operation *op, const GridAxes &axes, int64_t factor);
   /// Keeps `value` whole (constants: consumers slice what they need).
   void close(Value value);
   /// Propagates, then fixes every op's factor sharding.
@@ -114,7 +114,6 @@ private:
   struct Reservation {
     GridAxes axes;
     int64_t factor;
-    GridAxes minorAxes;
   };
   llvm::DenseMap<Operation *, Reservation> reserved;
   /// restrictTo()'s ops; empty: every op with a sharding rule.
