@@ -293,12 +293,6 @@ struct ScheduleCollectivesPass
         hoistIntoPhase(reshard, body);
       hoistIntoPhase(reduce, body);
     }
-    // A reduction still among the updates cannot share a bucket: an update
-    // between its members would read a gradient before the bucket is
-    // reduced.
-    llvm::erase_if(reductions, [](shard::AllReduceOp reduce) {
-      return isPhase(reduce, Phase::Optimizer);
-    });
     // In issue order (the block's, now that they moved).
     llvm::stable_sort(reductions,
                       [](shard::AllReduceOp a, shard::AllReduceOp b) {
