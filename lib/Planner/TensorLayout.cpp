@@ -3,12 +3,14 @@
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
+#include "dtc/Planner/ModelStructure.h"
 #include "dtc/Sharding/Sharding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <map>
 
 namespace mlir::dtc {
 namespace {
@@ -55,6 +57,18 @@ struct Node {
   /// Per strategy: the split factor (ops; -1 none) or dimension
   /// (parameters; -1 whole).
   SmallVector<int64_t> strategies;
+  /// One instance's cost and memory per strategy.
+  std::vector<double> cost, memory;
+  /// The ops (or parameters) of identical blocks that take this node's
+  /// choice, the node's own first.
+  SmallVector<Operation *> ops;
+  SmallVector<Value> parameters;
+};
+
+/// Where a value comes from in the program: a node and its result index
+/// (-1: the node is the parameter itself).
+struct Source {
+  int node = -1, result = -1;
 };
 
 class Builder {
@@ -74,26 +88,138 @@ public:
       if (argRole(step, i) == Role::OptimizerState)
         if (auto of = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kOfAttr))
           stateBytes[of.getValue()] += bytesOf(step.getArgument(i).getType());
+    findRepresentatives();
     for (Operation &op : step.getBody().front()) {
       if (!isPhase(&op, Phase::Forward))
         break; // the forward comes first
       auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
       if (!ruleOp)
         continue;
+      if (Operation *rep = representative.lookup(&op)) {
+        addInstance(problem, &op, rep);
+        continue;
+      }
       ShardingRule rule = ruleOp.getShardingRule();
       if (!rule.verify(&op).empty())
         continue;
       for (Value operand : op.getOperands())
-        if (isParameter(operand) && !nodeOf.count(operand))
+        if (isParameter(operand) && !sourceOf.count(operand))
           addParameter(problem, operand);
       addOp(problem, &op, std::move(rule));
     }
   }
 
   std::vector<Node> nodes;
-  llvm::DenseMap<Value, int> nodeOf;
+  llvm::DenseMap<Value, Source> sourceOf;
 
 private:
+  /// Identical blocks (include/dtc/Planner/ModelStructure.h) take the
+  /// choice of the first: each op of a later block maps to the op at the
+  /// same place in the first, so the program grows with the distinct
+  /// layers, not with the depth.
+  void findRepresentatives() {
+    // Without layers (dtc-assign-layers) every op is its own node.
+    for (Operation &op : step.getBody().front()) {
+      if (!isPhase(&op, Phase::Forward))
+        break;
+      if (!op.hasAttr(DtcDialect::kLayerAttr))
+        return;
+    }
+    FailureOr<ModelStructure> structure = analyzeModelStructure(step);
+    if (failed(structure) || structure->blockCount < 2)
+      return;
+    llvm::DenseMap<int64_t, SmallVector<Operation *>> layerOps;
+    for (Operation &op : step.getBody().front()) {
+      if (!isPhase(&op, Phase::Forward))
+        break;
+      auto layer = op.getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr);
+      if (layer && isa<ShardingRuleOpInterface>(op))
+        layerOps[layer.getInt()].push_back(&op);
+    }
+    const int64_t first = structure->firstBlockLayer;
+    const int64_t size = structure->blockLayers;
+    for (int64_t block = 1; block < structure->blockCount; ++block)
+      for (int64_t offset = 0; offset < size; ++offset) {
+        const auto &ops = layerOps[first + block * size + offset];
+        const auto &reps = layerOps[first + offset];
+        if (ops.size() != reps.size())
+          continue;
+        for (auto [op, rep] : llvm::zip(ops, reps))
+          representative[op] = rep;
+      }
+  }
+
+  /// Adds the edge's costs to the program, merging edges between the same
+  /// nodes; an edge from a node to itself (a block's output read by the
+  /// same op of the next block) costs its diagonal.
+  void addEdge(::dtc::planner::IntraOpProblem &problem, int from, int to,
+               std::vector<double> cost) {
+    if (from == to) {
+      const size_t count = nodes[to].strategies.size();
+      for (size_t s = 0; s < count; ++s)
+        problem.nodes[to].cost[s] += cost[s * count + s];
+      return;
+    }
+    auto [it, inserted] =
+        edgeIndex.try_emplace({from, to}, problem.edges.size());
+    if (inserted) {
+      problem.addEdge(from, to, std::move(cost));
+      return;
+    }
+    std::vector<double> &sum = problem.edges[it->second].cost;
+    for (size_t k = 0; k < sum.size(); ++k)
+      sum[k] += cost[k];
+  }
+
+  /// The edges from the nodes `op`'s operands come from to node `self`.
+  void addOperandEdges(::dtc::planner::IntraOpProblem &problem, Operation *op,
+                       int self) {
+    const Node &me = nodes[self];
+    for (auto [idx, operand] : llvm::enumerate(op->getOperands())) {
+      auto source = sourceOf.find(operand);
+      if (source == sourceOf.end())
+        continue;
+      const Node &from = nodes[source->second.node];
+      const double bytes = sizeOf(operand);
+      std::vector<double> edge;
+      for (size_t s = 0; s < from.strategies.size(); ++s)
+        for (int64_t factor : me.strategies)
+          edge.push_back(reshard(layoutUnder(from, int(s), source->second),
+                                 layoutOf(me.rule->operands[idx], factor),
+                                 bytes));
+      addEdge(problem, source->second.node, self, std::move(edge));
+    }
+  }
+
+  /// An op of a later identical block: its representative's node pays
+  /// for it once more, and its parameters are that node's parameters'.
+  void addInstance(::dtc::planner::IntraOpProblem &problem, Operation *op,
+                   Operation *rep) {
+    const int self = sourceOf.lookup(rep->getResult(0)).node;
+    Node &node = nodes[self];
+    node.ops.push_back(op);
+    for (size_t s = 0; s < node.cost.size(); ++s) {
+      problem.nodes[self].cost[s] += node.cost[s];
+      problem.nodes[self].memory[s] += node.memory[s];
+    }
+    for (auto [operand, repOperand] :
+         llvm::zip(op->getOperands(), rep->getOperands())) {
+      if (!isParameter(operand) || sourceOf.count(operand))
+        continue;
+      auto repSource = sourceOf.find(repOperand);
+      if (repSource == sourceOf.end() || !isParameter(repOperand))
+        continue;
+      const int param = repSource->second.node;
+      sourceOf[operand] = repSource->second;
+      nodes[param].parameters.push_back(operand);
+      for (size_t s = 0; s < nodes[param].memory.size(); ++s)
+        problem.nodes[param].memory[s] += nodes[param].memory[s];
+    }
+    addOperandEdges(problem, op, self);
+    for (auto [idx, result] : llvm::enumerate(op->getResults()))
+      sourceOf[result] = {self, int(idx)};
+  }
+
   bool isParameter(Value v) const {
     auto arg = dyn_cast<BlockArgument>(v);
     return arg && argRole(step, arg.getArgNumber()) == Role::Param;
@@ -154,19 +280,19 @@ private:
         cost.push_back(0);
         memory.push_back(bytes / double(devices));
       }
-    nodeOf[param] = int(nodes.size());
+    sourceOf[param] = {int(nodes.size()), -1};
+    node.parameters.push_back(param);
+    node.cost = cost;
+    node.memory = memory;
     problem.addNode(name ? name.getValue().str() : "param", cost, memory);
     nodes.push_back(std::move(node));
   }
 
-  /// The layout of operand or result `value` of node `n` under strategy `s`.
-  Layout layoutUnder(const Node &n, int s, Value value) const {
-    if (n.parameter)
+  /// The layout of the value `source` names under its node's strategy `s`.
+  Layout layoutUnder(const Node &n, int s, Source source) const {
+    if (source.result < 0)
       return {int(n.strategies[s]), 0};
-    for (auto [idx, result] : llvm::enumerate(n.op->getResults()))
-      if (result == value)
-        return layoutOf(n.rule->results[idx], n.strategies[s]);
-    return {};
+    return layoutOf(n.rule->results[source.result], n.strategies[s]);
   }
 
   /// Compute and the communication strategy `factor` implies for `op`.
@@ -242,33 +368,22 @@ private:
       // Operands nothing in the program produces (inputs, constants) are
       // whole: reading them split is a slice, and a gathered gradient.
       for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
-        if (!nodeOf.count(operand) && hasGradient(operand))
+        if (!sourceOf.count(operand) && hasGradient(operand))
           seconds += reshard({}, layoutOf(rule.operands[idx], factor),
                              sizeOf(operand));
       cost.push_back(seconds);
       memory.push_back(kept);
     }
     node.rule = std::move(rule);
+    node.ops.push_back(op);
+    node.cost = cost;
+    node.memory = memory;
     const int self = int(nodes.size());
     problem.addNode(op->getName().getStringRef().str(), cost, memory);
     nodes.push_back(std::move(node));
-    const Node &me = nodes.back();
-    for (auto [idx, operand] : llvm::enumerate(op->getOperands())) {
-      auto source = nodeOf.find(operand);
-      if (source == nodeOf.end())
-        continue;
-      const Node &from = nodes[source->second];
-      const double bytes = sizeOf(operand);
-      std::vector<double> edge;
-      for (size_t s = 0; s < from.strategies.size(); ++s)
-        for (int64_t factor : me.strategies)
-          edge.push_back(reshard(layoutUnder(from, int(s), operand),
-                                 layoutOf(me.rule->operands[idx], factor),
-                                 bytes));
-      problem.addEdge(source->second, self, std::move(edge));
-    }
-    for (Value result : op->getResults())
-      nodeOf[result] = self;
+    addOperandEdges(problem, op, self);
+    for (auto [idx, result] : llvm::enumerate(op->getResults()))
+      sourceOf[result] = {self, int(idx)};
   }
 
   func::FuncOp step;
@@ -277,6 +392,8 @@ private:
   int64_t devices;
   ::dtc::cost::Link link;
   llvm::StringMap<double> stateBytes;
+  llvm::DenseMap<Operation *, Operation *> representative;
+  std::map<std::pair<int, int>, size_t> edgeIndex;
 };
 
 } // namespace
@@ -337,15 +454,15 @@ FailureOr<TensorLayout> planTensorLayout(func::FuncOp step,
   }
   for (auto [index, node] : llvm::enumerate(builder.nodes)) {
     const int64_t choice = node.strategies[layout.solution.choice[index]];
-    if (node.op) {
-      layout.splitFactor[node.op] = choice;
-      continue;
+    for (Operation *op : node.ops)
+      layout.splitFactor[op] = choice;
+    for (Value param : node.parameters) {
+      TensorSharding sharding =
+          TensorSharding::replicated(tensorTypeOf(param).getRank());
+      if (choice >= 0)
+        sharding.dims[choice] = options.tpAxes;
+      layout.parameters[param] = sharding;
     }
-    TensorSharding sharding =
-        TensorSharding::replicated(tensorTypeOf(node.parameter).getRank());
-    if (choice >= 0)
-      sharding.dims[choice] = options.tpAxes;
-    layout.parameters[node.parameter] = sharding;
   }
   return layout;
 }

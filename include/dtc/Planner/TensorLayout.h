@@ -24,6 +24,10 @@
 //    split one way read another is exchanged all-to-all both ways;
 //  - memory: parameters with their gradients and optimizer state, and the
 //    forward's results (kept for the backward), per device.
+// Identical blocks (include/dtc/Planner/ModelStructure.h) share their
+// nodes, each instance adding its costs and memory and its edges (merged
+// per pair of nodes), so the program's size follows the distinct layers,
+// not the depth, and every block gets the same layout.
 // The chosen split of every forward op and parameter is what
 // dtc-materialize-plan pins; propagation derives the backward and the
 // optimizer from it.
