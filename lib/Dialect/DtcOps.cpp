@@ -318,9 +318,9 @@ std::pair<int64_t, int64_t> mlir::dtc::attentionSequenceFactors(Operation *op) {
 
 /// Factors of attention and its gradient. Batch and heads are parallel;
 /// queries are independent unless causal (the mask needs global positions);
-/// keys, and the q.k feature dim, feed a softmax and stay whole. With
-/// `gradient`, queries are summed into dk/dv and v's features feed the
-/// softmax gradient.
+/// keys, and the q.k feature dim, feed a softmax and stay whole; v's
+/// features stay whole too (the kernel needs them equal to q's). With
+/// `gradient`, queries are summed into dk/dv.
 ///
 /// Grouped keys and values (k, v with Hkv of q's H heads): q's head
 /// dimension is (kv head, query of the group), major first, so query head h
@@ -350,8 +350,9 @@ static ShardingRule attentionRule(Operation *op, bool causal, bool gradient) {
   int64_t sk = rule.addFactor(k.getDimSize(2), ring ? FactorKind::Resolved
                                                     : FactorKind::Blocked);
   int64_t dqk = rule.addFactor(q.getDimSize(3), FactorKind::Blocked);
-  int64_t dv = rule.addFactor(q.getDimSize(3), gradient ? FactorKind::Blocked
-                                                        : FactorKind::Parallel);
+  // The kernel (and the model format) needs v's features to equal q's and
+  // k's, so a split of them alone has no local computation.
+  int64_t dv = rule.addFactor(q.getDimSize(3), FactorKind::Blocked);
   auto dims = [](int64_t b, DimFactors heads, int64_t s, int64_t d) {
     auto one = [](int64_t f) { return DimFactors{f}; };
     return TensorFactors{one(b), std::move(heads), one(s), one(d)};

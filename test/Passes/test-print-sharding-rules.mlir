@@ -22,7 +22,7 @@ func.func @rules(%x: tensor<8x4x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf3
   %6 = "dtc.reshape"(%5) : (tensor<32x32xf32>) -> tensor<8x4x2x16xf32>
   // expected-remark @+1 {{sharding rule: ([a, b, c, d]) -> ([a, c, b, d]) {a=8, b=4, c=2, d=16} linear {0}}}
   %7 = "dtc.transpose"(%6) {permutation = array<i64: 0, 2, 1, 3>} : (tensor<8x4x2x16xf32>) -> tensor<8x2x4x16xf32>
-  // expected-remark @+1 {{sharding rule: ([a, b, c, e], [a, b, d, e], [a, b, d, f]) -> ([a, b, c, f]) {a=8, b=2, c=4 blocked, d=4 blocked, e=16 blocked, f=16}}}
+  // expected-remark @+1 {{sharding rule: ([a, b, c, e], [a, b, d, e], [a, b, d, f]) -> ([a, b, c, f]) {a=8, b=2, c=4 blocked, d=4 blocked, e=16 blocked, f=16 blocked}}}
   %8 = "dtc.attention"(%7, %q, %q) {causal = true} : (tensor<8x2x4x16xf32>, tensor<8x2x4x16xf32>, tensor<8x2x4x16xf32>) -> tensor<8x2x4x16xf32>
   // expected-remark @+1 {{sharding rule: ([a, b, c]) -> ([b]) {a=8 mean, b=4, c=32 mean} linear {0}}}
   %9 = "dtc.reduce_mean"(%3) {axes = array<i64: 0, 2>} : (tensor<8x4x32xf32>) -> tensor<4xf32>
@@ -51,7 +51,7 @@ func.func @rules(%x: tensor<8x4x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf3
 // group c), so splitting b splits q, k and v alike; k and v lack c, which
 // the gradient sums into dk and dv.
 func.func @grouped(%q: tensor<8x6x4x16xf32>, %kv: tensor<8x2x4x16xf32>) -> tensor<8x6x4x16xf32> {
-  // expected-remark @+1 {{sharding rule: ([a, b*c, d, f], [a, b, e, f], [a, b, e, g]) -> ([a, b*c, d, g]) {a=8, b=2, c=3, d=4 blocked, e=4 blocked, f=16 blocked, g=16}}}
+  // expected-remark @+1 {{sharding rule: ([a, b*c, d, f], [a, b, e, f], [a, b, e, g]) -> ([a, b*c, d, g]) {a=8, b=2, c=3, d=4 blocked, e=4 blocked, f=16 blocked, g=16 blocked}}}
   %0 = "dtc.attention"(%q, %kv, %kv) {causal = true} : (tensor<8x6x4x16xf32>, tensor<8x2x4x16xf32>, tensor<8x2x4x16xf32>) -> tensor<8x6x4x16xf32>
   // expected-remark @+1 {{sharding rule: ([a, b*c, d, f], [a, b, e, f], [a, b, e, g], [a, b*c, d, g]) -> ([a, b*c, d, f], [a, b, e, f], [a, b, e, g]) {a=8, b=2, c=3 sum, d=4 sum, e=4 blocked, f=16 blocked, g=16 blocked}}}
   %1:3 = "dtc.attention_grad"(%q, %kv, %kv, %0) {causal = false} : (tensor<8x6x4x16xf32>, tensor<8x2x4x16xf32>, tensor<8x2x4x16xf32>, tensor<8x6x4x16xf32>) -> (tensor<8x6x4x16xf32>, tensor<8x2x4x16xf32>, tensor<8x2x4x16xf32>)
