@@ -432,7 +432,8 @@ void mlir::dtc::populateTrainingPipeline(
 void mlir::dtc::populatePlanningPipeline(
     PassManager &pm, ArrayRef<std::string> pins,
     const ApplyStrategyOptions &strategy,
-    const ::dtc::cost::HardwareProfile &hardware, double deviceMemory) {
+    const ::dtc::cost::HardwareProfile &hardware, double deviceMemory,
+    bool leastMemory) {
   if (!pins.empty()) {
     PinShardingOptions pinOptions;
     pinOptions.pins.assign(pins.begin(), pins.end());
@@ -441,6 +442,7 @@ void mlir::dtc::populatePlanningPipeline(
   pm.addPass(createApplyStrategy(strategy));
   MaterializePlanOptions materialize;
   materialize.deviceMemory = deviceMemory;
+  materialize.leastMemoryWhenNothingFits = leastMemory;
   pm.addPass(createMaterializePlan(materialize, hardware));
 }
 
@@ -514,6 +516,60 @@ bool runPasses(MLIRContext &ctx, const ::dtc::CompileOptions &o, Errors &errors,
 
 /// Everything from model text to artifact body; errors go to `errors`
 /// (IR or flags). `module` keeps the partitioned IR for reports.
+/// How lower() in compileBuffer lowers a planned module with one
+/// recomputation mode (or one per stage, on `cuts`) into an artifact.
+using LowerFn =
+    llvm::function_ref<bool(ModuleOp, const std::vector<std::string> &,
+                            ArrayRef<int64_t>, bool, const json &, json &)>;
+
+/// --remat auto: per pipeline stage, the least recomputation with which
+/// the stage fits the device's memory (`budget`, against the peak the
+/// runtime will allocate): none, else selective, else full.
+bool chooseRematAuto(const ::dtc::CompileOptions &o, double budget,
+                     ModuleOp module, Errors &errors, LowerFn lower,
+                     int64_t devices, std::vector<std::string> &remat,
+                     SmallVector<int64_t> &cuts, json &rematChoice) {
+  const int64_t stages = mlir::dtc::getPlan(module)->pp;
+  bool haveCuts = false;
+  auto peaksOf =
+      [&](const std::vector<std::string> &candidate) -> std::vector<int64_t> {
+    OwningOpRef<ModuleOp> probe(cast<ModuleOp>(module->clone()));
+    json probeArtifact;
+    // Modes that differ by stage need the stages' layers: those the
+    // balancer picks for the plan without recomputation.
+    if (!lower(*probe, candidate, cuts, /*print=*/false, json(), probeArtifact))
+      return {};
+    if (!haveCuts) {
+      std::optional<mlir::dtc::Plan> balanced = mlir::dtc::getPlan(*probe);
+      cuts.assign(balanced->stageCuts.begin(), balanced->stageCuts.end());
+      haveCuts = true;
+    }
+    std::vector<int64_t> peaks =
+        mlir::dtc::plannedPeakPerStage(probeArtifact, o.input, devices, stages);
+    if (peaks.empty())
+      errors.flag("internal error: the artifact of --remat auto's "
+                  "candidate does not validate");
+    return peaks;
+  };
+  return mlir::dtc::chooseRecomputation(budget, stages, peaksOf, remat,
+                                        rematChoice);
+}
+
+/// The largest rank's planned peak (0 when the artifact does not validate:
+/// the memory check reports that).
+int64_t largestPlannedPeak(const json &artifact, const std::string &label,
+                           int64_t devices) {
+  std::vector<::dtc::rt::MemoryNeed> needs;
+  std::string error;
+  int threads = 0;
+  if (!mlir::dtc::planMemory(artifact, label, devices, needs, threads, error))
+    return 0;
+  int64_t peak = 0;
+  for (const ::dtc::rt::MemoryNeed &need : needs)
+    peak = std::max(peak, int64_t(need.peak));
+  return peak;
+}
+
 bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                    const ::dtc::CompileOptions &o, MLIRContext &ctx,
                    Errors &errors, OwningOpRef<ModuleOp> &module,
@@ -550,15 +606,25 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   if (!runStage(
           "parsed",
           [](PassManager &pm) { pm.addPass(mlir::dtc::createCheckModel()); }) ||
-      !runStage("training-step",
-                [&](PassManager &pm) {
-                  mlir::dtc::populateTrainingPipeline(pm, stepOptions);
-                }) ||
-      !runStage("planned", [&](PassManager &pm) {
-        mlir::dtc::populatePlanningPipeline(
-            pm, o.pins, planOptions, *hw,
-            double(deviceBudget(o, *hw, devices).first));
+      !runStage("training-step", [&](PassManager &pm) {
+        mlir::dtc::populateTrainingPipeline(pm, stepOptions);
       }))
+    return false;
+  // --tp-layout ilp: the layout program's memory is an estimate; a plan
+  // the memory check would refuse is planned again from the training step
+  // with the program's budget lowered by the overshoot.
+  const double budget = double(deviceBudget(o, *hw, devices).first);
+  double layoutBudget = budget;
+  OwningOpRef<ModuleOp> unplanned;
+  if (planOptions.tp > 1 && o.tpLayout == "ilp" && budget > 0)
+    unplanned = cast<ModuleOp>((*module)->clone());
+  auto planStep = [&] {
+    return runStage("planned", [&](PassManager &pm) {
+      mlir::dtc::populatePlanningPipeline(pm, o.pins, planOptions, *hw,
+                                          layoutBudget, layoutBudget < budget);
+    });
+  };
+  if (!planStep())
     return false;
   const json structure = modelStructureJson(*module);
   // Activation checkpointing, then the stage split, partitioning and
@@ -606,44 +672,28 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     return true;
   };
 
-  // --remat auto: per pipeline stage, the least recomputation with which
-  // the stage fits the device's memory: none, else selective, else full.
-  std::vector<std::string> remat = {o.remat};
-  SmallVector<int64_t> cuts;
-  json rematChoice;
-  if (o.remat == "auto") {
-    // The budget the memory check holds the plan to (--device-memory, else
-    // the hardware's), against the peak the runtime will allocate.
-    const double budget = double(deviceBudget(o, *hw, devices).first);
-    const int64_t stages = mlir::dtc::getPlan(*module)->pp;
-    bool haveCuts = false;
-    auto peaksOf =
-        [&](const std::vector<std::string> &candidate) -> std::vector<int64_t> {
-      OwningOpRef<ModuleOp> probe(cast<ModuleOp>((*module)->clone()));
-      json probeArtifact;
-      // Modes that differ by stage need the stages' layers: those the
-      // balancer picks for the plan without recomputation.
-      if (!lower(*probe, candidate, cuts, /*print=*/false, json(),
-                 probeArtifact))
-        return {};
-      if (!haveCuts) {
-        std::optional<mlir::dtc::Plan> balanced = mlir::dtc::getPlan(*probe);
-        cuts.assign(balanced->stageCuts.begin(), balanced->stageCuts.end());
-        haveCuts = true;
-      }
-      std::vector<int64_t> peaks = mlir::dtc::plannedPeakPerStage(
-          probeArtifact, o.input, devices, stages);
-      if (peaks.empty())
-        errors.flag("internal error: the artifact of --remat auto's "
-                    "candidate does not validate");
-      return peaks;
-    };
-    if (!mlir::dtc::chooseRecomputation(budget, stages, peaksOf, remat,
-                                        rematChoice))
+  for (int round = 0;; ++round) {
+    std::vector<std::string> remat = {o.remat};
+    SmallVector<int64_t> cuts;
+    json rematChoice;
+    if (o.remat == "auto" &&
+        !chooseRematAuto(o, budget, *module, errors, lower, devices, remat,
+                         cuts, rematChoice))
+      return false;
+    if (!lower(*module, remat, cuts, /*print=*/true, rematChoice, artifact))
+      return false;
+    const int64_t peak = largestPlannedPeak(artifact, o.input, devices);
+    if (unplanned)
+      artifact["plan"]["tp_layout_rounds"] = round + 1;
+    if (!unplanned || round == 3 || peak <= int64_t(budget))
+      break;
+    // The program's estimate and the emitted plan's peak differ by a
+    // factor (activations, buffers): scale its budget by the overshoot.
+    layoutBudget *= 0.95 * budget / double(peak);
+    module = OwningOpRef<ModuleOp>(cast<ModuleOp>((*unplanned)->clone()));
+    if (!planStep())
       return false;
   }
-  if (!lower(*module, remat, cuts, /*print=*/true, rematChoice, artifact))
-    return false;
   timer.done("emit");
   if (!checkMemory(o, *hw, devices, artifact, errors,
                    [&] { return memoryAdvice(errors, source, o); }))

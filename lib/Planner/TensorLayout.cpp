@@ -267,9 +267,11 @@ private:
     auto type = tensorTypeOf(param);
     auto name = step.getArgAttrOfType<StringAttr>(
         cast<BlockArgument>(param).getArgNumber(), DtcDialect::kNameAttr);
-    // The parameter, its gradient and its optimizer state.
+    // The parameter and its optimizer state (its gradient is its readers':
+    // as large as they compute it).
     const double bytes =
-        2 * bytesOf(type) + (name ? stateBytes.lookup(name.getValue()) : 0.0);
+        bytesOf(type) * options.parameterShare +
+        (name ? stateBytes.lookup(name.getValue()) : 0.0) * options.stateShare;
     std::vector<double> cost, memory;
     node.strategies.push_back(-1);
     cost.push_back(0);
@@ -365,6 +367,20 @@ private:
                 (factor >= 0 && containsFactor(rule.results[idx], factor)
                      ? double(devices)
                      : 1.0);
+      // A parameter's gradient is as large as the reader computes it: a
+      // parameter stored split but read whole has a whole gradient (and a
+      // whole gathered copy) until the reduce-scatter.
+      for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
+        if (isParameter(operand)) {
+          auto type = tensorTypeOf(operand);
+          const double whole =
+              std::max(bytesOf(type), 4 * double(type.getNumElements())) *
+              options.gradientShare;
+          kept +=
+              whole / (factor >= 0 && containsFactor(rule.operands[idx], factor)
+                           ? double(devices)
+                           : 1.0);
+        }
       // Operands nothing in the program produces (inputs, constants) are
       // whole: reading them split is a slice, and a gathered gradient.
       for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
@@ -407,7 +423,18 @@ tensorLayoutOptions(const Plan &plan,
   options.hardware = hardware;
   options.memoryBudget = deviceMemory > 0 ? deviceMemory : hardware.memoryBytes;
   options.batchShare = 1.0 / double(plan.dp);
-  options.activationShare = 1.0 / double(plan.dp * plan.microbatches);
+  // A stage holds its layers (1/pp, balanced) of up to min(pp, m)
+  // micro-batches in flight (1F1B's first stage); one micro-batch at a time
+  // without stages.
+  const double stage = 1.0 / double(plan.pp);
+  const double inFlight =
+      double(std::min<int64_t>(plan.virtualStageCount(), plan.microbatches));
+  options.activationShare =
+      stage * inFlight / double(plan.dp * plan.microbatches);
+  const double dp = double(plan.dp);
+  options.parameterShare = stage / (plan.zero >= 3 ? dp : 1.0);
+  options.gradientShare = stage / (plan.zero >= 2 ? dp : 1.0);
+  options.stateShare = stage / (plan.zero >= 1 ? dp : 1.0);
   return options;
 }
 
@@ -418,6 +445,13 @@ FailureOr<TensorLayout> planTensorLayout(func::FuncOp step,
   Builder builder(step, grid, options);
   builder.build(layout.problem);
   layout.problem.memoryBudget = options.memoryBudget;
+  // Memory adds up node by node, so the least any layout needs is the sum
+  // of each node's least.
+  double least = 0;
+  for (const auto &node : layout.problem.nodes)
+    least += *std::min_element(node.memory.begin(), node.memory.end());
+  if (options.leastMemoryWhenNothingFits && least > options.memoryBudget)
+    layout.problem.memoryBudget = least;
   if (std::string problem = layout.problem.check(); !problem.empty())
     return step.emitError() << "the tensor-parallel layout program is "
                                "malformed: "
@@ -425,11 +459,6 @@ FailureOr<TensorLayout> planTensorLayout(func::FuncOp step,
   layout.solution =
       ::dtc::planner::solveIntraOp(layout.problem, options.timeLimitSeconds);
   if (!layout.solution.feasible) {
-    // Memory adds up node by node, so the least any layout needs is the
-    // sum of each node's least.
-    double least = 0;
-    for (const auto &node : layout.problem.nodes)
-      least += *std::min_element(node.memory.begin(), node.memory.end());
     auto gib = [](double bytes) {
       const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
       int unit = 0;

@@ -499,6 +499,7 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
                               << error;
     TensorLayoutOptions options =
         tensorLayoutOptions(plan, *hw, double(deviceMemory));
+    options.leastMemoryWhenNothingFits = leastMemoryWhenNothingFits;
     // With micro-batches the batch's minor split is the micro-batch axis,
     // which every reshard of the batch would have to gather: the factors
     // the batch pins alone split stay off the tp axes.

@@ -26,11 +26,12 @@ void populateTrainingPipeline(PassManager &pm,
 /// The strategy becomes the module's #dtc.plan (dtc-apply-strategy), which
 /// is pinned and propagated (dtc-materialize-plan); `pins` are the user's
 /// parameter shardings (--pin), applied first. `hardware` (fitted to the
-/// mesh) and `deviceMemory` cost a tp_layout = "ilp" program.
+/// mesh) and `deviceMemory` cost a tp_layout = "ilp" program; with
+/// `leastMemory` a program that fits nothing takes the least memory.
 void populatePlanningPipeline(PassManager &pm, ArrayRef<std::string> pins,
                               const ApplyStrategyOptions &strategy,
                               const ::dtc::cost::HardwareProfile &hardware,
-                              double deviceMemory);
+                              double deviceMemory, bool leastMemory = false);
 
 /// Recomputation as the plan says, the plan's stage cuts, and the split of
 /// the step into pipeline stages.

@@ -207,7 +207,11 @@ def MaterializePlan : Pass<"dtc-materialize-plan", "::mlir::ModuleOp"> {
            "hardware profile the tp_layout = \"ilp\" program is costed on "
            "(a name or a JSON file, as dtc compile --hw)">,
     Option<"deviceMemory", "device-memory", "double", /*default=*/"0",
-           "bytes per device the ilp layout may use (0: the profile's)">
+           "bytes per device the ilp layout may use (0: the profile's)">,
+    Option<"leastMemoryWhenNothingFits", "least-memory-when-nothing-fits",
+           "bool", /*default=*/"false",
+           "when no ilp layout fits, the one that needs least memory instead "
+           "of an error">
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }

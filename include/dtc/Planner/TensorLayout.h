@@ -58,9 +58,18 @@ struct TensorLayoutOptions {
   double memoryBudget = std::numeric_limits<double>::infinity();
   /// The step's values hold the whole batch: a device computes and
   /// communicates `batchShare` of each activation (1/dp) and keeps
-  /// `activationShare` of it at once (1/(dp x micro-batches)).
+  /// `activationShare` of it at once (its stage's layers, the micro-batches
+  /// in flight, none under full recomputation).
   double batchShare = 1, activationShare = 1;
+  /// The share of each parameter's bytes, of its gradient's and of its
+  /// optimizer state's a device keeps: its pipeline stage's layers, and
+  /// ZeRO's split over dp.
+  double parameterShare = 1, gradientShare = 1, stateShare = 1;
   double timeLimitSeconds = 30;
+  /// When no layout fits the budget, the one that needs least memory
+  /// instead of an error (the driver's re-planning, whose budget comes
+  /// from the emitted plan's overshoot, not from the user).
+  bool leastMemoryWhenNothingFits = false;
   /// Whether the tp axes may split `factor` of `op` (all may when unset).
   std::function<bool(Operation *, int64_t)> mayUseFactor;
 };
