@@ -95,7 +95,10 @@ public:
       auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
       if (!ruleOp)
         continue;
-      if (Operation *rep = representative.lookup(&op)) {
+      // (A first-block op the program left out keeps its instances out.)
+      if (Operation *rep = representative.lookup(&op);
+          rep && rep->getNumResults() > 0 &&
+          sourceOf.count(rep->getResult(0))) {
         addInstance(problem, &op, rep);
         continue;
       }
@@ -145,7 +148,8 @@ private:
         if (ops.size() != reps.size())
           continue;
         for (auto [op, rep] : llvm::zip(ops, reps))
-          representative[op] = rep;
+          if (op->getName() == rep->getName())
+            representative[op] = rep;
       }
   }
 
