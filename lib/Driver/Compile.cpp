@@ -682,10 +682,12 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       return false;
     if (!lower(*module, remat, cuts, /*print=*/true, rematChoice, artifact))
       return false;
+    if (!unplanned)
+      break;
+    artifact["plan"]["tp_layout_rounds"] = round + 1;
+    // Only ilp layouts pay for this memory plan before the memory check's.
     const int64_t peak = largestPlannedPeak(artifact, o.input, devices);
-    if (unplanned)
-      artifact["plan"]["tp_layout_rounds"] = round + 1;
-    if (!unplanned || round == 3 || peak <= int64_t(budget))
+    if (round == 3 || peak <= int64_t(budget))
       break;
     // The program's estimate and the emitted plan's peak differ by a
     // factor (activations, buffers): scale its budget by the overshoot.

@@ -52,7 +52,6 @@ bool containsFactor(const TensorFactors &tensor, int64_t factor) {
 /// and the layout each strategy gives every result (a parameter: itself).
 struct Node {
   Operation *op = nullptr;
-  Value parameter;
   std::optional<ShardingRule> rule;
   /// Per strategy: the split factor (ops; -1 none) or dimension
   /// (parameters; -1 whole).
@@ -258,16 +257,15 @@ private:
     if (from == to)
       return 0;
     const double piece = bytes / double(devices);
-    if (from.dim < 0) // slice forward, gather the gradient backward
-      return collective(CollectiveKind::AllGather, piece, bytes);
-    if (to.dim < 0) // gather forward, slice the gradient backward
+    // Whole to split: a slice forward, the gradient gathered backward;
+    // split to whole: gathered forward, the gradient sliced backward.
+    if (from.dim < 0 || to.dim < 0)
       return collective(CollectiveKind::AllGather, piece, bytes);
     return 2 * collective(CollectiveKind::AllToAll, piece, piece);
   }
 
   void addParameter(::dtc::planner::IntraOpProblem &problem, Value param) {
     Node node;
-    node.parameter = param;
     auto type = tensorTypeOf(param);
     auto name = step.getArgAttrOfType<StringAttr>(
         cast<BlockArgument>(param).getArgNumber(), DtcDialect::kNameAttr);
@@ -301,17 +299,19 @@ private:
     return layoutOf(n.rule->results[source.result], n.strategies[s]);
   }
 
+  /// Into how many pieces strategy `factor` splits a tensor of `factors`.
+  double pieces(const TensorFactors &factors, int64_t factor) const {
+    return factor >= 0 && containsFactor(factors, factor) ? double(devices)
+                                                          : 1.0;
+  }
+
   /// Compute and the communication strategy `factor` implies for `op`.
   double strategyCost(Operation *op, const ShardingRule &rule, int64_t factor) {
-    const auto share = [&](const TensorFactors &tensor) {
-      return factor >= 0 && containsFactor(tensor, factor) ? double(devices)
-                                                           : 1.0;
-    };
     double bytes = 0;
     for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
-      bytes += sizeOf(operand) / share(rule.operands[idx]);
+      bytes += sizeOf(operand) / pieces(rule.operands[idx], factor);
     for (auto [idx, result] : llvm::enumerate(op->getResults()))
-      bytes += sizeOf(result) / share(rule.results[idx]);
+      bytes += sizeOf(result) / pieces(rule.results[idx], factor);
     double flops = 0;
     bool dense = false;
     if (auto cost = dyn_cast<CostOpInterface>(op)) {
@@ -368,9 +368,7 @@ private:
       double kept = 0;
       for (auto [idx, result] : llvm::enumerate(op->getResults()))
         kept += bytesOf(result.getType()) * options.activationShare /
-                (factor >= 0 && containsFactor(rule.results[idx], factor)
-                     ? double(devices)
-                     : 1.0);
+                pieces(rule.results[idx], factor);
       // A parameter's gradient is as large as the reader computes it: a
       // parameter stored split but read whole has a whole gradient (and a
       // whole gathered copy) until the reduce-scatter.
@@ -380,10 +378,7 @@ private:
           const double whole =
               std::max(bytesOf(type), 4 * double(type.getNumElements())) *
               options.gradientShare;
-          kept +=
-              whole / (factor >= 0 && containsFactor(rule.operands[idx], factor)
-                           ? double(devices)
-                           : 1.0);
+          kept += whole / pieces(rule.operands[idx], factor);
         }
       // Operands nothing in the program produces (inputs, constants) are
       // whole: reading them split is a slice, and a gathered gradient.
@@ -417,6 +412,21 @@ private:
 };
 
 } // namespace
+
+FailureOr<::dtc::cost::HardwareProfile>
+tensorLayoutHardware(Operation *at, StringRef nameOrFile,
+                     ArrayRef<int64_t> grid) {
+  std::string error;
+  std::optional<::dtc::cost::HardwareProfile> hw =
+      ::dtc::cost::loadHardware(nameOrFile.str(), error);
+  if (hw)
+    error = hw->forMesh(std::vector<int64_t>(grid.begin(), grid.end()));
+  if (!hw || !error.empty())
+    return at->emitError()
+           << "the tensor-parallel layout program needs a hardware profile: "
+           << error;
+  return *hw;
+}
 
 TensorLayoutOptions
 tensorLayoutOptions(const Plan &plan,

@@ -486,17 +486,11 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
                                 ShardingPropagation &propagation,
                                 llvm::DenseMap<Value, TensorSharding> &pins,
                                 PinFn pin) {
-    std::string error;
-    std::optional<::dtc::cost::HardwareProfile> hw = profile;
-    if (!hw) {
-      hw = ::dtc::cost::loadHardware(hardware, error);
-      if (hw)
-        error = hw->forMesh(std::vector<int64_t>(grid.begin(), grid.end()));
-    }
-    if (!hw || !error.empty())
-      return step.emitError() << "the tensor-parallel layout program needs a "
-                                 "hardware profile: "
-                              << error;
+    FailureOr<::dtc::cost::HardwareProfile> hw =
+        profile ? FailureOr<::dtc::cost::HardwareProfile>(*profile)
+                : tensorLayoutHardware(step, hardware, grid);
+    if (failed(hw))
+      return failure();
     TensorLayoutOptions options =
         tensorLayoutOptions(plan, *hw, double(deviceMemory));
     options.leastMemoryWhenNothingFits = leastMemoryWhenNothingFits;

@@ -26,15 +26,12 @@ struct TestPrintTensorLayoutPass
       return signalPassFailure();
     }
     FailureOr<SmallVector<int64_t>> grid = getGridShape(module, plan->grid);
-    std::string error;
-    std::optional<::dtc::cost::HardwareProfile> hw =
-        ::dtc::cost::loadHardware(hardware, error);
-    if (hw && succeeded(grid))
-      error = hw->forMesh(std::vector<int64_t>(grid->begin(), grid->end()));
-    if (failed(grid) || !hw || !error.empty()) {
-      module.emitError() << "no hardware profile: " << error;
+    if (failed(grid))
       return signalPassFailure();
-    }
+    FailureOr<::dtc::cost::HardwareProfile> hw =
+        tensorLayoutHardware(step, hardware, *grid);
+    if (failed(hw))
+      return signalPassFailure();
     TensorLayoutOptions options =
         tensorLayoutOptions(*plan, *hw, double(deviceMemory));
     FailureOr<TensorLayout> layout = planTensorLayout(step, *grid, options);

@@ -85,6 +85,12 @@ struct TensorLayout {
   ::dtc::planner::IntraOpProblem problem;
 };
 
+/// The profile `nameOrFile` (as --hw takes it) fitted to `grid`, or an
+/// error at `at` that the layout program needs one.
+FailureOr<::dtc::cost::HardwareProfile>
+tensorLayoutHardware(Operation *at, StringRef nameOrFile,
+                     ArrayRef<int64_t> grid);
+
 struct Plan;
 /// The options for `plan`'s tp axes, its batch shares (dp, micro-batches)
 /// and `hardware`; the budget is `deviceMemory` when positive, else the
