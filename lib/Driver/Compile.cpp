@@ -685,12 +685,10 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     if (!unplanned)
       break;
     artifact["plan"]["tp_layout_rounds"] = round + 1;
-    // Only ilp layouts pay for this memory plan before the memory check's.
     const int64_t peak = largestPlannedPeak(artifact, o.input, devices);
     if (round == 3 || peak <= int64_t(budget))
       break;
-    // The program's estimate and the emitted plan's peak differ by a
-    // factor (activations, buffers): scale its budget by the overshoot.
+    // The estimate is off by a factor: scale its budget by the overshoot.
     layoutBudget *= 0.95 * budget / double(peak);
     module = OwningOpRef<ModuleOp>(cast<ModuleOp>((*unplanned)->clone()));
     if (!planStep())
