@@ -22,7 +22,8 @@ namespace dtc::rt {
 struct CalibrationOptions {
   /// Kernel threads of each rank (as `dtc run` gives them).
   int threads = 1;
-  /// Each timed point repeats its operation for at least this long.
+  /// Each timed point repeats its operation for at least this long, in
+  /// kTimingRounds rounds whose fastest counts.
   double secondsPerPoint = 0.05;
 };
 
@@ -33,7 +34,10 @@ struct CalibrationPoint {
 };
 
 /// The line t = intercept + slope * size through `points`, least squares
-/// on relative error (small and large points weigh alike).
+/// on relative error (small and large points weigh alike), with a
+/// non-negative intercept and a positive slope as the cost model reads
+/// them (a latency and a rate): where noise would tilt the free fit past
+/// either, the best line through the origin.
 struct LineFit {
   double intercept = 0, slope = 0;
 };

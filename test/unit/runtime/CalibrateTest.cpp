@@ -32,6 +32,29 @@ TEST(Calibrate, FitLineWeighsPointsByRelativeError) {
   EXPECT_GT(fit.slope, 0.0);
 }
 
+TEST(Calibrate, FitLineKeepsALatencyAndARate) {
+  // The smallest point came in faster than the line through the others
+  // (noise): the free fit's intercept is negative. Clamping only the
+  // intercept would keep a slope fitted for that steeper line; the
+  // constrained fit is the best line through the origin, which predicts
+  // every other point within 10% here.
+  std::vector<CalibrationPoint> points = {
+      {1e3, 0.8e-6}, {1e4, 1e-5}, {1e5, 1e-4}, {1e6, 1e-3}};
+  LineFit fit = fitLine(points);
+  EXPECT_EQ(fit.intercept, 0.0);
+  EXPECT_GT(fit.slope, 0.0);
+  for (const CalibrationPoint &p : points) {
+    if (p.size == 1e3)
+      continue;
+    EXPECT_NEAR(fit.slope * p.size / p.seconds, 1.0, 0.1) << p.size;
+  }
+  // Times that fall with size (noise on a flat curve) give no rate: a flat
+  // line at their weighted mean, never a negative latency or rate.
+  LineFit flat = fitLine({{1e3, 2e-6}, {1e4, 1.9e-6}, {1e5, 1.8e-6}});
+  EXPECT_GE(flat.intercept, 1.7e-6);
+  EXPECT_GE(flat.slope, 0.0);
+}
+
 TEST(Calibrate, ProfileOfTwoRanksPredictsItsOwnPoints) {
   // Two ranks as threads: a profile with a link for groups of 2, and fitted
   // lines that describe what was measured. Timings on a loaded machine have
