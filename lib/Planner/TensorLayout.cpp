@@ -212,8 +212,10 @@ private:
       auto repSource = sourceOf.find(repOperand);
       if (repSource == sourceOf.end() || !isParameter(repOperand))
         continue;
-      const int param = repSource->second.node;
-      sourceOf[operand] = repSource->second;
+      // A copy: inserting may grow the map under repSource.
+      const Source source = repSource->second;
+      const int param = source.node;
+      sourceOf[operand] = source;
       nodes[param].parameters.push_back(operand);
       for (size_t s = 0; s < nodes[param].memory.size(); ++s)
         problem.nodes[param].memory[s] += nodes[param].memory[s];

@@ -229,7 +229,8 @@ void StageEmitter::assignChunks() {
     if (!chunkOf.count(&op))
       for (Operation *user : op.getUsers())
         if (auto it = chunkOf.find(user); it != chunkOf.end()) {
-          chunkOf[&op] = it->second;
+          const int64_t chunk = it->second; // before inserting moves it
+          chunkOf[&op] = chunk;
           break;
         }
 }

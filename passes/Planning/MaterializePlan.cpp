@@ -116,9 +116,11 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
              (!llvm::is_contained(dpAxes, a) && !llvm::is_contained(mbAxes, a));
     });
     llvm::DenseMap<Value, TensorSharding> pins;
-    auto pin = [&](Value v, const TensorSharding &s) {
-      pins[v] = s;
+    // `s` by value: callers pass shardings that live in `pins`, which the
+    // insertion may grow and move.
+    auto pin = [&](Value v, TensorSharding s) {
       propagation.pin(v, s, ShardingPriority::Strategy);
+      pins[v] = std::move(s);
     };
     if (plan.sp > 1 && failed(prepareRing(step)))
       return failure();
