@@ -6,12 +6,18 @@
   gen_model.py llama --heads 8 --kv-heads 2 ...   (grouped-query attention: 4 query heads per key/value head)
   gen_model.py mlp   --hidden 64 --layers 2 --features 32 --classes 10 --batch 16 -o mlp.mlir
   gen_model.py everyop --hidden 16 --heads 4 --seq 8 --vocab 10 --batch 8 -o everyop.mlir
+  gen_model.py gpt --experts 8 --top-k 2 --capacity-factor 1.25 ...   (mixture of experts)
 
 GPT: nanoGPT (learned positions, pre-LayerNorm, GELU MLP, tied output
 embedding; biases with --bias). LLaMA: RMSNorm, rotary position embedding,
 SwiGLU MLP, untied output head, no biases. Rotary embedding is exact and uses
 only model-format ops: rot(x) = x*cos + (x @ R)*sin, where R maps each pair
 (x1, x2) to (-x2, x1) and cos/sin are constant tables.
+
+With --experts E (gpt or llama), every --moe-every'th block's MLP is a
+dtc.moe of E GELU experts of width --ffn (top --top-k routing, capacity
+factor --capacity-factor) over the batch's B*S tokens, and the loss adds
+--aux-loss-weight times each such layer's dtc.load_balancing_loss.
 
 Standard library only.
 """
@@ -155,6 +161,45 @@ def attention_block(m, x, prefix, a, rope=None, bias=False):
     return y
 
 
+def is_moe_layer(a, l):
+    return a.experts > 0 and (l + 1) % a.moe_every == 0
+
+
+def moe_block(m, h, prefix, a, F, std_out):
+    """h [B, S, D] through a dtc.moe over its B*S tokens; also returns the
+    layer's load-balancing loss (None without --aux-loss-weight)."""
+    B, S, D = h[1]
+    E = a.experts
+    tokens = m.reshape(h, [B * S, D])
+    router = m.param(f"{prefix}.router", [D, E], "normal(0.02)")
+    w_in = m.param(f"{prefix}.w_in", [E, D, F], "normal(0.02)")
+    w_out = m.param(f"{prefix}.w_out", [E, F, D], f"normal({std_out:.6g})")
+    y = m.op("moe", [tokens, router, w_in, w_out], [B * S, D],
+             f"capacity_factor = {a.capacity_factor:e} : f32, top_k = {a.top_k} : i64")
+    aux = None
+    if a.aux_loss_weight:
+        aux = m.op("load_balancing_loss", [tokens, router], [])
+    return m.reshape(y, [B, S, D]), aux
+
+
+def total_loss(m, a, ce, aux_losses):
+    """The cross entropy plus --aux-loss-weight times the layers' load
+    balancing losses."""
+    if not aux_losses:
+        return ce
+    aux = aux_losses[0]
+    for extra in aux_losses[1:]:
+        aux = m.binary("add", aux, extra)
+    return m.binary("add", ce, m.binary("mul", aux, m.const([a.aux_loss_weight], [])))
+
+
+def moe_text(a):
+    if not a.experts:
+        return ""
+    return (f" experts={a.experts} top_k={a.top_k} capacity_factor={a.capacity_factor:g}"
+            f" moe_every={a.moe_every} aux_loss_weight={a.aux_loss_weight:g}")
+
+
 def rope_tables(m, seq, dh, base=10000.0):
     cos, sin = [], []
     for pos in range(seq):
@@ -191,6 +236,7 @@ def gpt(a):
     wpe = m.param("wpe", [S, D], "normal(0.01)")
     x = m.binary("add", m.op("embedding", [wte, ids], [B, S, D]), wpe)
     std_out = 0.02 / math.sqrt(2 * a.layers)
+    aux_losses = []
     for l in range(a.layers):
         p = f"h.{l}"
         h = m.layer_norm(x, m.param(f"{p}.ln_1.weight", [D], "ones"),
@@ -198,6 +244,11 @@ def gpt(a):
         x = m.binary("add", x, attention_block(m, h, f"{p}.attn", a, bias=a.bias))
         h = m.layer_norm(x, m.param(f"{p}.ln_2.weight", [D], "ones"),
                          m.param(f"{p}.ln_2.bias", [D], "zeros"))
+        if is_moe_layer(a, l):
+            f, aux = moe_block(m, h, f"{p}.moe", a, F, std_out)
+            aux_losses += [aux] if aux else []
+            x = m.binary("add", x, f)
+            continue
         f = m.matmul(h, m.param(f"{p}.mlp.c_fc", [D, F]))
         if a.bias:
             f = m.binary("add", f, m.param(f"{p}.mlp.c_fc_bias", [F], "zeros"))
@@ -206,9 +257,10 @@ def gpt(a):
         x = m.binary("add", x, f)
     x = m.layer_norm(x, m.param("ln_f.weight", [D], "ones"), m.param("ln_f.bias", [D], "zeros"))
     logits = m.matmul(x, m.transpose(wte, [1, 0]))  # tied output embedding
-    m.loss = m.op("cross_entropy", [logits, labels], [], ignore_attr(a))
+    m.loss = total_loss(m, a, m.op("cross_entropy", [logits, labels], [], ignore_attr(a)),
+                        aux_losses)
     return m.text(f"GPT: layers={a.layers} hidden={D} heads={a.heads} ffn={F} "
-                  f"seq={S} vocab={V} batch={B} bias={a.bias} (examples/gen_model.py)")
+                  f"seq={S} vocab={V} batch={B} bias={a.bias}{moe_text(a)} (examples/gen_model.py)")
 
 
 def llama(a):
@@ -221,11 +273,17 @@ def llama(a):
     x = m.op("embedding", [tok, ids], [B, S, D])
     rope = rope_tables(m, S, D // a.heads)
     std_out = 0.02 / math.sqrt(2 * a.layers)
+    aux_losses = []
     for l in range(a.layers):
         p = f"layers.{l}"
         h = m.rms_norm(x, m.param(f"{p}.attention_norm", [D], "ones"))
         x = m.binary("add", x, attention_block(m, h, f"{p}.attention", a, rope=rope))
         h = m.rms_norm(x, m.param(f"{p}.ffn_norm", [D], "ones"))
+        if is_moe_layer(a, l):
+            f, aux = moe_block(m, h, f"{p}.moe", a, F, std_out)
+            aux_losses += [aux] if aux else []
+            x = m.binary("add", x, f)
+            continue
         gate = m.unary("silu", m.matmul(h, m.param(f"{p}.feed_forward.w1", [D, F])))
         up = m.matmul(h, m.param(f"{p}.feed_forward.w3", [D, F]))
         f = m.matmul(m.binary("mul", gate, up),
@@ -233,10 +291,11 @@ def llama(a):
         x = m.binary("add", x, f)
     x = m.rms_norm(x, m.param("norm", [D], "ones"))
     logits = m.matmul(x, m.param("output", [D, V]))
-    m.loss = m.op("cross_entropy", [logits, labels], [], ignore_attr(a))
+    m.loss = total_loss(m, a, m.op("cross_entropy", [logits, labels], [], ignore_attr(a)),
+                        aux_losses)
     kv = f" kv_heads={a.kv_heads}" if a.kv_heads and a.kv_heads != a.heads else ""
     return m.text(f"LLaMA: layers={a.layers} hidden={D} heads={a.heads}{kv} ffn={F} "
-                  f"seq={S} vocab={V} batch={B} (examples/gen_model.py)")
+                  f"seq={S} vocab={V} batch={B}{moe_text(a)} (examples/gen_model.py)")
 
 
 def mlp(a):
@@ -326,6 +385,15 @@ def main(argv):
     p.add_argument("--bias", action="store_true", help="gpt: add biases to projections (default: off)")
     p.add_argument("--features", type=int, default=32, help="mlp: input features (default: 32)")
     p.add_argument("--classes", type=int, default=10, help="mlp: classes (default: 10)")
+    p.add_argument("--experts", type=int, default=0,
+                   help="gpt/llama: experts of each mixture-of-experts MLP (default: 0, dense)")
+    p.add_argument("--top-k", type=int, default=2, help="experts per token (default: 2)")
+    p.add_argument("--capacity-factor", type=float, default=1.25,
+                   help="expert capacity = ceil(factor * tokens * top_k / experts) (default: 1.25)")
+    p.add_argument("--moe-every", type=int, default=1,
+                   help="every n-th block's MLP is a mixture of experts (default: 1, all)")
+    p.add_argument("--aux-loss-weight", type=float, default=0.01,
+                   help="weight of the load-balancing losses in the loss (default: 0.01; 0: none)")
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     a = p.parse_args(argv)
     for name in ["layers", "hidden", "heads", "seq", "vocab", "batch", "features", "classes"]:
@@ -335,6 +403,11 @@ def main(argv):
         p.error(f"--hidden {a.hidden} must be a multiple of --heads {a.heads}")
     if a.kv_heads and (a.kind != "llama" or a.kv_heads < 0 or a.heads % a.kv_heads):
         p.error(f"--kv-heads {a.kv_heads}: llama only, and a divisor of --heads {a.heads}")
+    if a.experts and (a.kind not in ("gpt", "llama") or a.experts < 0 or a.moe_every < 1
+                      or not 1 <= a.top_k <= a.experts or not a.capacity_factor > 0
+                      or a.aux_loss_weight < 0):
+        p.error("--experts: gpt or llama, with 1 <= --top-k <= --experts, --capacity-factor > 0, "
+                "--moe-every >= 1 and --aux-loss-weight >= 0")
     if a.kind == "llama" and (a.hidden // a.heads) % 2:
         p.error("llama: the head size (hidden/heads) must be even for rotary embeddings")
     text = {"gpt": gpt, "llama": llama, "mlp": mlp, "everyop": everyop}[a.kind](a)

@@ -4,6 +4,7 @@
 // says what is wrong (the caller adds the file, program and instruction).
 //
 //===----------------------------------------------------------------------===//
+#include "RuleChecks.h"
 #include "dtc/kernels/Kernel.h"
 #include "dtc/kernels/LearningRate.h"
 
@@ -13,124 +14,9 @@
 
 namespace dtc::kernels {
 
-using json = nlohmann::json;
-using rt::Error;
-using rt::shapeStr;
-using Descs = std::vector<TensorDesc>;
+using namespace rules;
 
 namespace {
-
-[[noreturn]] void fail(const std::string &msg) { throw Error(msg); }
-
-std::string desc(const TensorDesc &t) {
-  return std::string(rt::dtypeName(t.dtype)) + shapeStr(t.shape);
-}
-
-// Rules are dtype-generic: "float" is every float dtype the kernels know
-// (rt::isFloat), and operands that combine must agree on theirs.
-void needFloat(const TensorDesc &t, const char *what) {
-  if (!rt::isFloat(t.dtype))
-    fail(std::string(what) + " must have a float dtype, got " + desc(t));
-}
-void needInt(const TensorDesc &t, const char *what) {
-  if (!rt::isInt(t.dtype))
-    fail(std::string(what) + " must be i32 or i64, got " + desc(t));
-}
-void needDtype(const TensorDesc &t, DType d, const char *what) {
-  if (t.dtype != d)
-    fail(std::string(what) + " must be " + rt::dtypeName(d) + ", got " +
-         desc(t));
-}
-void needShape(const TensorDesc &t, const Shape &s, const char *what) {
-  if (t.shape != s)
-    fail(std::string(what) + " must have shape " + shapeStr(s) + ", got " +
-         desc(t));
-}
-void needLike(const TensorDesc &t, const TensorDesc &ref, const char *what,
-              const char *refName) {
-  if (t.dtype != ref.dtype || t.shape != ref.shape)
-    fail(std::string(what) + " must match " + refName + " (" + desc(ref) +
-         "), got " + desc(t));
-}
-void needRankAtLeast(const TensorDesc &t, size_t r, const char *what) {
-  if (t.shape.size() < r)
-    fail(std::string(what) + " must have rank >= " + std::to_string(r) +
-         ", got " + desc(t));
-}
-
-const json *attr(const json &attrs, const char *key) {
-  if (!attrs.is_object())
-    fail("attributes must be a JSON object");
-  auto it = attrs.find(key);
-  if (it == attrs.end())
-    fail(std::string("missing attribute '") + key + "'");
-  return &*it;
-}
-/// An optional attribute: null when absent (also with no attributes at all).
-const json *optAttr(const json &attrs, const char *key) {
-  if (attrs.is_null())
-    return nullptr;
-  if (!attrs.is_object())
-    fail("attributes must be a JSON object");
-  auto it = attrs.find(key);
-  return it == attrs.end() ? nullptr : &*it;
-}
-int64_t reqInt(const json &attrs, const char *key) {
-  const json *v = attr(attrs, key);
-  if (!v->is_number_integer() ||
-      (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)))
-    fail(std::string("attribute '") + key + "' must be an integer");
-  return v->get<int64_t>();
-}
-double reqNum(const json &attrs, const char *key) {
-  const json *v = attr(attrs, key);
-  if (!v->is_number())
-    fail(std::string("attribute '") + key + "' must be a number");
-  double d = v->get<double>();
-  if (!std::isfinite(d))
-    fail(std::string("attribute '") + key + "' must be finite");
-  return d;
-}
-bool optBool(const json &attrs, const char *key) {
-  auto it = attrs.find(key);
-  if (it == attrs.end())
-    return false;
-  if (!it->is_boolean())
-    fail(std::string("attribute '") + key + "' must be a boolean");
-  return it->get<bool>();
-}
-bool reqBool(const json &attrs, const char *key) {
-  const json *v = attr(attrs, key);
-  if (!v->is_boolean())
-    fail(std::string("attribute '") + key + "' must be a boolean");
-  return v->get<bool>();
-}
-std::string reqStr(const json &attrs, const char *key) {
-  const json *v = attr(attrs, key);
-  if (!v->is_string())
-    fail(std::string("attribute '") + key + "' must be a string");
-  return v->get<std::string>();
-}
-std::vector<int64_t> reqInts(const json &attrs, const char *key) {
-  const json *v = attr(attrs, key);
-  if (!v->is_array())
-    fail(std::string("attribute '") + key + "' must be an array of integers");
-  std::vector<int64_t> r;
-  for (const json &e : *v) {
-    if (!e.is_number_integer() ||
-        (e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(INT64_MAX)))
-      fail(std::string("attribute '") + key + "' must be an array of integers");
-    r.push_back(e.get<int64_t>());
-  }
-  return r;
-}
-int64_t reqAxis(const json &attrs, const char *key, size_t rank) {
-  int64_t a = reqInt(attrs, key);
-  if (a < 0 || a >= int64_t(rank))
-    fail(std::string("attribute '") + key + "' = " + std::to_string(a) +
-         " is out of range for a rank-" + std::to_string(rank) + " operand");
-  return a;
-}
 
 // ---- rules ---------------------------------------------------------------
 
@@ -285,8 +171,6 @@ void checkAttentionOperands(const Descs &in, size_t n, const json &attrs) {
 // attention_block and attention_block_grad: q, k, v as attention's (any
 // number of keys, causal or not), then the query block's and the key
 // block's global positions (i64 scalars).
-int64_t reqPositive(const json &attrs, const char *key);
-
 void checkBlockOperands(const Descs &in, const json &attrs) {
   checkQueryKeyValue(in);
   reqBool(attrs, "causal");
@@ -636,12 +520,6 @@ void needOffset(const TensorDesc &t) {
   needDtype(t, DType::I64, "offset");
   needShape(t, Shape{}, "offset");
 }
-int64_t reqPositive(const json &attrs, const char *key) {
-  int64_t v = reqInt(attrs, key);
-  if (v < 1)
-    fail(std::string("attribute '") + key + "' must be >= 1");
-  return v;
-}
 
 void checkShardOffset(const Descs &, const Descs &out, const json &attrs) {
   std::vector<int64_t> axes = reqInts(attrs, "grid_axes");
@@ -803,6 +681,8 @@ std::vector<KernelInfo> makeKernels() {
       {"cross_entropy_shard_stats", 4, 2, {}, checkCrossEntropyShardStats},
       {"cross_entropy_shard_grad", 6, 1, {}, checkCrossEntropyShardGrad},
   };
+  for (KernelInfo &moe : moeKernels())
+    k.push_back(std::move(moe));
   return k;
 }
 

@@ -148,6 +148,7 @@ const std::vector<Entry> &normKernels();
 const std::vector<Entry> &lossKernels();
 const std::vector<Entry> &optimizerKernels();
 const std::vector<Entry> &shardKernels();
+const std::vector<Entry> &moeKernels();
 
 } // namespace dtc::kernels::cpu
 

@@ -11,7 +11,8 @@ RunFn findKernel(std::string_view name) {
     std::unordered_map<std::string, RunFn> t;
     for (const auto *list :
          {&elementwiseKernels(), &linalgKernels(), &attentionKernels(),
-          &normKernels(), &lossKernels(), &optimizerKernels(), &shardKernels()})
+          &normKernels(), &lossKernels(), &optimizerKernels(), &shardKernels(),
+          &moeKernels()})
       for (const Entry &e : *list)
         t.emplace(e.name, e.fn);
     return t;

@@ -403,7 +403,6 @@ bool parseModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
                                              " levels; no model needs that");
     return false;
   }
-
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&ctx));
@@ -423,6 +422,7 @@ bool parseModel(std::unique_ptr<llvm::MemoryBuffer> buffer,
 
 void mlir::dtc::populateTrainingPipeline(
     PassManager &pm, const BuildTrainingStepOptions &stepOptions) {
+  pm.addPass(createDecomposeComposites());
   pm.addPass(createDecomposeIgnoredLabels());
   pm.addPass(createBuildTrainingStep(stepOptions));
   pm.addPass(createAssignLayers());

@@ -310,8 +310,8 @@ LogicalResult ScopeClassifier::checkCollectiveAxes(Operation &op) const {
     return op.emitError()
            << "'" << op.getName()
            << "' over the micro-batch axis: this op needs the "
-           << "whole batch at once (it mixes examples), so it cannot run "
-              "per micro-batch";
+           << "whole batch at once (it mixes examples), so the model "
+              "cannot be micro-batched";
   return success();
 }
 

@@ -539,9 +539,9 @@ struct BuildTrainingStepPass
 
   /// Clones @main's forward at `b` in mixed precision and returns the loss
   /// (f32). Float values become `lowType`, except what an op computes from
-  /// an f32 operand (promotion, as autocast's widest-type rule: the loss
-  /// cross entropy produces in f32, and what follows it) and cross entropy's
-  /// loss itself. Constants adapt to the type their user computes in.
+  /// an f32 operand (autocast's widest-type rule: what follows the f32
+  /// loss) and the results of F32Results ops (a loss, a token fraction). Constants
+  /// adapt to the type their user computes in.
   Value cloneInPrecision(OpBuilder &b, func::FuncOp main, IRMapping &mapping,
                          FloatType lowType) {
     llvm::DenseMap<Value, arith::ConstantOp> constants; // clone -> @main's
@@ -595,7 +595,7 @@ struct BuildTrainingStepPass
         operands.push_back(as(mapping.lookupOrDefault(operand), compute));
       Operation *clone = b.clone(op, mapping);
       clone->setOperands(operands);
-      if (!isa<CrossEntropyOp>(clone))
+      if (!clone->hasTrait<F32Results>())
         for (Value r : clone->getResults())
           if (auto type = dyn_cast<RankedTensorType>(r.getType());
               type && type.getElementType().isF32())

@@ -44,6 +44,24 @@ def Dtc_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def Dtc_DecomposeOpInterface : OpInterface<"DecomposeOpInterface"> {
+  let cppNamespace = "::mlir::dtc";
+  let description = [{
+    A composite model op (no kernel of its own) that states how it is
+    written in other ops: dtc-decompose-composites replaces it before the
+    training step is built, so autodiff, planning and partitioning see only
+    the ops it becomes (docs/design.md "Composite ops").
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds, at the builder's insertion point, the ops that compute the
+        op's single result and returns that value (null after emitting an
+        error).
+      }],
+      "::mlir::Value", "decompose", (ins "::mlir::OpBuilder &":$builder)>
+  ];
+}
+
 def Dtc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   let cppNamespace = "::mlir::dtc";
   let description = [{

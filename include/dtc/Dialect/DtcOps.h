@@ -43,6 +43,11 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
 template <typename ConcreteType>
 class CheapToRecompute
     : public OpTrait::TraitBase<ConcreteType, CheapToRecompute> {};
+
+/// Its float results are f32 whatever its operands' precision (DtcOps.td,
+/// Dtc_F32Results): mixed precision keeps them so.
+template <typename ConcreteType>
+class F32Results : public OpTrait::TraitBase<ConcreteType, F32Results> {};
 /// Fails, naming the closest valid name, when `op` carries an attribute that
 /// is neither one of its own (ODS) nor one the passes attach (dtc.phase,
 /// dtc.gradient_of, dtc.factor_axes, dtc.factor_pieces, dtc.pin...).

@@ -40,6 +40,11 @@ def Dtc_LocalLowering : DeclareOpInterfaceMethods<Dtc_LocalLoweringOpInterface>;
 def Dtc_CheapToRecompute : NativeOpTrait<"CheapToRecompute"> {
   let cppNamespace = "::mlir::dtc";
 }
+// Its float results are f32 in every precision (a loss, a count, a
+// fraction): mixed precision does not lower them to 16 bits.
+def Dtc_F32Results : NativeOpTrait<"F32Results"> {
+  let cppNamespace = "::mlir::dtc";
+}
 
 //===----------------------------------------------------------------------===//
 // Elementwise model ops
@@ -214,7 +219,7 @@ def Dtc_AttentionOp : Dtc_Op<"attention", [Pure, Dtc_Gradient, Dtc_ShardingRule,
   let results = (outs Dtc_FloatTensor:$result);
 }
 
-def Dtc_CrossEntropyOp : Dtc_Op<"cross_entropy", [Pure, Dtc_Gradient,
+def Dtc_CrossEntropyOp : Dtc_Op<"cross_entropy", [Pure, Dtc_F32Results, Dtc_Gradient,
                                                   Dtc_ShardingRule, Dtc_CostOpInterface,
                                                   Dtc_IndexOperands, Dtc_LocalLowering]> {
   let summary = "mean softmax cross entropy over all label positions";
@@ -238,7 +243,7 @@ def Dtc_CrossEntropyOp : Dtc_Op<"cross_entropy", [Pure, Dtc_Gradient,
   }];
 }
 
-def Dtc_LabelMaskOp : Dtc_Op<"label_mask", [Pure, Dtc_Gradient, Dtc_ShardingRule,
+def Dtc_LabelMaskOp : Dtc_Op<"label_mask", [Pure, Dtc_F32Results, Dtc_Gradient, Dtc_ShardingRule,
                                             Dtc_CostOpInterface]> {
   let summary = "1.0 where a label is kept, 0.0 where it equals ignore_index";
   let description = [{
@@ -670,6 +675,119 @@ def Dtc_LossScaleUpdateOp : Dtc_Op<"loss_scale_update", [Pure, Dtc_ShardingRule,
                        I64Attr:$growth_interval);
   let results = (outs Dtc_LossTensor:$new_scale, Dtc_StepTensor:$new_good_steps,
                       Dtc_StepTensor:$new_skipped);
+}
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts (docs/model-format.md): two composite model ops and
+// the kernels they become (docs/kernels.md "Mixture of experts")
+//===----------------------------------------------------------------------===//
+
+def Dtc_I32Tensor : RankedTensorOf<[I32]>;
+def Dtc_Decompose : DeclareOpInterfaceMethods<Dtc_DecomposeOpInterface>;
+
+// A composite op has no kernel: it is verified by its own verifier and
+// replaced by dtc-decompose-composites before anything else sees it.
+class Dtc_CompositeOp<string mnemonic, list<Trait> traits = []>
+    : Op<Dtc_Dialect, mnemonic,
+         !listconcat([Dtc_Decompose], traits, [Dtc_KnownAttributesOnly])> {
+  let hasVerifier = 1;
+}
+
+def Dtc_MoeOp : Dtc_CompositeOp<"moe", [Pure]> {
+  let summary = "mixture of experts: top_k routing, capacity, expert FFNs";
+  let description = [{
+    x `[T, D]`, router `[D, E]`, w_in `[E, D, F]`, w_out `[E, F, D]`. Each
+    token goes to its `top_k` experts by softmax(x router) score; its result
+    is the sum of `gelu(x w_in[e]) w_out[e]` over those experts, weighted by
+    their scores renormalised to sum 1 (before any dropping). An expert takes
+    at most `ceil(capacity_factor * T * top_k / E)` tokens, in token order;
+    a token over capacity contributes 0 for that expert.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$router,
+                       Dtc_FloatTensor:$w_in, Dtc_FloatTensor:$w_out,
+                       I64Attr:$top_k, F32Attr:$capacity_factor);
+  let results = (outs Dtc_FloatTensor:$result);
+  let extraClassDeclaration = [{
+    /// Tokens each expert's buffer holds.
+    int64_t getCapacity();
+  }];
+}
+
+def Dtc_LoadBalancingLossOp : Dtc_CompositeOp<"load_balancing_loss", [Pure]> {
+  let summary = "Switch Transformer's auxiliary loss E * sum_e f_e * P_e";
+  let description = [{
+    x `[T, D]`, router `[D, E]` (a dtc.moe's operands). f_e is the fraction
+    of tokens whose first choice (largest softmax score) is expert e, P_e
+    the mean softmax score of e over the tokens; the loss is 1 when the
+    router spreads tokens evenly. f is piecewise constant, so the gradient
+    flows through P only: d loss / d score[t, e] = E * f_e / T.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_FloatTensor:$router);
+  let results = (outs Dtc_LossTensor:$result);
+}
+
+def Dtc_MoeRouteOp : Dtc_Op<"moe_route", [Pure, Dtc_Gradient, Dtc_ShardingRule,
+                                          Dtc_CostOpInterface]> {
+  let summary = "each token's top_k experts, their weights and buffer positions";
+  let description = [{
+    probs `[T, E]` -> experts, positions (i32) and weights `[T, top_k]`:
+    the top_k experts by probability (ties: the lower index), their
+    probabilities renormalised to sum 1, and, in token order, each slot's
+    row in its expert's buffer of `capacity` rows (-1: dropped).
+  }];
+  let arguments = (ins Dtc_FloatTensor:$probs, I64Attr:$top_k, I64Attr:$capacity);
+  let results = (outs Dtc_I32Tensor:$experts, Dtc_I32Tensor:$positions,
+                      Dtc_FloatTensor:$weights);
+}
+
+def Dtc_MoeRouteGradOp : Dtc_Op<"moe_route_grad", [Pure, Dtc_ShardingRule,
+                                                   Dtc_CostOpInterface]> {
+  let summary = "gradient of moe_route's weights with respect to probs";
+  let arguments = (ins Dtc_FloatTensor:$probs, Dtc_I32Tensor:$experts,
+                       Dtc_FloatTensor:$dweights);
+  let results = (outs Dtc_FloatTensor:$dprobs);
+}
+
+def Dtc_MoeDispatchOp : Dtc_Op<"moe_dispatch", [Pure, Dtc_Gradient,
+                                                Dtc_ShardingRule, Dtc_CostOpInterface]> {
+  let summary = "token rows into the experts' buffers, scaled per slot";
+  let description = [{
+    buffer[e, c] = weights[t, j] * x[t] for the slot (t, j) at expert e,
+    position c; rows no token reaches are 0. moe_combine's transpose.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$x, Dtc_I32Tensor:$experts,
+                       Dtc_I32Tensor:$positions, Dtc_FloatTensor:$weights);
+  let results = (outs Dtc_FloatTensor:$buffer);
+}
+
+def Dtc_MoeCombineOp : Dtc_Op<"moe_combine", [Pure, Dtc_Gradient,
+                                              Dtc_ShardingRule, Dtc_CostOpInterface]> {
+  let summary = "the experts' buffer rows back to tokens, weighted and summed";
+  let description = [{
+    result[t] = sum over t's kept slots (t, j) of weights[t, j] * y[e, c].
+  }];
+  let arguments = (ins Dtc_FloatTensor:$y, Dtc_I32Tensor:$experts,
+                       Dtc_I32Tensor:$positions, Dtc_FloatTensor:$weights);
+  let results = (outs Dtc_FloatTensor:$result);
+}
+
+def Dtc_MoeSlotDotOp : Dtc_Op<"moe_slot_dot", [Pure, Dtc_ShardingRule,
+                                               Dtc_CostOpInterface]> {
+  let summary = "per slot, the dot product of a token row and its buffer row";
+  let description = [{
+    result[t, j] = <a[t], y[e, c]> for the slot (t, j) at (e, c); 0 for a
+    dropped token. The weights' gradient of moe_dispatch and moe_combine.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$a, Dtc_FloatTensor:$y,
+                       Dtc_I32Tensor:$experts, Dtc_I32Tensor:$positions);
+  let results = (outs Dtc_FloatTensor:$result);
+}
+
+def Dtc_MoeFirstChoiceFractionOp : Dtc_Op<"moe_first_choice_fraction",
+    [Pure, Dtc_F32Results, Dtc_Gradient, Dtc_ShardingRule, Dtc_CostOpInterface]> {
+  let summary = "the fraction of tokens whose first choice is each expert";
+  let arguments = (ins Dtc_I32Tensor:$experts);
+  let results = (outs Dtc_FloatTensor:$fraction);
 }
 
 #endif // DTC_DIALECT_DTCOPS_TD

@@ -14,6 +14,18 @@ def CheckModel : Pass<"dtc-check-model", "::mlir::ModuleOp"> {
   }];
 }
 
+def DecomposeComposites : Pass<"dtc-decompose-composites", "::mlir::ModuleOp"> {
+  let summary = "Writes the composite model ops (dtc.moe, dtc.load_balancing_loss) in kernels";
+  let description = [{
+    Every op with DecomposeOpInterface is replaced by the ops its
+    `decompose` builds (dtc.moe: router softmax, moe_route, moe_dispatch,
+    the experts' batched matmuls, moe_combine). Then common subexpressions
+    are merged, so that a load-balancing loss and the dtc.moe it belongs to
+    share one router product. A module without composite ops is unchanged.
+  }];
+  let dependentDialects = ["::mlir::dtc::DtcDialect", "::mlir::arith::ArithDialect"];
+}
+
 def DecomposeIgnoredLabels : Pass<"dtc-decompose-ignored-labels", "::mlir::ModuleOp"> {
   let summary = "Writes a mean cross entropy with ignored labels as a sum over a count";
   let description = [{

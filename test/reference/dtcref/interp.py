@@ -16,6 +16,7 @@ import numpy as np
 np.seterr(all="ignore")  # NaN/Inf are values here; the comparisons catch them
 
 from . import mlir
+from . import moe
 from . import numerics as N
 from . import ops
 
@@ -120,6 +121,8 @@ def _eval_op(op, args, mode):
         return [ops.cross_entropy(a[0], a[1], _ignore_index(op), _attr(op, "reduction", "mean"))]
     if short == "label_mask":
         return [ops.label_mask(a[0], _ignore_index(op))]
+    if short.startswith("moe") or short == "load_balancing_loss":
+        return _eval_moe(op, short, a)
     if short in ("reduce_sum", "reduce_mean"):
         fn = ops.reduce_sum if short == "reduce_sum" else ops.reduce_mean
         x = a[0]
@@ -182,6 +185,29 @@ def _eval_op(op, args, mode):
             float(_attr(op, "eps")), float(_attr(op, "weight_decay")), bool(_attr(op, "decoupled")))
         return [_rounded(p, fdt), _rounded(m, fdt), _rounded(v, fdt)]
     raise EvalError(f"cannot evaluate op {name}")
+
+
+def _eval_moe(op, short, a):
+    """The mixture-of-experts ops (dtcref/moe.py): the two model ops and the
+    kernels dtc writes dtc.moe in."""
+    if short == "moe":
+        return [moe.moe(a[0], a[1], a[2], a[3], int(_attr(op, "top_k")),
+                        float(_attr(op, "capacity_factor")))[0]]
+    if short == "load_balancing_loss":
+        return [moe.load_balancing_loss(a[0], a[1])]
+    if short == "moe_route":
+        return list(moe.route(a[0], int(_attr(op, "top_k")), int(_attr(op, "capacity"))))
+    if short == "moe_route_grad":
+        return [moe.route_grad(a[0], a[1], a[2])]
+    if short == "moe_dispatch":
+        return [moe.dispatch(a[0], a[1], a[2], a[3], _result_type(op).shape)]
+    if short == "moe_combine":
+        return [moe.combine(a[0], a[1], a[2], a[3])]
+    if short == "moe_slot_dot":
+        return [moe.slot_dot(a[0], a[1], a[2], a[3])]
+    if short == "moe_first_choice_fraction":
+        return [moe.first_choice_fraction(a[0], _result_type(op).shape[0])]
+    raise EvalError(f"cannot evaluate op {op.name}")
 
 
 def _f64(x):
@@ -296,6 +322,11 @@ def _vjp(op, args, result, dy, mode):
                 count *= a[0].shape[ax]
             g = g / count
         return [g]
+    if short == "moe":
+        return list(moe.moe_vjp(a[0], a[1], a[2], a[3], int(_attr(op, "top_k")),
+                                float(_attr(op, "capacity_factor")), dy))
+    if short == "load_balancing_loss":
+        return list(moe.load_balancing_loss_vjp(a[0], a[1], dy))
     if short == "reshape":
         return [np.reshape(dy, a[0].shape)]
     if short == "transpose":

@@ -43,7 +43,8 @@ constexpr const char *kSamples = R"mlir(
 func.func @samples(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %v8: tensor<8xf32>,
                    %ids: tensor<4xi32>, %table: tensor<10x8xf32>, %q: tensor<1x2x4x8xf32>,
                    %logits: tensor<4x10xf32>, %labels: tensor<4xi64>, %dloss: tensor<f32>,
-                   %step: tensor<i64>, %row: tensor<4xf32>, %v3: tensor<3xf32>) {
+                   %step: tensor<i64>, %row: tensor<4xf32>, %v3: tensor<3xf32>,
+                   %probs: tensor<6x4xf32>, %tokens: tensor<6x8xf32>) {
   %0 = "dtc.matmul"(%x, %w) : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
   %1 = "dtc.add"(%x, %v8) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   %2 = "dtc.sub"(%x, %x) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
@@ -104,6 +105,12 @@ func.func @samples(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %v8: tensor<8xf32>,
   %58:2 = "dtc.attention_block"(%q, %q, %q, %step, %step, %57#0, %57#1) {causal = false, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<i64>, tensor<i64>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
   %59:3 = "dtc.attention_block_grad"(%q, %q, %q, %step, %step, %q, %58#0, %58#1) {causal = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<i64>, tensor<i64>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
   %60 = "dtc.shard_offset"() {grid_axes = array<i64: 0>, piece_size = 4 : i64, shift = 1 : i64} : () -> tensor<i64>
+  %61:3 = "dtc.moe_route"(%probs) {top_k = 2 : i64, capacity = 3 : i64} : (tensor<6x4xf32>) -> (tensor<6x2xi32>, tensor<6x2xi32>, tensor<6x2xf32>)
+  %62 = "dtc.moe_route_grad"(%probs, %61#0, %61#2) : (tensor<6x4xf32>, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<6x4xf32>
+  %63 = "dtc.moe_dispatch"(%tokens, %61#0, %61#1, %61#2) : (tensor<6x8xf32>, tensor<6x2xi32>, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<4x3x8xf32>
+  %64 = "dtc.moe_combine"(%63, %61#0, %61#1, %61#2) : (tensor<4x3x8xf32>, tensor<6x2xi32>, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<6x8xf32>
+  %65 = "dtc.moe_slot_dot"(%tokens, %63, %61#0, %61#1) : (tensor<6x8xf32>, tensor<4x3x8xf32>, tensor<6x2xi32>, tensor<6x2xi32>) -> tensor<6x2xf32>
+  %66 = "dtc.moe_first_choice_fraction"(%61#0) : (tensor<6x2xi32>) -> tensor<4xf32>
   %52:3 = "dtc.loss_scale_update"(%51, %step, %step, %51) {growth_factor = 2.0 : f64, backoff_factor = 0.5 : f64, growth_interval = 2000 : i64} : (tensor<f32>, tensor<i64>, tensor<i64>, tensor<f32>) -> (tensor<f32>, tensor<i64>, tensor<i64>)
   return
 }
