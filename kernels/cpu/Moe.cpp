@@ -14,6 +14,10 @@
 #include <vector>
 
 namespace dtc::kernels::cpu {
+
+std::string badSlot(const char *op, const char *what, int64_t value, int64_t t,
+                    int64_t j, int64_t bound);
+
 namespace {
 
 /// The slots of [T, k] i32 tensors, checked against `experts` x `capacity`
@@ -32,15 +36,25 @@ struct Slots {
   /// The buffer row of slot (t, j), or -1 for a dropped token.
   int64_t row(int64_t t, int64_t j) const {
     const int64_t s = t * k + j, e = expert[s], p = position[s];
-    if (e < 0 || e >= experts || p < -1 || p >= capacity)
-      throw Error(std::string(op) + ": slot (" + std::to_string(t) + ", " +
-                  std::to_string(j) + ") names expert " + std::to_string(e) +
-                  " position " + std::to_string(p) + ", outside " +
-                  std::to_string(experts) + " experts of capacity " +
-                  std::to_string(capacity));
+    if (e < 0 || e >= experts)
+      throw Error(badSlot(op, "expert", e, t, j, experts));
+    if (p < -1 || p >= capacity)
+      throw Error(badSlot(op, "position", p, t, j, capacity));
     return p < 0 ? -1 : e * capacity + p;
   }
 };
+
+} // namespace
+
+/// The CUDA kernels' words for a bad index (kernels/cuda/Registry.cpp).
+std::string badSlot(const char *op, const char *what, int64_t value, int64_t t,
+                    int64_t j, int64_t bound) {
+  return std::string(op) + ": " + what + " " + std::to_string(value) +
+         " at position [" + std::to_string(t) + ", " + std::to_string(j) +
+         "] is outside [0, " + std::to_string(bound) + ")";
+}
+
+namespace {
 
 // Each token's top_k experts by probability (ties: the lower expert index),
 // their probabilities renormalised to sum 1, and then, in token order, a
@@ -97,9 +111,7 @@ void kMoeRouteGrad(const KernelArgs &a) {
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = chosen[t * k + j];
       if (e < 0 || e >= E)
-        throw Error("moe_route_grad: token " + std::to_string(t) +
-                    " names expert " + std::to_string(e) + " of " +
-                    std::to_string(E));
+        throw Error(badSlot("moe_route_grad", "expert", e, t, j, E));
       sum += double(row[e]);
     }
     for (int64_t j = 0; j < k; ++j)
@@ -190,9 +202,7 @@ void kMoeFirstChoiceFraction(const KernelArgs &a) {
   for (int64_t t = 0; t < T; ++t) {
     const int64_t e = chosen[t * k];
     if (e < 0 || e >= E)
-      throw Error("moe_first_choice_fraction: token " + std::to_string(t) +
-                  " names expert " + std::to_string(e) + " of " +
-                  std::to_string(E));
+      throw Error(badSlot("moe_first_choice_fraction", "expert", e, t, 0, E));
     ++count[size_t(e)];
   }
   float *fraction = a.out[0].as<float>();

@@ -99,6 +99,7 @@ const std::vector<Entry> &attentionKernels();
 const std::vector<Entry> &normKernels();
 const std::vector<Entry> &lossKernels();
 const std::vector<Entry> &optimizerKernels();
+const std::vector<Entry> &moeKernels();
 
 /// Kernel `name` bound to `args` (operands already accepted by the check
 /// rule), or nullptr when the CUDA table has none.

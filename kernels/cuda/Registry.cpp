@@ -28,7 +28,7 @@ const std::unordered_map<std::string, Entry> &table() {
     for (const auto *list :
          {&elementwiseKernels(), &layoutKernels(), &gemmKernels(),
           &attentionKernels(), &normKernels(), &lossKernels(),
-          &optimizerKernels()})
+          &optimizerKernels(), &moeKernels()})
       for (const Entry &e : *list)
         m.emplace(e.name, e);
     return m;

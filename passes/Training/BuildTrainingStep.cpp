@@ -540,8 +540,8 @@ struct BuildTrainingStepPass
   /// Clones @main's forward at `b` in mixed precision and returns the loss
   /// (f32). Float values become `lowType`, except what an op computes from
   /// an f32 operand (autocast's widest-type rule: what follows the f32
-  /// loss) and the results of F32Results ops (a loss, a token fraction). Constants
-  /// adapt to the type their user computes in.
+  /// loss) and the results of F32Results ops (a loss, a token fraction).
+  /// Constants adapt to the type their user computes in.
   Value cloneInPrecision(OpBuilder &b, func::FuncOp main, IRMapping &mapping,
                          FloatType lowType) {
     llvm::DenseMap<Value, arith::ConstantOp> constants; // clone -> @main's

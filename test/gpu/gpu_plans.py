@@ -61,6 +61,9 @@ MODELS = {
     "gptbig": ["gpt", "--layers", "4", "--hidden", "1024", "--heads", "8", "--seq", "512", "--vocab", "8192",
                "--batch", "16"],
     "everyop": ["everyop", "--hidden", "16", "--heads", "4", "--seq", "8", "--vocab", "10", "--batch", "8"],
+    # Mixture of experts whose capacity drops tokens (the moe_* kernels).
+    "gptmoe": ["gpt", "--layers", "2", "--hidden", "32", "--heads", "4", "--seq", "16", "--vocab", "256",
+               "--batch", "8", "--experts", "8", "--top-k", "2", "--capacity-factor", "1.0"],
 }
 
 # name, model, mesh, strategy, extra compile flags, precision
@@ -80,6 +83,9 @@ PLANS = [
     ("llama-dp2-tp2", "llama", "2x2", "dp=2,tp=2", [], "f32"),
     ("llama-pp2-zero1", "llama", "2x2", "dp=2,pp=2,zero=1", ["--microbatches", "2"], "f32"),
     ("everyop-1", "everyop", "1", "", [], "f32"),
+    ("gptmoe-1", "gptmoe", "1", "", [], "f32"),
+    ("gptmoe-dp2-tp2", "gptmoe", "2x2", "dp=2,tp=2", [], "f32"),
+    ("gptmoe-bf16-1", "gptmoe", "1", "", ["--precision", "bf16-mixed"], "bf16"),
     ("everyop-dp2", "everyop", "2", "dp=2", [], "f32"),
     ("gpt-bf16-1", "gpt", "1", "", ["--precision", "bf16-mixed"], "bf16"),
     ("gpt-bf16-dp2-zero1", "gpt", "2", "dp=2,zero=1", ["--precision", "bf16-mixed"], "bf16"),

@@ -117,8 +117,8 @@ TEST(MoeKernels, CorruptSlotsAreOneError) {
     run1("moe_dispatch", {x, experts, positions, w}, {DType::F32, {3, 1, 2}});
     FAIL() << "expert 3 of 3 accepted";
   } catch (const Error &e) {
-    EXPECT_STREQ(e.what(), "moe_dispatch: slot (0, 0) names expert 3 position "
-                           "0, outside 3 experts of capacity 1");
+    EXPECT_STREQ(e.what(), "moe_dispatch: expert 3 at position [0, 0] is "
+                           "outside [0, 3)");
   }
   EXPECT_EQ(
       checkKernel(
