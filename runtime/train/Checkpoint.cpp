@@ -310,6 +310,22 @@ LoadedCheckpoint inspectCheckpoint(const Artifact &a, const std::string &path) {
   return examine(a, path, main, side);
 }
 
+std::optional<int64_t> checkpointStepOnDisk(const std::string &path) {
+  if (isShardedCheckpointPath(path))
+    return shardedCheckpointStep(path);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return std::nullopt;
+  try {
+    SafetensorsReader file(path);
+    if (!file.metadata().count("dtc.step"))
+      return std::nullopt; // safetensors, but not a dtc checkpoint
+    return metadataInt(file, "dtc.step", 0);
+  } catch (const Error &) {
+    return std::nullopt;
+  }
+}
+
 LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world,
                                 const std::string &path) {
   if (isShardedCheckpointPath(path))

@@ -725,6 +725,18 @@ bool isShardedCheckpointPath(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+std::optional<int64_t> shardedCheckpointStep(const std::string &dir) {
+  const std::string d = stripTrailingSlashes(dir);
+  struct stat st;
+  if (::stat(join(d, kShardedIndexName).c_str(), &st) != 0)
+    return std::nullopt;
+  try {
+    return readIndex(d).step;
+  } catch (const Error &) {
+    return std::nullopt;
+  }
+}
+
 void checkShardedSavePath(const std::string &flag, const std::string &path) {
   const std::string target = stripTrailingSlashes(path), base = baseOf(target);
   if (base.empty() || base == "." || base == ".." || target == "/")

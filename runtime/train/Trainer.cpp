@@ -111,6 +111,22 @@ void checkRunPaths(const TrainOptions &o) {
     throw Error(error);
 }
 
+void checkSaveKeepsWork(const TrainOptions &o, int64_t startStep) {
+  if (o.savePath.empty() || o.overwrite ||
+      (!o.loadPath.empty() && sameFile(o.loadPath, o.savePath)))
+    return;
+  const std::optional<int64_t> onDisk = checkpointStepOnDisk(o.savePath);
+  if (!onDisk || *onDisk < startStep)
+    return;
+  throw Error(
+      "--save " + o.savePath + " already holds a checkpoint of step " +
+      std::to_string(*onDisk) + ", and this run starts at step " +
+      std::to_string(startStep) +
+      (o.loadPath.empty() ? " (no --load)" : " (--load " + o.loadPath + ")") +
+      ": add --load " + o.savePath +
+      " to continue from it, or --overwrite to replace it");
+}
+
 void checkTracePaths(const TrainOptions &o, const std::vector<int> &ranks) {
   const std::string loadOptim =
       o.loadPath.empty() ? "" : optimizerSidecarPath(o.loadPath);
@@ -133,12 +149,19 @@ void checkTracePaths(const TrainOptions &o, const std::vector<int> &ranks) {
     throw Error(error);
 }
 
-bool continueLog(const std::string &path, bool resuming, int64_t step) {
-  if (!resuming || path == "-") // standard output: nothing to continue
+bool continueLog(const std::string &path, bool resuming, int64_t step,
+                 bool overwrite) {
+  if (path == "-") // standard output: nothing to continue
     return false;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
-    return true;
+    return resuming;
+  if (overwrite) // asked to start afresh, unless it continues anyway
+    try {
+      return continueLog(path, resuming, step, false);
+    } catch (const Error &) {
+      return false;
+    }
   // The last line: read the tail.
   const off_t size = st.st_size, tail = size < 65536 ? size : 65536;
   std::string text(size_t(tail), '\0');
@@ -165,6 +188,13 @@ bool continueLog(const std::string &path, bool resuming, int64_t step) {
     throw Error(path +
                 ": the log's last line is not a step record; use a new --log");
   last = j["step"].get<int64_t>();
+  if (!resuming)
+    throw Error(path + ": the log already holds steps up to " +
+                std::to_string(last) +
+                " of an earlier run, and this run starts at step 0 (no "
+                "--load): add --load with that run's checkpoint to continue "
+                "it, choose a new --log, or add --overwrite to start the log "
+                "afresh");
   if (last != step - 1)
     throw Error(path + ": the log ends at step " + std::to_string(last) +
                 " but the checkpoint continues from step " +
@@ -252,6 +282,10 @@ Trainer::Trainer(World &world, TrainOptions opts,
     if (!info.note.empty() && world_.rank() == 0 && note_)
       note_(info.note);
   }
+  runAgreed(world_, [&] {
+    if (world_.rank() == 0)
+      checkSaveKeepsWork(opts_, step_);
+  });
   // 5. The trace of every rank (its own file in the directory).
   if (!opts_.traceDir.empty()) {
     runAgreed(world_, [&] {
@@ -273,8 +307,8 @@ Trainer::Trainer(World &world, TrainOptions opts,
     runAgreed(world_, [&] {
       if (world_.rank() != 0)
         return;
-      const bool append =
-          continueLog(opts_.logPath, !opts_.loadPath.empty(), step_);
+      const bool append = continueLog(opts_.logPath, !opts_.loadPath.empty(),
+                                      step_, opts_.overwrite);
       log_ = std::make_unique<OutputFile>();
       std::string err;
       if (!log_->openAppend(opts_.logPath, /*startEmpty=*/!append, err))

@@ -17,6 +17,7 @@
 // progress, a launcher that failed.
 //
 //===----------------------------------------------------------------------===//
+#include "LaunchCheck.h"
 #include "RunOutput.h"
 #include "Supervisor.h"
 
@@ -140,6 +141,11 @@ const char *kUsage =
     "                         --save DIR/ (a directory) writes a sharded "
     "checkpoint:\n"
     "                         every rank its own pieces, in parallel\n"
+    "  --overwrite            let --save replace a checkpoint of a later step "
+    "than\n"
+    "                         the run starts at (not --load'ed), and --log "
+    "restart a\n"
+    "                         log of earlier steps (default: both refused)\n"
     "  --save-every N         also save CKPT every N steps (default 0: at the "
     "end only)\n"
     "  --print-every N        on stderr: a banner (ranks, parameters, tokens "
@@ -205,7 +211,9 @@ const char *kUsage =
     "Outputs (--log, --save, --stats, --trace, --save-step) never overwrite "
     "an\n"
     "input; a regular file is replaced atomically, /dev/null, /dev/stdout and\n"
-    "FIFOs are written in place.\n"
+    "FIFOs are written in place. --save never replaces a checkpoint of the\n"
+    "run's first step or later that it did not --load, and --log never\n"
+    "restarts a log of step records, unless --overwrite.\n"
     "SIGINT or SIGTERM: the step in progress finishes, --save is written, and "
     "the\n"
     "run exits with status 128+signal; a second signal stops at once.\n";
@@ -242,7 +250,8 @@ bool parseU64(const std::string &s, uint64_t &v) {
 }
 
 const std::vector<std::string> kBooleanFlags = {
-    "--launch", "--help", "--guard", "--no-memory-check", "--shuffle"};
+    "--launch",          "--help",    "--guard",
+    "--no-memory-check", "--shuffle", "--overwrite"};
 const std::vector<std::string> kValueFlags = {
     "--steps",      "--seed",        "--backend",     "--data",
     "--data-dtype", "--log",         "--save",        "--load",
@@ -389,6 +398,8 @@ std::string parseArgs(int argc, char **argv, Options &o) {
           o.train.checkMemory = false;
         if (name == "--shuffle")
           o.train.shuffle = true;
+        if (name == "--overwrite")
+          o.train.overwrite = true;
         continue;
       }
       if (!isOneOf(name, kValueFlags))
@@ -486,19 +497,7 @@ int64_t availableCores() {
 void launchArguments(const Options &o, int64_t devices,
                      std::vector<std::string> &mpirunArgs,
                      std::vector<std::string> &rankArgs) {
-  std::vector<std::string> extraArgs;
-  if (const char *extra = std::getenv("DTC_MPIRUN_ARGS")) {
-    std::string s = extra, cur;
-    for (char c : s + " ") {
-      if (c == ' ' || c == '\t' || c == '\n') {
-        if (!cur.empty())
-          extraArgs.push_back(cur);
-        cur.clear();
-      } else {
-        cur += c;
-      }
-    }
-  }
+  const std::vector<std::string> extraArgs = userMpirunArgs();
   const int threads = o.train.threads > 0 ? o.train.threads
                                           : defaultKernelThreads(int(devices));
   bool userPlacement = false;
@@ -541,6 +540,7 @@ int64_t validate(const Options &o) {
   }
   checkRunPaths(o.train);
   Artifact a = loadArtifactFile(o.artifact);
+  checkLaunchFits(a, o.train, userMpirunArgs(), availableCores());
   if (!o.train.dataPath.empty()) {
     TokenBinding b = bindTokenInputs(a);
     TokenFile f(o.train.dataPath, o.train.dataDtype);
@@ -560,8 +560,10 @@ int64_t validate(const Options &o) {
     step = inspectCheckpoint(a, o.train.loadPath).step;
   if (!o.train.logPath.empty()) {
     checkOutputPath("--log", o.train.logPath);
-    continueLog(o.train.logPath, !o.train.loadPath.empty(), step);
+    continueLog(o.train.logPath, !o.train.loadPath.empty(), step,
+                o.train.overwrite);
   }
+  checkSaveKeepsWork(o.train, step);
   if (o.train.savePath == "-")
     throw Error("--save -: a checkpoint is a file with its .optim sidecar, or "
                 "a directory; it cannot go to standard output");

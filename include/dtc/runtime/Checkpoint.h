@@ -22,6 +22,7 @@
 #include "dtc/runtime/Executor.h"
 #include "dtc/runtime/Safetensors.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,11 @@ struct LoadedCheckpoint {
 /// Validates CKPT (and CKPT.optim when it applies) against the artifact
 /// without an executor (for `dtc-run --launch`). Throws Error.
 LoadedCheckpoint inspectCheckpoint(const Artifact &a, const std::string &path);
+
+/// The step count (dtc.step) of the dtc checkpoint at `path`, a file or a
+/// sharded directory, of any model; nothing when `path` holds none (missing,
+/// or not a readable dtc checkpoint).
+std::optional<int64_t> checkpointStepOnDisk(const std::string &path);
 
 /// Collective: rank 0 verifies the files' checksums (dtc.data_crc32c), then
 /// every rank reads the pieces it holds of every param (and of the

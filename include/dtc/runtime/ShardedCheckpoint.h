@@ -23,6 +23,7 @@
 
 #include "dtc/runtime/Checkpoint.h"
 
+#include <optional>
 #include <string>
 
 namespace dtc::rt {
@@ -34,6 +35,9 @@ constexpr int kShardedVersion = 1;
 /// Whether `path` names a sharded checkpoint: it ends in '/' or is an
 /// existing directory (symbolic links followed).
 bool isShardedCheckpointPath(const std::string &path);
+/// The step of the sharded checkpoint in `dir` (its index.json), of any
+/// model; nothing when `dir` holds none or its index does not read.
+std::optional<int64_t> shardedCheckpointStep(const std::string &dir);
 
 /// `path` without trailing slashes ("/" stays "/").
 std::string stripTrailingSlashes(const std::string &path);

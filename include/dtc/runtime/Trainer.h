@@ -48,6 +48,10 @@ struct TrainOptions {
   /// --shuffle: each pass over the data's windows in an order drawn from
   /// the seed (shuffledWindowStart).
   bool shuffle = false;
+  /// --overwrite: --save may replace a checkpoint of a later step and --log
+  /// a log of earlier steps (otherwise both are refused: never lose work
+  /// without being asked).
+  bool overwrite = false;
   TokenDType dataDtype = TokenDType::U16;
   /// --eval-data: a token file (of dataDtype) whose first evalBatches
   /// global batches, in the file's order, are evaluated (Trainer::evaluate)
@@ -99,10 +103,19 @@ void checkRunPaths(const TrainOptions &o);
 
 /// Whether an existing --log is continued: for a run resumed at global step
 /// `step` (steps done), a log whose last line is step `step - 1` is appended
-/// to; a missing or empty log is started. Throws if the log's last step is
-/// another one (or its last line is cut). Without --load, returns false (a
-/// new log replaces the old one).
-bool continueLog(const std::string &logPath, bool resuming, int64_t step);
+/// to; a missing or empty log is started. A log that holds steps the run
+/// would write again, or would leave a gap after (a run without --load
+/// finding a log of step records, a resumed run finding another step), is
+/// refused (Error) unless `overwrite`, which starts it afresh; so is a log
+/// whose last line is cut.
+bool continueLog(const std::string &logPath, bool resuming, int64_t step,
+                 bool overwrite);
+
+/// Refuses (throws Error) a --save that would replace a checkpoint of step
+/// `startStep` or later (the run's first step) that the run did not --load
+/// from, unless --overwrite: a run started afresh over the README's
+/// checkpoint would otherwise lose its steps without a word.
+void checkSaveKeepsWork(const TrainOptions &o, int64_t startStep);
 
 /// Refuses (throws Error) a trace file of one of `ranks` (DIR/rank-R.json)
 /// that names an input of the run or another output.
