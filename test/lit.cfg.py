@@ -27,6 +27,7 @@ config.substitutions.append(("%reference", os.path.join(config.test_source_root,
 # every feature folder of test/e2e (and the few other tests that use them).
 config.substitutions.append(("%e2e_lib", os.path.join(config.test_source_root, "e2e", "lib")))
 config.substitutions.append(("%e2e_models", os.path.join(config.test_source_root, "e2e", "models")))
+config.substitutions.append(("%dtc_bin", config.dtc_tools_dir))
 # No __pycache__ in the source tree.
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
 # Plans under --hw cpu do not depend on whether this machine was calibrated

@@ -452,6 +452,7 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep,
         onEval_(EvalReport{step_, evalBatches_, loss});
     });
   }
+  stopBeforeFirstStep();
   for (int64_t i = 0; i < opts_.steps; ++i) {
     const int64_t k = step_;
     progress::setStep(k);
@@ -480,6 +481,28 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep,
   closeTrace();
   if (!opts_.statsPath.empty())
     writeStatsFile(*exec_, world_, opts_.statsPath);
+}
+
+void Trainer::stopBeforeFirstStep() {
+  int stop = opts_.pendingSignal ? opts_.pendingSignal() : 0;
+  agree(world_, "", &stop);
+  if (!stop)
+    return;
+  // Asked to stop while starting: the state there is (the initial or the
+  // loaded parameters) is saved, so the run resumes exactly from it.
+  if (!opts_.savePath.empty())
+    saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
+  closeLog();
+  closeTrace();
+  const std::string done =
+      std::to_string(step_) + " step" + (step_ == 1 ? "" : "s");
+  throw Interrupted(
+      "interrupted by " + signalName(stop) + " before the first step: " +
+          (opts_.savePath.empty()
+               ? done + " done, nothing saved (no --save)"
+               : opts_.savePath + " holds the " + done +
+                     " done; resume with --load " + opts_.savePath),
+      stop);
 }
 
 void Trainer::closeLog() {

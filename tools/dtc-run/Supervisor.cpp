@@ -147,11 +147,19 @@ int guardRank(int argc, char **argv) {
 namespace {
 
 int gSignalPipe[2] = {-1, -1};
+/// A signal that came before the pipe existed (while the launch was being
+/// checked): handed to the pipe once it does.
+volatile sig_atomic_t gEarlySignal = 0;
 
 void onLauncherSignal(int sig) {
   const unsigned char b = (unsigned char)sig;
   const int saved = errno;
-  (void)!::write(gSignalPipe[1], &b, 1);
+  if (gSignalPipe[1] < 0) {
+    if (sig != SIGCHLD && gEarlySignal == 0)
+      gEarlySignal = sig;
+  } else {
+    (void)!::write(gSignalPipe[1], &b, 1);
+  }
   errno = saved;
 }
 
@@ -429,6 +437,10 @@ bool startJob(std::vector<std::string> &args, Job &job) {
     printError(std::string("cannot create a pipe: ") + std::strerror(errno));
     return false;
   }
+  if (gEarlySignal != 0) {
+    const unsigned char b = (unsigned char)gEarlySignal;
+    (void)!::write(gSignalPipe[1], &b, 1);
+  }
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = onLauncherSignal;
@@ -537,10 +549,14 @@ void handleSignals(JobWatch &w, pid_t job, const std::string &dir) {
       w.firstSignalNs = progress::nowNs();
     ++w.signals;
     if (w.signals == 1) {
-      // Finish the step, save, stop: SIGUSR2 passes through mpirun.
+      // Finish the step, save, stop: the ranks look for this file before
+      // their first step and after every step. No signal goes through
+      // mpirun to them: one that lands while a rank is starting, or inside
+      // an MPI call, could end it instead of asking it to stop.
       w.userSignal = sig;
-      std::ofstream(progress::stopSignalPath(dir)) << signalName(sig) << "\n";
-      ::kill(job, SIGUSR2);
+      const std::string path = progress::stopSignalPath(dir);
+      std::ofstream(path + ".tmp") << signalName(sig) << "\n";
+      ::rename((path + ".tmp").c_str(), path.c_str());
     } else if (w.signals == 2) {
       ::kill(-job, SIGTERM); // mpirun ends the job (the ranks clean up)
       w.weKilled = true;
@@ -680,6 +696,23 @@ std::string explainEnd(JobWatch &w, const std::string &dir, int jobCode) {
 }
 
 } // namespace
+
+void catchLaunchSignals() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = onLauncherSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    ::sigaction(sig, &sa, nullptr);
+    sigaddset(&stops, sig);
+  }
+  // `dtc run` blocked them before the exec; one that came meanwhile is
+  // delivered now, to the handler.
+  ::sigprocmask(SIG_UNBLOCK, &stops, nullptr);
+}
 
 int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
                     const std::vector<std::string> &rankArgs, int argc,

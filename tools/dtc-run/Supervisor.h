@@ -36,6 +36,12 @@ constexpr int64_t kRepeatedSignalNs = 500000000;
 /// `dtc-run --launch`, after validation: starts mpirun with `mpirunArgs`
 /// after the supervisor's own, each rank with this program's arguments (less
 /// --launch) and `rankArgs`; returns the exit status.
+/// Installs the launcher's handlers for SIGINT, SIGTERM and SIGHUP at once,
+/// before the launch is checked: a signal then is kept and treated, when
+/// the job starts, as if it came during the run (the ranks stop before
+/// their first step and save).
+void catchLaunchSignals();
+
 int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
                     const std::vector<std::string> &rankArgs, int argc,
                     char **argv);

@@ -608,13 +608,29 @@ void onStopSignal(int sig) {
   ::_exit(128 + sig);
 }
 
+/// `dtc run` blocks the stop signals until this process has its handlers
+/// (a signal meanwhile stays pending and arrives here).
+void unblockStopSignals() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    sigaddset(&stops, sig);
+  ::sigprocmask(SIG_UNBLOCK, &stops, nullptr);
+}
+
 /// The signal to report: under `dtc run`, SIGUSR2 stands for the signal the
 /// supervisor received (mpirun passes SIGUSR2 on without ending the job).
 int pendingSignal() {
-  const int sig = gStopSignal;
-  if (sig != SIGUSR2 || progress::directory().empty())
+  int sig = gStopSignal;
+  if (progress::directory().empty())
     return sig;
-  std::ifstream in(progress::stopSignalPath(progress::directory()));
+  // dtc run's supervisor asks for a stop with a file (Supervisor.cpp).
+  const std::string stopFile = progress::stopSignalPath(progress::directory());
+  if (sig == 0 && ::access(stopFile.c_str(), F_OK) == 0)
+    sig = SIGUSR2;
+  if (sig != SIGUSR2)
+    return sig;
+  std::ifstream in(stopFile);
   std::string name;
   in >> name;
   if (name == "SIGINT")
@@ -706,8 +722,12 @@ int runRank(int argc, char **argv, const Options &o,
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = onStopSignal;
   sigemptyset(&sa.sa_mask);
+  // Restarted, not failed with EINTR: a signal must never break a blocking
+  // call inside MPI or the runtime (only ask for a stop at the step's end).
+  sa.sa_flags = SA_RESTART;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR2})
     ::sigaction(sig, &sa, nullptr);
+  unblockStopSignals();
 
   const double timeout =
       argError.empty() ? o.train.timeoutSeconds : kDefaultTimeoutSeconds;
@@ -754,8 +774,10 @@ int runLocalRanks(const Options &o) {
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = onStopSignal;
   sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
   for (int sig : {SIGINT, SIGTERM, SIGHUP})
     ::sigaction(sig, &sa, nullptr);
+  unblockStopSignals();
   int64_t devices = 0;
   try {
     devices = validate(o);
@@ -800,6 +822,7 @@ int main(int argc, char **argv) {
   if (o.guard)
     return guardRank(argc, argv);
   if (o.launch) {
+    catchLaunchSignals();
     if (!argError.empty()) {
       printError(argError);
       return 1;

@@ -26,6 +26,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -792,8 +793,17 @@ int main(int argc, char **argv) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "compile")
     return compileCommand(rest);
-  if (command == "run")
+  if (command == "run") {
+    // Until dtc-run has its handlers (it unblocks these): a Ctrl-C or a
+    // SIGTERM meanwhile stays pending across the exec and reaches them, so
+    // the run stops as asked, saving, instead of dying half started.
+    sigset_t stops;
+    sigemptyset(&stops);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+      sigaddset(&stops, sig);
+    ::sigprocmask(SIG_BLOCK, &stops, nullptr);
     return runCommand(argv[0], rest);
+  }
   if (command == "eval")
     return evalCommand(argv[0], rest);
   if (command == "inspect")

@@ -208,6 +208,9 @@ private:
                const std::function<void(const StepReport &)> &onStep);
   void appendLog(const StepReport &r);
   /// Collective: rank 0 flushes and closes the log.
+  /// A stop asked for before the first step (agreed): save what there is
+  /// and throw Interrupted.
+  void stopBeforeFirstStep();
   void closeLog();
   /// Collective: every rank completes its trace file.
   void closeTrace();
