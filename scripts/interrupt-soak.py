@@ -91,14 +91,17 @@ def run_round(a, work, plan, sig_name, how, delay, reference):
             os.kill(pid, signal.SIGKILL)
         proc.communicate()
         return "did not stop within 90 s of the signal"
+    # mpirun's last children may take a moment to go (a loaded machine).
     left = session_processes(proc.pid)
-    if left:
-        time.sleep(2)
+    for _ in range(20):
+        if not left:
+            break
+        time.sleep(0.5)
         left = session_processes(proc.pid)
-        if left:
-            for pid in left:
-                os.kill(pid, signal.SIGKILL)
-            return f"processes left behind: {left}"
+    if left:
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        return f"processes left behind 10 s after the run ended: {left}"
     # A signal in dtc's first milliseconds (the dynamic loader, before
     # main) ends it by the default action, before it has started or written
     # anything: nothing to keep.
