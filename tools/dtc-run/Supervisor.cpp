@@ -344,12 +344,19 @@ std::vector<GuardExit> guardExits(const std::string &dir) {
   return out;
 }
 
+/// Removes `dir` and everything below it (Open MPI's session directory
+/// included, if mpirun left one).
 void removeDirectory(const std::string &dir) {
   if (DIR *d = ::opendir(dir.c_str())) {
     while (dirent *e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..")
-        ::unlink((dir + "/" + name).c_str());
+      const std::string name = e->d_name, path = dir + "/" + name;
+      if (name == "." || name == "..")
+        continue;
+      struct stat st;
+      if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        removeDirectory(path);
+      else
+        ::unlink(path.c_str());
     }
     ::closedir(d);
   }
@@ -728,6 +735,15 @@ int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
   const std::string dir = makeStatusDirectory();
   if (dir.empty())
     return 1;
+  // Open MPI's session directory, per job: two mpiruns starting at once in
+  // one TMPDIR race to create the shared one (Open MPI 4.1 fails the loser
+  // with "mkdir ... File exists"). A base the user chose is kept.
+  if (const char *base = std::getenv("OMPI_MCA_orte_tmpdir_base");
+      !base || !*base) {
+    const std::string mpiDir = dir + "/mpi";
+    if (::mkdir(mpiDir.c_str(), 0700) == 0)
+      ::setenv("OMPI_MCA_orte_tmpdir_base", mpiDir.c_str(), 1);
+  }
   ::setenv("DTC_RUN_STATUS_DIR", dir.c_str(), 1);
   std::vector<std::string> args =
       mpirunCommand(mpirun, self, devices, mpirunArgs, rankArgs, argc, argv);

@@ -240,7 +240,11 @@ TEST(Trace, AnInterruptedRunKeepsItsTrace) {
   o.steps = 5;
   o.threads = 1;
   o.traceDir = dir;
-  o.pendingSignal = [] { return SIGINT; };
+  // From the second check on (the first is before step 0): one step runs.
+  o.pendingSignal = [] {
+    thread_local int polls = 0;
+    return ++polls >= 2 ? SIGINT : 0;
+  };
   const Outcome run = trainRanks(1, o);
   EXPECT_EQ(run.interrupted, SIGINT);
   const json t = readJson(TraceWriter::rankPath(dir, 0));

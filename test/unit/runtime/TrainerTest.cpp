@@ -412,12 +412,12 @@ TEST(Trainer, InterruptedRunSavesAndResumesExactly) {
 
   o.logPath = tempDir() + "/int.jsonl";
   o.savePath = tempDir() + "/int.safetensors";
-  // One rank sees the signal, at its third check (after step 2); the
-  // ranks agree on it.
+  // One rank sees the signal, at its fourth check (the first is before
+  // step 0, then one after each step: after step 2); the ranks agree on it.
   std::atomic<bool> delivered{false};
   o.pendingSignal = [&delivered] {
     thread_local int polls = 0;
-    return ++polls >= 3 && !delivered.exchange(true) ? SIGTERM : 0;
+    return ++polls >= 4 && !delivered.exchange(true) ? SIGTERM : 0;
   };
   Result first = train(4, o);
   EXPECT_EQ(first.interrupted, SIGTERM);
@@ -465,6 +465,33 @@ TEST(Trainer, InterruptedRunSavesAndResumesExactly) {
                 "continues from step 3"),
             std::string::npos);
   EXPECT_EQ(logLines(o.logPath).size(), 13u) << "the refused log is untouched";
+}
+
+TEST(Trainer, AStopBeforeTheFirstStepSavesTheStartingState) {
+  // Asked to stop while starting (one rank's first check): no step runs,
+  // the initial parameters are saved and resume like a fresh run.
+  TrainOptions o;
+  o.artifactPath = writeArtifact("early-stop.dtc", tpMlp());
+  o.steps = 3;
+  Result full = train(4, o);
+  ASSERT_EQ(full.error, "");
+  o.savePath = tempDir() + "/early-stop.safetensors";
+  std::atomic<bool> delivered{false};
+  o.pendingSignal = [&delivered] {
+    return !delivered.exchange(true) ? SIGHUP : 0;
+  };
+  Result stopped = train(4, o);
+  EXPECT_EQ(stopped.interrupted, SIGHUP);
+  EXPECT_EQ(stopped.error,
+            "interrupted by SIGHUP before the first step: " + o.savePath +
+                " holds the 0 steps done; resume with --load " + o.savePath);
+  EXPECT_TRUE(stopped.steps.empty());
+  EXPECT_EQ(SafetensorsReader(o.savePath).metadata().at("dtc.step"), "0");
+  o.pendingSignal = nullptr;
+  o.loadPath = o.savePath;
+  Result resumed = train(4, o);
+  ASSERT_EQ(resumed.error, "");
+  EXPECT_EQ(lossesOf(resumed), lossesOf(full)) << "bitwise equal losses";
 }
 
 TEST(Trainer, SaveEveryNSteps) {
