@@ -49,7 +49,10 @@ def round_low(arr, mode, scale=1.0):
         return ((arr * np.float32(scale)).astype(np.float16).astype(np.float32)
                 / np.float32(scale))
     bits = arr.view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    # numpy scalars of one kind: a rank-0 value (a loss term) would
+    # otherwise promote uint64 and a Python int to float64.
+    u = np.uint64
+    bits = (bits + u(0x7FFF) + ((bits >> u(16)) & u(1))) & u(0xFFFF0000)
     return bits.astype(np.uint32).view(np.float32)
 
 
