@@ -215,14 +215,15 @@ ShardingRule MoeRouteGradOp::getShardingRule() {
   return rule;
 }
 
-/// The token-side operands (rows [T, D] and three [T, k] slot tensors)
-/// and an experts' buffer [E, C, D], tokens of `tokenKind`, D parallel.
+/// The token-side operands (rows [T, D] and [T, k] slot tensors) and an
+/// experts' buffer [E, C, D]: tokens of `tokenKind`, D of `widthKind`.
 static void slotRule(ShardingRule &rule, RankedTensorType rows,
                      RankedTensorType buffer, int64_t topK,
                      FactorKind tokenKind, TensorFactors &rowFactors,
-                     TensorFactors &slotFactors, TensorFactors &bufferFactors) {
+                     TensorFactors &slotFactors, TensorFactors &bufferFactors,
+                     FactorKind widthKind = FactorKind::Parallel) {
   DimFactors tokens = factorOf(rule, rows.getDimSize(0), tokenKind);
-  DimFactors width = factorOf(rule, rows.getDimSize(1), FactorKind::Parallel);
+  DimFactors width = factorOf(rule, rows.getDimSize(1), widthKind);
   DimFactors slots = factorOf(rule, topK, FactorKind::Blocked);
   DimFactors experts =
       factorOf(rule, buffer.getDimSize(0), FactorKind::Blocked);
@@ -259,18 +260,12 @@ ShardingRule MoeCombineOp::getShardingRule() {
 ShardingRule MoeSlotDotOp::getShardingRule() {
   // The row width is contracted: split, each shard's dot is a partial sum.
   ShardingRule rule;
-  RankedTensorType a = typeOf(getA()), y = typeOf(getY());
-  DimFactors tokens = factorOf(rule, a.getDimSize(0), FactorKind::Parallel);
-  DimFactors width = factorOf(rule, a.getDimSize(1), FactorKind::Sum);
-  DimFactors slots =
-      factorOf(rule, typeOf(getExperts()).getDimSize(1), FactorKind::Blocked);
-  DimFactors experts = factorOf(rule, y.getDimSize(0), FactorKind::Blocked);
-  DimFactors capacity = factorOf(rule, y.getDimSize(1), FactorKind::Blocked);
-  rule.operands = {{tokens, width},
-                   {experts, capacity, width},
-                   {tokens, slots},
-                   {tokens, slots}};
-  rule.results = {{tokens, slots}};
+  TensorFactors rows, slots, buffer;
+  slotRule(rule, typeOf(getA()), typeOf(getY()),
+           typeOf(getExperts()).getDimSize(1), FactorKind::Parallel, rows,
+           slots, buffer, FactorKind::Sum);
+  rule.operands = {rows, buffer, slots, slots};
+  rule.results = {slots};
   return rule;
 }
 

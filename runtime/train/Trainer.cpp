@@ -483,6 +483,18 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep,
     writeStatsFile(*exec_, world_, opts_.statsPath);
 }
 
+Interrupted Trainer::interrupted(int stop, const std::string &when) const {
+  const std::string done =
+      std::to_string(step_) + " step" + (step_ == 1 ? "" : "s");
+  return Interrupted("interrupted by " + signalName(stop) + " " + when + ": " +
+                         (opts_.savePath.empty()
+                              ? done + " done, nothing saved (no --save)"
+                              : opts_.savePath + " holds the " + done +
+                                    " done; resume with --load " +
+                                    opts_.savePath),
+                     stop);
+}
+
 void Trainer::stopBeforeFirstStep() {
   int stop = opts_.pendingSignal ? opts_.pendingSignal() : 0;
   agree(world_, "", &stop);
@@ -494,15 +506,7 @@ void Trainer::stopBeforeFirstStep() {
     saveCheckpoint(*exec_, world_, opts_.savePath, step_, optStep_);
   closeLog();
   closeTrace();
-  const std::string done =
-      std::to_string(step_) + " step" + (step_ == 1 ? "" : "s");
-  throw Interrupted(
-      "interrupted by " + signalName(stop) + " before the first step: " +
-          (opts_.savePath.empty()
-               ? done + " done, nothing saved (no --save)"
-               : opts_.savePath + " holds the " + done +
-                     " done; resume with --load " + opts_.savePath),
-      stop);
+  throw interrupted(stop, "before the first step");
 }
 
 void Trainer::closeLog() {
@@ -628,16 +632,7 @@ void Trainer::runStep(int64_t k, bool last, int64_t tokens,
   if (stop) {
     closeLog();
     closeTrace();
-    const std::string done =
-        std::to_string(step_) + " step" + (step_ == 1 ? "" : "s");
-    throw Interrupted("interrupted by " + signalName(stop) + " after step " +
-                          std::to_string(k) + ": " +
-                          (opts_.savePath.empty()
-                               ? done + " done, nothing saved (no --save)"
-                               : opts_.savePath + " holds the " + done +
-                                     " done; resume with --load " +
-                                     opts_.savePath),
-                      stop);
+    throw interrupted(stop, "after step " + std::to_string(k));
   }
 }
 

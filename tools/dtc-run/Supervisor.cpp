@@ -448,15 +448,13 @@ bool startJob(std::vector<std::string> &args, Job &job) {
     const unsigned char b = (unsigned char)gEarlySignal;
     (void)!::write(gSignalPipe[1], &b, 1);
   }
+  // SIGINT, SIGTERM and SIGHUP are caught since catchLaunchSignals; SIGCHLD
+  // only wakes the loop of watchJob (mpirun ended, or an adopted rank).
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = onLauncherSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP})
-    ::sigaction(sig, &sa, nullptr);
-  // SIGCHLD only wakes the loop of watchJob (mpirun ended, or an adopted
-  // rank).
   ::sigaction(SIGCHLD, &sa, nullptr);
 
   std::fflush(stdout);
@@ -710,14 +708,16 @@ void catchLaunchSignals() {
   sa.sa_handler = onLauncherSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    ::sigaction(sig, &sa, nullptr);
+  unblockStopSignals();
+}
+
+void unblockStopSignals() {
   sigset_t stops;
   sigemptyset(&stops);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
     sigaddset(&stops, sig);
-  }
-  // `dtc run` blocked them before the exec; one that came meanwhile is
-  // delivered now, to the handler.
   ::sigprocmask(SIG_UNBLOCK, &stops, nullptr);
 }
 

@@ -42,6 +42,10 @@ constexpr int64_t kRepeatedSignalNs = 500000000;
 /// their first step and save).
 void catchLaunchSignals();
 
+/// `dtc run` blocks SIGINT, SIGTERM and SIGHUP until this process has its
+/// handlers; unblocking delivers one that came meanwhile.
+void unblockStopSignals();
+
 int superviseLaunch(int64_t devices, const std::vector<std::string> &mpirunArgs,
                     const std::vector<std::string> &rankArgs, int argc,
                     char **argv);

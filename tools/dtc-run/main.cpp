@@ -608,16 +608,6 @@ void onStopSignal(int sig) {
   ::_exit(128 + sig);
 }
 
-/// `dtc run` blocks the stop signals until this process has its handlers
-/// (a signal meanwhile stays pending and arrives here).
-void unblockStopSignals() {
-  sigset_t stops;
-  sigemptyset(&stops);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP})
-    sigaddset(&stops, sig);
-  ::sigprocmask(SIG_UNBLOCK, &stops, nullptr);
-}
-
 /// The signal to report: under `dtc run`, SIGUSR2 stands for the signal the
 /// supervisor received (mpirun passes SIGUSR2 on without ending the job).
 int pendingSignal() {

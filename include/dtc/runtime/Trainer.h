@@ -211,6 +211,9 @@ private:
   /// A stop asked for before the first step (agreed): save what there is
   /// and throw Interrupted.
   void stopBeforeFirstStep();
+  /// The interruption after `stop` (`when`: "after step K", "before the
+  /// first step"), naming what --save holds.
+  Interrupted interrupted(int stop, const std::string &when) const;
   void closeLog();
   /// Collective: every rank completes its trace file.
   void closeTrace();
