@@ -29,48 +29,94 @@ using json = nlohmann::json;
 
 namespace dtc::rt {
 
-LineFit fitLine(const std::vector<CalibrationPoint> &points) {
-  // Weighted least squares, weight 1/t^2: the relative error of each point.
-  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+namespace {
+
+/// Sum over the points of log(line / point)^2: a point predicted twice as
+/// slow costs what one predicted twice as fast does ("within a factor" is
+/// what a cost model needs; relative error caps an under-prediction's cost
+/// at 1 and so favours lines below the points). Infinite for a line that
+/// predicts a non-positive time.
+double logRatioError(const LineFit &line,
+                     const std::vector<CalibrationPoint> &points) {
+  double sum = 0;
   for (const CalibrationPoint &p : points) {
     if (p.seconds <= 0)
       continue;
-    const double w = 1.0 / (p.seconds * p.seconds);
-    sw += w;
-    sx += w * p.size;
-    sy += w * p.seconds;
-    sxx += w * p.size * p.size;
-    sxy += w * p.size * p.seconds;
+    const double predicted = line.intercept + line.slope * p.size;
+    if (!(predicted > 0))
+      return INFINITY;
+    const double error = std::log(predicted / p.seconds);
+    sum += error * error;
   }
-  LineFit fit;
-  if (sw == 0)
-    return fit;
-  const double det = sw * sxx - sx * sx;
-  if (std::fabs(det) > 1e-300 * sw * sxx) {
-    fit.slope = (sw * sxy - sx * sy) / det;
-    fit.intercept = (sy - fit.slope * sx) / sw;
-    if (fit.intercept >= 0 && fit.slope > 0)
-      return fit;
-  }
-  // The constrained optimum lies on the boundary, on whichever edge fits
-  // better: a line through the origin (clamping only a negative intercept
-  // would keep a slope fitted for a line that no longer exists and
-  // under-predict every small point), or a flat line (times that fall with
-  // size: noise on a latency-bound curve).
-  auto squaredError = [&](const LineFit &line) {
-    double sum = 0;
-    for (const CalibrationPoint &p : points)
-      if (p.seconds > 0) {
-        const double relative =
-            (line.intercept + line.slope * p.size) / p.seconds - 1;
-        sum += relative * relative;
-      }
-    return sum;
+  return sum;
+}
+
+} // namespace
+
+LineFit fitLine(const std::vector<CalibrationPoint> &points,
+                double minIntercept) {
+  std::vector<CalibrationPoint> timed;
+  for (const CalibrationPoint &p : points)
+    if (p.seconds > 0 && p.size >= 0)
+      timed.push_back(p);
+  if (timed.empty())
+    return {minIntercept, 0};
+  // The error is not convex in (intercept, slope), so the search starts
+  // from the best of lines that cover every shape the optimum can take:
+  // through each pair of points, flat at each point, from the lowest
+  // intercept through each point (each clamped to the bounds).
+  auto bounded = [&](double intercept, double slope) {
+    return LineFit{std::max(minIntercept, intercept), std::max(0.0, slope)};
   };
-  const LineFit throughOrigin{0, sxx > 0 ? std::max(0.0, sxy / sxx) : 0};
-  const LineFit flat{sy / sw, 0};
-  return squaredError(throughOrigin) <= squaredError(flat) ? throughOrigin
-                                                           : flat;
+  std::vector<LineFit> starts;
+  for (size_t i = 0; i < timed.size(); ++i) {
+    const CalibrationPoint &p = timed[i];
+    starts.push_back(bounded(p.seconds, 0));
+    if (p.size > 0)
+      starts.push_back(
+          bounded(minIntercept, (p.seconds - minIntercept) / p.size));
+    for (size_t j = i + 1; j < timed.size(); ++j) {
+      const CalibrationPoint &q = timed[j];
+      if (q.size == p.size)
+        continue;
+      const double slope =
+          std::max(0.0, (q.seconds - p.seconds) / (q.size - p.size));
+      starts.push_back(bounded(p.seconds - slope * p.size, slope));
+    }
+  }
+  LineFit best = starts.front();
+  double bestError = logRatioError(best, timed);
+  for (const LineFit &line : starts)
+    if (double error = logRatioError(line, timed); error < bestError) {
+      best = line;
+      bestError = error;
+    }
+  // Pattern search on the logarithms of the slope and of the intercept's
+  // excess over its bound: a parameter at its bound stays there, which is
+  // the constrained optimum's edge.
+  for (double step = 1.0; step > 1e-7;) {
+    bool moved = false;
+    for (auto [scaleIntercept, scaleSlope] : {std::pair{1.0, 0.0},
+                                              {-1.0, 0.0},
+                                              {0.0, 1.0},
+                                              {0.0, -1.0},
+                                              {1.0, 1.0},
+                                              {-1.0, -1.0},
+                                              {1.0, -1.0},
+                                              {-1.0, 1.0}}) {
+      const LineFit trial{minIntercept + (best.intercept - minIntercept) *
+                                             std::exp(scaleIntercept * step),
+                          best.slope * std::exp(scaleSlope * step)};
+      if (double error = logRatioError(trial, timed); error < bestError) {
+        best = trial;
+        bestError = error;
+        moved = true;
+      }
+    }
+    if (!moved)
+      step /= 2;
+  }
+  return best;
 }
 
 namespace {
@@ -135,6 +181,55 @@ double rateOf(const LineFit &fit, const std::vector<CalibrationPoint> &points) {
   return last.size / std::max(last.seconds, 1e-12);
 }
 
+/// Points measured and the line fitted through them.
+struct Curve {
+  std::vector<CalibrationPoint> points;
+  LineFit fit;
+};
+
+/// One point to measure: its size and how to time it (again).
+struct PointToTime {
+  double size;
+  std::function<double()> time;
+};
+
+/// Passes that time again the points their line misses by more than a
+/// factor of 2. A point slowed by the machine's other work (every round of
+/// it) lies far above the line of the others; timed again it usually comes
+/// in at the operation's own time, and the faster time counts. Every rank
+/// holds the same times (the slowest rank's), so all decide alike.
+constexpr int kRetimingPasses = 2;
+
+/// Times `points`, fits their line and times again the points it misses;
+/// the points sorted by size. The line's intercept is at least
+/// `minIntercept`.
+Curve measureCurve(std::vector<PointToTime> toTime, double minIntercept = 0) {
+  std::sort(toTime.begin(), toTime.end(),
+            [](const PointToTime &x, const PointToTime &y) {
+              return x.size < y.size;
+            });
+  Curve curve;
+  for (const PointToTime &point : toTime)
+    curve.points.push_back({point.size, point.time()});
+  curve.fit = fitLine(curve.points, minIntercept);
+  for (int pass = 0; pass < kRetimingPasses; ++pass) {
+    bool retimed = false;
+    for (size_t i = 0; i < toTime.size(); ++i) {
+      CalibrationPoint &point = curve.points[i];
+      const double ratio =
+          (curve.fit.intercept + curve.fit.slope * point.size) / point.seconds;
+      if (ratio >= 0.5 && ratio <= 2)
+        continue;
+      point.seconds = std::min(point.seconds, toTime[i].time());
+      retimed = true;
+    }
+    if (!retimed)
+      break;
+    curve.fit = fitLine(curve.points, minIntercept);
+  }
+  return curve;
+}
+
 /// Copies of one operation's operands, enough that cycling through them
 /// takes them from memory rather than from the caches each call, as the
 /// kernels of a training step find them.
@@ -186,9 +281,8 @@ double timeCold(Communicator &world, const CalibrationOptions &options,
 /// The matmul kernel on the shapes of transformer layers (tokens x hidden
 /// times hidden x hidden or 4 hidden, and the weight gradient's transposed
 /// product), operands cold: points of (flops, seconds).
-std::vector<CalibrationPoint> measureGemm(Communicator &world,
-                                          kernels::KernelContext &ctx,
-                                          const CalibrationOptions &options) {
+Curve measureGemm(Communicator &world, kernels::KernelContext &ctx,
+                  const CalibrationOptions &options, double overhead) {
   kernels::RunFn matmul = kernels::cpu::findKernel("matmul");
   if (!matmul)
     throw std::runtime_error("the CPU kernels have no matmul");
@@ -204,60 +298,61 @@ std::vector<CalibrationPoint> measureGemm(Communicator &world,
       shapes.push_back({tokens, hidden, 4 * hidden, false});
       shapes.push_back({hidden, tokens, 4 * hidden, true});
     }
-  std::vector<CalibrationPoint> points;
+  std::vector<PointToTime> points;
   for (const Shape &shape : shapes) {
     const kernels::Shape aShape = shape.transposeA
                                       ? kernels::Shape{shape.k, shape.m}
                                       : kernels::Shape{shape.m, shape.k};
-    points.push_back(
-        {2.0 * double(shape.m) * double(shape.k) * double(shape.n),
-         timeCold(world, options, ctx, matmul,
-                  shape.transposeA ? weightGrad : plain,
-                  {Operand{aShape, 0.5f}, Operand{{shape.k, shape.n}, 0.25f},
-                   Operand{{shape.m, shape.n}, 0.0f}})});
+    points.push_back({2.0 * double(shape.m) * double(shape.k) * double(shape.n),
+                      [&, shape, aShape] {
+                        return timeCold(world, options, ctx, matmul,
+                                        shape.transposeA ? weightGrad : plain,
+                                        {Operand{aShape, 0.5f},
+                                         Operand{{shape.k, shape.n}, 0.25f},
+                                         Operand{{shape.m, shape.n}, 0.0f}});
+                      }});
   }
-  std::sort(points.begin(), points.end(),
-            [](const CalibrationPoint &x, const CalibrationPoint &y) {
-              return x.size < y.size;
-            });
-  return points;
+  // The cost model's GEMM line starts at the kernel overhead (its
+  // efficiency term adds half_flops / peak >= 0 to it).
+  return measureCurve(std::move(points), overhead);
 }
 
 /// The element-wise add kernel, operands cold: points of (bytes, seconds).
-std::vector<CalibrationPoint> measureAdd(Communicator &world,
-                                         kernels::KernelContext &ctx,
-                                         const CalibrationOptions &options) {
+Curve measureAdd(Communicator &world, kernels::KernelContext &ctx,
+                 const CalibrationOptions &options) {
   kernels::RunFn add = kernels::cpu::findKernel("add");
   if (!add)
     throw std::runtime_error("the CPU kernels have no add");
   const json attrs = json::object();
-  std::vector<CalibrationPoint> points;
+  std::vector<PointToTime> points;
   for (int64_t n : {1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20, 1 << 22})
     // Two operands read, one result written.
-    points.push_back(
-        {12.0 * double(n), timeCold(world, options, ctx, add, attrs,
-                                    {Operand{{n}, 1.0f}, Operand{{n}, 2.0f},
-                                     Operand{{n}, 0.0f}})});
-  return points;
+    points.push_back({12.0 * double(n), [&, n] {
+                        return timeCold(world, options, ctx, add, attrs,
+                                        {Operand{{n}, 1.0f}, Operand{{n}, 2.0f},
+                                         Operand{{n}, 0.0f}});
+                      }});
+  return measureCurve(std::move(points));
 }
 
 /// The ring all-reduce of groups of `g` consecutive ranks, all at once:
 /// points of (bytes one member sends, seconds).
-std::vector<CalibrationPoint>
-measureAllReduce(World &world, int g, const CalibrationOptions &options) {
+Curve measureAllReduce(World &world, int g, const CalibrationOptions &options) {
   std::unique_ptr<Communicator> group =
       world.split(world.rank() / g, world.rank() % g);
-  std::vector<CalibrationPoint> points;
+  std::vector<PointToTime> points;
   for (int64_t count : {1 << 8, 1 << 12, 1 << 15, 1 << 18, 1 << 20}) {
-    std::vector<float> data(size_t(count), 1.0f);
     const double sent = 2.0 * (g - 1) / g * 4.0 * double(count);
     points.push_back(
-        {sent, timeTogether(world.world(), options.secondsPerPoint, [&] {
-           group->allReduce(data.data(), data.data(), size_t(count), DType::F32,
-                            ReduceOp::Sum);
-         })});
+        {sent, [&, count] {
+           std::vector<float> data(size_t(count), 1.0f);
+           return timeTogether(world.world(), options.secondsPerPoint, [&] {
+             group->allReduce(data.data(), data.data(), size_t(count),
+                              DType::F32, ReduceOp::Sum);
+           });
+         }});
   }
-  return points;
+  return measureCurve(std::move(points));
 }
 
 } // namespace
@@ -268,27 +363,24 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
   Communicator &all = world.world();
   const int ranks = world.size();
 
-  const std::vector<CalibrationPoint> add = measureAdd(all, ctx, options);
-  const LineFit addFit = fitLine(add);
-  const double overhead = std::max(0.0, addFit.intercept);
-  const double bandwidth = rateOf(addFit, add);
+  const Curve add = measureAdd(all, ctx, options);
+  const double overhead = std::max(0.0, add.fit.intercept);
+  const double bandwidth = rateOf(add.fit, add.points);
 
-  const std::vector<CalibrationPoint> gemm = measureGemm(all, ctx, options);
-  const LineFit gemmFit = fitLine(gemm);
-  const double peak = rateOf(gemmFit, gemm);
-  const double halfFlops = std::max(0.0, (gemmFit.intercept - overhead) * peak);
+  const Curve gemm = measureGemm(all, ctx, options, overhead);
+  const double peak = rateOf(gemm.fit, gemm.points);
+  const double halfFlops =
+      std::max(0.0, (gemm.fit.intercept - overhead) * peak);
 
   json links = json::object(), linkPoints = json::object();
   for (int g = 2; g <= ranks; ++g) {
     if (ranks % g != 0)
       continue;
-    const std::vector<CalibrationPoint> points =
-        measureAllReduce(world, g, options);
-    const LineFit fit = fitLine(points);
+    const Curve allReduce = measureAllReduce(world, g, options);
     links[std::to_string(g)] = {
-        {"bandwidth", rateOf(fit, points)},
-        {"latency", std::max(0.0, fit.intercept) / (2.0 * (g - 1))}};
-    linkPoints[std::to_string(g)] = pointsJson(points);
+        {"bandwidth", rateOf(allReduce.fit, allReduce.points)},
+        {"latency", allReduce.fit.intercept / (2.0 * (g - 1))}};
+    linkPoints[std::to_string(g)] = pointsJson(allReduce.points);
   }
 
   // The matmul runs in f32 whatever the operands' precision (the CPU
@@ -311,8 +403,8 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
           {"group_links", links},
           {"gemm_library", kernels::cpu::gemmLibrary()},
           {"points",
-           {{"gemm_flops_seconds", pointsJson(gemm)},
-            {"add_bytes_seconds", pointsJson(add)},
+           {{"gemm_flops_seconds", pointsJson(gemm.points)},
+            {"add_bytes_seconds", pointsJson(add.points)},
             {"all_reduce_sent_bytes_seconds", linkPoints}}}};
 }
 

@@ -33,15 +33,16 @@ struct CalibrationPoint {
   double size = 0, seconds = 0;
 };
 
-/// The line t = intercept + slope * size through `points`, least squares
-/// on relative error (small and large points weigh alike), with a
-/// non-negative intercept and a positive slope as the cost model reads
-/// them (a latency and a rate): where noise would tilt the free fit past
-/// either, the best line through the origin.
+/// The line t = intercept + slope * size through `points` with the least
+/// sum of log(line / point)^2 (each point predicted within the smallest
+/// factor, small and large points alike, too slow as bad as too fast),
+/// with intercept >= `minIntercept` (>= 0) and slope >= 0 as the cost
+/// model reads them (a latency and a rate).
 struct LineFit {
   double intercept = 0, slope = 0;
 };
-LineFit fitLine(const std::vector<CalibrationPoint> &points);
+LineFit fitLine(const std::vector<CalibrationPoint> &points,
+                double minIntercept = 0);
 
 /// Measures, on every rank of `world` at once: the f32 matmul kernel on
 /// square GEMMs (its peak and the flops at which it reaches half of it),
