@@ -69,6 +69,11 @@ uint64_t collectiveStagingBytes(const ProgramDecl &p, const InstrDecl &ins) {
     return outer(in.shape, ins.axis) == 1 ? 0 : in.bytes();
   case CollectiveKind::AllToAll:
     return 2 * in.bytes(); // send and receive staging
+  case CollectiveKind::MoeExchange:
+    // Rows packed per member to send, and received: each at most the
+    // input's (a slot or buffer row goes out at most once) and the
+    // output's rows.
+    return in.bytes() + out.bytes();
   }
   return 0;
 }

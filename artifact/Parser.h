@@ -185,6 +185,10 @@ private:
                         const std::string &where);
   void checkArity(const InstrDecl &ins, size_t nin, size_t nout,
                   size_t optional, const std::string &where) const;
+  std::vector<std::pair<int, int>> checkMoeExchange(const Artifact &a,
+                                                    const ProgramDecl &p,
+                                                    InstrDecl &ins,
+                                                    const std::string &w);
   std::vector<std::pair<int, int>> checkCollective(const Artifact &a,
                                                    const ProgramDecl &p,
                                                    InstrDecl &ins,

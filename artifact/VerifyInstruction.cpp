@@ -50,6 +50,8 @@ std::vector<std::pair<int, int>> Parser::checkCollective(const Artifact &a,
                                                          const std::string &w) {
   std::vector<std::pair<int, int>> inPlace;
   ins.isCollective = true;
+  if (ins.op == collectiveKindName(CollectiveKind::MoeExchange))
+    return checkMoeExchange(a, p, ins, w);
   checkArity(ins, 1, 1, 0, w);
   const BufferDecl &in = p.buffers[size_t(ins.in[0])],
                    &out = p.buffers[size_t(ins.out[0])];
@@ -122,6 +124,8 @@ std::vector<std::pair<int, int>> Parser::checkCollective(const Artifact &a,
     expect[size_t(ins.splitAxis)] /= n;
     expect[size_t(ins.concatAxis)] *= n;
     break;
+  case CollectiveKind::MoeExchange: // checkMoeExchange
+    break;
   case CollectiveKind::Shift: {
     const int64_t off =
         integer(req(at, "offset", w), w + ": attribute 'offset'");
@@ -137,6 +141,47 @@ std::vector<std::pair<int, int>> Parser::checkCollective(const Artifact &a,
                 shapeStr(expect) + " (input " + shapeStr(in.shape) +
                 ", group size " + std::to_string(n) + ")");
   return inPlace;
+}
+
+std::vector<std::pair<int, int>>
+Parser::checkMoeExchange(const Artifact &a, const ProgramDecl &p,
+                         InstrDecl &ins, const std::string &w) {
+  checkArity(ins, 3, 1, 0, w);
+  const BufferDecl &data = p.buffers[size_t(ins.in[0])],
+                   &experts = p.buffers[size_t(ins.in[1])],
+                   &positions = p.buffers[size_t(ins.in[2])],
+                   &out = p.buffers[size_t(ins.out[0])];
+  const json &at = ins.attrs;
+  const std::string cname = str(req(at, "comm", w), w + ": attribute 'comm'");
+  ins.comm = a.findComm(cname);
+  if (ins.comm < 0)
+    fail(w, "communicator '" + cname + "' is not declared");
+  const json &direction = req(at, "to_experts", w);
+  if (!direction.is_boolean())
+    fail(w, "attribute 'to_experts' must be true or false");
+  ins.toExperts = direction.get<bool>();
+  const int64_t n = a.mesh.groupSize(a.comms[size_t(ins.comm)].meshAxes);
+  if (experts.dtype != DType::I32 || positions.dtype != DType::I32 ||
+      experts.shape.size() != 2 || positions.shape != experts.shape)
+    fail(w, "the routing (inputs 1 and 2) must be two i32 [T, k] tensors, "
+            "got " +
+                shapeStr(experts.shape) + " and " + shapeStr(positions.shape));
+  if (!isFloat(data.dtype) || out.dtype != data.dtype)
+    fail(w, "the rows must be float, in and out of one dtype (" +
+                std::string(dtypeName(data.dtype)) + " vs " +
+                dtypeName(out.dtype) + ")");
+  if (data.shape.size() != 3 || out.shape.size() != 3 ||
+      data.shape[2] != out.shape[2])
+    fail(w, "input " + shapeStr(data.shape) + " and output " +
+                shapeStr(out.shape) + " must be rank 3 with one row width");
+  const Shape &slots = ins.toExperts ? data.shape : out.shape;
+  if (slots[0] * n != experts.shape[0] || slots[1] != experts.shape[1])
+    fail(w, "the token slots " + shapeStr(slots) +
+                " must be [T/n, k, D] for "
+                "the routing " +
+                shapeStr(experts.shape) + " over a group of " +
+                std::to_string(n));
+  return {};
 }
 
 std::vector<std::pair<int, int>> Parser::checkKernel(const Artifact &a,

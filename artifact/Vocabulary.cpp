@@ -7,8 +7,8 @@ namespace {
 
 // Each kind's names, indexed by the enum's value.
 constexpr const char *kCollectiveNames[kNumCollectiveKinds] = {
-    "all_reduce", "all_gather", "reduce_scatter",
-    "all_slice",  "all_to_all", "shift"};
+    "all_reduce", "all_gather", "reduce_scatter", "all_slice",
+    "all_to_all", "shift",      "moe_exchange"};
 constexpr const char *kRoleNames[kNumRoles] = {
     "param", "optimizer_state", "input", "step", "loss", "output"};
 constexpr const char *kPhaseNames[kNumPhases] = {

@@ -403,6 +403,11 @@ int64_t dtc::cost::collectiveSentBytes(CollectiveKind kind, int64_t n,
     return (n - 1) * outElements * elementBytes;
   case CollectiveKind::AllToAll:
     return (n - 1) * (inElements / n) * elementBytes;
+  case CollectiveKind::MoeExchange:
+    // Every slot of the member's tokens travels (token slots are the
+    // smaller side unless the capacity drops some), to an expert on another
+    // member for (n - 1)/n of them when routing is balanced.
+    return (n - 1) * (std::min(inElements, outElements) / n) * elementBytes;
   case CollectiveKind::AllSlice:
     return 0;
   case CollectiveKind::Shift:

@@ -23,7 +23,9 @@
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/SymbolTable.h"
 
 #include <cmath>
 
@@ -113,7 +115,7 @@ LogicalResult MoeOp::verify() {
   if (typeOf(getResult()).getShape() != x.getShape())
     return emitOpError() << "the result " << getResult().getType()
                          << " must have x's shape " << getX().getType();
-  if (getTopK() < 1 || getTopK() > experts)
+  if (getTopK() < 1 || int64_t(getTopK()) > experts)
     return emitOpError() << "top_k = " << getTopK()
                          << " must be in [1, E] = [1, " << experts << "]";
   const double factor = getCapacityFactor().convertToDouble();
@@ -188,6 +190,49 @@ Value LoadBalancingLossOp::decompose(OpBuilder &b) {
 }
 
 //===----------------------------------------------------------------------===//
+// dtc.moe_exchange
+//===----------------------------------------------------------------------===//
+
+LogicalResult MoeExchangeOp::verify() {
+  auto grid =
+      SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(*this, getGridAttr());
+  if (!grid)
+    return emitOpError() << "no shard.grid " << getGridAttr();
+  int64_t members = 1;
+  for (int16_t axis : getGridAxes()) {
+    if (axis < 0 || axis >= grid.getRank())
+      return emitOpError() << "grid axis " << axis << " does not exist on "
+                           << getGridAttr();
+    members *= grid.getShape()[axis];
+  }
+  if (failed(needRank(*this, getExperts(), 2, "experts [T, k]")) ||
+      failed(needRank(*this, getData(), 3, "data")) ||
+      failed(needRank(*this, getResult(), 3, "the result")))
+    return failure();
+  if (getPositions().getType() != getExperts().getType())
+    return emitOpError() << "positions " << getPositions().getType()
+                         << " must have the type of experts "
+                         << getExperts().getType();
+  RankedTensorType data = typeOf(getData()), result = typeOf(getResult());
+  if (data.getElementType() != result.getElementType() ||
+      data.getDimSize(2) != result.getDimSize(2))
+    return emitOpError() << "data " << data << " and the result " << result
+                         << " must have one element type and row width";
+  RankedTensorType slots = getToExperts() ? data : result,
+                   buffer = getToExperts() ? result : data;
+  const int64_t tokens = typeOf(getExperts()).getDimSize(0),
+                topK = typeOf(getExperts()).getDimSize(1);
+  if (slots.getDimSize(0) * members != tokens || slots.getDimSize(1) != topK)
+    return emitOpError() << "the token slots " << slots
+                         << " must be [T/n, k] = [" << tokens << "/" << members
+                         << ", " << topK << ", D] for the routing "
+                         << getExperts().getType() << " over " << members
+                         << " members";
+  (void)buffer;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // The kernels' sharding rules
 //===----------------------------------------------------------------------===//
 
@@ -215,58 +260,340 @@ ShardingRule MoeRouteGradOp::getShardingRule() {
   return rule;
 }
 
-/// The token-side operands (rows [T, D] and [T, k] slot tensors) and an
-/// experts' buffer [E, C, D]: tokens of `tokenKind`, D of `widthKind`.
-static void slotRule(ShardingRule &rule, RankedTensorType rows,
+namespace {
+
+/// The factors of dispatch's, combine's and slot_dot's rules: token rows
+/// [tokens, width], the routing [routed, slots] (every token's: it stays
+/// whole, and a lowering slices what it needs), an experts' buffer
+/// [experts, capacity, width]. -1 for a factor of a dimension of size 1.
+struct SlotFactors {
+  int64_t tokens = -1, width = -1, routed = -1, slots = -1, experts = -1,
+          capacity = -1;
+  TensorFactors rows, routing, buffer, tokenSlots;
+};
+
+SlotFactors slotRule(ShardingRule &rule, RankedTensorType rows,
                      RankedTensorType buffer, int64_t topK,
-                     FactorKind tokenKind, TensorFactors &rowFactors,
-                     TensorFactors &slotFactors, TensorFactors &bufferFactors,
+                     FactorKind tokenKind, FactorKind expertKind,
                      FactorKind widthKind = FactorKind::Parallel) {
-  DimFactors tokens = factorOf(rule, rows.getDimSize(0), tokenKind);
-  DimFactors width = factorOf(rule, rows.getDimSize(1), widthKind);
-  DimFactors slots = factorOf(rule, topK, FactorKind::Blocked);
-  DimFactors experts =
-      factorOf(rule, buffer.getDimSize(0), FactorKind::Blocked);
+  SlotFactors f;
+  auto add = [&](int64_t size, FactorKind kind, int64_t &id) {
+    DimFactors dim = factorOf(rule, size, kind);
+    id = dim.empty() ? -1 : dim.front();
+    return dim;
+  };
+  DimFactors tokens = add(rows.getDimSize(0), tokenKind, f.tokens);
+  DimFactors width = add(rows.getDimSize(1), widthKind, f.width);
+  DimFactors routed = add(rows.getDimSize(0), FactorKind::Blocked, f.routed);
+  DimFactors slots = add(topK, FactorKind::Blocked, f.slots);
+  DimFactors experts = add(buffer.getDimSize(0), expertKind, f.experts);
   DimFactors capacity =
-      factorOf(rule, buffer.getDimSize(1), FactorKind::Blocked);
-  rowFactors = {tokens, width};
-  slotFactors = {tokens, slots};
-  bufferFactors = {experts, capacity, width};
+      add(buffer.getDimSize(1), FactorKind::Blocked, f.capacity);
+  f.rows = {tokens, width};
+  f.routing = {routed, slots};
+  f.buffer = {experts, capacity, width};
+  f.tokenSlots = {tokens, slots};
+  if (f.tokens >= 0 && f.experts >= 0) {
+    rule.sharedAxes.push_back({f.tokens, f.experts});
+    rule.sharedAxesMayDiffer = true;
+  }
+  return f;
 }
 
+SlotFactors dispatchRule(MoeDispatchOp op, ShardingRule &rule) {
+  // The tokens are summed into the buffer: a batch shard fills its own
+  // tokens' rows, and the lowering completes the sum (over an axis that
+  // also splits the experts, by sending each row to its expert's rank).
+  SlotFactors f = slotRule(rule, typeOf(op.getX()), typeOf(op.getBuffer()),
+                           typeOf(op.getExperts()).getDimSize(1),
+                           FactorKind::Resolved, FactorKind::Parallel);
+  rule.operands = {f.rows, f.routing, f.routing, f.routing};
+  rule.results = {f.buffer};
+  return f;
+}
+
+SlotFactors combineRule(MoeCombineOp op, ShardingRule &rule) {
+  SlotFactors f = slotRule(rule, typeOf(op.getResult()), typeOf(op.getY()),
+                           typeOf(op.getExperts()).getDimSize(1),
+                           FactorKind::Parallel, FactorKind::Resolved);
+  rule.operands = {f.buffer, f.routing, f.routing, f.routing};
+  rule.results = {f.rows};
+  return f;
+}
+
+SlotFactors slotDotRule(MoeSlotDotOp op, ShardingRule &rule) {
+  // The row width is contracted: split, each shard's dot is a partial sum.
+  SlotFactors f =
+      slotRule(rule, typeOf(op.getA()), typeOf(op.getY()),
+               typeOf(op.getExperts()).getDimSize(1), FactorKind::Parallel,
+               FactorKind::Resolved, FactorKind::Sum);
+  rule.operands = {f.rows, f.buffer, f.routing, f.routing};
+  rule.results = {f.tokenSlots};
+  return f;
+}
+
+/// How a lowering of dispatch, combine or slot_dot splits tokens and
+/// experts: the tokens over `batchOnly` then `shared`, the experts over
+/// `shared` (expert parallelism: the axes of both), or over `expertsOnly`.
+struct SlotSplit {
+  GridAxes tokens, batchOnly, shared, expertsOnly;
+};
+
+FailureOr<SlotSplit> slotSplit(Operation *op, const SlotFactors &f,
+                               const FactorAxes &factors) {
+  SlotSplit split;
+  if (f.tokens >= 0)
+    split.tokens = factors[size_t(f.tokens)];
+  GridAxes experts;
+  if (f.experts >= 0)
+    experts = factors[size_t(f.experts)];
+  const bool sharesAny = llvm::any_of(experts, [&](int64_t axis) {
+    return llvm::is_contained(split.tokens, axis);
+  });
+  if (!sharesAny) {
+    split.batchOnly = split.tokens;
+    split.expertsOnly = experts;
+    return split;
+  }
+  // Expert parallelism: the axes that split the experts are the tokens'
+  // minor ones, so each group of them holds one contiguous run of tokens.
+  const size_t n = split.tokens.size(), m = experts.size();
+  if (m > n || !std::equal(experts.begin(), experts.end(),
+                           split.tokens.begin() + (n - m)))
+    return op->emitError()
+           << "expert parallelism needs the axes that split the experts ("
+           << experts.size() << " of them) to be the last axes that split the "
+           << "tokens";
+  split.batchOnly.assign(split.tokens.begin(), split.tokens.begin() + (n - m));
+  split.shared = experts;
+  return split;
+}
+
+/// `whole`'s piece of dimension 0 over `axes` (itself when none).
+Value sliceTokens(LocalLoweringContext &ctx, Location loc, Value whole,
+                  ArrayRef<int64_t> axes) {
+  return axes.empty() ? whole : ctx.sliceAlong(loc, whole, axes, 0);
+}
+
+/// `v` as `type`'s element type.
+Value castTo(OpBuilder &b, Location loc, Value v, Type element) {
+  RankedTensorType t = typeOf(v);
+  if (t.getElementType() == element)
+    return v;
+  return CastOp::create(b, loc, t.clone(element), v);
+}
+
+Value reshapeTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+  return ReshapeOp::create(b, loc, typeOf(v).clone(shape), v);
+}
+
+/// dtc.moe_exchange of `data` over `axes`.
+Value exchange(LocalLoweringContext &ctx, Location loc, Value data,
+               Value experts, Value positions, ArrayRef<int64_t> axes,
+               bool toExperts, RankedTensorType resultType) {
+  SmallVector<int16_t> gridAxes(axes.begin(), axes.end());
+  return MoeExchangeOp::create(ctx.builder(), loc, resultType, data, experts,
+                               positions, ctx.gridSymbol().getValue(), gridAxes,
+                               toExperts);
+}
+
+/// The routing of the tokens of this rank's expert-parallel group: the
+/// batch-only axes' piece.
+std::pair<Value, Value> groupRouting(LocalLoweringContext &ctx, Location loc,
+                                     Value experts, Value positions,
+                                     const SlotSplit &split) {
+  return {sliceTokens(ctx, loc, experts, split.batchOnly),
+          sliceTokens(ctx, loc, positions, split.batchOnly)};
+}
+
+} // namespace
+
 ShardingRule MoeDispatchOp::getShardingRule() {
-  // A batch shard fills the rows of its own tokens: a pending sum.
   ShardingRule rule;
-  TensorFactors rows, slots, buffer;
-  slotRule(rule, typeOf(getX()), typeOf(getBuffer()),
-           typeOf(getExperts()).getDimSize(1), FactorKind::Sum, rows, slots,
-           buffer);
-  rule.operands = {rows, slots, slots, slots};
-  rule.results = {buffer};
+  dispatchRule(*this, rule);
   return rule;
 }
 
 ShardingRule MoeCombineOp::getShardingRule() {
   ShardingRule rule;
-  TensorFactors rows, slots, buffer;
-  slotRule(rule, typeOf(getResult()), typeOf(getY()),
-           typeOf(getExperts()).getDimSize(1), FactorKind::Parallel, rows,
-           slots, buffer);
-  rule.operands = {buffer, slots, slots, slots};
-  rule.results = {rows};
+  combineRule(*this, rule);
   return rule;
 }
 
 ShardingRule MoeSlotDotOp::getShardingRule() {
-  // The row width is contracted: split, each shard's dot is a partial sum.
   ShardingRule rule;
-  TensorFactors rows, slots, buffer;
-  slotRule(rule, typeOf(getA()), typeOf(getY()),
-           typeOf(getExperts()).getDimSize(1), FactorKind::Parallel, rows,
-           slots, buffer, FactorKind::Sum);
-  rule.operands = {rows, buffer, slots, slots};
-  rule.results = {slots};
+  slotDotRule(*this, rule);
   return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Local lowerings: batch shards and expert parallelism
+//===----------------------------------------------------------------------===//
+
+SmallVector<int64_t> MoeDispatchOp::getLoweredFactors() {
+  ShardingRule rule;
+  SlotFactors f = dispatchRule(*this, rule);
+  return {f.tokens, f.experts};
+}
+
+LogicalResult MoeDispatchOp::buildLocal(LocalLoweringContext &ctx,
+                                        ArrayRef<Value> local,
+                                        TypeRange resultTypes,
+                                        const FactorAxes &factors,
+                                        SmallVectorImpl<Value> &results) {
+  ShardingRule rule;
+  SlotFactors f = dispatchRule(*this, rule);
+  FailureOr<SlotSplit> split = slotSplit(*this, f, factors);
+  if (failed(split))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = getLoc();
+  Value x = local[0], experts = local[1], positions = local[2],
+        weights = local[3];
+  auto resultType = cast<RankedTensorType>(resultTypes[0]);
+  Value buffer;
+  if (split->shared.empty()) {
+    // Each batch shard fills its own tokens' rows of every expert.
+    Value own = MoeDispatchOp::create(
+        b, loc, resultType.clone(typeOf(getBuffer()).getShape()), x,
+        sliceTokens(ctx, loc, experts, split->tokens),
+        sliceTokens(ctx, loc, positions, split->tokens),
+        sliceTokens(ctx, loc, weights, split->tokens));
+    if (!split->tokens.empty())
+      own = ctx.allReduce(loc, own, split->tokens, PartialKind::Sum);
+    buffer = split->expertsOnly.empty()
+                 ? own
+                 : ctx.sliceAlong(loc, own, split->expertsOnly, 0);
+  } else {
+    // Each token slot's row, scaled, goes to its expert's rank.
+    RankedTensorType xt = typeOf(x);
+    const int64_t tokens = xt.getDimSize(0), width = xt.getDimSize(1),
+                  topK = typeOf(experts).getDimSize(1);
+    Value w = castTo(b, loc, sliceTokens(ctx, loc, weights, split->tokens),
+                     xt.getElementType());
+    Value rows = MulOp::create(b, loc, reshapeTo(b, loc, x, {tokens, 1, width}),
+                               reshapeTo(b, loc, w, {tokens, topK, 1}));
+    auto [groupExperts, groupPositions] =
+        groupRouting(ctx, loc, experts, positions, *split);
+    buffer = exchange(ctx, loc, rows, groupExperts, groupPositions,
+                      split->shared, /*toExperts=*/true, resultType);
+    // Other groups' tokens fill other rows of the same experts.
+    if (!split->batchOnly.empty())
+      buffer = ctx.allReduce(loc, buffer, split->batchOnly, PartialKind::Sum);
+  }
+  results.push_back(buffer);
+  return success();
+}
+
+SmallVector<int64_t> MoeCombineOp::getLoweredFactors() {
+  ShardingRule rule;
+  SlotFactors f = combineRule(*this, rule);
+  return {f.tokens, f.experts};
+}
+
+/// The experts' buffer whole over the axes that split only the experts
+/// (a plan that splits the experts where the tokens are whole, e.g. the
+/// tensor-parallel layout program's).
+static Value wholeExperts(LocalLoweringContext &ctx, Location loc, Value y,
+                          const SlotSplit &split) {
+  return split.expertsOnly.empty()
+             ? y
+             : ctx.gatherAlong(loc, y, split.expertsOnly, 0);
+}
+
+/// Every slot's buffer row at this rank's tokens [T/n, k, width]: sent by
+/// its expert's rank.
+static Value slotRows(LocalLoweringContext &ctx, Operation *op, Value y,
+                      Value experts, Value positions, const SlotSplit &split,
+                      int64_t tokens) {
+  Location loc = op->getLoc();
+  RankedTensorType yt = typeOf(y);
+  auto [groupExperts, groupPositions] =
+      groupRouting(ctx, loc, experts, positions, split);
+  auto rowsType = RankedTensorType::get(
+      {tokens, typeOf(experts).getDimSize(1), yt.getDimSize(2)},
+      yt.getElementType());
+  return exchange(ctx, loc, y, groupExperts, groupPositions, split.shared,
+                  /*toExperts=*/false, rowsType);
+}
+
+LogicalResult MoeCombineOp::buildLocal(LocalLoweringContext &ctx,
+                                       ArrayRef<Value> local,
+                                       TypeRange resultTypes,
+                                       const FactorAxes &factors,
+                                       SmallVectorImpl<Value> &results) {
+  ShardingRule rule;
+  SlotFactors f = combineRule(*this, rule);
+  FailureOr<SlotSplit> split = slotSplit(*this, f, factors);
+  if (failed(split))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = getLoc();
+  Value y = local[0], experts = local[1], positions = local[2],
+        weights = local[3];
+  auto resultType = cast<RankedTensorType>(resultTypes[0]);
+  Value tokenWeights = sliceTokens(ctx, loc, weights, split->tokens);
+  if (split->shared.empty()) {
+    results.push_back(MoeCombineOp::create(
+        b, loc, resultType, wholeExperts(ctx, loc, y, *split),
+        sliceTokens(ctx, loc, experts, split->tokens),
+        sliceTokens(ctx, loc, positions, split->tokens), tokenWeights));
+    return success();
+  }
+  const int64_t tokens = resultType.getDimSize(0),
+                topK = typeOf(experts).getDimSize(1);
+  Value rows = slotRows(ctx, *this, y, experts, positions, *split, tokens);
+  Value w = reshapeTo(b, loc,
+                      castTo(b, loc, tokenWeights, resultType.getElementType()),
+                      {tokens, topK, 1});
+  Value weighted = MulOp::create(b, loc, rows, w);
+  results.push_back(ReduceSumOp::create(b, loc, weighted,
+                                        SmallVector<int64_t>{1},
+                                        /*keep_dims=*/false));
+  return success();
+}
+
+SmallVector<int64_t> MoeSlotDotOp::getLoweredFactors() {
+  ShardingRule rule;
+  SlotFactors f = slotDotRule(*this, rule);
+  return {f.tokens, f.experts};
+}
+
+LogicalResult MoeSlotDotOp::buildLocal(LocalLoweringContext &ctx,
+                                       ArrayRef<Value> local,
+                                       TypeRange resultTypes,
+                                       const FactorAxes &factors,
+                                       SmallVectorImpl<Value> &results) {
+  ShardingRule rule;
+  SlotFactors f = slotDotRule(*this, rule);
+  FailureOr<SlotSplit> split = slotSplit(*this, f, factors);
+  if (failed(split))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = getLoc();
+  Value a = local[0], y = local[1], experts = local[2], positions = local[3];
+  auto resultType = cast<RankedTensorType>(resultTypes[0]);
+  if (split->shared.empty()) {
+    results.push_back(MoeSlotDotOp::create(
+        b, loc, resultType, a, wholeExperts(ctx, loc, y, *split),
+        sliceTokens(ctx, loc, experts, split->tokens),
+        sliceTokens(ctx, loc, positions, split->tokens)));
+    return success();
+  }
+  RankedTensorType at = typeOf(a);
+  const int64_t tokens = at.getDimSize(0), width = at.getDimSize(1);
+  FailureOr<Value> rows =
+      slotRows(ctx, *this, y, experts, positions, *split, tokens);
+  if (failed(rows))
+    return failure();
+  Value products = MulOp::create(
+      b, loc, *rows,
+      reshapeTo(b, loc, castTo(b, loc, a, typeOf(*rows).getElementType()),
+                {tokens, 1, width}));
+  Value dots = ReduceSumOp::create(b, loc, products, SmallVector<int64_t>{2},
+                                   /*keep_dims=*/false);
+  results.push_back(castTo(b, loc, dots, resultType.getElementType()));
+  return success();
 }
 
 ShardingRule MoeFirstChoiceFractionOp::getShardingRule() {

@@ -52,9 +52,17 @@ Plan::namedAxes() const {
     named.push_back({"pp", ppAxes});
   if (!spAxes.empty())
     named.push_back({"sp", spAxes});
+  if (!epAxes.empty())
+    named.push_back({"ep", epAxes});
   if (!microbatchAxes.empty())
     named.push_back({"mb", microbatchAxes});
   return named;
+}
+
+SmallVector<int64_t> Plan::batchAxes() const {
+  SmallVector<int64_t> axes(dpAxes.begin(), dpAxes.end());
+  axes.append(epAxes.begin(), epAxes.end());
+  return axes;
 }
 
 SmallVector<std::pair<std::string, int64_t>> Plan::namedCounts() const {
@@ -84,6 +92,13 @@ LogicalResult Plan::verify(function_ref<InFlightDiagnostic()> emitError) const {
                        << ") takes one whole grid axis, got " << spAxes.size();
   if (sp == 1 && !spAxes.empty())
     return emitError() << "sp = 1 takes no grid axis";
+  if (ep < 1)
+    return emitError() << "ep must be >= 1, got " << ep;
+  if (ep == 1 && !epAxes.empty())
+    return emitError() << "ep = 1 takes no grid axis";
+  if (ep > 1 && epAxes.empty())
+    return emitError() << "expert parallelism (ep = " << ep
+                       << ") needs its grid axes";
   if (spLayout != "striped" && spLayout != "contiguous")
     return emitError() << "sp_layout is \"striped\" or \"contiguous\", got \""
                        << spLayout << "\"";
@@ -102,7 +117,7 @@ LogicalResult Plan::verify(function_ref<InFlightDiagnostic()> emitError) const {
   for (ArrayRef<int64_t> axes :
        {ArrayRef<int64_t>(dpAxes), ArrayRef<int64_t>(tpAxes),
         ArrayRef<int64_t>(ppAxes), ArrayRef<int64_t>(spAxes),
-        ArrayRef<int64_t>(microbatchAxes)})
+        ArrayRef<int64_t>(epAxes), ArrayRef<int64_t>(microbatchAxes)})
     for (int64_t axis : axes) {
       if (axis < 0)
         return emitError() << "plan axes must be non-negative, got " << axis;
@@ -159,6 +174,8 @@ Plan Plan::fromAttr(PlanAttr attr) {
   plan.spAxes.assign(attr.getSpAxes().begin(), attr.getSpAxes().end());
   plan.spLayout = attr.getSpLayout().str();
   plan.tpLayout = attr.getTpLayout().str();
+  plan.ep = attr.getEp();
+  plan.epAxes.assign(attr.getEpAxes().begin(), attr.getEpAxes().end());
   return plan;
 }
 
@@ -166,12 +183,12 @@ PlanAttr Plan::toAttr(MLIRContext *ctx) const {
   SmallVector<Recompute> modes = recompute;
   canonicalizeRecompute(modes);
   using Axes = ArrayRef<int64_t>;
-  return PlanAttr::get(ctx, FlatSymbolRefAttr::get(ctx, grid), dp, Axes(dpAxes),
-                       tp, Axes(tpAxes), pp, Axes(ppAxes), microbatches,
-                       Axes(microbatchAxes), virtualStages, zero,
-                       StringRef(schedule), ArrayRef<Recompute>(modes),
-                       Axes(stageCuts), precision, sequenceParallel, sp,
-                       Axes(spAxes), StringRef(spLayout), StringRef(tpLayout));
+  return PlanAttr::get(
+      ctx, FlatSymbolRefAttr::get(ctx, grid), dp, Axes(dpAxes), tp,
+      Axes(tpAxes), pp, Axes(ppAxes), microbatches, Axes(microbatchAxes),
+      virtualStages, zero, StringRef(schedule), ArrayRef<Recompute>(modes),
+      Axes(stageCuts), precision, sequenceParallel, sp, Axes(spAxes),
+      StringRef(spLayout), StringRef(tpLayout), ep, Axes(epAxes));
 }
 
 std::optional<Plan> mlir::dtc::getPlan(ModuleOp module) {
@@ -196,7 +213,7 @@ LogicalResult PlanAttr::verify(
     StringRef schedule, ArrayRef<Recompute> recompute,
     ArrayRef<int64_t> stageCuts, Precision precision, bool sequenceParallel,
     int64_t sp, ArrayRef<int64_t> spAxes, StringRef spLayout,
-    StringRef tpLayout) {
+    StringRef tpLayout, int64_t ep, ArrayRef<int64_t> epAxes) {
   if (!grid)
     return emitError() << "a plan needs a grid";
   Plan plan;
@@ -220,6 +237,8 @@ LogicalResult PlanAttr::verify(
   plan.spAxes.assign(spAxes.begin(), spAxes.end());
   plan.spLayout = spLayout.str();
   plan.tpLayout = tpLayout.str();
+  plan.ep = ep;
+  plan.epAxes.assign(epAxes.begin(), epAxes.end());
   return plan.verify(emitError);
 }
 
@@ -290,6 +309,8 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       result = parseDegree(parser, plan.pp, plan.ppAxes);
     else if (key == "sp")
       result = parseDegree(parser, plan.sp, plan.spAxes);
+    else if (key == "ep")
+      result = parseDegree(parser, plan.ep, plan.epAxes);
     else if (key == "sp_layout")
       result = parser.parseString(&plan.spLayout);
     else if (key == "tp_layout")
@@ -353,7 +374,8 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       plan.virtualStages, plan.zero, StringRef(plan.schedule),
       ArrayRef<Recompute>(plan.recompute), Axes(plan.stageCuts), plan.precision,
       plan.sequenceParallel, plan.sp, Axes(plan.spAxes),
-      StringRef(plan.spLayout), StringRef(plan.tpLayout));
+      StringRef(plan.spLayout), StringRef(plan.tpLayout), plan.ep,
+      Axes(plan.epAxes));
 }
 
 void PlanAttr::print(AsmPrinter &printer) const {
@@ -363,6 +385,8 @@ void PlanAttr::print(AsmPrinter &printer) const {
   printDegree(printer, "pp", getPp(), getPpAxes());
   if (getSp() > 1)
     printDegree(printer, "sp", getSp(), getSpAxes());
+  if (getEp() > 1)
+    printDegree(printer, "ep", getEp(), getEpAxes());
   printDegree(printer, "microbatches", getMicrobatches(), getMicrobatchAxes());
   printer << ", virtual_stages = " << getVirtualStages()
           << ", zero = " << getZero() << ", schedule = \"" << getSchedule()

@@ -141,11 +141,12 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices,
     return false;
   };
   if (!o.autoPlan) {
-    int64_t product = o.dp * o.tp * o.pp * o.sp;
+    int64_t product = o.dp * o.tp * o.pp * o.sp * o.ep;
     if (product != devices) {
       errors.flag("--strategy dp=" + std::to_string(o.dp) + ",tp=" +
                   std::to_string(o.tp) + ",pp=" + std::to_string(o.pp) +
-                  (o.sp > 1 ? ",sp=" + std::to_string(o.sp) : "") + " uses " +
+                  (o.sp > 1 ? ",sp=" + std::to_string(o.sp) : "") +
+                  (o.ep > 1 ? ",ep=" + std::to_string(o.ep) : "") + " uses " +
                   std::to_string(product) + " devices but the mesh has " +
                   std::to_string(devices));
       return false;
@@ -156,9 +157,6 @@ bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices,
                   "sequence parallelism inside tp do not combine yet");
       return false;
     }
-    if (o.ep != 1)
-      return notYet("--strategy ep=" + std::to_string(o.ep) +
-                    ": expert parallelism");
     if (o.sequenceParallel && o.tp < 2) {
       errors.flag("--sequence-parallel splits the sequence over the "
                   "tensor-parallel devices; it needs --strategy tp=T with "

@@ -39,6 +39,7 @@ dtc::driver::strategyOptions(const CompileOptions &o) {
   planOptions.zero = o.autoPlan ? 0 : o.zero;
   planOptions.pp = o.autoPlan ? 1 : o.pp;
   planOptions.sp = o.autoPlan ? 1 : o.sp;
+  planOptions.ep = o.autoPlan ? 1 : o.ep;
   planOptions.virtualStages = o.virtualStages;
   // Gradient accumulation is more micro-batches: each of the K micro-steps
   // runs the M micro-batches of the pipeline, so M·K go through the

@@ -301,7 +301,7 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   for (CollectiveKind kind :
        {CollectiveKind::AllReduce, CollectiveKind::AllGather,
         CollectiveKind::ReduceScatter, CollectiveKind::AllToAll,
-        CollectiveKind::Shift})
+        CollectiveKind::Shift, CollectiveKind::MoeExchange})
     kinds.push_back(::dtc::artifact::collectiveKindName(kind));
   json comm = json::object();
   for (const std::string &kind : kinds)

@@ -193,8 +193,9 @@ std::string mlir::dtc::checkFactorAxes(Operation *op, const ShardingRule &rule,
         return message;
       }
       auto [it, fresh] = usedBy.try_emplace(axis, int64_t(factor));
-      if (!fresh && !(rule.mayShareAxes(it->second, int64_t(factor)) &&
-                      factors[it->second] == axes)) {
+      if (!fresh &&
+          !(rule.mayShareAxes(it->second, int64_t(factor)) &&
+            (rule.sharedAxesMayDiffer || factors[it->second] == axes))) {
         os << "dtc.factor_axes: grid axis " << axis
            << " shards two factors (or one twice)";
         return message;

@@ -302,6 +302,11 @@ LogicalResult ProgramEmitter::emitOp(Operation *op, int64_t index) {
             return emitCollective(op, CollectiveKind::Shift, c.getGridAxes(),
                                   {{"offset", c.getOffset()}}, in, index);
           })
+          .Case([&](MoeExchangeOp c) {
+            return emitCollective(
+                op, CollectiveKind::MoeExchange, c.getGridAxes(),
+                {{"to_experts", c.getToExperts()}}, in, index);
+          })
           .Case([&](ViewOpInterface) { return emitView(op, in, index); })
           .Default([&](Operation *op) { return emitKernel(op, in, index); });
   if (failed(result))

@@ -94,6 +94,13 @@ public:
   Value shiftToNext(Location loc, Value local, int64_t axis) override;
   Value allReduce(Location loc, Value local, ArrayRef<int64_t> axes,
                   PartialKind kind) override;
+  Value sliceAlong(Location loc, Value whole, ArrayRef<int64_t> axes,
+                   int64_t dim) override;
+  Value gatherAlong(Location loc, Value local, ArrayRef<int64_t> axes,
+                    int64_t dim) override;
+  FlatSymbolRefAttr gridSymbol() override {
+    return FlatSymbolRefAttr::get(ctx, gridName);
+  }
   Value lookupShared(Value key, StringRef name) override {
     auto it = shared.find({key.getAsOpaquePointer(), name.str()});
     return it == shared.end() ? Value() : it->second;
@@ -188,8 +195,8 @@ void Partitioner::tagSince(Block::iterator mark) {
       it->setAttr(DtcDialect::kPhaseAttr, phase);
     bool collective =
         isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
-            shard::AllSliceOp, shard::AllToAllOp, shard::ShiftOp, PadOp,
-            FillPaddingOp>(*it);
+            shard::AllSliceOp, shard::AllToAllOp, shard::ShiftOp, MoeExchangeOp,
+            PadOp, FillPaddingOp>(*it);
     if (gradientOf && collective && !it->hasAttr(DtcDialect::kGradientOfAttr))
       it->setAttr(DtcDialect::kGradientOfAttr, gradientOf);
   }
@@ -230,6 +237,26 @@ Value Partitioner::allReduce(Location loc, Value v, ArrayRef<int64_t> axes,
                              PartialKind kind) {
   return shard::AllReduceOp::create(b, loc, v.getType(), gridName,
                                     toGridAxes(axes), v, reductionOf(kind));
+}
+
+Value Partitioner::sliceAlong(Location loc, Value whole, ArrayRef<int64_t> axes,
+                              int64_t dim) {
+  RankedTensorType type = typeOf(whole);
+  SmallVector<int64_t> shape(type.getShape());
+  shape[size_t(dim)] /=
+      shardCount(gridShape, GridAxes(axes.begin(), axes.end()));
+  return shard::AllSliceOp::create(b, loc, type.clone(shape), whole, gridName,
+                                   toGridAxes(axes), dim);
+}
+
+Value Partitioner::gatherAlong(Location loc, Value local,
+                               ArrayRef<int64_t> axes, int64_t dim) {
+  RankedTensorType type = typeOf(local);
+  SmallVector<int64_t> shape(type.getShape());
+  shape[size_t(dim)] *=
+      shardCount(gridShape, GridAxes(axes.begin(), axes.end()));
+  return shard::AllGatherOp::create(b, loc, type.clone(shape), gridName,
+                                    toGridAxes(axes), local, APInt(64, dim));
 }
 
 Value Partitioner::fillPadding(Location loc, Value v, int64_t dim, int64_t size,

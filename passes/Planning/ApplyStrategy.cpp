@@ -82,18 +82,20 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
     plan.tp = tp;
     plan.pp = pp;
     plan.sp = sp;
+    plan.ep = ep;
     plan.microbatches = microbatches;
     plan.virtualStages = virtualStages;
     plan.zero = zero;
     if (plan.tp < 1)
       return module.emitError() << "tp must be >= 1, got " << plan.tp;
-    if (plan.pp < 1 || plan.sp < 1 || plan.microbatches < 1 ||
+    if (plan.pp < 1 || plan.sp < 1 || plan.ep < 1 || plan.microbatches < 1 ||
         plan.virtualStages < 1)
       return module.emitError()
-             << "pp, sp, virtual-stages and microbatches must be >= 1";
-    const int64_t model = plan.tp * plan.pp * plan.sp;
+             << "pp, sp, ep, virtual-stages and microbatches must be >= 1";
+    const int64_t model = plan.tp * plan.pp * plan.sp * plan.ep;
     const std::string sp =
-        plan.sp > 1 ? " x sp=" + std::to_string(plan.sp) : std::string();
+        (plan.sp > 1 ? " x sp=" + std::to_string(plan.sp) : std::string()) +
+        (plan.ep > 1 ? " x ep=" + std::to_string(plan.ep) : std::string());
     if (devices % model != 0)
       return module.emitError()
              << "tp=" << plan.tp << " x pp=" << plan.pp << sp
@@ -138,6 +140,17 @@ struct ApplyStrategyPass : impl::ApplyStrategyBase<ApplyStrategyPass> {
              << devices / (plan.pp * plan.tp) << "x" << plan.pp
              << (plan.tp > 1 ? "x" + std::to_string(plan.tp) : std::string())
              << ")";
+    // Expert parallelism: whole axes outside the pipeline's; the batch
+    // splits over them after the data-parallel ones.
+    if (!takeAxes(grid, axis, plan.ep, plan.epAxes))
+      return module.emitError()
+             << "ep=" << plan.ep << " is not a product of the mesh axes of "
+             << shapeString(grid)
+             << " inside the data-parallel ones (expert parallelism takes "
+                "whole axes between pipeline stages' and data "
+                "parallelism's; e.g. --mesh "
+             << devices / (plan.ep * plan.pp * plan.sp * plan.tp) << "x"
+             << plan.ep << ")";
     for (int64_t a = 0; a <= axis; ++a)
       if (grid[a] != 1)
         plan.dpAxes.push_back(a);

@@ -139,6 +139,8 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
       pinMegatron(step, grid, GridAxes(plan.tpAxes.begin(), plan.tpAxes.end()),
                   pins, pin);
     }
+    if (plan.ep > 1 && failed(pinExperts(step, pin)))
+      return failure();
     pinStateLikeParams(step, pins, pin);
 
     if (failed(propagation.run()))
@@ -148,8 +150,12 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
         failed(planSequenceParallel(
             step, grid, GridAxes(plan.tpAxes.begin(), plan.tpAxes.end()))))
       return failure();
-    if (plan.zero > 0 && !dpAxes.empty() &&
-        failed(planZero(step, grid, dpAxes)))
+    // ZeRO shards over every axis that splits the batch: the expert-parallel
+    // ones too, except for the experts' own weights, which those split.
+    SmallVector<int64_t> dataAxes = plan.batchAxes();
+    if (plan.zero > 0 && !dataAxes.empty() &&
+        failed(
+            planZero(step, grid, GridAxes(dataAxes.begin(), dataAxes.end()))))
       return failure();
     // Last, after every round of propagation has annotated the ops.
     if (!mbAxes.empty() && failed(keepWholeBatch(step, grid, mbAxes)))
@@ -322,9 +328,10 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
   template <class PinFn>
   LogicalResult pinBatches(func::FuncOp step, PinFn pin,
                            const llvm::DenseMap<Value, TensorSharding> &pins) {
-    GridAxes batchAxes(plan.dpAxes.begin(), plan.dpAxes.end());
+    SmallVector<int64_t> dataAxes = plan.batchAxes();
+    GridAxes batchAxes(dataAxes.begin(), dataAxes.end());
     batchAxes.append(plan.microbatchAxes.begin(), plan.microbatchAxes.end());
-    const int64_t batchSplit = plan.dp * plan.microbatches;
+    const int64_t batchSplit = plan.dp * plan.ep * plan.microbatches;
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
       BlockArgument arg = step.getArgument(i);
       auto type = cast<RankedTensorType>(arg.getType());
@@ -340,6 +347,8 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
               << "the batch dimension of input \""
               << (name ? name.getValue() : StringRef("?")) << "\" has size "
               << batch << ", which does not divide over dp=" << plan.dp;
+          if (plan.ep > 1)
+            diag << " x ep=" << plan.ep;
           if (plan.microbatches > 1)
             diag << " x " << plan.microbatches << " micro-batches";
           return diag;
@@ -368,15 +377,66 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     return success();
   }
 
+  /// Expert parallelism: every experts' buffer (moe_dispatch's result,
+  /// [E, C, D]) splits its experts over the ep axes; propagation carries
+  /// the split through the experts' batched matmuls to their weights, their
+  /// gradients and optimizer state, and dispatch and combine lower to
+  /// dtc.moe_exchange where the same axes split the tokens.
+  template <class PinFn>
+  LogicalResult pinExperts(func::FuncOp step, PinFn pin) {
+    const GridAxes epAxes(plan.epAxes.begin(), plan.epAxes.end());
+    SmallVector<MoeDispatchOp> dispatches;
+    step.walk([&](MoeDispatchOp op) { dispatches.push_back(op); });
+    if (dispatches.empty())
+      return emitError(step.getLoc())
+             << "ep=" << plan.ep
+             << " splits the experts of mixture-of-experts layers, and this "
+                "model has none (dtc.moe); use dp="
+             << plan.ep << " instead";
+    if (plan.pipelined())
+      return dispatches.front().emitError()
+             << "expert parallelism with micro-batches: routing fills each "
+                "expert in the order of the whole batch's tokens, so a "
+                "mixture-of-experts model cannot be micro-batched (no "
+                "pipeline stages, no gradient accumulation)";
+    for (MoeDispatchOp op : dispatches) {
+      const int64_t experts = tensorTypeOf(op.getBuffer()).getDimSize(0);
+      if (experts % plan.ep != 0)
+        return op.emitError()
+               << "ep=" << plan.ep << " does not divide the " << experts
+               << " experts of this mixture-of-experts layer";
+      TensorSharding sharding = TensorSharding::replicated(3);
+      sharding.dims[0] = epAxes;
+      pin(op.getBuffer(), sharding);
+    }
+    return success();
+  }
+
   /// ZeRO's layout of a parameter stored as `stored` (its tensor-parallel
-  /// split): the data-parallel axes added on the largest dimension nothing
-  /// splits yet (padded pieces when it does not divide), else appended to a
-  /// dimension split evenly that still divides; unchanged when neither
-  /// exists (a scalar, or dimensions too small).
+  /// or expert-parallel split): the data-parallel axes it does not use yet
+  /// added on the largest dimension nothing splits yet (padded pieces when
+  /// it does not divide), else appended to a dimension split evenly that
+  /// still divides; unchanged when neither exists (a scalar, or dimensions
+  /// too small).
   static TensorSharding zeroSharding(const TensorSharding &stored,
                                      ArrayRef<int64_t> shape,
                                      const GridAxes &dpAxes,
                                      ArrayRef<int64_t> grid) {
+    GridAxes free;
+    for (int64_t axis : dpAxes)
+      if (llvm::none_of(stored.dims, [&](const GridAxes &dim) {
+            return llvm::is_contained(dim, axis);
+          }))
+        free.push_back(axis);
+    if (free.empty())
+      return stored;
+    return zeroShardingOver(stored, shape, free, grid);
+  }
+
+  static TensorSharding zeroShardingOver(const TensorSharding &stored,
+                                         ArrayRef<int64_t> shape,
+                                         const GridAxes &dpAxes,
+                                         ArrayRef<int64_t> grid) {
     int64_t n = shardCount(grid, dpAxes);
     int best = -1;
     auto better = [&](int d) {

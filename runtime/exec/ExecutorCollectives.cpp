@@ -8,6 +8,7 @@
 #include "ExecutorParts.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace dtc::rt {
 
@@ -114,6 +115,144 @@ void RankExecutor::runCollective(Prepared &p, Traffic &traffic) {
     c.shift(in.data, out.data, inBytes, ins.offset, st, traffic);
     (void)outBytes;
     break;
+  case CollKind::MoeExchange:
+    runMoeExchange(p, traffic);
+    break;
+  }
+}
+
+namespace {
+
+/// Row copies (source row, destination row), merged into runs where both
+/// advance by one.
+void copyRows(Backend &be, Stream &st, char *dst, const char *src,
+              const std::vector<std::pair<int64_t, int64_t>> &rows,
+              size_t rowBytes) {
+  for (size_t i = 0; i < rows.size();) {
+    size_t run = 1;
+    while (i + run < rows.size() &&
+           rows[i + run].first == rows[i].first + int64_t(run) &&
+           rows[i + run].second == rows[i].second + int64_t(run))
+      ++run;
+    const size_t bytes = run * rowBytes;
+    be.copy2D(dst + size_t(rows[i].second) * rowBytes, bytes,
+              src + size_t(rows[i].first) * rowBytes, bytes, bytes, 1, st);
+    i += run;
+  }
+}
+
+} // namespace
+
+// Expert parallelism's exchange (docs/artifact.md "moe_exchange"). Every
+// member holds the routing of the group's T tokens, so each knows which
+// slot rows every pair of members exchanges, in token order, without a
+// count being sent: member m's tokens are [m T/n, (m+1) T/n), its experts
+// [m E/n, (m+1) E/n). A slot is kept when its position is in [0, C).
+void RankExecutor::runMoeExchange(Prepared &p, Traffic &traffic) {
+  const InstrDecl &ins = *p.decl;
+  DeviceCommunicator &c = *p.comm;
+  Backend &be = *backend_;
+  Stream &st = be.commStream();
+  const kernels::TensorArg &data = p.args.in[0], &expertsArg = p.args.in[1],
+                           &positionsArg = p.args.in[2], &out = p.args.out[0];
+  const kernels::TensorArg &buffer = ins.toExperts ? out : data;
+  const int n = c.size(), me = c.rank();
+  const int64_t tokens = expertsArg.shape[0], topK = expertsArg.shape[1];
+  const int64_t localTokens = tokens / n, localExperts = buffer.shape[0],
+                capacity = buffer.shape[1], experts = localExperts * n;
+  const size_t rowBytes = size_t(data.shape[2]) * dtypeSize(data.dtype);
+  const size_t routingBytes = size_t(tokens * topK) * sizeof(int32_t);
+  std::vector<int32_t> expertOf(size_t(tokens * topK)),
+      positionOf(size_t(tokens * topK));
+  be.copyToHost(expertOf.data(), expertsArg.data, routingBytes, st);
+  be.copyToHost(positionOf.data(), positionsArg.data, routingBytes, st);
+
+  // rows[s][q]: (slot row at member s, buffer row at member q) of the
+  // slots of s's tokens kept by q's experts, in token order.
+  using RowList = std::vector<std::pair<int64_t, int64_t>>;
+  const size_t members = static_cast<size_t>(n);
+  std::vector<std::vector<RowList>> rows(members,
+                                         std::vector<RowList>(members));
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < topK; ++j) {
+      const int64_t e = expertOf[size_t(t * topK + j)],
+                    pos = positionOf[size_t(t * topK + j)];
+      if (e < 0 || e >= experts)
+        throw Error("moe_exchange: expert " + std::to_string(e) +
+                    " at position [" + std::to_string(t) + ", " +
+                    std::to_string(j) + "] is outside [0, " +
+                    std::to_string(experts) + ")");
+      if (pos < 0 || pos >= capacity)
+        continue; // dropped: over capacity
+      const int64_t s = t / localTokens, q = e / localExperts;
+      rows[size_t(s)][size_t(q)].push_back(
+          {(t - s * localTokens) * topK + j,
+           (e - q * localExperts) * capacity + pos});
+    }
+
+  // Rows no slot reaches are 0.
+  const size_t outBytes = size_t(out.numel) * dtypeSize(out.dtype);
+  if (be.hostAddressable()) {
+    std::memset(out.data, 0, outBytes);
+  } else {
+    if (zeros_.size() < outBytes)
+      zeros_.assign(outBytes, 0);
+    be.copyFromHost(out.data, zeros_.data(), outBytes, st);
+  }
+  const char *src = static_cast<const char *>(data.data);
+  char *dst = static_cast<char *>(out.data);
+  char *send = staging_,
+       *recv = staging_ + size_t(data.numel) * dtypeSize(data.dtype);
+  // Pairs as (row on this member's input, row on its output): a copy.
+  auto swapped = [](std::vector<std::pair<int64_t, int64_t>> list) {
+    for (auto &[a, b] : list)
+      std::swap(a, b);
+    return list;
+  };
+  // (input row, position in the packed message) of an outgoing list.
+  auto packed = [](const std::vector<std::pair<int64_t, int64_t>> &list) {
+    std::vector<std::pair<int64_t, int64_t>> order;
+    for (size_t i = 0; i < list.size(); ++i)
+      order.push_back({list[i].first, int64_t(i)});
+    return order;
+  };
+  // What this member sends to q, and receives from s, as row lists.
+  auto outgoing = [&](int q) {
+    return ins.toExperts ? rows[size_t(me)][size_t(q)]
+                         : swapped(rows[size_t(q)][size_t(me)]);
+  };
+  auto incoming = [&](int s) {
+    return ins.toExperts ? rows[size_t(s)][size_t(me)]
+                         : swapped(rows[size_t(me)][size_t(s)]);
+  };
+  // Own rows: straight from input to output.
+  copyRows(be, st, dst, src, outgoing(me), rowBytes);
+  size_t offset = 0;
+  for (int q = 0; q < n; ++q) {
+    if (q == me)
+      continue;
+    const std::vector<std::pair<int64_t, int64_t>> list = outgoing(q);
+    if (list.empty())
+      continue;
+    copyRows(be, st, send + offset, src, packed(list), rowBytes);
+    c.send(send + offset, list.size() * rowBytes, q, kMoeExchangeTag, st,
+           traffic);
+    offset += list.size() * rowBytes;
+  }
+  offset = 0;
+  for (int s = 0; s < n; ++s) {
+    if (s == me)
+      continue;
+    const std::vector<std::pair<int64_t, int64_t>> list = incoming(s);
+    if (list.empty())
+      continue;
+    c.recv(recv + offset, list.size() * rowBytes, s, kMoeExchangeTag, st,
+           traffic);
+    std::vector<std::pair<int64_t, int64_t>> place;
+    for (size_t i = 0; i < list.size(); ++i)
+      place.push_back({int64_t(i), list[i].second});
+    copyRows(be, st, dst, recv + offset, place, rowBytes);
+    offset += list.size() * rowBytes;
   }
 }
 

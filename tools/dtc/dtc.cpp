@@ -106,6 +106,11 @@ Plan:
                         mesh axis (after tp's), attention run as a ring of
                         blocks; the search considers it too (on the
                         mesh axis after pp's)
+                        ep=E: expert parallelism, mesh axes (between pp's
+                        and dp's) that split the batch like dp and every
+                        dtc.moe layer's experts; tokens go to their
+                        experts' ranks and back (moe_exchange). Fixes the
+                        plan: dp takes the devices left
   --sp-layout L         striped|contiguous: which positions each sp rank
                         holds. striped: rank r holds r, r+S, r+2S, ...,
                         so causal attention's work is the same on every
@@ -335,15 +340,17 @@ bool applyStrategy(const std::string &text, bool autoGiven,
     return std::find(named.begin(), named.end(), key) != named.end();
   };
   const int64_t devices = o.devices();
-  const int64_t model = o.tp * o.pp * o.sp;
+  const int64_t model = o.tp * o.pp * o.sp * o.ep;
   const int64_t namedProduct = (isNamed("dp") ? o.dp : 1) * model;
   if (!isNamed("dp") && devices % model != 0) {
-    fail("--strategy: tp*pp" + std::string(o.sp > 1 ? "*sp=" : "=") +
-         std::to_string(model) + " does not divide the " +
-         std::to_string(devices) + " devices");
+    fail("--strategy: tp*pp" + std::string(o.sp > 1 ? "*sp" : "") +
+         std::string(o.ep > 1 ? "*ep" : "") + "=" + std::to_string(model) +
+         " does not divide the " + std::to_string(devices) + " devices");
     return false;
   }
-  const bool complete = namedProduct == devices ||
+  // The search does not choose expert parallelism yet: ep fixes the plan,
+  // data parallelism taking the devices left.
+  const bool complete = namedProduct == devices || o.ep > 1 ||
                         (isNamed("dp") && isNamed("tp") && isNamed("pp"));
   if (complete && !autoGiven) {
     if (!isNamed("dp"))

@@ -80,7 +80,9 @@ def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
     `tp_layout` says which factor of each op the tp axes split: "megatron"
     (the default: Megatron's column- and row-parallel pattern) or "ilp"
     (Alpa's intra-op integer program over the ops' sharding rules), printed
-    when not the default.
+    when not the default. `ep = E on [a]` (printed when E > 1) is expert
+    parallelism: grid axes that split the batch as data parallelism does
+    and the experts of every mixture-of-experts layer too.
   }];
   let parameters = (ins
     "::mlir::FlatSymbolRefAttr":$grid,
@@ -102,7 +104,9 @@ def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
     "int64_t":$sp,
     OptionalArrayRefParameter<"int64_t">:$spAxes,
     StringRefParameter<"ring attention's sequence layout">:$spLayout,
-    StringRefParameter<"tensor-parallel layout">:$tpLayout
+    StringRefParameter<"tensor-parallel layout">:$tpLayout,
+    "int64_t":$ep,
+    OptionalArrayRefParameter<"int64_t">:$epAxes
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

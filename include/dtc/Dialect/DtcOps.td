@@ -749,7 +749,8 @@ def Dtc_MoeRouteGradOp : Dtc_Op<"moe_route_grad", [Pure, Dtc_ShardingRule,
 }
 
 def Dtc_MoeDispatchOp : Dtc_Op<"moe_dispatch", [Pure, Dtc_Gradient,
-                                                Dtc_ShardingRule, Dtc_CostOpInterface]> {
+                                                Dtc_ShardingRule, Dtc_CostOpInterface,
+                                                Dtc_LocalLowering]> {
   let summary = "token rows into the experts' buffers, scaled per slot";
   let description = [{
     buffer[e, c] = weights[t, j] * x[t] for the slot (t, j) at expert e,
@@ -761,7 +762,8 @@ def Dtc_MoeDispatchOp : Dtc_Op<"moe_dispatch", [Pure, Dtc_Gradient,
 }
 
 def Dtc_MoeCombineOp : Dtc_Op<"moe_combine", [Pure, Dtc_Gradient,
-                                              Dtc_ShardingRule, Dtc_CostOpInterface]> {
+                                              Dtc_ShardingRule, Dtc_CostOpInterface,
+                                              Dtc_LocalLowering]> {
   let summary = "the experts' buffer rows back to tokens, weighted and summed";
   let description = [{
     result[t] = sum over t's kept slots (t, j) of weights[t, j] * y[e, c].
@@ -772,7 +774,7 @@ def Dtc_MoeCombineOp : Dtc_Op<"moe_combine", [Pure, Dtc_Gradient,
 }
 
 def Dtc_MoeSlotDotOp : Dtc_Op<"moe_slot_dot", [Pure, Dtc_ShardingRule,
-                                               Dtc_CostOpInterface]> {
+                                               Dtc_CostOpInterface, Dtc_LocalLowering]> {
   let summary = "per slot, the dot product of a token row and its buffer row";
   let description = [{
     result[t, j] = <a[t], y[e, c]> for the slot (t, j) at (e, c); 0 for a
@@ -788,6 +790,32 @@ def Dtc_MoeFirstChoiceFractionOp : Dtc_Op<"moe_first_choice_fraction",
   let summary = "the fraction of tokens whose first choice is each expert";
   let arguments = (ins Dtc_I32Tensor:$experts);
   let results = (outs Dtc_FloatTensor:$fraction);
+}
+
+// A collective of dtc's own: the upstream shard dialect's all_to_all moves
+// equal pieces of a tensor, and expert parallelism moves data-dependent
+// rows (each token's slot to its expert's rank).
+def Dtc_MoeExchangeOp : Op<Dtc_Dialect, "moe_exchange",
+                           [Pure, Dtc_KnownAttributesOnly]> {
+  let summary = "expert parallelism's all-to-all: slot rows between the "
+                "ranks of their tokens and of their experts";
+  let description = [{
+    The n members of the group over `grid_axes` hold consecutive blocks of
+    the tokens of `experts` and `positions` ([T, k], the routing of every
+    token of the group, the same on all members) and of the E experts.
+    `to_experts`: `data` is the member's token slots [T/n, k, D]; the
+    result is its experts' buffer [E/n, C, D], where row (e, c) holds the
+    slot (t, j) routed to expert e at position c (from whichever member
+    holds t) and rows no slot reaches are 0. `to_tokens` is the transpose:
+    `data` [E/n, C, D] to the member's slots [T/n, k, D], a dropped slot's
+    row 0. Every member knows every row's source and destination from the
+    routing, so no counts are exchanged.
+  }];
+  let arguments = (ins Dtc_FloatTensor:$data, Dtc_I32Tensor:$experts,
+                       Dtc_I32Tensor:$positions, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes, BoolAttr:$to_experts);
+  let results = (outs Dtc_FloatTensor:$result);
+  let hasVerifier = 1;
 }
 
 #endif // DTC_DIALECT_DTCOPS_TD

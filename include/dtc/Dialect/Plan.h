@@ -57,10 +57,19 @@ struct Plan {
   /// column and row pattern) or "ilp" (the intra-op integer program,
   /// include/dtc/Planner/TensorLayout.h).
   std::string tpLayout = "megatron";
+  /// Expert parallelism: grid axes that split the batch (data parallelism
+  /// for every dense op: the batch splits over dpAxes then epAxes) and
+  /// the experts of the mixture-of-experts layers, whose tokens travel to
+  /// their experts' ranks (dtc.moe_exchange).
+  int64_t ep = 1;
+  SmallVector<int64_t> epAxes;
 
   /// Whether the step runs per micro-batch (pipeline stages or
   /// accumulation): the micro-batch axis exists and the split applies.
   bool pipelined() const { return pp > 1 || microbatches > 1; }
+  /// The grid axes that split the batch: the data-parallel ones, then the
+  /// expert-parallel ones (minor).
+  SmallVector<int64_t> batchAxes() const;
   int64_t virtualStageCount() const { return pp * virtualStages; }
   /// The recomputation of pipeline stage `stage`.
   Recompute recomputeOf(int64_t stage) const;

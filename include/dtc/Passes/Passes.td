@@ -165,6 +165,10 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
     Option<"sp", "sp", "int64_t", /*default=*/"1",
            "ring-attention sequence parallelism: the sequence split over one "
            "whole mesh axis (inside tp's, outside pp's)">,
+    Option<"ep", "ep", "int64_t", /*default=*/"1",
+           "expert parallelism: whole mesh axes (outside pp's, inside dp's) "
+           "that split the batch as dp does and the experts of every "
+           "mixture-of-experts layer">,
     Option<"spLayout", "sp-layout", "std::string", /*default=*/"\"striped\"",
            "ring attention's sequence layout: striped (rank r holds positions "
            "r, r + sp, ...: causal work balanced) or contiguous (one chunk "

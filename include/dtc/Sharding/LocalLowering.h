@@ -43,6 +43,16 @@ public:
   /// Resolves a local value that is pending over `axes` (all-reduce).
   virtual Value allReduce(Location loc, Value local, ArrayRef<int64_t> axes,
                           PartialKind kind) = 0;
+  /// This rank's piece of `whole` (the same on every rank of `axes`) along
+  /// `dim`, split over `axes` (shard.all_slice: no communication).
+  virtual Value sliceAlong(Location loc, Value whole, ArrayRef<int64_t> axes,
+                           int64_t dim) = 0;
+  /// `local` gathered along `dim` over `axes` (shard.all_gather).
+  virtual Value gatherAlong(Location loc, Value local, ArrayRef<int64_t> axes,
+                            int64_t dim) = 0;
+  /// The grid's symbol, for the collectives a lowering builds itself
+  /// (dtc.moe_exchange).
+  virtual FlatSymbolRefAttr gridSymbol() = 0;
   /// Values one lowering leaves for a later one (a forward's softmax
   /// statistics reused by its gradient), keyed by a local value and a name.
   virtual Value lookupShared(Value key, StringRef name) = 0;

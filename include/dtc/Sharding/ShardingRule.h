@@ -66,6 +66,11 @@ struct ShardingRule {
   /// the diagonal by passing one side around). Any other axis shards one
   /// factor only.
   llvm::SmallVector<std::pair<int64_t, int64_t>, 1> sharedAxes;
+  /// Whether a shared pair may be split over different axes that overlap
+  /// (expert parallelism: the tokens over the data-parallel axes and the
+  /// expert-parallel ones, the experts over the latter); otherwise a shared
+  /// pair takes the same axes (ring attention's queries and keys).
+  bool sharedAxesMayDiffer = false;
 
   /// Whether factors `a` and `b` may share grid axes.
   bool mayShareAxes(int64_t a, int64_t b) const {

@@ -104,6 +104,8 @@ struct InstrDecl {
   int axis = 0, splitAxis = 0, concatAxis = 0;
   /// shift: member m sends to (m + offset) mod n (the group's size).
   int offset = 0;
+  /// moe_exchange: from token slots to experts' buffers (else back).
+  bool toExperts = false;
   /// all_reduce in a gradient bucket: index into ProgramDecl::buckets.
   int bucket = -1;
   /// Part of the forward-only run that evaluates the loss (the program's

@@ -27,11 +27,13 @@ enum class CollectiveKind {
   ReduceScatter,
   AllSlice,
   AllToAll,
-  Shift
+  Shift,
+  /// Expert parallelism's exchange of slot rows (docs/artifact.md).
+  MoeExchange
 };
-constexpr int kNumCollectiveKinds = 6;
+constexpr int kNumCollectiveKinds = 7;
 /// "all_reduce", "all_gather", "reduce_scatter", "all_slice", "all_to_all",
-/// "shift".
+/// "shift", "moe_exchange".
 const char *collectiveKindName(CollectiveKind kind) noexcept;
 bool parseCollectiveKind(std::string_view name, CollectiveKind &out) noexcept;
 

@@ -252,6 +252,7 @@ private:
   /// Collectives and pipeline sends/receives: on the communication stream.
   void enqueueCollective(Prepared &p, int index, int microbatch);
   void runCollective(Prepared &p, Traffic &traffic);
+  void runMoeExchange(Prepared &p, Traffic &traffic);
   /// A gradient bucket's member: packs its operand into bucketBuffer_;
   /// the last member also reduces the bucket and unpacks every result.
   void runBucketMember(Prepared &p, Traffic &traffic);
@@ -280,6 +281,12 @@ private:
   List instrs_;
   /// Packing buffer of the axis-wise collectives (sized once, at load).
   char *staging_ = nullptr;
+  /// Zeros copied over a moe_exchange's output on a device whose memory the
+  /// host cannot write.
+  std::vector<char> zeros_;
+  /// moe_exchange's messages (on the expert-parallel communicators, which
+  /// carry no pipeline messages).
+  static constexpr int kMoeExchangeTag = 0;
   size_t stagingSize_ = 0;
   /// Where a gradient bucket's members are packed and reduced (the
   /// largest bucket; apart from staging_, which collectives between the

@@ -10,7 +10,14 @@ reference (test/reference/dtcref).
   moe.test.py vjp MODEL.mlir SEED     the reference's dtc.moe gradients
                                       against central differences (so the
                                       reference that checks dtc is checked)
+  moe.test.py exchange MODEL.mlir SEED EP REPORT.json STATS.json
+                                      expert parallelism's moe_exchange
+                                      bytes of step 0 over EP ranks: the
+                                      report's against the formula, the
+                                      runtime's against the rows the
+                                      reference's routing moves
 """
+import json
 import os
 import sys
 
@@ -106,5 +113,51 @@ def vjp(path, seed):
               f"differences (worst relative {worst:.1e}){' (routing moved)' if moved else ''}")
 
 
+# The exchanges of one dtc.moe per step: the forward sends each token slot
+# to its expert (dispatch) and the result back (combine); the backward sends
+# the result's gradient to the experts (combine's gradient), the experts'
+# outputs to the tokens again (their weights' gradient) and the buffer's
+# gradient back to the tokens (dispatch's gradient).
+TO_EXPERTS, TO_TOKENS = 2, 3
+
+
+def exchange(path, seed, ep, report_path, stats_path):
+    """Report: every member sends (ep - 1)/ep of its T/ep tokens' k slots,
+    D values each, per exchange (balanced routing, nothing dropped): the
+    formula tokens * top_k * hidden * bytes * (ep - 1)/ep^2. Runtime: the
+    rows the routing really moves between members (kept slots whose token
+    and expert are on different members), the busiest member's."""
+    model, env = step0(path, seed)
+    report = json.load(open(report_path))
+    stats = json.load(open(stats_path))
+    formula = 0
+    sent = np.zeros(ep, dtype=np.int64)
+    for op in model.func.ops:
+        if op.name != "dtc.moe":
+            continue
+        x, router = env[op.operands[0]], env[op.operands[1]]
+        top_k = int(interp._attr(op, "top_k"))
+        T, D = x.shape
+        E = router.shape[1]
+        cap = moe.capacity(float(interp._attr(op, "capacity_factor")), T, top_k, E)
+        experts, positions, _ = moe.route(moe._router(x, router), top_k, cap)
+        row = D * 4
+        formula += (TO_EXPERTS + TO_TOKENS) * T * top_k * row * (ep - 1) // ep ** 2
+        token_owner = np.repeat(np.arange(T) // (T // ep), top_k).reshape(T, top_k)
+        expert_owner = experts // (E // ep)
+        moved = (positions >= 0) & (token_owner != expert_owner)
+        for m in range(ep):
+            sent[m] += TO_EXPERTS * row * int(np.sum(moved & (token_owner == m)))
+            sent[m] += TO_TOKENS * row * int(np.sum(moved & (expert_owner == m)))
+    reported = report["comm_bytes"]["moe_exchange"]
+    counted = stats["collectives_per_step"]["moe_exchange"]["sent_bytes"]
+    print(f"report {reported}, formula {formula}: {'equal' if reported == formula else 'DIFFER'}")
+    print(f"runtime {counted}, routed rows {int(sent.max())}: "
+          f"{'equal' if counted == int(sent.max()) else 'DIFFER'}")
+
+
 if __name__ == "__main__":
-    {"drops": drops, "aux": aux, "vjp": vjp}[sys.argv[1]](sys.argv[2], int(sys.argv[3]))
+    if sys.argv[1] == "exchange":
+        exchange(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6])
+    else:
+        {"drops": drops, "aux": aux, "vjp": vjp}[sys.argv[1]](sys.argv[2], int(sys.argv[3]))
