@@ -808,3 +808,40 @@ func.func @ring_block_grad_offset(%q: tensor<1x2x4x8xf32>, %off: tensor<i32>, %l
   %0:3 = "dtc.attention_block_grad"(%q, %q, %q, %off, %off, %q, %q, %lse) {causal = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<i32>, tensor<i32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
   return
 }
+
+// -----
+
+// Expert parallelism's exchange: the token slots are the group members'
+// block of the routing's tokens.
+shard.grid @grid(shape = 2)
+func.func @moe_exchange_slots(%rows: tensor<8x2x4xf32>, %routing: tensor<8x2xi32>) {
+  // expected-error @+1 {{the token slots 'tensor<8x2x4xf32>' must be [T/n, k] = [8/2, 2, D] for the routing 'tensor<8x2xi32>' over 2 members}}
+  %0 = "dtc.moe_exchange"(%rows, %routing, %routing) <{grid = @grid, grid_axes = array<i16: 0>, to_experts = true}> : (tensor<8x2x4xf32>, tensor<8x2xi32>, tensor<8x2xi32>) -> tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+shard.grid @grid(shape = 2)
+func.func @moe_exchange_axis(%rows: tensor<4x2x4xf32>, %routing: tensor<8x2xi32>) {
+  // expected-error @+1 {{grid axis 1 does not exist on @grid}}
+  %0 = "dtc.moe_exchange"(%rows, %routing, %routing) <{grid = @grid, grid_axes = array<i16: 1>, to_experts = true}> : (tensor<4x2x4xf32>, tensor<8x2xi32>, tensor<8x2xi32>) -> tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+shard.grid @grid(shape = 2)
+func.func @moe_exchange_width(%buffer: tensor<2x4x4xf32>, %routing: tensor<8x2xi32>) {
+  // expected-error @+1 {{data 'tensor<2x4x4xf32>' and the result 'tensor<4x2x8xf32>' must have one element type and row width}}
+  %0 = "dtc.moe_exchange"(%buffer, %routing, %routing) <{grid = @grid, grid_axes = array<i16: 0>, to_experts = false}> : (tensor<2x4x4xf32>, tensor<8x2xi32>, tensor<8x2xi32>) -> tensor<4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @moe_exchange_grid(%rows: tensor<4x2x4xf32>, %routing: tensor<8x2xi32>) {
+  // expected-error @+1 {{no shard.grid @nowhere}}
+  %0 = "dtc.moe_exchange"(%rows, %routing, %routing) <{grid = @nowhere, grid_axes = array<i16: 0>, to_experts = true}> : (tensor<4x2x4xf32>, tensor<8x2xi32>, tensor<8x2xi32>) -> tensor<2x4x4xf32>
+  return
+}
