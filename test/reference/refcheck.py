@@ -3,8 +3,8 @@
 the float64 reference (test/reference/dtcref).
 
   refcheck.py MODEL.mlir --work DIR [--steps N] [--seed S] [--meshes 1,2,4,2x2]
-              [--data FILE [--data-dtype uint16]] [--auto] [--resume-at K]
-              [-- dtc compile flags (optimizer, lr, clipping...)]
+              [--data FILE [--data-dtype uint16]] [--auto] [--resume-at K
+              [--resume-plans]] [-- dtc compile flags (optimizer, lr, clipping...)]
 
 Checks, each a failure with its location when violated:
   - the initial parameters (`dtc run --steps 0 --save`) equal the reference's
@@ -18,7 +18,8 @@ Checks, each a failure with its location when violated:
     schedule...) instead of a data-parallel mesh;
   - with --resume-at K: training K steps on one mesh, saving, and resuming
     on the next mesh of the list (cyclically) ends at the same reference
-    numbers (parameters AND optimizer state).
+    numbers (parameters AND optimizer state); with --resume-plans the list
+    is the meshes then the plans.
 Prints one line per mesh; exits 1 on any mismatch.
 """
 import argparse
@@ -92,6 +93,8 @@ def main(argv):
     p.add_argument("--data-dtype", default="uint16")
     p.add_argument("--auto", action="store_true", help="let dtc choose the plan (--auto)")
     p.add_argument("--resume-at", type=int, default=0)
+    p.add_argument("--resume-plans", action="store_true",
+                   help="--resume-at goes around the meshes and the plans")
     p.add_argument("--dtc", default="dtc")
     p.add_argument("--tamper", choices=["loss", "param"],
                    help="test hook: make step 1's loss / fc1.weight[0, 1] NaN after the first run")
@@ -182,8 +185,9 @@ def main(argv):
         failed |= not rep.ok
 
     if a.resume_at:
-        for i, mesh in enumerate(meshes):
-            other = meshes[(i + 1) % len(meshes)]
+        ring = meshes + list(plans) if a.resume_plans else meshes
+        for i, mesh in enumerate(ring):
+            other = ring[(i + 1) % len(ring)]
             rep = compare.Report()
             mid = os.path.join(a.work, f"resume{i}.mid.safetensors")
             end = os.path.join(a.work, f"resume{i}.end.safetensors")
