@@ -334,7 +334,7 @@ SlotFactors slotDotRule(MoeSlotDotOp op, ShardingRule &rule) {
 
 /// How a lowering of dispatch, combine or slot_dot splits tokens and
 /// experts: the tokens over `batchOnly` then `shared`, the experts over
-/// `shared` (expert parallelism: the axes of both), or over `expertsOnly`.
+/// `shared` (expert parallelism: the axes of both) then `expertsOnly`.
 struct SlotSplit {
   GridAxes tokens, batchOnly, shared, expertsOnly;
 };
@@ -347,25 +347,22 @@ FailureOr<SlotSplit> slotSplit(Operation *op, const SlotFactors &f,
   GridAxes experts;
   if (f.experts >= 0)
     experts = factors[size_t(f.experts)];
-  const bool sharesAny = llvm::any_of(experts, [&](int64_t axis) {
-    return llvm::is_contained(split.tokens, axis);
-  });
-  if (!sharesAny) {
-    split.batchOnly = split.tokens;
-    split.expertsOnly = experts;
-    return split;
-  }
-  // Expert parallelism: the axes that split the experts are the tokens'
-  // minor ones, so each group of them holds one contiguous run of tokens.
-  const size_t n = split.tokens.size(), m = experts.size();
-  if (m > n || !std::equal(experts.begin(), experts.end(),
-                           split.tokens.begin() + (n - m)))
+  for (int64_t axis : experts)
+    (llvm::is_contained(split.tokens, axis) ? split.shared : split.expertsOnly)
+        .push_back(axis);
+  // The axes both split are the tokens' minor ones (so each group of them
+  // holds one contiguous run of tokens) and the experts' major ones (so
+  // each member of the group one contiguous run of experts, which other
+  // axes may split further).
+  const size_t n = split.tokens.size(), m = split.shared.size();
+  if (!std::equal(split.shared.begin(), split.shared.end(),
+                  split.tokens.begin() + (n - m)) ||
+      !std::equal(split.shared.begin(), split.shared.end(), experts.begin()))
     return op->emitError()
-           << "expert parallelism needs the axes that split the experts ("
-           << experts.size() << " of them) to be the last axes that split the "
-           << "tokens";
+           << "expert parallelism needs the mesh axes that split both the "
+              "tokens and the experts to be the tokens' last and the "
+              "experts' first";
   split.batchOnly.assign(split.tokens.begin(), split.tokens.begin() + (n - m));
-  split.shared = experts;
   return split;
 }
 
@@ -453,12 +450,15 @@ LogicalResult MoeDispatchOp::buildLocal(LocalLoweringContext &ctx,
   auto resultType = cast<RankedTensorType>(resultTypes[0]);
   Value buffer;
   if (split->shared.empty()) {
-    // Each batch shard fills its own tokens' rows of every expert.
-    Value own = MoeDispatchOp::create(
-        b, loc, resultType.clone(typeOf(getBuffer()).getShape()), x,
-        sliceTokens(ctx, loc, experts, split->tokens),
-        sliceTokens(ctx, loc, positions, split->tokens),
-        sliceTokens(ctx, loc, weights, split->tokens));
+    // Each batch shard fills its own tokens' rows of every expert (the
+    // rows as wide as the rank's piece of them).
+    SmallVector<int64_t> ownShape(resultType.getShape());
+    ownShape[0] = typeOf(getBuffer()).getDimSize(0);
+    Value own =
+        MoeDispatchOp::create(b, loc, resultType.clone(ownShape), x,
+                              sliceTokens(ctx, loc, experts, split->tokens),
+                              sliceTokens(ctx, loc, positions, split->tokens),
+                              sliceTokens(ctx, loc, weights, split->tokens));
     if (!split->tokens.empty())
       own = ctx.allReduce(loc, own, split->tokens, PartialKind::Sum);
     buffer = split->expertsOnly.empty()
@@ -475,11 +475,17 @@ LogicalResult MoeDispatchOp::buildLocal(LocalLoweringContext &ctx,
                                reshapeTo(b, loc, w, {tokens, topK, 1}));
     auto [groupExperts, groupPositions] =
         groupRouting(ctx, loc, experts, positions, *split);
-    buffer = exchange(ctx, loc, rows, groupExperts, groupPositions,
-                      split->shared, /*toExperts=*/true, resultType);
+    SmallVector<int64_t> memberShape(resultType.getShape());
+    memberShape[0] = typeOf(getBuffer()).getDimSize(0) /
+                     shardCount(ctx.grid(), split->shared);
+    buffer =
+        exchange(ctx, loc, rows, groupExperts, groupPositions, split->shared,
+                 /*toExperts=*/true, resultType.clone(memberShape));
     // Other groups' tokens fill other rows of the same experts.
     if (!split->batchOnly.empty())
       buffer = ctx.allReduce(loc, buffer, split->batchOnly, PartialKind::Sum);
+    if (!split->expertsOnly.empty())
+      buffer = ctx.sliceAlong(loc, buffer, split->expertsOnly, 0);
   }
   results.push_back(buffer);
   return success();
@@ -513,8 +519,8 @@ static Value slotRows(LocalLoweringContext &ctx, Operation *op, Value y,
   auto rowsType = RankedTensorType::get(
       {tokens, typeOf(experts).getDimSize(1), yt.getDimSize(2)},
       yt.getElementType());
-  return exchange(ctx, loc, y, groupExperts, groupPositions, split.shared,
-                  /*toExperts=*/false, rowsType);
+  return exchange(ctx, loc, wholeExperts(ctx, loc, y, split), groupExperts,
+                  groupPositions, split.shared, /*toExperts=*/false, rowsType);
 }
 
 LogicalResult MoeCombineOp::buildLocal(LocalLoweringContext &ctx,
