@@ -300,7 +300,7 @@ SlotFactors slotRule(ShardingRule &rule, RankedTensorType rows,
   return f;
 }
 
-SlotFactors dispatchRule(MoeDispatchOp op, ShardingRule &rule) {
+SlotFactors slotRuleOf(MoeDispatchOp op, ShardingRule &rule) {
   // The tokens are summed into the buffer: a batch shard fills its own
   // tokens' rows, and the lowering completes the sum (over an axis that
   // also splits the experts, by sending each row to its expert's rank).
@@ -312,7 +312,7 @@ SlotFactors dispatchRule(MoeDispatchOp op, ShardingRule &rule) {
   return f;
 }
 
-SlotFactors combineRule(MoeCombineOp op, ShardingRule &rule) {
+SlotFactors slotRuleOf(MoeCombineOp op, ShardingRule &rule) {
   SlotFactors f = slotRule(rule, typeOf(op.getResult()), typeOf(op.getY()),
                            typeOf(op.getExperts()).getDimSize(1),
                            FactorKind::Parallel, FactorKind::Resolved);
@@ -321,7 +321,7 @@ SlotFactors combineRule(MoeCombineOp op, ShardingRule &rule) {
   return f;
 }
 
-SlotFactors slotDotRule(MoeSlotDotOp op, ShardingRule &rule) {
+SlotFactors slotRuleOf(MoeSlotDotOp op, ShardingRule &rule) {
   // The row width is contracted: split, each shard's dot is a partial sum.
   SlotFactors f =
       slotRule(rule, typeOf(op.getA()), typeOf(op.getY()),
@@ -403,23 +403,37 @@ std::pair<Value, Value> groupRouting(LocalLoweringContext &ctx, Location loc,
           sliceTokens(ctx, loc, positions, split.batchOnly)};
 }
 
+/// The factors a slot kernel's lowering implements: its tokens and experts.
+template <class SlotOp> SmallVector<int64_t> loweredSlotFactors(SlotOp op) {
+  ShardingRule rule;
+  SlotFactors f = slotRuleOf(op, rule);
+  return {f.tokens, f.experts};
+}
+
+/// How `factors` split a slot kernel's tokens and experts.
+template <class SlotOp>
+FailureOr<SlotSplit> slotSplitOf(SlotOp op, const FactorAxes &factors) {
+  ShardingRule rule;
+  return slotSplit(op, slotRuleOf(op, rule), factors);
+}
+
 } // namespace
 
 ShardingRule MoeDispatchOp::getShardingRule() {
   ShardingRule rule;
-  dispatchRule(*this, rule);
+  slotRuleOf(*this, rule);
   return rule;
 }
 
 ShardingRule MoeCombineOp::getShardingRule() {
   ShardingRule rule;
-  combineRule(*this, rule);
+  slotRuleOf(*this, rule);
   return rule;
 }
 
 ShardingRule MoeSlotDotOp::getShardingRule() {
   ShardingRule rule;
-  slotDotRule(*this, rule);
+  slotRuleOf(*this, rule);
   return rule;
 }
 
@@ -428,9 +442,7 @@ ShardingRule MoeSlotDotOp::getShardingRule() {
 //===----------------------------------------------------------------------===//
 
 SmallVector<int64_t> MoeDispatchOp::getLoweredFactors() {
-  ShardingRule rule;
-  SlotFactors f = dispatchRule(*this, rule);
-  return {f.tokens, f.experts};
+  return loweredSlotFactors(*this);
 }
 
 LogicalResult MoeDispatchOp::buildLocal(LocalLoweringContext &ctx,
@@ -438,9 +450,7 @@ LogicalResult MoeDispatchOp::buildLocal(LocalLoweringContext &ctx,
                                         TypeRange resultTypes,
                                         const FactorAxes &factors,
                                         SmallVectorImpl<Value> &results) {
-  ShardingRule rule;
-  SlotFactors f = dispatchRule(*this, rule);
-  FailureOr<SlotSplit> split = slotSplit(*this, f, factors);
+  FailureOr<SlotSplit> split = slotSplitOf(*this, factors);
   if (failed(split))
     return failure();
   OpBuilder &b = ctx.builder();
@@ -492,9 +502,7 @@ LogicalResult MoeDispatchOp::buildLocal(LocalLoweringContext &ctx,
 }
 
 SmallVector<int64_t> MoeCombineOp::getLoweredFactors() {
-  ShardingRule rule;
-  SlotFactors f = combineRule(*this, rule);
-  return {f.tokens, f.experts};
+  return loweredSlotFactors(*this);
 }
 
 /// The experts' buffer whole over the axes that split only the experts
@@ -528,9 +536,7 @@ LogicalResult MoeCombineOp::buildLocal(LocalLoweringContext &ctx,
                                        TypeRange resultTypes,
                                        const FactorAxes &factors,
                                        SmallVectorImpl<Value> &results) {
-  ShardingRule rule;
-  SlotFactors f = combineRule(*this, rule);
-  FailureOr<SlotSplit> split = slotSplit(*this, f, factors);
+  FailureOr<SlotSplit> split = slotSplitOf(*this, factors);
   if (failed(split))
     return failure();
   OpBuilder &b = ctx.builder();
@@ -560,9 +566,7 @@ LogicalResult MoeCombineOp::buildLocal(LocalLoweringContext &ctx,
 }
 
 SmallVector<int64_t> MoeSlotDotOp::getLoweredFactors() {
-  ShardingRule rule;
-  SlotFactors f = slotDotRule(*this, rule);
-  return {f.tokens, f.experts};
+  return loweredSlotFactors(*this);
 }
 
 LogicalResult MoeSlotDotOp::buildLocal(LocalLoweringContext &ctx,
@@ -570,9 +574,7 @@ LogicalResult MoeSlotDotOp::buildLocal(LocalLoweringContext &ctx,
                                        TypeRange resultTypes,
                                        const FactorAxes &factors,
                                        SmallVectorImpl<Value> &results) {
-  ShardingRule rule;
-  SlotFactors f = slotDotRule(*this, rule);
-  FailureOr<SlotSplit> split = slotSplit(*this, f, factors);
+  FailureOr<SlotSplit> split = slotSplitOf(*this, factors);
   if (failed(split))
     return failure();
   OpBuilder &b = ctx.builder();
