@@ -13,6 +13,9 @@ namespace dtc::rt::progress {
 
 namespace {
 Record *gRecord = nullptr;
+// Lock-free, so a signal handler may read it.
+std::atomic<int> gSaving{0}, gCommitting{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 std::string gDir;
 int gRank = -1;
 
@@ -61,6 +64,7 @@ bool attach(const std::string &dir, int rank) {
   store(gRecord->instruction, -1);
   store(gRecord->state, State::Starting);
   store(gRecord->heartbeatNs, nowNs());
+  store(gRecord->saving, gSaving.load() > 0);
   __atomic_store_n(&gRecord->magic, kMagic, __ATOMIC_RELEASE);
   return true;
 }
@@ -92,6 +96,22 @@ void heartbeat() {
   if (gRecord)
     store(gRecord->heartbeatNs, nowNs());
 }
+
+SavingScope::SavingScope() {
+  if (gSaving.fetch_add(1) == 0 && gRecord)
+    store(gRecord->saving, 1);
+}
+
+SavingScope::~SavingScope() {
+  if (gSaving.fetch_sub(1) == 1 && gRecord)
+    store(gRecord->saving, 0);
+}
+
+bool saving() { return gSaving.load() > 0; }
+
+CommitScope::CommitScope() { gCommitting.fetch_add(1); }
+CommitScope::~CommitScope() { gCommitting.fetch_sub(1); }
+bool committing() { return gCommitting.load() > 0; }
 
 bool reportFailure(const std::string &message) {
   if (!gRecord)

@@ -1,6 +1,7 @@
 //===- Checkpoint.cpp
 //----------------------------------------------------------===//
 #include "dtc/runtime/Checkpoint.h"
+#include "dtc/runtime/Progress.h"
 #include "dtc/runtime/ShardedCheckpoint.h"
 
 #include <algorithm>
@@ -223,10 +224,12 @@ void copyPieces(RankExecutor &exec, const SafetensorsReader &file, Role role) {
 // rank holding each distinct piece), one rank at a time, into one buffer of
 // the tensor's size, and writes it. A tensor rank 0 holds whole is written
 // from its own memory. So rank 0 needs at most one tensor and one piece
-// beyond its own state. Every rank knows statically who sends what.
-void saveFile(RankExecutor &exec, World &world, const std::string &path,
-              const std::vector<std::pair<int, std::string>> &tensors,
-              const std::map<std::string, std::string> &meta) {
+// beyond its own state. Every rank knows statically who sends what. The
+// file stays a temporary (rank 0 holds its writer) until commitFiles().
+std::unique_ptr<SafetensorsWriter>
+writeFile(RankExecutor &exec, World &world, const std::string &path,
+          const std::vector<std::pair<int, std::string>> &tensors,
+          const std::map<std::string, std::string> &meta) {
   const Artifact &a = exec.artifact();
   const bool root = world.rank() == 0;
   std::unique_ptr<SafetensorsWriter> writer;
@@ -291,14 +294,30 @@ void saveFile(RankExecutor &exec, World &world, const std::string &path,
       err = e.what();
     }
   }
-  if (root && err.empty()) {
-    try {
-      writer->commit();
-    } catch (const std::exception &e) {
-      err = e.what();
+  if (!err.empty())
+    writer.reset(); // an uncommitted file leaves no temporary behind
+  agree(world, err);
+  return writer;
+}
+
+/// Rank 0 replaces the files in order, in one stretch that a request to
+/// abort the save does not split: a checkpoint's parameters and optimizer
+/// state are the same step's, or both the previous ones.
+void commitFiles(World &world,
+                 std::vector<std::unique_ptr<SafetensorsWriter>> &files) {
+  std::string err;
+  if (world.rank() == 0) {
+    const progress::CommitScope committing;
+    for (std::unique_ptr<SafetensorsWriter> &file : files) {
+      try {
+        file->commit();
+      } catch (const std::exception &e) {
+        err = e.what();
+        break;
+      }
     }
   }
-  writer.reset(); // an uncommitted file leaves no temporary behind
+  files.clear();
   agree(world, err);
 }
 } // namespace
@@ -374,16 +393,22 @@ LoadedCheckpoint loadCheckpoint(RankExecutor &exec, World &world,
 
 void saveCheckpoint(RankExecutor &exec, World &world, const std::string &path,
                     int64_t step, int64_t optimizerStep) {
+  const progress::SavingScope saving;
+  injectCheckpointFault(world.rank(), "saving");
   if (isShardedCheckpointPath(path))
     return saveShardedCheckpoint(exec, world, path, step, optimizerStep);
   const Artifact &a = exec.artifact();
-  saveFile(exec, world, optimizerSidecarPath(path),
-           checkpointTensors(a, Role::OptimizerState),
-           {{kFormatKey, kOptimFormat},
-            {kStepKey, std::to_string(step)},
-            {kOptStepKey, std::to_string(optimizerStep)}});
-  saveFile(exec, world, path, checkpointTensors(a, Role::Param),
-           {{kFormatKey, kCkptFormat}, {kStepKey, std::to_string(step)}});
+  std::vector<std::unique_ptr<SafetensorsWriter>> files;
+  files.push_back(writeFile(exec, world, optimizerSidecarPath(path),
+                            checkpointTensors(a, Role::OptimizerState),
+                            {{kFormatKey, kOptimFormat},
+                             {kStepKey, std::to_string(step)},
+                             {kOptStepKey, std::to_string(optimizerStep)}}));
+  injectCheckpointFault(world.rank(), "sidecar");
+  files.push_back(
+      writeFile(exec, world, path, checkpointTensors(a, Role::Param),
+                {{kFormatKey, kCkptFormat}, {kStepKey, std::to_string(step)}}));
+  commitFiles(world, files);
 }
 
 void saveStepTensors(RankExecutor &exec, World &world, const std::string &path,
@@ -393,8 +418,11 @@ void saveStepTensors(RankExecutor &exec, World &world, const std::string &path,
   for (Role role : {Role::Input, Role::Output})
     for (int t : a.tensorsWithRole(role))
       all.push_back({t, a.tensors[size_t(t)].name});
-  saveFile(exec, world, path, all,
-           {{kFormatKey, kStepFormat}, {kStepKey, std::to_string(step)}});
+  std::vector<std::unique_ptr<SafetensorsWriter>> files;
+  files.push_back(
+      writeFile(exec, world, path, all,
+                {{kFormatKey, kStepFormat}, {kStepKey, std::to_string(step)}}));
+  commitFiles(world, files);
 }
 
 } // namespace dtc::rt

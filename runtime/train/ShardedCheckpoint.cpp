@@ -2,6 +2,7 @@
 //----===//
 #include "dtc/runtime/ShardedCheckpoint.h"
 #include "dtc/artifact/ArtifactFormat.h"
+#include "dtc/runtime/Progress.h"
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <dirent.h>
 #include <fcntl.h>
 #include <map>
@@ -101,28 +103,6 @@ std::string idHex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
   return buf;
-}
-
-/// DTC_TEST_CHECKPOINT_FAULT = ACTION:RANK:WHEN (ShardedCheckpoint.h).
-void injectFault(int rank, const char *when) {
-  const char *spec = std::getenv("DTC_TEST_CHECKPOINT_FAULT");
-  if (!spec)
-    return;
-  const std::string s = spec;
-  const size_t a = s.find(':'),
-               b = s.find(':', a == std::string::npos ? a : a + 1);
-  if (a == std::string::npos || b == std::string::npos)
-    return;
-  if (s.substr(a + 1, b - a - 1) != std::to_string(rank) ||
-      s.substr(b + 1) != when)
-    return;
-  const std::string action = s.substr(0, a);
-  if (action == "kill")
-    ::raise(SIGKILL);
-  if (action == "fail")
-    throw Error("rank " + std::to_string(rank) +
-                ": injected checkpoint failure (" + when +
-                "; DTC_TEST_CHECKPOINT_FAULT)");
 }
 
 uint64_t blockBytes() {
@@ -839,7 +819,7 @@ void saveShardedCheckpoint(RankExecutor &exec, World &world,
   std::vector<int64_t> bytes(size_t(world.size()), 0), all(bytes.size(), 0);
   agreeOrClean([&] {
     bytes[size_t(world.rank())] = int64_t(writeRankFile(exec, tmp, id, step));
-    injectFault(world.rank(), "written");
+    injectCheckpointFault(world.rank(), "written");
   });
   world.world().allReduce(bytes.data(), all.data(), all.size(), DType::I64,
                           ReduceOp::Max);
@@ -851,9 +831,39 @@ void saveShardedCheckpoint(RankExecutor &exec, World &world,
                          indexText(a, id, step, optimizerStep, all), err))
       throw Error(join(tmp, kShardedIndexName) + ": cannot write: " + err);
     fsyncDirectory(tmp);
-    injectFault(0, "indexed");
+    injectCheckpointFault(0, "indexed");
+    const progress::CommitScope committing;
     moveIntoPlace(tmp, target);
   });
+}
+
+/// DTC_TEST_CHECKPOINT_FAULT = ACTION:RANK:WHEN (ShardedCheckpoint.h).
+void injectCheckpointFault(int rank, const char *when) {
+  const char *spec = std::getenv("DTC_TEST_CHECKPOINT_FAULT");
+  if (!spec)
+    return;
+  const std::string s = spec;
+  const size_t a = s.find(':'),
+               b = s.find(':', a == std::string::npos ? a : a + 1);
+  if (a == std::string::npos || b == std::string::npos)
+    return;
+  if (s.substr(a + 1, b - a - 1) != std::to_string(rank) ||
+      s.substr(b + 1) != when)
+    return;
+  const std::string action = s.substr(0, a);
+  if (action == "kill")
+    ::raise(SIGKILL);
+  if (action == "fail")
+    throw Error("rank " + std::to_string(rank) +
+                ": injected checkpoint failure (" + when +
+                "; DTC_TEST_CHECKPOINT_FAULT)");
+  if (action == "pause") {
+    // Through the signals that arrive meanwhile (nanosleep stops early on
+    // each): the tests interrupt a save in progress.
+    timespec left{kFaultPauseSeconds, 0};
+    while (::nanosleep(&left, &left) != 0 && errno == EINTR) {
+    }
+  }
 }
 
 } // namespace dtc::rt

@@ -504,8 +504,9 @@ struct JobWatch {
   std::string partial;
   // The job and the signals the launcher received.
   int jobStatus = 0, signals = 0, userSignal = 0;
-  int64_t firstSignalNs = 0;
+  int64_t lastSignalNs = 0;
   bool jobDone = false, weKilled = false, stderrOpen = true;
+  bool waitingForSave = false, abortedSave = false;
   std::set<int> failed; // ranks that left a failure of their own
   std::map<int, std::string> failures;
   std::string stuck; // the analysis at the first failure
@@ -539,19 +540,32 @@ struct JobWatch {
 
 constexpr int64_t kGraceNs = int64_t(5e9);
 
+/// The ranks writing a checkpoint now, by their records.
+std::vector<pid_t> savingRanks(const std::string &dir, int64_t devices) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < int(devices); ++r) {
+    progress::Record rec;
+    if (readRecord(dir, r, rec) && rec.saving)
+      pids.push_back(pid_t(rec.pid));
+  }
+  return pids;
+}
+
 /// The signals the launcher received since the last look: the first asks
-/// the ranks to finish the step and save, the second ends the job, a third
-/// kills it.
-void handleSignals(JobWatch &w, pid_t job, const std::string &dir) {
+/// the ranks to finish the step and save; the second ends the job, or,
+/// when it comes during the save, lets the save finish; the one after that
+/// stops the ranks at once (they remove their partial files, so the
+/// checkpoint on disk stays the previous one).
+void handleSignals(JobWatch &w, pid_t job, const std::string &dir,
+                   int64_t devices) {
   unsigned char sig;
   while (::read(gSignalPipe[0], &sig, 1) == 1) {
     if (sig == SIGCHLD)
       continue;
-    if (w.signals > 0 &&
-        progress::nowNs() - w.firstSignalNs < kRepeatedSignalNs)
+    const int64_t now = progress::nowNs();
+    if (w.signals > 0 && now - w.lastSignalNs < kRepeatedSignalNs)
       continue;
-    if (w.signals == 0)
-      w.firstSignalNs = progress::nowNs();
+    w.lastSignalNs = now;
     ++w.signals;
     if (w.signals == 1) {
       // Finish the step, save, stop: the ranks look for this file before
@@ -562,13 +576,29 @@ void handleSignals(JobWatch &w, pid_t job, const std::string &dir) {
       const std::string path = progress::stopSignalPath(dir);
       std::ofstream(path + ".tmp") << signalName(sig) << "\n";
       ::rename((path + ".tmp").c_str(), path.c_str());
+      continue;
+    }
+    const std::vector<pid_t> saving = savingRanks(dir, devices);
+    if (!saving.empty() && !w.waitingForSave) {
+      w.waitingForSave = true;
+      std::fprintf(stderr, "dtc-run: saving the checkpoint, then stopping; a "
+                           "third signal stops at once and keeps the previous "
+                           "checkpoint\n");
+      std::fflush(stderr);
+      continue;
+    }
+    w.weKilled = true;
+    if (!saving.empty()) {
+      // The ranks' own handler (SIGUSR1) removes what they were writing.
+      for (pid_t pid : saving)
+        ::kill(pid, SIGUSR1);
+      w.abortedSave = true;
+      w.killAtNs = now + kGraceNs;
     } else if (w.signals == 2) {
       ::kill(-job, SIGTERM); // mpirun ends the job (the ranks clean up)
-      w.weKilled = true;
-      w.killAtNs = progress::nowNs() + kGraceNs;
+      w.killAtNs = now + kGraceNs;
     } else {
       killJob();
-      w.weKilled = true;
     }
   }
 }
@@ -615,7 +645,7 @@ void watchJob(const Job &job, const std::string &dir, int64_t devices,
       else if (got == 0 || errno != EINTR)
         w.stderrOpen = false;
     }
-    handleSignals(w, job.pid, dir);
+    handleSignals(w, job.pid, dir, devices);
     if (!w.jobDone) {
       int status;
       if (::waitpid(job.pid, &status, WNOHANG) == job.pid) {
@@ -651,6 +681,9 @@ void watchJob(const Job &job, const std::string &dir, int64_t devices,
 /// up, a rank that exited silently, mpirun's own failure, a second
 /// interrupt. Clears the held lines it summarised.
 std::string explainEnd(JobWatch &w, const std::string &dir, int jobCode) {
+  if (w.abortedSave)
+    return "interrupted three times: stopped during the save; the "
+           "checkpoint on disk is the previous one";
   const std::vector<GuardExit> exits = guardExits(dir);
   std::string message;
   for (const GuardExit &g : exits) {

@@ -216,7 +216,9 @@ const char *kUsage =
     "restarts a log of step records, unless --overwrite.\n"
     "SIGINT or SIGTERM: the step in progress finishes, --save is written, and "
     "the\n"
-    "run exits with status 128+signal; a second signal stops at once.\n";
+    "run exits with status 128+signal; a second signal stops at once (during\n"
+    "the save it waits for the save, and a third stops at once, keeping the\n"
+    "previous checkpoint).\n";
 
 struct Options {
   std::string artifact;
@@ -591,19 +593,50 @@ int64_t validate(const Options &o) {
 // ----------------------------------------------------------------------------
 
 volatile sig_atomic_t gStopSignal = 0;
-int64_t gStopAtNs = 0;
+volatile sig_atomic_t gWaitingForSave = 0;
+int64_t gLastSignalNs = 0;
+
+void writeToStderr(const char *text) {
+  ssize_t ignored = ::write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+}
 
 void onStopSignal(int sig) {
+  const int64_t now = progress::nowNs();
   if (gStopSignal == 0) {
     gStopSignal = sig; // the step in progress finishes, then the run stops
-    gStopAtNs = progress::nowNs();
+    gLastSignalNs = now;
     return;
   }
   // A copy of the same signal (a wrapper passing on what the process group
-  // got) is not a second request.
-  if (progress::nowNs() - gStopAtNs < kRepeatedSignalNs)
+  // got) is not another request.
+  if (now - gLastSignalNs < kRepeatedSignalNs)
     return;
-  // Second signal: stop now, leaving no temporary file behind.
+  gLastSignalNs = now;
+  // A second signal during the save lets it finish: the run stops after it
+  // anyway, and stopping now would leave the previous checkpoint.
+  if (progress::saving() && !gWaitingForSave) {
+    gWaitingForSave = 1;
+    writeToStderr("dtc-run: saving the checkpoint, then stopping; a third "
+                  "signal stops at once and keeps the previous checkpoint\n");
+    return;
+  }
+  // Files moving into place finish doing so (never half a checkpoint).
+  if (progress::committing())
+    return;
+  // Stop now, leaving no temporary file behind.
+  removeLiveTemporaryFiles();
+  if (progress::saving())
+    writeToStderr("dtc-run: error: interrupted three times: stopped during "
+                  "the save; the checkpoint on disk is the previous one\n");
+  ::_exit(128 + sig);
+}
+
+/// `dtc run`'s supervisor stops a save at the user's third signal: the
+/// partial files go, the checkpoint on disk stays the previous one.
+void onAbortSave(int sig) {
+  if (progress::committing())
+    return; // too late: the new checkpoint is going into place
   removeLiveTemporaryFiles();
   ::_exit(128 + sig);
 }
@@ -717,6 +750,8 @@ int runRank(int argc, char **argv, const Options &o,
   sa.sa_flags = SA_RESTART;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR2})
     ::sigaction(sig, &sa, nullptr);
+  sa.sa_handler = onAbortSave;
+  ::sigaction(SIGUSR1, &sa, nullptr);
   unblockStopSignals();
 
   const double timeout =

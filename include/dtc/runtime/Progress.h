@@ -41,6 +41,7 @@ struct Record {
   int64_t instruction; ///< index in the program, -1 between instructions
   int64_t state;       ///< State
   int64_t heartbeatNs; ///< CLOCK_MONOTONIC of the last sign of life
+  int64_t saving;      ///< nonzero while the rank writes a checkpoint
 };
 constexpr int64_t kMagic = 0x647463707267ll; // "dtcprg"
 
@@ -61,6 +62,35 @@ void setInstruction(int64_t instruction);
 void setState(State s);
 /// A sign of life while waiting.
 void heartbeat();
+
+/// While a SavingScope lives the rank is writing a checkpoint: a second
+/// interrupt waits for it instead of stopping the rank (a third aborts the
+/// save, and the checkpoint on disk stays the previous one). Nests, and
+/// counts the ranks of a process (--local-ranks) together.
+class SavingScope {
+public:
+  SavingScope();
+  ~SavingScope();
+  SavingScope(const SavingScope &) = delete;
+  SavingScope &operator=(const SavingScope &) = delete;
+};
+/// Whether some rank of this process is writing a checkpoint; safe in a
+/// signal handler.
+bool saving();
+
+/// While a CommitScope lives the rank is moving a checkpoint's files into
+/// place: a request to abort the save waits until they all are (then the
+/// run stops as asked, with the new checkpoint).
+class CommitScope {
+public:
+  CommitScope();
+  ~CommitScope();
+  CommitScope(const CommitScope &) = delete;
+  CommitScope &operator=(const CommitScope &) = delete;
+};
+/// Whether some rank of this process is in a CommitScope; safe in a signal
+/// handler.
+bool committing();
 /// Leaves `message` for the supervisor (and marks the rank Failed).
 /// Returns false when detached or the file could not be written, so the
 /// caller prints it instead.

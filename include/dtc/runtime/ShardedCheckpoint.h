@@ -57,14 +57,22 @@ LoadedCheckpoint loadShardedCheckpoint(RankExecutor &exec, World &world,
                                        const std::string &dir);
 
 /// Collective: see the file comment. Test hook: DTC_TEST_CHECKPOINT_FAULT =
-/// "ACTION:RANK:WHEN" makes rank RANK, at WHEN (`written`: its file is on
+/// "ACTION:RANK:WHEN" makes rank RANK, at WHEN (`saving`: any checkpoint,
+/// as its save begins; `sidecar`: a one-file checkpoint's optimizer state
+/// is written, not yet moved into place; `written`: its file of a sharded
+/// checkpoint is on
 /// disk; `indexed`: rank 0 only, the index is written but not yet moved
-/// into place), either `fail` (an ordinary error) or `kill` (SIGKILL
-/// itself). DTC_CHECKPOINT_CRC_BLOCK_BYTES sets the checksum block size
-/// (default 1 MiB).
+/// into place), either `fail` (an ordinary error), `kill` (SIGKILL
+/// itself) or `pause` (sleep kFaultPauseSeconds, so that a test can
+/// signal a save in progress). DTC_CHECKPOINT_CRC_BLOCK_BYTES sets the
+/// checksum block size (default 1 MiB).
 void saveShardedCheckpoint(RankExecutor &exec, World &world,
                            const std::string &dir, int64_t step,
                            int64_t optimizerStep);
+
+/// The test hook above, at point `when` of rank `rank`.
+void injectCheckpointFault(int rank, const char *when);
+constexpr int kFaultPauseSeconds = 3;
 
 } // namespace dtc::rt
 
