@@ -486,13 +486,18 @@ void Trainer::run(const std::function<void(const StepReport &)> &onStep,
 Interrupted Trainer::interrupted(int stop, const std::string &when) const {
   const std::string done =
       std::to_string(step_) + " step" + (step_ == 1 ? "" : "s");
-  return Interrupted("interrupted by " + signalName(stop) + " " + when + ": " +
+  const int sig = stop & ~kStopFromOutside;
+  const std::string by =
+      signalName(sig) + ((stop & kStopFromOutside)
+                             ? " sent to a rank, not to dtc run,"
+                             : std::string());
+  return Interrupted("interrupted by " + by + " " + when + ": " +
                          (opts_.savePath.empty()
                               ? done + " done, nothing saved (no --save)"
                               : opts_.savePath + " holds the " + done +
                                     " done; resume with --load " +
                                     opts_.savePath),
-                     stop);
+                     sig);
 }
 
 void Trainer::stopBeforeFirstStep() {

@@ -647,6 +647,10 @@ int pendingSignal() {
   int sig = gStopSignal;
   if (progress::directory().empty())
     return sig;
+  // Under dtc run the user's interrupt comes as a file; a signal is someone
+  // else's (a kill of this rank or of its guard, which passes it on).
+  if (sig != 0 && sig != SIGUSR2)
+    return sig | kStopFromOutside;
   // dtc run's supervisor asks for a stop with a file (Supervisor.cpp).
   const std::string stopFile = progress::stopSignalPath(progress::directory());
   if (sig == 0 && ::access(stopFile.c_str(), F_OK) == 0)

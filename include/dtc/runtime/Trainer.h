@@ -70,7 +70,9 @@ struct TrainOptions {
   int64_t saveEvery = 0;
   /// Longest wait in any communication before the rank gives up (0 = none).
   double timeoutSeconds = kDefaultTimeoutSeconds;
-  /// The signal asking this rank to stop (0 = none); polled once per step.
+  /// The signal asking this rank to stop (0 = none), with kStopFromOutside
+  /// or'ed in when it did not come through the launcher that supervises
+  /// the run; polled once per step.
   std::function<int()> pendingSignal;
   /// Kernel threads per rank; 0: defaultKernelThreads(ranks on this node).
   int threads = 0;
@@ -86,6 +88,11 @@ std::string signalName(int sig);
 
 /// The run stopped early because of a signal (agreed by all ranks, printed
 /// by rank 0).
+/// Or'ed into TrainOptions::pendingSignal's signal: it was sent to a rank
+/// (or its guard) directly while `dtc run` supervises the job, so it is
+/// not the user's interrupt of the run and the message says so.
+constexpr int kStopFromOutside = 0x100;
+
 class Interrupted : public AgreedError {
 public:
   Interrupted(const std::string &msg, int signal)

@@ -38,6 +38,14 @@ rank_pid() {
   done
   return 1
 }
+# guard_pid R: the guard process of rank R under dtc run.
+guard_pid() {
+  local p
+  for p in $(pgrep -f -- "dtc-run --guard .*$work/"); do
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo $p; return 0; }
+  done
+  return 1
+}
 # wait_for FILE PATTERN: until a line of FILE matches (60 s at most)
 wait_for() {
   local i
@@ -223,6 +231,20 @@ liveness)
   one_error k.err "rank 1 (pid $victim) was killed by SIGKILL in step"
   grep -q "likely out of memory" k.err || fail "SIGKILL: no out-of-memory hint"
   no_strays
+  # SIGTERM to one rank, or to its guard (which passes it on), is not the
+  # user's interrupt of dtc run: the ranks still stop and save, and the
+  # line says where the signal went.
+  for target in rank guard; do
+    timeout 120 "$run" --launch "$work/dp4.dtc" --steps 100000000 --save "$work/t.safetensors" --overwrite > t.out 2> t.err &
+    job=$!
+    wait_for t.out '^step 1 loss'
+    victim=$(${target}_pid 2) || fail "SIGTERM: $target 2 not found"
+    kill -TERM "$victim"
+    wait $job; rc=$?
+    [ $rc = 1 ] || { cat t.err; fail "SIGTERM to the $target: exit $rc"; }
+    one_error t.err "interrupted by SIGTERM sent to a rank, not to dtc run, after step"
+    no_strays
+  done
   # SIGSTOP of one rank: every other rank gives up after --timeout, the job
   # ends naming the stopped rank (the bound here is generous: a loaded
   # machine; the supervisor itself waits 5 s at most after the timeout).
