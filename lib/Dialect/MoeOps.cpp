@@ -340,13 +340,22 @@ struct SlotSplit {
 };
 
 FailureOr<SlotSplit> slotSplit(Operation *op, const SlotFactors &f,
-                               const FactorAxes &factors) {
+                               const FactorAxes &factors,
+                               ArrayRef<int64_t> grid) {
+  // An axis of size 1 (a pipeline's one micro-batch) splits nothing.
+  auto splitting = [&](const GridAxes &axes) {
+    GridAxes kept;
+    for (int64_t axis : axes)
+      if (grid[size_t(axis)] != 1)
+        kept.push_back(axis);
+    return kept;
+  };
   SlotSplit split;
   if (f.tokens >= 0)
-    split.tokens = factors[size_t(f.tokens)];
+    split.tokens = splitting(factors[size_t(f.tokens)]);
   GridAxes experts;
   if (f.experts >= 0)
-    experts = factors[size_t(f.experts)];
+    experts = splitting(factors[size_t(f.experts)]);
   for (int64_t axis : experts)
     (llvm::is_contained(split.tokens, axis) ? split.shared : split.expertsOnly)
         .push_back(axis);
@@ -412,9 +421,10 @@ template <class SlotOp> SmallVector<int64_t> loweredSlotFactors(SlotOp op) {
 
 /// How `factors` split a slot kernel's tokens and experts.
 template <class SlotOp>
-FailureOr<SlotSplit> slotSplitOf(SlotOp op, const FactorAxes &factors) {
+FailureOr<SlotSplit> slotSplitOf(SlotOp op, const FactorAxes &factors,
+                                 ArrayRef<int64_t> grid) {
   ShardingRule rule;
-  return slotSplit(op, slotRuleOf(op, rule), factors);
+  return slotSplit(op, slotRuleOf(op, rule), factors, grid);
 }
 
 } // namespace
@@ -450,7 +460,7 @@ LogicalResult MoeDispatchOp::buildLocal(LocalLoweringContext &ctx,
                                         TypeRange resultTypes,
                                         const FactorAxes &factors,
                                         SmallVectorImpl<Value> &results) {
-  FailureOr<SlotSplit> split = slotSplitOf(*this, factors);
+  FailureOr<SlotSplit> split = slotSplitOf(*this, factors, ctx.grid());
   if (failed(split))
     return failure();
   OpBuilder &b = ctx.builder();
@@ -536,7 +546,7 @@ LogicalResult MoeCombineOp::buildLocal(LocalLoweringContext &ctx,
                                        TypeRange resultTypes,
                                        const FactorAxes &factors,
                                        SmallVectorImpl<Value> &results) {
-  FailureOr<SlotSplit> split = slotSplitOf(*this, factors);
+  FailureOr<SlotSplit> split = slotSplitOf(*this, factors, ctx.grid());
   if (failed(split))
     return failure();
   OpBuilder &b = ctx.builder();
@@ -574,7 +584,7 @@ LogicalResult MoeSlotDotOp::buildLocal(LocalLoweringContext &ctx,
                                        TypeRange resultTypes,
                                        const FactorAxes &factors,
                                        SmallVectorImpl<Value> &results) {
-  FailureOr<SlotSplit> split = slotSplitOf(*this, factors);
+  FailureOr<SlotSplit> split = slotSplitOf(*this, factors, ctx.grid());
   if (failed(split))
     return failure();
   OpBuilder &b = ctx.builder();

@@ -355,16 +355,15 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   std::vector<Lowered> results =
       lowerBest(source, o, all, count, elapsed, timedOut);
   // A model that mixes examples across the batch (an op whose batch-wide
-  // sum is read inside a micro-batch) compiles no micro-batched plan; when
-  // those were all the best estimates, the best without micro-batches (a
-  // pipeline has them, one or more).
+  // sum is read inside a micro-batch, a mixture of experts) compiles no
+  // plan of several micro-batches; when those were all the best estimates,
+  // the best of one micro-batch (pipelines included).
   if (!results.empty() && llvm::all_of(results, [](const Lowered &r) {
         return r.tried && !r.ok &&
                r.problem.find("cannot be micro-batched") != std::string::npos;
       })) {
-    llvm::erase_if(all, [](const search::Candidate &c) {
-      return c.microbatches > 1 || c.pp > 1;
-    });
+    llvm::erase_if(
+        all, [](const search::Candidate &c) { return c.microbatches > 1; });
     count = std::min(all.size(), o.searchRescore > 0 ? size_t(o.searchRescore)
                                                      : all.size());
     if (count > 0)

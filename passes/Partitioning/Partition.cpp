@@ -22,6 +22,7 @@
 // operands (checkFactorAxes refuses other uneven splits).
 //
 //===----------------------------------------------------------------------===//
+#include "UnitMicroBatchAxes.h"
 #include "dtc/Dialect/Plan.h"
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Passes/Passes.h"
@@ -724,6 +725,10 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       if (failed(partitioner.run()))
         return signalPassFailure();
     }
+    for (func::FuncOp local : trainSteps(module))
+      if (failed(fixUnitMicroBatchAxes(local, plan->grid, *shape,
+                                       plan->microbatchAxes)))
+        return signalPassFailure();
   }
 };
 

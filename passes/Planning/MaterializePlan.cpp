@@ -124,6 +124,8 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     };
     if (plan.sp > 1 && failed(prepareRing(step)))
       return failure();
+    if (failed(checkRoutingIsWhole(step)))
+      return failure();
     if (failed(pinUserShardings(step, grid, propagation, pins)) ||
         failed(pinBatches(step, pin, pins)))
       return failure();
@@ -377,6 +379,31 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
     return success();
   }
 
+  /// A mixture of experts fills each expert in the order of the whole
+  /// batch's tokens (its capacity counts them all), and its load-balancing
+  /// loss multiplies two means over the whole batch: neither splits into
+  /// micro-batches run one after the other. A pipeline runs it as its one
+  /// micro-batch.
+  LogicalResult checkRoutingIsWhole(func::FuncOp step) {
+    if (plan.microbatches <= 1)
+      return success();
+    MoeRouteOp route;
+    step.walk([&](MoeRouteOp op) {
+      route = op;
+      return WalkResult::interrupt();
+    });
+    if (!route)
+      return success();
+    return route.emitError()
+           << "a mixture-of-experts layer routes the whole batch at once "
+              "(each expert keeps its first tokens of the batch, and the "
+              "load-balancing loss multiplies means over it), so the model "
+              "cannot be micro-batched (here into "
+           << plan.microbatches
+           << ": --microbatches times --grad-accum); pipeline stages run it "
+              "as one micro-batch";
+  }
+
   /// Expert parallelism: every experts' buffer (moe_dispatch's result,
   /// [E, C, D]) splits its experts over the ep axes; propagation carries
   /// the split through the experts' batched matmuls to their weights, their
@@ -393,12 +420,6 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
              << " splits the experts of mixture-of-experts layers, and this "
                 "model has none (dtc.moe); use dp="
              << plan.ep << " instead";
-    if (plan.pipelined())
-      return dispatches.front().emitError()
-             << "expert parallelism with micro-batches: routing fills each "
-                "expert in the order of the whole batch's tokens, so a "
-                "mixture-of-experts model cannot be micro-batched (no "
-                "pipeline stages, no gradient accumulation)";
     for (MoeDispatchOp op : dispatches) {
       const int64_t experts = tensorTypeOf(op.getBuffer()).getDimSize(0);
       if (experts % plan.ep != 0)
