@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -85,6 +86,22 @@ UnitMicroBatchFixes unitMicroBatchFixes(func::FuncOp local,
           s = Scope::MicroBatch;
     scope[arg] = s;
   }
+  // A gather of a step input over the micro-batch axis reads the input's
+  // every micro-batch once per step (the emitter's whole-input copy); a
+  // message from the previous stage is one micro-batch's.
+  auto isStepInput = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && !local.getArgAttr(arg.getArgNumber(), DtcDialect::kScopeAttr);
+  };
+  // What the step returns but does not send to the next stage (the loss,
+  // outputs, updated state) is read after the micro-batches.
+  auto leavesTheStep = [&](OpOperand &use) {
+    if (!isa<func::ReturnOp>(use.getOwner()))
+      return false;
+    auto role = local.getResultAttrOfType<StringAttr>(use.getOperandNumber(),
+                                                      DtcDialect::kRoleAttr);
+    return !role || role.getValue() != "send";
+  };
   llvm::SetVector<Operation *> drop;
   UnitMicroBatchFixes fixes;
   for (Operation &op : local.getBody().front()) {
@@ -92,15 +109,20 @@ UnitMicroBatchFixes unitMicroBatchFixes(func::FuncOp local,
     SmallVector<Operation *> sums;
     std::optional<ArrayRef<int16_t>> axes = collectiveAxes(&op);
     const bool overMb = axes && llvm::any_of(*axes, isMb);
-    // The optimizer's own work runs once per step. (Its collectives may run
-    // per micro-batch, ZeRO's reduce-scatter of a gradient before the sum
-    // over micro-batches; a stage's return also sends values of the
-    // micro-batch to the next stage.)
-    const bool stepEnd = isPhase(&op, Phase::Optimizer) && !axes;
+    // The optimizer's own work runs once per step. (Its reductions of a
+    // gradient may run per micro-batch, ZeRO's reduce-scatter before the
+    // sum over micro-batches, which the collectives' schedule moves into the
+    // backward; a stage's return also sends values of the micro-batch to
+    // the next stage.)
+    const bool stepEnd = isPhase(&op, Phase::Optimizer) && !overMb &&
+                         !isa<shard::AllReduceOp, shard::ReduceScatterOp>(op);
     for (OpOperand &operand : op.getOpOperands()) {
       Scope s = scope.lookup(operand.get());
-      if (s == Scope::MicroBatch && stepEnd)
+      if (s == Scope::MicroBatch && (stepEnd || leavesTheStep(operand))) {
+        // Read as its sum over the micro-batches (one per value).
         fixes.accumulate.push_back(&operand);
+        s = Scope::Accumulated;
+      }
       perMicroBatch |= s == Scope::MicroBatch;
       if (s == Scope::Accumulated)
         sums.push_back(sumOf.lookup(operand.get()));
@@ -114,8 +136,7 @@ UnitMicroBatchFixes unitMicroBatchFixes(func::FuncOp local,
       sum = &op;
     } else if (overMb && isa<shard::AllSliceOp>(op)) {
       result = Scope::MicroBatch;
-    } else if (overMb && onlyUnitMb(*axes) &&
-               !isa<BlockArgument>(op.getOperand(0))) {
+    } else if (overMb && onlyUnitMb(*axes) && !isStepInput(op.getOperand(0))) {
       drop.insert(&op); // a gather or an exchange inside the micro-batch
     } else if (perMicroBatch && !stepEnd && !isa<func::ReturnOp>(op)) {
       for (Operation *s : sums)
@@ -166,15 +187,23 @@ LogicalResult fixUnitMicroBatchAxes(func::FuncOp local, StringRef gridName,
         setCollectiveAxes(op, kept);
       }
     }
-    for (OpOperand *use : fixes.accumulate) {
-      Operation *user = use->getOwner();
-      b.setInsertionPoint(user);
-      auto sum = shard::AllReduceOp::create(
-          b, user->getLoc(), use->get().getType(), gridName, unit, use->get(),
-          shard::ReductionKind::Sum);
-      if (auto phase = user->getAttr(DtcDialect::kPhaseAttr))
-        sum->setAttr(DtcDialect::kPhaseAttr, phase);
-      use->set(sum.getResult());
+    // One sum per value, before its first reader at the step's end; the
+    // readers inside the micro-batch keep the value itself.
+    llvm::MapVector<Value, SmallVector<OpOperand *>> readers;
+    for (OpOperand *use : fixes.accumulate)
+      readers[use->get()].push_back(use);
+    for (auto &[value, uses] : readers) {
+      Operation *first = uses.front()->getOwner();
+      for (OpOperand *use : uses)
+        if (use->getOwner()->isBeforeInBlock(first))
+          first = use->getOwner();
+      b.setInsertionPoint(first);
+      auto sum = shard::AllReduceOp::create(b, first->getLoc(), value.getType(),
+                                            gridName, unit, value,
+                                            shard::ReductionKind::Sum);
+      setPhase(sum, Phase::Optimizer);
+      for (OpOperand *use : uses)
+        use->set(sum.getResult());
     }
   }
   return local.emitError() << "internal error: the collectives over the "

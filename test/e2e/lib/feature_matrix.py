@@ -9,15 +9,18 @@ report's figures checked for it.
                         [--only REGEX] [--dtc dtc] [--refpython PYTHON]
 
 Factors (docs/testing.md "Feature matrix"): the layout (one device, dp,
-tp, pp and their two-way products on 2 or 4 ranks), ZeRO 0-3,
+tp, pp and their two-way products on 2 or 4 ranks; expert parallelism
+alone, with dp and with pp), ZeRO 0-3,
 micro-batches 1/2/4, gradient accumulation 1/2, the schedule (none when
 not pipelined), recomputation, Megatron sequence parallelism, precision,
 optimizer, clipping, the model (GPT with a tied embedding, LLaMA with an
-untied head) and even or uneven shards (vocabulary 257 and 3 heads:
+untied head, a GPT of 4 experts per block, top-2, dropping tokens) and
+even or uneven shards (vocabulary 257 and 3 heads:
 padded pieces under tp and ZeRO). Constraints remove what is not a plan
-(ZeRO without dp, a schedule without a pipeline, interleaving without
-pp > 1 or with a micro-batch count pp does not divide, sequence
-parallelism without tp). `generate` lists the plans and proves coverage:
+(ZeRO without dp or ep, a schedule without a pipeline, interleaving
+without pp > 1 or with a micro-batch count pp does not divide, sequence
+parallelism without tp, ep without experts, experts with several
+micro-batches). `generate` lists the plans and proves coverage:
 every pair of values that some valid plan has appears in some listed plan
 (for strength 3, every triple); it exits 1 otherwise.
 
@@ -52,14 +55,17 @@ sys.path.insert(0, HERE)
 import check_memory_plans as cmp  # noqa: E402
 import dp_equivalence as dpe  # noqa: E402
 
-LAYOUTS = {  # name: (mesh, dp, tp, pp)
-    "one": ("1", 1, 1, 1),
-    "dp2": ("2", 2, 1, 1),
-    "tp2": ("2", 1, 2, 1),
-    "pp2": ("2", 1, 1, 2),
-    "dp2tp2": ("2x2", 2, 2, 1),
-    "dp2pp2": ("2x2", 2, 1, 2),
-    "tp2pp2": ("2x2", 1, 2, 2),
+LAYOUTS = {  # name: (mesh, dp, tp, pp, ep)
+    "one": ("1", 1, 1, 1, 1),
+    "dp2": ("2", 2, 1, 1, 1),
+    "tp2": ("2", 1, 2, 1, 1),
+    "pp2": ("2", 1, 1, 2, 1),
+    "dp2tp2": ("2x2", 2, 2, 1, 1),
+    "dp2pp2": ("2x2", 2, 1, 2, 1),
+    "tp2pp2": ("2x2", 1, 2, 2, 1),
+    "ep2": ("2", 1, 1, 1, 2),
+    "dp2ep2": ("2x2", 2, 1, 1, 2),
+    "ep2pp2": ("2x2", 1, 1, 2, 2),
 }
 FACTORS = [
     ("layout", list(LAYOUTS)),
@@ -72,7 +78,7 @@ FACTORS = [
     ("precision", ["f32", "bf16-mixed", "fp16-mixed"]),
     ("optimizer", ["sgd", "adam", "adamw"]),
     ("clip", [False, True]),
-    ("model", ["gpt", "llama"]),
+    ("model", ["gpt", "llama", "moe"]),
     ("shards", ["even", "uneven"]),
 ]
 NAMES = [name for name, _ in FACTORS]
@@ -81,9 +87,15 @@ FAST_LINKS = os.path.join(HERE, "fast-links.json")
 
 
 def valid(c):
-    _, dp, tp, pp = LAYOUTS[c["layout"]]
+    _, dp, tp, pp, ep = LAYOUTS[c["layout"]]
     pipelined = pp > 1 or c["microbatches"] > 1 or c["accum"] > 1
-    if c["zero"] > 0 and dp == 1:
+    if c["zero"] > 0 and dp * ep == 1:
+        return False
+    # Experts split only a mixture of experts, which routes the whole batch
+    # at once (one micro-batch, pipelines included).
+    if ep > 1 and c["model"] != "moe":
+        return False
+    if c["model"] == "moe" and c["microbatches"] * c["accum"] > 1:
         return False
     if (c["schedule"] == "none") == pipelined:
         return False
@@ -91,7 +103,7 @@ def valid(c):
         return False
     if c["sp"] and tp == 1:
         return False
-    return BATCH % (dp * c["microbatches"] * c["accum"]) == 0
+    return BATCH % (dp * ep * c["microbatches"] * c["accum"]) == 0
 
 
 def all_valid():
@@ -105,11 +117,34 @@ def tuples_of(c, strength):
 
 
 def generate(strength, seed):
+    """Two covering arrays, one for the dense models and one for the
+    mixture of experts (the only model ep and its layouts apply to): every
+    tuple of values some valid plan has is in one of them, and adding the
+    experts left the dense plans as they were."""
+    configs = all_valid()
+    dense = [c for c in configs if c["model"] != "moe"]
+    experts = [c for c in configs if c["model"] == "moe"]
+    plans, needed = [], set()
+    for block in (dense, experts):
+        block_plans, block_needed = cover(block, strength, seed)
+        plans += block_plans
+        needed |= block_needed
+    covered = set()
+    for c in plans:
+        covered.update(tuples_of(c, strength))
+    assert covered >= needed
+    every = set()
+    for c in configs:
+        every.update(tuples_of(c, strength))
+    assert needed == every
+    return plans, needed, len(configs)
+
+
+def cover(configs, strength, seed):
     """Greedy covering array (AETG-style): each round takes the first
     uncovered tuple, draws candidate plans that contain it and keeps the
     one covering most uncovered tuples; deterministic for a seed."""
     rng = random.Random(seed)
-    configs = all_valid()
     needed = set()
     for c in configs:
         needed.update(tuples_of(c, strength))
@@ -121,11 +156,7 @@ def generate(strength, seed):
         best = max(candidates, key=lambda c: len(uncovered.intersection(tuples_of(c, strength))))
         plans.append(best)
         uncovered.difference_update(tuples_of(best, strength))
-    covered = set()
-    for c in plans:
-        covered.update(tuples_of(c, strength))
-    assert covered >= needed
-    return plans, needed, len(configs)
+    return plans, needed
 
 
 def with_ilp_twins(plans):
@@ -145,8 +176,9 @@ def plan_name(i, c):
 
 
 def compile_flags(c):
-    mesh, dp, tp, pp = LAYOUTS[c["layout"]]
-    flags = ["--mesh", mesh, "--strategy", f"dp={dp},tp={tp},pp={pp},zero={c['zero']}"]
+    mesh, dp, tp, pp, ep = LAYOUTS[c["layout"]]
+    flags = ["--mesh", mesh, "--strategy",
+             f"dp={dp},tp={tp},pp={pp},zero={c['zero']}" + (f",ep={ep}" if ep > 1 else "")]
     if c["microbatches"] > 1:
         flags += ["--microbatches", str(c["microbatches"])]
     if c["accum"] > 1:
@@ -182,8 +214,12 @@ def training_flags(c):
 
 def model_args(c):
     hidden, heads, vocab = (32, 4, 256) if c["shards"] == "even" else (48, 3, 257)
-    return [c["model"], "--layers", "2", "--hidden", str(hidden), "--heads", str(heads),
-            "--seq", str(SEQ), "--vocab", str(vocab), "--batch", str(BATCH)]
+    # moe: a GPT whose every block's MLP is 4 experts, top-2, at a capacity
+    # that drops tokens, with the load-balancing loss.
+    family = "gpt" if c["model"] == "moe" else c["model"]
+    experts = ["--experts", "4", "--top-k", "2", "--capacity-factor", "1.0"] if c["model"] == "moe" else []
+    return [family, "--layers", "2", "--hidden", str(hidden), "--heads", str(heads),
+            "--seq", str(SEQ), "--vocab", str(vocab), "--batch", str(BATCH)] + experts
 
 
 def describe(c):
@@ -201,14 +237,16 @@ def run_plans(a, plans):
         key = (tuple(model_args(c)), tuple(training_flags(c)))
         groups.setdefault(key, []).append((i, c))
     for (margs, tflags), members in sorted(groups.items()):
-        gdir = os.path.join(a.work, "-".join(margs[:1] + (margs[4], margs[8])) + "-" +
+        family = margs[0] + ("-moe" if "--experts" in margs else "")
+        gdir = os.path.join(a.work, "-".join((family, margs[4], margs[8])) + "-" +
                             "-".join(f.lstrip("-") for f in tflags))
         os.makedirs(gdir, exist_ok=True)
         model = os.path.join(gdir, "model.mlir")
         dpe.run([sys.executable, os.path.join(ROOT, "examples", "gen_model.py")] + list(margs) + ["-o", model],
                 os.path.join(gdir, "gen.log"))
-        # fp16 plans: the losses only (docs/testing.md "Feature matrix").
-        full = [(i, c) for i, c in members if c["precision"] != "fp16-mixed"]
+        # fp16 plans, and bf16 ones of a mixture of experts: the losses only
+        # (docs/testing.md "Feature matrix").
+        full = [(i, c) for i, c in members if not losses_only(c)]
         cmd = [refpython, os.path.join(ROOT, "test", "reference", "refcheck.py"), model, "--work",
                os.path.join(gdir, "ref"), "--steps", str(a.steps), "--meshes", ""]
         for i, c in full or members[:1]:
@@ -219,18 +257,27 @@ def run_plans(a, plans):
         ref = re.search(r"^reference: .*losses (.*)$", out, re.M)
         ref_losses = [float(x) for x in ref.group(1).split(", ")] if ref else []
         for i, c in members:
-            if c["precision"] == "fp16-mixed":
+            if losses_only(c):
                 verdict = check_losses(a, gdir, model, i, c, tflags, ref_losses)
             else:
                 line = re.search(rf"^plan {plan_name(i, c)}: (.*)$", out, re.M)
                 verdict = line.group(1) if line else "no result:\n" + out[-2000:]
             ok = verdict.startswith("ok")
             failed |= not ok
-            what = "reference losses" if c["precision"] == "fp16-mixed" else "reference"
+            what = "reference losses" if losses_only(c) else "reference"
             print(f"{plan_name(i, c)} {what}: {'ok' if ok else 'FAIL ' + verdict} [{describe(c)}]")
             if ok:
                 failed |= not check_report(a, gdir, model, i, c, tflags)
     return 0 if not failed else 1
+
+
+def losses_only(c):
+    """Plans checked by their losses alone: fp16 (loss scaling skips steps),
+    and bf16 with experts, whose top-k routing is discontinuous: a token
+    whose experts' scores differ by less than bf16's rounding goes to either
+    (Adam's first step then moves the weights it feeds by +-lr), which no
+    tolerance built from rounding noise covers."""
+    return c["precision"] == "fp16-mixed" or (c["precision"] == "bf16-mixed" and c["model"] == "moe")
 
 
 def check_losses(a, gdir, model, i, c, tflags, ref_losses):
