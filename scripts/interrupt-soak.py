@@ -8,8 +8,9 @@ lose work; docs/runtime.md "Interruption").
 
 Each round picks a plan (data, tensor or pipeline parallel, 2 ranks), a
 signal (SIGTERM, SIGINT, SIGHUP), a way to send it (to dtc run's PID, to
-its whole process group, or `timeout` sending SIGTERM) and a moment (from
-the launch itself to well into training), and starts
+its whole process group, or `timeout` sending SIGTERM), a moment (from
+the launch itself to well into training) and, one round in three, a save
+every 3 steps (so that signals also land during saves), and starts
 
   dtc run PLAN.dtc --steps 1000000 --seed 3 --save ck.safetensors --log log.jsonl
 
@@ -63,12 +64,14 @@ def session_processes(sid):
     return found
 
 
-def run_round(a, work, plan, sig_name, how, delay, reference):
+def run_round(a, work, plan, sig_name, how, delay, reference, save_every):
     """One interruption; returns "" or what went wrong."""
     d = tempfile.mkdtemp(dir=work)
     dtc = os.path.join(a.bin, "dtc")
     cmd = [dtc, "run", os.path.join(work, plan + ".dtc"), "--steps", "1000000", "--seed", "3",
            "--save", "ck.safetensors", "--log", "log.jsonl"]
+    if save_every:
+        cmd += ["--save-every", str(save_every)]
     if how == "timeout":
         cmd = ["timeout", "-s", "TERM", f"{delay:.3f}"] + cmd
         sig_name = "SIGTERM"
@@ -167,11 +170,14 @@ def main(argv):
         how = rng.choice(["pid", "group", "timeout"])
         # A third of the rounds during the launch (before any step).
         delay = rng.uniform(0.0, 0.4) if rng.random() < 1 / 3 else rng.uniform(0.4, a.max_delay)
-        problem = run_round(a, work, plan, sig_name, how, delay, references[plan])
+        # A third of the rounds save every 3 steps: signals land in saves too.
+        save_every = 3 if rng.random() < 1 / 3 else 0
+        problem = run_round(a, work, plan, sig_name, how, delay, references[plan], save_every)
         early = problem == "before-start"
         before_start += early
         failures += bool(problem) and not early
-        print(f"round {r}: {plan} {sig_name if how != 'timeout' else 'SIGTERM'} by {how} at {delay:.2f} s: "
+        print(f"round {r}: {plan} {sig_name if how != 'timeout' else 'SIGTERM'} by {how} at {delay:.2f} s"
+              + (f" (saving every {save_every} steps)" if save_every else "") + ": "
               + ("ok (ended before dtc started: nothing written, nothing left)" if early
                  else f"FAILED: {problem}" if problem else "ok"), flush=True)
     print(f"{a.rounds - failures} of {a.rounds} interruptions kept the work and resumed exactly"

@@ -315,8 +315,9 @@ TEST(Schedule, Drawings) {
     EXPECT_EQ(seen[k].first, "rect") << k;
     EXPECT_EQ(seen[k + 1].first, "text") << k;
     EXPECT_EQ(seen[k + 1].second, seen[k].second + 16) << k;
-    if (k + 2 < 8)
+    if (k + 2 < 8) {
       EXPECT_GT(seen[k + 2].second, seen[k + 1].second + 7 * 4) << k;
+    }
   }
 }
 

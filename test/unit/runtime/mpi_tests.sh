@@ -337,6 +337,20 @@ interrupt)
   one_error c.err "interrupted by SIGINT after step"
   [ -f one.st ] && [ -f one.st.optim ] || fail "singleton: no checkpoint"
   no_strays
+  # Under the user's own mpirun, SIGTERM to one rank: every rank finishes
+  # the step, the checkpoint is written, rank 0 says so (mpirun then adds
+  # its own banner about the non-zero exits).
+  cp "$art/mlp_dp2.dtc" udp2.dtc
+  timeout 120 "$mpiexec" -np 2 "${root[@]}" --oversubscribe --quiet "$run" "$work/udp2.dtc" --steps 100000000 --save u.st > u.out 2> u.err &
+  job=$!
+  wait_for u.out '^step 1 loss'
+  victim=$(rank_pid 1) || fail "own mpirun: rank 1 not found"
+  kill -TERM "$victim"
+  wait $job; rc=$?
+  [ $rc != 0 ] && [ $rc != 124 ] || { cat u.err; fail "own mpirun SIGTERM: exit $rc"; }
+  grep -q "^dtc-run: error: interrupted by SIGTERM after step [0-9]*: .*u.st holds the [0-9]* steps done" u.err || { cat u.err; fail "own mpirun SIGTERM: message"; }
+  [ -f u.st ] && [ -f u.st.optim ] || fail "own mpirun SIGTERM: no checkpoint"
+  no_strays
   ;;
 *) fail "unknown case $case_name" ;;
 esac
