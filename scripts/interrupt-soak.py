@@ -64,6 +64,18 @@ def session_processes(sid):
     return found
 
 
+def left_behind(sid):
+    """The session's processes still there after a run ended, given 10 s to
+    go (mpirun's last children may take a moment on a loaded machine)."""
+    left = session_processes(sid)
+    for _ in range(20):
+        if not left:
+            break
+        time.sleep(0.5)
+        left = session_processes(sid)
+    return left
+
+
 def run_round(a, work, plan, sig_name, how, delay, reference, save_every):
     """One interruption; returns "" or what went wrong."""
     d = tempfile.mkdtemp(dir=work)
@@ -94,13 +106,7 @@ def run_round(a, work, plan, sig_name, how, delay, reference, save_every):
             os.kill(pid, signal.SIGKILL)
         proc.communicate()
         return "did not stop within 90 s of the signal"
-    # mpirun's last children may take a moment to go (a loaded machine).
-    left = session_processes(proc.pid)
-    for _ in range(20):
-        if not left:
-            break
-        time.sleep(0.5)
-        left = session_processes(proc.pid)
+    left = left_behind(proc.pid)
     if left:
         for pid in left:
             os.kill(pid, signal.SIGKILL)

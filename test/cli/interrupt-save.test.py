@@ -19,6 +19,7 @@ In both, no process of the run's session is left. Prints "CASE: ok" or
 what went wrong.
 """
 import argparse
+import importlib.util
 import os
 import re
 import signal
@@ -26,24 +27,13 @@ import subprocess
 import sys
 import time
 
-
-def losses(text):
-    return [line for line in text.splitlines() if re.match(r"^step \d+ loss ", line)]
-
-
-def session_processes(sid):
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid and fields[0] != "Z":
-                found.append(int(pid))
-        except (OSError, IndexError, ValueError):
-            pass
-    return found
+# The soak's helpers (scripts/interrupt-soak.py): loss lines, a session's
+# processes.
+_SOAK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                     "interrupt-soak.py")
+_spec = importlib.util.spec_from_file_location("interrupt_soak", _SOAK)
+soak = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(soak)
 
 
 def saved_step(path):
@@ -100,16 +90,11 @@ def main(argv):
     try:
         rest, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
-        for pid in session_processes(proc.pid):
+        for pid in soak.session_processes(proc.pid):
             os.kill(pid, signal.SIGKILL)
         sys.exit(f"{a.case}: did not stop within 60 s of the signals")
     out = first + rest
-    left = session_processes(proc.pid)
-    for _ in range(20):
-        if not left:
-            break
-        time.sleep(0.5)
-        left = session_processes(proc.pid)
+    left = soak.left_behind(proc.pid)
     if left:
         sys.exit(f"{a.case}: processes left behind: {left}")
     lines = [line for line in err.splitlines() if line.strip()]
@@ -126,8 +111,8 @@ def main(argv):
         if len(lines) != 2 or not m:
             sys.exit(f"{a.case}: stderr {err!r}")
         done = int(m.group(2))
-        if len(losses(out)) != done - 2:
-            sys.exit(f"{a.case}: {len(losses(out))} steps printed, {done - 2} expected")
+        if len(soak.losses(out)) != done - 2:
+            sys.exit(f"{a.case}: {len(soak.losses(out))} steps printed, {done - 2} expected")
     else:
         if lines[1:] != ["dtc-run: error: interrupted three times: stopped during the save; "
                          "the checkpoint on disk is the previous one"]:
@@ -144,9 +129,9 @@ def main(argv):
     # Resumes to an uninterrupted run's losses.
     resumed = run(["--steps", "2", "--load", "ck.safetensors"])
     reference = run(["--steps", str(done + 2)])
-    if losses(resumed.stdout) != losses(reference.stdout)[done:]:
-        sys.exit(f"{a.case}: resumed {losses(resumed.stdout)}, uninterrupted "
-                 f"{losses(reference.stdout)[done:]}")
+    if soak.losses(resumed.stdout) != soak.losses(reference.stdout)[done:]:
+        sys.exit(f"{a.case}: resumed {soak.losses(resumed.stdout)}, uninterrupted "
+                 f"{soak.losses(reference.stdout)[done:]}")
     print(f"{a.case}: ok ({done} steps kept)")
 
 

@@ -581,9 +581,7 @@ void handleSignals(JobWatch &w, pid_t job, const std::string &dir,
     const std::vector<pid_t> saving = savingRanks(dir, devices);
     if (!saving.empty() && !w.waitingForSave) {
       w.waitingForSave = true;
-      std::fprintf(stderr, "dtc-run: saving the checkpoint, then stopping; a "
-                           "third signal stops at once and keeps the previous "
-                           "checkpoint\n");
+      std::fputs(kWaitingForSaveNotice, stderr);
       std::fflush(stderr);
       continue;
     }
@@ -682,8 +680,7 @@ void watchJob(const Job &job, const std::string &dir, int64_t devices,
 /// interrupt. Clears the held lines it summarised.
 std::string explainEnd(JobWatch &w, const std::string &dir, int jobCode) {
   if (w.abortedSave)
-    return "interrupted three times: stopped during the save; the "
-           "checkpoint on disk is the previous one";
+    return kAbortedSaveMessage;
   const std::vector<GuardExit> exits = guardExits(dir);
   std::string message;
   for (const GuardExit &g : exits) {

@@ -33,6 +33,15 @@
 /// shell) often passes on the signal its process group already delivered.
 constexpr int64_t kRepeatedSignalNs = 500000000;
 
+/// What a second signal during a checkpoint's save prints (the supervisor's
+/// and a rank's own handler alike), and the error line after a third.
+constexpr const char *kWaitingForSaveNotice =
+    "dtc-run: saving the checkpoint, then stopping; a third signal stops at "
+    "once and keeps the previous checkpoint\n";
+constexpr const char *kAbortedSaveMessage =
+    "interrupted three times: stopped during the save; the checkpoint on "
+    "disk is the previous one";
+
 /// `dtc-run --launch`, after validation: starts mpirun with `mpirunArgs`
 /// after the supervisor's own, each rank with this program's arguments (less
 /// --launch) and `rankArgs`; returns the exit status.

@@ -617,8 +617,7 @@ void onStopSignal(int sig) {
   // anyway, and stopping now would leave the previous checkpoint.
   if (progress::saving() && !gWaitingForSave) {
     gWaitingForSave = 1;
-    writeToStderr("dtc-run: saving the checkpoint, then stopping; a third "
-                  "signal stops at once and keeps the previous checkpoint\n");
+    writeToStderr(kWaitingForSaveNotice);
     return;
   }
   // Files moving into place finish doing so (never half a checkpoint).
@@ -626,9 +625,11 @@ void onStopSignal(int sig) {
     return;
   // Stop now, leaving no temporary file behind.
   removeLiveTemporaryFiles();
-  if (progress::saving())
-    writeToStderr("dtc-run: error: interrupted three times: stopped during "
-                  "the save; the checkpoint on disk is the previous one\n");
+  if (progress::saving()) {
+    writeToStderr("dtc-run: error: ");
+    writeToStderr(kAbortedSaveMessage);
+    writeToStderr("\n");
+  }
   ::_exit(128 + sig);
 }
 

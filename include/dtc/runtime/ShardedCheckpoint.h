@@ -60,10 +60,9 @@ LoadedCheckpoint loadShardedCheckpoint(RankExecutor &exec, World &world,
 /// "ACTION:RANK:WHEN" makes rank RANK, at WHEN (`saving`: any checkpoint,
 /// as its save begins; `sidecar`: a one-file checkpoint's optimizer state
 /// is written, not yet moved into place; `written`: its file of a sharded
-/// checkpoint is on
-/// disk; `indexed`: rank 0 only, the index is written but not yet moved
-/// into place), either `fail` (an ordinary error), `kill` (SIGKILL
-/// itself) or `pause` (sleep kFaultPauseSeconds, so that a test can
+/// checkpoint is on disk; `indexed`: rank 0 only, the index is written but
+/// not yet moved into place), either `fail` (an ordinary error), `kill`
+/// (SIGKILL itself) or `pause` (sleep kFaultPauseSeconds, so that a test can
 /// signal a save in progress). DTC_CHECKPOINT_CRC_BLOCK_BYTES sets the
 /// checksum block size (default 1 MiB).
 void saveShardedCheckpoint(RankExecutor &exec, World &world,

@@ -86,13 +86,13 @@ struct TrainOptions {
 /// "SIGTERM", "SIGKILL", ... ("signal 42" for others).
 std::string signalName(int sig);
 
-/// The run stopped early because of a signal (agreed by all ranks, printed
-/// by rank 0).
 /// Or'ed into TrainOptions::pendingSignal's signal: it was sent to a rank
 /// (or its guard) directly while `dtc run` supervises the job, so it is
 /// not the user's interrupt of the run and the message says so.
 constexpr int kStopFromOutside = 0x100;
 
+/// The run stopped early because of a signal (agreed by all ranks, printed
+/// by rank 0).
 class Interrupted : public AgreedError {
 public:
   Interrupted(const std::string &msg, int signal)
