@@ -98,9 +98,7 @@ UnitMicroBatchFixes unitMicroBatchFixes(func::FuncOp local,
   auto leavesTheStep = [&](OpOperand &use) {
     if (!isa<func::ReturnOp>(use.getOwner()))
       return false;
-    auto role = local.getResultAttrOfType<StringAttr>(use.getOperandNumber(),
-                                                      DtcDialect::kRoleAttr);
-    return !role || role.getValue() != "send";
+    return resultRole(local, use.getOperandNumber()) != Role::Send;
   };
   llvm::SetVector<Operation *> drop;
   UnitMicroBatchFixes fixes;
