@@ -70,30 +70,35 @@ def main(argv):
 
     run(["--steps", "2", "--save", "ck.safetensors"])
     env = dict(os.environ, DTC_TEST_CHECKPOINT_FAULT=pause)
-    proc = subprocess.Popen(
-        [dtc, "run", plan, "--seed", "3", "--steps", "1000000", "--load", "ck.safetensors",
-         "--save", "ck.safetensors"] + ranks,
-        cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        start_new_session=True)
+    # Output to files, read once the run ended: a pipe read partly by line
+    # and then by communicate() loses what the line reader had buffered.
+    out_path, err_path = os.path.join(d, "run.out"), os.path.join(d, "run.err")
+    with open(out_path, "w") as out_file, open(err_path, "w") as err_file:
+        proc = subprocess.Popen(
+            [dtc, "run", plan, "--seed", "3", "--steps", "1000000", "--load", "ck.safetensors",
+             "--save", "ck.safetensors"] + ranks,
+            cwd=d, stdout=out_file, stderr=err_file, env=env, start_new_session=True)
     # Training, then the signals: the first asks for the save, the others
     # come while it pauses (each more than dtc's 0.5 s apart, or it would
     # take them for copies of one signal).
-    first = proc.stdout.readline()
-    if not first.startswith("step "):
-        proc.kill()
-        sys.exit(f"{a.case}: no step before the signals: {first!r} {proc.stderr.read()!r}")
+    deadline = time.monotonic() + 60
+    while not re.search(r"^step ", open(out_path).read(), re.M):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            sys.exit(f"{a.case}: no step before the signals: {open(err_path).read()!r}")
+        time.sleep(0.05)
     time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     for _ in range(count - 1):
         time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)
     try:
-        rest, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         for pid in soak.session_processes(proc.pid):
             os.kill(pid, signal.SIGKILL)
         sys.exit(f"{a.case}: did not stop within 60 s of the signals")
-    out = first + rest
+    out, err = open(out_path).read(), open(err_path).read()
     left = soak.left_behind(proc.pid)
     if left:
         sys.exit(f"{a.case}: processes left behind: {left}")
