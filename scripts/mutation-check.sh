@@ -137,7 +137,8 @@ named_tests() {
   awk -v name="$1" '$1 == name { for (i = 2; i <= NF; i++) print $i }' "$catchers" | grep -vx "$loss_only"
 }
 
-# Runs one named test (as catchers.txt writes it) on the built tree, its
+# Runs one named test (as catchers.txt writes it; a parameterised gtest's
+# ctest name goes on with "  # GetParam() = ...") on the built tree, its
 # output appended to $2; succeeds when the test passes. A matrix entry runs
 # the feature matrix's plans whose description matches, in lit's
 # environment (test/lit.cfg.py).
@@ -158,7 +159,7 @@ run_named() {
       code=$?
       cat "$work.out" >> "$log"
       [ $code = 0 ] && grep -q ': ok' "$work.out" && ! grep -q FAIL "$work.out" ;;
-    *) TMPDIR=$tmp ctest --test-dir "$build" --no-tests=error --output-on-failure -R "^${test//./\\.}\$" >> "$log" 2>&1 ;;
+    *) TMPDIR=$tmp ctest --test-dir "$build" --no-tests=error --output-on-failure -R "^${test//./\\.}( |\$)" >> "$log" 2>&1 ;;
   esac
 }
 
