@@ -10,10 +10,11 @@
 //   y = gelu(buffer w_in) w_out                       [E, C, D] (batched)
 //   result = moe_combine(y, experts, positions, weights)
 //
-// so the experts' FFNs are ordinary batched matmuls (tensor parallelism
-// splits their F like any MLP's) and every kernel has a small gradient
-// rule: dispatch and combine are each other's transpose, moe_slot_dot
-// gives their weights' gradients, moe_route_grad the renormalisation's.
+// so the experts' FFNs are ordinary batched matmuls (expert parallelism
+// splits their E; Megatron's tensor-parallel pattern keeps them whole) and
+// every kernel has a small gradient rule: dispatch and combine are each
+// other's transpose, moe_slot_dot gives their weights' gradients,
+// moe_route_grad the renormalisation's.
 // Routing reads every token's scores (capacity is filled in global token
 // order), so moe_route keeps its tokens whole; dispatch sums over tokens
 // (a batch shard fills its own tokens' rows: a pending partial sum) and
@@ -26,6 +27,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 
@@ -671,4 +673,16 @@ MoeFirstChoiceFractionOp::buildGradient(OpBuilder &, ArrayRef<Value>,
                                         SmallVectorImpl<Value> &grads) {
   grads.assign({Value()}); // a function of integer choices
   return success();
+}
+
+int64_t mlir::dtc::exchangedSlotElements(Operation *op) {
+  auto slots = [](Value experts, Value rows) {
+    return tensorTypeOf(experts).getNumElements() *
+           tensorTypeOf(rows).getShape().back();
+  };
+  return llvm::TypeSwitch<Operation *, int64_t>(op)
+      .Case([&](MoeDispatchOp d) { return slots(d.getExperts(), d.getX()); })
+      .Case([&](MoeCombineOp c) { return slots(c.getExperts(), c.getY()); })
+      .Case([&](MoeSlotDotOp s) { return slots(s.getExperts(), s.getA()); })
+      .Default([](Operation *) { return int64_t(0); });
 }

@@ -42,6 +42,7 @@ dtc::CompileOptions optionsOf(const dtc::CompileOptions &o,
   out.tp = c.tp;
   out.pp = c.pp;
   out.sp = c.sp;
+  out.ep = c.ep;
   out.zero = c.zero;
   out.microbatches = c.microbatches;
   out.remat = o.remat == "auto" ? o.remat : c.remat;
@@ -131,6 +132,20 @@ lowerBest(const std::string &source, const dtc::CompileOptions &o,
   return results;
 }
 
+/// What the closed forms knew of the training step (search::ModelFacts),
+/// as the report's planner.model_facts lists it.
+json factsJson(const dtc::search::ModelFacts &f) {
+  return {{"params", f.params},
+          {"batch", f.batch},
+          {"layers", f.layers},
+          {"forward_flops", f.forwardFlops},
+          {"backward_flops", f.backwardFlops},
+          {"experts", f.experts},
+          {"expert_params", f.expertParams},
+          {"slot_moves", f.slotMoves},
+          {"slot_move_elements", f.slotMoveElements}};
+}
+
 /// One lowered plan as the report's planner.lowered lists it.
 json entryOf(const dtc::search::Candidate &c, const Lowered &r) {
   json entry = {{"plan", c.describe()},
@@ -138,6 +153,7 @@ json entryOf(const dtc::search::Candidate &c, const Lowered &r) {
                 {"tp", c.tp},
                 {"pp", c.pp},
                 {"sp", c.sp},
+                {"ep", c.ep},
                 {"zero", c.zero},
                 {"microbatches", c.microbatches},
                 {"remat", c.remat},
@@ -204,6 +220,7 @@ allowedCandidates(const dtc::CompileOptions &o,
            : key == "tp" ? c.tp
            : key == "pp" ? c.pp
            : key == "sp" ? c.sp
+           : key == "ep" ? c.ep
                          : c.zero;
   };
   auto pinnedDegree = [&](const std::string &key) {
@@ -211,11 +228,12 @@ allowedCandidates(const dtc::CompileOptions &o,
            : key == "tp" ? o.tp
            : key == "pp" ? o.pp
            : key == "sp" ? o.sp
+           : key == "ep" ? o.ep
                          : o.zero;
   };
   const std::string remat = o.remat == "auto" ? "none" : o.remat;
   auto allowed = [&](const dtc::search::Candidate &c) {
-    for (const char *degree : {"dp", "tp", "pp", "sp", "zero"})
+    for (const char *degree : {"dp", "tp", "pp", "sp", "ep", "zero"})
       if (pinned(o, degree) && degreeOf(c, degree) != pinnedDegree(degree))
         return false;
     // --remat auto: each plan chooses its recomputation per stage as it
@@ -403,7 +421,8 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
                  {"lowered", lowered},
                  {"search_time_s", elapsed()},
                  {"timed_out", timedOut.load()},
-                 {"best_estimate", first.describe()}};
+                 {"best_estimate", first.describe()},
+                 {"model_facts", factsJson(facts)}};
   chosen = optionsOf(o, all[candidateOf[size_t(best)]]);
   chosen.report = o.report;
   chosen.output = o.output;

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 #include <tuple>
 
@@ -465,6 +466,44 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
   return bytes;
 }
 
+/// The experts' FFNs of `dispatch` (the forward between the dispatch and
+/// its combine): their ops' ids into `expertOps`, and the elements of the
+/// parameters they read not yet in `seen`, returned.
+static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
+                            llvm::DenseSet<int64_t> &expertOps,
+                            llvm::DenseSet<Value> &seen) {
+  int64_t elements = 0;
+  SmallVector<Operation *> work;
+  llvm::DenseSet<Operation *> visited;
+  auto visitUsers = [&](Value v) {
+    for (Operation *user : v.getUsers())
+      if (isPhase(user, Phase::Forward) && !isa<MoeCombineOp>(user) &&
+          visited.insert(user).second)
+        work.push_back(user);
+  };
+  visitUsers(dispatch.getBuffer());
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (auto id = op->getAttrOfType<IntegerAttr>(DtcDialect::kIdAttr))
+      expertOps.insert(id.getInt());
+    for (Value operand : op->getOperands()) {
+      // A parameter, or its cast to the compute type (mixed precision).
+      Value source = operand;
+      if (Operation *def = source.getDefiningOp();
+          def && def->getNumOperands() == 1)
+        source = def->getOperand(0);
+      auto arg = dyn_cast<BlockArgument>(source);
+      if (arg && arg.getOwner()->getParentOp() == step.getOperation() &&
+          argRole(step, arg.getArgNumber()) == Role::Param &&
+          seen.insert(arg).second)
+        elements += tensorTypeOf(arg).getNumElements();
+    }
+    for (Value result : op->getResults())
+      visitUsers(result);
+  }
+  return elements;
+}
+
 ::dtc::search::ModelFacts modelFacts(ModuleOp module) {
   ::dtc::search::ModelFacts facts;
   func::FuncOp step = findTrainStep(module);
@@ -490,7 +529,35 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
     return layer ? layer.getInt() : -1;
   };
   llvm::DenseSet<Value> boundary;
-  std::map<std::tuple<double, double, bool, bool, bool>, int64_t> kernels;
+  // A mixture of experts: its experts' FFNs, forward and backward, split
+  // over the experts (a rank runs its experts on every token routed to
+  // them), and its routing reads every token on every rank.
+  llvm::DenseSet<Value> expertWeights;
+  llvm::DenseSet<int64_t> expertOps;
+  step.walk([&](MoeDispatchOp dispatch) {
+    if (!isPhase(dispatch, Phase::Forward))
+      return;
+    facts.experts = std::gcd(facts.experts,
+                             tensorTypeOf(dispatch.getBuffer()).getDimSize(0));
+    facts.expertParams +=
+        expertRegion(step, dispatch, expertOps, expertWeights);
+  });
+  auto splitOf = [&](Operation *op) {
+    if (isa<MoeRouteOp, MoeRouteGradOp, MoeFirstChoiceFractionOp>(op))
+      return ::dtc::search::KernelClass::Split::Whole;
+    if (exchangedSlotElements(op) > 0)
+      return ::dtc::search::KernelClass::Split::Tokens;
+    auto id = op->getAttrOfType<IntegerAttr>(isPhase(op, Phase::Forward)
+                                                 ? DtcDialect::kIdAttr
+                                                 : DtcDialect::kForwardAttr);
+    return id && expertOps.contains(id.getInt())
+               ? ::dtc::search::KernelClass::Split::Experts
+               : ::dtc::search::KernelClass::Split::Batch;
+  };
+  std::map<std::tuple<double, double, bool, bool, bool,
+                      ::dtc::search::KernelClass::Split>,
+           int64_t>
+      kernels;
   step.walk([&](Operation *op) {
     auto cost = dyn_cast<CostOpInterface>(op);
     const int64_t layer = layerOf(op);
@@ -498,7 +565,12 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
     if (cost && (isPhase(op, Phase::Forward) || isBackward(op)))
       ++kernels[{double(cost.getFlopCount()), kernelTraffic(op).bytes,
                  cost.isDenseKernel(), isPhase(op, Phase::Forward),
-                 op->hasTrait<CheapToRecompute>()}];
+                 op->hasTrait<CheapToRecompute>(), splitOf(op)}];
+    if (const int64_t slots = exchangedSlotElements(op);
+        slots > 0 && (isPhase(op, Phase::Forward) || isBackward(op))) {
+      ++facts.slotMoves;
+      facts.slotMoveElements += double(slots);
+    }
     if (isPhase(op, Phase::Forward)) {
       facts.layers = std::max(facts.layers, layer + 1);
       if (auto attention = dyn_cast<AttentionOp>(op)) {
@@ -533,8 +605,9 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
   facts.boundaryBytes =
       facts.layers > 0 ? facts.storedFull / double(facts.layers) : 0.0;
   for (const auto &[key, count] : kernels) {
-    const auto &[flops, bytes, dense, forward, cheap] = key;
-    facts.kernels.push_back({flops, bytes, dense, forward, cheap, count});
+    const auto &[flops, bytes, dense, forward, cheap, split] = key;
+    facts.kernels.push_back(
+        {flops, bytes, dense, forward, cheap, count, split});
   }
   return facts;
 }

@@ -27,6 +27,8 @@ std::string Candidate::describe() const {
   s << "dp=" << dp << ",tp=" << tp << ",pp=" << pp;
   if (sp > 1)
     s << ",sp=" << sp;
+  if (ep > 1)
+    s << ",ep=" << ep;
   if (zero)
     s << ",zero=" << zero;
   if (sequenceParallel)
@@ -99,14 +101,89 @@ Link slowest(const HardwareProfile &hw, size_t from, size_t to) {
   return link;
 }
 
-/// The estimate of one plan: its dp axes are [0, dpEnd), its pp axes
-/// [dpEnd, ppEnd), then sp's one axis (when c.sp > 1) and tp's the rest.
+/// The parameters a device holds (before ZeRO): the dense ones split by
+/// tp and pp, the experts' by ep and pp (Megatron's tensor-parallel
+/// pattern keeps an expert's weights whole).
+struct LocalParams {
+  double dense = 0, experts = 0;
+};
+LocalParams localParams(const ModelFacts &f, const Candidate &c) {
+  return {double(f.params - f.expertParams) / double(c.tp * c.pp),
+          double(f.expertParams) / double(c.pp * c.ep)};
+}
+
+/// What the axes splitting the batch communicate in a step: expert
+/// parallelism's token-slot exchanges and the gradients' reduction (with
+/// ZeRO-3's parameter gathers).
+double batchCommSeconds(const ModelFacts &f, const Space &space,
+                        const HardwareProfile &hw, size_t dpEnd, size_t epEnd,
+                        size_t ppEnd, const Candidate &c, double stretch) {
+  const int64_t batchWays = c.dp * c.ep;
+  const double m = double(c.microbatches), p = double(c.pp);
+  double comm = 0;
+  // Expert parallelism: each dispatch, combine and slot_dot moves its
+  // rank's token slots to their experts' ranks or back, (ep-1)/ep of them
+  // when routing is even (the report's rule), in the activations' type.
+  if (c.ep > 1 && f.slotMoves > 0) {
+    const Link link = slowest(hw, dpEnd, epEnd);
+    const double e = double(c.ep);
+    const double perMove = f.slotMoveElements / double(f.slotMoves) /
+                           double(batchWays * c.sp) * (e - 1) / e *
+                           (space.precision == "f32" ? 4.0 : 2.0);
+    comm += double(f.slotMoves) / p *
+            dtc::cost::collectiveTime(CollectiveKind::AllToAll, c.ep, perMove,
+                                      link) *
+            stretch;
+  }
+  // Data parallelism: the gradients' all-reduce (ZeRO: reduce-scatter and
+  // gather, the same bytes) once per step, over the sp ring too (each of
+  // its ranks holds its positions' terms) and over the ep axes but for the
+  // experts' weights, which those split; ZeRO-3 gathers the parameters for
+  // each micro-batch's forward and backward too.
+  const dtc::cost::BytesPerParam bpp =
+      dtc::cost::bytesPerParam(space.precision, space.optimizer);
+  const LocalParams local = localParams(f, c);
+  auto gradientSync = [&](double params, int64_t ways, size_t end) {
+    if (ways * c.sp <= 1 || params <= 0)
+      return;
+    Link link = slowest(hw, 0, end);
+    if (c.sp > 1) {
+      const Link ring = slowest(hw, ppEnd, ppEnd + 1);
+      if (ring.bandwidth * ring.efficiency < link.bandwidth * link.efficiency)
+        link = ring;
+    }
+    const double group = double(ways * c.sp);
+    comm += dtc::cost::collectiveTime(
+        CollectiveKind::AllReduce, ways * c.sp,
+        2.0 * (group - 1) / group * params * bpp.grads, link);
+  };
+  gradientSync(local.dense, batchWays, epEnd);
+  gradientSync(local.experts, c.dp, dpEnd);
+  auto parameterGathers = [&](double params, int64_t ways, size_t end) {
+    if (c.zero < 3 || ways <= 1 || params <= 0)
+      return;
+    const double d = double(ways);
+    comm += 2.0 * m *
+            dtc::cost::collectiveTime(CollectiveKind::AllGather, ways,
+                                      (d - 1) / d * params * bpp.params,
+                                      slowest(hw, 0, end));
+  };
+  parameterGathers(local.dense, batchWays, epEnd);
+  parameterGathers(local.experts, c.dp, dpEnd);
+  return comm;
+}
+
+/// The estimate of one plan: its dp axes are [0, dpEnd), its ep axes
+/// [dpEnd, epEnd), its pp axes [epEnd, ppEnd), then sp's one axis (when
+/// c.sp > 1) and tp's the rest.
 void estimate(const ModelFacts &f, const Space &space,
-              const HardwareProfile &hw, size_t dpEnd, size_t ppEnd,
-              const ScheduleTerms &terms, Candidate &c) {
+              const HardwareProfile &hw, size_t dpEnd, size_t epEnd,
+              size_t ppEnd, const ScheduleTerms &terms, Candidate &c) {
   const size_t axes = space.mesh.size();
   const size_t tpBegin = ppEnd + (c.sp > 1 ? 1 : 0);
-  const double devices = double(c.dp * c.tp * c.pp * c.sp);
+  // Expert parallelism splits the batch as data parallelism does.
+  const int64_t batchWays = c.dp * c.ep;
+  const double devices = double(batchWays * c.tp * c.pp * c.sp);
   const bool f32 = space.precision == "f32";
   const double peak = f32 ? hw.peakFlopsF32 : hw.peakFlopsBf16;
   const double recompute = c.remat == "full"        ? f.forwardFlops
@@ -115,16 +192,30 @@ void estimate(const ModelFacts &f, const Space &space,
   const double m = double(c.microbatches), p = double(c.pp);
   c.bubble = terms.bubble;
   const double stretch =
-      dtc::cost::bubbleStretch(c.bubble, c.dp * c.tp * c.pp, hw);
+      dtc::cost::bubbleStretch(c.bubble, batchWays * c.tp * c.pp, hw);
   if (f.kernels.empty()) {
     c.computeSeconds = (f.forwardFlops + f.backwardFlops + recompute) /
                        devices / (peak * hw.gemm.max) * stretch;
   } else {
     // Each kernel splits over the data, tensor and sequence ranks and the
-    // micro-batches, and a stage runs 1/pp of them, once per micro-batch.
-    const double share = double(c.dp * c.tp * c.sp) * m;
+    // micro-batches (KernelClass::Split says which), and a stage runs 1/pp
+    // of them, once per micro-batch.
+    auto ways = [&](KernelClass::Split split) {
+      switch (split) {
+      case KernelClass::Split::Batch:
+        return double(batchWays * c.tp * c.sp);
+      case KernelClass::Split::Tokens:
+        return double(batchWays * c.sp);
+      case KernelClass::Split::Experts:
+        return double(c.ep);
+      case KernelClass::Split::Whole:
+        return 1.0;
+      }
+      return 1.0;
+    };
     double perMicrobatch = 0;
     for (const KernelClass &k : f.kernels) {
+      const double share = m * ways(k.split);
       const bool again = k.forward && (c.remat == "full" ||
                                        (c.remat == "selective" && k.cheap));
       perMicrobatch += double(k.count) * (again ? 2.0 : 1.0) *
@@ -141,7 +232,7 @@ void estimate(const ModelFacts &f, const Space &space,
   double comm = 0;
   const double layersPerStage = double(f.layers) / p;
   // Per step and rank: ring attention splits the sequence too.
-  const double shard = f.boundaryBytes / double(c.dp * c.sp);
+  const double shard = f.boundaryBytes / double(batchWays * c.sp);
   if (c.tp > 1) {
     const Link link = slowest(hw, tpBegin, axes);
     const double t = double(c.tp);
@@ -170,50 +261,32 @@ void estimate(const ModelFacts &f, const Space &space,
     const Link link = slowest(hw, ppEnd, ppEnd + 1);
     const double n = double(c.sp);
     const double block = f.attentionKeyBytes / double(f.attentionLayers) /
-                         double(c.dp * c.tp * c.sp) / m;
+                         double(batchWays * c.tp * c.sp) / m;
     const double shifts =
         6.0 * (n - 1) + 2.0 + (c.remat == "none" ? 0.0 : 2.0 * (n - 1));
     const double layersHere = double(f.attentionLayers) / p;
     comm += m * layersHere * shifts * dtc::cost::sendRecvTime(block, link) *
             stretch;
   }
-  // Data parallelism: the gradients' all-reduce (ZeRO: reduce-scatter and
-  // gather, the same bytes) once per step, over the sp ring too (each of
-  // its ranks holds its positions' terms); ZeRO-3 gathers the parameters
-  // for each micro-batch's forward and backward too.
-  const dtc::cost::BytesPerParam bpp =
-      dtc::cost::bytesPerParam(space.precision, space.optimizer);
-  const double localParams = double(f.params) / double(c.tp * c.pp);
-  if (c.dp * c.sp > 1) {
-    Link link = slowest(hw, 0, dpEnd);
-    if (c.sp > 1) {
-      const Link ring = slowest(hw, ppEnd, ppEnd + 1);
-      if (ring.bandwidth * ring.efficiency < link.bandwidth * link.efficiency)
-        link = ring;
-    }
-    const double group = double(c.dp * c.sp);
-    const double grads = localParams * bpp.grads;
-    comm += dtc::cost::collectiveTime(CollectiveKind::AllReduce, c.dp * c.sp,
-                                      2.0 * (group - 1) / group * grads, link);
-  }
-  if (c.dp > 1) {
-    const Link link = slowest(hw, 0, dpEnd);
-    const double d = double(c.dp);
-    if (c.zero >= 3)
-      comm += 2.0 * m *
-              dtc::cost::collectiveTime(CollectiveKind::AllGather, c.dp,
-                                        (d - 1) / d * localParams * bpp.params,
-                                        link);
-  }
+  comm += batchCommSeconds(f, space, hw, dpEnd, epEnd, ppEnd, c, stretch);
   c.commSeconds = comm;
   c.seconds = c.computeSeconds + c.commSeconds;
 
-  // Memory: the state by ZeRO stage, and the activations of the
-  // micro-batches the schedule keeps in flight on its busiest stage.
-  const double d = double(c.dp);
-  double state = localParams * (bpp.params / (c.zero >= 3 ? d : 1.0) +
-                                bpp.grads / (c.zero >= 2 ? d : 1.0) +
-                                bpp.optimizer / (c.zero >= 1 ? d : 1.0));
+  // Memory: the state by ZeRO stage (over every axis splitting the batch,
+  // but for the experts' weights, which the ep axes split instead), and the
+  // activations of the micro-batches the schedule keeps in flight on its
+  // busiest stage.
+  const dtc::cost::BytesPerParam bpp =
+      dtc::cost::bytesPerParam(space.precision, space.optimizer);
+  const LocalParams local = localParams(f, c);
+  auto stateBytes = [&](double params, double d) {
+    return params * (bpp.params / (c.zero >= 3 ? d : 1.0) +
+                     bpp.grads / (c.zero >= 2 ? d : 1.0) +
+                     bpp.optimizer / (c.zero >= 1 ? d : 1.0));
+  };
+  const double state = stateBytes(local.dense, double(batchWays)) +
+                       stateBytes(local.experts, double(c.dp));
+  const double d = double(batchWays);
   const double stored = c.remat == "full"        ? f.storedFull
                         : c.remat == "selective" ? f.storedSelective
                                                  : f.storedNone;
@@ -233,86 +306,108 @@ void estimate(const ModelFacts &f, const Space &space,
   c.fits = space.budget <= 0 || c.bytes <= space.budget;
 }
 
+using TermsCache =
+    std::map<std::tuple<std::string, int64_t, int64_t, int64_t>, ScheduleTerms>;
+
+/// The plans of one split of the mesh axes (`base`'s degrees): every
+/// micro-batch count, schedule, recomputation, ZeRO stage and sequence
+/// parallelism, estimated.
+void enumeratePlansOf(const ModelFacts &facts, const Space &space,
+                      const HardwareProfile &hw, const Candidate &base,
+                      size_t dpEnd, size_t epEnd, size_t ppEnd,
+                      TermsCache &termsOf, std::vector<Candidate> &out) {
+  const bool ring = base.sp > 1;
+  const int64_t perShard = facts.batch / (base.dp * base.ep);
+  const int64_t maxMicrobatches =
+      facts.experts > 0 ? 1 : std::min(perShard, space.maxMicrobatches);
+  for (int64_t m = 1; m <= maxMicrobatches; ++m) {
+    if (perShard % m != 0)
+      continue;
+    // Schedules (pp > 1): 1f1b; zb; interleaved with v chunks per
+    // stage where each chunk has a layer and M divides by pp.
+    std::vector<std::pair<std::string, int64_t>> schedules = {{"1f1b", 1}};
+    if (base.pp > 1) {
+      schedules.push_back({"zb", 1});
+      if (m % base.pp == 0)
+        for (int64_t v : space.virtualStages)
+          if (v > 1 && base.pp * v <= facts.layers)
+            schedules.push_back({"interleaved", v});
+    }
+    for (const auto &[schedule, v] : schedules) {
+      auto key = std::make_tuple(schedule, base.pp, m, v);
+      auto known = termsOf.find(key);
+      if (known == termsOf.end())
+        known =
+            termsOf.emplace(key, scheduleTerms(schedule, base.pp, m, v)).first;
+      const ScheduleTerms terms = known->second;
+      for (const char *remat : {"none", "selective", "full"}) {
+        // zb defers no W on a stage that recomputes fully: it is
+        // 1f1b there (Plan::pendingWeightGradients).
+        if (schedule == "zb" && std::string(remat) == "full")
+          continue;
+        for (int64_t zero = 0; zero <= (base.dp * base.ep > 1 ? 3 : 0); ++zero)
+          for (bool sp : {false, true}) {
+            // Megatron's sequence parallelism does not combine with
+            // the ring's yet.
+            if (sp && (base.tp == 1 || !facts.sequenceInputs || ring))
+              continue;
+            Candidate c = base;
+            c.microbatches = m;
+            c.remat = remat;
+            c.zero = zero;
+            c.sequenceParallel = sp;
+            c.schedule = schedule;
+            c.virtualStages = v;
+            estimate(facts, space, hw, dpEnd, epEnd, ppEnd, terms, c);
+            out.push_back(c);
+          }
+      }
+    }
+  }
+}
+
 } // namespace
 
 std::vector<Candidate>
 dtc::search::enumerateCandidates(const ModelFacts &facts, const Space &space,
                                  const HardwareProfile &hw) {
   std::vector<Candidate> out;
-  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> seen;
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> seen;
   // Plans differ in far more ways than schedules do (zb below P
   // micro-batches is simulated).
-  std::map<std::tuple<std::string, int64_t, int64_t, int64_t>, ScheduleTerms>
-      termsOf;
+  TermsCache termsOf;
   const size_t axes = space.mesh.size();
+  // A mixture of experts routes the whole batch at once: its plans have
+  // one micro-batch, and its reshapes merge the sequence that ring
+  // attention would split.
+  const bool experts = facts.experts > 0;
   for (size_t dpEnd = 0; dpEnd <= axes; ++dpEnd)
-    for (size_t ppEnd = dpEnd; ppEnd <= axes; ++ppEnd)
-      for (bool ring : {false, true}) {
-        Candidate base;
-        base.dp = product(space.mesh, 0, dpEnd);
-        base.pp = product(space.mesh, dpEnd, ppEnd);
-        // Ring attention takes the one axis after pp's (as --strategy
-        // places it), over a sequence that divides.
-        if (ring && (ppEnd == axes || space.mesh[ppEnd] < 2 ||
-                     facts.attentionLayers == 0 || facts.sequence <= 0 ||
-                     facts.sequence % space.mesh[ppEnd] != 0))
-          continue;
-        base.sp = ring ? space.mesh[ppEnd] : 1;
-        base.tp = product(space.mesh, ppEnd + (ring ? 1 : 0), axes);
-        // Axes of size 1 give the same degrees under several splits.
-        if (!seen.insert({base.dp, base.pp, base.sp, base.tp}).second)
-          continue;
-        if (base.pp > facts.layers || facts.batch % base.dp != 0)
-          continue;
-        const int64_t perShard = facts.batch / base.dp;
-        for (int64_t m = 1; m <= std::min(perShard, space.maxMicrobatches);
-             ++m) {
-          if (perShard % m != 0)
+    for (size_t epEnd = dpEnd; epEnd <= (experts ? axes : dpEnd); ++epEnd)
+      for (size_t ppEnd = epEnd; ppEnd <= axes; ++ppEnd)
+        for (bool ring : {false, true}) {
+          Candidate base;
+          base.dp = product(space.mesh, 0, dpEnd);
+          base.ep = product(space.mesh, dpEnd, epEnd);
+          base.pp = product(space.mesh, epEnd, ppEnd);
+          // Ring attention takes the one axis after pp's (as --strategy
+          // places it), over a sequence that divides.
+          if (ring && (experts || ppEnd == axes || space.mesh[ppEnd] < 2 ||
+                       facts.attentionLayers == 0 || facts.sequence <= 0 ||
+                       facts.sequence % space.mesh[ppEnd] != 0))
             continue;
-          // Schedules (pp > 1): 1f1b; zb; interleaved with v chunks per
-          // stage where each chunk has a layer and M divides by pp.
-          std::vector<std::pair<std::string, int64_t>> schedules = {
-              {"1f1b", 1}};
-          if (base.pp > 1) {
-            schedules.push_back({"zb", 1});
-            if (m % base.pp == 0)
-              for (int64_t v : space.virtualStages)
-                if (v > 1 && base.pp * v <= facts.layers)
-                  schedules.push_back({"interleaved", v});
-          }
-          for (const auto &[schedule, v] : schedules) {
-            auto key = std::make_tuple(schedule, base.pp, m, v);
-            auto known = termsOf.find(key);
-            if (known == termsOf.end())
-              known =
-                  termsOf.emplace(key, scheduleTerms(schedule, base.pp, m, v))
-                      .first;
-            const ScheduleTerms terms = known->second;
-            for (const char *remat : {"none", "selective", "full"}) {
-              // zb defers no W on a stage that recomputes fully: it is
-              // 1f1b there (Plan::pendingWeightGradients).
-              if (schedule == "zb" && std::string(remat) == "full")
-                continue;
-              for (int64_t zero = 0; zero <= (base.dp > 1 ? 3 : 0); ++zero)
-                for (bool sp : {false, true}) {
-                  // Megatron's sequence parallelism does not combine with
-                  // the ring's yet.
-                  if (sp && (base.tp == 1 || !facts.sequenceInputs || ring))
-                    continue;
-                  Candidate c = base;
-                  c.microbatches = m;
-                  c.remat = remat;
-                  c.zero = zero;
-                  c.sequenceParallel = sp;
-                  c.schedule = schedule;
-                  c.virtualStages = v;
-                  estimate(facts, space, hw, dpEnd, ppEnd, terms, c);
-                  out.push_back(c);
-                }
-            }
-          }
+          base.sp = ring ? space.mesh[ppEnd] : 1;
+          base.tp = product(space.mesh, ppEnd + (ring ? 1 : 0), axes);
+          // Axes of size 1 give the same degrees under several splits.
+          if (!seen.insert({base.dp, base.ep, base.pp, base.sp, base.tp})
+                   .second)
+            continue;
+          if (base.pp > facts.layers ||
+              facts.batch % (base.dp * base.ep) != 0 ||
+              (experts && facts.experts % base.ep != 0))
+            continue;
+          enumeratePlansOf(facts, space, hw, base, dpEnd, epEnd, ppEnd, termsOf,
+                           out);
         }
-      }
   std::stable_sort(out.begin(), out.end(),
                    [](const Candidate &a, const Candidate &b) {
                      if (a.fits != b.fits)

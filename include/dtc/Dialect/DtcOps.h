@@ -57,6 +57,12 @@ LogicalResult verifyKnownAttributes(Operation *op);
 /// the queries' and the keys' sequence (ring attention splits both).
 std::pair<int64_t, int64_t> attentionSequenceFactors(Operation *op);
 
+/// The token-slot elements (slots [T, k] times the row width) that a
+/// moe_dispatch, moe_combine or moe_slot_dot moves between its tokens' and
+/// its experts' layouts; 0 for any other op. Under expert parallelism each
+/// of them is one dtc.moe_exchange of these rows.
+int64_t exchangedSlotElements(Operation *op);
+
 namespace OpTrait {
 template <typename ConcreteType>
 class KnownAttributesOnly

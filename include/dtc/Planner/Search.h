@@ -32,6 +32,15 @@ struct KernelClass {
   /// (selective recomputation runs it again).
   bool forward = false, cheap = false;
   int64_t count = 0;
+  /// How a plan splits the kernel: with the batch (and tensor and sequence
+  /// parallelism); with the batch's tokens only (a mixture of experts'
+  /// dispatch, combine and slot_dot, whose token rows tensor parallelism
+  /// keeps whole); over the experts (the experts' FFNs: each rank runs its
+  /// experts on every token routed to them, so only ep splits them: the
+  /// tensor-parallel layout keeps expert weights whole);
+  /// or not at all (the routing, which reads every token on every rank).
+  enum class Split { Batch, Tokens, Experts, Whole };
+  Split split = Split::Batch;
 };
 
 /// What the estimates need of a training step (global shapes, one step of
@@ -62,6 +71,14 @@ struct ModelFacts {
   double attentionKeyBytes = 0;
   /// Forward attention ops (each one ring under sp).
   int64_t attentionLayers = 0;
+  /// Mixture of experts (dtc.moe): the expert counts every layer's divides
+  /// by (their gcd; 0 for a model without experts), the expert weights'
+  /// elements (of params), and the moves of token slots between tokens'
+  /// and experts' layouts a step makes (dispatch, combine and slot_dot,
+  /// forward and backward: each one dtc.moe_exchange under expert
+  /// parallelism) with their elements, whole batch, summed.
+  int64_t experts = 0, expertParams = 0, slotMoves = 0;
+  double slotMoveElements = 0;
   /// The step's kernels by class. When present, compute is each class's
   /// kernel time at its per-device, per-micro-batch size (so micro-batches
   /// and tensor parallelism pay for smaller GEMMs and more launches); when
@@ -83,8 +100,10 @@ struct Space {
 };
 
 struct Candidate {
-  /// sp: ring attention's degree (one mesh axis, between pp's and tp's).
-  int64_t dp = 1, tp = 1, pp = 1, sp = 1, microbatches = 1, zero = 0;
+  /// sp: ring attention's degree (one mesh axis, between pp's and tp's);
+  /// ep: expert parallelism's (whole axes between dp's and pp's, splitting
+  /// the batch as dp does and every layer's experts); dp is the rest.
+  int64_t dp = 1, tp = 1, pp = 1, sp = 1, ep = 1, microbatches = 1, zero = 0;
   std::string remat = "none";
   /// The pipeline schedule (pp > 1): 1f1b, zb (not with full
   /// recomputation, under which it is 1f1b) or interleaved with
@@ -100,7 +119,8 @@ struct Candidate {
 
   /// As --strategy and the other flags would write it, e.g.
   /// "dp=8,tp=8,pp=16 --microbatches 192 --remat full" (",sp=S" after pp
-  /// when ring attention splits the sequence; "--schedule zb" or
+  /// when ring attention splits the sequence, ",ep=E" after it under expert
+  /// parallelism; "--schedule zb" or
   /// "--schedule interleaved --virtual-stages V" when not 1f1b).
   std::string describe() const;
 };

@@ -24,10 +24,8 @@ def main(argv):
         print(f"planner: {p['mode']}, " + ("chose the fastest lowered plan that fits"
                                            if best["plan"] == p["chose"] else "CHOSE ANOTHER"))
         s = r["strategy"]
-        same = (s["dp"], s["tp"], s["pp"], s["sp"], s["zero"], s["microbatches"], s["remat"],
-                s["sequence_parallel"]) == (best["dp"], best["tp"], best["pp"], best["sp"], best["zero"],
-                                            best["microbatches"], best["remat"],
-                                            best["sequence_parallel"])
+        keys = ("dp", "tp", "pp", "sp", "ep", "zero", "microbatches", "remat", "sequence_parallel")
+        same = all(s[k] == best[k] for k in keys)
         print("strategy " + ("matches the chosen plan" if same else "DIFFERS from the chosen plan"))
         if abs(r["predicted"]["step_time_s"] - best["evaluated"]["step_s"]) > 1e-12:
             print("PREDICTION DIFFERS")

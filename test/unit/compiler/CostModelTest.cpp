@@ -244,6 +244,95 @@ TEST(Search, RingAttentionIsAPlanChoice) {
     EXPECT_NE(c.sp, 4);
 }
 
+// Expert parallelism in the search: ep takes whole axes between dp's and
+// pp's, only for a mixture of experts whose every layer's expert count it
+// divides; it splits the batch as dp does and the experts' weights (their
+// gradients are summed over dp alone, and ZeRO splits them over dp alone),
+// and each token-slot move is an all-to-all of (ep-1)/ep of the rank's
+// slots. The routing reads the whole batch: one micro-batch, no ring.
+TEST(Search, ExpertParallelismIsAPlanChoice) {
+  dtc::search::ModelFacts facts;
+  facts.params = 1000000;
+  facts.expertParams = 800000;
+  facts.experts = 8;
+  facts.slotMoves = 10;
+  facts.slotMoveElements = 10 * 65536.0;
+  facts.batch = 8;
+  facts.layers = 2;
+  facts.forwardFlops = 1e12;
+  facts.backwardFlops = 2e12;
+  facts.storedNone = 4e6;
+  facts.storedSelective = 2e6;
+  facts.storedFull = 1e6;
+  facts.boundaryBytes = 2.5e5;
+  facts.sequenceInputs = true;
+  facts.sequence = 64;
+  facts.attentionKeyBytes = 4e6;
+  facts.attentionLayers = 2;
+  dtc::search::Space space;
+  space.mesh = {2, 4};
+  const dtc::cost::HardwareProfile hw = a100For(space.mesh);
+  auto all = dtc::search::enumerateCandidates(facts, space, hw);
+  auto find = [&](int64_t dp, int64_t ep, int64_t tp,
+                  int64_t zero) -> const dtc::search::Candidate * {
+    for (const dtc::search::Candidate &c : all)
+      if (c.dp == dp && c.ep == ep && c.tp == tp && c.pp == 1 &&
+          c.zero == zero && c.remat == "none" && !c.sequenceParallel)
+        return &c;
+    return nullptr;
+  };
+  const dtc::search::Candidate *ep4 = find(2, 4, 1, 0),
+                               *ep4zero3 = find(2, 4, 1, 3);
+  ASSERT_TRUE(ep4 && ep4zero3);
+  const dtc::search::Candidate *ep2tp4 = find(1, 2, 4, 0); // tp inside ep
+  ASSERT_TRUE(ep2tp4);
+  EXPECT_TRUE(find(1, 8, 1, 0)); // ep on both axes
+  EXPECT_EQ(ep4->describe(), "dp=2,tp=1,pp=1,ep=4 --remat none");
+  for (const dtc::search::Candidate &c : all) {
+    EXPECT_EQ(c.microbatches, 1) << c.describe();
+    EXPECT_EQ(c.sp, 1) << c.describe();
+  }
+  // f32 Adam, 16 bytes per parameter: the dense 200k whole, the experts'
+  // 800k over ep=4; activations over the 8 batch shards. ZeRO-3 splits the
+  // dense state over all 8, the experts' over dp=2.
+  EXPECT_DOUBLE_EQ(ep4->bytes, 200e3 * 16 + 800e3 / 4 * 16 + 4e6 / 8);
+  EXPECT_DOUBLE_EQ(ep4zero3->bytes,
+                   200e3 * 16 / 8 + 800e3 / 4 * 16 / 2 + 4e6 / 8);
+  // Tensor parallelism splits the dense weights, not the experts' (whole
+  // in Megatron's pattern), and the activations.
+  EXPECT_DOUBLE_EQ(ep2tp4->bytes,
+                   200e3 / 4 * 16 + 800e3 / 2 * 16 + 4e6 / 2 / 4);
+  // Communication: the dense gradients over all 8, the experts' over dp's
+  // 2, and 10 all-to-alls of 3/4 of the rank's 65536 / 8 slot elements.
+  const dtc::cost::Link outer = hw.axes[0], inner = hw.axes[1];
+  const dtc::cost::Link &slow =
+      outer.bandwidth * outer.efficiency < inner.bandwidth * inner.efficiency
+          ? outer
+          : inner;
+  using dtc::cost::CollectiveKind;
+  const double dense = dtc::cost::collectiveTime(CollectiveKind::AllReduce, 8,
+                                                 2.0 * 7 / 8 * 200e3 * 4, slow);
+  const double experts = dtc::cost::collectiveTime(
+      CollectiveKind::AllReduce, 2, 2.0 * 1 / 2 * 200e3 * 4, outer);
+  const double exchanges =
+      10 * dtc::cost::collectiveTime(CollectiveKind::AllToAll, 4,
+                                     65536.0 / 8 * 3 / 4 * 4, inner);
+  EXPECT_DOUBLE_EQ(ep4->commSeconds, dense + experts + exchanges);
+  // Compute over all 8 devices, as dp=8 would.
+  EXPECT_DOUBLE_EQ(ep4->computeSeconds, 3e12 / 8 / (19.5e12 * 0.8));
+  // ep must divide every layer's experts (6: not 4 nor 8), and a model
+  // without experts has no ep.
+  facts.experts = 6;
+  for (const dtc::search::Candidate &c :
+       dtc::search::enumerateCandidates(facts, space, hw))
+    EXPECT_TRUE(c.ep == 1 || c.ep == 2) << c.describe();
+  facts.experts = 0;
+  facts.expertParams = 0;
+  for (const dtc::search::Candidate &c :
+       dtc::search::enumerateCandidates(facts, space, hw))
+    EXPECT_EQ(c.ep, 1) << c.describe();
+}
+
 // The schedule terms of the closed forms are the emitted schedules' own:
 // the simulated bubble, and the micro-batches the busiest stage keeps in
 // flight (interleaved: chunk micro-batches over the chunk count).
