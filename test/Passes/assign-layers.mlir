@@ -1,6 +1,8 @@
 // Layers of the training step, read off the forward data flow, and the
 // split of the backward into input gradients (B) and weight gradients (W).
-// RUN: dtc-opt %s --split-input-file --dtc-build-training-step --dtc-assign-layers | FileCheck %s
+// The pass runs on the training steps of the models below
+// (Inputs/assign-layers.input.mlir, which scripts/pass-inputs.py writes).
+// RUN: dtc-opt %S/Inputs/assign-layers.input.mlir --split-input-file --dtc-assign-layers | FileCheck %s
 
 // Two pre-norm residual blocks between a tied embedding and its head. The
 // residual stream is the only activation live between sublayers, so each

@@ -1,12 +1,14 @@
 // Data parallelism on a 2x2 grid: the planner shards every input's batch
 // over both axes and propagates factor shardings; the partitioner rewrites
 // to local shapes and inserts the collectives.
-// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-assign-layers --dtc-apply-strategy="mesh=2,2" --dtc-materialize-plan | FileCheck %s --check-prefix=PLAN
-// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-assign-layers --dtc-apply-strategy="mesh=2,2" --dtc-materialize-plan --dtc-partition | FileCheck %s
+// The inputs: the model below planned on a 2x2 grid and on one device
+// (Inputs/partition.*.input.mlir, which scripts/pass-inputs.py writes).
+// RUN: FileCheck %s --check-prefix=PLAN < %S/Inputs/partition.2x2.input.mlir
+// RUN: dtc-opt %S/Inputs/partition.2x2.input.mlir --dtc-partition | FileCheck %s
 // Exactly two collectives reduce anything: the gradient and the loss.
-// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-assign-layers --dtc-apply-strategy="mesh=2,2" --dtc-materialize-plan --dtc-partition | grep -c "shard.all_reduce " | FileCheck %s --check-prefix=COUNT
+// RUN: dtc-opt %S/Inputs/partition.2x2.input.mlir --dtc-partition | grep -c "shard.all_reduce " | FileCheck %s --check-prefix=COUNT
 // COUNT: {{^}}2{{$}}
-// RUN: dtc-opt %s --dtc-build-training-step=optimizer=sgd --dtc-assign-layers --dtc-apply-strategy="mesh=1" --dtc-materialize-plan --dtc-partition | FileCheck %s --check-prefix=ONE
+// RUN: dtc-opt %S/Inputs/partition.1.input.mlir --dtc-partition | FileCheck %s --check-prefix=ONE
 
 // PLAN: module attributes {dtc.plan = #dtc.plan<@mesh, dp = 4 on [0, 1], tp = 1, pp = 1, microbatches = 1, virtual_stages = 1, zero = 0, schedule = "none", recompute = none, precision = "f32">}
 // PLAN: shard.grid @mesh(shape = 2x2)

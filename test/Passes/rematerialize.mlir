@@ -1,9 +1,11 @@
 // Activation checkpointing: forward ops cloned into the backward of their
 // layer, the backward reading the clones.
-// RUN: dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-rematerialize=mode=full | FileCheck %s --check-prefix=FULL
-// RUN: dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-rematerialize=mode=selective | FileCheck %s --check-prefix=SEL
-// RUN: dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-rematerialize=mode=none | FileCheck %s --check-prefix=NONE
-// RUN: not dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-rematerialize=mode=half 2>&1 | FileCheck %s --check-prefix=BAD
+// The input: the model below as a training step with layers
+// (Inputs/rematerialize.input.mlir, which scripts/pass-inputs.py writes).
+// RUN: dtc-opt %S/Inputs/rematerialize.input.mlir --dtc-rematerialize=mode=full | FileCheck %s --check-prefix=FULL
+// RUN: dtc-opt %S/Inputs/rematerialize.input.mlir --dtc-rematerialize=mode=selective | FileCheck %s --check-prefix=SEL
+// RUN: dtc-opt %S/Inputs/rematerialize.input.mlir --dtc-rematerialize=mode=none | FileCheck %s --check-prefix=NONE
+// RUN: not dtc-opt %S/Inputs/rematerialize.input.mlir --dtc-rematerialize=mode=half 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Layer 1 is the residual MLP block (norm, matmul, gelu, matmul, add);
 // its input %[[X0]] (the embedding) and output %[[X1]] are the only values

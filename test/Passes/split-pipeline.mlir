@@ -1,9 +1,11 @@
 // Pipeline stages: the planned step is cut into one function per stage with
 // explicit messages between them, before SPMD partitioning.
-// RUN: dtc-opt %s --split-input-file --dtc-build-training-step=optimizer=sgd --dtc-assign-layers --dtc-apply-strategy="mesh=2 pp=2 microbatches=2" --dtc-materialize-plan --dtc-balance-stages --dtc-split-pipeline | FileCheck %s
-// RUN: dtc-opt %s --split-input-file --dtc-build-training-step=optimizer=sgd --dtc-assign-layers --dtc-apply-strategy="mesh=2 pp=2 microbatches=2" --dtc-materialize-plan --dtc-balance-stages --dtc-split-pipeline --dtc-partition | FileCheck %s --check-prefix=LOCAL
+// The inputs: the models below planned for pp=2 with 2 micro-batches, and
+// for dp=2 (Inputs/split-pipeline.*.input.mlir, scripts/pass-inputs.py).
+// RUN: dtc-opt %S/Inputs/split-pipeline.pp2.input.mlir --split-input-file --dtc-split-pipeline | FileCheck %s
+// RUN: dtc-opt %S/Inputs/split-pipeline.pp2.input.mlir --split-input-file --dtc-split-pipeline --dtc-partition | FileCheck %s --check-prefix=LOCAL
 // Without stages or micro-batches the pass changes nothing.
-// RUN: dtc-opt %s --split-input-file --dtc-build-training-step=optimizer=sgd --dtc-assign-layers --dtc-apply-strategy="mesh=2" --dtc-materialize-plan --dtc-balance-stages --dtc-split-pipeline | FileCheck %s --check-prefix=NONE
+// RUN: dtc-opt %S/Inputs/split-pipeline.dp2.input.mlir --split-input-file --dtc-split-pipeline | FileCheck %s --check-prefix=NONE
 
 // A tied embedding, a residual block and an MLP block, then the head. The
 // MLP is the costly layer: balancing flops (not ops) keeps it with the
