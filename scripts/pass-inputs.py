@@ -35,6 +35,7 @@ PARTITIONED = ["--dtc-materialize-plan", "--dtc-partition"]
 ENTRIES = {
     "assign-layers": ("test/Passes/assign-layers.mlir", ["--split-input-file"] + TRAIN),
     "rematerialize": ("test/Passes/rematerialize.mlir", LAYERS),
+    "merge-duplicate-backward-ops": ("test/Passes/merge-duplicate-backward-ops.mlir", LAYERS),
     "split-pipeline.pp2": ("test/Passes/split-pipeline.mlir",
                            ["--split-input-file"] + SGD_LAYERS +
                            ["--dtc-apply-strategy=mesh=2 pp=2 microbatches=2", "--dtc-materialize-plan",

@@ -3,8 +3,10 @@
 // transposes that; after dtc-merge-duplicate-backward-ops the step computes
 // the reshape and the transpose once and all three weight gradients read
 // them. Without the pass there are three of each (the NOMERGE run).
-// RUN: dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-merge-duplicate-backward-ops | FileCheck %s
-// RUN: dtc-opt %s --dtc-build-training-step --dtc-assign-layers | FileCheck %s --check-prefix=NOMERGE
+// The input: the model below as a training step with layers
+// (Inputs/merge-duplicate-backward-ops.input.mlir, scripts/pass-inputs.py).
+// RUN: dtc-opt %S/Inputs/merge-duplicate-backward-ops.input.mlir --dtc-merge-duplicate-backward-ops | FileCheck %s
+// RUN: FileCheck %s --check-prefix=NOMERGE < %S/Inputs/merge-duplicate-backward-ops.input.mlir
 
 // CHECK-LABEL: func.func @train_step(
 // CHECK: %[[X:.*]] = "dtc.layer_norm"
