@@ -1,9 +1,8 @@
-// RUN: not dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-apply-strategy="mesh=3" --dtc-materialize-plan 2>&1 | FileCheck %s --check-prefix=BATCH
-// BATCH: error: the batch dimension of input "x" has size 8, which does not divide over dp=3
+// Errors without a location (the options against the mesh, the pass order);
+// those at an input: apply-strategy-invalid-dp.mlir and
+// apply-strategy-invalid-microbatches.mlir.
 // RUN: not dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-apply-strategy="mesh=2,2 dp=2" --dtc-materialize-plan 2>&1 | FileCheck %s --check-prefix=DEGREE
 // DEGREE: error: dp=2 x tp=1 x pp=1 uses 2 devices but the mesh has 4
-// RUN: not dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-apply-strategy="mesh=2,2 microbatches=3" --dtc-materialize-plan 2>&1 | FileCheck %s --check-prefix=MICRO
-// MICRO: error: the batch dimension of input "x" has size 8, which does not divide over dp=4 x 3 micro-batches
 // RUN: not dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-apply-strategy="mesh=6 pp=4" --dtc-materialize-plan 2>&1 | FileCheck %s --check-prefix=PPDIV
 // PPDIV: error: tp=1 x pp=4 does not divide the 6 devices of the mesh
 // RUN: not dtc-opt %s --dtc-build-training-step --dtc-assign-layers --dtc-apply-strategy="mesh=4,2 pp=4" --dtc-materialize-plan 2>&1 | FileCheck %s --check-prefix=PPAXES
