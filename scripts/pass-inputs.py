@@ -32,6 +32,7 @@ SGD_LAYERS = ["--dtc-build-training-step=optimizer=sgd", "--dtc-assign-layers"]
 GPT_1 = ["gpt", "--layers", "1", "--hidden", "32", "--heads", "4", "--seq", "16", "--vocab", "64", "--batch", "8"]
 MLP_2 = ["mlp", "--layers", "2", "--hidden", "8", "--features", "4", "--classes", "3", "--batch", "4"]
 PARTITIONED = ["--dtc-materialize-plan", "--dtc-partition"]
+ILP_TP8 = ["--dtc-apply-strategy=mesh=8 tp=8 tp-layout=ilp"]
 ENTRIES = {
     "assign-layers": ("test/Passes/assign-layers.mlir", ["--split-input-file"] + TRAIN),
     "rematerialize": ("test/Passes/rematerialize.mlir", LAYERS),
@@ -51,6 +52,16 @@ ENTRIES = {
     "schedule-collectives.dp2": (MLP_2, LAYERS + ["--dtc-apply-strategy=mesh=2"] + PARTITIONED),
     "schedule-collectives.mb2": (MLP_2, LAYERS + ["--dtc-apply-strategy=mesh=2 microbatches=2"] + PARTITIONED),
     "schedule-collectives.zero1": (MLP_2, LAYERS + ["--dtc-apply-strategy=mesh=2 zero=1"] + PARTITIONED),
+    "test-print-model-structure.gpt": (["gpt", "--layers", "4", "--hidden", "32", "--heads", "4", "--seq", "8",
+                                        "--vocab", "64", "--batch", "4"], LAYERS),
+    "test-print-model-structure.llama": (["llama", "--layers", "4", "--hidden", "32", "--heads", "4", "--seq", "8",
+                                          "--vocab", "64", "--batch", "4"], LAYERS),
+    "test-print-model-structure.everyop": (["everyop", "--hidden", "16", "--heads", "4", "--seq", "8", "--vocab",
+                                            "10", "--batch", "8"], LAYERS),
+    "test-print-tensor-layout.gpt": (["gpt", "--layers", "1", "--hidden", "4096", "--heads", "32", "--seq", "512",
+                                      "--vocab", "32000", "--batch", "1"], LAYERS + ILP_TP8),
+    "test-print-tensor-layout.wide": (["mlp", "--layers", "2", "--hidden", "8192", "--features", "1024",
+                                       "--classes", "16", "--batch", "65536"], LAYERS + ILP_TP8),
 }
 
 
