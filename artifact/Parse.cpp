@@ -16,8 +16,9 @@ namespace dtc::artifact {
 Piece pieceOf(const Mesh &mesh, const TensorDecl &d,
               const std::vector<int64_t> &coords) {
   Piece p = pieceOf(mesh, d.sharding, d.shape, coords, d.pieces);
-  p.stripedDim = d.stripedDim;
-  p.stripedWays = d.stripedWays;
+  p.orderedDim = d.orderedDim;
+  p.orderedWays = d.orderedWays;
+  p.order = d.order;
   return p;
 }
 

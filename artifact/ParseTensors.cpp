@@ -67,24 +67,32 @@ TensorDecl Parser::parseTensor(const json &v, size_t index,
                         std::to_string(n) + " pieces of " + std::to_string(q));
     }
   }
-  if (const json *striped = opt(v, "striped")) {
+  for (auto [key, order] : {std::pair{"striped", SequenceOrder::Striped},
+                            std::pair{"zigzag", SequenceOrder::Zigzag}}) {
+    const json *ordered = opt(v, key);
+    if (!ordered)
+      continue;
+    const std::string what = where + ": " + key;
     if (t.role != Role::Input)
-      fail(where, "\"striped\" is only allowed on inputs");
-    const int64_t dim = integer(req(*striped, "dim", where + ": striped"),
-                                where + ": striped: dim");
-    const int64_t ways = integer(req(*striped, "ways", where + ": striped"),
-                                 where + ": striped: ways");
+      fail(where, "\"" + std::string(key) + "\" is only allowed on inputs");
+    if (t.order != SequenceOrder::Natural)
+      fail(where, "\"striped\" and \"zigzag\" exclude each other");
+    const int64_t dim = integer(req(*ordered, "dim", what), what + ": dim");
+    const int64_t ways = integer(req(*ordered, "ways", what), what + ": ways");
     if (dim < 0 || dim >= int64_t(t.shape.size()))
-      fail(where, "striped dimension " + std::to_string(dim) +
+      fail(where, std::string(key) + " dimension " + std::to_string(dim) +
                       " is not a dimension of a rank-" +
                       std::to_string(t.shape.size()) + " tensor");
-    if (ways < 1 || t.shape[size_t(dim)] % ways != 0)
-      fail(where, "striped over " + std::to_string(ways) +
+    const int64_t granule = orderGranule(order, ways);
+    if (ways < 1 || t.shape[size_t(dim)] % granule != 0)
+      fail(where, std::string(key) + " over " + std::to_string(ways) +
                       " ranks: dimension " + std::to_string(dim) + " (" +
                       std::to_string(t.shape[size_t(dim)]) +
-                      ") must divide evenly");
-    t.stripedDim = int(dim);
-    t.stripedWays = ways;
+                      ") must divide evenly into " + std::to_string(granule) +
+                      " chunks");
+    t.orderedDim = int(dim);
+    t.orderedWays = ways;
+    t.order = order;
   }
   checkTensorRole(v, where, t);
   return t;

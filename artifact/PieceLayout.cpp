@@ -83,23 +83,26 @@ void forEachProgramRun(const Shape &global, const Piece &piece,
 
 void forEachPieceRun(const Shape &global, const Piece &piece,
                      const std::function<void(int64_t, int64_t, int64_t)> &f) {
-  const int s = piece.stripedDim;
-  if (s < 0 || size_t(s) >= global.size() || piece.stripedWays <= 1) {
+  const int s = piece.orderedDim;
+  if (s < 0 || size_t(s) >= global.size() || piece.orderedWays <= 1 ||
+      piece.order == SequenceOrder::Natural) {
     forEachProgramRun(global, piece, f);
     return;
   }
   // A run stays contiguous in natural order while its index along the
-  // striped dimension is one: cut it at every step of that dimension.
+  // ordered dimension is one: cut it at every step of that dimension.
   int64_t inner = 1;
   for (size_t d = size_t(s) + 1; d < global.size(); ++d)
     inner *= global[d];
-  const int64_t length = global[size_t(s)], ways = piece.stripedWays;
+  const int64_t length = global[size_t(s)], ways = piece.orderedWays;
   forEachProgramRun(global, piece, [&](int64_t l, int64_t g, int64_t len) {
     for (int64_t at = 0; at < len;) {
       const int64_t from = g + at;
       const int64_t take = std::min(len - at, inner - from % inner);
       const int64_t index = (from / inner) % length;
-      f(l + at, from + (stripedPosition(index, length, ways) - index) * inner,
+      f(l + at,
+        from +
+            (orderedPosition(piece.order, index, length, ways) - index) * inner,
         take);
       at += take;
     }

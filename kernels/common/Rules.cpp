@@ -176,6 +176,17 @@ void checkBlockOperands(const Descs &in, const json &attrs) {
   reqBool(attrs, "causal");
   if (optAttr(attrs, "position_stride"))
     reqPositive(attrs, "position_stride");
+  if (optAttr(attrs, "zigzag_length")) {
+    // Zigzag rows are two chunks of contiguous positions each.
+    const int64_t length = reqPositive(attrs, "zigzag_length");
+    if (optAttr(attrs, "position_stride") && attrs["position_stride"] != 1)
+      fail("a zigzag block's rows are contiguous in each chunk: "
+           "position_stride must be 1");
+    for (const TensorDesc *t : {&in[0], &in[1]})
+      if (t->shape[2] % 2 != 0 || t->shape[2] > length)
+        fail("a zigzag block holds two equal chunks of a sequence of " +
+             std::to_string(length) + " positions, got " + desc(*t));
+  }
   for (size_t i : {size_t(3), size_t(4)}) {
     needDtype(in[i], DType::I64, i == 3 ? "q_offset" : "k_offset");
     needShape(in[i], Shape{}, i == 3 ? "q_offset" : "k_offset");

@@ -82,19 +82,16 @@ DTC_VECTOR_CLONES void softmaxGradRow(const float *p, float *ds, int64_t n,
 
 // Keys of tile [c0, c0 + nk) that query row `row` sees: all, or with a
 // causal mask those at or before it (may be <= 0). Rows and keys are local
-// indices; `delta` is the query block's global position minus the key
-// block's (0 for a whole sequence), so key j is at or before row i when
-// j <= i + delta.
-inline int64_t visibleKeys(bool causal, int64_t row, int64_t c0, int64_t nk,
-                           int64_t delta) {
-  return causal ? std::min(nk, row + delta - c0 + 1) : nk;
+// indices; the mask knows their global positions.
+inline int64_t visibleKeys(const CausalMask &mask, int64_t row, int64_t c0,
+                           int64_t nk) {
+  return std::min(nk, mask.visible(row) - c0);
 }
 
-// Keys the rows [r0, r0 + nq) attend to at all: [0, keyEnd) (empty when
-// <= 0).
-inline int64_t keyEnd(bool causal, int64_t r0, int64_t nq, int64_t Sk,
-                      int64_t delta) {
-  return causal ? std::min(Sk, r0 + nq + delta) : Sk;
+// Keys the rows [r0, r0 + nq) attend to at all: [0, keyEnd) (positions rise
+// with the row, so the last row sees the most).
+inline int64_t keyEnd(const CausalMask &mask, int64_t r0, int64_t nq) {
+  return mask.visible(r0 + nq - 1);
 }
 
 // Per-thread scratch of one block of query rows.
@@ -131,10 +128,10 @@ struct RowScratch {
 // Rows [r0, r0 + nq) of one head: y rows (ldy = D) = softmax(q k^T scale) v,
 // with m and l the final row maximum and sum (logsumexp = m + log l).
 void forwardRows(const KernelContext &ctx, const float *q, const float *k,
-                 const float *v, float *y, int64_t r0, int64_t nq, int64_t Sk,
-                 int64_t D, bool causal, int64_t delta, float scale,
-                 const AttentionBlocks &b, RowScratch &w) {
-  const int64_t kEnd = keyEnd(causal, r0, nq, Sk, delta);
+                 const float *v, float *y, int64_t r0, int64_t nq, int64_t D,
+                 const CausalMask &mask, float scale, const AttentionBlocks &b,
+                 RowScratch &w) {
+  const int64_t kEnd = keyEnd(mask, r0, nq);
   std::memset(y, 0, size_t(nq * D) * sizeof(float));
   for (int64_t i = 0; i < nq; ++i) {
     w.m[i] = -std::numeric_limits<float>::infinity();
@@ -146,7 +143,7 @@ void forwardRows(const KernelContext &ctx, const float *q, const float *k,
           0.0f, w.s, b.keys);
     for (int64_t i = 0; i < nq; ++i) {
       float *s = w.s + i * b.keys;
-      const int64_t lim = visibleKeys(causal, r0 + i, c0, nk, delta);
+      const int64_t lim = visibleKeys(mask, r0 + i, c0, nk);
       if (lim <= 0) {
         std::memset(s, 0, size_t(nk) * sizeof(float));
         continue;
@@ -181,10 +178,10 @@ void checkBlocks(const AttentionBlocks &b, int64_t BH, int64_t group) {
 // dq rows (overwritten), and the key/value head's dk and dv (added to).
 void gradientRows(const KernelContext &ctx, const float *Q, const float *K,
                   const float *V, const float *dY, float *dQ, float *dK,
-                  float *dV, int64_t r0, int64_t nq, int64_t Sk, int64_t D,
-                  bool causal, int64_t delta, float scale,
-                  const AttentionBlocks &b, RowScratch &w) {
-  const int64_t kEnd = keyEnd(causal, r0, nq, Sk, delta);
+                  float *dV, int64_t r0, int64_t nq, int64_t D,
+                  const CausalMask &mask, float scale, const AttentionBlocks &b,
+                  RowScratch &w) {
+  const int64_t kEnd = keyEnd(mask, r0, nq);
   std::memset(dQ + r0 * D, 0, size_t(nq * D) * sizeof(float));
   const float *dYb = dY + r0 * D, *Qb = Q + r0 * D;
   for (int64_t c0 = 0; c0 < kEnd; c0 += b.keys) {
@@ -197,8 +194,7 @@ void gradientRows(const KernelContext &ctx, const float *Q, const float *K,
       const int64_t lim =
           w.m[i] == -std::numeric_limits<float>::infinity()
               ? 0
-              : std::max<int64_t>(0,
-                                  visibleKeys(causal, r0 + i, c0, nk, delta));
+              : std::max<int64_t>(0, visibleKeys(mask, r0 + i, c0, nk));
       expShiftSum(s, lim, w.m[i]); // probabilities
       if (lim < nk)
         std::memset(s + lim, 0, size_t(nk - lim) * sizeof(float));
@@ -225,16 +221,16 @@ void backwardHead(const KernelContext &ctx, const float *Q, const float *K,
                   const float *V, const float *dY, float *dQ, float *dK,
                   float *dV, int64_t Sq, int64_t Sk, int64_t D, bool causal,
                   float scale, const AttentionBlocks &b, RowScratch &w) {
+  const CausalMask mask = CausalMask::whole(causal, Sq, Sk);
   for (int64_t r0 = 0; r0 < Sq; r0 += b.rows) {
     const int64_t nq = std::min(b.rows, Sq - r0);
     // The output rows and logsumexp again; rowsum(dy * y) per row.
-    forwardRows(ctx, Q, K, V, w.o, r0, nq, Sk, D, causal, 0, scale, b, w);
+    forwardRows(ctx, Q, K, V, w.o, r0, nq, D, mask, scale, b, w);
     for (int64_t i = 0; i < nq; ++i) {
       w.aux[i] = dotRow(dY + (r0 + i) * D, w.o + i * D, D);
       w.m[i] += std::log(w.l[i]); // logsumexp
     }
-    gradientRows(ctx, Q, K, V, dY, dQ, dK, dV, r0, nq, Sk, D, causal, 0, scale,
-                 b, w);
+    gradientRows(ctx, Q, K, V, dY, dQ, dK, dV, r0, nq, D, mask, scale, b, w);
   }
 }
 
@@ -318,8 +314,8 @@ void attentionForward(KernelContext &ctx, const float *q, const float *k,
       ctx, b, BH, Sq, D, group,
       [&](RowScratch &w, int64_t bh, int64_t kv, int64_t r0, int64_t nq) {
         forwardRows(ctx, q + bh * Sq * D, k + kv * Sk * D, v + kv * Sk * D,
-                    y + (bh * Sq + r0) * D, r0, nq, Sk, D, causal, 0, scale, b,
-                    w);
+                    y + (bh * Sq + r0) * D, r0, nq, D,
+                    CausalMask::whole(causal, Sq, Sk), scale, b, w);
       });
 }
 
@@ -341,7 +337,7 @@ void attentionBlockForward(KernelContext &ctx, const float *q, const float *k,
                            const float *v, const float *yAcc,
                            const float *lseAcc, float *y, float *lse,
                            int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
-                           bool causal, int64_t delta, AttentionBlocks b,
+                           const CausalMask &mask, AttentionBlocks b,
                            int64_t group) {
   const float scale = softmaxScale(D);
   forEachRowBlock(
@@ -349,7 +345,7 @@ void attentionBlockForward(KernelContext &ctx, const float *q, const float *k,
       [&](RowScratch &w, int64_t bh, int64_t kv, int64_t r0, int64_t nq) {
         // The block's own output into w.o, then merged row by row.
         forwardRows(ctx, q + bh * Sq * D, k + kv * Sk * D, v + kv * Sk * D, w.o,
-                    r0, nq, Sk, D, causal, delta, scale, b, w);
+                    r0, nq, D, mask, scale, b, w);
         for (int64_t i = 0; i < nq; ++i) {
           const int64_t row = bh * Sq + r0 + i;
           constexpr float none = -std::numeric_limits<float>::infinity();
@@ -364,27 +360,26 @@ void attentionBlockBackward(KernelContext &ctx, const float *q, const float *k,
                             const float *v, const float *dy, const float *y,
                             const float *lse, float *dq, float *dk, float *dv,
                             int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
-                            bool causal, int64_t delta, AttentionBlocks b,
+                            const CausalMask &mask, AttentionBlocks b,
                             int64_t group) {
   const float scale = softmaxScale(D);
-  forEachKeyValueHead(ctx, b, BH, Sk, D, group, dk, dv,
-                      [&](RowScratch &w, int64_t kv, int64_t bh) {
-                        for (int64_t r0 = 0; r0 < Sq; r0 += b.rows) {
-                          const int64_t nq = std::min(b.rows, Sq - r0);
-                          // The whole attention's statistics instead of a
-                          // recomputation.
-                          for (int64_t i = 0; i < nq; ++i) {
-                            const int64_t row = bh * Sq + r0 + i;
-                            w.m[i] = lse[row];
-                            w.aux[i] = dotRow(dy + row * D, y + row * D, D);
-                          }
-                          gradientRows(ctx, q + bh * Sq * D, k + kv * Sk * D,
-                                       v + kv * Sk * D, dy + bh * Sq * D,
-                                       dq + bh * Sq * D, dk + kv * Sk * D,
-                                       dv + kv * Sk * D, r0, nq, Sk, D, causal,
-                                       delta, scale, b, w);
-                        }
-                      });
+  forEachKeyValueHead(
+      ctx, b, BH, Sk, D, group, dk, dv,
+      [&](RowScratch &w, int64_t kv, int64_t bh) {
+        for (int64_t r0 = 0; r0 < Sq; r0 += b.rows) {
+          const int64_t nq = std::min(b.rows, Sq - r0);
+          // The whole attention's statistics instead of a
+          // recomputation.
+          for (int64_t i = 0; i < nq; ++i) {
+            const int64_t row = bh * Sq + r0 + i;
+            w.m[i] = lse[row];
+            w.aux[i] = dotRow(dy + row * D, y + row * D, D);
+          }
+          gradientRows(ctx, q + bh * Sq * D, k + kv * Sk * D, v + kv * Sk * D,
+                       dy + bh * Sq * D, dq + bh * Sq * D, dk + kv * Sk * D,
+                       dv + kv * Sk * D, r0, nq, D, mask, scale, b, w);
+        }
+      });
 }
 
 namespace {
@@ -406,24 +401,28 @@ void kAttentionGrad(const KernelArgs &a) {
                     AttentionBlocks{}, q.shape[1] / k.shape[1]);
 }
 
-// The causal shift of a block, in rows: with positions offset + row *
-// stride (operands 3 and 4, attribute position_stride), key j is visible to
-// query i when j <= i + floor((q_offset - k_offset) / stride).
-int64_t blockDelta(const KernelArgs &a) {
-  return positionShift(a.in[3].as<int64_t>()[0], a.in[4].as<int64_t>()[0],
-                       attrIntOr(*a.attrs, "position_stride", 1));
+// The positions of a block's queries and keys: operands 3 and 4 hold the
+// first row's position (under zigzag, the first chunk's), the attributes the
+// layout (docs/design.md "Causal load balancing").
+CausalMask blockMask(const KernelArgs &a) {
+  CausalMask mask;
+  mask.causal = attrBool(*a.attrs, "causal");
+  const int64_t stride = attrIntOr(*a.attrs, "position_stride", 1),
+                zigzag = attrIntOr(*a.attrs, "zigzag_length", 0);
+  mask.queries = {a.in[3].as<int64_t>()[0], stride, zigzag, a.in[0].shape[2]};
+  mask.keys = {a.in[4].as<int64_t>()[0], stride, zigzag, a.in[1].shape[2]};
+  return mask;
 }
 
 void kAttentionBlock(const KernelArgs &a) {
   const TensorArg &q = a.in[0], &k = a.in[1], &v = a.in[2];
   const bool merge = a.in.size() > 5;
-  attentionBlockForward(contextOf(a), q.as<float>(), k.as<float>(),
-                        v.as<float>(), merge ? a.in[5].as<float>() : nullptr,
-                        merge ? a.in[6].as<float>() : nullptr,
-                        a.out[0].as<float>(), a.out[1].as<float>(),
-                        q.shape[0] * q.shape[1], q.shape[2], k.shape[2],
-                        q.shape[3], attrBool(*a.attrs, "causal"), blockDelta(a),
-                        AttentionBlocks{}, q.shape[1] / k.shape[1]);
+  attentionBlockForward(
+      contextOf(a), q.as<float>(), k.as<float>(), v.as<float>(),
+      merge ? a.in[5].as<float>() : nullptr,
+      merge ? a.in[6].as<float>() : nullptr, a.out[0].as<float>(),
+      a.out[1].as<float>(), q.shape[0] * q.shape[1], q.shape[2], k.shape[2],
+      q.shape[3], blockMask(a), AttentionBlocks{}, q.shape[1] / k.shape[1]);
 }
 
 void kAttentionBlockGrad(const KernelArgs &a) {
@@ -432,9 +431,8 @@ void kAttentionBlockGrad(const KernelArgs &a) {
       contextOf(a), q.as<float>(), k.as<float>(), v.as<float>(),
       a.in[5].as<float>(), a.in[6].as<float>(), a.in[7].as<float>(),
       a.out[0].as<float>(), a.out[1].as<float>(), a.out[2].as<float>(),
-      q.shape[0] * q.shape[1], q.shape[2], k.shape[2], q.shape[3],
-      attrBool(*a.attrs, "causal"), blockDelta(a), AttentionBlocks{},
-      q.shape[1] / k.shape[1]);
+      q.shape[0] * q.shape[1], q.shape[2], k.shape[2], q.shape[3], blockMask(a),
+      AttentionBlocks{}, q.shape[1] / k.shape[1]);
 }
 
 } // namespace

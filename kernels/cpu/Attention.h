@@ -17,6 +17,7 @@
 #ifndef DTC_KERNELS_CPU_ATTENTION_H
 #define DTC_KERNELS_CPU_ATTENTION_H
 
+#include "dtc/kernels/BlockPositions.h"
 #include "dtc/kernels/Kernel.h"
 
 #include <cstddef>
@@ -56,16 +57,16 @@ void attentionBackward(KernelContext &ctx, const float *q, const float *k,
                        bool causal, AttentionBlocks blocks, int64_t group = 1);
 
 /// attention_block: q's rows against one block of keys and values, for ring
-/// attention over a split sequence. Query row i sees key j (local indices)
-/// when j <= i + delta under `causal` (delta: the query block's global
-/// position minus the key block's). The block's normalized output and row
+/// attention over a split sequence. Query row i sees keys
+/// [0, mask.visible(i)) (local indices; under a causal mask those at
+/// global positions up to the query's). The block's normalized output and row
 /// logsumexp are merged into the running (yAcc, lseAcc) when given (null:
 /// the first block), giving y and lse; a row that sees no key has lse -inf.
 void attentionBlockForward(KernelContext &ctx, const float *q, const float *k,
                            const float *v, const float *yAcc,
                            const float *lseAcc, float *y, float *lse,
                            int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
-                           bool causal, int64_t delta, AttentionBlocks blocks,
+                           const CausalMask &mask, AttentionBlocks blocks,
                            int64_t group = 1);
 /// attention_block_grad: one key block's terms of attention's gradient,
 /// from the whole attention's output y and row logsumexp lse: q's rows'
@@ -74,7 +75,7 @@ void attentionBlockBackward(KernelContext &ctx, const float *q, const float *k,
                             const float *v, const float *dy, const float *y,
                             const float *lse, float *dq, float *dk, float *dv,
                             int64_t BH, int64_t Sq, int64_t Sk, int64_t D,
-                            bool causal, int64_t delta, AttentionBlocks blocks,
+                            const CausalMask &mask, AttentionBlocks blocks,
                             int64_t group = 1);
 
 } // namespace dtc::kernels::cpu

@@ -43,6 +43,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Common.cuh"
+#include "dtc/kernels/BlockPositions.h"
 
 #include <climits>
 #include <cmath>
@@ -56,26 +57,40 @@ namespace {
 constexpr unsigned kFullMask = 0xffffffffu;
 
 /// Ring attention's block (attention_block, attention_block_grad): the query
-/// and key blocks' global positions, device scalars (null for a whole
-/// attention: delta 0). Key j is visible to query row i under `causal` when
-/// j <= i + delta, delta = q_offset - k_offset; read on the device so that
-/// launching never waits for the host.
+/// and key blocks' first global positions, device scalars (null for a whole
+/// attention: both 0), and their layout; read on the device so that
+/// launching never waits for the host. Query row i sees keys
+/// [0, mask.visible(i)) (kernels::CausalMask, the CPU kernels' rule).
 struct Offsets {
   const long long *q = nullptr, *k = nullptr;
   long long stride = 1; ///< position_stride: rows at offset + row * stride
-  /// kernels::positionShift: floor((q - k) / stride).
-  __device__ __forceinline__ int delta() const {
-    if (!q)
-      return 0;
-    const long long d = *q - *k;
-    return int(d >= 0 ? d / stride : -((-d + stride - 1) / stride));
+  long long zigzagLength = 0; ///< zigzag_length (0: not zigzag)
+
+  __device__ __forceinline__ kernels::CausalMask mask(bool causal, int Sq,
+                                                      int Sk) const {
+    kernels::CausalMask m = kernels::CausalMask::whole(causal, Sq, Sk);
+    if (q) {
+      m.queries.offset = *q;
+      m.keys.offset = *k;
+      m.queries.stride = m.keys.stride = stride;
+      m.queries.zigzagLength = m.keys.zigzagLength = zigzagLength;
+    }
+    return m;
   }
 };
 
-/// Keys [0, end) that query rows [q0, q0 + n) may see.
-__device__ __forceinline__ int visibleEnd(bool causal, int q0, int n, int Sk,
-                                          int delta) {
-  return causal ? max(0, min(Sk, q0 + n + delta)) : Sk;
+/// Keys [0, end) that query rows [q0, q0 + n) may see (positions rise with
+/// the row: the tile's last row sees the most).
+__device__ __forceinline__ int visibleEnd(const kernels::CausalMask &mask,
+                                          int q0, int n) {
+  const int64_t end = q0 + n < mask.queries.rows ? q0 + n : mask.queries.rows;
+  return int(mask.visible(end - 1));
+}
+
+/// Whether query `row` sees key `key` (key < Sk included).
+__device__ __forceinline__ bool sees(const kernels::CausalMask &mask, int row,
+                                     int key) {
+  return key < mask.visible(row);
 }
 
 /// Merges a block's row (logsumexp lb, output value yb) into the running
@@ -201,8 +216,8 @@ __global__ void __launch_bounds__(kSimtThreads)
           *K = k + (long long)(bh / G) * Sk * D,
           *V = v + (long long)(bh / G) * Sk * D;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int delta = off.delta();
-  const int kEnd = visibleEnd(causal, q0, kST, Sk, delta);
+  const kernels::CausalMask mask = off.mask(causal, Sq, Sk);
+  const int kEnd = visibleEnd(mask, q0, kST);
 
   float m[kSRows], l[kSRows], o[kSRows][NC], s[kSRows];
 #pragma unroll
@@ -220,7 +235,7 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
     for (int i = 0; i < kSRows; ++i) {
       const int row = q0 + w * kSRows + i;
-      const bool vis = key < Sk && (!causal || key <= row + delta);
+      const bool vis = sees(mask, row, key);
       const float x = vis ? s[i] * scale : -INFINITY;
       const float mx =
           fmaxf(m[i], warpMax(x)); // -inf only while no key is visible
@@ -348,7 +363,7 @@ __global__ void __launch_bounds__(kSimtThreads)
   const long long hk = (long long)kvh * Sk * D;
   const T *K = k + hk, *V = v + hk;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int delta = off.delta();
+  const kernels::CausalMask mask = off.mask(causal, Sq, Sk);
 
   float gk[kSRows][NC], gv[kSRows][NC], s[kSRows], t[kSRows];
 #pragma unroll
@@ -360,8 +375,8 @@ __global__ void __launch_bounds__(kSimtThreads)
     const long long hq = (long long)bh * Sq * D;
     const T *Q = q + hq, *dY = dy + hq;
     const float *L = lse + (long long)bh * Sq, *Dq = dsum + (long long)bh * Sq;
-    // Queries before k0 - delta see none of these keys (causal).
-    for (int q0 = causal ? max(0, k0 - delta) : 0; q0 < Sq; q0 += kST) {
+    // Queries before the first that sees k0 see none of these keys.
+    for (int q0 = int(mask.firstQuerySeeing(k0)); q0 < Sq; q0 += kST) {
       const int nq = min(kST, Sq - q0);
       simtScores(s, sm, K, k0, nk, Q, q0, nq, D); // s[i]: key w*8+i, query lane
       simtScores(t, sm, V, k0, nk, dY, q0, nq, D); // dp^T
@@ -371,7 +386,7 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
       for (int i = 0; i < kSRows; ++i) {
         const int key = k0 + w * kSRows + i;
-        const bool vis = qok && (!causal || key <= query + delta);
+        const bool vis = qok && sees(mask, query, key);
         const float p = vis ? expf(s[i] * scale - lq) : 0.0f;
         sm.p[w * kSRows + i][lane] = p;
         sm.p2[w * kSRows + i][lane] = p * (t[i] - dq);
@@ -416,8 +431,8 @@ __global__ void __launch_bounds__(kSimtThreads)
                   hk = (long long)(bh / G) * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int delta = off.delta();
-  const int kEnd = visibleEnd(causal, q0, kST, Sk, delta);
+  const kernels::CausalMask mask = off.mask(causal, Sq, Sk);
+  const int kEnd = visibleEnd(mask, q0, kST);
 
   float g[kSRows][NC], lr[kSRows], dr[kSRows], s[kSRows], t[kSRows];
 #pragma unroll
@@ -437,7 +452,7 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
     for (int i = 0; i < kSRows; ++i) {
       const int row = q0 + w * kSRows + i;
-      const bool vis = key < Sk && (!causal || key <= row + delta);
+      const bool vis = sees(mask, row, key);
       const float p = vis ? expf(s[i] * scale - lr[i]) : 0.0f;
       sm.p[w * kSRows + i][lane] = p * (t[i] - dr[i]);
     }
@@ -661,9 +676,8 @@ __global__ void __launch_bounds__(NW * 32)
   const long long hq = (long long)bh * Sq * D,
                   hk = (long long)(bh / G) * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk;
-  const int delta = off.delta();
-  const int kEnd = visibleEnd(causal, q0, BQ, Sk, delta),
-            nKT = (kEnd + BK - 1) / BK;
+  const kernels::CausalMask mask = off.mask(causal, Sq, Sk);
+  const int kEnd = visibleEnd(mask, q0, BQ), nKT = (kEnd + BK - 1) / BK;
   const float c = scale * kLog2e;
   const int wr0 = warp * WR; // the warp's first row in the tile
   // Row of accumulator element e of m-tile mt: q0 + wr0 + 16 mt + g + 8 (e >>
@@ -733,7 +747,8 @@ __global__ void __launch_bounds__(NW * 32)
         }
       }
     }
-    if (k0 + BK > Sk || (causal && k0 + BK - 1 > q0 + wr0 + delta)) {
+    // Some key of the tile is hidden from the warp's first row (or past Sk).
+    if (k0 + BK > mask.visible(q0 + wr0)) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -742,7 +757,7 @@ __global__ void __launch_bounds__(NW * 32)
           for (int e = 0; e < 4; ++e) {
             const int key = k0 + nt * 8 + 2 * t4 + (e & 1);
             const int row = q0 + wr0 + 16 * mt + g + (e >> 1) * 8;
-            if (key >= Sk || (causal && key > row + delta))
+            if (!sees(mask, row, key))
               s[mt][nt][e] = -INFINITY;
           }
     }
@@ -897,10 +912,10 @@ __global__ void __launch_bounds__(128)
   const long long hk = (long long)kvh * Sk * D;
   const T *K = k + hk, *V = v + hk;
   const float c = scale * kLog2e;
-  const int delta = off.delta();
-  // Query tiles before the one holding k0 - delta see none of these keys
-  // (causal).
-  const int qStart = causal ? max(0, k0 - delta) / BQ * BQ : 0;
+  const kernels::CausalMask mask = off.mask(causal, Sq, Sk);
+  // Query tiles before the one holding the first query that sees k0 see
+  // none of these keys.
+  const int qStart = int(mask.firstQuerySeeing(k0)) / BQ * BQ;
   const int nQ = Sq > qStart ? (Sq - qStart + BQ - 1) / BQ : 0;
   // Iteration it: query tile it % nQ of query head kvh * G + it / nQ.
   const int nIt = nQ * G;
@@ -969,7 +984,7 @@ __global__ void __launch_bounds__(128)
       for (int e = 0; e < 4; ++e) {
         const int qi = nt * 8 + 2 * t4 + (e & 1), query = qb + qi,
                   key = keyA + (e >> 1) * 8;
-        const bool vis = query < Sq && (!causal || key <= query + delta);
+        const bool vis = query < Sq && sees(mask, query, key);
         const float p = vis ? exp2f(fmaf(s[nt][e], c, -cL[qi])) : 0.0f;
         s[nt][e] = p;
         dp[nt][e] = p * (dp[nt][e] - cD[qi]);
@@ -1023,9 +1038,8 @@ __global__ void __launch_bounds__(128)
                   hk = (long long)(bh / G) * Sk * D;
   const T *Q = q + hq, *K = k + hk, *V = v + hk, *dY = dy + hq;
   const float c = scale * kLog2e;
-  const int delta = off.delta();
-  const int kEnd = visibleEnd(causal, q0, BQ, Sk, delta),
-            nIt = (kEnd + BK - 1) / BK;
+  const kernels::CausalMask mask = off.mask(causal, Sq, Sk);
+  const int kEnd = visibleEnd(mask, q0, BQ), nIt = (kEnd + BK - 1) / BK;
 
   tcLoad<BQ, D, NT>(sQ, Q, q0, Sq);
   tcLoad<BQ, D, NT>(sY, dY, q0, Sq);
@@ -1100,7 +1114,7 @@ __global__ void __launch_bounds__(128)
         for (int e = 0; e < 4; ++e) {
           const int key = k0 + nt * 8 + 2 * t4 + (e & 1), h = e >> 1;
           const int row = q0 + wr0 + 16 * mt + g + 8 * h;
-          const bool vis = key < Sk && (!causal || key <= row + delta);
+          const bool vis = sees(mask, row, key);
           const float p = vis ? exp2f(fmaf(s[mt][nt][e], c, -lr[mt][h])) : 0.0f;
           s[mt][nt][e] = p * (dp[mt][nt][e] - dr[mt][h]);
         }
@@ -1507,7 +1521,8 @@ private:
     if (!block())
       return {};
     return {a.in[3].as<long long>(), a.in[4].as<long long>(),
-            attrIntOr(*a.attrs, "position_stride", 1)};
+            attrIntOr(*a.attrs, "position_stride", 1),
+            attrIntOr(*a.attrs, "zigzag_length", 0)};
   }
 
   void runFwd(const KernelArgs &a, const Context &ctx) {

@@ -55,7 +55,7 @@ constexpr StringLiteral kPassOpAttrs[] = {
     // Ops computed over the whole batch under micro-batches; attention run
     // as a ring over a split sequence.
     DtcDialect::kWholeBatchAttr, DtcDialect::kRingAttr,
-    DtcDialect::kStripedAttr};
+    DtcDialect::kStripedAttr, DtcDialect::kZigzagAttr};
 /// dtc.* attributes passes attach to functions: a training step, and the
 /// pipeline stage a split step runs on.
 constexpr StringLiteral kFunctionAttrs[] = {DtcDialect::kTrainStepAttr,
@@ -72,7 +72,8 @@ constexpr StringLiteral kModelArgAttrs[] = {
 constexpr StringLiteral kStepArgAttrs[] = {
     DtcDialect::kRoleAttr,        DtcDialect::kOfAttr,
     DtcDialect::kGlobalTypeAttr,  DtcDialect::kShardingAttr,
-    DtcDialect::kPinPriorityAttr, DtcDialect::kStripedInputAttr};
+    DtcDialect::kPinPriorityAttr, DtcDialect::kStripedInputAttr,
+    DtcDialect::kZigzagInputAttr};
 constexpr StringLiteral kStepResultAttrs[] = {
     DtcDialect::kRoleAttr,       DtcDialect::kNameAttr,
     DtcDialect::kUpdatesAttr,    DtcDialect::kOfAttr,
@@ -236,14 +237,24 @@ LogicalResult DtcDialect::verifyRegionArgAttribute(Operation *op,
       return fail() << "'dtc.regather' is a unit attribute";
     return success();
   }
-  if (name == kStripedInputAttr) {
+  if (name == kStripedInputAttr || name == kZigzagInputAttr) {
+    // Zigzag cuts the sequence into two chunks per rank.
+    const int64_t chunksPerRank = name == kZigzagInputAttr ? 2 : 1;
     auto value = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
     auto tensor = arg ? dyn_cast<RankedTensorType>(arg.getType()) : nullptr;
+    // A partitioned step's argument is its piece; the layout is over the
+    // whole sequence.
+    if (auto function = dyn_cast<FunctionOpInterface>(op))
+      if (auto global =
+              function.getArgAttrOfType<TypeAttr>(argIndex, kGlobalTypeAttr))
+        tensor = dyn_cast<RankedTensorType>(global.getValue());
     if (!value || value.size() != 2 || !tensor || value[0] < 0 ||
         value[0] >= tensor.getRank() || value[1] < 1 ||
-        tensor.getDimSize(value[0]) % value[1] != 0)
-      return fail() << "'dtc.striped_input' is [dim, ways]: a dimension of the "
-                       "argument and a count of ranks dividing it";
+        tensor.getDimSize(value[0]) % (chunksPerRank * value[1]) != 0)
+      return fail() << "'" << name
+                    << "' is [dim, ways]: a dimension of the argument and a "
+                       "count of ranks dividing it"
+                    << (chunksPerRank == 2 ? " into two chunks each" : "");
     return success();
   }
   if (name == kRoleAttr || name == kOfAttr || name == kStateKindAttr ||

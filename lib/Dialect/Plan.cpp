@@ -99,9 +99,10 @@ LogicalResult Plan::verify(function_ref<InFlightDiagnostic()> emitError) const {
   if (ep > 1 && epAxes.empty())
     return emitError() << "expert parallelism (ep = " << ep
                        << ") needs its grid axes";
-  if (spLayout != "striped" && spLayout != "contiguous")
-    return emitError() << "sp_layout is \"striped\" or \"contiguous\", got \""
-                       << spLayout << "\"";
+  if (spLayout != "striped" && spLayout != "zigzag" && spLayout != "contiguous")
+    return emitError()
+           << "sp_layout is \"striped\", \"zigzag\" or \"contiguous\", got \""
+           << spLayout << "\"";
   if (tpLayout != "megatron" && tpLayout != "ilp")
     return emitError() << "tp_layout is \"megatron\" or \"ilp\", got \""
                        << tpLayout << "\"";

@@ -4,7 +4,9 @@
 // carry dtc.ring) attention's query and key sequences are split over one
 // grid axis of n ranks, each rank holding one contiguous chunk of c
 // positions, or under the striped layout (dtc.striped) the positions r,
-// r + n, r + 2n, ..., which balances causal work (docs/design.md). The local
+// r + n, r + 2n, ..., or under the zigzag layout (dtc.zigzag) the chunks r
+// and 2n - 1 - r of the sequence cut into 2n; the last two balance causal
+// work (docs/design.md). The local
 // lowering runs n blocks: at ring step t a rank's queries meet the key/value
 // chunk of the rank t places before it (the chunks travel by shard.shift), each
 // block merged into the running output by logsumexp weights
@@ -36,6 +38,9 @@ struct Ring {
   /// The striped layout (dtc.striped): rank r's rows are the positions r,
   /// r + n, r + 2n, ... instead of one contiguous chunk.
   bool striped = false;
+  /// The zigzag layout (dtc.zigzag): rank r's rows are the chunks r and
+  /// 2n - 1 - r of the sequence cut into 2n.
+  bool zigzag = false;
 };
 
 FailureOr<Ring> ringOf(Operation *op, const FactorAxes &factors,
@@ -45,11 +50,13 @@ FailureOr<Ring> ringOf(Operation *op, const FactorAxes &factors,
   ring.queryAxes = factors[sq];
   const GridAxes &keyAxes = factors[sk];
   if (keyAxes.empty()) {
-    // Whole keys in striped order have no single shift per block.
-    if (op->hasAttr(DtcDialect::kStripedAttr))
-      return op->emitError()
-             << "attention over a striped sequence needs its keys split over "
-                "the ring's axis like its queries";
+    // The layouts are defined per ring rank; whole keys have none.
+    for (StringRef layout : {DtcDialect::kStripedAttr, DtcDialect::kZigzagAttr})
+      if (op->hasAttr(layout))
+        return op->emitError()
+               << "attention over a " << layout.drop_front(4)
+               << " sequence needs its keys split over the ring's axis like "
+                  "its queries";
     return ring;
   }
   if (keyAxes.size() != 1 || ring.queryAxes != keyAxes)
@@ -63,35 +70,49 @@ FailureOr<Ring> ringOf(Operation *op, const FactorAxes &factors,
                               "evenly over the sp devices";
   ring.axis = keyAxes.front();
   ring.length = grid[ring.axis];
-  if (auto stripes = op->getAttrOfType<IntegerAttr>(DtcDialect::kStripedAttr)) {
-    if (stripes.getInt() != ring.length)
-      return op->emitError()
-             << "the sequence is striped over " << stripes.getInt()
-             << " ranks but the ring has " << ring.length;
-    ring.striped = true;
-  }
+  for (StringRef layout : {DtcDialect::kStripedAttr, DtcDialect::kZigzagAttr})
+    if (auto ways = op->getAttrOfType<IntegerAttr>(layout)) {
+      if (ways.getInt() != ring.length)
+        return op->emitError() << "the sequence's " << layout.drop_front(4)
+                               << " layout is over " << ways.getInt()
+                               << " ranks but the ring has " << ring.length;
+      (layout == DtcDialect::kZigzagAttr ? ring.zigzag : ring.striped) = true;
+    }
+  if (ring.striped && ring.zigzag)
+    return op->emitError() << "a sequence is striped or zigzag, not both";
   return ring;
 }
 
-/// The global position of the rank's first query (striped: the rank's
-/// index r, its rows being r, r + n, ...).
-Value queryOffset(LocalLoweringContext &ctx, Location loc, const Ring &ring,
-                  int64_t chunk) {
-  return ctx.shardOffset(loc, ring.queryAxes, ring.striped ? 1 : chunk);
+/// What the rank index r multiplies into a block's offset: c for a
+/// contiguous chunk of c rows, 1 under striped (rows r, r + n, ...), c / 2
+/// under zigzag (the first chunk r of c / 2 positions).
+int64_t offsetUnit(const Ring &ring, int64_t rows) {
+  return ring.striped ? 1 : ring.zigzag ? rows / 2 : rows;
 }
 
-/// The global position of the first key of the chunk ring step `step` has
+/// The global position of the rank's first query.
+Value queryOffset(LocalLoweringContext &ctx, Location loc, const Ring &ring,
+                  int64_t rows) {
+  return ctx.shardOffset(loc, ring.queryAxes, offsetUnit(ring, rows));
+}
+
+/// The global position of the first key of the block ring step `step` has
 /// brought (0 when the keys are whole).
 Value keyOffset(LocalLoweringContext &ctx, Location loc, const Ring &ring,
-                int64_t chunk, int64_t step) {
+                int64_t rows, int64_t step) {
   if (ring.axis < 0)
-    return ctx.shardOffset(loc, {}, chunk);
-  return ctx.ringOffset(loc, ring.axis, ring.striped ? 1 : chunk, step);
+    return ctx.shardOffset(loc, {}, rows);
+  return ctx.ringOffset(loc, ring.axis, offsetUnit(ring, rows), step);
 }
 
 /// Rows of a block are positions offset + row * stride.
 int64_t positionStride(const Ring &ring) {
   return ring.striped ? ring.length : 1;
+}
+
+/// The zigzag layout's whole sequence (n blocks of `rows`); none otherwise.
+IntegerAttr zigzagLength(OpBuilder &b, const Ring &ring, int64_t rows) {
+  return ring.zigzag ? b.getI64IntegerAttr(ring.length * rows) : IntegerAttr();
 }
 
 RankedTensorType rowStatsType(Value q) {
@@ -118,7 +139,7 @@ std::pair<Value, Value> forwardRing(LocalLoweringContext &ctx, Location loc,
     auto block = AttentionBlockOp::create(
         b, loc, TypeRange{q.getType(), rowStatsType(q)}, q, k, v, qOffset,
         keyOffset(ctx, loc, ring, chunk, step), y, lse, causal,
-        positionStride(ring));
+        positionStride(ring), zigzagLength(b, ring, chunk));
     y = block.getResult();
     lse = block.getLse();
   }
@@ -191,7 +212,7 @@ LogicalResult AttentionGradOp::buildLocal(LocalLoweringContext &ctx,
     auto block = AttentionBlockGradOp::create(
         b, loc, types, q, k, v, qOffset,
         keyOffset(ctx, loc, *ring, chunk, step), dy, y, lse, getCausal(),
-        positionStride(*ring));
+        positionStride(*ring), zigzagLength(b, *ring, chunk));
     auto accumulate = [&](Value sum, Value term) {
       return sum ? AddOp::create(b, loc, sum, term).getResult() : term;
     };

@@ -14,6 +14,8 @@
 
 using namespace mlir;
 using namespace mlir::dtc;
+using ::dtc::artifact::orderGranule;
+using ::dtc::artifact::SequenceOrder;
 
 namespace {
 
@@ -199,21 +201,23 @@ LogicalResult mlir::dtc::planSequenceParallel(func::FuncOp step,
 }
 
 //===----------------------------------------------------------------------===//
-// The striped layout of ring attention
+// The striped and zigzag layouts of ring attention
 //===----------------------------------------------------------------------===//
 
 namespace {
 
-/// Rewrites a training step into one that holds every sequence in striped
-/// order (see stripeSequence). Values flowing through the sequence's ops
-/// are permuted by construction; what enters them from elsewhere (a
-/// position table, RoPE's constant tables) is permuted on entry, and what
-/// leaves them for an op that does not carry the sequence (the optimizer
-/// reading a position table's gradient, a returned value) is permuted back.
-class SequenceStriping {
+/// Rewrites a training step into one that holds every sequence in a
+/// permuted order, striped or zigzag (see orderSequence). Values flowing
+/// through the sequence's ops are permuted by construction; what enters them
+/// from elsewhere (a position table, RoPE's constant tables) is permuted on
+/// entry, and what leaves them for an op that does not carry the sequence (the
+/// optimizer reading a position table's gradient, a returned value) is permuted
+/// back.
+class SequencePermutation {
 public:
-  SequenceStriping(func::FuncOp step, int64_t ways, SequenceFactors &sequence)
-      : step(step), ways(ways), sequence(sequence) {}
+  SequencePermutation(func::FuncOp step, int64_t ways, SequenceOrder order,
+                      SequenceFactors &sequence)
+      : step(step), ways(ways), order(order), sequence(sequence) {}
 
   LogicalResult run(ArrayRef<BlockArgument> tokenInputs) {
     for (BlockArgument arg : tokenInputs)
@@ -223,13 +227,16 @@ public:
       if (failed(visit(&op)))
         return failure();
     MLIRContext *ctx = step.getContext();
+    const bool zigzag = order == SequenceOrder::Zigzag;
     for (BlockArgument arg : tokenInputs)
-      step.setArgAttr(arg.getArgNumber(), DtcDialect::kStripedInputAttr,
+      step.setArgAttr(arg.getArgNumber(),
+                      zigzag ? DtcDialect::kZigzagInputAttr
+                             : DtcDialect::kStripedInputAttr,
                       DenseI64ArrayAttr::get(ctx, {1, ways}));
     step.walk([&](Operation *op) {
       if (isa<AttentionOp, AttentionGradOp>(op) &&
           op->hasAttr(DtcDialect::kRingAttr))
-        op->setAttr(DtcDialect::kStripedAttr,
+        op->setAttr(zigzag ? DtcDialect::kZigzagAttr : DtcDialect::kStripedAttr,
                     IntegerAttr::get(IntegerType::get(ctx, 64), ways));
     });
     return success();
@@ -250,7 +257,8 @@ private:
     }
     if (sequence.meetsSeveral(op))
       return op->emitError()
-             << "the striped sequence layout cannot permute an op that "
+             << "the " << layoutName()
+             << " sequence layout cannot permute an op that "
                 "relates two positions other than ring attention; use "
                 "--sp-layout contiguous";
     return SmallVector<int64_t, 2>{};
@@ -271,7 +279,8 @@ private:
         continue;
       if (tensor[dim].size() != 1 || found)
         return op->emitError()
-               << "the striped sequence layout needs the sequence to stay a "
+               << "the " << layoutName()
+               << " sequence layout needs the sequence to stay a "
                   "dimension of its own (dimension "
                << dim << " merges it or repeats it); use --sp-layout "
                << "contiguous";
@@ -307,7 +316,7 @@ private:
       if (!*dim) {
         if (it != permuted.end())
           return op->emitError()
-                 << "the striped sequence layout: operand "
+                 << "the " << layoutName() << " sequence layout: operand "
                  << use.getOperandNumber()
                  << " holds the sequence where the op does not expect it; "
                     "use --sp-layout contiguous";
@@ -315,15 +324,16 @@ private:
       }
       if (it != permuted.end()) {
         if (it->second != **dim)
-          return op->emitError() << "the striped sequence layout: operand "
-                                 << use.getOperandNumber()
-                                 << " holds the sequence in another dimension";
+          return op->emitError()
+                 << "the " << layoutName() << " sequence layout: operand "
+                 << use.getOperandNumber()
+                 << " holds the sequence in another dimension";
         continue;
       }
-      FailureOr<Value> striped = enter(op, use.get(), **dim);
-      if (failed(striped))
+      FailureOr<Value> ordered = enter(op, use.get(), **dim);
+      if (failed(ordered))
         return failure();
-      use.set(*striped);
+      use.set(*ordered);
     }
     for (OpResult result : op->getResults()) {
       FailureOr<std::optional<int64_t>> dim =
@@ -336,20 +346,24 @@ private:
     return success();
   }
 
+  StringRef layoutName() const {
+    return order == SequenceOrder::Zigzag ? "zigzag" : "striped";
+  }
+
   /// The element of the unpermuted sequence (of `length`) that index `i`
-  /// of the permuted one reads: to the striped order (program index ->
+  /// of the permuted one reads: to the permuted order (program index ->
   /// position, the data format's map) or back.
-  int64_t sourceOf(int64_t i, int64_t length, bool toStriped) const {
-    return toStriped ? ::dtc::artifact::stripedPosition(i, length, ways)
-                     : ::dtc::artifact::stripedIndex(i, length, ways);
+  int64_t sourceOf(int64_t i, int64_t length, bool toOrdered) const {
+    return toOrdered ? ::dtc::artifact::orderedPosition(order, i, length, ways)
+                     : ::dtc::artifact::orderedIndex(order, i, length, ways);
   }
 
   /// Ids of the permutation along a sequence of `length`.
   Value permutationIds(OpBuilder &b, Location loc, int64_t length,
-                       bool toStriped) {
+                       bool toOrdered) {
     SmallVector<int32_t> ids(length);
     for (int64_t i = 0; i < length; ++i)
-      ids[i] = int32_t(sourceOf(i, length, toStriped));
+      ids[i] = int32_t(sourceOf(i, length, toOrdered));
     auto type = RankedTensorType::get({length}, b.getI32Type());
     return arith::ConstantOp::create(
         b, loc, DenseIntElementsAttr::get(type, ArrayRef<int32_t>(ids)));
@@ -366,14 +380,15 @@ private:
   /// `v` with dimension `dim` permuted (a row lookup over that dimension);
   /// constants are permuted in place.
   FailureOr<Value> permute(OpBuilder &b, Operation *anchor, Value v,
-                           int64_t dim, bool toStriped) {
+                           int64_t dim, bool toOrdered) {
     Location loc = v.getLoc();
     RankedTensorType type = tensorTypeOf(v);
     const int64_t length = type.getDimSize(dim);
-    if (length % ways != 0)
+    if (length % orderGranule(order, ways) != 0)
       return anchor->emitError()
-             << "the striped sequence layout: dimension " << dim << " ("
-             << length << ") does not divide over " << ways << " ranks";
+             << "the " << layoutName() << " sequence layout: dimension " << dim
+             << " (" << length << ") does not divide into "
+             << orderGranule(order, ways) << " chunks";
     DenseElementsAttr dense;
     if (matchPattern(v, m_Constant(&dense))) {
       if (dense.isSplat())
@@ -388,7 +403,7 @@ private:
       const int64_t outer = product(type.getShape().take_front(dim));
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < length; ++i) {
-          const int64_t source = sourceOf(i, length, toStriped);
+          const int64_t source = sourceOf(i, length, toOrdered);
           for (int64_t k = 0; k < inner; ++k)
             to[(o * length + i) * inner + k] =
                 from[(o * length + source) * inner + k];
@@ -400,7 +415,8 @@ private:
     }
     if (!isa<FloatType>(type.getElementType()))
       return anchor->emitError()
-             << "the striped sequence layout cannot permute an integer value "
+             << "the " << layoutName()
+             << " sequence layout cannot permute an integer value "
                 "computed in the step; use --sp-layout contiguous";
     SmallVector<Operation *> created;
     auto record = [&](Value x) {
@@ -423,7 +439,7 @@ private:
           b, loc, RankedTensorType::get({length, rest}, front.getElementType()),
           x));
     x = record(EmbeddingOp::create(
-        b, loc, x, record(permutationIds(b, loc, length, toStriped))));
+        b, loc, x, record(permutationIds(b, loc, length, toOrdered))));
     if (front.getRank() != 2)
       x = record(ReshapeOp::create(b, loc, front, x));
     if (dim != 0) {
@@ -436,33 +452,33 @@ private:
     return x;
   }
 
-  /// `v` (natural order) striped along `dim` for `user`.
+  /// `v` (natural order) permuted along `dim` for `user`.
   FailureOr<Value> enter(Operation *user, Value v, int64_t dim) {
     auto key = std::make_pair(v, dim);
-    for (auto [place, striped] : entries[key])
+    for (auto [place, ordered] : entries[key])
       if (inSamePlace(place, user))
-        return striped;
+        return ordered;
     OpBuilder b(user);
-    FailureOr<Value> striped = permute(b, user, v, dim, /*toStriped=*/true);
-    if (failed(striped))
+    FailureOr<Value> ordered = permute(b, user, v, dim, /*toOrdered=*/true);
+    if (failed(ordered))
       return failure();
-    entries[key].push_back({user, *striped});
-    return striped;
+    entries[key].push_back({user, *ordered});
+    return ordered;
   }
 
-  /// `v` (striped along `dim`) in natural order, computed right after it.
+  /// `v` (permuted along `dim`) in natural order, computed right after it.
   FailureOr<Value> leave(Value v, int64_t dim) {
     if (Value done = exits.lookup(v))
       return done;
     Operation *producer = v.getDefiningOp();
     if (!producer)
-      return step.emitError()
-             << "the striped sequence layout: a token input is used in "
-                "natural order; use --sp-layout contiguous";
+      return step.emitError() << "the " << layoutName()
+                              << " sequence layout: a token input is used in "
+                                 "natural order; use --sp-layout contiguous";
     OpBuilder b(producer->getContext());
     b.setInsertionPointAfter(producer);
     FailureOr<Value> natural =
-        permute(b, producer, v, dim, /*toStriped=*/false);
+        permute(b, producer, v, dim, /*toOrdered=*/false);
     if (failed(natural))
       return failure();
     return exits[v] = *natural;
@@ -470,8 +486,9 @@ private:
 
   func::FuncOp step;
   int64_t ways;
+  SequenceOrder order;
   SequenceFactors &sequence;
-  /// Values holding the sequence in striped order, and in which dimension.
+  /// Values holding the sequence in permuted order, and in which dimension.
   llvm::DenseMap<Value, int64_t> permuted;
   llvm::DenseMap<std::pair<Value, int64_t>,
                  SmallVector<std::pair<Operation *, Value>, 1>>
@@ -481,16 +498,20 @@ private:
 
 } // namespace
 
-LogicalResult mlir::dtc::stripeSequence(func::FuncOp step, int64_t ways) {
+LogicalResult mlir::dtc::orderSequence(func::FuncOp step, int64_t ways,
+                                       SequenceOrder order) {
   SequenceFactors sequence(step);
   SmallVector<BlockArgument> tokenInputs = tokenInputsOf(step);
   for (BlockArgument arg : tokenInputs) {
     const int64_t length = tensorTypeOf(arg).getDimSize(1);
-    if (length % ways != 0)
+    const int64_t chunks = orderGranule(order, ways);
+    if (length % chunks != 0)
       return emitError(arg.getLoc())
-             << "the striped sequence layout splits the sequence of input \""
+             << "the "
+             << (order == SequenceOrder::Zigzag ? "zigzag" : "striped")
+             << " sequence layout cuts the sequence of input \""
              << argumentName(step, arg.getArgNumber()) << "\" (" << length
-             << " tokens) over " << ways << " ranks; it must divide evenly";
+             << " tokens) into " << chunks << " chunks; it must divide evenly";
     sequence.seed(arg);
   }
   if (tokenInputs.empty())
@@ -499,5 +520,5 @@ LogicalResult mlir::dtc::stripeSequence(func::FuncOp step, int64_t ways) {
               "shape [batch, sequence] (an integer input of rank 2) to tell "
               "which dimension is the sequence";
   sequence.run();
-  return SequenceStriping(step, ways, sequence).run(tokenInputs);
+  return SequencePermutation(step, ways, order, sequence).run(tokenInputs);
 }

@@ -145,9 +145,10 @@ LogicalResult ProgramEmitter::emitArgument(unsigned i) {
     tensor["of"] = of.getValue().str();
   if (auto max = dyn_cast_or_null<IntegerAttr>(attr(DtcDialect::kMaxAttr)))
     tensor["max"] = max.getInt();
-  if (auto striped = dyn_cast_or_null<DenseI64ArrayAttr>(
-          attr(DtcDialect::kStripedInputAttr)))
-    tensor["striped"] = {{"dim", striped[0]}, {"ways", striped[1]}};
+  for (auto [name, key] : {std::pair{DtcDialect::kStripedInputAttr, "striped"},
+                           std::pair{DtcDialect::kZigzagInputAttr, "zigzag"}})
+    if (auto ordered = dyn_cast_or_null<DenseI64ArrayAttr>(attr(name)))
+      tensor[key] = {{"dim", ordered[0]}, {"ways", ordered[1]}};
   if (auto kind =
           dyn_cast_or_null<StringAttr>(attr(DtcDialect::kStateKindAttr)))
     tensor["kind"] = kind.getValue().str();

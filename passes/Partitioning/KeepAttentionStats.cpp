@@ -72,7 +72,7 @@ struct KeepAttentionStatsPass
       auto block = AttentionBlockOp::create(
           fb, loc, TypeRange{fwd.getType(), lseType}, fwd->getOperand(0),
           fwd->getOperand(1), fwd->getOperand(2), zero, zero, Value(), Value(),
-          fwd.getCausal());
+          fwd.getCausal(), /*position_stride=*/1, /*zigzag_length=*/nullptr);
       copyPlaceAttrs(fwd, block, /*identity=*/true);
       fwd.getResult().replaceAllUsesWith(block.getResult());
       fwd->erase();
@@ -81,7 +81,7 @@ struct KeepAttentionStatsPass
           b, grad.getLoc(), grad->getResultTypes(), grad->getOperand(0),
           grad->getOperand(1), grad->getOperand(2), zero, zero,
           grad->getOperand(3), block.getResult(), block.getLse(),
-          grad.getCausal());
+          grad.getCausal(), /*position_stride=*/1, /*zigzag_length=*/nullptr);
       copyPlaceAttrs(grad, blockGrad, /*identity=*/true);
       grad->replaceAllUsesWith(blockGrad->getResults());
       grad->erase();

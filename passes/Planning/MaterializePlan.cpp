@@ -130,8 +130,11 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
         failed(pinBatches(step, pin, pins)))
       return failure();
     // After pinBatches has checked that the sequence divides.
-    if (plan.sp > 1 && plan.spLayout == "striped" &&
-        failed(stripeSequence(step, plan.sp)))
+    if (plan.sp > 1 && plan.spLayout != "contiguous" &&
+        failed(orderSequence(step, plan.sp,
+                             plan.spLayout == "zigzag"
+                                 ? ::dtc::artifact::SequenceOrder::Zigzag
+                                 : ::dtc::artifact::SequenceOrder::Striped)))
       return failure();
     step.walk([&](arith::ConstantOp c) { propagation.close(c.getResult()); });
     if (!plan.tpAxes.empty() && plan.tpLayout == "ilp") {

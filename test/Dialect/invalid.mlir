@@ -783,8 +783,8 @@ module attributes {dtc.plan = #dtc.plan<@mesh, tp = 2 on [1], sp = 2 on [1]>} {}
 
 // -----
 
-// expected-error @+1 {{sp_layout is "striped" or "contiguous", got "zigzag"}}
-module attributes {dtc.plan = #dtc.plan<@mesh, sp = 2 on [0], sp_layout = "zigzag">} {}
+// expected-error @+1 {{sp_layout is "striped", "zigzag" or "contiguous", got "spiral"}}
+module attributes {dtc.plan = #dtc.plan<@mesh, sp = 2 on [0], sp_layout = "spiral">} {}
 
 // -----
 
@@ -806,6 +806,23 @@ func.func @ring_block_lse(%q: tensor<1x2x4x8xf32>, %off: tensor<i64>, %y: tensor
 func.func @ring_block_grad_offset(%q: tensor<1x2x4x8xf32>, %off: tensor<i32>, %lse: tensor<1x2x4xf32>) {
   // expected-error @+1 {{operand #3 must be 0D tensor of 64-bit signless integer values, but got 'tensor<i32>'}}
   %0:3 = "dtc.attention_block_grad"(%q, %q, %q, %off, %off, %q, %q, %lse) {causal = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<i32>, tensor<i32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  return
+}
+
+// -----
+
+// A zigzag block holds two equal chunks: an odd count of rows is none.
+func.func @ring_block_zigzag_rows(%q: tensor<1x2x5x8xf32>, %off: tensor<i64>) {
+  // expected-error @+1 {{a zigzag block holds two equal chunks of a sequence of 20 positions, got f32[1, 2, 5, 8]}}
+  %0:2 = "dtc.attention_block"(%q, %q, %q, %off, %off) {causal = true, zigzag_length = 20, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<i64>, tensor<i64>) -> (tensor<1x2x5x8xf32>, tensor<1x2x5xf32>)
+  return
+}
+
+// -----
+
+func.func @ring_block_grad_zigzag_stride(%q: tensor<1x2x4x8xf32>, %off: tensor<i64>, %lse: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{a zigzag block's rows are contiguous in each chunk: position_stride must be 1}}
+  %0:3 = "dtc.attention_block_grad"(%q, %q, %q, %off, %off, %q, %q, %lse) {causal = true, position_stride = 2, zigzag_length = 16} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<i64>, tensor<i64>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
   return
 }
 
@@ -843,5 +860,14 @@ func.func @moe_exchange_width(%buffer: tensor<2x4x4xf32>, %routing: tensor<8x2xi
 func.func @moe_exchange_grid(%rows: tensor<4x2x4xf32>, %routing: tensor<8x2xi32>) {
   // expected-error @+1 {{no shard.grid @nowhere}}
   %0 = "dtc.moe_exchange"(%rows, %routing, %routing) <{grid = @nowhere, grid_axes = array<i16: 0>, to_experts = true}> : (tensor<4x2x4xf32>, tensor<8x2xi32>, tensor<8x2xi32>) -> tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+// The zigzag layout cuts the sequence into two chunks per rank: 6 tokens
+// over 2 ranks are 4 chunks of 1.5.
+// expected-error @+1 {{'dtc.zigzag_input' is [dim, ways]: a dimension of the argument and a count of ranks dividing it into two chunks each}}
+func.func @zigzag_input_chunks(%ids: tensor<4x6xi32> {dtc.zigzag_input = array<i64: 1, 2>}) {
   return
 }

@@ -197,33 +197,39 @@ def cases(gen):
     # Ring attention's blocks: the diagonal block, a past block (every key),
     # a shift that is not a block multiple with more queries than keys, no
     # mask, grouped keys and values, striped positions (stride: rows at
-    # offset + i * stride); with and without a running output.
+    # offset + i * stride), zigzag chunks (zz: the sequence's length; a
+    # rank's diagonal step, an earlier rank's keys, and a block of 10
+    # queries against 6 keys); with and without a running output.
     i64 = "i64"
-    for sq, sk, hkv, causal, qo, ko, stride in (
-            (9, 9, 3, True, 0, 0, 1), (9, 9, 3, True, 9, 0, 1), (12, 7, 3, True, 5, 2, 1),
-            (4, 13, 3, False, 0, 0, 1), (10, 10, 1, True, 20, 10, 1),
-            (8, 8, 3, True, 5, 1, 2), (9, 9, 3, True, 3, 0, 4), (7, 7, 1, True, 2, 2, 3)):
+    for sq, sk, hkv, causal, qo, ko, stride, zz in (
+            (9, 9, 3, True, 0, 0, 1, 0), (9, 9, 3, True, 9, 0, 1, 0), (12, 7, 3, True, 5, 2, 1, 0),
+            (4, 13, 3, False, 0, 0, 1, 0), (10, 10, 1, True, 20, 10, 1, 0),
+            (8, 8, 3, True, 5, 1, 2, 0), (9, 9, 3, True, 3, 0, 4, 0), (7, 7, 1, True, 2, 2, 3, 0),
+            (10, 10, 3, True, 5, 5, 1, 40), (10, 10, 1, True, 10, 0, 1, 40),
+            (10, 6, 3, True, 5, 2, 1, 40)):
         q, k, v = rnd(gen, [2, 3, sq, 8], -2, 2), rnd(gen, [2, hkv, sk, 8], -2, 2), rnd(gen, [2, hkv, sk, 8])
         offs = [(np.array(qo, dtype=np.int64), i64), (np.array(ko, dtype=np.int64), i64)]
         label = f"{sq}x{sk} kv heads {hkv} causal={causal} at {qo},{ko}" + (
-            f" stride {stride}" if stride > 1 else "")
-        attrs = {"causal": causal, **({"position_stride": stride} if stride > 1 else {})}
+            f" stride {stride}" if stride > 1 else "") + (f" zigzag {zz}" if zz else "")
+        attrs = {"causal": causal, **({"position_stride": stride} if stride > 1 else {}),
+                 **({"zigzag_length": zz} if zz else {})}
         outs = [([2, 3, sq, 8], f), ([2, 3, sq], f)]
         add("attention_block", [(q, f), (k, f), (v, f)] + offs, outs, attrs,
-            lambda q=q, k=k, v=v, qo=qo, ko=ko, c=causal, st=stride: list(
-                ops.attention_block(exact(q), exact(k), exact(v), qo, ko, c, stride=st)),
+            lambda q=q, k=k, v=v, qo=qo, ko=ko, c=causal, st=stride, zz=zz: list(
+                ops.attention_block(exact(q), exact(k), exact(v), qo, ko, c, stride=st, zigzag=zz)),
             f"attention_block {label}")
         ya, la = rnd(gen, [2, 3, sq, 8]), rnd(gen, [2, 3, sq], 0.5, 3)
         add("attention_block", [(q, f), (k, f), (v, f)] + offs + [(ya, f), (la, f)], outs, attrs,
-            lambda q=q, k=k, v=v, qo=qo, ko=ko, c=causal, ya=ya, la=la, st=stride: list(
-                ops.attention_block(exact(q), exact(k), exact(v), qo, ko, c, exact(ya), exact(la), stride=st)),
+            lambda q=q, k=k, v=v, qo=qo, ko=ko, c=causal, ya=ya, la=la, st=stride, zz=zz: list(
+                ops.attention_block(exact(q), exact(k), exact(v), qo, ko, c, exact(ya), exact(la), stride=st,
+                                    zigzag=zz)),
             f"attention_block {label} merged")
         dy, y, lse = rnd(gen, [2, 3, sq, 8]), rnd(gen, [2, 3, sq, 8]), rnd(gen, [2, 3, sq], 1, 3)
         add("attention_block_grad", [(q, f), (k, f), (v, f)] + offs + [(dy, f), (y, f), (lse, f)],
             [([2, 3, sq, 8], f), ([2, hkv, sk, 8], f), ([2, hkv, sk, 8], f)], attrs,
-            lambda q=q, k=k, v=v, qo=qo, ko=ko, c=causal, dy=dy, y=y, lse=lse, st=stride: list(
+            lambda q=q, k=k, v=v, qo=qo, ko=ko, c=causal, dy=dy, y=y, lse=lse, st=stride, zz=zz: list(
                 ops.attention_block_vjp(exact(q), exact(k), exact(v), qo, ko, exact(dy), exact(y), exact(lse), c,
-                                        stride=st)),
+                                        stride=st, zigzag=zz)),
             f"attention_block_grad {label}")
     # Cross entropy and its gradient.
     for dt in ("i32", "i64"):

@@ -111,11 +111,13 @@ Plan:
                         dtc.moe layer's experts; tokens go to their
                         experts' ranks and back (moe_exchange). Fixes the
                         plan: dp takes the devices left
-  --sp-layout L         striped|contiguous: which positions each sp rank
-                        holds. striped: rank r holds r, r+S, r+2S, ...,
-                        so causal attention's work is the same on every
-                        rank; contiguous: rank r holds one chunk, and the
-                        last rank does about twice the average work
+  --sp-layout L         striped|zigzag|contiguous: which positions each sp
+                        rank holds. striped: rank r holds r, r+S, r+2S,
+                        ...; zigzag: the sequence cut into 2S chunks, rank
+                        r holds chunks r and 2S-1-r, one from each end.
+                        Both make causal attention's work the same on
+                        every rank; contiguous: rank r holds one chunk,
+                        and the last rank does about twice the average
                                                      (default: striped)
   --tp-layout L         megatron|ilp: which factor of each op tp splits.
                         megatron: Megatron's pattern (vocab-parallel
@@ -563,7 +565,8 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.boolean("--quiet", [&] { o.summary = false; });
   flags.boolean("--no-fuse-epilogues", [&] { o.fuseEpilogues = false; });
   flags.value("--sp-layout", [&](const std::string &v) {
-    return parseChoice("--sp-layout", v, o.spLayout, {"striped", "contiguous"});
+    return parseChoice("--sp-layout", v, o.spLayout,
+                       {"striped", "zigzag", "contiguous"});
   });
   flags.value("--tp-layout", [&](const std::string &v) {
     return parseChoice("--tp-layout", v, o.tpLayout, {"megatron", "ilp"});

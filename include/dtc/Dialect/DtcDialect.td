@@ -101,6 +101,10 @@ def Dtc_Dialect : Dialect {
     // delivers in that order.
     static constexpr ::llvm::StringLiteral kStripedAttr = "dtc.striped";
     static constexpr ::llvm::StringLiteral kStripedInputAttr = "dtc.striped_input";
+    // The zigzag sequence layout, the same way: rank r of n holds the
+    // chunks r and 2n - 1 - r of the sequence cut into 2n.
+    static constexpr ::llvm::StringLiteral kZigzagAttr = "dtc.zigzag";
+    static constexpr ::llvm::StringLiteral kZigzagInputAttr = "dtc.zigzag_input";
     // Pipelines (stage split): the virtual stage of an op, the pipeline
     // stage (device) a step function runs on, and messages between stages.
     static constexpr ::llvm::StringLiteral kStageAttr = "dtc.stage";

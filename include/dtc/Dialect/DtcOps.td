@@ -494,9 +494,13 @@ def Dtc_AttentionBlockOp : Dtc_Op<"attention_block", [Pure, Dtc_DenseCost,
     against one block of keys and values `[B, Hkv, Sk, Dh]` (positions
     k_offset + j * stride), `stride` being `position_stride` (1 for
     contiguous chunks, the ring's length n for the striped layout, where a
-    rank's rows are the positions r, r + n, r + 2n, ...); with `causal`, key
-    j is visible to query i when its position is at most the query's:
-    j <= i + floor((q_offset - k_offset) / stride). The block's normalized output and per-row logsumexp are
+    rank's rows are the positions r, r + n, r + 2n, ...). Under the zigzag
+    layout (`zigzag_length` L, the whole sequence's length) a block of S
+    rows is two chunks, rows i < S/2 at offset + i and the rest at
+    L - S - offset + i (rank r of n holds chunks r and 2n - 1 - r). With
+    `causal`, key j is visible to query i when its position is at most the
+    query's; in every layout those keys are a prefix of the block
+    (include/dtc/kernels/BlockPositions.h). The block's normalized output and per-row logsumexp are
     merged with the running ones (`y_acc`, `lse_acc`, absent for the first
     block) by logsumexp weights, giving `result` and `lse` `[B, H, Sq]`
     (f32).
@@ -507,7 +511,8 @@ def Dtc_AttentionBlockOp : Dtc_Op<"attention_block", [Pure, Dtc_DenseCost,
                        Optional<Dtc_FloatTensor>:$y_acc,
                        Optional<Dtc_FloatTensor>:$lse_acc,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       DefaultValuedAttr<I64Attr, "1">:$position_stride);
+                       DefaultValuedAttr<I64Attr, "1">:$position_stride,
+                       OptionalAttr<I64Attr>:$zigzag_length);
   let results = (outs Dtc_FloatTensor:$result, Dtc_FloatTensor:$lse);
 }
 
@@ -524,7 +529,8 @@ def Dtc_AttentionBlockGradOp : Dtc_Op<"attention_block_grad", [Pure, Dtc_DenseCo
                        Dtc_StepTensor:$k_offset, Dtc_FloatTensor:$dy,
                        Dtc_FloatTensor:$y, Dtc_FloatTensor:$lse,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       DefaultValuedAttr<I64Attr, "1">:$position_stride);
+                       DefaultValuedAttr<I64Attr, "1">:$position_stride,
+                       OptionalAttr<I64Attr>:$zigzag_length);
   let results = (outs Dtc_FloatTensor:$dq, Dtc_FloatTensor:$dk,
                       Dtc_FloatTensor:$dv);
 }

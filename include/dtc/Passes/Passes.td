@@ -171,8 +171,9 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
            "mixture-of-experts layer">,
     Option<"spLayout", "sp-layout", "std::string", /*default=*/"\"striped\"",
            "ring attention's sequence layout: striped (rank r holds positions "
-           "r, r + sp, ...: causal work balanced) or contiguous (one chunk "
-           "per rank)">,
+           "r, r + sp, ...), zigzag (rank r holds chunks r and 2 sp - 1 - r "
+           "of 2 sp; both balance causal work) or contiguous (one chunk per "
+           "rank)">,
     Option<"tpLayout", "tp-layout", "std::string", /*default=*/"\"megatron\"",
            "which factor of each op the tp axes split: megatron (column- and "
            "row-parallel) or ilp (the intra-op integer program)">,

@@ -31,6 +31,7 @@
 #define DTC_SHARDING_SEQUENCEPARALLEL_H
 
 #include "dtc/Sharding/TensorSharding.h"
+#include "dtc/artifact/PieceLayout.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace mlir::dtc {
@@ -43,20 +44,23 @@ namespace mlir::dtc {
 LogicalResult planSequenceParallel(func::FuncOp step, ArrayRef<int64_t> grid,
                                    const GridAxes &tpAxes);
 
-/// Ring attention's striped layout over `ways` ranks (causal load
-/// balancing): rewrites `step` so that it holds every sequence permuted,
-/// program index r * c + j being position j * ways + r (c = S / ways), so
-/// that the contiguous piece of rank r is the positions r, r + ways, ...
-/// Causal attention then does the same work on every rank at every ring
-/// step, where with contiguous chunks rank r does r + 1/2 blocks of work.
-/// The token inputs are marked dtc.striped_input (the data feed delivers
-/// them in that order), ring attention dtc.striped (its blocks' positions
-/// are strided), position tables and constants are permuted where the
-/// sequence's ops read them and values permuted back where other ops (the
-/// optimizer, the return) read them. Fails with a diagnostic naming
-/// --sp-layout contiguous when the step has a sequence op that is not
-/// position-wise (other than ring attention).
-LogicalResult stripeSequence(func::FuncOp step, int64_t ways);
+/// Ring attention's causal load balancing over `ways` ranks: rewrites
+/// `step` so that it holds every sequence permuted, so that the contiguous
+/// piece of ring rank r holds, under SequenceOrder::Striped, the positions
+/// r, r + ways, r + 2 ways, ... (program index r * c + j being position
+/// j * ways + r, c = S / ways), and under SequenceOrder::Zigzag the chunks
+/// r and 2 ways - 1 - r of the sequence cut into 2 ways. Causal attention
+/// then does the same work on every rank at every ring step, where with
+/// contiguous chunks rank r does r + 1/2 blocks of work. The token inputs
+/// are marked dtc.striped_input or dtc.zigzag_input (the data feed delivers
+/// them in that order), ring attention dtc.striped or dtc.zigzag (its
+/// blocks' positions follow the layout), position tables and constants are
+/// permuted where the sequence's ops read them and values permuted back
+/// where other ops (the optimizer, the return) read them. Fails with a
+/// diagnostic naming --sp-layout contiguous when the step has a sequence op
+/// that is not position-wise (other than ring attention).
+LogicalResult orderSequence(func::FuncOp step, int64_t ways,
+                            ::dtc::artifact::SequenceOrder order);
 
 } // namespace mlir::dtc
 

@@ -47,15 +47,16 @@ struct TensorDecl {
   /// it skipped), or "".
   std::string kind;
   int64_t max = 0; ///< integer input: exclusive bound (0 = none)
-  /// input: the dimension the program holds in striped order over
-  /// stripedWays ranks (the artifact's "striped"; the data feed permutes
-  /// it), or -1.
-  int stripedDim = -1;
-  int64_t stripedWays = 1;
+  /// input: the dimension the program holds in a permuted sequence order
+  /// over orderedWays ranks (the artifact's "striped" or "zigzag"; the data
+  /// feed permutes it), or -1.
+  int orderedDim = -1;
+  int64_t orderedWays = 1;
+  SequenceOrder order = SequenceOrder::Natural;
 };
 
 /// The piece of tensor `d` the rank at mesh coordinates `coords` holds,
-/// with the tensor's striped dimension.
+/// with the tensor's sequence order.
 Piece pieceOf(const Mesh &mesh, const TensorDecl &d,
               const std::vector<int64_t> &coords);
 

@@ -49,6 +49,11 @@ private:
   std::vector<int64_t> axes_;
 };
 
+/// The order in which the program holds a sequence it splits over ranks:
+/// natural, or permuted so that causal attention's work is the same on
+/// every rank (docs/design.md "Causal load balancing").
+enum class SequenceOrder : uint8_t { Natural, Striped, Zigzag };
+
 /// The local piece of a global tensor on one rank. A dimension of size G
 /// split into n pieces has pieces of ceil(G/n) elements: piece i holds
 /// global elements [i*ceil(G/n), min((i+1)*ceil(G/n), G)) followed by
@@ -57,11 +62,13 @@ struct Piece {
   Shape local;  ///< local (padded) shape: the buffer's
   Shape offset; ///< global index of the piece's first element, per dim
   Shape extent; ///< elements of the piece inside the global tensor, per dim
-  /// The dimension the program holds in striped order over `stripedWays`
-  /// ranks (ring attention's layout, the artifact's "striped"), or -1:
-  /// program index i of it is natural position stripedPosition(i, ...).
-  int stripedDim = -1;
-  int64_t stripedWays = 1;
+  /// The dimension the program holds in a permuted sequence order over
+  /// `orderedWays` ranks (ring attention's causal balance, the artifact's
+  /// "striped" or "zigzag"), or -1: program index i of it is natural
+  /// position orderedPosition(order, i, ...).
+  int orderedDim = -1;
+  int64_t orderedWays = 1;
+  SequenceOrder order = SequenceOrder::Natural;
 };
 
 /// The striped order of a sequence of `length` positions over `ways` ranks:
@@ -75,6 +82,51 @@ inline int64_t stripedPosition(int64_t index, int64_t length, int64_t ways) {
 inline int64_t stripedIndex(int64_t position, int64_t length, int64_t ways) {
   const int64_t chunk = length / ways;
   return (position % ways) * chunk + position / ways;
+}
+/// The zigzag order of a sequence of `length` positions over `ways` ranks
+/// (length divisible by 2 * ways): the sequence is cut into 2 * ways
+/// chunks of h positions and rank r holds chunk r then chunk 2 ways - 1 - r,
+/// one from each end, so program index r * 2h + j is position r * h + j for
+/// j < h and (2 ways - 1 - r) * h + j - h after. zigzagIndex is its inverse.
+inline int64_t zigzagPosition(int64_t index, int64_t length, int64_t ways) {
+  const int64_t half = length / (2 * ways), rank = index / (2 * half),
+                j = index % (2 * half);
+  return j < half ? rank * half + j : (2 * ways - 1 - rank) * half + j - half;
+}
+inline int64_t zigzagIndex(int64_t position, int64_t length, int64_t ways) {
+  const int64_t half = length / (2 * ways), chunk = position / half,
+                j = position % half;
+  return chunk < ways ? chunk * 2 * half + j
+                      : (2 * ways - 1 - chunk) * 2 * half + half + j;
+}
+/// The natural position of program index `index` under `order`, and back.
+inline int64_t orderedPosition(SequenceOrder order, int64_t index,
+                               int64_t length, int64_t ways) {
+  switch (order) {
+  case SequenceOrder::Striped:
+    return stripedPosition(index, length, ways);
+  case SequenceOrder::Zigzag:
+    return zigzagPosition(index, length, ways);
+  case SequenceOrder::Natural:
+    break;
+  }
+  return index;
+}
+inline int64_t orderedIndex(SequenceOrder order, int64_t position,
+                            int64_t length, int64_t ways) {
+  switch (order) {
+  case SequenceOrder::Striped:
+    return stripedIndex(position, length, ways);
+  case SequenceOrder::Zigzag:
+    return zigzagIndex(position, length, ways);
+  case SequenceOrder::Natural:
+    break;
+  }
+  return position;
+}
+/// Positions a sequence's length must divide by for `order` over `ways`.
+inline int64_t orderGranule(SequenceOrder order, int64_t ways) {
+  return order == SequenceOrder::Zigzag ? 2 * ways : ways;
 }
 /// `pieces[d]`, when given and non-zero, is dimension d's piece size
 /// instead of ceil(G/n) (the artifact's "pieces").

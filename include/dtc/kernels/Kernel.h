@@ -192,14 +192,6 @@ bool attrBool(const nlohmann::json &attrs, const char *key);
 /// An optional boolean attribute (already checked), false when absent.
 bool attrFlag(const nlohmann::json &attrs, const char *key);
 std::vector<int64_t> attrInts(const nlohmann::json &attrs, const char *key);
-/// The causal shift, in rows, between a query block and a key block whose
-/// rows sit at global positions offset + row * stride: key j is visible to
-/// query i when j <= i + positionShift(...) (floor division: the striped
-/// layout's blocks of an earlier rank see one row less).
-inline int64_t positionShift(int64_t qOffset, int64_t kOffset, int64_t stride) {
-  const int64_t d = qOffset - kOffset;
-  return d >= 0 ? d / stride : -((-d + stride - 1) / stride);
-}
 /// An optional integer attribute (already checked), `otherwise` when absent.
 int64_t attrIntOr(const nlohmann::json &attrs, const char *key,
                   int64_t otherwise);

@@ -305,30 +305,41 @@ def _attention_vjp(q, k, v, dy, causal):
     return dq, dk, dv
 
 
-def _block_scores(q, k, q_offset, k_offset, causal, stride=1):
+def _block_positions(offset, rows, stride, zigzag):
+    """Global positions of a block's rows: offset + i * stride, or under the
+    zigzag layout (zigzag: the sequence's length L) two chunks of rows / 2,
+    the first from `offset`, the second mirrored from the end, from
+    L - rows / 2 - offset (rank r of n holds chunks r and 2n - 1 - r)."""
+    if not zigzag:
+        return int(offset) + stride * np.arange(rows)
+    half = rows // 2
+    return np.concatenate([int(offset) + np.arange(half),
+                           int(zigzag) - half - int(offset) + np.arange(rows - half)])
+
+
+def _block_scores(q, k, q_offset, k_offset, causal, stride=1, zigzag=0):
     """Scaled scores of q's rows against one key block, and the visibility
-    mask (None: every key): key j (global position k_offset + j * stride) is
-    visible to row i (global q_offset + i * stride) when its position is at
-    most the row's."""
+    mask (None: every key): key j is visible to row i when its global
+    position (_block_positions) is at most the row's."""
     s = N.matmul(q, swap_last(k)) * N.const(1.0 / math.sqrt(q.shape[-1]), q)
     if not causal:
         return s, None
-    key_positions = int(k_offset) + stride * np.arange(k.shape[-2])
-    query_positions = int(q_offset) + stride * np.arange(q.shape[-2])
+    key_positions = _block_positions(k_offset, k.shape[-2], stride, zigzag)
+    query_positions = _block_positions(q_offset, q.shape[-2], stride, zigzag)
     mask = key_positions[None, :] <= query_positions[:, None]
     if not mask.any(axis=-1).all():
         raise ValueError("the reference models blocks whose every row sees a key")
     return s, np.broadcast_to(mask, s.shape)
 
 
-def attention_block(q, k, v, q_offset, k_offset, causal, y_acc=None, lse_acc=None, stride=1):
+def attention_block(q, k, v, q_offset, k_offset, causal, y_acc=None, lse_acc=None, stride=1, zigzag=0):
     """Ring attention's block (docs/kernels.md `attention_block`): the
     block's softmax output and row logsumexp, merged with the running ones
     when given: lse = log(e^lse_acc + e^lse_b), y = y_acc e^(lse_acc - lse)
     + y_b e^(lse_b - lse). Returns (y, lse)."""
     group = _group(q, k)
     k, v = _repeat_heads(k, group), _repeat_heads(v, group)
-    s, mask = _block_scores(q, k, q_offset, k_offset, causal, stride)
+    s, mask = _block_scores(q, k, q_offset, k_offset, causal, stride, zigzag)
     if mask is None:
         m = N.max_stop(s, -1)
     else:
@@ -351,13 +362,13 @@ def attention_block(q, k, v, q_offset, k_offset, causal, y_acc=None, lse_acc=Non
     return y_acc * f_acc + y_b * f_b, lse
 
 
-def attention_block_vjp(q, k, v, q_offset, k_offset, dy, y, lse, causal, stride=1):
+def attention_block_vjp(q, k, v, q_offset, k_offset, dy, y, lse, causal, stride=1, zigzag=0):
     """One key block's terms of attention's gradient (docs/kernels.md
     `attention_block_grad`), from the whole attention's y and logsumexp:
     p = e^(s - lse), D = rowsum(dy * y). Returns (dq, dk, dv)."""
     group = _group(q, k)
     kr, vr = _repeat_heads(k, group), _repeat_heads(v, group)
-    s, mask = _block_scores(q, kr, q_offset, k_offset, causal, stride)
+    s, mask = _block_scores(q, kr, q_offset, k_offset, causal, stride, zigzag)
     p = N.exp(s - N.reshape(lse, lse.shape + (1,)))
     if mask is not None:
         p = p * N.astype_like(mask, s)

@@ -80,11 +80,13 @@ std::vector<KernelCase> both(DType t, int64_t B, int64_t H, int64_t Sq,
 std::vector<KernelCase> blocks(DType t, int64_t B, int64_t H, int64_t Sq,
                                int64_t Sk, int64_t D, bool causal, int64_t qOff,
                                int64_t kOff, bool merge, int64_t Hkv = 0,
-                               int64_t stride = 1) {
+                               int64_t stride = 1, int64_t zigzag = 0) {
   Hkv = Hkv ? Hkv : H;
   nlohmann::json attrs = {{"causal", causal}};
   if (stride > 1)
     attrs["position_stride"] = stride;
+  if (zigzag > 0)
+    attrs["zigzag_length"] = zigzag;
   const OperandSpec q{t, {B, H, Sq, D}}, kv{t, {B, Hkv, Sk, D}},
       qo{DType::I64, {}, double(qOff), double(qOff)},
       ko{DType::I64, {}, double(kOff), double(kOff)};
@@ -99,6 +101,7 @@ std::vector<KernelCase> blocks(DType t, int64_t B, int64_t H, int64_t Sq,
       shapeLabel(t, B, H, Hkv, Sq, Sk, D, causal) + " at " +
       std::to_string(qOff) + "," + std::to_string(kOff) +
       (stride > 1 ? " stride " + std::to_string(stride) : std::string()) +
+      (zigzag > 0 ? " zigzag " + std::to_string(zigzag) : std::string()) +
       (merge ? " merged" : "");
   KernelCase fwd{"attention_block " + shape,
                  "attention_block",
@@ -187,6 +190,7 @@ std::vector<KernelCase> allCases() {
     int64_t qOff, kOff;
     int64_t Hkv = 0;    ///< 0: H
     int64_t stride = 1; ///< position_stride (the striped layout)
+    int64_t zigzag = 0; ///< zigzag_length (the zigzag layout)
   };
   const R ring[] = {
       // f32 (SIMT)
@@ -202,6 +206,12 @@ std::vector<KernelCase> allCases() {
       // rank's block hides the diagonal (at 1,3) and a later one's shows it
       {F, 1, 2, 33, 33, 16, true, 1, 3, 0, 4},
       {F, 1, 2, 33, 33, 16, true, 3, 1, 0, 4},
+      // zigzag rows (chunks of 17 of a sequence of 136 over 4 ranks): the
+      // diagonal step, an earlier rank's keys (the low chunk hidden from
+      // the low queries), a later rank's (only the high queries see them)
+      {F, 1, 2, 34, 34, 16, true, 17, 17, 0, 1, 136},
+      {F, 1, 2, 34, 34, 16, true, 34, 0, 0, 1, 136},
+      {F, 2, 2, 34, 34, 32, true, 0, 51, 0, 1, 136},
       // bf16: tensor cores (Dh 64, 128) and SIMT (Dh 32)
       {B, 1, 2, 256, 256, 64, true, 0, 0},
       {B, 1, 2, 256, 256, 128, true, 256, 0},
@@ -213,14 +223,19 @@ std::vector<KernelCase> allCases() {
       {B, 1, 2, 1024, 1024, 128, true, 0, 0},     // a realistic size
       {B, 1, 2, 256, 256, 64, true, 2, 5, 0, 8},  // striped, tensor cores
       {B, 1, 2, 256, 256, 128, true, 7, 0, 0, 8}, // striped, tensor cores
+      // zigzag, tensor cores (chunks of 128 of 1024 over 4 ranks)
+      {B, 1, 2, 256, 256, 64, true, 128, 128, 0, 1, 1024},
+      {B, 1, 2, 256, 256, 128, true, 256, 0, 0, 1, 1024},
+      {B, 1, 2, 256, 256, 64, true, 0, 384, 0, 1, 1024},
       // f16
       {H, 1, 2, 256, 256, 64, true, 64, 0},
       {H, 1, 1, 130, 77, 128, false, 0, 0},
   };
   for (const R &r : ring)
     for (bool merge : {false, true})
-      for (KernelCase &c : blocks(r.t, r.B, r.H, r.Sq, r.Sk, r.D, r.causal,
-                                  r.qOff, r.kOff, merge, r.Hkv, r.stride))
+      for (KernelCase &c :
+           blocks(r.t, r.B, r.H, r.Sq, r.Sk, r.D, r.causal, r.qOff, r.kOff,
+                  merge, r.Hkv, r.stride, r.zigzag))
         cases.push_back(std::move(c));
   return cases;
 }

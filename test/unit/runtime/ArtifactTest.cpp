@@ -293,6 +293,22 @@ TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
       {"striped ways",
        [](json &b) { b["tensors"][1]["striped"] = {{"dim", 0}, {"ways", 3}}; },
        "must divide evenly"},
+      {"zigzag chunks",
+       [](json &b) {
+         // Two chunks per rank: a dimension of n never holds 2n.
+         b["tensors"][1]["zigzag"] = {{"dim", 0},
+                                      {"ways", b["tensors"][1]["shape"][0]}};
+       },
+       "must divide evenly into"},
+      {"zigzag not an input",
+       [](json &b) { b["tensors"][2]["zigzag"] = {{"dim", 0}, {"ways", 1}}; },
+       "\"zigzag\" is only allowed on inputs"},
+      {"striped and zigzag",
+       [](json &b) {
+         b["tensors"][1]["striped"] = {{"dim", 0}, {"ways", 1}};
+         b["tensors"][1]["zigzag"] = {{"dim", 0}, {"ways", 1}};
+       },
+       "exclude each other"},
       {"param init", [](json &b) { b["tensors"][2]["init"] = "xavier"; },
        "bad init \"xavier\""},
       {"param dtype", [](json &b) { b["tensors"][2]["dtype"] = "i32"; },

@@ -160,8 +160,9 @@ TEST(TokenData, StripedPiecesHoldEveryNthPosition) {
              Piece{{4, 8}, {0, 0}, {4, 8}});
   for (int64_t r = 0; r < 4; ++r) {
     Piece piece = pieceOf(a.mesh, Sharding{{0}, {1}}, {4, 8}, a.mesh.coords(r));
-    piece.stripedDim = 1;
-    piece.stripedWays = 2;
+    piece.orderedDim = 1;
+    piece.orderedWays = 2;
+    piece.order = SequenceOrder::Striped;
     std::vector<int32_t> local(static_cast<size_t>(numel(piece.local)));
     fillTokens(f, b, 2, true, local.data(), DType::I32, piece);
     const int64_t rank = a.mesh.coords(r)[1];
@@ -173,8 +174,9 @@ TEST(TokenData, StripedPiecesHoldEveryNthPosition) {
   }
   // The whole tensor in program order, against the formula's inverse.
   Piece whole{{4, 8}, {0, 0}, {4, 8}};
-  whole.stripedDim = 1;
-  whole.stripedWays = 2;
+  whole.orderedDim = 1;
+  whole.orderedWays = 2;
+  whole.order = SequenceOrder::Striped;
   std::vector<int32_t> program(32);
   fillTokens(f, b, 2, true, program.data(), DType::I32, whole);
   for (int64_t i = 0; i < 4; ++i)
@@ -183,6 +185,51 @@ TEST(TokenData, StripedPiecesHoldEveryNthPosition) {
                 natural[size_t(i * 8 + pos)]);
   EXPECT_EQ(stripedPosition(stripedIndex(5, 12, 3), 12, 3), 5);
   EXPECT_EQ(stripedPosition(6, 12, 3), 7); // rank 1's row 2: 2 * 3 + 1
+}
+
+// Zigzag: a sequence of 8 over 2 ranks is 4 chunks of 2; rank 0 holds
+// positions 0, 1, 6, 7 and rank 1 holds 2, 3, 4, 5 (written out, not
+// derived from the formula under test).
+TEST(TokenData, ZigzagPiecesHoldAChunkFromEachEnd) {
+  std::vector<uint32_t> toks(300);
+  for (size_t i = 0; i < toks.size(); ++i)
+    toks[i] = uint32_t((i * 7) % 50);
+  const std::string p = writeTokens("zigzag.bin", toks);
+  Artifact a = lm({2, 2});
+  TokenBinding b = bindTokenInputs(a);
+  TokenFile f(p, TokenDType::U32);
+  std::vector<int32_t> natural(32);
+  fillTokens(f, b, 2, true, natural.data(), DType::I32,
+             Piece{{4, 8}, {0, 0}, {4, 8}});
+  const int64_t positions[2][4] = {{0, 1, 6, 7}, {2, 3, 4, 5}};
+  for (int64_t r = 0; r < 4; ++r) {
+    Piece piece = pieceOf(a.mesh, Sharding{{0}, {1}}, {4, 8}, a.mesh.coords(r));
+    piece.orderedDim = 1;
+    piece.orderedWays = 2;
+    piece.order = SequenceOrder::Zigzag;
+    std::vector<int32_t> local(static_cast<size_t>(numel(piece.local)));
+    fillTokens(f, b, 2, true, local.data(), DType::I32, piece);
+    const int64_t rank = a.mesh.coords(r)[1];
+    for (int64_t i = 0; i < piece.local[0]; ++i)
+      for (int64_t j = 0; j < piece.local[1]; ++j)
+        EXPECT_EQ(
+            local[size_t(i * 4 + j)],
+            natural[size_t((piece.offset[0] + i) * 8 + positions[rank][j])])
+            << "rank " << r << " row " << i << " column " << j;
+  }
+  for (int64_t length : {8, 12, 24})
+    for (int64_t ways : {1, 2, 3})
+      if (length % (2 * ways) == 0)
+        for (int64_t pos = 0; pos < length; ++pos) {
+          const int64_t index = zigzagIndex(pos, length, ways);
+          EXPECT_EQ(zigzagPosition(index, length, ways), pos);
+          EXPECT_EQ(orderedIndex(SequenceOrder::Zigzag, pos, length, ways),
+                    index);
+        }
+  // 3 ranks over 12: chunks of 2; rank 1 holds 2, 3 and 8, 9.
+  EXPECT_EQ(zigzagPosition(4, 12, 3), 2);
+  EXPECT_EQ(zigzagPosition(6, 12, 3), 8);
+  EXPECT_EQ(zigzagIndex(11, 12, 3), 3);
 }
 
 TEST(TokenData, ValidationErrors) {

@@ -1,0 +1,90 @@
+//===- BlockPositions.h - global positions of a ring attention block -*- C++
+//-*-===//
+//
+// Under ring attention a rank's query block and the key block a ring step
+// brings hold rows of the global sequence in one of three layouts
+// (docs/design.md "Causal load balancing"): a contiguous chunk, the striped
+// rows r, r + n, r + 2n, ..., or the zigzag pair of chunks r and 2n - 1 - r.
+// In each the positions rise with the row, so the keys a causal query may
+// see are always a prefix of the key block; the CPU and CUDA kernels mask
+// with that prefix's length. Plain C++, usable on the device.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DTC_KERNELS_BLOCKPOSITIONS_H
+#define DTC_KERNELS_BLOCKPOSITIONS_H
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define DTC_HOST_DEVICE __host__ __device__
+#else
+#define DTC_HOST_DEVICE
+#endif
+
+namespace dtc::kernels {
+
+/// The global positions of a block's `rows` rows. Contiguous or striped:
+/// row i at offset + i * stride. Zigzag (zigzagLength L > 0, the whole
+/// sequence's length): the first half of the rows at offset + i, the second
+/// half the chunk mirrored from the sequence's end, L - rows - offset + i
+/// (rank r of n holds chunks r and 2n - 1 - r of L / 2n positions).
+struct BlockPositions {
+  int64_t offset = 0;
+  int64_t stride = 1;
+  int64_t zigzagLength = 0;
+  int64_t rows = 0;
+
+  DTC_HOST_DEVICE int64_t position(int64_t row) const {
+    if (zigzagLength > 0)
+      return row < rows / 2 ? offset + row : zigzagLength - rows - offset + row;
+    return offset + row * stride;
+  }
+
+  /// The rows at positions <= p: rows [0, count).
+  DTC_HOST_DEVICE int64_t countAtOrBefore(int64_t p) const {
+    if (zigzagLength > 0) {
+      const int64_t half = rows / 2, high = zigzagLength - rows - offset + half;
+      return clampCount(p - offset + 1, half) +
+             clampCount(p - high + 1, rows - half);
+    }
+    if (p < offset)
+      return 0;
+    return clampCount((p - offset) / stride + 1, rows);
+  }
+
+private:
+  DTC_HOST_DEVICE static int64_t clampCount(int64_t n, int64_t most) {
+    return n < 0 ? 0 : (n > most ? most : n);
+  }
+};
+
+/// Which keys each query row of a block sees: all, or under a causal mask
+/// those at positions up to the query's, keys [0, visible(row)).
+struct CausalMask {
+  bool causal = false;
+  BlockPositions queries, keys;
+
+  /// A whole attention: both sequences start at position 0.
+  DTC_HOST_DEVICE static CausalMask whole(bool causal, int64_t Sq, int64_t Sk) {
+    CausalMask m;
+    m.causal = causal;
+    m.queries.rows = Sq;
+    m.keys.rows = Sk;
+    return m;
+  }
+
+  DTC_HOST_DEVICE int64_t visible(int64_t row) const {
+    return causal ? keys.countAtOrBefore(queries.position(row)) : keys.rows;
+  }
+
+  /// The first query row that sees key `key` (queries.rows: none does).
+  DTC_HOST_DEVICE int64_t firstQuerySeeing(int64_t key) const {
+    if (!causal)
+      return 0;
+    return queries.countAtOrBefore(keys.position(key) - 1);
+  }
+};
+
+} // namespace dtc::kernels
+
+#endif // DTC_KERNELS_BLOCKPOSITIONS_H
