@@ -11,18 +11,20 @@ the compile-time plan against the runtime allocator's high-water (the
 activations shrink about sp-fold: every activation's sequence is split);
 and the bytes each rank sends per step per collective kind, the report
 against what the communicators counted (ring attention's key/value blocks
-show as `shift`). Each sp plan runs with both sequence layouts: contiguous
-chunks, where causal attention leaves the last rank about twice the
-average work and the others waiting for it, and the default striped
-layout, which gives every rank the same work. On a machine with fewer
-cores than ranks the step times measure overhead, not scaling.
+show as `shift`). Each sp plan runs with the three sequence layouts:
+contiguous chunks, where causal attention leaves the last rank about twice
+the average work and the others waiting for it, the striped layout and
+the default zigzag one, which both give every rank the same work. On a
+machine with fewer cores than ranks the step times measure overhead, not
+scaling.
 """
 import sys
 
 import dp_bench
 
-DEFAULTS = ["--plans", "1;2:sp=2|--sp-layout=contiguous;2:sp=2;"
-            "4:sp=4|--sp-layout=contiguous;4:sp=4", "--layers", "2", "--hidden", "128",
+DEFAULTS = ["--plans", "1;2:sp=2|--sp-layout=contiguous;2:sp=2|--sp-layout=striped;2:sp=2;"
+            "4:sp=4|--sp-layout=contiguous;4:sp=4|--sp-layout=striped;4:sp=4",
+            "--layers", "2", "--hidden", "128",
             "--heads", "4", "--seq", "2048", "--batch", "2", "--steps", "12"]
 
 if __name__ == "__main__":

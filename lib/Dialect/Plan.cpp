@@ -412,7 +412,7 @@ void PlanAttr::print(AsmPrinter &printer) const {
   printer << ", precision = \"" << stringifyPrecision(getPrecision()) << "\"";
   if (getSequenceParallel())
     printer << ", sequence_parallel = true";
-  if (getSp() > 1 && getSpLayout() != "striped")
+  if (getSp() > 1 && getSpLayout() != "zigzag")
     printer << ", sp_layout = \"" << getSpLayout() << "\"";
   if (getTpLayout() != "megatron")
     printer << ", tp_layout = \"" << getTpLayout() << "\"";

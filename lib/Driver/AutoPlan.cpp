@@ -362,6 +362,7 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   space.precision = o.precision;
   space.optimizer = o.optimizer;
   space.budget = double(budget);
+  space.sequenceChunksPerRank = o.spLayout == "zigzag" ? 2 : 1;
   if (pinned(o, "virtual-stages"))
     space.virtualStages = {o.virtualStages};
   std::vector<search::Candidate> all =
@@ -464,6 +465,7 @@ std::string dtc::fittingPlansAdvice(const std::string &source,
     space.precision = precision;
     space.optimizer = o.optimizer;
     space.budget = double(budget);
+    space.sequenceChunksPerRank = o.spLayout == "zigzag" ? 2 : 1;
     std::string plans;
     int listed = 0;
     for (const ::dtc::search::Candidate &c :

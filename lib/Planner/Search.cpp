@@ -393,7 +393,9 @@ dtc::search::enumerateCandidates(const ModelFacts &facts, const Space &space,
           // places it), over a sequence that divides.
           if (ring && (experts || ppEnd == axes || space.mesh[ppEnd] < 2 ||
                        facts.attentionLayers == 0 || facts.sequence <= 0 ||
-                       facts.sequence % space.mesh[ppEnd] != 0))
+                       facts.sequence % (space.mesh[ppEnd] *
+                                         space.sequenceChunksPerRank) !=
+                           0))
             continue;
           base.sp = ring ? space.mesh[ppEnd] : 1;
           base.tp = product(space.mesh, ppEnd + (ring ? 1 : 0), axes);

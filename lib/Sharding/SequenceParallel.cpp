@@ -511,7 +511,11 @@ LogicalResult mlir::dtc::orderSequence(func::FuncOp step, int64_t ways,
              << (order == SequenceOrder::Zigzag ? "zigzag" : "striped")
              << " sequence layout cuts the sequence of input \""
              << argumentName(step, arg.getArgNumber()) << "\" (" << length
-             << " tokens) into " << chunks << " chunks; it must divide evenly";
+             << " tokens) into " << chunks << " chunks; it must divide evenly"
+             << (order == SequenceOrder::Zigzag
+                     ? " (--sp-layout striped needs " + std::to_string(ways) +
+                           ")"
+                     : std::string());
     sequence.seed(arg);
   }
   if (tokenInputs.empty())

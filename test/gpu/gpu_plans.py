@@ -98,17 +98,17 @@ PLANS = [
      "f32"),
     # Ring attention (attention_block and its gradient, the shift collective):
     # the SIMT kernels (head dimension 8) and, on the wide GPT in bf16, the
-    # tensor-core ones (head dimension 64); striped (position_stride, the
-    # default), zigzag (zigzag_length) and contiguous layouts.
+    # tensor-core ones (head dimension 64); zigzag (zigzag_length, the
+    # default), striped (position_stride) and contiguous layouts.
     ("gpt-sp2", "gpt", "2", "sp=2", [], "f32"),
     ("gpt-sp2-contiguous", "gpt", "2", "sp=2", ["--sp-layout", "contiguous"], "f32"),
-    ("gpt-sp4-zigzag", "gpt", "4", "sp=4", ["--sp-layout", "zigzag"], "f32"),
+    ("gpt-sp4-striped", "gpt", "4", "sp=4", ["--sp-layout", "striped"], "f32"),
     ("gpt-dp2-sp2", "gpt", "2x2", "dp=2,sp=2", [], "f32"),
     ("llama-tp2-sp2", "llama", "2x2", "tp=2,sp=2", [], "f32"),
     ("gpt-pp2-sp2-1f1b", "gpt", "2x2", "pp=2,sp=2", ["--microbatches", "2", "--schedule", "1f1b"], "f32"),
     ("gpt-bf16-sp2", "gpt", "2", "sp=2", ["--precision", "bf16-mixed"], "bf16"),
-    ("gptwide-bf16-sp4-zigzag", "gptwide", "4", "sp=4",
-     ["--sp-layout", "zigzag", "--precision", "bf16-mixed", "--optimizer", "sgd", "--lr", "0.01"], "bf16"),
+    ("gptwide-bf16-sp4-striped", "gptwide", "4", "sp=4",
+     ["--sp-layout", "striped", "--precision", "bf16-mixed", "--optimizer", "sgd", "--lr", "0.01"], "bf16"),
     ("gptwide-sp4", "gptwide", "4", "sp=4", ["--optimizer", "sgd", "--lr", "0.01"], "f32"),
     ("gptwide-bf16-sp2", "gptwide", "2", "sp=2", ["--precision", "bf16-mixed", "--optimizer", "sgd", "--lr", "0.01"],
      "bf16"),

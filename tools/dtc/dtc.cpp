@@ -111,14 +111,14 @@ Plan:
                         dtc.moe layer's experts; tokens go to their
                         experts' ranks and back (moe_exchange). Fixes the
                         plan: dp takes the devices left
-  --sp-layout L         striped|zigzag|contiguous: which positions each sp
-                        rank holds. striped: rank r holds r, r+S, r+2S,
-                        ...; zigzag: the sequence cut into 2S chunks, rank
-                        r holds chunks r and 2S-1-r, one from each end.
+  --sp-layout L         zigzag|striped|contiguous: which positions each sp
+                        rank holds. zigzag: the sequence cut into 2S
+                        chunks, rank r holds chunks r and 2S-1-r, one from
+                        each end; striped: rank r holds r, r+S, r+2S, ...
                         Both make causal attention's work the same on
                         every rank; contiguous: rank r holds one chunk,
                         and the last rank does about twice the average
-                                                     (default: striped)
+                                                     (default: zigzag)
   --tp-layout L         megatron|ilp: which factor of each op tp splits.
                         megatron: Megatron's pattern (vocab-parallel
                         embeddings, column- then row-parallel matmuls,
@@ -566,7 +566,7 @@ int compileCommand(const std::vector<std::string> &args) {
   flags.boolean("--no-fuse-epilogues", [&] { o.fuseEpilogues = false; });
   flags.value("--sp-layout", [&](const std::string &v) {
     return parseChoice("--sp-layout", v, o.spLayout,
-                       {"striped", "zigzag", "contiguous"});
+                       {"zigzag", "striped", "contiguous"});
   });
   flags.value("--tp-layout", [&](const std::string &v) {
     return parseChoice("--tp-layout", v, o.tpLayout, {"megatron", "ilp"});

@@ -74,11 +74,11 @@ def Dtc_PlanAttr : AttrDef<Dtc_Dialect, "Plan"> {
     sequence over the tp axes. `sp = S on [a]` (printed when S > 1) is
     ring-attention sequence parallelism: every activation's sequence split
     over grid axis a, attention run as a ring of blocks over it;
-    `sp_layout` its layout of the sequence, "striped" (the default: rank r
-    holds positions r, r + n, ..., which balances causal attention's work),
-    "zigzag" (rank r holds the chunks r and 2n - 1 - r of the sequence cut
-    into 2n, one from each end: balanced too) or "contiguous" (rank r holds
-    one chunk), printed when not the default.
+    `sp_layout` its layout of the sequence, "zigzag" (the default: rank r
+    holds the chunks r and 2n - 1 - r of the sequence cut into 2n, one from
+    each end, which balances causal attention's work), "striped" (rank r
+    holds positions r, r + n, ...: balanced too) or "contiguous" (rank r
+    holds one chunk), printed when not the default.
     `tp_layout` says which factor of each op the tp axes split: "megatron"
     (the default: Megatron's column- and row-parallel pattern) or "ilp"
     (Alpa's intra-op integer program over the ops' sharding rules), printed

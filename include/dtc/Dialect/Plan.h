@@ -49,10 +49,11 @@ struct Plan {
   /// attention run as a ring of blocks over it (lib/Dialect/RingAttention).
   int64_t sp = 1;
   SmallVector<int64_t> spAxes;
-  /// The ring's sequence layout: "striped" (rank r holds positions r,
-  /// r + n, ...: causal attention's work balanced over the ring) or
-  /// "contiguous" (rank r holds one chunk).
-  std::string spLayout = "striped";
+  /// The ring's sequence layout: "zigzag" (rank r holds chunks r and
+  /// 2n - 1 - r of 2n) or "striped" (rank r holds positions r, r + n, ...),
+  /// both balancing causal attention's work over the ring, or "contiguous"
+  /// (rank r holds one chunk).
+  std::string spLayout = "zigzag";
   /// Which factor of each op the tp axes split: "megatron" (Megatron's
   /// column and row pattern) or "ilp" (the intra-op integer program,
   /// include/dtc/Planner/TensorLayout.h).

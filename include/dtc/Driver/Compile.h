@@ -34,8 +34,9 @@ struct CompileOptions {
   /// Megatron sequence parallelism inside tensor parallelism
   /// (--sequence-parallel; needs tp > 1).
   bool sequenceParallel = false;
-  /// Ring attention's sequence layout (--sp-layout): striped or contiguous.
-  std::string spLayout = "striped";
+  /// Ring attention's sequence layout (--sp-layout): zigzag, striped or
+  /// contiguous.
+  std::string spLayout = "zigzag";
   /// Which factor of each op tp splits (--tp-layout): megatron or ilp.
   std::string tpLayout = "megatron";
   std::string schedule = "1f1b";

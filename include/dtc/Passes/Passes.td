@@ -169,11 +169,11 @@ def ApplyStrategy : Pass<"dtc-apply-strategy", "::mlir::ModuleOp"> {
            "expert parallelism: whole mesh axes (outside pp's, inside dp's) "
            "that split the batch as dp does and the experts of every "
            "mixture-of-experts layer">,
-    Option<"spLayout", "sp-layout", "std::string", /*default=*/"\"striped\"",
-           "ring attention's sequence layout: striped (rank r holds positions "
-           "r, r + sp, ...), zigzag (rank r holds chunks r and 2 sp - 1 - r "
-           "of 2 sp; both balance causal work) or contiguous (one chunk per "
-           "rank)">,
+    Option<"spLayout", "sp-layout", "std::string", /*default=*/"\"zigzag\"",
+           "ring attention's sequence layout: zigzag (rank r holds chunks r "
+           "and 2 sp - 1 - r of 2 sp), striped (rank r holds positions r, "
+           "r + sp, ...; both balance causal work) or contiguous (one chunk "
+           "per rank)">,
     Option<"tpLayout", "tp-layout", "std::string", /*default=*/"\"megatron\"",
            "which factor of each op the tp axes split: megatron (column- and "
            "row-parallel) or ilp (the intra-op integer program)">,

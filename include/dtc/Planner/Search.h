@@ -97,6 +97,10 @@ struct Space {
   int64_t maxMicrobatches = 1024;
   /// Model chunks per stage the interleaved schedule is considered with.
   std::vector<int64_t> virtualStages = {2, 4};
+  /// Chunks of the sequence each ring-attention rank holds (the zigzag
+  /// layout's two; one otherwise): sp needs the sequence to divide by
+  /// sp times this.
+  int64_t sequenceChunksPerRank = 1;
 };
 
 struct Candidate {
