@@ -135,6 +135,12 @@ lowerBest(const std::string &source, const dtc::CompileOptions &o,
 /// What the closed forms knew of the training step (search::ModelFacts),
 /// as the report's planner.model_facts lists it.
 json factsJson(const dtc::search::ModelFacts &f) {
+  int64_t updates = 0, expertUpdates = 0;
+  for (const dtc::search::KernelClass &k : f.optimizerKernels) {
+    updates += k.count;
+    if (k.split == dtc::search::KernelClass::Split::Experts)
+      expertUpdates += k.count;
+  }
   return {{"params", f.params},
           {"batch", f.batch},
           {"layers", f.layers},
@@ -143,7 +149,9 @@ json factsJson(const dtc::search::ModelFacts &f) {
           {"experts", f.experts},
           {"expert_params", f.expertParams},
           {"slot_moves", f.slotMoves},
-          {"slot_move_elements", f.slotMoveElements}};
+          {"slot_move_elements", f.slotMoveElements},
+          {"optimizer_kernels", updates},
+          {"expert_optimizer_kernels", expertUpdates}};
 }
 
 /// One lowered plan as the report's planner.lowered lists it.

@@ -15,6 +15,7 @@
 #include "dtc/artifact/Schedule.h"
 #include "dtc/artifact/Vocabulary.h"
 #include "dtc/kernels/CpuKernels.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 #include <map>
@@ -557,7 +558,24 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
   std::map<std::tuple<double, double, bool, bool, bool,
                       ::dtc::search::KernelClass::Split>,
            int64_t>
-      kernels;
+      kernels, optimizerKernels;
+  // The optimizer updates an expert weight when it reads it or its state.
+  llvm::StringSet<> expertNames;
+  for (Value weight : expertWeights)
+    if (auto arg = dyn_cast<BlockArgument>(weight))
+      expertNames.insert(argumentName(step, arg.getArgNumber()));
+  auto updatesExperts = [&](Operation *op) {
+    return llvm::any_of(op->getOperands(), [&](Value operand) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      if (!arg || arg.getOwner()->getParentOp() != step.getOperation())
+        return false;
+      if (expertNames.contains(argumentName(step, arg.getArgNumber())))
+        return true;
+      auto of = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  DtcDialect::kOfAttr);
+      return of && expertNames.contains(of.getValue());
+    });
+  };
   step.walk([&](Operation *op) {
     auto cost = dyn_cast<CostOpInterface>(op);
     const int64_t layer = layerOf(op);
@@ -566,6 +584,12 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
       ++kernels[{double(cost.getFlopCount()), kernelTraffic(op).bytes,
                  cost.isDenseKernel(), isPhase(op, Phase::Forward),
                  op->hasTrait<CheapToRecompute>(), splitOf(op)}];
+    else if (cost && isPhase(op, Phase::Optimizer))
+      ++optimizerKernels[{double(cost.getFlopCount()), kernelTraffic(op).bytes,
+                          cost.isDenseKernel(), false, false,
+                          updatesExperts(op)
+                              ? ::dtc::search::KernelClass::Split::Experts
+                              : ::dtc::search::KernelClass::Split::Batch}];
     if (const int64_t slots = exchangedSlotElements(op);
         slots > 0 && (isPhase(op, Phase::Forward) || isBackward(op))) {
       ++facts.slotMoves;
@@ -607,6 +631,11 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
   for (const auto &[key, count] : kernels) {
     const auto &[flops, bytes, dense, forward, cheap, split] = key;
     facts.kernels.push_back(
+        {flops, bytes, dense, forward, cheap, count, split});
+  }
+  for (const auto &[key, count] : optimizerKernels) {
+    const auto &[flops, bytes, dense, forward, cheap, split] = key;
+    facts.optimizerKernels.push_back(
         {flops, bytes, dense, forward, cheap, count, split});
   }
   return facts;

@@ -143,7 +143,19 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
   const dtc::cost::BytesPerParam bpp =
       dtc::cost::bytesPerParam(space.precision, space.optimizer);
   const LocalParams local = localParams(f, c);
-  auto gradientSync = [&](double params, int64_t ways, size_t end) {
+  // Parameter tensors per stage, dense and experts: ZeRO reduce-scatters
+  // each one's gradient and gathers it back updated (and ZeRO-3 gathers
+  // each one per use), a call each, where without ZeRO the gradients go in
+  // one bucketed all-reduce.
+  double denseTensors = 0, expertTensors = 0;
+  for (const KernelClass &k : f.optimizerKernels)
+    (k.split == KernelClass::Split::Experts ? expertTensors : denseTensors) +=
+        double(k.count) / p;
+  auto callsOf = [&](double tensors) {
+    return c.zero >= 1 ? std::max(1.0, tensors) : 1.0;
+  };
+  auto gradientSync = [&](double params, double tensors, int64_t ways,
+                          size_t end) {
     if (ways * c.sp <= 1 || params <= 0)
       return;
     Link link = slowest(hw, 0, end);
@@ -152,24 +164,26 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
       if (ring.bandwidth * ring.efficiency < link.bandwidth * link.efficiency)
         link = ring;
     }
-    const double group = double(ways * c.sp);
-    comm += dtc::cost::collectiveTime(
-        CollectiveKind::AllReduce, ways * c.sp,
-        2.0 * (group - 1) / group * params * bpp.grads, link);
+    const double group = double(ways * c.sp), calls = callsOf(tensors);
+    comm += calls * dtc::cost::collectiveTime(
+                        CollectiveKind::AllReduce, ways * c.sp,
+                        2.0 * (group - 1) / group * params * bpp.grads / calls,
+                        link);
   };
-  gradientSync(local.dense, batchWays, epEnd);
-  gradientSync(local.experts, c.dp, dpEnd);
-  auto parameterGathers = [&](double params, int64_t ways, size_t end) {
+  gradientSync(local.dense, denseTensors, batchWays, epEnd);
+  gradientSync(local.experts, expertTensors, c.dp, dpEnd);
+  auto parameterGathers = [&](double params, double tensors, int64_t ways,
+                              size_t end) {
     if (c.zero < 3 || ways <= 1 || params <= 0)
       return;
-    const double d = double(ways);
-    comm += 2.0 * m *
+    const double d = double(ways), calls = callsOf(tensors);
+    comm += 2.0 * m * calls *
             dtc::cost::collectiveTime(CollectiveKind::AllGather, ways,
-                                      (d - 1) / d * params * bpp.params,
+                                      (d - 1) / d * params * bpp.params / calls,
                                       slowest(hw, 0, end));
   };
-  parameterGathers(local.dense, batchWays, epEnd);
-  parameterGathers(local.experts, c.dp, dpEnd);
+  parameterGathers(local.dense, denseTensors, batchWays, epEnd);
+  parameterGathers(local.experts, expertTensors, c.dp, dpEnd);
   return comm;
 }
 
@@ -223,6 +237,19 @@ void estimate(const ModelFacts &f, const Space &space,
                                              k.dense, hw, f32);
     }
     c.computeSeconds = perMicrobatch * m / p * stretch;
+  }
+  // The optimizer, once per step after the flush: each stage updates its
+  // parameters, tp's (dense) or ep's (experts) share of each, and under
+  // ZeRO only the shard of it its rank keeps the state of (in f32: the
+  // master weights and their state).
+  for (const KernelClass &k : f.optimizerKernels) {
+    const bool experts = k.split == KernelClass::Split::Experts;
+    const double zeroWays =
+        c.zero >= 1 ? double(experts ? c.dp : batchWays) : 1.0;
+    const double share = double(experts ? c.ep : c.tp) * zeroWays;
+    c.computeSeconds += double(k.count) / p *
+                        dtc::cost::kernelTime(k.flops / share, k.bytes / share,
+                                              k.dense, hw, /*f32=*/true);
   }
 
   // Tensor parallelism: each layer all-reduces (or, with sequence

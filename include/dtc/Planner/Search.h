@@ -84,6 +84,11 @@ struct ModelFacts {
   /// and tensor parallelism pay for smaller GEMMs and more launches); when
   /// empty, the flops at the profile's best GEMM efficiency.
   std::vector<KernelClass> kernels;
+  /// The optimizer's kernels by class (the update of every parameter,
+  /// whole): once per step on each stage's parameters, split like them
+  /// (Split::Batch: a dense parameter's, by tp; Split::Experts: an expert
+  /// weight's, by ep) and under ZeRO over the ranks its state shards over.
+  std::vector<KernelClass> optimizerKernels;
 };
 
 /// The plans to consider.

@@ -474,6 +474,70 @@ TEST(Search, KernelsCostTheirSizeAndLaunches) {
   EXPECT_GT(full->computeSeconds, dp2->computeSeconds);
 }
 
+// The optimizer runs once per step on each stage's parameters: tp splits a
+// dense parameter's update, ep an expert weight's, and ZeRO the state over
+// the ranks that split the batch (dp and ep for dense, dp for experts).
+TEST(Search, OptimizerKernelsRunOnTheParametersShards) {
+  dtc::search::ModelFacts facts;
+  facts.params = 1000;
+  facts.batch = 8;
+  facts.layers = 4;
+  facts.forwardFlops = 2 * 1e9;
+  facts.backwardFlops = 2 * 2e9;
+  facts.storedNone = 1e5;
+  facts.storedSelective = 5e4;
+  facts.storedFull = 1e4;
+  facts.boundaryBytes = 5e3;
+  facts.kernels = {{1e9, 1e6, true, true, false, 2}};
+  using Split = dtc::search::KernelClass::Split;
+  // Three dense updates of 8 MB each, one expert update of 4 MB.
+  facts.optimizerKernels = {{1e6, 8e6, false, false, false, 3, Split::Batch},
+                            {5e5, 4e6, false, false, false, 1, Split::Experts}};
+  dtc::search::Space space;
+  space.mesh = {2, 2};
+  const dtc::cost::HardwareProfile hw = a100For(space.mesh);
+  auto all = dtc::search::enumerateCandidates(facts, space, hw);
+  auto find = [&](int64_t dp, int64_t tp, int64_t pp,
+                  int64_t zero) -> const dtc::search::Candidate * {
+    for (const dtc::search::Candidate &c : all)
+      if (c.dp == dp && c.tp == tp && c.pp == pp && c.ep == 1 &&
+          c.microbatches == 1 && c.zero == zero && c.remat == "none" &&
+          !c.sequenceParallel && c.schedule == "1f1b")
+        return &c;
+    return nullptr;
+  };
+  using dtc::cost::kernelTime;
+  auto updates = [&](double dense, double experts) {
+    return 3 * kernelTime(1e6 / dense, 8e6 / dense, false, hw, true) +
+           kernelTime(5e5 / experts, 4e6 / experts, false, hw, true);
+  };
+  const dtc::search::Candidate *dp4 = find(4, 1, 1, 0),
+                               *dp4zero = find(4, 1, 1, 1),
+                               *dp2tp2 = find(2, 2, 1, 0),
+                               *dp2tp2zero = find(2, 2, 1, 2);
+  ASSERT_TRUE(dp4 && dp4zero && dp2tp2 && dp2tp2zero);
+  const double gemms = [&](double share) {
+    return 2 * kernelTime(1e9 / share, 1e6 / share, true, hw, true);
+  }(4);
+  EXPECT_DOUBLE_EQ(dp4->computeSeconds, gemms + updates(1, 1));
+  EXPECT_DOUBLE_EQ(dp4zero->computeSeconds, gemms + updates(4, 4));
+  EXPECT_DOUBLE_EQ(dp2tp2->computeSeconds, gemms + updates(2, 1));
+  EXPECT_DOUBLE_EQ(dp2tp2zero->computeSeconds, gemms + updates(4, 2));
+  // ZeRO makes the update cheaper, which the search now sees.
+  EXPECT_LT(dp4zero->computeSeconds, dp4->computeSeconds);
+  // But its gradients move per parameter, a reduce-scatter and an
+  // all-gather each (2 (4 - 1) latencies per tensor), where without it the
+  // dense ones share one bucketed all-reduce: two more dense calls' worth
+  // of latency over the slowest of the two axes, the bytes the same.
+  dtc::cost::Link slowest = hw.axes[0];
+  for (const dtc::cost::Link &link : hw.axes)
+    if (link.bandwidth * link.efficiency <
+        slowest.bandwidth * slowest.efficiency)
+      slowest = link;
+  EXPECT_NEAR(dp4zero->commSeconds - dp4->commSeconds,
+              2 * 2 * (4 - 1) * slowest.latency, 1e-12);
+}
+
 TEST(CostModel, BubbleStretchOnSharedCores) {
   dtc::cost::HardwareProfile own;
   EXPECT_DOUBLE_EQ(dtc::cost::bubbleStretch(0.5, 8, own), 2.0);
