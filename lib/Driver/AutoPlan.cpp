@@ -370,6 +370,8 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   space.precision = o.precision;
   space.optimizer = o.optimizer;
   space.budget = double(budget);
+  // The default layout falls back to striped where zigzag's chunks do not
+  // divide; only a pinned zigzag needs them.
   space.sequenceChunksPerRank = o.spLayout == "zigzag" ? 2 : 1;
   if (pinned(o, "virtual-stages"))
     space.virtualStages = {o.virtualStages};

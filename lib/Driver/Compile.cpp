@@ -568,8 +568,30 @@ int64_t largestPlannedPeak(const json &artifact, const std::string &label,
   return peak;
 }
 
+/// `given` with --sp-layout's default made explicit: zigzag, or striped
+/// where a token input's sequence divides into the sp ranks but not into
+/// twice as many chunks (so every sequence sp splits has a balanced layout).
+::dtc::CompileOptions withSequenceLayout(const ::dtc::CompileOptions &given,
+                                         ModuleOp module) {
+  ::dtc::CompileOptions o = given;
+  if (!o.spLayout.empty())
+    return o;
+  o.spLayout = "zigzag";
+  if (o.sp <= 1)
+    return o;
+  module.walk([&](func::FuncOp model) {
+    for (Type type : model.getArgumentTypes())
+      if (auto tensor = dyn_cast<RankedTensorType>(type))
+        if (tensor.getRank() == 2 &&
+            isa<IntegerType>(tensor.getElementType()) &&
+            tensor.getDimSize(1) % (2 * o.sp) != 0)
+          o.spLayout = "striped";
+  });
+  return o;
+}
+
 bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                   const ::dtc::CompileOptions &o, MLIRContext &ctx,
+                   const ::dtc::CompileOptions &given, MLIRContext &ctx,
                    Errors &errors, OwningOpRef<ModuleOp> &module,
                    json &artifact,
                    std::optional<::dtc::cost::HardwareProfile> &hw,
@@ -578,10 +600,11 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   double weightDecay = 0;
   mlir::dtc::BuildTrainingStepOptions stepOptions;
   const std::string source = buffer->getBuffer().str(); // for the advice
-  if (!prepareModel(std::move(buffer), o, ctx, errors, module, hw, devices,
+  if (!prepareModel(std::move(buffer), given, ctx, errors, module, hw, devices,
                     weightDecay, stepOptions))
     return false;
   timer.done("parse+verify");
+  const ::dtc::CompileOptions o = withSequenceLayout(given, *module);
 
   auto runStageOn = [&](ModuleOp target, bool print, const std::string &stage,
                         llvm::function_ref<void(PassManager &)> fill) {

@@ -50,7 +50,7 @@ dtc::driver::strategyOptions(const CompileOptions &o) {
   planOptions.recompute = o.remat == "auto" ? "none" : o.remat;
   planOptions.precision = o.precision;
   planOptions.sequenceParallel = o.sequenceParallel;
-  planOptions.spLayout = o.spLayout;
+  planOptions.spLayout = o.spLayout.empty() ? "zigzag" : o.spLayout;
   planOptions.tpLayout = o.tpLayout;
   return planOptions;
 }
@@ -81,7 +81,9 @@ mlir::dtc::ArtifactOptions dtc::driver::emitOptions(const CompileOptions &o,
                   : o.autoPlan ? "auto (data parallelism over every device)"
                                : "strategy"},
       {"sp", o.sp},
-      {"sp_layout", o.sp > 1 ? o.spLayout : std::string("none")},
+      {"sp_layout", o.sp <= 1            ? std::string("none")
+                    : o.spLayout.empty() ? std::string("zigzag")
+                                         : o.spLayout},
       {"tp_layout", o.tp > 1 ? o.tpLayout : std::string("none")},
       {"sequence_parallel", o.sequenceParallel},
       {"ep", o.ep},

@@ -117,8 +117,9 @@ Plan:
                         each end; striped: rank r holds r, r+S, r+2S, ...
                         Both make causal attention's work the same on
                         every rank; contiguous: rank r holds one chunk,
-                        and the last rank does about twice the average
-                                                     (default: zigzag)
+                        and the last rank does about twice the average.
+                        Default: zigzag, or striped where the sequence
+                        does not divide into 2S chunks
   --tp-layout L         megatron|ilp: which factor of each op tp splits.
                         megatron: Megatron's pattern (vocab-parallel
                         embeddings, column- then row-parallel matmuls,

@@ -35,8 +35,9 @@ struct CompileOptions {
   /// (--sequence-parallel; needs tp > 1).
   bool sequenceParallel = false;
   /// Ring attention's sequence layout (--sp-layout): zigzag, striped or
-  /// contiguous.
-  std::string spLayout = "zigzag";
+  /// contiguous; empty: the default, zigzag where every token input's
+  /// sequence divides into 2 sp chunks, else striped (which needs sp).
+  std::string spLayout;
   /// Which factor of each op tp splits (--tp-layout): megatron or ilp.
   std::string tpLayout = "megatron";
   std::string schedule = "1f1b";
