@@ -132,14 +132,6 @@ private:
 /// Checks flag combinations this build can honour; one message per problem.
 bool checkSupported(const ::dtc::CompileOptions &o, int64_t devices,
                     Errors &errors) {
-  auto notYet = [&](const std::string &what) {
-    errors.flag(what +
-                " is not implemented yet; this build plans data, tensor "
-                "(with --sequence-parallel), pipeline and ring-attention "
-                "sequence parallelism and ZeRO (--strategy "
-                "dp=D,tp=T,pp=P,sp=S,zero=Z)");
-    return false;
-  };
   if (!o.autoPlan) {
     int64_t product = o.dp * o.tp * o.pp * o.sp * o.ep;
     if (product != devices) {

@@ -551,6 +551,11 @@ Value Partitioner::emitStep(const ReshardStep &step, Value v,
                                   b.getIndexAttr(step.dim),
                                   b.getIndexAttr(step.concatDim));
     break;
+  case ReshardStep::Kind::Shift:
+  case ReshardStep::Kind::MoeExchange:
+    // The ring's shifts and the experts' exchanges come from ops' local
+    // lowerings, never from resharding a value.
+    llvm_unreachable("a resharding plan has no shift or moe_exchange step");
   }
   if (step.cropDim >= 0)
     v = fit(v, step.cropDim, step.cropSize);
