@@ -490,9 +490,8 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
     for (Value operand : op->getOperands()) {
       // A parameter, or its cast to the compute type (mixed precision).
       Value source = operand;
-      if (Operation *def = source.getDefiningOp();
-          def && def->getNumOperands() == 1)
-        source = def->getOperand(0);
+      if (auto cast = source.getDefiningOp<CastOp>())
+        source = cast.getOperand();
       auto arg = dyn_cast<BlockArgument>(source);
       if (arg && arg.getOwner()->getParentOp() == step.getOperation() &&
           argRole(step, arg.getArgNumber()) == Role::Param &&
