@@ -492,11 +492,8 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
       Value source = operand;
       if (auto cast = source.getDefiningOp<CastOp>())
         source = cast.getOperand();
-      auto arg = dyn_cast<BlockArgument>(source);
-      if (arg && arg.getOwner()->getParentOp() == step.getOperation() &&
-          argRole(step, arg.getArgNumber()) == Role::Param &&
-          seen.insert(arg).second)
-        elements += tensorTypeOf(arg).getNumElements();
+      if (isParameterArgument(step, source) && seen.insert(source).second)
+        elements += tensorTypeOf(source).getNumElements();
     }
     for (Value result : op->getResults())
       visitUsers(result);

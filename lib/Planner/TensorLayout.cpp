@@ -225,10 +225,7 @@ private:
       sourceOf[result] = {self, int(idx)};
   }
 
-  bool isParameter(Value v) const {
-    auto arg = dyn_cast<BlockArgument>(v);
-    return arg && argRole(step, arg.getArgNumber()) == Role::Param;
-  }
+  bool isParameter(Value v) const { return isParameterArgument(step, v); }
 
   /// Bytes of `v` a device handles: a parameter whole, an activation its
   /// batch share.

@@ -652,10 +652,7 @@ struct MaterializePlanPass : impl::MaterializePlanBase<MaterializePlanPass> {
   void pinMegatron(func::FuncOp step, ArrayRef<int64_t> grid,
                    const GridAxes &tpAxes,
                    llvm::DenseMap<Value, TensorSharding> &pins, PinFn pin) {
-    auto isParam = [&](Value v) {
-      auto arg = dyn_cast<BlockArgument>(v);
-      return arg && argRole(step, arg.getArgNumber()) == Role::Param;
-    };
+    auto isParam = [&](Value v) { return isParameterArgument(step, v); };
     auto usesTp = [&](ArrayRef<int64_t> axes) {
       return llvm::any_of(
           axes, [&](int64_t a) { return llvm::is_contained(tpAxes, a); });

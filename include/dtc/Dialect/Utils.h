@@ -79,6 +79,13 @@ inline std::optional<Role> argRole(func::FuncOp func, unsigned index) {
 inline std::optional<Role> resultRole(func::FuncOp func, unsigned index) {
   return enumOf<Role>(func.getResultAttr(index, DtcDialect::kRoleAttr));
 }
+/// Whether `v` is one of `step`'s own parameter arguments (dtc.role
+/// "param"), not a value computed from one nor another function's argument.
+inline bool isParameterArgument(func::FuncOp step, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  return arg && arg.getOwner()->getParentOp() == step.getOperation() &&
+         argRole(step, arg.getArgNumber()) == Role::Param;
+}
 inline NamedAttribute roleAttr(MLIRContext *ctx, Role role) {
   return NamedAttribute(StringAttr::get(ctx, DtcDialect::kRoleAttr),
                         enumAttr(ctx, role));
