@@ -560,28 +560,6 @@ int64_t largestPlannedPeak(const json &artifact, const std::string &label,
   return peak;
 }
 
-/// `given` with --sp-layout's default made explicit: zigzag, or striped
-/// where a token input's sequence divides into the sp ranks but not into
-/// twice as many chunks (so every sequence sp splits has a balanced layout).
-::dtc::CompileOptions withSequenceLayout(const ::dtc::CompileOptions &given,
-                                         ModuleOp module) {
-  ::dtc::CompileOptions o = given;
-  if (!o.spLayout.empty())
-    return o;
-  o.spLayout = "zigzag";
-  if (o.sp <= 1)
-    return o;
-  module.walk([&](func::FuncOp model) {
-    for (Type type : model.getArgumentTypes())
-      if (auto tensor = dyn_cast<RankedTensorType>(type))
-        if (tensor.getRank() == 2 &&
-            isa<IntegerType>(tensor.getElementType()) &&
-            tensor.getDimSize(1) % (2 * o.sp) != 0)
-          o.spLayout = "striped";
-  });
-  return o;
-}
-
 bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                    const ::dtc::CompileOptions &given, MLIRContext &ctx,
                    Errors &errors, OwningOpRef<ModuleOp> &module,
@@ -596,7 +574,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                     weightDecay, stepOptions))
     return false;
   timer.done("parse+verify");
-  const ::dtc::CompileOptions o = withSequenceLayout(given, *module);
+  const ::dtc::CompileOptions o =
+      ::dtc::driver::withSequenceLayout(given, *module);
 
   auto runStageOn = [&](ModuleOp target, bool print, const std::string &stage,
                         llvm::function_ref<void(PassManager &)> fill) {

@@ -30,6 +30,25 @@ json optimizerJson(const dtc::CompileOptions &o, double weightDecay) {
 
 } // namespace
 
+dtc::CompileOptions dtc::driver::withSequenceLayout(const CompileOptions &given,
+                                                    mlir::ModuleOp module) {
+  CompileOptions o = given;
+  if (!o.spLayout.empty())
+    return o;
+  o.spLayout = "zigzag";
+  if (o.sp <= 1)
+    return o;
+  module.walk([&](mlir::func::FuncOp model) {
+    for (mlir::Type type : model.getArgumentTypes())
+      if (auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(type))
+        if (tensor.getRank() == 2 &&
+            mlir::isa<mlir::IntegerType>(tensor.getElementType()) &&
+            tensor.getDimSize(1) % (2 * o.sp) != 0)
+          o.spLayout = "striped";
+  });
+  return o;
+}
+
 mlir::dtc::ApplyStrategyOptions
 dtc::driver::strategyOptions(const CompileOptions &o) {
   mlir::dtc::ApplyStrategyOptions planOptions;

@@ -20,6 +20,12 @@
 
 namespace dtc::driver {
 
+/// `given` with --sp-layout's default made explicit: zigzag, or striped
+/// where a token input's sequence divides into the sp ranks but not into
+/// twice as many chunks (so every sequence sp splits has a balanced layout).
+CompileOptions withSequenceLayout(const CompileOptions &given,
+                                  mlir::ModuleOp module);
+
 /// The strategy the plan is written from (dtc-apply-strategy).
 mlir::dtc::ApplyStrategyOptions strategyOptions(const CompileOptions &o);
 
