@@ -405,13 +405,12 @@ void kAttentionGrad(const KernelArgs &a) {
 // first row's position (under zigzag, the first chunk's), the attributes the
 // layout (docs/design.md "Causal load balancing").
 CausalMask blockMask(const KernelArgs &a) {
-  CausalMask mask;
-  mask.causal = attrBool(*a.attrs, "causal");
   const int64_t stride = attrIntOr(*a.attrs, "position_stride", 1),
                 zigzag = attrIntOr(*a.attrs, "zigzag_length", 0);
-  mask.queries = {a.in[3].as<int64_t>()[0], stride, zigzag, a.in[0].shape[2]};
-  mask.keys = {a.in[4].as<int64_t>()[0], stride, zigzag, a.in[1].shape[2]};
-  return mask;
+  return CausalMask::make(
+      attrBool(*a.attrs, "causal"),
+      {a.in[3].as<int64_t>()[0], stride, zigzag, a.in[0].shape[2]},
+      {a.in[4].as<int64_t>()[0], stride, zigzag, a.in[1].shape[2]});
 }
 
 void kAttentionBlock(const KernelArgs &a) {

@@ -68,14 +68,10 @@ struct Offsets {
 
   __device__ __forceinline__ kernels::CausalMask mask(bool causal, int Sq,
                                                       int Sk) const {
-    kernels::CausalMask m = kernels::CausalMask::whole(causal, Sq, Sk);
-    if (q) {
-      m.queries.offset = *q;
-      m.keys.offset = *k;
-      m.queries.stride = m.keys.stride = stride;
-      m.queries.zigzagLength = m.keys.zigzagLength = zigzagLength;
-    }
-    return m;
+    if (!q)
+      return kernels::CausalMask::whole(causal, Sq, Sk);
+    return kernels::CausalMask::make(causal, {*q, stride, zigzagLength, Sq},
+                                     {*k, stride, zigzagLength, Sk});
   }
 };
 

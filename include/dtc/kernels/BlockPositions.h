@@ -59,28 +59,58 @@ private:
 };
 
 /// Which keys each query row of a block sees: all, or under a causal mask
-/// those at positions up to the query's, keys [0, visible(row)).
+/// those at positions up to the query's, keys [0, visible(row)). Build it
+/// with make() (or whole()), which finds the one diagonal of blocks whose
+/// rows share a stride, so the kernels' inner loops never divide.
 struct CausalMask {
   bool causal = false;
   BlockPositions queries, keys;
+  /// Contiguous or striped blocks: key j is visible to row i when
+  /// j <= i + shift (shift = floor((q_offset - k_offset) / stride)).
+  bool diagonal = true;
+  int64_t shift = 0;
 
-  /// A whole attention: both sequences start at position 0.
-  DTC_HOST_DEVICE static CausalMask whole(bool causal, int64_t Sq, int64_t Sk) {
+  DTC_HOST_DEVICE static CausalMask
+  make(bool causal, const BlockPositions &queries, const BlockPositions &keys) {
     CausalMask m;
     m.causal = causal;
-    m.queries.rows = Sq;
-    m.keys.rows = Sk;
+    m.queries = queries;
+    m.keys = keys;
+    m.diagonal = queries.zigzagLength == 0 && keys.zigzagLength == 0 &&
+                 queries.stride == keys.stride;
+    if (m.diagonal) {
+      const int64_t d = queries.offset - keys.offset, s = queries.stride;
+      m.shift = d >= 0 ? d / s : -((-d + s - 1) / s);
+    }
     return m;
   }
 
+  /// A whole attention: both sequences start at position 0.
+  DTC_HOST_DEVICE static CausalMask whole(bool causal, int64_t Sq, int64_t Sk) {
+    BlockPositions queries, keys;
+    queries.rows = Sq;
+    keys.rows = Sk;
+    return make(causal, queries, keys);
+  }
+
   DTC_HOST_DEVICE int64_t visible(int64_t row) const {
-    return causal ? keys.countAtOrBefore(queries.position(row)) : keys.rows;
+    if (!causal)
+      return keys.rows;
+    if (diagonal) {
+      const int64_t n = row + shift + 1;
+      return n < 0 ? 0 : (n > keys.rows ? keys.rows : n);
+    }
+    return keys.countAtOrBefore(queries.position(row));
   }
 
   /// The first query row that sees key `key` (queries.rows: none does).
   DTC_HOST_DEVICE int64_t firstQuerySeeing(int64_t key) const {
     if (!causal)
       return 0;
+    if (diagonal) {
+      const int64_t first = key - shift;
+      return first < 0 ? 0 : (first > queries.rows ? queries.rows : first);
+    }
     return queries.countAtOrBefore(keys.position(key) - 1);
   }
 };
