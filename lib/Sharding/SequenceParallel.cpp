@@ -16,6 +16,7 @@ using namespace mlir;
 using namespace mlir::dtc;
 using ::dtc::artifact::orderGranule;
 using ::dtc::artifact::SequenceOrder;
+using ::dtc::artifact::sequenceOrderName;
 
 namespace {
 
@@ -346,9 +347,7 @@ private:
     return success();
   }
 
-  StringRef layoutName() const {
-    return order == SequenceOrder::Zigzag ? "zigzag" : "striped";
-  }
+  StringRef layoutName() const { return sequenceOrderName(order); }
 
   /// The element of the unpermuted sequence (of `length`) that index `i`
   /// of the permuted one reads: to the permuted order (program index ->
@@ -507,8 +506,7 @@ LogicalResult mlir::dtc::orderSequence(func::FuncOp step, int64_t ways,
     const int64_t chunks = orderGranule(order, ways);
     if (length % chunks != 0)
       return emitError(arg.getLoc())
-             << "the "
-             << (order == SequenceOrder::Zigzag ? "zigzag" : "striped")
+             << "the " << sequenceOrderName(order)
              << " sequence layout cuts the sequence of input \""
              << argumentName(step, arg.getArgNumber()) << "\" (" << length
              << " tokens) into " << chunks << " chunks; it must divide evenly"

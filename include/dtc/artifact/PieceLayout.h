@@ -124,6 +124,18 @@ inline int64_t orderedIndex(SequenceOrder order, int64_t position,
   }
   return position;
 }
+/// The layout's name, as --sp-layout spells it.
+inline const char *sequenceOrderName(SequenceOrder order) {
+  switch (order) {
+  case SequenceOrder::Striped:
+    return "striped";
+  case SequenceOrder::Zigzag:
+    return "zigzag";
+  case SequenceOrder::Natural:
+    break;
+  }
+  return "contiguous";
+}
 /// Positions a sequence's length must divide by for `order` over `ways`.
 inline int64_t orderGranule(SequenceOrder order, int64_t ways) {
   return order == SequenceOrder::Zigzag ? 2 * ways : ways;

@@ -15,11 +15,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define DTC_HOST_DEVICE __host__ __device__
-#else
-#define DTC_HOST_DEVICE
-#endif
+#include "dtc/kernels/HostDevice.h"
 
 namespace dtc::kernels {
 

@@ -24,11 +24,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#if defined(__CUDACC__)
-#define DTC_HOST_DEVICE __host__ __device__
-#else
-#define DTC_HOST_DEVICE
-#endif
+#include "dtc/kernels/HostDevice.h"
 
 namespace dtc::kernels {
 
