@@ -126,7 +126,7 @@ void checkMoeFirstChoiceFraction(const Descs &in, const Descs &out,
 
 std::vector<KernelInfo> moeKernels() {
   return {
-      {"moe_route", 1, 3, {}, checkMoeRoute},
+      {"moe_route", 1, 3, {}, checkMoeRoute, 0, CostClass::RowReduction},
       {"moe_route_grad", 3, 1, {}, checkMoeRouteGrad},
       {"moe_dispatch", 4, 1, {}, checkMoeDispatch},
       {"moe_combine", 4, 1, {}, checkMoeCombine},

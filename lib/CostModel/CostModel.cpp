@@ -83,26 +83,76 @@ bool fraction(const nlohmann::json &j, const char *key, double &out,
   return true;
 }
 
+/// An efficiency curve {max, half_flops}; `what` names it in errors.
+bool parseEfficiency(const nlohmann::json &g, const std::string &what,
+                     GemmEfficiency &curve, std::string &error) {
+  if (!g.is_object() || !g.contains("max") ||
+      !fraction(g, "max", curve.max, error)) {
+    error = what + ": " + (error.empty() ? "must be {max, half_flops}" : error);
+    return false;
+  }
+  if (g.contains("half_flops")) {
+    if (!g["half_flops"].is_number() || g["half_flops"].get<double>() < 0) {
+      error = what + ": field 'half_flops' must be a number >= 0";
+      return false;
+    }
+    curve.halfFlops = g["half_flops"].get<double>();
+  }
+  return true;
+}
+
+/// `kernel_classes`: attention's and its gradient's efficiency curves, the
+/// row reductions' bandwidth. The gemm and stream classes are the profile's
+/// `gemm_efficiency` and memory line, not repeated here.
+bool parseKernelClasses(const nlohmann::json &j, HardwareProfile &hw,
+                        std::string &error) {
+  if (!j.is_object()) {
+    error = "kernel_classes: must be an object";
+    return false;
+  }
+  for (auto &[name, value] : j.items()) {
+    const std::string what = "kernel_classes." + name;
+    std::optional<CostClass> c = ::dtc::kernels::costClassNamed(name);
+    if (c == CostClass::Attention || c == CostClass::AttentionGrad) {
+      GemmEfficiency curve;
+      if (!parseEfficiency(value, what, curve, error))
+        return false;
+      (c == CostClass::Attention ? hw.attention : hw.attentionGrad) = curve;
+    } else if (c == CostClass::RowReduction) {
+      MemoryLine line;
+      if (!value.is_object() ||
+          !positiveNumber(value, "bandwidth", line.bandwidth, error)) {
+        error = what + ": " +
+                (error.empty() ? "must be {bandwidth, overhead}" : error);
+        return false;
+      }
+      if (!value.contains("overhead") || !value["overhead"].is_number() ||
+          value["overhead"].get<double>() < 0) {
+        error = what + ": field 'overhead' must be a number of seconds >= 0";
+        return false;
+      }
+      line.overhead = value["overhead"].get<double>();
+      hw.rowReduction = line;
+    } else {
+      error = what + ": not a class with its own rate (attention, "
+                     "attention_grad, row_reduction; gemm is "
+                     "'gemm_efficiency', stream the memory bandwidth)";
+      return false;
+    }
+  }
+  return true;
+}
+
 /// The optional efficiency fields of a JSON profile (defaults: every kernel
 /// at the peak, no overhead).
 bool optionalEfficiencies(const nlohmann::json &j, HardwareProfile &hw,
                           std::string &error) {
-  if (j.contains("gemm_efficiency")) {
-    const nlohmann::json &g = j["gemm_efficiency"];
-    if (!g.is_object() || !g.contains("max") ||
-        !fraction(g, "max", hw.gemm.max, error)) {
-      error = "gemm_efficiency: " +
-              (error.empty() ? "must be {max, half_flops}" : error);
-      return false;
-    }
-    if (g.contains("half_flops")) {
-      if (!g["half_flops"].is_number() || g["half_flops"].get<double>() < 0) {
-        error = "gemm_efficiency: field 'half_flops' must be a number >= 0";
-        return false;
-      }
-      hw.gemm.halfFlops = g["half_flops"].get<double>();
-    }
-  }
+  if (j.contains("gemm_efficiency") &&
+      !parseEfficiency(j["gemm_efficiency"], "gemm_efficiency", hw.gemm, error))
+    return false;
+  if (j.contains("kernel_classes") &&
+      !parseKernelClasses(j["kernel_classes"], hw, error))
+    return false;
   if (j.contains("memory_efficiency") &&
       !fraction(j, "memory_efficiency", hw.memoryEfficiency, error))
     return false;
@@ -268,6 +318,17 @@ std::string dtc::cost::profileJson(const HardwareProfile &hw) {
     j["source"] = hw.source;
   if (hw.sharedCores > 0)
     j["shared_cores"] = hw.sharedCores;
+  auto curve = [](const GemmEfficiency &c) {
+    return nlohmann::json{{"max", c.max}, {"half_flops", c.halfFlops}};
+  };
+  if (hw.attention)
+    j["kernel_classes"]["attention"] = curve(*hw.attention);
+  if (hw.attentionGrad)
+    j["kernel_classes"]["attention_grad"] = curve(*hw.attentionGrad);
+  if (hw.rowReduction)
+    j["kernel_classes"]["row_reduction"] = {
+        {"bandwidth", hw.rowReduction->bandwidth},
+        {"overhead", hw.rowReduction->overhead}};
   if (!hw.axes.empty()) {
     j["axes"] = nlohmann::json::array();
     for (const Link &axis : hw.axes)
@@ -448,14 +509,41 @@ double dtc::cost::sendRecvTime(double sentBytes, const Link &link) {
   return link.latency + sentBytes / (link.bandwidth * link.efficiency);
 }
 
-double dtc::cost::kernelTime(double flops, double bytes, bool dense,
-                             const HardwareProfile &hw, bool f32) {
+const dtc::cost::GemmEfficiency *
+dtc::cost::denseCurve(CostClass c, const HardwareProfile &hw) {
+  switch (c) {
+  case CostClass::Gemm:
+    return &hw.gemm;
+  case CostClass::Attention:
+    return hw.attention ? &*hw.attention : &hw.gemm;
+  case CostClass::AttentionGrad:
+    return hw.attentionGrad ? &*hw.attentionGrad : &hw.gemm;
+  case CostClass::Stream:
+  case CostClass::RowReduction:
+    return nullptr;
+  }
+  return nullptr;
+}
+
+double dtc::cost::kernelTime(double flops, double bytes, CostClass c,
+                             const HardwareProfile &hw, bool f32,
+                             double products) {
   const double peak = f32 ? hw.peakFlopsF32 : hw.peakFlopsBf16;
-  const double efficiency = dense ? hw.gemm.at(flops) : hw.gemm.max;
+  const GemmEfficiency *curve = denseCurve(c, hw);
+  // A class's own curve is measured per product (one head of attention);
+  // the GEMM curve, which attention follows without one, per kernel.
+  const bool perProduct = curve && curve != &hw.gemm;
+  const double efficiency =
+      !curve ? hw.gemm.max
+             : curve->at(perProduct ? flops / std::max(1.0, products) : flops);
   const double compute = flops > 0 ? flops / (peak * efficiency) : 0;
-  const double traffic =
-      bytes > 0 ? bytes / (hw.memoryBandwidth * hw.memoryEfficiency) : 0;
-  return std::max(compute, traffic) + hw.kernelOverhead;
+  const MemoryLine memory =
+      c == CostClass::RowReduction && hw.rowReduction
+          ? *hw.rowReduction
+          : MemoryLine{hw.memoryBandwidth * hw.memoryEfficiency,
+                       hw.kernelOverhead};
+  const double traffic = bytes > 0 ? bytes / memory.bandwidth : 0;
+  return std::max(compute, traffic) + memory.overhead;
 }
 
 double dtc::cost::bubbleStretch(double bubble, int64_t devices,

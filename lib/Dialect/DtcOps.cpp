@@ -166,8 +166,6 @@ ShardingRule MatmulOp::getShardingRule() {
   return rule;
 }
 
-bool MatmulOp::isDenseKernel() { return true; }
-
 int64_t MatmulOp::getFlopCount() {
   return int64_t(::dtc::kernels::matmulProductFlops(
       tensorType(getResult()).getNumElements(),
@@ -176,7 +174,6 @@ int64_t MatmulOp::getFlopCount() {
 
 // The fused ops cost what the ops they replace cost: the product, and one
 // operation per element for the bias add and for the GELU.
-bool MatmulBiasOp::isDenseKernel() { return true; }
 
 int64_t MatmulBiasOp::getFlopCount() {
   auto out = tensorType(getResult());
@@ -184,8 +181,6 @@ int64_t MatmulBiasOp::getFlopCount() {
              out.getNumElements(), tensorType(getA()).getShape().back())) +
          out.getNumElements();
 }
-
-bool MatmulGeluOp::isDenseKernel() { return true; }
 
 int64_t MatmulGeluOp::getFlopCount() {
   auto out = tensorType(getResult());
@@ -379,7 +374,13 @@ ShardingRule AttentionOp::getShardingRule() {
   return attentionRule(*this, getCausal(), /*gradient=*/false);
 }
 
-bool AttentionOp::isDenseKernel() { return true; }
+/// Batch rows times heads of an attention's q [B, H, S, Dh].
+int64_t mlir::dtc::attentionHeads(Value q) {
+  auto type = cast<RankedTensorType>(q.getType());
+  return type.getDimSize(0) * type.getDimSize(1);
+}
+
+int64_t AttentionOp::getIndependentProducts() { return attentionHeads(getQ()); }
 
 int64_t AttentionOp::getFlopCount() {
   auto q = tensorType(getQ()), k = tensorType(getK());
@@ -685,7 +686,9 @@ ShardingRule AttentionGradOp::getShardingRule() {
   return attentionRule(*this, getCausal(), /*gradient=*/true);
 }
 
-bool AttentionGradOp::isDenseKernel() { return true; }
+int64_t AttentionGradOp::getIndependentProducts() {
+  return attentionHeads(getQ());
+}
 
 int64_t AttentionGradOp::getFlopCount() {
   auto q = tensorType(getQ()), k = tensorType(getK());

@@ -110,6 +110,13 @@ LogicalResult mlir::dtc::verifyKernelRule(Operation *op, StringRef kernelName) {
   return success();
 }
 
+::dtc::kernels::CostClass mlir::dtc::kernelCostClass(Operation *op) {
+  auto rule = dyn_cast<KernelRuleOpInterface>(op);
+  const ::dtc::kernels::KernelInfo *kernel =
+      rule ? ::dtc::kernels::findKernel(rule.getKernelName().str()) : nullptr;
+  return kernel ? kernel->cost : ::dtc::kernels::CostClass::Stream;
+}
+
 int64_t mlir::dtc::kernelInPlaceOperand(Operation *op, unsigned resultIdx) {
   auto rule = dyn_cast<KernelRuleOpInterface>(op);
   if (!rule)

@@ -242,11 +242,16 @@ static int64_t blockFlops(Operation *op, bool causal, bool gradient) {
       q.getDimSize(3), causal, gradient));
 }
 
-bool AttentionBlockOp::isDenseKernel() { return true; }
+int64_t AttentionBlockOp::getIndependentProducts() {
+  return attentionHeads(getQ());
+}
+int64_t AttentionBlockGradOp::getIndependentProducts() {
+  return attentionHeads(getQ());
+}
+
 int64_t AttentionBlockOp::getFlopCount() {
   return blockFlops(*this, getCausal(), /*gradient=*/false);
 }
-bool AttentionBlockGradOp::isDenseKernel() { return true; }
 int64_t AttentionBlockGradOp::getFlopCount() {
   return blockFlops(*this, getCausal(), /*gradient=*/true);
 }

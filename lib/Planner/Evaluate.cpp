@@ -220,8 +220,9 @@ double busiestKernelSeconds(ModuleOp module, int64_t microbatches,
           const KernelTraffic traffic = kernelTraffic(op);
           seconds += double(times) * ::dtc::cost::kernelTime(
                                          double(cost.getFlopCount()),
-                                         traffic.bytes, cost.isDenseKernel(),
-                                         hw, f32 || !traffic.lowPrecision);
+                                         traffic.bytes, cost.getCostClass(), hw,
+                                         f32 || !traffic.lowPrecision,
+                                         double(cost.getIndependentProducts()));
         });
     kernelSeconds = std::max(kernelSeconds, seconds);
     const int64_t executed = mlir::dtc::flopsPerStep(step, microbatches);
@@ -551,8 +552,8 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
                ? ::dtc::search::KernelClass::Split::Experts
                : ::dtc::search::KernelClass::Split::Batch;
   };
-  std::map<std::tuple<double, double, bool, bool, bool,
-                      ::dtc::search::KernelClass::Split>,
+  std::map<std::tuple<double, double, ::dtc::kernels::CostClass, double, bool,
+                      bool, ::dtc::search::KernelClass::Split>,
            int64_t>
       kernels, optimizerKernels;
   // The optimizer updates an expert weight when it reads it or its state.
@@ -578,11 +579,13 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
     // Costed as busiestKernelSeconds costs it.
     if (cost && (isPhase(op, Phase::Forward) || isBackward(op)))
       ++kernels[{double(cost.getFlopCount()), kernelTraffic(op).bytes,
-                 cost.isDenseKernel(), isPhase(op, Phase::Forward),
-                 op->hasTrait<CheapToRecompute>(), splitOf(op)}];
+                 cost.getCostClass(), double(cost.getIndependentProducts()),
+                 isPhase(op, Phase::Forward), op->hasTrait<CheapToRecompute>(),
+                 splitOf(op)}];
     else if (cost && isPhase(op, Phase::Optimizer))
       ++optimizerKernels[{double(cost.getFlopCount()), kernelTraffic(op).bytes,
-                          cost.isDenseKernel(), false, false,
+                          cost.getCostClass(),
+                          double(cost.getIndependentProducts()), false, false,
                           updatesExperts(op)
                               ? ::dtc::search::KernelClass::Split::Experts
                               : ::dtc::search::KernelClass::Split::Batch}];
@@ -625,14 +628,16 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
   facts.boundaryBytes =
       facts.layers > 0 ? facts.storedFull / double(facts.layers) : 0.0;
   for (const auto &[key, count] : kernels) {
-    const auto &[flops, bytes, dense, forward, cheap, split] = key;
+    const auto &[flops, bytes, costClass, products, forward, cheap, split] =
+        key;
     facts.kernels.push_back(
-        {flops, bytes, dense, forward, cheap, count, split});
+        {flops, bytes, costClass, products, forward, cheap, count, split});
   }
   for (const auto &[key, count] : optimizerKernels) {
-    const auto &[flops, bytes, dense, forward, cheap, split] = key;
+    const auto &[flops, bytes, costClass, products, forward, cheap, split] =
+        key;
     facts.optimizerKernels.push_back(
-        {flops, bytes, dense, forward, cheap, count, split});
+        {flops, bytes, costClass, products, forward, cheap, count, split});
   }
   return facts;
 }

@@ -232,9 +232,10 @@ void estimate(const ModelFacts &f, const Space &space,
       const double share = m * ways(k.split);
       const bool again = k.forward && (c.remat == "full" ||
                                        (c.remat == "selective" && k.cheap));
-      perMicrobatch += double(k.count) * (again ? 2.0 : 1.0) *
-                       dtc::cost::kernelTime(k.flops / share, k.bytes / share,
-                                             k.dense, hw, f32);
+      perMicrobatch +=
+          double(k.count) * (again ? 2.0 : 1.0) *
+          dtc::cost::kernelTime(k.flops / share, k.bytes / share, k.cost, hw,
+                                f32, k.products / share);
     }
     c.computeSeconds = perMicrobatch * m / p * stretch;
   }
@@ -247,9 +248,10 @@ void estimate(const ModelFacts &f, const Space &space,
     const double zeroWays =
         c.zero >= 1 ? double(experts ? c.dp : batchWays) : 1.0;
     const double share = double(experts ? c.ep : c.tp) * zeroWays;
-    c.computeSeconds += double(k.count) / p *
-                        dtc::cost::kernelTime(k.flops / share, k.bytes / share,
-                                              k.dense, hw, /*f32=*/true);
+    c.computeSeconds +=
+        double(k.count) / p *
+        dtc::cost::kernelTime(k.flops / share, k.bytes / share, k.cost, hw,
+                              /*f32=*/true, k.products / share);
   }
 
   // Tensor parallelism: each layer all-reduces (or, with sequence

@@ -312,11 +312,14 @@ private:
     for (auto [idx, result] : llvm::enumerate(op->getResults()))
       bytes += sizeOf(result) / pieces(rule.results[idx], factor);
     double flops = 0;
-    bool dense = false;
+    ::dtc::kernels::CostClass costClass = ::dtc::kernels::CostClass::Stream;
+    double products = 1;
     if (auto cost = dyn_cast<CostOpInterface>(op)) {
       flops = double(cost.getFlopCount()) * options.batchShare /
               (factor >= 0 ? double(devices) : 1.0);
-      dense = cost.isDenseKernel();
+      costClass = cost.getCostClass();
+      products = double(cost.getIndependentProducts()) * options.batchShare /
+                 (factor >= 0 ? double(devices) : 1.0);
     }
     double seconds = 0;
     if (!isa<ViewOpInterface>(op)) {
@@ -325,8 +328,8 @@ private:
         return !tensor || tensor.getElementType().isF32() ||
                !isa<FloatType>(tensor.getElementType());
       });
-      seconds = 3 * ::dtc::cost::kernelTime(flops, bytes, dense,
-                                            options.hardware, f32);
+      seconds = 3 * ::dtc::cost::kernelTime(flops, bytes, costClass,
+                                            options.hardware, f32, products);
     }
     if (factor < 0)
       return seconds;

@@ -97,7 +97,7 @@ struct CheckModelPass : impl::CheckModelBase<CheckModelPass> {
     Operation *op = use.getOwner();
     auto cost = dyn_cast<CostOpInterface>(op);
     auto rule = dyn_cast<ShardingRuleOpInterface>(op);
-    if (!cost || !rule || !cost.isDenseKernel())
+    if (!cost || !rule || !::dtc::kernels::isDense(cost.getCostClass()))
       return "";
     ShardingRule factors = rule.getShardingRule();
     const TensorFactors &operand = factors.operands[use.getOperandNumber()];

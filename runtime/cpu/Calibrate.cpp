@@ -14,11 +14,13 @@
 #include "dtc/runtime/Calibrate.h"
 #include "dtc/artifact/MemoryPlan.h"
 #include "dtc/kernels/CpuKernels.h"
+#include "dtc/kernels/Flops.h"
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <sched.h>
@@ -84,37 +86,59 @@ LineFit fitLine(const std::vector<CalibrationPoint> &points,
       starts.push_back(bounded(p.seconds - slope * p.size, slope));
     }
   }
-  LineFit best = starts.front();
-  double bestError = logRatioError(best, timed);
-  for (const LineFit &line : starts)
-    if (double error = logRatioError(line, timed); error < bestError) {
-      best = line;
-      bestError = error;
-    }
   // Pattern search on the logarithms of the slope and of the intercept's
   // excess over its bound: a parameter at its bound stays there, which is
-  // the constrained optimum's edge.
-  for (double step = 1.0; step > 1e-7;) {
-    bool moved = false;
-    for (auto [scaleIntercept, scaleSlope] : {std::pair{1.0, 0.0},
-                                              {-1.0, 0.0},
-                                              {0.0, 1.0},
-                                              {0.0, -1.0},
-                                              {1.0, 1.0},
-                                              {-1.0, -1.0},
-                                              {1.0, -1.0},
-                                              {-1.0, 1.0}}) {
-      const LineFit trial{minIntercept + (best.intercept - minIntercept) *
-                                             std::exp(scaleIntercept * step),
-                          best.slope * std::exp(scaleSlope * step)};
-      if (double error = logRatioError(trial, timed); error < bestError) {
-        best = trial;
-        bestError = error;
-        moved = true;
+  // the constrained optimum's edge. So it starts from the best few lines,
+  // not the best alone: the best start may sit at the bound while the
+  // optimum does not (two kernels of one class scattered at each size).
+  auto search = [&](LineFit line) {
+    double lineError = logRatioError(line, timed);
+    for (double step = 1.0; step > 1e-7;) {
+      bool moved = false;
+      for (auto [scaleIntercept, scaleSlope] : {std::pair{1.0, 0.0},
+                                                {-1.0, 0.0},
+                                                {0.0, 1.0},
+                                                {0.0, -1.0},
+                                                {1.0, 1.0},
+                                                {-1.0, -1.0},
+                                                {1.0, -1.0},
+                                                {-1.0, 1.0}}) {
+        const LineFit trial{minIntercept + (line.intercept - minIntercept) *
+                                               std::exp(scaleIntercept * step),
+                            line.slope * std::exp(scaleSlope * step)};
+        if (double error = logRatioError(trial, timed); error < lineError) {
+          line = trial;
+          lineError = error;
+          moved = true;
+        }
       }
+      if (!moved)
+        step /= 2;
     }
-    if (!moved)
-      step /= 2;
+    return std::pair{line, lineError};
+  };
+  std::vector<std::pair<double, LineFit>> ranked;
+  for (const LineFit &line : starts)
+    ranked.push_back({logRatioError(line, timed), line});
+  std::stable_sort(
+      ranked.begin(), ranked.end(),
+      [](const auto &x, const auto &y) { return x.first < y.first; });
+  constexpr size_t kSearchedStarts = 4;
+  LineFit best = ranked.front().second;
+  double bestError = ranked.front().first;
+  size_t searched = 0;
+  bool searchedAboveBound = false;
+  for (const auto &[error, line] : ranked) {
+    const bool aboveBound = line.intercept > minIntercept;
+    if (searched >= kSearchedStarts && (searchedAboveBound || !aboveBound))
+      continue;
+    ++searched;
+    searchedAboveBound |= aboveBound;
+    auto [found, foundError] = search(line);
+    if (foundError < bestError) {
+      best = found;
+      bestError = foundError;
+    }
   }
   return best;
 }
@@ -245,29 +269,32 @@ struct Operand {
   float value;
 };
 
-/// Seconds per call of `kernel` (two f32 inputs, one f32 output, `attrs`)
-/// while every rank calls it at once, on enough copies of its operands,
-/// cycled through, that they come cold (coldCopies).
+/// Seconds per call of `kernel` (f32 inputs `in`, f32 outputs `out`,
+/// `attrs`) while every rank calls it at once, on enough copies of its
+/// operands, cycled through, that they come cold (coldCopies).
 double timeCold(Communicator &world, const CalibrationOptions &options,
                 kernels::KernelContext &ctx, kernels::RunFn kernel,
-                const json &attrs, const std::array<Operand, 3> &operands) {
+                const json &attrs, const std::vector<Operand> &in,
+                const std::vector<Operand> &out) {
   int64_t bytesPerCall = 0;
-  for (const Operand &operand : operands)
-    bytesPerCall += 4 * numel(operand.shape);
+  for (const std::vector<Operand> *side : {&in, &out})
+    for (const Operand &operand : *side)
+      bytesPerCall += 4 * numel(operand.shape);
   const int64_t copies = coldCopies(bytesPerCall);
-  std::vector<std::vector<float>> buffers;
+  // Owned per call; a deque keeps every buffer where it was made.
+  std::deque<std::vector<float>> buffers;
   std::vector<kernels::KernelArgs> calls(static_cast<size_t>(copies));
-  buffers.reserve(size_t(3 * copies));
+  auto tensor = [&](const Operand &operand) {
+    const int64_t elements = numel(operand.shape);
+    buffers.emplace_back(size_t(elements), operand.value);
+    return kernels::TensorArg{DType::F32, operand.shape, buffers.back().data(),
+                              elements};
+  };
   for (kernels::KernelArgs &args : calls) {
-    std::vector<kernels::TensorArg> tensors;
-    for (const Operand &operand : operands) {
-      const int64_t elements = numel(operand.shape);
-      buffers.emplace_back(size_t(elements), operand.value);
-      tensors.push_back(
-          {DType::F32, operand.shape, buffers.back().data(), elements});
-    }
-    args.in = {tensors[0], tensors[1]};
-    args.out = {tensors[2]};
+    for (const Operand &operand : in)
+      args.in.push_back(tensor(operand));
+    for (const Operand &operand : out)
+      args.out.push_back(tensor(operand));
     args.attrs = &attrs;
     args.ctx = &ctx;
   }
@@ -278,14 +305,20 @@ double timeCold(Communicator &world, const CalibrationOptions &options,
   });
 }
 
+/// The CPU kernel `name`; the calibration needs every one it times.
+kernels::RunFn cpuKernel(const char *name) {
+  kernels::RunFn kernel = kernels::cpu::findKernel(name);
+  if (!kernel)
+    throw std::runtime_error(std::string("the CPU kernels have no ") + name);
+  return kernel;
+}
+
 /// The matmul kernel on the shapes of transformer layers (tokens x hidden
 /// times hidden x hidden or 4 hidden, and the weight gradient's transposed
 /// product), operands cold: points of (flops, seconds).
 Curve measureGemm(Communicator &world, kernels::KernelContext &ctx,
                   const CalibrationOptions &options, double overhead) {
-  kernels::RunFn matmul = kernels::cpu::findKernel("matmul");
-  if (!matmul)
-    throw std::runtime_error("the CPU kernels have no matmul");
+  kernels::RunFn matmul = cpuKernel("matmul");
   const json plain = json::object(), weightGrad = {{"transpose_a", true}};
   struct Shape {
     int64_t m, k, n;
@@ -308,8 +341,8 @@ Curve measureGemm(Communicator &world, kernels::KernelContext &ctx,
                         return timeCold(world, options, ctx, matmul,
                                         shape.transposeA ? weightGrad : plain,
                                         {Operand{aShape, 0.5f},
-                                         Operand{{shape.k, shape.n}, 0.25f},
-                                         Operand{{shape.m, shape.n}, 0.0f}});
+                                         Operand{{shape.k, shape.n}, 0.25f}},
+                                        {Operand{{shape.m, shape.n}, 0.0f}});
                       }});
   }
   // The cost model's GEMM line starts at the kernel overhead (its
@@ -320,19 +353,81 @@ Curve measureGemm(Communicator &world, kernels::KernelContext &ctx,
 /// The element-wise add kernel, operands cold: points of (bytes, seconds).
 Curve measureAdd(Communicator &world, kernels::KernelContext &ctx,
                  const CalibrationOptions &options) {
-  kernels::RunFn add = kernels::cpu::findKernel("add");
-  if (!add)
-    throw std::runtime_error("the CPU kernels have no add");
+  kernels::RunFn add = cpuKernel("add");
   const json attrs = json::object();
   std::vector<PointToTime> points;
   for (int64_t n : {1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20, 1 << 22})
     // Two operands read, one result written.
     points.push_back({12.0 * double(n), [&, n] {
-                        return timeCold(world, options, ctx, add, attrs,
-                                        {Operand{{n}, 1.0f}, Operand{{n}, 2.0f},
-                                         Operand{{n}, 0.0f}});
+                        return timeCold(
+                            world, options, ctx, add, attrs,
+                            {Operand{{n}, 1.0f}, Operand{{n}, 2.0f}},
+                            {Operand{{n}, 0.0f}});
                       }});
   return measureCurve(std::move(points));
+}
+
+/// Batch rows times heads of the attention calibrateCpu times: its
+/// efficiency curve is per head (CostOpInterface::getIndependentProducts).
+constexpr int64_t kAttentionBatch = 4, kAttentionHeads = 4;
+
+/// The fused causal attention kernel (`gradient`: its backward) on the
+/// shapes of transformer heads (sequence 64-512, head size 32 and 64),
+/// operands cold: points of (flops, seconds), the flops the cost model
+/// charges it (include/dtc/kernels/Flops.h).
+Curve measureAttention(Communicator &world, kernels::KernelContext &ctx,
+                       const CalibrationOptions &options, double overhead,
+                       bool gradient) {
+  kernels::RunFn attention =
+      cpuKernel(gradient ? "attention_grad" : "attention");
+  const json attrs = {{"causal", true}};
+  constexpr int64_t kBatch = kAttentionBatch, kHeads = kAttentionHeads;
+  std::vector<PointToTime> points;
+  for (int64_t headDim : {32, 64})
+    for (int64_t seq : {64, 128, 256, 512}) {
+      const kernels::Shape shape{kBatch, kHeads, seq, headDim};
+      const int tensors = gradient ? 4 : 3, results = gradient ? 3 : 1;
+      points.push_back(
+          {kernels::attentionFlops(kBatch, kHeads, seq, seq, headDim, true,
+                                   gradient),
+           [&, shape, tensors, results] {
+             return timeCold(
+                 world, options, ctx, attention, attrs,
+                 std::vector<Operand>(size_t(tensors), Operand{shape, 0.5f}),
+                 std::vector<Operand>(size_t(results), Operand{shape, 0.0f}));
+           }});
+    }
+  return measureCurve(std::move(points), overhead);
+}
+
+/// The row reductions: layer_norm and its input gradient on rows of 128 to
+/// 2048 elements, operands cold: points of (bytes, seconds), one line for
+/// the class, from at least the kernel overhead.
+Curve measureRowReduction(Communicator &world, kernels::KernelContext &ctx,
+                          const CalibrationOptions &options, double overhead) {
+  kernels::RunFn norm = cpuKernel("layer_norm"),
+                 inputGrad = cpuKernel("layer_norm_input_grad");
+  const json attrs = {{"epsilon", 1e-5}};
+  std::vector<PointToTime> points;
+  for (int64_t hidden : {128, 512, 2048})
+    for (int64_t elements : {1 << 14, 1 << 17, 1 << 20}) {
+      const kernels::Shape x{elements / hidden, hidden}, row{hidden};
+      // x, gamma, beta -> y; x, gamma, dy -> dx.
+      const double bytes = 4.0 * double(3 * elements + 2 * hidden);
+      points.push_back({bytes, [&, x, row] {
+                          return timeCold(world, options, ctx, norm, attrs,
+                                          {Operand{x, 0.5f}, Operand{row, 1.0f},
+                                           Operand{row, 0.0f}},
+                                          {Operand{x, 0.0f}});
+                        }});
+      points.push_back({bytes, [&, x, row] {
+                          return timeCold(world, options, ctx, inputGrad, attrs,
+                                          {Operand{x, 0.5f}, Operand{row, 1.0f},
+                                           Operand{x, 0.25f}},
+                                          {Operand{x, 0.0f}});
+                        }});
+    }
+  return measureCurve(std::move(points), overhead);
 }
 
 /// The ring all-reduce of groups of `g` consecutive ranks, all at once:
@@ -372,6 +467,27 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
   const double halfFlops =
       std::max(0.0, (gemm.fit.intercept - overhead) * peak);
 
+  // Fused attention's own curves: max its rate over the GEMM peak, and as
+  // for the GEMM the intercept beyond the overhead as half_flops, here per
+  // head (the intercept is every head's).
+  json classes = json::object(), classPoints = json::object();
+  for (bool gradient : {false, true}) {
+    const Curve curve = measureAttention(all, ctx, options, overhead, gradient);
+    const double rate = rateOf(curve.fit, curve.points);
+    const char *name = gradient ? "attention_grad" : "attention";
+    classes[name] = {
+        {"max", std::min(1.0, rate / peak)},
+        {"half_flops",
+         std::max(0.0, (curve.fit.intercept - overhead) * rate /
+                           double(kAttentionBatch * kAttentionHeads))}};
+    classPoints[std::string(name) + "_flops_seconds"] =
+        pointsJson(curve.points);
+  }
+  const Curve rows = measureRowReduction(all, ctx, options, overhead);
+  classes["row_reduction"] = {{"bandwidth", rateOf(rows.fit, rows.points)},
+                              {"overhead", rows.fit.intercept}};
+  classPoints["row_reduction_bytes_seconds"] = pointsJson(rows.points);
+
   json links = json::object(), linkPoints = json::object();
   for (int g = 2; g <= ranks; ++g) {
     if (ranks % g != 0)
@@ -396,6 +512,7 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
           {"threads", options.threads},
           {"peak_flops", {{"f32", peak}, {"bf16", peak}}},
           {"gemm_efficiency", {{"max", 1.0}, {"half_flops", halfFlops}}},
+          {"kernel_classes", classes},
           {"memory_bytes", double(physicalMemoryBytes()) / ranks},
           {"memory_bandwidth", bandwidth},
           {"memory_efficiency", 1.0},
@@ -405,6 +522,7 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
           {"points",
            {{"gemm_flops_seconds", pointsJson(gemm.points)},
             {"add_bytes_seconds", pointsJson(add.points)},
+            {"kernel_classes", classPoints},
             {"all_reduce_sent_bytes_seconds", linkPoints}}}};
 }
 

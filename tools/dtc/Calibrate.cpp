@@ -74,7 +74,8 @@ std::string fmt(const char *format, double value) {
 /// One line per rank count: what the cost model will use.
 void printSummary(const json &profiles) {
   llvm::outs() << "ranks  GFLOP/s/rank  half-eff GFLOP  GB/s/rank  overhead "
-                  "us  all-reduce links (group: GB/s, latency us)\n";
+                  "us  attention GFLOP/s (fwd, bwd)  norms GB/s  all-reduce "
+                  "links (group: GB/s, latency us)\n";
   for (const auto &[ranks, p] : profiles.items()) {
     llvm::outs() << fmt("%5.0f", std::stod(ranks)) << "  "
                  << fmt("%12.1f", p["peak_flops"]["f32"].get<double>() / 1e9)
@@ -85,7 +86,20 @@ void printSummary(const json &profiles) {
                  << fmt("%9.2f", p["memory_bandwidth"].get<double>() / 1e9)
                  << "  "
                  << fmt("%11.2f", p["kernel_overhead"].get<double>() * 1e6)
-                 << " ";
+                 << "  ";
+    // Attention's best rate (its curve's max of the peak) and the row
+    // reductions' bandwidth.
+    const json &classes = p["kernel_classes"];
+    const double peak = p["peak_flops"]["f32"].get<double>();
+    llvm::outs()
+        << fmt("%20.1f", classes["attention"]["max"].get<double>() * peak / 1e9)
+        << ", "
+        << fmt("%6.1f",
+               classes["attention_grad"]["max"].get<double>() * peak / 1e9)
+        << "  "
+        << fmt("%10.2f",
+               classes["row_reduction"]["bandwidth"].get<double>() / 1e9)
+        << " ";
     for (const auto &[group, link] : p["group_links"].items())
       llvm::outs() << " " << group << ": "
                    << fmt("%.2f", link["bandwidth"].get<double>() / 1e9) << ", "

@@ -9,6 +9,7 @@
 #define DTC_COSTMODEL_COSTMODEL_H
 
 #include "dtc/artifact/Vocabulary.h"
+#include "dtc/kernels/CostClass.h"
 
 #include <cstdint>
 #include <map>
@@ -17,6 +18,8 @@
 #include <vector>
 
 namespace dtc::cost {
+
+using ::dtc::kernels::CostClass;
 
 struct Link {
   double bandwidth = 0; // bytes/s per direction, per device
@@ -39,6 +42,13 @@ struct GemmEfficiency {
   }
 };
 
+/// A memory-bound class's own line: `overhead` seconds per call plus its
+/// bytes at `bandwidth` (what it achieves, bytes/s).
+struct MemoryLine {
+  double bandwidth = 0;
+  double overhead = 0;
+};
+
 struct HardwareProfile {
   std::string name;
   double peakFlopsF32 = 0;
@@ -50,6 +60,13 @@ struct HardwareProfile {
   /// `kernelOverhead` seconds (launch and synchronisation).
   GemmEfficiency gemm;
   double memoryEfficiency = 1;
+  /// The kernel classes that run at their own rate (a calibrated cpu
+  /// profile, or a file's `kernel_classes`): fused attention's efficiency
+  /// curves (per head), and the row reductions' line. Unset, attention
+  /// follows `gemm` and the row reductions the memory bandwidth at
+  /// `memoryEfficiency` plus `kernelOverhead`, as every stream kernel does.
+  std::optional<GemmEfficiency> attention, attentionGrad;
+  std::optional<MemoryLine> rowReduction;
   double kernelOverhead = 0;
   /// Link of each mesh axis, outermost first (filled by forMesh()).
   std::vector<Link> axes;
@@ -140,13 +157,20 @@ double collectiveTime(CollectiveKind kind, int64_t n, double sentBytes,
 /// step).
 double sendRecvTime(double sentBytes, const Link &link);
 
-/// Roofline time of one kernel call that performs `flops` and moves `bytes`
-/// to and from device memory: the slower of its compute and its traffic at
-/// the achievable bandwidth, plus the per-kernel overhead. A `dense` kernel
-/// (matmul, attention) computes at the profile's efficiency for its size;
-/// the others are bound by traffic, their few flops at `gemm.max`.
-double kernelTime(double flops, double bytes, bool dense,
-                  const HardwareProfile &hw, bool f32);
+/// The efficiency curve a dense kernel of class `c` computes on (gemm,
+/// attention, attention_grad); null for the memory-bound classes.
+const GemmEfficiency *denseCurve(CostClass c, const HardwareProfile &hw);
+
+/// Roofline time of one kernel call of class `c` that performs `flops` and
+/// moves `bytes` to and from device memory: the slower of its compute and
+/// its traffic at its class's bandwidth, plus the per-kernel overhead. A
+/// dense kernel computes at its class's efficiency for its size: on the
+/// GEMM curve the kernel's flops, on a class's own curve (attention's, as
+/// calibrated) the flops of one of its `products` independent products
+/// (CostOpInterface::getIndependentProducts). The others are bound by
+/// traffic, their few flops at `gemm.max`.
+double kernelTime(double flops, double bytes, CostClass c,
+                  const HardwareProfile &hw, bool f32, double products = 1);
 
 /// Idle share of a pipeline of `stages` stages and `microbatches`
 /// micro-batches under GPipe/1F1B: (p-1)/(m+p-1).

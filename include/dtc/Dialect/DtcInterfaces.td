@@ -95,10 +95,22 @@ def Dtc_CostOpInterface : OpInterface<"CostOpInterface"> {
         return flops;
       }]>,
     InterfaceMethod<[{
-        Whether the op is a dense contraction (a matmul or attention) whose
-        speed depends on its size, as the hardware profile's GEMM
-        efficiency curve describes; other ops are bound by memory traffic.
-      }], "bool", "isDenseKernel", (ins), [{}], [{ return false; }]>
+        How the op's kernel spends its time (a GEMM, fused attention, a
+        stream or a row reduction over memory): the class whose rate the
+        hardware profile prices it at. Stated once, by the kernel's rule
+        (kernels/common/Rules.cpp), for the runtime and the compiler alike.
+      }], "::dtc::kernels::CostClass", "getCostClass", (ins), [{}], [{
+        return ::mlir::dtc::kernelCostClass($_op);
+      }]>,
+    InterfaceMethod<[{
+        Into how many independent products the op's dense work splits (a
+        fused attention: one per batch row and head). A dense kernel's
+        efficiency follows the size of one: sixty-four heads of 64 queries
+        run like small products, not like one product of their total flops.
+      }], "int64_t", "getIndependentProducts", (ins), [{}], [{
+        return 1;
+      }]>
+
   ];
 }
 

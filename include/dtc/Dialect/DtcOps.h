@@ -5,6 +5,7 @@
 #include "dtc/Dialect/DtcDialect.h"
 #include "dtc/Sharding/LocalLowering.h"
 #include "dtc/Sharding/ShardingRule.h"
+#include "dtc/kernels/CostClass.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -22,6 +23,10 @@ namespace mlir::dtc {
 LogicalResult verifyKernelRule(Operation *op, StringRef kernelName);
 /// InPlaceOpInterface's default (include/dtc/Dialect/KernelRule.h).
 int64_t kernelInPlaceOperand(Operation *op, unsigned resultIdx);
+/// Batch rows times heads of an attention's q [B, H, S, Dh].
+int64_t attentionHeads(Value q);
+/// CostOpInterface's default (include/dtc/Dialect/KernelRule.h).
+::dtc::kernels::CostClass kernelCostClass(Operation *op);
 } // namespace mlir::dtc
 
 #include "dtc/Dialect/DtcInterfaces.h.inc"

@@ -29,9 +29,9 @@ def Dtc_StepTensor : 0DTensorOf<[I64]>;
 def Dtc_ShardingRule : DeclareOpInterfaceMethods<Dtc_ShardingRuleOpInterface>;
 def Dtc_Gradient : DeclareOpInterfaceMethods<Dtc_GradientOpInterface>;
 def Dtc_Cost : DeclareOpInterfaceMethods<Dtc_CostOpInterface, ["getFlopCount"]>;
-// Matmuls and attention: the GEMM efficiency curve applies to them.
-def Dtc_DenseCost : DeclareOpInterfaceMethods<Dtc_CostOpInterface,
-                                              ["getFlopCount", "isDenseKernel"]>;
+// Fused attention: one product per batch row and head.
+def Dtc_AttentionCost : DeclareOpInterfaceMethods<Dtc_CostOpInterface,
+    ["getFlopCount", "getIndependentProducts"]>;
 def Dtc_LocalLowering : DeclareOpInterfaceMethods<Dtc_LocalLoweringOpInterface>;
 // Cheap to compute again from its operands relative to the memory its
 // result holds (elementwise ops, data movement, softmax, fused attention):
@@ -129,7 +129,7 @@ def Dtc_SiluOp : Dtc_UnaryOp<"silu", "x * sigmoid(x)">;
 //===----------------------------------------------------------------------===//
 
 def Dtc_MatmulOp : Dtc_Op<"matmul", [Pure, InferTypeOpAdaptor, Dtc_Gradient,
-                                     Dtc_ShardingRule, Dtc_DenseCost]> {
+                                     Dtc_ShardingRule, Dtc_Cost]> {
   let summary = "batched matrix product";
   let description = [{
     `a [..., M, K] x b [..., K, N] -> [..., M, N]`. The leading (batch)
@@ -144,7 +144,7 @@ def Dtc_MatmulOp : Dtc_Op<"matmul", [Pure, InferTypeOpAdaptor, Dtc_Gradient,
 // on the partitioned (local) program just before emission, so no gradient
 // or sharding rule is ever asked of them. The kernel applies the epilogue
 // to each block of output rows right after the product (docs/kernels.md).
-def Dtc_MatmulBiasOp : Dtc_Op<"matmul_bias", [Pure, Dtc_DenseCost]> {
+def Dtc_MatmulBiasOp : Dtc_Op<"matmul_bias", [Pure, Dtc_Cost]> {
   let summary = "matrix product plus a bias over its last dimension";
   let description = [{
     `matmul(a, b) + bias`, bias `[N]` broadcast over the rows of the
@@ -154,7 +154,7 @@ def Dtc_MatmulBiasOp : Dtc_Op<"matmul_bias", [Pure, Dtc_DenseCost]> {
   let results = (outs Dtc_FloatTensor:$result);
 }
 
-def Dtc_MatmulGeluOp : Dtc_Op<"matmul_gelu", [Pure, Dtc_DenseCost]> {
+def Dtc_MatmulGeluOp : Dtc_Op<"matmul_gelu", [Pure, Dtc_Cost]> {
   let summary = "GELU of a matrix product (plus an optional bias), and its input";
   let description = [{
     `pre_activation = matmul(a, b) (+ bias)` and `result =
@@ -204,7 +204,7 @@ def Dtc_EmbeddingOp : Dtc_Op<"embedding", [Pure, InferTypeOpAdaptor,
 }
 
 def Dtc_AttentionOp : Dtc_Op<"attention", [Pure, Dtc_Gradient, Dtc_ShardingRule,
-                                           Dtc_DenseCost, Dtc_CheapToRecompute,
+                                           Dtc_AttentionCost, Dtc_CheapToRecompute,
                                            Dtc_LocalLowering]> {
   let summary = "scaled dot-product attention, softmax(q k^T / sqrt(Dh)) v";
   let description = [{
@@ -409,7 +409,7 @@ def Dtc_EmbeddingGradOp : Dtc_Op<"embedding_grad", [Pure, Dtc_ShardingRule,
 }
 
 def Dtc_AttentionGradOp : Dtc_Op<"attention_grad", [Pure, Dtc_ShardingRule,
-                                                    Dtc_DenseCost,
+                                                    Dtc_AttentionCost,
                                                     Dtc_LocalLowering]> {
   let summary = "gradient of attention: dq, dk, dv";
   let arguments = (ins Dtc_FloatTensor:$q, Dtc_FloatTensor:$k,
@@ -486,7 +486,7 @@ def Dtc_FillPaddingOp : Dtc_Op<"fill_padding", [Pure, AllTypesMatch<["x", "resul
 // docs/design.md "Ring attention"): each rank runs its query block against
 // every rank's key block in turn, the key blocks passed around the ring by
 // shard.shift.
-def Dtc_AttentionBlockOp : Dtc_Op<"attention_block", [Pure, Dtc_DenseCost,
+def Dtc_AttentionBlockOp : Dtc_Op<"attention_block", [Pure, Dtc_AttentionCost,
                                                       AttrSizedOperandSegments]> {
   let summary = "one key block of ring attention, merged into the running output";
   let description = [{
@@ -516,7 +516,7 @@ def Dtc_AttentionBlockOp : Dtc_Op<"attention_block", [Pure, Dtc_DenseCost,
   let results = (outs Dtc_FloatTensor:$result, Dtc_FloatTensor:$lse);
 }
 
-def Dtc_AttentionBlockGradOp : Dtc_Op<"attention_block_grad", [Pure, Dtc_DenseCost]> {
+def Dtc_AttentionBlockGradOp : Dtc_Op<"attention_block_grad", [Pure, Dtc_AttentionCost]> {
   let summary = "one key block's terms of attention's gradient";
   let description = [{
     From the whole attention's output `y` and row logsumexp `lse` (as

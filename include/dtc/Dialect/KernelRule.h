@@ -47,6 +47,10 @@ LogicalResult verifyKernelRule(Operation *op, StringRef kernelName);
 /// "in place ok" pairs of the op's kernel rule; -1 if none.
 int64_t kernelInPlaceOperand(Operation *op, unsigned resultIdx);
 
+/// How the kernel of `op` spends its time (its kernel rule's cost class);
+/// stream for an op that is no kernel.
+::dtc::kernels::CostClass kernelCostClass(Operation *op);
+
 } // namespace mlir::dtc
 
 #endif // DTC_DIALECT_KERNELRULE_H

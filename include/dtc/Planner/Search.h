@@ -26,8 +26,10 @@ namespace dtc::search {
 struct KernelClass {
   /// One kernel's flops and memory traffic for the whole batch.
   double flops = 0, bytes = 0;
-  /// A GEMM-like kernel (its efficiency follows the profile's curve).
-  bool dense = false;
+  /// How it spends its time (its rate in the hardware profile).
+  ::dtc::kernels::CostClass cost = ::dtc::kernels::CostClass::Stream;
+  /// Its independent products for the whole batch (attention's heads).
+  double products = 1;
   /// A forward kernel (full recomputation runs it again), and a cheap one
   /// (selective recomputation runs it again).
   bool forward = false, cheap = false;

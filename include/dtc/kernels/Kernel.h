@@ -18,6 +18,7 @@
 #define DTC_KERNELS_KERNEL_H
 
 #include "dtc/artifact/Types.h"
+#include "dtc/kernels/CostClass.h"
 
 #include <nlohmann/json.hpp>
 
@@ -103,6 +104,7 @@ struct KernelInfo {
   CheckFn check;
   /// Inputs that may follow the `numIn` required ones (optional operands).
   int numOptionalIn = 0;
+  CostClass cost = CostClass::Stream;
 };
 
 /// The one entry point to a kernel's rule for every caller: the runtime's

@@ -70,6 +70,16 @@ def fit(path):
             overhead)
         line += "; " + check("add", overhead, 1 / p["memory_bandwidth"],
                              p["points"]["add_bytes_seconds"])
+        # Attention's curves are per head: calibrate times 4 x 4 heads a
+        # call, so the line's intercept holds 16 half_flops.
+        classes, points = p["kernel_classes"], p["points"]["kernel_classes"]
+        for name in ("attention", "attention_grad"):
+            rate = peak * classes[name]["max"]
+            line += "; " + check(name, overhead + 16 * classes[name]["half_flops"] / rate,
+                                 1 / rate, points[name + "_flops_seconds"], overhead)
+        rows = classes["row_reduction"]
+        line += "; " + check("row_reduction", rows["overhead"], 1 / rows["bandwidth"],
+                             points["row_reduction_bytes_seconds"], overhead)
         for group, points in p["points"]["all_reduce_sent_bytes_seconds"].items():
             link = p["group_links"][group]
             g = int(group)

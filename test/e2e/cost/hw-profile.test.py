@@ -1,14 +1,18 @@
-"""Compares three reports' predicted compute and communication times: the
-base profile's, one with a slower GEMM curve, one with a slower link."""
+"""Compares reports' predicted compute and communication times with a base
+report's: `hw-profile.test.py BASE NAME=REPORT ...` prints for each
+"NAME: compute same|slower|FASTER, comm same|slower|FASTER"."""
 import json
 import sys
 
-base, gemm, link = (json.load(open(p))["predicted"] for p in sys.argv[1:4])
+base = json.load(open(sys.argv[1]))["predicted"]
 
 
 def word(new, old, key):
     return "same" if new[key] == old[key] else ("slower" if new[key] > old[key] else "FASTER")
 
 
-print(f"slow gemm: compute {word(gemm, base, 'compute_time_s')}, comm {word(gemm, base, 'comm_time_s')}")
-print(f"slow link: compute {word(link, base, 'compute_time_s')}, comm {word(link, base, 'comm_time_s')}")
+for arg in sys.argv[2:]:
+    name, path = arg.split("=", 1)
+    other = json.load(open(path))["predicted"]
+    print(f"{name}: compute {word(other, base, 'compute_time_s')}, "
+          f"comm {word(other, base, 'comm_time_s')}")

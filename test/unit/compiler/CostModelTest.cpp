@@ -11,6 +11,7 @@
 #include "dtc/artifact/Schedule.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -22,6 +23,7 @@ namespace {
 using dtc::cost::CollectiveKind;
 using dtc::cost::collectiveSentBytes;
 using dtc::cost::collectiveSentBytesOf;
+using dtc::cost::CostClass;
 
 TEST(CostModel, RingFormulasWhenSizesDivide) {
   // All-reduce of D bytes on n devices: 2(n-1)/n D.
@@ -94,17 +96,114 @@ TEST(CostModel, KernelRoofline) {
   hw.kernelOverhead = 1e-6;
   // A dense kernel of 1e9 flops runs at 0.25 of the bf16 peak: 1 ms, more
   // than its 1 MB at 50 GB/s (20 us).
-  EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(1e9, 1e6, true, hw, false),
+  EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(1e9, 1e6, CostClass::Gemm, hw, false),
                    1e-3 + 1e-6);
   // f32 runs at its own peak.
-  EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(1e9, 1e6, true, hw, true),
+  EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(1e9, 1e6, CostClass::Gemm, hw, true),
                    4e-3 + 1e-6);
   // An element-wise kernel is bound by its traffic; its flops count at the
   // best efficiency, not at the curve's (which would make every small
   // kernel cost halfFlops / peak).
-  EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(1e6, 8e6, false, hw, false),
-                   8e6 / 5e10 + 1e-6);
-  EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(0, 0, false, hw, false), 1e-6);
+  EXPECT_DOUBLE_EQ(
+      dtc::cost::kernelTime(1e6, 8e6, CostClass::Stream, hw, false),
+      8e6 / 5e10 + 1e-6);
+  EXPECT_DOUBLE_EQ(dtc::cost::kernelTime(0, 0, CostClass::Stream, hw, false),
+                   1e-6);
+}
+
+// Each kernel class at its own rate: fused attention on its own curves,
+// per head, the row reductions on their own line; without them, attention
+// follows the GEMM curve over the whole kernel's flops and the row
+// reductions the memory line, as before the classes existed.
+TEST(CostModel, KernelClassesHaveTheirOwnRates) {
+  dtc::cost::HardwareProfile hw;
+  hw.peakFlopsF32 = hw.peakFlopsBf16 = 1e12;
+  hw.memoryBandwidth = 1e11;
+  hw.gemm = {0.5, 1e9};
+  hw.memoryEfficiency = 0.5;
+  hw.kernelOverhead = 1e-6;
+  using dtc::cost::kernelTime;
+  // 16 heads of 1e8 flops: on the GEMM curve by the total (0.5 * 1.6e9 /
+  // 2.6e9 of the peak); the products do not matter.
+  const double gemmRate = 1e12 * 0.5 * 1.6e9 / 2.6e9;
+  EXPECT_DOUBLE_EQ(kernelTime(1.6e9, 0, CostClass::Attention, hw, true, 16),
+                   1.6e9 / gemmRate + 1e-6);
+  EXPECT_DOUBLE_EQ(kernelTime(1.6e9, 0, CostClass::Attention, hw, true, 1),
+                   kernelTime(1.6e9, 0, CostClass::Gemm, hw, true));
+  // Attention's own curve, forward and backward apart: 0.25 * 1e8 / 2e8 of
+  // the peak per head for the forward, 0.2 * 1e8 / 1.5e8 for the backward.
+  hw.attention = dtc::cost::GemmEfficiency{0.25, 1e8};
+  hw.attentionGrad = dtc::cost::GemmEfficiency{0.2, 5e7};
+  EXPECT_DOUBLE_EQ(kernelTime(1.6e9, 0, CostClass::Attention, hw, true, 16),
+                   1.6e9 / (1e12 * 0.125) + 1e-6);
+  EXPECT_DOUBLE_EQ(kernelTime(1.6e9, 0, CostClass::AttentionGrad, hw, true, 16),
+                   1.6e9 / (1e12 * 0.2 * 1e8 / 1.5e8) + 1e-6);
+  // The GEMM and the stream kernels keep their rates.
+  EXPECT_DOUBLE_EQ(kernelTime(1.6e9, 0, CostClass::Gemm, hw, true),
+                   1.6e9 / gemmRate + 1e-6);
+  EXPECT_DOUBLE_EQ(kernelTime(0, 5e6, CostClass::RowReduction, hw, true),
+                   5e6 / 5e10 + 1e-6);
+  // The row reductions' own line: 10 GB/s and 3 us a call; a stream kernel
+  // of the same bytes is unchanged.
+  hw.rowReduction = dtc::cost::MemoryLine{1e10, 3e-6};
+  EXPECT_DOUBLE_EQ(kernelTime(0, 5e6, CostClass::RowReduction, hw, true),
+                   5e6 / 1e10 + 3e-6);
+  EXPECT_DOUBLE_EQ(kernelTime(0, 5e6, CostClass::Stream, hw, true),
+                   5e6 / 5e10 + 1e-6);
+}
+
+// `kernel_classes` in a profile file: read, written back by profileJson,
+// and each bad field one error naming it.
+TEST(CostModel, KernelClassesInAProfileFile) {
+  const std::string dir = ::testing::TempDir();
+  auto load = [&](const std::string &text, std::string &error) {
+    const std::string path = dir + "/dtc-kernel-classes.json";
+    std::ofstream(path) << text;
+    return dtc::cost::loadHardware(path, error);
+  };
+  std::string error;
+  std::optional<dtc::cost::HardwareProfile> hw = load(
+      R"({"base": "a100", "kernel_classes": {
+            "attention": {"max": 0.5, "half_flops": 2e8},
+            "attention_grad": {"max": 0.4, "half_flops": 3e8},
+            "row_reduction": {"bandwidth": 4e11, "overhead": 5e-6}}})",
+      error);
+  ASSERT_TRUE(hw) << error;
+  ASSERT_TRUE(hw->attention && hw->attentionGrad && hw->rowReduction);
+  EXPECT_EQ(hw->attention->max, 0.5);
+  EXPECT_EQ(hw->attention->halfFlops, 2e8);
+  EXPECT_EQ(hw->attentionGrad->max, 0.4);
+  EXPECT_EQ(hw->attentionGrad->halfFlops, 3e8);
+  EXPECT_EQ(hw->rowReduction->bandwidth, 4e11);
+  EXPECT_EQ(hw->rowReduction->overhead, 5e-6);
+  const nlohmann::json written =
+      nlohmann::json::parse(dtc::cost::profileJson(*hw))["kernel_classes"];
+  EXPECT_EQ(written["attention"]["half_flops"], 2e8);
+  EXPECT_EQ(written["attention_grad"]["max"], 0.4);
+  EXPECT_EQ(written["row_reduction"]["overhead"], 5e-6);
+  // The builtin profiles have none.
+  EXPECT_FALSE(
+      nlohmann::json::parse(
+          dtc::cost::profileJson(*dtc::cost::loadHardware("a100", error)))
+          .contains("kernel_classes"));
+  const std::pair<const char *, const char *> bad[] = {
+      {R"({"base": "a100", "kernel_classes": {"gemm": {"max": 0.5}}})",
+       "kernel_classes.gemm: not a class with its own rate"},
+      {R"({"base": "a100", "kernel_classes": {"attention": {"max": 2}}})",
+       "kernel_classes.attention: field 'max' must be a number in (0, 1]"},
+      {R"({"base": "a100", "kernel_classes": {"row_reduction": {"bandwidth": 1e9}}})",
+       "kernel_classes.row_reduction: field 'overhead' must be a number of "
+       "seconds >= 0"},
+      {R"({"base": "a100", "kernel_classes": {"row_reduction": {"overhead": 0}}})",
+       "kernel_classes.row_reduction: field 'bandwidth' must be a positive "
+       "number"},
+      {R"({"base": "a100", "kernel_classes": []})",
+       "kernel_classes: must be an object"}};
+  for (auto [text, message] : bad) {
+    error.clear();
+    EXPECT_FALSE(load(text, error)) << text;
+    EXPECT_NE(error.find(message), std::string::npos) << error;
+  }
 }
 
 TEST(CostModel, BubbleFraction) {
@@ -436,9 +535,9 @@ TEST(Search, KernelsCostTheirSizeAndLaunches) {
   facts.storedFull = 1e4;
   facts.boundaryBytes = 5e3;
   // Two forward GEMMs, a cheap forward element-wise op, two backward GEMMs.
-  facts.kernels = {{1e9, 1e6, true, true, false, 2},
-                   {0, 4e6, false, true, true, 1},
-                   {2e9, 2e6, true, false, false, 2}};
+  facts.kernels = {{1e9, 1e6, CostClass::Gemm, 1, true, false, 2},
+                   {0, 4e6, CostClass::Stream, 1, true, true, 1},
+                   {2e9, 2e6, CostClass::Gemm, 1, false, false, 2}};
   dtc::search::Space space;
   space.mesh = {2};
   const dtc::cost::HardwareProfile hw = a100For(space.mesh);
@@ -454,10 +553,14 @@ TEST(Search, KernelsCostTheirSizeAndLaunches) {
   auto kernels = [&](double share, int64_t times, bool again) {
     using dtc::cost::kernelTime;
     return double(times) *
-           (2 * kernelTime(1e9 / share, 1e6 / share, true, hw, true) *
+           (2 *
+                kernelTime(1e9 / share, 1e6 / share, CostClass::Gemm, hw,
+                           true) *
                 (again ? 2 : 1) +
-            kernelTime(0, 4e6 / share, false, hw, true) * (again ? 2 : 1) +
-            2 * kernelTime(2e9 / share, 2e6 / share, true, hw, true));
+            kernelTime(0, 4e6 / share, CostClass::Stream, hw, true) *
+                (again ? 2 : 1) +
+            2 * kernelTime(2e9 / share, 2e6 / share, CostClass::Gemm, hw,
+                           true));
   };
   const dtc::search::Candidate *dp2 = find(2, 1, 1, "none"),
                                *dp2m4 = find(2, 1, 4, "none"),
@@ -488,11 +591,12 @@ TEST(Search, OptimizerKernelsRunOnTheParametersShards) {
   facts.storedSelective = 5e4;
   facts.storedFull = 1e4;
   facts.boundaryBytes = 5e3;
-  facts.kernels = {{1e9, 1e6, true, true, false, 2}};
+  facts.kernels = {{1e9, 1e6, CostClass::Gemm, 1, true, false, 2}};
   using Split = dtc::search::KernelClass::Split;
   // Three dense updates of 8 MB each, one expert update of 4 MB.
-  facts.optimizerKernels = {{1e6, 8e6, false, false, false, 3, Split::Batch},
-                            {5e5, 4e6, false, false, false, 1, Split::Experts}};
+  facts.optimizerKernels = {
+      {1e6, 8e6, CostClass::Stream, 1, false, false, 3, Split::Batch},
+      {5e5, 4e6, CostClass::Stream, 1, false, false, 1, Split::Experts}};
   dtc::search::Space space;
   space.mesh = {2, 2};
   const dtc::cost::HardwareProfile hw = a100For(space.mesh);
@@ -508,8 +612,10 @@ TEST(Search, OptimizerKernelsRunOnTheParametersShards) {
   };
   using dtc::cost::kernelTime;
   auto updates = [&](double dense, double experts) {
-    return 3 * kernelTime(1e6 / dense, 8e6 / dense, false, hw, true) +
-           kernelTime(5e5 / experts, 4e6 / experts, false, hw, true);
+    return 3 * kernelTime(1e6 / dense, 8e6 / dense, CostClass::Stream, hw,
+                          true) +
+           kernelTime(5e5 / experts, 4e6 / experts, CostClass::Stream, hw,
+                      true);
   };
   const dtc::search::Candidate *dp4 = find(4, 1, 1, 0),
                                *dp4zero = find(4, 1, 1, 1),
@@ -517,7 +623,7 @@ TEST(Search, OptimizerKernelsRunOnTheParametersShards) {
                                *dp2tp2zero = find(2, 2, 1, 2);
   ASSERT_TRUE(dp4 && dp4zero && dp2tp2 && dp2tp2zero);
   const double gemms = [&](double share) {
-    return 2 * kernelTime(1e9 / share, 1e6 / share, true, hw, true);
+    return 2 * kernelTime(1e9 / share, 1e6 / share, CostClass::Gemm, hw, true);
   }(4);
   EXPECT_DOUBLE_EQ(dp4->computeSeconds, gemms + updates(1, 1));
   EXPECT_DOUBLE_EQ(dp4zero->computeSeconds, gemms + updates(4, 4));

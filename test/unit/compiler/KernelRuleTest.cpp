@@ -212,6 +212,37 @@ std::vector<Attribute> attributeVariants(Attribute attr) {
   return v;
 }
 
+// How each op's kernel spends its time, the cost model's class for it,
+// stated here by the kernels' families: the matmuls are GEMMs, the fused
+// attentions attention (the gradients their own class), the norms,
+// softmax, cross entropy and the experts' routing (a softmax over the
+// experts) row reductions, everything else a stream over memory. A kernel
+// given the wrong class is priced at another class's rate.
+TEST_F(KernelRuleTest, EveryOpStatesItsKernelsCostClass) {
+  using ::dtc::kernels::CostClass;
+  auto expected = [](llvm::StringRef kernel) {
+    if (kernel.starts_with("matmul"))
+      return CostClass::Gemm;
+    if (kernel.starts_with("attention"))
+      return kernel.ends_with("_grad") ? CostClass::AttentionGrad
+                                       : CostClass::Attention;
+    for (llvm::StringRef family :
+         {"layer_norm", "rms_norm", "softmax", "cross_entropy", "moe_route"})
+      if (kernel.starts_with(family) && kernel != "moe_route_grad")
+        return CostClass::RowReduction;
+    return CostClass::Stream;
+  };
+  int checked = 0;
+  module->walk([&](mlir::dtc::CostOpInterface op) {
+    const llvm::StringRef kernel = op->getName().stripDialect();
+    EXPECT_EQ(op.getCostClass(), expected(kernel))
+        << kernel.str() << " is priced as "
+        << ::dtc::kernels::costClassName(op.getCostClass());
+    ++checked;
+  });
+  EXPECT_GT(checked, 40);
+}
+
 TEST_F(KernelRuleTest, VerifierAndRuntimeRuleAgreeOnEveryVariantOfEveryOp) {
   std::vector<Operation *> samples;
   module->walk([&](Operation *op) {

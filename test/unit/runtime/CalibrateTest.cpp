@@ -90,6 +90,22 @@ TEST(Calibrate, FitLineIsTheBestInLogError) {
   EXPECT_LT(ratios[2], 2.0);
 }
 
+TEST(Calibrate, FitLineLeavesTheBoundWhenTheOptimumDoes) {
+  // A class of two kernels (layer_norm and its input gradient, measured
+  // together): two points at each size, a factor 2-3 apart. The best
+  // starting line sits at the intercept's bound, the optimum above it.
+  const std::vector<CalibrationPoint> points = {
+      {197632, 1.67e-5},   {197632, 2.82e-5},   {200704, 1.36e-5},
+      {200704, 1.60e-5},   {212992, 1.37e-5},   {212992, 1.55e-5},
+      {1573888, 6.66e-5},  {1573888, 1.54e-4},  {1576960, 5.93e-5},
+      {1576960, 1.33e-4},  {1589248, 7.61e-5},  {1589248, 2.05e-4},
+      {12583936, 4.37e-4}, {12583936, 1.15e-3}, {12587008, 3.63e-4},
+      {12587008, 9.71e-4}, {12599296, 4.61e-4}, {12599296, 1.48e-3}};
+  const LineFit fit = fitLine(points);
+  EXPECT_GT(fit.intercept, 0.0);
+  EXPECT_LE(logRatioError(fit, points), gridLeastError(points) * (1 + 1e-6));
+}
+
 TEST(Calibrate, FitLineKeepsTheInterceptAtItsBound) {
   // Exact points of t = 1 us + size / 1 GB/s with the intercept held at
   // 2 us or more: the intercept sits on the bound, the slope below 1/1e9.
