@@ -123,10 +123,19 @@ public:
   ~WatchdogScope() { Watchdog::instance().disarm(); }
 };
 
+/// The longest sleep between two polls of a waiting rank. Every wait ends
+/// late by up to this much, and a pipeline waits on its critical path once
+/// per micro-batch and stage: at 0.5 ms, pp=8 with 8 micro-batches on CPU
+/// ranks took 35-39 ms a step where 50 us gives 21-25 ms
+/// (bench/cpu_model_bench.py's GPT). A poll costs about a microsecond, so
+/// a rank waiting at this rate still leaves its core to the others.
+constexpr long kLongestPollSleepNs = 50000;
+
 /// Polls `reqs` until all complete; throws CommFailure at the timeout. The
 /// first tests are back to back (most operations finish within
-/// microseconds); after that the rank sleeps between tests, up to 0.5 ms,
-/// so that a rank waiting for a slow or stopped peer costs almost no CPU.
+/// microseconds); after that the rank sleeps between tests, up to
+/// kLongestPollSleepNs, so that a rank waiting for a slow or stopped peer
+/// costs little CPU.
 void waitFor(MPI_Request *reqs, int n, const Settings &s, const char *what,
              MPI_Status *statuses = MPI_STATUSES_IGNORE) {
   int done = 0;
@@ -162,7 +171,7 @@ void waitFor(MPI_Request *reqs, int n, const Settings &s, const char *what,
     }
     if (polls < 200)
       continue;
-    sleepNs = sleepNs == 0 ? 2000 : std::min(sleepNs * 2, 500000L);
+    sleepNs = sleepNs == 0 ? 2000 : std::min(sleepNs * 2, kLongestPollSleepNs);
     timespec ts{0, sleepNs};
     ::nanosleep(&ts, nullptr);
     if ((polls & 63) == 0)
