@@ -35,8 +35,10 @@ constexpr const char *kCalibrateHelp =
 Measures this machine as the cost model sees a CPU device, for each rank
 count: R ranks started as `dtc run` starts an R-device artifact, all
 measuring at once (the matmul kernel's peak and the GEMM size at which it
-reaches half of it, the element-wise bandwidth and per-kernel overhead, the
-ring all-reduce's latency and bandwidth for every group size). `--hw cpu`
+reaches half of it, the element-wise bandwidth and per-kernel overhead,
+fused attention's rate forward and backward and the size of a head at
+which it reaches half of it, the norms' bandwidth and overhead, the ring
+all-reduce's latency and bandwidth for every group size). `--hw cpu`
 then plans with the entry for the mesh's device count.
 
   --ranks LIST   rank counts to measure, comma-separated   (default: 1,2,4,8)

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <vector>
 
 namespace dtc::rt {
@@ -52,6 +53,12 @@ LineFit fitLine(const std::vector<CalibrationPoint> &points,
 /// (latency and bandwidth of a link of g ranks). Collective over `world`;
 /// every rank returns the same profile JSON, with the points measured.
 nlohmann::json calibrateCpu(World &world, const CalibrationOptions &options);
+
+/// Seconds per call of `op` while every rank of `world` calls it at once,
+/// the slowest rank's, from rounds of at least about `minSeconds` / 3 each
+/// (runtime/cpu/Calibrate.cpp says why).
+double timeTogether(Communicator &world, double minSeconds,
+                    const std::function<void()> &op);
 
 } // namespace dtc::rt
 

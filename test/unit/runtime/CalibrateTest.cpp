@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
-
 #include <thread>
 
 using namespace dtc::rt;
@@ -104,6 +104,26 @@ TEST(Calibrate, FitLineLeavesTheBoundWhenTheOptimumDoes) {
   const LineFit fit = fitLine(points);
   EXPECT_GT(fit.intercept, 0.0);
   EXPECT_LE(logRatioError(fit, points), gridLeastError(points) * (1 + 1e-6));
+}
+
+TEST(Calibrate, RoundsLastAsLongAsAskedThoughTheTrialCallWasSlow) {
+  // The trial call (the second) is held up 30 ms, as a rank preempted on a
+  // machine with more ranks than cores is; every other call takes ~20 us.
+  // Rounds sized from the trial alone would be one call each, short enough
+  // to fit in one time slice; each timed round must last about 10 ms (30 ms
+  // over 3 rounds), so about 500 calls.
+  std::unique_ptr<World> world = makeLocalWorld();
+  int64_t calls = 0;
+  const double seconds = timeTogether(world->world(), 0.03, [&] {
+    ++calls;
+    const auto start = std::chrono::steady_clock::now();
+    const auto length = std::chrono::microseconds(calls == 2 ? 30000 : 20);
+    while (std::chrono::steady_clock::now() - start < length) {
+    }
+  });
+  EXPECT_GT(calls, 3 * 250);
+  EXPECT_LT(seconds, 1e-3);
+  EXPECT_GE(seconds, 20e-6);
 }
 
 TEST(Calibrate, FitLineKeepsTheInterceptAtItsBound) {
