@@ -53,6 +53,26 @@ double logRatioError(const LineFit &line,
   return sum;
 }
 
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// The largest of every rank's `value`.
+double maxOverRanks(Communicator &comm, double value) {
+  std::vector<double> all(size_t(comm.size()));
+  comm.allGather(&value, all.data(), sizeof(double));
+  return *std::max_element(all.begin(), all.end());
+}
+
+/// Rounds of each timed point; the fastest counts. A rank preempted by
+/// another process (the machine's other work, another test) slows a round,
+/// never speeds one up, so the minimum is the operation's own time.
+constexpr int kTimingRounds = 3;
+/// The most repetitions of one operation in a round.
+constexpr int64_t kMaxReps = 1000000;
+
 } // namespace
 
 LineFit fitLine(const std::vector<CalibrationPoint> &points,
@@ -143,26 +163,6 @@ LineFit fitLine(const std::vector<CalibrationPoint> &points,
   return best;
 }
 
-namespace {
-
-double now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-/// The largest of every rank's `value`.
-double maxOverRanks(Communicator &comm, double value) {
-  std::vector<double> all(size_t(comm.size()));
-  comm.allGather(&value, all.data(), sizeof(double));
-  return *std::max_element(all.begin(), all.end());
-}
-
-/// Rounds of each timed point; the fastest counts. A rank preempted by
-/// another process (the machine's other work, another test) slows a round,
-/// never speeds one up, so the minimum is the operation's own time.
-constexpr int kTimingRounds = 3;
-
 /// Seconds per call of `op` while every rank of `world` calls it at once,
 /// the slowest rank's: after a warm-up and a trial call, all ranks repeat it
 /// the same number of times (enough for `minSeconds` over all rounds on the
@@ -174,20 +174,36 @@ double timeTogether(Communicator &world, double minSeconds,
   double start = now();
   op();
   const double trial = maxOverRanks(world, now() - start);
-  const int64_t reps = std::clamp<int64_t>(
-      int64_t(std::ceil(minSeconds / kTimingRounds / std::max(trial, 1e-9))), 1,
-      1000000);
+  const double roundSeconds = minSeconds / kTimingRounds;
+  int64_t reps = std::clamp<int64_t>(
+      int64_t(std::ceil(roundSeconds / std::max(trial, 1e-9))), 1, kMaxReps);
   double fastest = INFINITY;
-  for (int round = 0; round < kTimingRounds; ++round) {
+  for (int round = 0; round < kTimingRounds;) {
     world.barrier();
     start = now();
     for (int64_t i = 0; i < reps; ++i)
       op();
-    fastest =
-        std::min(fastest, maxOverRanks(world, (now() - start) / double(reps)));
+    const double elapsed = maxOverRanks(world, now() - start);
+    // A round much shorter than asked comes from a trial call that was
+    // preempted (with more ranks than cores, milliseconds): so short a
+    // round fits in one time slice, where the rank has its core to
+    // itself, and measures a small kernel as on an idle machine (4 ranks
+    // on 2 cores: 0.5 MFLOP GEMMs at 182 GFLOP/s a rank, the large ones at
+    // 120). It is run again with the repetitions it needed; every rank
+    // decides from the same maximum, so a collective `op` runs alike.
+    if (elapsed < roundSeconds / 2 && reps < kMaxReps) {
+      reps = std::min<int64_t>(kMaxReps,
+                               int64_t(std::ceil(double(reps) * roundSeconds /
+                                                 std::max(elapsed, 1e-9))));
+      continue;
+    }
+    fastest = std::min(fastest, elapsed / double(reps));
+    ++round;
   }
   return fastest;
 }
+
+namespace {
 
 json pointsJson(const std::vector<CalibrationPoint> &points) {
   json out = json::array();
