@@ -106,59 +106,64 @@ LineFit fitLine(const std::vector<CalibrationPoint> &points,
       starts.push_back(bounded(p.seconds - slope * p.size, slope));
     }
   }
+  // And a grid over the plane (a geometric range of each, and the bound):
+  // where two kernels of a class scatter at each size (the row
+  // reductions'), the best line through a pair can lie in the wrong valley,
+  // at the bound, where the search cannot leave it.
+  double fewestSeconds = INFINITY, mostSeconds = 0, smallest = INFINITY,
+         largest = 0;
+  for (const CalibrationPoint &p : timed) {
+    fewestSeconds = std::min(fewestSeconds, p.seconds);
+    mostSeconds = std::max(mostSeconds, p.seconds);
+    if (p.size > 0)
+      smallest = std::min(smallest, p.size);
+    largest = std::max(largest, p.size);
+  }
+  if (largest > 0) {
+    constexpr int kGridSteps = 48;
+    auto geometric = [](double lo, double hi, int i) {
+      return lo * std::pow(hi / lo, double(i) / (kGridSteps - 1));
+    };
+    const double excessLo = fewestSeconds * 1e-4, excessHi = mostSeconds * 4;
+    const double slopeLo = fewestSeconds / largest * 1e-4,
+                 slopeHi = mostSeconds / smallest * 4;
+    for (int i = -1; i < kGridSteps; ++i)
+      for (int j = 0; j < kGridSteps; ++j)
+        starts.push_back(
+            {minIntercept + (i < 0 ? 0 : geometric(excessLo, excessHi, i)),
+             geometric(slopeLo, slopeHi, j)});
+  }
+  LineFit best = starts.front();
+  double bestError = logRatioError(best, timed);
+  for (const LineFit &line : starts)
+    if (double error = logRatioError(line, timed); error < bestError) {
+      best = line;
+      bestError = error;
+    }
   // Pattern search on the logarithms of the slope and of the intercept's
   // excess over its bound: a parameter at its bound stays there, which is
-  // the constrained optimum's edge. So it starts from the best few lines,
-  // not the best alone: the best start may sit at the bound while the
-  // optimum does not (two kernels of one class scattered at each size).
-  auto search = [&](LineFit line) {
-    double lineError = logRatioError(line, timed);
-    for (double step = 1.0; step > 1e-7;) {
-      bool moved = false;
-      for (auto [scaleIntercept, scaleSlope] : {std::pair{1.0, 0.0},
-                                                {-1.0, 0.0},
-                                                {0.0, 1.0},
-                                                {0.0, -1.0},
-                                                {1.0, 1.0},
-                                                {-1.0, -1.0},
-                                                {1.0, -1.0},
-                                                {-1.0, 1.0}}) {
-        const LineFit trial{minIntercept + (line.intercept - minIntercept) *
-                                               std::exp(scaleIntercept * step),
-                            line.slope * std::exp(scaleSlope * step)};
-        if (double error = logRatioError(trial, timed); error < lineError) {
-          line = trial;
-          lineError = error;
-          moved = true;
-        }
+  // the constrained optimum's edge.
+  for (double step = 1.0; step > 1e-7;) {
+    bool moved = false;
+    for (auto [scaleIntercept, scaleSlope] : {std::pair{1.0, 0.0},
+                                              {-1.0, 0.0},
+                                              {0.0, 1.0},
+                                              {0.0, -1.0},
+                                              {1.0, 1.0},
+                                              {-1.0, -1.0},
+                                              {1.0, -1.0},
+                                              {-1.0, 1.0}}) {
+      const LineFit trial{minIntercept + (best.intercept - minIntercept) *
+                                             std::exp(scaleIntercept * step),
+                          best.slope * std::exp(scaleSlope * step)};
+      if (double error = logRatioError(trial, timed); error < bestError) {
+        best = trial;
+        bestError = error;
+        moved = true;
       }
-      if (!moved)
-        step /= 2;
     }
-    return std::pair{line, lineError};
-  };
-  std::vector<std::pair<double, LineFit>> ranked;
-  for (const LineFit &line : starts)
-    ranked.push_back({logRatioError(line, timed), line});
-  std::stable_sort(
-      ranked.begin(), ranked.end(),
-      [](const auto &x, const auto &y) { return x.first < y.first; });
-  constexpr size_t kSearchedStarts = 4;
-  LineFit best = ranked.front().second;
-  double bestError = ranked.front().first;
-  size_t searched = 0;
-  bool searchedAboveBound = false;
-  for (const auto &[error, line] : ranked) {
-    const bool aboveBound = line.intercept > minIntercept;
-    if (searched >= kSearchedStarts && (searchedAboveBound || !aboveBound))
-      continue;
-    ++searched;
-    searchedAboveBound |= aboveBound;
-    auto [found, foundError] = search(line);
-    if (foundError < bestError) {
-      best = found;
-      bestError = foundError;
-    }
+    if (!moved)
+      step /= 2;
   }
   return best;
 }
