@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
+#include "dtc/artifact/PieceLayout.h"
 #include "dtc/kernels/Flops.h"
 
 using namespace mlir;
@@ -51,10 +52,15 @@ FailureOr<Ring> ringOf(Operation *op, const FactorAxes &factors,
   const GridAxes &keyAxes = factors[sk];
   if (keyAxes.empty()) {
     // The layouts are defined per ring rank; whole keys have none.
-    for (StringRef layout : {DtcDialect::kStripedAttr, DtcDialect::kZigzagAttr})
+    for (auto [layout, order] :
+         {std::pair{DtcDialect::kStripedAttr,
+                    ::dtc::artifact::SequenceOrder::Striped},
+          std::pair{DtcDialect::kZigzagAttr,
+                    ::dtc::artifact::SequenceOrder::Zigzag}})
       if (op->hasAttr(layout))
         return op->emitError()
-               << "attention over a " << layout.drop_front(4)
+               << "attention over a "
+               << ::dtc::artifact::sequenceOrderName(order)
                << " sequence needs its keys split over the ring's axis like "
                   "its queries";
     return ring;
@@ -70,13 +76,19 @@ FailureOr<Ring> ringOf(Operation *op, const FactorAxes &factors,
                               "evenly over the sp devices";
   ring.axis = keyAxes.front();
   ring.length = grid[ring.axis];
-  for (StringRef layout : {DtcDialect::kStripedAttr, DtcDialect::kZigzagAttr})
+  for (auto [layout, order] :
+       {std::pair{DtcDialect::kStripedAttr,
+                  ::dtc::artifact::SequenceOrder::Striped},
+        std::pair{DtcDialect::kZigzagAttr,
+                  ::dtc::artifact::SequenceOrder::Zigzag}})
     if (auto ways = op->getAttrOfType<IntegerAttr>(layout)) {
       if (ways.getInt() != ring.length)
-        return op->emitError() << "the sequence's " << layout.drop_front(4)
-                               << " layout is over " << ways.getInt()
-                               << " ranks but the ring has " << ring.length;
-      (layout == DtcDialect::kZigzagAttr ? ring.zigzag : ring.striped) = true;
+        return op->emitError()
+               << "the sequence's " << ::dtc::artifact::sequenceOrderName(order)
+               << " layout is over " << ways.getInt()
+               << " ranks but the ring has " << ring.length;
+      (order == ::dtc::artifact::SequenceOrder::Zigzag ? ring.zigzag
+                                                       : ring.striped) = true;
     }
   if (ring.striped && ring.zigzag)
     return op->emitError() << "a sequence is striped or zigzag, not both";

@@ -60,6 +60,21 @@ dtc::CompileOptions optionsOf(const dtc::CompileOptions &o,
   return out;
 }
 
+/// The plan space of `o`'s mesh, optimizer and layout in `precision`, within
+/// `budget` bytes per device.
+dtc::search::Space spaceOf(const dtc::CompileOptions &o,
+                           const std::string &precision, uint64_t budget) {
+  dtc::search::Space space;
+  space.mesh = o.mesh;
+  space.precision = precision;
+  space.optimizer = o.optimizer;
+  space.budget = double(budget);
+  // The default layout falls back to striped where zigzag's chunks do not
+  // divide; only a pinned zigzag needs them.
+  space.sequenceChunksPerRank = o.spLayout == "zigzag" ? 2 : 1;
+  return space;
+}
+
 std::string gib(double bytes) {
   return ::dtc::rt::formatBytes(uint64_t(std::max(0.0, bytes)));
 }
@@ -365,14 +380,7 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   if (!searchFacts(source, o.input, o, facts, hw, budget, error))
     return false;
   phase("search-facts");
-  search::Space space;
-  space.mesh = o.mesh;
-  space.precision = o.precision;
-  space.optimizer = o.optimizer;
-  space.budget = double(budget);
-  // The default layout falls back to striped where zigzag's chunks do not
-  // divide; only a pinned zigzag needs them.
-  space.sequenceChunksPerRank = o.spLayout == "zigzag" ? 2 : 1;
+  search::Space space = spaceOf(o, o.precision, budget);
   if (pinned(o, "virtual-stages"))
     space.virtualStages = {o.virtualStages};
   std::vector<search::Candidate> all =
@@ -470,12 +478,7 @@ std::string dtc::fittingPlansAdvice(const std::string &source,
     probe.precision = precision;
     if (!::dtc::searchFacts(source, o.input, probe, facts, hw, budget, unused))
       break;
-    ::dtc::search::Space space;
-    space.mesh = o.mesh;
-    space.precision = precision;
-    space.optimizer = o.optimizer;
-    space.budget = double(budget);
-    space.sequenceChunksPerRank = o.spLayout == "zigzag" ? 2 : 1;
+    const ::dtc::search::Space space = spaceOf(o, precision, budget);
     std::string plans;
     int listed = 0;
     for (const ::dtc::search::Candidate &c :
