@@ -159,7 +159,10 @@ TEST(CostModel, KernelClassesInAProfileFile) {
   auto load = [&](const std::string &text, std::string &error) {
     const std::string path = dir + "/dtc-kernel-classes.json";
     std::ofstream(path) << text;
-    return dtc::cost::loadHardware(path, error);
+    std::optional<dtc::cost::HardwareProfile> hw =
+        dtc::cost::loadHardware(path, error);
+    std::remove(path.c_str());
+    return hw;
   };
   std::string error;
   std::optional<dtc::cost::HardwareProfile> hw = load(
