@@ -44,6 +44,12 @@ struct Ring {
   bool zigzag = false;
 };
 
+/// The attributes that mark a permuted sequence, with the order each names.
+constexpr std::pair<StringLiteral, ::dtc::artifact::SequenceOrder>
+    kOrderedLayouts[] = {
+        {DtcDialect::kStripedAttr, ::dtc::artifact::SequenceOrder::Striped},
+        {DtcDialect::kZigzagAttr, ::dtc::artifact::SequenceOrder::Zigzag}};
+
 FailureOr<Ring> ringOf(Operation *op, const FactorAxes &factors,
                        ArrayRef<int64_t> grid) {
   auto [sq, sk] = attentionSequenceFactors(op);
@@ -52,11 +58,7 @@ FailureOr<Ring> ringOf(Operation *op, const FactorAxes &factors,
   const GridAxes &keyAxes = factors[sk];
   if (keyAxes.empty()) {
     // The layouts are defined per ring rank; whole keys have none.
-    for (auto [layout, order] :
-         {std::pair{DtcDialect::kStripedAttr,
-                    ::dtc::artifact::SequenceOrder::Striped},
-          std::pair{DtcDialect::kZigzagAttr,
-                    ::dtc::artifact::SequenceOrder::Zigzag}})
+    for (auto [layout, order] : kOrderedLayouts)
       if (op->hasAttr(layout))
         return op->emitError()
                << "attention over a "
@@ -76,11 +78,7 @@ FailureOr<Ring> ringOf(Operation *op, const FactorAxes &factors,
                               "evenly over the sp devices";
   ring.axis = keyAxes.front();
   ring.length = grid[ring.axis];
-  for (auto [layout, order] :
-       {std::pair{DtcDialect::kStripedAttr,
-                  ::dtc::artifact::SequenceOrder::Striped},
-        std::pair{DtcDialect::kZigzagAttr,
-                  ::dtc::artifact::SequenceOrder::Zigzag}})
+  for (auto [layout, order] : kOrderedLayouts)
     if (auto ways = op->getAttrOfType<IntegerAttr>(layout)) {
       if (ways.getInt() != ring.length)
         return op->emitError()
