@@ -266,8 +266,12 @@ void Parser::checkEvaluation(const Artifact &a,
         const std::string w = "program '" + p.name + "' evaluation: " + where +
                               "instruction " + std::to_string(i) + " (" +
                               ins.op + ")";
+        // An evaluation runs a bucket whole or not at all.
         if (ins.bucket >= 0)
-          fail(w, "is a gradient bucket's all-reduce");
+          for (int m : p.buckets[size_t(ins.bucket)].members)
+            if (!list[size_t(m)].evaluation)
+              fail(w, "is in a bucket with instruction " + std::to_string(m) +
+                          ", which the evaluation does not run");
         for (int out : ins.out) {
           const int slot = p.buffers[size_t(out)].slot;
           if (owner[size_t(slot)] >= 0) {

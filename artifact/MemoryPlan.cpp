@@ -103,14 +103,15 @@ uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p,
   return 0;
 }
 
-uint64_t bucketScratchBytes(const Artifact &a, const ProgramDecl &p,
-                            const BucketDecl &b) {
+uint64_t bucketScratchBytes(const ProgramDecl &p, const BucketDecl &b) {
   const InstrDecl &head = p.instructions[size_t(b.members[0])];
-  const int members =
-      int(a.mesh.groupSize(a.comms[size_t(head.comm)].meshAxes));
-  return ringAllReduceScratchBytes(
-      uint64_t(b.elements), dtypeSize(p.buffers[size_t(head.in[0])].dtype),
-      members);
+  const uint64_t elem = dtypeSize(p.buffers[size_t(head.in[0])].dtype);
+  if (b.coll == CollectiveKind::AllReduce)
+    return ringAllReduceScratchBytes(uint64_t(b.elements), elem, b.groupSize);
+  if (b.coll == CollectiveKind::ReduceScatter)
+    return ringReduceScatterScratchBytes(uint64_t(b.elements), elem,
+                                         b.groupSize);
+  return 0;
 }
 
 std::vector<uint64_t> microbatchCopiesInFlight(const ProgramDecl &p) {
@@ -215,15 +216,15 @@ std::vector<MemoryNeed> memoryNeeds(const Artifact &a, int threads,
       visit(c.backwardWeight);
     }
     visit(p.finish);
-    // Gradient buckets: one buffer as large as the largest bucket, apart
-    // from the packing buffer (collectives run between a bucket's
-    // members), reduced by one all-reduce of all its elements.
+    // Buckets: one buffer as large as the largest bucket's, apart from the
+    // packing buffer (collectives run between a bucket's members), and
+    // the scratch of the bucket's one collective.
     uint64_t bucketBuffer = 0;
     for (const BucketDecl &b : p.buckets) {
-      bucketBuffer = std::max(bucketBuffer, b.bytes);
+      bucketBuffer = std::max(bucketBuffer, b.bufferBytes());
       const InstrDecl &head = p.instructions[size_t(b.members[0])];
       uint64_t &kept = commScratch[size_t(head.comm)];
-      kept = std::max(kept, bucketScratchBytes(a, p, b));
+      kept = std::max(kept, bucketScratchBytes(p, b));
     }
     need.bytes[kWorkspaceKind] = context + temporaries;
     if (packing > 0)

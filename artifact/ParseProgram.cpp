@@ -27,7 +27,7 @@ void Parser::parseProgram(const json &v, const std::string &where0, Artifact &a,
   parseConstants(v, where, a, p);
   parseInstructions(req(v, "instructions", where), where + ": instruction", a,
                     p, p.instructions);
-  checkBuckets(p, where);
+  checkBuckets(a, p, where);
   if (!a.pipeline.present) {
     for (const char *key : {"chunks", "finish", "schedule", "stage"})
       if (opt(v, key))
@@ -274,23 +274,25 @@ void Parser::parsePipelineLists(const json &v, const std::string &where,
   for (const std::vector<InstrDecl> *list : pipelineLists)
     for (const InstrDecl &ins : *list)
       if (ins.bucket >= 0)
-        fail(where, "a gradient bucket's all_reduce in a pipeline's lists "
-                    "(buckets are for the step's own instructions)");
+        fail(where, "a bucket's " + ins.op +
+                        " in a pipeline's lists (buckets are for the step's "
+                        "own instructions)");
   std::string error;
   if (!sched::actionsFromJson(req(v, "schedule", where), p.schedule, error))
     fail(where + ": schedule", error);
 }
 
-void Parser::checkBuckets(ProgramDecl &p, const std::string &where) {
+void Parser::checkBuckets(const Artifact &a, ProgramDecl &p,
+                          const std::string &where) {
   std::map<int, int> index; // the artifact's id -> ProgramDecl::buckets
   int open = -1;            // the bucket whose members come now
   for (size_t i = 0; i < p.instructions.size(); ++i) {
     InstrDecl &ins = p.instructions[i];
     if (ins.bucket < 0)
       continue;
-    const std::string w = where + ": instruction " + std::to_string(i) +
-                          " (all_reduce in bucket " +
-                          std::to_string(ins.bucket) + ")";
+    const std::string w = where + ": instruction " + std::to_string(i) + " (" +
+                          ins.op + " in bucket " + std::to_string(ins.bucket) +
+                          ")";
     auto [it, first] = index.emplace(ins.bucket, int(p.buckets.size()));
     if (first) {
       p.buckets.emplace_back();
@@ -301,20 +303,28 @@ void Parser::checkBuckets(ProgramDecl &p, const std::string &where) {
     }
     BucketDecl &b = p.buckets[size_t(it->second)];
     const BufferDecl &in = p.buffers[size_t(ins.in[0])];
-    if (!b.members.empty()) {
+    if (b.members.empty()) {
+      b.coll = ins.coll;
+      b.groupSize = int(a.mesh.groupSize(a.comms[size_t(ins.comm)].meshAxes));
+    } else {
       const InstrDecl &head = p.instructions[size_t(b.members[0])];
       const BufferDecl &headIn = p.buffers[size_t(head.in[0])];
-      if (ins.comm != head.comm || ins.reduce != head.reduce ||
-          in.dtype != headIn.dtype)
-        fail(w, "its communicator, reduction or dtype differs from the "
-                "bucket's first member (instruction " +
+      if (ins.coll != head.coll || ins.comm != head.comm ||
+          ins.reduce != head.reduce || in.dtype != headIn.dtype)
+        fail(w, "its collective, communicator, reduction or dtype differs "
+                "from the bucket's first member (instruction " +
                     std::to_string(b.members[0]) + ")");
     }
+    // A member's share of a block: its result's piece for a reduce-scatter,
+    // else its operand.
+    const BufferDecl &share = ins.coll == CollectiveKind::ReduceScatter
+                                  ? p.buffers[size_t(ins.out[0])]
+                                  : in;
     ins.bucket = it->second;
     b.members.push_back(int(i));
     b.offsets.push_back(b.bytes);
-    b.bytes += in.bytes();
-    b.elements += numel(in.shape);
+    b.bytes += share.bytes();
+    b.elements += numel(share.shape);
   }
   // A member's result is written when the bucket is reduced, at its last
   // member: nothing else may use the result's slot in between.
@@ -333,7 +343,7 @@ void Parser::checkBuckets(ProgramDecl &p, const std::string &where) {
                        other.op + ")",
                    "uses the slot of instruction " +
                        std::to_string(b.members[m]) +
-                       "'s result before its gradient bucket is reduced "
+                       "'s result before its bucket's collective runs "
                        "(at instruction " +
                        std::to_string(b.members.back()) + ")");
       }

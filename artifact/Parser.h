@@ -171,7 +171,8 @@ private:
                       const Artifact &a, ProgramDecl &p);
   void parsePipelineLists(const json &v, const std::string &where,
                           const Artifact &a, ProgramDecl &p);
-  void checkBuckets(ProgramDecl &p, const std::string &where);
+  void checkBuckets(const Artifact &a, ProgramDecl &p,
+                    const std::string &where);
   // Evaluation.cpp: the "evaluation" section of a program, and the checks
   // of all of them together (after the programs' own agreement).
   void parseEvaluation(const json &v, const std::string &where, ProgramDecl &p);

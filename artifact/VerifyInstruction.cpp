@@ -90,17 +90,22 @@ std::vector<std::pair<int, int>> Parser::checkCollective(const Artifact &a,
                   std::to_string(in.shape[size_t(ax)]) +
                   " is not divisible by the group size " + std::to_string(n));
   };
+  if (const json *bucket = opt(at, "bucket")) {
+    if (ins.coll != CollectiveKind::AllReduce &&
+        ins.coll != CollectiveKind::ReduceScatter &&
+        ins.coll != CollectiveKind::AllGather)
+      fail(w, "attribute 'bucket' is for all_reduce, reduce_scatter and "
+              "all_gather");
+    int64_t id = integer(*bucket, w + ": attribute 'bucket'");
+    if (id < 0 || id > (int64_t(1) << 30))
+      fail(w, "attribute 'bucket' = " + std::to_string(id) +
+                  " is not a bucket id (0 to 2^30)");
+    ins.bucket = int(id); // the artifact's id; checkBuckets renumbers
+  }
   switch (ins.coll) {
   case CollectiveKind::AllReduce:
     reduction();
     inPlace.push_back({0, 0});
-    if (const json *bucket = opt(at, "bucket")) {
-      int64_t id = integer(*bucket, w + ": attribute 'bucket'");
-      if (id < 0 || id > (int64_t(1) << 30))
-        fail(w, "attribute 'bucket' = " + std::to_string(id) +
-                    " is not a bucket id (0 to 2^30)");
-      ins.bucket = int(id); // the artifact's id; checkBuckets renumbers
-    }
     break;
   case CollectiveKind::AllGather:
     ins.axis = attrAxis("axis");

@@ -126,10 +126,12 @@ LogicalResult DtcDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kBucketAttr) {
     auto value = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!isa<shard::AllReduceOp>(op))
-      return op->emitError()
-             << "'dtc.bucket' is for a gradient's shard.all_reduce, not '"
-             << op->getName() << "'";
+    if (!isa<shard::AllReduceOp, shard::ReduceScatterOp, shard::AllGatherOp>(
+            op))
+      return op->emitError() << "'dtc.bucket' is for shard.all_reduce, "
+                                "shard.reduce_scatter and shard.all_gather, "
+                                "not '"
+                             << op->getName() << "'";
     if (!value || value.getInt() < 0)
       return op->emitError() << "'dtc.bucket' must be a non-negative integer";
     return success();

@@ -72,6 +72,7 @@ dtc::search::Space spaceOf(const dtc::CompileOptions &o,
   // The default layout falls back to striped where zigzag's chunks do not
   // divide; only a pinned zigzag needs them.
   space.sequenceChunksPerRank = o.spLayout == "zigzag" ? 2 : 1;
+  space.bucketBytes = o.bucketMiB << 20;
   return space;
 }
 

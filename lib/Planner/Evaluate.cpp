@@ -138,13 +138,17 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
       const int64_t n = a.mesh.groupSize(comm->meshAxes);
       int64_t inElements = elements(inst.in[0]),
               outElements = elements(inst.out[0]);
-      // A gradient bucket is one all-reduce of its members' elements, at
-      // its last member.
+      // A bucket is one collective of its members' elements, at its last
+      // member.
       if (inst.bucket >= 0) {
         const art::BucketDecl &bucket = program.buckets[size_t(inst.bucket)];
         if (&inst != &program.instructions[size_t(bucket.members.back())])
           continue;
         inElements = outElements = int64_t(bucket.elements);
+        if (bucket.coll == art::CollectiveKind::ReduceScatter)
+          inElements *= n;
+        else if (bucket.coll == art::CollectiveKind::AllGather)
+          outElements *= n;
       }
       // What the runtime's algorithm sends (the test and the benchmark
       // compare it with the runtime's own count).

@@ -12,6 +12,7 @@
 #include "dtc/artifact/Schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
@@ -145,14 +146,30 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
   const LocalParams local = localParams(f, c);
   // Parameter tensors per stage, dense and experts: ZeRO reduce-scatters
   // each one's gradient and gathers it back updated (and ZeRO-3 gathers
-  // each one per use), a call each, where without ZeRO the gradients go in
+  // each one per use). Without micro-batches these calls share buckets of
+  // at most space.bucketBytes, and under ZeRO-3 a bucket holds at most one
+  // layer's (its gathers are issued per layer, and the reduce-scatters'
+  // buckets end where they come); ZeRO-1's reduce-scatters stay a call
+  // each (half the pair's latency per tensor, half per bucket); with
+  // micro-batches all are a call each. Without ZeRO the gradients go in
   // one bucketed all-reduce.
   double denseTensors = 0, expertTensors = 0;
   for (const KernelClass &k : f.optimizerKernels)
     (k.split == KernelClass::Split::Experts ? expertTensors : denseTensors) +=
         double(k.count) / p;
-  auto callsOf = [&](double tensors) {
-    return c.zero >= 1 ? std::max(1.0, tensors) : 1.0;
+  const double layersPerStage = std::max(1.0, double(f.layers) / p);
+  auto callsOf = [&](double tensors, double bytes) {
+    if (c.zero == 0)
+      return 1.0;
+    tensors = std::max(1.0, tensors);
+    if (c.pp > 1 || c.microbatches > 1)
+      return tensors;
+    double calls =
+        std::ceil(bytes / double(std::max<int64_t>(space.bucketBytes, 1)));
+    if (c.zero >= 3)
+      calls = std::max(calls, layersPerStage);
+    calls = std::clamp(calls, 1.0, tensors);
+    return c.zero == 1 ? (calls + tensors) / 2 : calls;
   };
   auto gradientSync = [&](double params, double tensors, int64_t ways,
                           size_t end) {
@@ -164,7 +181,8 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
       if (ring.bandwidth * ring.efficiency < link.bandwidth * link.efficiency)
         link = ring;
     }
-    const double group = double(ways * c.sp), calls = callsOf(tensors);
+    const double group = double(ways * c.sp),
+                 calls = callsOf(tensors, params * bpp.grads);
     comm += calls * dtc::cost::collectiveTime(
                         CollectiveKind::AllReduce, ways * c.sp,
                         2.0 * (group - 1) / group * params * bpp.grads / calls,
@@ -176,7 +194,8 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
                               size_t end) {
     if (c.zero < 3 || ways <= 1 || params <= 0)
       return;
-    const double d = double(ways), calls = callsOf(tensors);
+    const double d = double(ways),
+                 calls = callsOf(tensors, params * bpp.params);
     comm += 2.0 * m * calls *
             dtc::cost::collectiveTime(CollectiveKind::AllGather, ways,
                                       (d - 1) / d * params * bpp.params / calls,

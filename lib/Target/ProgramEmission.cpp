@@ -338,6 +338,8 @@ LogicalResult ProgramEmitter::emitCollective(Operation *op, CollectiveKind kind,
   if (failed(comm))
     return failure();
   attrs["comm"] = *comm;
+  if (auto bucket = op->getAttrOfType<IntegerAttr>(DtcDialect::kBucketAttr))
+    attrs["bucket"] = bucket.getInt();
   Value result = op->getResult(0);
   int direct = inPlace ? -1 : memory.updatedArgumentBuffer(result, index);
   FailureOr<int> out =
@@ -364,8 +366,6 @@ LogicalResult ProgramEmitter::emitAllReduce(shard::AllReduceOp op,
                  input.getType() == op.getResult().getType() &&
                  memory.categoryOf(op.getResult(), index) == inputSlot.category;
   json attrs = {{"reduction", reductionName(op.getReduction())}};
-  if (auto bucket = op->getAttrOfType<IntegerAttr>(DtcDialect::kBucketAttr))
-    attrs["bucket"] = bucket.getInt();
   return emitCollective(op, CollectiveKind::AllReduce, op.getGridAxes(),
                         std::move(attrs), in, index, inPlace);
 }

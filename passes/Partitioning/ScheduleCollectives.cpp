@@ -51,6 +51,8 @@ int phaseGroup(Operation *op) {
 struct ScheduleCollectivesPass
     : impl::ScheduleCollectivesBase<ScheduleCollectivesPass> {
   using ScheduleCollectivesBase::ScheduleCollectivesBase;
+  /// The next `dtc.bucket` id (unique in the module).
+  int64_t nextBucketId = 0;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     std::optional<Plan> plan = getPlan(module);
@@ -92,6 +94,10 @@ struct ScheduleCollectivesPass
       }
       hoistChainsToResults(func, body, Role::Update);
       hoistChainsToResults(func, body, Role::Send);
+      // With micro-batches these run per micro-batch or after the flush,
+      // in lists that have no buckets.
+      if (!plan->pipelined())
+        bucketZeroCollectives(func, body);
     });
   }
 
@@ -271,65 +277,152 @@ struct ScheduleCollectivesPass
   /// Data parallelism without ZeRO: each parameter gradient's all-reduce
   /// (placed at its update by the partitioner) is issued as soon as the
   /// gradient is complete, tagged with the phase it now runs in, and the
-  /// all-reduces are grouped, in the order they are issued, into buckets:
-  /// consecutive ones on the same grid axes, reduction and element type,
-  /// at most `bucketBytes` together (a larger gradient is a bucket of its
-  /// own; a bucket of one is a plain all-reduce and carries no tag).
+  /// all-reduces are grouped into buckets (groupIntoBuckets).
   void reduceDataParallelGradientsInBuckets(Block &body) {
-    SmallVector<shard::AllReduceOp> reductions;
+    SmallVector<Operation *> reductions;
     for (Operation &op : body)
       if (auto reduce = dyn_cast<shard::AllReduceOp>(op);
           reduce && isPhase(reduce, Phase::Optimizer) &&
           reduce->hasAttr(DtcDialect::kGradientOfAttr))
         reductions.push_back(reduce);
-    for (shard::AllReduceOp reduce : reductions) {
+    for (Operation *reduce : reductions) {
       // A gradient resharded over other axes first (a parameter the tp
       // layout stores split but computes whole: reduce-scattered over tp,
       // then all-reduced over dp) moves with its reduction.
-      Operation *reshard = reduce.getInput().getDefiningOp();
+      Operation *reshard = reduce->getOperand(0).getDefiningOp();
       if (reshard && reshard->getDialect() == reduce->getDialect() &&
           isPhase(reshard, Phase::Optimizer) &&
           reshard->hasAttr(DtcDialect::kGradientOfAttr))
         hoistIntoPhase(reshard, body);
       hoistIntoPhase(reduce, body);
     }
-    // In issue order (the block's, now that they moved).
-    llvm::stable_sort(reductions,
-                      [](shard::AllReduceOp a, shard::AllReduceOp b) {
-                        return a->isBeforeInBlock(b);
+    SmallVector<BucketCandidate> candidates;
+    for (Operation *reduce : reductions)
+      candidates.push_back({reduce, /*acrossCompute=*/true});
+    groupIntoBuckets(body, candidates);
+  }
+
+  /// A collective that may share a bucket, and whether its bucket may span
+  /// compute (a gradient's reduction packs each gradient as it is complete)
+  /// or must be issued together (a prefetch: its results are needed at
+  /// once, and the prefetch exists to run them while the previous region
+  /// computes).
+  struct BucketCandidate {
+    Operation *op;
+    bool acrossCompute;
+  };
+
+  /// Groups collectives into buckets (`dtc.bucket`), in the order they are
+  /// issued: consecutive candidates of one kind (collective, grid axes,
+  /// reduction, element type and phase), at most `bucketBytes` together
+  /// (counting each one's full tensor: a larger one is a bucket of its
+  /// own), none of whose results is read before the bucket's last member
+  /// (which runs the bucket's one collective). A bucket of one is a plain
+  /// collective and carries no tag. Buckets never interleave: the runtime
+  /// packs one at a time.
+  void groupIntoBuckets(Block &body, MutableArrayRef<BucketCandidate> list) {
+    llvm::stable_sort(list,
+                      [](const BucketCandidate &a, const BucketCandidate &b) {
+                        return a.op->isBeforeInBlock(b.op);
                       });
-    auto bytesOf = [](shard::AllReduceOp reduce) {
-      auto type = cast<RankedTensorType>(reduce.getInput().getType());
+    auto bytesOf = [](Value v) {
+      auto type = cast<RankedTensorType>(v.getType());
       return type.getNumElements() *
              int64_t((type.getElementTypeBitWidth() + 7) / 8);
     };
-    auto sameBucketKind = [](shard::AllReduceOp a, shard::AllReduceOp b) {
-      return a.getGrid() == b.getGrid() && a.getGridAxes() == b.getGridAxes() &&
-             a.getReduction() == b.getReduction() &&
-             getElementTypeOrSelf(a.getInput().getType()) ==
-                 getElementTypeOrSelf(b.getInput().getType());
+    auto fullBytes = [&](Operation *op) {
+      return std::max(bytesOf(op->getOperand(0)), bytesOf(op->getResult(0)));
     };
-    SmallVector<SmallVector<shard::AllReduceOp>> buckets;
+    auto reductionOf =
+        [](Operation *op) -> std::optional<shard::ReductionKind> {
+      if (auto r = dyn_cast<shard::AllReduceOp>(op))
+        return r.getReduction();
+      if (auto r = dyn_cast<shard::ReduceScatterOp>(op))
+        return r.getReduction();
+      return std::nullopt;
+    };
+    auto gridAxes = [](Operation *op) {
+      return op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+    };
+    auto sameKind = [&](Operation *a, Operation *b) {
+      return a->getName() == b->getName() &&
+             a->getAttr("grid") == b->getAttr("grid") &&
+             gridAxes(a) == gridAxes(b) && reductionOf(a) == reductionOf(b) &&
+             getElementTypeOrSelf(a->getOperand(0).getType()) ==
+                 getElementTypeOrSelf(b->getOperand(0).getType()) &&
+             phaseGroup(a) == phaseGroup(b);
+    };
+    // Every reader of the members' results comes after `op`.
+    auto resultsWaitFor = [&](ArrayRef<Operation *> members, Operation *op) {
+      for (Operation *member : members)
+        for (Operation *user : member->getResult(0).getUsers()) {
+          Operation *inBody = body.findAncestorOpInBlock(*user);
+          if (!inBody || !op->isBeforeInBlock(inBody))
+            return false;
+        }
+      return true;
+    };
+    auto onlyCollectivesBetween = [](Operation *from, Operation *to) {
+      for (Operation *op = from->getNextNode(); op != to;
+           op = op->getNextNode())
+        if (!isCollectiveOrPadding(op))
+          return false;
+      return true;
+    };
+    SmallVector<SmallVector<Operation *>> buckets;
     int64_t bytes = 0;
-    for (shard::AllReduceOp reduce : reductions) {
-      const int64_t size = bytesOf(reduce);
-      if (buckets.empty() || !sameBucketKind(buckets.back().back(), reduce) ||
-          bytes + size > bucketBytes) {
+    for (const BucketCandidate &c : list) {
+      const int64_t size = fullBytes(c.op);
+      const bool joins =
+          !buckets.empty() && sameKind(buckets.back().back(), c.op) &&
+          bytes + size <= bucketBytes &&
+          (c.acrossCompute ||
+           onlyCollectivesBetween(buckets.back().back(), c.op)) &&
+          resultsWaitFor(buckets.back(), c.op);
+      if (!joins) {
         buckets.emplace_back();
         bytes = 0;
       }
-      buckets.back().push_back(reduce);
+      buckets.back().push_back(c.op);
       bytes += size;
     }
-    int64_t id = 0;
-    for (ArrayRef<shard::AllReduceOp> bucket : buckets) {
+    for (ArrayRef<Operation *> bucket : buckets) {
       if (bucket.size() < 2)
         continue;
       auto attr = IntegerAttr::get(
-          IntegerType::get(body.getParentOp()->getContext(), 64), id++);
-      for (shard::AllReduceOp reduce : bucket)
-        reduce->setAttr(DtcDialect::kBucketAttr, attr);
+          IntegerType::get(body.getParentOp()->getContext(), 64),
+          nextBucketId++);
+      for (Operation *op : bucket)
+        op->setAttr(DtcDialect::kBucketAttr, attr);
     }
+  }
+
+  /// ZeRO without micro-batches: the gradients' reduce-scatters (issued as
+  /// each gradient is complete under ZeRO-2/3; ZeRO-1's each precede their
+  /// update, so one piece lives at a time, and stay one call each), the
+  /// gathers of updated
+  /// parameters (ZeRO-1/2, issued as each update is done) and the ZeRO-3
+  /// gathers of a region's parameters, in buckets (groupIntoBuckets).
+  void bucketZeroCollectives(func::FuncOp func, Block &body) {
+    SmallVector<BucketCandidate> candidates;
+    for (Operation &op : body)
+      if (isa<shard::ReduceScatterOp>(op) &&
+          op.hasAttr(DtcDialect::kGradientOfAttr) &&
+          !isPhase(&op, Phase::Optimizer))
+        candidates.push_back({&op, /*acrossCompute=*/true});
+    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
+    if (ret)
+      for (OpOperand &operand : ret->getOpOperands())
+        if (resultRole(func, operand.getOperandNumber()) == Role::Update)
+          for (Operation *op : chainToReturn(operand.get(), body))
+            if (isa<shard::AllGatherOp>(op))
+              candidates.push_back({op, /*acrossCompute=*/true});
+    for (BlockArgument arg : func.getArguments())
+      if (func.getArgAttr(arg.getArgNumber(), DtcDialect::kRegatherAttr))
+        for (Operation *user : arg.getUsers())
+          if (isa<shard::AllGatherOp>(user) && user->getBlock() == &body)
+            candidates.push_back({user, /*acrossCompute=*/false});
+    groupIntoBuckets(body, candidates);
   }
 
   /// ZeRO-3: a region's parameter gathers are issued before the previous

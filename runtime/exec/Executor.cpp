@@ -175,16 +175,18 @@ RankExecutor::RankExecutor(const Artifact &a, World &world,
   if (stagingSize_ > 0)
     staging_ = allocate(stagingSize_, kStaging);
   for (const BucketDecl &b : p.buckets) {
-    bucketBufferSize_ = std::max(bucketBufferSize_, size_t(b.bytes));
+    bucketBufferSize_ = std::max(bucketBufferSize_, size_t(b.bufferBytes()));
     for (size_t m = 0; m < b.members.size(); ++m) {
       Prepared &member = instrs_[size_t(b.members[m])];
       member.bucket = &b;
       member.bucketPosition = m;
-      member.dataBytes = member.lastInBucket() ? b.bytes : 0;
+      member.dataBytes = member.lastInBucket() ? b.dataBytes() : 0;
     }
     instrs_[size_t(b.members[0])].comm->reserveScratch(
-        size_t(bucketScratchBytes(a_, p, b)));
-    instrs_[size_t(b.members[0])].comm->reserveStaging(size_t(2 * b.bytes));
+        size_t(bucketScratchBytes(p, b)));
+    // The collective's operand and result together.
+    instrs_[size_t(b.members[0])].comm->reserveStaging(size_t(
+        b.coll == CollectiveKind::AllReduce ? 2 * b.bytes : b.bufferBytes()));
   }
   if (bucketBufferSize_ > 0)
     bucketBuffer_ = allocate(bucketBufferSize_, kStaging);

@@ -60,7 +60,7 @@ void RankExecutor::account(const Event &runStart, int64_t traceStartNs) {
       stats_.sendRecvPerStep.sentBytes += e.traffic.sent;
       stats_.sendRecvPerStep.receivedBytes += e.traffic.received;
     } else if (pr.bucket && !pr.lastInBucket()) {
-      // Packs its gradient; the bucket's collective is its last member's.
+      // Packs its share; the bucket's collective is its last member's.
     } else if (pr.comm) {
       CollectiveStats &byComm =
           stats_.perStepByComm[size_t(pr.decl->comm)][size_t(pr.decl->coll)];

@@ -260,18 +260,58 @@ void RankExecutor::runBucketMember(Prepared &pr, Traffic &traffic) {
   const BucketDecl &b = *pr.bucket;
   Backend &be = *backend_;
   Stream &st = be.commStream();
+  const size_t block = size_t(b.bytes);
+  const int64_t n = b.groupSize;
+  char *buffer = bucketBuffer_;
   const kernels::TensorArg &in = pr.args.in[0];
-  const size_t bytes = size_t(in.numel) * dtypeSize(in.dtype);
-  be.copy2D(bucketBuffer_ + b.offsets[pr.bucketPosition], bytes, in.data, bytes,
-            bytes, 1, st);
+  const size_t elem = dtypeSize(in.dtype);
+  const size_t inBytes = size_t(in.numel) * elem;
+  char *share = buffer + b.offsets[pr.bucketPosition];
+  if (b.coll == CollKind::ReduceScatter) {
+    // Member j's piece along the axis goes to block j.
+    const kernels::TensorArg &out = pr.args.out[0];
+    const AxisBlocks ib = blocks(in.shape, pr.decl->axis, elem);
+    const int64_t q = out.shape[size_t(pr.decl->axis)];
+    for (int64_t j = 0; j < n; ++j)
+      extractAxis(be, st, static_cast<const char *>(in.data), ib, j * q, q,
+                  share + size_t(j) * block);
+  } else {
+    be.copy2D(share, inBytes, in.data, inBytes, inBytes, 1, st);
+  }
   if (!pr.lastInBucket())
     return;
-  pr.comm->allReduce(bucketBuffer_, bucketBuffer_, size_t(b.elements), in.dtype,
-                     pr.decl->reduce, st, traffic);
+  switch (b.coll) {
+  case CollKind::AllReduce:
+    pr.comm->allReduce(buffer, buffer, size_t(b.elements), in.dtype,
+                       pr.decl->reduce, st, traffic);
+    break;
+  case CollKind::ReduceScatter:
+    pr.comm->reduceScatter(buffer, buffer + size_t(n) * block,
+                           size_t(b.elements), in.dtype, pr.decl->reduce, st,
+                           traffic);
+    buffer += size_t(n) * block;
+    break;
+  default: // all_gather: every member's block 0 into blocks 1..n
+    pr.comm->allGather(buffer, buffer + block, block, st, traffic);
+    buffer += block;
+    break;
+  }
   for (size_t m = 0; m < b.members.size(); ++m) {
-    const kernels::TensorArg &out = instrs_[size_t(b.members[m])].args.out[0];
-    const size_t n = size_t(out.numel) * dtypeSize(out.dtype);
-    be.copy2D(out.data, n, bucketBuffer_ + b.offsets[m], n, n, 1, st);
+    const Prepared &member = instrs_[size_t(b.members[m])];
+    const kernels::TensorArg &out = member.args.out[0];
+    const char *result = buffer + b.offsets[m];
+    if (b.coll != CollKind::AllGather) {
+      const size_t bytes = size_t(out.numel) * elem;
+      be.copy2D(out.data, bytes, result, bytes, bytes, 1, st);
+      continue;
+    }
+    // Member j's share of block j+1 is the result's piece j along the axis.
+    const int axis = member.decl->axis;
+    const AxisBlocks ob = blocks(out.shape, axis, elem);
+    const int64_t q = member.args.in[0].shape[size_t(axis)];
+    for (int64_t j = 0; j < n; ++j)
+      insertAxis(be, st, result + size_t(j) * block, ob, j * q, q,
+                 static_cast<char *>(out.data));
   }
 }
 

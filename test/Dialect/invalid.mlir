@@ -700,7 +700,7 @@ func.func @rms_norm_param_grad_dy(%x: tensor<4x8xf32>, %dy: tensor<8x4xf32>) -> 
 // A gradient bucket (dtc-schedule-collectives) tags a gradient's all-reduce.
 shard.grid @grid(shape = 2)
 func.func @bucket_on_kernel(%g: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'dtc.bucket' is for a gradient's shard.all_reduce, not 'dtc.relu'}}
+  // expected-error @+1 {{'dtc.bucket' is for shard.all_reduce, shard.reduce_scatter and shard.all_gather, not 'dtc.relu'}}
   %0 = dtc.relu %g {dtc.bucket = 0 : i64} : tensor<4xf32>
   return %0 : tensor<4xf32>
 }

@@ -80,8 +80,8 @@ collectivesPerStep(const art::Artifact &a, const art::ProgramDecl &p) {
       if (ins.bucket >= 0) {
         const art::BucketDecl &b = p.buckets[size_t(ins.bucket)];
         if (&ins - list.data() != b.members.back())
-          continue; // the bucket reduces once, at its last member
-        bytes = b.bytes;
+          continue; // the bucket's collective runs once, at its last member
+        bytes = b.dataBytes();
       }
       CommCount &c = out[{comm, art::collectiveKindName(ins.coll)}];
       c.calls += times;

@@ -174,10 +174,11 @@ Plan:
                         the forward's output and row logsumexp (kept until
                         the backward: memory) or recomputes them (a forward
                         pass's time)                   (default: recompute)
-  --bucket-mb N         data parallelism without ZeRO or micro-batches:
-                        gradients are all-reduced as they are complete, in
-                        buckets of at most N MiB, overlapping the rest of
-                        the backward (0: one all-reduce each)  (default: 25)
+  --bucket-mb N         without micro-batches: gradients are all-reduced
+                        as they are complete, in buckets of at most N MiB,
+                        overlapping the rest of the backward; ZeRO's
+                        reduce-scatters and parameter gathers share
+                        buckets too (0: one collective each)  (default: 25)
 Optimizer:
   --optimizer O         sgd|adam|adamw|none                  (default: adam)
                         (none: no update; each step returns the (clipped)

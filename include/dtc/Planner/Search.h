@@ -108,6 +108,9 @@ struct Space {
   /// layout's two; one otherwise): sp needs the sequence to divide by
   /// sp times this.
   int64_t sequenceChunksPerRank = 1;
+  /// The largest bucket of gradient (and ZeRO) collectives, in bytes
+  /// (dtc-schedule-collectives' bucket-bytes).
+  int64_t bucketBytes = int64_t(25) << 20;
 };
 
 struct Candidate {

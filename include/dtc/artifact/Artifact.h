@@ -107,22 +107,43 @@ struct InstrDecl {
   int offset = 0;
   /// moe_exchange: from token slots to experts' buffers (else back).
   bool toExperts = false;
-  /// all_reduce in a gradient bucket: index into ProgramDecl::buckets.
+  /// all_reduce, reduce_scatter or all_gather in a bucket: index into
+  /// ProgramDecl::buckets.
   int bucket = -1;
   /// Part of the forward-only run that evaluates the loss (the program's
   /// "evaluation" section, Evaluation.h).
   bool evaluation = false;
 };
 
-/// A data-parallel gradient bucket: all-reduces of one communicator,
-/// reduction and dtype in a program's `instructions` whose operands are
-/// packed into one buffer, each as its instruction runs, and reduced by
-/// one collective at the last member, which also unpacks every result.
+/// A bucket: collectives of one kind, communicator, reduction and dtype in a
+/// program's `instructions`, run as one collective at the last member. Each
+/// member packs its share of the bucket's buffer as it runs; the last member
+/// runs the collective and unpacks every member's result. A block holds one
+/// share of each member at `offsets`:
+///  - all_reduce (data-parallel gradients): the operand; the buffer is one
+///    block, reduced in place;
+///  - reduce_scatter (ZeRO gradients): the piece for each member j of the
+///    group goes to block j (a piece along the instruction's axis: its
+///    result's size), and block `groupSize` receives the reduced pieces;
+///  - all_gather (ZeRO parameters): the operand goes to block 0, and blocks
+///    1..groupSize receive every member's block 0.
 struct BucketDecl {
+  CollectiveKind coll = CollectiveKind::AllReduce;
   std::vector<int> members;      ///< instruction indices, in order
-  std::vector<uint64_t> offsets; ///< each member's bytes in the buffer
-  uint64_t bytes = 0;            ///< members' bytes together
-  int64_t elements = 0;
+  std::vector<uint64_t> offsets; ///< each member's share in a block
+  uint64_t bytes = 0;            ///< a block: the members' shares together
+  int64_t elements = 0;          ///< a block's elements
+  int groupSize = 1;             ///< the communicator's members
+  /// The bucket's buffer.
+  uint64_t bufferBytes() const {
+    return coll == CollectiveKind::AllReduce ? bytes
+                                             : uint64_t(groupSize + 1) * bytes;
+  }
+  /// The larger of the collective's operand and result.
+  uint64_t dataBytes() const {
+    return coll == CollectiveKind::AllReduce ? bytes
+                                             : uint64_t(groupSize) * bytes;
+  }
 };
 
 /// The instruction lists one micro-batch runs on one model chunk.
@@ -139,7 +160,7 @@ struct ProgramDecl {
   /// Without a pipeline: the whole step. With one: what runs once before
   /// the micro-batches.
   std::vector<InstrDecl> instructions;
-  /// The gradient buckets of `instructions` (never in a pipeline's lists).
+  /// The buckets of `instructions` (never in a pipeline's lists).
   std::vector<BucketDecl> buckets;
   /// Per tensor (Artifact::tensors index): the buffer bound to it, or -1.
   /// Filled by the parser so Artifact::bufferOf is O(1).

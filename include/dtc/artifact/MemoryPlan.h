@@ -11,17 +11,16 @@
 // copy its schedule keeps in flight), the collectives' staging: one packing
 // buffer for the largest axis-wise collective (collectiveStagingBytes), per
 // communicator the scratch its ring algorithms keep (the largest any of its
-// collectives takes, collectiveScratchBytes), the gradient buckets' buffer
-// (the largest bucket, bucketScratchBytes), a scalar per pipeline fill
-// value, the backend's conversion copies (the largest set one kernel takes,
-// WorkspaceModel::conversionBytes) and the kernel context's workspace (the
-// largest any kernel takes, WorkspaceModel::contextBytes). While one kernel
-// runs it also holds that call's temporaries (WorkspaceModel::scratchBytes).
-// Workspace = the context's workspace + the largest temporaries; the peak is
-// the sum of every kind.
-// The executor allocates all of it at load (micro-batch copies during the
-// first step), so from the second step on the measured high-water equals
-// the plan.
+// collectives takes, collectiveScratchBytes), the buckets' buffer
+// (the largest bucket's, and its scratch: bucketScratchBytes), a scalar per
+// pipeline fill value, the backend's conversion copies (the largest set one
+// kernel takes, WorkspaceModel::conversionBytes) and the kernel context's
+// workspace (the largest any kernel takes, WorkspaceModel::contextBytes). While
+// one kernel runs it also holds that call's temporaries
+// (WorkspaceModel::scratchBytes). Workspace = the context's workspace + the
+// largest temporaries; the peak is the sum of every kind. The executor
+// allocates all of it at load (micro-batch copies during the first step), so
+// from the second step on the measured high-water equals the plan.
 //
 // Library `dtc_artifact`: nothing here throws (the compiler, built with
 // -fno-exceptions, calls it); the runtime's throwing wrappers, planned for
@@ -96,11 +95,10 @@ uint64_t ringReduceScatterScratchBytes(uint64_t count, uint64_t elementBytes,
 /// communicator at load.
 uint64_t collectiveScratchBytes(const Artifact &a, const ProgramDecl &p,
                                 const InstrDecl &ins);
-/// Ring scratch of gradient bucket `b`'s one all-reduce (of all its
-/// elements). The bucket's own buffer, as large as the largest bucket, is
-/// collective staging too.
-uint64_t bucketScratchBytes(const Artifact &a, const ProgramDecl &p,
-                            const BucketDecl &b);
+/// Ring scratch of bucket `b`'s one collective (of all its members'
+/// elements). The bucket's own buffer, as large as the largest bucket's
+/// (BucketDecl::bufferBytes), is collective staging too.
+uint64_t bucketScratchBytes(const ProgramDecl &p, const BucketDecl &b);
 /// Pipelines: per chunk of `p`, the most micro-batch copies of its slots
 /// alive at once in p's schedule (a copy lives from its micro-batch's first
 /// action on the chunk to its last). The executor allocates exactly that

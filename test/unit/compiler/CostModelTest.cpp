@@ -604,12 +604,12 @@ TEST(Search, OptimizerKernelsRunOnTheParametersShards) {
   space.mesh = {2, 2};
   const dtc::cost::HardwareProfile hw = a100For(space.mesh);
   auto all = dtc::search::enumerateCandidates(facts, space, hw);
-  auto find = [&](int64_t dp, int64_t tp, int64_t pp,
-                  int64_t zero) -> const dtc::search::Candidate * {
+  auto find = [&](int64_t dp, int64_t tp, int64_t pp, int64_t zero,
+                  int64_t microbatches = 1) -> const dtc::search::Candidate * {
     for (const dtc::search::Candidate &c : all)
       if (c.dp == dp && c.tp == tp && c.pp == pp && c.ep == 1 &&
-          c.microbatches == 1 && c.zero == zero && c.remat == "none" &&
-          !c.sequenceParallel && c.schedule == "1f1b")
+          c.microbatches == microbatches && c.zero == zero &&
+          c.remat == "none" && !c.sequenceParallel && c.schedule == "1f1b")
         return &c;
     return nullptr;
   };
@@ -634,16 +634,29 @@ TEST(Search, OptimizerKernelsRunOnTheParametersShards) {
   EXPECT_DOUBLE_EQ(dp2tp2zero->computeSeconds, gemms + updates(4, 2));
   // ZeRO makes the update cheaper, which the search now sees.
   EXPECT_LT(dp4zero->computeSeconds, dp4->computeSeconds);
-  // But its gradients move per parameter, a reduce-scatter and an
-  // all-gather each (2 (4 - 1) latencies per tensor), where without it the
-  // dense ones share one bucketed all-reduce: two more dense calls' worth
-  // of latency over the slowest of the two axes, the bytes the same.
   dtc::cost::Link slowest = hw.axes[0];
   for (const dtc::cost::Link &link : hw.axes)
     if (link.bandwidth * link.efficiency <
         slowest.bandwidth * slowest.efficiency)
       slowest = link;
+  // Without micro-batches ZeRO-2's reduce-scatters and gathers share
+  // buckets (these 1000 parameters' gradients fit one each way): the same
+  // bytes as the one bucketed all-reduce, in as many calls, so the same
+  // time. ZeRO-1's reduce-scatters stay a call per tensor: two more
+  // dense reduce-scatters, (4 - 1) latencies each.
+  const dtc::search::Candidate *dp4zero2 = find(4, 1, 1, 2);
+  ASSERT_TRUE(dp4zero2);
+  EXPECT_NEAR(dp4zero2->commSeconds, dp4->commSeconds, 1e-12);
   EXPECT_NEAR(dp4zero->commSeconds - dp4->commSeconds,
+              2 * (4 - 1) * slowest.latency, 1e-12);
+  // With micro-batches they move per parameter, a reduce-scatter and an
+  // all-gather each (2 (4 - 1) latencies per tensor), where without ZeRO
+  // the dense ones still share one bucketed all-reduce: two more dense
+  // calls' worth of latency over the slowest of the two axes.
+  const dtc::search::Candidate *dp4mb = find(4, 1, 1, 0, 2),
+                               *dp4zeroMb = find(4, 1, 1, 1, 2);
+  ASSERT_TRUE(dp4mb && dp4zeroMb);
+  EXPECT_NEAR(dp4zeroMb->commSeconds - dp4mb->commSeconds,
               2 * 2 * (4 - 1) * slowest.latency, 1e-12);
 }
 

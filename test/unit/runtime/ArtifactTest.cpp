@@ -184,6 +184,25 @@ TEST(Validator, AcceptsValidArtifacts) {
       bytes += a.programs[0].buffers[size_t(ins.in[0])].bytes();
     }
     EXPECT_EQ(bucket.bytes, bytes);
+    EXPECT_EQ(bucket.bufferBytes(), bytes);
+  }
+  {
+    // Gathers and reduce-scatters: a block holds each member's smaller
+    // side (the gather's operand, the reduce-scatter's result), and the
+    // buffer one block per member of the group and one more.
+    const Artifact a = parseArtifact(dtc::test::bucketsArtifact(true), "b.dtc");
+    ASSERT_EQ(a.programs[0].buckets.size(), 2u);
+    for (const BucketDecl &bucket : a.programs[0].buckets) {
+      EXPECT_EQ(bucket.groupSize, 2);
+      ASSERT_EQ(bucket.offsets.size(), 2u);
+      EXPECT_EQ(bucket.offsets[1], 24u); // a [2, 3] f32 piece
+      EXPECT_EQ(bucket.bytes, 48u);
+      EXPECT_EQ(bucket.elements, 12);
+      EXPECT_EQ(bucket.bufferBytes(), 3 * 48u);
+      EXPECT_EQ(bucket.dataBytes(), 2 * 48u);
+    }
+    EXPECT_EQ(a.programs[0].buckets[0].coll, CollectiveKind::AllGather);
+    EXPECT_EQ(a.programs[0].buckets[1].coll, CollectiveKind::ReduceScatter);
   }
   EXPECT_EQ(validationError(dtc::test::lmArtifact({}), 1), "");
   dtc::test::LmConfig lm;
@@ -410,8 +429,8 @@ TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
          instr(b, "all_reduce", 0)["attrs"]["bucket"] = 0; // on tp
          instr(b, "all_reduce", 1)["attrs"]["bucket"] = 0; // on dp
        },
-       "its communicator, reduction or dtype differs from the bucket's first "
-       "member"},
+       "its collective, communicator, reduction or dtype differs from the "
+       "bucket's first member"},
       {"bucket result read before the bucket is reduced",
        [](json &b) {
          // The gradients dw1 and dw2 in one bucket; between them another
@@ -422,7 +441,20 @@ TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
          between["in"] = instr(b, "all_reduce", 2)["in"];
          between["out"] = between["in"];
        },
-       "'s result before its gradient bucket is reduced"},
+       "'s result before its bucket's collective runs"},
+      {"bucket mixes collectives",
+       [](json &b) {
+         b = dtc::test::bucketsArtifact(true);
+         instr(b, "reduce_scatter", 0)["attrs"]["bucket"] = 0;
+       },
+       "(reduce_scatter in bucket 0): its collective, communicator, "
+       "reduction or dtype differs"},
+      {"bucket of another collective",
+       [](json &b) {
+         b = dtc::test::collectivesArtifact();
+         instr(b, "shift")["attrs"]["bucket"] = 0;
+       },
+       "attribute 'bucket' is for all_reduce, reduce_scatter and all_gather"},
       {"in place not allowed",
        [](json &b) { instr(b, "gelu")["out"] = instr(b, "gelu")["in"]; },
        "cannot run in place"},

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <thread>
 
 using namespace dtc::rt;
@@ -81,6 +82,39 @@ TEST(Collectives, EveryKindOnSeveralCommunicators) {
   EXPECT_EQ(s.collectiveBytesPerStep["shift"], 48u);
   // all_gather D: out [4,3] + [2,6] floats = 96 bytes.
   EXPECT_EQ(s.collectiveBytesPerStep["all_gather"], 96u);
+}
+
+// A bucket of gathers and one of reduce-scatters, along different axes:
+// each member gets its own result, as when it runs alone, from one
+// collective per bucket.
+TEST(Collectives, BucketsOfGathersAndReduceScatters) {
+  for (bool bucketed : {false, true}) {
+    SCOPED_TRACE(bucketed ? "bucketed" : "one collective each");
+    auto r = load(dtc::test::bucketsArtifact(bucketed));
+    std::string err;
+    ASSERT_TRUE(r->initialize(5, err)) << err;
+    ASSERT_TRUE(r->fillSyntheticInputs(0, err)) << err;
+    ASSERT_TRUE(r->runStep(err)) << err;
+    const std::vector<float> X = tensor(*r, "x");
+    ASSERT_EQ(X.size(), 24u);
+    std::map<std::string, std::vector<float>> want =
+        dtc::test::collectivesExpected(X);
+    // ag0 on rank (c0, c1): the pieces of (c0, 0) and (c0, 1) stacked.
+    std::vector<float> &ag0 = want["ag0"];
+    for (int rank = 0; rank < 4; ++rank)
+      for (int c1 = 0; c1 < 2; ++c1)
+        for (int64_t i = 0; i < 2; ++i)
+          for (int64_t j = 0; j < 3; ++j)
+            ag0.push_back(X[size_t((2 * (rank / 2) + i) * 6 + 3 * c1 + j)]);
+    for (const char *name : {"xc", "ag0", "rs", "rs0"})
+      expectClose(tensor(*r, name), want[name], 1e-6, name);
+    LocalRunStats s = r->stats();
+    EXPECT_EQ(s.collectiveCallsPerStep["all_gather"], bucketed ? 1u : 2u);
+    EXPECT_EQ(s.collectiveCallsPerStep["reduce_scatter"], bucketed ? 1u : 2u);
+    // The bytes of the larger side, the same either way: [2,6] + [4,3].
+    EXPECT_EQ(s.collectiveBytesPerStep["all_gather"], 96u);
+    EXPECT_EQ(s.collectiveBytesPerStep["reduce_scatter"], 96u);
+  }
 }
 
 // The ring and pairwise algorithms on n threads: exact results, and the

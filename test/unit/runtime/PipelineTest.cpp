@@ -221,13 +221,13 @@ TEST(Pipeline, BrokenPipelinesAreRejectedOnLoad) {
        [&](json &a) {
          stage(a, 0)["finish"].push_back(ins("copy", {2}, {3}));
        }},
-      {"a gradient bucket's all_reduce in a pipeline's lists",
+      {"a bucket's all_reduce in a pipeline's lists",
        [&](json &a) {
          stage(a, 1)["finish"].push_back(
              ins("all_reduce", {3}, {3},
                  {{"comm", "pp"}, {"reduction", "sum"}, {"bucket", 0}}));
        }},
-      {"a gradient bucket's all_reduce in a pipeline's lists",
+      {"a bucket's all_reduce in a pipeline's lists",
        [&](json &a) {
          stage(a, 1)["chunks"][0]["forward"].push_back(
              ins("all_reduce", {2}, {2},

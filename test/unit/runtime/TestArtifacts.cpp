@@ -421,6 +421,39 @@ json collectivesArtifact() {
   return ab.body();
 }
 
+json bucketsArtifact(bool bucketed) {
+  ArtifactBuilder ab({2, 2});
+  ab.comm("cols", {1});
+  ab.input("x", DType::F32, {4, 6},
+           json::array({json::array({0}), json::array({1})}));
+  ProgramBuilder pb("spmd", {0, 1, 2, 3});
+  const int x = pb.buffer(DType::F32, {2, 3}, "input", "x");
+  auto out = [&](const std::string &name, Shape local) {
+    ab.param(name, {4 * local[0], local[1]}, "zeros",
+             json::array({json::array({0, 1}), json::array()}));
+    return pb.buffer(DType::F32, local, "param", name);
+  };
+  const int xc = out("xc", {2, 6}), ag0 = out("ag0", {4, 3});
+  const int rs = out("rs", {2, 3}), rs0 = out("rs0", {2, 3});
+  auto attrs = [&](int axis, int bucket, bool reduce) {
+    json a = {{"comm", "cols"}, {"axis", axis}};
+    if (reduce)
+      a["reduction"] = "sum";
+    if (bucketed)
+      a["bucket"] = bucket;
+    return a;
+  };
+  pb.op("all_gather", {x}, {xc}, attrs(1, 0, false));
+  pb.op("all_gather", {x}, {ag0}, attrs(0, 0, false));
+  pb.op("reduce_scatter", {xc}, {rs}, attrs(1, 1, true));
+  pb.op("reduce_scatter", {ag0}, {rs0}, attrs(0, 1, true));
+  ab.scalar("loss", "loss", DType::F32);
+  const int loss = pb.buffer(DType::F32, {}, "scalar", "loss");
+  pb.op("reduce_sum", {x}, {loss}, {{"axes", {0, 1}}, {"keep_dims", false}});
+  ab.program(pb);
+  return ab.body();
+}
+
 std::map<std::string, std::vector<float>>
 collectivesExpected(const std::vector<float> &X) {
   auto at = [&](int64_t i, int64_t j) { return X[size_t(i * 6 + j)]; };

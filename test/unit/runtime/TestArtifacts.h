@@ -120,6 +120,13 @@ json collectivesArtifact();
 /// The expected value of every such param, from the global input X [4, 6].
 std::map<std::string, std::vector<float>>
 collectivesExpected(const std::vector<float> &X);
+/// Mesh [2, 2], as collectivesArtifact: the input x gathered over the
+/// "cols" communicator along axis 1 (param "xc") and along axis 0 ("ag0"),
+/// then each reduce-scattered back along the same axis ("rs", "rs0"); with
+/// `bucketed` the two gathers are one bucket and the two reduce-scatters
+/// another. The expected values are collectivesExpected's for "xc", "rs"
+/// and "rs0", and for "ag0" the stacked pieces of the row's two ranks.
+json bucketsArtifact(bool bucketed);
 
 } // namespace dtc::test
 
