@@ -544,10 +544,11 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
     facts.expertParams +=
         expertRegion(step, dispatch, expertOps, expertWeights);
   });
-  auto splitOf = [&](Operation *op) {
+  // `slots`: the token slots `op` exchanges (exchangedSlotElements).
+  auto splitOf = [&](Operation *op, int64_t slots) {
     if (isa<MoeRouteOp, MoeRouteGradOp, MoeFirstChoiceFractionOp>(op))
       return ::dtc::search::KernelClass::Split::Whole;
-    if (exchangedSlotElements(op) > 0)
+    if (slots > 0)
       return ::dtc::search::KernelClass::Split::Tokens;
     auto id = op->getAttrOfType<IntegerAttr>(isPhase(op, Phase::Forward)
                                                  ? DtcDialect::kIdAttr
@@ -580,12 +581,13 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
   step.walk([&](Operation *op) {
     auto cost = dyn_cast<CostOpInterface>(op);
     const int64_t layer = layerOf(op);
+    const int64_t slots = exchangedSlotElements(op);
     // Costed as busiestKernelSeconds costs it.
     if (cost && (isPhase(op, Phase::Forward) || isBackward(op)))
       ++kernels[{double(cost.getFlopCount()), kernelTraffic(op).bytes,
                  cost.getCostClass(), double(cost.getIndependentProducts()),
                  isPhase(op, Phase::Forward), op->hasTrait<CheapToRecompute>(),
-                 splitOf(op)}];
+                 splitOf(op, slots)}];
     else if (cost && isPhase(op, Phase::Optimizer))
       ++optimizerKernels[{double(cost.getFlopCount()), kernelTraffic(op).bytes,
                           cost.getCostClass(),
@@ -593,8 +595,7 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
                           updatesExperts(op)
                               ? ::dtc::search::KernelClass::Split::Experts
                               : ::dtc::search::KernelClass::Split::Batch}];
-    if (const int64_t slots = exchangedSlotElements(op);
-        slots > 0 && (isPhase(op, Phase::Forward) || isBackward(op))) {
+    if (slots > 0 && (isPhase(op, Phase::Forward) || isBackward(op))) {
       ++facts.slotMoves;
       facts.slotMoveElements += double(slots);
     }

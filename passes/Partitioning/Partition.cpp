@@ -326,7 +326,7 @@ LogicalResult Partitioner::run() {
       // Constants stay whole; consumers slice what they need.
       Value v = b.clone(op)->getResult(0);
       locals[op.getResult(0)] = {
-          v, TensorSharding::replicated(typeOf(v).getRank())};
+          v, TensorSharding::replicated(typeOf(v).getRank()), {}};
       continue;
     }
     if (failed(partitionOp(&op)))
@@ -499,7 +499,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
       Value factor = createSplatConstant(b, op->getLoc(), scalarType, scale);
       v = MulOp::create(b, op->getLoc(), v, factor);
     }
-    locals[result] = {v, resultShardings[idx]};
+    locals[result] = {v, resultShardings[idx], {}};
   }
   tagSince(start);
   return success();

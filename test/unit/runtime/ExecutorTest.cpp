@@ -53,13 +53,22 @@ void expectClose(const std::vector<float> &a, const std::vector<float> &b,
         << what << " [" << i << "]";
 }
 
+/// Loads `body` and runs one step on synthetic inputs (seed 5).
+std::unique_ptr<LocalRunner> loadAndStep(const json &body) {
+  auto r = load(body);
+  if (!r)
+    return r;
+  std::string err;
+  EXPECT_TRUE(r->initialize(5, err)) << err;
+  EXPECT_TRUE(r->fillSyntheticInputs(0, err)) << err;
+  EXPECT_TRUE(r->runStep(err)) << err;
+  return r;
+}
+
 TEST(Collectives, EveryKindOnSeveralCommunicators) {
-  auto r = load(dtc::test::collectivesArtifact());
+  auto r = loadAndStep(dtc::test::collectivesArtifact());
   ASSERT_EQ(r->ranks(), 4);
   std::string err;
-  ASSERT_TRUE(r->initialize(5, err)) << err;
-  ASSERT_TRUE(r->fillSyntheticInputs(0, err)) << err;
-  ASSERT_TRUE(r->runStep(err)) << err;
   const std::vector<float> X = tensor(*r, "x");
   ASSERT_EQ(X.size(), 24u);
   double sum = 0;
@@ -90,11 +99,7 @@ TEST(Collectives, EveryKindOnSeveralCommunicators) {
 TEST(Collectives, BucketsOfGathersAndReduceScatters) {
   for (bool bucketed : {false, true}) {
     SCOPED_TRACE(bucketed ? "bucketed" : "one collective each");
-    auto r = load(dtc::test::bucketsArtifact(bucketed));
-    std::string err;
-    ASSERT_TRUE(r->initialize(5, err)) << err;
-    ASSERT_TRUE(r->fillSyntheticInputs(0, err)) << err;
-    ASSERT_TRUE(r->runStep(err)) << err;
+    auto r = loadAndStep(dtc::test::bucketsArtifact(bucketed));
     const std::vector<float> X = tensor(*r, "x");
     ASSERT_EQ(X.size(), 24u);
     std::map<std::string, std::vector<float>> want =

@@ -360,19 +360,33 @@ json lmArtifact(const LmConfig &c) {
 // result is stored in a param of global shape [4a, b] split [[0, 1], []], so
 // the saved tensor stacks the ranks' local [a, b] results in rank order.
 // collectivesExpected() computes the same values directly from X.
+namespace {
+/// The input x [4, 6] of the mesh [2, 2] split by rows over axis 0 and by
+/// columns over axis 1: a [2, 3] piece per rank. Returns its buffer.
+int splitInput(ArtifactBuilder &ab, ProgramBuilder &pb) {
+  ab.input("x", DType::F32, {4, 6},
+           json::array({json::array({0}), json::array({1})}));
+  return pb.buffer(DType::F32, {2, 3}, "input", "x");
+}
+/// A param of global shape [4a, b] stacking the four ranks' local [a, b]
+/// pieces in rank order. Returns its buffer.
+int stackedParam(ArtifactBuilder &ab, ProgramBuilder &pb,
+                 const std::string &name, Shape local) {
+  ab.param(name, {4 * local[0], local[1]}, "zeros",
+           json::array({json::array({0, 1}), json::array()}));
+  return pb.buffer(DType::F32, local, "param", name);
+}
+} // namespace
+
 json collectivesArtifact() {
   ArtifactBuilder ab({2, 2});
   ab.comm("rows", {0});     // groups {0,2}, {1,3}; index c0
   ab.comm("cols", {1});     // groups {0,1}, {2,3}; index c1
   ab.comm("all10", {1, 0}); // one group; index c1*2 + c0
-  ab.input("x", DType::F32, {4, 6},
-           json::array({json::array({0}), json::array({1})}));
   ProgramBuilder pb("spmd", {0, 1, 2, 3});
-  const int x = pb.buffer(DType::F32, {2, 3}, "input", "x");
+  const int x = splitInput(ab, pb);
   auto out = [&](const std::string &name, Shape local) {
-    ab.param(name, {4 * local[0], local[1]}, "zeros",
-             json::array({json::array({0, 1}), json::array()}));
-    return pb.buffer(DType::F32, local, "param", name);
+    return stackedParam(ab, pb, name, local);
   };
   const int ar = out("ar", {2, 3}), mx = out("mx", {2, 3}),
             avg = out("avg", {2, 3});
@@ -424,14 +438,10 @@ json collectivesArtifact() {
 json bucketsArtifact(bool bucketed) {
   ArtifactBuilder ab({2, 2});
   ab.comm("cols", {1});
-  ab.input("x", DType::F32, {4, 6},
-           json::array({json::array({0}), json::array({1})}));
   ProgramBuilder pb("spmd", {0, 1, 2, 3});
-  const int x = pb.buffer(DType::F32, {2, 3}, "input", "x");
+  const int x = splitInput(ab, pb);
   auto out = [&](const std::string &name, Shape local) {
-    ab.param(name, {4 * local[0], local[1]}, "zeros",
-             json::array({json::array({0, 1}), json::array()}));
-    return pb.buffer(DType::F32, local, "param", name);
+    return stackedParam(ab, pb, name, local);
   };
   const int xc = out("xc", {2, 6}), ag0 = out("ag0", {4, 3});
   const int rs = out("rs", {2, 3}), rs0 = out("rs0", {2, 3});
