@@ -582,6 +582,12 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
     auto cost = dyn_cast<CostOpInterface>(op);
     const int64_t layer = layerOf(op);
     const int64_t slots = exchangedSlotElements(op);
+    if (layer >= 0) {
+      if (facts.layerFlops.size() <= size_t(layer))
+        facts.layerFlops.resize(size_t(layer) + 1, 1.0);
+      if (cost)
+        facts.layerFlops[size_t(layer)] += double(cost.getFlopCount());
+    }
     // Costed as busiestKernelSeconds costs it.
     if (cost && (isPhase(op, Phase::Forward) || isBackward(op)))
       ++kernels[{double(cost.getFlopCount()), kernelTraffic(op).bytes,

@@ -1,7 +1,7 @@
 //===- Search.cpp - every plan of a mesh, estimated -----------------------===//
 //
-// The closed forms rank plans; they are deliberately simple (even layers,
-// every flop at the profile's best GEMM efficiency, Megatron's two
+// The closed forms rank plans; they are deliberately simple (the busiest
+// stage's share of the layers' flops, kernels priced by class, Megatron's two
 // all-reduces per layer and step, 1F1B's in-flight micro-batches) because
 // the driver lowers the best few and ranks those by the real evaluation.
 // What they must get right is the order of magnitude of each term, so the
@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dtc/Planner/Search.h"
+#include "dtc/Planner/StageBalance.h"
 #include "dtc/artifact/Schedule.h"
 
 #include <algorithm>
@@ -82,6 +83,24 @@ ScheduleTerms dtc::search::scheduleTerms(const std::string &schedule,
     t.inFlight = schedule == "gpipe" ? m : std::min(p, m);
   }
   return t;
+}
+
+double dtc::search::busiestStageShare(const ModelFacts &facts, int64_t stages,
+                                      int64_t chunks) {
+  if (stages <= 1)
+    return 1.0;
+  const int64_t groups = stages * chunks;
+  if (int64_t(facts.layerFlops.size()) < groups)
+    return 1.0 / double(stages);
+  const llvm::SmallVector<int64_t> groupOf =
+      mlir::dtc::balanceRuns(facts.layerFlops, groups);
+  std::vector<double> perStage(size_t(stages), 0.0);
+  double total = 0;
+  for (size_t layer = 0; layer < facts.layerFlops.size(); ++layer) {
+    perStage[size_t(groupOf[layer] % stages)] += facts.layerFlops[layer];
+    total += facts.layerFlops[layer];
+  }
+  return *std::max_element(perStage.begin(), perStage.end()) / total;
 }
 
 namespace {
@@ -256,7 +275,10 @@ void estimate(const ModelFacts &f, const Space &space,
           dtc::cost::kernelTime(k.flops / share, k.bytes / share, k.cost, hw,
                                 f32, k.products / share);
     }
-    c.computeSeconds = perMicrobatch * m / p * stretch;
+    // The busiest stage runs its share of the layers (the stage balancer's
+    // split: a layer is not divided, so 2 layers on 4 stages leave one
+    // stage a whole layer).
+    c.computeSeconds = perMicrobatch * m * terms.stageShare * stretch;
   }
   // The optimizer, once per step after the flush: each stage updates its
   // parameters, tp's (dense) or ep's (experts) share of each, and under
@@ -278,7 +300,7 @@ void estimate(const ModelFacts &f, const Space &space,
   // and its input gradient in the backward; a full recomputation does not
   // repeat it (dtc recomputes after the all-reduce).
   double comm = 0;
-  const double layersPerStage = double(f.layers) / p;
+  const double layersPerStage = double(f.layers) * terms.stageShare;
   // Per step and rank: ring attention splits the sequence too.
   const double shard = f.boundaryBytes / double(batchWays * c.sp);
   if (c.tp > 1) {
@@ -312,7 +334,7 @@ void estimate(const ModelFacts &f, const Space &space,
                          double(batchWays * c.tp * c.sp) / m;
     const double shifts =
         6.0 * (n - 1) + 2.0 + (c.remat == "none" ? 0.0 : 2.0 * (n - 1));
-    const double layersHere = double(f.attentionLayers) / p;
+    const double layersHere = double(f.attentionLayers) * terms.stageShare;
     comm += m * layersHere * shifts * dtc::cost::sendRecvTime(block, link) *
             stretch;
   }
@@ -384,9 +406,11 @@ void enumeratePlansOf(const ModelFacts &facts, const Space &space,
     for (const auto &[schedule, v] : schedules) {
       auto key = std::make_tuple(schedule, base.pp, m, v);
       auto known = termsOf.find(key);
-      if (known == termsOf.end())
-        known =
-            termsOf.emplace(key, scheduleTerms(schedule, base.pp, m, v)).first;
+      if (known == termsOf.end()) {
+        ScheduleTerms terms = scheduleTerms(schedule, base.pp, m, v);
+        terms.stageShare = busiestStageShare(facts, base.pp, v);
+        known = termsOf.emplace(key, terms).first;
+      }
       const ScheduleTerms terms = known->second;
       for (const char *remat : {"none", "selective", "full"}) {
         // zb defers no W on a stage that recomputes fully: it is

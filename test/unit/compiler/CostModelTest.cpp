@@ -463,6 +463,23 @@ TEST(Search, ScheduleTermsAreTheSimulatedSchedules) {
   EXPECT_EQ(dtc::search::scheduleTerms("zb", 1, 8, 1).bubble, 0.0);
 }
 
+// The closed forms charge a pipeline's busiest stage: the stage balancer's
+// contiguous split of the layers' flops, chunk k on stage k mod pp.
+TEST(Search, BusiestStageShareFollowsTheStageBalancer) {
+  dtc::search::ModelFacts facts;
+  facts.layerFlops = {5, 1, 5, 1};
+  using dtc::search::busiestStageShare;
+  EXPECT_DOUBLE_EQ(busiestStageShare(facts, 1, 1), 1.0);
+  // Two stages: [5, 1 | 5, 1].
+  EXPECT_DOUBLE_EQ(busiestStageShare(facts, 2, 1), 6.0 / 12.0);
+  // Four stages: a layer each; the busiest holds 5 of 12, not 1/4.
+  EXPECT_DOUBLE_EQ(busiestStageShare(facts, 4, 1), 5.0 / 12.0);
+  // Two stages of two chunks: chunks 0 and 2 (both 5s) on stage 0.
+  EXPECT_DOUBLE_EQ(busiestStageShare(facts, 2, 2), 10.0 / 12.0);
+  // Fewer layers than chunks (a plan the enumeration never makes): even.
+  EXPECT_DOUBLE_EQ(busiestStageShare(facts, 8, 1), 1.0 / 8.0);
+}
+
 // The search chooses the schedule: with few micro-batches per stage the
 // bubble decides (zb, or interleaved where the messages are cheap), and
 // the plan says so as flags.
