@@ -449,6 +449,14 @@ TEST(Validator, RejectsBrokenArtifactsWithOneClearMessage) {
        },
        "(reduce_scatter in bucket 0): its collective, communicator, "
        "reduction or dtype differs"},
+      {"evaluation runs part of a bucket",
+       [](json &b) {
+         b = dtc::test::bucketsArtifact(true);
+         // The first gather and the loss, not the gather sharing its bucket.
+         b["programs"][0]["evaluation"] = {{"instructions", {0, 4}}};
+       },
+       "evaluation: instruction 0 (all_gather): is in a bucket with "
+       "instruction 1, which the evaluation does not run"},
       {"bucket of another collective",
        [](json &b) {
          b = dtc::test::collectivesArtifact();
