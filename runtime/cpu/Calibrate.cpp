@@ -471,12 +471,31 @@ Curve measureAllReduce(World &world, int g, const CalibrationOptions &options) {
   return measureCurve(std::move(points));
 }
 
+/// The cores the ranks of `world` may run on together (dtc run starts
+/// every rank of a mesh on this machine): the union of their affinities.
+/// One rank's own affinity is not it: with no more ranks than cores the
+/// launcher binds each rank to a core of its own.
+int coresOfAllRanks(Communicator &world) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof cpus, &cpus) != 0)
+    return std::max(1, int(std::thread::hardware_concurrency()));
+  std::vector<float> mine(CPU_SETSIZE, 0.0f);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &cpus))
+      mine[size_t(cpu)] = 1.0f;
+  world.allReduce(mine.data(), mine.data(), mine.size(), DType::F32,
+                  ReduceOp::Max);
+  return std::max(1, int(std::count(mine.begin(), mine.end(), 1.0f)));
+}
+
 } // namespace
 
 json calibrateCpu(World &world, const CalibrationOptions &options) {
   kernels::KernelContext ctx(options.threads);
   kernels::cpu::bindThreads(ctx);
   Communicator &all = world.world();
+  const int cores = coresOfAllRanks(all);
   const int ranks = world.size();
 
   const Curve add = measureAdd(all, ctx, options);
@@ -522,14 +541,8 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
 
   // The matmul runs in f32 whatever the operands' precision (the CPU
   // kernels convert bf16/f16 operands to f32 around it).
-  // The ranks share the cores this process may run on (dtc run starts
-  // every rank of a mesh on this machine).
-  cpu_set_t cpus;
-  const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0
-                        ? CPU_COUNT(&cpus)
-                        : int(std::thread::hardware_concurrency());
   return {{"ranks", ranks},
-          {"shared_cores", std::max(1, cores)},
+          {"shared_cores", cores},
           {"threads", options.threads},
           {"peak_flops", {{"f32", peak}, {"bf16", peak}}},
           {"gemm_efficiency", {{"max", 1.0}, {"half_flops", halfFlops}}},
