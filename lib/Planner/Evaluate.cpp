@@ -631,8 +631,13 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
       facts.backwardFlops += double(cost.getFlopCount());
     }
   });
-  for (auto &[layer, bytes] : storedActivationBytesByLayer(module))
+  for (auto &[layer, bytes] : storedActivationBytesByLayer(module)) {
     facts.storedNone += double(bytes);
+    if (layer >= 0 && size_t(layer) < facts.layerFlops.size()) {
+      facts.layerStoredBytes.resize(facts.layerFlops.size(), 0.0);
+      facts.layerStoredBytes[size_t(layer)] += double(bytes);
+    }
+  }
   facts.storedSelective =
       std::max(0.0, facts.storedNone + facts.storedSelective);
   facts.storedFull = std::min(facts.storedFull, facts.storedNone);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -85,22 +86,35 @@ ScheduleTerms dtc::search::scheduleTerms(const std::string &schedule,
   return t;
 }
 
-double dtc::search::busiestStageShare(const ModelFacts &facts, int64_t stages,
-                                      int64_t chunks) {
+StageShares dtc::search::busiestStageShares(const ModelFacts &facts,
+                                            int64_t stages, int64_t chunks) {
+  StageShares shares;
   if (stages <= 1)
-    return 1.0;
+    return shares;
+  shares.flops = shares.stored = 1.0 / double(stages);
   const int64_t groups = stages * chunks;
-  if (int64_t(facts.layerFlops.size()) < groups)
-    return 1.0 / double(stages);
+  const size_t layers = facts.layerFlops.size();
+  if (int64_t(layers) < groups)
+    return shares;
   const llvm::SmallVector<int64_t> groupOf =
       mlir::dtc::balanceRuns(facts.layerFlops, groups);
-  std::vector<double> perStage(size_t(stages), 0.0);
-  double total = 0;
-  for (size_t layer = 0; layer < facts.layerFlops.size(); ++layer) {
-    perStage[size_t(groupOf[layer] % stages)] += facts.layerFlops[layer];
-    total += facts.layerFlops[layer];
-  }
-  return *std::max_element(perStage.begin(), perStage.end()) / total;
+  // The largest of `perLayer`'s sums over the layers of one stage, over
+  // their total.
+  auto busiest = [&](const std::vector<double> &perLayer) {
+    std::vector<double> perStage(size_t(stages), 0.0);
+    double total = 0;
+    for (size_t layer = 0; layer < layers; ++layer) {
+      perStage[size_t(groupOf[layer] % stages)] += perLayer[layer];
+      total += perLayer[layer];
+    }
+    return *std::max_element(perStage.begin(), perStage.end()) / total;
+  };
+  shares.flops = busiest(facts.layerFlops);
+  if (facts.layerStoredBytes.size() == layers &&
+      std::accumulate(facts.layerStoredBytes.begin(),
+                      facts.layerStoredBytes.end(), 0.0) > 0)
+    shares.stored = busiest(facts.layerStoredBytes);
+  return shares;
 }
 
 namespace {
@@ -246,8 +260,10 @@ void estimate(const ModelFacts &f, const Space &space,
   const double stretch =
       dtc::cost::bubbleStretch(c.bubble, batchWays * c.tp * c.pp, hw);
   if (f.kernels.empty()) {
-    c.computeSeconds = (f.forwardFlops + f.backwardFlops + recompute) /
-                       devices / (peak * hw.gemm.max) * stretch;
+    // The busiest stage's share of the flops, over the ranks of a stage.
+    c.computeSeconds = (f.forwardFlops + f.backwardFlops + recompute) *
+                       terms.stageShare / (devices / p) / (peak * hw.gemm.max) *
+                       stretch;
   } else {
     // Each kernel splits over the data, tensor and sequence ranks and the
     // micro-batches (KernelClass::Split says which), and a stage runs 1/pp
@@ -364,7 +380,9 @@ void estimate(const ModelFacts &f, const Space &space,
   // boundaries (full recomputation's) unless the sequence is split too.
   const double split =
       c.remat == "full" && !c.sequenceParallel ? 1.0 : double(c.tp);
-  const double perMicrobatch = stored / (d * m) / split / p / double(c.sp);
+  // The stage keeping most: the stage balancer's split of the layers.
+  const double perMicrobatch =
+      stored / (d * m) / split * terms.storedShare / double(c.sp);
   const double inFlight = c.pp > 1 ? terms.inFlight : 1.0;
   // A recomputed layer's forward is live again while its backward runs.
   const double working = c.remat == "none"
@@ -408,7 +426,9 @@ void enumeratePlansOf(const ModelFacts &facts, const Space &space,
       auto known = termsOf.find(key);
       if (known == termsOf.end()) {
         ScheduleTerms terms = scheduleTerms(schedule, base.pp, m, v);
-        terms.stageShare = busiestStageShare(facts, base.pp, v);
+        const StageShares shares = busiestStageShares(facts, base.pp, v);
+        terms.stageShare = shares.flops;
+        terms.storedShare = shares.stored;
         known = termsOf.emplace(key, terms).first;
       }
       const ScheduleTerms terms = known->second;

@@ -56,6 +56,9 @@ struct ModelFacts {
   /// Per layer (dtc.layer), one plus the flops of its ops in every phase:
   /// what the stage balancer (balanceStages) splits into pipeline stages.
   std::vector<double> layerFlops;
+  /// Per layer, the activation bytes its forward keeps for the backward
+  /// without recomputation (what storedNone sums).
+  std::vector<double> layerStoredBytes;
   /// Model flops per step: forward, backward, and the forward flops of
   /// the ops selective recomputation recomputes.
   double forwardFlops = 0, backwardFlops = 0, cheapForwardFlops = 0;
@@ -148,15 +151,20 @@ struct Candidate {
 /// micro-batches the busiest stage keeps in flight, in whole-stage units.
 struct ScheduleTerms {
   double bubble = 0, inFlight = 1;
-  /// The busiest pipeline stage's share of the step's layer flops (1 without
-  /// a pipeline; 1/pp when the layers split evenly).
-  double stageShare = 1;
+  /// The busiest pipeline stage's share of the step's layer flops, and the
+  /// largest share of the stored activations a stage keeps (1 without a
+  /// pipeline; 1/pp when the layers split evenly).
+  double stageShare = 1, storedShare = 1;
 };
-/// The busiest stage's share of `facts.layerFlops` when the stage balancer
-/// splits the layers into stages x chunks contiguous runs and chunk k runs
-/// on stage k mod stages (1/stages without layer flops).
-double busiestStageShare(const ModelFacts &facts, int64_t stages,
-                         int64_t chunks);
+/// The shares of the busiest stage when the stage balancer splits the
+/// layers into stages x chunks contiguous runs by `facts.layerFlops` and
+/// chunk k runs on stage k mod stages: of the flops and of
+/// `facts.layerStoredBytes` (1/stages for what the facts lack).
+struct StageShares {
+  double flops = 1, stored = 1;
+};
+StageShares busiestStageShares(const ModelFacts &facts, int64_t stages,
+                               int64_t chunks);
 ScheduleTerms scheduleTerms(const std::string &schedule, int64_t stages,
                             int64_t microbatches, int64_t virtualStages);
 

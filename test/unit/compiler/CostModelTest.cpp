@@ -261,6 +261,21 @@ TEST(Search, EstimatesFollowTheClosedForms) {
   // Compute: the step's flops over both devices at the best GEMM
   // efficiency of the f32 peak.
   EXPECT_DOUBLE_EQ(find(2, 0).computeSeconds, 3e12 / 2 / (19.5e12 * 0.8));
+  // Two pipeline stages of layers of uneven flops: the balancer puts the
+  // first three on one stage and the last on the other. The busiest stage
+  // computes 5/8 of the flops, stretched by 1F1B's bubble of one
+  // micro-batch (1/2), and the first stage keeps 3/4 of the activations.
+  facts.layerFlops = {1, 1, 1, 5};
+  facts.layerStoredBytes = {1e6, 1e6, 1e6, 1e6};
+  all = dtc::search::enumerateCandidates(facts, space, hw);
+  const dtc::search::Candidate *pp2 = nullptr;
+  for (const dtc::search::Candidate &c : all)
+    if (c.pp == 2 && c.microbatches == 1 && c.schedule == "1f1b" &&
+        c.remat == "none")
+      pp2 = &c;
+  ASSERT_TRUE(pp2);
+  EXPECT_DOUBLE_EQ(pp2->computeSeconds, 3e12 * 5 / 8 / (19.5e12 * 0.8) * 2);
+  EXPECT_DOUBLE_EQ(pp2->bytes, 16e6 / 2 + 3e6);
   // A budget below every plan: none fits, the smallest first.
   space.budget = 1;
   all = dtc::search::enumerateCandidates(facts, space, hw);
@@ -468,16 +483,28 @@ TEST(Search, ScheduleTermsAreTheSimulatedSchedules) {
 TEST(Search, BusiestStageShareFollowsTheStageBalancer) {
   dtc::search::ModelFacts facts;
   facts.layerFlops = {5, 1, 5, 1};
-  using dtc::search::busiestStageShare;
-  EXPECT_DOUBLE_EQ(busiestStageShare(facts, 1, 1), 1.0);
+  auto flops = [&](int64_t stages, int64_t chunks) {
+    return dtc::search::busiestStageShares(facts, stages, chunks).flops;
+  };
+  EXPECT_DOUBLE_EQ(flops(1, 1), 1.0);
   // Two stages: [5, 1 | 5, 1].
-  EXPECT_DOUBLE_EQ(busiestStageShare(facts, 2, 1), 6.0 / 12.0);
+  EXPECT_DOUBLE_EQ(flops(2, 1), 6.0 / 12.0);
   // Four stages: a layer each; the busiest holds 5 of 12, not 1/4.
-  EXPECT_DOUBLE_EQ(busiestStageShare(facts, 4, 1), 5.0 / 12.0);
+  EXPECT_DOUBLE_EQ(flops(4, 1), 5.0 / 12.0);
   // Two stages of two chunks: chunks 0 and 2 (both 5s) on stage 0.
-  EXPECT_DOUBLE_EQ(busiestStageShare(facts, 2, 2), 10.0 / 12.0);
+  EXPECT_DOUBLE_EQ(flops(2, 2), 10.0 / 12.0);
   // Fewer layers than chunks (a plan the enumeration never makes): even.
-  EXPECT_DOUBLE_EQ(busiestStageShare(facts, 8, 1), 1.0 / 8.0);
+  EXPECT_DOUBLE_EQ(flops(8, 1), 1.0 / 8.0);
+  // The stored activations follow the same split, stage by stage: on four
+  // stages the last layer's 6 of 9 bytes are one stage's.
+  EXPECT_DOUBLE_EQ(dtc::search::busiestStageShares(facts, 4, 1).stored,
+                   1.0 / 4.0);
+  facts.layerStoredBytes = {1, 1, 1, 6};
+  EXPECT_DOUBLE_EQ(dtc::search::busiestStageShares(facts, 4, 1).stored,
+                   6.0 / 9.0);
+  // Two stages split by flops as [5, 1 | 5, 1]: 2 and 7 bytes.
+  EXPECT_DOUBLE_EQ(dtc::search::busiestStageShares(facts, 2, 1).stored,
+                   7.0 / 9.0);
 }
 
 // The search chooses the schedule: with few micro-batches per stage the
