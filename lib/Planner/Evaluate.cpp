@@ -506,6 +506,20 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
   return elements;
 }
 
+/// Adds the activations each layer's forward keeps for the backward (no
+/// recomputation) to `facts`: their sum and, per layer of
+/// `facts.layerFlops`, their bytes.
+static void addStoredActivations(ModuleOp module,
+                                 ::dtc::search::ModelFacts &facts) {
+  for (auto &[layer, bytes] : storedActivationBytesByLayer(module)) {
+    facts.storedNone += double(bytes);
+    if (layer >= 0 && size_t(layer) < facts.layerFlops.size()) {
+      facts.layerStoredBytes.resize(facts.layerFlops.size(), 0.0);
+      facts.layerStoredBytes[size_t(layer)] += double(bytes);
+    }
+  }
+}
+
 ::dtc::search::ModelFacts modelFacts(ModuleOp module) {
   ::dtc::search::ModelFacts facts;
   func::FuncOp step = findTrainStep(module);
@@ -631,13 +645,7 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
       facts.backwardFlops += double(cost.getFlopCount());
     }
   });
-  for (auto &[layer, bytes] : storedActivationBytesByLayer(module)) {
-    facts.storedNone += double(bytes);
-    if (layer >= 0 && size_t(layer) < facts.layerFlops.size()) {
-      facts.layerStoredBytes.resize(facts.layerFlops.size(), 0.0);
-      facts.layerStoredBytes[size_t(layer)] += double(bytes);
-    }
-  }
+  addStoredActivations(module, facts);
   facts.storedSelective =
       std::max(0.0, facts.storedNone + facts.storedSelective);
   facts.storedFull = std::min(facts.storedFull, facts.storedNone);

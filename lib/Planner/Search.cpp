@@ -239,6 +239,45 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
   return comm;
 }
 
+/// Memory per device: the state by ZeRO stage (over every axis splitting
+/// the batch, but for the experts' weights, which the ep axes split
+/// instead), and the activations of the micro-batches the schedule keeps in
+/// flight on its busiest stage.
+double bytesPerDevice(const ModelFacts &f, const Space &space,
+                      const ScheduleTerms &terms, const Candidate &c) {
+  const int64_t batchWays = c.dp * c.ep;
+  const double m = double(c.microbatches);
+  const dtc::cost::BytesPerParam bpp =
+      dtc::cost::bytesPerParam(space.precision, space.optimizer);
+  const LocalParams local = localParams(f, c);
+  auto stateBytes = [&](double params, double d) {
+    return params * (bpp.params / (c.zero >= 3 ? d : 1.0) +
+                     bpp.grads / (c.zero >= 2 ? d : 1.0) +
+                     bpp.optimizer / (c.zero >= 1 ? d : 1.0));
+  };
+  const double state = stateBytes(local.dense, double(batchWays)) +
+                       stateBytes(local.experts, double(c.dp));
+  const double d = double(batchWays);
+  const double stored = c.remat == "full"        ? f.storedFull
+                        : c.remat == "selective" ? f.storedSelective
+                                                 : f.storedNone;
+  // Tensor parallelism splits what a layer keeps, except the layer
+  // boundaries (full recomputation's) unless the sequence is split too.
+  const double split =
+      c.remat == "full" && !c.sequenceParallel ? 1.0 : double(c.tp);
+  // The stage keeping most: the stage balancer's split of the layers.
+  const double perMicrobatch =
+      stored / (d * m) / split * terms.storedShare / double(c.sp);
+  const double inFlight = c.pp > 1 ? terms.inFlight : 1.0;
+  // A recomputed layer's forward is live again while its backward runs.
+  const double working = c.remat == "none"
+                             ? 0.0
+                             : f.storedNone /
+                                   double(std::max<int64_t>(f.layers, 1)) /
+                                   (d * m) / double(c.tp * c.sp);
+  return state + perMicrobatch * inFlight + working;
+}
+
 /// The estimate of one plan: its dp axes are [0, dpEnd), its ep axes
 /// [dpEnd, epEnd), its pp axes [epEnd, ppEnd), then sp's one axis (when
 /// c.sp > 1) and tp's the rest.
@@ -358,39 +397,7 @@ void estimate(const ModelFacts &f, const Space &space,
   c.commSeconds = comm;
   c.seconds = c.computeSeconds + c.commSeconds;
 
-  // Memory: the state by ZeRO stage (over every axis splitting the batch,
-  // but for the experts' weights, which the ep axes split instead), and the
-  // activations of the micro-batches the schedule keeps in flight on its
-  // busiest stage.
-  const dtc::cost::BytesPerParam bpp =
-      dtc::cost::bytesPerParam(space.precision, space.optimizer);
-  const LocalParams local = localParams(f, c);
-  auto stateBytes = [&](double params, double d) {
-    return params * (bpp.params / (c.zero >= 3 ? d : 1.0) +
-                     bpp.grads / (c.zero >= 2 ? d : 1.0) +
-                     bpp.optimizer / (c.zero >= 1 ? d : 1.0));
-  };
-  const double state = stateBytes(local.dense, double(batchWays)) +
-                       stateBytes(local.experts, double(c.dp));
-  const double d = double(batchWays);
-  const double stored = c.remat == "full"        ? f.storedFull
-                        : c.remat == "selective" ? f.storedSelective
-                                                 : f.storedNone;
-  // Tensor parallelism splits what a layer keeps, except the layer
-  // boundaries (full recomputation's) unless the sequence is split too.
-  const double split =
-      c.remat == "full" && !c.sequenceParallel ? 1.0 : double(c.tp);
-  // The stage keeping most: the stage balancer's split of the layers.
-  const double perMicrobatch =
-      stored / (d * m) / split * terms.storedShare / double(c.sp);
-  const double inFlight = c.pp > 1 ? terms.inFlight : 1.0;
-  // A recomputed layer's forward is live again while its backward runs.
-  const double working = c.remat == "none"
-                             ? 0.0
-                             : f.storedNone /
-                                   double(std::max<int64_t>(f.layers, 1)) /
-                                   (d * m) / double(c.tp * c.sp);
-  c.bytes = state + perMicrobatch * inFlight + working;
+  c.bytes = bytesPerDevice(f, space, terms, c);
   c.fits = space.budget <= 0 || c.bytes <= space.budget;
 }
 
