@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <numeric>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -99,21 +98,21 @@ StageShares dtc::search::busiestStageShares(const ModelFacts &facts,
   const llvm::SmallVector<int64_t> groupOf =
       mlir::dtc::balanceRuns(facts.layerFlops, groups);
   // The largest of `perLayer`'s sums over the layers of one stage, over
-  // their total.
-  auto busiest = [&](const std::vector<double> &perLayer) {
+  // their total (`even` when there is none).
+  auto busiest = [&](const std::vector<double> &perLayer, double even) {
     std::vector<double> perStage(size_t(stages), 0.0);
     double total = 0;
     for (size_t layer = 0; layer < layers; ++layer) {
       perStage[size_t(groupOf[layer] % stages)] += perLayer[layer];
       total += perLayer[layer];
     }
-    return *std::max_element(perStage.begin(), perStage.end()) / total;
+    return total > 0
+               ? *std::max_element(perStage.begin(), perStage.end()) / total
+               : even;
   };
-  shares.flops = busiest(facts.layerFlops);
-  if (facts.layerStoredBytes.size() == layers &&
-      std::accumulate(facts.layerStoredBytes.begin(),
-                      facts.layerStoredBytes.end(), 0.0) > 0)
-    shares.stored = busiest(facts.layerStoredBytes);
+  shares.flops = busiest(facts.layerFlops, shares.flops);
+  if (facts.layerStoredBytes.size() == layers)
+    shares.stored = busiest(facts.layerStoredBytes, shares.stored);
   return shares;
 }
 

@@ -400,9 +400,9 @@ struct ScheduleCollectivesPass
   /// ZeRO without micro-batches: the gradients' reduce-scatters (issued as
   /// each gradient is complete under ZeRO-2/3; ZeRO-1's each precede their
   /// update, so one piece lives at a time, and stay one call each), the
-  /// gathers of updated
-  /// parameters (ZeRO-1/2, issued as each update is done) and the ZeRO-3
-  /// gathers of a region's parameters, in buckets (groupIntoBuckets).
+  /// gathers of updated parameters (ZeRO-1/2, issued as each update is
+  /// done) and the ZeRO-3 gathers of a region's parameters, in buckets
+  /// (groupIntoBuckets).
   void bucketZeroCollectives(func::FuncOp func, Block &body) {
     SmallVector<BucketCandidate> candidates;
     for (Operation &op : body)

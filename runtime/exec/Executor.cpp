@@ -184,9 +184,10 @@ RankExecutor::RankExecutor(const Artifact &a, World &world,
     }
     instrs_[size_t(b.members[0])].comm->reserveScratch(
         size_t(bucketScratchBytes(p, b)));
-    // The collective's operand and result together.
-    instrs_[size_t(b.members[0])].comm->reserveStaging(size_t(
-        b.coll == CollectiveKind::AllReduce ? 2 * b.bytes : b.bufferBytes()));
+    // The collective's operand and result together: a block and the
+    // larger side.
+    instrs_[size_t(b.members[0])].comm->reserveStaging(
+        size_t(b.bytes + b.dataBytes()));
   }
   if (bucketBufferSize_ > 0)
     bucketBuffer_ = allocate(bucketBufferSize_, kStaging);
