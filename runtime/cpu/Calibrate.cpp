@@ -73,6 +73,22 @@ constexpr int kTimingRounds = 3;
 /// The most repetitions of one operation in a round.
 constexpr int64_t kMaxReps = 1000000;
 
+/// The best line of the form slope * (knee + size), knee > 0, with
+/// intercept slope * knee >= `minIntercept`. For a fixed knee the log error
+/// is a convex quadratic in log(slope), least at the mean of
+/// log(seconds / (knee + size)); the bound only raises it, so the clamped
+/// slope is that ray's exact optimum.
+LineFit bestLineWithKnee(const std::vector<CalibrationPoint> &timed,
+                         double knee, double minIntercept) {
+  double sumLog = 0;
+  for (const CalibrationPoint &p : timed)
+    sumLog += std::log(p.seconds / (knee + p.size));
+  const double slope = std::exp(sumLog / double(timed.size()));
+  if (slope * knee < minIntercept)
+    return {minIntercept, minIntercept / knee};
+  return {slope * knee, slope};
+}
+
 } // namespace
 
 LineFit fitLine(const std::vector<CalibrationPoint> &points,
@@ -83,87 +99,83 @@ LineFit fitLine(const std::vector<CalibrationPoint> &points,
       timed.push_back(p);
   if (timed.empty())
     return {minIntercept, 0};
-  // The error is not convex in (intercept, slope), so the search starts
-  // from the best of lines that cover every shape the optimum can take:
-  // through each pair of points, flat at each point, from the lowest
-  // intercept through each point (each clamped to the bounds).
-  auto bounded = [&](double intercept, double slope) {
-    return LineFit{std::max(minIntercept, intercept), std::max(0.0, slope)};
-  };
-  std::vector<LineFit> starts;
-  for (size_t i = 0; i < timed.size(); ++i) {
-    const CalibrationPoint &p = timed[i];
-    starts.push_back(bounded(p.seconds, 0));
-    if (p.size > 0)
-      starts.push_back(
-          bounded(minIntercept, (p.seconds - minIntercept) / p.size));
-    for (size_t j = i + 1; j < timed.size(); ++j) {
-      const CalibrationPoint &q = timed[j];
-      if (q.size == p.size)
-        continue;
-      const double slope =
-          std::max(0.0, (q.seconds - p.seconds) / (q.size - p.size));
-      starts.push_back(bounded(p.seconds - slope * p.size, slope));
-    }
-  }
-  // And a grid over the plane (a geometric range of each, and the bound):
-  // where two kernels of a class scatter at each size (the row
-  // reductions'), the best line through a pair can lie in the wrong valley,
-  // at the bound, where the search cannot leave it.
-  double fewestSeconds = INFINITY, mostSeconds = 0, smallest = INFINITY,
-         largest = 0;
+  // The error is not convex in (intercept, slope), and a search over the
+  // plane lands in the wrong valley where two kernels of a class scatter at
+  // each size (the row reductions'). Every line with a positive intercept
+  // and slope is slope * (knee + size) for one knee, and each knee's best
+  // line is exact (bestLineWithKnee): the fit is a search over one variable,
+  // log(knee), whose error is smooth. A dense grid finds the valley, a
+  // golden-section search between its neighbours the bottom. The lines
+  // with a zero slope or intercept are the two ends, taken exactly.
+  double meanLogSeconds = 0;
+  double smallest = INFINITY, largest = 0;
   for (const CalibrationPoint &p : timed) {
-    fewestSeconds = std::min(fewestSeconds, p.seconds);
-    mostSeconds = std::max(mostSeconds, p.seconds);
+    meanLogSeconds += std::log(p.seconds);
     if (p.size > 0)
       smallest = std::min(smallest, p.size);
     largest = std::max(largest, p.size);
   }
-  if (largest > 0) {
-    constexpr int kGridSteps = 48;
-    auto geometric = [](double lo, double hi, int i) {
-      return lo * std::pow(hi / lo, double(i) / (kGridSteps - 1));
-    };
-    const double excessLo = fewestSeconds * 1e-4, excessHi = mostSeconds * 4;
-    const double slopeLo = fewestSeconds / largest * 1e-4,
-                 slopeHi = mostSeconds / smallest * 4;
-    for (int i = -1; i < kGridSteps; ++i)
-      for (int j = 0; j < kGridSteps; ++j)
-        starts.push_back(
-            {minIntercept + (i < 0 ? 0 : geometric(excessLo, excessHi, i)),
-             geometric(slopeLo, slopeHi, j)});
-  }
-  LineFit best = starts.front();
+  meanLogSeconds /= double(timed.size());
+  LineFit best{std::max(minIntercept, std::exp(meanLogSeconds)), 0};
   double bestError = logRatioError(best, timed);
-  for (const LineFit &line : starts)
-    if (double error = logRatioError(line, timed); error < bestError) {
+  if (largest <= 0)
+    return best;
+  auto consider = [&](const LineFit &line) {
+    const double error = logRatioError(line, timed);
+    if (error < bestError) {
       best = line;
       bestError = error;
     }
-  // Pattern search on the logarithms of the slope and of the intercept's
-  // excess over its bound: a parameter at its bound stays there, which is
-  // the constrained optimum's edge.
-  for (double step = 1.0; step > 1e-7;) {
-    bool moved = false;
-    for (auto [scaleIntercept, scaleSlope] : {std::pair{1.0, 0.0},
-                                              {-1.0, 0.0},
-                                              {0.0, 1.0},
-                                              {0.0, -1.0},
-                                              {1.0, 1.0},
-                                              {-1.0, -1.0},
-                                              {1.0, -1.0},
-                                              {-1.0, 1.0}}) {
-      const LineFit trial{minIntercept + (best.intercept - minIntercept) *
-                                             std::exp(scaleIntercept * step),
-                          best.slope * std::exp(scaleSlope * step)};
-      if (double error = logRatioError(trial, timed); error < bestError) {
-        best = trial;
-        bestError = error;
-        moved = true;
+    return error;
+  };
+  if (minIntercept <= 0 &&
+      std::all_of(timed.begin(), timed.end(),
+                  [](const CalibrationPoint &p) { return p.size > 0; })) {
+    double sumLog = 0;
+    for (const CalibrationPoint &p : timed)
+      sumLog += std::log(p.seconds / p.size);
+    consider({0, std::exp(sumLog / double(timed.size()))});
+  }
+  // Knees from far below the smallest size (a line through the origin) to
+  // far above the largest (a flat line), 1.2% apart.
+  constexpr int kKneeSteps = 2400;
+  const double logLo = std::log(smallest * 1e-6),
+               logHi = std::log(largest * 1e6);
+  auto errorAt = [&](double logKnee) {
+    return consider(bestLineWithKnee(timed, std::exp(logKnee), minIntercept));
+  };
+  std::vector<double> grid(kKneeSteps);
+  for (int i = 0; i < kKneeSteps; ++i)
+    grid[size_t(i)] =
+        errorAt(logLo + (logHi - logLo) * double(i) / (kKneeSteps - 1));
+  // Every local minimum of the grid is refined: two valleys can lie within
+  // the grid's resolution of the same error.
+  const double step = (logHi - logLo) / (kKneeSteps - 1);
+  for (int i = 0; i < kKneeSteps; ++i) {
+    const bool lowest =
+        (i == 0 || grid[size_t(i)] <= grid[size_t(i - 1)]) &&
+        (i == kKneeSteps - 1 || grid[size_t(i)] <= grid[size_t(i + 1)]);
+    if (!lowest)
+      continue;
+    const double invPhi = (std::sqrt(5.0) - 1) / 2;
+    double lo = logLo + step * (i - 1), hi = logLo + step * (i + 1);
+    double x1 = hi - invPhi * (hi - lo), x2 = lo + invPhi * (hi - lo);
+    double e1 = errorAt(x1), e2 = errorAt(x2);
+    for (int iteration = 0; iteration < 60; ++iteration) {
+      if (e1 < e2) {
+        hi = x2;
+        x2 = x1;
+        e2 = e1;
+        x1 = hi - invPhi * (hi - lo);
+        e1 = errorAt(x1);
+      } else {
+        lo = x1;
+        x1 = x2;
+        e1 = e2;
+        x2 = lo + invPhi * (hi - lo);
+        e2 = errorAt(x2);
       }
     }
-    if (!moved)
-      step /= 2;
   }
   return best;
 }
