@@ -48,6 +48,20 @@ bool containsFactor(const TensorFactors &tensor, int64_t factor) {
   return layoutOf(tensor, factor).dim >= 0;
 }
 
+/// An element-wise op merged into the node its operand comes from (Alpa's
+/// simplification): it has no strategy of its own but splits, under each
+/// of the node's strategies, the factor that keeps its operand's layout.
+struct Follower {
+  Operation *op = nullptr;
+  ShardingRule rule;
+  /// Per strategy of the node: the factor this op splits (-1 none).
+  SmallVector<int64_t> factors;
+  /// One instance's cost and memory per strategy of the node.
+  std::vector<double> cost, memory;
+  /// The op and its instances in identical blocks.
+  SmallVector<Operation *> ops;
+};
+
 /// One node of the program: a forward op or a parameter, its strategies,
 /// and the layout each strategy gives every result (a parameter: itself).
 struct Node {
@@ -62,12 +76,14 @@ struct Node {
   /// choice, the node's own first.
   SmallVector<Operation *> ops;
   SmallVector<Value> parameters;
+  std::vector<Follower> followers;
 };
 
 /// Where a value comes from in the program: a node and its result index
-/// (-1: the node is the parameter itself).
+/// (-1: the node is the parameter itself), of one of the node's followers
+/// when `follower` >= 0.
 struct Source {
-  int node = -1, result = -1;
+  int node = -1, result = -1, follower = -1;
 };
 
 class Builder {
@@ -107,7 +123,8 @@ public:
       for (Value operand : op.getOperands())
         if (isParameter(operand) && !sourceOf.count(operand))
           addParameter(problem, operand);
-      addOp(problem, &op, std::move(rule));
+      if (!options.mergeElementwise || !addFollower(problem, &op, rule))
+        addOp(problem, &op, std::move(rule));
     }
   }
 
@@ -174,10 +191,12 @@ private:
       sum[k] += cost[k];
   }
 
-  /// The edges from the nodes `op`'s operands come from to node `self`.
+  /// The edges from the nodes `op`'s operands come from to node `self`,
+  /// under which `op` (of `rule`) splits `factors[s]` for each of the
+  /// node's strategies s.
   void addOperandEdges(::dtc::planner::IntraOpProblem &problem, Operation *op,
+                       const ShardingRule &rule, ArrayRef<int64_t> factors,
                        int self) {
-    const Node &me = nodes[self];
     for (auto [idx, operand] : llvm::enumerate(op->getOperands())) {
       auto source = sourceOf.find(operand);
       if (source == sourceOf.end())
@@ -186,24 +205,82 @@ private:
       const double bytes = sizeOf(operand);
       std::vector<double> edge;
       for (size_t s = 0; s < from.strategies.size(); ++s)
-        for (int64_t factor : me.strategies)
+        for (int64_t factor : factors)
           edge.push_back(reshard(layoutUnder(from, int(s), source->second),
-                                 layoutOf(me.rule->operands[idx], factor),
-                                 bytes));
+                                 layoutOf(rule.operands[idx], factor), bytes));
       addEdge(problem, source->second.node, self, std::move(edge));
     }
+  }
+
+  /// Merges `op` into the node its operand comes from when `op` is
+  /// element-wise (every factor parallel, the operand laid out as the
+  /// result) and can split, under each of the node's strategies, the
+  /// factor its operand is split by: then it never reshards that operand,
+  /// and a choice of its own could only add a reshard. Alpa merges such
+  /// chains the same way; the program loses the layouts where an
+  /// element-wise op differs from its operand's.
+  bool addFollower(::dtc::planner::IntraOpProblem &problem, Operation *op,
+                   const ShardingRule &rule) {
+    if (op->getNumResults() != 1 ||
+        llvm::any_of(rule.factorKinds,
+                     [](FactorKind k) { return k != FactorKind::Parallel; }))
+      return false;
+    for (auto [idx, operand] : llvm::enumerate(op->getOperands())) {
+      auto found = sourceOf.find(operand);
+      if (found == sourceOf.end() || found->second.result < 0)
+        continue;
+      const Source source = found->second;
+      const SmallVector<int64_t> legal = legalFactors(op, rule);
+      Follower follower;
+      follower.op = op;
+      follower.rule = rule;
+      for (size_t s = 0; s < nodes[source.node].strategies.size(); ++s) {
+        const Layout from = layoutUnder(nodes[source.node], int(s), source);
+        const int64_t factor =
+            from.dim < 0 ? -1 : rule.operands[idx][from.dim][from.position];
+        if (factor >= 0 && !llvm::is_contained(legal, factor))
+          return false;
+        follower.factors.push_back(factor);
+        auto [seconds, kept] = strategyCostAndMemory(op, rule, factor);
+        follower.cost.push_back(seconds);
+        follower.memory.push_back(kept);
+      }
+      follower.ops.push_back(op);
+      const int self = source.node;
+      for (size_t s = 0; s < follower.cost.size(); ++s) {
+        problem.nodes[self].cost[s] += follower.cost[s];
+        problem.nodes[self].memory[s] += follower.memory[s];
+      }
+      Node &node = nodes[self];
+      node.followers.push_back(std::move(follower));
+      const Follower &added = node.followers.back();
+      addOperandEdges(problem, op, added.rule, added.factors, self);
+      sourceOf[op->getResult(0)] = {self, 0,
+                                    int(nodes[self].followers.size()) - 1};
+      return true;
+    }
+    return false;
   }
 
   /// An op of a later identical block: its representative's node pays
   /// for it once more, and its parameters are that node's parameters'.
   void addInstance(::dtc::planner::IntraOpProblem &problem, Operation *op,
                    Operation *rep) {
-    const int self = sourceOf.lookup(rep->getResult(0)).node;
-    Node &node = nodes[self];
-    node.ops.push_back(op);
-    for (size_t s = 0; s < node.cost.size(); ++s) {
-      problem.nodes[self].cost[s] += node.cost[s];
-      problem.nodes[self].memory[s] += node.memory[s];
+    const Source repResult = sourceOf.lookup(rep->getResult(0));
+    const int self = repResult.node;
+    {
+      Node &node = nodes[self];
+      const bool follows = repResult.follower >= 0;
+      Follower *follower =
+          follows ? &node.followers[repResult.follower] : nullptr;
+      (follows ? follower->ops : node.ops).push_back(op);
+      const std::vector<double> &cost = follows ? follower->cost : node.cost;
+      const std::vector<double> &memory =
+          follows ? follower->memory : node.memory;
+      for (size_t s = 0; s < cost.size(); ++s) {
+        problem.nodes[self].cost[s] += cost[s];
+        problem.nodes[self].memory[s] += memory[s];
+      }
     }
     for (auto [operand, repOperand] :
          llvm::zip(op->getOperands(), rep->getOperands())) {
@@ -220,9 +297,15 @@ private:
       for (size_t s = 0; s < nodes[param].memory.size(); ++s)
         problem.nodes[param].memory[s] += nodes[param].memory[s];
     }
-    addOperandEdges(problem, op, self);
+    const Node &node = nodes[self];
+    if (repResult.follower >= 0) {
+      const Follower &follower = node.followers[repResult.follower];
+      addOperandEdges(problem, op, follower.rule, follower.factors, self);
+    } else {
+      addOperandEdges(problem, op, *node.rule, node.strategies, self);
+    }
     for (auto [idx, result] : llvm::enumerate(op->getResults()))
-      sourceOf[result] = {self, int(idx)};
+      sourceOf[result] = {self, int(idx), repResult.follower};
   }
 
   bool isParameter(Value v) const { return isParameterArgument(step, v); }
@@ -295,6 +378,10 @@ private:
   Layout layoutUnder(const Node &n, int s, Source source) const {
     if (source.result < 0)
       return {int(n.strategies[s]), 0};
+    if (source.follower >= 0) {
+      const Follower &f = n.followers[source.follower];
+      return layoutOf(f.rule.results[source.result], f.factors[s]);
+    }
     return layoutOf(n.rule->results[source.result], n.strategies[s]);
   }
 
@@ -349,11 +436,9 @@ private:
     return seconds;
   }
 
-  void addOp(::dtc::planner::IntraOpProblem &problem, Operation *op,
-             ShardingRule rule) {
-    Node node;
-    node.op = op;
-    node.strategies.push_back(-1);
+  /// The factors of `op` the tp axes may split.
+  SmallVector<int64_t> legalFactors(Operation *op, const ShardingRule &rule) {
+    SmallVector<int64_t> legal;
     for (int64_t f = 0; f < int64_t(rule.getNumFactors()); ++f) {
       if (rule.factorKinds[f] == FactorKind::Blocked ||
           rule.factorSizes[f] % devices != 0 || rule.factorSizes[f] < devices ||
@@ -362,32 +447,50 @@ private:
       FactorAxes factors(rule.getNumFactors());
       factors[f] = options.tpAxes;
       if (checkFactorAxes(op, rule, factors, grid).empty())
-        node.strategies.push_back(f);
+        legal.push_back(f);
     }
+    return legal;
+  }
+
+  /// One instance's cost and the bytes it keeps per device when the tp
+  /// axes split `factor` of `op` (-1: none).
+  std::pair<double, double> strategyCostAndMemory(Operation *op,
+                                                  const ShardingRule &rule,
+                                                  int64_t factor) {
+    double seconds = strategyCost(op, rule, factor);
+    double kept = 0;
+    for (auto [idx, result] : llvm::enumerate(op->getResults()))
+      kept += bytesOf(result.getType()) * options.activationShare /
+              pieces(rule.results[idx], factor);
+    // A parameter's gradient is as large as the reader computes it: a
+    // parameter stored split but read whole has a whole gradient (and a
+    // whole gathered copy) until the reduce-scatter.
+    for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
+      if (isParameter(operand)) {
+        auto type = tensorTypeOf(operand);
+        const double whole =
+            std::max(bytesOf(type), 4 * double(type.getNumElements())) *
+            options.gradientShare;
+        kept += whole / pieces(rule.operands[idx], factor);
+      }
+    // Operands nothing in the program produces (inputs, constants) are
+    // whole: reading them split is a slice, and a gathered gradient.
+    for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
+      if (!sourceOf.count(operand) && hasGradient(operand))
+        seconds +=
+            reshard({}, layoutOf(rule.operands[idx], factor), sizeOf(operand));
+    return {seconds, kept};
+  }
+
+  void addOp(::dtc::planner::IntraOpProblem &problem, Operation *op,
+             ShardingRule rule) {
+    Node node;
+    node.op = op;
+    node.strategies.push_back(-1);
+    node.strategies.append(legalFactors(op, rule));
     std::vector<double> cost, memory;
     for (int64_t factor : node.strategies) {
-      double seconds = strategyCost(op, rule, factor);
-      double kept = 0;
-      for (auto [idx, result] : llvm::enumerate(op->getResults()))
-        kept += bytesOf(result.getType()) * options.activationShare /
-                pieces(rule.results[idx], factor);
-      // A parameter's gradient is as large as the reader computes it: a
-      // parameter stored split but read whole has a whole gradient (and a
-      // whole gathered copy) until the reduce-scatter.
-      for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
-        if (isParameter(operand)) {
-          auto type = tensorTypeOf(operand);
-          const double whole =
-              std::max(bytesOf(type), 4 * double(type.getNumElements())) *
-              options.gradientShare;
-          kept += whole / pieces(rule.operands[idx], factor);
-        }
-      // Operands nothing in the program produces (inputs, constants) are
-      // whole: reading them split is a slice, and a gathered gradient.
-      for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
-        if (!sourceOf.count(operand) && hasGradient(operand))
-          seconds += reshard({}, layoutOf(rule.operands[idx], factor),
-                             sizeOf(operand));
+      auto [seconds, kept] = strategyCostAndMemory(op, rule, factor);
       cost.push_back(seconds);
       memory.push_back(kept);
     }
@@ -398,7 +501,8 @@ private:
     const int self = int(nodes.size());
     problem.addNode(op->getName().getStringRef().str(), cost, memory);
     nodes.push_back(std::move(node));
-    addOperandEdges(problem, op, self);
+    addOperandEdges(problem, op, *nodes[self].rule, nodes[self].strategies,
+                    self);
     for (auto [idx, result] : llvm::enumerate(op->getResults()))
       sourceOf[result] = {self, int(idx)};
   }
@@ -501,6 +605,10 @@ FailureOr<TensorLayout> planTensorLayout(func::FuncOp step,
     const int64_t choice = node.strategies[layout.solution.choice[index]];
     for (Operation *op : node.ops)
       layout.splitFactor[op] = choice;
+    for (const Follower &follower : node.followers)
+      for (Operation *op : follower.ops)
+        layout.splitFactor[op] =
+            follower.factors[layout.solution.choice[index]];
     for (Value param : node.parameters) {
       TensorSharding sharding =
           TensorSharding::replicated(tensorTypeOf(param).getRank());

@@ -34,6 +34,7 @@ struct TestPrintTensorLayoutPass
       return signalPassFailure();
     TensorLayoutOptions options =
         tensorLayoutOptions(*plan, *hw, double(deviceMemory));
+    options.mergeElementwise = mergeElementwise;
     FailureOr<TensorLayout> layout = planTensorLayout(step, *grid, options);
     if (failed(layout))
       return signalPassFailure();

@@ -455,7 +455,9 @@ def TestPrintTensorLayout : Pass<"dtc-test-print-tensor-layout", "::mlir::Module
     Option<"hardware", "hardware", "std::string", /*default=*/"\"a100\"",
            "hardware profile (a name or a JSON file)">,
     Option<"deviceMemory", "device-memory", "double", /*default=*/"0",
-           "bytes per device (0: the profile's)">
+           "bytes per device (0: the profile's)">,
+    Option<"mergeElementwise", "merge-elementwise", "bool", /*default=*/"true",
+           "element-wise ops follow their operand's node (false: each op a node)">
   ];
 }
 

@@ -27,7 +27,10 @@
 // Identical blocks (include/dtc/Planner/ModelStructure.h) share their
 // nodes, each instance adding its costs and memory and its edges (merged
 // per pair of nodes), so the program's size follows the distinct layers,
-// not the depth, and every block gets the same layout.
+// not the depth, and every block gets the same layout. Element-wise ops
+// (every factor parallel, an operand laid out as the result) join the node
+// of that operand and keep its layout, as in Alpa: no variables of their
+// own.
 // The chosen split of every forward op and parameter is what
 // dtc-materialize-plan pins; propagation derives the backward and the
 // optimizer from it.
@@ -72,6 +75,9 @@ struct TensorLayoutOptions {
   bool leastMemoryWhenNothingFits = false;
   /// Whether the tp axes may split `factor` of `op` (all may when unset).
   std::function<bool(Operation *, int64_t)> mayUseFactor;
+  /// Element-wise ops follow their operand's node instead of being nodes
+  /// of their own (Alpa's simplification; a smaller program).
+  bool mergeElementwise = true;
 };
 
 struct TensorLayout {
