@@ -520,6 +520,27 @@ static void addStoredActivations(ModuleOp module,
   }
 }
 
+/// Each dense parameter's elements and the layers whose forward reads it
+/// (`facts.paramUses`): a pipeline stage holds those its layers read.
+static void addParamUses(func::FuncOp step,
+                         const llvm::DenseSet<Value> &experts,
+                         ::dtc::search::ModelFacts &facts) {
+  for (BlockArgument arg : step.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || argRole(step, arg.getArgNumber()) != Role::Param ||
+        experts.contains(arg))
+      continue;
+    ::dtc::search::ModelFacts::ParamUse use;
+    use.elements = double(type.getNumElements());
+    for (Operation *user : arg.getUsers())
+      if (auto layer = user->getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr);
+          layer && isPhase(user, Phase::Forward) &&
+          !llvm::is_contained(use.layers, layer.getInt()))
+        use.layers.push_back(layer.getInt());
+    facts.paramUses.push_back(std::move(use));
+  }
+}
+
 ::dtc::search::ModelFacts modelFacts(ModuleOp module) {
   ::dtc::search::ModelFacts facts;
   func::FuncOp step = findTrainStep(module);
@@ -558,6 +579,7 @@ static void addStoredActivations(ModuleOp module,
     facts.expertParams +=
         expertRegion(step, dispatch, expertOps, expertWeights);
   });
+  addParamUses(step, expertWeights, facts);
   // `slots`: the token slots `op` exchanges (exchangedSlotElements).
   auto splitOf = [&](Operation *op, int64_t slots) {
     if (isa<MoeRouteOp, MoeRouteGradOp, MoeFirstChoiceFractionOp>(op))

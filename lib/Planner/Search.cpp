@@ -90,7 +90,7 @@ StageShares dtc::search::busiestStageShares(const ModelFacts &facts,
   StageShares shares;
   if (stages <= 1)
     return shares;
-  shares.flops = shares.stored = 1.0 / double(stages);
+  shares.flops = shares.stored = shares.params = 1.0 / double(stages);
   const int64_t groups = stages * chunks;
   const size_t layers = facts.layerFlops.size();
   if (int64_t(layers) < groups)
@@ -113,6 +113,22 @@ StageShares dtc::search::busiestStageShares(const ModelFacts &facts,
   shares.flops = busiest(facts.layerFlops, shares.flops);
   if (facts.layerStoredBytes.size() == layers)
     shares.stored = busiest(facts.layerStoredBytes, shares.stored);
+  std::vector<double> paramsOnStage(size_t(stages), 0.0);
+  double totalParams = 0;
+  for (const ModelFacts::ParamUse &use : facts.paramUses) {
+    std::vector<bool> held(size_t(stages), false);
+    for (int64_t layer : use.layers)
+      if (layer >= 0 && size_t(layer) < layers)
+        held[size_t(groupOf[size_t(layer)] % stages)] = true;
+    for (int64_t stage = 0; stage < stages; ++stage)
+      if (held[size_t(stage)])
+        paramsOnStage[size_t(stage)] += use.elements;
+    totalParams += use.elements;
+  }
+  if (totalParams > 0)
+    shares.params =
+        *std::max_element(paramsOnStage.begin(), paramsOnStage.end()) /
+        totalParams;
   return shares;
 }
 
@@ -134,14 +150,16 @@ Link slowest(const HardwareProfile &hw, size_t from, size_t to) {
   return link;
 }
 
-/// The parameters a device holds (before ZeRO): the dense ones split by
-/// tp and pp, the experts' by ep and pp (Megatron's tensor-parallel
-/// pattern keeps an expert's weights whole).
+/// The parameters a device of the busiest stage holds (before ZeRO): the
+/// dense ones split by tp, that stage's share of them (`terms.paramShare`),
+/// the experts' by ep and pp (Megatron's tensor-parallel pattern keeps an
+/// expert's weights whole).
 struct LocalParams {
   double dense = 0, experts = 0;
 };
-LocalParams localParams(const ModelFacts &f, const Candidate &c) {
-  return {double(f.params - f.expertParams) / double(c.tp * c.pp),
+LocalParams localParams(const ModelFacts &f, const ScheduleTerms &terms,
+                        const Candidate &c) {
+  return {double(f.params - f.expertParams) * terms.paramShare / double(c.tp),
           double(f.expertParams) / double(c.pp * c.ep)};
 }
 
@@ -150,7 +168,8 @@ LocalParams localParams(const ModelFacts &f, const Candidate &c) {
 /// ZeRO-3's parameter gathers).
 double batchCommSeconds(const ModelFacts &f, const Space &space,
                         const HardwareProfile &hw, size_t dpEnd, size_t epEnd,
-                        size_t ppEnd, const Candidate &c, double stretch) {
+                        size_t ppEnd, const ScheduleTerms &terms,
+                        const Candidate &c, double stretch) {
   const int64_t batchWays = c.dp * c.ep;
   const double m = double(c.microbatches), p = double(c.pp);
   double comm = 0;
@@ -175,7 +194,7 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
   // each micro-batch's forward and backward too.
   const dtc::cost::BytesPerParam bpp =
       dtc::cost::bytesPerParam(space.precision, space.optimizer);
-  const LocalParams local = localParams(f, c);
+  const LocalParams local = localParams(f, terms, c);
   // Parameter tensors per stage, dense and experts: ZeRO reduce-scatters
   // each one's gradient and gathers it back updated (and ZeRO-3 gathers
   // each one per use). Without micro-batches these calls share buckets of
@@ -248,7 +267,7 @@ double bytesPerDevice(const ModelFacts &f, const Space &space,
   const double m = double(c.microbatches);
   const dtc::cost::BytesPerParam bpp =
       dtc::cost::bytesPerParam(space.precision, space.optimizer);
-  const LocalParams local = localParams(f, c);
+  const LocalParams local = localParams(f, terms, c);
   auto stateBytes = [&](double params, double d) {
     return params * (bpp.params / (c.zero >= 3 ? d : 1.0) +
                      bpp.grads / (c.zero >= 2 ? d : 1.0) +
@@ -392,7 +411,8 @@ void estimate(const ModelFacts &f, const Space &space,
     comm += m * layersHere * shifts * dtc::cost::sendRecvTime(block, link) *
             stretch;
   }
-  comm += batchCommSeconds(f, space, hw, dpEnd, epEnd, ppEnd, c, stretch);
+  comm +=
+      batchCommSeconds(f, space, hw, dpEnd, epEnd, ppEnd, terms, c, stretch);
   c.commSeconds = comm;
   c.seconds = c.computeSeconds + c.commSeconds;
 
@@ -435,6 +455,7 @@ void enumeratePlansOf(const ModelFacts &facts, const Space &space,
         const StageShares shares = busiestStageShares(facts, base.pp, v);
         terms.stageShare = shares.flops;
         terms.storedShare = shares.stored;
+        terms.paramShare = shares.params;
         known = termsOf.emplace(key, terms).first;
       }
       const ScheduleTerms terms = known->second;

@@ -59,6 +59,14 @@ struct ModelFacts {
   /// Per layer, the activation bytes its forward keeps for the backward
   /// without recomputation (what storedNone sums).
   std::vector<double> layerStoredBytes;
+  /// Per dense parameter (not an expert's), its elements and the layers
+  /// whose forward reads it: a pipeline stage holds every parameter one of
+  /// its layers reads (a tied embedding on the first stage and the last).
+  struct ParamUse {
+    double elements = 0;
+    std::vector<int64_t> layers;
+  };
+  std::vector<ParamUse> paramUses;
   /// Model flops per step: forward, backward, and the forward flops of
   /// the ops selective recomputation recomputes.
   double forwardFlops = 0, backwardFlops = 0, cheapForwardFlops = 0;
@@ -151,17 +159,20 @@ struct Candidate {
 /// micro-batches the busiest stage keeps in flight, in whole-stage units.
 struct ScheduleTerms {
   double bubble = 0, inFlight = 1;
-  /// The busiest pipeline stage's share of the step's layer flops, and the
-  /// largest share of the stored activations a stage keeps (1 without a
-  /// pipeline; 1/pp when the layers split evenly).
-  double stageShare = 1, storedShare = 1;
+  /// The busiest pipeline stage's share of the step's layer flops, the
+  /// largest share of the stored activations a stage keeps, and of the
+  /// dense parameters a stage holds (1 without a pipeline; 1/pp when the
+  /// layers split evenly).
+  double stageShare = 1, storedShare = 1, paramShare = 1;
 };
 /// The shares of the busiest stage when the stage balancer splits the
 /// layers into stages x chunks contiguous runs by `facts.layerFlops` and
-/// chunk k runs on stage k mod stages: of the flops and of
-/// `facts.layerStoredBytes` (1/stages for what the facts lack).
+/// chunk k runs on stage k mod stages: of the flops, of
+/// `facts.layerStoredBytes` and of the dense parameters
+/// (`facts.paramUses`; a parameter read on several stages counts on each)
+/// (1/stages for what the facts lack).
 struct StageShares {
-  double flops = 1, stored = 1;
+  double flops = 1, stored = 1, params = 1;
 };
 StageShares busiestStageShares(const ModelFacts &facts, int64_t stages,
                                int64_t chunks);

@@ -276,6 +276,19 @@ TEST(Search, EstimatesFollowTheClosedForms) {
   ASSERT_TRUE(pp2);
   EXPECT_DOUBLE_EQ(pp2->computeSeconds, 3e12 * 5 / 8 / (19.5e12 * 0.8) * 2);
   EXPECT_DOUBLE_EQ(pp2->bytes, 16e6 / 2 + 3e6);
+  // A tied embedding of 400000 read by the first layer and the last, and
+  // 150000 parameters a layer: the first stage holds 850000 of them, not
+  // half of the 1000000.
+  facts.paramUses = {
+      {4e5, {0, 3}}, {1.5e5, {0}}, {1.5e5, {1}}, {1.5e5, {2}}, {1.5e5, {3}}};
+  all = dtc::search::enumerateCandidates(facts, space, hw);
+  pp2 = nullptr;
+  for (const dtc::search::Candidate &c : all)
+    if (c.pp == 2 && c.microbatches == 1 && c.schedule == "1f1b" &&
+        c.remat == "none")
+      pp2 = &c;
+  ASSERT_TRUE(pp2);
+  EXPECT_DOUBLE_EQ(pp2->bytes, 16 * 8.5e5 + 3e6);
   // A budget below every plan: none fits, the smallest first.
   space.budget = 1;
   all = dtc::search::enumerateCandidates(facts, space, hw);
@@ -505,6 +518,17 @@ TEST(Search, BusiestStageShareFollowsTheStageBalancer) {
   // Two stages split by flops as [5, 1 | 5, 1]: 2 and 7 bytes.
   EXPECT_DOUBLE_EQ(dtc::search::busiestStageShares(facts, 2, 1).stored,
                    7.0 / 9.0);
+  // The parameters a stage holds are those its layers read, a parameter
+  // read on two stages (a tied embedding: layers 0 and 3) on both.
+  EXPECT_DOUBLE_EQ(dtc::search::busiestStageShares(facts, 2, 1).params, 0.5);
+  facts.paramUses = {{40, {0, 3}}, {10, {0}}, {10, {1}}, {20, {2}}, {20, {3}}};
+  // [5, 1 | 5, 1]: 40 + 10 + 10 on stage 0, 20 + 20 + 40 on stage 1, of
+  // 100 in all.
+  EXPECT_DOUBLE_EQ(dtc::search::busiestStageShares(facts, 2, 1).params, 0.8);
+  // A layer a stage: 40 + 20 on the last.
+  EXPECT_DOUBLE_EQ(dtc::search::busiestStageShares(facts, 4, 1).params, 0.6);
+  // Two stages of two chunks: layers 0 and 2 on stage 0 (40 + 10 + 20).
+  EXPECT_DOUBLE_EQ(dtc::search::busiestStageShares(facts, 2, 2).params, 0.7);
 }
 
 // The search chooses the schedule: with few micro-batches per stage the
