@@ -157,6 +157,15 @@ json factsJson(const dtc::search::ModelFacts &f) {
     if (k.split == dtc::search::KernelClass::Split::Experts)
       expertUpdates += k.count;
   }
+  // The dense parameters a stage holds by its layers' reads, and those
+  // read by several layers (a tied embedding: every stage reading it
+  // holds it).
+  double denseByLayer = 0, onSeveralLayers = 0;
+  for (const dtc::search::ModelFacts::ParamUse &use : f.paramUses) {
+    denseByLayer += use.elements;
+    if (use.layers.size() > 1)
+      onSeveralLayers += use.elements;
+  }
   return {{"params", f.params},
           {"batch", f.batch},
           {"layers", f.layers},
@@ -167,7 +176,9 @@ json factsJson(const dtc::search::ModelFacts &f) {
           {"slot_moves", f.slotMoves},
           {"slot_move_elements", f.slotMoveElements},
           {"optimizer_kernels", updates},
-          {"expert_optimizer_kernels", expertUpdates}};
+          {"expert_optimizer_kernels", expertUpdates},
+          {"dense_params_by_layer", denseByLayer},
+          {"params_read_by_several_layers", onSeveralLayers}};
 }
 
 /// One lowered plan as the report's planner.lowered lists it.
