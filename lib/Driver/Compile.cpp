@@ -619,6 +619,14 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   if (!planStep())
     return false;
   const json structure = modelStructureJson(*module);
+  // The model's flops per step on global shapes, before partitioning: the
+  // report's MFU divides them by the devices (Megatron's definition), where
+  // a partitioned device's own count would include what tp ranks compute
+  // alike and a pipeline's busiest stage.
+  int64_t stepModelFlops = 0;
+  if (func::FuncOp step = mlir::dtc::findTrainStep(*module))
+    stepModelFlops = mlir::dtc::flopsPerStep(step, /*microbatches=*/1,
+                                             /*countRecomputation=*/false);
   // Activation checkpointing, then the stage split, partitioning and
   // emission of `target`; `print` for the module the artifact comes from.
   // `remat`: one mode, or one per pipeline stage (then on `cuts`).
@@ -651,6 +659,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       artifactOptions.planExtras["remat_choice"] = rematChoice;
     if (!structure.is_null())
       artifactOptions.planExtras["model_structure"] = structure;
+    if (stepModelFlops > 0)
+      artifactOptions.planExtras["model_flops_per_step"] = stepModelFlops;
     if (!pipelineSchedule(o, planOptions.pp, microbatches, &*plan, errors,
                           artifactOptions.pipeline))
       return false;

@@ -51,8 +51,21 @@ json mlir::dtc::buildReport(ModuleOp module, const json &artifact,
   const double bubble = cost.bubble, stepSeconds = cost.stepSeconds,
                computeSeconds = cost.computeSeconds,
                commSeconds = cost.commSeconds, peak = cost.peakFlops;
-  const int64_t flops = cost.flops, modelFlops = cost.modelFlops;
   const json &plan = artifact["plan"];
+  // Model flops utilisation as Megatron defines it: the model's flops per
+  // step (plan.model_flops_per_step, before partitioning) over every
+  // device, not what the busiest device computes (tp ranks computing the
+  // same op would count it each). At most the busiest device's own count:
+  // the step before partitioning still adds a tied weight's two gradients
+  // where the emitted program accumulates them in place.
+  const int64_t devices = artifact.value("devices", int64_t(1));
+  const int64_t flops = cost.flops,
+                modelFlops =
+                    plan.contains("model_flops_per_step") && devices > 0
+                        ? std::min(cost.modelFlops,
+                                   plan["model_flops_per_step"].get<int64_t>() /
+                                       devices)
+                        : cost.modelFlops;
   json storedByLayer = json::object();
   for (auto [layer, bytes] : mlir::dtc::storedActivationBytesByLayer(module))
     storedByLayer[std::to_string(layer)] = bytes;

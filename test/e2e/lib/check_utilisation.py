@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Report invariants of the predicted utilisation, for any kind of plan.
 
-  check_utilisation.py REPORT.json ... [--same-model]
+  check_utilisation.py REPORT.json ... [--same-model] [--one-device REPORT.json]
 
 For every report: 0 < mfu <= hfu <= 1 (model flops utilisation leaves
 recomputation out, hardware flops utilisation counts it), model flops at
@@ -13,8 +13,12 @@ step time; no kernel is faster than that), and the bubble of GPipe and 1F1B
 accumulation steps, v the virtual stages. With
 --same-model (the reports are one model under plans that differ only in
 recomputation): every report's model flops equal the first's, and a report
-that executes more flops than the first has a lower MFU. Prints a line per
-report; exits 1 on any violation. Standard library only.
+that executes more flops than the first has a lower MFU. With --one-device
+(the same model on one device): every report's model flops per device times
+its devices are the one device's (within 0.5%: mixed precision's casts),
+Megatron's MFU, not the busiest device's own count (tp ranks computing an
+op alike, a pipeline's busiest stage). Prints a line per report; exits 1 on
+any violation. Standard library only.
 """
 import json
 import sys
@@ -22,7 +26,14 @@ import sys
 
 def main(argv):
     same = "--same-model" in argv
-    paths = [p for p in argv if p != "--same-model"]
+    argv = [p for p in argv if p != "--same-model"]
+    one_device = None
+    if "--one-device" in argv:
+        at = argv.index("--one-device")
+        with open(argv[at + 1]) as f:
+            one_device = json.load(f)["predicted"]["model_flops_per_device"]
+        argv = argv[:at] + argv[at + 2:]
+    paths = argv
     ok = True
     first = None
     for path in paths:
@@ -53,6 +64,11 @@ def main(argv):
                                 f"{first['model_flops_per_device']}")
             if pr["flops_per_device"] > first["flops_per_device"] and not pr["mfu"] < first["mfu"]:
                 problems.append("more executed flops but no lower MFU")
+        if one_device is not None:
+            total = pr["model_flops_per_device"] * report["devices"]
+            if abs(total / one_device - 1) > 0.005:
+                problems.append(f"model flops x {report['devices']} devices {total}, "
+                                f"one device's {one_device}")
         first = first or pr
         ok &= not problems
         print(f"{path.rsplit('/', 1)[-1]}: mfu {pr['mfu']:.4f} hfu {pr['hfu']:.4f} model flops "
