@@ -619,14 +619,8 @@ bool compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   if (!planStep())
     return false;
   const json structure = modelStructureJson(*module);
-  // The model's flops per step on global shapes, before partitioning: the
-  // report's MFU divides them by the devices (Megatron's definition), where
-  // a partitioned device's own count would include what tp ranks compute
-  // alike and a pipeline's busiest stage.
-  int64_t stepModelFlops = 0;
-  if (func::FuncOp step = mlir::dtc::findTrainStep(*module))
-    stepModelFlops = mlir::dtc::flopsPerStep(step, /*microbatches=*/1,
-                                             /*countRecomputation=*/false);
+  // Before partitioning: the report's MFU divides them by the devices.
+  const int64_t stepModelFlops = mlir::dtc::modelFlopsPerStep(*module);
   // Activation checkpointing, then the stage split, partitioning and
   // emission of `target`; `print` for the module the artifact comes from.
   // `remat`: one mode, or one per pipeline stage (then on `cuts`).

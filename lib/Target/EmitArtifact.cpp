@@ -171,6 +171,13 @@ void mlir::dtc::walkCostedOps(
   });
 }
 
+int64_t mlir::dtc::modelFlopsPerStep(ModuleOp module) {
+  func::FuncOp step = findTrainStep(module);
+  return step ? flopsPerStep(step, /*microbatches=*/1,
+                             /*countRecomputation=*/false)
+              : 0;
+}
+
 int64_t mlir::dtc::flopsPerStep(func::FuncOp step, int64_t microbatches,
                                 bool countRecomputation) {
   int64_t flops = 0;

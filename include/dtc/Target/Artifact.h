@@ -42,6 +42,13 @@ FailureOr<nlohmann::json> buildArtifact(ModuleOp module,
 int64_t flopsPerStep(func::FuncOp step, int64_t microbatches,
                      bool countRecomputation = true);
 
+/// The model's flops in one step of `module`'s training step on global
+/// shapes (before partitioning; recomputation left out), 0 without one:
+/// Megatron's MFU divides them by the devices, where a partitioned device's
+/// own count would hold what tp ranks compute alike and a pipeline's
+/// busiest stage.
+int64_t modelFlopsPerStep(ModuleOp module);
+
 /// Calls `visit(op, times)` for every op of a partitioned step function that
 /// has a cost (CostOpInterface), with how many times it runs per step (what
 /// runs per micro-batch runs `microbatches` times); flopsPerStep's walk.
