@@ -47,6 +47,7 @@ dtc::CompileOptions optionsOf(const dtc::CompileOptions &o,
   out.microbatches = c.microbatches;
   out.remat = o.remat == "auto" ? o.remat : c.remat;
   out.sequenceParallel = c.sequenceParallel;
+  out.tpLayout = c.tpLayout;
   // Without stages the schedule does not apply; keep what was given.
   if (c.pp > 1) {
     out.schedule = c.schedule;
@@ -95,6 +96,54 @@ std::string whyLost(const json &loser, const json &winner) {
   return loser["remat"] != "none" && winner["remat"] != loser["remat"]
              ? "recomputation"
              : "compute";
+}
+
+/// The tensor-parallel layout of the shortlist's first `count` plans:
+/// --tp-layout megatron (the default) or ilp for all; under --tp-layout
+/// auto Megatron's, and the best-estimated plan with tp > 1 once more with
+/// the tensor-layout program's layout
+/// (right after it; without Megatron's sequence parallelism, which splits
+/// the regions between Megatron's blocks, unless that is pinned). The
+/// closed forms price only Megatron's pattern, so only the compiled plans'
+/// evaluation can say which layout is faster; one more compilation keeps
+/// the search's time (the program itself can take seconds: LLaMA-7B on 8
+/// A100s, 7 s, which is why it is not the default). The brute force (every
+/// plan lowered) lowers every plan with tp > 1 both ways. `count` grows by
+/// the plans added.
+void chooseTensorLayouts(const dtc::CompileOptions &o,
+                         std::vector<dtc::search::Candidate> &all,
+                         size_t &count) {
+  if (o.tpLayout != "auto") {
+    for (dtc::search::Candidate &c : all)
+      c.tpLayout = o.tpLayout;
+    return;
+  }
+  const bool everyPlan = count == all.size();
+  const bool sequenceParallelPinned = pinned(o, "sequence-parallel");
+  for (size_t i = 0; i < count; ++i) {
+    if (all[i].tp <= 1 || all[i].tpLayout != "megatron" ||
+        (all[i].sequenceParallel && sequenceParallelPinned))
+      continue;
+    dtc::search::Candidate program = all[i];
+    program.tpLayout = "ilp";
+    program.sequenceParallel = false;
+    // Megatron's sequence parallelism on and off is one layout the program
+    // replaces.
+    const bool known =
+        everyPlan &&
+        llvm::any_of(llvm::make_range(all.begin(), all.begin() + i),
+                     [&](const dtc::search::Candidate &c) {
+                       return c.tpLayout == "ilp" &&
+                              c.describe() == program.describe();
+                     });
+    if (!known) {
+      all.insert(all.begin() + std::ptrdiff_t(i) + 1, program);
+      ++count;
+      ++i;
+    }
+    if (!everyPlan)
+      return;
+  }
 }
 
 /// One lowered candidate.
@@ -195,6 +244,7 @@ json entryOf(const dtc::search::Candidate &c, const Lowered &r) {
                 {"sequence_parallel", c.sequenceParallel},
                 {"schedule", c.pp > 1 ? c.schedule : std::string("none")},
                 {"virtual_stages", c.virtualStages},
+                {"tp_layout", c.tp > 1 ? c.tpLayout : std::string("none")},
                 {"estimated", {{"step_s", c.seconds}, {"bytes", c.bytes}}}};
   if (r.report.is_object() && r.report.contains("predicted")) {
     const json &p = r.report["predicted"];
@@ -399,6 +449,8 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
       allowedCandidates(o, search::enumerateCandidates(facts, space, hw));
   size_t count = std::min(
       all.size(), o.searchRescore > 0 ? size_t(o.searchRescore) : all.size());
+  const size_t estimated = all.size();
+  chooseTensorLayouts(o, all, count);
   phase("search-estimate");
   std::atomic<bool> timedOut{false};
   std::vector<Lowered> results =
@@ -448,7 +500,7 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   const search::Candidate &first = all.front();
   json record = {{"mode", "search"},
                  {"chose", winner["plan"]},
-                 {"enumerated", all.size()},
+                 {"enumerated", estimated},
                  {"lowered", lowered},
                  {"search_time_s", elapsed()},
                  {"timed_out", timedOut.load()},
@@ -468,7 +520,7 @@ bool dtc::searchPlan(const std::string &source, const CompileOptions &o,
   artifact = std::move(won.artifact);
   report = std::move(won.report);
   if (o.explain)
-    explain(lowered, winner, all.size(), elapsed(), hw);
+    explain(lowered, winner, estimated, elapsed(), hw);
   return true;
 }
 

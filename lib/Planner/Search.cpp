@@ -41,6 +41,8 @@ std::string Candidate::describe() const {
     s << " --schedule " << schedule;
   if (virtualStages > 1)
     s << " --virtual-stages " << virtualStages;
+  if (tp > 1 && tpLayout != "megatron")
+    s << " --tp-layout " << tpLayout;
   s << " --remat " << remat;
   return s.str();
 }

@@ -120,13 +120,15 @@ Plan:
                         and the last rank does about twice the average.
                         Default: zigzag, or striped where the sequence
                         does not divide into 2S chunks
-  --tp-layout L         megatron|ilp: which factor of each op tp splits.
-                        megatron: Megatron's pattern (vocab-parallel
+  --tp-layout L         megatron|ilp|auto: which factor of each op tp
+                        splits. megatron: Megatron's pattern (vocab-parallel
                         embeddings, column- then row-parallel matmuls,
                         attention by heads); ilp: an integer program over
                         every op's sharding choices, costed on --hw and
                         bounded by the device memory (for layers that do
-                        not look like a transformer's)
+                        not look like a transformer's); auto (search
+                        only): the best tp plan is compiled both ways and
+                        the faster kept
                                                      (default: megatron)
   --pin NAME=SHARDING   pin a parameter's sharding, e.g.      (repeatable)
                         'h.0.attn.wq=[[],[1]]' (mesh axes per dimension);
@@ -379,6 +381,10 @@ std::string searchChoices(const Flags &flags, dtc::CompileOptions &o) {
                              "schedule", "virtual-stages"})
     if (flags.given(std::string("--") + choice))
       o.pinnedChoices.push_back(choice);
+  if (o.tpLayout == "auto" && !o.search)
+    return "--tp-layout auto lets the search choose the layout, and "
+           "--strategy pins the whole plan (add --auto, or name megatron or "
+           "ilp)";
   if (!o.search &&
       (flags.given("--explain") || flags.given("--search-rescore") ||
        flags.given("--search-time-limit") || flags.given("--progress")))
@@ -571,7 +577,8 @@ int compileCommand(const std::vector<std::string> &args) {
                        {"zigzag", "striped", "contiguous"});
   });
   flags.value("--tp-layout", [&](const std::string &v) {
-    return parseChoice("--tp-layout", v, o.tpLayout, {"megatron", "ilp"});
+    return parseChoice("--tp-layout", v, o.tpLayout,
+                       {"megatron", "ilp", "auto"});
   });
   flags.value("--attention-stats", [&](const std::string &v) {
     return parseChoice("--attention-stats", v, o.attentionStats,

@@ -38,7 +38,8 @@ struct CompileOptions {
   /// contiguous; empty: the default, zigzag where every token input's
   /// sequence divides into 2 sp chunks, else striped (which needs sp).
   std::string spLayout;
-  /// Which factor of each op tp splits (--tp-layout): megatron or ilp.
+  /// Which factor of each op tp splits (--tp-layout): megatron or ilp;
+  /// auto under the search (it compiles tp plans both ways).
   std::string tpLayout = "megatron";
   std::string schedule = "1f1b";
   /// Model chunks per pipeline stage (the interleaved schedule).

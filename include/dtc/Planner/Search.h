@@ -140,6 +140,10 @@ struct Candidate {
   std::string schedule = "1f1b";
   int64_t virtualStages = 1;
   bool sequenceParallel = false;
+  /// How tensor parallelism splits each op (tp > 1): "megatron" (the
+  /// closed forms' pattern) or "ilp" (the tensor-layout program's, which
+  /// only the compiled plan's evaluation prices).
+  std::string tpLayout = "megatron";
   /// The closed forms' step time and memory per device, and their parts.
   double seconds = 0, bytes = 0;
   double computeSeconds = 0, commSeconds = 0, bubble = 0;
@@ -149,7 +153,8 @@ struct Candidate {
   /// "dp=8,tp=8,pp=16 --microbatches 192 --remat full" (",sp=S" after pp
   /// when ring attention splits the sequence, ",ep=E" after it under expert
   /// parallelism; "--schedule zb" or
-  /// "--schedule interleaved --virtual-stages V" when not 1f1b).
+  /// "--schedule interleaved --virtual-stages V" when not 1f1b;
+  /// "--tp-layout ilp" for the program's layout).
   std::string describe() const;
 };
 
