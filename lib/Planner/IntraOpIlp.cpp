@@ -125,6 +125,7 @@ IntraOpSolution solveIntraOp(const IntraOpProblem &problem,
   Cbc_setMaximumSeconds(model, timeLimitSeconds);
   Cbc_setParameter(model, "allowableGap", "1e-9");
   Cbc_setParameter(model, "ratioGap", "0");
+  Cbc_setParameter(model, "preprocess", "off");
 
   // x[v][s] columns first, node by node.
   std::vector<int> firstColumn(nodeCount);
@@ -151,7 +152,9 @@ IntraOpSolution solveIntraOp(const IntraOpProblem &problem,
     }
     addRow('E', 1);
   }
-  for (const auto &e : problem.edges) {
+  std::vector<int> edgeColumn(problem.edges.size(), -1);
+  for (size_t index = 0; index < problem.edges.size(); ++index) {
+    const IntraOpProblem::Edge &e = problem.edges[index];
     const size_t from = problem.nodes[e.from].cost.size();
     const size_t to = problem.nodes[e.to].cost.size();
     // An edge that costs nothing whatever the ends choose adds nothing.
@@ -159,6 +162,7 @@ IntraOpSolution solveIntraOp(const IntraOpProblem &problem,
                     [](double c) { return c == 0; }))
       continue;
     const int first = columns;
+    edgeColumn[index] = first;
     for (size_t k = 0; k < from * to; ++k, ++columns)
       Cbc_addCol(model, "", 0, 1, e.cost[k] * scale, 0, 0, nullptr, nullptr);
     for (size_t s = 0; s < from; ++s) {
@@ -189,6 +193,40 @@ IntraOpSolution solveIntraOp(const IntraOpProblem &problem,
     addRow('L', problem.memoryBudget * memoryScale * (1 + 1e-9) + 1e-9);
   }
   solution.variables = columns;
+  // A budget that binds leaves the solver branching on the knapsack row
+  // with no assignment in hand; the least-memory assignment (feasible
+  // whenever any is) is one to prune against from the start.
+  if (budgeted) {
+    std::vector<int> leastMemory(nodeCount);
+    for (int v = 0; v < nodeCount; ++v) {
+      const std::vector<double> &memory = problem.nodes[v].memory;
+      leastMemory[v] =
+          int(std::min_element(memory.begin(), memory.end()) - memory.begin());
+    }
+    if (fits(problem.memoryOf(leastMemory), problem.memoryBudget)) {
+      std::vector<int> startColumns;
+      std::vector<double> startValues;
+      for (int v = 0; v < nodeCount; ++v)
+        for (size_t s = 0; s < problem.nodes[v].cost.size(); ++s) {
+          startColumns.push_back(firstColumn[v] + int(s));
+          startValues.push_back(int(s) == leastMemory[v] ? 1 : 0);
+        }
+      for (size_t index = 0; index < problem.edges.size(); ++index) {
+        if (edgeColumn[index] < 0)
+          continue;
+        const IntraOpProblem::Edge &e = problem.edges[index];
+        const size_t to = problem.nodes[e.to].cost.size();
+        const size_t chosen =
+            size_t(leastMemory[e.from]) * to + size_t(leastMemory[e.to]);
+        for (size_t k = 0; k < problem.nodes[e.from].cost.size() * to; ++k) {
+          startColumns.push_back(edgeColumn[index] + int(k));
+          startValues.push_back(k == chosen ? 1 : 0);
+        }
+      }
+      Cbc_setMIPStartI(model, int(startColumns.size()), startColumns.data(),
+                       startValues.data());
+    }
+  }
   Cbc_solve(model);
   solution.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
