@@ -212,13 +212,13 @@ private:
     }
   }
 
-  /// Merges `op` into the node its operand comes from when `op` is
-  /// element-wise (every factor parallel, the operand laid out as the
-  /// result) and can split, under each of the node's strategies, the
-  /// factor its operand is split by: then it never reshards that operand,
-  /// and a choice of its own could only add a reshard. Alpa merges such
-  /// chains the same way; the program loses the layouts where an
-  /// element-wise op differs from its operand's.
+  /// Merges `op` into the node its first operand from an op comes from
+  /// when every factor of `op` is parallel (element-wise ops, reshapes,
+  /// transposes: no split of theirs communicates) and it can split, under
+  /// each of the node's strategies, the factor that operand is split by:
+  /// then it never reshards that operand. Alpa merges element-wise chains
+  /// the same way; the program loses the layouts where such an op differs
+  /// from its operand (a reshard after it instead of before).
   bool addFollower(::dtc::planner::IntraOpProblem &problem, Operation *op,
                    const ShardingRule &rule) {
     if (op->getNumResults() != 1 ||

@@ -27,10 +27,10 @@
 // Identical blocks (include/dtc/Planner/ModelStructure.h) share their
 // nodes, each instance adding its costs and memory and its edges (merged
 // per pair of nodes), so the program's size follows the distinct layers,
-// not the depth, and every block gets the same layout. Element-wise ops
-// (every factor parallel, an operand laid out as the result) join the node
-// of that operand and keep its layout, as in Alpa: no variables of their
-// own.
+// not the depth, and every block gets the same layout. Ops whose factors
+// are all parallel (element-wise ops, reshapes, transposes) join the node
+// of an operand and keep its split, as Alpa merges element-wise chains: no
+// variables of their own.
 // The chosen split of every forward op and parameter is what
 // dtc-materialize-plan pins; propagation derives the backward and the
 // optimizer from it.
