@@ -90,6 +90,44 @@ struct CbcModel {
   ~CbcModel() { Cbc_deleteModel(model); }
 };
 
+/// Gives CBC the least-memory assignment (feasible whenever any is) as a
+/// start to prune against: `firstColumn` and `edgeColumn` (-1: none) are
+/// each node's and edge's first column.
+void setLeastMemoryStart(Cbc_Model *model, const IntraOpProblem &problem,
+                         const std::vector<int> &firstColumn,
+                         const std::vector<int> &edgeColumn) {
+  const int nodeCount = static_cast<int>(problem.nodes.size());
+  std::vector<int> leastMemory(nodeCount);
+  for (int v = 0; v < nodeCount; ++v) {
+    const std::vector<double> &memory = problem.nodes[v].memory;
+    leastMemory[v] =
+        int(std::min_element(memory.begin(), memory.end()) - memory.begin());
+  }
+  if (!fits(problem.memoryOf(leastMemory), problem.memoryBudget))
+    return;
+  std::vector<int> startColumns;
+  std::vector<double> startValues;
+  for (int v = 0; v < nodeCount; ++v)
+    for (size_t s = 0; s < problem.nodes[v].cost.size(); ++s) {
+      startColumns.push_back(firstColumn[v] + int(s));
+      startValues.push_back(int(s) == leastMemory[v] ? 1 : 0);
+    }
+  for (size_t index = 0; index < problem.edges.size(); ++index) {
+    if (edgeColumn[index] < 0)
+      continue;
+    const IntraOpProblem::Edge &e = problem.edges[index];
+    const size_t to = problem.nodes[e.to].cost.size();
+    const size_t chosen =
+        size_t(leastMemory[e.from]) * to + size_t(leastMemory[e.to]);
+    for (size_t k = 0; k < problem.nodes[e.from].cost.size() * to; ++k) {
+      startColumns.push_back(edgeColumn[index] + int(k));
+      startValues.push_back(k == chosen ? 1 : 0);
+    }
+  }
+  Cbc_setMIPStartI(model, int(startColumns.size()), startColumns.data(),
+                   startValues.data());
+}
+
 } // namespace
 
 IntraOpSolution solveIntraOp(const IntraOpProblem &problem,
@@ -194,39 +232,9 @@ IntraOpSolution solveIntraOp(const IntraOpProblem &problem,
   }
   solution.variables = columns;
   // A budget that binds leaves the solver branching on the knapsack row
-  // with no assignment in hand; the least-memory assignment (feasible
-  // whenever any is) is one to prune against from the start.
-  if (budgeted) {
-    std::vector<int> leastMemory(nodeCount);
-    for (int v = 0; v < nodeCount; ++v) {
-      const std::vector<double> &memory = problem.nodes[v].memory;
-      leastMemory[v] =
-          int(std::min_element(memory.begin(), memory.end()) - memory.begin());
-    }
-    if (fits(problem.memoryOf(leastMemory), problem.memoryBudget)) {
-      std::vector<int> startColumns;
-      std::vector<double> startValues;
-      for (int v = 0; v < nodeCount; ++v)
-        for (size_t s = 0; s < problem.nodes[v].cost.size(); ++s) {
-          startColumns.push_back(firstColumn[v] + int(s));
-          startValues.push_back(int(s) == leastMemory[v] ? 1 : 0);
-        }
-      for (size_t index = 0; index < problem.edges.size(); ++index) {
-        if (edgeColumn[index] < 0)
-          continue;
-        const IntraOpProblem::Edge &e = problem.edges[index];
-        const size_t to = problem.nodes[e.to].cost.size();
-        const size_t chosen =
-            size_t(leastMemory[e.from]) * to + size_t(leastMemory[e.to]);
-        for (size_t k = 0; k < problem.nodes[e.from].cost.size() * to; ++k) {
-          startColumns.push_back(edgeColumn[index] + int(k));
-          startValues.push_back(k == chosen ? 1 : 0);
-        }
-      }
-      Cbc_setMIPStartI(model, int(startColumns.size()), startColumns.data(),
-                       startValues.data());
-    }
-  }
+  // with no assignment in hand: the least-memory one is a start.
+  if (budgeted)
+    setLeastMemoryStart(model, problem, firstColumn, edgeColumn);
   Cbc_solve(model);
   solution.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
