@@ -21,6 +21,7 @@
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 using json = nlohmann::json;
@@ -123,6 +124,9 @@ void chooseTensorLayouts(const dtc::CompileOptions &o,
   }
   const bool everyPlan = count == all.size();
   const bool sequenceParallelPinned = pinned(o, "sequence-parallel");
+  // Megatron's sequence parallelism on and off is one layout the program
+  // replaces: each program plan once.
+  std::set<std::string> added;
   for (size_t i = 0; i < count; ++i) {
     if (all[i].tp <= 1 || all[i].tpLayout != "megatron" ||
         (all[i].sequenceParallel && sequenceParallelPinned))
@@ -130,16 +134,7 @@ void chooseTensorLayouts(const dtc::CompileOptions &o,
     dtc::search::Candidate program = all[i];
     program.tpLayout = "ilp";
     program.sequenceParallel = false;
-    // Megatron's sequence parallelism on and off is one layout the program
-    // replaces.
-    const bool known =
-        everyPlan &&
-        llvm::any_of(llvm::make_range(all.begin(), all.begin() + i),
-                     [&](const dtc::search::Candidate &c) {
-                       return c.tpLayout == "ilp" &&
-                              c.describe() == program.describe();
-                     });
-    if (!known) {
+    if (added.insert(program.describe()).second) {
       all.insert(all.begin() + std::ptrdiff_t(i) + 1, program);
       ++count;
       ++i;

@@ -511,12 +511,11 @@ static int64_t expertRegion(func::FuncOp step, MoeDispatchOp dispatch,
 /// `facts.layerFlops`, their bytes.
 static void addStoredActivations(ModuleOp module,
                                  ::dtc::search::ModelFacts &facts) {
+  facts.layerStoredBytes.assign(facts.layerFlops.size(), 0.0);
   for (auto &[layer, bytes] : storedActivationBytesByLayer(module)) {
     facts.storedNone += double(bytes);
-    if (layer >= 0 && size_t(layer) < facts.layerFlops.size()) {
-      facts.layerStoredBytes.resize(facts.layerFlops.size(), 0.0);
+    if (layer >= 0 && size_t(layer) < facts.layerStoredBytes.size())
       facts.layerStoredBytes[size_t(layer)] += double(bytes);
-    }
   }
 }
 

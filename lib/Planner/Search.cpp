@@ -99,8 +99,14 @@ StageShares dtc::search::busiestStageShares(const ModelFacts &facts,
     return shares;
   const llvm::SmallVector<int64_t> groupOf =
       mlir::dtc::balanceRuns(facts.layerFlops, groups);
-  // The largest of `perLayer`'s sums over the layers of one stage, over
-  // their total (`even` when there is none).
+  // The largest of `perStage` over `total` (`even` when there is none).
+  auto largestShare = [](const std::vector<double> &perStage, double total,
+                         double even) {
+    return total > 0
+               ? *std::max_element(perStage.begin(), perStage.end()) / total
+               : even;
+  };
+  // `perLayer` summed over the layers of each stage: the largest share.
   auto busiest = [&](const std::vector<double> &perLayer, double even) {
     std::vector<double> perStage(size_t(stages), 0.0);
     double total = 0;
@@ -108,9 +114,7 @@ StageShares dtc::search::busiestStageShares(const ModelFacts &facts,
       perStage[size_t(groupOf[layer] % stages)] += perLayer[layer];
       total += perLayer[layer];
     }
-    return total > 0
-               ? *std::max_element(perStage.begin(), perStage.end()) / total
-               : even;
+    return largestShare(perStage, total, even);
   };
   shares.flops = busiest(facts.layerFlops, shares.flops);
   if (facts.layerStoredBytes.size() == layers)
@@ -127,10 +131,7 @@ StageShares dtc::search::busiestStageShares(const ModelFacts &facts,
         paramsOnStage[size_t(stage)] += use.elements;
     totalParams += use.elements;
   }
-  if (totalParams > 0)
-    shares.params =
-        *std::max_element(paramsOnStage.begin(), paramsOnStage.end()) /
-        totalParams;
+  shares.params = largestShare(paramsOnStage, totalParams, shares.params);
   return shares;
 }
 

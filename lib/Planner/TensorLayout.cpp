@@ -52,7 +52,6 @@ bool containsFactor(const TensorFactors &tensor, int64_t factor) {
 /// simplification): it has no strategy of its own but splits, under each
 /// of the node's strategies, the factor that keeps its operand's layout.
 struct Follower {
-  Operation *op = nullptr;
   ShardingRule rule;
   /// Per strategy of the node: the factor this op splits (-1 none).
   SmallVector<int64_t> factors;
@@ -65,7 +64,6 @@ struct Follower {
 /// One node of the program: a forward op or a parameter, its strategies,
 /// and the layout each strategy gives every result (a parameter: itself).
 struct Node {
-  Operation *op = nullptr;
   std::optional<ShardingRule> rule;
   /// Per strategy: the split factor (ops; -1 none) or dimension
   /// (parameters; -1 whole).
@@ -232,7 +230,6 @@ private:
       const Source source = found->second;
       const SmallVector<int64_t> legal = legalFactors(op, rule);
       Follower follower;
-      follower.op = op;
       follower.rule = rule;
       for (size_t s = 0; s < nodes[source.node].strategies.size(); ++s) {
         const Layout from = layoutUnder(nodes[source.node], int(s), source);
@@ -268,19 +265,18 @@ private:
                    Operation *rep) {
     const Source repResult = sourceOf.lookup(rep->getResult(0));
     const int self = repResult.node;
-    {
-      Node &node = nodes[self];
-      const bool follows = repResult.follower >= 0;
-      Follower *follower =
-          follows ? &node.followers[repResult.follower] : nullptr;
-      (follows ? follower->ops : node.ops).push_back(op);
-      const std::vector<double> &cost = follows ? follower->cost : node.cost;
-      const std::vector<double> &memory =
-          follows ? follower->memory : node.memory;
-      for (size_t s = 0; s < cost.size(); ++s) {
-        problem.nodes[self].cost[s] += cost[s];
-        problem.nodes[self].memory[s] += memory[s];
-      }
+    // (Nothing below adds nodes: the references stay valid.)
+    Node &node = nodes[self];
+    Follower *follower = repResult.follower >= 0
+                             ? &node.followers[size_t(repResult.follower)]
+                             : nullptr;
+    (follower ? follower->ops : node.ops).push_back(op);
+    const std::vector<double> &cost = follower ? follower->cost : node.cost;
+    const std::vector<double> &memory =
+        follower ? follower->memory : node.memory;
+    for (size_t s = 0; s < cost.size(); ++s) {
+      problem.nodes[self].cost[s] += cost[s];
+      problem.nodes[self].memory[s] += memory[s];
     }
     for (auto [operand, repOperand] :
          llvm::zip(op->getOperands(), rep->getOperands())) {
@@ -297,13 +293,10 @@ private:
       for (size_t s = 0; s < nodes[param].memory.size(); ++s)
         problem.nodes[param].memory[s] += nodes[param].memory[s];
     }
-    const Node &node = nodes[self];
-    if (repResult.follower >= 0) {
-      const Follower &follower = node.followers[repResult.follower];
-      addOperandEdges(problem, op, follower.rule, follower.factors, self);
-    } else {
+    if (follower)
+      addOperandEdges(problem, op, follower->rule, follower->factors, self);
+    else
       addOperandEdges(problem, op, *node.rule, node.strategies, self);
-    }
     for (auto [idx, result] : llvm::enumerate(op->getResults()))
       sourceOf[result] = {self, int(idx), repResult.follower};
   }
@@ -485,7 +478,6 @@ private:
   void addOp(::dtc::planner::IntraOpProblem &problem, Operation *op,
              ShardingRule rule) {
     Node node;
-    node.op = op;
     node.strategies.push_back(-1);
     node.strategies.append(legalFactors(op, rule));
     std::vector<double> cost, memory;

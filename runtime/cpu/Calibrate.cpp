@@ -73,7 +73,7 @@ constexpr int kTimingRounds = 3;
 /// The most repetitions of one operation in a round.
 constexpr int64_t kMaxReps = 1000000;
 
-/// The best line of the form slope * (knee + size), knee > 0, with
+/// The best line of the form slope * (knee + size), knee >= 0, with
 /// intercept slope * knee >= `minIntercept`. For a fixed knee the log error
 /// is a convex quadratic in log(slope), least at the mean of
 /// log(seconds / (knee + size)); the bound only raises it, so the clamped
@@ -128,14 +128,11 @@ LineFit fitLine(const std::vector<CalibrationPoint> &points,
     }
     return error;
   };
+  // A knee of 0: the line through the origin.
   if (minIntercept <= 0 &&
       std::all_of(timed.begin(), timed.end(),
-                  [](const CalibrationPoint &p) { return p.size > 0; })) {
-    double sumLog = 0;
-    for (const CalibrationPoint &p : timed)
-      sumLog += std::log(p.seconds / p.size);
-    consider({0, std::exp(sumLog / double(timed.size()))});
-  }
+                  [](const CalibrationPoint &p) { return p.size > 0; }))
+    consider(bestLineWithKnee(timed, 0, minIntercept));
   // Knees from far below the smallest size (a line through the origin) to
   // far above the largest (a flat line), 1.2% apart.
   constexpr int kKneeSteps = 2400;
