@@ -25,7 +25,9 @@ bubble). Rows:
 
 The summary line gives the mean and worst relative error; the search issue
 asks for at most 5% on average and 10% at worst over Table 5, and 10% for
-the Megatron row.
+the Megatron row. Every plan ran on 80 GB A100s, so dtc's plan of it
+should fit 80 GB too (`--device-memory 80e9` fails the run when one does
+not).
 """
 import argparse
 import json
@@ -71,11 +73,14 @@ def main(argv):
                    help="exit 1 when Table 5's mean |error| exceeds PCT percent")
     p.add_argument("--max-worst-error", type=float, metavar="PCT",
                    help="exit 1 when a Table 5 row's |error| exceeds PCT percent")
+    p.add_argument("--device-memory", type=float, metavar="BYTES",
+                   help="exit 1 when a plan's planned peak per device exceeds BYTES (the "
+                        "papers ran every plan on 80 GB A100s)")
     a = p.parse_args(argv)
     work = tempfile.mkdtemp(prefix="dtc-published-")
     print(f"{'plan':<22} {'measured s':>10} {'predicted s':>11} {'ratio':>6} {'MFU':>5} "
           f"{'compute s':>9} {'comm s':>7} {'bubble':>6} {'GiB/dev':>7}")
-    results, errors = [], []
+    results, errors, over = [], [], []
     for row in rows():
         if a.only and a.only not in row["name"]:
             continue
@@ -102,6 +107,8 @@ def main(argv):
         errors.append((abs(ratio - 1), row["name"]))
         gib = r["memory_bytes"]["peak_per_device"] / 2**30
         fits = "" if gib * 2**30 <= 80e9 else " (over 80 GB)"
+        if a.device_memory is not None and gib * 2**30 > a.device_memory:
+            over.append(row["name"])
         print(f"{row['name']:<22} {row['measured']:>10.2f} {step:>11.2f} {ratio:>6.3f} "
               f"{pred['mfu']:>5.2f} {pred['compute_time_s']:>9.2f} {pred['comm_time_s']:>7.2f} "
               f"{r['bubble_fraction']:>6.3f} {gib:>7.1f}{fits}", flush=True)
@@ -123,6 +130,9 @@ def main(argv):
         failed = True
     if table5 and a.max_worst_error is not None and 100 * max(table5) > a.max_worst_error:
         print(f"FAIL: a Table 5 row's error above {a.max_worst_error}%")
+        failed = True
+    for name in over:
+        print(f"FAIL: {name} plans more than {a.device_memory:.3g} bytes per device")
         failed = True
     return 1 if failed else 0
 

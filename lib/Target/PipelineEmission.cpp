@@ -73,7 +73,7 @@ private:
   LogicalResult emitLists();
   LogicalResult emitItem(const Item &item, int64_t at);
   LogicalResult emitRecv(const Item &item);
-  LogicalResult emitSend(const Item &item);
+  LogicalResult emitSend(const Item &item, int64_t at);
   LogicalResult emitSlice(const Item &item);
   LogicalResult emitFill(const Item &item);
   LogicalResult emitAccumulate(const Item &item, int64_t at);
@@ -85,6 +85,8 @@ private:
   std::optional<int64_t> chunkOfValue(Value v);
   int64_t listOfValue(Value v);
   bool isMicroBatchReduce(Operation *op) const;
+  /// Whether `arg` is a message received from another stage.
+  bool isRecv(BlockArgument arg) const;
   /// Whether `item` reads `v` (a folded transpose reads its source).
   bool reads(const Item &item, Value v) const;
   FailureOr<int> bufferOfValue(Value v);
@@ -364,9 +366,7 @@ void StageEmitter::queueSlices(Operation &op, int64_t list) {
     auto arg = dyn_cast<BlockArgument>(operand);
     if (!arg || scope.lookup(arg) != ValueScope::MicroBatch)
       continue;
-    auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  DtcDialect::kRoleAttr);
-    if (role && role.getValue() == kRecvRole)
+    if (isRecv(arg))
       continue;
     int64_t chunk = (list - 1) / 3;
     bool &queued = sliceQueued[{arg.getAsOpaquePointer(), chunk}];
@@ -472,6 +472,13 @@ void StageEmitter::buildItems() {
   items[post].insert(items[post].begin(), postFront.begin(), postFront.end());
 }
 
+bool StageEmitter::isRecv(BlockArgument arg) const {
+  func::FuncOp function = step;
+  auto role = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    DtcDialect::kRoleAttr);
+  return role && role.getValue() == kRecvRole;
+}
+
 bool StageEmitter::reads(const Item &item, Value v) const {
   auto is = [&](Value x) {
     if (Value source = program.foldedTransposes.lookup(x))
@@ -497,8 +504,7 @@ LogicalResult StageEmitter::placeRecvs() {
   // their list (the end of it when only a later list reads them).
   for (BlockArgument arg : step.getArguments()) {
     unsigned i = arg.getArgNumber();
-    auto role = step.getArgAttrOfType<StringAttr>(i, DtcDialect::kRoleAttr);
-    if (!role || role.getValue() != kRecvRole)
+    if (!isRecv(arg))
       continue;
     auto message =
         step.getArgAttrOfType<IntegerAttr>(i, DtcDialect::kMessageAttr);
@@ -566,8 +572,14 @@ void StageEmitter::recordReads() {
         read(item.value, l, at);
         break;
       case Item::Return:
-        for (Value operand : item.op->getOperands())
-          read(operand, l, at);
+        // A sent value is read by its send, where it is computed; the
+        // return only names it.
+        for (auto [idx, operand] : llvm::enumerate(item.op->getOperands())) {
+          auto role =
+              step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kRoleAttr);
+          if (!role || role.getValue() != kSendRole)
+            read(operand, l, at);
+        }
         break;
       case Item::Slice:
         break;
@@ -579,7 +591,14 @@ void StageEmitter::assignPools() {
   for (auto &[v, s] : scope) {
     if (s == ValueScope::MicroBatch) {
       int64_t list = definedIn.count(v) ? definedIn[v] : 0;
-      bool cross = readElsewhere.lookup(v) || isa<BlockArgument>(v);
+      // A micro-batch's copy holds what it keeps from one list to another
+      // (a forward's activations for its backward); what one list makes
+      // and reads, a received gradient or an activation sent on, is
+      // working memory (one copy). The inputs' slices have slots of their
+      // own per chunk.
+      bool received = isa<BlockArgument>(v) && isRecv(cast<BlockArgument>(v));
+      bool cross =
+          readElsewhere.lookup(v) || (isa<BlockArgument>(v) && !received);
       if (list >= 1 && list < post)
         memory.pools[v] = {cross ? Pool::MicroBatch : Pool::Temp,
                            int((list - 1) / 3)};
@@ -664,7 +683,7 @@ LogicalResult StageEmitter::emitItem(const Item &item, int64_t at) {
   case Item::Recv:
     return emitRecv(item);
   case Item::Send:
-    return emitSend(item);
+    return emitSend(item, at);
   case Item::Slice:
     return emitSlice(item);
   case Item::Fill:
@@ -696,7 +715,7 @@ LogicalResult StageEmitter::emitRecv(const Item &item) {
   return success();
 }
 
-LogicalResult StageEmitter::emitSend(const Item &item) {
+LogicalResult StageEmitter::emitSend(const Item &item, int64_t at) {
   FailureOr<std::string> comm = pointToPoint();
   FailureOr<int> in =
       succeeded(comm) ? bufferOfValue(item.value) : FailureOr<int>(failure());
@@ -706,6 +725,11 @@ LogicalResult StageEmitter::emitSend(const Item &item) {
       pipelineOpName(PipelineOp::Send), {*in}, {},
       {{"comm", *comm}, {"peer", item.peer}, {"message", item.message}},
       nullptr);
+  // A value sent as the last thing its list does with it frees its slot
+  // here: whatever the slot holds next waits for the send (the runtime
+  // orders a slot's reuse after the messages that read it).
+  if (memory.lastUse.lookup(item.value) == at)
+    memory.release(item.value);
   return success();
 }
 
