@@ -9,6 +9,7 @@
 #include "dtc/Planner/Evaluate.h"
 #include "dtc/Dialect/DtcOps.h"
 #include "dtc/Dialect/Utils.h"
+#include "dtc/Planner/CommOverlap.h"
 #include "dtc/Target/Artifact.h"
 #include "dtc/artifact/Artifact.h"
 #include "dtc/artifact/MemoryPlan.h"
@@ -53,6 +54,9 @@ struct ProgramCosts {
   /// Communication time: in the micro-batches' pipeline chunks (stretched
   /// by the schedule's bubble like their compute) and outside them.
   double chunkSeconds = 0, seconds = 0;
+  /// The part of `seconds` that the step's kernels hide
+  /// (hiddenCommSeconds).
+  double hiddenSeconds = 0;
 };
 
 /// One program's memory (one-copy slots plus the micro-batch copies its
@@ -63,7 +67,7 @@ struct ProgramCosts {
 ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
                           const ::dtc::artifact::ProgramDecl &program,
                           int64_t microbatches,
-                          const ::dtc::cost::HardwareProfile &hw) {
+                          const ::dtc::cost::HardwareProfile &hw, bool f32) {
   namespace art = ::dtc::artifact;
   ProgramCosts c;
   // Slot bytes per category: the usual accounting.
@@ -116,6 +120,8 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
         slowest = hw.axes[size_t(axis)];
     return slowest;
   };
+  // Per instruction of the once-per-step list: its collective's seconds.
+  std::vector<double> stepListComm(program.instructions.size(), 0.0);
   auto countList = [&](const std::vector<art::InstrDecl> &list, int64_t times,
                        double &seconds) {
     for (size_t i = 0; i < list.size(); ++i) {
@@ -162,12 +168,20 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
       c.calls[inst.op] = c.calls.value(inst.op, int64_t(0)) + times;
       const int64_t sent = ::dtc::cost::collectiveSentBytes(
           kind, n, inElements, outElements, bytesPerElement);
-      seconds += double(times) *
-                 ::dtc::cost::collectiveTime(kind, n, double(sent),
-                                             slowestOf(comm->meshAxes));
+      const double time =
+          double(times) * ::dtc::cost::collectiveTime(
+                              kind, n, double(sent), slowestOf(comm->meshAxes));
+      seconds += time;
+      if (&list == &program.instructions)
+        stepListComm[i] = time;
     }
   };
   countList(program.instructions, 1, c.seconds);
+  // A pipeline's step list runs around the micro-batches, whose kernels
+  // this does not place; its data-parallel reduction waits for the flush.
+  if (program.chunks.empty() && hw.commOverlap > 0)
+    c.hiddenSeconds = hw.commOverlap * ::dtc::cost::hiddenCommSeconds(
+                                           program, stepListComm, hw, f32);
   for (const art::ChunkDecl &chunk : program.chunks)
     for (const std::vector<art::InstrDecl> *list :
          {&chunk.forward, &chunk.backwardInput, &chunk.backwardWeight})
@@ -274,18 +288,20 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   for (const ::dtc::artifact::ProgramDecl &program : parsed.programs) {
     for (int r : program.ranks)
       programOfRank[r] = costs.size();
-    costs.push_back(programCosts(parsed, program, microbatches, hw));
+    costs.push_back(programCosts(parsed, program, microbatches, hw, f32));
   }
 
   json memory = costs.front().memory;
-  double chunkCommSeconds = 0, stepCommSeconds = 0;
+  double chunkCommSeconds = 0, stepCommSeconds = 0, hiddenSeconds = 0;
   json calls = json::object();
   for (const ProgramCosts &c : costs) {
     for (auto &[key, value] : c.memory.items())
       memory[key] = std::max(memory[key].get<int64_t>(), value.get<int64_t>());
-    if (c.chunkSeconds + c.seconds > chunkCommSeconds + stepCommSeconds) {
+    const double exposed = c.seconds - c.hiddenSeconds;
+    if (c.chunkSeconds + exposed > chunkCommSeconds + stepCommSeconds) {
       chunkCommSeconds = c.chunkSeconds;
-      stepCommSeconds = c.seconds;
+      stepCommSeconds = exposed;
+      hiddenSeconds = c.hiddenSeconds;
     }
     for (auto &[op, n] : c.calls.items())
       calls[op] = std::max(calls.value(op, int64_t(0)), n.get<int64_t>());
@@ -386,6 +402,7 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   cost.peakFlops = peak;
   cost.computeSeconds = computeSeconds;
   cost.commSeconds = commSeconds;
+  cost.hiddenCommSeconds = hiddenSeconds;
   cost.stepSeconds = stepSeconds;
   return cost;
 }
@@ -519,6 +536,66 @@ static void addStoredActivations(ModuleOp module,
   }
 }
 
+/// The layer (dtc.layer) of `op`, -1 outside the layers.
+static int64_t layerOf(Operation *op) {
+  auto layer = op->getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr);
+  return layer ? layer.getInt() : -1;
+}
+
+/// Adds to `facts` the stored activations in the residual stream's shapes
+/// (the types of the values between layers): Megatron's tensor
+/// parallelism splits a layer's heads and hidden features but keeps these
+/// whole on every rank (the norms' inputs and outputs, the residual sums)
+/// unless sequence parallelism splits them; selective recomputation drops
+/// those its cheap ops make. A value whose shape only happens to match (a
+/// row-parallel product's input) counts as whole too, which errs towards
+/// more memory.
+static void addStoredInTheStream(ModuleOp module,
+                                 ::dtc::search::ModelFacts &facts) {
+  llvm::DenseSet<Type> streamTypes;
+  SmallVector<Value> cheapStored;
+  for (func::FuncOp step : trainSteps(module))
+    step.walk([&](Operation *op) {
+      if (!isPhase(op, Phase::Forward))
+        return;
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (isPhase(def, Phase::Forward) && layerOf(def) != layerOf(op))
+            streamTypes.insert(operand.getType());
+      if (op->hasTrait<CheapToRecompute>() && !isa<ViewOpInterface>(op))
+        for (Value result : op->getResults())
+          if (llvm::any_of(result.getUsers(), isBackward))
+            cheapStored.push_back(result);
+    });
+  for (func::FuncOp step : trainSteps(module)) {
+    llvm::DenseSet<Value> counted;
+    step.walk([&](Operation *op) {
+      if (!isPhase(op, Phase::Forward) ||
+          op->hasAttr(DtcDialect::kRecomputeAttr))
+        return;
+      for (Value result : op->getResults()) {
+        if (!llvm::any_of(result.getUsers(), isBackward))
+          continue;
+        Value storage = result;
+        while (Operation *def = storage.getDefiningOp()) {
+          if (!isa<ViewOpInterface>(def) || def->getNumOperands() == 0)
+            break;
+          storage = def->getOperand(0);
+        }
+        if (streamTypes.contains(storage.getType()) &&
+            counted.insert(storage).second)
+          facts.storedInStreamNone += tensorBytes(storage.getType());
+      }
+    });
+  }
+  double cheap = 0;
+  for (Value result : cheapStored)
+    if (streamTypes.contains(result.getType()))
+      cheap += tensorBytes(result.getType());
+  facts.storedInStreamSelective =
+      std::max(0.0, facts.storedInStreamNone - cheap);
+}
+
 /// Each dense parameter's elements and the layers whose forward reads it
 /// (`facts.paramUses`): a pipeline stage holds those its layers read.
 static void addParamUses(func::FuncOp step,
@@ -560,10 +637,6 @@ static void addParamUses(func::FuncOp step,
       }
     }
   }
-  auto layerOf = [](Operation *op) -> int64_t {
-    auto layer = op->getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr);
-    return layer ? layer.getInt() : -1;
-  };
   llvm::DenseSet<Value> boundary;
   // A mixture of experts: its experts' FFNs, forward and backward, split
   // over the experts (a rank runs its experts on every token routed to
@@ -667,6 +740,7 @@ static void addParamUses(func::FuncOp step,
     }
   });
   addStoredActivations(module, facts);
+  addStoredInTheStream(module, facts);
   facts.storedSelective =
       std::max(0.0, facts.storedNone + facts.storedSelective);
   facts.storedFull = std::min(facts.storedFull, facts.storedNone);

@@ -172,7 +172,8 @@ LocalParams localParams(const ModelFacts &f, const ScheduleTerms &terms,
 double batchCommSeconds(const ModelFacts &f, const Space &space,
                         const HardwareProfile &hw, size_t dpEnd, size_t epEnd,
                         size_t ppEnd, const ScheduleTerms &terms,
-                        const Candidate &c, double stretch) {
+                        const Candidate &c, double stretch,
+                        double &overlappable) {
   const int64_t batchWays = c.dp * c.ep;
   const double m = double(c.microbatches), p = double(c.pp);
   double comm = 0;
@@ -225,6 +226,16 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
     calls = std::clamp(calls, 1.0, tensors);
     return c.zero == 1 ? (calls + tensors) / 2 : calls;
   };
+  // Without micro-batches the step issues the gradients' buckets as the
+  // backward completes them (ZeRO-1 reduce-scatters in the optimizer
+  // instead) and ZeRO-3's gathers a layer ahead: all but the last bucket or
+  // layer can run beside the kernels.
+  const bool issuedDuringCompute = c.pp == 1 && c.microbatches == 1;
+  auto pieces = [&](double bytes) {
+    return std::max(
+        1.0,
+        std::ceil(bytes / double(std::max<int64_t>(space.bucketBytes, 1))));
+  };
   auto gradientSync = [&](double params, double tensors, int64_t ways,
                           size_t end) {
     if (ways * c.sp <= 1 || params <= 0)
@@ -237,10 +248,16 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
     }
     const double group = double(ways * c.sp),
                  calls = callsOf(tensors, params * bpp.grads);
-    comm += calls * dtc::cost::collectiveTime(
-                        CollectiveKind::AllReduce, ways * c.sp,
-                        2.0 * (group - 1) / group * params * bpp.grads / calls,
-                        link);
+    const double seconds =
+        calls * dtc::cost::collectiveTime(
+                    CollectiveKind::AllReduce, ways * c.sp,
+                    2.0 * (group - 1) / group * params * bpp.grads / calls,
+                    link);
+    comm += seconds;
+    if (issuedDuringCompute && c.zero != 1) {
+      const double buckets = pieces(params * bpp.grads);
+      overlappable += seconds * (buckets - 1) / buckets;
+    }
   };
   gradientSync(local.dense, denseTensors, batchWays, epEnd);
   gradientSync(local.experts, expertTensors, c.dp, dpEnd);
@@ -250,10 +267,14 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
       return;
     const double d = double(ways),
                  calls = callsOf(tensors, params * bpp.params);
-    comm += 2.0 * m * calls *
-            dtc::cost::collectiveTime(CollectiveKind::AllGather, ways,
-                                      (d - 1) / d * params * bpp.params / calls,
-                                      slowest(hw, 0, end));
+    const double seconds =
+        2.0 * m * calls *
+        dtc::cost::collectiveTime(CollectiveKind::AllGather, ways,
+                                  (d - 1) / d * params * bpp.params / calls,
+                                  slowest(hw, 0, end));
+    comm += seconds;
+    if (issuedDuringCompute)
+      overlappable += seconds * (calls - 1) / calls;
   };
   parameterGathers(local.dense, denseTensors, batchWays, epEnd);
   parameterGathers(local.experts, expertTensors, c.dp, dpEnd);
@@ -282,13 +303,19 @@ double bytesPerDevice(const ModelFacts &f, const Space &space,
   const double stored = c.remat == "full"        ? f.storedFull
                         : c.remat == "selective" ? f.storedSelective
                                                  : f.storedNone;
-  // Tensor parallelism splits what a layer keeps, except the layer
-  // boundaries (full recomputation's) unless the sequence is split too.
-  const double split =
-      c.remat == "full" && !c.sequenceParallel ? 1.0 : double(c.tp);
+  // Tensor parallelism splits what a layer keeps but the residual stream
+  // (the layer boundaries, full recomputation's whole store, and the
+  // norms' inputs and outputs), which sequence parallelism splits too.
+  const double inStream = c.remat == "full" ? f.storedFull
+                          : c.remat == "selective"
+                              ? std::min(f.storedInStreamSelective, stored)
+                              : std::min(f.storedInStreamNone, stored);
+  const double streamSplit = c.sequenceParallel ? double(c.tp) : 1.0;
+  const double storedHere =
+      (stored - inStream) / double(c.tp) + inStream / streamSplit;
   // The stage keeping most: the stage balancer's split of the layers.
   const double perMicrobatch =
-      stored / (d * m) / split * terms.storedShare / double(c.sp);
+      storedHere / (d * m) * terms.storedShare / double(c.sp);
   const double inFlight = c.pp > 1 ? terms.inFlight : 1.0;
   // A recomputed layer's forward is live again while its backward runs.
   const double working = c.remat == "none"
@@ -414,10 +441,12 @@ void estimate(const ModelFacts &f, const Space &space,
     comm += m * layersHere * shifts * dtc::cost::sendRecvTime(block, link) *
             stretch;
   }
-  comm +=
-      batchCommSeconds(f, space, hw, dpEnd, epEnd, ppEnd, terms, c, stretch);
+  double overlappable = 0;
+  comm += batchCommSeconds(f, space, hw, dpEnd, epEnd, ppEnd, terms, c, stretch,
+                           overlappable);
   c.commSeconds = comm;
-  c.seconds = c.computeSeconds + c.commSeconds;
+  c.hiddenSeconds = hw.commOverlap * std::min(overlappable, c.computeSeconds);
+  c.seconds = c.computeSeconds + c.commSeconds - c.hiddenSeconds;
 
   c.bytes = bytesPerDevice(f, space, terms, c);
   c.fits = space.budget <= 0 || c.bytes <= space.budget;

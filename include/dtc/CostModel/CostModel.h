@@ -68,6 +68,12 @@ struct HardwareProfile {
   std::optional<GemmEfficiency> attention, attentionGrad;
   std::optional<MemoryLine> rowReduction;
   double kernelOverhead = 0;
+  /// The share of a collective's time that kernels running meanwhile hide
+  /// when it overlaps them (a data-parallel gradient bucket during the
+  /// backward): GPUs run collectives beside the kernels, losing some of it
+  /// to the SMs and memory bandwidth the two share; CPU ranks reduce on the
+  /// cores their kernels use (0).
+  double commOverlap = 0;
   /// Link of each mesh axis, outermost first (filled by forMesh()).
   std::vector<Link> axes;
   /// Builtin profiles describe a node link and a cluster link; the last mesh

@@ -44,7 +44,11 @@ struct PlanCost {
   /// included), and the model's share of them (without recomputation).
   int64_t flops = 0, modelFlops = 0;
   double peakFlops = 0;
+  /// commSeconds: what the step waits for; hiddenCommSeconds: the
+  /// communication the busiest device's kernels hide besides (see
+  /// HardwareProfile::commOverlap).
   double computeSeconds = 0, commSeconds = 0, stepSeconds = 0;
+  double hiddenCommSeconds = 0;
 };
 
 /// Evaluates the plan `artifact` was emitted for (`module`: its partitioned

@@ -74,6 +74,10 @@ struct ModelFacts {
   /// recomputation: none, selective (less what cheap ops produce), full
   /// (each layer's inputs).
   double storedNone = 0, storedSelective = 0, storedFull = 0;
+  /// Of storedNone and storedSelective, the bytes in the residual stream's
+  /// shapes, which tensor parallelism keeps whole without sequence
+  /// parallelism (full recomputation keeps only such values).
+  double storedInStreamNone = 0, storedInStreamSelective = 0;
   /// Bytes of the activations between two layers (the residual stream),
   /// on average: what a tensor-parallel block all-reduces and a pipeline
   /// stage sends.
@@ -147,6 +151,11 @@ struct Candidate {
   /// The closed forms' step time and memory per device, and their parts.
   double seconds = 0, bytes = 0;
   double computeSeconds = 0, commSeconds = 0, bubble = 0;
+  /// The part of commSeconds the kernels hide (seconds = compute + comm -
+  /// hidden): without micro-batches the gradients' buckets reduce while the
+  /// backward goes on and ZeRO-3 gathers a layer ahead, all but the last
+  /// bucket or layer, at the profile's commOverlap.
+  double hiddenSeconds = 0;
   bool fits = false;
 
   /// As --strategy and the other flags would write it, e.g.

@@ -298,6 +298,100 @@ TEST(Search, EstimatesFollowTheClosedForms) {
   }
 }
 
+// Overlap in the closed forms: without micro-batches the gradients' buckets
+// reduce while the backward goes on, all but the last, at the profile's
+// comm_overlap (a100: 0.9); ZeRO-1 reduce-scatters in the optimizer, and
+// micro-batches and pipelines reduce after the last backward, so nothing
+// hides there. The step is compute plus the communication not hidden.
+TEST(Search, OverlapHidesAllButTheLastBucket) {
+  dtc::search::ModelFacts facts;
+  facts.params = 100000000; // f32 gradients: 400 MB, 16 buckets of 25 MiB
+  facts.batch = 8;
+  facts.layers = 4;
+  facts.forwardFlops = 1e12;
+  facts.backwardFlops = 2e12;
+  facts.storedNone = 4e6;
+  facts.storedSelective = 2e6;
+  facts.storedFull = 1e6;
+  facts.boundaryBytes = 2.5e5;
+  dtc::search::Space space;
+  space.mesh = {2};
+  space.optimizer = "adam";
+  const dtc::cost::HardwareProfile hw = a100For(space.mesh);
+  ASSERT_DOUBLE_EQ(hw.commOverlap, 0.9);
+  const auto all = dtc::search::enumerateCandidates(facts, space, hw);
+  auto find = [&](int64_t zero, int64_t microbatches) {
+    for (const dtc::search::Candidate &c : all)
+      if (c.dp == 2 && c.zero == zero && c.microbatches == microbatches &&
+          c.remat == "none")
+        return c;
+    ADD_FAILURE() << "no dp=2 zero=" << zero << " mb=" << microbatches;
+    return dtc::search::Candidate();
+  };
+  const double reduce = dtc::cost::collectiveTime(
+      CollectiveKind::AllReduce, 2, 2.0 * 1 / 2 * 4e8, hw.axes[0]);
+  const dtc::search::Candidate dp = find(0, 1);
+  EXPECT_DOUBLE_EQ(dp.commSeconds, reduce);
+  EXPECT_DOUBLE_EQ(dp.hiddenSeconds, 0.9 * reduce * 15 / 16);
+  EXPECT_DOUBLE_EQ(dp.seconds,
+                   dp.computeSeconds + dp.commSeconds - dp.hiddenSeconds);
+  EXPECT_EQ(find(1, 1).hiddenSeconds, 0.0);
+  EXPECT_EQ(find(0, 2).hiddenSeconds, 0.0);
+  for (const dtc::search::Candidate &c : all)
+    if (c.pp > 1)
+      EXPECT_EQ(c.hiddenSeconds, 0.0) << c.describe();
+  // Never more than the compute that could hide it.
+  dtc::cost::HardwareProfile slow = hw;
+  slow.axes[0].bandwidth = 1e6;
+  for (const dtc::search::Candidate &c :
+       dtc::search::enumerateCandidates(facts, space, slow))
+    EXPECT_LE(c.hiddenSeconds, 0.9 * c.computeSeconds) << c.describe();
+}
+
+// Tensor parallelism splits what a layer keeps but the residual stream (the
+// values in the shapes between layers: the norms' inputs and outputs, the
+// residual sums), which stays whole on every rank unless sequence
+// parallelism splits it too.
+TEST(Search, TensorParallelismKeepsTheResidualStreamWhole) {
+  dtc::search::ModelFacts facts;
+  facts.params = 1000000;
+  facts.batch = 8;
+  facts.layers = 4;
+  facts.forwardFlops = 1e12;
+  facts.backwardFlops = 2e12;
+  facts.storedNone = 4e6;
+  facts.storedInStreamNone = 1e6;
+  facts.storedSelective = 2e6;
+  facts.storedInStreamSelective = 5e5;
+  facts.storedFull = 1e6;
+  facts.boundaryBytes = 2.5e5;
+  facts.sequenceInputs = true;
+  facts.sequence = 64;
+  dtc::search::Space space;
+  space.mesh = {2};
+  space.optimizer = "adam";
+  const dtc::cost::HardwareProfile hw = a100For(space.mesh);
+  auto bytesOf = [&](const char *remat, bool sequenceParallel) {
+    for (const dtc::search::Candidate &c :
+         dtc::search::enumerateCandidates(facts, space, hw))
+      if (c.tp == 2 && c.zero == 0 && c.microbatches == 1 &&
+          c.remat == std::string(remat) &&
+          c.sequenceParallel == sequenceParallel)
+        return c.bytes;
+    ADD_FAILURE() << "no tp=2 " << remat;
+    return 0.0;
+  };
+  const double state = 16e6 / 2; // f32 Adam, each rank half of each weight
+  EXPECT_DOUBLE_EQ(bytesOf("none", false), state + 3e6 / 2 + 1e6);
+  EXPECT_DOUBLE_EQ(bytesOf("none", true), state + 3e6 / 2 + 1e6 / 2);
+  // Recomputation keeps besides the layer being recomputed (a quarter of
+  // storedNone, split); full recomputation keeps the stream alone.
+  EXPECT_DOUBLE_EQ(bytesOf("selective", false),
+                   state + 1.5e6 / 2 + 5e5 + 4e6 / 4 / 2);
+  EXPECT_DOUBLE_EQ(bytesOf("full", false), state + 1e6 + 4e6 / 4 / 2);
+  EXPECT_DOUBLE_EQ(bytesOf("full", true), state + 1e6 / 2 + 4e6 / 4 / 2);
+}
+
 // Ring attention in the search: sp takes the one axis after pp's, only for
 // a model with attention whose sequence divides; it divides the compute
 // and the activations by sp, keeps the parameters whole, sums the
