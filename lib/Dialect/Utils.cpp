@@ -1,6 +1,8 @@
 //===- Utils.cpp - small helpers shared by dtc's passes ------------------===//
 #include "dtc/Dialect/Utils.h"
 #include "dtc/Dialect/DtcDialect.h"
+#include "dtc/Dialect/DtcOps.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -68,4 +70,44 @@ void mlir::dtc::copyPlaceAttrs(Operation *from, Operation *to, bool identity) {
     if ((identity || attr.getName() != DtcDialect::kIdAttr) &&
         !to->hasAttr(attr.getName()))
       to->setAttr(attr.getName(), attr.getValue());
+}
+
+llvm::SetVector<Operation *>
+mlir::dtc::recomputedOps(ArrayRef<Operation *> layerOps, bool selective) {
+  llvm::DenseSet<Operation *> inLayer(layerOps.begin(), layerOps.end());
+  // Kept: what forward ops of other layers (or the return) read.
+  auto isKept = [&](Operation *op) {
+    for (Value r : op->getResults())
+      for (Operation *user : r.getUsers())
+        if (!isAfterForward(user) && !inLayer.contains(user))
+          return true;
+    return false;
+  };
+  llvm::SetVector<Operation *> candidates;
+  for (Operation *op : layerOps)
+    if (!isKept(op) && (!selective || op->hasTrait<CheapToRecompute>()))
+      candidates.insert(op);
+  if (!selective)
+    return candidates;
+  // An op stays a candidate only if each operand it reads from this layer
+  // stays alive anyway; otherwise recomputing it would keep a value alive
+  // that the forward could free.
+  auto readByBackward = [](Value v) {
+    return llvm::any_of(v.getUsers(), isAfterForward);
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation *op : llvm::to_vector(candidates)) {
+      bool operandsAlive = llvm::all_of(op->getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return !def || !inLayer.contains(def) || isKept(def) ||
+               candidates.contains(def) || readByBackward(v);
+      });
+      if (!operandsAlive) {
+        candidates.remove(op);
+        changed = true;
+      }
+    }
+  }
+  return candidates;
 }

@@ -542,58 +542,84 @@ static int64_t layerOf(Operation *op) {
   return layer ? layer.getInt() : -1;
 }
 
-/// Adds to `facts` the stored activations in the residual stream's shapes
-/// (the types of the values between layers): Megatron's tensor
-/// parallelism splits a layer's heads and hidden features but keeps these
-/// whole on every rank (the norms' inputs and outputs, the residual sums)
-/// unless sequence parallelism splits them; selective recomputation drops
-/// those its cheap ops make. A value whose shape only happens to match (a
-/// row-parallel product's input) counts as whole too, which errs towards
-/// more memory.
-static void addStoredInTheStream(ModuleOp module,
-                                 ::dtc::search::ModelFacts &facts) {
+/// The storage of `v`: what it views, through views.
+static Value storageOf(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<ViewOpInterface>(def) || def->getNumOperands() == 0)
+      break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
+
+/// Adds to `facts` what selective recomputation keeps (storedSelective)
+/// and, with and without it, the stored activations in the residual
+/// stream's shapes (the types of the values between layers): Megatron's
+/// tensor parallelism splits a layer's heads and hidden features but keeps
+/// these whole on every rank (the norms' inputs and outputs, the residual
+/// sums) unless sequence parallelism splits them. A value whose shape only
+/// happens to match (a row-parallel product's input) counts as whole too,
+/// which errs towards more memory. Selective recomputation keeps what
+/// dtc-rematerialize leaves (recomputedOps): the values the backward reads
+/// less those of the ops it recomputes, plus what those ops read that
+/// nothing kept before; its total is storedNone less the difference.
+static void addStoredByRecomputation(ModuleOp module,
+                                     ::dtc::search::ModelFacts &facts) {
   llvm::DenseSet<Type> streamTypes;
-  SmallVector<Value> cheapStored;
-  for (func::FuncOp step : trainSteps(module))
+  double none = 0, selective = 0;
+  for (func::FuncOp step : trainSteps(module)) {
+    std::map<int64_t, SmallVector<Operation *>> layers;
     step.walk([&](Operation *op) {
-      if (!isPhase(op, Phase::Forward))
+      if (!isPhase(op, Phase::Forward) || layerOf(op) < 0 ||
+          op->getNumResults() == 0 || isa<arith::ConstantOp>(op))
         return;
+      layers[layerOf(op)].push_back(op);
       for (Value operand : op->getOperands())
         if (Operation *def = operand.getDefiningOp())
           if (isPhase(def, Phase::Forward) && layerOf(def) != layerOf(op))
             streamTypes.insert(operand.getType());
-      if (op->hasTrait<CheapToRecompute>() && !isa<ViewOpInterface>(op))
-        for (Value result : op->getResults())
-          if (llvm::any_of(result.getUsers(), isBackward))
-            cheapStored.push_back(result);
     });
-  for (func::FuncOp step : trainSteps(module)) {
-    llvm::DenseSet<Value> counted;
-    step.walk([&](Operation *op) {
-      if (!isPhase(op, Phase::Forward) ||
-          op->hasAttr(DtcDialect::kRecomputeAttr))
+    llvm::DenseSet<Operation *> recomputed;
+    for (auto &[layer, ops] : layers)
+      for (Operation *op : recomputedOps(ops, /*selective=*/true))
+        recomputed.insert(op);
+    llvm::DenseSet<Value> keptNone, keptSelective;
+    auto keep = [&](llvm::DenseSet<Value> &kept, Value v) {
+      Value storage = storageOf(v);
+      Operation *def = storage.getDefiningOp();
+      if (!def || !isPhase(def, Phase::Forward) ||
+          (&kept == &keptSelective && recomputed.contains(def)))
         return;
-      for (Value result : op->getResults()) {
-        if (!llvm::any_of(result.getUsers(), isBackward))
-          continue;
-        Value storage = result;
-        while (Operation *def = storage.getDefiningOp()) {
-          if (!isa<ViewOpInterface>(def) || def->getNumOperands() == 0)
-            break;
-          storage = def->getOperand(0);
-        }
-        if (streamTypes.contains(storage.getType()) &&
-            counted.insert(storage).second)
-          facts.storedInStreamNone += tensorBytes(storage.getType());
+      kept.insert(storage);
+    };
+    for (auto &[layer, ops] : layers)
+      for (Operation *op : ops) {
+        for (Value result : op->getResults())
+          if (llvm::any_of(result.getUsers(), isBackward)) {
+            keep(keptNone, result);
+            if (!recomputed.contains(op))
+              keep(keptSelective, result);
+          }
+        if (recomputed.contains(op) &&
+            llvm::any_of(op->getResults(), [](Value r) {
+              return llvm::any_of(r.getUsers(), isAfterForward);
+            }))
+          for (Value operand : op->getOperands())
+            keep(keptSelective, operand);
       }
-    });
+    for (auto [kept, total] :
+         {std::pair{&keptNone, &none}, std::pair{&keptSelective, &selective}})
+      for (Value storage : *kept) {
+        *total += tensorBytes(storage.getType());
+        if (streamTypes.contains(storage.getType()))
+          (kept == &keptNone ? facts.storedInStreamNone
+                             : facts.storedInStreamSelective) +=
+              tensorBytes(storage.getType());
+      }
   }
-  double cheap = 0;
-  for (Value result : cheapStored)
-    if (streamTypes.contains(result.getType()))
-      cheap += tensorBytes(result.getType());
+  facts.storedSelective = std::max(0.0, facts.storedNone - (none - selective));
   facts.storedInStreamSelective =
-      std::max(0.0, facts.storedInStreamNone - cheap);
+      std::min(facts.storedInStreamSelective, facts.storedSelective);
 }
 
 /// Each dense parameter's elements and the layers whose forward reads it
@@ -730,19 +756,12 @@ static void addParamUses(func::FuncOp step,
           if (isPhase(def, Phase::Forward) && layerOf(def) != layer &&
               boundary.insert(operand).second)
             facts.storedFull += tensorBytes(operand.getType());
-      // Selective recomputation does not keep what cheap ops produce.
-      if (op->hasTrait<CheapToRecompute>() && !isa<ViewOpInterface>(op))
-        for (Value result : op->getResults())
-          if (llvm::any_of(result.getUsers(), isBackward))
-            facts.storedSelective -= tensorBytes(result.getType());
     } else if (isBackward(op) && cost) {
       facts.backwardFlops += double(cost.getFlopCount());
     }
   });
   addStoredActivations(module, facts);
-  addStoredInTheStream(module, facts);
-  facts.storedSelective =
-      std::max(0.0, facts.storedNone + facts.storedSelective);
+  addStoredByRecomputation(module, facts);
   facts.storedFull = std::min(facts.storedFull, facts.storedNone);
   facts.boundaryBytes =
       facts.layers > 0 ? facts.storedFull / double(facts.layers) : 0.0;

@@ -47,18 +47,6 @@ namespace mlir::dtc {
 
 namespace {
 
-/// Backward and optimizer ops: the readers whose operands can come from a
-/// recomputation. Ops without a phase (the return) read what the forward
-/// produced.
-bool isAfterForward(Operation *op) {
-  std::optional<Phase> phase = phaseOf(op);
-  return phase && *phase != Phase::Forward;
-}
-
-bool hasDirectBackwardReader(Value v) {
-  return llvm::any_of(v.getUsers(), isAfterForward);
-}
-
 class Rematerializer {
 public:
   /// `modeOf(layer)`: the recomputation of a layer.
@@ -93,40 +81,8 @@ public:
 
 private:
   void recomputeLayer(ArrayRef<Operation *> ops, bool selective) {
-    llvm::DenseSet<Operation *> inLayer(ops.begin(), ops.end());
-    // Kept: what forward ops of other layers (or the return) read.
-    auto isKept = [&](Operation *op) {
-      for (Value r : op->getResults())
-        for (Operation *user : r.getUsers())
-          if (!isAfterForward(user) && !inLayer.contains(user))
-            return true;
-      return false;
-    };
-    llvm::SetVector<Operation *> candidates;
-    for (Operation *op : ops)
-      if (!isKept(op) && (!selective || op->hasTrait<CheapToRecompute>()))
-        candidates.insert(op);
-    // Selective: an op stays a candidate only if each operand it reads from
-    // this layer stays alive anyway (kept, read by the backward itself) or
-    // is recomputed too; otherwise recomputing it would keep a value alive
-    // that the forward could free.
-    if (selective) {
-      bool changed = true;
-      while (changed) {
-        changed = false;
-        for (Operation *op : llvm::to_vector(candidates)) {
-          bool operandsAlive = llvm::all_of(op->getOperands(), [&](Value v) {
-            Operation *def = v.getDefiningOp();
-            return !def || !inLayer.contains(def) || isKept(def) ||
-                   candidates.contains(def) || hasDirectBackwardReader(v);
-          });
-          if (!operandsAlive) {
-            candidates.remove(op);
-            changed = true;
-          }
-        }
-      }
-    }
+    const llvm::SetVector<Operation *> candidates =
+        recomputedOps(ops, selective);
     // Zero-bubble schedules may run a micro-batch's W long after its B:
     // then what W reads is recomputed again right before it, so that
     // between the two only the layer's boundary values and B's gradients

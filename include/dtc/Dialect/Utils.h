@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/SetVector.h"
 #include <optional>
 #include <string>
 
@@ -71,6 +72,25 @@ inline bool isBackward(Operation *op) {
   std::optional<Phase> phase = phaseOf(op);
   return phase == Phase::BackwardInput || phase == Phase::BackwardWeight;
 }
+
+/// Backward and optimizer ops: the readers whose operands can come from a
+/// recomputation. Ops without a phase (the return) read what the forward
+/// produced.
+inline bool isAfterForward(Operation *op) {
+  std::optional<Phase> phase = phaseOf(op);
+  return phase && *phase != Phase::Forward;
+}
+
+/// The forward ops of one layer (`layerOps`, its forward ops with results)
+/// that recomputation computes again for the backward: every op whose
+/// results no forward op of another layer (nor the return) reads; with
+/// `selective` (Megatron's selective recompute) only CheapToRecompute ops,
+/// and only while every operand they read from the layer stays alive
+/// anyway (such a boundary, a value the backward reads itself, or
+/// recomputed too). dtc-rematerialize clones them; the search's closed
+/// forms count what that keeps (modelFacts).
+llvm::SetVector<Operation *> recomputedOps(ArrayRef<Operation *> layerOps,
+                                           bool selective);
 
 /// dtc.role of a function's argument or result.
 inline std::optional<Role> argRole(func::FuncOp func, unsigned index) {
