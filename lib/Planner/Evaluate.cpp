@@ -190,6 +190,16 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
   return c;
 }
 
+/// The storage of `v`: what it views, through views.
+Value storageOf(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<mlir::dtc::ViewOpInterface>(def) || def->getNumOperands() == 0)
+      break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
+
 /// Bytes of a ranked tensor of integers or floats (0 for anything else).
 double tensorBytes(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
@@ -457,12 +467,7 @@ std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
         if (!llvm::any_of(result.getUsers(), isBackward))
           continue;
         // A view shares the bytes of what it views.
-        Value storage = result;
-        while (Operation *def = storage.getDefiningOp()) {
-          if (!isa<ViewOpInterface>(def) || def->getNumOperands() == 0)
-            break;
-          storage = def->getOperand(0);
-        }
+        Value storage = storageOf(result);
         Operation *def = storage.getDefiningOp();
         auto layer =
             def ? def->getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr)
@@ -540,16 +545,6 @@ static void addStoredActivations(ModuleOp module,
 static int64_t layerOf(Operation *op) {
   auto layer = op->getAttrOfType<IntegerAttr>(DtcDialect::kLayerAttr);
   return layer ? layer.getInt() : -1;
-}
-
-/// The storage of `v`: what it views, through views.
-static Value storageOf(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (!isa<ViewOpInterface>(def) || def->getNumOperands() == 0)
-      break;
-    v = def->getOperand(0);
-  }
-  return v;
 }
 
 /// Adds to `facts` what selective recomputation keeps (storedSelective)

@@ -213,14 +213,19 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
     (k.split == KernelClass::Split::Experts ? expertTensors : denseTensors) +=
         double(k.count) / p;
   const double layersPerStage = std::max(1.0, double(f.layers) / p);
+  // Buckets of at most space.bucketBytes that `bytes` fill.
+  auto pieces = [&](double bytes) {
+    return std::max(
+        1.0,
+        std::ceil(bytes / double(std::max<int64_t>(space.bucketBytes, 1))));
+  };
   auto callsOf = [&](double tensors, double bytes) {
     if (c.zero == 0)
       return 1.0;
     tensors = std::max(1.0, tensors);
     if (c.pp > 1 || c.microbatches > 1)
       return tensors;
-    double calls =
-        std::ceil(bytes / double(std::max<int64_t>(space.bucketBytes, 1)));
+    double calls = pieces(bytes);
     if (c.zero >= 3)
       calls = std::max(calls, layersPerStage);
     calls = std::clamp(calls, 1.0, tensors);
@@ -231,11 +236,6 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
   // instead) and ZeRO-3's gathers a layer ahead: all but the last bucket or
   // layer can run beside the kernels.
   const bool issuedDuringCompute = c.pp == 1 && c.microbatches == 1;
-  auto pieces = [&](double bytes) {
-    return std::max(
-        1.0,
-        std::ceil(bytes / double(std::max<int64_t>(space.bucketBytes, 1))));
-  };
   auto gradientSync = [&](double params, double tensors, int64_t ways,
                           size_t end) {
     if (ways * c.sp <= 1 || params <= 0)

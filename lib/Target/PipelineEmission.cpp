@@ -473,10 +473,7 @@ void StageEmitter::buildItems() {
 }
 
 bool StageEmitter::isRecv(BlockArgument arg) const {
-  func::FuncOp function = step;
-  auto role = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    DtcDialect::kRoleAttr);
-  return role && role.getValue() == kRecvRole;
+  return argRole(step, arg.getArgNumber()) == Role::Recv;
 }
 
 bool StageEmitter::reads(const Item &item, Value v) const {
@@ -574,12 +571,9 @@ void StageEmitter::recordReads() {
       case Item::Return:
         // A sent value is read by its send, where it is computed; the
         // return only names it.
-        for (auto [idx, operand] : llvm::enumerate(item.op->getOperands())) {
-          auto role =
-              step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kRoleAttr);
-          if (!role || role.getValue() != kSendRole)
+        for (auto [idx, operand] : llvm::enumerate(item.op->getOperands()))
+          if (resultRole(step, unsigned(idx)) != Role::Send)
             read(operand, l, at);
-        }
         break;
       case Item::Slice:
         break;

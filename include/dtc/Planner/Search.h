@@ -71,8 +71,8 @@ struct ModelFacts {
   /// the ops selective recomputation recomputes.
   double forwardFlops = 0, backwardFlops = 0, cheapForwardFlops = 0;
   /// Bytes one step keeps from its forward for its backward, by
-  /// recomputation: none, selective (less what cheap ops produce), full
-  /// (each layer's inputs).
+  /// recomputation: none, selective (what dtc-rematerialize leaves:
+  /// recomputedOps), full (each layer's inputs).
   double storedNone = 0, storedSelective = 0, storedFull = 0;
   /// Of storedNone and storedSelective, the bytes in the residual stream's
   /// shapes, which tensor parallelism keeps whole without sequence

@@ -20,9 +20,11 @@ each program and "ok", or each slot that breaks the rule and "FAIL".
 Standard library only.
 """
 import argparse
-import json
-import subprocess
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dp_equivalence as dpe  # noqa: E402
 
 LISTS = ("forward", "backward_input", "backward_weight")
 
@@ -67,8 +69,7 @@ def main(argv):
     a = p.parse_args(argv)
     ok = True
     for path in a.artifacts:
-        inspect = json.loads(subprocess.run([a.dtc, "inspect", path], check=True,
-                                            capture_output=True, text=True).stdout)
+        inspect = dpe.inspect_artifact(a.dtc, path)
         pipelined = [prog for prog in inspect["programs"] if prog.get("chunks")]
         if not pipelined:
             print(f"{path}: FAIL: no program has micro-batch chunks")

@@ -10,10 +10,11 @@ backward_input and backward_weight (any chunk), and finish (after the
 flush); "-" for none. One line per program. Standard library only.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dp_equivalence as dpe  # noqa: E402
 
 KINDS = ("all_gather", "reduce_scatter")
 
@@ -31,8 +32,7 @@ def main(argv):
     p.add_argument("--dtc", default="dtc")
     a = p.parse_args(argv)
     for path in a.artifacts:
-        body = json.loads(subprocess.run([a.dtc, "inspect", path], check=True,
-                                         stdout=subprocess.PIPE, text=True).stdout)
+        body = dpe.inspect_artifact(a.dtc, path)
         for program in body["programs"]:
             if "chunks" not in program:
                 raise SystemExit(f"{path}: program {program['name']} has no micro-batch lists")

@@ -70,6 +70,12 @@ def run(cmd, log):
     return proc.stdout
 
 
+def inspect_artifact(dtc, path):
+    """The JSON body of the artifact at `path` (`dtc inspect`)."""
+    return json.loads(subprocess.run([dtc, "inspect", path], check=True,
+                                     stdout=subprocess.PIPE, text=True).stdout)
+
+
 def losses_of(output):
     losses = []
     for line in output.splitlines():

@@ -224,7 +224,10 @@ dtc::cost::HardwareProfile a100For(const std::vector<int64_t> &mesh) {
   return hw;
 }
 
-TEST(Search, EstimatesFollowTheClosedForms) {
+/// A small step the search tests start from: 4 layers, a million
+/// parameters, a batch of 8, 3 TFLOP a step, 4 MB kept for the backward (2
+/// MB under selective recomputation, 1 MB under full).
+dtc::search::ModelFacts smallFacts() {
   dtc::search::ModelFacts facts;
   facts.params = 1000000;
   facts.batch = 8;
@@ -235,6 +238,11 @@ TEST(Search, EstimatesFollowTheClosedForms) {
   facts.storedSelective = 2e6;
   facts.storedFull = 1e6;
   facts.boundaryBytes = 2.5e5;
+  return facts;
+}
+
+TEST(Search, EstimatesFollowTheClosedForms) {
+  dtc::search::ModelFacts facts = smallFacts();
   dtc::search::Space space;
   space.mesh = {2};
   space.optimizer = "adam";
@@ -304,16 +312,8 @@ TEST(Search, EstimatesFollowTheClosedForms) {
 // micro-batches and pipelines reduce after the last backward, so nothing
 // hides there. The step is compute plus the communication not hidden.
 TEST(Search, OverlapHidesAllButTheLastBucket) {
-  dtc::search::ModelFacts facts;
+  dtc::search::ModelFacts facts = smallFacts();
   facts.params = 100000000; // f32 gradients: 400 MB, 16 buckets of 25 MiB
-  facts.batch = 8;
-  facts.layers = 4;
-  facts.forwardFlops = 1e12;
-  facts.backwardFlops = 2e12;
-  facts.storedNone = 4e6;
-  facts.storedSelective = 2e6;
-  facts.storedFull = 1e6;
-  facts.boundaryBytes = 2.5e5;
   dtc::search::Space space;
   space.mesh = {2};
   space.optimizer = "adam";
@@ -353,18 +353,9 @@ TEST(Search, OverlapHidesAllButTheLastBucket) {
 // residual sums), which stays whole on every rank unless sequence
 // parallelism splits it too.
 TEST(Search, TensorParallelismKeepsTheResidualStreamWhole) {
-  dtc::search::ModelFacts facts;
-  facts.params = 1000000;
-  facts.batch = 8;
-  facts.layers = 4;
-  facts.forwardFlops = 1e12;
-  facts.backwardFlops = 2e12;
-  facts.storedNone = 4e6;
+  dtc::search::ModelFacts facts = smallFacts();
   facts.storedInStreamNone = 1e6;
-  facts.storedSelective = 2e6;
   facts.storedInStreamSelective = 5e5;
-  facts.storedFull = 1e6;
-  facts.boundaryBytes = 2.5e5;
   facts.sequenceInputs = true;
   facts.sequence = 64;
   dtc::search::Space space;
@@ -398,16 +389,10 @@ TEST(Search, TensorParallelismKeepsTheResidualStreamWhole) {
 // gradients over the ring, and shifts 6(n-1)+2 key/value blocks per
 // attention layer (2(n-1) more when the forward is recomputed).
 TEST(Search, RingAttentionIsAPlanChoice) {
-  dtc::search::ModelFacts facts;
-  facts.params = 1000000;
+  dtc::search::ModelFacts facts = smallFacts();
   facts.batch = 2;
-  facts.layers = 4;
-  facts.forwardFlops = 1e12;
-  facts.backwardFlops = 2e12;
   facts.storedNone = 8e6;
   facts.storedSelective = 4e6;
-  facts.storedFull = 1e6;
-  facts.boundaryBytes = 2.5e5;
   facts.sequenceInputs = true;
   facts.sequence = 1024;
   facts.attentionKeyBytes = 4e6;
@@ -475,20 +460,12 @@ TEST(Search, RingAttentionIsAPlanChoice) {
 // and each token-slot move is an all-to-all of (ep-1)/ep of the rank's
 // slots. The routing reads the whole batch: one micro-batch, no ring.
 TEST(Search, ExpertParallelismIsAPlanChoice) {
-  dtc::search::ModelFacts facts;
-  facts.params = 1000000;
+  dtc::search::ModelFacts facts = smallFacts();
   facts.expertParams = 800000;
   facts.experts = 8;
   facts.slotMoves = 10;
   facts.slotMoveElements = 10 * 65536.0;
-  facts.batch = 8;
   facts.layers = 2;
-  facts.forwardFlops = 1e12;
-  facts.backwardFlops = 2e12;
-  facts.storedNone = 4e6;
-  facts.storedSelective = 2e6;
-  facts.storedFull = 1e6;
-  facts.boundaryBytes = 2.5e5;
   facts.sequenceInputs = true;
   facts.sequence = 64;
   facts.attentionKeyBytes = 4e6;
