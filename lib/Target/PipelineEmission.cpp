@@ -304,9 +304,7 @@ int64_t StageEmitter::listOfValue(Value v) {
 LogicalResult StageEmitter::collectSends() {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [idx, value] : llvm::enumerate(ret.getOperands())) {
-    auto role =
-        step.getResultAttrOfType<StringAttr>(idx, DtcDialect::kRoleAttr);
-    if (!role || role.getValue() != kSendRole)
+    if (resultRole(step, unsigned(idx)) != Role::Send)
       continue;
     auto message =
         step.getResultAttrOfType<IntegerAttr>(idx, DtcDialect::kMessageAttr);
