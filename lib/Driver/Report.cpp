@@ -116,7 +116,8 @@ json mlir::dtc::buildReport(ModuleOp module, const json &artifact,
         // Model flops utilisation leaves recomputation out; hardware flops
         // utilisation counts everything the device executes.
         {"mfu", stepSeconds > 0 ? modelFlops / stepSeconds / peak : 0.0},
-        {"hfu", stepSeconds > 0 ? flops / stepSeconds / peak : 0.0}}},
+        {"hfu", stepSeconds > 0 ? flops / stepSeconds / peak : 0.0},
+        {"kernel_time_by_op_s", cost.kernelSecondsByOp}}},
       {"compile_time_s", compileSeconds}};
 }
 

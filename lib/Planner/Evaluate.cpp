@@ -209,17 +209,15 @@ double tensorBytes(Type type) {
          double(tensor.getElementType().getIntOrFloatBitWidth()) / 8.0;
 }
 
-/// What a kernel moves through memory (its operands and results; views move
-/// nothing), and whether any of them is in 16-bit floats (it then runs at
-/// the low-precision peak).
+/// What a kernel moves through memory (its operands and results; a view that
+/// runs a kernel copies), and whether any of them is in 16-bit floats (it
+/// then runs at the low-precision peak).
 struct KernelTraffic {
   double bytes = 0;
   bool lowPrecision = false;
 };
 KernelTraffic kernelTraffic(Operation *op) {
   KernelTraffic t;
-  if (isa<mlir::dtc::ViewOpInterface>(op))
-    return t;
   for (Type type :
        llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
     if (auto tensor = dyn_cast<RankedTensorType>(type)) {
@@ -231,27 +229,35 @@ KernelTraffic kernelTraffic(Operation *op) {
 }
 
 /// The busiest device's kernel time per step, and its flops, executed
-/// (recomputation included) and the model's (without it). Each kernel is
-/// its roofline (compute at the profile's efficiency for its size, or its
-/// memory traffic; views move nothing) at the peak of its operands'
-/// precision.
+/// (recomputation included) and the model's (without it). Each kernel the
+/// program runs (runsKernel) is its roofline (compute at the profile's
+/// efficiency for its size, or its memory traffic) at the peak of its
+/// operands' precision.
 double busiestKernelSeconds(ModuleOp module, int64_t microbatches,
                             const ::dtc::cost::HardwareProfile &hw, bool f32,
-                            int64_t &flops, int64_t &modelFlops) {
+                            int64_t &flops, int64_t &modelFlops,
+                            std::map<std::string, double> &secondsByOp) {
   double kernelSeconds = 0;
   for (func::FuncOp step : mlir::dtc::trainSteps(module)) {
     double seconds = 0;
+    std::map<std::string, double> byOp;
     mlir::dtc::walkCostedOps(
         step, microbatches, /*countRecomputation=*/true,
         [&](Operation *op, int64_t times) {
           auto cost = cast<mlir::dtc::CostOpInterface>(op);
           const KernelTraffic traffic = kernelTraffic(op);
-          seconds += double(times) * ::dtc::cost::kernelTime(
-                                         double(cost.getFlopCount()),
-                                         traffic.bytes, cost.getCostClass(), hw,
-                                         f32 || !traffic.lowPrecision,
-                                         double(cost.getIndependentProducts()));
+          const double opSeconds =
+              double(times) *
+              ::dtc::cost::kernelTime(double(cost.getFlopCount()),
+                                      traffic.bytes, cost.getCostClass(), hw,
+                                      f32 || !traffic.lowPrecision,
+                                      double(cost.getIndependentProducts()));
+          seconds += opSeconds;
+          if (opSeconds > 0)
+            byOp[op->getName().stripDialect().str()] += opSeconds;
         });
+    if (seconds > kernelSeconds)
+      secondsByOp = std::move(byOp);
     kernelSeconds = std::max(kernelSeconds, seconds);
     const int64_t executed = mlir::dtc::flopsPerStep(step, microbatches);
     if (executed > flops) {
@@ -381,9 +387,10 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
     comm["send_recv"] = std::max(comm["send_recv"].get<int64_t>(), c.sendBytes);
   }
 
+  PlanCost cost;
   int64_t flops = 0, modelFlops = 0;
-  const double kernelSeconds =
-      busiestKernelSeconds(module, microbatches, hw, f32, flops, modelFlops);
+  const double kernelSeconds = busiestKernelSeconds(
+      module, microbatches, hw, f32, flops, modelFlops, cost.kernelSecondsByOp);
   double peak = f32 ? hw.peakFlopsF32 : hw.peakFlopsBf16;
   // A pipeline stage idles for the bubble of its schedule (unit costs);
   // what runs per micro-batch, kernels and their communication, stretches
@@ -399,7 +406,6 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   double computeSeconds = kernelSeconds * stretch;
   double commSeconds = chunkCommSeconds * stretch + stepCommSeconds;
   double stepSeconds = computeSeconds + commSeconds;
-  PlanCost cost;
   cost.mesh = mesh;
   cost.params = params;
   cost.memory = std::move(memory);
@@ -717,7 +723,9 @@ static void addParamUses(func::FuncOp step,
       if (cost)
         facts.layerFlops[size_t(layer)] += double(cost.getFlopCount());
     }
-    // Costed as busiestKernelSeconds costs it.
+    // Costed as busiestKernelSeconds costs it (walkCostedOps).
+    if (!runsKernel(op))
+      cost = nullptr;
     if (cost && (isPhase(op, Phase::Forward) || isBackward(op)))
       ++kernels[{double(cost.getFlopCount()), kernelTraffic(op).bytes,
                  cost.getCostClass(), double(cost.getIndependentProducts()),

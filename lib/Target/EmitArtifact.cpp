@@ -149,6 +149,16 @@ FailureOr<json> mlir::dtc::buildArtifact(ModuleOp module,
   return body;
 }
 
+bool mlir::dtc::runsKernel(Operation *op) {
+  if (foldsIntoMatmuls(op))
+    return false;
+  if (!isa<ViewOpInterface>(op) || op->getNumOperands() == 0)
+    return true;
+  Value operand = op->getOperand(0);
+  return isa<BlockArgument>(operand) ||
+         isa_and_nonnull<arith::ConstantOp>(operand.getDefiningOp());
+}
+
 void mlir::dtc::walkCostedOps(
     func::FuncOp step, int64_t microbatches, bool countRecomputation,
     llvm::function_ref<void(Operation *, int64_t)> visit) {
@@ -160,7 +170,8 @@ void mlir::dtc::walkCostedOps(
   bool perMicroBatch =
       !mbAxes.empty() && succeeded(classifyScopes(step, mbAxes, scope));
   step.walk([&](CostOpInterface op) {
-    if (!countRecomputation && op->hasAttr(DtcDialect::kRecomputeAttr))
+    if ((!countRecomputation && op->hasAttr(DtcDialect::kRecomputeAttr)) ||
+        !runsKernel(op))
       return;
     int64_t times =
         perMicroBatch && op->getNumResults() &&

@@ -276,10 +276,6 @@ int64_t phaseList(StringRef phase);
 // Program emission (ProgramEmission.cpp)
 //===----------------------------------------------------------------------===//
 
-/// A transpose swapping the last two dims whose every reader is a matmul
-/// (plain or with a fused epilogue) reading it as `a` or `b`.
-bool foldsIntoMatmuls(TransposeOp transpose);
-
 /// Emits the program of one step function: every dtc op becomes the kernel
 /// of the same name, shard collectives become collective instructions.
 class ProgramEmitter {

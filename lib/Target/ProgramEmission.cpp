@@ -58,7 +58,10 @@ bool isMatmul(Operation *op) {
 
 } // namespace
 
-bool emitter::foldsIntoMatmuls(TransposeOp transpose) {
+bool mlir::dtc::foldsIntoMatmuls(Operation *op) {
+  auto transpose = dyn_cast<TransposeOp>(op);
+  if (!transpose)
+    return false;
   ArrayRef<int64_t> perm = transpose.getPermutation();
   int64_t rank = perm.size();
   if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)

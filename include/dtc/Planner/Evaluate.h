@@ -49,6 +49,10 @@ struct PlanCost {
   /// HardwareProfile::commOverlap).
   double computeSeconds = 0, commSeconds = 0, stepSeconds = 0;
   double hiddenCommSeconds = 0;
+  /// The busiest device's kernel seconds per step by op name (without the
+  /// dialect: the runtime's kernel names, as `dtc run --stats` reports
+  /// them), before the pipeline bubble stretches them.
+  std::map<std::string, double> kernelSecondsByOp;
 };
 
 /// Evaluates the plan `artifact` was emitted for (`module`: its partitioned

@@ -49,9 +49,22 @@ int64_t flopsPerStep(func::FuncOp step, int64_t microbatches,
 /// busiest stage.
 int64_t modelFlopsPerStep(ModuleOp module);
 
+/// Whether `op` is a transpose swapping the last two dims whose every reader
+/// is a matmul (plain or with a fused epilogue) reading it as `a` or `b`:
+/// the emitter folds it into them (transpose_a / transpose_b), so it runs
+/// no kernel of its own.
+bool foldsIntoMatmuls(Operation *op);
+
+/// Whether the emitted program runs a kernel for `op`: not for a transpose
+/// folded into its matmuls, nor for a view (ViewOpInterface) of an
+/// activation, which aliases its operand's bytes; a view of an argument or
+/// a constant is a copy (their slots hold nothing else).
+bool runsKernel(Operation *op);
+
 /// Calls `visit(op, times)` for every op of a partitioned step function that
-/// has a cost (CostOpInterface), with how many times it runs per step (what
-/// runs per micro-batch runs `microbatches` times); flopsPerStep's walk.
+/// has a cost (CostOpInterface) and runs a kernel (runsKernel), with how many
+/// times it runs per step (what runs per micro-batch runs `microbatches`
+/// times); flopsPerStep's walk.
 void walkCostedOps(func::FuncOp step, int64_t microbatches,
                    bool countRecomputation,
                    llvm::function_ref<void(Operation *, int64_t)> visit);

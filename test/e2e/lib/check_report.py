@@ -18,9 +18,12 @@ loss's), and against the runtime's own measurement.
     flops / (the profile's f32 peak x its best GEMM efficiency) (no kernel
     is faster), tflops and MFU consistent with them, flops per
     device at least the matmuls' 2 M N K of the forward pass and of the
-    weight gradients, divided over the devices;
+    weight gradients, divided over the devices; the kernel time by op
+    positive, summing to the compute time, its matmuls no faster than
+    those flops at the best GEMM efficiency;
   - with --stats (dtc run --stats): the runtime's memory per category and
-    all-reduce wire bytes equal the report's.
+    all-reduce wire bytes equal the report's, and every op the report
+    prices is a kernel the runtime ran.
 Prints the comparisons; exits 1 on any mismatch. Uses the reference's MLIR
 parser (test/reference).
 """
@@ -37,6 +40,11 @@ from dtcref import mlir  # noqa: E402
 # The builtin profiles' best GEMM efficiency (lib/CostModel/CostModel.cpp).
 GEMM_MAX = {"a100": 0.80, "h100": 0.70, "h200": 0.70}
 PEAK_F32 = {"a100": 19.5e12, "h100": 67e12, "h200": 67e12}
+
+
+def low_flops_for(matmul_flops, devices):
+    """The forward and weight-gradient matmuls' flops on each device."""
+    return 2 * matmul_flops / devices
 
 
 def main():
@@ -110,14 +118,33 @@ def main():
         expect("mfu", pr["mfu"], pr["model_flops_per_device"] / pr["step_time_s"] / peak, 1e-9)
         expect("hfu", pr["hfu"], pr["flops_per_device"] / pr["step_time_s"] / peak, 1e-9)
     expect("tflops per device", pr["tflops_per_device"], pr["flops_per_device"] / pr["step_time_s"] / 1e12, 1e-9)
-    low_flops = 2 * matmul / n
+    low_flops = low_flops_for(matmul, n)
     ok = pr["flops_per_device"] >= low_flops
     print(f"flops per device: report {pr['flops_per_device']}, at least {low_flops:.0f} "
           f"(forward and weight-gradient matmuls){'' if ok else '  <-- MISMATCH'}")
     if not ok:
         problems.append("flops")
+    by_op = pr["kernel_time_by_op_s"]
+    ok = by_op and all(t > 0 for t in by_op.values())
+    print(f"predicted kernel time by op: {sorted(by_op)}{'' if ok else '  <-- MISMATCH (none, or not positive)'}")
+    if not ok:
+        problems.append("kernel time by op")
+    expect("compute time = the kernels' sum (no bubble)", pr["compute_time_s"], sum(by_op.values()), 1e-9)
+    if a.hw in PEAK_F32:
+        gemm = sum(t for op, t in by_op.items() if op.startswith("matmul"))
+        fastest = low_flops_for(matmul, n) / (PEAK_F32[a.hw] * GEMM_MAX[a.hw])
+        ok = gemm >= fastest * (1 - 1e-9)
+        print(f"matmul kernel time: report {gemm}, at least {fastest}{'' if ok else '  <-- MISMATCH'}")
+        if not ok:
+            problems.append("matmul kernel time")
     if a.stats:
         stats = json.load(open(a.stats))
+        ran = set(stats["seconds_per_step_by_op"])
+        ok = set(by_op) <= ran
+        print(f"predicted ops the runtime ran: {'all' if ok else sorted(set(by_op) - ran)}"
+              f"{'' if ok else '  <-- MISMATCH (not kernels of the runtime)'}")
+        if not ok:
+            problems.append("kernel names")
         names = {"params": "param", "grads": "grad", "optimizer": "optimizer", "activations": "activation",
                  "total": "total"}
         for key, cat in names.items():
