@@ -4,10 +4,14 @@ many plans on CPU ranks, ranked side by side.
 
   bench/cpu_model_bench.py [--calibration FILE] [--recalibrate] [--steps 12]
                            [--repeats 2] [--only gpt|llama] [--meshes 2x2,8]
+                           [--hidden 256] [--seq 128]
 
 Uses the calibration `dtc calibrate` keeps for `--hw cpu` (or FILE, or runs
 `dtc calibrate --ranks 1,2,4,8` first when there is none or with
---recalibrate). For each plan of a small GPT and a small LLaMA on each mesh
+--recalibrate). For each plan of a small GPT and a small LLaMA (4 layers,
+4 heads, batch 16, --hidden and --seq: steps of 0.1-0.3 s, long enough that
+4 and 8 ranks sharing 2 cores repeat a plan's time within a few per cent,
+docs/cost-model.md) on each mesh
 (data, tensor, pipeline parallelism and their mixes, ZeRO, sequence
 parallelism, recomputation, micro-batches) it compiles with --report (the
 prediction) and trains on synthetic data with `dtc run --log` (the
@@ -28,12 +32,12 @@ import tempfile
 
 from benchlib import ROOT, sh  # noqa: E402
 
-MODELS = {
-    "gpt": ["gpt", "--layers", "4", "--hidden", "128", "--heads", "4", "--seq", "64",
-            "--vocab", "256", "--batch", "16"],
-    "llama": ["llama", "--layers", "4", "--hidden", "128", "--heads", "4", "--seq", "64",
-              "--vocab", "256", "--batch", "16"],
-}
+MODELS = ["gpt", "llama"]
+
+
+def model_args(name, hidden, seq):
+    return [name, "--layers", "4", "--hidden", str(hidden), "--heads", "4", "--seq", str(seq),
+            "--vocab", "256", "--batch", "16"]
 PLANS = {
     "2x2": ["dp=4", "dp=2,tp=2", "tp=4", "dp=2,pp=2 --microbatches 4", "pp=2,tp=2 --microbatches 4",
             "dp=4,zero=1", "dp=2,tp=2 --sequence-parallel", "dp=4 --remat full", "dp=4 --microbatches 4"],
@@ -62,6 +66,8 @@ def main(argv):
                    help="runs of every plan; the fastest run's median counts")
     p.add_argument("--only", choices=sorted(MODELS))
     p.add_argument("--meshes", default="2x2,8")
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--seq", type=int, default=128)
     a = p.parse_args(argv)
     work = tempfile.mkdtemp(prefix="dtc-cpu-model-bench-")
     env = dict(os.environ)
@@ -82,7 +88,8 @@ def main(argv):
     plans = []
     for name in ([a.only] if a.only else sorted(MODELS)):
         model = os.path.join(work, f"{name}.mlir")
-        sh([sys.executable, os.path.join(ROOT, "examples", "gen_model.py")] + MODELS[name] + ["-o", model])
+        sh([sys.executable, os.path.join(ROOT, "examples", "gen_model.py")] + model_args(name, a.hidden, a.seq)
+           + ["-o", model])
         for mesh in a.meshes.split(","):
             for plan in PLANS[mesh]:
                 strategy, *flags = plan.split(" ", 1)
