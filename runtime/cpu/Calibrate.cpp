@@ -343,9 +343,13 @@ kernels::RunFn cpuKernel(const char *name) {
   return kernel;
 }
 
-/// The matmul kernel on the shapes of transformer layers (tokens x hidden
-/// times hidden x hidden or 4 hidden, and the weight gradient's transposed
-/// product), operands cold: points of (flops, seconds).
+/// The matmul kernel on the shapes of transformer layers, operands cold:
+/// points of (flops, seconds). Every product a layer's MLP makes, forward
+/// and weight gradient (tokens x hidden times hidden x hidden or 4 hidden,
+/// tokens x 4 hidden times 4 hidden x hidden, the transposed products of
+/// the weight gradients): ranks sharing a core run them far apart (4 ranks
+/// on 2 cores: the down-projection at 75 GFLOP/s a rank, the up-projection
+/// at 146), where one rank runs all of them alike.
 Curve measureGemm(Communicator &world, kernels::KernelContext &ctx,
                   const CalibrationOptions &options, double overhead) {
   kernels::RunFn matmul = cpuKernel("matmul");
@@ -359,7 +363,9 @@ Curve measureGemm(Communicator &world, kernels::KernelContext &ctx,
     for (int64_t tokens : {64, 256, 1024, 4096}) {
       shapes.push_back({tokens, hidden, hidden, false});
       shapes.push_back({tokens, hidden, 4 * hidden, false});
+      shapes.push_back({tokens, 4 * hidden, hidden, false});
       shapes.push_back({hidden, tokens, 4 * hidden, true});
+      shapes.push_back({4 * hidden, tokens, hidden, true});
     }
   std::vector<PointToTime> points;
   for (const Shape &shape : shapes) {
