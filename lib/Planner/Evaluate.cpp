@@ -57,6 +57,13 @@ struct ProgramCosts {
   /// The part of `seconds` that the step's kernels hide
   /// (hiddenCommSeconds).
   double hiddenSeconds = 0;
+  /// The kernels the artifact adds to the step's ops, which the step
+  /// function does not have: a micro-batch's slice of the inputs, the
+  /// gradients' accumulation over micro-batches and the fill that zeroes
+  /// it. Per micro-batch (stretched by the bubble) and once per step; by
+  /// kernel.
+  double chunkKernelSeconds = 0, stepKernelSeconds = 0;
+  std::map<std::string, double> kernelSecondsByOp;
 };
 
 /// One program's memory (one-copy slots plus the micro-batch copies its
@@ -122,12 +129,35 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
   };
   // Per instruction of the once-per-step list: its collective's seconds.
   std::vector<double> stepListComm(program.instructions.size(), 0.0);
+  // accumulate: out += in (the add kernel); fill: writes out; a
+  // micro-batch slice copies its rows.
+  auto pipeKernelBytes = [&](const art::InstrDecl &inst) -> double {
+    const double out =
+        double(elements(inst.out[0]) * elementBytes(inst.out[0]));
+    return inst.pipe == art::PipeOp::Accumulate ? 3 * out
+           : inst.pipe == art::PipeOp::Fill     ? out
+                                                : 2 * out;
+  };
   auto countList = [&](const std::vector<art::InstrDecl> &list, int64_t times,
-                       double &seconds) {
+                       double &seconds, double &kernelSeconds) {
     for (size_t i = 0; i < list.size(); ++i) {
       const art::InstrDecl &inst = list[i];
       const art::CommDecl *comm =
           inst.comm >= 0 ? &a.comms[size_t(inst.comm)] : nullptr;
+      if (inst.pipe == art::PipeOp::Accumulate ||
+          inst.pipe == art::PipeOp::Fill ||
+          inst.pipe == art::PipeOp::MicrobatchSlice) {
+        const art::DType dtype = program.buffers[size_t(inst.out[0])].dtype;
+        const bool lowPrecision =
+            dtype == art::DType::BF16 || dtype == art::DType::F16;
+        const double time = double(times) * ::dtc::cost::kernelTime(
+                                                0, pipeKernelBytes(inst),
+                                                ::dtc::cost::CostClass::Stream,
+                                                hw, f32 || !lowPrecision);
+        kernelSeconds += time;
+        c.kernelSecondsByOp[inst.op] += time;
+        continue;
+      }
       if (inst.pipe == art::PipeOp::Send) {
         const int64_t bytes = elements(inst.in[0]) * elementBytes(inst.in[0]);
         c.sendBytes += times * bytes;
@@ -176,7 +206,7 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
         stepListComm[i] = time;
     }
   };
-  countList(program.instructions, 1, c.seconds);
+  countList(program.instructions, 1, c.seconds, c.stepKernelSeconds);
   // A pipeline's step list runs around the micro-batches, whose kernels
   // this does not place; its data-parallel reduction waits for the flush.
   if (program.chunks.empty() && hw.commOverlap > 0)
@@ -185,8 +215,8 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
   for (const art::ChunkDecl &chunk : program.chunks)
     for (const std::vector<art::InstrDecl> *list :
          {&chunk.forward, &chunk.backwardInput, &chunk.backwardWeight})
-      countList(*list, microbatches, c.chunkSeconds);
-  countList(program.finish, 1, c.seconds);
+      countList(*list, microbatches, c.chunkSeconds, c.chunkKernelSeconds);
+  countList(program.finish, 1, c.seconds, c.stepKernelSeconds);
   return c;
 }
 
@@ -269,15 +299,10 @@ double busiestKernelSeconds(ModuleOp module, int64_t microbatches,
   return kernelSeconds;
 }
 
-} // namespace
-
-namespace mlir::dtc {
-
-PlanCost evaluatePlan(ModuleOp module, const json &artifact,
-                      ::dtc::cost::HardwareProfile &hw, bool f32) {
-  // The memory check validated the artifact before this (its "memory"
-  // record says so), so it parses, and its ranks' communication needs no
-  // second replay.
+/// The emitted artifact, parsed. The memory check validated it before this
+/// (its "memory" record says so), so it parses, and its ranks'
+/// communication needs no second replay.
+::dtc::artifact::Artifact parseEmitted(const json &artifact) {
   ::dtc::artifact::Artifact parsed;
   std::string error;
   const bool checked = artifact.contains("memory");
@@ -287,6 +312,16 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
     llvm::report_fatal_error(
         llvm::Twine("internal error: the emitted artifact does not parse: ") +
         error);
+  return parsed;
+}
+
+} // namespace
+
+namespace mlir::dtc {
+
+PlanCost evaluatePlan(ModuleOp module, const json &artifact,
+                      ::dtc::cost::HardwareProfile &hw, bool f32) {
+  const ::dtc::artifact::Artifact parsed = parseEmitted(artifact);
   std::vector<int64_t> mesh = parsed.mesh.axes();
   hw.forMesh(mesh);
   const int64_t microbatches =
@@ -310,7 +345,11 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   json memory = costs.front().memory;
   double chunkCommSeconds = 0, stepCommSeconds = 0, hiddenSeconds = 0;
   json calls = json::object();
+  const ProgramCosts *busiestAdded = &costs.front();
   for (const ProgramCosts &c : costs) {
+    if (c.chunkKernelSeconds + c.stepKernelSeconds >
+        busiestAdded->chunkKernelSeconds + busiestAdded->stepKernelSeconds)
+      busiestAdded = &c;
     for (auto &[key, value] : c.memory.items())
       memory[key] = std::max(memory[key].get<int64_t>(), value.get<int64_t>());
     const double exposed = c.seconds - c.hiddenSeconds;
@@ -403,7 +442,11 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
       bubble = sim.bubble;
   }
   const double stretch = ::dtc::cost::bubbleStretch(bubble, devices, hw);
-  double computeSeconds = kernelSeconds * stretch;
+  double computeSeconds =
+      (kernelSeconds + busiestAdded->chunkKernelSeconds) * stretch +
+      busiestAdded->stepKernelSeconds;
+  for (const auto &[op, seconds] : busiestAdded->kernelSecondsByOp)
+    cost.kernelSecondsByOp[op] += seconds;
   double commSeconds = chunkCommSeconds * stretch + stepCommSeconds;
   double stepSeconds = computeSeconds + commSeconds;
   cost.mesh = mesh;

@@ -397,6 +397,25 @@ void estimate(const ModelFacts &f, const Space &space,
         dtc::cost::kernelTime(k.flops / share, k.bytes / share, k.cost, hw,
                               /*f32=*/true, k.products / share);
   }
+  // With micro-batches the artifact zeroes the stage's gradients (a fill
+  // each) and adds each micro-batch's into them (out += in: three passes).
+  if (c.microbatches > 1 && !f.optimizerKernels.empty()) {
+    const LocalParams local = localParams(f, terms, c);
+    double tensors = 0;
+    for (const KernelClass &k : f.optimizerKernels)
+      tensors += double(k.count) / p;
+    const double bytes =
+        (local.dense + local.experts) *
+        dtc::cost::bytesPerParam(space.precision, space.optimizer).grads /
+        tensors;
+    c.computeSeconds +=
+        tensors *
+        (m * stretch *
+             dtc::cost::kernelTime(0, 3 * bytes, dtc::cost::CostClass::Stream,
+                                   hw, f32) +
+         dtc::cost::kernelTime(0, bytes, dtc::cost::CostClass::Stream, hw,
+                               f32));
+  }
 
   // Tensor parallelism: each layer all-reduces (or, with sequence
   // parallelism, reduce-scatters and gathers) its output in the forward

@@ -348,6 +348,40 @@ TEST(Search, OverlapHidesAllButTheLastBucket) {
     EXPECT_LE(c.hiddenSeconds, 0.9 * c.computeSeconds) << c.describe();
 }
 
+// With micro-batches the artifact zeroes every gradient of the stage (a
+// fill) and adds each micro-batch's into it (out += in, the add kernel: it
+// reads both and writes one), kernels the step function does not have.
+TEST(Search, MicroBatchesAccumulateTheGradients) {
+  dtc::search::ModelFacts facts = smallFacts();
+  using Split = dtc::search::KernelClass::Split;
+  // Four parameter tensors: a million f32 parameters, 1 MB of gradient each.
+  facts.optimizerKernels = {
+      {1e6, 8e6, CostClass::Stream, 1, false, false, 4, Split::Batch}};
+  dtc::search::Space space;
+  space.mesh = {2};
+  const dtc::cost::HardwareProfile hw = a100For(space.mesh);
+  const auto all = dtc::search::enumerateCandidates(facts, space, hw);
+  auto find = [&](int64_t microbatches) {
+    for (const dtc::search::Candidate &c : all)
+      if (c.dp == 2 && c.zero == 0 && c.microbatches == microbatches &&
+          c.remat == "none")
+        return c;
+    ADD_FAILURE() << "no dp=2 mb=" << microbatches;
+    return dtc::search::Candidate();
+  };
+  using dtc::cost::kernelTime;
+  const double accumulate = kernelTime(0, 3e6, CostClass::Stream, hw, true),
+               fill = kernelTime(0, 1e6, CostClass::Stream, hw, true);
+  // The step's flops do not depend on the micro-batches here (no kernel
+  // classes), so the difference is what the micro-batches add.
+  const double added2 = 4 * (2 * accumulate + fill),
+               added4 = 4 * (4 * accumulate + fill);
+  EXPECT_NEAR(find(2).computeSeconds - find(1).computeSeconds, added2,
+              1e-9 * added2);
+  EXPECT_NEAR(find(4).computeSeconds - find(1).computeSeconds, added4,
+              1e-9 * added4);
+}
+
 // Tensor parallelism splits what a layer keeps but the residual stream (the
 // values in the shapes between layers: the norms' inputs and outputs, the
 // residual sums), which stays whole on every rank unless sequence
