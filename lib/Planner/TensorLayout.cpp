@@ -458,6 +458,8 @@ private:
     // A parameter's gradient is as large as the reader computes it: a
     // parameter stored split but read whole has a whole gradient (and a
     // whole gathered copy) until the reduce-scatter.
+    // With micro-batches each one's gradient is added into the step's
+    // (three passes over it), as large as this reader computes it.
     for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
       if (isParameter(operand)) {
         auto type = tensorTypeOf(operand);
@@ -465,6 +467,13 @@ private:
             std::max(bytesOf(type), 4 * double(type.getNumElements())) *
             options.gradientShare;
         kept += whole / pieces(rule.operands[idx], factor);
+        if (options.microbatches > 1)
+          seconds +=
+              double(options.microbatches) *
+              ::dtc::cost::kernelTime(
+                  0, 3 * bytesOf(type) / pieces(rule.operands[idx], factor),
+                  ::dtc::kernels::CostClass::Stream, options.hardware,
+                  type.getElementType().isF32());
       }
     // Operands nothing in the program produces (inputs, constants) are
     // whole: reading them split is a slice, and a gathered gradient.
@@ -547,6 +556,7 @@ tensorLayoutOptions(const Plan &plan,
   options.parameterShare = stage / (plan.zero >= 3 ? dp : 1.0);
   options.gradientShare = stage / (plan.zero >= 2 ? dp : 1.0);
   options.stateShare = stage / (plan.zero >= 1 ? dp : 1.0);
+  options.microbatches = plan.microbatches;
   return options;
 }
 

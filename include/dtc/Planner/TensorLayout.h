@@ -68,6 +68,10 @@ struct TensorLayoutOptions {
   /// optimizer state's a device keeps: its pipeline stage's layers, and
   /// ZeRO's split over dp.
   double parameterShare = 1, gradientShare = 1, stateShare = 1;
+  /// Micro-batches per step: each adds its gradients into the step's
+  /// (the artifact's accumulate kernels), in the size the readers of each
+  /// parameter compute them.
+  int64_t microbatches = 1;
   double timeLimitSeconds = 30;
   /// When no layout fits the budget, the one that needs least memory
   /// instead of an error (the driver's re-planning, whose budget comes
