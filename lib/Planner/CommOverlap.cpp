@@ -21,6 +21,12 @@ double instructionKernelSeconds(const ::dtc::artifact::ProgramDecl &program,
       bytes += double(b.bytes());
       lowPrecision |= b.dtype == art::DType::BF16 || b.dtype == art::DType::F16;
     }
+  // An accumulate adds into its output (reads it too); a micro-batch slice
+  // reads only its rows of the input.
+  if (inst.pipe == art::PipeOp::Accumulate)
+    bytes += double(program.buffers[size_t(inst.out[0])].bytes());
+  else if (inst.pipe == art::PipeOp::MicrobatchSlice)
+    bytes = 2 * double(program.buffers[size_t(inst.out[0])].bytes());
   const ::dtc::kernels::KernelInfo *rule = ::dtc::kernels::findKernel(inst.op);
   const ::dtc::kernels::CostClass cls =
       rule ? rule->cost : ::dtc::kernels::CostClass::Stream;

@@ -129,15 +129,6 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
   };
   // Per instruction of the once-per-step list: its collective's seconds.
   std::vector<double> stepListComm(program.instructions.size(), 0.0);
-  // accumulate: out += in (the add kernel); fill: writes out; a
-  // micro-batch slice copies its rows.
-  auto pipeKernelBytes = [&](const art::InstrDecl &inst) -> double {
-    const double out =
-        double(elements(inst.out[0]) * elementBytes(inst.out[0]));
-    return inst.pipe == art::PipeOp::Accumulate ? 3 * out
-           : inst.pipe == art::PipeOp::Fill     ? out
-                                                : 2 * out;
-  };
   auto countList = [&](const std::vector<art::InstrDecl> &list, int64_t times,
                        double &seconds, double &kernelSeconds) {
     for (size_t i = 0; i < list.size(); ++i) {
@@ -147,13 +138,9 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
       if (inst.pipe == art::PipeOp::Accumulate ||
           inst.pipe == art::PipeOp::Fill ||
           inst.pipe == art::PipeOp::MicrobatchSlice) {
-        const art::DType dtype = program.buffers[size_t(inst.out[0])].dtype;
-        const bool lowPrecision =
-            dtype == art::DType::BF16 || dtype == art::DType::F16;
-        const double time = double(times) * ::dtc::cost::kernelTime(
-                                                0, pipeKernelBytes(inst),
-                                                ::dtc::cost::CostClass::Stream,
-                                                hw, f32 || !lowPrecision);
+        const double time =
+            double(times) *
+            ::dtc::cost::instructionKernelSeconds(program, inst, hw, f32);
         kernelSeconds += time;
         c.kernelSecondsByOp[inst.op] += time;
         continue;

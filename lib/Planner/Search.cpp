@@ -153,17 +153,31 @@ Link slowest(const HardwareProfile &hw, size_t from, size_t to) {
   return link;
 }
 
+/// A count of the dense parameters and of the experts' (their elements, or
+/// their tensors).
+struct DenseAndExperts {
+  double dense = 0, experts = 0;
+};
+
 /// The parameters a device of the busiest stage holds (before ZeRO): the
 /// dense ones split by tp, that stage's share of them (`terms.paramShare`),
 /// the experts' by ep and pp (Megatron's tensor-parallel pattern keeps an
 /// expert's weights whole).
-struct LocalParams {
-  double dense = 0, experts = 0;
-};
-LocalParams localParams(const ModelFacts &f, const ScheduleTerms &terms,
-                        const Candidate &c) {
+DenseAndExperts localParams(const ModelFacts &f, const ScheduleTerms &terms,
+                            const Candidate &c) {
   return {double(f.params - f.expertParams) * terms.paramShare / double(c.tp),
           double(f.expertParams) / double(c.pp * c.ep)};
+}
+
+/// The parameter tensors a stage holds (one optimizer kernel each), dense
+/// and experts.
+DenseAndExperts stageTensors(const ModelFacts &f, const Candidate &c) {
+  DenseAndExperts tensors;
+  for (const KernelClass &k : f.optimizerKernels)
+    (k.split == KernelClass::Split::Experts ? tensors.experts
+                                            : tensors.dense) +=
+        double(k.count) / double(c.pp);
+  return tensors;
 }
 
 /// What the axes splitting the batch communicate in a step: expert
@@ -198,7 +212,7 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
   // each micro-batch's forward and backward too.
   const dtc::cost::BytesPerParam bpp =
       dtc::cost::bytesPerParam(space.precision, space.optimizer);
-  const LocalParams local = localParams(f, terms, c);
+  const DenseAndExperts local = localParams(f, terms, c);
   // Parameter tensors per stage, dense and experts: ZeRO reduce-scatters
   // each one's gradient and gathers it back updated (and ZeRO-3 gathers
   // each one per use). Without micro-batches these calls share buckets of
@@ -208,10 +222,7 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
   // each (half the pair's latency per tensor, half per bucket); with
   // micro-batches all are a call each. Without ZeRO the gradients go in
   // one bucketed all-reduce.
-  double denseTensors = 0, expertTensors = 0;
-  for (const KernelClass &k : f.optimizerKernels)
-    (k.split == KernelClass::Split::Experts ? expertTensors : denseTensors) +=
-        double(k.count) / p;
+  const DenseAndExperts tensors = stageTensors(f, c);
   const double layersPerStage = std::max(1.0, double(f.layers) / p);
   // Buckets of at most space.bucketBytes that `bytes` fill.
   auto pieces = [&](double bytes) {
@@ -259,8 +270,8 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
       overlappable += seconds * (buckets - 1) / buckets;
     }
   };
-  gradientSync(local.dense, denseTensors, batchWays, epEnd);
-  gradientSync(local.experts, expertTensors, c.dp, dpEnd);
+  gradientSync(local.dense, tensors.dense, batchWays, epEnd);
+  gradientSync(local.experts, tensors.experts, c.dp, dpEnd);
   auto parameterGathers = [&](double params, double tensors, int64_t ways,
                               size_t end) {
     if (c.zero < 3 || ways <= 1 || params <= 0)
@@ -276,8 +287,8 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
     if (issuedDuringCompute)
       overlappable += seconds * (calls - 1) / calls;
   };
-  parameterGathers(local.dense, denseTensors, batchWays, epEnd);
-  parameterGathers(local.experts, expertTensors, c.dp, dpEnd);
+  parameterGathers(local.dense, tensors.dense, batchWays, epEnd);
+  parameterGathers(local.experts, tensors.experts, c.dp, dpEnd);
   return comm;
 }
 
@@ -291,7 +302,7 @@ double bytesPerDevice(const ModelFacts &f, const Space &space,
   const double m = double(c.microbatches);
   const dtc::cost::BytesPerParam bpp =
       dtc::cost::bytesPerParam(space.precision, space.optimizer);
-  const LocalParams local = localParams(f, terms, c);
+  const DenseAndExperts local = localParams(f, terms, c);
   auto stateBytes = [&](double params, double d) {
     return params * (bpp.params / (c.zero >= 3 ? d : 1.0) +
                      bpp.grads / (c.zero >= 2 ? d : 1.0) +
@@ -400,10 +411,9 @@ void estimate(const ModelFacts &f, const Space &space,
   // With micro-batches the artifact zeroes the stage's gradients (a fill
   // each) and adds each micro-batch's into them (out += in: three passes).
   if (c.microbatches > 1 && !f.optimizerKernels.empty()) {
-    const LocalParams local = localParams(f, terms, c);
-    double tensors = 0;
-    for (const KernelClass &k : f.optimizerKernels)
-      tensors += double(k.count) / p;
+    const DenseAndExperts local = localParams(f, terms, c);
+    const DenseAndExperts stage = stageTensors(f, c);
+    const double tensors = stage.dense + stage.experts;
     const double bytes =
         (local.dense + local.experts) *
         dtc::cost::bytesPerParam(space.precision, space.optimizer).grads /

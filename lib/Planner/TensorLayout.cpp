@@ -457,23 +457,23 @@ private:
               pieces(rule.results[idx], factor);
     // A parameter's gradient is as large as the reader computes it: a
     // parameter stored split but read whole has a whole gradient (and a
-    // whole gathered copy) until the reduce-scatter.
-    // With micro-batches each one's gradient is added into the step's
-    // (three passes over it), as large as this reader computes it.
+    // whole gathered copy) until the reduce-scatter, and with micro-batches
+    // each one's gradient is added into the step's in that size (three
+    // passes over it).
     for (auto [idx, operand] : llvm::enumerate(op->getOperands()))
       if (isParameter(operand)) {
         auto type = tensorTypeOf(operand);
+        const double split = pieces(rule.operands[idx], factor);
         const double whole =
             std::max(bytesOf(type), 4 * double(type.getNumElements())) *
             options.gradientShare;
-        kept += whole / pieces(rule.operands[idx], factor);
+        kept += whole / split;
         if (options.microbatches > 1)
-          seconds +=
-              double(options.microbatches) *
-              ::dtc::cost::kernelTime(
-                  0, 3 * bytesOf(type) / pieces(rule.operands[idx], factor),
-                  ::dtc::kernels::CostClass::Stream, options.hardware,
-                  type.getElementType().isF32());
+          seconds += double(options.microbatches) *
+                     ::dtc::cost::kernelTime(0, 3 * bytesOf(type) / split,
+                                             ::dtc::kernels::CostClass::Stream,
+                                             options.hardware,
+                                             type.getElementType().isF32());
       }
     // Operands nothing in the program produces (inputs, constants) are
     // whole: reading them split is a slice, and a gathered gradient.

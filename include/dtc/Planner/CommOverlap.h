@@ -18,8 +18,10 @@ namespace dtc::cost {
 
 /// Seconds one kernel instruction of `program` takes, priced from the
 /// artifact alone: the kernel's flops (kernels::flopCount), the bytes of its
-/// operands and results, its class (its rule) and whether an operand is in
-/// 16-bit floats (then the bf16 peak, unless `f32`).
+/// operands and results (an accumulate also reads its output, a micro-batch
+/// slice only its rows), its class (its rule; a stream kernel without one)
+/// and whether an operand is in 16-bit floats (then the bf16 peak, unless
+/// `f32`).
 double instructionKernelSeconds(const ::dtc::artifact::ProgramDecl &program,
                                 const ::dtc::artifact::InstrDecl &inst,
                                 const HardwareProfile &hw, bool f32);

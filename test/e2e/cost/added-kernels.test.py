@@ -12,12 +12,12 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
+from check_optimizer_memory import buffer_bytes  # noqa: E402
 from dp_equivalence import inspect_artifact  # noqa: E402
 
 # The a100 profile (lib/CostModel/CostModel.cpp): HBM bandwidth, the share
 # element-wise kernels reach, the kernel overhead.
 BANDWIDTH, EFFICIENCY, OVERHEAD = 2.0e12, 0.70, 4e-6
-DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "i64": 8}
 ADDED = ("accumulate", "fill", "microbatch_slice")
 
 
@@ -31,12 +31,6 @@ def main():
     m = art["pipeline"]["microbatches"] if art.get("pipeline") else 1
     busiest, calls_of_busiest = {}, {}
     for program in art["programs"]:
-        def nbytes(buffer):
-            b = program["buffers"][buffer]
-            n = 1
-            for d in b["shape"]:
-                n *= d
-            return n * DTYPE_BYTES[b["dtype"]]
         lists = [(program["instructions"], 1), (program.get("finish", []), 1)]
         for chunk in program.get("chunks", []):
             lists += [(chunk.get(k, []), m) for k in ("forward", "backward_input", "backward_weight")]
@@ -45,7 +39,7 @@ def main():
             for inst in insts:
                 if inst["op"] not in ADDED:
                     continue
-                out = nbytes(inst["out"][0])
+                out = buffer_bytes(program["buffers"][inst["out"][0]])
                 moved = {"accumulate": 3 * out, "fill": out, "microbatch_slice": 2 * out}[inst["op"]]
                 seconds[inst["op"]] = seconds.get(inst["op"], 0) + times * (
                     moved / (BANDWIDTH * EFFICIENCY) + OVERHEAD)
