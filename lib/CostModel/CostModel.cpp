@@ -189,7 +189,8 @@ bool parseLink(const nlohmann::json &j, Link &link, std::string &error) {
   if (!j.is_object() ||
       !positiveNumber(j, "bandwidth", link.bandwidth, error)) {
     if (error.empty())
-      error = "a link must be an object {bandwidth, latency[, efficiency]}";
+      error = "a link must be an object {bandwidth, latency[, efficiency, "
+              "sync_overhead]}";
     return false;
   }
   if (!j.contains("latency") || !j["latency"].is_number() ||
@@ -201,6 +202,14 @@ bool parseLink(const nlohmann::json &j, Link &link, std::string &error) {
   if (j.contains("efficiency") &&
       !fraction(j, "efficiency", link.efficiency, error))
     return false;
+  if (j.contains("sync_overhead")) {
+    if (!j["sync_overhead"].is_number() ||
+        j["sync_overhead"].get<double>() < 0) {
+      error = "field 'sync_overhead' must be a number >= 0";
+      return false;
+    }
+    link.syncOverhead = j["sync_overhead"].get<double>();
+  }
   return true;
 }
 
@@ -312,9 +321,12 @@ std::string HardwareProfile::forMesh(const std::vector<int64_t> &mesh) {
 
 std::string dtc::cost::profileJson(const HardwareProfile &hw) {
   auto link = [](const Link &l) {
-    return nlohmann::json{{"bandwidth", l.bandwidth},
-                          {"latency", l.latency},
-                          {"efficiency", l.efficiency}};
+    nlohmann::json j{{"bandwidth", l.bandwidth},
+                     {"latency", l.latency},
+                     {"efficiency", l.efficiency}};
+    if (l.syncOverhead > 0)
+      j["sync_overhead"] = l.syncOverhead;
+    return j;
   };
   nlohmann::json j{
       {"name", hw.name},
@@ -517,7 +529,8 @@ double dtc::cost::collectiveTime(CollectiveKind kind, int64_t n,
   double steps = kind == CollectiveKind::AllReduce ? 2.0 * (n - 1)
                  : kind == CollectiveKind::Shift   ? 1.0
                                                    : double(n - 1);
-  return steps * link.latency + sentBytes / (link.bandwidth * link.efficiency);
+  return link.syncOverhead + steps * link.latency +
+         sentBytes / (link.bandwidth * link.efficiency);
 }
 
 double dtc::cost::sendRecvTime(double sentBytes, const Link &link) {

@@ -495,6 +495,65 @@ Curve measureAllReduce(World &world, int g, const CalibrationOptions &options) {
   return measureCurve(std::move(points));
 }
 
+/// The sync overhead of a group of `g` (Link::syncOverhead): what an
+/// all-reduce costs beyond its own time when every rank computes between
+/// calls, as the steps of a plan do. Each rank runs a few milliseconds of
+/// matmuls (a layer's up-projection shape), then its group all-reduces;
+/// the overhead is that loop's time less the matmuls' and the
+/// all-reduce's, each timed alone, for a small and a tensor-parallel-sized
+/// all-reduce: points of (elements, seconds). With a core per rank it is
+/// about zero; 8 ranks on 2 cores measured 0.2-2.6 ms a call (the
+/// tensor-parallel and ZeRO-3 plans' steps, 1.2-1.5 ms a call slower than
+/// their collectives' and kernels' times).
+std::vector<CalibrationPoint>
+measureSyncOverhead(World &world, int g, kernels::KernelContext &ctx,
+                    const CalibrationOptions &options) {
+  std::unique_ptr<Communicator> group =
+      world.split(world.rank() / g, world.rank() % g);
+  Communicator &all = world.world();
+  kernels::RunFn matmul = cpuKernel("matmul");
+  const json attrs = json::object();
+  constexpr int64_t kTokens = 256, kHidden = 256, kCopies = 4,
+                    kMatmulsPerSegment = 8;
+  std::deque<std::vector<float>> buffers;
+  std::vector<kernels::KernelArgs> calls(static_cast<size_t>(kCopies));
+  auto tensor = [&](kernels::Shape shape, float value) {
+    const int64_t elements = numel(shape);
+    buffers.emplace_back(size_t(elements), value);
+    return kernels::TensorArg{DType::F32, shape, buffers.back().data(),
+                              elements};
+  };
+  for (kernels::KernelArgs &args : calls) {
+    args.in = {tensor({kTokens, kHidden}, 0.5f),
+               tensor({kHidden, 4 * kHidden}, 0.25f)};
+    args.out = {tensor({kTokens, 4 * kHidden}, 0.0f)};
+    args.attrs = &attrs;
+    args.ctx = &ctx;
+  }
+  auto segment = [&] {
+    for (int64_t i = 0; i < kMatmulsPerSegment; ++i)
+      matmul(calls[size_t(i % kCopies)]);
+  };
+  // Each is a difference of timings many times its size: longer rounds.
+  const double seconds = 20 * options.secondsPerPoint;
+  const double work = timeTogether(all, seconds, segment);
+  std::vector<CalibrationPoint> points;
+  for (int64_t count : {int64_t(1) << 10, int64_t(1) << 19}) {
+    std::vector<float> data(size_t(count), 1.0f);
+    auto allReduce = [&] {
+      group->allReduce(data.data(), data.data(), size_t(count), DType::F32,
+                       ReduceOp::Sum);
+    };
+    const double alone = timeTogether(all, seconds, allReduce);
+    const double together = timeTogether(all, seconds, [&] {
+      segment();
+      allReduce();
+    });
+    points.push_back({double(count), together - work - alone});
+  }
+  return points;
+}
+
 /// The cores the ranks of `world` may run on together (dtc run starts
 /// every rank of a mesh on this machine): the union of their affinities.
 /// One rank's own affinity is not it: with no more ranks than cores the
@@ -552,15 +611,23 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
                               {"overhead", rows.fit.intercept}};
   classPoints["row_reduction_bytes_seconds"] = pointsJson(rows.points);
 
-  json links = json::object(), linkPoints = json::object();
+  json links = json::object(), linkPoints = json::object(),
+       syncPoints = json::object();
   for (int g = 2; g <= ranks; ++g) {
     if (ranks % g != 0)
       continue;
     const Curve allReduce = measureAllReduce(world, g, options);
+    const std::vector<CalibrationPoint> sync =
+        measureSyncOverhead(world, g, ctx, options);
+    double syncOverhead = 0;
+    for (const CalibrationPoint &point : sync)
+      syncOverhead += point.seconds / double(sync.size());
     links[std::to_string(g)] = {
         {"bandwidth", rateOf(allReduce.fit, allReduce.points)},
-        {"latency", allReduce.fit.intercept / (2.0 * (g - 1))}};
+        {"latency", allReduce.fit.intercept / (2.0 * (g - 1))},
+        {"sync_overhead", std::max(0.0, syncOverhead)}};
     linkPoints[std::to_string(g)] = pointsJson(allReduce.points);
+    syncPoints[std::to_string(g)] = pointsJson(sync);
   }
 
   // The matmul runs in f32 whatever the operands' precision (the CPU
@@ -581,7 +648,8 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
            {{"gemm_flops_seconds", pointsJson(gemm.points)},
             {"add_bytes_seconds", pointsJson(add.points)},
             {"kernel_classes", classPoints},
-            {"all_reduce_sent_bytes_seconds", linkPoints}}}};
+            {"all_reduce_sent_bytes_seconds", linkPoints},
+            {"sync_overhead_elements_seconds", syncPoints}}}};
 }
 
 } // namespace dtc::rt

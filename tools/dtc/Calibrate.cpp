@@ -38,7 +38,8 @@ measuring at once (the matmul kernel's peak and the GEMM size at which it
 reaches half of it, the element-wise bandwidth and per-kernel overhead,
 fused attention's rate forward and backward and the size of a head at
 which it reaches half of it, the norms' bandwidth and overhead, the ring
-all-reduce's latency and bandwidth for every group size). `--hw cpu`
+all-reduce's latency, bandwidth and sync overhead, what a call adds when
+the ranks compute between calls, for every group size). `--hw cpu`
 then plans with the entry for the mesh's device count.
 
   --ranks LIST   rank counts to measure, comma-separated   (default: 1,2,4,8)
@@ -77,7 +78,7 @@ std::string fmt(const char *format, double value) {
 void printSummary(const json &profiles) {
   llvm::outs() << "ranks  GFLOP/s/rank  half-eff GFLOP  GB/s/rank  overhead "
                   "us  attention GFLOP/s (fwd, bwd)  norms GB/s  all-reduce "
-                  "links (group: GB/s, latency us)\n";
+                  "links (group: GB/s, latency us, sync overhead us)\n";
   for (const auto &[ranks, p] : profiles.items()) {
     llvm::outs() << fmt("%5.0f", std::stod(ranks)) << "  "
                  << fmt("%12.1f", p["peak_flops"]["f32"].get<double>() / 1e9)
@@ -105,7 +106,8 @@ void printSummary(const json &profiles) {
     for (const auto &[group, link] : p["group_links"].items())
       llvm::outs() << " " << group << ": "
                    << fmt("%.2f", link["bandwidth"].get<double>() / 1e9) << ", "
-                   << fmt("%.1f", link["latency"].get<double>() * 1e6);
+                   << fmt("%.1f", link["latency"].get<double>() * 1e6) << ", "
+                   << fmt("%.0f", link.value("sync_overhead", 0.0) * 1e6);
     llvm::outs() << "\n";
   }
 }

@@ -27,6 +27,12 @@ struct Link {
   /// Share of `bandwidth` the collectives reach (NCCL's bus bandwidth over
   /// the link's): protocol overhead, synchronisation, imperfect pipelining.
   double efficiency = 1;
+  /// Seconds every collective call adds when the ranks compute between
+  /// calls on cores they share (a calibrated cpu profile): the group goes on
+  /// only once its last member has had its time slice, and the members
+  /// that wait wake and sleep beside the ones computing. Zero for devices
+  /// of their own (the builtin GPU profiles).
+  double syncOverhead = 0;
 };
 
 /// How close a dense kernel comes to the peak as a function of its size
@@ -153,10 +159,9 @@ int64_t collectiveSentBytesOf(CollectiveKind kind, int64_t n, int64_t member,
 bool collectiveFromName(const std::string &op, CollectiveKind &kind);
 
 /// alpha-beta time of a collective on a group of `n` devices over `link`
-/// when each device sends `sentBytes` (collectiveSentBytes): its steps'
-/// latencies (2(n-1) for the all-reduce ring, 1 for a shift, n-1 for the
-/// others) plus the
-/// bytes over the bandwidth.
+/// when each device sends `sentBytes` (collectiveSentBytes): the link's
+/// sync overhead, its steps' latencies (2(n-1) for the all-reduce ring, 1
+/// for a shift, n-1 for the others) and the bytes over the bandwidth.
 double collectiveTime(CollectiveKind kind, int64_t n, double sentBytes,
                       const Link &link);
 /// alpha-beta time of a pipeline message of `sentBytes` over `link` (one

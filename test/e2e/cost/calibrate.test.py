@@ -85,6 +85,13 @@ def fit(path):
             g = int(group)
             line += "; " + check(f"all-reduce group {group}", 2 * (g - 1) * link["latency"],
                                  1 / link["bandwidth"], points)
+            # The sync overhead: the mean extra of its two all-reduce sizes,
+            # never below zero.
+            sync = p["points"]["sync_overhead_elements_seconds"][group]
+            mean = max(0.0, sum(s for _, s in sync) / len(sync))
+            agrees = len(sync) == 2 and abs(link["sync_overhead"] - mean) <= 1e-12 + 1e-9 * mean
+            line += f"; sync group {group} {len(sync)} points: " + (
+                "their mean" if agrees else f"{link['sync_overhead']} is not {mean}")
         print(line)
 
 

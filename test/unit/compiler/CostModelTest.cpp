@@ -76,6 +76,15 @@ TEST(CostModel, AlphaBetaTime) {
       dtc::cost::collectiveTime(CollectiveKind::AllGather, 4, 1e9, link),
       3e-6 + 2.0);
   EXPECT_DOUBLE_EQ(dtc::cost::sendRecvTime(1e9, link), 1e-6 + 2.0);
+  // Ranks sharing cores: every collective call resumes its group once, a
+  // point-to-point message (a pipeline's) waits for one peer only.
+  link.syncOverhead = 1e-3;
+  EXPECT_DOUBLE_EQ(
+      dtc::cost::collectiveTime(CollectiveKind::AllGather, 4, 1e9, link),
+      1e-3 + 3e-6 + 2.0);
+  EXPECT_EQ(dtc::cost::collectiveTime(CollectiveKind::AllGather, 1, 1e9, link),
+            0);
+  EXPECT_DOUBLE_EQ(dtc::cost::sendRecvTime(1e9, link), 1e-6 + 2.0);
 }
 
 TEST(CostModel, GemmEfficiencyCurve) {
@@ -872,7 +881,8 @@ TEST(CostModel, CpuCalibrationEntryPerRankCount) {
       entry(40e9, "") + R"(, "2": )" +
       entry(30e9, R"("2": {"bandwidth": 4e9, "latency": 1e-6})") +
       R"(, "8": )" + entry(10e9, R"("2": {"bandwidth": 2e9, "latency": 2e-6},
-                     "8": {"bandwidth": 1e9, "latency": 5e-6})") +
+                     "8": {"bandwidth": 1e9, "latency": 5e-6,
+                           "sync_overhead": 1.5e-3})") +
       "}}");
   std::string error;
   // The entry for the mesh's ranks; else the fewest above; else the most.
@@ -894,6 +904,8 @@ TEST(CostModel, CpuCalibrationEntryPerRankCount) {
   EXPECT_EQ(hw->axes[0].bandwidth, 2e9);
   EXPECT_EQ(hw->axes[1].bandwidth, 1e9);
   EXPECT_EQ(hw->axes[1].latency, 5e-6);
+  EXPECT_EQ(hw->axes[0].syncOverhead, 0);
+  EXPECT_EQ(hw->axes[1].syncOverhead, 1.5e-3);
   std::remove(path.c_str());
 }
 
