@@ -216,6 +216,31 @@ void kLayerNormParamGrad(const KernelArgs &a) {
                 a.out[1].as<float>());
 }
 
+// sum(a[j] * b[j]) over one row in double, over kLanes partial sums (a
+// fixed order, as rowMeanVar: the same result on any thread, and a chain
+// of independent adds where one accumulator made every add wait for the
+// previous one: rms_norm and its gradients ran at half layer_norm's rate).
+DTC_VECTOR_CLONES double rowDot(const float *a, const float *b, int64_t D) {
+  double acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= D; j += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      acc[l] += double(a[j + l]) * b[j + l];
+  for (int l = 0; j < D; ++j, ++l)
+    acc[l] += double(a[j]) * b[j];
+  double sum = 0;
+  for (int l = 0; l < kLanes; ++l)
+    sum += acc[l];
+  return sum;
+}
+
+DTC_VECTOR_CLONES void rmsNormRow(const float *xr, const float *g, float *yr,
+                                  int64_t D, double eps) {
+  const float rr = float(1.0 / std::sqrt(rowDot(xr, xr, D) / double(D) + eps));
+  for (int64_t j = 0; j < D; ++j)
+    yr[j] = xr[j] * rr * g[j];
+}
+
 void kRmsNorm(const KernelArgs &a) {
   const TensorArg &X = a.in[0];
   const int64_t D = X.shape.back(), R = X.numel / D;
@@ -225,16 +250,40 @@ void kRmsNorm(const KernelArgs &a) {
   parallelFor(contextOf(a), R,
               std::max<int64_t>(1, 8192 / std::max<int64_t>(D, 1)),
               [&](int64_t r0, int64_t r1, int) {
-                for (int64_t r = r0; r < r1; ++r) {
-                  const float *xr = x + r * D;
-                  double ms = 0;
-                  for (int64_t j = 0; j < D; ++j)
-                    ms += double(xr[j]) * xr[j];
-                  const float rr = float(1.0 / std::sqrt(ms / double(D) + eps));
-                  for (int64_t j = 0; j < D; ++j)
-                    y[r * D + j] = xr[j] * rr * g[j];
-                }
+                for (int64_t r = r0; r < r1; ++r)
+                  rmsNormRow(x + r * D, g, y + r * D, D, eps);
               });
+}
+
+// One row of rms_norm's gradient: dx when dxr is non-null; dg (double, D)
+// accumulates this row's share when non-null. The same arithmetic in every
+// variant, so the split kernels reproduce the fused one bit for bit.
+// `scratch` holds D doubles (dy * gamma).
+DTC_VECTOR_CLONES void rmsNormGradRow(const float *xr, const float *g,
+                                      const float *dyr, float *dxr, int64_t D,
+                                      double eps, double *dg, double *scratch) {
+  const double rr = 1.0 / std::sqrt(rowDot(xr, xr, D) / double(D) + eps);
+  if (dg)
+    for (int64_t j = 0; j < D; ++j)
+      dg[j] += double(dyr[j]) * xr[j] * rr;
+  if (!dxr)
+    return;
+  // sum(dxhat * x), dxhat = dy * gamma.
+  double acc[kLanes] = {};
+  for (int64_t j = 0; j < D; ++j)
+    scratch[j] = double(dyr[j]) * g[j];
+  int64_t j = 0;
+  for (; j + kLanes <= D; j += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      acc[l] += scratch[j + l] * xr[j + l];
+  for (int l = 0; j < D; ++j, ++l)
+    acc[l] += scratch[j] * xr[j];
+  double dot = 0;
+  for (int l = 0; l < kLanes; ++l)
+    dot += acc[l];
+  const double cc = rr * rr * dot / double(D);
+  for (int64_t k = 0; k < D; ++k)
+    dxr[k] = float(rr * (scratch[k] - xr[k] * cc));
 }
 
 // The exact gradient of rms_norm; dx or dgamma may be null (the split
@@ -248,28 +297,16 @@ void rmsNormGrad(const KernelArgs &a, const float *g, const float *dy,
   // dgamma per fixed chunk of rows, chunks added in order (as layer_norm_grad).
   const int64_t chunks = std::max<int64_t>(1, (R + kRowChunk - 1) / kRowChunk);
   ScratchVector<double> partial(pdg ? size_t(chunks * D) : 0, 0.0);
-  parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int) {
+  // dy * gamma, a row per worker, for dx only.
+  const int workers = workersFor(contextOf(a), chunks);
+  ScratchVector<double> rowScratch(dx ? size_t(workers) * size_t(D) : 0);
+  parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int w) {
+    double *scratch = dx ? rowScratch.data() + size_t(w) * size_t(D) : nullptr;
     for (int64_t c = c0; c < c1; ++c) {
       double *dg = pdg ? partial.data() + size_t(c * D) : nullptr;
-      for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk);
-           ++r) {
-        const float *xr = x + r * D, *dyr = dy + r * D;
-        double ms = 0;
-        for (int64_t j = 0; j < D; ++j)
-          ms += double(xr[j]) * xr[j];
-        const double rr = 1.0 / std::sqrt(ms / double(D) + eps);
-        if (dg)
-          for (int64_t j = 0; j < D; ++j)
-            dg[j] += double(dyr[j]) * xr[j] * rr;
-        if (!dx)
-          continue;
-        double dot = 0; // sum(dxhat * x)
-        for (int64_t j = 0; j < D; ++j)
-          dot += double(dyr[j]) * g[j] * xr[j];
-        const double cc = rr * rr * dot / double(D);
-        for (int64_t j = 0; j < D; ++j)
-          dx[r * D + j] = float(rr * (double(dyr[j]) * g[j] - xr[j] * cc));
-      }
+      for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk); ++r)
+        rmsNormGradRow(x + r * D, g, dy + r * D, dx ? dx + r * D : nullptr, D,
+                       eps, dg, scratch);
     }
   });
   if (!pdg)

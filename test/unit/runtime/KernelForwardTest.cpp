@@ -263,6 +263,19 @@ TEST(KernelForward, LayerNormAndRmsNorm) {
   EXPECT_NE(checkKernel("rms_norm", {x, g}, {{DType::F32, x.shape}},
                         {{"epsilon", -1}}),
             "");
+  // A row of two groups of 8 and a tail of 3.
+  HostTensor x19 = randF({3, 19}, 9, -2, 3), g19 = randF({19}, 10, 0.5, 1.5),
+             rn19 = x19;
+  for (int64_t r = 0; r < 3; ++r) {
+    double ms = 0;
+    for (int j = 0; j < 19; ++j)
+      ms += double(x19[r * 19 + j]) * x19[r * 19 + j] / 19;
+    for (int j = 0; j < 19; ++j)
+      rn19[r * 19 + j] = x19[r * 19 + j] / std::sqrt(ms + eps) * g19[j];
+  }
+  expectNear(
+      run1("rms_norm", {x19, g19}, {DType::F32, x19.shape}, {{"epsilon", eps}}),
+      rn19, 1e-5, 1e-5);
 }
 
 // ---- embedding, attention, cross_entropy

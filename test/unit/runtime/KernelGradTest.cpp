@@ -121,16 +121,20 @@ TEST(KernelGrad, LayerNorm) {
 }
 
 TEST(KernelGrad, RmsNorm) {
-  HostTensor x = randF({4, 5}, 16, -2, 2), g = randF({5}, 17, 0.5, 1.5);
-  HostTensor w = randF(x.shape, 18);
-  json at = {{"epsilon", 1e-6}};
-  auto outs = runKernel("rms_norm_grad", {x, g, w},
-                        {{DType::F32, x.shape}, {DType::F32, {5}}}, at);
-  const OutSpec o{DType::F32, x.shape};
-  expectNear(outs[0], finiteDiff("rms_norm", {x, g}, 0, o, at, w, 1e-2), 3e-3,
-             1e-2, "dx");
-  expectNear(outs[1], finiteDiff("rms_norm", {x, g}, 1, o, at, w, 1e-2), 3e-3,
-             1e-2, "dgamma");
+  // Rows shorter than the kernel's 8 partial sums, and rows of whole
+  // groups of 8 plus a tail.
+  for (int64_t D : {5, 21}) {
+    HostTensor x = randF({4, D}, 16, -2, 2), g = randF({D}, 17, 0.5, 1.5);
+    HostTensor w = randF(x.shape, 18);
+    json at = {{"epsilon", 1e-6}};
+    auto outs = runKernel("rms_norm_grad", {x, g, w},
+                          {{DType::F32, x.shape}, {DType::F32, {D}}}, at);
+    const OutSpec o{DType::F32, x.shape};
+    expectNear(outs[0], finiteDiff("rms_norm", {x, g}, 0, o, at, w, 1e-2), 3e-3,
+               1e-2, "dx, D " + std::to_string(D));
+    expectNear(outs[1], finiteDiff("rms_norm", {x, g}, 1, o, at, w, 1e-2), 3e-3,
+               1e-2, "dgamma, D " + std::to_string(D));
+  }
 }
 
 // The split kernels (input part for B, parameter part for W) compute the
