@@ -299,7 +299,40 @@ std::optional<HardwareProfile> profileFromJson(const nlohmann::json &j,
 }
 } // namespace
 
+Link HardwareProfile::measuredGroupLink(int64_t devices) const {
+  auto measured = groupLinks.lower_bound(devices);
+  return measured != groupLinks.end() ? measured->second
+                                      : groupLinks.rbegin()->second;
+}
+
+Link HardwareProfile::linkOver(const std::vector<int64_t> &meshAxes) const {
+  Link link{1e300, 0, 1};
+  if (meshAxes.empty())
+    return link;
+  if (!groupLinks.empty() && meshShape.size() == axes.size()) {
+    int64_t devices = 1;
+    for (int64_t axis : meshAxes)
+      devices *= meshShape.at(size_t(axis));
+    return measuredGroupLink(devices);
+  }
+  for (int64_t axis : meshAxes) {
+    const Link &candidate = axes.at(size_t(axis));
+    if (candidate.bandwidth * candidate.efficiency <
+        link.bandwidth * link.efficiency)
+      link = candidate;
+  }
+  return link;
+}
+
+Link HardwareProfile::linkOver(size_t from, size_t to) const {
+  std::vector<int64_t> range;
+  for (size_t a = from; a < to && a < axes.size(); ++a)
+    range.push_back(int64_t(a));
+  return linkOver(range);
+}
+
 std::string HardwareProfile::forMesh(const std::vector<int64_t> &mesh) {
+  meshShape = mesh;
   if (!axes.empty()) {
     if (axes.size() < mesh.size())
       return "the hardware file describes " + std::to_string(axes.size()) +
@@ -311,11 +344,8 @@ std::string HardwareProfile::forMesh(const std::vector<int64_t> &mesh) {
   if (!mesh.empty() && mesh.back() <= devicesPerNode)
     axes.back() = nodeLink;
   if (!groupLinks.empty())
-    for (size_t a = 0; a < mesh.size(); ++a) {
-      auto measured = groupLinks.lower_bound(mesh[a]);
-      axes[a] = measured != groupLinks.end() ? measured->second
-                                             : groupLinks.rbegin()->second;
-    }
+    for (size_t a = 0; a < mesh.size(); ++a)
+      axes[a] = measuredGroupLink(mesh[a]);
   return "";
 }
 

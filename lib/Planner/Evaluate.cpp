@@ -121,11 +121,7 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
     return int64_t(art::dtypeSize(program.buffers[size_t(buffer)].dtype));
   };
   auto slowestOf = [&](const std::vector<int> &axes) {
-    ::dtc::cost::Link slowest{1e300, 0};
-    for (int axis : axes)
-      if (hw.axes[size_t(axis)].bandwidth < slowest.bandwidth)
-        slowest = hw.axes[size_t(axis)];
-    return slowest;
+    return hw.linkOver(std::vector<int64_t>(axes.begin(), axes.end()));
   };
   // Per instruction of the once-per-step list: its collective's seconds.
   std::vector<double> stepListComm(program.instructions.size(), 0.0);

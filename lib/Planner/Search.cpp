@@ -144,15 +144,6 @@ int64_t product(const std::vector<int64_t> &mesh, size_t from, size_t to) {
   return p;
 }
 
-Link slowest(const HardwareProfile &hw, size_t from, size_t to) {
-  Link link{1e300, 0, 1};
-  for (size_t a = from; a < to && a < hw.axes.size(); ++a)
-    if (hw.axes[a].bandwidth * hw.axes[a].efficiency <
-        link.bandwidth * link.efficiency)
-      link = hw.axes[a];
-  return link;
-}
-
 /// A count of the dense parameters and of the experts' (their elements, or
 /// their tensors).
 struct DenseAndExperts {
@@ -195,7 +186,7 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
   // rank's token slots to their experts' ranks or back, (ep-1)/ep of them
   // when routing is even (the report's rule), in the activations' type.
   if (c.ep > 1 && f.slotMoves > 0) {
-    const Link link = slowest(hw, dpEnd, epEnd);
+    const Link link = hw.linkOver(dpEnd, epEnd);
     const double e = double(c.ep);
     const double perMove = f.slotMoveElements / double(f.slotMoves) /
                            double(batchWays * c.sp) * (e - 1) / e *
@@ -251,9 +242,9 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
                           size_t end) {
     if (ways * c.sp <= 1 || params <= 0)
       return;
-    Link link = slowest(hw, 0, end);
+    Link link = hw.linkOver(0, end);
     if (c.sp > 1) {
-      const Link ring = slowest(hw, ppEnd, ppEnd + 1);
+      const Link ring = hw.linkOver(ppEnd, ppEnd + 1);
       if (ring.bandwidth * ring.efficiency < link.bandwidth * link.efficiency)
         link = ring;
     }
@@ -282,7 +273,7 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
         2.0 * m * calls *
         dtc::cost::collectiveTime(CollectiveKind::AllGather, ways,
                                   (d - 1) / d * params * bpp.params / calls,
-                                  slowest(hw, 0, end));
+                                  hw.linkOver(0, end));
     comm += seconds;
     if (issuedDuringCompute)
       overlappable += seconds * (calls - 1) / calls;
@@ -436,20 +427,23 @@ void estimate(const ModelFacts &f, const Space &space,
   // Per step and rank: ring attention splits the sequence too.
   const double shard = f.boundaryBytes / double(batchWays * c.sp);
   if (c.tp > 1) {
-    const Link link = slowest(hw, tpBegin, axes);
+    const Link link = hw.linkOver(tpBegin, axes);
     const double t = double(c.tp);
     const double sent = 2.0 * (t - 1) / t * shard;
     const double steps = 2.0 * (t - 1);
-    comm +=
-        layersPerStage * 2.0 *
-        (m * steps * link.latency + sent / (link.bandwidth * link.efficiency)) *
-        stretch;
+    // One call per micro-batch (two with sequence parallelism: a
+    // reduce-scatter and a gather), each with the link's sync overhead.
+    const double calls = c.sequenceParallel ? 2.0 : 1.0;
+    comm += layersPerStage * 2.0 *
+            (m * (steps * link.latency + calls * link.syncOverhead) +
+             sent / (link.bandwidth * link.efficiency)) *
+            stretch;
   }
   // Pipeline: each micro-batch sends its activation forward and its
   // gradient back, one per stage boundary on the critical path (one per
   // chunk boundary when interleaved: v times as many).
   if (c.pp > 1) {
-    const Link link = slowest(hw, dpEnd, ppEnd);
+    const Link link = hw.linkOver(dpEnd, ppEnd);
     const double bytes = shard / m / (c.sequenceParallel ? double(c.tp) : 1.0);
     comm += 2.0 * m * double(c.virtualStages) *
             dtc::cost::sendRecvTime(bytes, link) * stretch;
@@ -460,7 +454,7 @@ void estimate(const ModelFacts &f, const Space &space,
   // blocks); a recomputed forward runs its ring again (docs/design.md
   // "Ring attention"). Nothing overlaps them yet.
   if (c.sp > 1 && f.attentionLayers > 0) {
-    const Link link = slowest(hw, ppEnd, ppEnd + 1);
+    const Link link = hw.linkOver(ppEnd, ppEnd + 1);
     const double n = double(c.sp);
     const double block = f.attentionKeyBytes / double(f.attentionLayers) /
                          double(batchWays * c.tp * c.sp) / m;

@@ -90,10 +90,8 @@ public:
           const TensorLayoutOptions &options)
       : step(step), grid(grid), options(options),
         devices(shardCount(grid, options.tpAxes)) {
-    link = options.hardware.axes.at(options.tpAxes.front());
-    for (int64_t axis : options.tpAxes)
-      if (options.hardware.axes.at(axis).bandwidth < link.bandwidth)
-        link = options.hardware.axes.at(axis);
+    link = options.hardware.linkOver(
+        std::vector<int64_t>(options.tpAxes.begin(), options.tpAxes.end()));
   }
 
   void build(::dtc::planner::IntraOpProblem &problem) {

@@ -96,9 +96,26 @@ struct HardwareProfile {
   /// builtin of published figures).
   std::string source;
 
+  /// Sizes of the mesh's axes (filled by forMesh()).
+  std::vector<int64_t> meshShape;
+
   /// Per-axis links for `mesh`; explicit axes (from a JSON file) must cover
   /// every mesh axis. Returns an error message or "".
   std::string forMesh(const std::vector<int64_t> &mesh);
+  /// The link a collective or message over the mesh axes `meshAxes` runs
+  /// on: the slowest of theirs (bandwidth x efficiency); with measured
+  /// group links, the one measured for a group of all those axes' devices
+  /// (a calibrated cpu profile times the ring of each group size: a
+  /// 4-rank all-reduce on a 2x2 mesh is a group of 4, not of 2). No axes:
+  /// a link that costs nothing.
+  Link linkOver(const std::vector<int64_t> &meshAxes) const;
+  /// linkOver of the axes [from, to).
+  Link linkOver(size_t from, size_t to) const;
+
+private:
+  /// The link measured for the smallest group of at least `devices`, else
+  /// the largest group's (groupLinks must not be empty).
+  Link measuredGroupLink(int64_t devices) const;
 };
 
 /// How much a pipeline's bubble stretches the work of a stage of a plan

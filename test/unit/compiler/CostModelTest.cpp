@@ -233,6 +233,21 @@ dtc::cost::HardwareProfile a100For(const std::vector<int64_t> &mesh) {
   return hw;
 }
 
+// Without measured groups a collective runs on the slowest of its axes'
+// links, by bandwidth x efficiency; over no axis it costs nothing.
+TEST(CostModel, LinkOverAxes) {
+  dtc::cost::HardwareProfile hw = a100For({4, 8});
+  EXPECT_EQ(hw.linkOver({1}).bandwidth, 300e9);
+  EXPECT_EQ(hw.linkOver({0, 1}).bandwidth, 25e9);
+  EXPECT_EQ(hw.linkOver(0, 2).bandwidth, 25e9);
+  hw.axes[0] = {400e9, 1e-6, 0.1}; // faster, but 40 GB/s in effect
+  EXPECT_EQ(hw.linkOver({0, 1}).bandwidth, 400e9);
+  const dtc::cost::Link none = hw.linkOver(std::vector<int64_t>{});
+  EXPECT_EQ(none.latency, 0);
+  EXPECT_EQ(none.syncOverhead, 0);
+  EXPECT_GE(none.bandwidth, 1e300);
+}
+
 /// A small step the search tests start from: 4 layers, a million
 /// parameters, a batch of 8, 3 TFLOP a step, 4 MB kept for the backward (2
 /// MB under selective recomputation, 1 MB under full).
@@ -389,6 +404,39 @@ TEST(Search, MicroBatchesAccumulateTheGradients) {
               1e-9 * added2);
   EXPECT_NEAR(find(4).computeSeconds - find(1).computeSeconds, added4,
               1e-9 * added4);
+}
+
+// Ranks that share cores pay a sync overhead per collective call: tensor
+// parallelism makes one per layer, direction and micro-batch (two with
+// sequence parallelism, a reduce-scatter and a gather).
+TEST(Search, TensorParallelCallsPayTheSyncOverhead) {
+  dtc::search::ModelFacts facts = smallFacts();
+  facts.sequenceInputs = true; // so sequence parallelism is a choice
+  facts.sequence = 64;
+  dtc::search::Space space;
+  space.mesh = {2};
+  const dtc::cost::HardwareProfile plain = a100For(space.mesh);
+  dtc::cost::HardwareProfile shared = plain;
+  shared.axes[0].syncOverhead = 1e-3;
+  auto comm = [&](const dtc::cost::HardwareProfile &hw, int64_t microbatches,
+                  bool sequenceParallel) {
+    for (const dtc::search::Candidate &c :
+         dtc::search::enumerateCandidates(facts, space, hw))
+      if (c.tp == 2 && c.microbatches == microbatches &&
+          c.sequenceParallel == sequenceParallel && c.remat == "none" &&
+          c.zero == 0)
+        return c.commSeconds;
+    ADD_FAILURE() << "no tp=2 mb=" << microbatches
+                  << " sp=" << sequenceParallel;
+    return 0.0;
+  };
+  // 4 layers, forward and backward.
+  for (int64_t m : {1, 2})
+    for (bool sp : {false, true}) {
+      const double added = 4 * 2 * double(m) * (sp ? 2 : 1) * 1e-3;
+      EXPECT_NEAR(comm(shared, m, sp) - comm(plain, m, sp), added, 1e-9 * added)
+          << "mb=" << m << " sp=" << sp;
+    }
 }
 
 // Tensor parallelism splits what a layer keeps but the residual stream (the
@@ -906,6 +954,15 @@ TEST(CostModel, CpuCalibrationEntryPerRankCount) {
   EXPECT_EQ(hw->axes[1].latency, 5e-6);
   EXPECT_EQ(hw->axes[0].syncOverhead, 0);
   EXPECT_EQ(hw->axes[1].syncOverhead, 1.5e-3);
+  // A collective over both axes is a group of 8: the link measured for 8,
+  // not the slower of the axes' (each group size has its own ring and its
+  // own sharing of the cores).
+  EXPECT_EQ(hw->linkOver({0, 1}).bandwidth, 1e9);
+  EXPECT_EQ(hw->linkOver({0, 1}).syncOverhead, 1.5e-3);
+  EXPECT_EQ(hw->linkOver(0, 1).bandwidth, 2e9);
+  ASSERT_EQ(hw->forMesh({2, 2}), "");
+  EXPECT_EQ(hw->linkOver({0, 1}).bandwidth, 1e9); // 4 devices: group 8
+  EXPECT_EQ(hw->linkOver({1}).bandwidth, 2e9);
   std::remove(path.c_str());
 }
 
