@@ -502,7 +502,8 @@ Curve measureAllReduce(World &world, int g, const CalibrationOptions &options) {
 /// the overhead is that loop's time less the matmuls' and the
 /// all-reduce's, each timed alone, for a small and a tensor-parallel-sized
 /// all-reduce: points of (elements, seconds). With a core per rank it is
-/// about zero; 8 ranks on 2 cores measured 0.2-2.6 ms a call (the
+/// small (2 ranks on 2 cores: 0.2-0.3 ms, their matmuls ending apart); 8
+/// ranks on 2 cores measured 0.2-2.6 ms a call (the
 /// tensor-parallel and ZeRO-3 plans' steps, 1.2-1.5 ms a call slower than
 /// their collectives' and kernels' times).
 std::vector<CalibrationPoint>
