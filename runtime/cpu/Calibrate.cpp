@@ -495,17 +495,17 @@ Curve measureAllReduce(World &world, int g, const CalibrationOptions &options) {
   return measureCurve(std::move(points));
 }
 
-/// The sync overhead of a group of `g` (Link::syncOverhead): what an
-/// all-reduce costs beyond its own time when every rank computes between
-/// calls, as the steps of a plan do. Each rank runs a few milliseconds of
-/// matmuls (a layer's up-projection shape), then its group all-reduces;
-/// the overhead is that loop's time less the matmuls' and the
+/// Points of the sync overhead (Link::syncOverhead) of groups of `g`: what
+/// an all-reduce costs beyond its own time when every rank computes
+/// between calls, as the steps of a plan do. Each rank runs a few
+/// milliseconds of matmuls (a layer's up-projection shape), then its group
+/// all-reduces; a point is that loop's time less the matmuls' and the
 /// all-reduce's, each timed alone, for a small and a tensor-parallel-sized
-/// all-reduce: points of (elements, seconds). With a core per rank it is
-/// small (2 ranks on 2 cores: 0.2-0.3 ms, their matmuls ending apart); 8
-/// ranks on 2 cores measured 0.2-2.6 ms a call (the
-/// tensor-parallel and ZeRO-3 plans' steps, 1.2-1.5 ms a call slower than
-/// their collectives' and kernels' times).
+/// all-reduce, three times each: (elements, seconds). With a core per
+/// rank it is small (2 ranks on 2 cores: 0.2-0.3 ms, their matmuls ending
+/// apart); 8 ranks on 2 cores about 1 ms a call (the tensor-parallel and
+/// ZeRO-3 plans' steps were 1.2-1.5 ms a call slower than their
+/// collectives' and kernels' times).
 std::vector<CalibrationPoint>
 measureSyncOverhead(World &world, int g, kernels::KernelContext &ctx,
                     const CalibrationOptions &options) {
@@ -535,24 +535,37 @@ measureSyncOverhead(World &world, int g, kernels::KernelContext &ctx,
     for (int64_t i = 0; i < kMatmulsPerSegment; ++i)
       matmul(calls[size_t(i % kCopies)]);
   };
-  // Each is a difference of timings many times its size: longer rounds.
-  const double seconds = 20 * options.secondsPerPoint;
+  const double seconds = 10 * options.secondsPerPoint;
   const double work = timeTogether(all, seconds, segment);
   std::vector<CalibrationPoint> points;
-  for (int64_t count : {int64_t(1) << 10, int64_t(1) << 19}) {
-    std::vector<float> data(size_t(count), 1.0f);
-    auto allReduce = [&] {
-      group->allReduce(data.data(), data.data(), size_t(count), DType::F32,
-                       ReduceOp::Sum);
-    };
-    const double alone = timeTogether(all, seconds, allReduce);
-    const double together = timeTogether(all, seconds, [&] {
-      segment();
-      allReduce();
-    });
-    points.push_back({double(count), together - work - alone});
-  }
+  for (int repeat = 0; repeat < 3; ++repeat)
+    for (int64_t count : {int64_t(1) << 10, int64_t(1) << 19}) {
+      std::vector<float> data(size_t(count), 1.0f);
+      auto allReduce = [&] {
+        group->allReduce(data.data(), data.data(), size_t(count), DType::F32,
+                         ReduceOp::Sum);
+      };
+      const double alone = timeTogether(all, seconds, allReduce);
+      const double together = timeTogether(all, seconds, [&] {
+        segment();
+        allReduce();
+      });
+      points.push_back({double(count), together - work - alone});
+    }
   return points;
+}
+
+/// The median of the points' seconds (the mean of the middle two of an
+/// even count), at least 0.
+double medianSeconds(std::vector<CalibrationPoint> points) {
+  std::sort(points.begin(), points.end(),
+            [](const CalibrationPoint &a, const CalibrationPoint &b) {
+              return a.seconds < b.seconds;
+            });
+  const size_t n = points.size();
+  const double median =
+      n == 0 ? 0 : (points[(n - 1) / 2].seconds + points[n / 2].seconds) / 2;
+  return std::max(0.0, median);
 }
 
 /// The cores the ranks of `world` may run on together (dtc run starts
@@ -614,22 +627,29 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
 
   json links = json::object(), linkPoints = json::object(),
        syncPoints = json::object();
+  std::vector<CalibrationPoint> everySyncPoint;
   for (int g = 2; g <= ranks; ++g) {
     if (ranks % g != 0)
       continue;
     const Curve allReduce = measureAllReduce(world, g, options);
     const std::vector<CalibrationPoint> sync =
         measureSyncOverhead(world, g, ctx, options);
-    double syncOverhead = 0;
-    for (const CalibrationPoint &point : sync)
-      syncOverhead += point.seconds / double(sync.size());
+    everySyncPoint.insert(everySyncPoint.end(), sync.begin(), sync.end());
     links[std::to_string(g)] = {
         {"bandwidth", rateOf(allReduce.fit, allReduce.points)},
-        {"latency", allReduce.fit.intercept / (2.0 * (g - 1))},
-        {"sync_overhead", std::max(0.0, syncOverhead)}};
+        {"latency", allReduce.fit.intercept / (2.0 * (g - 1))}};
     linkPoints[std::to_string(g)] = pointsJson(allReduce.points);
     syncPoints[std::to_string(g)] = pointsJson(sync);
   }
+  // One sync overhead for every group of these ranks: it comes from the
+  // ranks sharing the cores, which all groups of an entry do alike (8
+  // ranks on 2 cores: groups of 2, 4 and 8 all 0.5-1.6 ms), and each point
+  // is a difference of timings many times its size (-0.1 to 2.5 ms). The
+  // median of one group's 6 points moved 2x between calibrations minutes
+  // apart; the median of all 18 agreed within 8% (1.03, 1.11 ms).
+  const double syncOverhead = medianSeconds(everySyncPoint);
+  for (auto &[group, link] : links.items())
+    link["sync_overhead"] = syncOverhead;
 
   // The matmul runs in f32 whatever the operands' precision (the CPU
   // kernels convert bf16/f16 operands to f32 around it).
