@@ -62,13 +62,9 @@ uint64_t scratchBytes(std::string_view name, const std::vector<TensorDesc> &in,
     const bool paramGrad = name.find("input_grad") == std::string_view::npos;
     // f64 partial sums per chunk: dgamma and dbeta (2 D) or dgamma (D).
     uint64_t bytes = paramGrad ? chunks * (layer ? 2 : 1) * D * 8 : 0;
-    // Rows per worker: layer_norm's x-hat and its gradient (2 D f64),
-    // rms_norm's dy * gamma where it computes dx (D f64).
-    const uint64_t workers = std::min<uint64_t>(uint64_t(threads), chunks);
+    // layer_norm: x-hat and its gradient rows (2 D f64) per worker.
     if (layer)
-      bytes += workers * 2 * D * 8;
-    else if (name != "rms_norm_param_grad")
-      bytes += workers * D * 8;
+      bytes += std::min<uint64_t>(uint64_t(threads), chunks) * 2 * D * 8;
     return bytes;
   }
   // One f64 partial sum per chunk of 64 label rows.

@@ -59,31 +59,32 @@ void kSoftmaxGrad(const KernelArgs &a) {
 
 constexpr int kLanes = 8; // doubles per AVX-512 vector
 
-// Mean and biased variance of one row, accumulated in double over kLanes
-// partial sums (a fixed order: the same result on any thread).
-DTC_VECTOR_CLONES void rowMeanVar(const float *xr, int64_t D, double &mean,
-                                  double &var) {
+// sum(term(j)) for j < D in double over kLanes partial sums, element j in
+// lane j % kLanes, the lanes added in order: a fixed order (the same result
+// on any thread) of independent adds, where one accumulator would make
+// every add wait for the one before (rms_norm's sums ran at a third of
+// layer_norm's rate so). Inlined into each vector clone of its caller.
+template <class Term>
+[[gnu::always_inline]] inline double laneSum(int64_t D, Term term) {
   double acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= D; j += kLanes)
     for (int l = 0; l < kLanes; ++l)
-      acc[l] += double(xr[j + l]);
+      acc[l] += term(j + l);
   for (int l = 0; j < D; ++j, ++l)
-    acc[l] += double(xr[j]);
-  mean = 0;
+    acc[l] += term(j);
+  double sum = 0;
   for (int l = 0; l < kLanes; ++l)
-    mean += acc[l];
-  mean /= double(D);
-  double sq[kLanes] = {};
-  for (j = 0; j + kLanes <= D; j += kLanes)
-    for (int l = 0; l < kLanes; ++l)
-      sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
-  for (int l = 0; j < D; ++j, ++l)
-    sq[l] += (xr[j] - mean) * (xr[j] - mean);
-  var = 0;
-  for (int l = 0; l < kLanes; ++l)
-    var += sq[l];
-  var /= double(D);
+    sum += acc[l];
+  return sum;
+}
+
+// Mean and biased variance of one row.
+DTC_VECTOR_CLONES void rowMeanVar(const float *xr, int64_t D, double &mean,
+                                  double &var) {
+  mean = laneSum(D, [&](int64_t j) { return double(xr[j]); }) / double(D);
+  var = laneSum(D, [&](int64_t j) { return (xr[j] - mean) * (xr[j] - mean); }) /
+        double(D);
 }
 
 DTC_VECTOR_CLONES void layerNormRow(const float *xr, const float *g,
@@ -132,26 +133,11 @@ DTC_VECTOR_CLONES void layerNormGradRow(const float *xr, const float *g,
     }
   if (!dxr)
     return;
-  double a1[kLanes] = {}, a2[kLanes] = {};
   for (int64_t j = 0; j < D; ++j)
     dxhat[j] = double(dyr[j]) * g[j];
-  int64_t j = 0;
-  for (; j + kLanes <= D; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      a1[l] += dxhat[j + l];
-      a2[l] += dxhat[j + l] * xhat[j + l];
-    }
-  for (int l = 0; j < D; ++j, ++l) {
-    a1[l] += dxhat[j];
-    a2[l] += dxhat[j] * xhat[j];
-  }
-  double m1 = 0, m2 = 0;
-  for (int l = 0; l < kLanes; ++l) {
-    m1 += a1[l];
-    m2 += a2[l];
-  }
-  m1 /= double(D);
-  m2 /= double(D);
+  const double m1 = laneSum(D, [&](int64_t j) { return dxhat[j]; }) / double(D),
+               m2 = laneSum(D, [&](int64_t j) { return dxhat[j] * xhat[j]; }) /
+                    double(D);
   for (int64_t k = 0; k < D; ++k)
     dxr[k] = float(rstd * (dxhat[k] - m1 - xhat[k] * m2));
 }
@@ -216,27 +202,17 @@ void kLayerNormParamGrad(const KernelArgs &a) {
                 a.out[1].as<float>());
 }
 
-// sum(a[j] * b[j]) over one row in double, over kLanes partial sums (a
-// fixed order, as rowMeanVar: the same result on any thread, and a chain
-// of independent adds where one accumulator made every add wait for the
-// previous one: rms_norm and its gradients ran at half layer_norm's rate).
-DTC_VECTOR_CLONES double rowDot(const float *a, const float *b, int64_t D) {
-  double acc[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= D; j += kLanes)
-    for (int l = 0; l < kLanes; ++l)
-      acc[l] += double(a[j + l]) * b[j + l];
-  for (int l = 0; j < D; ++j, ++l)
-    acc[l] += double(a[j]) * b[j];
-  double sum = 0;
-  for (int l = 0; l < kLanes; ++l)
-    sum += acc[l];
-  return sum;
+// 1 / sqrt(mean(x^2) + eps) of one row.
+[[gnu::always_inline]] inline double rowRms(const float *xr, int64_t D,
+                                            double eps) {
+  const double squares =
+      laneSum(D, [&](int64_t j) { return double(xr[j]) * xr[j]; });
+  return 1.0 / std::sqrt(squares / double(D) + eps);
 }
 
 DTC_VECTOR_CLONES void rmsNormRow(const float *xr, const float *g, float *yr,
                                   int64_t D, double eps) {
-  const float rr = float(1.0 / std::sqrt(rowDot(xr, xr, D) / double(D) + eps));
+  const float rr = float(rowRms(xr, D, eps));
   for (int64_t j = 0; j < D; ++j)
     yr[j] = xr[j] * rr * g[j];
 }
@@ -258,32 +234,21 @@ void kRmsNorm(const KernelArgs &a) {
 // One row of rms_norm's gradient: dx when dxr is non-null; dg (double, D)
 // accumulates this row's share when non-null. The same arithmetic in every
 // variant, so the split kernels reproduce the fused one bit for bit.
-// `scratch` holds D doubles (dy * gamma).
 DTC_VECTOR_CLONES void rmsNormGradRow(const float *xr, const float *g,
                                       const float *dyr, float *dxr, int64_t D,
-                                      double eps, double *dg, double *scratch) {
-  const double rr = 1.0 / std::sqrt(rowDot(xr, xr, D) / double(D) + eps);
+                                      double eps, double *dg) {
+  const double rr = rowRms(xr, D, eps);
   if (dg)
     for (int64_t j = 0; j < D; ++j)
       dg[j] += double(dyr[j]) * xr[j] * rr;
   if (!dxr)
     return;
   // sum(dxhat * x), dxhat = dy * gamma.
-  double acc[kLanes] = {};
-  for (int64_t j = 0; j < D; ++j)
-    scratch[j] = double(dyr[j]) * g[j];
-  int64_t j = 0;
-  for (; j + kLanes <= D; j += kLanes)
-    for (int l = 0; l < kLanes; ++l)
-      acc[l] += scratch[j + l] * xr[j + l];
-  for (int l = 0; j < D; ++j, ++l)
-    acc[l] += scratch[j] * xr[j];
-  double dot = 0;
-  for (int l = 0; l < kLanes; ++l)
-    dot += acc[l];
+  const double dot =
+      laneSum(D, [&](int64_t j) { return double(dyr[j]) * g[j] * xr[j]; });
   const double cc = rr * rr * dot / double(D);
   for (int64_t k = 0; k < D; ++k)
-    dxr[k] = float(rr * (scratch[k] - xr[k] * cc));
+    dxr[k] = float(rr * (double(dyr[k]) * g[k] - xr[k] * cc));
 }
 
 // The exact gradient of rms_norm; dx or dgamma may be null (the split
@@ -297,16 +262,12 @@ void rmsNormGrad(const KernelArgs &a, const float *g, const float *dy,
   // dgamma per fixed chunk of rows, chunks added in order (as layer_norm_grad).
   const int64_t chunks = std::max<int64_t>(1, (R + kRowChunk - 1) / kRowChunk);
   ScratchVector<double> partial(pdg ? size_t(chunks * D) : 0, 0.0);
-  // dy * gamma, a row per worker, for dx only.
-  const int workers = workersFor(contextOf(a), chunks);
-  ScratchVector<double> rowScratch(dx ? size_t(workers) * size_t(D) : 0);
-  parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int w) {
-    double *scratch = dx ? rowScratch.data() + size_t(w) * size_t(D) : nullptr;
+  parallelFor(contextOf(a), chunks, 1, [&](int64_t c0, int64_t c1, int) {
     for (int64_t c = c0; c < c1; ++c) {
       double *dg = pdg ? partial.data() + size_t(c * D) : nullptr;
       for (int64_t r = c * kRowChunk; r < std::min(R, (c + 1) * kRowChunk); ++r)
         rmsNormGradRow(x + r * D, g, dy + r * D, dx ? dx + r * D : nullptr, D,
-                       eps, dg, scratch);
+                       eps, dg);
     }
   });
   if (!pdg)
