@@ -120,7 +120,7 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
   auto elementBytes = [&](int buffer) {
     return int64_t(art::dtypeSize(program.buffers[size_t(buffer)].dtype));
   };
-  auto slowestOf = [&](const std::vector<int> &axes) {
+  auto linkOver = [&](const std::vector<int> &axes) {
     return hw.linkOver(std::vector<int64_t>(axes.begin(), axes.end()));
   };
   // Per instruction of the once-per-step list: its collective's seconds.
@@ -145,9 +145,8 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
         const int64_t bytes = elements(inst.in[0]) * elementBytes(inst.in[0]);
         c.sendBytes += times * bytes;
         c.calls["send_recv"] = c.calls.value("send_recv", int64_t(0)) + times;
-        seconds +=
-            double(times) *
-            ::dtc::cost::sendRecvTime(double(bytes), slowestOf(comm->meshAxes));
+        seconds += double(times) * ::dtc::cost::sendRecvTime(
+                                       double(bytes), linkOver(comm->meshAxes));
         continue;
       }
       ::dtc::cost::CollectiveKind kind;
@@ -182,8 +181,8 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
       const int64_t sent = ::dtc::cost::collectiveSentBytes(
           kind, n, inElements, outElements, bytesPerElement);
       const double time =
-          double(times) * ::dtc::cost::collectiveTime(
-                              kind, n, double(sent), slowestOf(comm->meshAxes));
+          double(times) * ::dtc::cost::collectiveTime(kind, n, double(sent),
+                                                      linkOver(comm->meshAxes));
       seconds += time;
       if (&list == &program.instructions)
         stepListComm[i] = time;

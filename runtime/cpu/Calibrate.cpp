@@ -299,20 +299,14 @@ struct Operand {
   float value;
 };
 
-/// Seconds per call of `kernel` (f32 inputs `in`, f32 outputs `out`,
-/// `attrs`) while every rank calls it at once, on enough copies of its
-/// operands, cycled through, that they come cold (coldCopies).
-double timeCold(Communicator &world, const CalibrationOptions &options,
-                kernels::KernelContext &ctx, kernels::RunFn kernel,
-                const json &attrs, const std::vector<Operand> &in,
-                const std::vector<Operand> &out) {
-  int64_t bytesPerCall = 0;
-  for (const std::vector<Operand> *side : {&in, &out})
-    for (const Operand &operand : *side)
-      bytesPerCall += 4 * numel(operand.shape);
-  const int64_t copies = coldCopies(bytesPerCall);
-  // Owned per call; a deque keeps every buffer where it was made.
-  std::deque<std::vector<float>> buffers;
+/// The arguments of `copies` calls of a kernel: f32 inputs `in` and
+/// outputs `out` of their own, `attrs`, `ctx`. The tensors live in
+/// `buffers` (a deque keeps every buffer where it was made).
+std::vector<kernels::KernelArgs>
+kernelCalls(std::deque<std::vector<float>> &buffers,
+            kernels::KernelContext &ctx, const json &attrs,
+            const std::vector<Operand> &in, const std::vector<Operand> &out,
+            int64_t copies) {
   std::vector<kernels::KernelArgs> calls(static_cast<size_t>(copies));
   auto tensor = [&](const Operand &operand) {
     const int64_t elements = numel(operand.shape);
@@ -328,6 +322,23 @@ double timeCold(Communicator &world, const CalibrationOptions &options,
     args.attrs = &attrs;
     args.ctx = &ctx;
   }
+  return calls;
+}
+
+/// Seconds per call of `kernel` (f32 inputs `in`, f32 outputs `out`,
+/// `attrs`) while every rank calls it at once, on enough copies of its
+/// operands, cycled through, that they come cold (coldCopies).
+double timeCold(Communicator &world, const CalibrationOptions &options,
+                kernels::KernelContext &ctx, kernels::RunFn kernel,
+                const json &attrs, const std::vector<Operand> &in,
+                const std::vector<Operand> &out) {
+  int64_t bytesPerCall = 0;
+  for (const std::vector<Operand> *side : {&in, &out})
+    for (const Operand &operand : *side)
+      bytesPerCall += 4 * numel(operand.shape);
+  std::deque<std::vector<float>> buffers;
+  const std::vector<kernels::KernelArgs> calls =
+      kernelCalls(buffers, ctx, attrs, in, out, coldCopies(bytesPerCall));
   size_t next = 0;
   return timeTogether(world, options.secondsPerPoint, [&] {
     kernel(calls[next]);
@@ -517,20 +528,11 @@ measureSyncOverhead(World &world, int g, kernels::KernelContext &ctx,
   constexpr int64_t kTokens = 256, kHidden = 256, kCopies = 4,
                     kMatmulsPerSegment = 8;
   std::deque<std::vector<float>> buffers;
-  std::vector<kernels::KernelArgs> calls(static_cast<size_t>(kCopies));
-  auto tensor = [&](kernels::Shape shape, float value) {
-    const int64_t elements = numel(shape);
-    buffers.emplace_back(size_t(elements), value);
-    return kernels::TensorArg{DType::F32, shape, buffers.back().data(),
-                              elements};
-  };
-  for (kernels::KernelArgs &args : calls) {
-    args.in = {tensor({kTokens, kHidden}, 0.5f),
-               tensor({kHidden, 4 * kHidden}, 0.25f)};
-    args.out = {tensor({kTokens, 4 * kHidden}, 0.0f)};
-    args.attrs = &attrs;
-    args.ctx = &ctx;
-  }
+  const std::vector<kernels::KernelArgs> calls =
+      kernelCalls(buffers, ctx, attrs,
+                  {Operand{{kTokens, kHidden}, 0.5f},
+                   Operand{{kHidden, 4 * kHidden}, 0.25f}},
+                  {Operand{{kTokens, 4 * kHidden}, 0.0f}}, kCopies);
   auto segment = [&] {
     for (int64_t i = 0; i < kMatmulsPerSegment; ++i)
       matmul(calls[size_t(i % kCopies)]);
