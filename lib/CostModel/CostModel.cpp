@@ -124,7 +124,7 @@ bool parseKernelClasses(const nlohmann::json &j, HardwareProfile &hw,
       if (!parseEfficiency(value, what, curve, error))
         return false;
       (c == CostClass::Attention ? hw.attention : hw.attentionGrad) = curve;
-    } else if (c == CostClass::RowReduction) {
+    } else if (c == CostClass::RowReduction || c == CostClass::Optimizer) {
       MemoryLine line;
       if (!value.is_object() ||
           !positiveNumber(value, "bandwidth", line.bandwidth, error)) {
@@ -138,10 +138,10 @@ bool parseKernelClasses(const nlohmann::json &j, HardwareProfile &hw,
         return false;
       }
       line.overhead = value["overhead"].get<double>();
-      hw.rowReduction = line;
+      (c == CostClass::RowReduction ? hw.rowReduction : hw.optimizer) = line;
     } else {
       error = what + ": not a class with its own rate (attention, "
-                     "attention_grad, row_reduction; gemm is "
+                     "attention_grad, row_reduction, optimizer; gemm is "
                      "'gemm_efficiency', stream the memory bandwidth)";
       return false;
     }
@@ -382,10 +382,11 @@ std::string dtc::cost::profileJson(const HardwareProfile &hw) {
     j["kernel_classes"]["attention"] = curve(*hw.attention);
   if (hw.attentionGrad)
     j["kernel_classes"]["attention_grad"] = curve(*hw.attentionGrad);
-  if (hw.rowReduction)
-    j["kernel_classes"]["row_reduction"] = {
-        {"bandwidth", hw.rowReduction->bandwidth},
-        {"overhead", hw.rowReduction->overhead}};
+  for (auto [name, line] : {std::pair{"row_reduction", &hw.rowReduction},
+                            std::pair{"optimizer", &hw.optimizer}})
+    if (*line)
+      j["kernel_classes"][name] = {{"bandwidth", (*line)->bandwidth},
+                                   {"overhead", (*line)->overhead}};
   if (!hw.axes.empty()) {
     j["axes"] = nlohmann::json::array();
     for (const Link &axis : hw.axes)
@@ -578,6 +579,7 @@ dtc::cost::denseCurve(CostClass c, const HardwareProfile &hw) {
     return hw.attentionGrad ? &*hw.attentionGrad : &hw.gemm;
   case CostClass::Stream:
   case CostClass::RowReduction:
+  case CostClass::Optimizer:
     return nullptr;
   }
   return nullptr;
@@ -595,9 +597,12 @@ double dtc::cost::kernelTime(double flops, double bytes, CostClass c,
       !curve ? hw.gemm.max
              : curve->at(perProduct ? flops / std::max(1.0, products) : flops);
   const double compute = flops > 0 ? flops / (peak * efficiency) : 0;
+  const std::optional<MemoryLine> &own =
+      c == CostClass::RowReduction ? hw.rowReduction
+      : c == CostClass::Optimizer  ? hw.optimizer
+                                   : std::optional<MemoryLine>{};
   const MemoryLine memory =
-      c == CostClass::RowReduction && hw.rowReduction
-          ? *hw.rowReduction
+      own ? *own
           : MemoryLine{hw.memoryBandwidth * hw.memoryEfficiency,
                        hw.kernelOverhead};
   const double traffic = bytes > 0 ? bytes / memory.bandwidth : 0;

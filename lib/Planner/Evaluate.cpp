@@ -127,6 +127,12 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
   std::vector<double> stepListComm(program.instructions.size(), 0.0);
   auto countList = [&](const std::vector<art::InstrDecl> &list, int64_t times,
                        double &seconds, double &kernelSeconds) {
+    // Whether a kernel ran since the last collective. A collective right
+    // after another (the gradients' unbucketed all-reduces after a flush,
+    // back to back) finds its group still together: it pays the link's
+    // sync overhead, the cost of gathering ranks that computed apart, only
+    // once for the run.
+    bool computed = true;
     for (size_t i = 0; i < list.size(); ++i) {
       const art::InstrDecl &inst = list[i];
       const art::CommDecl *comm =
@@ -139,6 +145,7 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
             ::dtc::cost::instructionKernelSeconds(program, inst, hw, f32);
         kernelSeconds += time;
         c.kernelSecondsByOp[inst.op] += time;
+        computed = true;
         continue;
       }
       if (inst.pipe == art::PipeOp::Send) {
@@ -151,8 +158,10 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
       }
       ::dtc::cost::CollectiveKind kind;
       if (!inst.isCollective || !comm ||
-          !::dtc::cost::collectiveFromName(inst.op, kind))
+          !::dtc::cost::collectiveFromName(inst.op, kind)) {
+        computed |= !inst.isCollective && inst.pipe == art::PipeOp::None;
         continue; // kernels, all_slice (no traffic)
+      }
       const int64_t n = a.mesh.groupSize(comm->meshAxes);
       int64_t inElements = elements(inst.in[0]),
               outElements = elements(inst.out[0]);
@@ -180,9 +189,12 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
       c.calls[inst.op] = c.calls.value(inst.op, int64_t(0)) + times;
       const int64_t sent = ::dtc::cost::collectiveSentBytes(
           kind, n, inElements, outElements, bytesPerElement);
-      const double time =
-          double(times) * ::dtc::cost::collectiveTime(kind, n, double(sent),
-                                                      linkOver(comm->meshAxes));
+      ::dtc::cost::Link link = linkOver(comm->meshAxes);
+      if (!computed)
+        link.syncOverhead = 0;
+      computed = false;
+      const double time = double(times) * ::dtc::cost::collectiveTime(
+                                              kind, n, double(sent), link);
       seconds += time;
       if (&list == &program.instructions)
         stepListComm[i] = time;

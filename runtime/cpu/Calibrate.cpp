@@ -293,15 +293,18 @@ int64_t coldCopies(int64_t bytesPerCall) {
                              1, 64);
 }
 
-/// One f32 operand of a timed kernel: its shape and the value it holds.
+/// One operand of a timed kernel: its shape and the value every element
+/// holds; f32, or an i64 (the optimizer's step).
 struct Operand {
   kernels::Shape shape;
   float value;
+  DType dtype = DType::F32;
 };
 
-/// The arguments of `copies` calls of a kernel: f32 inputs `in` and
-/// outputs `out` of their own, `attrs`, `ctx`. The tensors live in
-/// `buffers` (a deque keeps every buffer where it was made).
+/// The arguments of `copies` calls of a kernel: inputs `in` and outputs
+/// `out` of their own, `attrs`, `ctx`. The tensors live in `buffers` (a
+/// deque keeps every buffer where it was made; an i64 takes two floats'
+/// room).
 std::vector<kernels::KernelArgs>
 kernelCalls(std::deque<std::vector<float>> &buffers,
             kernels::KernelContext &ctx, const json &attrs,
@@ -310,9 +313,15 @@ kernelCalls(std::deque<std::vector<float>> &buffers,
   std::vector<kernels::KernelArgs> calls(static_cast<size_t>(copies));
   auto tensor = [&](const Operand &operand) {
     const int64_t elements = numel(operand.shape);
-    buffers.emplace_back(size_t(elements), operand.value);
-    return kernels::TensorArg{DType::F32, operand.shape, buffers.back().data(),
-                              elements};
+    if (operand.dtype == DType::I64) {
+      buffers.emplace_back(size_t(2 * elements), 0.0f);
+      std::fill_n(reinterpret_cast<int64_t *>(buffers.back().data()), elements,
+                  int64_t(operand.value));
+    } else {
+      buffers.emplace_back(size_t(elements), operand.value);
+    }
+    return kernels::TensorArg{operand.dtype, operand.shape,
+                              buffers.back().data(), elements};
   };
   for (kernels::KernelArgs &args : calls) {
     for (const Operand &operand : in)
@@ -335,7 +344,7 @@ double timeCold(Communicator &world, const CalibrationOptions &options,
   int64_t bytesPerCall = 0;
   for (const std::vector<Operand> *side : {&in, &out})
     for (const Operand &operand : *side)
-      bytesPerCall += 4 * numel(operand.shape);
+      bytesPerCall += int64_t(dtypeSize(operand.dtype)) * numel(operand.shape);
   std::deque<std::vector<float>> buffers;
   const std::vector<kernels::KernelArgs> calls =
       kernelCalls(buffers, ctx, attrs, in, out, coldCopies(bytesPerCall));
@@ -474,6 +483,33 @@ Curve measureRowReduction(Communicator &world, kernels::KernelContext &ctx,
                                           {Operand{x, 0.0f}});
                         }});
     }
+  return measureCurve(std::move(points), overhead);
+}
+
+/// The Adam update on 16K-4M parameters (a layer's weights), operands
+/// cold: points of (bytes, seconds), p, g, m and v read and p', m', v'
+/// written, as the cost model counts them. Its own line, from at least the
+/// kernel overhead: per element a division and a square root in double,
+/// which a core computes slower than it streams the bytes (one core: 14
+/// GB/s where the add streams 28).
+Curve measureOptimizer(Communicator &world, kernels::KernelContext &ctx,
+                       const CalibrationOptions &options, double overhead) {
+  kernels::RunFn adam = cpuKernel("adam_update");
+  const json attrs = {{"lr", 1e-3},           {"beta1", 0.9},
+                      {"beta2", 0.999},       {"eps", 1e-8},
+                      {"weight_decay", 0.01}, {"decoupled", true}};
+  std::vector<PointToTime> points;
+  for (int64_t n : {1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22}) {
+    const kernels::Shape shape{n};
+    points.push_back({28.0 * double(n), [&, shape] {
+                        return timeCold(
+                            world, options, ctx, adam, attrs,
+                            {Operand{shape, 0.5f}, Operand{shape, 0.01f},
+                             Operand{shape, 0.001f}, Operand{shape, 1e-4f},
+                             Operand{{}, 0.0f, DType::I64}},
+                            std::vector<Operand>(3, Operand{shape, 0.0f}));
+                      }});
+  }
   return measureCurve(std::move(points), overhead);
 }
 
@@ -626,6 +662,11 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
   classes["row_reduction"] = {{"bandwidth", rateOf(rows.fit, rows.points)},
                               {"overhead", rows.fit.intercept}};
   classPoints["row_reduction_bytes_seconds"] = pointsJson(rows.points);
+  const Curve optimizer = measureOptimizer(all, ctx, options, overhead);
+  classes["optimizer"] = {
+      {"bandwidth", rateOf(optimizer.fit, optimizer.points)},
+      {"overhead", optimizer.fit.intercept}};
+  classPoints["optimizer_bytes_seconds"] = pointsJson(optimizer.points);
 
   json links = json::object(), linkPoints = json::object(),
        syncPoints = json::object();

@@ -37,10 +37,10 @@ count: R ranks started as `dtc run` starts an R-device artifact, all
 measuring at once (the matmul kernel's peak and the GEMM size at which it
 reaches half of it, the element-wise bandwidth and per-kernel overhead,
 fused attention's rate forward and backward and the size of a head at
-which it reaches half of it, the norms' bandwidth and overhead, the ring
-all-reduce's latency, bandwidth and sync overhead, what a call adds when
-the ranks compute between calls, for every group size). `--hw cpu`
-then plans with the entry for the mesh's device count.
+which it reaches half of it, the norms' and the Adam update's bandwidth
+and overhead, the ring all-reduce's latency, bandwidth and sync overhead,
+what a call adds when the ranks compute between calls, for every group
+size). `--hw cpu` then plans with the entry for the mesh's device count.
 
   --ranks LIST   rank counts to measure, comma-separated   (default: 1,2,4,8)
   -o, --output FILE
@@ -76,9 +76,10 @@ std::string fmt(const char *format, double value) {
 
 /// One line per rank count: what the cost model will use.
 void printSummary(const json &profiles) {
-  llvm::outs() << "ranks  GFLOP/s/rank  half-eff GFLOP  GB/s/rank  overhead "
-                  "us  attention GFLOP/s (fwd, bwd)  norms GB/s  all-reduce "
-                  "links (group: GB/s, latency us, sync overhead us)\n";
+  llvm::outs()
+      << "ranks  GFLOP/s/rank  half-eff GFLOP  GB/s/rank  overhead "
+         "us  attention GFLOP/s (fwd, bwd)  norms GB/s  adam GB/s  "
+         "all-reduce links (group: GB/s, latency us, sync overhead us)\n";
   for (const auto &[ranks, p] : profiles.items()) {
     llvm::outs() << fmt("%5.0f", std::stod(ranks)) << "  "
                  << fmt("%12.1f", p["peak_flops"]["f32"].get<double>() / 1e9)
@@ -90,8 +91,8 @@ void printSummary(const json &profiles) {
                  << "  "
                  << fmt("%11.2f", p["kernel_overhead"].get<double>() * 1e6)
                  << "  ";
-    // Attention's best rate (its curve's max of the peak) and the row
-    // reductions' bandwidth.
+    // Attention's best rate (its curve's max of the peak), the row
+    // reductions' and the Adam update's bandwidth.
     const json &classes = p["kernel_classes"];
     const double peak = p["peak_flops"]["f32"].get<double>();
     llvm::outs()
@@ -102,6 +103,8 @@ void printSummary(const json &profiles) {
         << "  "
         << fmt("%10.2f",
                classes["row_reduction"]["bandwidth"].get<double>() / 1e9)
+        << "  "
+        << fmt("%9.2f", classes["optimizer"]["bandwidth"].get<double>() / 1e9)
         << " ";
     for (const auto &[group, link] : p["group_links"].items())
       llvm::outs() << " " << group << ": "

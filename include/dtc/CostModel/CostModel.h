@@ -68,11 +68,12 @@ struct HardwareProfile {
   double memoryEfficiency = 1;
   /// The kernel classes that run at their own rate (a calibrated cpu
   /// profile, or a file's `kernel_classes`): fused attention's efficiency
-  /// curves (per head), and the row reductions' line. Unset, attention
-  /// follows `gemm` and the row reductions the memory bandwidth at
-  /// `memoryEfficiency` plus `kernelOverhead`, as every stream kernel does.
+  /// curves (per head), the row reductions' line and the Adam update's.
+  /// Unset, attention follows `gemm` and the others the memory bandwidth
+  /// at `memoryEfficiency` plus `kernelOverhead`, as every stream kernel
+  /// does.
   std::optional<GemmEfficiency> attention, attentionGrad;
-  std::optional<MemoryLine> rowReduction;
+  std::optional<MemoryLine> rowReduction, optimizer;
   double kernelOverhead = 0;
   /// The share of a collective's time that kernels running meanwhile hide
   /// when it overlaps them (a data-parallel gradient bucket during the

@@ -19,7 +19,7 @@ namespace dtc::kernels {
 /// GEMM curve and every memory-bound class on the memory bandwidth.
 enum class CostClass {
   /// Bound by memory traffic, one pass over the operands (element-wise
-  /// kernels, transposes, casts, reductions to a scalar, the optimizer).
+  /// kernels, transposes, casts, reductions to a scalar, SGD).
   Stream,
   /// Memory-bound, but each row is reduced and then revisited (the norms,
   /// softmax, cross entropy and their gradients): several passes and a
@@ -31,6 +31,10 @@ enum class CostClass {
   /// between its two products, so slower than a GEMM of the same flops.
   Attention,
   AttentionGrad,
+  /// The Adam update: one pass over seven tensors, but a division and a
+  /// square root in double per element, which a CPU core computes slower
+  /// than it streams the bytes (half the add's rate on one core).
+  Optimizer,
 };
 /// A contraction whose speed depends on its size (an efficiency curve).
 inline bool isDense(CostClass c) {
@@ -39,11 +43,11 @@ inline bool isDense(CostClass c) {
 }
 
 constexpr CostClass kCostClasses[] = {
-    CostClass::Stream, CostClass::RowReduction, CostClass::Gemm,
-    CostClass::Attention, CostClass::AttentionGrad};
+    CostClass::Stream,    CostClass::RowReduction,  CostClass::Gemm,
+    CostClass::Attention, CostClass::AttentionGrad, CostClass::Optimizer};
 
-/// "stream", "row_reduction", "gemm", "attention", "attention_grad": the
-/// names of a profile's `kernel_classes` (docs/cli.md, --hw).
+/// "stream", "row_reduction", "gemm", "attention", "attention_grad",
+/// "optimizer": the names of a profile's `kernel_classes` (docs/cli.md, --hw).
 inline const char *costClassName(CostClass c) {
   switch (c) {
   case CostClass::Stream:
@@ -56,6 +60,8 @@ inline const char *costClassName(CostClass c) {
     return "attention";
   case CostClass::AttentionGrad:
     return "attention_grad";
+  case CostClass::Optimizer:
+    return "optimizer";
   }
   return "stream";
 }

@@ -80,6 +80,9 @@ def fit(path):
         rows = classes["row_reduction"]
         line += "; " + check("row_reduction", rows["overhead"], 1 / rows["bandwidth"],
                              points["row_reduction_bytes_seconds"], overhead)
+        adam = classes["optimizer"]
+        line += "; " + check("optimizer", adam["overhead"], 1 / adam["bandwidth"],
+                             points["optimizer_bytes_seconds"], overhead)
         for group, points in p["points"]["all_reduce_sent_bytes_seconds"].items():
             link = p["group_links"][group]
             g = int(group)

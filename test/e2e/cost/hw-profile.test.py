@@ -1,9 +1,53 @@
 """Compares reports' predicted compute and communication times with a base
 report's: `hw-profile.test.py BASE NAME=REPORT ...` prints for each
 "NAME: compute same|slower|FASTER, comm same|slower|FASTER" (communication
-in all, hidden or not)."""
+in all, hidden or not).
+
+`hw-profile.test.py --sync S ARTIFACT REPORT0 REPORT1`: the artifact's
+collective calls, its runs of calls with no kernel between them, and how
+many sync overheads of S seconds the report made with S has beyond the one
+made with none (they should be one per run)."""
 import json
 import sys
+
+
+def sync_runs(artifact):
+    """Collective calls and runs of them per step (a list of a pipeline's
+    micro-batch chunks runs once per micro-batch)."""
+    with open(artifact) as f:
+        f.readline()
+        a = json.load(f)
+    microbatches = a.get("pipeline", {}).get("microbatches", 1)
+    calls = runs = 0
+    program = a["programs"][0]
+    lists = [(program["instructions"], 1), (program.get("finish", []), 1)]
+    for chunk in program.get("chunks", []):
+        for key in ("forward", "backward_input", "backward_weight"):
+            lists.append((chunk.get(key, []), microbatches))
+    for instructions, times in lists:
+        computed = True
+        for inst in instructions:
+            if inst["op"] in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+                bucket = inst.get("attrs", {}).get("bucket")
+                members = [i for i in instructions
+                           if bucket is not None and i.get("attrs", {}).get("bucket") == bucket]
+                if members and inst is not members[-1]:
+                    continue  # a bucket is one call, at its last member
+                calls += times
+                runs += times if computed else 0
+                computed = False
+            elif inst["op"] not in ("send", "recv"):
+                computed = True
+    return calls, runs
+
+
+if sys.argv[1] == "--sync":
+    seconds = float(sys.argv[2])
+    calls, runs = sync_runs(sys.argv[3])
+    none, some = (json.load(open(f))["predicted"]["comm_time_s"] for f in sys.argv[4:6])
+    print(f"{calls} collective calls in {runs} runs; sync overhead paid: "
+          f"{(some - none) / seconds:.6g} times")
+    sys.exit(0)
 
 base = json.load(open(sys.argv[1]))["predicted"]
 

@@ -152,11 +152,17 @@ TEST(CostModel, KernelClassesHaveTheirOwnRates) {
                    1.6e9 / gemmRate + 1e-6);
   EXPECT_DOUBLE_EQ(kernelTime(0, 5e6, CostClass::RowReduction, hw, true),
                    5e6 / 5e10 + 1e-6);
-  // The row reductions' own line: 10 GB/s and 3 us a call; a stream kernel
-  // of the same bytes is unchanged.
+  EXPECT_DOUBLE_EQ(kernelTime(0, 5e6, CostClass::Optimizer, hw, true),
+                   5e6 / 5e10 + 1e-6);
+  // The row reductions' own line: 10 GB/s and 3 us a call; the Adam
+  // update's: 20 GB/s and 2 us; a stream kernel of the same bytes is
+  // unchanged.
   hw.rowReduction = dtc::cost::MemoryLine{1e10, 3e-6};
+  hw.optimizer = dtc::cost::MemoryLine{2e10, 2e-6};
   EXPECT_DOUBLE_EQ(kernelTime(0, 5e6, CostClass::RowReduction, hw, true),
                    5e6 / 1e10 + 3e-6);
+  EXPECT_DOUBLE_EQ(kernelTime(0, 5e6, CostClass::Optimizer, hw, true),
+                   5e6 / 2e10 + 2e-6);
   EXPECT_DOUBLE_EQ(kernelTime(0, 5e6, CostClass::Stream, hw, true),
                    5e6 / 5e10 + 1e-6);
 }
@@ -178,21 +184,26 @@ TEST(CostModel, KernelClassesInAProfileFile) {
       R"({"base": "a100", "kernel_classes": {
             "attention": {"max": 0.5, "half_flops": 2e8},
             "attention_grad": {"max": 0.4, "half_flops": 3e8},
-            "row_reduction": {"bandwidth": 4e11, "overhead": 5e-6}}})",
+            "row_reduction": {"bandwidth": 4e11, "overhead": 5e-6},
+            "optimizer": {"bandwidth": 7e11, "overhead": 4e-6}}})",
       error);
   ASSERT_TRUE(hw) << error;
-  ASSERT_TRUE(hw->attention && hw->attentionGrad && hw->rowReduction);
+  ASSERT_TRUE(hw->attention && hw->attentionGrad && hw->rowReduction &&
+              hw->optimizer);
   EXPECT_EQ(hw->attention->max, 0.5);
   EXPECT_EQ(hw->attention->halfFlops, 2e8);
   EXPECT_EQ(hw->attentionGrad->max, 0.4);
   EXPECT_EQ(hw->attentionGrad->halfFlops, 3e8);
   EXPECT_EQ(hw->rowReduction->bandwidth, 4e11);
   EXPECT_EQ(hw->rowReduction->overhead, 5e-6);
+  EXPECT_EQ(hw->optimizer->bandwidth, 7e11);
+  EXPECT_EQ(hw->optimizer->overhead, 4e-6);
   const nlohmann::json written =
       nlohmann::json::parse(dtc::cost::profileJson(*hw))["kernel_classes"];
   EXPECT_EQ(written["attention"]["half_flops"], 2e8);
   EXPECT_EQ(written["attention_grad"]["max"], 0.4);
   EXPECT_EQ(written["row_reduction"]["overhead"], 5e-6);
+  EXPECT_EQ(written["optimizer"]["bandwidth"], 7e11);
   // The builtin profiles have none.
   EXPECT_FALSE(
       nlohmann::json::parse(
@@ -209,6 +220,9 @@ TEST(CostModel, KernelClassesInAProfileFile) {
       {R"({"base": "a100", "kernel_classes": {"row_reduction": {"overhead": 0}}})",
        "kernel_classes.row_reduction: field 'bandwidth' must be a positive "
        "number"},
+      {R"({"base": "a100", "kernel_classes": {"optimizer": {"bandwidth": 1e9}}})",
+       "kernel_classes.optimizer: field 'overhead' must be a number of "
+       "seconds >= 0"},
       {R"({"base": "a100", "kernel_classes": []})",
        "kernel_classes: must be an object"}};
   for (auto [text, message] : bad) {

@@ -216,13 +216,16 @@ std::vector<Attribute> attributeVariants(Attribute attr) {
 // stated here by the kernels' families: the matmuls are GEMMs, the fused
 // attentions attention (the gradients their own class), the norms,
 // softmax, cross entropy and the experts' routing (a softmax over the
-// experts) row reductions, everything else a stream over memory. A kernel
+// experts) row reductions, the Adam update its own class (a division and
+// a square root per element), everything else a stream over memory. A kernel
 // given the wrong class is priced at another class's rate.
 TEST_F(KernelRuleTest, EveryOpStatesItsKernelsCostClass) {
   using ::dtc::kernels::CostClass;
   auto expected = [](llvm::StringRef kernel) {
     if (kernel.starts_with("matmul"))
       return CostClass::Gemm;
+    if (kernel == "adam_update")
+      return CostClass::Optimizer;
     if (kernel.starts_with("attention"))
       return kernel.ends_with("_grad") ? CostClass::AttentionGrad
                                        : CostClass::Attention;
