@@ -609,12 +609,17 @@ double dtc::cost::kernelTime(double flops, double bytes, CostClass c,
   return std::max(compute, traffic) + memory.overhead;
 }
 
-double dtc::cost::bubbleStretch(double bubble, int64_t devices,
-                                const HardwareProfile &hw) {
+double dtc::cost::pipelineCompute(double busiest, double mean, double bubble,
+                                  int64_t devices, const HardwareProfile &hw) {
   const double stretch = 1.0 / (1.0 - bubble);
   if (hw.sharedCores <= 0 || double(devices) <= hw.sharedCores)
-    return stretch;
-  return std::max(1.0, hw.sharedCores / double(devices) * stretch);
+    return busiest * stretch;
+  return std::max(mean, busiest * hw.sharedCores / double(devices) * stretch);
+}
+
+double dtc::cost::bubbleStretch(double bubble, int64_t devices,
+                                const HardwareProfile &hw) {
+  return pipelineCompute(1.0, 1.0, bubble, devices, hw);
 }
 
 double dtc::cost::bubbleFraction(int64_t stages, int64_t microbatches) {

@@ -260,9 +260,12 @@ KernelTraffic kernelTraffic(Operation *op) {
 double busiestKernelSeconds(ModuleOp module, int64_t microbatches,
                             const ::dtc::cost::HardwareProfile &hw, bool f32,
                             int64_t &flops, int64_t &modelFlops,
-                            std::map<std::string, double> &secondsByOp) {
+                            std::map<std::string, double> &secondsByOp,
+                            double &meanSeconds) {
   double kernelSeconds = 0;
-  for (func::FuncOp step : mlir::dtc::trainSteps(module)) {
+  const SmallVector<func::FuncOp> steps = mlir::dtc::trainSteps(module);
+  meanSeconds = 0;
+  for (func::FuncOp step : steps) {
     double seconds = 0;
     std::map<std::string, double> byOp;
     mlir::dtc::walkCostedOps(
@@ -283,6 +286,9 @@ double busiestKernelSeconds(ModuleOp module, int64_t microbatches,
     if (seconds > kernelSeconds)
       secondsByOp = std::move(byOp);
     kernelSeconds = std::max(kernelSeconds, seconds);
+    // One step function per pipeline stage, and every stage has as many
+    // ranks: the mean over the steps is the mean over the ranks.
+    meanSeconds += seconds / double(steps.size());
     const int64_t executed = mlir::dtc::flopsPerStep(step, microbatches);
     if (executed > flops) {
       flops = executed;
@@ -422,8 +428,15 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
 
   PlanCost cost;
   int64_t flops = 0, modelFlops = 0;
-  const double kernelSeconds = busiestKernelSeconds(
-      module, microbatches, hw, f32, flops, modelFlops, cost.kernelSecondsByOp);
+  double meanKernelSeconds = 0;
+  const double kernelSeconds =
+      busiestKernelSeconds(module, microbatches, hw, f32, flops, modelFlops,
+                           cost.kernelSecondsByOp, meanKernelSeconds);
+  double meanAddedSeconds = 0;
+  for (const ::dtc::artifact::ProgramDecl &program : parsed.programs)
+    meanAddedSeconds +=
+        costs[programOfRank.at(program.ranks.front())].chunkKernelSeconds *
+        double(program.ranks.size());
   double peak = f32 ? hw.peakFlopsF32 : hw.peakFlopsBf16;
   // A pipeline stage idles for the bubble of its schedule (unit costs);
   // what runs per micro-batch, kernels and their communication, stretches
@@ -437,7 +450,10 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   }
   const double stretch = ::dtc::cost::bubbleStretch(bubble, devices, hw);
   double computeSeconds =
-      (kernelSeconds + busiestAdded->chunkKernelSeconds) * stretch +
+      ::dtc::cost::pipelineCompute(
+          kernelSeconds + busiestAdded->chunkKernelSeconds,
+          meanKernelSeconds + meanAddedSeconds / double(devices), bubble,
+          devices, hw) +
       busiestAdded->stepKernelSeconds;
   for (const auto &[op, seconds] : busiestAdded->kernelSecondsByOp)
     cost.kernelSecondsByOp[op] += seconds;

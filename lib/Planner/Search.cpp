@@ -350,9 +350,11 @@ void estimate(const ModelFacts &f, const Space &space,
       dtc::cost::bubbleStretch(c.bubble, batchWays * c.tp * c.pp, hw);
   if (f.kernels.empty()) {
     // The busiest stage's share of the flops, over the ranks of a stage.
-    c.computeSeconds = (f.forwardFlops + f.backwardFlops + recompute) *
-                       terms.stageShare / (devices / p) / (peak * hw.gemm.max) *
-                       stretch;
+    const double perStage = (f.forwardFlops + f.backwardFlops + recompute) /
+                            (devices / p) / (peak * hw.gemm.max);
+    c.computeSeconds =
+        dtc::cost::pipelineCompute(perStage * terms.stageShare, perStage / p,
+                                   c.bubble, batchWays * c.tp * c.pp, hw);
   } else {
     // Each kernel splits over the data, tensor and sequence ranks and the
     // micro-batches (KernelClass::Split says which), and a stage runs 1/pp
@@ -382,8 +384,10 @@ void estimate(const ModelFacts &f, const Space &space,
     }
     // The busiest stage runs its share of the layers (the stage balancer's
     // split: a layer is not divided, so 2 layers on 4 stages leave one
-    // stage a whole layer).
-    c.computeSeconds = perMicrobatch * m * terms.stageShare * stretch;
+    // stage a whole layer), the mean stage 1/pp of them.
+    c.computeSeconds = dtc::cost::pipelineCompute(
+        perMicrobatch * m * terms.stageShare, perMicrobatch * m / p, c.bubble,
+        batchWays * c.tp * c.pp, hw);
   }
   // The optimizer, once per step after the flush: each stage updates its
   // parameters, tp's (dense) or ep's (experts) share of each, and under

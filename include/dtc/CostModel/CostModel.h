@@ -119,12 +119,21 @@ private:
   Link measuredGroupLink(int64_t devices) const;
 };
 
-/// How much a pipeline's bubble stretches the work of a stage of a plan
-/// on `devices` devices: 1/(1 - bubble) when each device is its own; when
-/// more devices than cores share them (hw.sharedCores), an idle stage gives
-/// its core to a busy one, so the step is the larger of all ranks' work
-/// over the cores (the profile's shared rates already say that) and one
-/// stage's critical path at a whole core's speed.
+/// The compute time of a step on `devices` devices whose busiest pipeline
+/// stage works `busiest` seconds and whose stages `mean` seconds on
+/// average (at the profile's rates), through a schedule idle for `bubble`
+/// of its time: the busiest stage stretched by 1/(1 - bubble) when each
+/// device is its own. When more devices than cores share them
+/// (hw.sharedCores), an idle or lighter stage gives its core to a busier
+/// one, so the step is the larger of all ranks' work over the cores (the
+/// mean at the profile's shared rates) and the busiest stage's critical
+/// path at a whole core's speed (8 CPU ranks on 2 cores, pp=8: stages of
+/// 0.17-0.27 s at the shared rates ran in 0.22-0.24 s, their mean 0.20-0.22).
+double pipelineCompute(double busiest, double mean, double bubble,
+                       int64_t devices, const HardwareProfile &hw);
+/// How much a pipeline's bubble stretches the work of a stage of equal
+/// stages (pipelineCompute of 1 s of work on every stage): what runs per
+/// micro-batch besides the kernels (its communication) stretches by it.
 double bubbleStretch(double bubble, int64_t devices, const HardwareProfile &hw);
 
 /// Where `dtc calibrate` keeps this machine's measured cpu profile:

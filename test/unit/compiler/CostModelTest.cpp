@@ -919,6 +919,24 @@ TEST(CostModel, BubbleStretchOnSharedCores) {
   EXPECT_DOUBLE_EQ(dtc::cost::bubbleStretch(0.5, 2, shared), 2.0);
 }
 
+// Stages of unequal work: on devices of their own the busiest one sets
+// the pace; on shared cores the lighter stages' cores go to the busier
+// ones, and the step is all ranks' work over the cores (the mean), unless
+// the busiest stage's critical path at a whole core is longer.
+TEST(CostModel, UnequalStagesOnSharedCores) {
+  dtc::cost::HardwareProfile own, shared;
+  shared.sharedCores = 2;
+  using dtc::cost::pipelineCompute;
+  EXPECT_DOUBLE_EQ(pipelineCompute(4.0, 3.0, 0.5, 8, own), 8.0);
+  EXPECT_DOUBLE_EQ(pipelineCompute(4.0, 3.0, 0.5, 8, shared), 3.0);
+  // 8 ranks on 2 cores, bubble 7/8: the busiest stage at a whole core
+  // (4 x 2/8), stretched 8x, is 8 s.
+  EXPECT_DOUBLE_EQ(pipelineCompute(4.0, 3.0, 0.875, 8, shared), 8.0);
+  // Equal stages: the bubble's stretch of one.
+  EXPECT_DOUBLE_EQ(pipelineCompute(3.0, 3.0, 0.5, 4, shared),
+                   3.0 * dtc::cost::bubbleStretch(0.5, 4, shared));
+}
+
 /// A calibration file with entries measured on 1, 2 and 8 ranks.
 std::string writeCalibration(const std::string &body) {
   char path[] = "/tmp/dtc-calibration-test-XXXXXX";
