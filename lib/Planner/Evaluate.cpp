@@ -46,6 +46,16 @@ artifactSchedule(const ::dtc::artifact::Artifact &a) {
   return s;
 }
 
+/// The bubble of the artifact's pipeline schedule with unit costs (0
+/// without one).
+double scheduleBubble(const ::dtc::artifact::Artifact &parsed) {
+  std::optional<::dtc::sched::Schedule> schedule = artifactSchedule(parsed);
+  if (!schedule)
+    return 0;
+  const ::dtc::sched::Simulation sim = ::dtc::sched::simulate(*schedule);
+  return sim.ok ? sim.bubble : 0;
+}
+
 struct ProgramCosts {
   json memory;
   std::map<std::string, std::map<std::string, std::vector<int64_t>>> byMember;
@@ -315,6 +325,17 @@ double busiestKernelSeconds(ModuleOp module, int64_t microbatches,
   return parsed;
 }
 
+/// The kernels the artifact adds (ProgramCosts::chunkKernelSeconds) of
+/// the mean rank, `costs` in the order of `a`'s programs.
+double meanAddedKernelSeconds(const ::dtc::artifact::Artifact &a,
+                              const std::vector<ProgramCosts> &costs,
+                              int64_t devices) {
+  double seconds = 0;
+  for (size_t p = 0; p < a.programs.size(); ++p)
+    seconds += costs[p].chunkKernelSeconds * double(a.programs[p].ranks.size());
+  return seconds / double(devices);
+}
+
 } // namespace
 
 namespace mlir::dtc {
@@ -432,28 +453,17 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   const double kernelSeconds =
       busiestKernelSeconds(module, microbatches, hw, f32, flops, modelFlops,
                            cost.kernelSecondsByOp, meanKernelSeconds);
-  double meanAddedSeconds = 0;
-  for (const ::dtc::artifact::ProgramDecl &program : parsed.programs)
-    meanAddedSeconds +=
-        costs[programOfRank.at(program.ranks.front())].chunkKernelSeconds *
-        double(program.ranks.size());
   double peak = f32 ? hw.peakFlopsF32 : hw.peakFlopsBf16;
   // A pipeline stage idles for the bubble of its schedule (unit costs);
   // what runs per micro-batch, kernels and their communication, stretches
   // by it, the rest (the data-parallel reduction after the flush) does not.
-  double bubble = 0;
-  if (std::optional<::dtc::sched::Schedule> schedule =
-          artifactSchedule(parsed)) {
-    ::dtc::sched::Simulation sim = ::dtc::sched::simulate(*schedule);
-    if (sim.ok)
-      bubble = sim.bubble;
-  }
+  const double bubble = scheduleBubble(parsed);
   const double stretch = ::dtc::cost::bubbleStretch(bubble, devices, hw);
   double computeSeconds =
       ::dtc::cost::pipelineCompute(
           kernelSeconds + busiestAdded->chunkKernelSeconds,
-          meanKernelSeconds + meanAddedSeconds / double(devices), bubble,
-          devices, hw) +
+          meanKernelSeconds + meanAddedKernelSeconds(parsed, costs, devices),
+          bubble, devices, hw) +
       busiestAdded->stepKernelSeconds;
   for (const auto &[op, seconds] : busiestAdded->kernelSecondsByOp)
     cost.kernelSecondsByOp[op] += seconds;
@@ -474,44 +484,6 @@ PlanCost evaluatePlan(ModuleOp module, const json &artifact,
   cost.hiddenCommSeconds = hiddenSeconds;
   cost.stepSeconds = stepSeconds;
   return cost;
-}
-
-bool planMemory(const json &artifact, const std::string &label, int64_t devices,
-                std::vector<::dtc::rt::MemoryNeed> &needs, int &threads,
-                std::string &error) {
-  // The kernels' per-thread workspace, for the threads each rank gets when
-  // the whole mesh runs on this machine (what `dtc run` starts here).
-  threads = ::dtc::rt::plannedKernelThreads(devices);
-  return ::dtc::rt::artifactMemoryNeeds(artifact, label, threads,
-                                        ::dtc::kernels::cpu::workspaceModel(),
-                                        needs, error);
-}
-
-json memoryRecord(const std::vector<::dtc::rt::MemoryNeed> &needs,
-                  uint64_t budget, int threads) {
-  namespace rt = ::dtc::rt;
-  const rt::MemoryNeed *largest = &needs.front();
-  for (const rt::MemoryNeed &need : needs)
-    if (need.peak > largest->peak)
-      largest = &need;
-  json byKind = json::object();
-  for (int k = 0; k < rt::kNumMemKinds; ++k)
-    byKind[rt::memKindName(k)] = largest->bytes[k];
-  // Each program's own (pipeline stages differ), then the largest's.
-  json perProgram = json::array();
-  for (const rt::MemoryNeed &need : needs) {
-    json kinds = json::object();
-    for (int k = 0; k < rt::kNumMemKinds; ++k)
-      kinds[rt::memKindName(k)] = need.bytes[k];
-    perProgram.push_back({{"name", need.program},
-                          {"peak_bytes", need.peak},
-                          {"by_kind", kinds}});
-  }
-  return {{"budget_bytes", budget},
-          {"peak_bytes", largest->peak},
-          {"peak_by_kind", byKind},
-          {"kernel_threads", threads},
-          {"programs", std::move(perProgram)}};
 }
 
 std::map<int64_t, int64_t> storedActivationBytesByLayer(ModuleOp module) {
