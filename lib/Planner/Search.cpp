@@ -250,11 +250,18 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
     }
     const double group = double(ways * c.sp),
                  calls = callsOf(tensors, params * bpp.grads);
+    // After a flush the calls run back to back: their group, together
+    // after the first, pays the link's sync overhead once (as the
+    // evaluation prices it).
+    Link perCall = link;
+    if (!issuedDuringCompute)
+      perCall.syncOverhead = 0;
     const double seconds =
         calls * dtc::cost::collectiveTime(
                     CollectiveKind::AllReduce, ways * c.sp,
                     2.0 * (group - 1) / group * params * bpp.grads / calls,
-                    link);
+                    perCall) +
+        (issuedDuringCompute ? 0.0 : link.syncOverhead);
     comm += seconds;
     if (issuedDuringCompute && c.zero != 1) {
       const double buckets = pieces(params * bpp.grads);

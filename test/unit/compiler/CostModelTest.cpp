@@ -453,6 +453,33 @@ TEST(Search, TensorParallelCallsPayTheSyncOverhead) {
     }
 }
 
+// A micro-batched plan reduces its data-parallel gradients one tensor at
+// a time after the flush, back to back: their group pays the link's sync
+// overhead once, not once per tensor. Without micro-batches each bucket
+// is issued during the backward, after kernels, and pays its own.
+TEST(Search, GradientsAfterTheFlushPayTheSyncOverheadOnce) {
+  using Split = dtc::search::KernelClass::Split;
+  dtc::search::ModelFacts facts = smallFacts();
+  facts.optimizerKernels = {
+      {0, 4e6, CostClass::Optimizer, 1, false, false, 8, Split::Batch}};
+  dtc::search::Space space;
+  space.mesh = {2};
+  const dtc::cost::HardwareProfile plain = a100For(space.mesh);
+  dtc::cost::HardwareProfile shared = plain;
+  shared.axes[0].syncOverhead = 1e-3;
+  auto comm = [&](const dtc::cost::HardwareProfile &hw, int64_t microbatches) {
+    for (const dtc::search::Candidate &c :
+         dtc::search::enumerateCandidates(facts, space, hw))
+      if (c.dp == 2 && c.microbatches == microbatches && c.zero == 0 &&
+          c.remat == "none")
+        return c.commSeconds;
+    ADD_FAILURE() << "no dp=2 mb=" << microbatches;
+    return 0.0;
+  };
+  EXPECT_NEAR(comm(shared, 2) - comm(plain, 2), 1e-3, 1e-12);
+  EXPECT_GE(comm(shared, 1) - comm(plain, 1), 1e-3 - 1e-12);
+}
+
 // Tensor parallelism splits what a layer keeps but the residual stream (the
 // values in the shapes between layers: the norms' inputs and outputs, the
 // residual sums), which stays whole on every rank unless sequence
