@@ -128,8 +128,15 @@ suite_passes() {
   fi
 }
 
-lit=$(sed -n 's/^LLVM_EXTERNAL_LIT:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)
-refpython=$(sed -n 's/^config.reference_python = "\(.*\)"$/\1/p' "$build/test/lit.site.cfg.py" 2>/dev/null)
+# lit and the reference Python, as the build configured them: read when a
+# test first needs them, since a fresh tree has no build until the
+# baseline's.
+lit= refpython=
+read_build_config() {
+  [ -n "$lit" ] && return
+  lit=$(sed -n 's/^LLVM_EXTERNAL_LIT:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)
+  refpython=$(sed -n 's/^config.reference_python = "\(.*\)"$/\1/p' "$build/test/lit.site.cfg.py" 2>/dev/null)
+}
 loss_only='lit:e2e/training/train-real-text.test'
 
 # The tests catchers.txt names for a mutation, one per line.
@@ -144,6 +151,7 @@ named_tests() {
 # environment (test/lit.cfg.py).
 run_named() {
   local test=$1 log=$2
+  read_build_config
   echo "=== $test" >> "$log"
   case $test in
     lit:*) TMPDIR=$tmp "$lit" -v "$build/test/${test#lit:}" >> "$log" 2>&1 ;;
