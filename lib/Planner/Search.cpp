@@ -250,18 +250,20 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
     }
     const double group = double(ways * c.sp),
                  calls = callsOf(tensors, params * bpp.grads);
-    // After a flush the calls run back to back: their group, together
-    // after the first, pays the link's sync overhead once (as the
-    // evaluation prices it).
+    // Plain data parallelism's all-reduces after a flush run back to back:
+    // their group, together after the first, pays the link's sync overhead
+    // once (as the evaluation prices it). ZeRO's interleave with the
+    // optimizer's updates and pay it each.
+    const bool backToBack = !issuedDuringCompute && c.zero == 0;
     Link perCall = link;
-    if (!issuedDuringCompute)
+    if (backToBack)
       perCall.syncOverhead = 0;
     const double seconds =
         calls * dtc::cost::collectiveTime(
                     CollectiveKind::AllReduce, ways * c.sp,
                     2.0 * (group - 1) / group * params * bpp.grads / calls,
                     perCall) +
-        (issuedDuringCompute ? 0.0 : link.syncOverhead);
+        (backToBack ? link.syncOverhead : 0.0);
     comm += seconds;
     if (issuedDuringCompute && c.zero != 1) {
       const double buckets = pieces(params * bpp.grads);

@@ -334,8 +334,8 @@ kernelCalls(std::deque<std::vector<float>> &buffers,
   return calls;
 }
 
-/// Seconds per call of `kernel` (f32 inputs `in`, f32 outputs `out`,
-/// `attrs`) while every rank calls it at once, on enough copies of its
+/// Seconds per call of `kernel` (inputs `in`, outputs `out`, `attrs`)
+/// while every rank calls it at once, on enough copies of its
 /// operands, cycled through, that they come cold (coldCopies).
 double timeCold(Communicator &world, const CalibrationOptions &options,
                 kernels::KernelContext &ctx, kernels::RunFn kernel,
