@@ -76,15 +76,19 @@ def main(argv):
         os.makedirs(cache)
         os.symlink(os.path.abspath(a.calibration), os.path.join(cache, "cpu-calibration.json"))
         env["DTC_CACHE_DIR"] = cache
-    probe = subprocess.run([a.dtc, "compile", os.path.join(ROOT, "examples", "models", "mlp.mlir"),
-                            "--strategy", "dp=1", "--report", os.path.join(work, "probe.json"),
-                            "-o", os.path.join(work, "probe.dtc")], env=env, capture_output=True, text=True)
-    source = json.load(open(os.path.join(work, "probe.json")))["hw_profile"].get("source", "") \
-        if probe.returncode == 0 else ""
+    def hardware_source():
+        """What --hw cpu plans with: the report's hw_profile.source."""
+        probe = subprocess.run([a.dtc, "compile", os.path.join(ROOT, "examples", "models", "mlp.mlir"),
+                                "--strategy", "dp=1", "--report", os.path.join(work, "probe.json"),
+                                "-o", os.path.join(work, "probe.dtc")], env=env, capture_output=True, text=True)
+        return json.load(open(os.path.join(work, "probe.json")))["hw_profile"].get("source", "") \
+            if probe.returncode == 0 else ""
+    source = hardware_source()
     if a.recalibrate or not source.startswith("calibrated"):
         print("calibrating (dtc calibrate --ranks 1,2,4,8) ...", file=sys.stderr, flush=True)
         sh([a.dtc, "calibrate", "--ranks", "1,2,4,8"] +
            (["-o", a.calibration] if a.calibration else []))
+        source = hardware_source()
     plans = []
     for name in ([a.only] if a.only else sorted(MODELS)):
         model = os.path.join(work, f"{name}.mlir")
@@ -117,7 +121,7 @@ def main(argv):
                   f"{p['predicted'] * 1e3:.1f} ms, measured {statistics.median(times) * 1e3:.1f} ms",
                   file=sys.stderr, flush=True)
     rows = [(p["name"], p["mesh"], p["plan"], p["predicted"], p["measured"]) for p in plans]
-    print(f"hardware: {source or 'calibrated now'}")
+    print(f"hardware: {source}")
     print(f"{'model':6} {'mesh':4} {'plan':34} {'predicted ms':>12} {'measured ms':>11} {'ratio':>6}")
     errors = []
     for group in sorted({(r[0], r[1]) for r in rows}):

@@ -190,7 +190,7 @@ bool parseLink(const nlohmann::json &j, Link &link, std::string &error) {
       !positiveNumber(j, "bandwidth", link.bandwidth, error)) {
     if (error.empty())
       error = "a link must be an object {bandwidth, latency[, efficiency, "
-              "sync_overhead]}";
+              "sync_overhead, sync_ramp]}";
     return false;
   }
   if (!j.contains("latency") || !j["latency"].is_number() ||
@@ -209,6 +209,13 @@ bool parseLink(const nlohmann::json &j, Link &link, std::string &error) {
       return false;
     }
     link.syncOverhead = j["sync_overhead"].get<double>();
+  }
+  if (j.contains("sync_ramp")) {
+    if (!j["sync_ramp"].is_number() || j["sync_ramp"].get<double>() < 0) {
+      error = "field 'sync_ramp' must be a number >= 0";
+      return false;
+    }
+    link.syncRamp = j["sync_ramp"].get<double>();
   }
   return true;
 }
@@ -356,6 +363,8 @@ std::string dtc::cost::profileJson(const HardwareProfile &hw) {
                      {"efficiency", l.efficiency}};
     if (l.syncOverhead > 0)
       j["sync_overhead"] = l.syncOverhead;
+    if (l.syncRamp > 0)
+      j["sync_ramp"] = l.syncRamp;
     return j;
   };
   nlohmann::json j{

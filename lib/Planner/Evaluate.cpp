@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <set>
@@ -137,12 +138,13 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
   std::vector<double> stepListComm(program.instructions.size(), 0.0);
   auto countList = [&](const std::vector<art::InstrDecl> &list, int64_t times,
                        double &seconds, double &kernelSeconds) {
-    // Whether a kernel ran since the last collective. A collective right
-    // after another (the gradients' unbucketed all-reduces after a flush,
-    // back to back) finds its group still together: it pays the link's
-    // sync overhead, the cost of gathering ranks that computed apart, only
-    // once for the run.
-    bool computed = true;
+    // Kernel seconds since the last collective. A collective right after
+    // another (the gradients' unbucketed all-reduces after a flush, back to
+    // back) finds its group still together: it pays the link's sync
+    // overhead, the cost of gathering ranks that computed apart, only once
+    // for the run; after a little computation, a part of it (Link::
+    // syncRamp). A list's first collective counts as after a long one.
+    double computed = INFINITY;
     for (size_t i = 0; i < list.size(); ++i) {
       const art::InstrDecl &inst = list[i];
       const art::CommDecl *comm =
@@ -150,12 +152,11 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
       if (inst.pipe == art::PipeOp::Accumulate ||
           inst.pipe == art::PipeOp::Fill ||
           inst.pipe == art::PipeOp::MicrobatchSlice) {
-        const double time =
-            double(times) *
+        const double once =
             ::dtc::cost::instructionKernelSeconds(program, inst, hw, f32);
-        kernelSeconds += time;
-        c.kernelSecondsByOp[inst.op] += time;
-        computed = true;
+        kernelSeconds += double(times) * once;
+        c.kernelSecondsByOp[inst.op] += double(times) * once;
+        computed += once;
         continue;
       }
       if (inst.pipe == art::PipeOp::Send) {
@@ -169,7 +170,9 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
       ::dtc::cost::CollectiveKind kind;
       if (!inst.isCollective || !comm ||
           !::dtc::cost::collectiveFromName(inst.op, kind)) {
-        computed |= !inst.isCollective && inst.pipe == art::PipeOp::None;
+        if (!inst.isCollective && inst.pipe == art::PipeOp::None)
+          computed +=
+              ::dtc::cost::instructionKernelSeconds(program, inst, hw, f32);
         continue; // kernels, all_slice (no traffic)
       }
       const int64_t n = a.mesh.groupSize(comm->meshAxes);
@@ -200,9 +203,8 @@ ProgramCosts programCosts(const ::dtc::artifact::Artifact &a,
       const int64_t sent = ::dtc::cost::collectiveSentBytes(
           kind, n, inElements, outElements, bytesPerElement);
       ::dtc::cost::Link link = linkOver(comm->meshAxes);
-      if (!computed)
-        link.syncOverhead = 0;
-      computed = false;
+      link.syncOverhead = link.syncOverheadAfter(computed);
+      computed = 0;
       const double time = double(times) * ::dtc::cost::collectiveTime(
                                               kind, n, double(sent), link);
       seconds += time;

@@ -171,6 +171,13 @@ DenseAndExperts stageTensors(const ModelFacts &f, const Candidate &c) {
   return tensors;
 }
 
+/// The kernel seconds a rank of the busiest stage runs per micro-batch
+/// and in the optimizer's step: what its collectives' groups compute
+/// between calls (Link::syncOverheadAfter).
+struct ComputeSeconds {
+  double microbatch = 0, optimizer = 0;
+};
+
 /// What the axes splitting the batch communicate in a step: expert
 /// parallelism's token-slot exchanges and the gradients' reduction (with
 /// ZeRO-3's parameter gathers).
@@ -178,7 +185,7 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
                         const HardwareProfile &hw, size_t dpEnd, size_t epEnd,
                         size_t ppEnd, const ScheduleTerms &terms,
                         const Candidate &c, double stretch,
-                        double &overlappable) {
+                        const ComputeSeconds &computed, double &overlappable) {
   const int64_t batchWays = c.dp * c.ep;
   const double m = double(c.microbatches), p = double(c.pp);
   double comm = 0;
@@ -186,7 +193,9 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
   // rank's token slots to their experts' ranks or back, (ep-1)/ep of them
   // when routing is even (the report's rule), in the activations' type.
   if (c.ep > 1 && f.slotMoves > 0) {
-    const Link link = hw.linkOver(dpEnd, epEnd);
+    Link link = hw.linkOver(dpEnd, epEnd);
+    link.syncOverhead =
+        link.syncOverheadAfter(computed.microbatch / (double(f.slotMoves) / p));
     const double e = double(c.ep);
     const double perMove = f.slotMoveElements / double(f.slotMoves) /
                            double(batchWays * c.sp) * (e - 1) / e *
@@ -253,11 +262,16 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
     // Plain data parallelism's all-reduces after a flush run back to back:
     // their group, together after the first, pays the link's sync overhead
     // once (as the evaluation prices it). ZeRO's interleave with the
-    // optimizer's updates and pay it each.
+    // optimizer's updates and pay it each, after an update's computation;
+    // buckets issued during the backward after a bucket's.
     const bool backToBack = !issuedDuringCompute && c.zero == 0;
     Link perCall = link;
-    if (backToBack)
-      perCall.syncOverhead = 0;
+    perCall.syncOverhead =
+        backToBack ? 0
+        : issuedDuringCompute
+            ? link.syncOverheadAfter(computed.microbatch / calls)
+            : link.syncOverheadAfter(computed.optimizer /
+                                     std::max(1.0, tensors));
     const double seconds =
         calls * dtc::cost::collectiveTime(
                     CollectiveKind::AllReduce, ways * c.sp,
@@ -278,11 +292,15 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
       return;
     const double d = double(ways),
                  calls = callsOf(tensors, params * bpp.params);
-    const double seconds =
-        2.0 * m * calls *
-        dtc::cost::collectiveTime(CollectiveKind::AllGather, ways,
-                                  (d - 1) / d * params * bpp.params / calls,
-                                  hw.linkOver(0, end));
+    // A gather per layer (or bucket) in each micro-batch's forward and
+    // backward.
+    Link link = hw.linkOver(0, end);
+    link.syncOverhead =
+        link.syncOverheadAfter(computed.microbatch / (2.0 * calls));
+    const double seconds = 2.0 * m * calls *
+                           dtc::cost::collectiveTime(
+                               CollectiveKind::AllGather, ways,
+                               (d - 1) / d * params * bpp.params / calls, link);
     comm += seconds;
     if (issuedDuringCompute)
       overlappable += seconds * (calls - 1) / calls;
@@ -337,6 +355,25 @@ double bytesPerDevice(const ModelFacts &f, const Space &space,
   return state + perMicrobatch * inFlight + working;
 }
 
+/// The optimizer's kernels, once per step after the flush: each stage
+/// updates its parameters, tp's (dense) or ep's (experts) share of each,
+/// and under ZeRO only the shard of it its rank keeps the state of (in
+/// f32: the master weights and their state).
+double optimizerSeconds(const ModelFacts &f, const HardwareProfile &hw,
+                        const Candidate &c) {
+  double seconds = 0;
+  for (const KernelClass &k : f.optimizerKernels) {
+    const bool experts = k.split == KernelClass::Split::Experts;
+    const double zeroWays =
+        c.zero >= 1 ? double(experts ? c.dp : c.dp * c.ep) : 1.0;
+    const double share = double(experts ? c.ep : c.tp) * zeroWays;
+    seconds += double(k.count) / double(c.pp) *
+               dtc::cost::kernelTime(k.flops / share, k.bytes / share, k.cost,
+                                     hw, /*f32=*/true, k.products / share);
+  }
+  return seconds;
+}
+
 /// The estimate of one plan: its dp axes are [0, dpEnd), its ep axes
 /// [dpEnd, epEnd), its pp axes [epEnd, ppEnd), then sp's one axis (when
 /// c.sp > 1) and tp's the rest.
@@ -357,10 +394,12 @@ void estimate(const ModelFacts &f, const Space &space,
   c.bubble = terms.bubble;
   const double stretch =
       dtc::cost::bubbleStretch(c.bubble, batchWays * c.tp * c.pp, hw);
+  ComputeSeconds computed;
   if (f.kernels.empty()) {
     // The busiest stage's share of the flops, over the ranks of a stage.
     const double perStage = (f.forwardFlops + f.backwardFlops + recompute) /
                             (devices / p) / (peak * hw.gemm.max);
+    computed.microbatch = perStage * terms.stageShare / m;
     c.computeSeconds =
         dtc::cost::pipelineCompute(perStage * terms.stageShare, perStage / p,
                                    c.bubble, batchWays * c.tp * c.pp, hw);
@@ -394,24 +433,13 @@ void estimate(const ModelFacts &f, const Space &space,
     // The busiest stage runs its share of the layers (the stage balancer's
     // split: a layer is not divided, so 2 layers on 4 stages leave one
     // stage a whole layer), the mean stage 1/pp of them.
+    computed.microbatch = perMicrobatch * terms.stageShare;
     c.computeSeconds = dtc::cost::pipelineCompute(
         perMicrobatch * m * terms.stageShare, perMicrobatch * m / p, c.bubble,
         batchWays * c.tp * c.pp, hw);
   }
-  // The optimizer, once per step after the flush: each stage updates its
-  // parameters, tp's (dense) or ep's (experts) share of each, and under
-  // ZeRO only the shard of it its rank keeps the state of (in f32: the
-  // master weights and their state).
-  for (const KernelClass &k : f.optimizerKernels) {
-    const bool experts = k.split == KernelClass::Split::Experts;
-    const double zeroWays =
-        c.zero >= 1 ? double(experts ? c.dp : batchWays) : 1.0;
-    const double share = double(experts ? c.ep : c.tp) * zeroWays;
-    c.computeSeconds +=
-        double(k.count) / p *
-        dtc::cost::kernelTime(k.flops / share, k.bytes / share, k.cost, hw,
-                              /*f32=*/true, k.products / share);
-  }
+  computed.optimizer = optimizerSeconds(f, hw, c);
+  c.computeSeconds += computed.optimizer;
   // With micro-batches the artifact zeroes the stage's gradients (a fill
   // each) and adds each micro-batch's into them (out += in: three passes).
   if (c.microbatches > 1 && !f.optimizerKernels.empty()) {
@@ -445,10 +473,13 @@ void estimate(const ModelFacts &f, const Space &space,
     const double sent = 2.0 * (t - 1) / t * shard;
     const double steps = 2.0 * (t - 1);
     // One call per micro-batch (two with sequence parallelism: a
-    // reduce-scatter and a gather), each with the link's sync overhead.
+    // reduce-scatter and a gather), each with the link's sync overhead
+    // after the layer's forward's or backward's share of its kernels.
     const double calls = c.sequenceParallel ? 2.0 : 1.0;
+    const double sync = link.syncOverheadAfter(computed.microbatch /
+                                               (layersPerStage * 2.0 * calls));
     comm += layersPerStage * 2.0 *
-            (m * (steps * link.latency + calls * link.syncOverhead) +
+            (m * (steps * link.latency + calls * sync) +
              sent / (link.bandwidth * link.efficiency)) *
             stretch;
   }
@@ -479,7 +510,7 @@ void estimate(const ModelFacts &f, const Space &space,
   }
   double overlappable = 0;
   comm += batchCommSeconds(f, space, hw, dpEnd, epEnd, ppEnd, terms, c, stretch,
-                           overlappable);
+                           computed, overlappable);
   c.commSeconds = comm;
   c.hiddenSeconds = hw.commOverlap * std::min(overlappable, c.computeSeconds);
   c.seconds = c.computeSeconds + c.commSeconds - c.hiddenSeconds;

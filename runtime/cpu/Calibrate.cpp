@@ -22,6 +22,7 @@
 #include <cmath>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <sched.h>
 #include <stdexcept>
@@ -542,17 +543,19 @@ Curve measureAllReduce(World &world, int g, const CalibrationOptions &options) {
   return measureCurve(std::move(points));
 }
 
-/// Points of the sync overhead (Link::syncOverhead) of groups of `g`: what
-/// an all-reduce costs beyond its own time when every rank computes
-/// between calls, as the steps of a plan do. Each rank runs a few
-/// milliseconds of matmuls (a layer's up-projection shape), then its group
+/// Points of the sync overhead (Link::syncOverhead, syncRamp) of groups of
+/// `g`: what an all-reduce costs beyond its own time when every rank
+/// computes between calls, as the steps of a plan do. Each rank runs 1, 2,
+/// 4 or 8 matmuls (a layer's up-projection shape), then its group
 /// all-reduces; a point is that loop's time less the matmuls' and the
 /// all-reduce's, each timed alone, for a small and a tensor-parallel-sized
-/// all-reduce, three times each: (elements, seconds). With a core per
-/// rank it is small (2 ranks on 2 cores: 0.2-0.3 ms, their matmuls ending
-/// apart); 8 ranks on 2 cores about 1 ms a call (the tensor-parallel and
-/// ZeRO-3 plans' steps were 1.2-1.5 ms a call slower than their
-/// collectives' and kernels' times).
+/// all-reduce, three times each: (seconds of matmuls, seconds added). The
+/// more a rank computes between calls, the further the ranks sharing a
+/// core come apart, up to a few time slices: 8 ranks on 2 cores added
+/// about 0.8, 1.4, 4 and 6 ms after 4.6, 9, 18 and 37 ms of matmuls; 2
+/// ranks on 2 cores 0.3, 0.6 and 1 ms after 1.3, 5 and 20 ms. The lengths
+/// a plan's many-call collectives see (tensor parallelism, ZeRO-3: 2-15
+/// ms); a longer one, timed in as many rounds, only adds noise.
 std::vector<CalibrationPoint>
 measureSyncOverhead(World &world, int g, kernels::KernelContext &ctx,
                     const CalibrationOptions &options) {
@@ -561,20 +564,24 @@ measureSyncOverhead(World &world, int g, kernels::KernelContext &ctx,
   Communicator &all = world.world();
   kernels::RunFn matmul = cpuKernel("matmul");
   const json attrs = json::object();
-  constexpr int64_t kTokens = 256, kHidden = 256, kCopies = 4,
-                    kMatmulsPerSegment = 8;
+  constexpr int64_t kTokens = 256, kHidden = 256, kCopies = 4;
   std::deque<std::vector<float>> buffers;
   const std::vector<kernels::KernelArgs> calls =
       kernelCalls(buffers, ctx, attrs,
                   {Operand{{kTokens, kHidden}, 0.5f},
                    Operand{{kHidden, 4 * kHidden}, 0.25f}},
                   {Operand{{kTokens, 4 * kHidden}, 0.0f}}, kCopies);
-  auto segment = [&] {
-    for (int64_t i = 0; i < kMatmulsPerSegment; ++i)
-      matmul(calls[size_t(i % kCopies)]);
-  };
   const double seconds = 10 * options.secondsPerPoint;
-  const double work = timeTogether(all, seconds, segment);
+  const std::array<int64_t, 4> lengths = {1, 2, 4, 8};
+  auto segmentOf = [&](int64_t matmuls) {
+    return [&, matmuls] {
+      for (int64_t i = 0; i < matmuls; ++i)
+        matmul(calls[size_t(i % kCopies)]);
+    };
+  };
+  std::array<double, lengths.size()> work{};
+  for (size_t l = 0; l < lengths.size(); ++l)
+    work[l] = timeTogether(all, seconds, segmentOf(lengths[l]));
   std::vector<CalibrationPoint> points;
   for (int repeat = 0; repeat < 3; ++repeat)
     for (int64_t count : {int64_t(1) << 10, int64_t(1) << 19}) {
@@ -584,26 +591,27 @@ measureSyncOverhead(World &world, int g, kernels::KernelContext &ctx,
                          ReduceOp::Sum);
       };
       const double alone = timeTogether(all, seconds, allReduce);
-      const double together = timeTogether(all, seconds, [&] {
-        segment();
-        allReduce();
-      });
-      points.push_back({double(count), together - work - alone});
+      for (size_t l = 0; l < lengths.size(); ++l) {
+        auto segment = segmentOf(lengths[l]);
+        const double together = timeTogether(all, seconds, [&] {
+          segment();
+          allReduce();
+        });
+        points.push_back({work[l], together - work[l] - alone});
+      }
     }
   return points;
 }
 
 /// The median of the points' seconds (the mean of the middle two of an
-/// even count), at least 0.
+/// even count).
 double medianSeconds(std::vector<CalibrationPoint> points) {
   std::sort(points.begin(), points.end(),
             [](const CalibrationPoint &a, const CalibrationPoint &b) {
               return a.seconds < b.seconds;
             });
   const size_t n = points.size();
-  const double median =
-      n == 0 ? 0 : (points[(n - 1) / 2].seconds + points[n / 2].seconds) / 2;
-  return std::max(0.0, median);
+  return n == 0 ? 0 : (points[(n - 1) / 2].seconds + points[n / 2].seconds) / 2;
 }
 
 /// The cores the ranks of `world` may run on together (dtc run starts
@@ -625,6 +633,38 @@ int coresOfAllRanks(Communicator &world) {
 }
 
 } // namespace
+
+SyncFit fitSyncOverhead(const std::vector<CalibrationPoint> &points) {
+  std::map<double, std::vector<CalibrationPoint>> byLength;
+  for (const CalibrationPoint &p : points)
+    byLength[p.size].push_back(p);
+  // Each length's points are differences of timings tens of times their
+  // size: their median, not the points, is fitted.
+  std::vector<std::pair<double, double>> medians;
+  for (const auto &[length, at] : byLength)
+    medians.push_back({length, medianSeconds(at)});
+  SyncFit best;
+  double bestError = INFINITY;
+  for (const auto &[ramp, unused] : medians) {
+    double wy = 0, ww = 0;
+    for (const auto &[length, added] : medians) {
+      const double w = std::min(1.0, length / ramp);
+      wy += w * added;
+      ww += w * w;
+    }
+    const double overhead = std::max(0.0, wy / ww);
+    double error = 0;
+    for (const auto &[length, added] : medians) {
+      const double miss = added - overhead * std::min(1.0, length / ramp);
+      error += miss * miss;
+    }
+    if (error < bestError) {
+      bestError = error;
+      best = {overhead, ramp};
+    }
+  }
+  return best;
+}
 
 json calibrateCpu(World &world, const CalibrationOptions &options) {
   kernels::KernelContext ctx(options.threads);
@@ -670,29 +710,24 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
 
   json links = json::object(), linkPoints = json::object(),
        syncPoints = json::object();
-  std::vector<CalibrationPoint> everySyncPoint;
   for (int g = 2; g <= ranks; ++g) {
     if (ranks % g != 0)
       continue;
     const Curve allReduce = measureAllReduce(world, g, options);
+    // Each group its own: groups smaller than the entry overlap one
+    // another's waits with their computation (4 ranks on 2 cores: groups
+    // of 2 -1.9..0.2 ms, the group of 4 0.4..4.3 ms, same calibration).
     const std::vector<CalibrationPoint> sync =
         measureSyncOverhead(world, g, ctx, options);
-    everySyncPoint.insert(everySyncPoint.end(), sync.begin(), sync.end());
+    const SyncFit syncFit = fitSyncOverhead(sync);
     links[std::to_string(g)] = {
         {"bandwidth", rateOf(allReduce.fit, allReduce.points)},
-        {"latency", allReduce.fit.intercept / (2.0 * (g - 1))}};
+        {"latency", allReduce.fit.intercept / (2.0 * (g - 1))},
+        {"sync_overhead", syncFit.overhead},
+        {"sync_ramp", syncFit.ramp}};
     linkPoints[std::to_string(g)] = pointsJson(allReduce.points);
     syncPoints[std::to_string(g)] = pointsJson(sync);
   }
-  // One sync overhead for every group of these ranks: it comes from the
-  // ranks sharing the cores, which all groups of an entry do alike (8
-  // ranks on 2 cores: groups of 2, 4 and 8 all 0.5-1.6 ms), and each point
-  // is a difference of timings many times its size (-0.1 to 2.5 ms). The
-  // median of one group's 6 points moved 2x between calibrations minutes
-  // apart; the median of all 18 agreed within 8% (1.03, 1.11 ms).
-  const double syncOverhead = medianSeconds(everySyncPoint);
-  for (auto &[group, link] : links.items())
-    link["sync_overhead"] = syncOverhead;
 
   // The matmul runs in f32 whatever the operands' precision (the CPU
   // kernels convert bf16/f16 operands to f32 around it).
@@ -713,7 +748,7 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
             {"add_bytes_seconds", pointsJson(add.points)},
             {"kernel_classes", classPoints},
             {"all_reduce_sent_bytes_seconds", linkPoints},
-            {"sync_overhead_elements_seconds", syncPoints}}}};
+            {"sync_overhead_compute_seconds", syncPoints}}}};
 }
 
 } // namespace dtc::rt

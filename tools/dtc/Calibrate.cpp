@@ -76,10 +76,10 @@ std::string fmt(const char *format, double value) {
 
 /// One line per rank count: what the cost model will use.
 void printSummary(const json &profiles) {
-  llvm::outs()
-      << "ranks  GFLOP/s/rank  half-eff GFLOP  GB/s/rank  overhead "
-         "us  attention GFLOP/s (fwd, bwd)  norms GB/s  adam GB/s  "
-         "all-reduce links (group: GB/s, latency us, sync overhead us)\n";
+  llvm::outs() << "ranks  GFLOP/s/rank  half-eff GFLOP  GB/s/rank  overhead "
+                  "us  attention GFLOP/s (fwd, bwd)  norms GB/s  adam GB/s  "
+                  "all-reduce links (group: GB/s, latency us, sync overhead us "
+                  "after ramp ms of compute)\n";
   for (const auto &[ranks, p] : profiles.items()) {
     llvm::outs() << fmt("%5.0f", std::stod(ranks)) << "  "
                  << fmt("%12.1f", p["peak_flops"]["f32"].get<double>() / 1e9)
@@ -110,7 +110,9 @@ void printSummary(const json &profiles) {
       llvm::outs() << " " << group << ": "
                    << fmt("%.2f", link["bandwidth"].get<double>() / 1e9) << ", "
                    << fmt("%.1f", link["latency"].get<double>() * 1e6) << ", "
-                   << fmt("%.0f", link.value("sync_overhead", 0.0) * 1e6);
+                   << fmt("%.0f", link.value("sync_overhead", 0.0) * 1e6)
+                   << " after "
+                   << fmt("%.1f", link.value("sync_ramp", 0.0) * 1e3);
     llvm::outs() << "\n";
   }
 }

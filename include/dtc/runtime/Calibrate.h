@@ -45,6 +45,20 @@ struct LineFit {
 LineFit fitLine(const std::vector<CalibrationPoint> &points,
                 double minIntercept = 0);
 
+/// A group's sync overhead (cost::Link::syncOverhead, syncRamp): the
+/// seconds a collective call adds after `overhead`'s worth of computation
+/// or more, and after less a part in proportion, reaching all of it at
+/// `ramp` seconds of computation.
+struct SyncFit {
+  double overhead = 0, ramp = 0;
+};
+/// Fits SyncFit to points (size: the seconds each rank computed between
+/// calls; seconds: what a call added), several per computation length:
+/// overhead * min(1, length / ramp) through the lengths' medians in least
+/// squares, `ramp` one of the lengths (the shortest of equal fits) and
+/// `overhead` at least 0.
+SyncFit fitSyncOverhead(const std::vector<CalibrationPoint> &points);
+
 /// Measures, on every rank of `world` at once: the f32 matmul kernel on
 /// square GEMMs (its peak and the flops at which it reaches half of it),
 /// the element-wise add kernel (memory bandwidth and the per-kernel

@@ -55,6 +55,34 @@ def check(name, intercept, slope, points, min_intercept=0.0):
     return f"{name} {len(points)} points: {verdict}"
 
 
+def median(values):
+    values = sorted(values)
+    n = len(values)
+    return (values[(n - 1) // 2] + values[n // 2]) / 2
+
+
+def sync_check(link, points):
+    """The file's (sync_overhead, sync_ramp) against a fit of its own: the
+    least squared error of overhead * min(1, length / ramp) through each
+    length's median, for each measured length as the ramp."""
+    by_length = {}
+    for length, seconds in points:
+        by_length.setdefault(length, []).append(seconds)
+    medians = sorted((x, median(ys)) for x, ys in by_length.items())
+    best = None
+    for ramp, _ in medians:
+        w = [min(1.0, x / ramp) for x, _ in medians]
+        overhead = max(0.0, sum(wi * y for wi, (_, y) in zip(w, medians)) / sum(wi * wi for wi in w))
+        error = sum((y - overhead * wi) ** 2 for wi, (_, y) in zip(w, medians))
+        if best is None or error < best[0]:
+            best = (error, overhead, ramp)
+    _, overhead, ramp = best
+    close = lambda a, b: abs(a - b) <= 1e-12 + 1e-9 * abs(b)
+    verdict = "fit" if close(link["sync_overhead"], overhead) and close(link["sync_ramp"], ramp) \
+        else f"OFF: ({link['sync_overhead']}, {link['sync_ramp']}) is not ({overhead}, {ramp})"
+    return f"{len(points)} points at {len(by_length)} lengths: {verdict}"
+
+
 def fit(path):
     """Each entry's fitted lines against the points measured: the line the
     cost model reads from the profile's fields (docs/cost-model.md) is the
@@ -88,15 +116,11 @@ def fit(path):
             g = int(group)
             line += "; " + check(f"all-reduce group {group}", 2 * (g - 1) * link["latency"],
                                  1 / link["bandwidth"], points)
-            # The sync overhead: the median extra of every group's points
-            # (two all-reduce sizes, three times each), never below zero.
-            every = p["points"]["sync_overhead_elements_seconds"]
-            sync = sorted(s for pts in every.values() for _, s in pts)
-            n = len(sync)
-            median = max(0.0, (sync[(n - 1) // 2] + sync[n // 2]) / 2) if n else 0.0
-            agrees = abs(link["sync_overhead"] - median) <= 1e-12 + 1e-9 * median
-            line += f"; sync group {group} {len(every[group])} points: " + (
-                "the entry's median" if agrees else f"{link['sync_overhead']} is not {median}")
+            # The sync overhead after 1, 2, 4 and 8 matmuls between calls
+            # (two all-reduce sizes, three times each): sync_overhead, never
+            # below zero, reached after sync_ramp seconds of computation.
+            line += f"; sync group {group} " + sync_check(
+                link, p["points"]["sync_overhead_compute_seconds"][group])
         print(line)
 
 

@@ -87,6 +87,32 @@ TEST(CostModel, AlphaBetaTime) {
   EXPECT_DOUBLE_EQ(dtc::cost::sendRecvTime(1e9, link), 1e-6 + 2.0);
 }
 
+// The sync overhead after a computation between calls: none right after
+// the previous call, all of it after `syncRamp` seconds or more, a share in
+// proportion below (no ramp: all of it after any computation).
+TEST(CostModel, SyncOverheadRampsWithTheComputationBetweenCalls) {
+  dtc::cost::Link link{1e9, 1e-6};
+  link.syncOverhead = 2e-3;
+  EXPECT_EQ(link.syncOverheadAfter(0), 0);
+  EXPECT_EQ(link.syncOverheadAfter(1e-9), 2e-3);
+  EXPECT_EQ(link.syncOverheadAfter(10), 2e-3);
+  link.syncRamp = 10e-3;
+  EXPECT_EQ(link.syncOverheadAfter(0), 0);
+  EXPECT_DOUBLE_EQ(link.syncOverheadAfter(2.5e-3), 0.5e-3);
+  EXPECT_DOUBLE_EQ(link.syncOverheadAfter(5e-3), 1e-3);
+  EXPECT_EQ(link.syncOverheadAfter(10e-3), 2e-3);
+  EXPECT_EQ(link.syncOverheadAfter(1), 2e-3);
+  // The profile writes it back.
+  std::string error;
+  dtc::cost::HardwareProfile hw = *dtc::cost::loadHardware("a100", error);
+  hw.forMesh({2});
+  hw.axes[0] = link;
+  const nlohmann::json written =
+      nlohmann::json::parse(dtc::cost::profileJson(hw));
+  EXPECT_EQ(written["axes"][0]["sync_ramp"], 10e-3);
+  EXPECT_EQ(written["axes"][0]["sync_overhead"], 2e-3);
+}
+
 TEST(CostModel, GemmEfficiencyCurve) {
   dtc::cost::GemmEfficiency curve{0.8, 1e10};
   EXPECT_DOUBLE_EQ(curve.at(1e10), 0.4); // half of the best at halfFlops
@@ -481,6 +507,58 @@ TEST(Search, GradientsAfterTheFlushPayTheSyncOverheadOnce) {
   EXPECT_NEAR(comm(shared, 2, 0) - comm(plain, 2, 0), 1e-3, 1e-12);
   EXPECT_GE(comm(shared, 1, 0) - comm(plain, 1, 0), 1e-3 - 1e-12);
   EXPECT_GT(comm(shared, 2, 1) - comm(plain, 2, 1), 2e-3);
+}
+
+// With a ramp longer than every gap between calls, a call adds the sync
+// overhead times its gap over the ramp: tensor parallelism's calls (a
+// layer's forward or backward share of the kernels apart), ZeRO-3's gathers
+// (a layer's) and the data-parallel gradients' bucket (after the backward)
+// add the overhead times the step's computation over the ramp each,
+// however many calls they split into. With a ramp shorter than every gap,
+// each call adds the whole overhead.
+TEST(Search, CallsPayTheSyncOverheadInProportionToTheirGaps) {
+  dtc::search::ModelFacts facts = smallFacts();
+  facts.sequenceInputs = true;
+  facts.sequence = 64;
+  dtc::search::Space space;
+  space.mesh = {2};
+  const dtc::cost::HardwareProfile plain = a100For(space.mesh);
+  const double ramp = 1e3;
+  dtc::cost::HardwareProfile longRamp = plain, shortRamp = plain;
+  longRamp.axes[0].syncOverhead = shortRamp.axes[0].syncOverhead = 1e-3;
+  longRamp.axes[0].syncRamp = ramp;
+  shortRamp.axes[0].syncRamp = 1e-12;
+  auto find = [&](const dtc::cost::HardwareProfile &hw, int64_t tp,
+                  int64_t microbatches, bool sequenceParallel, int zero) {
+    for (const dtc::search::Candidate &c :
+         dtc::search::enumerateCandidates(facts, space, hw))
+      if (c.tp == tp && c.microbatches == microbatches &&
+          c.sequenceParallel == sequenceParallel && c.remat == "none" &&
+          c.zero == zero)
+        return c;
+    ADD_FAILURE() << "no tp=" << tp << " mb=" << microbatches;
+    return dtc::search::Candidate();
+  };
+  for (int64_t m : {1, 2})
+    for (bool sp : {false, true}) {
+      const dtc::search::Candidate base = find(plain, 2, m, sp, 0);
+      const double added =
+          find(longRamp, 2, m, sp, 0).commSeconds - base.commSeconds;
+      const double proportional = 1e-3 * base.computeSeconds / ramp;
+      EXPECT_NEAR(added, proportional, 1e-9 * proportional)
+          << "mb=" << m << " sp=" << sp;
+      const double whole = 4 * 2 * double(m) * (sp ? 2 : 1) * 1e-3;
+      EXPECT_NEAR(find(shortRamp, 2, m, sp, 0).commSeconds - base.commSeconds,
+                  whole, 1e-9 * whole);
+    }
+  for (int zero : {0, 3}) {
+    const dtc::search::Candidate base = find(plain, 1, 1, false, zero);
+    const double added =
+        find(longRamp, 1, 1, false, zero).commSeconds - base.commSeconds;
+    const double proportional =
+        (zero == 3 ? 2 : 1) * 1e-3 * base.computeSeconds / ramp;
+    EXPECT_NEAR(added, proportional, 1e-9 * proportional) << "zero=" << zero;
+  }
 }
 
 // Tensor parallelism splits what a layer keeps but the residual stream (the
@@ -992,7 +1070,7 @@ TEST(CostModel, CpuCalibrationEntryPerRankCount) {
       entry(30e9, R"("2": {"bandwidth": 4e9, "latency": 1e-6})") +
       R"(, "8": )" + entry(10e9, R"("2": {"bandwidth": 2e9, "latency": 2e-6},
                      "8": {"bandwidth": 1e9, "latency": 5e-6,
-                           "sync_overhead": 1.5e-3})") +
+                           "sync_overhead": 1.5e-3, "sync_ramp": 4e-3})") +
       "}}");
   std::string error;
   // The entry for the mesh's ranks; else the fewest above; else the most.
@@ -1016,6 +1094,8 @@ TEST(CostModel, CpuCalibrationEntryPerRankCount) {
   EXPECT_EQ(hw->axes[1].latency, 5e-6);
   EXPECT_EQ(hw->axes[0].syncOverhead, 0);
   EXPECT_EQ(hw->axes[1].syncOverhead, 1.5e-3);
+  EXPECT_EQ(hw->axes[1].syncRamp, 4e-3);
+  EXPECT_EQ(hw->axes[0].syncRamp, 0);
   // A collective over both axes is a group of 8: the link measured for 8,
   // not the slower of the axes' (each group size has its own ring and its
   // own sharing of the cores).

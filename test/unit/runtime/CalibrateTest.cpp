@@ -11,6 +11,36 @@
 
 using namespace dtc::rt;
 
+// The sync overhead's fit: each length's median (six points around it, two
+// far off), then overhead * min(1, length / ramp) through them.
+TEST(Calibrate, FitSyncOverheadFindsTheOverheadAndItsRamp) {
+  auto pointsOf = [](double overhead, double ramp) {
+    std::vector<CalibrationPoint> points;
+    for (double length : {2e-3, 4e-3, 8e-3, 16e-3}) {
+      const double added = overhead * std::min(1.0, length / ramp);
+      for (double off : {-3e-5, -1e-5, 1e-5, 3e-5, -5e-3, 5e-3})
+        points.push_back({length, added + off});
+    }
+    return points;
+  };
+  SyncFit fit = fitSyncOverhead(pointsOf(2e-3, 8e-3));
+  EXPECT_NEAR(fit.overhead, 2e-3, 1e-12);
+  EXPECT_EQ(fit.ramp, 8e-3);
+  // Still rising at the longest length: a ramp that long.
+  fit = fitSyncOverhead(pointsOf(4e-3, 16e-3));
+  EXPECT_NEAR(fit.overhead, 4e-3, 1e-12);
+  EXPECT_EQ(fit.ramp, 16e-3);
+  // Flat from the shortest.
+  fit = fitSyncOverhead(pointsOf(1e-3, 2e-3));
+  EXPECT_NEAR(fit.overhead, 1e-3, 1e-12);
+  EXPECT_EQ(fit.ramp, 2e-3);
+  // Groups that gain from computing apart (their waits overlap the other
+  // groups' computation): no overhead.
+  fit = fitSyncOverhead(pointsOf(-1e-3, 4e-3));
+  EXPECT_EQ(fit.overhead, 0);
+  EXPECT_EQ(fitSyncOverhead({}).overhead, 0);
+}
+
 TEST(Calibrate, FitLineRecoversTheLine) {
   // t = 3 us + size / (2 GB/s): exact points give the line back.
   std::vector<CalibrationPoint> points;
