@@ -18,8 +18,9 @@ prediction) and trains on synthetic data with `dtc run --log` (the
 measurement: the median step time after the first two steps, the lowest of
 --repeats runs, which run after one another through all plans: the
 machine's other work only ever slows a run), then prints
-every plan's predicted and measured time and their ratio, ranked by measured
-time, and per model and mesh Kendall's tau between the two rankings. The
+every plan's predicted and measured time, their ratio and how far apart
+its runs were, ranked by measured time, and per model and mesh Kendall's
+tau between the two rankings. The
 search issue asks for every plan within 10% and tau >= 0.8.
 """
 import argparse
@@ -108,7 +109,7 @@ def main(argv):
                     continue
                 predicted = json.load(open(report))["predicted"]["step_time_s"]
                 plans.append(dict(name=name, mesh=mesh, plan=plan, tag=tag, art=art,
-                                  predicted=predicted, measured=float("inf")))
+                                  predicted=predicted, measured=float("inf"), runs=[]))
     # Every plan once, then every plan again: a slow spell of the machine
     # slows one run of several plans, not every run of one.
     for repeat in range(a.repeats):
@@ -117,19 +118,21 @@ def main(argv):
             sh([a.dtc, "run", p["art"], "--steps", str(a.steps), "--log", log])
             times = [json.loads(line)["step_time_s"] for line in open(log)][2:]
             p["measured"] = min(p["measured"], statistics.median(times))
+            p["runs"].append(statistics.median(times))
             print(f"  {p['name']} {p['mesh']} {p['plan']} (run {repeat + 1}): predicted "
                   f"{p['predicted'] * 1e3:.1f} ms, measured {statistics.median(times) * 1e3:.1f} ms",
                   file=sys.stderr, flush=True)
     rows = [(p["name"], p["mesh"], p["plan"], p["predicted"], p["measured"]) for p in plans]
+    spread = {(p["name"], p["mesh"], p["plan"]): max(p["runs"]) / min(p["runs"]) - 1 for p in plans}
     print(f"hardware: {source}")
-    print(f"{'model':6} {'mesh':4} {'plan':34} {'predicted ms':>12} {'measured ms':>11} {'ratio':>6}")
+    print(f"{'model':6} {'mesh':4} {'plan':34} {'predicted ms':>12} {'measured ms':>11} {'ratio':>6} {'runs apart':>10}")
     errors = []
     for group in sorted({(r[0], r[1]) for r in rows}):
         members = sorted([r for r in rows if (r[0], r[1]) == group], key=lambda r: r[4])
         for name, mesh, plan, predicted, measured in members:
             errors.append(abs(predicted / measured - 1))
             print(f"{name:6} {mesh:4} {plan:34} {predicted * 1e3:12.2f} {measured * 1e3:11.2f} "
-                  f"{predicted / measured:6.2f}")
+                  f"{predicted / measured:6.2f} {spread[(name, mesh, plan)]:10.1%}")
         tau = kendall_tau([r[3] for r in members], [r[4] for r in members])
         print(f"{group[0]} on {group[1]}: Kendall tau {tau:.2f} over {len(members)} plans\n")
     if errors:
@@ -137,6 +140,12 @@ def main(argv):
               f"worst {max(errors):.1%}, within 10%: {sum(e <= 0.10 for e in errors)}")
         print(f"Kendall tau over all plans: "
               f"{kendall_tau([r[3] for r in rows], [r[4] for r in rows]):.2f}")
+        # The machine's own noise: how far apart the runs of one plan are
+        # (the slowest over the fastest) bounds what the ratios can show.
+        if a.repeats > 1:
+            apart = sorted(spread.values())
+            print(f"runs of one plan apart: median {statistics.median(apart):.1%}, "
+                  f"worst {apart[-1]:.1%}")
 
 
 if __name__ == "__main__":
