@@ -262,13 +262,14 @@ double batchCommSeconds(const ModelFacts &f, const Space &space,
     // Plain data parallelism's all-reduces after a flush run back to back:
     // their group, together after the first, pays the link's sync overhead
     // once (as the evaluation prices it). ZeRO's interleave with the
-    // optimizer's updates and pay it each, after an update's computation;
-    // buckets issued during the backward after a bucket's.
+    // optimizer's updates and pay it each, after an update's computation
+    // (ZeRO-1's always: it reduce-scatters in the optimizer); buckets
+    // issued during the backward pay it after a bucket's share of it.
     const bool backToBack = !issuedDuringCompute && c.zero == 0;
     Link perCall = link;
     perCall.syncOverhead =
         backToBack ? 0
-        : issuedDuringCompute
+        : issuedDuringCompute && c.zero != 1
             ? link.syncOverheadAfter(computed.microbatch / calls)
             : link.syncOverheadAfter(computed.optimizer /
                                      std::max(1.0, tensors));

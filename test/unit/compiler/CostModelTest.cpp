@@ -559,6 +559,16 @@ TEST(Search, CallsPayTheSyncOverheadInProportionToTheirGaps) {
         (zero == 3 ? 2 : 1) * 1e-3 * base.computeSeconds / ramp;
     EXPECT_NEAR(added, proportional, 1e-9 * proportional) << "zero=" << zero;
   }
+  // ZeRO-1 reduce-scatters its gradients in the optimizer, one tensor's
+  // update between calls, not the backward: a far smaller share.
+  facts.optimizerKernels = {{0, 4e6, CostClass::Optimizer, 1, false, false, 8,
+                             dtc::search::KernelClass::Split::Batch}};
+  auto added = [&](int zero) {
+    return find(longRamp, 1, 1, false, zero).commSeconds -
+           find(plain, 1, 1, false, zero).commSeconds;
+  };
+  EXPECT_GT(added(1), 0);
+  EXPECT_LT(added(1), 0.01 * added(0));
 }
 
 // Tensor parallelism splits what a layer keeps but the residual stream (the
