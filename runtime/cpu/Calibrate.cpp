@@ -543,9 +543,9 @@ Curve measureAllReduce(World &world, int g, const CalibrationOptions &options) {
   return measureCurve(std::move(points));
 }
 
-/// Points of the sync overhead (Link::syncOverhead, syncRamp) of groups of
-/// `g`: what an all-reduce costs beyond its own time when every rank
-/// computes between calls, as the steps of a plan do. Each rank runs 1, 2,
+/// Points of the sync overhead (Link::syncOverhead, syncRamp) of each group
+/// size in `groups`: what an all-reduce costs beyond its own time when every
+/// rank computes between calls, as the steps of a plan do. Each rank runs 1, 2,
 /// 4 or 8 matmuls (a layer's up-projection shape), then its group
 /// all-reduces; a point is that loop's time less the matmuls' and the
 /// all-reduce's, each timed alone, for a small and a tensor-parallel-sized
@@ -556,11 +556,10 @@ Curve measureAllReduce(World &world, int g, const CalibrationOptions &options) {
 /// ranks on 2 cores 0.3, 0.6 and 1 ms after 1.3, 5 and 20 ms. The lengths
 /// a plan's many-call collectives see (tensor parallelism, ZeRO-3: 2-15
 /// ms); a longer one, timed in as many rounds, only adds noise.
-std::vector<CalibrationPoint>
-measureSyncOverhead(World &world, int g, kernels::KernelContext &ctx,
+std::map<int, std::vector<CalibrationPoint>>
+measureSyncOverhead(World &world, const std::vector<int> &groups,
+                    kernels::KernelContext &ctx,
                     const CalibrationOptions &options) {
-  std::unique_ptr<Communicator> group =
-      world.split(world.rank() / g, world.rank() % g);
   Communicator &all = world.world();
   kernels::RunFn matmul = cpuKernel("matmul");
   const json attrs = json::object();
@@ -579,27 +578,33 @@ measureSyncOverhead(World &world, int g, kernels::KernelContext &ctx,
         matmul(calls[size_t(i % kCopies)]);
     };
   };
+  // The matmuls alone, once: every group's points share their lengths, so
+  // an entry's fit takes the median of all of them at each.
   std::array<double, lengths.size()> work{};
   for (size_t l = 0; l < lengths.size(); ++l)
     work[l] = timeTogether(all, seconds, segmentOf(lengths[l]));
-  std::vector<CalibrationPoint> points;
-  for (int repeat = 0; repeat < 3; ++repeat)
-    for (int64_t count : {int64_t(1) << 10, int64_t(1) << 19}) {
-      std::vector<float> data(size_t(count), 1.0f);
-      auto allReduce = [&] {
-        group->allReduce(data.data(), data.data(), size_t(count), DType::F32,
-                         ReduceOp::Sum);
-      };
-      const double alone = timeTogether(all, seconds, allReduce);
-      for (size_t l = 0; l < lengths.size(); ++l) {
-        auto segment = segmentOf(lengths[l]);
-        const double together = timeTogether(all, seconds, [&] {
-          segment();
-          allReduce();
-        });
-        points.push_back({work[l], together - work[l] - alone});
+  std::map<int, std::vector<CalibrationPoint>> points;
+  for (int g : groups) {
+    std::unique_ptr<Communicator> group =
+        world.split(world.rank() / g, world.rank() % g);
+    for (int repeat = 0; repeat < 3; ++repeat)
+      for (int64_t count : {int64_t(1) << 10, int64_t(1) << 19}) {
+        std::vector<float> data(size_t(count), 1.0f);
+        auto allReduce = [&] {
+          group->allReduce(data.data(), data.data(), size_t(count), DType::F32,
+                           ReduceOp::Sum);
+        };
+        const double alone = timeTogether(all, seconds, allReduce);
+        for (size_t l = 0; l < lengths.size(); ++l) {
+          auto segment = segmentOf(lengths[l]);
+          const double together = timeTogether(all, seconds, [&] {
+            segment();
+            allReduce();
+          });
+          points[g].push_back({work[l], together - work[l] - alone});
+        }
       }
-    }
+  }
   return points;
 }
 
@@ -710,23 +715,32 @@ json calibrateCpu(World &world, const CalibrationOptions &options) {
 
   json links = json::object(), linkPoints = json::object(),
        syncPoints = json::object();
-  for (int g = 2; g <= ranks; ++g) {
-    if (ranks % g != 0)
-      continue;
+  std::vector<int> groups;
+  for (int g = 2; g <= ranks; ++g)
+    if (ranks % g == 0)
+      groups.push_back(g);
+  for (int g : groups) {
     const Curve allReduce = measureAllReduce(world, g, options);
-    // Each group its own: groups smaller than the entry overlap one
-    // another's waits with their computation (4 ranks on 2 cores: groups
-    // of 2 -1.9..0.2 ms, the group of 4 0.4..4.3 ms, same calibration).
-    const std::vector<CalibrationPoint> sync =
-        measureSyncOverhead(world, g, ctx, options);
-    const SyncFit syncFit = fitSyncOverhead(sync);
     links[std::to_string(g)] = {
         {"bandwidth", rateOf(allReduce.fit, allReduce.points)},
-        {"latency", allReduce.fit.intercept / (2.0 * (g - 1))},
-        {"sync_overhead", syncFit.overhead},
-        {"sync_ramp", syncFit.ramp}};
+        {"latency", allReduce.fit.intercept / (2.0 * (g - 1))}};
     linkPoints[std::to_string(g)] = pointsJson(allReduce.points);
-    syncPoints[std::to_string(g)] = pointsJson(sync);
+  }
+  // One sync overhead for every group of an entry, fitted to all their
+  // points: on the second machine the 4-rank entry's groups of 2 and of 4
+  // fitted 0.43 and 0.47, 0.11 and 1.52, 0.93 and 0.27, 1.64 and 0.76 ms
+  // in four calibrations of one afternoon, no order between them, and a
+  // group's 24 points are noisier than an entry's 48-72.
+  std::vector<CalibrationPoint> everySyncPoint;
+  for (const auto &[g, points] :
+       measureSyncOverhead(world, groups, ctx, options)) {
+    everySyncPoint.insert(everySyncPoint.end(), points.begin(), points.end());
+    syncPoints[std::to_string(g)] = pointsJson(points);
+  }
+  const SyncFit syncFit = fitSyncOverhead(everySyncPoint);
+  for (auto &[group, link] : links.items()) {
+    link["sync_overhead"] = syncFit.overhead;
+    link["sync_ramp"] = syncFit.ramp;
   }
 
   // The matmul runs in f32 whatever the operands' precision (the CPU

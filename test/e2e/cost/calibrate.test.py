@@ -117,10 +117,12 @@ def fit(path):
             line += "; " + check(f"all-reduce group {group}", 2 * (g - 1) * link["latency"],
                                  1 / link["bandwidth"], points)
             # The sync overhead after 1, 2, 4 and 8 matmuls between calls
-            # (two all-reduce sizes, three times each): sync_overhead, never
-            # below zero, reached after sync_ramp seconds of computation.
-            line += f"; sync group {group} " + sync_check(
-                link, p["points"]["sync_overhead_compute_seconds"][group])
+            # (two all-reduce sizes, three times each, every group size):
+            # sync_overhead, never below zero, reached after sync_ramp
+            # seconds of computation.
+            # One fit of all the entry's groups' points, every group's.
+            every = [pt for pts in p["points"]["sync_overhead_compute_seconds"].values() for pt in pts]
+            line += f"; sync group {group} " + sync_check(link, every)
         print(line)
 
 

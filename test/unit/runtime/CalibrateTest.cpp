@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <set>
 #include <thread>
 
 using namespace dtc::rt;
@@ -283,20 +284,57 @@ TEST(Calibrate, FitLineKeepsALatencyAndARate) {
   EXPECT_EQ(flat.slope, 0.0);
 }
 
-TEST(Calibrate, ProfileFieldsAreTheFittedLines) {
-  // Two ranks as threads: a profile with a link for groups of 2 whose
-  // fields are the lines fitted through what was measured.
-  ThreadWorld world(2);
-  nlohmann::json profiles[2];
+namespace {
+
+/// Every rank's profile from calibrateCpu on `count` ranks as threads.
+std::vector<nlohmann::json> calibrateOnThreads(int count,
+                                               double secondsPerPoint) {
+  ThreadWorld world(count);
+  std::vector<nlohmann::json> profiles;
+  profiles.resize(size_t(count));
   std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r)
+  for (int r = 0; r < count; ++r)
     ranks.emplace_back([&, r] {
       CalibrationOptions options;
-      options.secondsPerPoint = 0.002;
-      profiles[r] = calibrateCpu(world.rankView(r), options);
+      options.secondsPerPoint = secondsPerPoint;
+      profiles[size_t(r)] = calibrateCpu(world.rankView(r), options);
     });
   for (std::thread &t : ranks)
     t.join();
+  return profiles;
+}
+
+} // namespace
+
+// Four ranks as threads: groups of 2 and of 4, one sync overhead for both,
+// fitted to all their points (which share their computation lengths).
+TEST(Calibrate, SyncOverheadIsOneFitOfEveryGroupsPoints) {
+  const std::vector<nlohmann::json> profiles = calibrateOnThreads(4, 0.001);
+  const nlohmann::json &p = profiles[0];
+  const nlohmann::json &points = p["points"]["sync_overhead_compute_seconds"];
+  ASSERT_TRUE(points.contains("2") && points.contains("4"));
+  std::vector<CalibrationPoint> every;
+  std::set<double> lengths;
+  for (const auto &[group, groupPoints] : points.items()) {
+    EXPECT_EQ(groupPoints.size(), 24u) << group;
+    for (const auto &point : groupPoints) {
+      every.push_back({point[0].get<double>(), point[1].get<double>()});
+      lengths.insert(point[0].get<double>());
+    }
+  }
+  EXPECT_EQ(lengths.size(), 4u);
+  const SyncFit fit = fitSyncOverhead(every);
+  for (const char *group : {"2", "4"}) {
+    EXPECT_EQ(p["group_links"][group]["sync_overhead"].get<double>(),
+              fit.overhead);
+    EXPECT_EQ(p["group_links"][group]["sync_ramp"].get<double>(), fit.ramp);
+  }
+}
+
+TEST(Calibrate, ProfileFieldsAreTheFittedLines) {
+  // Two ranks as threads: a profile with a link for groups of 2 whose
+  // fields are the lines fitted through what was measured.
+  const std::vector<nlohmann::json> profiles = calibrateOnThreads(2, 0.002);
   const nlohmann::json &p = profiles[0];
   EXPECT_EQ(p["ranks"], 2);
   EXPECT_EQ(p["peak_flops"], profiles[1]["peak_flops"]);
